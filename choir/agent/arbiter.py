@@ -1,0 +1,343 @@
+"""The arbiter (§7.4): the single writer of the session log and the gate of every side effect.
+
+Lanes submit tool proposals through an asyncio queue. For each one the arbiter commits
+`ToolCallRequested`, validates it (registry, lane exposure, pluggable gates such as the skill
+allowlist and budgets, input schema, workspace paths), then hands the admitted call back to the
+proposing lane's task, which runs it: acquire the lockset → commit the intent
+(`ToolCallCommitted`) → execute → commit `ToolResultCommitted` → release. Commits are serialized
+(the log appends synchronously on the event loop); executions run concurrently under the lock
+manager (DESIGN-NOTES "Concurrency"), so two cores writing different files run in parallel and a
+slow host tool never blocks another lane's unrelated tool.
+
+Every call carries an invocation id (`call_id`, unique per session — lanes derive it from the
+model's id and their step). Re-proposing a committed invocation returns the committed result and
+never executes twice (§13.3); re-proposing one in flight joins it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from choir.agent.commitlog import CommitLog, LogEntry
+from choir.agent.dispatch import Dispatcher, PreparedCall, prepare_call
+from choir.agent.locks import LockManager, LocksRevokedError
+from choir.agent.registry import RegisteredTool, ToolRegistry, lane_kind_of
+from choir.agent.workspace import Workspace
+from choir.core import budgets, skill_runner
+from choir.core.budgets import BudgetCounters, BudgetLimits
+from choir.core.skill_runner import CONTROL_TOOLS, Decision, SkillRun
+from choir.logs import get_logger
+from choir.protocol import (
+    Event,
+    SkillSpec,
+    ToolCall,
+    ToolResult,
+    core_lane,
+    job_name_of,
+)
+
+log = get_logger("choir.agent.arbiter")
+
+Gate = Callable[[str, RegisteredTool, Mapping[str, Any]], ToolResult | None]
+"""A policy check run at admission: (lane, tool, arguments) → a rejection, or None to admit.
+
+Lanes own the state behind their gates (the active skill state, whether cores are running,
+budgets), so the arbiter stays free of lane logic.
+"""
+
+IntentSink = Callable[[LogEntry], Awaitable[None]]
+"""Makes a non-idempotent intent durable at choird before its tool runs (§13, design notes)."""
+
+_STOP: Final = object()
+
+
+@dataclass(frozen=True, slots=True)
+class ToolProposal:
+    """A lane's request to run one tool call."""
+
+    lane: str
+    """`edge` or `core:<job-name>`: the proposer and lock owner."""
+    call_id: str
+    """The invocation id; unique within the session."""
+    tool: str
+    """Canonical tool name."""
+    arguments: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class _Pending:
+    proposal: ToolProposal
+    admitted: asyncio.Future[PreparedCall | None]
+    """Set by the arbiter task: the call to execute, or None when admission already answered."""
+    result: asyncio.Future[ToolResult]
+
+
+class Arbiter:
+    """Validates, locks, executes and commits tool calls; the only writer of `log`."""
+
+    def __init__(
+        self,
+        *,
+        log: CommitLog,
+        registry: ToolRegistry,
+        locks: LockManager,
+        workspace: Workspace,
+        dispatcher: Dispatcher,
+        limits: BudgetLimits,
+        skills: Mapping[str, SkillSpec] | None = None,
+        gates: Sequence[Gate] = (),
+        intent_sink: IntentSink | None = None,
+    ) -> None:
+        self.log = log
+        self.registry = registry
+        self.locks = locks
+        self.workspace = workspace
+        self._dispatcher = dispatcher
+        self._gates = list(gates)
+        self._intent_sink = intent_sink
+        self.limits = limits
+        self.budgets = BudgetCounters()
+        """Counters of §7.6; only the arbiter charges them, and nothing ever resets them."""
+        self.skills: Mapping[str, SkillSpec] = skills or {}
+        self.skill_runs: dict[str, SkillRun | None] = {}
+        """Each lane's active (or last) skill run."""
+        self._queue: asyncio.Queue[_Pending | object] = asyncio.Queue()
+        self._results: dict[str, ToolResult] = {}
+        self._inflight: dict[str, _Pending] = {}
+        self._fold_committed_results()
+
+    # -- lanes -------------------------------------------------------------------------------
+
+    async def propose(self, proposal: ToolProposal) -> ToolResult:
+        """Submit `proposal` and wait for its committed result.
+
+        The arbiter task admits the proposal; the admitted call then executes in the proposing
+        lane's own task, so lanes run tools concurrently, and cancelling a lane cancels its call:
+        the tool is stopped at once and a `cancelled` result is committed, which keeps the
+        transcript the model sees valid.
+        """
+        done = self._results.get(proposal.call_id)
+        if done is not None:
+            return done
+        joined = self._inflight.get(proposal.call_id)
+        if joined is not None:
+            return await asyncio.shield(joined.result)
+        loop = asyncio.get_running_loop()
+        pending = _Pending(proposal, loop.create_future(), loop.create_future())
+        self._inflight[proposal.call_id] = pending
+        self._queue.put_nowait(pending)
+        try:
+            call = await pending.admitted
+            if call is not None:
+                await self._execute(pending, call)
+        except asyncio.CancelledError:
+            self._finish(pending, _cancelled(proposal))
+            raise
+        except LocksRevokedError:  # the job was ended (end_job) while this call waited for locks
+            self._finish(pending, _cancelled(proposal))
+        return pending.result.result()
+
+    def commit(self, lane: str, event: Event) -> LogEntry:
+        """Commit a lane's non-tool event (user message, model output, core events…)."""
+        entry = self.log.commit(lane, event)
+        if self.skills:
+            self.skill_runs[lane] = skill_runner.apply(
+                self.skill_runs.get(lane), event, self.skills
+            )
+        return entry
+
+    def start_job(self, job_name: str, *, time_budget_ms: int | None = None) -> str | None:
+        """Open a core job's budgets; the reason when it cannot (name taken, max_core_jobs)."""
+        if job_name in self.budgets.jobs:
+            return f"core job {job_name} is already running; pick another name"
+        self.budgets, exceeded = budgets.start_job(
+            self.budgets, job_name, time.monotonic(), self.limits, time_budget_ms=time_budget_ms
+        )
+        return exceeded.message if exceeded else None
+
+    def end_job(self, job_name: str) -> None:
+        self.budgets = budgets.end_job(self.budgets, job_name)
+        self.locks.release_all(core_lane(job_name))
+
+    def add_gate(self, gate: Gate) -> None:
+        self._gates.append(gate)
+
+    def committed_result(self, call_id: str) -> ToolResult | None:
+        return self._results.get(call_id)
+
+    def unresolved_intents(self) -> list[LogEntry]:
+        """Intents with no committed result: after a crash their outcome is unknown (§13)."""
+        open_intents: dict[str, LogEntry] = {}
+        for entry in self.log:
+            kind, call_id = entry.kind, entry.event.get("call_id")
+            if kind == "tool_call_committed":
+                open_intents[str(call_id)] = entry
+            elif kind == "tool_result_committed":
+                open_intents.pop(str(call_id), None)
+        return list(open_intents.values())
+
+    # -- the arbiter task ----------------------------------------------------------------------
+
+    async def run(self) -> None:
+        """Admit proposals in arrival order until `stop()`."""
+        while (item := await self._queue.get()) is not _STOP:
+            assert isinstance(item, _Pending)
+            try:
+                self._admit(item)
+            except Exception as exc:  # the arbiter never dies on one bad proposal
+                log.exception("proposal failed", fields={"tool": item.proposal.tool})
+                self._finish(
+                    item, ToolResult.fail("internal_error", f"{item.proposal.tool}: {exc}")
+                )
+
+    def stop(self) -> None:
+        self._queue.put_nowait(_STOP)
+
+    def _admit(self, pending: _Pending) -> None:
+        if pending.admitted.done():  # the proposer was cancelled while queued
+            return
+        proposal = pending.proposal
+        self.log.append(proposal.lane, _requested(proposal))
+        run = self.skill_runs.get(proposal.lane)
+        if self.skills and (skill_runner.is_active(run) or proposal.tool in CONTROL_TOOLS):
+            call = ToolCall(id=proposal.call_id, name=proposal.tool, arguments=proposal.arguments)
+            verdict = skill_runner.propose(run, call, self.skills)
+            if isinstance(verdict, Decision):
+                self._settle(pending, verdict)
+                return
+        prepared = self._validate(proposal)
+        if isinstance(prepared, ToolResult):
+            self._finish(pending, prepared)
+        else:
+            pending.admitted.set_result(prepared)
+
+    def _validate(self, proposal: ToolProposal) -> PreparedCall | ToolResult:
+        tool = self.registry.get(proposal.tool)
+        if tool is None:
+            return ToolResult.fail(
+                "unknown_tool",
+                f"unknown tool {proposal.tool!r}",
+                known_tools=self.registry.names_for_lane(proposal.lane),
+            )
+        exposure = tool.manifest.runtime.exposure
+        lane_kind = lane_kind_of(proposal.lane)
+        if exposure not in (lane_kind, "both"):
+            return ToolResult.fail(
+                "tool_not_exposed", f"{proposal.tool} is not available to the {lane_kind} lane"
+            )
+        for gate in self._gates:
+            rejection = gate(proposal.lane, tool, proposal.arguments)
+            if rejection is not None:
+                return rejection
+        problems = tool.manifest.input_problems(proposal.arguments)
+        if problems:
+            return ToolResult.fail(
+                "invalid_input",
+                f"invalid input for {proposal.tool}: {problems[0]}",
+                problems=problems,
+            )
+        job = job_name_of(proposal.lane)
+        if job is not None and job not in self.budgets.jobs:
+            return ToolResult.fail("job_not_running", f"core job {job} is not running")
+        prepared = prepare_call(tool, proposal.arguments, self.workspace)
+        if isinstance(prepared, ToolResult):
+            return prepared
+        self.budgets, exceeded = budgets.charge_tool_call(self.budgets, proposal.lane, self.limits)
+        if exceeded is not None:
+            return ToolResult.fail("budget_exceeded", exceeded.message, budget=exceeded.budget)
+        return prepared
+
+    async def _execute(self, pending: _Pending, call: PreparedCall) -> None:
+        proposal = pending.proposal
+        started = time.monotonic()
+        async with self.locks.hold(proposal.lane, call.lockset):
+            intent = self.log.append(proposal.lane, _intent(proposal, call))
+            if not call.tool.manifest.runtime.idempotent and self._intent_sink:
+                await self._intent_sink(intent)
+            try:
+                result = await self._dispatcher.run(call, proposal)
+            except Exception as exc:  # a tool bug must not take the lane or the arbiter down
+                log.exception("tool crashed", fields={"tool": proposal.tool})
+                result = ToolResult.fail("tool_crashed", f"{proposal.tool} failed: {exc}")
+            self._finish(pending, result, _ms_since(started))
+
+    def _finish(self, pending: _Pending, result: ToolResult, duration_ms: int = 0) -> None:
+        """Commit the result once (inside the lock hold when there is one) and wake waiters."""
+        proposal = pending.proposal
+        if proposal.call_id in self._results:
+            return
+        event = {
+            "kind": "tool_result_committed",
+            "call_id": proposal.call_id,
+            "tool": proposal.tool,
+            "result": result.model_dump(mode="json"),
+            "duration_ms": duration_ms,
+        }
+        self.log.append(proposal.lane, event)
+        self._publish(pending, result)
+
+    def _settle(self, pending: _Pending, decision: Decision) -> None:
+        """Commit what the skill runner decided for a call (its answer included)."""
+        lane = pending.proposal.lane
+        for effect in decision.effects:
+            self.log.commit(lane, effect)
+        self.skill_runs[lane] = decision.run
+        result = decision.result or ToolResult.ok(f"{pending.proposal.tool} done")
+        self._publish(pending, result)
+
+    def _publish(self, pending: _Pending, result: ToolResult) -> None:
+        proposal = pending.proposal
+        self._results[proposal.call_id] = result
+        self._inflight.pop(proposal.call_id, None)
+        if not pending.result.done():
+            pending.result.set_result(result)
+        if not pending.admitted.done():
+            pending.admitted.set_result(None)
+
+    def _fold_committed_results(self) -> None:
+        """Rebuild the idempotency table from a restored log."""
+        for entry in self.log:
+            if entry.kind == "tool_result_committed":
+                self._results[str(entry.event["call_id"])] = ToolResult.model_validate(
+                    entry.event["result"]
+                )
+
+
+def _requested(proposal: ToolProposal) -> dict[str, Any]:
+    """`ToolCallRequested` in its JSON form, built directly: this is the hot path."""
+    return {
+        "kind": "tool_call_requested",
+        "call_id": proposal.call_id,
+        "tool": proposal.tool,
+        "arguments": proposal.arguments,
+    }
+
+
+def _intent(proposal: ToolProposal, call: PreparedCall) -> dict[str, Any]:
+    """`ToolCallCommitted` in its JSON form (see `_requested`)."""
+    runtime = call.tool.manifest.runtime
+    return {
+        "kind": "tool_call_committed",
+        "call_id": proposal.call_id,
+        "tool": proposal.tool,
+        "locks": [{"resource": r.resource, "mode": r.mode} for r in call.lockset],
+        "side_effect": runtime.side_effect,
+        "idempotent": runtime.idempotent,
+    }
+
+
+def _cancelled(proposal: ToolProposal) -> ToolResult:
+    return ToolResult(
+        status="cancelled", summary=f"{proposal.tool} was cancelled before it finished"
+    )
+
+
+def _ms_since(started: float) -> int:
+    return int((time.monotonic() - started) * 1000)
+
+
+__all__ = ["Arbiter", "Gate", "IntentSink", "ToolProposal"]

@@ -1,0 +1,168 @@
+"""How an admitted tool call is prepared (input, lockset) and run (built-in, external, host, meta).
+
+Preparation is where workspace paths are confined: a path that escapes the workspace is refused
+before any lock is taken, and lock keys use the normalized path so two spellings of one file
+share one lock.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
+
+from pydantic import BaseModel, ValidationError
+
+from choir.agent.external import run_external
+from choir.agent.tools.base import path_resource
+from choir.agent.workspace import PathOutsideWorkspace, Workspace
+from choir.core.lockset import LockKeyError, LockRequest, Lockset
+from choir.protocol import ToolResult, validation_problems
+
+if TYPE_CHECKING:
+    from choir.agent.arbiter import ToolProposal
+    from choir.agent.registry import RegisteredTool, ToolRegistry
+
+
+class HostBridge(Protocol):
+    """choird's side of host and meta tools (EXECUTE_HOST_TOOL, REQUEST_APPROVAL)."""
+
+    async def execute_host_tool(
+        self, tool: str, call_id: str, arguments: dict[str, Any]
+    ) -> ToolResult: ...
+
+    async def request_approval(self, request_type: str, payload: dict[str, Any]) -> str:
+        """Submit a proposal; returns the approval id. The outcome arrives later as a push."""
+        ...
+
+
+SecretsView = Callable[[], Mapping[str, Mapping[str, str]]]
+"""The current secret snapshot by resource kind (swapped atomically on refresh, §14.3)."""
+
+LaneHook = Callable[["ToolProposal", dict[str, Any]], Awaitable[ToolResult]]
+"""A tool whose implementation is the lane itself (choir.core.*, choir.memory.compact…)."""
+
+
+@dataclass(frozen=True, slots=True)
+class PreparedCall:
+    """An admitted call: the tool, its lockset and its validated input."""
+
+    tool: RegisteredTool
+    lockset: Lockset
+    arguments: dict[str, Any]
+    builtin_input: BaseModel | None = None
+
+
+def prepare_call(
+    tool: RegisteredTool, arguments: dict[str, Any], workspace: Workspace
+) -> PreparedCall | ToolResult:
+    """Validate the built-in input model and resolve the lockset; a refusal is a ToolResult."""
+    try:
+        if tool.builtin is not None:
+            model = tool.builtin.input_model.model_validate(arguments)
+            keys = tool.builtin.lock_keys(model)
+            return PreparedCall(tool, Lockset(LockRequest(r, m) for r, m in keys), arguments, model)
+        return PreparedCall(tool, _manifest_lockset(tool, arguments), arguments)
+    except PathOutsideWorkspace as exc:
+        return ToolResult.fail(exc.error_code, exc.message)
+    except LockKeyError as exc:
+        return ToolResult.fail("invalid_input", f"invalid input for {tool.manifest.name}: {exc}")
+    except ValidationError as exc:
+        problems = validation_problems(exc)
+        return ToolResult.fail(
+            "invalid_input",
+            f"invalid input for {tool.manifest.name}: {problems[0]}",
+            problems=problems,
+        )
+
+
+def _manifest_lockset(tool: RegisteredTool, arguments: dict[str, Any]) -> Lockset:
+    """Resolve the manifest's lock templates for one call (§9.2)."""
+    properties = tool.manifest.llm.parameters.get("properties", {})
+
+    def value(name: str) -> str:
+        return str(arguments.get(name, properties.get(name, {}).get("default", "")))
+
+    requests = []
+    for spec in tool.manifest.runtime.locks:
+        fields = spec.template_fields()
+        if len(fields) == 1 and spec.resource == "file:{" + fields[0] + "}":
+            resource = path_resource(value(fields[0]))  # confined + normalized
+        else:
+            resource = spec.resolve({name: value(name) for name in fields})
+        requests.append(LockRequest(resource, spec.mode))
+    return Lockset(requests)
+
+
+class Dispatcher:
+    """Runs a prepared call by its implementation kind, under the manifest's timeout."""
+
+    def __init__(
+        self,
+        *,
+        registry: ToolRegistry,
+        workspace: Workspace,
+        secrets: SecretsView = dict,
+        host: HostBridge | None = None,
+        lane_hooks: Mapping[str, LaneHook] | None = None,
+    ) -> None:
+        self._registry = registry
+        self._workspace = workspace
+        self._secrets = secrets
+        self._host = host
+        self._lane_hooks = dict(lane_hooks or {})
+
+    def set_lane_hook(self, tool: str, hook: LaneHook) -> None:
+        self._lane_hooks[tool] = hook
+
+    async def run(self, call: PreparedCall, proposal: ToolProposal) -> ToolResult:
+        runtime = call.tool.manifest.runtime
+        if runtime.implementation == "external" and call.tool.name not in self._lane_hooks:
+            # run_external enforces timeout_ms itself and keeps the tool's stderr in the result
+            return await self._run(call, proposal)
+        timeout_s = runtime.timeout_ms / 1000
+        try:
+            async with asyncio.timeout(timeout_s):
+                return await self._run(call, proposal)
+        except TimeoutError:
+            return ToolResult(
+                status="timeout",
+                summary=f"{proposal.tool} did not finish within {timeout_s:g} s",
+                error_code="timeout",
+            )
+
+    async def _run(self, call: PreparedCall, proposal: ToolProposal) -> ToolResult:
+        tool = call.tool
+        hook = self._lane_hooks.get(tool.manifest.name)
+        if hook is not None:
+            return await hook(proposal, call.arguments)
+        if tool.builtin is not None and call.builtin_input is not None:
+            return await tool.builtin.run(self._workspace, call.builtin_input)
+        runtime = tool.manifest.runtime
+        if runtime.implementation == "builtin":
+            return ToolResult.fail(
+                "not_implemented", f"{tool.manifest.name} is not available in this version of choir"
+            )
+        if runtime.implementation == "external":
+            return await run_external(
+                self._registry.executable(tool),
+                call.arguments,
+                secrets=self._registry.secrets_for(tool.manifest.name, self._secrets()),
+                workspace_root=self._workspace.root,
+                timeout_ms=runtime.timeout_ms,
+            )
+        if self._host is None:
+            return ToolResult.fail(
+                "host_unavailable",
+                f"{tool.manifest.name} runs on the host and choird is not connected",
+            )
+        if runtime.meta:
+            approval_id = await self._host.request_approval(tool.manifest.name, call.arguments)
+            return ToolResult.ok(
+                f"proposal submitted for approval as {approval_id}; the outcome will follow",
+                approval_id=approval_id,
+            )
+        return await self._host.execute_host_tool(
+            tool.manifest.name, proposal.call_id, call.arguments
+        )

@@ -1,0 +1,159 @@
+"""`choir.fs.write`: overwrite, append, or patch a file by line numbers, atomically (§8.7).
+
+Every op rewrites the whole file into a temp file in the same directory and renames it over the
+target, so a reader (or a crash) sees the old file or the new one, never half of it. The target's
+permission bits (and, where allowed, owner) are kept. Symlinks inside the workspace are written
+through: the file they point at changes, the link stays.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import secrets
+import stat
+from typing import Literal
+
+from pydantic import Field
+
+from choir.agent.tools import _caps
+from choir.agent.tools._text import count_lines, splice, split_lines
+from choir.agent.tools.base import BuiltinTool, LockKey, ToolFailure, path_resource, run_blocking
+from choir.agent.workspace import Workspace, normalize
+from choir.protocol.base import WireModel
+from choir.protocol.tools import ToolResult
+
+NAME = "choir.fs.write"
+Op = Literal["overwrite", "append", "replace_range", "insert_at"]
+
+
+class FsWriteInput(WireModel):
+    path: str
+    """File path relative to the workspace; missing parent directories are created."""
+    op: Op
+    """`overwrite` (or create), `append` (raw bytes at the end), `replace_range`, `insert_at`."""
+    content: str
+    """New text: the whole file, the appended text, or the lines to put in."""
+    start_line: int | None = Field(default=None, ge=1)
+    """`replace_range`: first line replaced, 1-based."""
+    end_line: int | None = Field(default=None, ge=1)
+    """`replace_range`: last line replaced, inclusive (empty content deletes the lines)."""
+    line: int | None = Field(default=None, ge=1)
+    """`insert_at`: content goes before this line; line count + 1 appends after the last line."""
+
+
+def lock_keys(args: FsWriteInput) -> list[LockKey]:
+    return [(path_resource(args.path), "X")]
+
+
+async def run(ws: Workspace, args: FsWriteInput) -> ToolResult:
+    return await run_blocking(args.path, lambda: _write(ws, args))
+
+
+def edit(old: str | None, args: FsWriteInput) -> str:
+    """The new file text for `args` applied to `old` (None: the file does not exist yet)."""
+    if args.op == "overwrite":
+        return args.content
+    if args.op == "append":
+        return (old or "") + args.content
+    if old is None:
+        raise _missing(args)
+    lines = split_lines(old)
+    if args.op == "insert_at":
+        if args.line is None:
+            raise ToolFailure("invalid_input", "op 'insert_at' needs line")
+        if args.line > len(lines) + 1:
+            raise _beyond_eof(args, f"line {args.line}", len(lines))
+        return "".join(splice(lines, args.line - 1, args.line - 1, args.content))
+    if args.start_line is None or args.end_line is None:
+        raise ToolFailure("invalid_input", "op 'replace_range' needs start_line and end_line")
+    if args.end_line < args.start_line:
+        raise ToolFailure("invalid_input", "end_line must not be before start_line")
+    if args.end_line > len(lines):
+        raise _beyond_eof(args, f"end_line {args.end_line}", len(lines))
+    return "".join(splice(lines, args.start_line - 1, args.end_line, args.content))
+
+
+def _missing(args: FsWriteInput) -> ToolFailure:
+    return ToolFailure("not_found", f"no such file: {args.path}; create it with op 'overwrite'")
+
+
+def _beyond_eof(args: FsWriteInput, what: str, total: int) -> ToolFailure:
+    return ToolFailure("range_beyond_eof", f"{what} is past the end of {args.path} ({total} lines)")
+
+
+def _write(ws: Workspace, args: FsWriteInput) -> ToolResult:
+    creates = args.op in ("overwrite", "append")
+    try:
+        dir_fd, name = ws.open_parent(args.path, create=creates)
+    except FileNotFoundError:
+        if creates:
+            raise
+        raise _missing(args) from None
+    try:
+        old, st = _load(dir_fd, name, args)
+        new = edit(None if old is None else _decode(old, args), args).encode()
+        _replace(dir_fd, name, new, st)
+    finally:
+        os.close(dir_fd)
+    path = normalize(args.path)
+    before = None if old is None else count_lines(old)
+    after = count_lines(new)
+    verb = "created" if old is None else f"{args.op} applied to"
+    summary = f"{verb} {path}: {after} lines, {len(new)} bytes"
+    counts = {"lines_before": before, "lines_after": after, "bytes_written": len(new)}
+    return ToolResult.ok(summary, path=path, op=args.op, created=old is None, **counts)
+
+
+def _load(dir_fd: int, name: str, args: FsWriteInput) -> tuple[bytes | None, os.stat_result | None]:
+    """The current bytes and stat of the target, or (None, None) when it does not exist."""
+    try:
+        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=dir_fd)
+    except FileNotFoundError:
+        return None, None
+    with open(fd, "rb") as file:
+        st = os.fstat(fd)
+        if stat.S_ISDIR(st.st_mode):
+            raise IsADirectoryError
+        if not stat.S_ISREG(st.st_mode):
+            raise ToolFailure("not_a_file", f"{args.path} is not a regular file")
+        if st.st_size > _caps.EDIT_MAX_BYTES:
+            raise ToolFailure("file_too_large", f"{args.path} is too large to edit; use choir.exec")
+        return file.read(), st
+
+
+def _decode(old: bytes, args: FsWriteInput) -> str:
+    """The old text; `overwrite` never looks at it, so it may replace a binary file."""
+    if args.op == "overwrite":
+        return ""
+    try:
+        return old.decode()
+    except UnicodeDecodeError:
+        raise ToolFailure(
+            "binary_file", f"{args.path} is not UTF-8 text; only op 'overwrite' applies"
+        ) from None
+
+
+def _replace(dir_fd: int, name: str, data: bytes, st: os.stat_result | None) -> None:
+    """Write `data` to a temp file in `dir_fd` and rename it over `name`, keeping mode and owner."""
+    tmp = f".choir-write-{secrets.token_hex(6)}.tmp"
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+    fd = os.open(tmp, flags, 0o666 if st is None else 0o600, dir_fd=dir_fd)
+    try:
+        with open(fd, "wb") as file:
+            file.write(data)
+            if st is not None:
+                with contextlib.suppress(PermissionError):
+                    os.fchown(fd, st.st_uid, st.st_gid)
+                os.fchmod(fd, stat.S_IMODE(st.st_mode))
+            file.flush()
+            os.fsync(fd)
+        os.rename(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp, dir_fd=dir_fd)
+        raise
+    os.fsync(dir_fd)
+
+
+TOOL = BuiltinTool(NAME, FsWriteInput, run, lock_keys)

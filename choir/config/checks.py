@@ -1,0 +1,74 @@
+"""Rules that span fields of a shape-valid config: each returns `<json.path>: <problem>` lines."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from choir.config.model import ChoirConfig
+from choir.config.resources import TelegramGateway
+
+SCRIPTED_PROVIDER = "scripted"
+"""The built-in demo provider: replays a script, needs no endpoint or key."""
+
+
+def crash_threshold(config: ChoirConfig) -> list[str]:
+    """§13.1: a threshold under two heartbeats declares healthy agents crashed."""
+    minimum = 2 * config.heartbeat_interval_ms
+    if config.crash_detection_threshold_ms >= minimum:
+        return []
+    return [
+        f"crash_detection_threshold_ms: must be at least 2 x heartbeat_interval_ms "
+        f"({minimum}), got {config.crash_detection_threshold_ms}"
+    ]
+
+
+def model_endpoints(config: ChoirConfig) -> list[str]:
+    return [
+        f"models.{name}.endpoint: required for provider {model.provider!r} "
+        f"(only {SCRIPTED_PROVIDER!r} needs none)"
+        for name, model in config.models.items()
+        if model.endpoint is None and model.provider != SCRIPTED_PROVIDER
+    ]
+
+
+def rpc_limits(config: ChoirConfig) -> list[str]:
+    rpc = config.rpc
+    if rpc.max_payload_bytes <= rpc.max_frame_bytes:
+        return []
+    return [
+        f"rpc.max_payload_bytes: must not exceed rpc.max_frame_bytes ({rpc.max_frame_bytes}), "
+        f"got {rpc.max_payload_bytes}"
+    ]
+
+
+def distinct_dms(config: ChoirConfig) -> list[str]:
+    """Two DMs for the same user on the same bot would make message routing ambiguous."""
+    seen: dict[tuple[str, str], str] = {}
+    problems = []
+    for name, dm in config.dms.items():
+        first = seen.setdefault((dm.gateway, dm.user_id), name)
+        if first != name:
+            problems.append(f"dms.{name}: same gateway and user_id as dms.{first}")
+    return problems
+
+
+def telegram_dms(config: ChoirConfig) -> list[str]:
+    """Telegram user ids are numbers; anything else can never match an incoming message."""
+    return [
+        f"dms.{name}.user_id: must be a numeric Telegram user id, got {dm.user_id!r}"
+        for name, dm in config.dms.items()
+        if isinstance(config.gateways.get(dm.gateway), TelegramGateway) and not dm.user_id.isdigit()
+    ]
+
+
+RULES: tuple[Callable[[ChoirConfig], list[str]], ...] = (
+    crash_threshold,
+    model_endpoints,
+    rpc_limits,
+    distinct_dms,
+    telegram_dms,
+)
+
+
+def rule_problems(config: ChoirConfig) -> list[str]:
+    return [problem for rule in RULES for problem in rule(config)]

@@ -1,0 +1,101 @@
+"""The whole of config.json (§6.3) as one model: `ChoirConfig`.
+
+Shape only: cross-references between sections, secrets and cross-field rules are checked by
+`choir.config.validate`, which reports every problem at once.
+"""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from choir.config.base import ConfigModel, NonEmpty
+from choir.config.names import AgentId, ResourceName
+from choir.config.resources import (
+    DmConfig,
+    EmailAccountConfig,
+    EmbeddedPostgres,
+    EmbeddingConfig,
+    GatewayConfig,
+    GitIdentityConfig,
+    ModelConfig,
+    NotionConfig,
+    PostgresConfig,
+    SearchConfig,
+    TtsConfig,
+    VoiceProfileConfig,
+    WorkspaceConfig,
+)
+from choir.config.tunables import Tunables
+
+
+class RepoRef(ConfigModel):
+    """A git repository and the ref choird builds from (§6.5)."""
+
+    url: str
+    """Clone URL or local path; empty is a placeholder to fill in before building."""
+    ref: NonEmpty = "main"
+    """Branch, tag or commit to check out."""
+
+
+class AgentDefaults(ConfigModel):
+    """Resources an agent gets when started without overrides (§6.4, §17.1 start flags).
+
+    Empty strings are placeholders left by `choirctl agent init`.
+    """
+
+    workspace: str
+    """Workspace name (a key of `workspaces`); required to start."""
+    llm: str
+    """Model name (a key of `models`); required to start."""
+    voice_profile: str | None = None
+    """Voice profile name (a key of `voice_profiles`); optional."""
+    git_identity: str
+    """Git identity name (a key of `git_identities`); required to start."""
+    notion: str | None = None
+    """Notion integration name (a key of `notion_integrations`); optional."""
+    email: str | None = None
+    """Email account name (a key of `email_accounts`); optional."""
+    dm: str
+    """DM name (a key of `dms`); required to start from choirctl (§17.1)."""
+
+
+class AgentConfig(ConfigModel):
+    """One agent definition: its repo and default resources."""
+
+    repo: RepoRef
+    """The per-agent repo: Dockerfile, identity overrides, agent tools and skills."""
+    defaults: AgentDefaults
+    """Resources leased at start unless overridden."""
+
+
+class ChoirConfig(Tunables):
+    """config.json: every choird-managed resource, by name, plus the tunable defaults."""
+
+    global_repo: RepoRef
+    """The shared repo of tools, skills, identity and Dockerfile.base."""
+    workspaces: dict[ResourceName, WorkspaceConfig] = Field(default_factory=dict)
+    """Named workspaces (exclusive)."""
+    models: dict[ResourceName, ModelConfig] = Field(default_factory=dict)
+    """Named LLMs (shared)."""
+    tts: dict[ResourceName, TtsConfig] = Field(default_factory=dict)
+    """Named TTS providers (shared)."""
+    voice_profiles: dict[ResourceName, VoiceProfileConfig] = Field(default_factory=dict)
+    """Named voice profiles (shared)."""
+    git_identities: dict[ResourceName, GitIdentityConfig] = Field(default_factory=dict)
+    """Named git identities (exclusive)."""
+    notion_integrations: dict[ResourceName, NotionConfig] = Field(default_factory=dict)
+    """Named Notion integrations (exclusive)."""
+    email_accounts: dict[ResourceName, EmailAccountConfig] = Field(default_factory=dict)
+    """Named email accounts (exclusive or shared, per account)."""
+    search: dict[ResourceName, SearchConfig] = Field(default_factory=dict)
+    """Named web search providers (shared)."""
+    embedding: EmbeddingConfig | None = None
+    """The embedding model; null means memory search falls back to full-text search."""
+    gateways: dict[ResourceName, GatewayConfig] = Field(default_factory=dict)
+    """Named gateways: Telegram bots and the console."""
+    dms: dict[ResourceName, DmConfig] = Field(default_factory=dict)
+    """Named DM bindings (exclusive)."""
+    postgres: PostgresConfig = Field(default_factory=EmbeddedPostgres)
+    """The database: embedded (default) or an external server."""
+    agents: dict[AgentId, AgentConfig] = Field(default_factory=dict)
+    """Agent definitions by agent id."""

@@ -1,0 +1,226 @@
+"""The named resources of config.json (§6.3, §6.4, §21): what agents lease or share by name.
+
+Every `secret` field names an entry of secrets.json; values never appear in config.json (§14).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import Field, Tag
+
+from choir.config.base import (
+    AbsolutePath,
+    ConfigModel,
+    Fraction,
+    HttpUrl,
+    NonEmpty,
+    Port,
+    Positive,
+    discriminator,
+    tag_of,
+)
+from choir.config.names import SecretName
+
+
+class WorkspaceConfig(ConfigModel):
+    """A host directory mounted as /workspace; leased to one agent at a time (§15.4)."""
+
+    path: AbsolutePath
+    """Absolute host path of the workspace directory."""
+
+
+class ModelConfig(ConfigModel):
+    """A named LLM: an OpenAI-compatible chat-completions model with tool calling (§21)."""
+
+    provider: NonEmpty
+    """Who serves it: `openrouter`, `openai`, any OpenAI-compatible name, or `scripted` (the
+    built-in demo provider that replays a script; not a real LLM)."""
+    model: NonEmpty
+    """The provider's model name, passed as-is (e.g. `anthropic/claude-sonnet-4-20250514`)."""
+    endpoint: HttpUrl | None = None
+    """Base URL of the chat-completions API; required unless the provider is `scripted`."""
+    temperature: Annotated[float, Field(ge=0.0, le=2.0)] | None = 0.7
+    """Sampling temperature; null for reasoning models that reject it (o1, o3)."""
+    reasoning_effort: NonEmpty | None = None
+    """Reasoning effort (`low`, `medium`, `high`) for models that support it; passed as-is."""
+    secret: SecretName | None = None
+    """Secret holding the API key; null for endpoints that need none."""
+    context_window_tokens: Positive = 128_000
+    """Context window of the model; compaction triggers at 80% of it (§11.3)."""
+    label: str | None = None
+    """What to show instead of the model name (the demo model says it is not a real LLM)."""
+
+
+class TtsConfig(ConfigModel):
+    """A text-to-speech provider (§21.3); v1 supports ElevenLabs only."""
+
+    provider: Literal["elevenlabs"] = "elevenlabs"
+    """TTS provider; only `elevenlabs` in v1."""
+    model_id: NonEmpty
+    """Provider model id, e.g. `eleven_multilingual_v2`."""
+    endpoint: HttpUrl = "https://api.elevenlabs.io/v1"
+    """Base URL of the provider API."""
+    secret: SecretName
+    """Secret holding the API key."""
+
+
+class VoiceSettings(ConfigModel):
+    """ElevenLabs voice settings (§21.3)."""
+
+    stability: Fraction = 0.5
+    """0..1: lower is more expressive, higher more consistent."""
+    similarity_boost: Fraction = 0.75
+    """0..1: higher is closer to the original voice."""
+    style: Fraction = 0.0
+    """0..1 style exaggeration; 0 has the lowest latency."""
+    use_speaker_boost: bool = True
+    """Boost speaker similarity at some latency cost."""
+    speed: Annotated[float, Field(ge=0.5, le=2.0)] = 1.0
+    """Playback speed, 0.5..2.0; 1.0 is normal."""
+
+
+class VoiceProfileConfig(ConfigModel):
+    """A named voice: a TTS provider plus voice-specific settings; shared by agents."""
+
+    tts: NonEmpty
+    """Name of the TTS provider (a key of `tts`)."""
+    voice_id: NonEmpty
+    """Provider voice id (ElevenLabs: from the Get Voices endpoint)."""
+    output_format: NonEmpty = "mp3_44100_128"
+    """Audio format; `opus_48000_*` suits Telegram voice messages."""
+    voice_settings: VoiceSettings = VoiceSettings()
+    """Voice settings sent with every synthesis request."""
+
+
+class GitIdentityConfig(ConfigModel):
+    """Who an agent commits as; leased so commits are attributable (§14.4)."""
+
+    name: NonEmpty
+    """git user.name."""
+    email: NonEmpty
+    """git user.email."""
+    secret: SecretName | None = None
+    """Secret with the git credentials (token or SSH key); null for local repositories."""
+
+
+class NotionConfig(ConfigModel):
+    """A Notion integration, leased to one agent at a time."""
+
+    secret: SecretName
+    """Secret holding the integration token."""
+
+
+class EmailAccountConfig(ConfigModel):
+    """A mail account reached over SMTP (send) and IMAP (read)."""
+
+    smtp_host: NonEmpty
+    """SMTP server host name."""
+    smtp_port: Port = 587
+    """SMTP server port."""
+    imap_host: NonEmpty
+    """IMAP server host name."""
+    imap_port: Port = 993
+    """IMAP server port."""
+    sharing: Literal["exclusive", "shared"] = "exclusive"
+    """`exclusive`: leased to one agent at a time; `shared`: any number may send from it."""
+    secret: SecretName
+    """Secret holding the account credentials."""
+
+
+class SearchConfig(ConfigModel):
+    """A web search provider; shared and stateless."""
+
+    provider: Literal["brave"] = "brave"
+    """Search API; only `brave` in v1."""
+    endpoint: HttpUrl | None = None
+    """Override of the provider's API base URL."""
+    secret: SecretName
+    """Secret holding the API key."""
+
+
+class EmbeddingConfig(ConfigModel):
+    """The embedding model of memory search (§11.9); absent means full-text search only."""
+
+    provider: NonEmpty
+    """Who serves it, e.g. `openrouter` (any OpenAI-compatible embeddings API)."""
+    model: NonEmpty = "text-embedding-3-small"
+    """Embedding model name."""
+    dimensions: Positive = 1536
+    """Vector size; the pgvector column is `vector(dimensions)`."""
+    endpoint: HttpUrl | None = None
+    """Base URL of the embeddings API."""
+    secret: SecretName | None = None
+    """Secret holding the API key."""
+
+
+class TelegramGateway(ConfigModel):
+    """A Telegram bot (§19); its configured DMs form its allowlist."""
+
+    type: Literal["telegram"]
+    """Gateway kind."""
+    secret: SecretName
+    """Secret holding the bot token."""
+    base_url: HttpUrl | None = None
+    """Bot API base URL, for a local Bot API server; default is Telegram's."""
+
+
+class ConsoleGateway(ConfigModel):
+    """The built-in console channel used by the TUI chat pane and `choirctl chat`."""
+
+    type: Literal["console"]
+    """Gateway kind."""
+
+
+GatewayConfig = Annotated[
+    Annotated[TelegramGateway, Tag(tag_of("type", "telegram"))]
+    | Annotated[ConsoleGateway, Tag(tag_of("type", "console"))],
+    discriminator("type", ("telegram", "console"), "gateway type"),
+]
+
+
+class DmConfig(ConfigModel):
+    """A DM binding: one user on one gateway; one agent per DM at a time (§19.4)."""
+
+    gateway: NonEmpty
+    """Name of the gateway (a key of `gateways`)."""
+    user_id: NonEmpty
+    """The user's id on that gateway (Telegram: the numeric user id, as a string)."""
+    admin: bool = False
+    """Admin DMs may run admin commands and approve any agent's approvals."""
+
+
+class EmbeddedPostgres(ConfigModel):
+    """PostgreSQL with pgvector run by choird itself, data under $CHOIR_HOME/pgdata."""
+
+    embedded: Literal[True] = True
+    """Run the bundled PostgreSQL."""
+
+
+class ExternalPostgres(ConfigModel):
+    """An existing PostgreSQL server with pgvector; the database must exist (§6.2)."""
+
+    embedded: Literal[False] = False
+    """Connect to an existing server."""
+    host: NonEmpty
+    """Server host name or socket directory."""
+    port: Port = 5432
+    """Server port."""
+    database: NonEmpty
+    """Database choir owns; choird creates per-agent schemas in it."""
+    user: NonEmpty = "postgres"
+    """Role that can create schemas and roles."""
+    secret: SecretName
+    """Secret holding the password of `user`."""
+
+
+def _postgres_kind(data: Any) -> str:
+    """The §6.3 example has no `embedded` key: a `host` means an external server."""
+    return "false" if "host" in data else "true"
+
+
+PostgresConfig = Annotated[
+    Annotated[EmbeddedPostgres, Tag(tag_of("embedded", True))]
+    | Annotated[ExternalPostgres, Tag(tag_of("embedded", False))],
+    discriminator("embedded", ("true", "false"), "postgres mode", infer=_postgres_kind),
+]

@@ -1,0 +1,123 @@
+"""`choirctl agent`: agent definitions and lifecycle (§17.1). For now: `agent init` (§17.8)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from choir.ctl.options import HomeOption, JsonOption, home_of
+from choir.ctl.output import emit, warn
+
+if TYPE_CHECKING:
+    from choir.config import AgentInitResult
+
+app = typer.Typer(help="Define and manage agents.", no_args_is_help=True)
+
+
+def _name_option(flag: str, what: str) -> Any:
+    return typer.Option(flag, help=f"Default {what} (a name from config.json).", show_default=False)
+
+
+AgentIdArgument = Annotated[
+    str,
+    typer.Argument(
+        help="New agent id: a lowercase letter, then up to 30 of a-z, 0-9, '-', '_'.",
+        show_default=False,
+    ),
+]
+RepoOption = Annotated[
+    str,
+    typer.Option(
+        "--repo",
+        help="Per-agent repo URL or local path. Empty: a new local repository at "
+        "$CHOIR_HOME/sources/agents/<agent-id>. A local path is scaffolded as a git repository; "
+        "for a remote URL you are told how to create it.",
+        show_default=False,
+    ),
+]
+
+
+@app.command("init")
+def init(
+    agent_id: AgentIdArgument,
+    repo: RepoOption = "",
+    workspace: Annotated[str, _name_option("--workspace", "workspace")] = "",
+    llm: Annotated[str, _name_option("--llm", "model")] = "",
+    git_identity: Annotated[str, _name_option("--git-identity", "git identity")] = "",
+    dm: Annotated[str, _name_option("--dm", "DM")] = "",
+    voice_profile: Annotated[str, _name_option("--voice-profile", "voice profile")] = "",
+    notion: Annotated[str, _name_option("--notion", "Notion integration")] = "",
+    email: Annotated[str, _name_option("--email", "email account")] = "",
+    home: HomeOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Add an agent to config.json with placeholder defaults and scaffold its repo.
+
+    The repo gets Dockerfile, identity/SOUL.md, identity/SOUL-CORE.md, tools/ and skills/.
+
+    The agent is not built or started; fill in its defaults, then run choirctl config check.
+    """
+    from choir.config import init_agent
+
+    defaults = {
+        "workspace": workspace,
+        "llm": llm,
+        "voice_profile": voice_profile,
+        "git_identity": git_identity,
+        "notion": notion,
+        "email": email,
+        "dm": dm,
+    }
+    result = init_agent(home_of(home), agent_id, repo=repo, defaults=defaults)
+    emit(_data(result), as_json, lambda: _show(result))
+
+
+def remote_instructions(result: AgentInitResult) -> list[str]:
+    """How to create a remote per-agent repo with the scaffold (§17.8 step 2)."""
+    return [
+        f"create an empty repository at {result.repo_url}, then populate it:",
+        f"  git clone {result.repo_url} {result.agent_id} && cd {result.agent_id}",
+        "  mkdir -p identity tools skills && touch tools/.gitkeep skills/.gitkeep",
+        "  printf 'FROM choir-base\\n' > Dockerfile",
+        "  write identity/SOUL.md and identity/SOUL-CORE.md (they override the global ones)",
+        "  git add -A && git commit -m 'Scaffold agent' && git push origin HEAD:main",
+    ]
+
+
+def _data(result: AgentInitResult) -> dict[str, Any]:
+    return {
+        "agent_id": result.agent_id,
+        "config_file": str(result.config_file),
+        "repo_url": result.repo_url,
+        "repo_path": str(result.repo_path) if result.repo_path else None,
+        "repo_created": result.repo_created,
+        "commit": result.commit,
+        "unset_defaults": result.unset,
+        "warnings": result.warnings,
+        "instructions": remote_instructions(result) if result.repo_path is None else [],
+    }
+
+
+def _repo_line(result: AgentInitResult) -> str:
+    if result.repo_path is None:
+        return f"repo: {result.repo_url} (remote: create it, see below)"
+    if result.repo_created:
+        return f"repo: {result.repo_path} (new repository, commit {(result.commit or '')[:12]})"
+    return f"repo: {result.repo_path} (existing repository, not changed)"
+
+
+def _show(result: AgentInitResult) -> None:
+    print(f"agent {result.agent_id!r} added to {result.config_file}")
+    print(_repo_line(result))
+    if result.repo_path is None:
+        print("\n".join(remote_instructions(result)))
+    for message in result.warnings:
+        warn(message)
+    if result.unset:
+        print(
+            f"next: fill in agents.{result.agent_id}.defaults ({', '.join(result.unset)}) "
+            f"in {result.config_file}, then run choirctl config check"
+        )
+    else:
+        print("next: choirctl config check")

@@ -1,0 +1,162 @@
+"""HEARTBEAT (§13.1, §13.3): make the agent's committed events durable and acknowledge them.
+
+One heartbeat is one transaction: the batch insert, the snapshot if any, and the advance of
+`ack_rev`/`head_hash`/`last_heartbeat_at`. Before it, every patch's hash is recomputed and the
+batch must continue the stored chain. A heartbeat whose `base_rev` is behind `ack_rev` is a
+resend (its reply to the last one was lost): the already-stored revisions must match and are
+skipped, so resends are no-ops. A stored revision with another hash is a fork — two different
+histories of one session — which stops the session rather than keep either side silently.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from choir.daemon.config_stage import ConfigStage
+from choir.daemon.faults import RpcFault, unauthorized
+from choir.daemon.session_state import Clock, LiveSession, SessionContext, utc_now
+from choir.daemon.sessions import SessionService
+from choir.protocol import CommittedEvent, ErrorCode, HeartbeatRequest, HeartbeatResponse
+from choir.protocol.committed import chain_break
+from choir.store.events import EventRecord, insert_events
+from choir.store.pool import Pool
+from choir.store.sessions import record_heartbeat, touch_session
+from choir.store.snapshots import save_snapshot
+
+
+class _Forked(Exception):
+    """Rolls the heartbeat transaction back when a stored revision has another hash."""
+
+    def __init__(self, rev: int) -> None:
+        super().__init__(rev)
+        self.rev = rev
+
+
+def record_of(event: CommittedEvent) -> EventRecord:
+    """The `session_events` row of a committed event (payload: the event's JSON form)."""
+    return EventRecord(
+        rev=event.rev,
+        event_type=event.event.kind,
+        lane=event.lane,
+        payload=event.event.model_dump(mode="json"),
+        hash_prev=event.hash_prev,
+        hash=event.hash,
+        created_at=event.ts,
+    )
+
+
+def committed_of(record: EventRecord) -> CommittedEvent:
+    """The committed event a `session_events` row holds."""
+    return CommittedEvent.model_validate(
+        {
+            "rev": record.rev,
+            "lane": record.lane,
+            "ts": record.created_at,
+            "hash_prev": record.hash_prev,
+            "hash": record.hash,
+            "event": record.payload,
+        }
+    )
+
+
+class Replicator:
+    """Accepts heartbeats for the active sessions of `sessions`."""
+
+    def __init__(
+        self, pool: Pool, sessions: SessionService, stage: ConfigStage, *, clock: Clock = utc_now
+    ) -> None:
+        self._pool = pool
+        self._sessions = sessions
+        self._stage = stage
+        self._clock = clock
+
+    async def heartbeat(self, ctx: SessionContext, request: HeartbeatRequest) -> HeartbeatResponse:
+        live = await self._sessions.live(ctx.session_id)
+        async with live.lock:
+            ack_rev = await self._replicate(live, request)
+        return HeartbeatResponse(ack_rev=ack_rev, config_version_latest=self._stage.running.version)
+
+    async def _replicate(self, live: LiveSession, request: HeartbeatRequest) -> int:
+        fresh = request.new_rev > live.ack_rev
+        try:
+            self._check_chain(live, request)
+            records = [record_of(patch) for patch in request.patches]
+            await self._store(live, request, records, fresh=fresh)
+        except _Forked as fork:
+            await self._stop_forked(live, fork.rev)
+        if fresh:
+            live.ack_rev, live.head_hash = request.new_rev, request.hash_new
+        return live.ack_rev
+
+    def _check_chain(self, live: LiveSession, request: HeartbeatRequest) -> None:
+        if request.base_rev > live.ack_rev:
+            raise RpcFault(
+                ErrorCode.CONFLICT,
+                f"expected base_rev {live.ack_rev}, got {request.base_rev}: resend the "
+                f"revisions after {live.ack_rev}; nothing was stored",
+            )
+        problem = chain_break(
+            request.patches,
+            base_rev=request.base_rev,
+            hash_prev=request.hash_prev,
+            check_hashes=True,
+        )
+        if problem:
+            raise RpcFault(
+                ErrorCode.INVALID_REQUEST, f"broken chain: {problem}; nothing was stored"
+            )
+        if request.snapshot is not None and request.snapshot.hash != request.hash_new:
+            raise RpcFault(
+                ErrorCode.INVALID_REQUEST,
+                "snapshot.hash: does not match hash_new; nothing was stored",
+            )
+        if request.base_rev == live.ack_rev and request.hash_prev != live.head_hash:
+            if request.base_rev == 0:
+                raise RpcFault(
+                    ErrorCode.INVALID_REQUEST,
+                    "hash_prev: rev 0 links to the genesis hash; nothing was stored",
+                )
+            raise _Forked(request.base_rev)
+
+    async def _store(
+        self,
+        live: LiveSession,
+        request: HeartbeatRequest,
+        records: Sequence[EventRecord],
+        *,
+        fresh: bool,
+    ) -> None:
+        now = self._clock()
+        async with self._pool.acquire() as conn, conn.transaction():
+            result = await insert_events(conn, live.session_id, records)
+            if result.forked_revs:
+                raise _Forked(result.forked_revs[0])
+            if not fresh:
+                alive = await touch_session(
+                    conn, live.session_id, config_version=request.config_version, now=now
+                )
+            else:
+                if request.snapshot is not None:
+                    snapshot = request.snapshot.model_dump(mode="json")
+                    await save_snapshot(conn, live.session_id, request.new_rev, snapshot)
+                alive = await record_heartbeat(
+                    conn,
+                    live.session_id,
+                    expected_ack_rev=live.ack_rev,
+                    ack_rev=request.new_rev,
+                    head_hash=request.hash_new,
+                    config_version=request.config_version,
+                    now=now,
+                )
+            if not alive:
+                raise unauthorized()
+
+    async def _stop_forked(self, live: LiveSession, rev: int) -> None:
+        reason = f"fork detected at rev {rev}"
+        await self._sessions.mark_forked(live.session_id, reason)
+        raise RpcFault(
+            ErrorCode.CONFLICT,
+            f"{reason}: the agent's chain differs from the one choird stored; session "
+            f"{live.session_id} was stopped (start a new one with choirctl agent start "
+            f"{live.agent_id} --new-session)",
+        )

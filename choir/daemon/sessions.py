@@ -1,0 +1,290 @@
+"""Agent sessions (§6.4, §13.1, design notes "Sessions"): start, authenticate, end, reap.
+
+A start resolves the bindings, picks the session (new, or the previous one resumed), and in ONE
+transaction records it and leases every exclusive resource — the agent's own id included, which
+makes the agent a singleton. Any conflict rolls the whole start back. Ending a session, for
+whatever reason, revokes its token and releases its leases in one transaction too.
+"""
+
+from __future__ import annotations
+
+import hmac
+from collections.abc import Callable, Collection, Mapping
+from datetime import datetime, timedelta
+
+from choir.daemon.bindings import exclusive_resources, resolve_bindings
+from choir.daemon.config_stage import ConfigStage
+from choir.daemon.faults import unauthorized
+from choir.daemon.leases import lease_all
+from choir.daemon.session_state import (
+    Clock,
+    LiveSession,
+    SessionContext,
+    SessionEnded,
+    StartedSession,
+    hash_token,
+    new_lease_token,
+    new_session_id,
+    shutdown_status,
+    utc_now,
+)
+from choir.errors import ConflictError, NotFoundError, UsageError
+from choir.logs import get_logger
+from choir.protocol import GENESIS_HASH, ResourceBindings, VersionInfo
+from choir.store.agents import ensure_agent, image_of, record_image
+from choir.store.leases import release
+from choir.store.pool import Connection, Pool
+from choir.store.sessions import (
+    RESUMABLE,
+    Activation,
+    SessionRow,
+    SessionStatus,
+    active_sessions,
+    end_if_stale,
+    end_session,
+    get_session,
+    insert_session,
+    list_sessions,
+    previous_session,
+    reactivate,
+    stale_sessions,
+)
+
+log = get_logger("choird.sessions")
+
+EndedListener = Callable[[SessionEnded], None]
+
+
+class SessionService:
+    """Sessions over the control-plane tables, with active ones cached in memory."""
+
+    def __init__(self, pool: Pool, stage: ConfigStage, *, clock: Clock = utc_now) -> None:
+        self._pool = pool
+        self._stage = stage
+        self._clock = clock
+        self._live: dict[str, LiveSession] = {}
+        self._intents: dict[str, SessionStatus] = {}
+        self._listeners: list[EndedListener] = []
+
+    async def start(
+        self,
+        agent_id: str,
+        overrides: Mapping[str, str | None],
+        *,
+        new_session: bool = False,
+        resume: str | None = None,
+        image: VersionInfo | None = None,
+    ) -> StartedSession:
+        """Start `agent_id`: a new session, or its previous one resumed when that crashed or
+        was stopped for restart/update. `image` is what INIT_HELLO will hold the container to."""
+        if new_session and resume:
+            raise UsageError("pass either --new-session or --resume, not both")
+        running = self._stage.running
+        bindings = resolve_bindings(running.config, agent_id, overrides)
+        resources = exclusive_resources(running.config, agent_id, bindings)
+        token, now = new_lease_token(), self._clock()
+        async with self._pool.acquire() as conn, conn.transaction():
+            await ensure_agent(conn, agent_id)
+            target = await self._target(conn, agent_id, new_session=new_session, resume=resume)
+            session_id = target.session_id if target else new_session_id()
+            activation = Activation(
+                hash_token(token), bindings.model_dump(mode="json"), running.version, now
+            )
+            if target is None:
+                await insert_session(conn, session_id, agent_id, activation)
+            elif not await reactivate(conn, session_id, target.status, activation):
+                raise ConflictError(f"session {session_id} changed while starting: try again")
+            await lease_all(conn, resources, agent_id=agent_id, session_id=session_id, now=now)
+            await record_image(conn, agent_id, image.model_dump(mode="json") if image else None)
+        self._live[session_id] = LiveSession(
+            session_id,
+            agent_id,
+            hash_token(token),
+            bindings,
+            resumed=target is not None,
+            ack_rev=target.ack_rev if target else 0,
+            head_hash=(target.head_hash if target else None) or GENESIS_HASH,
+            image=image,
+        )
+        log.info(
+            "session resumed" if target else "session started",
+            fields={"agent_id": agent_id, "session_id": session_id, "leases": len(resources)},
+        )
+        return StartedSession(session_id, token, bindings, resumed=target is not None)
+
+    async def _target(
+        self, conn: Connection, agent_id: str, *, new_session: bool, resume: str | None
+    ) -> SessionRow | None:
+        """The session to resume, or None for a new one; refuses a running agent."""
+        if resume is not None:
+            return _resumable(await get_session(conn, resume), agent_id, resume)
+        previous = await previous_session(conn, agent_id)
+        if previous is not None and previous.status == SessionStatus.ACTIVE:
+            raise ConflictError(
+                f"{agent_id} is already running (session {previous.session_id}): "
+                f"stop it first with choirctl agent stop {agent_id}"
+            )
+        if new_session or previous is None or previous.status not in RESUMABLE:
+            return None
+        return previous
+
+    async def authenticate(self, session_id: str, token: str) -> SessionContext:
+        """The caller's context if `token` is the session's live lease token (constant time)."""
+        live = await self.live(session_id)
+        if not hmac.compare_digest(live.token_hash, hash_token(token)):
+            raise unauthorized()
+        return live.context(token)
+
+    async def live(self, session_id: str) -> LiveSession:
+        """An active session's state; `unauthorized` for any other session id."""
+        live = self._live.get(session_id)
+        if live is None:
+            live = await self._load(session_id)
+        return live
+
+    async def _load(self, session_id: str) -> LiveSession:
+        async with self._pool.acquire() as conn:
+            row = await get_session(conn, session_id)
+            if row is None or row.status != SessionStatus.ACTIVE or row.lease_id is None:
+                raise unauthorized()
+            image = await image_of(conn, row.agent_id)
+        live = LiveSession(
+            row.session_id,
+            row.agent_id,
+            row.lease_id,
+            ResourceBindings.model_validate(row.resource_bindings),
+            resumed=row.ack_rev > 0,
+            ack_rev=row.ack_rev,
+            head_hash=row.head_hash or GENESIS_HASH,
+            image=VersionInfo.model_validate(image) if image else None,
+        )
+        return self._live.setdefault(session_id, live)
+
+    def expect_shutdown(self, session_id: str, reason: str) -> None:
+        """Note why the daemon is stopping a session, so TERMINATE_SELF ends it accordingly."""
+        self._intents[session_id] = shutdown_status(reason)
+
+    async def terminate(self, session_id: str, reason: str) -> SessionStatus:
+        """TERMINATE_SELF: end with the status the daemon's shutdown asked for, else by reason."""
+        status = self._intents.pop(session_id, None) or shutdown_status(reason)
+        await self.stop(session_id, reason, status)
+        return status
+
+    async def stop(
+        self, session_id: str, reason: str, status: SessionStatus = SessionStatus.STOPPED
+    ) -> bool:
+        """End an active session with `status`; False if it was not active."""
+        return await self._end(session_id, status, reason)
+
+    async def mark_crashed(self, session_id: str, reason: str) -> bool:
+        return await self._end(session_id, SessionStatus.CRASHED, reason)
+
+    async def mark_forked(self, session_id: str, reason: str) -> bool:
+        return await self._end(session_id, SessionStatus.FORKED, reason)
+
+    async def find_stale(self, now: datetime, threshold_ms: int) -> list[SessionRow]:
+        """Active sessions with no sign of life within `threshold_ms` before `now`."""
+        async with self._pool.acquire() as conn:
+            return await stale_sessions(conn, now - timedelta(milliseconds=threshold_ms))
+
+    async def reap(self) -> list[SessionRow]:
+        """Mark sessions without a heartbeat in `crash_detection_threshold_ms` crashed (§13.1).
+
+        The daemon calls this periodically; it removes the returned sessions' containers.
+        """
+        now = self._clock()
+        threshold = self._stage.running.config.crash_detection_threshold_ms
+        cutoff = now - timedelta(milliseconds=threshold)
+        reaped = []
+        for row in await self.find_stale(now, threshold):
+            reason = f"no heartbeat for more than {threshold} ms"
+            if await self._end(row.session_id, SessionStatus.CRASHED, reason, stale_before=cutoff):
+                reaped.append(row)
+        return reaped
+
+    async def reap_orphans(self, alive: Collection[str]) -> list[SessionRow]:
+        """Startup step 7 (§6.2): active sessions whose container is gone are crashed."""
+        async with self._pool.acquire() as conn:
+            orphans = [row for row in await active_sessions(conn) if row.session_id not in alive]
+        return [
+            row
+            for row in orphans
+            if await self.mark_crashed(row.session_id, "its container no longer exists")
+        ]
+
+    async def get(self, session_id: str) -> SessionRow:
+        async with self._pool.acquire() as conn:
+            row = await get_session(conn, session_id)
+        if row is None:
+            raise NotFoundError(f"no session {session_id!r} (see choirctl session list)")
+        return row
+
+    async def recent(self, agent_id: str | None = None, limit: int = 50) -> list[SessionRow]:
+        """The newest sessions first, of one agent or all."""
+        async with self._pool.acquire() as conn:
+            return await list_sessions(conn, agent_id, limit)
+
+    def subscribe(self, listener: EndedListener) -> Callable[[], None]:
+        """Call `listener` whenever a session ends; returns the unsubscribe callable."""
+        self._listeners.append(listener)
+        return lambda: self._listeners.remove(listener)
+
+    async def _end(
+        self,
+        session_id: str,
+        status: SessionStatus,
+        reason: str,
+        *,
+        stale_before: datetime | None = None,
+    ) -> bool:
+        now = self._clock()
+        async with self._pool.acquire() as conn, conn.transaction():
+            if stale_before is None:
+                ended = await end_session(conn, session_id, status, now)
+            else:
+                ended = await end_if_stale(conn, session_id, stale_before, now)
+            row = await get_session(conn, session_id) if ended else None
+            released = await release(conn, session_id) if ended else 0
+        self._live.pop(session_id, None)
+        self._intents.pop(session_id, None)
+        if row is None:
+            return False
+        _log_end(row, status, reason, released)
+        event = SessionEnded(session_id, row.agent_id, status, reason)
+        for listener in list(self._listeners):
+            listener(event)
+        return True
+
+
+def _resumable(row: SessionRow | None, agent_id: str, session_id: str) -> SessionRow:
+    if row is None or row.agent_id != agent_id:
+        raise NotFoundError(
+            f"{agent_id} has no session {session_id!r} (see choirctl session list {agent_id})"
+        )
+    if row.status == SessionStatus.ACTIVE:
+        raise ConflictError(
+            f"{agent_id} is already running (session {session_id}): "
+            f"stop it first with choirctl agent stop {agent_id}"
+        )
+    if row.status == SessionStatus.FORKED:
+        raise ConflictError(
+            f"session {session_id} forked and cannot be resumed: start a new session "
+            f"with choirctl agent start {agent_id} --new-session"
+        )
+    return row
+
+
+def _log_end(row: SessionRow, status: SessionStatus, reason: str, released: int) -> None:
+    fields = {
+        "agent_id": row.agent_id,
+        "session_id": row.session_id,
+        "status": status.value,
+        "reason": reason,
+        "leases_released": released,
+    }
+    if status == SessionStatus.FORKED:
+        log.error("session stopped: fork detected", fields=fields)
+    elif status == SessionStatus.CRASHED:
+        log.warning("session crashed", fields=fields)
+    else:
+        log.info("session ended", fields=fields)

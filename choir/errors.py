@@ -1,0 +1,70 @@
+"""Errors that reach the operator as one line.
+
+Every failure the operator can fix is a `ChoirError`: the CLI prints `error: <message>` and exits
+with the error's code, never a traceback. Messages name the problem and the fix.
+"""
+
+from __future__ import annotations
+
+from enum import IntEnum
+
+
+class ExitCode(IntEnum):
+    """Documented exit codes shared by every choir command."""
+
+    OK = 0
+    ERROR = 1
+    """A runtime failure that is not the caller's fault."""
+    USAGE = 2
+    """Bad arguments or input: fix the command line."""
+    CONFIG = 3
+    """config.json or secrets.json is invalid: fix the file."""
+    NOT_FOUND = 4
+    """A named thing (agent, secret, session…) does not exist."""
+    CONFLICT = 5
+    """The action conflicts with current state (already exists, already running, leased)."""
+    UNAVAILABLE = 6
+    """A needed service (choird, Postgres, Docker) is not reachable."""
+
+
+class ChoirError(Exception):
+    """An error with a one-line, operator-facing message and an exit code."""
+
+    exit_code: ExitCode = ExitCode.ERROR
+
+    def __init__(self, message: str, *, exit_code: ExitCode | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        if exit_code is not None:
+            self.exit_code = exit_code
+
+    def __str__(self) -> str:
+        return self.message
+
+
+class UsageError(ChoirError):
+    exit_code = ExitCode.USAGE
+
+
+class ConfigError(ChoirError):
+    """One or more configuration problems; `problems` holds every one of them."""
+
+    exit_code = ExitCode.CONFIG
+
+    def __init__(self, problems: list[str], *, header: str | None = None) -> None:
+        self.problems = problems
+        lines = [header] if header else []
+        lines.extend(problems)
+        super().__init__("\n".join(lines))
+
+
+class NotFoundError(ChoirError):
+    exit_code = ExitCode.NOT_FOUND
+
+
+class ConflictError(ChoirError):
+    exit_code = ExitCode.CONFLICT
+
+
+class UnavailableError(ChoirError):
+    exit_code = ExitCode.UNAVAILABLE

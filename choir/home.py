@@ -1,0 +1,105 @@
+"""The `$CHOIR_HOME` directory (§6.3): where choird keeps config, secrets, clones, sockets, logs."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+DEFAULT_HOME = "~/.choir.d"
+ENV_VAR = "CHOIR_HOME"
+
+
+@dataclass(frozen=True)
+class ChoirHome:
+    """Paths inside one `$CHOIR_HOME`. Pure: constructing one touches no files."""
+
+    root: Path
+
+    @classmethod
+    def resolve(cls, explicit: str | os.PathLike[str] | None = None) -> ChoirHome:
+        """The home named explicitly, else `$CHOIR_HOME`, else `~/.choir.d`."""
+        raw = explicit if explicit is not None else os.environ.get(ENV_VAR) or DEFAULT_HOME
+        return cls(Path(raw).expanduser().absolute())
+
+    @property
+    def config_file(self) -> Path:
+        return self.root / "config.json"
+
+    @property
+    def secrets_file(self) -> Path:
+        return self.root / "secrets.json"
+
+    @property
+    def repos(self) -> Path:
+        return self.root / "repos"
+
+    @property
+    def global_repo_clone(self) -> Path:
+        return self.repos / "global"
+
+    def agent_repo_clone(self, agent_id: str) -> Path:
+        return self.repos / "agents" / agent_id
+
+    @property
+    def sources(self) -> Path:
+        """The operator's own local repos that `choirctl init` creates (global, agents/<id>)."""
+        return self.root / "sources"
+
+    @property
+    def socks(self) -> Path:
+        return self.root / "socks"
+
+    @property
+    def operator_socket(self) -> Path:
+        return self.socks / "choird.sock"
+
+    @property
+    def agent_socks(self) -> Path:
+        return self.socks / "agents"
+
+    def agent_socket(self, agent_id: str) -> Path:
+        return self.agent_socks / f"{agent_id}.sock"
+
+    @property
+    def logs(self) -> Path:
+        return self.root / "logs"
+
+    @property
+    def log_archive(self) -> Path:
+        return self.logs / "archive"
+
+    @property
+    def choird_log(self) -> Path:
+        return self.logs / "choird.log"
+
+    def agent_log(self, agent_id: str) -> Path:
+        return self.logs / f"{agent_id}.log"
+
+    @property
+    def pgdata(self) -> Path:
+        return self.root / "pgdata"
+
+    @property
+    def workspaces(self) -> Path:
+        """Default parent of the workspaces the skeleton config declares."""
+        return self.root / "workspaces"
+
+    def directories(self) -> list[Path]:
+        """Every directory of the §6.3 layout, parents first."""
+        return [
+            self.root,
+            self.repos,
+            self.repos / "agents",
+            self.socks,
+            self.agent_socks,
+            self.logs,
+            self.log_archive,
+        ]
+
+    def create_directories(self) -> None:
+        """Create the layout; sockets and the root are private to the operator (0700)."""
+        for path in self.directories():
+            path.mkdir(parents=True, exist_ok=True)
+        for private in (self.root, self.socks, self.agent_socks):
+            private.chmod(0o700)

@@ -1,0 +1,68 @@
+"""JSON Schema (Draft 2020-12) checks for tool inputs, skill I/O and core job outputs.
+
+Two libraries, each for what it is best at: `jsonschema-rs` answers "is this valid?" in well under
+a microsecond (every tool call asks), and `jsonschema` explains *why not* with precise, ranked
+messages (only asked when the answer is no). Both are imported on first use: choirctl imports
+the protocol at start-up and most commands never validate a schema.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from choir.protocol.problems import location
+
+if TYPE_CHECKING:
+    from jsonschema.protocols import Validator
+
+
+def ensure_json_schema(schema: dict[str, Any]) -> dict[str, Any]:
+    """Return `schema` unchanged, or raise ValueError saying where it breaks Draft 2020-12."""
+    from jsonschema import Draft202012Validator
+    from jsonschema.exceptions import SchemaError
+
+    try:
+        Draft202012Validator.check_schema(schema)
+    except SchemaError as err:
+        where = "/".join(str(part) for part in err.absolute_path) or "the root"
+        message = f"not a valid JSON Schema (Draft 2020-12) at {where}: {err.message}"
+        raise ValueError(message) from None
+    return schema
+
+
+class CompiledSchema:
+    """A reusable validator for an already checked schema: fast yes/no, detailed no."""
+
+    __slots__ = ("_explain", "_fast", "_schema")
+
+    def __init__(self, schema: dict[str, Any]) -> None:
+        import jsonschema_rs
+
+        self._schema = schema
+        self._fast = jsonschema_rs.Draft202012Validator(schema)
+        self._explain: Validator | None = None
+
+    def is_valid(self, instance: Any) -> bool:
+        return bool(self._fast.is_valid(instance))
+
+    def explainer(self) -> Validator:
+        if self._explain is None:
+            from jsonschema import Draft202012Validator
+
+            self._explain = Draft202012Validator(self._schema)
+        return self._explain
+
+
+def compile_schema(schema: dict[str, Any]) -> CompiledSchema:
+    """A reusable validator for an already checked schema."""
+    return CompiledSchema(schema)
+
+
+def violations(validator: CompiledSchema, instance: Any) -> list[str]:
+    """Every way `instance` breaks the schema, one line each (`path: message`), best first."""
+    if validator.is_valid(instance):  # the common case, without building error objects
+        return []
+    from jsonschema.exceptions import relevance
+
+    errors = sorted(validator.explainer().iter_errors(instance), key=relevance, reverse=True)
+    return [f"{location(list(err.absolute_path)) or '(input)'}: {err.message}" for err in errors]

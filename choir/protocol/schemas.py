@@ -1,0 +1,65 @@
+"""Named JSON Schemas of the protocol, for `choirctl schema <name>` and for tool/skill authors."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from pydantic import TypeAdapter
+
+from choir.protocol.bindings import ResourceBindings
+from choir.protocol.committed import CommittedEvent
+from choir.protocol.core_jobs import CoreEvent, CoreInjection, CoreJobStart
+from choir.protocol.envelope import RequestEnvelope, ResponseEnvelope
+from choir.protocol.events import Event
+from choir.protocol.manifest import ToolManifest
+from choir.protocol.memory import MemoryDeltaDocument, ReferenceSummary
+from choir.protocol.pushes import PushEnvelope, ServerPush
+from choir.protocol.skills import SkillSpec
+from choir.protocol.snapshot import Snapshot
+from choir.protocol.tools import ToolResult
+from choir.protocol.verbs import VERB_MODELS
+from choir.protocol.version import VersionInfo
+
+
+def _verb_schemas() -> dict[str, Any]:
+    named: dict[str, Any] = {}
+    for verb, models in VERB_MODELS.items():
+        stem = verb.value.lower().replace("_", "-")
+        named[f"{stem}-request"] = models.request
+        named[f"{stem}-response"] = models.response
+    return named
+
+
+SCHEMAS: Mapping[str, Any] = {
+    "envelope": RequestEnvelope,
+    "response": ResponseEnvelope,
+    **_verb_schemas(),
+    "push": ServerPush,
+    "push-envelope": PushEnvelope,
+    "event": Event,
+    "committed-event": CommittedEvent,
+    "core-job-start": CoreJobStart,
+    "core-event": CoreEvent,
+    "core-injection": CoreInjection,
+    "tool-manifest": ToolManifest,
+    "tool-result": ToolResult,
+    "skill-spec": SkillSpec,
+    "reference-summary": ReferenceSummary,
+    "memory-delta": MemoryDeltaDocument,
+    "snapshot": Snapshot,
+    "version": VersionInfo,
+    "resource-bindings": ResourceBindings,
+}
+"""Schema name -> model (or tagged union)."""
+
+
+def schema_names() -> list[str]:
+    return sorted(SCHEMAS)
+
+
+def json_schema(name: str) -> dict[str, Any]:
+    """The JSON Schema of the named model; KeyError for an unknown name."""
+    schema = TypeAdapter(SCHEMAS[name]).json_schema()
+    schema.setdefault("title", name)
+    return schema

@@ -1,0 +1,122 @@
+"""`choir_control.pending_approvals`: proposals waiting for the operator (§8.10, §19.6).
+
+An approval is resolved once: `resolve` and `expire` only change rows still `pending`, in one
+guarded UPDATE, so an operator's click and the timeout sweep cannot both win.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Final, Literal
+
+from asyncpg import Record
+
+from choir.store.pool import Connection
+
+ApprovalStatus = Literal["pending", "approved", "rejected", "timed_out"]
+
+_COLUMNS: Final = (
+    "id, session_id, agent_id, request_type, payload, status, created_at, resolved_at, resolved_by"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class ApprovalRow:
+    """One stored approval request."""
+
+    id: str
+    session_id: str | None
+    agent_id: str
+    request_type: str
+    payload: dict[str, Any]
+    status: ApprovalStatus
+    created_at: datetime
+    resolved_at: datetime | None
+    resolved_by: str | None
+    """Who answered: a DM name, `choirctl`, or `timeout`."""
+
+    @classmethod
+    def of(cls, row: Record) -> ApprovalRow:
+        return cls(**dict(row))
+
+
+async def insert_approval(
+    conn: Connection,
+    approval_id: str,
+    *,
+    session_id: str,
+    agent_id: str,
+    request_type: str,
+    payload: dict[str, Any],
+    now: datetime,
+) -> ApprovalRow:
+    row = await conn.fetchrow(
+        "INSERT INTO choir_control.pending_approvals "
+        "(id, session_id, agent_id, request_type, payload, created_at) "
+        f"VALUES ($1, $2, $3, $4, $5, $6) RETURNING {_COLUMNS}",
+        approval_id,
+        session_id,
+        agent_id,
+        request_type,
+        payload,
+        now,
+    )
+    assert row is not None  # INSERT … RETURNING always yields the row
+    return ApprovalRow.of(row)
+
+
+async def get_approval(conn: Connection, approval_id: str) -> ApprovalRow | None:
+    row = await conn.fetchrow(
+        f"SELECT {_COLUMNS} FROM choir_control.pending_approvals WHERE id = $1", approval_id
+    )
+    return None if row is None else ApprovalRow.of(row)
+
+
+async def list_approvals(
+    conn: Connection, *, status: ApprovalStatus | None = "pending", agent_id: str | None = None
+) -> list[ApprovalRow]:
+    """Approvals oldest first, filtered by status and agent (None: any)."""
+    rows = await conn.fetch(
+        f"SELECT {_COLUMNS} FROM choir_control.pending_approvals "
+        "WHERE ($1::text IS NULL OR status = $1) AND ($2::text IS NULL OR agent_id = $2) "
+        "ORDER BY created_at, id",
+        status,
+        agent_id,
+    )
+    return [ApprovalRow.of(row) for row in rows]
+
+
+async def resolve_approval(
+    conn: Connection,
+    approval_id: str,
+    status: Literal["approved", "rejected"],
+    *,
+    by: str,
+    now: datetime,
+) -> ApprovalRow | None:
+    """Answer a pending approval; None when it is not pending (or does not exist)."""
+    row = await conn.fetchrow(
+        "UPDATE choir_control.pending_approvals SET status = $2, resolved_at = $3, "
+        f"resolved_by = $4 WHERE id = $1 AND status = 'pending' RETURNING {_COLUMNS}",
+        approval_id,
+        status,
+        now,
+        by,
+    )
+    return None if row is None else ApprovalRow.of(row)
+
+
+async def expire_approvals(
+    conn: Connection, *, created_before: datetime, now: datetime, by: str
+) -> list[ApprovalRow]:
+    """Time out every approval still pending that was created before `created_before`."""
+    rows = await conn.fetch(
+        "UPDATE choir_control.pending_approvals SET status = 'timed_out', resolved_at = $2, "
+        "resolved_by = $3 WHERE status = 'pending' AND created_at < $1 "
+        f"RETURNING {_COLUMNS}",
+        created_before,
+        now,
+        by,
+    )
+    return sorted((ApprovalRow.of(row) for row in rows), key=lambda a: (a.created_at, a.id))

@@ -1,0 +1,38 @@
+"""What a transport raises: a refused call (`RpcError`) or a broken channel (`TransportError`).
+
+Both are `ChoirError`s, so a CLI that lets one escape prints one line and exits with a code that
+matches the reason. Handlers raise `RpcError` too: the listener turns it into the error response.
+"""
+
+from __future__ import annotations
+
+from choir.errors import ChoirError, ExitCode, UnavailableError
+from choir.protocol.envelope import ErrorCode
+
+_EXIT_CODES = {
+    ErrorCode.INVALID_REQUEST: ExitCode.USAGE,
+    ErrorCode.PAYLOAD_TOO_LARGE: ExitCode.USAGE,
+    ErrorCode.NOT_FOUND: ExitCode.NOT_FOUND,
+    ErrorCode.CONFLICT: ExitCode.CONFLICT,
+    ErrorCode.UNAVAILABLE: ExitCode.UNAVAILABLE,
+    ErrorCode.RATE_LIMITED: ExitCode.UNAVAILABLE,
+}
+
+
+class RpcError(ChoirError):
+    """The server refused or failed a call; `code` is stable, the message is one line."""
+
+    def __init__(self, code: ErrorCode, message: str) -> None:
+        super().__init__(message, exit_code=_EXIT_CODES.get(code, ExitCode.ERROR))
+        self.code = code
+
+    def __repr__(self) -> str:
+        return f"RpcError({self.code.value!r}, {self.message!r})"
+
+
+class TransportError(UnavailableError):
+    """The channel failed: cannot connect, connection lost, or the peer broke the framing."""
+
+
+class CallTimeout(TransportError):
+    """No answer within the call's timeout; the call may still have run on the server."""

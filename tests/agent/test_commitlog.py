@@ -1,0 +1,91 @@
+"""The commit log: monotonic revs, the hash chain, reads from any rev, restore and search."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+
+from choir.agent.commitlog import ChainError, CommitLog, entry_from_wire
+from choir.protocol import GENESIS_HASH, CommittedEvent, UserMsg, chain_break
+
+
+def _filled(n: int) -> CommitLog:
+    log = CommitLog()
+    for i in range(n):
+        log.commit("edge", UserMsg(text=f"message {i}"))
+    return log
+
+
+def test_revs_are_monotonic_and_chained() -> None:
+    log = _filled(5)
+    entries = list(log)
+    assert [e.rev for e in entries] == [1, 2, 3, 4, 5]
+    assert entries[0].hash_prev == GENESIS_HASH
+    for prev, cur in itertools.pairwise(entries):
+        assert cur.hash_prev == prev.hash
+    assert log.head_rev == 5
+    assert log.head_hash == entries[-1].hash
+    log.verify()
+
+
+def test_wire_form_is_a_valid_committed_event_with_a_matching_hash() -> None:
+    log = _filled(3)
+    records = [CommittedEvent.model_validate(e.wire()) for e in log]
+    assert chain_break(records, base_rev=0, hash_prev=GENESIS_HASH, check_hashes=True) is None
+
+
+def test_since_reads_from_any_rev() -> None:
+    log = _filled(10)
+    assert [e.rev for e in log.since(7)] == [8, 9, 10]
+    assert [e.rev for e in log.since(0)] == list(range(1, 11))
+    assert log.since(10) == []
+    assert log.entry(4).rev == 4
+    with pytest.raises(KeyError):
+        log.entry(11)
+
+
+def test_restore_continues_the_chain_from_a_base() -> None:
+    full = _filled(6)
+    base = full.entry(3)
+    tail = [entry_from_wire(e.wire()) for e in full.since(3)]
+    restored = CommitLog.restore(tail, base_rev=3, base_hash=base.hash)
+    assert restored.head_rev == 6
+    assert restored.head_hash == full.head_hash
+    assert [e.rev for e in restored.since(4)] == [5, 6]
+    new = restored.commit("edge", UserMsg(text="after restore"))
+    assert new.rev == 7
+    assert new.hash_prev == full.head_hash
+
+
+def test_restore_refuses_a_tampered_record() -> None:
+    entries = list(_filled(3))
+    entries[1] = entries[1]._replace(event={**entries[1].event, "text": "forged"})
+    with pytest.raises(ChainError, match="rev 2: hash does not match its content"):
+        CommitLog.restore(entries)
+
+
+def test_restore_refuses_a_gap() -> None:
+    entries = list(_filled(3))
+    with pytest.raises(ChainError, match="rev 3 does not follow rev 1"):
+        CommitLog.restore([entries[0], entries[2]])
+
+
+def test_find_by_keyword_and_hash_prefix_newest_first() -> None:
+    log = _filled(5)
+    log.commit("core:write-tests", UserMsg(text="the Quarterly report"))
+    by_word = log.find("quarterly")
+    assert [e.rev for e in by_word] == [6]
+    target = log.entry(2)
+    assert log.find(target.hash[:12]) == [target]
+    assert [e.rev for e in log.find("message", limit=2)] == [5, 4]
+
+
+def test_listeners_see_every_commit_until_unsubscribed() -> None:
+    log = CommitLog()
+    seen: list[int] = []
+    unsubscribe = log.subscribe(lambda e: seen.append(e.rev))
+    log.commit("edge", UserMsg(text="a"))
+    unsubscribe()
+    log.commit("edge", UserMsg(text="b"))
+    assert seen == [1]

@@ -1,0 +1,101 @@
+"""Drive the real `choirctl` in a subprocess, and snapshot a home to prove it was left alone."""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import stat
+import subprocess
+import sys
+import termios
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+_ENTRY = "import sys; sys.argv[0] = 'choirctl'; from choir.ctl.app import main; main()"
+
+
+@dataclass(frozen=True)
+class Run:
+    code: int
+    out: str
+    err: str
+
+    def json(self) -> Any:
+        return json.loads(self.out)
+
+
+def choirctl(home: Path, *args: str, stdin: str | None = None) -> Run:
+    """Run `choirctl args` with CHOIR_HOME=home, exactly as an operator would."""
+    env = {k: v for k, v in os.environ.items() if k != "CHOIR_HOME"}
+    env.update(CHOIR_HOME=str(home), PYTHONPATH=str(REPO_ROOT), COLUMNS="200")
+    done = subprocess.run(
+        [sys.executable, "-c", _ENTRY, *args],
+        input=stdin if stdin is not None else "",
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+        timeout=60,
+    )
+    return Run(done.returncode, done.stdout, done.stderr)
+
+
+def snapshot(root: Path) -> dict[str, tuple[Any, ...]]:
+    """Every path under `root` with its kind, permission bits and content."""
+    if not root.exists():
+        return {}
+    state: dict[str, tuple[Any, ...]] = {}
+    for path in sorted([root, *root.rglob("*")]):
+        info = path.lstat()
+        key = str(path.relative_to(root))
+        mode = stat.S_IMODE(info.st_mode)
+        if path.is_symlink():
+            state[key] = ("link", os.readlink(path))
+        elif path.is_dir():
+            state[key] = ("dir", mode)
+        else:
+            state[key] = ("file", mode, path.read_bytes())
+    return state
+
+
+def choirctl_on_tty(home: Path, *args: str, typed: str) -> tuple[int, str]:
+    """Run `choirctl` with a pseudo-terminal as its controlling terminal and type `typed` once
+    it prompts; returns the exit code and everything the terminal showed."""
+    master, slave = os.openpty()
+
+    def take_terminal() -> None:
+        fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+
+    env = {k: v for k, v in os.environ.items() if k != "CHOIR_HOME"}
+    env.update(CHOIR_HOME=str(home), PYTHONPATH=str(REPO_ROOT))
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _ENTRY, *args],
+        stdin=slave,
+        stdout=slave,
+        stderr=slave,
+        env=env,
+        start_new_session=True,
+        preexec_fn=take_terminal,
+    )
+    os.close(slave)
+    shown = _read_until(master, b": ")
+    os.write(master, typed.encode() + b"\n")
+    shown += _read_until(master, None)
+    os.close(master)
+    return proc.wait(timeout=30), shown.decode(errors="replace")
+
+
+def _read_until(fd: int, marker: bytes | None) -> bytes:
+    data = b""
+    while marker is None or marker not in data:
+        try:
+            chunk = os.read(fd, 4096)
+        except OSError:
+            break
+        if not chunk:
+            break
+        data += chunk
+    return data

@@ -1,0 +1,131 @@
+"""A real choird control plane per test: embedded Postgres, a `choirctl init` home, services.
+
+The home is the one `choirctl init` writes, plus a second agent and one of every resource kind,
+so every exclusive lease and every secret scope can be exercised.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from choir.config import SecretStore, init_home, load_home
+from choir.daemon.agent_services import AgentServices
+from choir.daemon.config_stage import ConfigStage
+from choir.home import ChoirHome
+from choir.store.ddl import apply_control_schema
+from choir.store.pool import Pool, open_pool
+from choir.store.target import ConnectParams
+from tests.store.conftest import pg_params, pg_server  # noqa: F401  (fixtures)
+
+SECRETS = {
+    "openrouter-key": "sk-or-1",
+    "elevenlabs-key": "el-1",
+    "git-token-2": "ghp-2",
+    "notion-key": "ntn-1",
+    "work-mail": "mail-1",
+    "news-mail": "mail-2",
+    "brave-key": "brave-1",
+    "telegram-token": "tg-1",
+}
+
+
+class Clock:
+    """A settable UTC clock for sessions and approvals."""
+
+    def __init__(self) -> None:
+        self.now = datetime(2025, 6, 1, 12, 0, tzinfo=UTC)
+
+    def __call__(self) -> datetime:
+        return self.now
+
+    def advance(self, ms: int) -> None:
+        self.now += timedelta(milliseconds=ms)
+
+
+def extend_config(data: dict[str, Any], root: Path) -> None:
+    """Add agent-2 and one resource of every kind to a skeleton config."""
+    data["workspaces"]["other"] = {"path": str(root / "ws-other")}
+    data["models"]["sonnet"] = {
+        "provider": "openrouter",
+        "model": "anthropic/claude-sonnet-4",
+        "endpoint": "https://openrouter.ai/api/v1",
+        "secret": "openrouter-key",
+    }
+    data["tts"]["eleven"] = {"model_id": "eleven_multilingual_v2", "secret": "elevenlabs-key"}
+    data["voice_profiles"]["calm"] = {"tts": "eleven", "voice_id": "voice-1"}
+    data["git_identities"]["agent-2"] = {
+        "name": "choir agent-2",
+        "email": "agent-2@choir.local",
+        "secret": "git-token-2",
+    }
+    data["notion_integrations"]["personal"] = {"secret": "notion-key"}
+    mail = {"smtp_host": "smtp.example.org", "imap_host": "imap.example.org"}
+    data["email_accounts"]["work"] = {**mail, "secret": "work-mail"}
+    data["email_accounts"]["news"] = {**mail, "sharing": "shared", "secret": "news-mail"}
+    data["search"]["brave"] = {"secret": "brave-key"}
+    data["gateways"]["bot"] = {"type": "telegram", "secret": "telegram-token"}
+    data["dms"]["ops"] = {"gateway": "console", "user_id": "ops"}
+    data["agents"]["agent-2"] = {
+        "repo": data["agents"]["agent-1"]["repo"],
+        "defaults": {
+            "workspace": "other",
+            "llm": "sonnet",
+            "voice_profile": "calm",
+            "git_identity": "agent-2",
+            "notion": "personal",
+            "email": "work",
+            "dm": "ops",
+        },
+    }
+
+
+def write_config(home: ChoirHome, data: dict[str, Any]) -> None:
+    home.config_file.write_text(json.dumps(data, indent=2) + "\n")
+
+
+def read_config(home: ChoirHome) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads(home.config_file.read_text())
+    return data
+
+
+@pytest.fixture
+def home(tmp_path: Path) -> ChoirHome:
+    home = ChoirHome(tmp_path / "home")
+    init_home(home)
+    data = read_config(home)
+    extend_config(data, tmp_path)
+    write_config(home, data)
+    store = SecretStore.empty()
+    for name, value in SECRETS.items():
+        store = store.with_secret(name, value)
+    store.save(home.secrets_file)
+    return home
+
+
+@pytest.fixture
+def stage(home: ChoirHome) -> ConfigStage:
+    return ConfigStage(load_home(home))
+
+
+@pytest.fixture
+async def pool(pg_params: ConnectParams) -> AsyncIterator[Pool]:  # noqa: F811
+    async with open_pool(pg_params, min_size=1, max_size=4) as pool:
+        async with pool.acquire() as conn:
+            await apply_control_schema(conn)
+        yield pool
+
+
+@pytest.fixture
+def clock() -> Clock:
+    return Clock()
+
+
+@pytest.fixture
+def services(pool: Pool, stage: ConfigStage, clock: Clock) -> AgentServices:
+    return AgentServices.build(pool, stage, clock=clock)

@@ -1,0 +1,108 @@
+"""Approvals: requested by an agent, resolved exactly once, timed out when nobody answers."""
+
+from __future__ import annotations
+
+import pytest
+
+from choir.daemon.agent_services import AgentServices
+from choir.daemon.approvals import ApprovalService, push_of
+from choir.errors import ConflictError, NotFoundError
+from choir.protocol import ApprovalResolvedPush, RequestApprovalRequest
+from choir.store.approvals import ApprovalRow
+
+from .conftest import Clock
+
+THIRTY_MINUTES_MS = 1_800_000
+
+
+@pytest.fixture
+async def ask(services: AgentServices):
+    """Request an approval from a running agent-1; returns its id."""
+    started = await services.sessions.start("agent-1", {})
+    ctx = await services.sessions.authenticate(started.session_id, started.lease_token)
+
+    async def request(kind: str = "tool") -> str:
+        reply = await services.approvals.request(
+            ctx, RequestApprovalRequest(request_type=kind, payload={"proposal": kind})
+        )
+        return reply.approval_id
+
+    return request
+
+
+@pytest.fixture
+def resolved(services: AgentServices) -> list[ApprovalRow]:
+    seen: list[ApprovalRow] = []
+    services.approvals.subscribe(seen.append)
+    return seen
+
+
+async def test_an_approval_is_pending_until_answered_once(services, ask, resolved, clock):
+    approvals: ApprovalService = services.approvals
+    first = await ask("tool")
+    clock.advance(1)
+    second = await ask("skill")
+
+    assert [a.id for a in await approvals.list()] == [first, second]
+    clock.advance(1_000)
+    approved = await approvals.approve(first, by="console")
+
+    assert (approved.status, approved.resolved_by, approved.resolved_at) == (
+        "approved",
+        "console",
+        clock(),
+    )
+    assert resolved == [approved]
+    assert push_of(approved) == ApprovalResolvedPush(approval_id=first, status="approved")
+    assert [a.id for a in await approvals.list()] == [second]
+    assert [a.id for a in await approvals.list(status=None)] == [first, second]
+    with pytest.raises(ConflictError, match=f"approval {first} is already approved"):
+        await approvals.reject(first, by="ops")
+    with pytest.raises(ConflictError, match=f"approval {first} is already approved"):
+        await approvals.approve(first, by="ops")
+    assert len(resolved) == 1
+
+
+async def test_rejecting(services, ask, resolved):
+    approval = await ask()
+
+    rejected = await services.approvals.reject(approval, by="choirctl")
+
+    assert rejected.status == "rejected"
+    assert push_of(rejected).status == "rejected"
+    assert (await services.approvals.show(approval)).status == "rejected"
+
+
+async def test_unanswered_approvals_time_out(services, ask, resolved, clock: Clock):
+    old = await ask()
+    clock.advance(THIRTY_MINUTES_MS - 1_000)
+    young = await ask()
+    clock.advance(2_000)
+
+    expired = await services.approvals.expire_overdue()
+
+    assert [(a.id, a.status, a.resolved_by) for a in expired] == [(old, "timed_out", "timeout")]
+    assert resolved == expired
+    assert push_of(expired[0]).status == "timed_out"
+    assert [a.id for a in await services.approvals.list()] == [young]
+    assert await services.approvals.expire_overdue() == []
+    with pytest.raises(ConflictError, match=f"approval {old} is already timed out"):
+        await services.approvals.approve(old, by="console")
+
+
+async def test_a_regular_dm_answers_only_its_agents_approvals(services, ask):
+    approval = await ask()
+
+    with pytest.raises(ConflictError, match="belongs to agent-1, not agent-2"):
+        await services.approvals.approve(approval, by="ops", agent_id="agent-2")
+
+    assert (
+        await services.approvals.approve(approval, by="console", agent_id="agent-1")
+    ).status == ("approved")
+
+
+async def test_unknown_approvals_are_not_found(services):
+    with pytest.raises(NotFoundError, match="no approval 'ap-nope'"):
+        await services.approvals.approve("ap-nope", by="console")
+    with pytest.raises(NotFoundError):
+        await services.approvals.show("ap-nope")
