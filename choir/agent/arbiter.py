@@ -20,7 +20,7 @@ import asyncio
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Any, Final, Literal
 
 from choir.agent.commitlog import CommitLog, LogEntry
 from choir.agent.dispatch import Dispatcher, PreparedCall, prepare_call
@@ -32,6 +32,8 @@ from choir.core.budgets import BudgetCounters, BudgetLimits
 from choir.core.skill_runner import CONTROL_TOOLS, Decision, SkillRun
 from choir.logs import get_logger
 from choir.protocol import (
+    META_PREFIX,
+    ApprovalResolved,
     Event,
     SkillSpec,
     ToolCall,
@@ -108,6 +110,8 @@ class Arbiter:
         self._queue: asyncio.Queue[_Pending | object] = asyncio.Queue()
         self._results: dict[str, ToolResult] = {}
         self._inflight: dict[str, _Pending] = {}
+        self._approvals: dict[str, str] = {}
+        """approval id -> the lane whose meta tool asked for it."""
         self._fold_committed_results()
 
     # -- lanes -------------------------------------------------------------------------------
@@ -162,6 +166,15 @@ class Arbiter:
     def end_job(self, job_name: str) -> None:
         self.budgets = budgets.end_job(self.budgets, job_name)
         self.locks.release_all(core_lane(job_name))
+
+    def resolve_approval(
+        self, approval_id: str, status: Literal["approved", "rejected", "timed_out"]
+    ) -> LogEntry | None:
+        """Commit a proposal's outcome in the lane that proposed it (§8.10); None if unknown."""
+        lane = self._approvals.pop(approval_id, None)
+        if lane is None:
+            return None
+        return self.commit(lane, ApprovalResolved(approval_id=approval_id, status=status))
 
     def add_gate(self, gate: Gate) -> None:
         self._gates.append(gate)
@@ -263,6 +276,8 @@ class Arbiter:
             except Exception as exc:  # a tool bug must not take the lane or the arbiter down
                 log.exception("tool crashed", fields={"tool": proposal.tool})
                 result = ToolResult.fail("tool_crashed", f"{proposal.tool} failed: {exc}")
+            if call.tool.manifest.runtime.meta and "approval_id" in result.data:
+                self._approvals[str(result.data["approval_id"])] = proposal.lane
             self._finish(pending, result, _ms_since(started))
 
     def _finish(self, pending: _Pending, result: ToolResult, duration_ms: int = 0) -> None:
@@ -299,12 +314,16 @@ class Arbiter:
             pending.admitted.set_result(None)
 
     def _fold_committed_results(self) -> None:
-        """Rebuild the idempotency table from a restored log."""
+        """Rebuild the idempotency table and open approvals from a restored log."""
         for entry in self.log:
+            event = entry.event
             if entry.kind == "tool_result_committed":
-                self._results[str(entry.event["call_id"])] = ToolResult.model_validate(
-                    entry.event["result"]
-                )
+                result = ToolResult.model_validate(event["result"])
+                self._results[str(event["call_id"])] = result
+                if str(event["tool"]).startswith(META_PREFIX) and "approval_id" in result.data:
+                    self._approvals[str(result.data["approval_id"])] = entry.lane
+            elif entry.kind == "approval_resolved":
+                self._approvals.pop(str(event["approval_id"]), None)
 
 
 def _requested(proposal: ToolProposal) -> dict[str, Any]:

@@ -133,36 +133,31 @@ class Dispatcher:
             )
 
     async def _run(self, call: PreparedCall, proposal: ToolProposal) -> ToolResult:
-        tool = call.tool
-        hook = self._lane_hooks.get(tool.manifest.name)
+        tool, runtime = call.tool, call.tool.manifest.runtime
+        name = tool.manifest.name
+        hook = self._lane_hooks.get(name)
         if hook is not None:
             return await hook(proposal, call.arguments)
         if tool.builtin is not None and call.builtin_input is not None:
             return await tool.builtin.run(self._workspace, call.builtin_input)
-        runtime = tool.manifest.runtime
-        if runtime.implementation == "builtin":
-            return ToolResult.fail(
-                "not_implemented", f"{tool.manifest.name} is not available in this version of choir"
-            )
         if runtime.implementation == "external":
             return await run_external(
                 self._registry.executable(tool),
                 call.arguments,
-                secrets=self._registry.secrets_for(tool.manifest.name, self._secrets()),
+                secrets=self._registry.secrets_for(name, self._secrets()),
                 workspace_root=self._workspace.root,
                 timeout_ms=runtime.timeout_ms,
             )
+        if runtime.implementation == "builtin" and not runtime.meta:
+            return ToolResult.fail("not_implemented", f"{name} is not available in this version")
         if self._host is None:
             return ToolResult.fail(
-                "host_unavailable",
-                f"{tool.manifest.name} runs on the host and choird is not connected",
+                "host_unavailable", f"{name} needs choird, and choird is not connected"
             )
-        if runtime.meta:
-            approval_id = await self._host.request_approval(tool.manifest.name, call.arguments)
+        if runtime.meta:  # never executes: a proposal for a human (§8.10)
+            approval_id = await self._host.request_approval(name, call.arguments)
             return ToolResult.ok(
                 f"proposal submitted for approval as {approval_id}; the outcome will follow",
                 approval_id=approval_id,
             )
-        return await self._host.execute_host_tool(
-            tool.manifest.name, proposal.call_id, call.arguments
-        )
+        return await self._host.execute_host_tool(name, proposal.call_id, call.arguments)

@@ -9,7 +9,10 @@ workspace paths) does not.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
+
+from pydantic import BaseModel
 
 from choir.config import ChoirConfig, Tunables
 from choir.protocol import ResourceBindings
@@ -38,5 +41,5 @@ def dynamic_config(config: ChoirConfig, bindings: ResourceBindings) -> dict[str,
     return data
 
 
-def _dump(entries: Any) -> dict[str, Any]:
+def _dump(entries: Mapping[str, BaseModel]) -> dict[str, Any]:
     return {name: entry.model_dump(mode="json") for name, entry in entries.items()}

@@ -26,7 +26,7 @@ class RpcFault(ChoirError):
         self.code = code
 
 
-UNAUTHORIZED = "unknown session or wrong lease token"
+UNAUTHORIZED_MESSAGE = "unknown session or wrong lease token"
 """Deliberately the same for both cases, so a caller cannot probe which sessions exist."""
 
 _CODES: tuple[tuple[type[ChoirError], ErrorCode], ...] = (
@@ -39,7 +39,7 @@ _CODES: tuple[tuple[type[ChoirError], ErrorCode], ...] = (
 
 
 def unauthorized() -> RpcFault:
-    return RpcFault(ErrorCode.UNAUTHORIZED, UNAUTHORIZED)
+    return RpcFault(ErrorCode.UNAUTHORIZED, UNAUTHORIZED_MESSAGE)
 
 
 def rpc_error_of(exc: BaseException) -> RpcError:

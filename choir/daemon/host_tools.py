@@ -79,6 +79,14 @@ class HostTools:
         result = await asyncio.shield(task)
         return ExecuteHostToolResponse.of(request.call_id, result)
 
+    async def aclose(self) -> None:
+        """Cancel calls still running (choird is shutting down) and wait for them."""
+        running = list(self._running)
+        for task in running:
+            task.cancel()
+        await asyncio.gather(*running, return_exceptions=True)
+        self._calls.clear()
+
     def forget(self, session_id: str) -> None:
         """Drop a session's remembered calls (it ended); running ones finish unobserved."""
         self._calls.pop(session_id, None)

@@ -37,11 +37,16 @@ def conflict_message(agent_id: str, held: Sequence[Lease]) -> str:
     """One line: the agent already running, else every resource and who holds it."""
     for lease in held:
         if lease.resource.kind == AGENT_KIND:
-            return (
-                f"{agent_id} is already running (session {lease.session_id}): "
-                f"stop it first with choirctl agent stop {agent_id}"
-            )
+            return already_running(agent_id, lease.session_id).message
     return "; ".join(_held_by(lease) for lease in held)
+
+
+def already_running(agent_id: str, session_id: str) -> ConflictError:
+    """The refusal of a second instance of an agent (invariant 11)."""
+    return ConflictError(
+        f"{agent_id} is already running (session {session_id}): "
+        f"stop it first with choirctl agent stop {agent_id}"
+    )
 
 
 def _held_by(lease: Lease) -> str:
@@ -51,8 +56,3 @@ def _held_by(lease: Lease) -> str:
         f"{KIND_NOUNS.get(kind, kind)} {name!r} is leased to {lease.agent_id} "
         f"(session {lease.session_id}): stop {lease.agent_id} or pass {flag}"
     )
-
-
-def describe(resource: Resource) -> str:
-    """`workspace 'default'`, for logs and status lines."""
-    return f"{KIND_NOUNS.get(resource.kind, resource.kind)} {resource.name!r}"

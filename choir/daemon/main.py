@@ -1,9 +1,94 @@
-"""choird entry point."""
+"""`choird`: the host daemon's command line.
+
+    choird [--home DIR] [--transport uds|http] [--listen HOST:PORT] [--tls-cert F --tls-key F]
+
+Start-up errors (bad config, Postgres unreachable, socket held by a live choird) print one line
+and exit non-zero; SIGTERM and SIGINT shut down cleanly.
+"""
 
 from __future__ import annotations
 
-from choir.unfinished import not_yet
+import argparse
+import asyncio
+import signal
+import sys
+from pathlib import Path
+
+from choir.errors import ChoirError, ExitCode
+
+DESCRIPTION = "choir's host daemon: config, secrets, sessions, leases, Postgres, operator API."
 
 
-def main() -> None:
-    not_yet("choird", "the host daemon")
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="choird", description=DESCRIPTION)
+    parser.add_argument("--home", help="choir state directory (default $CHOIR_HOME or ~/.choir.d)")
+    parser.add_argument(
+        "--transport",
+        choices=("uds", "http"),
+        default="uds",
+        help="how agents reach choird: their own Unix sockets (default) or HTTP(S) on --listen",
+    )
+    parser.add_argument("--listen", default="127.0.0.1:9400", help="HOST:PORT of the HTTP listener")
+    parser.add_argument("--tls-cert", type=Path, help="server certificate (PEM) for HTTPS")
+    parser.add_argument("--tls-key", type=Path, help="private key (PEM) of --tls-cert")
+    parser.add_argument(
+        "--tls-self-signed",
+        action="store_true",
+        help="serve HTTPS with a self-signed certificate kept in $CHOIR_HOME/tls (single host)",
+    )
+    parser.add_argument(
+        "--log-level", default="INFO", choices=("DEBUG", "INFO", "WARNING", "ERROR")
+    )
+    parser.add_argument(
+        "--quiet", action="store_true", help="log to logs/choird.log only, not to stderr"
+    )
+    return parser
+
+
+async def _serve(args: argparse.Namespace) -> None:
+    from choir.daemon.app import ChoirDaemon, DaemonOptions
+    from choir.daemon.operator_api import operator_handler
+    from choir.home import ChoirHome
+
+    options = DaemonOptions(
+        home=ChoirHome.resolve(args.home),
+        transport=args.transport,
+        listen=args.listen,
+        tls_cert=args.tls_cert,
+        tls_key=args.tls_key,
+        tls_self_signed=args.tls_self_signed,
+    )
+    async with ChoirDaemon(options, operator=operator_handler) as daemon:
+        loop = asyncio.get_running_loop()
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(signum, daemon.stop)
+        await daemon.wait_stopped()
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = _parser().parse_args(argv)
+    if bool(args.tls_cert) != bool(args.tls_key):
+        _fail("--tls-cert and --tls-key go together: pass both or neither", ExitCode.USAGE)
+    from choir.home import ChoirHome
+    from choir.logs import setup_logging, shutdown_logging
+
+    home = ChoirHome.resolve(args.home)
+    if not home.config_file.is_file():
+        _fail(f"no config at {home.config_file}: run `choirctl init` first", ExitCode.CONFIG)
+    setup_logging(home, "choird", level=args.log_level, also_stderr=not args.quiet)
+    try:
+        asyncio.run(_serve(args))
+    except ChoirError as err:
+        from choir.logs import get_logger
+
+        get_logger("choird").error(f"choird failed to start: {err.message.splitlines()[0]}")
+        _fail(err.message, err.exit_code)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        shutdown_logging()
+
+
+def _fail(message: str, code: ExitCode) -> None:
+    sys.stderr.write(f"choird: error: {message}\n")
+    sys.exit(int(code))

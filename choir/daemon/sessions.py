@@ -15,7 +15,7 @@ from datetime import datetime, timedelta
 from choir.daemon.bindings import exclusive_resources, resolve_bindings
 from choir.daemon.config_stage import ConfigStage
 from choir.daemon.faults import unauthorized
-from choir.daemon.leases import lease_all
+from choir.daemon.leases import already_running, lease_all
 from choir.daemon.session_state import (
     Clock,
     LiveSession,
@@ -79,6 +79,8 @@ class SessionService:
         was stopped for restart/update. `image` is what INIT_HELLO will hold the container to."""
         if new_session and resume:
             raise UsageError("pass either --new-session or --resume, not both")
+        if image is not None and image.agent_id != agent_id:
+            raise ConflictError(f"the image was built for {image.agent_id}, not {agent_id}")
         running = self._stage.running
         bindings = resolve_bindings(running.config, agent_id, overrides)
         resources = exclusive_resources(running.config, agent_id, bindings)
@@ -120,10 +122,7 @@ class SessionService:
             return _resumable(await get_session(conn, resume), agent_id, resume)
         previous = await previous_session(conn, agent_id)
         if previous is not None and previous.status == SessionStatus.ACTIVE:
-            raise ConflictError(
-                f"{agent_id} is already running (session {previous.session_id}): "
-                f"stop it first with choirctl agent stop {agent_id}"
-            )
+            raise already_running(agent_id, previous.session_id)
         if new_session or previous is None or previous.status not in RESUMABLE:
             return None
         return previous
@@ -262,10 +261,7 @@ def _resumable(row: SessionRow | None, agent_id: str, session_id: str) -> Sessio
             f"{agent_id} has no session {session_id!r} (see choirctl session list {agent_id})"
         )
     if row.status == SessionStatus.ACTIVE:
-        raise ConflictError(
-            f"{agent_id} is already running (session {session_id}): "
-            f"stop it first with choirctl agent stop {agent_id}"
-        )
+        raise already_running(agent_id, session_id)
     if row.status == SessionStatus.FORKED:
         raise ConflictError(
             f"session {session_id} forked and cannot be resumed: start a new session "

@@ -37,7 +37,7 @@ class FrameProtocol(asyncio.Protocol, ABC):
         reader = self._reader
         reader.feed(data)
         progressed = False
-        while not self.closed:
+        while not self.closing:
             try:
                 body = reader.next_body()
             except FrameTooLarge as error:
@@ -60,6 +60,11 @@ class FrameProtocol(asyncio.Protocol, ABC):
         self._stop_timer()
         self._writable.set()
         self.lost(exc)
+
+    @property
+    def closing(self) -> bool:
+        """Whether the connection is closed or on its way there; no more frames are read."""
+        return self.transport is None or self.transport.is_closing()
 
     def pause_writing(self) -> None:
         self._writable.clear()
@@ -110,7 +115,7 @@ class FrameProtocol(asyncio.Protocol, ABC):
     def _watch_partial(self, progressed: bool) -> None:
         if self._frame_timeout is None:
             return
-        if not self._reader.partial or self.closed:
+        if not self._reader.partial or self.closing:
             self._stop_timer()
         elif progressed or self._timer is None:
             self._stop_timer()

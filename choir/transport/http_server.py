@@ -10,12 +10,15 @@
                         when the session closes. Authorized by `Handler.authorize_events`.
 
 aiohttp cancels a handler whose client disconnects, which ends streams and subscriptions; calls
-are shielded from that and run to completion, as on the socket.
+are shielded from that and run to completion, as on the socket. aiohttp bounds the request body
+(`Limits.max_frame`, read within `Limits.frame_timeout`) but has no timeout for the request line
+and headers: expose this listener on loopback or a private network only (§12.1, §12.4).
 """
 
 from __future__ import annotations
 
 import asyncio
+import ssl
 from collections.abc import Awaitable, Callable
 from types import TracebackType
 from typing import Any, Self
@@ -53,7 +56,7 @@ class HttpServer:
         hub: PushHub | None = None,
         host: str = "127.0.0.1",
         port: int = 0,
-        ssl_context: Any = None,
+        ssl_context: ssl.SSLContext | None = None,
         limits: Limits | None = None,
         ping_interval: float = 15.0,
     ) -> None:

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
 from choir.daemon.agent_services import AgentServices
 from choir.daemon.host_tools import HostToolCall
-from choir.errors import NotFoundError
+from choir.errors import ConflictError, NotFoundError
 from choir.protocol import (
     PROTOCOL_VERSION,
     ErrorCode,
@@ -310,3 +312,51 @@ async def test_a_malformed_payload_is_an_invalid_request(services):
     assert error.message.startswith("TERMINATE_SELF payload: ")
     assert "reason: Field required" in error.message
     assert (await services.sessions.get(agent.session_id)).status == SessionStatus.ACTIVE
+
+
+async def test_a_resend_while_the_call_runs_waits_for_the_same_execution(services):
+    gate = asyncio.Event()
+    runs: list[str] = []
+
+    async def slow(call: HostToolCall) -> ToolResult:
+        runs.append(call.call_id)
+        await gate.wait()
+        return ToolResult.ok("rendered")
+
+    services.host_tools.register("choir.web.browse", slow)
+    agent = await start(services)
+    request = ExecuteHostToolRequest(tool_name="choir.web.browse", call_id="c9")
+
+    calls = [asyncio.create_task(agent.ok(Verb.EXECUTE_HOST_TOOL, request)) for _ in range(3)]
+    await asyncio.sleep(0.01)
+    gate.set()
+    replies = await asyncio.gather(*calls)
+
+    assert runs == ["c9"]
+    assert all(reply["status"] == "success" for reply in replies)
+
+
+async def test_shutdown_cancels_host_calls_in_flight(services):
+    started = asyncio.Event()
+
+    async def endless(call: HostToolCall) -> ToolResult:
+        started.set()
+        await asyncio.Event().wait()
+        return ToolResult.ok("never")
+
+    services.host_tools.register("choir.web.browse", endless)
+    agent = await start(services)
+    call = asyncio.create_task(
+        agent.call(Verb.EXECUTE_HOST_TOOL, {"tool_name": "choir.web.browse", "call_id": "c1"})
+    )
+    await started.wait()
+
+    await services.host_tools.aclose()
+
+    with pytest.raises(asyncio.CancelledError):
+        await call
+
+
+async def test_an_image_built_for_another_agent_is_refused(services):
+    with pytest.raises(ConflictError, match="the image was built for agent-1, not agent-2"):
+        await services.sessions.start("agent-2", {}, image=IMAGE)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import shutil
 import tempfile
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -26,8 +26,8 @@ from choir.transport import (
     Stream,
     UdsServer,
     connect,
+    tls,
 )
-from choir.transport import tls
 
 
 @dataclass
@@ -104,11 +104,16 @@ class EchoHandler:
     async def wait_closed(self, verb: str) -> None:
         """Until every stream of `verb` started so far has been closed on the server."""
         ids = [r.request_id for r in self.seen if r.verb == verb]
-        async with asyncio.timeout(5):
-            while len(self.closed) < len(ids) or not all(
-                self.closed.get(i, asyncio.Event()).is_set() for i in ids
-            ):
-                await asyncio.sleep(0.01)
+        await until(lambda: all(i in self.closed and self.closed[i].is_set() for i in ids))
+
+
+async def until(condition: Callable[[], bool], seconds: float = 5.0) -> None:
+    """Poll `condition` until it holds; fail the test after `seconds`."""
+    for _ in range(int(seconds / 0.01)):
+        if condition():
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError(f"condition still false after {seconds} s")
 
 
 @dataclass

@@ -8,9 +8,8 @@ import pytest
 
 from choir.errors import ExitCode
 from choir.protocol.envelope import ErrorCode
-from choir.transport import RpcError
-
-from tests.transport.conftest import Served
+from choir.transport import CallTimeout, RpcError
+from tests.transport.conftest import Served, until
 
 
 async def test_round_trip_carries_the_envelope_unchanged(served: Served) -> None:
@@ -123,9 +122,15 @@ async def test_payload_over_the_servers_cap_is_refused_and_the_next_call_answere
 
 
 async def test_a_call_outliving_the_client_timeout_raises_call_timeout(served: Served) -> None:
-    from choir.transport import CallTimeout
-
     async with await served.client(call_timeout=0.05) as client:
         with pytest.raises(CallTimeout):
             await client.call("slow", {"delay": 0.5, "n": 1})
         assert await client.call("empty") == {}
+
+
+async def test_a_call_whose_client_gives_up_still_runs_to_completion(served: Served) -> None:
+    async with await served.client() as client:
+        with pytest.raises(TimeoutError):
+            async with asyncio.timeout(0.05):
+                await client.call("slow", {"delay": 0.2, "n": 5})
+    await until(lambda: served.handler.finished_calls == ["5"])

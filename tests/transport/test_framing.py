@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from choir.protocol.envelope import ErrorCode
 from choir.transport.frames import (
     FrameError,
     decode_frame,
@@ -19,7 +20,6 @@ from choir.transport.frames import (
 )
 from choir.transport.framing import FrameReader, FrameTooLarge, encode_frame
 from choir.transport.handler import Peer
-from choir.protocol.envelope import ErrorCode
 
 PEER = Peer("uds", "/tmp/x.sock")
 
@@ -32,7 +32,9 @@ def bodies(reader: FrameReader) -> list[bytes]:
 
 
 json_objects = st.dictionaries(
-    st.text(max_size=5), st.one_of(st.integers(-(2**63), 2**63 - 1), st.text(max_size=20), st.none()), max_size=4
+    st.text(max_size=5),
+    st.one_of(st.integers(-(2**63), 2**63 - 1), st.text(max_size=20), st.none()),
+    max_size=4,
 )
 
 
@@ -103,7 +105,9 @@ def test_optional_request_fields_default() -> None:
         ({"t": "sub", "request_id": "r" * 201, "session_id": "s"}, "longer than 200", None),
     ],
 )
-def test_bad_subscribe_frames(frame: dict[str, object], message: str, request_id: str | None) -> None:
+def test_bad_subscribe_frames(
+    frame: dict[str, object], message: str, request_id: str | None
+) -> None:
     with pytest.raises(FrameError, match=message) as caught:
         parse_subscribe(frame)
     assert caught.value.request_id == request_id

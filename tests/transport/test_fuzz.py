@@ -83,7 +83,9 @@ async def listeners(short_dir: Path) -> AsyncIterator[Listeners]:
 integers = st.integers(-(2**63), 2**63 - 1)
 json_values = st.recursive(
     st.none() | st.booleans() | integers | st.floats(allow_nan=False) | st.text(max_size=20),
-    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4)
+    ),
     max_leaves=12,
 )
 frame_like = st.fixed_dictionaries(
@@ -120,7 +122,9 @@ def socket_junk(draw: st.DrawFn) -> bytes:
     if kind == "noise":
         return draw(st.binary(max_size=200))
     if kind in ("json", "tricky"):
-        values = st.sampled_from(TRICKY_BODIES) if kind == "tricky" else json_values.map(orjson.dumps)
+        values = (
+            st.sampled_from(TRICKY_BODIES) if kind == "tricky" else json_values.map(orjson.dumps)
+        )
         bodies = draw(st.lists(values, min_size=1, max_size=3))
         return b"".join(struct.pack(">I", len(body)) + body for body in bodies)
     frames = b"".join(encode_frame(f) for f in draw(st.lists(frame_like, min_size=1, max_size=4)))
@@ -128,17 +132,21 @@ def socket_junk(draw: st.DrawFn) -> bytes:
         return frames
     if kind == "truncated":
         return frames[: draw(st.integers(0, len(frames) - 1))]
-    return struct.pack(">I", draw(st.integers(1 << 20, (1 << 32) - 1))) + draw(st.binary(max_size=50))
+    return struct.pack(">I", draw(st.integers(1 << 20, (1 << 32) - 1))) + draw(
+        st.binary(max_size=50)
+    )
 
 
 http_junk = st.one_of(
     st.binary(max_size=300),
     st.builds(
         lambda verb, body, auth: (
-            f"POST /rpc/{verb} HTTP/1.1\r\nHost: x\r\nAuthorization: {auth}\r\n"
-            f"Content-Length: {len(body)}\r\n\r\n"
-        ).encode()
-        + body,
+            (
+                f"POST /rpc/{verb} HTTP/1.1\r\nHost: x\r\nAuthorization: {auth}\r\n"
+                f"Content-Length: {len(body)}\r\n\r\n"
+            ).encode()
+            + body
+        ),
         st.sampled_from(["empty", "echo", "stream", "%00", "a/b", "x" * 300]),
         st.binary(max_size=200) | json_values.map(orjson.dumps),
         st.sampled_from(["Bearer ok", "Bearer", "Basic x", "", "Bearer \x7f"]),
@@ -154,7 +162,9 @@ http_junk = st.one_of(
 )
 
 
-async def throw(reader_writer: tuple[asyncio.StreamReader, asyncio.StreamWriter], junk: bytes) -> None:
+async def throw(
+    reader_writer: tuple[asyncio.StreamReader, asyncio.StreamWriter], junk: bytes
+) -> None:
     reader, writer = reader_writer
     try:
         writer.write(junk)

@@ -10,9 +10,7 @@ import httpx
 import pytest
 
 from choir.protocol.envelope import ErrorCode
-from choir.transport import HttpClient, HttpServer, Limits, PushHub, RpcError, TransportError
-from choir.transport import tls
-
+from choir.transport import HttpClient, HttpServer, Limits, PushHub, RpcError, TransportError, tls
 from tests.transport.conftest import EchoHandler, Served
 
 

@@ -9,9 +9,8 @@ import pytest
 
 from choir.protocol.envelope import ErrorCode
 from choir.protocol.pushes import PushEnvelope
-from choir.transport import RpcError
-
-from tests.transport.conftest import Served
+from choir.transport import Client, RpcError
+from tests.transport.conftest import Served, until
 
 CONFIG_CHANGED = {"kind": "config_changed", "config_version": 7}
 
@@ -39,11 +38,15 @@ async def test_an_error_before_the_stream_starts_raises(served: Served) -> None:
 
 
 async def test_an_error_mid_stream_arrives_after_the_items_before_it(served: Served) -> None:
-    received = []
+    received: list[int] = []
+
+    async def read(client: Client) -> None:
+        async for item in client.stream("count", {"n": 10, "fail_at": 3}):
+            received.append(item["i"])
+
     async with await served.client() as client:
         with pytest.raises(RpcError) as caught:
-            async for item in client.stream("count", {"n": 10, "fail_at": 3}):
-                received.append(item["i"])
+            await read(client)
     assert received == [0, 1, 2]
     assert (caught.value.code, caught.value.message) == (
         ErrorCode.UNAVAILABLE,
@@ -95,11 +98,13 @@ async def test_pushes_reach_the_subscribed_session_in_order(served: Served) -> N
 async def test_pushes_made_before_subscribing_are_replayed_after_after_seq(served: Served) -> None:
     for version in range(5):
         served.hub.push("s-1", {**CONFIG_CHANGED, "config_version": version})
-    async with await served.client(session_id="s-1", lease_token="lease-s-1") as client:
-        async with contextlib.aclosing(client.pushes(after_seq=3)) as pushes:
-            seqs = [(await anext(pushes))["seq"] for _ in range(2)]
-            served.hub.push("s-1", CONFIG_CHANGED)
-            seqs.append((await anext(pushes))["seq"])
+    async with (
+        await served.client(session_id="s-1", lease_token="lease-s-1") as client,
+        contextlib.aclosing(client.pushes(after_seq=3)) as pushes,
+    ):
+        seqs = [(await anext(pushes))["seq"] for _ in range(2)]
+        served.hub.push("s-1", CONFIG_CHANGED)
+        seqs.append((await anext(pushes))["seq"])
     assert seqs == [4, 5, 6]
 
 
@@ -111,9 +116,7 @@ async def test_closing_the_session_ends_the_push_stream_normally(served: Served)
             return [envelope["seq"] async for envelope in client.pushes()]
 
         reader = asyncio.create_task(drain())
-        async with asyncio.timeout(5):
-            while served.hub.subscriber_count("s-1") == 0:
-                await asyncio.sleep(0.01)
+        await until(lambda: served.hub.subscriber_count("s-1") == 1)
         served.hub.close_session("s-1")
         async with asyncio.timeout(5):
             assert await reader == [1]
@@ -134,6 +137,4 @@ async def test_a_reader_going_away_unsubscribes(served: Served) -> None:
         async with contextlib.aclosing(client.pushes()) as pushes:
             await anext(pushes)
             assert served.hub.subscriber_count("s-1") == 1
-    async with asyncio.timeout(5):
-        while served.hub.subscriber_count("s-1"):
-            await asyncio.sleep(0.01)
+    await until(lambda: served.hub.subscriber_count("s-1") == 0)

@@ -16,8 +16,7 @@ import pytest
 from choir.errors import ConflictError
 from choir.protocol.envelope import ErrorCode
 from choir.transport import Limits, RpcError, TransportError, UdsClient, UdsServer, connect
-
-from tests.transport.conftest import EchoHandler, Served
+from tests.transport.conftest import EchoHandler, Served, until
 
 
 class RawConnection:
@@ -60,6 +59,7 @@ class RawConnection:
 
 
 def request(request_id: str = "r1", verb: str = "empty", **fields: object) -> dict[str, object]:
+    """A well-formed request frame, with `fields` overriding or adding keys."""
     return {
         "t": "req",
         "request_id": request_id,
@@ -121,8 +121,7 @@ async def test_close_lets_a_running_call_finish(short_dir: Path) -> None:
     await server.start()
     async with await connect(path) as client:
         call = asyncio.create_task(client.call("slow", {"delay": 0.2, "n": 7}))
-        while not handler.seen:
-            await asyncio.sleep(0.01)
+        await until(lambda: bool(handler.seen))
         await server.close()
         assert await call == {"n": 7}
 
@@ -176,7 +175,7 @@ async def test_a_malformed_request_is_answered_on_its_id(
     uds_served: Served, fields: dict[str, object], message: str
 ) -> None:
     async with await RawConnection.open(uds_served.target) as raw:
-        await raw.send_json(request("bad", **fields))
+        await raw.send_json({**request("bad"), **fields})
         answer = await raw.receive()
         assert answer == {
             "t": "res",
@@ -190,21 +189,23 @@ async def test_an_oversized_frame_is_skipped_unread_and_the_connection_survives(
     short_dir: Path,
 ) -> None:
     path = short_dir / "choird.sock"
-    async with UdsServer(path, EchoHandler(), limits=Limits(max_frame=100)):
-        async with await RawConnection.open(path) as raw:
-            body = orjson.dumps(request(payload={"x": "y" * 500}))
-            await raw.send(struct.pack(">I", len(body)) + body[:50])
-            answer = await raw.receive()
-            assert answer["t"] == "err"
-            assert answer["size"] == len(body)
-            assert answer["error"] == {
-                "code": "payload_too_large",
-                "message": f"frame of {len(body)} bytes exceeds the 100-byte limit; "
-                "send large data as a file, not in one call",
-            }
-            await raw.send(body[50:])
-            await raw.send_json(request("r2"))
-            assert (await raw.receive())["request_id"] == "r2"
+    async with (
+        UdsServer(path, EchoHandler(), limits=Limits(max_frame=100)),
+        await RawConnection.open(path) as raw,
+    ):
+        body = orjson.dumps(request(payload={"x": "y" * 500}))
+        await raw.send(struct.pack(">I", len(body)) + body[:50])
+        answer = await raw.receive()
+        assert answer["t"] == "err"
+        assert answer["size"] == len(body)
+        assert answer["error"] == {
+            "code": "payload_too_large",
+            "message": f"frame of {len(body)} bytes exceeds the 100-byte limit; "
+            "send large data as a file, not in one call",
+        }
+        await raw.send(body[50:])
+        await raw.send_json(request("r2"))
+        assert (await raw.receive())["request_id"] == "r2"
 
 
 async def test_a_garbage_length_prefix_closes_only_that_connection(uds_served: Served) -> None:
@@ -220,25 +221,27 @@ async def test_a_half_sent_frame_times_out_but_an_idle_connection_does_not(
     short_dir: Path,
 ) -> None:
     path = short_dir / "choird.sock"
-    async with UdsServer(path, EchoHandler(), limits=Limits(frame_timeout=0.2)):
-        async with (
-            await RawConnection.open(path) as idle,
-            await RawConnection.open(path) as stuck,
-        ):
-            await stuck.send(b"\x00\x00\x00\x10{")
-            error = await stuck.receive()
-            assert "did not finish within 0.2 s" in str(error["error"])
-            assert await stuck.closed_by_server()
-            await idle.send_json(request())
-            assert (await idle.receive())["ok"] is True
+    async with (
+        UdsServer(path, EchoHandler(), limits=Limits(frame_timeout=0.2)),
+        await RawConnection.open(path) as idle,
+        await RawConnection.open(path) as stuck,
+    ):
+        await stuck.send(b"\x00\x00\x00\x10{")
+        error = await stuck.receive()
+        assert "did not finish within 0.2 s" in str(error["error"])
+        assert await stuck.closed_by_server()
+        await idle.send_json(request())
+        assert (await idle.receive())["ok"] is True
 
 
 async def test_too_many_requests_in_flight_are_rate_limited(short_dir: Path) -> None:
     path = short_dir / "choird.sock"
-    async with UdsServer(path, EchoHandler(), limits=Limits(max_inflight=2)):
-        async with await connect(path) as client:
-            slow = [client.call("slow", {"delay": 0.3, "n": n}) for n in range(2)]
-            results = await asyncio.gather(*slow, client.call("empty"), return_exceptions=True)
+    async with (
+        UdsServer(path, EchoHandler(), limits=Limits(max_inflight=2)),
+        await connect(path) as client,
+    ):
+        slow = [client.call("slow", {"delay": 0.3, "n": n}) for n in range(2)]
+        results = await asyncio.gather(*slow, client.call("empty"), return_exceptions=True)
     assert results[:2] == [{"n": 0}, {"n": 1}]
     assert isinstance(results[2], RpcError)
     assert results[2].code is ErrorCode.RATE_LIMITED

@@ -1,0 +1,248 @@
+"""choird's composition root: startup (§6.2, each step logged), serving, shutdown.
+
+    async with ChoirDaemon(options) as daemon:   # steps 1-10; "choird ready" when done
+        await daemon.wait_stopped()              # until SIGTERM/SIGINT or stop()
+
+Every long-lived piece (database, listeners, timers) is entered on an `AsyncExitStack`, so a
+failure half-way through start-up unwinds what was already started.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ssl
+import time
+from collections.abc import Callable
+from contextlib import AsyncExitStack
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+from typing import Literal, Self
+
+from choir import __version__
+from choir.config import ChoirConfig, EmbeddedPostgres, SecretStore, load_home
+from choir.daemon.agent_handler import AgentHandler
+from choir.daemon.agent_services import AgentServices
+from choir.daemon.config_stage import ConfigStage
+from choir.daemon.pushes import wire_pushes
+from choir.daemon.session_state import SessionEnded
+from choir.errors import UsageError
+from choir.home import ChoirHome
+from choir.logs import get_logger
+from choir.store.agent_schema import ensure_agent_schema
+from choir.store.database import Database, open_database
+from choir.store.target import EmbeddedTarget, ExternalTarget, PostgresTarget
+from choir.transport import Handler, HttpServer, PushHub, UdsServer
+from choir.transport.tls import ensure_self_signed, server_context
+
+log = get_logger("choird")
+
+DEFAULT_EMBEDDING_DIMS = 1536
+"""§11.9's default (text-embedding-3-small) when no embedding model is configured."""
+
+OperatorFactory = Callable[["ChoirDaemon"], Handler]
+
+
+@dataclass(frozen=True)
+class DaemonOptions:
+    home: ChoirHome
+    transport: Literal["uds", "http"] = "uds"
+    """How agents reach choird: their own Unix sockets, or HTTP(S) on `listen`."""
+    listen: str = "127.0.0.1:9400"
+    """host:port of the HTTP listener (transport http)."""
+    tls_cert: Path | None = None
+    tls_key: Path | None = None
+    tls_self_signed: bool = False
+    """Create (once) and serve a self-signed certificate from `$CHOIR_HOME/tls/`."""
+
+
+class ChoirDaemon:
+    """The running daemon: database, services, listeners and timers."""
+
+    def __init__(self, options: DaemonOptions, operator: OperatorFactory | None = None) -> None:
+        self.options = options
+        self.home = options.home
+        self.hub = PushHub()
+        self.started_at = time.monotonic()
+        self._operator = operator
+        self._stack = AsyncExitStack()
+        self._stopped = asyncio.Event()
+        self._agent_sockets: dict[str, UdsServer] = {}
+        self._closing: set[asyncio.Task[None]] = set()
+        self.database: Database | None = None
+        self.services: AgentServices | None = None
+        self.http: HttpServer | None = None
+
+    async def __aenter__(self) -> Self:
+        try:
+            await self._start()
+        except BaseException:
+            await self._stack.aclose()
+            raise
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        log.info("choird stopping")
+        for server in list(self._agent_sockets.values()):
+            await server.close()
+        await self._stack.aclose()
+        log.info("choird stopped")
+
+    def stop(self) -> None:
+        self._stopped.set()
+
+    async def wait_stopped(self) -> None:
+        await self._stopped.wait()
+
+    # -- start-up --------------------------------------------------------------------------
+
+    async def _start(self) -> None:
+        loaded = load_home(self.home)
+        config = loaded.config
+        log.info(
+            "step 1-2: config and secrets valid",
+            fields={"config_hash": loaded.config_hash[:12], "warnings": len(loaded.warnings)},
+        )
+        for warning in loaded.warnings:
+            log.warning(warning)
+        self.database = await self._stack.enter_async_context(
+            open_database(_target(self.home, config, loaded.secrets))
+        )
+        log.info("step 3+5: postgres ready", fields={"where": self.database.params.where})
+        await self._agent_schemas(config)
+        stage = ConfigStage(loaded)
+        services = AgentServices.build(self.database.pool, stage)
+        self.services = services
+        log.info("step 6: no container runtime in this version; nothing to clean up")
+        orphans = await services.sessions.reap_orphans(alive=())
+        log.info("step 7: stale leases released", fields={"sessions": len(orphans)})
+        log.info("step 8: gateways", fields={"console": "ready", "telegram": "not implemented"})
+        await self._listen(services)
+        self._stack.push_async_callback(self._cancel_timers, self._start_timers(services))
+        self._stack.callback(wire_pushes(services, self.hub))
+        services.sessions.subscribe(self._on_session_ended)
+        log.info(
+            "choird ready",
+            fields={
+                "version": __version__,
+                "config_version": stage.running.version,
+                "agents": len(config.agents),
+                "models": len(config.models),
+                "workspaces": len(config.workspaces),
+                "transport": self.options.transport,
+                "socket": str(self.home.operator_socket),
+            },
+        )
+
+    async def _agent_schemas(self, config: ChoirConfig) -> None:
+        assert self.database is not None
+        dims = config.embedding.dimensions if config.embedding else DEFAULT_EMBEDDING_DIMS
+        async with self.database.pool.acquire() as conn:
+            for agent_id in config.agents:
+                await ensure_agent_schema(conn, agent_id, dims)
+        log.info("step 4: agent schemas and roles ready", fields={"agents": len(config.agents)})
+
+    async def _listen(self, services: AgentServices) -> None:
+        self.home.create_directories()
+        if self._operator is not None:
+            operator = UdsServer(self.home.operator_socket, self._operator(self), hub=self.hub)
+            await self._stack.enter_async_context(operator)
+        if self.options.transport == "http":
+            host, port = _host_port(self.options.listen)
+            self.http = HttpServer(
+                AgentHandler(services.rpc, services.sessions),
+                hub=self.hub,
+                host=host,
+                port=port,
+                ssl_context=self._tls(host),
+            )
+            await self._stack.enter_async_context(self.http)
+        log.info(
+            "step 9: accepting commands",
+            fields={
+                "operator_socket": str(self.home.operator_socket),
+                "agent_http": self.http.url if self.http else None,
+            },
+        )
+
+    def _tls(self, host: str) -> ssl.SSLContext | None:
+        cert, key = self.options.tls_cert, self.options.tls_key
+        if self.options.tls_self_signed:
+            cert, key = self.home.root / "tls" / "choird.crt", self.home.root / "tls" / "choird.key"
+            if ensure_self_signed(cert, key):
+                log.info("created a self-signed certificate", fields={"cert": str(cert)})
+        if cert and key:
+            return server_context(cert, key)
+        if host not in ("127.0.0.1", "::1", "localhost"):
+            raise UsageError(
+                f"plain HTTP on {host} would cross a network boundary: "
+                "pass --tls-cert/--tls-key or --tls-self-signed (§12.1)"
+            )
+        return None
+
+    # -- agents ----------------------------------------------------------------------------
+
+    async def open_agent_socket(self, agent_id: str) -> Path:
+        """The agent's own socket (mounted as /run/choir.sock), created for its session."""
+        assert self.services is not None
+        if agent_id not in self._agent_sockets:
+            handler = AgentHandler(self.services.rpc, self.services.sessions, bound_agent=agent_id)
+            server = UdsServer(self.home.agent_socket(agent_id), handler, hub=self.hub)
+            await server.start()
+            self._agent_sockets[agent_id] = server
+        return self.home.agent_socket(agent_id)
+
+    def _on_session_ended(self, ended: SessionEnded) -> None:
+        server = self._agent_sockets.pop(ended.agent_id, None)
+        if server is not None:
+            task = asyncio.get_running_loop().create_task(server.close())
+            self._closing.add(task)
+            task.add_done_callback(self._closing.discard)
+
+    # -- timers ----------------------------------------------------------------------------
+
+    def _start_timers(self, services: AgentServices) -> list[asyncio.Task[None]]:
+        config = services.stage.running.config
+        reap_every = min(max(config.crash_detection_threshold_ms / 4000, 0.25), 2.0)
+        return [
+            asyncio.create_task(_every(reap_every, services.sessions.reap), name="reaper"),
+            asyncio.create_task(_every(5.0, services.approvals.expire_overdue), name="approvals"),
+        ]
+
+    @staticmethod
+    async def _cancel_timers(tasks: list[asyncio.Task[None]]) -> None:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+
+async def _every(seconds: float, job: Callable[[], object]) -> None:
+    """Run `job` every `seconds`; a failure is logged and the timer keeps going."""
+    while True:
+        await asyncio.sleep(seconds)
+        try:
+            result = job()
+            if asyncio.iscoroutine(result):
+                await result
+        except Exception:
+            log.exception("periodic task failed", fields={"task": getattr(job, "__name__", "")})
+
+
+def _host_port(listen: str) -> tuple[str, int]:
+    host, _, port = listen.rpartition(":")
+    if not port.isdigit():
+        raise UsageError(f"--listen {listen!r}: expected HOST:PORT, e.g. 127.0.0.1:9400")
+    return host.strip("[]") or "127.0.0.1", int(port)
+
+
+def _target(home: ChoirHome, config: ChoirConfig, secrets: SecretStore) -> PostgresTarget:
+    postgres = config.postgres
+    if isinstance(postgres, EmbeddedPostgres):
+        return EmbeddedTarget(home.pgdata)
+    password = secrets.get(postgres.secret).get_secret_value()
+    return ExternalTarget(postgres.host, postgres.port, postgres.database, postgres.user, password)
