@@ -98,8 +98,11 @@ class ChoirHome:
         ]
 
     def create_directories(self) -> None:
-        """Create the layout; sockets and the root are private to the operator (0700)."""
+        """Create the layout. Sockets and logs are private to the operator (0700); the root is
+        traverse-only for others (0711) because embedded Postgres, when choird runs as root,
+        serves `pgdata` as its own unprivileged user. Existing directories keep their modes."""
+        modes = {self.root: 0o711, self.socks: 0o700, self.agent_socks: 0o700, self.logs: 0o700}
         for path in self.directories():
-            path.mkdir(parents=True, exist_ok=True)
-        for private in (self.root, self.socks, self.agent_socks):
-            private.chmod(0o700)
+            if not path.exists():
+                path.mkdir(parents=True, exist_ok=True)
+                path.chmod(modes.get(path, 0o755))

@@ -1,4 +1,7 @@
-"""`choirctl agent`: agent definitions and lifecycle (§17.1). For now: `agent init` (§17.8)."""
+"""`choirctl agent`: agent definitions and lifecycle (§17.1).
+
+`agent init` (§17.8) edits config.json offline; `agent list` and `agent status` ask choird.
+"""
 
 from __future__ import annotations
 
@@ -121,3 +124,82 @@ def _show(result: AgentInitResult) -> None:
         )
     else:
         print("next: choirctl config check")
+
+
+@app.command("list")
+def list_agents(home: HomeOption = None, as_json: JsonOption = False) -> None:
+    """List every configured agent: state, session, uptime, config version, bindings (choird)."""
+    from choir.ctl.humanize import dash, duration
+    from choir.ctl.output import table
+    from choir.ctl.remote import with_choird
+
+    data = with_choird(home, lambda choird: choird.agent_list())
+    rows = [
+        (
+            a["agent_id"],
+            a["state"],
+            dash(a["session_id"]),
+            duration(a["uptime_s"]),
+            f"v{a['config_version']}" if a["config_version"] is not None else "-",
+            dash(a["bindings"].get("workspace")),
+            dash(a["bindings"].get("llm")),
+            dash(a["bindings"].get("dm")),
+        )
+        for a in data["agents"]
+    ]
+    headers = ("agent", "state", "session", "uptime", "config", "workspace", "llm", "dm")
+    emit(data, as_json, lambda: table(headers, rows))
+
+
+@app.command("status")
+def status(
+    agent_id: Annotated[str, typer.Argument(help="Agent id.", show_default=False)],
+    home: HomeOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Show one agent in detail: lanes, skill, budgets, bindings, uptime, config version."""
+    from choir.ctl.remote import with_choird
+
+    data = with_choird(home, lambda choird: choird.agent_status(agent_id))
+    emit(data, as_json, lambda: _show_status(data))
+
+
+def _show_status(data: dict[str, Any]) -> None:
+    from choir.ctl.humanize import dash, duration, moment
+    from choir.ctl.output import table
+
+    behind = " (behind: it fetches on its next heartbeat)" if data["config_behind"] else ""
+    version = data["config_version"]
+    bindings = " ".join(f"{role}={name}" for role, name in data["bindings"].items() if name)
+    remaining = ", ".join(f"{k} {v}" for k, v in data["budget_remaining"].items())
+    lines = [
+        f"{data['agent_id']}  {data['state']}"
+        + (
+            f"  session {data['session_id']} ({data['session_status']})"
+            if data["session_id"]
+            else ""
+        ),
+        f"{'uptime':<11}{duration(data['uptime_s'])}",
+        f"{'config':<11}{'v' + str(version) if version is not None else '-'} "
+        f"(latest v{data['config_version_latest']}){behind}",
+        f"{'heartbeat':<11}{moment(data['last_heartbeat_at'])} (rev {dash(data['ack_rev'])})",
+        f"{'skill':<11}{dash(data['skill'])}",
+        f"{'bindings':<11}{bindings}",
+        f"{'budgets':<11}" + ", ".join(f"{k} {v}" for k, v in data["budgets"].items()),
+        f"{'remaining':<11}{remaining or '-'}",
+        "lanes:",
+    ]
+    print("\n".join(lines))
+    table(
+        ("lane", "state", "skill", "step", "reported"),
+        [
+            (
+                lane["lane"],
+                lane["state"],
+                dash(lane["skill"]),
+                dash(lane["step"]),
+                moment(lane["reported_at"]),
+            )
+            for lane in data["lanes"]
+        ],
+    )

@@ -23,12 +23,14 @@ app = typer.Typer(
 
 def _register() -> None:
     from choir.ctl import agent, config, init, schema, secret
+    from choir.ctl.operator_nouns import register_operator_nouns
 
     app.command("init")(init.init)
     app.add_typer(config.app, name="config")
     app.add_typer(secret.app, name="secret")
     app.add_typer(agent.app, name="agent")
     app.command("schema")(schema.schema)
+    register_operator_nouns(app)
 
 
 def main() -> None:

@@ -1,6 +1,8 @@
-"""`choirctl config`: offline checks of config.json and secrets.json.
+"""`choirctl config`: check config offline; load, diff, apply and show it in choird (§17.6).
 
-`config load|diff|apply|show` talk to choird and arrive with it.
+`config check` reads the files only. `load` stages them in choird (all or nothing), `diff` shows
+staged vs running with how each change lands, `apply` publishes the hot-reloadable part to
+running agents, `show` prints what choird runs.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ if TYPE_CHECKING:
     from choir.config import ChoirConfig
 
 app = typer.Typer(
-    help="Validate the configuration in $CHOIR_HOME.",
+    help="Validate the configuration in $CHOIR_HOME; load and apply it in choird.",
     no_args_is_help=True,
 )
 
@@ -84,3 +86,87 @@ def _show(counts: dict[str, int], data: dict[str, Any]) -> None:
         f"hash {data['config_hash'][:12]}"
         + (f"; {len(data['warnings'])} warning(s)" if data["warnings"] else "")
     )
+
+
+@app.command("load")
+def load(home: HomeOption = None, as_json: JsonOption = False) -> None:
+    """Validate $CHOIR_HOME in choird and stage it; prints what would change.
+
+    Exits 3 listing every problem when the config is invalid; then nothing is staged.
+    """
+    from choir.ctl.remote import with_choird
+
+    data = with_choird(home, lambda choird: choird.config_load())
+
+    def show() -> None:
+        _warn_all(data["warnings"], False)
+        print(f"config staged (hash {data['config_hash'][:12]}): {_changes(data)}")
+        _print_lines(data["lines"])
+        if data["lines"]:
+            print("next: choirctl config apply")
+
+    emit(data, as_json, show)
+
+
+@app.command("diff")
+def diff(home: HomeOption = None, as_json: JsonOption = False) -> None:
+    """Show staged vs running config, each change tagged hot-reload or restart-required.
+
+    Exits 5 when nothing is staged (run choirctl config load first).
+    """
+    from choir.ctl.remote import with_choird
+
+    data = with_choird(home, lambda choird: choird.config_diff())
+
+    def show() -> None:
+        if not data["lines"]:
+            print("no changes between the staged and the running config")
+        _print_lines(data["lines"])
+
+    emit(data, as_json, show)
+
+
+@app.command("apply")
+def apply(home: HomeOption = None, as_json: JsonOption = False) -> None:
+    """Make the staged config the running one and push it to running agents.
+
+    Restart-required changes are listed with the command that applies them.
+    """
+    from choir.ctl.remote import with_choird
+
+    data = with_choird(home, lambda choird: choird.config_apply())
+
+    def show() -> None:
+        sessions = len(data["pushed"])
+        print(
+            f"config v{data['config_version']} applied ({_changes(data)}); "
+            f"{sessions} running session(s) told to fetch it"
+        )
+        _print_lines(data["lines"])
+
+    emit(data, as_json, show)
+
+
+@app.command("show")
+def show(home: HomeOption = None, as_json: JsonOption = False) -> None:
+    """Print the config choird runs (secret names only, never values) and its version."""
+    from choir.ctl.remote import with_choird
+
+    data = with_choird(home, lambda choird: choird.config_show())
+
+    def human() -> None:
+        staged = "; a config is staged (choirctl config diff)" if data["staged"] else ""
+        print(f"# config v{data['config_version']}, hash {data['config_hash'][:12]}{staged}")
+        emit_json(data["config"])
+
+    emit(data, as_json, human)
+
+
+def _changes(data: dict[str, Any]) -> str:
+    count = len(data["changes"])
+    return "no changes" if not count else f"{count} change{'s' if count != 1 else ''}"
+
+
+def _print_lines(lines: list[str]) -> None:
+    for line in lines:
+        print(f"  {line}")

@@ -1,6 +1,7 @@
 """`choirctl secret`: manage secrets.json (§14). Values go in; they never come out.
 
-`secret apply` pushes secrets to running agents through choird and arrives with it.
+`set`, `list` and `delete` edit the file; `secret apply` makes choird re-read it and tells the
+running agents whose secrets changed to fetch them again.
 """
 
 from __future__ import annotations
@@ -153,3 +154,23 @@ def _show_delete(data: dict[str, Any]) -> None:
     print(f"secret {data['name']!r} deleted from {data['file']}")
     if data["referenced_by"]:
         warn(f"still referenced by {', '.join(data['referenced_by'])}")
+
+
+@app.command("apply")
+def apply(home: HomeOption = None, as_json: JsonOption = False) -> None:
+    """Reload secrets.json in choird and refresh the running agents that use a changed secret.
+
+    Exits 3 when secrets.json cannot be used (e.g. readable by others); 6 without choird.
+    """
+    from choir.ctl.remote import with_choird
+
+    data = with_choird(home, lambda choird: choird.secret_apply())
+    emit(data, as_json, lambda: _show_apply(data))
+
+
+def _show_apply(data: dict[str, Any]) -> None:
+    changed = ", ".join(data["changed"]) or "none"
+    print(f"secrets reloaded in choird ({data['secrets']} set); changed: {changed}")
+    for push in data["pushed"]:
+        names = ", ".join(push["secrets"])
+        print(f"  {push['agent_id']} (session {push['session_id']}) refreshes {names}")

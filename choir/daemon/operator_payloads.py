@@ -77,6 +77,13 @@ class ApprovalRef(WireModel):
     """An approval id, as `approval list` shows it."""
 
 
+class ApprovalAnswer(WireModel):
+    approval_id: str = Field(min_length=1)
+    """The pending approval to answer."""
+    by: str = Field(default="choirctl", min_length=1, max_length=64)
+    """Who answers, recorded as `resolved_by` (`choirctl`, `console`, a DM name)."""
+
+
 class WorkspaceRef(WireModel):
     name: str = Field(min_length=1)
     """A workspace name from config.json."""

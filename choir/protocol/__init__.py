@@ -3,128 +3,282 @@
 Pure: no I/O. Every model is a frozen `WireModel` that rejects unknown keys; tagged unions use a
 `kind` literal. `PROTOCOL_VERSION` is checked at INIT_HELLO; golden files under
 `tests/protocol/golden/v<N>/` must keep parsing.
+
+Submodules load on first use (PEP 562): importing one model — as choirctl does at start-up —
+does not pay for building every other model's validator.
 """
 
-from choir.protocol.base import PROTOCOL_VERSION, WireModel
-from choir.protocol.bindings import ResourceBindings, SecretResource
-from choir.protocol.chain import GENESIS_HASH, canonical_json, chain_hash, commit_hash, seal_record
-from choir.protocol.committed import CommittedEvent, chain_break
-from choir.protocol.core_jobs import (
-    ContextBundle,
-    CoreError,
-    CoreEvent,
-    CoreFinalResult,
-    CoreInjection,
-    CoreJobStart,
-    CoreNeedInfo,
-    CorePartialResult,
-    CorePlan,
-    CoreProgress,
-    CoreThoughtSummary,
-    CoreToolProposal,
-    PlanStep,
-    ToolConstraints,
-)
-from choir.protocol.envelope import ErrorCode, RequestEnvelope, ResponseEnvelope, RpcError
-from choir.protocol.events import (
-    AgentReplied,
-    ApprovalResolved,
-    Cancelled,
-    CoreEventEmitted,
-    CoreStarted,
-    CoreStopped,
-    Event,
-    InjectedInstruction,
-    MemoryWriteCommitted,
-    ModelOutput,
-    SessionSummary,
-    SkillTransitionCommitted,
-    ToolCall,
-    ToolCallCommitted,
-    ToolCallRequested,
-    ToolResultCommitted,
-    Usage,
-    UserMsg,
-)
-from choir.protocol.lanes import (
-    EDGE_LANE,
-    CoreStatus,
-    EdgeStatus,
-    JobName,
-    LaneId,
-    LaneStatus,
-    core_lane,
-    is_lane,
-    job_name_of,
-)
-from choir.protocol.locks import HeldLock, LockMode, LockSpec
-from choir.protocol.manifest import (
-    META_PREFIX,
-    Exposure,
-    Implementation,
-    LlmView,
-    RuntimeView,
-    SideEffect,
-    ToolManifest,
-)
-from choir.protocol.memory import (
-    Fact,
-    FactKey,
-    MemoryDelta,
-    MemoryDeltaDocument,
-    ReferenceSummary,
-)
-from choir.protocol.names import (
-    SkillName,
-    StateName,
-    ToolName,
-    from_wire_name,
-    is_tool_name,
-    to_wire_name,
-)
-from choir.protocol.payloads import (
-    Ack,
-    ApprovalRequestType,
-    ExecuteHostToolRequest,
-    ExecuteHostToolResponse,
-    FetchDynamicConfigRequest,
-    FetchDynamicConfigResponse,
-    GetSecretsRequest,
-    GetSecretsResponse,
-    HeartbeatRequest,
-    HeartbeatResponse,
-    InitHelloRequest,
-    InitHelloResponse,
-    ReportStatusRequest,
-    RequestApprovalRequest,
-    RequestApprovalResponse,
-    TerminateSelfRequest,
-)
-from choir.protocol.problems import validation_problems
-from choir.protocol.pushes import (
-    ApprovalResolvedPush,
-    CompactPush,
-    ConfigChangedPush,
-    CoreCancelPush,
-    InjectPush,
-    PushEnvelope,
-    SecretsRefreshedPush,
-    ServerPush,
-    ShutdownPush,
-    UserMessagePush,
-)
-from choir.protocol.scalars import Sha256Hex, UtcTimestamp, format_ts
-from choir.protocol.skills import SkillSpec, SkillState, Transition, skill_problems
-from choir.protocol.snapshot import LaneState, OpenJob, SkillProgress, Snapshot
-from choir.protocol.tools import ToolResult, ToolStatus
-from choir.protocol.verbs import (
-    VERB_MODELS,
-    Verb,
-    VerbModels,
-    parse_request_payload,
-    parse_response_payload,
-)
-from choir.protocol.version import VersionInfo, skill_manifest_hash, tool_manifest_hash
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from choir.protocol.base import PROTOCOL_VERSION, WireModel
+    from choir.protocol.bindings import ResourceBindings, SecretResource
+    from choir.protocol.chain import (
+        GENESIS_HASH,
+        canonical_json,
+        chain_hash,
+        commit_hash,
+        seal_record,
+    )
+    from choir.protocol.committed import CommittedEvent, chain_break
+    from choir.protocol.core_jobs import (
+        ContextBundle,
+        CoreError,
+        CoreEvent,
+        CoreFinalResult,
+        CoreInjection,
+        CoreJobStart,
+        CoreNeedInfo,
+        CorePartialResult,
+        CorePlan,
+        CoreProgress,
+        CoreThoughtSummary,
+        CoreToolProposal,
+        PlanStep,
+        ToolConstraints,
+    )
+    from choir.protocol.envelope import RequestEnvelope, ResponseEnvelope, RpcError
+    from choir.protocol.error_codes import ErrorCode
+    from choir.protocol.events import (
+        AgentReplied,
+        ApprovalResolved,
+        Cancelled,
+        CoreEventEmitted,
+        CoreStarted,
+        CoreStopped,
+        Event,
+        InjectedInstruction,
+        MemoryWriteCommitted,
+        ModelOutput,
+        SessionSummary,
+        SkillTransitionCommitted,
+        ToolCall,
+        ToolCallCommitted,
+        ToolCallRequested,
+        ToolResultCommitted,
+        Usage,
+        UserMsg,
+    )
+    from choir.protocol.lanes import (
+        EDGE_LANE,
+        CoreStatus,
+        EdgeStatus,
+        JobName,
+        LaneId,
+        LaneStatus,
+        core_lane,
+        is_lane,
+        job_name_of,
+    )
+    from choir.protocol.locks import HeldLock, LockMode, LockSpec
+    from choir.protocol.manifest import (
+        META_PREFIX,
+        Exposure,
+        Implementation,
+        LlmView,
+        RuntimeView,
+        SideEffect,
+        ToolManifest,
+    )
+    from choir.protocol.memory import (
+        Fact,
+        FactKey,
+        MemoryDelta,
+        MemoryDeltaDocument,
+        ReferenceSummary,
+    )
+    from choir.protocol.names import (
+        SkillName,
+        StateName,
+        ToolName,
+        from_wire_name,
+        is_tool_name,
+        to_wire_name,
+    )
+    from choir.protocol.payloads import (
+        Ack,
+        ApprovalRequestType,
+        ExecuteHostToolRequest,
+        ExecuteHostToolResponse,
+        FetchDynamicConfigRequest,
+        FetchDynamicConfigResponse,
+        GetSecretsRequest,
+        GetSecretsResponse,
+        HeartbeatRequest,
+        HeartbeatResponse,
+        InitHelloRequest,
+        InitHelloResponse,
+        ReportStatusRequest,
+        RequestApprovalRequest,
+        RequestApprovalResponse,
+        TerminateSelfRequest,
+    )
+    from choir.protocol.problems import validation_problems
+    from choir.protocol.pushes import (
+        ApprovalResolvedPush,
+        CompactPush,
+        ConfigChangedPush,
+        CoreCancelPush,
+        InjectPush,
+        PushEnvelope,
+        SecretsRefreshedPush,
+        ServerPush,
+        ShutdownPush,
+        UserMessagePush,
+    )
+    from choir.protocol.scalars import Sha256Hex, UtcTimestamp, format_ts
+    from choir.protocol.skills import SkillSpec, SkillState, Transition, skill_problems
+    from choir.protocol.snapshot import LaneState, OpenJob, SkillProgress, Snapshot
+    from choir.protocol.tools import ToolResult, ToolStatus
+    from choir.protocol.verbs import (
+        VERB_MODELS,
+        Verb,
+        VerbModels,
+        parse_request_payload,
+        parse_response_payload,
+    )
+    from choir.protocol.version import VersionInfo, skill_manifest_hash, tool_manifest_hash
+
+_LAZY: dict[str, str] = {
+    "PROTOCOL_VERSION": "choir.protocol.base",
+    "WireModel": "choir.protocol.base",
+    "ResourceBindings": "choir.protocol.bindings",
+    "SecretResource": "choir.protocol.bindings",
+    "GENESIS_HASH": "choir.protocol.chain",
+    "canonical_json": "choir.protocol.chain",
+    "chain_hash": "choir.protocol.chain",
+    "commit_hash": "choir.protocol.chain",
+    "seal_record": "choir.protocol.chain",
+    "CommittedEvent": "choir.protocol.committed",
+    "chain_break": "choir.protocol.committed",
+    "ContextBundle": "choir.protocol.core_jobs",
+    "CoreError": "choir.protocol.core_jobs",
+    "CoreEvent": "choir.protocol.core_jobs",
+    "CoreFinalResult": "choir.protocol.core_jobs",
+    "CoreInjection": "choir.protocol.core_jobs",
+    "CoreJobStart": "choir.protocol.core_jobs",
+    "CoreNeedInfo": "choir.protocol.core_jobs",
+    "CorePartialResult": "choir.protocol.core_jobs",
+    "CorePlan": "choir.protocol.core_jobs",
+    "CoreProgress": "choir.protocol.core_jobs",
+    "CoreThoughtSummary": "choir.protocol.core_jobs",
+    "CoreToolProposal": "choir.protocol.core_jobs",
+    "PlanStep": "choir.protocol.core_jobs",
+    "ToolConstraints": "choir.protocol.core_jobs",
+    "ErrorCode": "choir.protocol.error_codes",
+    "RequestEnvelope": "choir.protocol.envelope",
+    "ResponseEnvelope": "choir.protocol.envelope",
+    "RpcError": "choir.protocol.envelope",
+    "AgentReplied": "choir.protocol.events",
+    "ApprovalResolved": "choir.protocol.events",
+    "Cancelled": "choir.protocol.events",
+    "CoreEventEmitted": "choir.protocol.events",
+    "CoreStarted": "choir.protocol.events",
+    "CoreStopped": "choir.protocol.events",
+    "Event": "choir.protocol.events",
+    "InjectedInstruction": "choir.protocol.events",
+    "MemoryWriteCommitted": "choir.protocol.events",
+    "ModelOutput": "choir.protocol.events",
+    "SessionSummary": "choir.protocol.events",
+    "SkillTransitionCommitted": "choir.protocol.events",
+    "ToolCall": "choir.protocol.events",
+    "ToolCallCommitted": "choir.protocol.events",
+    "ToolCallRequested": "choir.protocol.events",
+    "ToolResultCommitted": "choir.protocol.events",
+    "Usage": "choir.protocol.events",
+    "UserMsg": "choir.protocol.events",
+    "EDGE_LANE": "choir.protocol.lanes",
+    "CoreStatus": "choir.protocol.lanes",
+    "EdgeStatus": "choir.protocol.lanes",
+    "JobName": "choir.protocol.lanes",
+    "LaneId": "choir.protocol.lanes",
+    "LaneStatus": "choir.protocol.lanes",
+    "core_lane": "choir.protocol.lanes",
+    "is_lane": "choir.protocol.lanes",
+    "job_name_of": "choir.protocol.lanes",
+    "HeldLock": "choir.protocol.locks",
+    "LockMode": "choir.protocol.locks",
+    "LockSpec": "choir.protocol.locks",
+    "META_PREFIX": "choir.protocol.manifest",
+    "Exposure": "choir.protocol.manifest",
+    "Implementation": "choir.protocol.manifest",
+    "LlmView": "choir.protocol.manifest",
+    "RuntimeView": "choir.protocol.manifest",
+    "SideEffect": "choir.protocol.manifest",
+    "ToolManifest": "choir.protocol.manifest",
+    "Fact": "choir.protocol.memory",
+    "FactKey": "choir.protocol.memory",
+    "MemoryDelta": "choir.protocol.memory",
+    "MemoryDeltaDocument": "choir.protocol.memory",
+    "ReferenceSummary": "choir.protocol.memory",
+    "SkillName": "choir.protocol.names",
+    "StateName": "choir.protocol.names",
+    "ToolName": "choir.protocol.names",
+    "from_wire_name": "choir.protocol.names",
+    "is_tool_name": "choir.protocol.names",
+    "to_wire_name": "choir.protocol.names",
+    "Ack": "choir.protocol.payloads",
+    "ApprovalRequestType": "choir.protocol.payloads",
+    "ExecuteHostToolRequest": "choir.protocol.payloads",
+    "ExecuteHostToolResponse": "choir.protocol.payloads",
+    "FetchDynamicConfigRequest": "choir.protocol.payloads",
+    "FetchDynamicConfigResponse": "choir.protocol.payloads",
+    "GetSecretsRequest": "choir.protocol.payloads",
+    "GetSecretsResponse": "choir.protocol.payloads",
+    "HeartbeatRequest": "choir.protocol.payloads",
+    "HeartbeatResponse": "choir.protocol.payloads",
+    "InitHelloRequest": "choir.protocol.payloads",
+    "InitHelloResponse": "choir.protocol.payloads",
+    "ReportStatusRequest": "choir.protocol.payloads",
+    "RequestApprovalRequest": "choir.protocol.payloads",
+    "RequestApprovalResponse": "choir.protocol.payloads",
+    "TerminateSelfRequest": "choir.protocol.payloads",
+    "validation_problems": "choir.protocol.problems",
+    "ApprovalResolvedPush": "choir.protocol.pushes",
+    "CompactPush": "choir.protocol.pushes",
+    "ConfigChangedPush": "choir.protocol.pushes",
+    "CoreCancelPush": "choir.protocol.pushes",
+    "InjectPush": "choir.protocol.pushes",
+    "PushEnvelope": "choir.protocol.pushes",
+    "SecretsRefreshedPush": "choir.protocol.pushes",
+    "ServerPush": "choir.protocol.pushes",
+    "ShutdownPush": "choir.protocol.pushes",
+    "UserMessagePush": "choir.protocol.pushes",
+    "Sha256Hex": "choir.protocol.scalars",
+    "UtcTimestamp": "choir.protocol.scalars",
+    "format_ts": "choir.protocol.scalars",
+    "SkillSpec": "choir.protocol.skills",
+    "SkillState": "choir.protocol.skills",
+    "Transition": "choir.protocol.skills",
+    "skill_problems": "choir.protocol.skills",
+    "LaneState": "choir.protocol.snapshot",
+    "OpenJob": "choir.protocol.snapshot",
+    "SkillProgress": "choir.protocol.snapshot",
+    "Snapshot": "choir.protocol.snapshot",
+    "ToolResult": "choir.protocol.tools",
+    "ToolStatus": "choir.protocol.tools",
+    "VERB_MODELS": "choir.protocol.verbs",
+    "Verb": "choir.protocol.verbs",
+    "VerbModels": "choir.protocol.verbs",
+    "parse_request_payload": "choir.protocol.verbs",
+    "parse_response_payload": "choir.protocol.verbs",
+    "VersionInfo": "choir.protocol.version",
+    "skill_manifest_hash": "choir.protocol.version",
+    "tool_manifest_hash": "choir.protocol.version",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "EDGE_LANE",

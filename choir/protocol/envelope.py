@@ -7,12 +7,12 @@ authenticate the envelope before it spends time on a large payload.
 
 from __future__ import annotations
 
-from enum import StrEnum
 from typing import Any, Self
 
 from pydantic import Field, model_validator
 
 from choir.protocol.base import WireModel
+from choir.protocol.error_codes import ErrorCode
 from choir.protocol.problems import invalid
 from choir.protocol.verbs import Verb
 
@@ -28,24 +28,6 @@ class RequestEnvelope(WireModel):
     """What is asked."""
     payload: dict[str, Any] = Field(default_factory=dict)
     """The verb's request payload in JSON form."""
-
-
-class ErrorCode(StrEnum):
-    """Why choird refused or failed a call; stable so the agent can act on it."""
-
-    UNAUTHORIZED = "unauthorized"
-    """Unknown session or wrong lease token."""
-    PROTOCOL_MISMATCH = "protocol_mismatch"
-    """INIT_HELLO's protocol_version is not one choird speaks."""
-    INVALID_REQUEST = "invalid_request"
-    """Malformed envelope or payload."""
-    PAYLOAD_TOO_LARGE = "payload_too_large"
-    RATE_LIMITED = "rate_limited"
-    NOT_FOUND = "not_found"
-    CONFLICT = "conflict"
-    UNAVAILABLE = "unavailable"
-    """A service choird needs (Postgres, browser worker) is down; retry later."""
-    INTERNAL = "internal"
 
 
 class RpcError(WireModel):

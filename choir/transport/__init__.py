@@ -13,15 +13,54 @@ verb: the agent socket, the operator socket and HTTP all carry the same envelope
         answer = await client.call("HEARTBEAT", payload)
 """
 
-from choir.transport.client import Client, connect
-from choir.transport.errors import CallTimeout, RpcError, TransportError
-from choir.transport.handler import Handler, Payload, Peer, Request, Stream
-from choir.transport.http_client import HttpClient
-from choir.transport.http_server import HttpServer
-from choir.transport.limits import DEFAULT_MAX_FRAME, Limits
-from choir.transport.pushhub import PushHub, PushSubscription
-from choir.transport.uds_client import UdsClient
-from choir.transport.uds_server import UdsServer
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from choir.transport.client import Client, connect
+    from choir.transport.errors import CallTimeout, RpcError, TransportError
+    from choir.transport.handler import Handler, Payload, Peer, Request, Stream
+    from choir.transport.http_client import HttpClient
+    from choir.transport.http_server import HttpServer
+    from choir.transport.limits import DEFAULT_MAX_FRAME, Limits
+    from choir.transport.pushhub import PushHub, PushSubscription
+    from choir.transport.uds_client import UdsClient
+    from choir.transport.uds_server import UdsServer
+
+_HOMES = {
+    "Client": "client",
+    "connect": "client",
+    "CallTimeout": "errors",
+    "RpcError": "errors",
+    "TransportError": "errors",
+    "Handler": "handler",
+    "Payload": "handler",
+    "Peer": "handler",
+    "Request": "handler",
+    "Stream": "handler",
+    "HttpClient": "http_client",
+    "HttpServer": "http_server",
+    "DEFAULT_MAX_FRAME": "limits",
+    "Limits": "limits",
+    "PushHub": "pushhub",
+    "PushSubscription": "pushhub",
+    "UdsClient": "uds_client",
+    "UdsServer": "uds_server",
+}
+"""Public name -> the module defining it. Loaded on first use, so a socket client never
+imports aiohttp, httpx or cryptography (choirctl starts fast)."""
+
+
+def __getattr__(name: str) -> object:
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{home}"), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "DEFAULT_MAX_FRAME",

@@ -14,7 +14,6 @@ from typing import Protocol, Self
 
 from choir.errors import UsageError
 from choir.transport.handler import Payload
-from choir.transport.http_client import HttpClient
 from choir.transport.limits import DEFAULT_MAX_FRAME
 from choir.transport.uds_client import UdsClient
 
@@ -96,6 +95,8 @@ async def connect(
             max_frame=max_frame,
         )
     if scheme in ("http", "https"):
+        from choir.transport.http_client import HttpClient  # heavy: httpx, cryptography
+
         return HttpClient(
             text,
             session_id=session_id,

@@ -10,7 +10,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 from choir.logs import get_logger
-from choir.protocol.envelope import ErrorCode
+from choir.protocol.error_codes import ErrorCode
 from choir.transport.errors import RpcError
 from choir.transport.handler import Handler, Payload, Request, Stream
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import uuid
 
-from choir.protocol.envelope import ErrorCode
+from choir.protocol.error_codes import ErrorCode
 from choir.transport.errors import RpcError
 from choir.transport.frames import MAX_ID_LENGTH
 

@@ -19,7 +19,7 @@ import httpx
 import orjson
 from httpx_sse import SSEError, aconnect_sse
 
-from choir.protocol.envelope import ErrorCode
+from choir.protocol.error_codes import ErrorCode
 from choir.transport.errors import CallTimeout, RpcError, TransportError
 from choir.transport.frames import END, ITEM, error_from_body
 from choir.transport.handler import Payload
@@ -130,9 +130,9 @@ class HttpClient:
                 await _check(source.response)
                 async for event in source.aiter_sse():
                     if event.event == "push":
-                        yield orjson.loads(event.data)
+                        yield _json(event.data.encode())
                     elif event.event == END:
-                        _raise_unless_ok(orjson.loads(event.data))
+                        _raise_unless_ok(_json(event.data.encode()))
                         return
                 raise TransportError(f"push stream from {self.base_url} ended without an end event")
 

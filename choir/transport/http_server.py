@@ -27,7 +27,7 @@ import orjson
 from aiohttp import web
 from aiohttp_sse import sse_response
 
-from choir.protocol.envelope import ErrorCode
+from choir.protocol.error_codes import ErrorCode
 from choir.transport.dispatch import authorize_events, invoke, pump, request_fields
 from choir.transport.errors import RpcError
 from choir.transport.frames import MAX_ID_LENGTH, end_frame, error_body, item_frame

@@ -6,7 +6,7 @@ from typing import Any
 
 import orjson
 
-from choir.protocol.envelope import ErrorCode
+from choir.protocol.error_codes import ErrorCode
 from choir.transport.errors import RpcError
 from choir.transport.frames import error_from_body
 

@@ -16,7 +16,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Self
 
-from choir.protocol.envelope import ErrorCode
+from choir.protocol.error_codes import ErrorCode
 from choir.transport.connection import FrameProtocol
 from choir.transport.dispatch import log
 from choir.transport.errors import CallTimeout, RpcError, TransportError

@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 
 from choir.agent.arbiter import ToolProposal
+from choir.agent.commitlog import event_json
 from choir.agent.kernel import Kernel, open_kernel
 from choir.config import Budgets
 from choir.core.budgets import BudgetLimits
@@ -374,3 +375,11 @@ async def test_ending_a_job_cancels_its_call_waiting_for_locks(kernel: Kernel) -
     assert (await holder).status == "success"
     assert kernel.locks.idle
     kernel.log.verify()
+
+
+async def test_hot_path_events_are_exactly_the_models_json_form(kernel: Kernel) -> None:
+    await kernel.arbiter.propose(call("core:job-a", "choir.fs.read", path="notes.txt"))
+    await kernel.arbiter.propose(call("edge", "choir.fs.read", path="../x"))
+    assert len(kernel.log) == 5
+    for entry in kernel.log:
+        assert event_json(entry.model()) == entry.event

@@ -59,7 +59,10 @@ def test_init_creates_layout_and_private_secrets(home: Path) -> None:
     secrets = home / "secrets.json"
     assert json.loads(secrets.read_text()) == {}
     assert stat.S_IMODE(secrets.stat().st_mode) == 0o600
-    assert stat.S_IMODE(home.stat().st_mode) == 0o700
+    # traverse-only for others: embedded Postgres runs as its own user when choird is root
+    assert stat.S_IMODE(home.stat().st_mode) == 0o711
+    assert stat.S_IMODE((home / "socks").stat().st_mode) == 0o700
+    assert stat.S_IMODE((home / "logs").stat().st_mode) == 0o700
 
 
 def test_init_materialises_seeds_and_agent_repo_as_git_repos(home: Path) -> None:

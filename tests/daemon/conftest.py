@@ -21,7 +21,6 @@ from choir.home import ChoirHome
 from choir.store.ddl import apply_control_schema
 from choir.store.pool import Pool, open_pool
 from choir.store.target import ConnectParams
-from tests.store.conftest import pg_params, pg_server  # noqa: F401  (fixtures)
 
 SECRETS = {
     "openrouter-key": "sk-or-1",
@@ -114,7 +113,7 @@ def stage(home: ChoirHome) -> ConfigStage:
 
 
 @pytest.fixture
-async def pool(pg_params: ConnectParams) -> AsyncIterator[Pool]:  # noqa: F811
+async def pool(pg_params: ConnectParams) -> AsyncIterator[Pool]:
     async with open_pool(pg_params, min_size=1, max_size=4) as pool:
         async with pool.acquire() as conn:
             await apply_control_schema(conn)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -33,3 +35,17 @@ async def test_nothing_listening_over_http_is_a_transport_error() -> None:
     async with await connect("http://127.0.0.1:9") as client:
         with pytest.raises(TransportError, match=r"cannot reach http://127\.0\.0\.1:9"):
             await client.call("empty")
+
+
+def test_a_socket_client_does_not_import_the_http_stack() -> None:
+    """choirctl talks to choird over the socket; aiohttp, httpx and cryptography cost it
+    hundreds of milliseconds at startup, so they load only for HTTP."""
+    code = (
+        "import sys\n"
+        "from choir.transport import UdsClient, connect, RpcError\n"
+        "print(sorted(m for m in ('aiohttp', 'httpx', 'cryptography') if m in sys.modules))\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    )
+    assert result.stdout.strip() == "[]"

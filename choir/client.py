@@ -1,0 +1,235 @@
+"""The async client of choird's operator socket, shared by choirctl and the TUI.
+
+One method per operator verb (see `choir.daemon.operator_api`), answers as the JSON objects
+choird sends. Refusals arrive as the operator-facing errors of `choir.errors`, so a caller can
+`except NotFoundError` and choirctl exits with the documented code: not found 4, conflict 5,
+invalid arguments 2, invalid config 3, choird unreachable 6.
+
+    async with await ChoirClient.connect(ChoirHome.resolve()) as choird:
+        print((await choird.status())["config_version"])
+        async for item in choird.logs("choird"):
+            ...
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncGenerator
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Self
+
+from choir.errors import (
+    ChoirError,
+    ConfigError,
+    ConflictError,
+    NotFoundError,
+    UnavailableError,
+    UsageError,
+)
+from choir.home import ChoirHome
+from choir.protocol.error_codes import ErrorCode
+from choir.transport import Client, RpcError, TransportError, connect
+
+Payload = dict[str, Any]
+
+_ERRORS: dict[ErrorCode, type[ChoirError]] = {
+    ErrorCode.NOT_FOUND: NotFoundError,
+    ErrorCode.CONFLICT: ConflictError,
+    ErrorCode.INVALID_REQUEST: UsageError,
+    ErrorCode.PAYLOAD_TOO_LARGE: UsageError,
+    ErrorCode.UNAVAILABLE: UnavailableError,
+    ErrorCode.RATE_LIMITED: UnavailableError,
+}
+
+
+def operator_error(error: RpcError) -> ChoirError:
+    """The `choir.errors` class matching a refusal's code, with its one-line message."""
+    return _ERRORS.get(error.code, ChoirError)(error.message)
+
+
+class ChoirClient:
+    """A connection to choird's operator socket; create it with `await ChoirClient.connect()`."""
+
+    def __init__(self, client: Client, socket: Path) -> None:
+        self.socket = socket
+        """The operator socket connected to."""
+        self._client = client
+
+    @classmethod
+    async def connect(
+        cls, home: ChoirHome | None = None, *, call_timeout: float | None = 30.0
+    ) -> Self:
+        """Connect to `$CHOIR_HOME/socks/choird.sock`; UnavailableError if choird is not up."""
+        socket = (home or ChoirHome.resolve()).operator_socket
+        if not socket.exists():
+            raise UnavailableError(
+                f"choird is not running (no socket at {socket}): start it with `choird`"
+            )
+        try:
+            client = await connect(socket, call_timeout=call_timeout)
+        except TransportError:
+            raise UnavailableError(
+                f"choird is not running (nothing listens on {socket}): start it with `choird`"
+            ) from None
+        return cls(client, socket)
+
+    async def close(self) -> None:
+        await self._client.close()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    async def call(self, verb: str, **payload: Any) -> Payload:
+        """Any operator verb; arguments that are None are left out."""
+        try:
+            return await self._client.call(verb, _present(payload))
+        except RpcError as error:
+            raise operator_error(error) from None
+
+    async def stream(self, verb: str, **payload: Any) -> AsyncGenerator[Payload, None]:
+        """A streaming verb's items; close the generator to stop choird's side."""
+        items = self._client.stream(verb, _present(payload))
+        async with contextlib.aclosing(items):
+            try:
+                async for item in items:
+                    yield item
+            except RpcError as error:
+                raise operator_error(error) from None
+
+    # choird and agents
+
+    async def status(self) -> Payload:
+        return await self.call("status")
+
+    async def agent_list(self) -> Payload:
+        return await self.call("agent.list")
+
+    async def agent_status(self, agent_id: str) -> Payload:
+        return await self.call("agent.status", agent_id=agent_id)
+
+    # sessions
+
+    async def session_list(self, agent_id: str | None = None, *, limit: int = 50) -> Payload:
+        return await self.call("session.list", agent_id=agent_id, limit=limit)
+
+    async def session_events(
+        self, session_id: str, *, from_rev: int | None = None, limit: int = 100
+    ) -> Payload:
+        """`{session_id, events, next_rev}`: `limit` events from `from_rev`, else the last."""
+        return await self.call(
+            "session.events", session_id=session_id, from_rev=from_rev, limit=limit
+        )
+
+    def follow_session_events(
+        self, session_id: str, *, from_rev: int | None = None, limit: int = 100
+    ) -> AsyncGenerator[Payload, None]:
+        """Each event: the snapshot, then new ones until the session ends."""
+        return self.stream(
+            "session.events", session_id=session_id, from_rev=from_rev, limit=limit, follow=True
+        )
+
+    async def session_cores(self, session_id: str) -> Payload:
+        return await self.call("session.cores", session_id=session_id)
+
+    async def session_cancel(self, session_id: str, job_name: str) -> Payload:
+        return await self.call("session.cancel", session_id=session_id, job_name=job_name)
+
+    async def session_compact(self, session_id: str, lane: str | None = None) -> Payload:
+        return await self.call("session.compact", session_id=session_id, lane=lane)
+
+    # approvals
+
+    async def approval_list(
+        self, *, include_resolved: bool = False, agent_id: str | None = None
+    ) -> Payload:
+        """Pending approvals; with `include_resolved`, answered and timed-out ones too."""
+        return await self.call("approval.list", all=include_resolved, agent_id=agent_id)
+
+    async def approval_show(self, approval_id: str) -> Payload:
+        return await self.call("approval.show", approval_id=approval_id)
+
+    async def approval_approve(self, approval_id: str, *, by: str = "choirctl") -> Payload:
+        return await self.call("approval.approve", approval_id=approval_id, by=by)
+
+    async def approval_reject(self, approval_id: str, *, by: str = "choirctl") -> Payload:
+        return await self.call("approval.reject", approval_id=approval_id, by=by)
+
+    # workspaces
+
+    async def workspace_list(self) -> Payload:
+        return await self.call("workspace.list")
+
+    async def workspace_reset(self, name: str) -> Payload:
+        return await self.call("workspace.reset", name=name)
+
+    # models and voices
+
+    async def model_list(self) -> Payload:
+        return await self.call("model.list")
+
+    async def model_get(self, agent_id: str) -> Payload:
+        return await self.call("model.get", agent_id=agent_id)
+
+    async def model_set(self, agent_id: str, llm: str) -> Payload:
+        return await self.call("model.set", agent_id=agent_id, llm=llm)
+
+    async def voice_list(self) -> Payload:
+        return await self.call("voice.list")
+
+    async def voice_get(self, agent_id: str) -> Payload:
+        return await self.call("voice.get", agent_id=agent_id)
+
+    async def voice_set(self, agent_id: str, voice_profile: str) -> Payload:
+        return await self.call("voice.set", agent_id=agent_id, voice_profile=voice_profile)
+
+    # logs and live updates
+
+    def logs(self, source: str, *, follow: bool = True) -> AsyncGenerator[Payload, None]:
+        """`{kind: lines|snapshot_end|rotated}` items of `choird`'s or an agent's log."""
+        return self.stream("logs", source=source, follow=follow)
+
+    def subscribe(self) -> AsyncGenerator[Payload, None]:
+        """Live `{kind, data}` updates, starting with `subscribed`."""
+        return self.stream("subscribe")
+
+    # config and secrets
+
+    async def config_load(self) -> Payload:
+        """Stage $CHOIR_HOME; ConfigError listing every problem when it is invalid."""
+        return _config_checked(await self.call("config.load"), "staged")
+
+    async def config_diff(self) -> Payload:
+        return await self.call("config.diff")
+
+    async def config_apply(self) -> Payload:
+        return await self.call("config.apply")
+
+    async def config_show(self) -> Payload:
+        return await self.call("config.show")
+
+    async def secret_list(self) -> Payload:
+        return await self.call("secret.list")
+
+    async def secret_apply(self) -> Payload:
+        """Reload secrets.json in choird; ConfigError when it cannot be used."""
+        return _config_checked(await self.call("secret.apply"), "applied")
+
+
+def _config_checked(answer: Payload, done: str) -> Payload:
+    """`answer`, unless it reports config problems instead of `done`: then ConfigError."""
+    if answer.get(done):
+        return answer
+    raise ConfigError(list(answer.get("errors", [])), header=answer.get("header"))
+
+
+def _present(payload: dict[str, Any]) -> Payload:
+    return {key: value for key, value in payload.items() if value is not None}

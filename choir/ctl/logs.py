@@ -1,0 +1,52 @@
+"""`choirctl logs <agent-id|choird>`: the current log, then new lines as written (§22.2).
+
+Lines are printed exactly as logged (JSON lines; filter with grep or jq). Ctrl-C stops.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from choir.ctl.options import HomeOption, JsonOption
+
+if TYPE_CHECKING:
+    from choir.client import ChoirClient
+
+SourceArgument = Annotated[str, typer.Argument(help="`choird` or an agent id.", show_default=False)]
+NoFollowOption = Annotated[
+    bool, typer.Option("--no-follow", help="Print the current log and exit (no tail -f).")
+]
+
+
+def logs(
+    source: SourceArgument,
+    no_follow: NoFollowOption = False,
+    home: HomeOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Print choird's or an agent's log, then follow it like tail -f until Ctrl-C.
+
+    With --json each stream item is printed as one JSON object per line.
+    """
+    from choir.ctl.remote import with_choird
+
+    async def follow(choird: ChoirClient) -> None:
+        async for item in choird.logs(source, follow=not no_follow):
+            show(item, as_json)
+
+    with_choird(home, follow)
+
+
+def show(item: dict[str, Any], as_json: bool) -> None:
+    if as_json:
+        import orjson
+
+        sys.stdout.write(orjson.dumps(item).decode() + "\n")
+    elif item["kind"] == "lines":
+        sys.stdout.write("".join(f"{line}\n" for line in item["lines"]))
+    elif item["kind"] == "rotated":
+        sys.stderr.write("-- the log was archived; following the new file --\n")
+    sys.stdout.flush()

@@ -1,0 +1,92 @@
+"""`choirctl model`: the named LLMs and TTS providers; switch a running agent's model (§17.1).
+
+A switch lasts until the agent's next start; the agent picks it up on its next LLM call.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import typer
+
+from choir.ctl.options import HomeOption, JsonOption
+from choir.ctl.output import emit, table
+
+app = typer.Typer(
+    help="List models and switch an agent's model (needs choird).", no_args_is_help=True
+)
+
+AgentArgument = Annotated[str, typer.Argument(help="Agent id.", show_default=False)]
+
+
+@app.command("list")
+def list_models(home: HomeOption = None, as_json: JsonOption = False) -> None:
+    """List the named LLM models and TTS providers of the running config."""
+    from choir.ctl.remote import with_choird
+
+    data = with_choird(home, lambda choird: choird.model_list())
+    emit(data, as_json, lambda: _show_list(data))
+
+
+def _show_list(data: dict[str, Any]) -> None:
+    table(
+        ("name", "provider", "model", "note"),
+        [
+            (m["name"], m["provider"], m["model"], "demo (not a real LLM)" if m["demo"] else "")
+            for m in data["models"]
+        ],
+    )
+    print("\nTTS providers:")
+    table(
+        ("name", "provider", "model id"),
+        [(t["name"], t["provider"], t["model_id"]) for t in data["tts"]],
+    )
+
+
+@app.command("get")
+def get(agent_id: AgentArgument, home: HomeOption = None, as_json: JsonOption = False) -> None:
+    """Show an agent's current LLM model and voice profile."""
+    from choir.ctl.remote import with_choird
+
+    data = with_choird(home, lambda choird: choird.model_get(agent_id))
+    emit(data, as_json, lambda: print("\n".join(current_lines(data))))
+
+
+def current_lines(data: dict[str, Any], *, llm: bool = True) -> list[str]:
+    """The agent, then `llm demo (demo model…)` (unless not `llm`) and `voice calm (switched…)`."""
+
+    def line(label: str, role: str, note: str = "") -> str:
+        name, default = data[role] or "none", data[f"{role}_default"] or "none"
+        switched = (
+            f" (switched until restart; default {default})" if data[f"{role}_overridden"] else ""
+        )
+        return f"{label:<7}{name}{note}{switched}"
+
+    state = "running" if data["running"] else "not running: showing its defaults"
+    demo = " (demo model, not a real LLM)" if data.get("llm_demo") else ""
+    lines = [f"{data['agent_id']} ({state})"]
+    if llm:
+        lines.append(line("llm", "llm", demo))
+    lines.append(line("voice", "voice_profile"))
+    return lines
+
+
+@app.command("set")
+def set_model(
+    agent_id: AgentArgument,
+    llm: Annotated[str, typer.Option("--llm", help="Model name from `choirctl model list`.")],
+    home: HomeOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Switch a running agent's LLM until its next start (exit 5 if it is not running)."""
+    from choir.ctl.remote import with_choird
+
+    data = with_choird(home, lambda choird: choird.model_set(agent_id, llm))
+    emit(data, as_json, lambda: print(switched_line(data)))
+
+
+def switched_line(data: dict[str, Any]) -> str:
+    return (
+        f"{data['agent_id']} now uses {data['name']} (was {data['previous'] or 'none'}) "
+        f"until its next start; config v{data['config_version']}"
+    )

@@ -1,0 +1,167 @@
+"""`choirctl session`: list sessions, read or follow their events, steer core jobs (§17.1)."""
+
+from __future__ import annotations
+
+import sys
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from choir.ctl.options import HomeOption, JsonOption
+from choir.ctl.output import emit, table
+
+if TYPE_CHECKING:
+    from choir.client import ChoirClient
+
+app = typer.Typer(
+    help="Inspect agent sessions and steer their core jobs (needs choird).",
+    no_args_is_help=True,
+)
+
+SessionArgument = Annotated[
+    str, typer.Argument(help="Session id, as `choirctl session list` shows it.", show_default=False)
+]
+
+
+@app.command("list")
+def list_sessions(
+    agent_id: Annotated[
+        str | None, typer.Argument(help="Only this agent's sessions.", show_default=False)
+    ] = None,
+    limit: Annotated[int, typer.Option("--limit", help="Show at most this many.")] = 50,
+    home: HomeOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """List active and recent sessions, newest first."""
+    from choir.ctl.humanize import duration, moment
+    from choir.ctl.remote import with_choird
+
+    data = with_choird(home, lambda choird: choird.session_list(agent_id, limit=limit))
+    rows = [
+        (
+            s["session_id"],
+            s["agent_id"],
+            s["status"],
+            moment(s["started_at"]),
+            duration(s["uptime_s"]) if s["status"] == "active" else moment(s["ended_at"]),
+            s["ack_rev"],
+        )
+        for s in data["sessions"]
+    ]
+    headers = ("session", "agent", "status", "started", "up / ended", "rev")
+    emit(data, as_json, lambda: table(headers, rows))
+
+
+@app.command("events")
+def events(
+    session_id: SessionArgument,
+    follow: Annotated[
+        bool, typer.Option("--follow", "-f", help="Keep printing new events until it ends.")
+    ] = False,
+    from_rev: Annotated[
+        int | None,
+        typer.Option("--from-rev", min=1, help="Start at this revision (default: the last N)."),
+    ] = None,
+    limit: Annotated[
+        int, typer.Option("--limit", "-n", min=1, max=1000, help="How many events (N).")
+    ] = 100,
+    home: HomeOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Print a session's committed events; --follow streams new ones as they are stored.
+
+    With --json: one object when not following, one object per line when following.
+    """
+    from choir.ctl.remote import with_choird
+
+    if not follow:
+        data = with_choird(
+            home, lambda choird: choird.session_events(session_id, from_rev=from_rev, limit=limit)
+        )
+        emit(data, as_json, lambda: _print_events(data["events"]))
+        return
+
+    async def stream(choird: ChoirClient) -> None:
+        async for event in choird.follow_session_events(session_id, from_rev=from_rev, limit=limit):
+            _print_follow(event, as_json)
+
+    with_choird(home, stream)
+
+
+def event_line(event: dict[str, Any]) -> str:
+    from choir.ctl.humanize import compact, moment
+
+    payload = {
+        key: value
+        for key, value in event["payload"].items()
+        if key != "kind" and value not in (None, "", [], {})
+    }
+    return (
+        f"{event['rev']:>6}  {moment(event['created_at'])}  {event['lane']:<18} "
+        f"{event['event_type']:<20} {compact(payload)}"
+    )
+
+
+def _print_events(events: list[dict[str, Any]]) -> None:
+    if not events:
+        print("(no events)")
+    for event in events:
+        print(event_line(event))
+
+
+def _print_follow(event: dict[str, Any], as_json: bool) -> None:
+    if as_json:
+        import orjson
+
+        sys.stdout.write(orjson.dumps(event).decode() + "\n")
+    else:
+        sys.stdout.write(event_line(event) + "\n")
+    sys.stdout.flush()
+
+
+@app.command("cores")
+def cores(
+    session_id: SessionArgument, home: HomeOption = None, as_json: JsonOption = False
+) -> None:
+    """List a session's core jobs: name, state, skill and step, as they last reported."""
+    from choir.ctl.humanize import dash, moment
+    from choir.ctl.remote import with_choird
+
+    data = with_choird(home, lambda choird: choird.session_cores(session_id))
+    rows = [
+        (c["job_name"], c["state"], dash(c["skill"]), dash(c["step"]), moment(c["reported_at"]))
+        for c in data["cores"]
+    ]
+    emit(data, as_json, lambda: table(("job", "state", "skill", "step", "reported"), rows))
+
+
+@app.command("cancel")
+def cancel(
+    session_id: SessionArgument,
+    job_name: Annotated[str, typer.Argument(help="The core job's name (see session cores).")],
+    home: HomeOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Ask the agent to cancel one core job; it stops at its next safe point."""
+    from choir.ctl.remote import with_choird
+
+    data = with_choird(home, lambda choird: choird.session_cancel(session_id, job_name))
+    emit(data, as_json, lambda: print(f"asked session {session_id} to cancel core job {job_name}"))
+
+
+@app.command("compact")
+def compact(
+    session_id: SessionArgument,
+    lane: Annotated[
+        str | None,
+        typer.Option("--lane", help="Only this lane: edge or core:<job>. Default: every lane."),
+    ] = None,
+    home: HomeOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Ask the agent to compact its working memory now."""
+    from choir.ctl.remote import with_choird
+
+    data = with_choird(home, lambda choird: choird.session_compact(session_id, lane))
+    what = f"lane {lane}" if lane else "every lane"
+    emit(data, as_json, lambda: print(f"asked session {session_id} to compact {what}"))

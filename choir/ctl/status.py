@@ -1,0 +1,44 @@
+"""`choirctl status`: choird health at a glance — config, Postgres, agents, approvals (§17.1)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from choir.ctl.options import HomeOption, JsonOption
+from choir.ctl.output import emit
+
+
+def status(home: HomeOption = None, as_json: JsonOption = False) -> None:
+    """Show choird's health: version, uptime, config version, Postgres, agents, approvals.
+
+    Exits 6 when choird is not running.
+    """
+    from choir.ctl.remote import with_choird
+
+    data = with_choird(home, lambda choird: choird.status())
+    emit(data, as_json, lambda: print("\n".join(status_lines(data))))
+
+
+def status_lines(data: dict[str, Any]) -> list[str]:
+    from choir.ctl.humanize import duration
+
+    postgres = data["postgres"]
+    agents = data["agents"]
+    running = "?" if agents["running"] is None else agents["running"]
+    pending = data["approvals_pending"]
+    gateways = "; ".join(f"{g['name']} ({g['type']}): {g['state']}" for g in data["gateways"])
+    health = (
+        f"ok ({postgres['latency_ms']} ms)"
+        if postgres["state"] == "ok"
+        else f"DEGRADED: {postgres['reason']}"
+    )
+    staged = "a config is staged (choirctl config diff)" if data["config_staged"] else "none staged"
+    return [
+        f"choird {data['version']}, up {duration(data['uptime_s'])}",
+        f"{'config':<10}v{data['config_version']} (hash {data['config_hash'][:12]}), {staged}",
+        f"{'postgres':<10}{health}",
+        f"{'agents':<10}{running} of {agents['total']} running",
+        f"{'approvals':<10}{'?' if pending is None else pending} pending",
+        f"{'gateways':<10}{gateways or 'none configured'}",
+        f"{'socket':<10}{data['sockets']['operator']}",
+    ]

@@ -1,0 +1,53 @@
+"""`choirctl voice`: the named voice profiles; switch a running agent's voice (§17.1, §21.3)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from choir.ctl.options import HomeOption, JsonOption
+from choir.ctl.output import emit, table
+
+app = typer.Typer(
+    help="List voice profiles and switch an agent's (needs choird).", no_args_is_help=True
+)
+
+AgentArgument = Annotated[str, typer.Argument(help="Agent id.", show_default=False)]
+
+
+@app.command("list")
+def list_voices(home: HomeOption = None, as_json: JsonOption = False) -> None:
+    """List the named voice profiles of the running config."""
+    from choir.ctl.remote import with_choird
+
+    data = with_choird(home, lambda choird: choird.voice_list())
+    rows = [
+        (v["name"], v["tts"], v["voice_id"], v["output_format"]) for v in data["voice_profiles"]
+    ]
+    emit(data, as_json, lambda: table(("name", "tts", "voice id", "format"), rows))
+
+
+@app.command("get")
+def get(agent_id: AgentArgument, home: HomeOption = None, as_json: JsonOption = False) -> None:
+    """Show an agent's current voice profile."""
+    from choir.ctl.model import current_lines
+    from choir.ctl.remote import with_choird
+
+    data = with_choird(home, lambda choird: choird.voice_get(agent_id))
+    emit(data, as_json, lambda: print("\n".join(current_lines(data, llm=False))))
+
+
+@app.command("set")
+def set_voice(
+    agent_id: AgentArgument,
+    name: Annotated[str, typer.Argument(help="Profile name from `choirctl voice list`.")],
+    home: HomeOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Switch a running agent's voice profile until its next start (exit 5 if not running)."""
+    from choir.ctl.model import switched_line
+    from choir.ctl.remote import with_choird
+
+    data = with_choird(home, lambda choird: choird.voice_set(agent_id, name))
+    emit(data, as_json, lambda: print(switched_line(data)))

@@ -1,0 +1,74 @@
+"""`choirctl workspace`: workspaces, their paths and lease holders; reset one (§15.4)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from choir.ctl.options import HomeOption, JsonOption
+from choir.ctl.output import emit, table
+
+if TYPE_CHECKING:
+    from choir.client import ChoirClient
+
+app = typer.Typer(help="List and reset workspaces (needs choird).", no_args_is_help=True)
+
+
+@app.command("list")
+def list_workspaces(home: HomeOption = None, as_json: JsonOption = False) -> None:
+    """List workspaces with their path and the agent (session) holding each."""
+    from choir.ctl.humanize import dash
+    from choir.ctl.remote import with_choird
+
+    data = with_choird(home, lambda choird: choird.workspace_list())
+    rows = [
+        (
+            w["name"],
+            w["path"] + ("" if w["exists"] else " (missing)"),
+            dash(w["leased_to"]),
+            dash(w["session_id"]),
+        )
+        for w in data["workspaces"]
+    ]
+    emit(data, as_json, lambda: table(("name", "path", "leased to", "session"), rows))
+
+
+@app.command("reset")
+def reset(
+    name: Annotated[str, typer.Argument(help="Workspace name from config.json.")],
+    yes: Annotated[
+        bool, typer.Option("--yes", "-y", help="Do not ask; required when not on a terminal.")
+    ] = False,
+    home: HomeOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Delete everything inside a workspace, keeping the directory.
+
+    Refused (exit 5) while an agent holds the workspace: stop it first. Asks for confirmation
+    on a terminal; elsewhere pass --yes.
+    """
+    from choir.ctl.remote import confirmed, with_choird
+
+    async def work(choird: ChoirClient) -> dict[str, object] | None:
+        listed = {w["name"]: w for w in (await choird.workspace_list())["workspaces"]}
+        if name not in listed:
+            return await choird.workspace_reset(name)  # refused: names the known workspaces
+        path = listed[name]["path"]
+        question = f"delete everything inside workspace {name} ({path})?"
+        refusal = f"workspace reset deletes every file in {path}: pass --yes to confirm"
+        if not confirmed(question, yes, refusal):
+            return None
+        return await choird.workspace_reset(name)
+
+    data = with_choird(home, work)
+    if data is None:
+        print("nothing deleted")
+        raise typer.Exit(1)
+    emit(
+        data,
+        as_json,
+        lambda: print(
+            f"workspace {name} reset: {data['removed']} entries removed from {data['path']}"
+        ),
+    )

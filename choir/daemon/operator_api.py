@@ -1,0 +1,211 @@
+"""choird's operator API: the verbs choirctl, the TUI and the gateway call (§17.1, §19.3).
+
+Served on `$CHOIR_HOME/socks/choird.sock` (mode 0600, never mounted into a container; design
+notes "Sockets and security") by a `UdsServer` with this handler. Verbs are dotted strings
+(`session.events`); payloads are JSON objects validated per verb; refusals are `RpcError`s with
+one-line messages naming the fix. The verbs themselves live one noun per `operator_*` module.
+
+    api = OperatorApi(services, pool, push=lambda sid, push: hub.push(sid, push.model_dump(...)))
+    async with UdsServer(home.operator_socket, api, owner="choird"):
+        ...
+    api.close()
+
+The daemon builds it with `operator_handler(daemon)` (`ChoirDaemon(options, operator=…)`).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, Final
+
+from pydantic import ValidationError
+
+from choir.daemon import (
+    operator_approvals,
+    operator_config,
+    operator_events,
+    operator_logs,
+    operator_models,
+    operator_sessions,
+    operator_status,
+    operator_workspaces,
+)
+from choir.daemon import operator_payloads as p
+from choir.daemon.agent_services import AgentServices
+from choir.daemon.faults import rpc_error_of
+from choir.daemon.operator_context import OperatorContext, PushFn
+from choir.daemon.operator_feed import OperatorFeed
+from choir.daemon.session_state import Clock, utc_now
+from choir.errors import ChoirError
+from choir.protocol import ErrorCode, WireModel, validation_problems
+from choir.store.pool import Pool
+from choir.transport import Payload, Request, RpcError, Stream
+
+if TYPE_CHECKING:
+    from choir.daemon.app import ChoirDaemon
+
+Answer = dict[str, Any] | AsyncIterator[Payload]
+
+
+@dataclass(frozen=True)
+class Route:
+    """How a verb's payload is parsed and who answers it."""
+
+    payload: type[WireModel]
+    run: Callable[[OperatorContext, Any], Awaitable[Answer]]
+
+
+async def _session_events(ctx: OperatorContext, request: p.SessionEvents) -> Answer:
+    if request.follow:
+        return await operator_events.follow_events(ctx, request)
+    return await operator_events.session_events(ctx, request)
+
+
+async def _subscribe(ctx: OperatorContext, _: p.NoArguments) -> Answer:
+    return ctx.feed.items(ctx.stage.running.version)
+
+
+VERBS: Final[Mapping[str, Route]] = {
+    "status": Route(p.NoArguments, operator_status.status),
+    "agent.list": Route(p.NoArguments, operator_status.agent_list),
+    "agent.status": Route(p.AgentRef, operator_status.agent_status),
+    "session.list": Route(p.SessionList, operator_sessions.session_list),
+    "session.events": Route(p.SessionEvents, _session_events),
+    "session.cores": Route(p.SessionRef, operator_sessions.session_cores),
+    "session.cancel": Route(p.SessionCancel, operator_sessions.session_cancel),
+    "session.compact": Route(p.SessionCompact, operator_sessions.session_compact),
+    "approval.list": Route(p.ApprovalList, operator_approvals.approval_list),
+    "approval.show": Route(p.ApprovalRef, operator_approvals.approval_show),
+    "approval.approve": Route(p.ApprovalAnswer, operator_approvals.approval_approve),
+    "approval.reject": Route(p.ApprovalAnswer, operator_approvals.approval_reject),
+    "workspace.list": Route(p.NoArguments, operator_workspaces.workspace_list),
+    "workspace.reset": Route(p.WorkspaceRef, operator_workspaces.workspace_reset),
+    "model.list": Route(p.NoArguments, operator_models.model_list),
+    "model.get": Route(p.AgentRef, operator_models.model_get),
+    "model.set": Route(p.ModelSet, operator_models.model_set),
+    "voice.list": Route(p.NoArguments, operator_models.voice_list),
+    "voice.get": Route(p.AgentRef, operator_models.voice_get),
+    "voice.set": Route(p.VoiceSet, operator_models.voice_set),
+    "logs": Route(p.LogsRequest, operator_logs.logs),
+    "secret.list": Route(p.NoArguments, operator_config.secret_list),
+    "secret.apply": Route(p.NoArguments, operator_config.secret_apply),
+    "config.load": Route(p.NoArguments, operator_config.config_load),
+    "config.diff": Route(p.NoArguments, operator_config.config_diff),
+    "config.apply": Route(p.NoArguments, operator_config.config_apply),
+    "config.show": Route(p.NoArguments, operator_config.config_show),
+    "subscribe": Route(p.NoArguments, _subscribe),
+}
+"""Every operator verb. `session.events` (with follow), `logs` and `subscribe` stream."""
+
+
+class OperatorApi:
+    """The `Handler` of the operator socket, over choird's services.
+
+    `push(session_id, push_model)` sends a ServerPush to a session's agent (the daemon's
+    PushHub). `close()` detaches the live feed from the services; without it the feed just
+    keeps fanning out to no readers until the services are gone.
+    """
+
+    def __init__(
+        self,
+        services: AgentServices,
+        pool: Pool,
+        *,
+        push: PushFn,
+        clock: Clock = utc_now,
+        started_at: datetime | None = None,
+        feed: OperatorFeed | None = None,
+    ) -> None:
+        feed = feed if feed is not None else OperatorFeed()
+        self.context = OperatorContext(
+            services, pool, push, feed, clock, started_at if started_at else clock()
+        )
+        """What the verbs work with."""
+        self._detach = feed.attach(services)
+
+    @property
+    def feed(self) -> OperatorFeed:
+        """Where choird publishes what `subscribe` streams show (e.g. a session starting)."""
+        return self.context.feed
+
+    def close(self) -> None:
+        """Stop listening to the services."""
+        self._detach()
+
+    async def handle(self, request: Request) -> Payload | Stream:
+        _check_peer(request)
+        route = VERBS.get(request.verb)
+        if route is None:
+            raise RpcError(
+                ErrorCode.INVALID_REQUEST,
+                f"unknown operator verb {request.verb!r}: is choirctl the same version as "
+                f"choird? (known: {', '.join(sorted(VERBS))})",
+            )
+        payload = _parse(request.verb, route.payload, request.payload)
+        try:
+            answer = await route.run(self.context, payload)
+        except ChoirError as error:
+            raise as_rpc_error(error) from None
+        if isinstance(answer, dict):
+            return answer
+        return Stream(_translated(answer))
+
+    async def authorize_events(self, session_id: str, lease_token: str) -> bool:
+        """Pushes are for agents; nobody subscribes to them on the operator socket."""
+        return False
+
+
+def operator_handler(daemon: ChoirDaemon) -> OperatorApi:
+    """The operator socket's handler over a started daemon's services, pushing via its hub."""
+    services, database, hub = daemon.services, daemon.database, daemon.hub
+    if services is None or database is None:
+        raise RuntimeError("the operator API needs choird's services and database started")
+
+    def push(session_id: str, message: WireModel) -> None:
+        hub.push(session_id, message.model_dump(mode="json"))
+
+    return OperatorApi(services, database.pool, push=push)
+
+
+def as_rpc_error(error: ChoirError) -> RpcError:
+    """The wire refusal for an operator-facing error: same one-line message, matching code."""
+    if isinstance(error, RpcError):
+        return error
+    wire = rpc_error_of(error)
+    return RpcError(wire.code, wire.message)
+
+
+def _check_peer(request: Request) -> None:
+    """Only the user running choird (or root) may talk to it; the 0600 socket should already
+    make sure, this is the second lock."""
+    uid = request.peer.uid
+    if uid is not None and uid not in (os.getuid(), 0):
+        raise RpcError(
+            ErrorCode.UNAUTHORIZED,
+            f"uid {uid} may not use choird's operator socket: run choirctl as the user "
+            "running choird",
+        )
+
+
+def _parse(verb: str, model: type[WireModel], payload: Payload) -> WireModel:
+    try:
+        return model.model_validate(payload)
+    except ValidationError as error:
+        problems = "; ".join(validation_problems(error))
+        raise RpcError(ErrorCode.INVALID_REQUEST, f"{verb}: {problems}") from None
+
+
+async def _translated(items: AsyncIterator[Payload]) -> AsyncGenerator[Payload, None]:
+    """`items`, with operator-facing errors turned into wire refusals; closes `items`."""
+    try:
+        async for item in items:
+            yield item
+    except ChoirError as error:
+        raise as_rpc_error(error) from None
+    finally:
+        close = getattr(items, "aclose", None)
+        if close is not None:
+            await close()

@@ -1,0 +1,108 @@
+"""`session.events`: a session's committed events, read once or followed as they arrive (§13.1).
+
+Events reach the store only through heartbeats, which advance the session's `ack_rev` in
+choird's memory. A follower therefore watches that number — a dictionary lookup, no query —
+every `poll_s` and reads the store only when it moved; nothing runs while nobody follows. The
+stream ends once the session has ended and its last events were sent.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from typing import Any, Final
+
+from choir.daemon.operator_context import OperatorContext
+from choir.daemon.operator_payloads import MAX_EVENTS, SessionEvents
+from choir.daemon.operator_views import event_view
+from choir.errors import ChoirError, NotFoundError
+from choir.store.events import EventRecord, head, read_events
+from choir.store.sessions import SessionStatus, get_session
+from choir.transport import Payload
+
+FOLLOW_POLL_S: Final = 0.25
+"""How often a follower looks at the session's acknowledged revision."""
+
+
+async def read_window(ctx: OperatorContext, request: SessionEvents) -> list[EventRecord]:
+    """The events asked for: `limit` from `from_rev`, or the last `limit` when it is None."""
+    async with ctx.pool.acquire() as conn:
+        if await get_session(conn, request.session_id) is None:
+            raise NotFoundError(f"no session {request.session_id!r} (see choirctl session list)")
+        first = request.from_rev
+        if first is None:
+            newest = await head(conn, request.session_id)
+            first = max((newest.rev if newest else 0) - request.limit + 1, 1)
+        return await read_events(conn, request.session_id, first, request.limit)
+
+
+async def session_events(ctx: OperatorContext, request: SessionEvents) -> dict[str, Any]:
+    """`{session_id, events, next_rev}`; read again from `next_rev` for what came after."""
+    events = await read_window(ctx, request)
+    next_rev = events[-1].rev + 1 if events else (request.from_rev or 1)
+    return {
+        "session_id": request.session_id,
+        "events": [event_view(record) for record in events],
+        "next_rev": next_rev,
+    }
+
+
+async def follow_events(
+    ctx: OperatorContext, request: SessionEvents, *, poll_s: float = FOLLOW_POLL_S
+) -> AsyncIterator[Payload]:
+    """Each event as an item: the snapshot, then new ones until the session has ended.
+
+    The snapshot is read before this returns, so an unknown session is refused as a call.
+    """
+    window = await read_window(ctx, request)
+    start = window[-1].rev + 1 if window else (request.from_rev or 1)
+    return _follow(ctx, request.session_id, window, start, poll_s)
+
+
+async def _follow(
+    ctx: OperatorContext,
+    session_id: str,
+    window: list[EventRecord],
+    next_rev: int,
+    poll_s: float,
+) -> AsyncIterator[Payload]:
+    for record in window:
+        yield event_view(record)
+    while True:
+        ended = not await _active(ctx, session_id)
+        async for record in _read_from(ctx, session_id, next_rev):
+            yield event_view(record)
+            next_rev = record.rev + 1
+        if ended:
+            return
+        await _wait_for_rev(ctx, session_id, next_rev, poll_s)
+
+
+async def _read_from(ctx: OperatorContext, session_id: str, rev: int) -> AsyncIterator[EventRecord]:
+    """Every stored event from `rev` on, a page at a time."""
+    while True:
+        async with ctx.pool.acquire() as conn:
+            page = await read_events(conn, session_id, rev, MAX_EVENTS)
+        for record in page:
+            yield record
+        if len(page) < MAX_EVENTS:
+            return
+        rev = page[-1].rev + 1
+
+
+async def _active(ctx: OperatorContext, session_id: str) -> bool:
+    async with ctx.pool.acquire() as conn:
+        row = await get_session(conn, session_id)
+    return row is not None and row.status == SessionStatus.ACTIVE
+
+
+async def _wait_for_rev(ctx: OperatorContext, session_id: str, rev: int, poll_s: float) -> None:
+    """Return once the session acknowledged revision `rev` or is no longer active."""
+    while True:
+        try:
+            live = await ctx.sessions.live(session_id)
+        except ChoirError:  # not active any more: the caller reads what is left and stops
+            return
+        if live.ack_rev >= rev:
+            return
+        await asyncio.sleep(poll_s)

@@ -1,0 +1,120 @@
+"""`status`, `agent.list`, `agent.status` (§17.1 Observability, §17.7 "who is behind").
+
+An agent's state comes from its latest session: `running` while a session is active (its leases
+held, its heartbeats expected), `crashed` when the last one crashed or forked, else `stopped`.
+Lane states, the active skill and remaining budgets come from the lanes' REPORT_STATUS.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any, Final
+
+from choir import __version__
+from choir.daemon.operator_context import OperatorContext
+from choir.daemon.operator_payloads import AgentRef, NoArguments
+from choir.daemon.operator_views import agent_state, iso, lane_view, seconds_between
+from choir.store.sessions import SessionRow, SessionStatus
+
+POSTGRES_PROBE_TIMEOUT_S: Final = 1.0
+"""`status` answers within about this long even when Postgres hangs."""
+
+
+async def status(ctx: OperatorContext, _: NoArguments) -> dict[str, Any]:
+    """choird's health: version, uptime, config, Postgres, gateways, agents, approvals."""
+    running = ctx.stage.running
+    postgres = await probe_postgres(ctx)
+    agents: dict[str, Any] = {"total": len(ctx.config.agents), "running": None}
+    pending: int | None = None
+    if postgres["state"] == "ok":
+        latest = await _latest_sessions(ctx)
+        agents["running"] = sum(agent_state(row) == "running" for row in latest.values())
+        pending = len(await ctx.services.approvals.list())
+    now = ctx.clock()
+    return {
+        "version": __version__,
+        "started_at": iso(ctx.started_at),
+        "uptime_s": seconds_between(ctx.started_at, now),
+        "config_version": running.version,
+        "config_hash": running.loaded.config_hash,
+        "config_staged": ctx.stage.staged is not None,
+        "postgres": postgres,
+        "gateways": [
+            {"name": name, "type": gateway.type, "state": "not running"}
+            for name, gateway in sorted(ctx.config.gateways.items())
+        ],
+        "agents": agents,
+        "approvals_pending": pending,
+        "sockets": {
+            "operator": str(ctx.home.operator_socket),
+            "agents": str(ctx.home.agent_socks),
+        },
+    }
+
+
+async def probe_postgres(ctx: OperatorContext) -> dict[str, Any]:
+    """`SELECT 1` within a second: `ok` with its latency, or `degraded` with the reason."""
+    began = time.perf_counter()
+    try:
+        async with asyncio.timeout(POSTGRES_PROBE_TIMEOUT_S), ctx.pool.acquire() as conn:
+            await conn.fetchval("SELECT 1")
+    except TimeoutError:
+        reason = f"no answer to SELECT 1 within {POSTGRES_PROBE_TIMEOUT_S:g} s"
+        return {"state": "degraded", "reason": reason}
+    except Exception as error:  # any driver or socket failure means the same to the operator
+        return {"state": "degraded", "reason": str(error).splitlines()[0] or type(error).__name__}
+    latency = round((time.perf_counter() - began) * 1000, 2)
+    return {"state": "ok", "latency_ms": latency}
+
+
+async def agent_list(ctx: OperatorContext, _: NoArguments) -> dict[str, Any]:
+    """Every configured agent with its state, session, uptime, config version and bindings."""
+    latest = await _latest_sessions(ctx)
+    return {"agents": [_agent_summary(ctx, agent_id, latest[agent_id]) for agent_id in latest]}
+
+
+async def agent_status(ctx: OperatorContext, request: AgentRef) -> dict[str, Any]:
+    """One agent in detail (§17.1): lanes, skill, budgets, bindings, uptime, config version."""
+    ctx.require_agent(request.agent_id)
+    row = await ctx.latest_session(request.agent_id)
+    active = _active(row)
+    lanes = ctx.services.status.lanes(active.session_id) if active is not None else {}
+    edge = lanes.get("edge")
+    latest_version = ctx.stage.running.version
+    data = _agent_summary(ctx, request.agent_id, row)
+    data.update(
+        config_version_latest=latest_version,
+        config_behind=active is not None and active.config_version != latest_version,
+        last_heartbeat_at=iso(row.last_heartbeat_at) if row is not None else None,
+        ack_rev=row.ack_rev if row is not None else None,
+        ended_at=iso(row.ended_at) if row is not None else None,
+        skill=edge.report.skill if edge is not None else None,
+        budgets=ctx.config.budgets.model_dump(mode="json"),
+        budget_remaining=edge.report.budget_remaining if edge is not None else {},
+        lanes=[lane_view(active.session_id, lane) for lane in lanes.values()] if active else [],
+    )
+    return data
+
+
+async def _latest_sessions(ctx: OperatorContext) -> dict[str, SessionRow | None]:
+    return {agent_id: await ctx.latest_session(agent_id) for agent_id in sorted(ctx.config.agents)}
+
+
+def _active(row: SessionRow | None) -> SessionRow | None:
+    return row if row is not None and row.status == SessionStatus.ACTIVE else None
+
+
+def _agent_summary(ctx: OperatorContext, agent_id: str, row: SessionRow | None) -> dict[str, Any]:
+    active = _active(row)
+    defaults = ctx.config.agents[agent_id].defaults.model_dump(mode="json")
+    return {
+        "agent_id": agent_id,
+        "state": agent_state(row),
+        "session_id": row.session_id if row is not None else None,
+        "session_status": row.status.value if row is not None else None,
+        "started_at": iso(active.started_at) if active else None,
+        "uptime_s": seconds_between(active.started_at, ctx.clock()) if active else None,
+        "config_version": row.config_version if row is not None else None,
+        "bindings": active.resource_bindings if active else defaults,
+    }
