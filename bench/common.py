@@ -29,9 +29,7 @@ def median(samples: Sequence[float]) -> float:
     return statistics.median(samples)
 
 
-def report(
-    title: str, figures: dict[str, float], goals: dict[str, str], as_json: bool
-) -> None:
+def report(title: str, figures: dict[str, float], goals: dict[str, str], as_json: bool) -> None:
     """Print figures as a table (with the goal next to each) or as one JSON object."""
     if as_json:
         print(json.dumps({k: round(v, 4) for k, v in figures.items()}))
