@@ -15,7 +15,7 @@ from choir.ctl.output import emit, warn
 if TYPE_CHECKING:
     from choir.config import AgentInitResult
 
-app = typer.Typer(help="Define and manage agents.", no_args_is_help=True)
+app = typer.Typer(rich_markup_mode=None, help="Define and manage agents.", no_args_is_help=True)
 
 
 def _name_option(flag: str, what: str) -> Any:

@@ -10,6 +10,7 @@ from choir.ctl.output import print_error
 from choir.errors import ChoirError
 
 app = typer.Typer(
+    rich_markup_mode=None,
     name="choirctl",
     help="Administer choir: set up $CHOIR_HOME, validate config, manage secrets and agents.\n\n"
     "Exit codes: 0 ok, 1 error, 2 usage, 3 invalid config, 4 not found, 5 conflict, "

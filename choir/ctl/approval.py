@@ -9,7 +9,11 @@ import typer
 from choir.ctl.options import HomeOption, JsonOption
 from choir.ctl.output import emit, table
 
-app = typer.Typer(help="Answer agents' approval requests (needs choird).", no_args_is_help=True)
+app = typer.Typer(
+    rich_markup_mode=None,
+    help="Answer agents' approval requests (needs choird).",
+    no_args_is_help=True,
+)
 
 ApprovalArgument = Annotated[
     str, typer.Argument(help="Approval id, as `choirctl approval list` shows it.")

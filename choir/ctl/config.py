@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from choir.config import ChoirConfig
 
 app = typer.Typer(
+    rich_markup_mode=None,
     help="Validate the configuration in $CHOIR_HOME; load and apply it in choird.",
     no_args_is_help=True,
 )

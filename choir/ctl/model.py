@@ -13,7 +13,9 @@ from choir.ctl.options import HomeOption, JsonOption
 from choir.ctl.output import emit, table
 
 app = typer.Typer(
-    help="List models and switch an agent's model (needs choird).", no_args_is_help=True
+    rich_markup_mode=None,
+    help="List models and switch an agent's model (needs choird).",
+    no_args_is_help=True,
 )
 
 AgentArgument = Annotated[str, typer.Argument(help="Agent id.", show_default=False)]

@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from choir.home import ChoirHome
 
 app = typer.Typer(
+    rich_markup_mode=None,
     help="Manage named secrets in $CHOIR_HOME/secrets.json. Values are never printed.",
     no_args_is_help=True,
 )

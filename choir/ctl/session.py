@@ -14,6 +14,7 @@ if TYPE_CHECKING:
     from choir.client import ChoirClient
 
 app = typer.Typer(
+    rich_markup_mode=None,
     help="Inspect agent sessions and steer their core jobs (needs choird).",
     no_args_is_help=True,
 )

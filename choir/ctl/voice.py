@@ -10,7 +10,9 @@ from choir.ctl.options import HomeOption, JsonOption
 from choir.ctl.output import emit, table
 
 app = typer.Typer(
-    help="List voice profiles and switch an agent's (needs choird).", no_args_is_help=True
+    rich_markup_mode=None,
+    help="List voice profiles and switch an agent's (needs choird).",
+    no_args_is_help=True,
 )
 
 AgentArgument = Annotated[str, typer.Argument(help="Agent id.", show_default=False)]

@@ -12,7 +12,9 @@ from choir.ctl.output import emit, table
 if TYPE_CHECKING:
     from choir.client import ChoirClient
 
-app = typer.Typer(help="List and reset workspaces (needs choird).", no_args_is_help=True)
+app = typer.Typer(
+    rich_markup_mode=None, help="List and reset workspaces (needs choird).", no_args_is_help=True
+)
 
 
 @app.command("list")

@@ -383,3 +383,24 @@ async def test_hot_path_events_are_exactly_the_models_json_form(kernel: Kernel) 
     assert len(kernel.log) == 5
     for entry in kernel.log:
         assert event_json(entry.model()) == entry.event
+
+
+async def test_lane_hooks_implement_lane_tools_such_as_memory_compact(tmp_path: Path) -> None:
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    asked: list[str] = []
+
+    async def compact(proposal: ToolProposal, arguments: dict[str, Any]) -> ToolResult:
+        asked.append(proposal.lane)
+        return ToolResult.ok("compaction started")
+
+    async with open_kernel(
+        make_root(tmp_path),
+        workspace,
+        limits=limits(),
+        lane_hooks={"choir.memory.compact": compact},
+        runtime_tools=UNIMPLEMENTED - {"choir.memory.compact"},
+    ) as k:
+        result = await k.arbiter.propose(call("edge", "choir.memory.compact"))
+    assert result.summary == "compaction started"
+    assert asked == ["edge"]

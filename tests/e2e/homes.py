@@ -1,0 +1,76 @@
+"""`$CHOIR_HOME`s for end-to-end runs: what `choirctl init` writes, plus what a test needs.
+
+Unix socket paths (choird's, each agent's, and an embedded Postgres's) are limited to 107 bytes,
+so homes live in short directories directly under /tmp rather than in pytest's tmp_path.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from choir.config import SecretStore, init_home
+from choir.home import ChoirHome
+from choir.store.target import ConnectParams
+
+GIT_TOKEN = "ghp-e2e-git-token"
+"""The secret of agent-1's git identity: the one secret its session may ask for."""
+PG_PASSWORD = "pg-e2e-password"
+"""The external Postgres password (the test server trusts local connections and ignores it)."""
+SECRETS = {"git-token": GIT_TOKEN, "pg": PG_PASSWORD}
+
+
+@contextmanager
+def short_root(prefix: str = "ce-") -> Iterator[Path]:
+    """A fresh directory under /tmp with a short path; removed afterwards."""
+    root = Path(tempfile.mkdtemp(prefix=prefix, dir="/tmp"))
+    try:
+        yield root
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def external_postgres(params: ConnectParams) -> dict[str, Any]:
+    """config.json's `postgres` section for an existing server (the test session's)."""
+    return {
+        "host": params.host,
+        "port": params.port,
+        "database": params.database,
+        "user": params.user,
+        "secret": "pg",
+    }
+
+
+def make_home(
+    root: Path, *, postgres: dict[str, Any] | None = None, **settings: Any
+) -> ChoirHome:
+    """`choirctl init` in `root/h`, agent-1's git identity given a secret, `settings` (top-level
+    config keys such as `heartbeat_interval_ms`) applied, and `postgres` replacing the embedded
+    server when given."""
+    home = ChoirHome(root / "h")
+    init_home(home)
+    data = read_config(home)
+    data["git_identities"]["agent-1"]["secret"] = "git-token"
+    data.update(settings)
+    if postgres is not None:
+        data["postgres"] = postgres
+    write_config(home, data)
+    store = SecretStore.empty()
+    for name, value in SECRETS.items():
+        store = store.with_secret(name, value)
+    store.save(home.secrets_file)
+    return home
+
+
+def read_config(home: ChoirHome) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads(home.config_file.read_text())
+    return data
+
+
+def write_config(home: ChoirHome, data: dict[str, Any]) -> None:
+    home.config_file.write_text(json.dumps(data, indent=2) + "\n")
