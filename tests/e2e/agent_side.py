@@ -11,7 +11,13 @@ from pathlib import Path
 
 from choir.agent.commitlog import CommitLog
 from choir.agent.control_plane import ControlPlane
-from choir.protocol import GENESIS_HASH, PROTOCOL_VERSION, HeartbeatRequest, InitHelloRequest
+from choir.protocol import (
+    GENESIS_HASH,
+    PROTOCOL_VERSION,
+    HeartbeatRequest,
+    InitHelloRequest,
+    UserMsg,
+)
 from choir.transport import connect
 
 IMAGE_VERSION = "e2e0001"
@@ -34,10 +40,10 @@ def hello(agent_id: str, session_id: str) -> InitHelloRequest:
 def commit_messages(log: CommitLog, count: int, text: str = "hello") -> None:
     """Commit `count` user messages on the edge lane."""
     for _ in range(count):
-        log.append("edge", {"kind": "user_msg", "text": f"{text} {log.head_rev + 1}"})
+        log.commit("edge", UserMsg(text=f"{text} {log.head_rev + 1}"))
 
 
-def heartbeat(log: CommitLog, base_rev: int, config_version: int = 1) -> HeartbeatRequest:
+def heartbeat(log: CommitLog, base_rev: int = 0, config_version: int = 1) -> HeartbeatRequest:
     """The revisions of a fresh `log` after `base_rev`, as the agent replicates them (§13.1)."""
     hash_prev = log.entry(base_rev).hash if base_rev else GENESIS_HASH
     return HeartbeatRequest.model_validate(

@@ -49,13 +49,14 @@ def external_postgres(params: ConnectParams) -> dict[str, Any]:
 def make_home(
     root: Path, *, postgres: dict[str, Any] | None = None, **settings: Any
 ) -> ChoirHome:
-    """`choirctl init` in `root/h`, agent-1's git identity given a secret, `settings` (top-level
-    config keys such as `heartbeat_interval_ms`) applied, and `postgres` replacing the embedded
-    server when given."""
+    """`choirctl init` in `root/h`, agent-1's git identity given a secret, agent-2 added,
+    `settings` (top-level config keys such as `heartbeat_interval_ms`) applied, and `postgres`
+    replacing the embedded server when given."""
     home = ChoirHome(root / "h")
     init_home(home)
     data = read_config(home)
     data["git_identities"]["agent-1"]["secret"] = "git-token"
+    add_second_agent(data, root)
     data.update(settings)
     if postgres is not None:
         data["postgres"] = postgres
@@ -65,6 +66,17 @@ def make_home(
         store = store.with_secret(name, value)
     store.save(home.secrets_file)
     return home
+
+
+def add_second_agent(data: dict[str, Any], root: Path) -> None:
+    """agent-2: agent-1's repo, its own workspace, git identity and console DM."""
+    data["workspaces"]["other"] = {"path": str(root / "ws-other")}
+    data["dms"]["ops"] = {"gateway": "console", "user_id": "ops"}
+    data["git_identities"]["agent-2"] = {"name": "choir agent-2", "email": "agent-2@choir.local"}
+    data["agents"]["agent-2"] = {
+        "repo": data["agents"]["agent-1"]["repo"],
+        "defaults": {"workspace": "other", "llm": "demo", "git_identity": "agent-2", "dm": "ops"},
+    }
 
 
 def read_config(home: ChoirHome) -> dict[str, Any]:

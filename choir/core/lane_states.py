@@ -1,0 +1,112 @@
+"""The lane state machines of §7.2 (edge) and §7.3 (core jobs), as explicit transition tables.
+
+Pure: `step(table, state, trigger)` returns the next state or raises `IllegalTransition`. The
+lane coroutines in choir-agent drive their work (LLM calls, tool proposals, delivery) and move
+their state only through `step`, so every state a lane reports (REPORT_STATUS, the TUI) is one the
+design allows, reached by a transition the design names.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Final, Literal
+
+from choir.protocol.lanes import CoreStatus, EdgeStatus, LaneStatus
+
+EdgeTrigger = Literal[
+    "user_message",
+    "context_ready",
+    "finish",
+    "tool_proposal",
+    "core_spawned",
+    "tool_result",
+    "llm_error",
+    "delivered",
+    "cancel",
+    "budget_exceeded",
+    "fatal",
+]
+CoreTrigger = Literal[
+    "job_start",
+    "initialized",
+    "llm_called",
+    "final_result",
+    "tool_proposal",
+    "instruction_injected",
+    "tool_result",
+    "llm_error",
+    "cancel",
+    "error",
+    "budget_exceeded",
+]
+
+TERMINATING: Final = frozenset({"cancel", "budget_exceeded", "fatal", "error"})
+"""Triggers that end a lane from any non-terminal state (§7.2 / §7.3 "Any -> TERMINATED")."""
+
+EDGE: Final[Mapping[tuple[EdgeStatus, str], EdgeStatus]] = {
+    ("EDGE_IDLE", "user_message"): "EDGE_CONTEXT_READY",
+    ("EDGE_CONTEXT_READY", "context_ready"): "EDGE_REASONING",
+    ("EDGE_REASONING", "finish"): "EDGE_FINALIZING",
+    ("EDGE_REASONING", "tool_proposal"): "EDGE_WAITING_TOOL",
+    ("EDGE_REASONING", "core_spawned"): "EDGE_REASONING",
+    ("EDGE_WAITING_TOOL", "tool_result"): "EDGE_REASONING",
+    ("EDGE_REASONING", "llm_error"): "EDGE_FINALIZING",
+    ("EDGE_FINALIZING", "delivered"): "EDGE_IDLE",
+}
+"""§7.2. Edge never waits for cores: it stays conversational while they run."""
+
+CORE: Final[Mapping[tuple[CoreStatus, str], CoreStatus]] = {
+    ("CORE_IDLE", "job_start"): "CORE_CREATED",
+    ("CORE_CREATED", "initialized"): "CORE_INITIALIZING",
+    ("CORE_INITIALIZING", "llm_called"): "CORE_REASONING",
+    ("CORE_REASONING", "final_result"): "CORE_COMPLETED",
+    ("CORE_REASONING", "tool_proposal"): "CORE_WAITING_TOOL",
+    ("CORE_REASONING", "instruction_injected"): "CORE_REASONING",
+    ("CORE_WAITING_TOOL", "instruction_injected"): "CORE_WAITING_TOOL",
+    ("CORE_REASONING", "llm_error"): "CORE_TERMINATED",
+    ("CORE_WAITING_TOOL", "tool_result"): "CORE_REASONING",
+}
+"""§7.3. Injection is accepted while reasoning or waiting on a tool (§12.8)."""
+
+FINAL: Final[frozenset[str]] = frozenset({"EDGE_TERMINATED", "CORE_COMPLETED", "CORE_TERMINATED"})
+
+
+class IllegalTransition(Exception):
+    """A lane tried a move its state machine does not have: a bug in the lane, not user input."""
+
+
+def is_final(state: LaneStatus) -> bool:
+    return state in FINAL
+
+
+def edge_step(state: EdgeStatus, trigger: EdgeTrigger) -> EdgeStatus:
+    """The edge lane's state after `trigger` (§7.2)."""
+    _check_live(state, trigger)
+    if trigger in TERMINATING:
+        return "EDGE_TERMINATED"
+    following = EDGE.get((state, trigger))
+    if following is None:
+        raise _illegal(state, trigger, [t for (s, t) in EDGE if s == state])
+    return following
+
+
+def core_step(state: CoreStatus, trigger: CoreTrigger) -> CoreStatus:
+    """A core job's state after `trigger` (§7.3)."""
+    _check_live(state, trigger)
+    if trigger in TERMINATING:
+        return "CORE_TERMINATED"
+    following = CORE.get((state, trigger))
+    if following is None:
+        raise _illegal(state, trigger, [t for (s, t) in CORE if s == state])
+    return following
+
+
+def _check_live(state: LaneStatus, trigger: str) -> None:
+    if state in FINAL:
+        raise IllegalTransition(f"{state} is final; {trigger!r} cannot move it")
+
+
+def _illegal(state: LaneStatus, trigger: str, allowed: list[str]) -> IllegalTransition:
+    return IllegalTransition(
+        f"{state} has no transition on {trigger!r} (allowed: {', '.join(sorted(allowed))})"
+    )

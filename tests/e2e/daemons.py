@@ -1,0 +1,89 @@
+"""A real choird in the test process, and the ways an agent reaches it.
+
+`running_daemon` is the composition root `choird` runs (database, services, operator socket,
+agent listeners, timers), so everything past argument parsing is the production path. Both agent
+transports are served at once: each agent's own Unix socket (`open_agent_socket`) and HTTPS on a
+free loopback port with a self-signed certificate the client trusts explicitly.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Literal
+
+from choir.agent.control_plane import ControlPlane
+from choir.daemon.app import ChoirDaemon, DaemonOptions
+from choir.daemon.operator_api import operator_handler
+from choir.home import ChoirHome
+from choir.store.events import EventRecord, read_events
+from choir.store.leases import Resource, leases_of
+from choir.store.pool import Pool
+from choir.store.sessions import SessionRow, get_session
+from tests.e2e.agent_side import open_control_plane
+
+Transport = Literal["uds", "https"]
+TRANSPORTS: tuple[Transport, ...] = ("uds", "https")
+
+
+@asynccontextmanager
+async def running_daemon(home: ChoirHome) -> AsyncIterator[ChoirDaemon]:
+    """choird serving `home`: operator socket, agent sockets on demand, HTTPS on a free port."""
+    options = DaemonOptions(home, transport="http", listen="127.0.0.1:0", tls_self_signed=True)
+    async with ChoirDaemon(options, operator=operator_handler) as daemon:
+        yield daemon
+
+
+def certificate(daemon: ChoirDaemon) -> Path:
+    """The self-signed certificate HTTPS clients must trust."""
+    return daemon.home.root / "tls" / "choird.crt"
+
+
+async def agent_target(
+    daemon: ChoirDaemon, transport: Transport, agent_id: str = "agent-1"
+) -> tuple[str | Path, Path | None]:
+    """Where `agent_id` reaches choird over `transport`, and the certificate to trust."""
+    if transport == "uds":
+        return await daemon.open_agent_socket(agent_id), None
+    assert daemon.http is not None, "the daemon was started without the HTTP transport"
+    return daemon.http.url, certificate(daemon)
+
+
+async def agent_control_plane(
+    daemon: ChoirDaemon,
+    transport: Transport,
+    session_id: str,
+    lease_token: str,
+    *,
+    agent_id: str = "agent-1",
+) -> ControlPlane:
+    """`agent_id`'s control plane to `daemon` over `transport`, calling as the given session."""
+    target, ca_file = await agent_target(daemon, transport, agent_id)
+    return await open_control_plane(target, session_id, lease_token, ca_file)
+
+
+# -- what choird stored --------------------------------------------------------------------
+
+
+def pool_of(daemon: ChoirDaemon) -> Pool:
+    assert daemon.database is not None
+    return daemon.database.pool
+
+
+async def stored_events(daemon: ChoirDaemon, session_id: str) -> list[EventRecord]:
+    async with pool_of(daemon).acquire() as conn:
+        return await read_events(conn, session_id)
+
+
+async def session_row(daemon: ChoirDaemon, session_id: str) -> SessionRow:
+    async with pool_of(daemon).acquire() as conn:
+        row = await get_session(conn, session_id)
+    assert row is not None, f"no session {session_id}"
+    return row
+
+
+async def leased(daemon: ChoirDaemon, session_id: str) -> set[Resource]:
+    """The resources the session holds leases on."""
+    async with pool_of(daemon).acquire() as conn:
+        return {lease.resource for lease in await leases_of(conn, session_id)}
