@@ -201,6 +201,16 @@ class ChoirClient:
         """Live `{kind, data}` updates, starting with `subscribed`."""
         return self.stream("subscribe")
 
+    # the console DM
+
+    async def chat_send(self, agent_id: str, text: str) -> Payload:
+        """A message (or `/inject …`) to the agent bound to a console DM."""
+        return await self.call("chat.send", agent_id=agent_id, text=text)
+
+    def chat_replies(self, agent_id: str, *, after_seq: int = 0) -> AsyncGenerator[Payload, None]:
+        """The agent's replies, core reports and errors, as they become durable."""
+        return self.stream("chat.replies", agent_id=agent_id, after_seq=after_seq)
+
     # config and secrets
 
     async def config_load(self) -> Payload:

@@ -10,9 +10,10 @@ import typer
 
 
 def register_operator_nouns(app: typer.Typer) -> None:
-    from choir.ctl import approval, logs, model, session, status, voice, workspace
+    from choir.ctl import approval, chat, logs, model, session, status, voice, workspace
 
     app.command("status")(status.status)
+    app.command("chat")(chat.chat)
     app.command("logs")(logs.logs)
     app.add_typer(session.app, name="session")
     app.add_typer(approval.app, name="approval")

@@ -33,6 +33,7 @@ class AgentServices:
     limiter: RateLimiter
     verbs: AgentVerbs
     rpc: AgentRpc
+    replicator: Replicator
 
     @classmethod
     def build(cls, pool: Pool, stage: ConfigStage, *, clock: Clock = utc_now) -> AgentServices:
@@ -40,11 +41,12 @@ class AgentServices:
         approvals = ApprovalService(pool, stage, clock=clock)
         host_tools, status = HostTools(), StatusBoard()
         limiter = RateLimiter(lambda: stage.running.config.rpc.rate_limit_per_s)
+        replicator = Replicator(pool, sessions, stage, clock=clock)
         verbs = AgentVerbs(
             stage=stage,
             sessions=sessions,
             greeter=Greeter(pool, sessions, stage),
-            replicator=Replicator(pool, sessions, stage, clock=clock),
+            replicator=replicator,
             approvals=approvals,
             host_tools=host_tools,
             status=status,
@@ -59,6 +61,7 @@ class AgentServices:
             limiter,
             verbs,
             AgentRpc(verbs, sessions, stage, limiter),
+            replicator,
         )
         sessions.subscribe(services._forget)
         return services

@@ -33,6 +33,7 @@ from choir.store.agent_schema import ensure_agent_schema
 from choir.store.database import Database, open_database
 from choir.store.target import EmbeddedTarget, ExternalTarget, PostgresTarget
 from choir.transport import Handler, HttpServer, PushHub, UdsServer
+from choir.transport.sockfile import claim
 from choir.transport.tls import ensure_self_signed, server_context
 
 log = get_logger("choird")
@@ -102,6 +103,10 @@ class ChoirDaemon:
     # -- start-up --------------------------------------------------------------------------
 
     async def _start(self) -> None:
+        # Before touching Postgres: a second choird on this home would otherwise adopt the live
+        # one's embedded server, crash its sessions as orphans (step 7) and stop the server as
+        # it unwinds.
+        claim(self.home.operator_socket, "choird")
         loaded = load_home(self.home)
         config = loaded.config
         log.info(

@@ -58,10 +58,12 @@ async def _serve(args: argparse.Namespace) -> None:
         tls_key=args.tls_key,
         tls_self_signed=args.tls_self_signed,
     )
-    async with ChoirDaemon(options, operator=operator_handler) as daemon:
-        loop = asyncio.get_running_loop()
-        for signum in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(signum, daemon.stop)
+    daemon = ChoirDaemon(options, operator=operator_handler)
+    # Before "choird ready" is logged: a supervisor may signal as soon as it reads that line.
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, daemon.stop)
+    async with daemon:
         await daemon.wait_stopped()
 
 
@@ -81,12 +83,21 @@ def main(argv: list[str] | None = None) -> None:
     except ChoirError as err:
         from choir.logs import get_logger
 
-        get_logger("choird").error(f"choird failed to start: {err.message.splitlines()[0]}")
-        _fail(err.message, err.exit_code)
+        message = one_line(err.message)
+        get_logger("choird").error(f"choird failed to start: {message}")
+        _fail(message, err.exit_code)
     except KeyboardInterrupt:
         pass
     finally:
         shutdown_logging()
+
+
+def one_line(message: str) -> str:
+    """A multi-line message (a ConfigError's header and problems) as one line for stderr."""
+    lines = [line.strip() for line in message.splitlines() if line.strip()]
+    if len(lines) > 1 and lines[0].endswith(":"):
+        return f"{lines[0]} {'; '.join(lines[1:])}"
+    return "; ".join(lines)
 
 
 def _fail(message: str, code: ExitCode) -> None:

@@ -25,6 +25,7 @@ from pydantic import ValidationError
 
 from choir.daemon import (
     operator_approvals,
+    operator_chat,
     operator_config,
     operator_events,
     operator_logs,
@@ -97,6 +98,8 @@ VERBS: Final[Mapping[str, Route]] = {
     "config.apply": Route(p.NoArguments, operator_config.config_apply),
     "config.show": Route(p.NoArguments, operator_config.config_show),
     "subscribe": Route(p.NoArguments, _subscribe),
+    "chat.send": Route(operator_chat.ChatSend, operator_chat.chat_send),
+    "chat.replies": Route(operator_chat.ChatReplies, operator_chat.chat_replies),
 }
 """Every operator verb. `session.events` (with follow), `logs` and `subscribe` stream."""
 
@@ -124,7 +127,14 @@ class OperatorApi:
             services, pool, push, feed, clock, started_at if started_at else clock()
         )
         """What the verbs work with."""
-        self._detach = feed.attach(services)
+        detach_feed = feed.attach(services)
+        detach_console = self.context.console.attach(services.replicator.subscribe)
+
+        def detach() -> None:
+            detach_feed()
+            detach_console()
+
+        self._detach = detach
 
     @property
     def feed(self) -> OperatorFeed:

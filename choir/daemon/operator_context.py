@@ -8,12 +8,13 @@ handler (`operator_api`) only dispatches.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 
 from choir.config import ChoirConfig
 from choir.daemon.agent_services import AgentServices
 from choir.daemon.config_stage import ConfigStage
+from choir.daemon.console import ConsoleDm
 from choir.daemon.operator_feed import OperatorFeed
 from choir.daemon.session_state import Clock
 from choir.daemon.sessions import SessionService
@@ -36,6 +37,8 @@ class OperatorContext:
     clock: Clock
     started_at: datetime
     """When choird started (for its uptime)."""
+    console: ConsoleDm = field(default_factory=ConsoleDm)
+    """The console DM: `chat.send` and `chat.replies`."""
 
     @property
     def stage(self) -> ConfigStage:

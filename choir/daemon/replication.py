@@ -10,18 +10,34 @@ histories of one session — which stops the session rather than keep either sid
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 from choir.daemon.config_stage import ConfigStage
 from choir.daemon.faults import RpcFault, unauthorized
 from choir.daemon.session_state import Clock, LiveSession, SessionContext, utc_now
 from choir.daemon.sessions import SessionService
+from choir.logs import get_logger
 from choir.protocol import CommittedEvent, ErrorCode, HeartbeatRequest, HeartbeatResponse
 from choir.protocol.committed import chain_break
 from choir.store.events import EventRecord, insert_events
 from choir.store.pool import Pool
 from choir.store.sessions import record_heartbeat, touch_session
 from choir.store.snapshots import save_snapshot
+
+log = get_logger("choird.replication")
+
+
+@dataclass(frozen=True)
+class Durable:
+    """Events of one session that just became durable, in revision order."""
+
+    session_id: str
+    agent_id: str
+    events: list[CommittedEvent]
+
+
+Replicated = Callable[[Durable], None]
 
 
 class _Forked(Exception):
@@ -69,6 +85,16 @@ class Replicator:
         self._sessions = sessions
         self._stage = stage
         self._clock = clock
+        self._listeners: list[Replicated] = []
+
+    def subscribe(self, listener: Replicated) -> Callable[[], None]:
+        """Call `listener` with each batch of newly durable events; returns the unsubscribe.
+
+        This is how replies reach the user's DM and how followers of a session see new events
+        without polling: events arrive within ~100 ms of their commit in the agent.
+        """
+        self._listeners.append(listener)
+        return lambda: self._listeners.remove(listener)
 
     async def heartbeat(self, ctx: SessionContext, request: HeartbeatRequest) -> HeartbeatResponse:
         live = await self._sessions.live(ctx.session_id)
@@ -85,8 +111,19 @@ class Replicator:
         except _Forked as fork:
             await self._stop_forked(live, fork.rev)
         if fresh:
+            durable = [p for p in request.patches if p.rev > live.ack_rev]
             live.ack_rev, live.head_hash = request.new_rev, request.hash_new
+            self._tell(live, durable)
         return live.ack_rev
+
+    def _tell(self, live: LiveSession, durable: list[CommittedEvent]) -> None:
+        if not durable:
+            return
+        for listener in list(self._listeners):
+            try:
+                listener(Durable(live.session_id, live.agent_id, durable))
+            except Exception:
+                log.exception("replication listener failed", fields={"session": live.session_id})
 
     def _check_chain(self, live: LiveSession, request: HeartbeatRequest) -> None:
         if request.base_rev > live.ack_rev:

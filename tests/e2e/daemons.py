@@ -8,7 +8,9 @@ free loopback port with a self-signed certificate the client trusts explicitly.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import asyncio
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Literal
@@ -87,3 +89,19 @@ async def leased(daemon: ChoirDaemon, session_id: str) -> set[Resource]:
     """The resources the session holds leases on."""
     async with pool_of(daemon).acquire() as conn:
         return {lease.resource for lease in await leases_of(conn, session_id)}
+
+
+async def wait_for(
+    condition: Callable[[], bool | Awaitable[bool]], timeout: float = 5.0, every: float = 0.02
+) -> float:
+    """Poll `condition` until true; the seconds it took. Fails the test after `timeout`."""
+    began = time.monotonic()
+    while True:
+        outcome = condition()
+        if not isinstance(outcome, bool):
+            outcome = await outcome
+        if outcome:
+            return time.monotonic() - began
+        if time.monotonic() - began > timeout:
+            raise AssertionError(f"condition not met within {timeout} s")
+        await asyncio.sleep(every)

@@ -37,6 +37,7 @@ from tests.e2e.daemons import (
     leased,
     session_row,
     stored_events,
+    wait_for,
 )
 from tests.e2e.homes import GIT_TOKEN
 
@@ -184,7 +185,7 @@ async def test_an_unknown_host_tool_is_a_structured_error(agent: Agent) -> None:
 
 
 async def test_terminate_self_ends_the_session_and_revokes_the_token(
-    daemon: ChoirDaemon, agent: Agent
+    daemon: ChoirDaemon, agent: Agent, transport: Transport
 ) -> None:
     assert await leased(daemon, agent.session_id) == AGENT_1_LEASES
     ack = await agent.control_plane.terminate_self(TerminateSelfRequest(reason="done"))
@@ -193,8 +194,16 @@ async def test_terminate_self_ends_the_session_and_revokes_the_token(
     assert row.status == SessionStatus.STOPPED
     assert row.lease_id is None
     assert await leased(daemon, agent.session_id) == set()
-    with pytest.raises(RpcError) as refused:
-        await agent.control_plane.report_status(ReportStatusRequest(lane="edge", state="EDGE_IDLE"))
+    if transport == "uds":
+        # The agent's socket lives as long as its session.
+        await wait_for(lambda: not daemon.home.agent_socket("agent-1").exists())
+    # A new connection (the socket re-opened, as for the agent's next session) with the old token.
+    again = await agent_control_plane(daemon, transport, agent.session_id, agent.lease_token)
+    try:
+        with pytest.raises(RpcError) as refused:
+            await again.report_status(ReportStatusRequest(lane="edge", state="EDGE_IDLE"))
+    finally:
+        await again.close()
     assert refused.value.code == ErrorCode.UNAUTHORIZED
 
 

@@ -1,0 +1,112 @@
+"""`choirctl chat <agent-id> [message]`: talk to an agent through the console DM.
+
+With a message: send it, print what the agent says until it has answered that message (or
+`--wait` runs out), and exit. Without one: an interactive prompt; replies, core job reports and
+errors print as they arrive. `/inject <instruction>` reaches edge at its next safe point.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from choir.ctl.options import HomeOption, JsonOption
+
+if TYPE_CHECKING:
+    from choir.client import ChoirClient
+
+AgentArgument = Annotated[str, typer.Argument(help="The agent to talk to.", show_default=False)]
+MessageArgument = Annotated[
+    str | None,
+    typer.Argument(help="Send this and wait for the answer; omit for an interactive prompt."),
+]
+WaitOption = Annotated[
+    float, typer.Option("--wait", min=1, help="Seconds to wait for the answer to a message.")
+]
+
+_LABELS = {"reply": "", "core_report": "[core report] ", "error": "[error] ", "notice": "[notice] "}
+
+
+def chat(
+    agent_id: AgentArgument,
+    message: MessageArgument = None,
+    wait: WaitOption = 120.0,
+    home: HomeOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Chat with an agent over the console DM (no Telegram bot needed)."""
+    from choir.ctl.remote import with_choird
+
+    async def talk(choird: ChoirClient) -> None:
+        if message is None:
+            await _interactive(choird, agent_id, as_json)
+        else:
+            await _one_shot(choird, agent_id, message, wait, as_json)
+
+    with_choird(home, talk)
+
+
+async def _one_shot(
+    choird: ChoirClient, agent_id: str, message: str, wait: float, as_json: bool
+) -> None:
+    from choir.errors import UnavailableError
+
+    sent = await choird.chat_send(agent_id, message)
+    if sent["injected"]:
+        _show({"category": "notice", "text": "injected"}, as_json)
+        return
+    # choird keeps recent replies, so subscribing after the send misses nothing
+    replies = choird.chat_replies(agent_id, after_seq=sent["after_seq"])
+    try:
+        async with asyncio.timeout(wait):
+            async for reply in replies:
+                _show(reply, as_json)
+                if reply.get("in_reply_to") == sent["message_id"]:
+                    return
+    except TimeoutError:
+        raise UnavailableError(
+            f"{agent_id} did not answer within {wait:g} s (see choirctl agent status {agent_id})"
+        ) from None
+    finally:
+        await replies.aclose()
+
+
+async def _interactive(choird: ChoirClient, agent_id: str, as_json: bool) -> None:
+    async def printer() -> None:
+        async for reply in choird.chat_replies(agent_id, after_seq=2**62):
+            _show(reply, as_json)
+
+    shown = asyncio.create_task(printer())
+    sys.stderr.write(f"chatting with {agent_id}; /inject <text> to steer, Ctrl-D to leave\n")
+    try:
+        while True:
+            line = await asyncio.to_thread(_prompt)
+            if line is None:
+                return
+            if line.strip():
+                await choird.chat_send(agent_id, line)
+    finally:
+        shown.cancel()
+
+
+def _prompt() -> str | None:
+    try:
+        return input("you> ")
+    except EOFError:
+        return None
+
+
+def _show(reply: dict[str, Any], as_json: bool) -> None:
+    if as_json:
+        import orjson
+
+        sys.stdout.write(orjson.dumps(reply).decode() + "\n")
+    else:
+        label = _LABELS.get(str(reply.get("category")), "")
+        sys.stdout.write(f"{label}{reply.get('text', '')}\n")
+        for path in reply.get("attachments") or []:
+            sys.stdout.write(f"  attachment: {path}\n")
+    sys.stdout.flush()

@@ -1,0 +1,111 @@
+"""The console DM (design notes, "Embedded defaults"): talk to an agent without a Telegram bot.
+
+`choirctl chat` and the TUI's chat pane use it through the operator API. Like any DM (§19) it is
+bound to one agent at a time: messages go to the agent whose running session holds the DM, as a
+`user_message` push (or `inject` for `/inject …`); what the agent says back are committed
+`agent_replied` events, delivered here as soon as heartbeats make them durable (~100 ms).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections import defaultdict, deque
+from collections.abc import AsyncIterator, Callable
+from typing import TYPE_CHECKING, Any, Final
+
+from choir.config import ConsoleGateway
+from choir.daemon.replication import Durable
+from choir.errors import ConflictError, UsageError
+from choir.protocol import InjectPush, UserMessagePush
+
+if TYPE_CHECKING:
+    from choir.daemon.operator_context import OperatorContext
+
+KEPT_REPLIES: Final = 100
+"""Replies kept per agent for a chat window opened after they were sent."""
+
+INJECT: Final = "/inject"
+
+
+class ConsoleDm:
+    """Routes console messages to agents and fans their replies out to open chat windows."""
+
+    def __init__(self) -> None:
+        self._recent: dict[str, deque[dict[str, Any]]] = defaultdict(
+            lambda: deque(maxlen=KEPT_REPLIES)
+        )
+        self._readers: dict[str, set[asyncio.Queue[dict[str, Any]]]] = defaultdict(set)
+        self._seq: dict[str, int] = defaultdict(int)
+
+    def attach(
+        self, subscribe: Callable[[Callable[[Durable], None]], Callable[[], None]]
+    ) -> Callable[[], None]:
+        """Listen to durable events (`Replicator.subscribe`); returns the detach callable."""
+        return subscribe(self._durable)
+
+    async def send(self, ctx: OperatorContext, agent_id: str, text: str) -> dict[str, Any]:
+        """Deliver `text` to the agent bound to a console DM: a message, or `/inject …`."""
+        if not text.strip():
+            raise UsageError("empty message: type something to send")
+        session = await ctx.running_session(agent_id, hint=f"start it first (agent {agent_id})")
+        dm = str(session.resource_bindings.get("dm") or "")
+        dms = ctx.config.dms
+        if dm not in dms or not isinstance(
+            ctx.config.gateways.get(dms[dm].gateway), ConsoleGateway
+        ):
+            raise ConflictError(
+                f"{agent_id} is bound to DM {dm!r}, not a console DM: talk to it there, or "
+                f"start it with --dm <a console DM>"
+            )
+        if text.startswith(INJECT + " ") or text == INJECT:
+            instruction = text[len(INJECT) :].strip()
+            if not instruction:
+                raise UsageError("/inject needs a message: /inject <instruction>")
+            ctx.push(session.session_id, InjectPush(text=instruction))
+            return {"session_id": session.session_id, "injected": True, "message_id": None}
+        message_id = f"console-{uuid.uuid4().hex[:12]}"
+        seen = self._recent[agent_id]
+        ctx.push(session.session_id, UserMessagePush(message_id=message_id, text=text))
+        return {
+            "session_id": session.session_id,
+            "injected": False,
+            "message_id": message_id,
+            "after_seq": seen[-1]["seq"] if seen else 0,
+        }
+
+    async def replies(self, agent_id: str, *, after_seq: int = 0) -> AsyncIterator[dict[str, Any]]:
+        """The agent's replies: the kept ones after `after_seq`, then live ones as they come.
+
+        `seq` counts an agent's replies across its sessions (revisions restart per session)."""
+        queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+        self._readers[agent_id].add(queue)
+        try:
+            for reply in list(self._recent[agent_id]):
+                if reply["seq"] > after_seq:
+                    yield reply
+            while True:
+                yield await queue.get()
+        finally:
+            self._readers[agent_id].discard(queue)
+
+    def _durable(self, durable: Durable) -> None:
+        for committed in durable.events:
+            event = committed.event
+            if event.kind != "agent_replied":
+                continue
+            self._seq[durable.agent_id] += 1
+            reply = {
+                "seq": self._seq[durable.agent_id],
+                "agent_id": durable.agent_id,
+                "session_id": durable.session_id,
+                "rev": committed.rev,
+                "lane": committed.lane,
+                "category": event.category,
+                "text": event.text,
+                "attachments": list(event.attachments),
+                "in_reply_to": event.in_reply_to,
+            }
+            self._recent[durable.agent_id].append(reply)
+            for queue in self._readers[durable.agent_id]:
+                queue.put_nowait(reply)

@@ -1,0 +1,155 @@
+"""Failpoints: named places where a test can make a process panic, stall or die on purpose.
+
+Crash recovery (§13) is only believable when it is exercised at the exact instants that matter —
+after an intent is committed but before choird acknowledged it, after a heartbeat was sent but
+before its ack was applied. The environment arms them for one process:
+
+    CHOIR_FAILPOINTS="heartbeat.after_send_before_ack=exit;tool.after_intent_before_run=sleep(500)"
+
+Actions: `panic` raises `FailpointPanic`; `sleep(ms)` pauses (the event loop keeps running under
+`await failpoint(...)`; `failpoint_sync` blocks the thread); `exit` ends the process at once with
+code 137, as if SIGKILL-ed: no `finally`, no flush, no atexit. With the variable unset every point
+returns at once — the spec is parsed once, and an unarmed point costs one dict lookup. Names are
+checked against `KNOWN_FAILPOINTS`, so a typo fails at start-up instead of silently arming
+nothing; add a point's name there when placing it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Final, Literal
+
+from choir.errors import UsageError
+
+ENV_VAR: Final = "CHOIR_FAILPOINTS"
+EXIT_CODE: Final = 137
+"""What a SIGKILL-ed process reports (128 + 9), so supervisors treat both alike."""
+
+KNOWN_FAILPOINTS: Final = frozenset(
+    {
+        "arbiter.after_append_before_ack",
+        "tool.after_intent_before_run",
+        "heartbeat.before_send",
+        "heartbeat.after_send_before_ack",
+    }
+)
+"""Every placed failpoint. `arbiter.after_append_before_ack`: a non-idempotent intent is in the
+local log, not yet durable. `tool.after_intent_before_run`: the intent is durable, the tool has
+not run. `heartbeat.before_send` / `heartbeat.after_send_before_ack`: around one HEARTBEAT."""
+
+_ENTRY = re.compile(r"^(?P<name>[a-z0-9_]+(?:\.[a-z0-9_]+)+)=(?P<action>.+)$")
+_SLEEP = re.compile(r"^sleep\((?P<ms>\d+)\)$")
+
+
+class FailpointPanic(BaseException):  # noqa: N818 - named for what it simulates
+    """An armed `panic` failpoint fired.
+
+    A BaseException, like a Go panic: the `except Exception` guards that keep a lane or the
+    arbiter alive on ordinary errors must not absorb a simulated crash.
+    """
+
+
+@dataclass(frozen=True, slots=True)
+class Action:
+    """What an armed failpoint does."""
+
+    kind: Literal["panic", "sleep", "exit"]
+    ms: int = 0
+    """Pause length for `sleep`."""
+
+
+def parse_failpoints(spec: str) -> Mapping[str, Action]:
+    """`name=action;…` as a name -> action map; UsageError naming the first bad entry."""
+    armed: dict[str, Action] = {}
+    for raw in spec.split(";"):
+        entry = raw.strip()
+        if not entry:
+            continue
+        match = _ENTRY.match(entry)
+        if match is None:
+            raise _bad(entry, "expected name=action, e.g. heartbeat.before_send=panic")
+        name = match["name"]
+        if name not in KNOWN_FAILPOINTS:
+            raise _bad(entry, f"unknown failpoint {name!r} (known: {', '.join(sorted(KNOWN_FAILPOINTS))})")
+        armed[name] = _action(entry, match["action"].strip())
+    return MappingProxyType(armed)
+
+
+def _action(entry: str, text: str) -> Action:
+    if text == "panic":
+        return Action("panic")
+    if text == "exit":
+        return Action("exit")
+    sleep = _SLEEP.match(text)
+    if sleep is not None:
+        return Action("sleep", int(sleep["ms"]))
+    raise _bad(entry, f"unknown action {text!r}; use panic, exit or sleep(<ms>)")
+
+
+def _bad(entry: str, why: str) -> UsageError:
+    return UsageError(f"{ENV_VAR}: bad entry {entry!r}: {why}")
+
+
+_armed: Mapping[str, Action] | None = None
+
+
+def arm_from_env(environ: Mapping[str, str] | None = None) -> Mapping[str, Action]:
+    """Parse `CHOIR_FAILPOINTS` now (call at start-up so a bad spec fails there); returns it."""
+    global _armed
+    source = os.environ if environ is None else environ
+    _armed = parse_failpoints(source.get(ENV_VAR, ""))
+    return _armed
+
+
+def armed() -> Mapping[str, Action]:
+    """The armed failpoints, parsed from the environment on first use."""
+    return _armed if _armed is not None else arm_from_env()
+
+
+async def failpoint(name: str) -> None:
+    """Fire `name` if armed; returns at once otherwise."""
+    action = armed().get(name)
+    if action is None:
+        return
+    if action.kind == "sleep":
+        await asyncio.sleep(action.ms / 1000)
+        return
+    _fire(name, action)
+
+
+def failpoint_sync(name: str) -> None:
+    """`failpoint` for synchronous code; `sleep` blocks the calling thread."""
+    action = armed().get(name)
+    if action is None:
+        return
+    if action.kind == "sleep":
+        time.sleep(action.ms / 1000)
+        return
+    _fire(name, action)
+
+
+def _fire(name: str, action: Action) -> None:
+    if action.kind == "exit":
+        os.write(2, f"failpoint {name}: exit {EXIT_CODE}\n".encode())
+        os._exit(EXIT_CODE)
+    raise FailpointPanic(f"failpoint {name}: panic")
+
+
+__all__ = [
+    "ENV_VAR",
+    "EXIT_CODE",
+    "KNOWN_FAILPOINTS",
+    "Action",
+    "FailpointPanic",
+    "arm_from_env",
+    "armed",
+    "failpoint",
+    "failpoint_sync",
+    "parse_failpoints",
+]

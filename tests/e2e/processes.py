@@ -1,0 +1,146 @@
+"""Real processes for end-to-end runs: the fake agent, `choird` and `choirctl` themselves.
+
+Output goes to files or is read line by line as it comes, never left in a full pipe: a daemon
+that blocks writing its log to stderr would look like a hung daemon.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from choir.home import ChoirHome
+
+REPO = Path(__file__).resolve().parents[2]
+BIN = Path(sys.executable).parent
+"""The virtualenv's scripts: `choird`, `choirctl`."""
+
+
+def environment(**extra: str) -> dict[str, str]:
+    """This environment without CHOIR_* variables, plus `extra`, able to import `tests`."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CHOIR_")}
+    env["PYTHONPATH"] = str(REPO)
+    env.update(extra)
+    return env
+
+
+# -- the fake agent ------------------------------------------------------------------------
+
+
+async def start_fake_agent(
+    target: str | Path,
+    session_id: str,
+    lease_token: str,
+    *,
+    agent_id: str = "agent-1",
+    interval_ms: int = 100,
+    ca_file: Path | None = None,
+) -> asyncio.subprocess.Process:
+    """`tests.e2e.fake_agent` running, its INIT_HELLO answered (it printed `ready`)."""
+    env = environment(
+        CHOIR_CONTROL_PLANE=str(target),
+        CHOIR_SESSION_ID=session_id,
+        CHOIR_LEASE_TOKEN=lease_token,
+        CHOIR_AGENT_ID=agent_id,
+        CHOIR_HEARTBEAT_INTERVAL_MS=str(interval_ms),
+        **({"CHOIR_CA_FILE": str(ca_file)} if ca_file else {}),
+    )
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "tests.e2e.fake_agent",
+        cwd=REPO,
+        env=env,
+        stdout=asyncio.subprocess.PIPE,
+    )
+    line = await read_line(process)
+    if line != "ready":
+        process.kill()
+        await process.wait()
+        raise AssertionError(f"the fake agent did not start (said {line!r})")
+    return process
+
+
+async def read_line(process: asyncio.subprocess.Process, timeout: float = 10.0) -> str:
+    assert process.stdout is not None
+    async with asyncio.timeout(timeout):
+        return (await process.stdout.readline()).decode().strip()
+
+
+async def wait_for_ack(process: asyncio.subprocess.Process, rev: int) -> None:
+    """Read the agent's output until a heartbeat acknowledged `rev` or more."""
+    while True:
+        line = await read_line(process)
+        if line.startswith("ack ") and int(line.split()[1]) >= rev:
+            return
+        if not line:
+            raise AssertionError(f"the fake agent exited before reaching rev {rev}")
+
+
+# -- choird and choirctl -------------------------------------------------------------------
+
+
+@dataclass
+class Choird:
+    """A `choird` process, its output captured in files beside the home."""
+
+    process: subprocess.Popen[bytes]
+    stderr: Path
+
+    def stderr_text(self) -> str:
+        return self.stderr.read_text(errors="replace")
+
+
+def spawn_choird(home: ChoirHome, *args: str) -> Choird:
+    stderr = home.root.parent / f"choird-{time.monotonic_ns()}.stderr"
+    with stderr.open("wb") as sink:
+        process = subprocess.Popen(
+            [str(BIN / "choird"), *args],
+            env=environment(CHOIR_HOME=str(home.root)),
+            stdin=subprocess.DEVNULL,
+            stdout=sink,
+            stderr=sink,
+        )
+    return Choird(process, stderr)
+
+
+def wait_until_ready(choird: Choird, timeout: float = 30.0) -> float:
+    """Seconds until `choird ready` appeared on its stderr; fails if it exits first."""
+    began = time.monotonic()
+    while "choird ready" not in choird.stderr_text():
+        if choird.process.poll() is not None:
+            raise AssertionError(f"choird exited {choird.process.returncode}:\n{choird.stderr_text()}")
+        if time.monotonic() - began > timeout:
+            raise AssertionError(f"choird not ready within {timeout} s:\n{choird.stderr_text()}")
+        time.sleep(0.01)
+    return time.monotonic() - began
+
+
+def run_choird(home: ChoirHome, *args: str, timeout: float = 60.0) -> subprocess.CompletedProcess[str]:
+    """`choird` run to completion (a start-up that fails)."""
+    return subprocess.run(
+        [str(BIN / "choird"), *args],
+        env=environment(CHOIR_HOME=str(home.root)),
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+
+
+def run_choirctl(home: ChoirHome, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(BIN / "choirctl"), *args],
+        env=environment(CHOIR_HOME=str(home.root), COLUMNS="200"),
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
