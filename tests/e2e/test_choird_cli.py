@@ -70,9 +70,12 @@ def test_without_a_config_it_says_to_run_choirctl_init(root: Path) -> None:
     [
         (lambda data: data.update(bogus=True), "bogus: unknown key"),
         (lambda data: data.update(heartbeat_interval_ms=-5), "heartbeat_interval_ms"),
-        (lambda data: data["agents"].pop("agent-1"), "agent-1"),
+        (
+            lambda data: data["agents"]["agent-1"]["defaults"].update(workspace="nowhere"),
+            "nowhere",
+        ),
     ],
-    ids=["unknown-key", "negative-interval", "missing-agent"],
+    ids=["unknown-key", "negative-interval", "unknown-workspace"],
 )
 def test_an_invalid_config_names_the_problem(root: Path, break_config, named: str) -> None:
     home = make_home(root)

@@ -1,0 +1,165 @@
+"""The agent's hot-reloadable config and its secrets: immutable snapshots, swapped whole.
+
+§16.3 and §17.7: a new config version arrives as one blob (FETCH_DYNAMIC_CONFIG) and replaces
+the old one in a single reference assignment, so no reader ever sees half of each; §14.3: secrets
+likewise, never mutated in place. A tool execution or an LLM call takes `current()` (and
+`secrets()`) once when it starts and uses that snapshot to its end, so a reload never changes an
+operation already in flight. Reference assignment is atomic in CPython, so no lock is needed even
+for readers on worker threads. The snapshots are deep-frozen: holding one is safe forever.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any
+
+from pydantic import SecretStr, ValidationError
+
+from choir.errors import NotFoundError
+from choir.protocol import ResourceBindings
+
+ConfigListener = Callable[["DynamicConfig"], None]
+
+
+@dataclass(frozen=True, slots=True)
+class DynamicConfig:
+    """One published config version (the `dynamic_config` blob choird serves), read-only."""
+
+    version: int
+    """choird's config_version; 0 until the first fetch."""
+    data: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
+    """The blob, deep-frozen: mappings are read-only proxies, lists are tuples."""
+
+    @classmethod
+    def of(cls, version: int, blob: Mapping[str, Any]) -> DynamicConfig:
+        frozen = _freeze(blob)
+        assert isinstance(frozen, MappingProxyType)
+        return cls(version, frozen)
+
+    @property
+    def bindings(self) -> ResourceBindings | None:
+        """The session's resource bindings, as the blob carries them (None before a fetch)."""
+        raw = self.data.get("bindings")
+        if raw is None:
+            return None
+        try:
+            return ResourceBindings.model_validate(_thaw(raw))
+        except ValidationError:
+            return None
+
+    def secret_names(self) -> frozenset[str]:
+        """The secrets this session may fetch: the `secret` fields of its bound resources.
+
+        The agent's view of choird's `allowed_secrets`: the bound model, the voice profile's TTS,
+        the bound git identity, Notion integration and email account, and every search provider.
+        """
+        bindings = self.bindings
+        if bindings is None:
+            return frozenset()
+        names = [_secret(self.data.get("models"), bindings.llm)]
+        profile = _section(self.data.get("voice_profiles")).get(bindings.voice_profile or "")
+        if isinstance(profile, Mapping):
+            names.append(_secret(self.data.get("tts"), str(profile.get("tts", ""))))
+        bound = _section(self.data.get("bound"))
+        names.extend(_secret(bound, kind) for kind in ("git_identity", "notion", "email"))
+        search = _section(self.data.get("search"))
+        names.extend(_secret(search, name) for name in search)
+        return frozenset(name for name in names if name)
+
+
+@dataclass(frozen=True, slots=True)
+class Secrets:
+    """Secret values by name; the repr shows names only, and nothing here ever logs a value."""
+
+    values: Mapping[str, SecretStr] = field(default_factory=lambda: MappingProxyType({}))
+
+    @classmethod
+    def of(cls, values: Mapping[str, SecretStr]) -> Secrets:
+        return cls(MappingProxyType(dict(values)))
+
+    def reveal(self, name: str) -> str:
+        """The value of `name`, for the one tool call that needs it."""
+        secret = self.values.get(name)
+        if secret is None:
+            raise NotFoundError(
+                f"secret {name} is not available to this session: bind the resource that "
+                "names it, then choirctl secret apply"
+            )
+        return secret.get_secret_value()
+
+    def names(self) -> frozenset[str]:
+        return frozenset(self.values)
+
+    def replaced(self, fresh: Mapping[str, SecretStr], *, keep: Collection[str]) -> Secrets:
+        """A new snapshot: `fresh` values over ours, limited to `keep` plus `fresh`'s names."""
+        merged = {name: value for name, value in self.values.items() if name in keep}
+        merged.update(fresh)
+        return Secrets.of(merged)
+
+    def __repr__(self) -> str:
+        return f"Secrets(names={sorted(self.values)})"
+
+
+class DynamicState:
+    """The current config and secrets snapshots of one agent process."""
+
+    def __init__(self, config: DynamicConfig | None = None, secrets: Secrets | None = None) -> None:
+        self._config = config or DynamicConfig(0)
+        self._secrets = secrets or Secrets()
+        self._listeners: list[ConfigListener] = []
+
+    def current(self) -> DynamicConfig:
+        """The config snapshot to use for one whole operation (take it once, at its start)."""
+        return self._config
+
+    def secrets(self) -> Secrets:
+        """The secrets snapshot to use for one whole operation."""
+        return self._secrets
+
+    def swap_config(self, config: DynamicConfig) -> bool:
+        """Make `config` current unless it is older than the current one; True if swapped."""
+        if config.version < self._config.version:
+            return False
+        self._config = config
+        for listener in tuple(self._listeners):
+            listener(config)
+        return True
+
+    def swap_secrets(self, secrets: Secrets) -> None:
+        self._secrets = secrets
+
+    def subscribe(self, listener: ConfigListener) -> Callable[[], None]:
+        """Call `listener` after each config swap; returns the unsubscribe callable."""
+        self._listeners.append(listener)
+        return lambda: self._listeners.remove(listener)
+
+
+def _freeze(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return MappingProxyType({str(key): _freeze(item) for key, item in value.items()})
+    if isinstance(value, list | tuple):
+        return tuple(_freeze(item) for item in value)
+    return value
+
+
+def _thaw(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return {key: _thaw(item) for key, item in value.items()}
+    if isinstance(value, tuple):
+        return [_thaw(item) for item in value]
+    return value
+
+
+def _section(value: Any) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else MappingProxyType({})
+
+
+def _secret(section: Any, name: str) -> str | None:
+    entry = _section(section).get(name)
+    if not isinstance(entry, Mapping):
+        return None
+    secret = entry.get("secret")
+    return secret if isinstance(secret, str) else None
+

@@ -1,0 +1,128 @@
+"""A `Client` that survives choird restarts: it reconnects on the next call after a loss.
+
+The Unix-socket client leaves reconnecting to its caller (a lost connection fails every later
+call). An agent must outlive a choird restart — its commit log is the buffer while choird is
+away (§13.1) — so the agent's `ControlPlane` sits on this wrapper: a call that finds the
+connection gone drops it, and the next call connects afresh. Nothing is retried here; whether a
+verb may be re-sent is the caller's decision (HEARTBEAT may, a non-idempotent tool may not).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncGenerator
+from pathlib import Path
+from types import TracebackType
+from typing import Self
+
+from choir.transport import CallTimeout, Client, TransportError, connect
+from choir.transport.handler import Payload
+
+
+class ReconnectingClient:
+    """Implements `choir.transport.Client` over a fresh connection after each loss."""
+
+    def __init__(
+        self,
+        target: str | Path,
+        *,
+        session_id: str,
+        lease_token: str,
+        call_timeout: float | None = 30.0,
+    ) -> None:
+        self.target = target
+        """The socket path or URL `connect` is given."""
+        self.session_id = session_id
+        self.lease_token = lease_token
+        self.call_timeout = call_timeout
+        self._client: Client | None = None
+        self._connecting = asyncio.Lock()
+
+    async def call(
+        self,
+        verb: str,
+        payload: Payload | None = None,
+        *,
+        session_id: str | None = None,
+        lease_token: str | None = None,
+    ) -> Payload:
+        client = await self._connected()
+        try:
+            return await client.call(
+                verb, payload, session_id=session_id, lease_token=lease_token
+            )
+        except CallTimeout:
+            raise  # the channel may be fine; only the call was slow
+        except TransportError:
+            await self._drop(client)
+            raise
+
+    async def stream(
+        self,
+        verb: str,
+        payload: Payload | None = None,
+        *,
+        session_id: str | None = None,
+        lease_token: str | None = None,
+    ) -> AsyncGenerator[Payload, None]:
+        client = await self._connected()
+        items = client.stream(verb, payload, session_id=session_id, lease_token=lease_token)
+        async with contextlib.aclosing(items):
+            try:
+                async for item in items:
+                    yield item
+            except TransportError:
+                await self._drop(client)
+                raise
+
+    async def pushes(
+        self,
+        *,
+        session_id: str | None = None,
+        lease_token: str | None = None,
+        after_seq: int = 0,
+    ) -> AsyncGenerator[Payload, None]:
+        """The session's pushes; after a TransportError, subscribe again with the last seq."""
+        client = await self._connected()
+        items = client.pushes(session_id=session_id, lease_token=lease_token, after_seq=after_seq)
+        async with contextlib.aclosing(items):
+            try:
+                async for item in items:
+                    yield item
+            except TransportError:
+                await self._drop(client)
+                raise
+
+    async def close(self) -> None:
+        client, self._client = self._client, None
+        if client is not None:
+            await client.close()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    async def _connected(self) -> Client:
+        async with self._connecting:
+            if self._client is None:
+                self._client = await connect(
+                    self.target,
+                    session_id=self.session_id,
+                    lease_token=self.lease_token,
+                    call_timeout=self.call_timeout,
+                )
+            return self._client
+
+    async def _drop(self, client: Client) -> None:
+        if self._client is client:
+            self._client = None
+        with contextlib.suppress(TransportError):
+            await client.close()
