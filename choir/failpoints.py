@@ -47,7 +47,7 @@ _ENTRY = re.compile(r"^(?P<name>[a-z0-9_]+(?:\.[a-z0-9_]+)+)=(?P<action>.+)$")
 _SLEEP = re.compile(r"^sleep\((?P<ms>\d+)\)$")
 
 
-class FailpointPanic(BaseException):  # noqa: N818 - named for what it simulates
+class FailpointPanic(BaseException):
     """An armed `panic` failpoint fired.
 
     A BaseException, like a Go panic: the `except Exception` guards that keep a lane or the
@@ -76,7 +76,9 @@ def parse_failpoints(spec: str) -> Mapping[str, Action]:
             raise _bad(entry, "expected name=action, e.g. heartbeat.before_send=panic")
         name = match["name"]
         if name not in KNOWN_FAILPOINTS:
-            raise _bad(entry, f"unknown failpoint {name!r} (known: {', '.join(sorted(KNOWN_FAILPOINTS))})")
+            raise _bad(
+                entry, f"unknown failpoint {name!r} (known: {', '.join(sorted(KNOWN_FAILPOINTS))})"
+            )
         armed[name] = _action(entry, match["action"].strip())
     return MappingProxyType(armed)
 

@@ -45,7 +45,9 @@ class LlmError(ChoirError):
         """The HTTP status of the failing response, when there was one."""
 
     def __repr__(self) -> str:
-        return f"LlmError(kind={self.kind.value!r}, status={self.status!r}, message={self.message!r})"
+        return (
+            f"LlmError(kind={self.kind.value!r}, status={self.status!r}, message={self.message!r})"
+        )
 
 
 def one_line(text: str, limit: int = 300) -> str:

@@ -26,10 +26,12 @@ from choir.agent.commitlog import CommitLog, LogEntry
 from choir.agent.dispatch import Dispatcher, PreparedCall, prepare_call
 from choir.agent.locks import LockManager, LocksRevokedError
 from choir.agent.registry import RegisteredTool, ToolRegistry, lane_kind_of
+from choir.agent.replication_types import IntentNotDurable
 from choir.agent.workspace import Workspace
 from choir.core import budgets, skill_runner
 from choir.core.budgets import BudgetCounters, BudgetLimits
 from choir.core.skill_runner import CONTROL_TOOLS, Decision, SkillRun
+from choir.failpoints import failpoint
 from choir.logs import get_logger
 from choir.protocol import (
     META_PREFIX,
@@ -269,8 +271,14 @@ class Arbiter:
         started = time.monotonic()
         async with self.locks.hold(proposal.lane, call.lockset):
             intent = self.log.append(proposal.lane, _intent(proposal, call))
+            await failpoint("arbiter.after_append_before_ack")
             if not call.tool.manifest.runtime.idempotent and self._intent_sink:
-                await self._intent_sink(intent)
+                try:
+                    await self._intent_sink(intent)
+                except IntentNotDurable as exc:  # never run a side effect choird cannot see
+                    self._finish(pending, ToolResult.fail("intent_not_durable", exc.message))
+                    return
+            await failpoint("tool.after_intent_before_run")
             try:
                 result = await self._dispatcher.run(call, proposal)
             except Exception as exc:  # a tool bug must not take the lane or the arbiter down

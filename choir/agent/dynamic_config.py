@@ -118,14 +118,12 @@ class DynamicState:
         """The secrets snapshot to use for one whole operation."""
         return self._secrets
 
-    def swap_config(self, config: DynamicConfig) -> bool:
-        """Make `config` current unless it is older than the current one; True if swapped."""
-        if config.version < self._config.version:
-            return False
+    def swap_config(self, config: DynamicConfig) -> None:
+        """Make `config` current: choird's published version is the authority, even if lower
+        (a choird restarted from an older state); operations in flight keep their snapshot."""
         self._config = config
         for listener in tuple(self._listeners):
             listener(config)
-        return True
 
     def swap_secrets(self, secrets: Secrets) -> None:
         self._secrets = secrets
@@ -162,4 +160,3 @@ def _secret(section: Any, name: str) -> str | None:
         return None
     secret = entry.get("secret")
     return secret if isinstance(secret, str) else None
-

@@ -49,9 +49,7 @@ class ReconnectingClient:
     ) -> Payload:
         client = await self._connected()
         try:
-            return await client.call(
-                verb, payload, session_id=session_id, lease_token=lease_token
-            )
+            return await client.call(verb, payload, session_id=session_id, lease_token=lease_token)
         except CallTimeout:
             raise  # the channel may be fine; only the call was slow
         except TransportError:

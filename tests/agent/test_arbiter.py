@@ -19,8 +19,9 @@ from typing import Any
 import pytest
 
 from choir.agent.arbiter import ToolProposal
-from choir.agent.commitlog import event_json
+from choir.agent.commitlog import LogEntry, event_json
 from choir.agent.kernel import Kernel, open_kernel
+from choir.agent.replication_types import IntentNotDurable
 from choir.config import Budgets
 from choir.core.budgets import BudgetLimits
 from choir.protocol import ToolCallCommitted, ToolResult
@@ -404,3 +405,35 @@ async def test_lane_hooks_implement_lane_tools_such_as_memory_compact(tmp_path: 
         result = await k.arbiter.propose(call("edge", "choir.memory.compact"))
     assert result.summary == "compaction started"
     assert asked == ["edge"]
+
+
+async def test_a_side_effect_whose_intent_is_not_durable_never_runs(tmp_path: Path) -> None:
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    durable: list[int] = []
+
+    async def choird_away(entry: LogEntry) -> None:
+        raise IntentNotDurable("choird did not acknowledge the intent within 5 s")
+
+    async def choird_here(entry: LogEntry) -> None:
+        durable.append(entry.rev)
+
+    root = make_root(tmp_path)
+    async with open_kernel(
+        root, workspace, limits=limits(), runtime_tools=UNIMPLEMENTED, intent_sink=choird_away
+    ) as k:
+        k.arbiter.start_job("job-a")
+        result = await k.arbiter.propose(call("core:job-a", "test.slow_write", path="x.txt"))
+        assert result.error_code == "intent_not_durable"
+        assert not (workspace / "x.txt").exists()
+        assert k.locks.idle
+        read = await k.arbiter.propose(call("core:job-a", "choir.fs.read", path="x.txt"))
+        assert read.error_code == "not_found"  # idempotent reads need no durable intent
+    async with open_kernel(
+        root, workspace, limits=limits(), runtime_tools=UNIMPLEMENTED, intent_sink=choird_here
+    ) as k:
+        k.arbiter.start_job("job-a")
+        result = await k.arbiter.propose(call("core:job-a", "test.slow_write", path="x.txt"))
+        assert result.status == "success"
+        intent = next(e for e in k.log if e.kind == "tool_call_committed")
+        assert durable == [intent.rev]

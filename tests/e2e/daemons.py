@@ -91,10 +91,10 @@ async def leased(daemon: ChoirDaemon, session_id: str) -> set[Resource]:
         return {lease.resource for lease in await leases_of(conn, session_id)}
 
 
-async def wait_for(
-    condition: Callable[[], bool | Awaitable[bool]], timeout: float = 5.0, every: float = 0.02
+async def poll_until(
+    condition: Callable[[], bool | Awaitable[bool]], within: float = 5.0, every: float = 0.02
 ) -> float:
-    """Poll `condition` until true; the seconds it took. Fails the test after `timeout`."""
+    """Poll `condition` until true; the seconds it took. Fails the test after `within` s."""
     began = time.monotonic()
     while True:
         outcome = condition()
@@ -102,6 +102,6 @@ async def wait_for(
             outcome = await outcome
         if outcome:
             return time.monotonic() - began
-        if time.monotonic() - began > timeout:
-            raise AssertionError(f"condition not met within {timeout} s")
+        if time.monotonic() - began > within:
+            raise AssertionError(f"condition not met within {within} s")
         await asyncio.sleep(every)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import os
 import signal
 from pathlib import Path
@@ -37,10 +38,8 @@ async def _beat(control_plane: ControlPlane, stop: asyncio.Event, per_beat: int)
         reply = await control_plane.heartbeat(heartbeat(log, ack_rev, config_version))
         ack_rev = reply.ack_rev
         print(f"ack {ack_rev}", flush=True)
-        try:
+        with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(stop.wait(), interval)
-        except TimeoutError:
-            pass
 
 
 async def run(per_beat: int) -> None:

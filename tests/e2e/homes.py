@@ -46,9 +46,7 @@ def external_postgres(params: ConnectParams) -> dict[str, Any]:
     }
 
 
-def make_home(
-    root: Path, *, postgres: dict[str, Any] | None = None, **settings: Any
-) -> ChoirHome:
+def make_home(root: Path, *, postgres: dict[str, Any] | None = None, **settings: Any) -> ChoirHome:
     """`choirctl init` in `root/h`, agent-1's git identity given a secret, agent-2 added,
     `settings` (top-level config keys such as `heartbeat_interval_ms`) applied, and `postgres`
     replacing the embedded server when given."""

@@ -66,9 +66,9 @@ async def start_fake_agent(
     return process
 
 
-async def read_line(process: asyncio.subprocess.Process, timeout: float = 10.0) -> str:
+async def read_line(process: asyncio.subprocess.Process, within: float = 10.0) -> str:
     assert process.stdout is not None
-    async with asyncio.timeout(timeout):
+    async with asyncio.timeout(within):
         return (await process.stdout.readline()).decode().strip()
 
 
@@ -87,13 +87,25 @@ async def wait_for_ack(process: asyncio.subprocess.Process, rev: int) -> None:
 
 @dataclass
 class Choird:
-    """A `choird` process, its output captured in files beside the home."""
+    """A `choird` process, its output captured in a file beside the home."""
 
     process: subprocess.Popen[bytes]
     stderr: Path
+    log: Path
+    """logs/choird.log: where the records go also with --quiet."""
 
     def stderr_text(self) -> str:
         return self.stderr.read_text(errors="replace")
+
+    def ready(self) -> bool:
+        """Whether "choird ready" was logged (to stderr, or only to the log with --quiet)."""
+        for source in (self.stderr, self.log):
+            try:
+                if "choird ready" in source.read_text(errors="replace"):
+                    return True
+            except FileNotFoundError:
+                pass
+        return False
 
 
 def spawn_choird(home: ChoirHome, *args: str) -> Choird:
@@ -106,22 +118,26 @@ def spawn_choird(home: ChoirHome, *args: str) -> Choird:
             stdout=sink,
             stderr=sink,
         )
-    return Choird(process, stderr)
+    return Choird(process, stderr, home.choird_log)
 
 
 def wait_until_ready(choird: Choird, timeout: float = 30.0) -> float:
-    """Seconds until `choird ready` appeared on its stderr; fails if it exits first."""
+    """Seconds until "choird ready" was logged; fails if choird exits first."""
     began = time.monotonic()
-    while "choird ready" not in choird.stderr_text():
+    while not choird.ready():
         if choird.process.poll() is not None:
-            raise AssertionError(f"choird exited {choird.process.returncode}:\n{choird.stderr_text()}")
+            raise AssertionError(
+                f"choird exited {choird.process.returncode}:\n{choird.stderr_text()}"
+            )
         if time.monotonic() - began > timeout:
             raise AssertionError(f"choird not ready within {timeout} s:\n{choird.stderr_text()}")
         time.sleep(0.01)
     return time.monotonic() - began
 
 
-def run_choird(home: ChoirHome, *args: str, timeout: float = 60.0) -> subprocess.CompletedProcess[str]:
+def run_choird(
+    home: ChoirHome, *args: str, timeout: float = 60.0
+) -> subprocess.CompletedProcess[str]:
     """`choird` run to completion (a start-up that fails)."""
     return subprocess.run(
         [str(BIN / "choird"), *args],

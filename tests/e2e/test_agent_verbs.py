@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import secrets
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 from dataclasses import dataclass
 
 import pytest
@@ -29,15 +29,16 @@ from choir.protocol import (
 )
 from choir.store.leases import Resource
 from choir.store.sessions import SessionStatus
-from choir.transport import RpcError
+from choir.transport import RpcError, connect
 from tests.e2e.agent_side import commit_messages, heartbeat, hello
 from tests.e2e.daemons import (
     Transport,
     agent_control_plane,
+    agent_target,
     leased,
+    poll_until,
     session_row,
     stored_events,
-    wait_for,
 )
 from tests.e2e.homes import GIT_TOKEN
 
@@ -149,6 +150,7 @@ async def test_an_approval_request_is_answered_by_the_operator_and_pushed_back(
     await operator.approval_approve(asked.approval_id)
     # Pushes made before the agent subscribes wait for it (the hub keeps a short history).
     pushes = agent.control_plane.pushes()
+    assert isinstance(pushes, AsyncGenerator)
     try:
         envelope = await asyncio.wait_for(anext(pushes), 5)
     finally:
@@ -196,7 +198,7 @@ async def test_terminate_self_ends_the_session_and_revokes_the_token(
     assert await leased(daemon, agent.session_id) == set()
     if transport == "uds":
         # The agent's socket lives as long as its session.
-        await wait_for(lambda: not daemon.home.agent_socket("agent-1").exists())
+        await poll_until(lambda: not daemon.home.agent_socket("agent-1").exists())
     # A new connection (the socket re-opened, as for the agent's next session) with the old token.
     again = await agent_control_plane(daemon, transport, agent.session_id, agent.lease_token)
     try:
@@ -260,3 +262,36 @@ async def test_agent_a_token_on_agent_b_socket_is_refused(daemon: ChoirDaemon) -
     finally:
         await right_socket.close()
     assert greeting.status == "fresh"
+
+
+@pytest.mark.parametrize(
+    ("verb", "payload", "code", "message"),
+    [
+        ("DROP_EVERYTHING", {}, ErrorCode.NOT_FOUND, "unknown verb 'DROP_EVERYTHING'"),
+        ("HEARTBEAT", {"base_rev": -1}, ErrorCode.INVALID_REQUEST, "HEARTBEAT payload: "),
+        ("REPORT_STATUS", {"lane": "x y", "state": "EDGE_IDLE"}, ErrorCode.INVALID_REQUEST, "lane"),
+        ("GET_SECRETS", {"resources": "git-token"}, ErrorCode.INVALID_REQUEST, "resources"),
+    ],
+    ids=["unknown-verb", "negative-rev", "bad-lane", "resources-not-a-list"],
+)
+async def test_malformed_calls_are_refused_with_the_reason(
+    daemon: ChoirDaemon,
+    agent: Agent,
+    transport: Transport,
+    verb: str,
+    payload: dict[str, object],
+    code: ErrorCode,
+    message: str,
+) -> None:
+    target, ca_file = await agent_target(daemon, transport)
+    async with await connect(
+        target, session_id=agent.session_id, lease_token=agent.lease_token, ca_file=ca_file
+    ) as client:
+        with pytest.raises(RpcError) as refused:
+            await client.call(verb, payload)
+        assert refused.value.code == code
+        assert message in refused.value.message
+        # The connection, and the session, are still good.
+        assert await client.call("REPORT_STATUS", {"lane": "edge", "state": "EDGE_IDLE"}) == {
+            "ack": True
+        }

@@ -12,6 +12,7 @@ import json
 import signal
 import socket
 import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -105,8 +106,10 @@ def test_an_unreachable_external_postgres_names_host_and_port(root: Path) -> Non
 
 
 def test_quiet_start_up_errors_are_exactly_one_line(root: Path) -> None:
-    home = make_home(root, postgres={"host": "127.0.0.1", "port": _closed_port(),
-                                     "database": "choir", "secret": "pg"})
+    home = make_home(
+        root,
+        postgres={"host": "127.0.0.1", "port": _closed_port(), "database": "choir", "secret": "pg"},
+    )
     run = run_choird(home, "--quiet")
     assert run.returncode == ExitCode.UNAVAILABLE
     assert run.stderr.count("\n") == 1
@@ -152,6 +155,23 @@ def test_a_second_choird_on_the_same_home_is_refused_and_harms_nothing(root: Pat
     finally:
         code = _terminate(first)
     assert code == 0, first.stderr_text()
+
+
+@pytest.mark.slow
+def test_sigterm_during_start_up_still_stops_cleanly(root: Path) -> None:
+    """A supervisor may signal at any moment; choird must not die half-started, leaving its
+    Postgres running without it."""
+    home = make_home(root)
+    choird = spawn_choird(home)
+    try:
+        while "step 1-2" not in choird.stderr_text():
+            assert choird.process.poll() is None, choird.stderr_text()
+            time.sleep(0.005)
+    finally:
+        code = _terminate(choird)
+    assert code == 0, choird.stderr_text()
+    assert "choird stopped" in choird.stderr_text()
+    assert not (home.pgdata / "postmaster.pid").exists()
 
 
 def _closed_port() -> int:

@@ -19,7 +19,7 @@ from choir.daemon.app import ChoirDaemon
 from choir.home import ChoirHome
 from choir.store.sessions import SessionStatus
 from choir.store.target import ConnectParams
-from tests.e2e.daemons import leased, running_daemon, session_row, wait_for
+from tests.e2e.daemons import leased, poll_until, running_daemon, session_row
 from tests.e2e.homes import external_postgres, make_home, short_root
 from tests.e2e.processes import start_fake_agent, wait_for_ack
 
@@ -93,7 +93,7 @@ async def test_a_killed_agent_is_crashed_and_its_leases_released(running: Runnin
     async def crashed() -> bool:
         return await agent_state(running.operator) == "crashed"
 
-    await wait_for(crashed, timeout=DETECTION_BUDGET_S)
+    await poll_until(crashed, within=DETECTION_BUDGET_S)
     assert await leased(running.daemon, running.session_id) == set()
     took = time.monotonic() - killed
     assert took < DETECTION_BUDGET_S, f"crash noticed and leases released after {took:.2f} s"
@@ -102,7 +102,7 @@ async def test_a_killed_agent_is_crashed_and_its_leases_released(running: Runnin
     assert (session["session_id"], session["status"]) == (running.session_id, "crashed")
     row = await session_row(running.daemon, running.session_id)
     assert row.lease_id is None
-    await wait_for(lambda: not running.daemon.home.agent_socket("agent-1").exists())
+    await poll_until(lambda: not running.daemon.home.agent_socket("agent-1").exists())
 
 
 async def test_a_terminated_agent_ends_its_session_as_stopped(running: Running) -> None:

@@ -1,0 +1,108 @@
+"""HEARTBEAT durability: 100 committed events from the agent to Postgres and back as an ack.
+
+choird runs in its own process with its embedded Postgres (`bench.choird_server`); this process
+is the agent: it commits 100 events to its `CommitLog`, sends them as one HEARTBEAT over its
+Unix socket with `ControlPlane`, and times the call until the ack, which choird sends only
+after the batch and the new `ack_rev` are committed in one transaction. Heartbeats follow each
+other back to back, each continuing the chain of the last.
+
+    python -m bench.heartbeat [--json] [--quick]
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from datetime import UTC, datetime
+
+from bench.choird_server import choird_server
+from bench.common import parse_args, percentile, report
+from choir.agent.commitlog import CommitLog
+from choir.agent.control_plane import ControlPlane
+from choir.protocol import (
+    GENESIS_HASH,
+    PROTOCOL_VERSION,
+    HeartbeatRequest,
+    InitHelloRequest,
+    UserMsg,
+)
+from choir.transport import connect
+
+EVENTS = 100
+GOALS = {
+    "heartbeat_100ev_durable_p50_ms": "(no goal)",
+    "heartbeat_100ev_durable_p99_ms": "goal <= 10",
+}
+CONFIG = {"rpc": {"rate_limit_per_s": 1_000_000}}
+"""Back-to-back heartbeats would trip the per-session rate limit, which is not measured here."""
+
+
+def next_heartbeat(log: CommitLog, ack_rev: int) -> HeartbeatRequest:
+    """`EVENTS` new user messages after `ack_rev`, as the agent replicates them."""
+    for _ in range(EVENTS):
+        log.commit("edge", UserMsg(text=f"message {log.head_rev + 1}: " + "lorem ipsum " * 8))
+    return HeartbeatRequest.model_validate(
+        {
+            "base_rev": ack_rev,
+            "new_rev": log.head_rev,
+            "patches": [entry.wire() for entry in log.since(ack_rev)],
+            "config_version": 1,
+            "hash_prev": log.entry(ack_rev).hash if ack_rev else GENESIS_HASH,
+            "hash_new": log.head_hash,
+            "timestamp": datetime.now(UTC),
+        }
+    )
+
+
+async def durable_latencies(control_plane: ControlPlane, count: int, warmup: int) -> list[float]:
+    """Milliseconds from send to ack of each of `count` heartbeats, after `warmup` more."""
+    log, ack_rev, samples = CommitLog(), 0, []
+    for index in range(warmup + count):
+        request = next_heartbeat(log, ack_rev)
+        started = time.perf_counter_ns()
+        reply = await control_plane.heartbeat(request)
+        elapsed = (time.perf_counter_ns() - started) / 1e6
+        if reply.ack_rev != log.head_rev:
+            raise RuntimeError(f"choird acknowledged {reply.ack_rev}, not {log.head_rev}")
+        ack_rev = reply.ack_rev
+        if index >= warmup:
+            samples.append(elapsed)
+    return samples
+
+
+async def measure(quick: bool) -> dict[str, float]:
+    async with choird_server(CONFIG) as server:
+        client = await connect(
+            server.agent_socket, session_id=server.session_id, lease_token=server.lease_token
+        )
+        control_plane = ControlPlane(client)
+        try:
+            await control_plane.init_hello(
+                InitHelloRequest(
+                    protocol_version=PROTOCOL_VERSION,
+                    agent_id="agent-1",
+                    session_id=server.session_id,
+                    image_version="bench",
+                    tool_manifest_hash="a" * 64,
+                    skill_manifest_hash="b" * 64,
+                )
+            )
+            samples = await durable_latencies(
+                control_plane, count=200 if quick else 2_000, warmup=20 if quick else 100
+            )
+        finally:
+            await control_plane.close()
+    return {
+        "heartbeat_100ev_durable_p50_ms": percentile(samples, 50),
+        "heartbeat_100ev_durable_p99_ms": percentile(samples, 99),
+    }
+
+
+def main() -> None:
+    args = parse_args(__doc__ or "")
+    figures = asyncio.run(measure(args.quick))
+    report(f"HEARTBEAT of {EVENTS} events, send -> durable -> ack (ms)", figures, GOALS, args.json)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,66 @@
+"""The vocabulary of replication: its settings and counters, its errors, its callbacks."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Final
+
+from choir.agent.replication_policy import MAX_BATCH, Backoff
+from choir.errors import ChoirError
+from choir.protocol import Snapshot
+
+DEFAULT_INTERVAL_MS: Final = 5000
+"""§13.1's default heartbeat interval, until a config says otherwise."""
+
+SnapshotProvider = Callable[[], Snapshot]
+"""The runtime's working-memory state at the log's current head (§13.4)."""
+
+
+class ReplicationError(ChoirError):
+    """Committed events are not (yet) durable at choird."""
+
+
+class IntentNotDurable(ReplicationError):
+    """A non-idempotent intent was not acknowledged in time: its tool must not run."""
+
+
+class ReplicationFatal(ReplicationError):
+    """Replication stopped for good (fork, session ended, choird ahead of this agent)."""
+
+
+FatalHandler = Callable[[ReplicationFatal], None]
+
+
+@dataclass(frozen=True, slots=True)
+class ReplicationSettings:
+    heartbeat_interval_ms: int | None = None
+    """A bare sign of life after this long without any heartbeat; None follows config.json's
+    hot-reloadable `heartbeat_interval_ms` (§13.1, default 5000)."""
+    coalesce_ms: int = 25
+    """How long the first new commit waits for company before shipping."""
+    max_batch: int = MAX_BATCH
+    """Patches per heartbeat; a larger backlog goes out in several."""
+    intent_timeout_s: float = 5.0
+    """How long a non-idempotent tool waits for its intent's ack before it fails."""
+    flush_timeout_s: float = 10.0
+    """How long a graceful stop waits for the last ack."""
+    snapshot_every_events: int = 1000
+    """A working-memory snapshot after this many events…"""
+    snapshot_every_s: float = 300.0
+    """…or this long, whichever comes first (only if something was committed since)."""
+    call_timeout_s: float = 10.0
+    """A heartbeat unanswered this long counts as failed (and is resent from the ack)."""
+    backoff: Backoff = field(default_factory=Backoff)
+    """Retry delays while choird is unreachable."""
+
+
+@dataclass(slots=True)
+class ReplicationStats:
+    heartbeats: int = 0
+    """Heartbeats choird acknowledged."""
+    events: int = 0
+    """Patches those heartbeats carried (resends included)."""
+    snapshots: int = 0
+    failures: int = 0
+    """Heartbeats that failed (transport errors and refusals)."""

@@ -1,0 +1,102 @@
+"""Rendering a step as the HTTP answer an OpenAI-compatible provider would send. Pure."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import orjson
+
+from choir.protocol.events import Usage
+from choir.protocol.names import to_wire_name
+from choir.scripted.player import ScriptPlayer
+from choir.scripted.script import (
+    HttpErrorStep,
+    RateLimitStep,
+    ReplyStep,
+    ScriptedCall,
+    Step,
+    ToolCallsStep,
+)
+
+JSON = "application/json"
+
+
+@dataclass(frozen=True, slots=True)
+class Answer:
+    """An HTTP answer, ready to send."""
+
+    status: int
+    body: bytes
+    content_type: str = JSON
+    headers: dict[str, str] = field(default_factory=dict)
+    delay_ms: int = 0
+    """Wait before sending it."""
+
+
+def error_answer(status: int, message: str, kind: str = "invalid_request_error") -> Answer:
+    """An OpenAI-style error object."""
+    error = {"message": message, "type": kind, "param": None, "code": status}
+    return Answer(status, orjson.dumps({"error": error}))
+
+
+def answer(step: Step, player: ScriptPlayer, model: str, request_size: int) -> Answer:
+    """The answer `step` gives to a request for `model` of `request_size` bytes."""
+    return replace(_render(step, player, model, request_size), delay_ms=step.delay_ms)
+
+
+def _render(step: Step, player: ScriptPlayer, model: str, request_size: int) -> Answer:
+    if isinstance(step, ReplyStep):
+        message: dict[str, Any] = {"role": "assistant", "content": step.text, "refusal": None}
+        usage = step.usage or _estimate(request_size, len(step.text))
+        return _completion(model, message, step.finish_reason, usage)
+    if isinstance(step, ToolCallsStep):
+        calls = [_call(call, player) for call in step.calls]
+        message = {"role": "assistant", "content": step.text or None, "tool_calls": calls}
+        generated = len(step.text) + sum(len(call["function"]["arguments"]) for call in calls)
+        usage = step.usage or _estimate(request_size, generated)
+        return _completion(model, message, "tool_calls", usage)
+    if isinstance(step, HttpErrorStep):
+        if step.body is None:
+            return error_answer(step.status, step.message, "scripted_error")
+        return Answer(step.status, orjson.dumps(step.body))
+    if isinstance(step, RateLimitStep):
+        headers = {"Retry-After": step.retry_after} if step.retry_after is not None else {}
+        limited = error_answer(429, "rate limited (scripted)", "rate_limit_error")
+        return replace(limited, headers=headers)
+    return Answer(step.status, step.body.encode(), step.content_type)
+
+
+def _call(call: ScriptedCall, player: ScriptPlayer) -> dict[str, Any]:
+    arguments = call.raw_arguments
+    if arguments is None:
+        arguments = orjson.dumps(call.arguments).decode()
+    name = call.raw_name if call.raw_name is not None else to_wire_name(call.name)
+    return {
+        "id": call.id or player.new_call_id(),
+        "type": "function",
+        "function": {"name": name, "arguments": arguments},
+    }
+
+
+def _completion(model: str, message: dict[str, Any], finish_reason: str, usage: Usage) -> Answer:
+    body = {
+        "id": f"chatcmpl-scripted-{time.monotonic_ns()}",
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": model,
+        "choices": [
+            {"index": 0, "message": message, "finish_reason": finish_reason, "logprobs": None}
+        ],
+        "usage": usage.model_dump(),
+    }
+    return Answer(200, orjson.dumps(body))
+
+
+def _estimate(request_bytes: int, generated_chars: int) -> Usage:
+    """Roughly four characters a token, like the real tokenizers on English text."""
+    prompt, completion = max(1, request_bytes // 4), max(1, generated_chars // 4)
+    return Usage(
+        prompt_tokens=prompt, completion_tokens=completion, total_tokens=prompt + completion
+    )

@@ -1,0 +1,72 @@
+"""The demo model: what an agent talks to when no real model is configured (`provider: scripted`).
+
+It is a script, not an LLM, and says so. It greets, explains how to connect a real model, and on
+request makes one real tool call (`choir.core.list`, harmless and always available to edge) so a
+new operator sees the whole loop work. Every step repeats and the last one matches anything, so it
+never runs out. Deterministic: the same message always gets the same answer.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from choir.scripted.script import ReplyStep, Script, ScriptedCall, ToolCallsStep
+
+DEMO_MODEL_ID: Final = "choir-demo"
+"""The `model` of the demo model in the embedded default config."""
+
+DEMO_TOOL: Final = "choir.core.list"
+"""The tool the demo calls: read-only and offered to the edge lane."""
+
+INTRO: Final = (
+    "I'm choir's demo model: a short script, not a real LLM, so I can't work on tasks yet."
+)
+
+SETUP: Final = (
+    "To use a real model: export OPENROUTER_API_KEY before `choir up`, or store a key with "
+    '`choirctl secret set openrouter-key`; then add a model to config.json under "models" '
+    '(provider "openrouter", endpoint "https://openrouter.ai/api/v1", a model such as '
+    '"anthropic/claude-sonnet-4", secret "openrouter-key"), make it the agent\'s defaults.llm '
+    "and run `choirctl config load`."
+)
+
+MENU: Final = "Say 'demo' to watch me call a tool, or 'help' to learn how to connect a real model."
+
+_WORD_START = r"(?i)(?<![a-z])"
+
+
+def demo_script() -> Script:
+    """The demo model's script."""
+    return Script(
+        description="choir's built-in demo model: scripted, not a real LLM",
+        steps=[
+            ReplyStep(
+                after="tool",
+                repeat=True,
+                text=(
+                    f"That was a real tool call: choir ran {DEMO_TOOL} in your agent and sent me "
+                    "its result. A real model would read it and decide what to do next; I only "
+                    f"follow a script. {SETUP}"
+                ),
+            ),
+            ReplyStep(
+                match_regex=_WORD_START + r"(help|setup|set up|configure|config|real model|"
+                r"openrouter|api key)",
+                repeat=True,
+                text=f"{INTRO} {SETUP}",
+            ),
+            ToolCallsStep(
+                match_regex=_WORD_START + r"(demo|tool)",
+                repeat=True,
+                text=f"Watch: I'm calling the {DEMO_TOOL} tool.",
+                calls=[ScriptedCall(name=DEMO_TOOL, arguments={"include_finished": False})],
+            ),
+            ReplyStep(
+                match_regex=_WORD_START + r"(hi|hello|hey|howdy|greetings|good (morning|"
+                r"afternoon|evening))(?![a-z])",
+                repeat=True,
+                text=f"Hello! {INTRO} {MENU}",
+            ),
+            ReplyStep(repeat=True, text=f"{INTRO} {MENU}"),
+        ],
+    )

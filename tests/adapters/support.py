@@ -1,0 +1,59 @@
+"""Helpers for tests of the LLM client against the real scripted server."""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from choir.adapters.llm import CompletionRequest, ModelSettings
+from choir.logs import JsonLinesFormatter
+from choir.protocol.manifest import ToolManifest
+from choir.scripted import ScriptedModelServer
+
+SEED_TOOLS = Path(__file__).parents[2] / "choir" / "_seeds" / "global" / "tools"
+
+
+def tool_view(name: str) -> dict[str, Any]:
+    """The LLM view of a seeded tool manifest, as a lane offers it."""
+    manifest = ToolManifest.model_validate_json((SEED_TOOLS / f"{name}.json").read_text())
+    return manifest.llm_view()
+
+
+def settings_for(server: ScriptedModelServer, model: str = "m", **fields: Any) -> ModelSettings:
+    return ModelSettings(name="test-model", model=model, endpoint=server.url, **fields)
+
+
+def ask(
+    settings: ModelSettings,
+    text: str = "hello",
+    *,
+    tools: Sequence[dict[str, Any]] = (),
+    lane: str = "edge",
+    **fields: Any,
+) -> CompletionRequest:
+    messages = [{"role": "system", "content": "You are a test."}, {"role": "user", "content": text}]
+    return CompletionRequest(settings, messages, lane=lane, tools=tools, **fields)
+
+
+@contextmanager
+def llm_log_lines() -> Iterator[list[dict[str, Any]]]:
+    """The JSON lines the client logs while the block runs, as the agent log would hold them."""
+    buffer = io.StringIO()
+    handler = logging.StreamHandler(buffer)
+    handler.setFormatter(JsonLinesFormatter("agent-1"))
+    logger = logging.getLogger("choir.llm")
+    previous = logger.level
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    lines: list[dict[str, Any]] = []
+    try:
+        yield lines
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(previous)
+        lines.extend(json.loads(line) for line in buffer.getvalue().splitlines())

@@ -1,0 +1,434 @@
+"""Per-lane prompts: the seed-000 layout, event -> message tables, and call/result pairing."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from choir.agent.commitlog import CommitLog
+from choir.agent.registry import ToolRegistry
+from choir.agent.tools import BUILTIN_TOOLS
+from choir.core.prompt import core_messages, core_prompt, edge_messages, edge_prompt
+from choir.core.prompt_text import CORE_INSTRUCTIONS, EDGE_INSTRUCTIONS, system_text
+from choir.core.prompt_window import event_messages, window_messages
+from choir.core.skill_runner import SkillView
+from choir.core.working_memory import WorkingMemory
+from choir.protocol import (
+    AgentReplied,
+    ApprovalResolved,
+    Cancelled,
+    CoreEventEmitted,
+    CoreJobStart,
+    CoreStarted,
+    CoreStopped,
+    Event,
+    InjectedInstruction,
+    MemoryDelta,
+    MemoryWriteCommitted,
+    ModelOutput,
+    ReferenceSummary,
+    SessionSummary,
+    SkillTransitionCommitted,
+    ToolCall,
+    ToolCallCommitted,
+    ToolCallRequested,
+    ToolResult,
+    ToolResultCommitted,
+    UserMsg,
+)
+from choir.protocol.core_jobs import (
+    ContextBundle,
+    CoreError,
+    CoreFinalResult,
+    CoreNeedInfo,
+    CoreProgress,
+    ToolConstraints,
+)
+
+SKILLS = [("tool-builder", "Build a new tool."), ("skill-builder", "Design a new skill.")]
+BRIEFING = CoreJobStart(
+    job_id="job-1",
+    job_name="refactor-auth",
+    task_spec="Move token checks into auth/tokens.py.",
+    context_bundle=ContextBundle(facts=["tests live in tests/auth"], constraints=["keep the API"]),
+    tool_constraints=ToolConstraints(allowed_tools=["choir.fs.read"], time_budget_ms=60_000),
+)
+VIEW = SkillView(
+    skill="tool-builder",
+    state="plan",
+    objective="Plan the tool.",
+    allowed_tools=("choir.fs.read", "choir.skill.transition"),
+    transitions=(("complete", "build"),),
+    steps_left=5,
+    retries_left=2,
+)
+
+
+def _output(
+    *calls: tuple[str, str, dict[str, Any]], text: str = "", lane: str = "edge"
+) -> ModelOutput:
+    tool_calls = [ToolCall(id=i, name=n, arguments=a) for i, n, a in calls]
+    return ModelOutput(lane=lane, text=text, tool_calls=tool_calls, model="m")
+
+
+def _result(call_id: str, tool: str = "choir.fs.read", summary: str = "ok") -> ToolResultCommitted:
+    return ToolResultCommitted(call_id=call_id, tool=tool, result=ToolResult.ok(summary, n=1))
+
+
+def _memory(
+    lane: str,
+    *events: tuple[str, Event],
+    start: int = 1,
+    summary: ReferenceSummary | None = None,
+) -> WorkingMemory:
+    log = CommitLog()
+    for committer, event in events:
+        log.commit(committer, event)
+    memory = WorkingMemory(lane, summary=summary or ReferenceSummary(), window_start_rev=start)
+    return memory.observe_all(log)
+
+
+EVENT_TABLE: list[tuple[Event, list[dict[str, Any]]]] = [
+    (UserMsg(text="hi"), [{"role": "user", "content": "hi"}]),
+    (
+        UserMsg(text="see file", attachments=[".choirtmp/recv/a.png"]),
+        [{"role": "user", "content": "see file\n[attached: .choirtmp/recv/a.png]"}],
+    ),
+    (_output(text="Hello!"), [{"role": "assistant", "content": "Hello!"}]),
+    (
+        _output(("c1", "choir.fs.read", {"path": "a.txt"}), text="Reading."),
+        [
+            {
+                "role": "assistant",
+                "content": "Reading.",
+                "tool_calls": [
+                    {
+                        "id": "c1",
+                        "type": "function",
+                        "function": {"name": "choir__fs__read", "arguments": '{"path":"a.txt"}'},
+                    }
+                ],
+            }
+        ],
+    ),
+    (
+        _result("c1"),
+        [
+            {
+                "role": "tool",
+                "tool_call_id": "c1",
+                "content": '{"status":"success","summary":"ok","data":{"n":1},"truncated":false}',
+            }
+        ],
+    ),
+    (
+        InjectedInstruction(target="edge", content="use metric units", source="user"),
+        [{"role": "system", "content": "[INJECTED] use metric units"}],
+    ),
+    (
+        CoreStopped(job_name="refactor-auth", job_id="j", outcome="completed", report="Done."),
+        [{"role": "system", "content": "[CORE COMPLETED] core job refactor-auth: Done."}],
+    ),
+    (
+        CoreEventEmitted(job_name="w", event=CoreFinalResult(summary="3 tests added")),
+        [{"role": "system", "content": "[CORE EVENT] core job w final result: 3 tests added"}],
+    ),
+    (
+        CoreEventEmitted(job_name="w", event=CoreError(code="llm_error", message="503")),
+        [{"role": "system", "content": "[CORE EVENT] core job w error (llm_error): 503"}],
+    ),
+    (
+        CoreEventEmitted(job_name="w", event=CoreNeedInfo(question="Which branch?")),
+        [{"role": "system", "content": "[CORE EVENT] core job w needs information: Which branch?"}],
+    ),
+    (
+        AgentReplied(text="Job done.", category="core_report"),
+        [{"role": "assistant", "content": "Job done."}],
+    ),
+    (ToolCallRequested(call_id="c1", tool="choir.fs.read"), []),
+    (
+        ToolCallCommitted(call_id="c1", tool="choir.fs.read", side_effect="read", idempotent=True),
+        [],
+    ),
+    (
+        MemoryWriteCommitted(
+            summary_lane="edge", delta=MemoryDelta(mode="append"), window_start_rev=2
+        ),
+        [],
+    ),
+    (CoreStarted(job=BRIEFING), []),
+    (Cancelled(target="edge", reason="operator"), []),
+    (SkillTransitionCommitted(skill="tool-builder", from_=None, to="plan", on="start"), []),
+    (ApprovalResolved(approval_id="a1", status="approved"), []),
+    (SessionSummary(summary="s"), []),
+    (_output(), []),
+]
+
+
+@pytest.mark.parametrize(("event", "expected"), EVENT_TABLE, ids=lambda v: getattr(v, "kind", ""))
+def test_each_event_kind_becomes_its_messages(event: Event, expected: list[dict[str, Any]]) -> None:
+    assert event_messages(event) == expected
+
+
+def test_edge_layout_follows_the_memory_page() -> None:
+    summary = ReferenceSummary(summary="The user is planning a trip.")
+    memory = _memory(
+        "edge",
+        ("edge", UserMsg(text="book it")),
+        ("edge", _output(("c1", "choir.fs.read", {"path": "plan.md"}))),
+        ("edge", _result("c1")),
+        summary=summary,
+    )
+    messages = edge_messages(memory, user_md="Name: Ada", soul_md="Warm, brief.", skills=SKILLS)
+    assert [m["role"] for m in messages] == ["system"] * 4 + ["user", "assistant", "tool"]
+    assert messages[0]["content"] == system_text(EDGE_INSTRUCTIONS, SKILLS)
+    assert "- tool-builder: Build a new tool." in messages[0]["content"]
+    assert "parameters" not in messages[0]["content"]  # tool schemas travel in `tools`
+    assert messages[1]["content"] == "[USER.md: the user]\nName: Ada"
+    assert messages[2]["content"] == "[SOUL.md: who you are]\nWarm, brief."
+    assert messages[3]["content"].startswith("[Reference summary")
+    assert "The user is planning a trip." in messages[3]["content"]
+    assert messages[4] == {"role": "user", "content": "book it"}
+
+
+def test_core_layout_has_soul_core_only_and_ends_with_the_briefing() -> None:
+    lane = "core:refactor-auth"
+    memory = _memory(
+        lane,
+        ("edge", UserMsg(text="raw user chatter")),
+        (lane, _output(("c1", "choir.fs.read", {"path": "auth.py"}), lane=lane)),
+        (lane, _result("c1")),
+        ("edge", InjectedInstruction(target=lane, content="also update docs", source="edge")),
+    )
+    messages = core_messages(memory, soul_core_md="Precise.", briefing=BRIEFING, skills=SKILLS)
+    contents = [str(m["content"]) for m in messages]
+    assert messages[0]["content"] == system_text(CORE_INSTRUCTIONS, SKILLS)
+    assert contents[1] == "[SOUL-CORE.md: who you are]\nPrecise."
+    assert not any("USER.md" in c or "SOUL.md:" in c for c in contents)
+    assert not any("raw user chatter" in c for c in contents)
+    assert [m["role"] for m in messages[2:]] == ["assistant", "tool", "system", "system"]
+    assert contents[-2] == "[INJECTED] also update docs"
+    briefing = contents[-1]
+    assert briefing.startswith("[CoreJobStart: job refactor-auth, id job-1]")
+    assert "Task: Move token checks into auth/tokens.py." in briefing
+    assert "- keep the API" in briefing
+    assert "Allowed tools: choir.fs.read" in briefing
+    assert "Time budget: 60 s" in briefing
+
+
+def test_empty_identity_and_summary_are_left_out() -> None:
+    memory = _memory("edge", ("edge", UserMsg(text="hi")))
+    messages = edge_messages(memory, user_md="  \n", soul_md="Kind.")
+    assert [m["content"] for m in messages[1:]] == ["[SOUL.md: who you are]\nKind.", "hi"]
+    assert messages[0]["content"] == EDGE_INSTRUCTIONS  # no skills, no skill section
+
+
+@pytest.mark.parametrize("lane", ["edge", "core:refactor-auth"])
+def test_skill_view_shows_only_while_a_skill_runs(lane: str) -> None:
+    memory = WorkingMemory(lane)
+
+    def build(view: SkillView | None) -> list[dict[str, Any]]:
+        if lane == "edge":
+            return edge_messages(memory, user_md="u", soul_md="s", skill_view=view)
+        return core_messages(memory, soul_core_md="c", briefing=BRIEFING, skill_view=view)
+
+    with_skill, without = build(VIEW), build(None)
+    assert with_skill[:-1] == without
+    assert with_skill[-1] == {"role": "system", "content": VIEW.render()}
+    assert "Objective: Plan the tool." in with_skill[-1]["content"]
+    assert "complete -> build" in with_skill[-1]["content"]
+
+
+def test_identity_and_latest_user_message_survive_compaction() -> None:
+    memory = _memory(
+        "edge",
+        ("edge", UserMsg(text="first question")),
+        ("edge", _output(text="first answer")),
+        ("edge", UserMsg(text="the current question")),
+        ("edge", _output(("c1", "choir.fs.read", {"path": "x"}))),
+        ("edge", _result("c1")),
+    )
+    folded = memory.folded(ReferenceSummary(summary="Talked about x."), upto_rev=5)
+    messages = edge_messages(folded, user_md="Ada", soul_md="Kind.")
+    contents = [m["content"] for m in messages]
+    assert contents[1:3] == ["[USER.md: the user]\nAda", "[SOUL.md: who you are]\nKind."]
+    assert "Talked about x." in contents[3]
+    assert messages[4:] == [{"role": "user", "content": "the current question"}]
+    assert "first question" not in json.dumps(messages)
+
+
+def test_latest_user_message_keeps_its_place_in_the_window() -> None:
+    memory = _memory(
+        "edge",
+        ("edge", UserMsg(text="q1")),
+        ("edge", _output(text="a1")),
+        ("edge", UserMsg(text="q2")),
+        ("edge", _output(("c1", "choir.fs.read", {"path": "x"}))),
+        ("edge", _result("c1")),
+    )
+    window = edge_messages(memory, user_md="", soul_md="", window_size=2)[1:]
+    assert [m["role"] for m in window] == ["user", "assistant", "tool"]
+    assert window[0]["content"] == "q2"
+
+
+def test_window_size_caps_the_events_shown() -> None:
+    events = [("edge", _output(text=f"note {i}")) for i in range(8)]
+    memory = _memory("edge", *events)
+    window = edge_messages(memory, user_md="", soul_md="", window_size=3)[1:]
+    assert [m["content"] for m in window] == ["note 5", "note 6", "note 7"]
+
+
+def test_notes_wait_until_open_calls_are_answered() -> None:
+    memory = _memory(
+        "edge",
+        ("edge", _output(("a", "choir.fs.read", {}), ("b", "choir.fs.read", {}))),
+        ("edge", _result("a")),
+        ("core:w", CoreStopped(job_name="w", job_id="j", outcome="completed", report="ok")),
+        ("edge", InjectedInstruction(target="edge", content="hurry", source="user")),
+        ("edge", _result("b")),
+    )
+    roles = [m["role"] for m in window_messages(memory.window(50))]
+    assert roles == ["assistant", "tool", "tool", "system", "system"]
+
+
+def test_reply_repeating_the_model_text_is_shown_once() -> None:
+    memory = _memory(
+        "edge",
+        ("edge", _output(text="All set.")),
+        ("edge", AgentReplied(text="All set.")),
+        ("edge", AgentReplied(text="(report) job w finished", category="core_report")),
+    )
+    assert [m["content"] for m in window_messages(memory.window(50))] == [
+        "All set.",
+        "(report) job w finished",
+    ]
+
+
+def test_orphans_at_the_window_start_and_unanswered_calls_are_dropped() -> None:
+    memory = _memory(
+        "edge",
+        ("edge", _output(("old", "choir.fs.read", {}))),
+        ("edge", _result("old")),
+        ("edge", _output(("c1", "choir.fs.read", {}), ("c2", "choir.fs.read", {}), text="Both.")),
+        ("edge", _result("c1")),
+        ("edge", _output(("c3", "choir.fs.read", {}))),
+        start=2,
+    )
+    messages = window_messages(memory.window(50))
+    assert messages[0]["tool_calls"][0]["id"] == "c1"
+    assert len(messages[0]["tool_calls"]) == 1
+    assert [m["role"] for m in messages] == ["assistant", "tool"]
+
+
+def test_core_progress_stays_out_of_the_edge_window() -> None:
+    memory = _memory(
+        "edge", ("core:w", CoreEventEmitted(job_name="w", event=CoreProgress(phase="read")))
+    )
+    assert memory.events == ()
+
+
+def test_prompt_mask_shows_only_status_summary_and_artifact(tmp_path: Path) -> None:
+    registry = _registry_with_masked_tool(tmp_path)
+    result = ToolResult(
+        status="success", summary="fetched", data={"token": "s3cret"}, artifact_ref="out/a.json"
+    )
+    memory = _memory(
+        "edge",
+        ("edge", _output(("c1", "test.fetch", {}))),
+        ("edge", ToolResultCommitted(call_id="c1", tool="test.fetch", result=result)),
+    )
+    messages = edge_messages(memory, user_md="", soul_md="", result_view=registry.result_for_prompt)
+    assert json.loads(messages[-1]["content"]) == {
+        "status": "success",
+        "summary": "fetched",
+        "artifact_ref": "out/a.json",
+    }
+    assert "s3cret" not in json.dumps(messages)
+
+
+def test_prompt_measures_window_and_fixed_parts() -> None:
+    memory = _memory(
+        "edge",
+        ("edge", _output(text="x" * 400)),
+        ("edge", UserMsg(text="y" * 4000)),
+    )
+    prompt = edge_prompt(memory, user_md="", soul_md="")
+    assert 100 <= prompt.window_tokens < 200  # the latest user message is not compactable
+    assert prompt.fixed_tokens > 1000
+    tools = [{"type": "function", "function": {"name": "t", "description": "d" * 400}}]
+    size = prompt.size(tools)
+    assert size.window_tokens == prompt.window_tokens
+    assert size.fixed_tokens > prompt.fixed_tokens + 100
+    core = core_prompt(WorkingMemory("core:w"), soul_core_md="", briefing=BRIEFING)
+    assert core.window_tokens == 0
+
+
+# -- the pairing invariant ------------------------------------------------------------------
+
+IDS = st.sampled_from(["a", "b", "c", "d"])
+EVENTS = st.one_of(
+    st.builds(lambda: UserMsg(text="u")),
+    st.builds(
+        lambda ids, text: _output(*((i, "choir.fs.read", {}) for i in ids), text=text),
+        st.lists(IDS, max_size=3),
+        st.sampled_from(["", "thinking"]),
+    ),
+    st.builds(_result, IDS),
+    st.builds(lambda: InjectedInstruction(target="edge", content="i", source="user")),
+    st.builds(lambda: CoreStopped(job_name="w", job_id="j", outcome="completed", report="r")),
+    st.builds(lambda: AgentReplied(text="r")),
+)
+
+
+@settings(max_examples=400)
+@given(
+    events=st.lists(EVENTS, max_size=30),
+    start=st.integers(min_value=1, max_value=31),
+    size=st.integers(min_value=0, max_value=30),
+)
+def test_every_tool_call_is_answered_right_after_it(
+    events: list[Event], start: int, size: int
+) -> None:
+    memory = _memory("edge", *(("edge", e) for e in events), start=start)
+    messages = edge_messages(memory, user_md="", soul_md="", window_size=size)
+    _assert_paired(messages)
+
+
+def _assert_paired(messages: list[dict[str, Any]]) -> None:
+    index = 0
+    while index < len(messages):
+        message = messages[index]
+        assert message["role"] != "tool", f"tool message without its call at {index}"
+        calls = [call["id"] for call in message.get("tool_calls", [])]
+        assert len(calls) == len(set(calls))
+        answers = [m.get("tool_call_id") for m in messages[index + 1 : index + 1 + len(calls)]]
+        assert answers == calls
+        if calls:
+            assert message["content"] is None or message["content"]
+        index += 1 + len(calls)
+
+
+def _registry_with_masked_tool(tmp_path: Path) -> ToolRegistry:
+    tools = tmp_path / "tools" / "global"
+    tools.mkdir(parents=True)
+    manifest = {
+        "llm": {
+            "name": "test.fetch",
+            "description": "Fetch a secret document (test tool).",
+            "parameters": {"type": "object", "properties": {}, "additionalProperties": False},
+        },
+        "runtime": {
+            "implementation": "host",
+            "timeout_ms": 1000,
+            "side_effect": "read",
+            "idempotent": True,
+            "prompt_mask": True,
+        },
+    }
+    (tools / "test.fetch.json").write_text(json.dumps(manifest))
+    return ToolRegistry.load(tmp_path, BUILTIN_TOOLS)

@@ -1,0 +1,91 @@
+"""The demo model an agent gets with nothing configured, driven through the real LLM client."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+
+from choir.adapters.llm import Completion, CompletionRequest, LlmClient, ModelSettings
+from choir.protocol.tools import ToolResult
+from choir.scripted import DEMO_MODEL_ID, ScriptedModelServer, demo_script
+from tests.adapters.support import tool_view
+
+TOOLS = [tool_view("choir.fs.read"), tool_view("choir.core.list")]
+
+
+class Chat:
+    """An edge-lane conversation with the demo model."""
+
+    def __init__(self, llm: LlmClient, server: ScriptedModelServer) -> None:
+        self.llm = llm
+        self.settings = ModelSettings(name="demo", model=DEMO_MODEL_ID, endpoint=server.url)
+        self.messages: list[dict[str, Any]] = [{"role": "system", "content": "You are choir."}]
+
+    async def send(self, message: dict[str, Any]) -> Completion:
+        self.messages.append(message)
+        request = CompletionRequest(self.settings, list(self.messages), lane="edge", tools=TOOLS)
+        completion = await self.llm.complete(request)
+        self.messages.append(completion.message)
+        return completion
+
+    async def say(self, text: str) -> Completion:
+        return await self.send({"role": "user", "content": text})
+
+
+@pytest.fixture
+async def chat() -> AsyncIterator[Chat]:
+    async with LlmClient(timeout_s=10) as llm, ScriptedModelServer(demo_script()) as server:
+        yield Chat(llm, server)
+
+
+@pytest.mark.parametrize("greeting", ["hello", "Hi!", "hey there", "Good morning"])
+async def test_it_greets_and_says_it_is_a_demo(chat: Chat, greeting: str) -> None:
+    completion = await chat.say(greeting)
+    assert completion.text.startswith("Hello!")
+    assert "demo model" in completion.text
+    assert "not a real LLM" in completion.text
+
+
+async def test_it_explains_how_to_configure_a_real_model(chat: Chat) -> None:
+    text = (await chat.say("How do I set up a real model?")).text
+    for needed in ("OPENROUTER_API_KEY", "choirctl secret set", "config.json", "defaults.llm"):
+        assert needed in text
+
+
+async def test_it_demonstrates_a_tool_call_and_answers_its_result(chat: Chat) -> None:
+    called = await chat.say("show me a demo")
+    [call] = called.tool_calls
+    assert (call.name, call.arguments) == ("choir.core.list", {"include_finished": False})
+    result = ToolResult.ok("no core jobs", jobs=[])
+    answered = await chat.send(
+        {"role": "tool", "tool_call_id": call.id, "content": result.model_dump_json()}
+    )
+    assert answered.tool_calls == []
+    assert "real tool call" in answered.text
+
+
+async def test_anything_else_gets_the_menu(chat: Chat) -> None:
+    text = (await chat.say("this is a long request to refactor my code")).text
+    assert "demo model" in text
+    assert "'help'" in text
+
+
+async def test_it_never_runs_out_and_is_deterministic() -> None:
+    prompts = ["hello", "demo", "help", "what?", "", "tools please", "bye"] * 8
+    answers: list[list[str]] = []
+    async with LlmClient(timeout_s=10) as llm:
+        for _ in range(2):
+            async with ScriptedModelServer(demo_script(), zero_latency=True) as server:
+                settings = ModelSettings(name="demo", model=DEMO_MODEL_ID, endpoint=server.url)
+                run = []
+                for prompt in prompts:
+                    messages = [{"role": "user", "content": prompt}]
+                    completion = await llm.complete(
+                        CompletionRequest(settings, messages, lane="edge")
+                    )
+                    run.append(completion.text)
+                answers.append(run)
+            assert all(request.status == 200 for request in server.requests)
+    assert answers[0] == answers[1]
