@@ -44,9 +44,7 @@ def running_choird(home: Path, env: dict[str, str]) -> Iterator[None]:
     """`choirctl init`, then `choird` until "choird ready" is in its log; SIGTERM after."""
     subprocess.run([str(BIN / "choirctl"), "init"], env=env, check=True, capture_output=True)
     log = home / "logs" / "choird.log"
-    process = subprocess.Popen(
-        [str(BIN / "choird"), "--quiet"], env=env, stdin=subprocess.DEVNULL
-    )
+    process = subprocess.Popen([str(BIN / "choird"), "--quiet"], env=env, stdin=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + READY_TIMEOUT_S
         while not (log.exists() and "choird ready" in log.read_text()):

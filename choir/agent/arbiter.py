@@ -29,8 +29,8 @@ from choir.agent.registry import RegisteredTool, ToolRegistry, lane_kind_of
 from choir.agent.replication_types import IntentNotDurable
 from choir.agent.workspace import Workspace
 from choir.core import budgets, skill_runner
-from choir.core.budgets import BudgetCounters, BudgetLimits
-from choir.core.skill_runner import CONTROL_TOOLS, Decision, SkillRun
+from choir.core.budgets import BudgetCounters, BudgetLimits, Exceeded
+from choir.core.skill_runner import CONTROL_TOOLS, Decision, Refused, SkillRun
 from choir.failpoints import failpoint
 from choir.logs import get_logger
 from choir.protocol import (
@@ -106,6 +106,8 @@ class Arbiter:
         self.limits = limits
         self.budgets = BudgetCounters()
         """Counters of §7.6; only the arbiter charges them, and nothing ever resets them."""
+        self.tokens_exceeded: Exceeded | None = None
+        """Set once the session's LLM tokens pass `total_session_tokens`."""
         self.skills: Mapping[str, SkillSpec] = skills or {}
         self.skill_runs: dict[str, SkillRun | None] = {}
         """Each lane's active (or last) skill run."""
@@ -148,13 +150,59 @@ class Arbiter:
         return pending.result.result()
 
     def commit(self, lane: str, event: Event) -> LogEntry:
-        """Commit a lane's non-tool event (user message, model output, core events…)."""
+        """Commit a lane's non-tool event (user message, model output, core events…).
+
+        A model output charges its tokens to the session budget (§7.6) as it is committed.
+        """
         entry = self.log.commit(lane, event)
         if self.skills:
             self.skill_runs[lane] = skill_runner.apply(
                 self.skill_runs.get(lane), event, self.skills
             )
+        if event.kind == "model_output":
+            self.budgets, self.tokens_exceeded = budgets.charge_tokens(
+                self.budgets, event.usage.total_tokens, self.limits
+            )
         return entry
+
+    def begin_step(self, lane: str) -> str | None:
+        """Before a lane's LLM call: None to go ahead, else why the step must not happen.
+
+        Charges the core job's step budget and checks its wall time and the session's tokens;
+        a skill that used its `max_steps` ends here with a committed transition (§10.2).
+        """
+        if self.tokens_exceeded is not None:
+            return self.tokens_exceeded.message
+        job = job_name_of(lane)
+        if job is not None:
+            late = budgets.check_wall_time(self.budgets, job, time.monotonic(), self.limits)
+            if late is not None:
+                return late.message
+        self.budgets, exceeded = budgets.charge_step(self.budgets, lane, self.limits)
+        if exceeded is not None:
+            return exceeded.message
+        if self.skills:
+            decision = skill_runner.begin_step(self.skill_runs.get(lane), self.skills)
+            self._apply(lane, decision)
+        return None
+
+    def interrupt_skill(self, lane: str) -> str | None:
+        """Cancel or injection reached `lane`: end its interruptible skill (committed).
+
+        Returns why not, for a skill that is not interruptible.
+        """
+        if not self.skills:
+            return None
+        verdict = skill_runner.interrupt(self.skill_runs.get(lane), self.skills)
+        if isinstance(verdict, Refused):
+            return verdict.summary
+        self._apply(lane, verdict)
+        return None
+
+    def _apply(self, lane: str, decision: Decision) -> None:
+        for effect in decision.effects:
+            self.log.commit(lane, effect)
+        self.skill_runs[lane] = decision.run
 
     def start_job(self, job_name: str, *, time_budget_ms: int | None = None) -> str | None:
         """Open a core job's budgets; the reason when it cannot (name taken, max_core_jobs)."""
@@ -256,8 +304,12 @@ class Arbiter:
                 problems=problems,
             )
         job = job_name_of(proposal.lane)
-        if job is not None and job not in self.budgets.jobs:
-            return ToolResult.fail("job_not_running", f"core job {job} is not running")
+        if job is not None:
+            if job not in self.budgets.jobs:
+                return ToolResult.fail("job_not_running", f"core job {job} is not running")
+            late = budgets.check_wall_time(self.budgets, job, time.monotonic(), self.limits)
+            if late is not None:
+                return ToolResult.fail("budget_exceeded", late.message, budget=late.budget)
         prepared = prepare_call(tool, proposal.arguments, self.workspace)
         if isinstance(prepared, ToolResult):
             return prepared
@@ -305,10 +357,7 @@ class Arbiter:
 
     def _settle(self, pending: _Pending, decision: Decision) -> None:
         """Commit what the skill runner decided for a call (its answer included)."""
-        lane = pending.proposal.lane
-        for effect in decision.effects:
-            self.log.commit(lane, effect)
-        self.skill_runs[lane] = decision.run
+        self._apply(pending.proposal.lane, decision)
         result = decision.result or ToolResult.ok(f"{pending.proposal.tool} done")
         self._publish(pending, result)
 

@@ -24,7 +24,7 @@ from choir.agent.kernel import Kernel, open_kernel
 from choir.agent.replication_types import IntentNotDurable
 from choir.config import Budgets
 from choir.core.budgets import BudgetLimits
-from choir.protocol import ToolCallCommitted, ToolResult
+from choir.protocol import ModelOutput, ToolCallCommitted, ToolResult, Usage
 
 SEEDS = Path(__file__).parents[2] / "seeds" / "global"
 UNIMPLEMENTED = frozenset(
@@ -437,3 +437,64 @@ async def test_a_side_effect_whose_intent_is_not_durable_never_runs(tmp_path: Pa
         assert result.status == "success"
         intent = next(e for e in k.log if e.kind == "tool_call_committed")
         assert durable == [intent.rev]
+
+
+async def test_a_skill_ends_after_max_steps_with_a_committed_transition(kernel: Kernel) -> None:
+    lane = "core:review"
+    await kernel.arbiter.propose(call(lane, "choir.skill.start", skill="readonly-review"))
+    for _ in range(SKILL["max_steps"]):
+        assert kernel.arbiter.begin_step(lane) is None
+        kernel.arbiter.commit(lane, ModelOutput(lane=lane, text="thinking", model="demo"))
+    assert kernel.arbiter.begin_step(lane) is None
+    run = kernel.arbiter.skill_runs[lane]
+    assert run is not None
+    assert run.outcome == "max_steps"
+    last = [e.event for e in kernel.log if e.kind == "skill_transition_committed"][-1]
+    assert last["on"] == "max_steps"
+
+
+async def test_interrupting_ends_an_interruptible_skill(kernel: Kernel) -> None:
+    lane = "core:review"
+    await kernel.arbiter.propose(call(lane, "choir.skill.start", skill="readonly-review"))
+    assert kernel.arbiter.interrupt_skill(lane) is None
+    run = kernel.arbiter.skill_runs[lane]
+    assert run is not None
+    assert run.outcome == "interrupted"
+
+
+async def test_step_budget_and_session_tokens_are_enforced(tmp_path: Path) -> None:
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    tight = limits(per_job_max_steps=2, total_session_tokens=100)
+    async with open_kernel(
+        make_root(tmp_path), workspace, limits=tight, runtime_tools=UNIMPLEMENTED
+    ) as k:
+        k.arbiter.start_job("job-a")
+        assert k.arbiter.begin_step("core:job-a") is None
+        assert k.arbiter.begin_step("core:job-a") is None
+        assert "per_job_max_steps" in (k.arbiter.begin_step("core:job-a") or "")
+        assert k.arbiter.begin_step("edge") is None  # edge turns have no step budget
+        k.arbiter.commit(
+            "edge",
+            ModelOutput(lane="edge", model="demo", usage=Usage(total_tokens=150)),
+        )
+        assert "total_session_tokens" in (k.arbiter.begin_step("edge") or "")
+        assert k.arbiter.budgets.tokens == 150  # never reset
+
+
+async def test_a_job_past_its_wall_time_gets_no_more_tools(tmp_path: Path) -> None:
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    (workspace / "f").write_text("x\n")
+    async with open_kernel(
+        make_root(tmp_path), workspace, limits=limits(), runtime_tools=UNIMPLEMENTED
+    ) as k:
+        k.arbiter.start_job("job-a", time_budget_ms=50)
+        assert (await k.arbiter.propose(call("core:job-a", "choir.fs.read", path="f"))).status == (
+            "success"
+        )
+        await asyncio.sleep(0.1)
+        late = await k.arbiter.propose(call("core:job-a", "choir.fs.read", path="f"))
+        assert late.error_code == "budget_exceeded"
+        assert "per_job_wall_time_ms" in late.summary
+        assert "per_job_wall_time_ms" in (k.arbiter.begin_step("core:job-a") or "")

@@ -1,0 +1,123 @@
+"""choird at rest: CPU and memory with one idle agent session.
+
+choird runs in its own process (`bench.choird_server`: the daemon `choird` runs, with its
+embedded Postgres) with agent-1's session started; this process plays the idle agent, sending
+an empty HEARTBEAT every `heartbeat_interval_ms` (5 s, the default) as choir-agent does while
+nothing happens. Over the measuring window:
+
+- choird_idle_cpu_pct: choird's CPU time (user + system) / wall time, in percent of one core.
+- choird_rss_mb: choird's resident memory at the end, MiB.
+- postgres_idle_cpu_pct: the same for the embedded Postgres (postmaster and its children).
+
+    python -m bench.idle [--json] [--quick]     # 60 s window, 30 s with --quick
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from datetime import UTC, datetime
+
+import psutil
+
+from bench.choird_server import choird_server
+from bench.common import parse_args, report
+from choir.agent.control_plane import ControlPlane
+from choir.protocol import GENESIS_HASH, PROTOCOL_VERSION, HeartbeatRequest, InitHelloRequest
+from choir.transport import connect
+
+HEARTBEAT_S = 5.0
+GOALS = {
+    "choird_idle_cpu_pct": "goal <= 1",
+    "choird_rss_mb": "goal <= 150",
+    "postgres_idle_cpu_pct": "(no goal)",
+}
+
+
+async def idle_agent(control_plane: ControlPlane) -> None:
+    """Empty heartbeats every HEARTBEAT_S: the agent is alive and has committed nothing."""
+    while True:
+        await control_plane.heartbeat(
+            HeartbeatRequest(
+                base_rev=0,
+                new_rev=0,
+                config_version=1,
+                hash_prev=GENESIS_HASH,
+                hash_new=GENESIS_HASH,
+                timestamp=datetime.now(UTC),
+            )
+        )
+        await asyncio.sleep(HEARTBEAT_S)
+
+
+def cpu_seconds(processes: list[psutil.Process]) -> float:
+    total = 0.0
+    for process in processes:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            times = process.cpu_times()
+            total += times.user + times.system
+    return total
+
+
+def postgres_processes(pid_file_text: str) -> list[psutil.Process]:
+    postmaster = psutil.Process(int(pid_file_text.splitlines()[0]))
+    return [postmaster, *postmaster.children(recursive=True)]
+
+
+async def measure(quick: bool) -> dict[str, float]:
+    window = 30.0 if quick else 60.0
+    async with choird_server() as server:
+        choird = psutil.Process(server.pid)
+        postgres = postgres_processes((server.home / "pgdata" / "postmaster.pid").read_text())
+        client = await connect(
+            server.agent_socket, session_id=server.session_id, lease_token=server.lease_token
+        )
+        control_plane = ControlPlane(client)
+        await control_plane.init_hello(
+            InitHelloRequest(
+                protocol_version=PROTOCOL_VERSION,
+                agent_id="agent-1",
+                session_id=server.session_id,
+                image_version="bench",
+                tool_manifest_hash="a" * 64,
+                skill_manifest_hash="b" * 64,
+            )
+        )
+        agent = asyncio.create_task(idle_agent(control_plane))
+        try:
+            await asyncio.sleep(2.0)  # let start-up work (pool warm-up, first beats) settle
+            began, choird_cpu, pg_cpu = (
+                time.monotonic(),
+                cpu_seconds([choird]),
+                cpu_seconds(postgres),
+            )
+            await asyncio.sleep(window)
+            wall = time.monotonic() - began
+            choird_cpu = cpu_seconds([choird]) - choird_cpu
+            pg_cpu = cpu_seconds(postgres) - pg_cpu
+            rss = choird.memory_info().rss / 2**20
+        finally:
+            agent.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await agent
+            await control_plane.close()
+    return {
+        "choird_idle_cpu_pct": 100 * choird_cpu / wall,
+        "choird_rss_mb": rss,
+        "postgres_idle_cpu_pct": 100 * pg_cpu / wall,
+    }
+
+
+def main() -> None:
+    args = parse_args(__doc__ or "")
+    report(
+        "choird idle, one agent session heartbeating every 5 s",
+        asyncio.run(measure(args.quick)),
+        GOALS,
+        args.json,
+    )
+
+
+if __name__ == "__main__":
+    main()
