@@ -19,7 +19,7 @@ import asyncio
 import time
 from collections.abc import Awaitable, Callable
 from types import TracebackType
-from typing import Self
+from typing import Any, Self
 from urllib.parse import urlsplit
 
 import httpx
@@ -93,30 +93,33 @@ class LlmClient:
         response = await self._attempt(request, body)
         retried = response.status_code == 429
         if retried:
-            wait = self._rate_limit_wait(request, response)
-            with bind_context(lane=request.lane):
-                _log.warning(
-                    "llm rate limited; retrying once",
-                    fields={"model": request.settings.name, "wait_s": wait},
-                )
-            if on_rate_limited is not None:
-                await on_rate_limited(wait)
-            await asyncio.sleep(wait)
-            response = await self._attempt(request, body)
-            if response.status_code == 429:
-                raise rate_limited(request.settings, "still limited after one retry")
+            response = await self._retry(request, body, response, on_rate_limited)
         if not response.is_success:
             raise status_error(request.settings, response.status_code, response.content)
-        try:
-            data = orjson.loads(response.content)
-        except orjson.JSONDecodeError:
-            raise LlmError(
-                LlmErrorKind.MALFORMED,
-                f"model {request.settings.name!r} sent a malformed response (the body is not "
-                "JSON); try again or choose another model",
-                response.status_code,
-            ) from None
+        data = _decode(request.settings, response)
         return parse_completion(data, request, latency_ms=_elapsed_ms(started), retried=retried)
+
+    async def _retry(
+        self,
+        request: CompletionRequest,
+        body: bytes,
+        limited: httpx.Response,
+        on_rate_limited: RateLimitNotice | None,
+    ) -> httpx.Response:
+        """§7.7: tell the lane once, wait as asked, try exactly once more."""
+        wait = self._rate_limit_wait(request, limited)
+        with bind_context(lane=request.lane):
+            _log.warning(
+                "llm rate limited; retrying once",
+                fields={"model": request.settings.name, "wait_s": wait},
+            )
+        if on_rate_limited is not None:
+            await on_rate_limited(wait)
+        await asyncio.sleep(wait)
+        response = await self._attempt(request, body)
+        if response.status_code == 429:
+            raise rate_limited(request.settings, "still limited after one retry")
+        return response
 
     def _rate_limit_wait(self, request: CompletionRequest, response: httpx.Response) -> float:
         asked = retry_after_seconds(response.headers.get("Retry-After"))
@@ -169,6 +172,18 @@ class LlmClient:
         tb: TracebackType | None,
     ) -> None:
         await self.aclose()
+
+
+def _decode(settings: ModelSettings, response: httpx.Response) -> Any:
+    try:
+        return orjson.loads(response.content)
+    except orjson.JSONDecodeError:
+        raise LlmError(
+            LlmErrorKind.MALFORMED,
+            f"model {settings.name!r} sent a malformed response (the body is not JSON); "
+            "try again or choose another model",
+            response.status_code,
+        ) from None
 
 
 def _headers(settings: ModelSettings) -> dict[str, str]:
