@@ -186,6 +186,11 @@ class Arbiter:
             self._apply(lane, decision)
         return None
 
+    def charge_injection(self, job_name: str) -> str | None:
+        """Count one instruction injected into `job_name` (§12.8); why not when over budget."""
+        self.budgets, exceeded = budgets.charge_injection(self.budgets, job_name, self.limits)
+        return exceeded.message if exceeded else None
+
     def interrupt_skill(self, lane: str) -> str | None:
         """Cancel or injection reached `lane`: end its interruptible skill (committed).
 

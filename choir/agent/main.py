@@ -1,11 +1,26 @@
-"""choir-agent entry point; as `git-cred-helper` (argv[0]) it is git's credential helper (§14.4)."""
+"""choir-agent entry point; as `git-cred-helper` (argv[0]) it is git's credential helper (§14.4).
+
+    choir-agent --control-plane=uds --socket=/run/choir.sock [--root /choir] [--workspace /ws]
+    choir-agent --control-plane=http --endpoint=https://host:9400 [--ca-file choird.crt]
+
+Identity comes from the environment choird sets: CHOIR_AGENT_ID, CHOIR_SESSION_ID and
+CHOIR_LEASE_TOKEN (never logged). Logs are JSON lines on stderr, which the runtime captures.
+SIGTERM stops gracefully (exit 0).
+"""
 
 from __future__ import annotations
 
+import argparse
+import asyncio
+import logging
 import os
+import signal
 import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
 
-from choir.unfinished import not_yet
+if TYPE_CHECKING:  # the credential helper must start fast: the runtime loads only when it runs
+    from choir.agent.runtime import AgentRuntime
 
 
 def main() -> None:
@@ -13,4 +28,59 @@ def main() -> None:
         from choir.agent.credentials import helper_main
 
         sys.exit(helper_main(sys.argv))
-    not_yet("choir-agent", "the in-container agent runtime")
+    sys.exit(run_cli(sys.argv[1:]))
+
+
+def run_cli(argv: list[str]) -> int:
+    from choir.agent.runtime import AgentRuntime
+    from choir.agent.startup import AgentOptions
+    from choir.errors import ChoirError
+
+    args = _parser().parse_args(argv)
+    try:
+        if args.control_plane == "http" and not args.endpoint:
+            raise _usage("--control-plane=http needs --endpoint=https://<choird>:<port>")
+        target = args.endpoint if args.control_plane == "http" else Path(args.socket)
+        options = AgentOptions.from_env(
+            target, root=args.root, workspace=args.workspace, ca_file=args.ca_file
+        )
+        _log_to_stderr(options.agent_id)
+        return asyncio.run(_run(AgentRuntime(options)))
+    except ChoirError as error:
+        print(f"error: {error.message}", file=sys.stderr)
+        return int(error.exit_code)
+
+
+async def _run(runtime: AgentRuntime) -> int:
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, runtime.request_stop, signal.Signals(signum).name)
+    return await runtime.run()
+
+
+def _log_to_stderr(agent_id: str) -> None:
+    from choir.logs import JsonLinesFormatter
+
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(JsonLinesFormatter(agent_id))
+    root = logging.getLogger()
+    root.addHandler(handler)
+    root.setLevel(os.environ.get("CHOIR_LOG_LEVEL", "INFO").upper())
+    logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per LLM call is choir's own
+
+
+def _usage(message: str) -> Exception:
+    from choir.errors import UsageError
+
+    return UsageError(message)
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="choir-agent", description="choir's agent runtime")
+    parser.add_argument("--control-plane", choices=("uds", "http"), default="uds")
+    parser.add_argument("--socket", default="/run/choir.sock", help="choird's agent socket")
+    parser.add_argument("--endpoint", help="choird's https URL (--control-plane=http)")
+    parser.add_argument("--ca-file", type=Path, help="certificate to verify choird against")
+    parser.add_argument("--root", type=Path, default=Path("/choir"), help="tools, skills, identity")
+    parser.add_argument("--workspace", type=Path, default=Path("/workspace"))
+    return parser

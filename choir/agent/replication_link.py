@@ -30,12 +30,15 @@ class ReconnectingClient:
         session_id: str,
         lease_token: str,
         call_timeout: float | None = 30.0,
+        ca_file: Path | None = None,
     ) -> None:
         self.target = target
         """The socket path or URL `connect` is given."""
         self.session_id = session_id
         self.lease_token = lease_token
         self.call_timeout = call_timeout
+        self.ca_file = ca_file
+        """The certificate an https choird is verified against."""
         self._client: Client | None = None
         self._connecting = asyncio.Lock()
 
@@ -116,6 +119,7 @@ class ReconnectingClient:
                     session_id=self.session_id,
                     lease_token=self.lease_token,
                     call_timeout=self.call_timeout,
+                    ca_file=self.ca_file,
                 )
             return self._client
 

@@ -1,0 +1,143 @@
+"""The edge lane (§7.2): the conversation with the user, one message per cycle.
+
+    IDLE -> CONTEXT_READY (commit UserMsg) -> REASONING (one LLM call) -> WAITING_TOOL -> ...
+         -> FINALIZING (commit AgentReplied) -> IDLE
+
+User messages queue while edge works and are drained only at EDGE_IDLE; `/inject` text is
+committed as an `InjectedInstruction` at edge's next safe point (before its next LLM call, or at
+once when idle). An LLM failure ends the cycle with an `error` reply (§7.7) — the user
+re-triggers; a rate limit first sends one `notice` while the client waits and retries once.
+Edge never waits for its core jobs; they report through `core_report` replies.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from choir.adapters.llm import Completion, LlmError
+from choir.agent.arbiter import ToolProposal
+from choir.agent.core_jobs import CoreJobs
+from choir.agent.lane_support import LaneKit
+from choir.core.lane_states import EdgeTrigger, edge_step, is_final
+from choir.core.prompt import edge_messages
+from choir.core.working_memory import WorkingMemory
+from choir.errors import ChoirError
+from choir.protocol import (
+    EDGE_LANE,
+    AgentReplied,
+    InjectedInstruction,
+    UserMessagePush,
+    UserMsg,
+)
+from choir.protocol.lanes import EdgeStatus
+
+
+class EdgeLane:
+    """The edge lane of one session; `run` is its task."""
+
+    def __init__(self, kit: LaneKit, jobs: CoreJobs) -> None:
+        self._kit = kit
+        self._jobs = jobs
+        self.state: EdgeStatus = "EDGE_IDLE"
+        self._inbox: asyncio.Queue[UserMessagePush] = asyncio.Queue()
+        self._injections: list[str] = []
+        self._seen: set[str] = set()
+        kit.memories.track(WorkingMemory(EDGE_LANE).observe_all(kit.kernel.log))
+
+    def submit(self, push: UserMessagePush) -> None:
+        """Queue a user message; a re-delivered one (same message id) is dropped."""
+        if push.message_id in self._seen:
+            return
+        self._seen.add(push.message_id)
+        self._inbox.put_nowait(push)
+
+    def inject(self, text: str) -> None:
+        """`/inject`: committed now when idle, else at the next safe point."""
+        self._injections.append(text)
+        if self.state == "EDGE_IDLE":
+            self._drain()
+
+    async def run(self) -> None:
+        """Serve messages until cancelled; the core jobs end with it."""
+        self._kit.report(EDGE_LANE, self.state)
+        try:
+            while True:
+                push = await self._inbox.get()
+                await self._cycle(push)
+        finally:
+            await self._jobs.cancel_all("the agent is stopping")
+            if not is_final(self.state):
+                self._move("cancel")
+
+    async def _cycle(self, push: UserMessagePush) -> None:
+        kit, arbiter = self._kit, self._kit.kernel.arbiter
+        self._move("user_message")
+        message = UserMsg(text=push.text, attachments=push.attachments, message_id=push.message_id)
+        arbiter.commit(EDGE_LANE, message)
+        self._move("context_ready")
+
+        async def rate_limited(wait_s: float) -> None:
+            notice = f"The model is rate limited; trying once more in {wait_s:.0f} s."
+            arbiter.commit(EDGE_LANE, AgentReplied(text=notice, category="notice"))
+
+        while True:
+            self._drain()
+            refused = arbiter.begin_step(EDGE_LANE)
+            if refused is not None:
+                self._finish("llm_error", refused, "error", push.message_id)
+                return
+            try:
+                completion = await kit.complete(
+                    EDGE_LANE, self._prompt(), self._tools(), rate_limited
+                )
+            except (LlmError, ChoirError) as error:
+                self._finish("llm_error", error.message, "error", push.message_id)
+                return
+            calls = kit.record(EDGE_LANE, completion)
+            if not calls and not completion.invalid_tool_calls:
+                self._finish("finish", _reply_text(completion), "reply", push.message_id)
+                return
+            self._move("tool_proposal")
+            for call in calls:
+                await arbiter.propose(ToolProposal(EDGE_LANE, call.id, call.name, call.arguments))
+            self._move("tool_result")
+
+    def _prompt(self) -> list[dict[str, object]]:
+        kit = self._kit
+        return edge_messages(
+            kit.memories.lanes[EDGE_LANE],
+            user_md=kit.identity.user_md,
+            soul_md=kit.identity.soul_md,
+            skills=kit.skills(),
+            skill_view=kit.skill_view(EDGE_LANE),
+            window_size=kit.window_size,
+            result_view=kit.kernel.registry.result_for_prompt,
+        )
+
+    def _tools(self) -> list[dict[str, object]]:
+        return self._kit.tools(EDGE_LANE)
+
+    def _finish(
+        self, trigger: EdgeTrigger, text: str, category: str, in_reply_to: str | None
+    ) -> None:
+        self._move(trigger)
+        reply = AgentReplied.model_validate(
+            {"text": text, "category": category, "in_reply_to": in_reply_to}
+        )
+        self._kit.kernel.arbiter.commit(EDGE_LANE, reply)
+        self._move("delivered")
+
+    def _drain(self) -> None:
+        """Edge's safe point: commit the instructions the user injected."""
+        while self._injections:
+            content = self._injections.pop(0)
+            event = InjectedInstruction(target=EDGE_LANE, content=content, source="user")
+            self._kit.kernel.arbiter.commit(EDGE_LANE, event)
+
+    def _move(self, trigger: EdgeTrigger) -> None:
+        self.state = edge_step(self.state, trigger)
+        self._kit.report(EDGE_LANE, self.state)
+
+
+def _reply_text(completion: Completion) -> str:
+    return completion.text.strip() or "(the model gave an empty answer)"

@@ -1,0 +1,263 @@
+"""The choir-agent process (§7.1, §13.2, §17.2): start-up, the lanes, the pushes, graceful stop.
+
+    arm failpoints -> connect -> INIT_HELLO -> ConfigSync.load (config + secrets, memory only)
+    -> rehydrate the log when resuming -> Replicator -> kernel (intent sink = replicator)
+    -> edge lane task (core jobs are its children) + push pump
+    ... shutdown push or SIGTERM ...
+    -> cancel the lanes at their next await -> flush the replicator -> TERMINATE_SELF
+
+Pushes are dispatched as they arrive: user messages queue for edge, `/inject` reaches edge's
+next safe point, cancels reach their job, approvals the arbiter, config and secret changes the
+config sync. Choird only learns what the agent did through replication, so the log is flushed
+before TERMINATE_SELF.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from choir.adapters.llm import LlmClient
+from choir.agent.arbiter import Arbiter, ToolProposal
+from choir.agent.commitlog import CommitLog
+from choir.agent.control_plane import ControlPlane, ControlPlaneHostBridge
+from choir.agent.core_jobs import CoreJobs
+from choir.agent.dispatch import LaneHook
+from choir.agent.dynamic_config import DynamicState
+from choir.agent.edge import EdgeLane
+from choir.agent.kernel import open_kernel
+from choir.agent.lane_support import (
+    DemoModel,
+    Identity,
+    LaneKit,
+    StatusReporter,
+    bound_secrets,
+    plain,
+)
+from choir.agent.replication import ReplicationError, ReplicationFatal, Replicator
+from choir.agent.replication_sync import ConfigSync
+from choir.agent.startup import (
+    LANE_TOOLS,
+    AgentOptions,
+    hello,
+    open_client,
+    restored_log,
+    runtime_tools,
+)
+from choir.agent.working_query import working_query_hook
+from choir.config import Budgets
+from choir.core.budgets import BudgetLimits
+from choir.failpoints import arm_from_env
+from choir.logs import get_logger, register_secrets, set_context
+from choir.protocol import (
+    ApprovalResolvedPush,
+    CompactPush,
+    ConfigChangedPush,
+    CoreCancelPush,
+    InjectPush,
+    SecretsRefreshedPush,
+    ServerPush,
+    ShutdownPush,
+    TerminateSelfRequest,
+    ToolResult,
+    UserMessagePush,
+)
+from choir.transport import RpcError, TransportError
+
+log = get_logger("choir.agent")
+
+PUSH_RETRY_S = 0.5
+"""Pause before subscribing to pushes again after the channel broke."""
+
+
+class AgentRuntime:
+    """One agent process serving one session; `run` returns the exit code."""
+
+    def __init__(self, options: AgentOptions) -> None:
+        self.options = options
+        self._stop = asyncio.Event()
+        self._reason = "stopped"
+        self._fatal: ReplicationFatal | None = None
+
+    def request_stop(self, reason: str) -> None:
+        """Graceful stop (§17.2): SIGTERM, or a `shutdown` push."""
+        if not self._stop.is_set():
+            log.info("stopping", fields={"reason": reason})
+            self._reason = reason
+            self._stop.set()
+
+    async def run(self) -> int:
+        arm_from_env()
+        options = self.options
+        set_context(session_id=options.session_id)
+        control_plane = ControlPlane(await open_client(options))
+        try:
+            answer = await control_plane.init_hello(hello(options))
+            log.info("session started", fields={"status": answer.status})
+            state = DynamicState()
+            async with ConfigSync(control_plane, state) as sync:
+                await sync.load()
+                secrets = state.secrets()
+                register_secrets(secrets.reveal(name) for name in secrets.names())
+                commit_log = restored_log(answer)
+                await self._replicate(control_plane, sync, commit_log)
+            if self._fatal is not None:
+                return 1
+            await control_plane.terminate_self(TerminateSelfRequest(reason=self._reason))
+            log.info("terminated", fields={"reason": self._reason})
+            return 0
+        finally:
+            await control_plane.close()
+
+    async def _replicate(
+        self, control_plane: ControlPlane, sync: ConfigSync, commit_log: CommitLog
+    ) -> None:
+        replicator = Replicator(commit_log, control_plane, sync, on_fatal=self._on_fatal)
+        await replicator.start()
+        try:
+            await self._serve(control_plane, sync, commit_log, replicator)
+        finally:
+            try:
+                await replicator.stop(flush=self._fatal is None)
+            except ReplicationError as error:
+                log.error("log not flushed before stopping", fields={"error": error.message})
+
+    def _on_fatal(self, fatal: ReplicationFatal) -> None:
+        self._fatal = fatal
+        self.request_stop(f"replication failed: {fatal.message}")
+
+    async def _serve(
+        self,
+        control_plane: ControlPlane,
+        sync: ConfigSync,
+        commit_log: CommitLog,
+        replicator: Replicator,
+    ) -> None:
+        options, state = self.options, sync.state
+        table: dict[str, LaneHook] = {}
+        hooks = {name: _late(table, name) for name in LANE_TOOLS}
+        bridge = ControlPlaneHostBridge(control_plane)
+        async with (
+            LlmClient() as llm,
+            open_kernel(
+                options.root,
+                options.workspace,
+                limits=_limits(state),
+                lane_hooks=hooks,
+                runtime_tools=runtime_tools(),
+                host=bridge,
+                secrets=lambda: bound_secrets(state),
+                log=commit_log,
+                intent_sink=replicator.make_durable,
+            ) as kernel,
+        ):
+            demo, status = DemoModel(), StatusReporter(control_plane)
+            kit = LaneKit(kernel, llm, state, demo, Identity.read(options.root), status)
+            kit.start()
+            jobs = CoreJobs(kit)
+            table.update(jobs.hooks())
+
+            async def host_query(proposal: ToolProposal, arguments: dict[str, Any]) -> ToolResult:
+                return await bridge.execute_host_tool(proposal.tool, proposal.call_id, arguments)
+
+            table["choir.memory.query"] = working_query_hook(
+                commit_log, agent_id=options.agent_id, fallback=host_query
+            )
+            table["choir.memory.compact"] = _compact_not_wired
+            kernel.arbiter.add_gate(jobs.gate)
+            edge = EdgeLane(kit, jobs)
+            try:
+                await self._until_stopped(edge, jobs, kernel.arbiter, sync, control_plane)
+            finally:
+                await status.close()
+                kit.stop()
+                await demo.close()
+
+    async def _until_stopped(
+        self,
+        edge: EdgeLane,
+        jobs: CoreJobs,
+        arbiter: Arbiter,
+        sync: ConfigSync,
+        control_plane: ControlPlane,
+    ) -> None:
+        edge_task = asyncio.create_task(edge.run(), name="edge")
+        pump = asyncio.create_task(
+            self._pump(control_plane, edge, jobs, arbiter, sync), name="pushes"
+        )
+        stopped = asyncio.create_task(self._stop.wait(), name="stop")
+        try:
+            await asyncio.wait({edge_task, pump, stopped}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for task in (edge_task, pump, stopped):
+                task.cancel()
+            results = await asyncio.gather(edge_task, pump, stopped, return_exceptions=True)
+        for name, result in zip(("edge", "pushes"), results, strict=False):
+            if isinstance(result, Exception):
+                log.error(f"{name} task failed", exc_info=result)
+                self.request_stop(f"the {name} task failed: {result}")
+
+    async def _pump(
+        self,
+        control_plane: ControlPlane,
+        edge: EdgeLane,
+        jobs: CoreJobs,
+        arbiter: Arbiter,
+        sync: ConfigSync,
+    ) -> None:
+        """Dispatch choird's pushes for the life of the process, resubscribing after a loss."""
+        after_seq = 0
+        while True:
+            try:
+                async for envelope in control_plane.pushes(after_seq=after_seq):
+                    after_seq = envelope.seq
+                    self._dispatch(envelope.push, edge, jobs, arbiter, sync)
+            except (TransportError, RpcError) as error:
+                log.warning("push channel lost; resubscribing", fields={"error": str(error)})
+            await asyncio.sleep(PUSH_RETRY_S)
+
+    def _dispatch(
+        self, push: ServerPush, edge: EdgeLane, jobs: CoreJobs, arbiter: Arbiter, sync: ConfigSync
+    ) -> None:
+        match push:
+            case UserMessagePush():
+                edge.submit(push)
+            case InjectPush(text=text):
+                edge.inject(text)
+            case CoreCancelPush(job_name=name, reason=reason):
+                if not jobs.cancel(name, reason):
+                    log.info("cancel for a job that is not running", fields={"job": name})
+            case ApprovalResolvedPush(approval_id=approval_id, status=status):
+                arbiter.resolve_approval(approval_id, status)
+            case ConfigChangedPush() | SecretsRefreshedPush():
+                sync.notice(push)
+            case ShutdownPush(reason=reason):
+                self.request_stop(f"shutdown ({reason})")
+            case CompactPush():
+                log.info("compaction requested; automatic compaction is not wired in yet")
+
+
+def _late(table: dict[str, LaneHook], name: str) -> LaneHook:
+    """A hook resolved when called: lane hooks exist only once the kernel they use is open."""
+
+    async def hook(proposal: ToolProposal, arguments: dict[str, Any]) -> ToolResult:
+        return await table[name](proposal, arguments)
+
+    return hook
+
+
+async def _compact_not_wired(proposal: ToolProposal, arguments: dict[str, Any]) -> ToolResult:
+    return ToolResult.fail(
+        "not_available",
+        "working-memory compaction is not wired into this agent version yet; the event window "
+        "keeps the latest events, and choir.memory.query finds older ones",
+    )
+
+
+def _limits(state: DynamicState) -> BudgetLimits:
+    """The session's budgets (§7.6): the config's, over the defaults."""
+    configured = plain(state.current().data.get("budgets") or {})
+    return BudgetLimits(**{**Budgets().model_dump(), **configured})
+
+
+__all__ = ["AgentOptions", "AgentRuntime"]

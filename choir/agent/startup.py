@@ -1,0 +1,156 @@
+"""choir-agent's start-up pieces (§13.2, §14.2): who it is, what it runs, where it resumes.
+
+INIT_HELLO carries the image version and the manifest hashes from `<root>/version.json`; the
+process runtime has no image, so without that file they are computed from the tools and skills
+actually loaded (the same functions the image builder uses). A resumed session's log is rebuilt
+from choird's snapshot boundary and tail, its chain verified before anything is committed.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Final
+
+from choir.agent.commitlog import CommitLog, LogEntry, event_json
+from choir.agent.registry import ToolRegistry
+from choir.agent.replication_link import ReconnectingClient
+from choir.agent.tools import BUILTIN_TOOLS
+from choir.core.skill_registry import load_skills
+from choir.core.skill_runner import CONTROL_TOOLS
+from choir.errors import UsageError
+from choir.protocol import (
+    GENESIS_HASH,
+    PROTOCOL_VERSION,
+    InitHelloRequest,
+    InitHelloResponse,
+    VersionInfo,
+    format_ts,
+    skill_manifest_hash,
+)
+from choir.transport import Client
+
+PROCESS_IMAGE: Final = "process"
+"""`image_version` of an agent run as a plain process (no image, no version.json)."""
+
+LANE_TOOLS: Final = frozenset(
+    {
+        "choir.core.spawn",
+        "choir.core.inject",
+        "choir.core.cancel",
+        "choir.core.list",
+        "choir.memory.compact",
+        "choir.memory.query",
+    }
+)
+"""Tools the lanes implement (lane hooks)."""
+
+NOT_IN_THIS_VERSION: Final = frozenset(
+    {
+        "choir.email.send",
+        "choir.email.receive",
+        "choir.email.check",
+        "choir.notion.query",
+        "choir.tts.speak",
+        "choir.web.search",
+    }
+)
+"""Built-in manifests without an implementation yet: calls answer `not_implemented`."""
+
+
+def runtime_tools() -> frozenset[str]:
+    """What `open_kernel` must accept as implemented elsewhere."""
+    return (LANE_TOOLS | NOT_IN_THIS_VERSION) - BUILTIN_TOOLS.keys()
+
+
+@dataclass(frozen=True, slots=True)
+class AgentOptions:
+    """How this agent process was started."""
+
+    target: str | Path
+    """choird's agent socket path, or its https URL."""
+    root: Path
+    """The `/choir` tree: tools, skills, identity files, version.json."""
+    workspace: Path
+    """The workspace the tools work in."""
+    agent_id: str
+    session_id: str
+    lease_token: str = field(repr=False)
+    """Never logged."""
+    ca_file: Path | None = None
+    """Certificate an https choird is verified against."""
+
+    @classmethod
+    def from_env(
+        cls,
+        target: str | Path,
+        *,
+        root: Path,
+        workspace: Path,
+        ca_file: Path | None = None,
+        environ: Mapping[str, str] = os.environ,
+    ) -> AgentOptions:
+        names = ("CHOIR_AGENT_ID", "CHOIR_SESSION_ID", "CHOIR_LEASE_TOKEN")
+        missing = [name for name in names if not environ.get(name)]
+        if missing:
+            raise UsageError(
+                f"choir-agent needs {', '.join(missing)} in its environment; choird sets them "
+                "when it starts the agent"
+            )
+        return cls(
+            target,
+            root,
+            workspace,
+            environ["CHOIR_AGENT_ID"],
+            environ["CHOIR_SESSION_ID"],
+            environ["CHOIR_LEASE_TOKEN"],
+            ca_file,
+        )
+
+
+async def open_client(options: AgentOptions) -> Client:
+    """The control-plane client: reconnecting after a lost channel, verified TLS over https."""
+    return ReconnectingClient(
+        options.target,
+        session_id=options.session_id,
+        lease_token=options.lease_token,
+        ca_file=options.ca_file,
+    )
+
+
+def hello(options: AgentOptions) -> InitHelloRequest:
+    image, tools_hash, skills_hash = manifest_hashes(options.root)
+    return InitHelloRequest(
+        protocol_version=PROTOCOL_VERSION,
+        agent_id=options.agent_id,
+        session_id=options.session_id,
+        image_version=image,
+        tool_manifest_hash=tools_hash,
+        skill_manifest_hash=skills_hash,
+    )
+
+
+def manifest_hashes(root: Path) -> tuple[str, str, str]:
+    """(image_version, tool_manifest_hash, skill_manifest_hash) of what this agent runs."""
+    version_file = root / "version.json"
+    if version_file.is_file():
+        info = VersionInfo.model_validate_json(version_file.read_bytes())
+        return info.image_version, info.tool_manifest_hash, info.skill_manifest_hash
+    registry = ToolRegistry.load(root, BUILTIN_TOOLS, runtime_tools=runtime_tools())
+    skills = load_skills(root / "skills", known_tools=[*registry.names(), *CONTROL_TOOLS])
+    return PROCESS_IMAGE, registry.manifest_hash(), skill_manifest_hash(skills.values())
+
+
+def restored_log(answer: InitHelloResponse) -> CommitLog:
+    """A fresh log, or the resumed session's: snapshot boundary plus tail, chain verified."""
+    if answer.status == "fresh":
+        return CommitLog()
+    snapshot = answer.snapshot
+    base_rev, base_hash = (snapshot.rev, snapshot.hash) if snapshot else (0, GENESIS_HASH)
+    entries = [
+        LogEntry(e.rev, e.lane, format_ts(e.ts), e.hash_prev, e.hash, event_json(e.event))
+        for e in answer.tail_events
+    ]
+    return CommitLog.restore(entries, base_rev=base_rev, base_hash=base_hash)
