@@ -146,6 +146,14 @@ class ChoirClient:
     async def session_compact(self, session_id: str, lane: str | None = None) -> Payload:
         return await self.call("session.compact", session_id=session_id, lane=lane)
 
+    async def session_recover(
+        self, session_id: str, *, job_name: str | None = None, choice: str | None = None
+    ) -> Payload:
+        """Calls a crash left with unknown outcomes; with `choice`, the decision on them."""
+        return await self.call(
+            "session.recover", session_id=session_id, job_name=job_name, choice=choice
+        )
+
     # approvals
 
     async def approval_list(

@@ -27,13 +27,15 @@ from choir.agent.dispatch import LaneHook
 from choir.agent.lane_support import LaneKit
 from choir.agent.registry import RegisteredTool
 from choir.core.lane_states import CoreTrigger, core_step
-from choir.core.prompt import core_messages
+from choir.core.prompt import core_prompt
 from choir.core.working_memory import WorkingMemory
 from choir.errors import ChoirError
 from choir.logs import get_logger
 from choir.protocol import (
     EDGE_LANE,
     AgentReplied,
+    CoreEvent,
+    CoreEventEmitted,
     CoreJobStart,
     CoreStarted,
     CoreStopped,
@@ -43,6 +45,7 @@ from choir.protocol import (
     job_name_of,
     validation_problems,
 )
+from choir.protocol.core_jobs import CoreError, CoreFinalResult, CoreProgress
 from choir.protocol.lanes import CoreStatus
 
 log = get_logger("choir.agent.core")
@@ -51,6 +54,8 @@ Outcome = Literal["completed", "terminated", "cancelled"]
 
 CORE_PREFIX: Final = "choir.core."
 READ_ONLY: Final = frozenset({"none", "read"})
+FOCUS_CHARS: Final = 120
+"""Longest `focus` a progress event carries."""
 
 
 @dataclass(slots=True)
@@ -164,6 +169,11 @@ class CoreJobs:
         if refused is not None:
             return ToolResult.fail("budget_exceeded", refused, budget="max_injections_per_job")
         job.injections.append(content)
+        run = self._kit.kernel.arbiter.skill_runs.get(job.lane)
+        if run is not None and run.active:
+            refused = self._kit.kernel.arbiter.interrupt_skill(job.lane)
+            if refused is not None:
+                log.info("skill not interrupted", fields={"job": name, "why": refused})
         return ToolResult.ok(f"instruction queued for core job {name}; it reads it next step")
 
     async def _cancel(self, proposal: ToolProposal, arguments: dict[str, Any]) -> ToolResult:
@@ -213,7 +223,9 @@ class CoreJobs:
             if job.state == "CORE_INITIALIZING":
                 self._move(job, "llm_called")
             job.steps += 1
-            messages = core_messages(
+            self._emit(job, CoreProgress(phase=f"step {job.steps}", focus=_focus(job)))
+            tools = kit.tools(job.lane, job.start.tool_constraints.allowed_tools)
+            prompt = core_prompt(
                 kit.memories.lanes[job.lane],
                 soul_core_md=kit.identity.soul_core_md,
                 briefing=job.start,
@@ -222,9 +234,9 @@ class CoreJobs:
                 window_size=kit.window_size,
                 result_view=kit.kernel.registry.result_for_prompt,
             )
-            tools = kit.tools(job.lane, job.start.tool_constraints.allowed_tools)
+            kit.compaction.measure(job.lane, prompt.size(tools))
             try:
-                completion = await kit.complete(job.lane, messages, tools)
+                completion = await kit.complete(job.lane, list(prompt.messages), tools)
             except (LlmError, ChoirError) as error:
                 self._move(job, "llm_error")
                 return "terminated", f"the model call failed: {error.message}"
@@ -253,6 +265,10 @@ class CoreJobs:
         stopped = CoreStopped(
             job_name=name, job_id=job.start.job_id, outcome=outcome, report=report
         )
+        if outcome == "completed":
+            self._emit(job, CoreFinalResult(summary=report))
+        else:
+            self._emit(job, CoreError(code=_error_code(outcome, report), message=report))
         arbiter.commit(job.lane, stopped)
         arbiter.end_job(name)
         self._jobs.pop(name, None)
@@ -260,9 +276,28 @@ class CoreJobs:
         text = f"core job {name} {outcome}: {report}"
         arbiter.commit(EDGE_LANE, AgentReplied(text=text, category="core_report"))
 
+    def _emit(self, job: CoreJob, event: CoreEvent) -> None:
+        """A structured event of the job's stream (§12.7) — never raw model reasoning."""
+        emitted = CoreEventEmitted(job_name=job.start.job_name, event=event)
+        self._kit.kernel.arbiter.commit(job.lane, emitted)
+
     def _move(self, job: CoreJob, trigger: CoreTrigger) -> None:
         job.state = core_step(job.state, trigger)
         self._kit.report(job.lane, job.state)
+
+
+def _focus(job: CoreJob) -> str:
+    """What the job is on, for its progress event: the first line of its task, clipped."""
+    first = job.start.task_spec.strip().splitlines()[0] if job.start.task_spec.strip() else ""
+    return first[:FOCUS_CHARS]
+
+
+def _error_code(outcome: Outcome, report: str) -> str:
+    if outcome == "cancelled":
+        return "cancelled"
+    if report.startswith("the model call failed"):
+        return "llm_error"
+    return "budget_exceeded" if "budget" in report else "job_failed"
 
 
 def briefing(arguments: Mapping[str, Any]) -> CoreJobStart:

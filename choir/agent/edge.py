@@ -19,7 +19,7 @@ from choir.agent.arbiter import ToolProposal
 from choir.agent.core_jobs import CoreJobs
 from choir.agent.lane_support import LaneKit
 from choir.core.lane_states import EdgeTrigger, edge_step, is_final
-from choir.core.prompt import edge_messages
+from choir.core.prompt import edge_prompt
 from choir.core.working_memory import WorkingMemory
 from choir.errors import ChoirError
 from choir.protocol import (
@@ -86,10 +86,9 @@ class EdgeLane:
             if refused is not None:
                 self._finish("llm_error", refused, "error", push.message_id)
                 return
+            tools = self._tools()
             try:
-                completion = await kit.complete(
-                    EDGE_LANE, self._prompt(), self._tools(), rate_limited
-                )
+                completion = await kit.complete(EDGE_LANE, self._prompt(tools), tools, rate_limited)
             except (LlmError, ChoirError) as error:
                 self._finish("llm_error", error.message, "error", push.message_id)
                 return
@@ -102,9 +101,15 @@ class EdgeLane:
                 await arbiter.propose(ToolProposal(EDGE_LANE, call.id, call.name, call.arguments))
             self._move("tool_result")
 
-    def _prompt(self) -> list[dict[str, object]]:
+    @property
+    def kit(self) -> LaneKit:
+        """The lanes' shared machinery (the push handlers reach compaction through it)."""
+        return self._kit
+
+    def _prompt(self, tools: list[dict[str, object]]) -> list[dict[str, object]]:
+        """The next call's messages; measuring them is compaction's trigger (§11.3)."""
         kit = self._kit
-        return edge_messages(
+        prompt = edge_prompt(
             kit.memories.lanes[EDGE_LANE],
             user_md=kit.identity.user_md,
             soul_md=kit.identity.soul_md,
@@ -113,6 +118,8 @@ class EdgeLane:
             window_size=kit.window_size,
             result_view=kit.kernel.registry.result_for_prompt,
         )
+        kit.compaction.measure(EDGE_LANE, prompt.size(tools))
+        return list(prompt.messages)
 
     def _tools(self) -> list[dict[str, object]]:
         return self._kit.tools(EDGE_LANE)
@@ -126,6 +133,7 @@ class EdgeLane:
         )
         self._kit.kernel.arbiter.commit(EDGE_LANE, reply)
         self._move("delivered")
+        self._prompt(self._tools())  # measure the finished cycle: a due fold runs while idle
 
     def _drain(self) -> None:
         """Edge's safe point: commit the instructions the user injected."""

@@ -25,8 +25,9 @@ from choir.adapters.llm import (
     RateLimitNotice,
 )
 from choir.agent.commitlog import LogEntry
+from choir.agent.compaction_driver import CompactionDriver
 from choir.agent.control_plane import ControlPlane
-from choir.agent.dynamic_config import DynamicState
+from choir.agent.dynamic_config import DynamicState, Secrets
 from choir.agent.kernel import Kernel
 from choir.agent.registry import lane_kind_of
 from choir.config.resources import ModelConfig
@@ -35,7 +36,7 @@ from choir.core.prompt import DEFAULT_WINDOW_SIZE
 from choir.core.skill_runner import SkillView, control_tool_views, prompt_view
 from choir.core.working_memory import WorkingMemory
 from choir.errors import ConfigError
-from choir.logs import get_logger
+from choir.logs import get_logger, replace_secrets
 from choir.protocol import (
     LaneStatus,
     ModelOutput,
@@ -131,6 +132,27 @@ def bound_secrets(state: DynamicState) -> dict[str, dict[str, str]]:
     return view
 
 
+REDACTION_WAIT_S: Final = 10.0
+"""How long a `secrets_refreshed` push waits for the new values before giving up."""
+
+
+async def follow_secrets(state: DynamicState, before: Secrets, *, poll_s: float = 0.02) -> bool:
+    """Once the config sync swapped in fresh secrets, make them the log redaction set.
+
+    `replace_secrets`, not `register_secrets`: a rotated-out value is no longer a secret, and
+    the redaction set stays the values the session really holds. False when none came in time.
+    """
+    with contextlib.suppress(TimeoutError):
+        async with asyncio.timeout(REDACTION_WAIT_S):
+            # DynamicState tells listeners of config swaps only, not of secret swaps: poll
+            while state.secrets() is before:  # noqa: ASYNC110
+                await asyncio.sleep(poll_s)
+            secrets = state.secrets()
+            replace_secrets(secrets.reveal(name) for name in secrets.names())
+            return True
+    return False
+
+
 class StatusReporter:
     """Sends REPORT_STATUS for every lane transition, in order, without blocking the lane."""
 
@@ -196,7 +218,12 @@ class LaneKit:
     identity: Identity
     status: StatusReporter
     memories: Memories = field(default_factory=Memories)
+    compaction: CompactionDriver = field(init=False)
+    """Folds each lane's oldest events into its summary, in the background (§11.3)."""
     _unsubscribe: Callable[[], None] | None = None
+
+    def __post_init__(self) -> None:
+        self.compaction = CompactionDriver(self)
 
     def start(self) -> None:
         self._unsubscribe = self.kernel.log.subscribe(self.memories.observe)

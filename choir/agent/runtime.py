@@ -32,8 +32,10 @@ from choir.agent.lane_support import (
     LaneKit,
     StatusReporter,
     bound_secrets,
+    follow_secrets,
     plain,
 )
+from choir.agent.recovery import RecoverableCoreJobs, settle_edge
 from choir.agent.replication import ReplicationError, ReplicationFatal, Replicator
 from choir.agent.replication_sync import ConfigSync
 from choir.agent.startup import (
@@ -44,12 +46,14 @@ from choir.agent.startup import (
     restored_log,
     runtime_tools,
 )
+from choir.agent.summary import session_summary
 from choir.agent.working_query import working_query_hook
 from choir.config import Budgets
 from choir.core.budgets import BudgetLimits
 from choir.failpoints import arm_from_env
 from choir.logs import get_logger, register_secrets, set_context
 from choir.protocol import (
+    EDGE_LANE,
     ApprovalResolvedPush,
     CompactPush,
     ConfigChangedPush,
@@ -62,9 +66,13 @@ from choir.protocol import (
     ToolResult,
     UserMessagePush,
 )
+from choir.protocol.pushes import RecoverPush
 from choir.transport import RpcError, TransportError
 
 log = get_logger("choir.agent")
+
+SUMMARY_TIMEOUT_MS = 30_000
+"""The session summary's budget when neither the shutdown push nor config gives one (§11.8)."""
 
 PUSH_RETRY_S = 0.5
 """Pause before subscribing to pushes again after the channel broke."""
@@ -78,6 +86,11 @@ class AgentRuntime:
         self._stop = asyncio.Event()
         self._reason = "stopped"
         self._fatal: ReplicationFatal | None = None
+        self._summary_timeout_ms: int | None = None
+        """The shutdown push's summary budget; None uses config's `summary_timeout_ms`."""
+        self._background: set[asyncio.Task[bool]] = set()
+        self._recovery: RecoverableCoreJobs | None = None
+        """The core jobs, holding those a crash left waiting for the operator's decision."""
 
     def request_stop(self, reason: str) -> None:
         """Graceful stop (§17.2): SIGTERM, or a `shutdown` push."""
@@ -137,6 +150,7 @@ class AgentRuntime:
         table: dict[str, LaneHook] = {}
         hooks = {name: _late(table, name) for name in LANE_TOOLS}
         bridge = ControlPlaneHostBridge(control_plane)
+        settle_edge(commit_log)  # before the arbiter folds its idempotency table
         async with (
             LlmClient() as llm,
             open_kernel(
@@ -154,7 +168,7 @@ class AgentRuntime:
             demo, status = DemoModel(), StatusReporter(control_plane)
             kit = LaneKit(kernel, llm, state, demo, Identity.read(options.root), status)
             kit.start()
-            jobs = CoreJobs(kit)
+            jobs = self._recovery = RecoverableCoreJobs(kit)
             table.update(jobs.hooks())
 
             async def host_query(proposal: ToolProposal, arguments: dict[str, Any]) -> ToolResult:
@@ -163,15 +177,33 @@ class AgentRuntime:
             table["choir.memory.query"] = working_query_hook(
                 commit_log, agent_id=options.agent_id, fallback=host_query
             )
-            table["choir.memory.compact"] = _compact_not_wired
+            table["choir.memory.compact"] = kit.compaction.hook
             kernel.arbiter.add_gate(jobs.gate)
             edge = EdgeLane(kit, jobs)
+            resumed = jobs.resume_open()
+            if resumed or jobs.held:
+                log.info("core jobs recovered", fields={"resumed": resumed, "held": [*jobs.held]})
             try:
                 await self._until_stopped(edge, jobs, kernel.arbiter, sync, control_plane)
+                await self._summarize(kit)
             finally:
+                await kit.compaction.close()
                 await status.close()
                 kit.stop()
                 await demo.close()
+
+    async def _summarize(self, kit: LaneKit) -> None:
+        """Graceful stop, after the lanes ended: commit the session summary (§11.8), if any."""
+        await kit.compaction.close()
+        if self._fatal is not None:
+            return
+        timeout_ms = self._summary_timeout_ms
+        if timeout_ms is None:
+            configured = kit.state.current().data.get("summary_timeout_ms")
+            timeout_ms = configured if isinstance(configured, int) else SUMMARY_TIMEOUT_MS
+        summary = await session_summary(kit, timeout_ms)
+        if summary is not None:
+            kit.kernel.arbiter.commit(EDGE_LANE, summary)
 
     async def _until_stopped(
         self,
@@ -229,12 +261,21 @@ class AgentRuntime:
                     log.info("cancel for a job that is not running", fields={"job": name})
             case ApprovalResolvedPush(approval_id=approval_id, status=status):
                 arbiter.resolve_approval(approval_id, status)
-            case ConfigChangedPush() | SecretsRefreshedPush():
+            case ConfigChangedPush():
                 sync.notice(push)
-            case ShutdownPush(reason=reason):
+            case SecretsRefreshedPush():
+                task = asyncio.create_task(follow_secrets(sync.state, sync.state.secrets()))
+                self._background.add(task)
+                task.add_done_callback(self._background.discard)
+                sync.notice(push)
+            case ShutdownPush(reason=reason, summary_timeout_ms=summary_ms):
+                self._summary_timeout_ms = summary_ms
                 self.request_stop(f"shutdown ({reason})")
-            case CompactPush():
-                log.info("compaction requested; automatic compaction is not wired in yet")
+            case RecoverPush(choice=choice, job_name=name) if self._recovery is not None:
+                self._recovery.decide(choice, name)
+            case CompactPush(lane=lane):
+                reached = edge.kit.compaction.request(lane)
+                log.info("compaction requested", fields={"lanes": reached})
 
 
 def _late(table: dict[str, LaneHook], name: str) -> LaneHook:
@@ -244,14 +285,6 @@ def _late(table: dict[str, LaneHook], name: str) -> LaneHook:
         return await table[name](proposal, arguments)
 
     return hook
-
-
-async def _compact_not_wired(proposal: ToolProposal, arguments: dict[str, Any]) -> ToolResult:
-    return ToolResult.fail(
-        "not_available",
-        "working-memory compaction is not wired into this agent version yet; the event window "
-        "keeps the latest events, and choir.memory.query finds older ones",
-    )
 
 
 def _limits(state: DynamicState) -> BudgetLimits:

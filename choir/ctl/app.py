@@ -22,20 +22,47 @@ app = typer.Typer(
 )
 
 
-def _register() -> None:
-    from choir.ctl import agent, config, init, schema, secret
-    from choir.ctl.operator_nouns import register_operator_nouns
+@app.callback()
+def _root() -> None:
+    """Keeps choirctl a group of commands even when only one noun is registered."""
 
-    app.command("init")(init.init)
-    app.add_typer(config.app, name="config")
-    app.add_typer(secret.app, name="secret")
-    app.add_typer(agent.app, name="agent")
-    app.command("schema")(schema.schema)
-    register_operator_nouns(app)
+
+OFFLINE_NOUNS = ("init", "config", "secret", "agent", "schema")
+
+
+def _register(only: str | None = None) -> None:
+    """Register every noun, or just `only` when the command line names a known one: each noun
+    module costs import time, and choirctl must start fast."""
+    from choir.ctl.operator_nouns import OPERATOR_NOUNS, register_operator_nouns
+
+    if only is not None and only not in OFFLINE_NOUNS and only not in OPERATOR_NOUNS:
+        only = None
+    if only in (None, "init"):
+        from choir.ctl import init
+
+        app.command("init")(init.init)
+    if only in (None, "config"):
+        from choir.ctl import config
+
+        app.add_typer(config.app, name="config")
+    if only in (None, "secret"):
+        from choir.ctl import secret
+
+        app.add_typer(secret.app, name="secret")
+    if only in (None, "agent"):
+        from choir.ctl import agent
+
+        app.add_typer(agent.app, name="agent")
+    if only in (None, "schema"):
+        from choir.ctl import schema
+
+        app.command("schema")(schema.schema)
+    register_operator_nouns(app, only=only)
 
 
 def main() -> None:
-    _register()
+    words = [arg for arg in sys.argv[1:] if not arg.startswith("-")]
+    _register(words[0] if words else None)
     try:
         app()
     except ChoirError as err:

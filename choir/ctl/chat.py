@@ -7,7 +7,6 @@ errors print as they arrive. `/inject <instruction>` reaches edge at its next sa
 
 from __future__ import annotations
 
-import asyncio
 import sys
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -52,6 +51,8 @@ def chat(
 async def _one_shot(
     choird: ChoirClient, agent_id: str, message: str, wait: float, as_json: bool
 ) -> None:
+    import asyncio
+
     from choir.errors import UnavailableError
 
     sent = await choird.chat_send(agent_id, message)
@@ -75,6 +76,8 @@ async def _one_shot(
 
 
 async def _interactive(choird: ChoirClient, agent_id: str, as_json: bool) -> None:
+    import asyncio
+
     async def printer() -> None:
         async for reply in choird.chat_replies(agent_id, after_seq=2**62):
             _show(reply, as_json)

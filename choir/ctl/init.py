@@ -22,7 +22,7 @@ ForceOption = Annotated[
     ),
 ]
 GlobalRepoOption = Annotated[
-    Path | None,
+    str | None,
     typer.Option(
         "--global-repo",
         help="Where to create the global repo of tools, skills and identity "
@@ -57,7 +57,8 @@ def init(
     """
     from choir.config import init_home
 
-    result = init_home(home_of(home), force=force, global_repo=global_repo)
+    repo = Path(global_repo).expanduser().absolute() if global_repo else None
+    result = init_home(home_of(home), force=force, global_repo=repo)
     emit(_data(result), as_json, lambda: _show(result))
 
 

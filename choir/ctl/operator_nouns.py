@@ -8,15 +8,28 @@ from __future__ import annotations
 
 import typer
 
+OPERATOR_NOUNS = (
+    "status",
+    "chat",
+    "logs",
+    "session",
+    "approval",
+    "workspace",
+    "model",
+    "voice",
+)
+_COMMANDS = {"status", "chat", "logs"}
 
-def register_operator_nouns(app: typer.Typer) -> None:
-    from choir.ctl import approval, chat, logs, model, session, status, voice, workspace
 
-    app.command("status")(status.status)
-    app.command("chat")(chat.chat)
-    app.command("logs")(logs.logs)
-    app.add_typer(session.app, name="session")
-    app.add_typer(approval.app, name="approval")
-    app.add_typer(workspace.app, name="workspace")
-    app.add_typer(model.app, name="model")
-    app.add_typer(voice.app, name="voice")
+def register_operator_nouns(app: typer.Typer, *, only: str | None = None) -> None:
+    """Register every operator noun, or just `only` (a name of OPERATOR_NOUNS)."""
+    import importlib
+
+    for noun in OPERATOR_NOUNS:
+        if only is not None and noun != only:
+            continue
+        module = importlib.import_module(f"choir.ctl.{noun}")
+        if noun in _COMMANDS:
+            app.command(noun)(getattr(module, noun))
+        else:
+            app.add_typer(module.app, name=noun)

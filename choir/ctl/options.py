@@ -10,7 +10,7 @@ import typer
 from choir.home import ChoirHome
 
 HomeOption = Annotated[
-    Path | None,
+    str | None,
     typer.Option(
         "--home",
         envvar="CHOIR_HOME",
@@ -19,7 +19,9 @@ HomeOption = Annotated[
     ),
 ]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")]
+"""Paths are taken as `str`: typer converts `Path` options through pydantic, whose import alone
+costs ~70 ms — most of choirctl's start-up budget."""
 
 
-def home_of(path: Path | None) -> ChoirHome:
+def home_of(path: str | Path | None) -> ChoirHome:
     return ChoirHome.resolve(path)

@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 
 
-def with_choird(home: Path | None, work: Callable[[ChoirClient], Awaitable[T]]) -> T:
+def with_choird(home: str | Path | None, work: Callable[[ChoirClient], Awaitable[T]]) -> T:
     """Run `work` with a client of the choird serving `home`; its result.
 
     UnavailableError (exit 6) when choird is not running.

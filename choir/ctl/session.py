@@ -166,3 +166,38 @@ def compact(
     data = with_choird(home, lambda choird: choird.session_compact(session_id, lane))
     what = f"lane {lane}" if lane else "every lane"
     emit(data, as_json, lambda: print(f"asked session {session_id} to compact {what}"))
+
+
+@app.command("recover")
+def recover(
+    session_id: SessionArgument,
+    job: Annotated[
+        str | None,
+        typer.Option("--job", help="Only this held core job. Default: every held job."),
+    ] = None,
+    choice: Annotated[
+        str | None,
+        typer.Option(
+            "--choice",
+            help="resume, read-only or abort. Without it, list the interrupted calls.",
+        ),
+    ] = None,
+    home: HomeOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """After a crash: list calls whose outcome is unknown, or decide what their jobs do."""
+    from choir.ctl.remote import with_choird
+    from choir.errors import UsageError
+
+    choices = {"resume": "resume", "read-only": "read_only", "abort": "abort"}
+    if choice is not None and choice not in choices:
+        raise UsageError(f"--choice must be one of {', '.join(choices)}, not {choice!r}")
+    wire = choices[choice] if choice is not None else None
+    data = with_choird(
+        home, lambda choird: choird.session_recover(session_id, job_name=job, choice=wire)
+    )
+    if choice is not None:
+        emit(data, as_json, lambda: print(f"asked session {session_id} to {choice}"))
+        return
+    rows = [(c["call_id"], c["tool"], c["lane"], str(c["rev"])) for c in data["interrupted"]]
+    emit(data, as_json, lambda: table(("call", "tool", "lane", "rev"), rows))

@@ -90,6 +90,20 @@ class ApprovalResolvedPush(WireModel):
     """How it ended; a timeout counts as rejected."""
 
 
+class RecoverPush(WireModel):
+    """The operator's decision on a core job held after a crash (`choirctl session recover`).
+
+    A held job had a non-idempotent call whose outcome the crash left unknown; it is not resumed
+    until the operator chooses (DESIGN-NOTES "Durability").
+    """
+
+    kind: Literal["recover"] = "recover"
+    choice: Literal["resume", "read_only", "abort"]
+    """Resume the job, resume it limited to tools that only read, or stop it with a report."""
+    job_name: JobName | None = None
+    """The held job decided on; None decides every held job of the session."""
+
+
 ServerPush = Annotated[
     UserMessagePush
     | InjectPush
@@ -98,7 +112,8 @@ ServerPush = Annotated[
     | ConfigChangedPush
     | SecretsRefreshedPush
     | ShutdownPush
-    | ApprovalResolvedPush,
+    | ApprovalResolvedPush
+    | RecoverPush,
     Field(discriminator="kind"),
 ]
 """Any choird -> agent push, tagged by `kind`."""

@@ -28,19 +28,11 @@ from .cli import REPO_ROOT, Run
 _ENTRY = """
 import sys
 
-import pytest
 sys.argv[0] = "choirctl"
-from choir.ctl import app
-from choir.ctl.operator_nouns import register_operator_nouns
-registered = app._register
-def register():
-    registered()
-    if not any(group.name == "session" for group in app.app.registered_groups):
-        register_operator_nouns(app.app)
-app._register = register
-app.main()
+from choir.ctl.app import main
+main()
 """
-"""The real entry point, with the operator nouns registered if `_register` does not yet."""
+"""The real entry point, run from the source tree."""
 
 
 def _command(home: ChoirHome, *args: str) -> tuple[list[str], dict[str, str]]:

@@ -1,0 +1,204 @@
+"""Crash recovery end to end (§13.2, §13.3; DESIGN-NOTES "Durability").
+
+A real choird in the test process, the real `choir-agent` in its own process, a scripted model.
+A core job's non-idempotent `choir.exec` appends one line and then sleeps; the agent is killed
+with SIGKILL while it sleeps. Restarted for the same session, the agent gets back every event
+choird acknowledged with its chain intact, holds the job instead of re-running the call, and
+the operator sees the call in `session.recover` and decides.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from choir.client import ChoirClient
+from choir.daemon.app import ChoirDaemon
+from choir.home import ChoirHome
+from choir.protocol import GENESIS_HASH
+from choir.scripted import ReplyStep, Script, ScriptedCall, ScriptedModelServer, ToolCallsStep
+from choir.store.target import ConnectParams
+from tests.e2e.daemons import poll_until, running_daemon, stored_events
+from tests.e2e.homes import external_postgres, make_home, read_config, short_root, write_config
+from tests.e2e.processes import environment
+from tests.e2e_agent.test_agent_process import CHOIR_AGENT, choir_root
+
+pytestmark = pytest.mark.slow
+
+SCRIPT = Script(
+    description="a core job interrupted by a crash in the middle of a side effect",
+    steps=[
+        ToolCallsStep(
+            match="start the appender",
+            calls=[
+                ScriptedCall(
+                    name="choir.core.spawn",
+                    arguments={"job_name": "appender", "task_spec": "Append x to appended.txt."},
+                )
+            ],
+        ),
+        ReplyStep(after="tool", match="appender started", text="Started appender."),
+        ReplyStep(match="crashed while", text="Checked appended.txt: the line is there."),
+        ToolCallsStep(
+            calls=[
+                ScriptedCall(
+                    name="choir.exec", arguments={"command": "echo x >> appended.txt; sleep 60"}
+                )
+            ]
+        ),
+    ],
+)
+
+
+@pytest.fixture
+def root() -> Iterator[Path]:
+    with short_root("cr-") as root:
+        yield root
+
+
+@pytest.fixture
+async def model() -> AsyncIterator[ScriptedModelServer]:
+    async with ScriptedModelServer(SCRIPT) as server:
+        yield server
+
+
+@pytest.fixture
+def home(root: Path, pg_params: ConnectParams, model: ScriptedModelServer) -> ChoirHome:
+    home = make_home(root, postgres=external_postgres(pg_params))
+    data = read_config(home)
+    data["models"]["demo"] = {"provider": "scripted", "model": "e2e", "endpoint": model.url}
+    write_config(home, data)
+    return home
+
+
+async def launch(daemon: ChoirDaemon, root: Path, name: str) -> asyncio.subprocess.Process:
+    """`choir-agent` for agent-1's session (a crashed one is resumed), as choird would start it."""
+    assert daemon.services is not None
+    started = await daemon.services.sessions.start("agent-1", {})
+    socket = await daemon.open_agent_socket("agent-1")
+    tree = root / "choir"
+    if not tree.exists():
+        choir_root(root)
+    env = environment(
+        CHOIR_AGENT_ID="agent-1",
+        CHOIR_SESSION_ID=started.session_id,
+        CHOIR_LEASE_TOKEN=started.lease_token,
+    )
+    with (root / f"{name}.log").open("wb") as stderr:
+        return await asyncio.create_subprocess_exec(
+            str(CHOIR_AGENT),
+            "--control-plane=uds",
+            f"--socket={socket}",
+            f"--root={tree}",
+            f"--workspace={root / 'ws'}",
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=stderr,
+        )
+
+
+async def replies_until(operator: ChoirClient, after_seq: int, done: str) -> list[dict[str, Any]]:
+    got: list[dict[str, Any]] = []
+    replies = operator.chat_replies("agent-1", after_seq=after_seq)
+    try:
+        async with asyncio.timeout(30):
+            async for reply in replies:
+                got.append(reply)
+                if done in reply["text"]:
+                    return got
+    finally:
+        await replies.aclose()
+    raise AssertionError(f"no reply with {done!r}: {got}")
+
+
+def chain_intact(events: list[Any]) -> bool:
+    previous = GENESIS_HASH
+    for index, event in enumerate(events, start=1):
+        if event.rev != index or event.hash_prev != previous:
+            return False
+        previous = event.hash
+    return True
+
+
+async def test_a_crash_in_a_side_effect_holds_the_job_until_the_operator_decides(
+    home: ChoirHome, root: Path, model: ScriptedModelServer
+) -> None:
+    (root / "ws").mkdir()
+    appended = root / "ws" / "appended.txt"
+    async with running_daemon(home) as daemon, await ChoirClient.connect(home) as operator:
+        assert daemon.services is not None
+        first = await launch(daemon, root, "first")
+        try:
+            sent = await operator.chat_send("agent-1", "please start the appender")
+            await replies_until(operator, sent["after_seq"], "Started appender.")
+            await poll_until(lambda: asyncio.to_thread(appended.exists), within=10)
+        finally:
+            first.kill()
+            await first.wait()
+        rows = await daemon.services.sessions.recent("agent-1", 1)
+        session_id = rows[0].session_id
+        before = await stored_events(daemon, session_id)
+        assert chain_intact(before)
+        [intent] = [
+            e
+            for e in before
+            if e.event_type == "tool_call_committed" and e.payload["tool"] == "choir.exec"
+        ]
+        assert not any(
+            e.event_type == "tool_result_committed"
+            and e.payload["call_id"] == intent.payload["call_id"]
+            for e in before
+        )
+        await daemon.services.sessions.mark_crashed(session_id, "killed by the test")
+
+        second = await launch(daemon, root, "second")
+        try:
+            listed = await operator.session_recover(session_id)
+            assert [c["call_id"] for c in listed["interrupted"]] == [intent.payload["call_id"]]
+            assert listed["interrupted"][0]["job_name"] == "appender"
+
+            async def status_seen() -> bool:
+                return "edge" in daemon.services.status.lanes(session_id)  # type: ignore[union-attr]
+
+            await poll_until(status_seen, within=10)
+            await asyncio.sleep(1)
+            assert appended.read_text() == "x\n"  # held: not run again
+
+            decided = await operator.session_recover(session_id, choice="resume")
+            assert decided["requested"] is True
+            await replies_until(operator, sent["after_seq"], "the line is there")
+
+            async def resolved() -> bool:
+                events = await stored_events(daemon, session_id)
+                return any(e.event_type == "core_stopped" for e in events)
+
+            await poll_until(resolved, within=10)
+            after = await stored_events(daemon, session_id)
+            assert chain_intact(after)
+            assert [(e.rev, e.hash) for e in after[: len(before)]] == [
+                (e.rev, e.hash) for e in before
+            ]
+            [result] = [
+                e
+                for e in after
+                if e.event_type == "tool_result_committed"
+                and e.payload["call_id"] == intent.payload["call_id"]
+            ]
+            assert result.payload["result"]["error_code"] == "outcome_unknown"
+            intents = [
+                e
+                for e in after
+                if e.event_type == "tool_call_committed"
+                and e.payload["call_id"] == intent.payload["call_id"]
+            ]
+            assert len(intents) == 1  # never re-run
+            assert appended.read_text() == "x\n"
+            assert (await operator.session_recover(session_id))["interrupted"] == []
+        finally:
+            second.kill()
+            await second.wait()
