@@ -120,7 +120,12 @@ class CommitLog:
         return iter(self._entries)
 
     def append(self, lane: str, event: dict[str, Any]) -> LogEntry:
-        """Commit one event (JSON form) for `lane`; returns the sealed entry."""
+        """Commit one event (JSON form) for `lane`; returns the sealed entry.
+
+        `event` must be the event model's complete JSON form (defaults included), or choird's
+        recomputed hash will not match; only hot paths pinned by tests build it by hand —
+        everything else uses `commit`.
+        """
         rev = self._head_rev + 1
         prev = self._head_hash
         ts = now_ts()

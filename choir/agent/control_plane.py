@@ -7,7 +7,7 @@ tools go out as EXECUTE_HOST_TOOL, meta tools as REQUEST_APPROVAL.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from typing import Any, TypeVar
 
 from pydantic import ValidationError
@@ -77,7 +77,7 @@ class ControlPlane:
     async def execute_host_tool(self, request: ExecuteHostToolRequest) -> ExecuteHostToolResponse:
         return await self._call(Verb.EXECUTE_HOST_TOOL, request, ExecuteHostToolResponse)
 
-    async def pushes(self, *, after_seq: int = 0) -> AsyncIterator[PushEnvelope]:
+    async def pushes(self, *, after_seq: int = 0) -> AsyncGenerator[PushEnvelope, None]:
         """The session's pushes from choird (user messages, injections, cancels, config…)."""
         async for item in self._client.pushes(after_seq=after_seq):
             yield PushEnvelope.model_validate(item)

@@ -12,7 +12,7 @@ from pydantic import ValidationError
 
 from choir.daemon.agent_verbs import AgentVerbs
 from choir.daemon.config_stage import ConfigStage
-from choir.daemon.faults import RpcFault, rpc_error_of
+from choir.daemon.faults import RpcFault, database_down, rpc_error_of
 from choir.daemon.ratelimit import RateLimiter, check_payload_size
 from choir.daemon.sessions import SessionService
 from choir.errors import ChoirError
@@ -53,7 +53,9 @@ class AgentRpc:
             response = await self._call(envelope, payload_bytes)
         except Exception as exc:
             error = rpc_error_of(exc)
-            if not isinstance(exc, ChoirError):
+            if database_down(exc):
+                log.warning("agent call refused: database down", fields={"error": str(exc)})
+            elif not isinstance(exc, ChoirError):
                 log.exception("agent call failed", fields={"verb": envelope.verb.value})
             elif error.code == ErrorCode.UNAUTHORIZED:
                 log.warning("agent call refused", fields={"verb": envelope.verb.value})

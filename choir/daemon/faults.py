@@ -42,8 +42,26 @@ def unauthorized() -> RpcFault:
     return RpcFault(ErrorCode.UNAUTHORIZED, UNAUTHORIZED_MESSAGE)
 
 
+DATABASE_DOWN = "choird cannot reach its database right now; nothing was stored, retry later"
+
+
+def database_down(exc: BaseException) -> bool:
+    """Whether `exc` means Postgres is unreachable (as opposed to a bug or a bad query)."""
+    import asyncpg
+
+    return isinstance(
+        exc,
+        OSError
+        | asyncpg.PostgresConnectionError
+        | asyncpg.InterfaceError
+        | asyncpg.CannotConnectNowError,
+    )
+
+
 def rpc_error_of(exc: BaseException) -> RpcError:
     """The wire error for `exc`; anything unexpected is `internal` with no detail leaked."""
+    if database_down(exc):
+        return RpcError(code=ErrorCode.UNAVAILABLE, message=DATABASE_DOWN)
     if isinstance(exc, RpcFault):
         return RpcError(code=exc.code, message=exc.message)
     if isinstance(exc, ChoirError):

@@ -76,9 +76,9 @@ async def test_choird_degrades_while_postgres_is_down_and_recovers(stack: Stack)
     commit_messages(log, 3)
     with pytest.raises(RpcError) as refused:
         await stack.agent.heartbeat(heartbeat(log, base_rev=2))
-    # Not acknowledged: the agent keeps the events and resends them. (choird answers
-    # `internal` today; `unavailable` would tell the agent more precisely to retry.)
-    assert refused.value.code in (ErrorCode.UNAVAILABLE, ErrorCode.INTERNAL)
+    # Not acknowledged: the agent keeps the events and resends them once choird says so.
+    assert refused.value.code == ErrorCode.UNAVAILABLE
+    assert "retry later" in refused.value.message
     # What needs no database keeps working.
     ack = await stack.agent.report_status(ReportStatusRequest(lane="edge", state="EDGE_IDLE"))
     assert ack.ack is True
