@@ -109,6 +109,7 @@ class DynamicState:
         self._config = config or DynamicConfig(0)
         self._secrets = secrets or Secrets()
         self._listeners: list[ConfigListener] = []
+        self._secret_listeners: list[Callable[[Secrets], None]] = []
 
     def current(self) -> DynamicConfig:
         """The config snapshot to use for one whole operation (take it once, at its start)."""
@@ -127,6 +128,13 @@ class DynamicState:
 
     def swap_secrets(self, secrets: Secrets) -> None:
         self._secrets = secrets
+        for listener in tuple(self._secret_listeners):
+            listener(secrets)
+
+    def subscribe_secrets(self, listener: Callable[[Secrets], None]) -> Callable[[], None]:
+        """Call `listener` after each secrets swap; returns the unsubscribe callable."""
+        self._secret_listeners.append(listener)
+        return lambda: self._secret_listeners.remove(listener)
 
     def subscribe(self, listener: ConfigListener) -> Callable[[], None]:
         """Call `listener` after each config swap; returns the unsubscribe callable."""

@@ -132,25 +132,14 @@ def bound_secrets(state: DynamicState) -> dict[str, dict[str, str]]:
     return view
 
 
-REDACTION_WAIT_S: Final = 10.0
-"""How long a `secrets_refreshed` push waits for the new values before giving up."""
 
+def redact_secrets(secrets: Secrets) -> None:
+    """Make the session's current secret values the log redaction set.
 
-async def follow_secrets(state: DynamicState, before: Secrets, *, poll_s: float = 0.02) -> bool:
-    """Once the config sync swapped in fresh secrets, make them the log redaction set.
-
-    `replace_secrets`, not `register_secrets`: a rotated-out value is no longer a secret, and
-    the redaction set stays the values the session really holds. False when none came in time.
+    `replace_secrets`, not `register_secrets`: a rotated-out value is no longer a secret, and the
+    redaction set stays the values the session really holds.
     """
-    with contextlib.suppress(TimeoutError):
-        async with asyncio.timeout(REDACTION_WAIT_S):
-            # DynamicState tells listeners of config swaps only, not of secret swaps: poll
-            while state.secrets() is before:  # noqa: ASYNC110
-                await asyncio.sleep(poll_s)
-            secrets = state.secrets()
-            replace_secrets(secrets.reveal(name) for name in secrets.names())
-            return True
-    return False
+    replace_secrets(secrets.reveal(name) for name in secrets.names())
 
 
 class StatusReporter:

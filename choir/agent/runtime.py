@@ -32,8 +32,8 @@ from choir.agent.lane_support import (
     LaneKit,
     StatusReporter,
     bound_secrets,
-    follow_secrets,
     plain,
+    redact_secrets,
 )
 from choir.agent.recovery import RecoverableCoreJobs, settle_edge
 from choir.agent.replication import ReplicationError, ReplicationFatal, Replicator
@@ -51,7 +51,7 @@ from choir.agent.working_query import working_query_hook
 from choir.config import Budgets
 from choir.core.budgets import BudgetLimits
 from choir.failpoints import arm_from_env
-from choir.logs import get_logger, register_secrets, set_context
+from choir.logs import get_logger, set_context
 from choir.protocol import (
     EDGE_LANE,
     ApprovalResolvedPush,
@@ -110,8 +110,8 @@ class AgentRuntime:
             state = DynamicState()
             async with ConfigSync(control_plane, state) as sync:
                 await sync.load()
-                secrets = state.secrets()
-                register_secrets(secrets.reveal(name) for name in secrets.names())
+                redact_secrets(state.secrets())
+                state.subscribe_secrets(redact_secrets)
                 commit_log = restored_log(answer)
                 await self._replicate(control_plane, sync, commit_log)
             if self._fatal is not None:
@@ -264,10 +264,7 @@ class AgentRuntime:
             case ConfigChangedPush():
                 sync.notice(push)
             case SecretsRefreshedPush():
-                task = asyncio.create_task(follow_secrets(sync.state, sync.state.secrets()))
-                self._background.add(task)
-                task.add_done_callback(self._background.discard)
-                sync.notice(push)
+                sync.notice(push)  # the swap refreshes the redaction set (subscribe_secrets)
             case ShutdownPush(reason=reason, summary_timeout_ms=summary_ms):
                 self._summary_timeout_ms = summary_ms
                 self.request_stop(f"shutdown ({reason})")

@@ -1,0 +1,132 @@
+"""Pieces of the end-to-end scenario: a slow, lock-holding test tool and an agent launcher.
+
+`test.slow_write` is an external tool under `tools/agent` of the `/choir`-like tree: it appends
+one line to a file *first* (the side effect the scenario counts), then sleeps, and reports when
+it started and ended so the test can measure that two core jobs really ran at the same time.
+It takes `file:{path}` X, so two calls on different files may run in parallel and two on the
+same file may not. Every run appends its pid to a file outside the workspace: a tool the
+SIGKILLed agent left behind is stopped by the test, not left sleeping.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from choir.client import ChoirClient
+from choir.daemon.app import ChoirDaemon
+from tests.e2e.processes import environment
+from tests.e2e_agent.test_agent_process import CHOIR_AGENT, choir_root
+
+SLOW_WRITE = """#!{python}
+import json, os, sys, time
+arguments = json.load(sys.stdin)["arguments"]
+with open({pids!r}, "a") as pids:
+    pids.write(f"{{os.getpid()}}\\n")
+started = time.time()
+with open(arguments["path"], "a") as target:
+    target.write(arguments["text"] + "\\n")
+time.sleep(arguments["sleep_ms"] / 1000)
+summary = "wrote " + os.path.basename(arguments["path"])
+print(json.dumps({{"status": "success", "summary": summary,
+                  "data": {{"started": started, "ended": time.time()}}}}))
+"""
+
+SLOW_WRITE_MANIFEST: dict[str, Any] = {
+    "llm": {
+        "name": "test.slow_write",
+        "description": "Append a line to a file, then pause (test tool).",
+        "parameters": {
+            "type": "object",
+            "properties": {
+                "path": {"type": "string"},
+                "text": {"type": "string"},
+                "sleep_ms": {"type": "integer", "minimum": 0},
+            },
+            "required": ["path", "text", "sleep_ms"],
+            "additionalProperties": False,
+        },
+    },
+    "runtime": {
+        "implementation": "external",
+        "exec_path": "/choir/tools/agent/test.slow_write",
+        "timeout_ms": 120_000,
+        "locks": [{"resource": "file:{path}", "mode": "X"}],
+        "side_effect": "write",
+        "idempotent": False,
+    },
+}
+
+
+def scenario_tree(root: Path) -> Path:
+    """The `/choir`-like tree with `test.slow_write` added (made once, reused by a restart)."""
+    tree = root / "choir"
+    if tree.exists():
+        return tree
+    choir_root(root)
+    tools = tree / "tools" / "agent"
+    (tools / "test.slow_write.json").write_text(json.dumps(SLOW_WRITE_MANIFEST))
+    script = tools / "test.slow_write"
+    script.write_text(SLOW_WRITE.format(python=sys.executable, pids=str(root / "tool-pids")))
+    script.chmod(0o755)
+    return tree
+
+
+def stop_left_tools(root: Path) -> None:
+    """Kill every `test.slow_write` process still alive (the crash leaves one sleeping)."""
+    pids = root / "tool-pids"
+    for line in pids.read_text().split() if pids.exists() else []:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(int(line), signal.SIGKILL)
+
+
+async def launch(daemon: ChoirDaemon, root: Path, name: str) -> asyncio.subprocess.Process:
+    """`choir-agent` for agent-1's session, as choird would start it (a crashed one resumes)."""
+    assert daemon.services is not None
+    started = await daemon.services.sessions.start("agent-1", {})
+    socket = await daemon.open_agent_socket("agent-1")
+    env = environment(
+        CHOIR_AGENT_ID="agent-1",
+        CHOIR_SESSION_ID=started.session_id,
+        CHOIR_LEASE_TOKEN=started.lease_token,
+    )
+    with (root / f"{name}.log").open("wb") as stderr:
+        return await asyncio.create_subprocess_exec(
+            str(CHOIR_AGENT),
+            "--control-plane=uds",
+            f"--socket={socket}",
+            f"--root={scenario_tree(root)}",
+            f"--workspace={root / 'ws'}",
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=stderr,
+        )
+
+
+async def replies_until(
+    operator: ChoirClient, after_seq: int, done: str, within: float = 30
+) -> list[dict[str, Any]]:
+    """Replies after `after_seq` up to the first whose text contains `done`."""
+    got: list[dict[str, Any]] = []
+    replies = operator.chat_replies("agent-1", after_seq=after_seq)
+    try:
+        async with asyncio.timeout(within):
+            async for reply in replies:
+                got.append(reply)
+                if done in reply["text"]:
+                    return got
+    finally:
+        await replies.aclose()
+    raise AssertionError(f"no reply with {done!r}: {got}")
+
+
+def lines(path: Path) -> list[str]:
+    """The lines of `path`; none when it does not exist."""
+    return path.read_text().splitlines() if path.exists() else []
