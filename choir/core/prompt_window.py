@@ -65,6 +65,22 @@ def full_result(tool: str, result: ToolResult) -> dict[str, Any]:
     return result.model_dump(mode="json", exclude_none=True)
 
 
+MAX_TOOL_RESULT_CHARS: Final = 16_000
+"""Most of one tool result a prompt carries (~4,000 tokens); the rest stays in the log."""
+
+
+def capped(content: str, call_id: str) -> str:
+    """`content`, cut to MAX_TOOL_RESULT_CHARS with a note saying how to see the rest."""
+    if len(content) <= MAX_TOOL_RESULT_CHARS:
+        return content
+    dropped = len(content) - MAX_TOOL_RESULT_CHARS
+    return (
+        content[:MAX_TOOL_RESULT_CHARS]
+        + f"\n[truncated: {dropped} more characters; choir.memory.query store=working "
+        f"mode=keyword query={call_id} finds the whole result]"
+    )
+
+
 def json_text(value: object) -> str:
     """Compact JSON, non-ASCII kept as is: what tool arguments and results cost in tokens."""
     return orjson.dumps(value).decode()
@@ -85,7 +101,7 @@ def event_messages(event: Event, result_view: ResultView = full_result) -> list[
         case ModelOutput(text=text, tool_calls=calls):
             return [_assistant(text, _unique(calls))] if text or calls else []
         case ToolResultCommitted(call_id=call_id, tool=tool, result=result):
-            content = json_text(result_view(tool, result))
+            content = capped(json_text(result_view(tool, result)), call_id)
             return [{"role": "tool", "tool_call_id": call_id, "content": content}]
         case InjectedInstruction(content=content):
             return [{"role": "system", "content": f"[INJECTED] {content}"}]

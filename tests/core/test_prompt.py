@@ -432,3 +432,16 @@ def _registry_with_masked_tool(tmp_path: Path) -> ToolRegistry:
     }
     (tools / "test.fetch.json").write_text(json.dumps(manifest))
     return ToolRegistry.load(tmp_path, BUILTIN_TOOLS)
+
+
+def test_an_oversize_tool_result_is_cut_before_it_reaches_the_prompt() -> None:
+    from choir.core.prompt_window import MAX_TOOL_RESULT_CHARS, event_messages
+    from choir.protocol import ToolResult, ToolResultCommitted
+
+    huge = ToolResult.ok("read", text="x" * (MAX_TOOL_RESULT_CHARS * 3))
+    [message] = event_messages(
+        ToolResultCommitted(call_id="c-1", tool="choir.fs.read", result=huge)
+    )
+    assert len(message["content"]) < MAX_TOOL_RESULT_CHARS + 200
+    assert "[truncated:" in message["content"]
+    assert "query=c-1" in message["content"]

@@ -17,7 +17,6 @@ answer the jobs' first requests in spawn order (edge spawns the second job only 
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import signal
 from collections.abc import AsyncIterator, Iterator
@@ -28,11 +27,11 @@ from typing import Any
 import pytest
 
 from choir.client import ChoirClient
-from choir.daemon.app import ChoirDaemon
 from choir.daemon.replication import committed_of
 from choir.home import ChoirHome
 from choir.protocol import GENESIS_HASH, chain_break
 from choir.scripted import ReplyStep, Script, ScriptedCall, ScriptedModelServer, ToolCallsStep
+from choir.scripted.player import last_turn
 from choir.store.events import EventRecord
 from choir.store.target import ConnectParams
 from tests.e2e.daemons import poll_until, running_daemon, stored_events
@@ -145,10 +144,6 @@ def timing(events: list[EventRecord], lane: str) -> dict[str, float]:
     return {"started": float(first["started"]), "ended": float(first["ended"])}
 
 
-def system_text(body: dict[str, Any]) -> str:
-    return "\n".join(str(m["content"]) for m in body["messages"] if m["role"] == "system")
-
-
 async def test_parallel_jobs_a_responsive_edge_and_a_crash_lose_and_repeat_nothing(
     home: ChoirHome, root: Path, model: ScriptedModelServer
 ) -> None:
@@ -183,16 +178,15 @@ async def test_parallel_jobs_a_responsive_edge_and_a_crash_lose_and_repeat_nothi
             await first.wait()
         session_id = (await daemon.services.sessions.recent("agent-1", 1))[0].session_id
         before = await stored_events(daemon, session_id)
-        [held] = [
+        answered = {e.payload["call_id"] for e in of_kind(before, "tool_result_committed")}
+        writes = [
             e
             for e in of_kind(before, "tool_call_committed", "core:refactor-auth")
-            if e.payload["arguments"]["text"] == "hash with bcrypt"
+            if e.payload["tool"] == "test.slow_write"
         ]
-        assert not [
-            e
-            for e in of_kind(before, "tool_result_committed")
-            if e.payload["call_id"] == held.payload["call_id"]
-        ]
+        assert len(writes) == 2
+        held = writes[-1]
+        assert held.payload["call_id"] not in answered
         await daemon.services.sessions.mark_crashed(session_id, "killed by the test")
 
         second = await launch(daemon, root, "second")
@@ -234,7 +228,8 @@ def check_reports(replies: list[dict[str, Any]]) -> None:
 def check_parallel_and_responsive(after: list[EventRecord], answer: list[dict[str, Any]]) -> None:
     """The two first writes overlapped in time, and edge's answer came while both ran."""
     a, b = timing(after, "refactor-auth"), timing(after, "write-tests")
-    assert a["started"] < b["ended"] and b["started"] < a["ended"], (a, b)
+    assert a["started"] < b["ended"], (a, b)
+    assert b["started"] < a["ended"], (a, b)
     overlap = min(a["ended"], b["ended"]) - max(a["started"], b["started"])
     assert overlap > 0.8 * FIRST_STEP_MS["write-tests"] / 1000, (a, b)
     [replied] = [
@@ -242,8 +237,11 @@ def check_parallel_and_responsive(after: list[EventRecord], answer: list[dict[st
     ]
     at = replied.created_at.timestamp()
     assert max(a["started"], b["started"]) < at < min(a["ended"], b["ended"]), (a, b, at)
-    [read] = [e for e in of_kind(after, "tool_call_committed", "edge")
-              if e.payload["tool"] == "choir.fs.read"]
+    [read] = [
+        e
+        for e in of_kind(after, "tool_call_committed", "edge")
+        if e.payload["tool"] == "choir.fs.read"
+    ]
     assert read.rev < replied.rev
 
 
@@ -251,13 +249,16 @@ def check_injection_and_cancel(after: list[EventRecord], model: ScriptedModelSer
     """The instruction reached refactor-auth's next step; write-tests' call was cancelled."""
     [injected] = of_kind(after, "injected_instruction", "core:refactor-auth")[:1]
     assert injected.payload["content"] == "use bcrypt"
-    [next_step] = [
-        r.body
+    answered_first_write = [
+        r.body["messages"]
         for r in model.requests
-        if r.body["messages"][-1]["role"] == "tool"
-        and "wrote auth.py" in str(r.body["messages"][-1]["content"])
+        if (turn := last_turn(r.body["messages"])) is not None
+        and turn.role == "tool"
+        and "wrote auth.py" in turn.text
     ]
-    assert "[INJECTED] use bcrypt" in system_text(next_step)
+    assert [m[-1] for m in answered_first_write] == [
+        {"role": "system", "content": "[INJECTED] use bcrypt"}
+    ]
     cancelled = [
         e.payload["result"]["status"]
         for e in of_kind(after, "tool_result_committed", "core:write-tests")
@@ -280,7 +281,9 @@ def check_nothing_ran_twice(after: list[EventRecord], held: EventRecord, ws: Pat
     assert len(intents) == len(set(intents))
     results = [e.payload["call_id"] for e in of_kind(after, "tool_result_committed")]
     assert len(results) == len(set(results))
-    writes = [e for e in of_kind(after, "tool_call_committed") if e.payload["tool"] == "test.slow_write"]
+    writes = [
+        e for e in of_kind(after, "tool_call_committed") if e.payload["tool"] == "test.slow_write"
+    ]
     assert len(writes) == 4
     [unknown] = [
         e
@@ -290,4 +293,5 @@ def check_nothing_ran_twice(after: list[EventRecord], held: EventRecord, ws: Pat
     assert unknown.payload["result"]["error_code"] == "outcome_unknown"
     assert lines(ws / "auth.py") == ["def login", "hash with bcrypt"]
     assert lines(ws / "test_login.py") == ["def test_login", "def test_logout"]
-    assert os.listdir(ws) == sorted(["auth.py", "notes.txt", "test_login.py"]) or True
+    visible = {name for name in os.listdir(ws) if not name.startswith(".")}
+    assert visible == {"auth.py", "notes.txt", "test_login.py"}
