@@ -215,14 +215,14 @@ async def test_parallel_jobs_a_responsive_edge_and_a_crash_lose_and_repeat_nothi
     check_injection_and_cancel(after, model)
     check_log_survived(before, after)
     check_nothing_ran_twice(after, held, ws)
+    assert len(lines(root / "tool-pids")) == 4  # four calls, four executions: none re-run
 
 
 def check_reports(replies: list[dict[str, Any]]) -> None:
     """Both jobs' completion reports reached the user, across the restart."""
-    reports = sorted(r["text"] for r in replies if r["category"] == "core_report")
-    assert reports[0] == "core job refactor-auth completed: auth.py now uses bcrypt."
-    assert reports[1].startswith("core job write-tests cancelled")
-    assert len(reports) == 2
+    cancelled, completed = [r["text"] for r in replies if r["category"] == "core_report"]
+    assert cancelled.startswith("core job write-tests cancelled")
+    assert completed == "core job refactor-auth completed: auth.py now uses bcrypt."
 
 
 def check_parallel_and_responsive(after: list[EventRecord], answer: list[dict[str, Any]]) -> None:
@@ -242,12 +242,25 @@ def check_parallel_and_responsive(after: list[EventRecord], answer: list[dict[st
         for e in of_kind(after, "tool_call_committed", "edge")
         if e.payload["tool"] == "choir.fs.read"
     ]
+    assert read.payload["side_effect"] == "read"
     assert read.rev < replied.rev
+    first_writes = [
+        e.payload["locks"]
+        for e in of_kind(after, "tool_call_committed")
+        if e.lane.startswith("core:") and e.payload["tool"] == "test.slow_write"
+    ][:2]
+    assert sorted(lock["mode"] for locks in first_writes for lock in locks) == ["X", "X"]
+    resources = {lock["resource"] for locks in first_writes for lock in locks}
+    assert len(resources) == 2  # each job held its own file, exclusively, at the same time
 
 
 def check_injection_and_cancel(after: list[EventRecord], model: ScriptedModelServer) -> None:
     """The instruction reached refactor-auth's next step; write-tests' call was cancelled."""
-    [injected] = of_kind(after, "injected_instruction", "core:refactor-auth")[:1]
+    [injected] = [
+        e
+        for e in of_kind(after, "injected_instruction", "core:refactor-auth")
+        if e.payload["source"] == "edge"
+    ]
     assert injected.payload["content"] == "use bcrypt"
     answered_first_write = [
         r.body["messages"]
@@ -256,9 +269,10 @@ def check_injection_and_cancel(after: list[EventRecord], model: ScriptedModelSer
         and turn.role == "tool"
         and "wrote auth.py" in turn.text
     ]
-    assert [m[-1] for m in answered_first_write] == [
-        {"role": "system", "content": "[INJECTED] use bcrypt"}
-    ]
+    [messages] = answered_first_write
+    tool_at = max(i for i, m in enumerate(messages) if m["role"] == "tool")
+    injected_at = messages.index({"role": "system", "content": "[INJECTED] use bcrypt"})
+    assert injected_at > tool_at  # read at the step after the write it was sent during
     cancelled = [
         e.payload["result"]["status"]
         for e in of_kind(after, "tool_result_committed", "core:write-tests")
