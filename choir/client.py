@@ -14,7 +14,7 @@ invalid arguments 2, invalid config 3, choird unreachable 6.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Mapping
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Self
@@ -115,6 +115,28 @@ class ChoirClient:
 
     async def agent_status(self, agent_id: str) -> Payload:
         return await self.call("agent.status", agent_id=agent_id)
+
+    async def agent_start(
+        self,
+        agent_id: str,
+        overrides: Mapping[str, str | None] | None = None,
+        *,
+        new_session: bool = False,
+        resume: str | None = None,
+    ) -> Payload:
+        """Start the agent (§17.1); `overrides` maps a role (`dm`, `llm`…) to a name."""
+        chosen = {role: name for role, name in (overrides or {}).items() if name is not None}
+        return await self.call(
+            "agent.start",
+            agent_id=agent_id,
+            overrides=chosen,
+            new_session=new_session,
+            resume=resume,
+        )
+
+    async def agent_stop(self, agent_id: str) -> Payload:
+        """Graceful stop (§17.2); answers when the agent's process has exited."""
+        return await self.call("agent.stop", agent_id=agent_id)
 
     # sessions
 

@@ -1,6 +1,7 @@
 """`choirctl agent`: agent definitions and lifecycle (§17.1).
 
-`agent init` (§17.8) edits config.json offline; `agent list` and `agent status` ask choird.
+`agent init` (§17.8) edits config.json offline; `agent list`, `agent status`, `agent start`
+and `agent stop` ask choird.
 """
 
 from __future__ import annotations
@@ -202,4 +203,87 @@ def _show_status(data: dict[str, Any]) -> None:
             )
             for lane in data["lanes"]
         ],
+    )
+
+
+def _override(flag: str, what: str) -> Any:
+    return typer.Option(
+        flag, help=f"Bind this {what} instead of the agent's default.", show_default=False
+    )
+
+
+@app.command("start")
+def start(
+    agent_id: Annotated[str, typer.Argument(help="Agent id.", show_default=False)],
+    dm: Annotated[
+        str,
+        typer.Option(
+            "--dm",
+            help="DM the agent talks to (required: choirctl has no DM of its own), e.g. console.",
+            show_default=False,
+        ),
+    ],
+    workspace: Annotated[str | None, _override("--workspace", "workspace")] = None,
+    llm: Annotated[str | None, _override("--llm", "model")] = None,
+    voice_profile: Annotated[str | None, _override("--voice-profile", "voice profile")] = None,
+    git_identity: Annotated[str | None, _override("--git-identity", "git identity")] = None,
+    notion: Annotated[str | None, _override("--notion", "Notion integration")] = None,
+    email: Annotated[str | None, _override("--email", "email account")] = None,
+    new_session: Annotated[
+        bool, typer.Option("--new-session", help="Start fresh even if the last session resumes.")
+    ] = False,
+    resume: Annotated[
+        str | None,
+        typer.Option("--resume", help="Resume this session id.", show_default=False),
+    ] = None,
+    home: HomeOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Start an agent: lease its resources, start (or resume) its session and its process."""
+    from choir.ctl.remote import with_choird
+
+    overrides = {
+        "workspace": workspace,
+        "llm": llm,
+        "voice_profile": voice_profile,
+        "git_identity": git_identity,
+        "notion": notion,
+        "email": email,
+        "dm": dm,
+    }
+    data = with_choird(
+        home,
+        lambda choird: choird.agent_start(
+            agent_id, overrides, new_session=new_session, resume=resume
+        ),
+    )
+    emit(data, as_json, lambda: print("\n".join(started_lines(data))))
+
+
+def started_lines(data: dict[str, Any]) -> list[str]:
+    """What `agent start` prints: the session, the runtime (and whether it is sandboxed)."""
+    how = "resumed" if data["resumed"] else "new"
+    sandbox = "sandboxed" if data["sandboxed"] else "unsandboxed"
+    bindings = " ".join(f"{role}={name}" for role, name in data["bindings"].items() if name)
+    return [
+        f"{data['agent_id']} started: session {data['session_id']} ({how})",
+        f"runtime: {data['runtime']} ({sandbox}), pid {data['pid']}",
+        f"bindings: {bindings}",
+    ]
+
+
+@app.command("stop")
+def stop(
+    agent_id: Annotated[str, typer.Argument(help="Agent id.", show_default=False)],
+    home: HomeOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Stop an agent gracefully: it summarizes, flushes its events and ends its session."""
+    from choir.ctl.remote import with_choird
+
+    data = with_choird(home, lambda choird: choird.agent_stop(agent_id))
+    emit(
+        data,
+        as_json,
+        lambda: print(f"{agent_id} stopped: session {data['session_id']} {data['status']}"),
     )

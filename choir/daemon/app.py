@@ -25,6 +25,7 @@ from choir.daemon.agent_handler import AgentHandler
 from choir.daemon.agent_services import AgentServices
 from choir.daemon.config_stage import ConfigStage
 from choir.daemon.pushes import wire_pushes
+from choir.daemon.runtime_process import ProcessRuntime
 from choir.daemon.session_state import SessionEnded
 from choir.errors import UsageError
 from choir.home import ChoirHome
@@ -73,6 +74,8 @@ class ChoirDaemon:
         self.database: Database | None = None
         self.services: AgentServices | None = None
         self.http: HttpServer | None = None
+        self.runtime: ProcessRuntime | None = None
+        """Runs the agents `agent.start` starts (the process runtime; Docker comes later)."""
 
     async def __aenter__(self) -> Self:
         try:
@@ -89,6 +92,8 @@ class ChoirDaemon:
         tb: TracebackType | None,
     ) -> None:
         log.info("choird stopping")
+        if self.runtime is not None:
+            await self.runtime.stop_all()  # gracefully, while sockets and database still serve
         for server in list(self._agent_sockets.values()):
             await server.close()
         await self._stack.aclose()
@@ -123,6 +128,7 @@ class ChoirDaemon:
         stage = ConfigStage(loaded)
         services = AgentServices.build(self.database.pool, stage)
         self.services = services
+        self.runtime = ProcessRuntime(self.home, services.sessions, self.hub.push)
         log.info("step 6: no container runtime in this version; nothing to clean up")
         orphans = await services.sessions.reap_orphans(alive=())
         log.info("step 7: stale leases released", fields={"sessions": len(orphans)})

@@ -28,6 +28,7 @@ from choir.daemon import (
     operator_chat,
     operator_config,
     operator_events,
+    operator_lifecycle,
     operator_logs,
     operator_models,
     operator_recover,
@@ -74,6 +75,8 @@ VERBS: Final[Mapping[str, Route]] = {
     "status": Route(p.NoArguments, operator_status.status),
     "agent.list": Route(p.NoArguments, operator_status.agent_list),
     "agent.status": Route(p.AgentRef, operator_status.agent_status),
+    "agent.start": Route(operator_lifecycle.AgentStart, operator_lifecycle.agent_start),
+    "agent.stop": Route(p.AgentRef, operator_lifecycle.agent_stop),
     "session.list": Route(p.SessionList, operator_sessions.session_list),
     "session.events": Route(p.SessionEvents, _session_events),
     "session.cores": Route(p.SessionRef, operator_sessions.session_cores),
@@ -123,10 +126,17 @@ class OperatorApi:
         clock: Clock = utc_now,
         started_at: datetime | None = None,
         feed: OperatorFeed | None = None,
+        lifecycle: operator_lifecycle.Lifecycle | None = None,
     ) -> None:
         feed = feed if feed is not None else OperatorFeed()
         self.context = OperatorContext(
-            services, pool, push, feed, clock, started_at if started_at else clock()
+            services,
+            pool,
+            push,
+            feed,
+            clock,
+            started_at if started_at else clock(),
+            lifecycle=lifecycle,
         )
         """What the verbs work with."""
         detach_feed = feed.attach(services)
@@ -179,7 +189,10 @@ def operator_handler(daemon: ChoirDaemon) -> OperatorApi:
     def push(session_id: str, message: WireModel) -> None:
         hub.push(session_id, message.model_dump(mode="json"))
 
-    return OperatorApi(services, database.pool, push=push)
+    lifecycle = None
+    if daemon.runtime is not None:
+        lifecycle = operator_lifecycle.Lifecycle(daemon.runtime, daemon.open_agent_socket)
+    return OperatorApi(services, database.pool, push=push, lifecycle=lifecycle)
 
 
 def as_rpc_error(error: ChoirError) -> RpcError:

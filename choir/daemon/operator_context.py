@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import TYPE_CHECKING
 
 from choir.config import ChoirConfig
 from choir.daemon.agent_services import AgentServices
@@ -23,6 +24,9 @@ from choir.home import ChoirHome
 from choir.protocol import WireModel
 from choir.store.pool import Pool
 from choir.store.sessions import SessionRow, SessionStatus, get_session, previous_session
+
+if TYPE_CHECKING:
+    from choir.daemon.operator_lifecycle import Lifecycle
 
 PushFn = Callable[[str, WireModel], None]
 """Push a ServerPush model to a session's agent (the daemon's PushHub, in JSON form)."""
@@ -39,6 +43,8 @@ class OperatorContext:
     """When choird started (for its uptime)."""
     console: ConsoleDm = field(default_factory=ConsoleDm)
     """The console DM: `chat.send` and `chat.replies`."""
+    lifecycle: Lifecycle | None = None
+    """The agent runtime `agent.start`/`agent.stop` use; None where choird runs no agents."""
 
     @property
     def stage(self) -> ConfigStage:

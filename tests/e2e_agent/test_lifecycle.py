@@ -1,0 +1,162 @@
+"""`agent.start` / `agent.stop` on the process runtime, as choirctl drives them.
+
+A real choird in the test process on a home `choirctl init` made (its demo model: `scripted`
+with no endpoint, so choir-agent serves the demo script itself), the test session's Postgres,
+and the real `choir-agent` spawned by choird's process runtime.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from choir.client import ChoirClient
+from choir.daemon.app import ChoirDaemon
+from choir.daemon.runtime_process import merge_tree
+from choir.errors import ConflictError, UsageError
+from choir.home import ChoirHome
+from choir.store.sessions import SessionStatus
+from choir.store.target import ConnectParams
+from tests.e2e.daemons import leased, poll_until, running_daemon, session_row
+from tests.e2e.homes import external_postgres, make_home, short_root
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture
+def root() -> Iterator[Path]:
+    with short_root("cl-") as root:
+        yield root
+
+
+@pytest.fixture
+def home(root: Path, pg_params: ConnectParams) -> ChoirHome:
+    return make_home(root, postgres=external_postgres(pg_params))
+
+
+@pytest.fixture
+async def choird(home: ChoirHome) -> AsyncIterator[tuple[ChoirDaemon, ChoirClient]]:
+    async with running_daemon(home) as daemon, await ChoirClient.connect(home) as client:
+        yield daemon, client
+
+
+async def chat(client: ChoirClient, text: str) -> dict[str, Any]:
+    """The agent's reply to `text`."""
+    sent = await client.chat_send("agent-1", text)
+    replies = client.chat_replies("agent-1", after_seq=sent["after_seq"])
+    try:
+        async with asyncio.timeout(20):
+            async for reply in replies:
+                if reply["category"] == "reply" and reply["in_reply_to"] == sent["message_id"]:
+                    return reply
+    finally:
+        await replies.aclose()
+    raise AssertionError("the reply stream ended without a reply")
+
+
+def gone(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    return False
+
+
+async def test_start_chat_and_graceful_stop(choird: tuple[ChoirDaemon, ChoirClient]) -> None:
+    daemon, client = choird
+    started = await client.agent_start("agent-1", {"dm": "console"})
+    assert (started["runtime"], started["sandboxed"], started["resumed"]) == (
+        "process",
+        False,
+        False,
+    )
+    session_id = started["session_id"]
+
+    reply = await chat(client, "hello")
+    assert reply["text"].startswith("Hello!")
+    listed = {a["agent_id"]: a for a in (await client.agent_list())["agents"]}
+    assert listed["agent-1"]["state"] == "running"
+    with pytest.raises(ConflictError, match="already running"):
+        await client.agent_start("agent-1", {"dm": "console"})
+
+    stopped = await client.agent_stop("agent-1")
+    assert (stopped["status"], stopped["exit_code"]) == ("stopped", 0)
+    assert (await session_row(daemon, session_id)).status == SessionStatus.STOPPED
+    assert await leased(daemon, session_id) == set()
+    assert gone(started["pid"])
+    assert daemon.home.agent_log("agent-1").stat().st_size > 0
+    tree = daemon.home.root / "runtime" / "agent-1" / "choir"
+    assert (tree / "version.json").is_file()
+    assert (tree / "tools" / "global" / "choir.fs.read.json").is_file()
+
+
+async def test_an_unknown_model_is_refused_naming_the_known_ones(
+    choird: tuple[ChoirDaemon, ChoirClient],
+) -> None:
+    daemon, client = choird
+    with pytest.raises(UsageError, match=r"--llm: no model named 'gpt-9' \(known: demo\)"):
+        await client.agent_start("agent-1", {"dm": "console", "llm": "gpt-9"})
+    assert daemon.runtime is not None
+    assert daemon.runtime.running("agent-1") is None
+
+
+async def test_a_killed_agent_is_marked_crashed_and_its_leases_released(
+    choird: tuple[ChoirDaemon, ChoirClient],
+) -> None:
+    daemon, client = choird
+    started = await client.agent_start("agent-1", {"dm": "console"})
+    await chat(client, "hello")
+    os.kill(started["pid"], signal.SIGKILL)
+
+    async def crashed() -> bool:
+        row = await session_row(daemon, started["session_id"])
+        return row.status == SessionStatus.CRASHED
+
+    assert await poll_until(crashed, within=3) < 3
+    assert await leased(daemon, started["session_id"]) == set()
+    resumed = await client.agent_start("agent-1", {"dm": "console"})
+    assert (resumed["session_id"], resumed["resumed"]) == (started["session_id"], True)
+    await client.agent_stop("agent-1")
+
+
+def test_the_tree_merges_agent_over_global(tmp_path: Path) -> None:
+    global_repo, agent_repo, tree = tmp_path / "g", tmp_path / "a", tmp_path / "tree"
+    files = {
+        global_repo / "identity" / "USER.md": "global user",
+        global_repo / "identity" / "SOUL.md": "global soul",
+        global_repo / "identity" / "SOUL-CORE.md": "global core",
+        global_repo / "skills" / "s.json": "global s",
+        global_repo / "skills" / "g.json": "global g",
+        global_repo / "tools" / "t.json": "global t",
+        agent_repo / "identity" / "SOUL.md": "agent soul",
+        agent_repo / "identity" / "USER.md": "agent user",
+        agent_repo / "skills" / "s.json": "agent s",
+        agent_repo / "tools" / "t.json": "agent t",
+    }
+    for path, text in files.items():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    merge_tree(global_repo, agent_repo, tree)
+    assert (tree / "USER.md").read_text() == "global user"
+    assert (tree / "SOUL.md").read_text() == "agent soul"
+    assert (tree / "SOUL-CORE.md").read_text() == "global core"
+    assert (tree / "skills" / "s.json").read_text() == "agent s"
+    assert (tree / "skills" / "g.json").read_text() == "global g"
+    assert (tree / "tools" / "global" / "t.json").read_text() == "global t"
+    assert (tree / "tools" / "agent" / "t.json").read_text() == "agent t"
+
+
+def test_choirctl_agent_start_requires_dm() -> None:
+    from typer.testing import CliRunner
+
+    from choir.ctl.agent import app
+
+    result = CliRunner().invoke(app, ["start", "agent-1"])
+    assert result.exit_code == 2
+    assert "--dm" in result.output
