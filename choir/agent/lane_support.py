@@ -132,7 +132,6 @@ def bound_secrets(state: DynamicState) -> dict[str, dict[str, str]]:
     return view
 
 
-
 def redact_secrets(secrets: Secrets) -> None:
     """Make the session's current secret values the log redaction set.
 
