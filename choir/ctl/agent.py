@@ -145,10 +145,11 @@ def list_agents(home: HomeOption = None, as_json: JsonOption = False) -> None:
             dash(a["bindings"].get("workspace")),
             dash(a["bindings"].get("llm")),
             dash(a["bindings"].get("dm")),
+            _runtime_label(a),
         )
         for a in data["agents"]
     ]
-    headers = ("agent", "state", "session", "uptime", "config", "workspace", "llm", "dm")
+    headers = ("agent", "state", "session", "uptime", "config", "workspace", "llm", "dm", "runtime")
     emit(data, as_json, lambda: table(headers, rows))
 
 
@@ -163,6 +164,14 @@ def status(
 
     data = with_choird(home, lambda choird: choird.agent_status(agent_id))
     emit(data, as_json, lambda: _show_status(data))
+
+
+def _runtime_label(agent: dict[str, Any]) -> str:
+    """`process (unsandboxed)` and the like; `-` when the agent is not running here."""
+    runtime = agent.get("runtime")
+    if not runtime:
+        return "-"
+    return f"{runtime} ({'sandboxed' if agent.get('sandboxed') else 'unsandboxed'})"
 
 
 def _show_status(data: dict[str, Any]) -> None:
@@ -180,6 +189,7 @@ def _show_status(data: dict[str, Any]) -> None:
             if data["session_id"]
             else ""
         ),
+        f"{'runtime':<11}{_runtime_label(data)}",
         f"{'uptime':<11}{duration(data['uptime_s'])}",
         f"{'config':<11}{'v' + str(version) if version is not None else '-'} "
         f"(latest v{data['config_version_latest']}){behind}",

@@ -117,4 +117,18 @@ def _agent_summary(ctx: OperatorContext, agent_id: str, row: SessionRow | None) 
         "uptime_s": seconds_between(active.started_at, ctx.clock()) if active else None,
         "config_version": row.config_version if row is not None else None,
         "bindings": active.resource_bindings if active else defaults,
+        **_runtime_of(ctx, agent_id),
+    }
+
+
+def _runtime_of(ctx: OperatorContext, agent_id: str) -> dict[str, Any]:
+    """Where the agent runs: the runtime's name, whether it is sandboxed, its pid."""
+    if ctx.lifecycle is None:
+        return {"runtime": None, "sandboxed": None, "pid": None}
+    runtime = ctx.lifecycle.runtime
+    process = runtime.running(agent_id)
+    return {
+        "runtime": runtime.name if process is not None else None,
+        "sandboxed": runtime.sandboxed if process is not None else None,
+        "pid": process.pid if process is not None else None,
     }
