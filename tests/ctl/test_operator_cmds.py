@@ -99,7 +99,7 @@ async def test_agent_list_and_status(operator: Operator):
     missing = await choirctl(home, "agent", "status", "ghost")
 
     assert listing.out.splitlines()[0].split() == [
-        "AGENT", "STATE", "SESSION", "UPTIME", "CONFIG", "WORKSPACE", "LLM", "DM"
+        "AGENT", "STATE", "SESSION", "UPTIME", "CONFIG", "WORKSPACE", "LLM", "DM", "RUNTIME"
     ]  # fmt: skip
     assert listing.out.splitlines()[1].split()[:3] == ["agent-1", "running", agent.session_id]
     assert listing.out.splitlines()[2].split()[:3] == ["agent-2", "stopped", "-"]
