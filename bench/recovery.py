@@ -60,6 +60,7 @@ async def rounds(count: int) -> list[float]:
                     "CHOIR_AGENT_ID": "agent-1",
                     "CHOIR_SESSION_ID": started.session_id,
                     "CHOIR_LEASE_TOKEN": started.lease_token,
+                    "HOME": str(Path(tmp) / "agent-home"),
                 }
                 return await asyncio.create_subprocess_exec(
                     str(CHOIR_AGENT),

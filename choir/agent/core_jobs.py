@@ -21,13 +21,14 @@ from typing import Any, Final, Literal
 
 from pydantic import ValidationError
 
-from choir.adapters.llm import LlmError
+from choir.adapters.llm import LlmError, RateLimitNotice
 from choir.agent.arbiter import ToolProposal
 from choir.agent.dispatch import LaneHook
 from choir.agent.lane_support import LaneKit
 from choir.agent.registry import RegisteredTool
 from choir.core.lane_states import CoreTrigger, core_step
 from choir.core.prompt import core_prompt
+from choir.core.prompt_window import json_text
 from choir.core.working_memory import WorkingMemory
 from choir.errors import ChoirError
 from choir.logs import get_logger
@@ -45,7 +46,13 @@ from choir.protocol import (
     job_name_of,
     validation_problems,
 )
-from choir.protocol.core_jobs import CoreError, CoreFinalResult, CoreProgress
+from choir.protocol.core_jobs import (
+    CoreError,
+    CoreFinalResult,
+    CoreProgress,
+    CoreThoughtSummary,
+    CoreToolProposal,
+)
 from choir.protocol.lanes import CoreStatus
 
 log = get_logger("choir.agent.core")
@@ -56,6 +63,10 @@ CORE_PREFIX: Final = "choir.core."
 READ_ONLY: Final = frozenset({"none", "read"})
 FOCUS_CHARS: Final = 120
 """Longest `focus` a progress event carries."""
+SUMMARY_CHARS: Final = 500
+"""Longest `thought_summary` an event carries: the visible text of a tool-calling step."""
+ARG_CHARS: Final = 200
+"""Longest string argument a `tool_proposal` event carries; longer ones are clipped."""
 
 
 @dataclass(slots=True)
@@ -236,7 +247,9 @@ class CoreJobs:
             )
             kit.compaction.measure(job.lane, prompt.size(tools))
             try:
-                completion = await kit.complete(job.lane, list(prompt.messages), tools)
+                completion = await kit.complete(
+                    job.lane, list(prompt.messages), tools, self._rate_limited(job)
+                )
             except (LlmError, ChoirError) as error:
                 self._move(job, "llm_error")
                 return "terminated", f"the model call failed: {error.message}"
@@ -245,9 +258,26 @@ class CoreJobs:
                 self._move(job, "final_result")
                 return "completed", completion.text.strip() or "done (the job gave no summary)"
             self._move(job, "tool_proposal")
+            text = completion.text.strip()
+            if calls and text:
+                self._emit(job, CoreThoughtSummary(summary=_clip(text, SUMMARY_CHARS)))
             for call in calls:
+                why = _clip(text, FOCUS_CHARS)
+                proposed = CoreToolProposal(
+                    tool=call.name, args=_args_view(call.arguments), why=why
+                )
+                self._emit(job, proposed)
                 await arbiter.propose(ToolProposal(job.lane, call.id, call.name, call.arguments))
             self._move(job, "tool_result")
+
+    def _rate_limited(self, job: CoreJob) -> RateLimitNotice:
+        """One notice to the user per rate-limited call of the job, as edge gives (§10)."""
+
+        async def notice(wait_s: float) -> None:
+            text = f"core job {job.start.job_name} is rate-limited; retrying in {wait_s:.0f} s"
+            self._kit.kernel.arbiter.commit(EDGE_LANE, AgentReplied(text=text, category="notice"))
+
+        return notice
 
     def _drain(self, job: CoreJob) -> None:
         """The job's safe point: instructions edge injected since its last step (§12.8)."""
@@ -290,6 +320,25 @@ def _focus(job: CoreJob) -> str:
     """What the job is on, for its progress event: the first line of its task, clipped."""
     first = job.start.task_spec.strip().splitlines()[0] if job.start.task_spec.strip() else ""
     return first[:FOCUS_CHARS]
+
+
+def _clip(text: str, limit: int) -> str:
+    """`text` cut to `limit` characters, an ellipsis marking a cut."""
+    return text if len(text) <= limit else text[: limit - 1] + "\u2026"
+
+
+def _args_view(arguments: Mapping[str, Any]) -> dict[str, Any]:
+    """A tool call's arguments for its `tool_proposal` event: long strings clipped, and a
+    nested value longer than ARG_CHARS once written out replaced by its clipped text."""
+    view: dict[str, Any] = {}
+    for key, value in arguments.items():
+        if isinstance(value, str):
+            view[key] = _clip(value, ARG_CHARS)
+        elif isinstance(value, (dict, list)) and len(text := json_text(value)) > ARG_CHARS:
+            view[key] = _clip(text, ARG_CHARS)
+        else:
+            view[key] = value
+    return view
 
 
 def _error_code(outcome: Outcome, report: str) -> str:

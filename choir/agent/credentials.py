@@ -98,11 +98,15 @@ def parse_credential_request(text: str) -> dict[str, str]:
 
 
 def helper_main(argv: list[str]) -> int:
-    """`git-cred-helper get|store|erase`: only `get` answers; the others are no-ops."""
-    if len(argv) < 2 or argv[1] != "get":
+    """`git-cred-helper [--socket PATH] get|store|erase`: only `get` answers; the others are
+    no-ops. The socket is `--socket` (how choir-agent configures git), else $CHOIR_CRED_SOCKET,
+    else DEFAULT_SOCKET."""
+    args, path = argv[1:], os.environ.get(SOCKET_ENV, DEFAULT_SOCKET)
+    if len(args) >= 2 and args[0] == "--socket":
+        args, path = args[2:], args[1]
+    if not args or args[0] != "get":
         return 0
     request = parse_credential_request(sys.stdin.read())
-    path = os.environ.get(SOCKET_ENV, DEFAULT_SOCKET)
     try:
         with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
             conn.settimeout(5)

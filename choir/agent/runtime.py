@@ -1,7 +1,8 @@
 """The choir-agent process (§7.1, §13.2, §17.2): start-up, the lanes, the pushes, graceful stop.
 
     arm failpoints -> connect -> INIT_HELLO -> ConfigSync.load (config + secrets, memory only)
-    -> rehydrate the log when resuming -> Replicator -> kernel (intent sink = replicator)
+    -> rehydrate the log when resuming -> git identity + credential socket (git_identity.py)
+    -> Replicator -> kernel (intent sink = replicator)
     -> edge lane task (core jobs are its children) + push pump
     ... shutdown push or SIGTERM ...
     -> cancel the lanes at their next await -> flush the replicator -> TERMINATE_SELF
@@ -15,6 +16,7 @@ before TERMINATE_SELF.
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 from typing import Any
 
 from choir.adapters.llm import LlmClient
@@ -25,6 +27,7 @@ from choir.agent.core_jobs import CoreJobs
 from choir.agent.dispatch import LaneHook
 from choir.agent.dynamic_config import DynamicState
 from choir.agent.edge import EdgeLane
+from choir.agent.git_identity import git_identity
 from choir.agent.kernel import open_kernel
 from choir.agent.lane_support import (
     DemoModel,
@@ -113,7 +116,8 @@ class AgentRuntime:
                 redact_secrets(state.secrets())
                 state.subscribe_secrets(redact_secrets)
                 commit_log = restored_log(answer)
-                await self._replicate(control_plane, sync, commit_log)
+                async with git_identity(state, Path.home()):
+                    await self._replicate(control_plane, sync, commit_log)
             if self._fatal is not None:
                 return 1
             await control_plane.terminate_self(TerminateSelfRequest(reason=self._reason))

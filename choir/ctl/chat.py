@@ -78,21 +78,25 @@ async def _one_shot(
 async def _interactive(choird: ChoirClient, agent_id: str, as_json: bool) -> None:
     import asyncio
 
-    async def printer() -> None:
-        async for reply in choird.chat_replies(agent_id, after_seq=2**62):
+    async def printer(after_seq: int) -> None:
+        async for reply in choird.chat_replies(agent_id, after_seq=after_seq):
             _show(reply, as_json)
 
-    shown = asyncio.create_task(printer())
+    shown: asyncio.Task[None] | None = None
     sys.stderr.write(f"chatting with {agent_id}; /inject <text> to steer, Ctrl-D to leave\n")
     try:
         while True:
             line = await asyncio.to_thread(_prompt)
             if line is None:
                 return
-            if line.strip():
-                await choird.chat_send(agent_id, line)
+            if not line.strip():
+                continue
+            sent = await choird.chat_send(agent_id, line)
+            if shown is None:  # follow from this first message on: choird keeps what came since
+                shown = asyncio.create_task(printer(sent.get("after_seq") or 0))
     finally:
-        shown.cancel()
+        if shown is not None:
+            shown.cancel()
 
 
 def _prompt() -> str | None:

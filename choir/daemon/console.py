@@ -63,16 +63,25 @@ class ConsoleDm:
             if not instruction:
                 raise UsageError("/inject needs a message: /inject <instruction>")
             ctx.push(session.session_id, InjectPush(text=instruction))
-            return {"session_id": session.session_id, "injected": True, "message_id": None}
+            return {
+                "session_id": session.session_id,
+                "injected": True,
+                "message_id": None,
+                "after_seq": self._last_seq(agent_id),
+            }
         message_id = f"console-{uuid.uuid4().hex[:12]}"
-        seen = self._recent[agent_id]
         ctx.push(session.session_id, UserMessagePush(message_id=message_id, text=text))
         return {
             "session_id": session.session_id,
             "injected": False,
             "message_id": message_id,
-            "after_seq": seen[-1]["seq"] if seen else 0,
+            "after_seq": self._last_seq(agent_id),
         }
+
+    def _last_seq(self, agent_id: str) -> int:
+        """The seq of the agent's latest kept reply (0 if none): a new subscriber's start."""
+        seen = self._recent[agent_id]
+        return int(seen[-1]["seq"]) if seen else 0
 
     async def replies(self, agent_id: str, *, after_seq: int = 0) -> AsyncIterator[dict[str, Any]]:
         """The agent's replies: the kept ones after `after_seq`, then live ones as they come.

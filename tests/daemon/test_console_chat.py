@@ -38,7 +38,7 @@ def reply(chain: Chain, text: str, in_reply_to: str | None, category: str = "rep
             lane="edge",
             ts=T0 + timedelta(milliseconds=rev),
             hash_prev=chain.head,
-            event=AgentReplied(text=text, in_reply_to=in_reply_to, category=category),  # type: ignore[arg-type]
+            event=AgentReplied(text=text, in_reply_to=in_reply_to, category=category),
         )
     )
 

@@ -23,7 +23,7 @@ from typing import Any
 from choir.client import ChoirClient
 from choir.daemon.app import ChoirDaemon
 from tests.e2e.processes import environment
-from tests.e2e_agent.test_agent_process import CHOIR_AGENT, choir_root
+from tests.e2e_agent.test_agent_process import CHOIR_AGENT, agent_home, choir_root
 
 SLOW_WRITE = """#!{python}
 import json, os, sys, time
@@ -96,6 +96,7 @@ async def launch(daemon: ChoirDaemon, root: Path, name: str) -> asyncio.subproce
         CHOIR_AGENT_ID="agent-1",
         CHOIR_SESSION_ID=started.session_id,
         CHOIR_LEASE_TOKEN=started.lease_token,
+        HOME=str(agent_home(root)),
     )
     with (root / f"{name}.log").open("wb") as stderr:
         return await asyncio.create_subprocess_exec(

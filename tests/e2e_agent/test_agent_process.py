@@ -45,6 +45,14 @@ pytestmark = pytest.mark.slow
 SEEDS = Path(__file__).resolve().parents[2] / "seeds" / "global"
 CHOIR_AGENT = Path(sys.executable).parent / "choir-agent"
 
+
+def agent_home(root: Path) -> Path:
+    """A private HOME for a test's agent: it writes its git config there, never to ~."""
+    home = root / "agent-home"
+    home.mkdir(exist_ok=True)
+    return home
+
+
 SCRIPT = Script(
     description="edge and core lanes of the e2e agent tests",
     steps=[
@@ -154,6 +162,7 @@ async def agent(home: ChoirHome, root: Path, model: ScriptedModelServer) -> Asyn
             CHOIR_AGENT_ID="agent-1",
             CHOIR_SESSION_ID=started.session_id,
             CHOIR_LEASE_TOKEN=started.lease_token,
+            HOME=str(agent_home(root)),
         )
         with (root / "agent.log").open("wb") as stderr:
             process = await asyncio.create_subprocess_exec(

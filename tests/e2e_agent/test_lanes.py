@@ -36,7 +36,7 @@ from choir.store.target import ConnectParams
 from tests.e2e.daemons import poll_until, running_daemon, session_row, stored_events
 from tests.e2e.homes import external_postgres, make_home, read_config, short_root, write_config
 from tests.e2e.processes import environment
-from tests.e2e_agent.test_agent_process import CHOIR_AGENT, Agent, choir_root
+from tests.e2e_agent.test_agent_process import CHOIR_AGENT, Agent, agent_home, choir_root
 
 pytestmark = pytest.mark.slow
 
@@ -96,6 +96,7 @@ async def _agent(home: ChoirHome, root: Path, model: ScriptedModelServer) -> Asy
             CHOIR_AGENT_ID="agent-1",
             CHOIR_SESSION_ID=started.session_id,
             CHOIR_LEASE_TOKEN=started.lease_token,
+            HOME=str(agent_home(root)),
         )
         with (root / "agent.log").open("wb") as stderr:
             process = await asyncio.create_subprocess_exec(

@@ -26,7 +26,7 @@ from choir.store.target import ConnectParams
 from tests.e2e.daemons import poll_until, running_daemon, stored_events
 from tests.e2e.homes import external_postgres, make_home, read_config, short_root, write_config
 from tests.e2e.processes import environment
-from tests.e2e_agent.test_agent_process import CHOIR_AGENT, choir_root
+from tests.e2e_agent.test_agent_process import CHOIR_AGENT, agent_home, choir_root
 
 pytestmark = pytest.mark.slow
 
@@ -88,6 +88,7 @@ async def launch(daemon: ChoirDaemon, root: Path, name: str) -> asyncio.subproce
         CHOIR_AGENT_ID="agent-1",
         CHOIR_SESSION_ID=started.session_id,
         CHOIR_LEASE_TOKEN=started.lease_token,
+        HOME=str(agent_home(root)),
     )
     with (root / f"{name}.log").open("wb") as stderr:
         return await asyncio.create_subprocess_exec(

@@ -9,6 +9,7 @@ act on (bad path, missing file, bad line range) come back as `ToolResult`s with 
 from __future__ import annotations
 
 import asyncio
+import os
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Generic, Literal, TypeVar
@@ -62,8 +63,17 @@ def path_resource(path: str) -> str:
 
 
 def sandbox_env(home: str) -> dict[str, str]:
-    """The whole environment of a tool subprocess: nothing of choir-agent's (secrets) leaks."""
-    return {"PATH": SANDBOX_PATH, "HOME": home, "LANG": "C.UTF-8"}
+    """The whole environment of a tool subprocess: nothing of choir-agent's (secrets) leaks.
+
+    Tools get the workspace as HOME, so git is pointed at the agent's own git config (the
+    leased identity's name, email and credential helper, §14.4; it holds no token) when the
+    runtime wrote one (`CHOIR_GITCONFIG`, set by choir.agent.git_identity).
+    """
+    env = {"PATH": SANDBOX_PATH, "HOME": home, "LANG": "C.UTF-8"}
+    agent_gitconfig = os.environ.get("CHOIR_GITCONFIG")
+    if agent_gitconfig:
+        env["GIT_CONFIG_GLOBAL"] = agent_gitconfig
+    return env
 
 
 def fs_failure(exc: PathOutsideWorkspace | OSError, path: str) -> ToolResult:
