@@ -47,9 +47,7 @@ __all__ = [
     "DEFAULT_WINDOW_SIZE",
     "LanePrompt",
     "PromptSize",
-    "core_messages",
     "core_prompt",
-    "edge_messages",
     "edge_prompt",
 ]
 
@@ -121,52 +119,6 @@ def core_prompt(
     return _assemble(
         memory, head, [_system(briefing_text(briefing))], skill_view, window_size, result_view
     )
-
-
-def edge_messages(
-    memory: WorkingMemory,
-    *,
-    user_md: str,
-    soul_md: str,
-    skills: Sequence[tuple[str, str]] = (),
-    skill_view: SkillView | None = None,
-    window_size: int = DEFAULT_WINDOW_SIZE,
-    result_view: ResultView = full_result,
-) -> list[Message]:
-    """`edge_prompt`'s messages, ready for the chat-completions request."""
-    prompt = edge_prompt(
-        memory,
-        user_md=user_md,
-        soul_md=soul_md,
-        skills=skills,
-        skill_view=skill_view,
-        window_size=window_size,
-        result_view=result_view,
-    )
-    return list(prompt.messages)
-
-
-def core_messages(
-    memory: WorkingMemory,
-    *,
-    soul_core_md: str,
-    briefing: CoreJobStart,
-    skills: Sequence[tuple[str, str]] = (),
-    skill_view: SkillView | None = None,
-    window_size: int = DEFAULT_WINDOW_SIZE,
-    result_view: ResultView = full_result,
-) -> list[Message]:
-    """`core_prompt`'s messages, ready for the chat-completions request."""
-    prompt = core_prompt(
-        memory,
-        soul_core_md=soul_core_md,
-        briefing=briefing,
-        skills=skills,
-        skill_view=skill_view,
-        window_size=window_size,
-        result_view=result_view,
-    )
-    return list(prompt.messages)
 
 
 def _assemble(

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from choir.agent.commitlog import CommitLog
 from choir.agent.registry import ToolRegistry
 from choir.agent.tools import BUILTIN_TOOLS
-from choir.core.prompt import core_messages, core_prompt, edge_messages, edge_prompt
+from choir.core.prompt import core_prompt, edge_prompt
 from choir.core.prompt_text import CORE_INSTRUCTIONS, EDGE_INSTRUCTIONS, system_text
 from choir.core.prompt_window import event_messages, window_messages
 from choir.core.skill_runner import SkillView
@@ -184,7 +184,7 @@ def test_edge_layout_follows_the_memory_page() -> None:
         ("edge", _result("c1")),
         summary=summary,
     )
-    messages = edge_messages(memory, user_md="Name: Ada", soul_md="Warm, brief.", skills=SKILLS)
+    messages = edge_messages_of(memory, user_md="Name: Ada", soul_md="Warm, brief.", skills=SKILLS)
     assert [m["role"] for m in messages] == ["system"] * 4 + ["user", "assistant", "tool"]
     assert messages[0]["content"] == system_text(EDGE_INSTRUCTIONS, SKILLS)
     assert "- tool-builder: Build a new tool." in messages[0]["content"]
@@ -205,7 +205,7 @@ def test_core_layout_has_soul_core_only_and_ends_with_the_briefing() -> None:
         (lane, _result("c1")),
         ("edge", InjectedInstruction(target=lane, content="also update docs", source="edge")),
     )
-    messages = core_messages(memory, soul_core_md="Precise.", briefing=BRIEFING, skills=SKILLS)
+    messages = core_messages_of(memory, soul_core_md="Precise.", briefing=BRIEFING, skills=SKILLS)
     contents = [str(m["content"]) for m in messages]
     assert messages[0]["content"] == system_text(CORE_INSTRUCTIONS, SKILLS)
     assert contents[1] == "[SOUL-CORE.md: who you are]\nPrecise."
@@ -223,7 +223,7 @@ def test_core_layout_has_soul_core_only_and_ends_with_the_briefing() -> None:
 
 def test_empty_identity_and_summary_are_left_out() -> None:
     memory = _memory("edge", ("edge", UserMsg(text="hi")))
-    messages = edge_messages(memory, user_md="  \n", soul_md="Kind.")
+    messages = edge_messages_of(memory, user_md="  \n", soul_md="Kind.")
     assert [m["content"] for m in messages[1:]] == ["[SOUL.md: who you are]\nKind.", "hi"]
     assert messages[0]["content"] == EDGE_INSTRUCTIONS  # no skills, no skill section
 
@@ -234,8 +234,8 @@ def test_skill_view_shows_only_while_a_skill_runs(lane: str) -> None:
 
     def build(view: SkillView | None) -> list[dict[str, Any]]:
         if lane == "edge":
-            return edge_messages(memory, user_md="u", soul_md="s", skill_view=view)
-        return core_messages(memory, soul_core_md="c", briefing=BRIEFING, skill_view=view)
+            return edge_messages_of(memory, user_md="u", soul_md="s", skill_view=view)
+        return core_messages_of(memory, soul_core_md="c", briefing=BRIEFING, skill_view=view)
 
     with_skill, without = build(VIEW), build(None)
     assert with_skill[:-1] == without
@@ -254,7 +254,7 @@ def test_identity_and_latest_user_message_survive_compaction() -> None:
         ("edge", _result("c1")),
     )
     folded = memory.folded(ReferenceSummary(summary="Talked about x."), upto_rev=5)
-    messages = edge_messages(folded, user_md="Ada", soul_md="Kind.")
+    messages = edge_messages_of(folded, user_md="Ada", soul_md="Kind.")
     contents = [m["content"] for m in messages]
     assert contents[1:3] == ["[USER.md: the user]\nAda", "[SOUL.md: who you are]\nKind."]
     assert "Talked about x." in contents[3]
@@ -271,7 +271,7 @@ def test_latest_user_message_keeps_its_place_in_the_window() -> None:
         ("edge", _output(("c1", "choir.fs.read", {"path": "x"}))),
         ("edge", _result("c1")),
     )
-    window = edge_messages(memory, user_md="", soul_md="", window_size=2)[1:]
+    window = edge_messages_of(memory, user_md="", soul_md="", window_size=2)[1:]
     assert [m["role"] for m in window] == ["user", "assistant", "tool"]
     assert window[0]["content"] == "q2"
 
@@ -279,7 +279,7 @@ def test_latest_user_message_keeps_its_place_in_the_window() -> None:
 def test_window_size_caps_the_events_shown() -> None:
     events = [("edge", _output(text=f"note {i}")) for i in range(8)]
     memory = _memory("edge", *events)
-    window = edge_messages(memory, user_md="", soul_md="", window_size=3)[1:]
+    window = edge_messages_of(memory, user_md="", soul_md="", window_size=3)[1:]
     assert [m["content"] for m in window] == ["note 5", "note 6", "note 7"]
 
 
@@ -342,7 +342,9 @@ def test_prompt_mask_shows_only_status_summary_and_artifact(tmp_path: Path) -> N
         ("edge", _output(("c1", "test.fetch", {}))),
         ("edge", ToolResultCommitted(call_id="c1", tool="test.fetch", result=result)),
     )
-    messages = edge_messages(memory, user_md="", soul_md="", result_view=registry.result_for_prompt)
+    messages = edge_messages_of(
+        memory, user_md="", soul_md="", result_view=registry.result_for_prompt
+    )
     assert json.loads(messages[-1]["content"]) == {
         "status": "success",
         "summary": "fetched",
@@ -395,7 +397,7 @@ def test_every_tool_call_is_answered_right_after_it(
     events: list[Event], start: int, size: int
 ) -> None:
     memory = _memory("edge", *(("edge", e) for e in events), start=start)
-    messages = edge_messages(memory, user_md="", soul_md="", window_size=size)
+    messages = edge_messages_of(memory, user_md="", soul_md="", window_size=size)
     _assert_paired(messages)
 
 
@@ -445,3 +447,11 @@ def test_an_oversize_tool_result_is_cut_before_it_reaches_the_prompt() -> None:
     assert len(message["content"]) < MAX_TOOL_RESULT_CHARS + 200
     assert "[truncated:" in message["content"]
     assert "query=c-1" in message["content"]
+
+
+def edge_messages_of(*args: Any, **kwargs: Any) -> list[dict[str, Any]]:
+    return list(edge_prompt(*args, **kwargs).messages)
+
+
+def core_messages_of(*args: Any, **kwargs: Any) -> list[dict[str, Any]]:
+    return list(core_prompt(*args, **kwargs).messages)

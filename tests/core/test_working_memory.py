@@ -19,7 +19,7 @@ from choir.core.compaction import (
     should_compact,
 )
 from choir.core.compaction_prompt import parse_delta
-from choir.core.prompt import PromptSize, edge_messages
+from choir.core.prompt import PromptSize, edge_prompt
 from choir.core.working_memory import WorkingMemory, in_window
 from choir.protocol import (
     AgentReplied,
@@ -263,7 +263,7 @@ def test_a_valid_delta_is_applied_atomically() -> None:
         add_fact=Fact(key="user.topic", value="files", source_event=source),
     )
     assert memory.summary == ReferenceSummary()  # the old state is untouched
-    assert "Read c0 and c1." in edge_messages(new, user_md="", soul_md="")[1]["content"]
+    assert "Read c0 and c1." in edge_messages_of(new, user_md="", soul_md="")[1]["content"]
 
 
 def test_events_arriving_during_the_call_stay_in_the_window() -> None:
@@ -392,3 +392,7 @@ def _pairs(events: list[Event]) -> list[tuple[int, int]]:
             waiting.discard(event.call_id)
             pairs.append((open_at, index))
     return pairs
+
+
+def edge_messages_of(*args: Any, **kwargs: Any) -> list[dict[str, Any]]:
+    return list(edge_prompt(*args, **kwargs).messages)
