@@ -15,15 +15,14 @@ import contextlib
 import json
 import os
 import signal
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
 from choir.client import ChoirClient
 from choir.daemon.app import ChoirDaemon
-from tests.e2e.processes import environment
-from tests.e2e_agent.test_agent_process import CHOIR_AGENT, agent_home, choir_root
+from tests.e2e_agent.launch import launch_agent
+from tests.e2e_agent.test_agent_process import choir_root
 
 SLOW_WRITE = """#!{python}
 import json, os, sys, time
@@ -89,26 +88,9 @@ def stop_left_tools(root: Path) -> None:
 
 async def launch(daemon: ChoirDaemon, root: Path, name: str) -> asyncio.subprocess.Process:
     """`choir-agent` for agent-1's session, as choird would start it (a crashed one resumes)."""
-    assert daemon.services is not None
-    started = await daemon.services.sessions.start("agent-1", {})
-    socket = await daemon.open_agent_socket("agent-1")
-    env = environment(
-        CHOIR_AGENT_ID="agent-1",
-        CHOIR_SESSION_ID=started.session_id,
-        CHOIR_LEASE_TOKEN=started.lease_token,
-        HOME=str(agent_home(root)),
-    )
-    with (root / f"{name}.log").open("wb") as stderr:
-        return await asyncio.create_subprocess_exec(
-            str(CHOIR_AGENT),
-            "--control-plane=uds",
-            f"--socket={socket}",
-            f"--root={scenario_tree(root)}",
-            f"--workspace={root / 'ws'}",
-            env=env,
-            stdout=subprocess.DEVNULL,
-            stderr=stderr,
-        )
+    tree = scenario_tree(root)
+    launched = await launch_agent(daemon, root, tree=tree, workspace=root / "ws", log_name=name)
+    return launched.process
 
 
 async def replies_until(

@@ -13,8 +13,6 @@ import asyncio
 import json
 import shutil
 import signal
-import subprocess
-import sys
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,19 +36,11 @@ from choir.store.sessions import SessionStatus
 from choir.store.target import ConnectParams
 from tests.e2e.daemons import poll_until, running_daemon, session_row, stored_events
 from tests.e2e.homes import external_postgres, make_home, read_config, short_root, write_config
-from tests.e2e.processes import environment
+from tests.e2e_agent.launch import launch_agent
 
 pytestmark = pytest.mark.slow
 
 SEEDS = Path(__file__).resolve().parents[2] / "seeds" / "global"
-CHOIR_AGENT = Path(sys.executable).parent / "choir-agent"
-
-
-def agent_home(root: Path) -> Path:
-    """A private HOME for a test's agent: it writes its git config there, never to ~."""
-    home = root / "agent-home"
-    home.mkdir(exist_ok=True)
-    return home
 
 
 SCRIPT = Script(
@@ -156,27 +146,10 @@ async def agent(home: ChoirHome, root: Path, model: ScriptedModelServer) -> Asyn
     (workspace / "notes.txt").write_text("alpha beta gamma\n")
     async with running_daemon(home) as daemon, await ChoirClient.connect(home) as operator:
         assert daemon.services is not None
-        started = await daemon.services.sessions.start("agent-1", {})
-        socket = await daemon.open_agent_socket("agent-1")
-        env = environment(
-            CHOIR_AGENT_ID="agent-1",
-            CHOIR_SESSION_ID=started.session_id,
-            CHOIR_LEASE_TOKEN=started.lease_token,
-            HOME=str(agent_home(root)),
-        )
-        with (root / "agent.log").open("wb") as stderr:
-            process = await asyncio.create_subprocess_exec(
-                str(CHOIR_AGENT),
-                "--control-plane=uds",
-                f"--socket={socket}",
-                f"--root={choir_root(root)}",
-                f"--workspace={workspace}",
-                env=env,
-                stdout=subprocess.DEVNULL,
-                stderr=stderr,
-            )
+        launched = await launch_agent(daemon, root, tree=choir_root(root), workspace=workspace)
+        process = launched.process
         try:
-            yield Agent(daemon, operator, model, started.session_id, process, workspace)
+            yield Agent(daemon, operator, model, launched.session_id, process, workspace)
         finally:
             if process.returncode is None:
                 process.kill()

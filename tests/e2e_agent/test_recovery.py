@@ -10,7 +10,6 @@ the operator sees the call in `session.recover` and decides.
 from __future__ import annotations
 
 import asyncio
-import subprocess
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -25,8 +24,8 @@ from choir.scripted import ReplyStep, Script, ScriptedCall, ScriptedModelServer,
 from choir.store.target import ConnectParams
 from tests.e2e.daemons import poll_until, running_daemon, stored_events
 from tests.e2e.homes import external_postgres, make_home, read_config, short_root, write_config
-from tests.e2e.processes import environment
-from tests.e2e_agent.test_agent_process import CHOIR_AGENT, agent_home, choir_root
+from tests.e2e_agent.launch import launch_agent
+from tests.e2e_agent.test_agent_process import choir_root
 
 pytestmark = pytest.mark.slow
 
@@ -78,29 +77,11 @@ def home(root: Path, pg_params: ConnectParams, model: ScriptedModelServer) -> Ch
 
 async def launch(daemon: ChoirDaemon, root: Path, name: str) -> asyncio.subprocess.Process:
     """`choir-agent` for agent-1's session (a crashed one is resumed), as choird would start it."""
-    assert daemon.services is not None
-    started = await daemon.services.sessions.start("agent-1", {})
-    socket = await daemon.open_agent_socket("agent-1")
     tree = root / "choir"
     if not tree.exists():
         choir_root(root)
-    env = environment(
-        CHOIR_AGENT_ID="agent-1",
-        CHOIR_SESSION_ID=started.session_id,
-        CHOIR_LEASE_TOKEN=started.lease_token,
-        HOME=str(agent_home(root)),
-    )
-    with (root / f"{name}.log").open("wb") as stderr:
-        return await asyncio.create_subprocess_exec(
-            str(CHOIR_AGENT),
-            "--control-plane=uds",
-            f"--socket={socket}",
-            f"--root={tree}",
-            f"--workspace={root / 'ws'}",
-            env=env,
-            stdout=subprocess.DEVNULL,
-            stderr=stderr,
-        )
+    launched = await launch_agent(daemon, root, tree=tree, workspace=root / "ws", log_name=name)
+    return launched.process
 
 
 async def replies_until(operator: ChoirClient, after_seq: int, done: str) -> list[dict[str, Any]]:

@@ -1,0 +1,59 @@
+"""Start the real `choir-agent` for agent-1 the way choird's process runtime would.
+
+One place for every end-to-end test that needs a live agent: a session from choird's services
+(a crashed one is resumed), agent-1's own socket, a private HOME (the agent writes its git config
+there, never to the test runner's home) and stderr kept in a log file under the test's root.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from choir.daemon.app import ChoirDaemon
+from tests.e2e.processes import environment
+
+CHOIR_AGENT = Path(sys.executable).parent / "choir-agent"
+
+
+@dataclass(frozen=True)
+class Launched:
+    session_id: str
+    process: asyncio.subprocess.Process
+
+
+def agent_home(root: Path) -> Path:
+    """A private HOME for a test's agent."""
+    home = root / "agent-home"
+    home.mkdir(exist_ok=True)
+    return home
+
+
+async def launch_agent(
+    daemon: ChoirDaemon, root: Path, *, tree: Path, workspace: Path, log_name: str = "agent"
+) -> Launched:
+    """agent-1's session started (or resumed) and its choir-agent process spawned."""
+    assert daemon.services is not None
+    started = await daemon.services.sessions.start("agent-1", {})
+    socket = await daemon.open_agent_socket("agent-1")
+    env = environment(
+        CHOIR_AGENT_ID="agent-1",
+        CHOIR_SESSION_ID=started.session_id,
+        CHOIR_LEASE_TOKEN=started.lease_token,
+        HOME=str(agent_home(root)),
+    )
+    with (root / f"{log_name}.log").open("wb") as stderr:
+        process = await asyncio.create_subprocess_exec(
+            str(CHOIR_AGENT),
+            "--control-plane=uds",
+            f"--socket={socket}",
+            f"--root={tree}",
+            f"--workspace={workspace}",
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=stderr,
+        )
+    return Launched(started.session_id, process)
