@@ -35,8 +35,8 @@ from choir.scripted import (
 from choir.store.sessions import SessionStatus
 from choir.store.target import ConnectParams
 from tests.e2e.daemons import poll_until, running_daemon, session_row, stored_events
-from tests.e2e.homes import external_postgres, make_home, read_config, short_root, write_config
-from tests.e2e_agent.launch import launch_agent
+from tests.e2e.homes import short_root
+from tests.e2e_agent.launch import launch_agent, scripted_home
 
 pytestmark = pytest.mark.slow
 
@@ -132,11 +132,7 @@ async def model() -> AsyncIterator[ScriptedModelServer]:
 
 @pytest.fixture
 def home(root: Path, pg_params: ConnectParams, model: ScriptedModelServer) -> ChoirHome:
-    home = make_home(root, postgres=external_postgres(pg_params))
-    data = read_config(home)
-    data["models"]["demo"] = {"provider": "scripted", "model": "e2e", "endpoint": model.url}
-    write_config(home, data)
-    return home
+    return scripted_home(root, pg_params, model.url)
 
 
 @pytest.fixture

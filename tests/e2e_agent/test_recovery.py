@@ -23,8 +23,8 @@ from choir.protocol import GENESIS_HASH
 from choir.scripted import ReplyStep, Script, ScriptedCall, ScriptedModelServer, ToolCallsStep
 from choir.store.target import ConnectParams
 from tests.e2e.daemons import poll_until, running_daemon, stored_events
-from tests.e2e.homes import external_postgres, make_home, read_config, short_root, write_config
-from tests.e2e_agent.launch import launch_agent
+from tests.e2e.homes import short_root
+from tests.e2e_agent.launch import launch_agent, scripted_home
 from tests.e2e_agent.test_agent_process import choir_root
 
 pytestmark = pytest.mark.slow
@@ -68,11 +68,7 @@ async def model() -> AsyncIterator[ScriptedModelServer]:
 
 @pytest.fixture
 def home(root: Path, pg_params: ConnectParams, model: ScriptedModelServer) -> ChoirHome:
-    home = make_home(root, postgres=external_postgres(pg_params))
-    data = read_config(home)
-    data["models"]["demo"] = {"provider": "scripted", "model": "e2e", "endpoint": model.url}
-    write_config(home, data)
-    return home
+    return scripted_home(root, pg_params, model.url)
 
 
 async def launch(daemon: ChoirDaemon, root: Path, name: str) -> asyncio.subprocess.Process:

@@ -35,7 +35,8 @@ from choir.scripted.player import last_turn
 from choir.store.events import EventRecord
 from choir.store.target import ConnectParams
 from tests.e2e.daemons import poll_until, running_daemon, stored_events
-from tests.e2e.homes import external_postgres, make_home, read_config, short_root, write_config
+from tests.e2e.homes import short_root
+from tests.e2e_agent.launch import scripted_home
 from tests.e2e_agent.scenario_support import launch, lines, replies_until, stop_left_tools
 
 pytestmark = pytest.mark.slow
@@ -121,10 +122,7 @@ async def model() -> AsyncIterator[ScriptedModelServer]:
 
 @pytest.fixture
 def home(root: Path, pg_params: ConnectParams, model: ScriptedModelServer) -> ChoirHome:
-    home = make_home(root, postgres=external_postgres(pg_params))
-    data = read_config(home)
-    data["models"]["demo"] = {"provider": "scripted", "model": "e2e", "endpoint": model.url}
-    write_config(home, data)
+    home = scripted_home(root, pg_params, model.url)
     (root / "ws").mkdir()
     (root / "ws" / "notes.txt").write_text("alpha beta gamma\n")
     return home
