@@ -3,7 +3,8 @@
 REQUEST_APPROVAL stores a pending approval. choirctl, the TUI or a DM button answers it through
 `approve`/`reject`; unanswered ones time out after `approval_timeout_ms` in `expire_overdue`,
 which the daemon runs periodically. Each outcome is told to subscribers exactly once, so the
-daemon can push `ApprovalResolvedPush` to the agent and update the DM message.
+daemon can push `ApprovalResolvedPush` to the agent and update the DM message. New requests are
+told to `subscribe_requests` listeners (the operator feed), so a console shows them at once.
 """
 
 from __future__ import annotations
@@ -53,6 +54,7 @@ class ApprovalService:
         self._stage = stage
         self._clock = clock
         self._listeners: list[ResolvedListener] = []
+        self._requested: list[ResolvedListener] = []
 
     async def request(
         self, ctx: SessionContext, request: RequestApprovalRequest
@@ -72,6 +74,8 @@ class ApprovalService:
             "approval requested",
             fields={"approval_id": row.id, "agent_id": row.agent_id, "type": row.request_type},
         )
+        for listener in list(self._requested):
+            listener(row)
         return RequestApprovalResponse(approval_id=row.id, status="pending")
 
     async def list(
@@ -115,6 +119,11 @@ class ApprovalService:
         """Call `listener` with every approval once it is resolved; returns the unsubscribe."""
         self._listeners.append(listener)
         return lambda: self._listeners.remove(listener)
+
+    def subscribe_requests(self, listener: ResolvedListener) -> Callable[[], None]:
+        """Call `listener` with every new (pending) approval; returns the unsubscribe."""
+        self._requested.append(listener)
+        return lambda: self._requested.remove(listener)
 
     async def _resolve(
         self,

@@ -49,6 +49,7 @@ class OperatorFeed:
         stops = [
             services.sessions.subscribe(self._session_ended),
             services.approvals.subscribe(self.approval),
+            services.approvals.subscribe_requests(self.approval),
             services.status.subscribe(self._lane),
         ]
 

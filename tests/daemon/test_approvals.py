@@ -106,3 +106,17 @@ async def test_unknown_approvals_are_not_found(services):
         await services.approvals.approve("ap-nope", by="console")
     with pytest.raises(NotFoundError):
         await services.approvals.show("ap-nope")
+
+
+async def test_new_requests_are_told_to_request_listeners(services, ask, resolved):
+    requested: list[ApprovalRow] = []
+    stop = services.approvals.subscribe_requests(requested.append)
+
+    approval = await ask("skill")
+    stop()
+    await ask("tool")
+
+    assert [(a.id, a.status, a.request_type) for a in requested] == [
+        (approval, "pending", "skill")
+    ]
+    assert resolved == []
