@@ -24,6 +24,7 @@ from choir.config import ChoirConfig, EmbeddedPostgres, SecretStore, load_home
 from choir.daemon.agent_handler import AgentHandler
 from choir.daemon.agent_services import AgentServices
 from choir.daemon.config_stage import ConfigStage
+from choir.daemon.instance_lock import InstanceLock
 from choir.daemon.pushes import wire_pushes
 from choir.daemon.runtime_process import ProcessRuntime
 from choir.daemon.session_state import SessionEnded
@@ -110,7 +111,10 @@ class ChoirDaemon:
     async def _start(self) -> None:
         # Before touching Postgres: a second choird on this home would otherwise adopt the live
         # one's embedded server, crash its sessions as orphans (step 7) and stop the server as
-        # it unwinds.
+        # it unwinds. The lock closes the race of two choirds starting at the same instant.
+        instance = InstanceLock(self.home.root)
+        instance.acquire()
+        self._stack.callback(instance.release)
         claim(self.home.operator_socket, "choird")
         loaded = load_home(self.home)
         config = loaded.config

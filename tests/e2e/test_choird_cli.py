@@ -146,7 +146,8 @@ def test_a_second_choird_on_the_same_home_is_refused_and_harms_nothing(root: Pat
         postmaster = _postmaster(home)
         line = assert_one_error_line(run_choird(home), ExitCode.CONFLICT)
         assert "choird is already running" in line
-        assert str(home.operator_socket) in line
+        assert str(home.root) in line
+        assert f"pid {first.process.pid}" in line
         # The first choird, its Postgres and its socket are untouched.
         assert postmaster.is_running()
         status = run_choirctl(home, "status", "--json")
@@ -155,6 +156,29 @@ def test_a_second_choird_on_the_same_home_is_refused_and_harms_nothing(root: Pat
     finally:
         code = _terminate(first)
     assert code == 0, first.stderr_text()
+
+
+@pytest.mark.slow
+def test_two_choirds_started_at_the_same_instant_one_wins(root: Path) -> None:
+    """Both would find no socket answering; the home's lock lets exactly one through."""
+    home = make_home(root)
+    racers = [spawn_choird(home, "--quiet") for _ in range(2)]
+    try:
+        deadline = time.monotonic() + 30
+        while sum(r.process.poll() is None for r in racers) == 2 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        losers = [r for r in racers if r.process.poll() is not None]
+        assert len(losers) == 1, [r.stderr_text() for r in racers]
+        assert losers[0].process.returncode == ExitCode.CONFLICT
+        assert "choird is already running" in losers[0].stderr_text()
+        winner = next(r for r in racers if r is not losers[0])
+        wait_until_ready(winner)
+        status = run_choirctl(home, "status", "--json")
+        assert status.returncode == 0, status.stderr
+        assert json.loads(status.stdout)["postgres"]["state"] == "ok"
+    finally:
+        codes = [_terminate(r) for r in racers if r.process.poll() is None]
+    assert codes == [0]
 
 
 @pytest.mark.slow
