@@ -19,6 +19,11 @@ def main() -> None:
     if not args or args[0] in {"-h", "--help"}:
         sys.stdout.write(USAGE)
         return
+    if args[0] == "tui":
+        from tui.app import main as tui_main  # Textual is imported for the console only
+
+        tui_main(args[1:])
+        return
     from choir.unfinished import not_yet
 
     if args[0] in {"up", "down", "tui"}:

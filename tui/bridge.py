@@ -1,0 +1,225 @@
+"""The console's one link to choird: a worker that keeps the operator socket and its feed alive.
+
+All I/O of the console happens here or in view workers calling `bridge.call` / `bridge.stream`
+— never in a message handler — so the UI thread never waits on choird. The feed worker:
+
+1. connects (`ChoirClient`) — no socket: `not_running`; socket not ours: `denied`;
+2. subscribes, then re-reads the listings (`status`, `agent.list`, `approval.list`, lanes and
+   locks of running sessions) so nothing that happened while away is missed;
+3. turns each feed item into a `tui.messages` message posted to the app;
+4. when the stream breaks (choird stopped, or we fell behind) it says `disconnected` and starts
+   again after a backoff that grows to `MAX_BACKOFF_S` and resets once connected.
+
+choird's `status` is re-read at most every `STATUS_REFRESH_S` (Postgres health, gateways); the
+rest is pushed. Uptimes are counted up locally from `started_at`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+from collections.abc import AsyncGenerator
+from typing import TYPE_CHECKING, Any, Final
+
+from choir.client import ChoirClient
+from choir.errors import ChoirError, UnavailableError
+from choir.home import ChoirHome
+from tui.messages import (
+    AgentsUpdated,
+    ApprovalChanged,
+    ConfigChanged,
+    ConnectionChanged,
+    ConnectionState,
+    LaneReported,
+    LocksReported,
+    Resynced,
+    SecretsChanged,
+    SessionChanged,
+    StatusUpdated,
+)
+
+if TYPE_CHECKING:
+    from textual.app import App
+    from textual.message import Message
+
+Payload = dict[str, Any]
+
+FIRST_BACKOFF_S: Final = 0.5
+MAX_BACKOFF_S: Final = 5.0
+STATUS_REFRESH_S: Final = 5.0
+"""How often choird's `status` (a Postgres probe) is read while connected."""
+
+
+class Disconnected(UnavailableError):
+    """An action was asked for while the console is not connected to choird."""
+
+
+class ChoirBridge:
+    """Owns the `ChoirClient`; `start()` runs the feed worker on the app."""
+
+    def __init__(self, app: App[Any], home: ChoirHome) -> None:
+        self.app = app
+        self.home = home
+        self.client: ChoirClient | None = None
+        """The live connection, None while disconnected."""
+        self.state: ConnectionState = "connecting"
+        self._connected = asyncio.Event()
+
+    def start(self) -> None:
+        """Run the feed worker (exclusive: a second start replaces the first)."""
+        self.app.run_worker(self._run(), name="choird feed", group="bridge", exclusive=True)
+
+    async def wait_connected(self) -> ChoirClient:
+        """The client, once connected (waits through reconnects)."""
+        while self.client is None:
+            await self._connected.wait()
+        return self.client
+
+    async def call(self, verb: str, **payload: Any) -> Payload:
+        """Any operator verb; `Disconnected` while not connected, ChoirError when refused."""
+        client = self.client
+        if client is None:
+            raise Disconnected("not connected to choird (retrying): try again in a moment")
+        return await client.call(verb, **payload)
+
+    async def stream(self, verb: str, **payload: Any) -> AsyncGenerator[Payload, None]:
+        """A streaming verb's items (`session.events` follow, `logs`, `chat.replies`).
+
+        Raises `UnavailableError` when choird goes away; a view's worker usually catches it,
+        awaits `wait_connected()` and opens the stream again from where it was.
+        """
+        client = self.client
+        if client is None:
+            raise Disconnected("not connected to choird (retrying)")
+        async with contextlib.aclosing(client.stream(verb, **payload)) as items:
+            async for item in items:
+                yield item
+
+    # the feed worker
+
+    async def _run(self) -> None:
+        backoff = FIRST_BACKOFF_S
+        while True:
+            client = await self._connect(backoff)
+            if client is None:
+                await asyncio.sleep(backoff)
+                backoff = min(backoff * 2, MAX_BACKOFF_S)
+                continue
+            backoff = FIRST_BACKOFF_S
+            reason = await self._serve(client)
+            self._set_client(None)
+            with contextlib.suppress(Exception):
+                await client.close()
+            self._post_state("disconnected", f"choird went away ({reason}) — retrying", backoff)
+            await asyncio.sleep(backoff)
+
+    async def _connect(self, backoff: float) -> ChoirClient | None:
+        socket = self.home.operator_socket
+        if socket.exists() and not os.access(socket, os.R_OK | os.W_OK):
+            detail = f"permission denied on {socket}: run `choir tui` as the user running choird"
+            self._post_state("denied", detail, backoff)
+            return None
+        try:
+            return await ChoirClient.connect(self.home, call_timeout=30.0)
+        except PermissionError:
+            self._post_state("denied", f"permission denied on {socket}", backoff)
+        except ChoirError as error:
+            state: ConnectionState = (
+                "disconnected" if self.state == "disconnected" else ("not_running")
+            )
+            if state == "disconnected":
+                detail = f"choird went away ({error.message}) — retrying"
+            else:
+                detail = f"choird is not running at {self.home.root}"
+            self._post_state(state, detail, backoff)
+        return None
+
+    async def _serve(self, client: ChoirClient) -> str:
+        """Run the feed until it breaks; the reason it broke."""
+        try:
+            async with contextlib.aclosing(client.subscribe()) as items:
+                async for item in items:
+                    if item.get("kind") == "subscribed":
+                        self._set_client(client)
+                        await self._resync(client)
+                        self._post_state("connected", "")
+                        self._status_ticker(client)
+                    else:
+                        self._dispatch(item)
+        except ChoirError as error:
+            return error.message
+        except (OSError, EOFError) as error:
+            return str(error) or type(error).__name__
+        finally:
+            self.app.workers.cancel_group(self.app, "bridge-status")
+        return "the feed ended"
+
+    async def _resync(self, client: ChoirClient) -> None:
+        """Read every listing again: what changed while we were away is in them."""
+        self._post(StatusUpdated(await client.status()))
+        agents = (await client.agent_list())["agents"]
+        self._post(AgentsUpdated(agents))
+        for row in (await client.approval_list())["approvals"]:
+            self._post(ApprovalChanged(row))
+        for agent in agents:
+            if agent.get("state") == "running" and agent.get("session_id"):
+                await self.read_session(client, agent["agent_id"], agent["session_id"])
+        self._post(Resynced())
+
+    async def read_session(self, client: ChoirClient, agent_id: str, session_id: str) -> None:
+        """Post a running agent's lanes and locks (after a resync, or a session starting)."""
+        with contextlib.suppress(ChoirError):
+            for lane in (await client.agent_status(agent_id)).get("lanes", []):
+                self._post(LaneReported(lane))
+        with contextlib.suppress(ChoirError):
+            self._post(LocksReported(await client.call("session.locks", session_id=session_id)))
+
+    def _dispatch(self, item: Payload) -> None:
+        kind, data = item.get("kind"), item.get("data") or {}
+        if kind == "lane":
+            self._post(LaneReported(data))
+        elif kind == "locks":
+            self._post(LocksReported(data))
+        elif kind == "approval":
+            self._post(ApprovalChanged(data))
+        elif kind == "session":
+            self._post(SessionChanged(data))
+            self.app.run_worker(self._reread_agents(), group="bridge-agents", exclusive=True)
+        elif kind == "config":
+            self._post(ConfigChanged(data))
+        elif kind == "secrets":
+            self._post(SecretsChanged(data))
+
+    async def _reread_agents(self) -> None:
+        with contextlib.suppress(ChoirError):
+            self._post(AgentsUpdated((await self.call("agent.list"))["agents"]))
+
+    def refresh_agents(self) -> None:
+        """Re-read `agent.list` soon (after a start/stop, or a lane of an unknown session)."""
+        self.app.run_worker(self._reread_agents(), group="bridge-agents", exclusive=True)
+
+    def _status_ticker(self, client: ChoirClient) -> None:
+        async def tick() -> None:
+            while True:
+                await asyncio.sleep(STATUS_REFRESH_S)
+                with contextlib.suppress(ChoirError):
+                    self._post(StatusUpdated(await client.status()))
+
+        self.app.run_worker(tick(), group="bridge-status", exclusive=True)
+
+    # plumbing
+
+    def _set_client(self, client: ChoirClient | None) -> None:
+        self.client = client
+        if client is None:
+            self._connected.clear()
+        else:
+            self._connected.set()
+
+    def _post_state(self, state: ConnectionState, detail: str, retry: float | None = None) -> None:
+        self.state = state
+        self._post(ConnectionChanged(state, detail, retry))
+
+    def _post(self, message: Message) -> None:
+        self.app.post_message(message)

@@ -1,0 +1,91 @@
+"""What the console knows about choird: the latest listings, folded from the bridge's messages.
+
+Pure and synchronous — no Textual, no I/O — so it is tested on its own and every view reads the
+same picture. The app owns one `ConsoleState` (`app.state`) and folds every bridge message into it
+before forwarding the message to the views; views read it, never write it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from tui.messages import ConnectionState
+
+Payload = dict[str, Any]
+
+
+@dataclass
+class ConsoleState:
+    """The console's picture of choird; see each attribute for the verb or feed kind behind it."""
+
+    connection: ConnectionState = "connecting"
+    """The bridge's link to choird."""
+    connection_detail: str = ""
+    """Why, when not connected (the one-line reason shown in the banner)."""
+    status: Payload = field(default_factory=dict)
+    """The last `status` answer (Postgres, gateways, agents, config version)."""
+    agents: dict[str, Payload] = field(default_factory=dict)
+    """agent id -> its `agent.list` entry."""
+    lanes: dict[str, dict[str, Payload]] = field(default_factory=dict)
+    """session id -> lane id -> the lane's latest report (`lane` feed items, `session.cores`)."""
+    locks: dict[str, Payload] = field(default_factory=dict)
+    """session id -> its lock table (`session.locks`, `locks` feed items)."""
+    approvals: dict[str, Payload] = field(default_factory=dict)
+    """approval id -> the approval (`approval.list`, `approval` feed items)."""
+    config_version: int | None = None
+    """choird's running config version (`subscribed` and `config` feed items, `status`)."""
+    selected_agent: str | None = None
+    """The agent the per-agent views show; set only through `ChoirApp.select_agent`."""
+
+    def set_agents(self, agents: list[Payload]) -> None:
+        self.agents = {agent["agent_id"]: agent for agent in agents}
+
+    def set_status(self, status: Payload) -> None:
+        self.status = status
+        self.config_version = status.get("config_version", self.config_version)
+
+    def session_of(self, agent_id: str | None) -> str | None:
+        """The agent's active session id, None when it is not running (or unknown)."""
+        agent = self.agents.get(agent_id or "")
+        if agent is None or agent.get("state") != "running":
+            return None
+        session_id = agent.get("session_id")
+        return str(session_id) if session_id else None
+
+    def agent_of(self, session_id: str) -> str | None:
+        for agent_id, agent in self.agents.items():
+            if agent.get("session_id") == session_id:
+                return agent_id
+        return None
+
+    def lane_reported(self, lane: Payload) -> bool:
+        """Fold a lane report in; True when its session is one the agent listing lacks."""
+        session_id = lane["session_id"]
+        self.lanes.setdefault(session_id, {})[lane["lane"]] = lane
+        return self.agent_of(session_id) is None
+
+    def set_lanes(self, session_id: str, lanes: list[Payload]) -> None:
+        self.lanes[session_id] = {lane["lane"]: lane for lane in lanes}
+
+    def session_lanes(self, session_id: str | None) -> list[Payload]:
+        """The session's lanes, edge first, then core jobs by lane id."""
+        lanes = self.lanes.get(session_id or "", {})
+        return [lanes[lane] for lane in sorted(lanes, key=lambda lane: (lane != "edge", lane))]
+
+    def session_ended(self, data: Payload) -> None:
+        if data.get("status") != "active":
+            self.lanes.pop(data.get("session_id", ""), None)
+            self.locks.pop(data.get("session_id", ""), None)
+
+    def approval_changed(self, approval: Payload) -> None:
+        if approval.get("status") == "pending":
+            self.approvals[approval["approval_id"]] = approval
+        else:
+            self.approvals.pop(approval["approval_id"], None)
+
+    def set_approvals(self, approvals: list[Payload]) -> None:
+        self.approvals = {row["approval_id"]: row for row in approvals}
+
+    def running_count(self) -> int:
+        return sum(agent.get("state") == "running" for agent in self.agents.values())

@@ -1,0 +1,93 @@
+"""The header line of choird's health, and the banner shown while the console is disconnected.
+
+Both draw from `ConsoleState` only; the app calls `update_from(state)` whenever the status,
+the agent listing or the connection changed.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.text import Text
+from textual.widgets import Static
+
+from tui.state import ConsoleState
+
+_CONNECTION = {
+    "connected": ("●", "connected", "health-ok"),
+    "connecting": ("○", "connecting…", "health-warn"),
+    "disconnected": ("○", "disconnected — retrying", "health-bad"),
+    "not_running": ("○", "choird not running — retrying", "health-bad"),
+    "denied": ("✕", "permission denied", "health-bad"),
+}
+
+
+class HealthBar(Static):
+    """choird · Postgres · gateways · agents running · config version · approvals · connection."""
+
+    DEFAULT_CSS = """
+    HealthBar { height: 1; padding: 0 1; }
+    """
+
+    def update_from(self, state: ConsoleState) -> None:
+        self.update(health_text(state))
+
+
+def health_text(state: ConsoleState) -> Text:
+    status = state.status
+    dot, label, _ = _CONNECTION[state.connection]
+    text = Text()
+    text.append(f"{dot} ", style=_dot_style(state.connection))
+    text.append("choird ", style="bold")
+    text.append(str(status.get("version", "")) if status else "", style="dim")
+    if state.connection != "connected":
+        return text.append(f"  {label}", style="bold #e06c75")
+    _field(text, "postgres", *_postgres(status.get("postgres") or {}))
+    _field(text, "gateways", *_gateways(status.get("gateways") or []))
+    agents = f"{state.running_count()}/{len(state.agents)} running"
+    _field(text, "agents", agents, "#56b6f7" if state.running_count() else "")
+    version = f"v{state.config_version}" if state.config_version is not None else "?"
+    if status.get("config_staged"):
+        version += " (staged)"
+    _field(text, "config", version, "")
+    pending = len(state.approvals)
+    _field(text, "approvals", str(pending), "bold #e5c07b" if pending else "")
+    return text
+
+
+def _field(text: Text, name: str, value: str, style: str) -> None:
+    text.append("  │ ", style="dim")
+    text.append(f"{name} ", style="dim")
+    text.append(value, style=style)
+
+
+def _postgres(postgres: dict[str, Any]) -> tuple[str, str]:
+    if postgres.get("state") == "ok":
+        return f"ok {postgres.get('latency_ms', '')} ms", "#7ec16e"
+    return str(postgres.get("state", "?")), "bold #e06c75"
+
+
+def _gateways(gateways: list[dict[str, Any]]) -> tuple[str, str]:
+    if not gateways:
+        return "none", "dim"
+    running = sum(gateway.get("state") == "running" for gateway in gateways)
+    return f"{running}/{len(gateways)} up", "#7ec16e" if running == len(gateways) else "#e5c07b"
+
+
+def _dot_style(connection: str) -> str:
+    return {"connected": "bold #7ec16e", "connecting": "#e5c07b"}.get(connection, "bold #e06c75")
+
+
+class ConnectionBanner(Static):
+    """One line under the header while not connected: why, and that it retries by itself."""
+
+    DEFAULT_CSS = """
+    ConnectionBanner { height: 1; padding: 0 1; display: none; }
+    ConnectionBanner.shown { display: block; }
+    """
+
+    def update_from(self, state: ConsoleState) -> None:
+        shown = state.connection in ("disconnected", "not_running", "denied")
+        self.set_class(shown, "shown")
+        if shown:
+            self.update(f"disconnected — retrying: {state.connection_detail}")
