@@ -19,18 +19,27 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Final, Literal
 
+from choir.agent.arbiter_policy import LanePolicy
+from choir.agent.arbiter_records import (
+    ToolProposal,
+    cancelled,
+    intent,
+    ms_since,
+    requested,
+    result_committed,
+)
 from choir.agent.commitlog import CommitLog, LogEntry
 from choir.agent.dispatch import Dispatcher, PreparedCall, prepare_call
 from choir.agent.locks import LockManager, LocksRevokedError
 from choir.agent.registry import RegisteredTool, ToolRegistry, lane_kind_of
 from choir.agent.replication_types import IntentNotDurable
 from choir.agent.workspace import Workspace
-from choir.core import budgets, skill_runner
-from choir.core.budgets import BudgetCounters, BudgetLimits, Exceeded
-from choir.core.skill_runner import CONTROL_TOOLS, Decision, Refused, SkillRun
+from choir.core import skill_runner
+from choir.core.budgets import BudgetLimits
+from choir.core.skill_runner import CONTROL_TOOLS, Decision
 from choir.failpoints import failpoint
 from choir.logs import get_logger
 from choir.protocol import (
@@ -40,36 +49,18 @@ from choir.protocol import (
     SkillSpec,
     ToolCall,
     ToolResult,
-    core_lane,
-    job_name_of,
 )
 
 log = get_logger("choir.agent.arbiter")
 
 Gate = Callable[[str, RegisteredTool, Mapping[str, Any]], ToolResult | None]
 """A policy check run at admission: (lane, tool, arguments) → a rejection, or None to admit.
-
-Lanes own the state behind their gates (the active skill state, whether cores are running,
-budgets), so the arbiter stays free of lane logic.
-"""
+Lanes own the state behind their gates (cores running, stopping), keeping lane logic out."""
 
 IntentSink = Callable[[LogEntry], Awaitable[None]]
 """Makes a non-idempotent intent durable at choird before its tool runs (§13, design notes)."""
 
 _STOP: Final = object()
-
-
-@dataclass(frozen=True, slots=True)
-class ToolProposal:
-    """A lane's request to run one tool call."""
-
-    lane: str
-    """`edge` or `core:<job-name>`: the proposer and lock owner."""
-    call_id: str
-    """The invocation id; unique within the session."""
-    tool: str
-    """Canonical tool name."""
-    arguments: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(slots=True)
@@ -80,8 +71,11 @@ class _Pending:
     result: asyncio.Future[ToolResult]
 
 
-class Arbiter:
-    """Validates, locks, executes and commits tool calls; the only writer of `log`."""
+class Arbiter(LanePolicy):
+    """Validates, locks, executes and commits tool calls; the only writer of `log`.
+
+    Budgets and skill runs (`begin_step`, `start_job`, `interrupt_skill`…): see `LanePolicy`.
+    """
 
     def __init__(
         self,
@@ -96,21 +90,12 @@ class Arbiter:
         gates: Sequence[Gate] = (),
         intent_sink: IntentSink | None = None,
     ) -> None:
-        self.log = log
+        super().__init__(log=log, locks=locks, limits=limits, skills=skills)
         self.registry = registry
-        self.locks = locks
         self.workspace = workspace
         self._dispatcher = dispatcher
         self._gates = list(gates)
         self._intent_sink = intent_sink
-        self.limits = limits
-        self.budgets = BudgetCounters()
-        """Counters of §7.6; only the arbiter charges them, and nothing ever resets them."""
-        self.tokens_exceeded: Exceeded | None = None
-        """Set once the session's LLM tokens pass `total_session_tokens`."""
-        self.skills: Mapping[str, SkillSpec] = skills or {}
-        self.skill_runs: dict[str, SkillRun | None] = {}
-        """Each lane's active (or last) skill run."""
         self._queue: asyncio.Queue[_Pending | object] = asyncio.Queue()
         self._results: dict[str, ToolResult] = {}
         self._inflight: dict[str, _Pending] = {}
@@ -143,10 +128,10 @@ class Arbiter:
             if call is not None:
                 await self._execute(pending, call)
         except asyncio.CancelledError:
-            self._finish(pending, _cancelled(proposal))
+            self._finish(pending, cancelled(proposal))
             raise
         except LocksRevokedError:  # the job was ended (end_job) while this call waited for locks
-            self._finish(pending, _cancelled(proposal))
+            self._finish(pending, cancelled(proposal))
         return pending.result.result()
 
     def commit(self, lane: str, event: Event) -> LogEntry:
@@ -155,72 +140,8 @@ class Arbiter:
         A model output charges its tokens to the session budget (§7.6) as it is committed.
         """
         entry = self.log.commit(lane, event)
-        if self.skills:
-            self.skill_runs[lane] = skill_runner.apply(
-                self.skill_runs.get(lane), event, self.skills
-            )
-        if event.kind == "model_output":
-            self.budgets, self.tokens_exceeded = budgets.charge_tokens(
-                self.budgets, event.usage.total_tokens, self.limits
-            )
+        self._observe(lane, event)
         return entry
-
-    def begin_step(self, lane: str) -> str | None:
-        """Before a lane's LLM call: None to go ahead, else why the step must not happen.
-
-        Charges the core job's step budget and checks its wall time and the session's tokens;
-        a skill that used its `max_steps` ends here with a committed transition (§10.2).
-        """
-        if self.tokens_exceeded is not None:
-            return self.tokens_exceeded.message
-        job = job_name_of(lane)
-        if job is not None:
-            late = budgets.check_wall_time(self.budgets, job, time.monotonic(), self.limits)
-            if late is not None:
-                return late.message
-        self.budgets, exceeded = budgets.charge_step(self.budgets, lane, self.limits)
-        if exceeded is not None:
-            return exceeded.message
-        if self.skills:
-            decision = skill_runner.begin_step(self.skill_runs.get(lane), self.skills)
-            self._apply(lane, decision)
-        return None
-
-    def charge_injection(self, job_name: str) -> str | None:
-        """Count one instruction injected into `job_name` (§12.8); why not when over budget."""
-        self.budgets, exceeded = budgets.charge_injection(self.budgets, job_name, self.limits)
-        return exceeded.message if exceeded else None
-
-    def interrupt_skill(self, lane: str) -> str | None:
-        """Cancel or injection reached `lane`: end its interruptible skill (committed).
-
-        Returns why not, for a skill that is not interruptible.
-        """
-        if not self.skills:
-            return None
-        verdict = skill_runner.interrupt(self.skill_runs.get(lane), self.skills)
-        if isinstance(verdict, Refused):
-            return verdict.summary
-        self._apply(lane, verdict)
-        return None
-
-    def _apply(self, lane: str, decision: Decision) -> None:
-        for effect in decision.effects:
-            self.log.commit(lane, effect)
-        self.skill_runs[lane] = decision.run
-
-    def start_job(self, job_name: str, *, time_budget_ms: int | None = None) -> str | None:
-        """Open a core job's budgets; the reason when it cannot (name taken, max_core_jobs)."""
-        if job_name in self.budgets.jobs:
-            return f"core job {job_name} is already running; pick another name"
-        self.budgets, exceeded = budgets.start_job(
-            self.budgets, job_name, time.monotonic(), self.limits, time_budget_ms=time_budget_ms
-        )
-        return exceeded.message if exceeded else None
-
-    def end_job(self, job_name: str) -> None:
-        self.budgets = budgets.end_job(self.budgets, job_name)
-        self.locks.release_all(core_lane(job_name))
 
     def resolve_approval(
         self, approval_id: str, status: Literal["approved", "rejected", "timed_out"]
@@ -269,7 +190,7 @@ class Arbiter:
         if pending.admitted.done():  # the proposer was cancelled while queued
             return
         proposal = pending.proposal
-        self.log.append(proposal.lane, _requested(proposal))
+        self.log.append(proposal.lane, requested(proposal))
         run = self.skill_runs.get(proposal.lane)
         if self.skills and (skill_runner.is_active(run) or proposal.tool in CONTROL_TOOLS):
             call = ToolCall(id=proposal.call_id, name=proposal.tool, arguments=proposal.arguments)
@@ -308,30 +229,23 @@ class Arbiter:
                 f"invalid input for {proposal.tool}: {problems[0]}",
                 problems=problems,
             )
-        job = job_name_of(proposal.lane)
-        if job is not None:
-            if job not in self.budgets.jobs:
-                return ToolResult.fail("job_not_running", f"core job {job} is not running")
-            late = budgets.check_wall_time(self.budgets, job, time.monotonic(), self.limits)
-            if late is not None:
-                return ToolResult.fail("budget_exceeded", late.message, budget=late.budget)
+        refused = self._check_job(proposal.lane)
+        if refused is not None:
+            return refused
         prepared = prepare_call(tool, proposal.arguments, self.workspace)
         if isinstance(prepared, ToolResult):
             return prepared
-        self.budgets, exceeded = budgets.charge_tool_call(self.budgets, proposal.lane, self.limits)
-        if exceeded is not None:
-            return ToolResult.fail("budget_exceeded", exceeded.message, budget=exceeded.budget)
-        return prepared
+        return self._charge_call(proposal.lane) or prepared
 
     async def _execute(self, pending: _Pending, call: PreparedCall) -> None:
         proposal = pending.proposal
         started = time.monotonic()
         async with self.locks.hold(proposal.lane, call.lockset):
-            intent = self.log.append(proposal.lane, _intent(proposal, call))
+            committed = self.log.append(proposal.lane, intent(proposal, call))
             await failpoint("arbiter.after_append_before_ack")
             if not call.tool.manifest.runtime.idempotent and self._intent_sink:
                 try:
-                    await self._intent_sink(intent)
+                    await self._intent_sink(committed)
                 except IntentNotDurable as exc:  # never run a side effect choird cannot see
                     self._finish(pending, ToolResult.fail("intent_not_durable", exc.message))
                     return
@@ -343,21 +257,14 @@ class Arbiter:
                 result = ToolResult.fail("tool_crashed", f"{proposal.tool} failed: {exc}")
             if call.tool.manifest.runtime.meta and "approval_id" in result.data:
                 self._approvals[str(result.data["approval_id"])] = proposal.lane
-            self._finish(pending, result, _ms_since(started))
+            self._finish(pending, result, ms_since(started))
 
     def _finish(self, pending: _Pending, result: ToolResult, duration_ms: int = 0) -> None:
         """Commit the result once (inside the lock hold when there is one) and wake waiters."""
         proposal = pending.proposal
         if proposal.call_id in self._results:
             return
-        event = {
-            "kind": "tool_result_committed",
-            "call_id": proposal.call_id,
-            "tool": proposal.tool,
-            "result": result.model_dump(mode="json"),
-            "duration_ms": duration_ms,
-        }
-        self.log.append(proposal.lane, event)
+        self.log.append(proposal.lane, result_committed(proposal, result, duration_ms))
         self._publish(pending, result)
 
     def _settle(self, pending: _Pending, decision: Decision) -> None:
@@ -386,39 +293,6 @@ class Arbiter:
                     self._approvals[str(result.data["approval_id"])] = entry.lane
             elif entry.kind == "approval_resolved":
                 self._approvals.pop(str(event["approval_id"]), None)
-
-
-def _requested(proposal: ToolProposal) -> dict[str, Any]:
-    """`ToolCallRequested` in its JSON form, built directly: this is the hot path."""
-    return {
-        "kind": "tool_call_requested",
-        "call_id": proposal.call_id,
-        "tool": proposal.tool,
-        "arguments": proposal.arguments,
-    }
-
-
-def _intent(proposal: ToolProposal, call: PreparedCall) -> dict[str, Any]:
-    """`ToolCallCommitted` in its JSON form (see `_requested`)."""
-    runtime = call.tool.manifest.runtime
-    return {
-        "kind": "tool_call_committed",
-        "call_id": proposal.call_id,
-        "tool": proposal.tool,
-        "locks": [{"resource": r.resource, "mode": r.mode} for r in call.lockset],
-        "side_effect": runtime.side_effect,
-        "idempotent": runtime.idempotent,
-    }
-
-
-def _cancelled(proposal: ToolProposal) -> ToolResult:
-    return ToolResult(
-        status="cancelled", summary=f"{proposal.tool} was cancelled before it finished"
-    )
-
-
-def _ms_since(started: float) -> int:
-    return int((time.monotonic() - started) * 1000)
 
 
 __all__ = ["Arbiter", "Gate", "IntentSink", "ToolProposal"]
