@@ -1,0 +1,191 @@
+"""A real choird (and agent) for the console's action views, and the console driven on it.
+
+choird runs in the test process on the test session's Postgres; agent-1 is started through the
+operator API like the console would (process runtime: the real `choir-agent` subprocess, with a
+private HOME) and talks to a `ScriptedModelServer` owned by the test. Asking it to "propose a
+tool" makes it call `choir.propose.tool`, so an approval is requested the way agents request
+them. Test modules import `console`, `until` and `show_tab` from here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from textual.pilot import Pilot
+
+from choir.client import ChoirClient
+from choir.daemon.app import ChoirDaemon
+from choir.home import ChoirHome
+from choir.scripted import ReplyStep, Script, ScriptedCall, ScriptedModelServer, ToolCallsStep
+from choir.store.target import ConnectParams
+from tests.e2e.daemons import running_daemon
+from tests.e2e.homes import short_root
+from tests.e2e_agent.launch import scripted_home
+from tui.app import ChoirApp
+
+TOOL_PROPOSAL: dict[str, Any] = {
+    "manifest": {
+        "llm": {
+            "name": "weather.lookup",
+            "description": "Look up today's weather for a city.",
+            "parameters": {"type": "object", "properties": {"city": {"type": "string"}}},
+        },
+        "runtime": {"implementation": "external", "timeout_ms": 5000, "side_effect": "none"},
+    },
+    "intended_behavior": "Fetch the forecast for `city` and return temperature and sky.",
+    "rationale": "Operators keep asking about the weather.",
+}
+CONFIG_PROPOSAL: dict[str, Any] = {
+    "summary": "Give operators ten minutes to answer approvals",
+    "patch": {"approval_timeout_ms": 600_000, "event_window_size": None},
+    "rationale": "Half an hour is too long to wait.",
+}
+
+SCRIPT = Script(
+    description="the console's action views: proposals, replies and a core job",
+    steps=[
+        ReplyStep(after="tool", match="proposal submitted", repeat=True, text="Proposed."),
+        ReplyStep(after="tool", match="job-a started", repeat=True, text="Started job-a."),
+        ReplyStep(after="tool", match="done.txt", repeat=True, text="Wrote done.txt."),
+        ToolCallsStep(
+            match="propose a tool",
+            repeat=True,
+            calls=[ScriptedCall(name="choir.propose.tool", arguments=TOOL_PROPOSAL)],
+        ),
+        ToolCallsStep(
+            match="propose a config change",
+            repeat=True,
+            calls=[ScriptedCall(name="choir.propose.config_change", arguments=CONFIG_PROPOSAL)],
+        ),
+        ToolCallsStep(
+            match="start a job",
+            repeat=True,
+            calls=[
+                ScriptedCall(
+                    name="choir.core.spawn",
+                    arguments={"job_name": "job-a", "task_spec": "Write finished into done.txt."},
+                )
+            ],
+        ),
+        ReplyStep(match="hello", repeat=True, text="Hello from the script."),
+        ToolCallsStep(
+            calls=[
+                ScriptedCall(
+                    name="choir.fs.write",
+                    arguments={"path": "done.txt", "op": "overwrite", "content": "finished\n"},
+                )
+            ],
+            repeat=True,
+        ),
+    ],
+)
+
+
+@dataclass
+class Choird:
+    """choird in the test process, its operator client and the scripted model agents use."""
+
+    daemon: ChoirDaemon
+    client: ChoirClient
+    home: ChoirHome
+    model: ScriptedModelServer
+    root: Path
+
+    async def start_agent(self, agent_id: str = "agent-1") -> str:
+        """Start `agent_id` on the process runtime; its session id."""
+        started = await self.client.agent_start(agent_id)
+        return str(started["session_id"])
+
+    async def propose(self, what: str = "tool", agent_id: str = "agent-1") -> dict[str, Any]:
+        """Have the agent propose something; the pending approval choird stored."""
+        before = {a["approval_id"] for a in (await self.client.approval_list())["approvals"]}
+        await self.client.chat_send(agent_id, f"please propose a {what}")
+        began = time.monotonic()
+        while time.monotonic() - began < 20:
+            for approval in (await self.client.approval_list())["approvals"]:
+                if approval["approval_id"] not in before:
+                    return dict(approval)
+            await asyncio.sleep(0.05)
+        raise AssertionError(f"{agent_id} proposed no {what} within 20 s")
+
+
+@pytest.fixture
+def root() -> Iterator[Path]:
+    with short_root("ct-") as root:
+        yield root
+
+
+@pytest.fixture
+async def model() -> AsyncIterator[ScriptedModelServer]:
+    async with ScriptedModelServer(SCRIPT) as server:
+        yield server
+
+
+@pytest.fixture
+def home(root: Path, pg_params: ConnectParams, model: ScriptedModelServer) -> ChoirHome:
+    """`choirctl init`'s home (plus agent-2) whose demo model is the test's scripted server."""
+    return scripted_home(root, pg_params, model.url)
+
+
+@pytest.fixture
+async def choird(home: ChoirHome, root: Path, model: ScriptedModelServer) -> AsyncIterator[Choird]:
+    """choird serving `home` (agents it starts get a HOME of their own under it)."""
+    async with running_daemon(home) as daemon, await ChoirClient.connect(home) as client:
+        try:
+            yield Choird(daemon, client, home, model, root)
+        finally:
+            await _stop_agents(client)
+
+
+async def _stop_agents(client: ChoirClient) -> None:
+    for agent in (await client.agent_list())["agents"]:
+        if agent["state"] == "running":
+            try:
+                await client.agent_stop(agent["agent_id"])
+            except Exception:  # the test may have stopped or broken it already
+                continue
+
+
+@asynccontextmanager
+async def console(
+    home: ChoirHome, size: tuple[int, int] = (120, 40)
+) -> AsyncIterator[tuple[ChoirApp, Pilot[None]]]:
+    """`choir tui` on `home`, connected and resynced."""
+    app = ChoirApp(home)
+    async with app.run_test(size=size) as pilot:
+        await until(pilot, lambda: app.state.connection == "connected")
+        yield app, pilot
+
+
+async def until(
+    pilot: Pilot[Any],
+    condition: Callable[[], bool | Awaitable[bool]],
+    within: float = 15.0,
+    what: str = "the console to show it",
+) -> None:
+    """Let the console run until `condition` holds; fails after `within` seconds."""
+    began = time.monotonic()
+    while True:
+        outcome = condition()
+        if not isinstance(outcome, bool):
+            outcome = await outcome
+        if outcome:
+            return
+        if time.monotonic() - began > within:
+            raise AssertionError(f"waited {within} s for {what}")
+        await pilot.pause(0.05)
+
+
+async def show_tab(pilot: Pilot[Any], view_id: str) -> None:
+    """Switch tabs the way the operator does: the tab's key."""
+    from tui.views import spec
+
+    await pilot.press(spec(view_id).key)
+    await pilot.pause()

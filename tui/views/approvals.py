@@ -1,0 +1,316 @@
+"""The Approvals tab: pending proposals with age and timeout countdown; approve or reject.
+
+The table is `state.approvals` (pending only), which the bridge keeps from `approval.list` and
+the `approval` feed items — nothing here polls choird. Ages and countdowns tick locally once a
+second from each `created_at` and the running `approval_timeout_ms` (read with `config.show` on
+mount, after a resync and when the config changes).
+
+An approval resolved elsewhere (choirctl, a DM button, the timeout sweep) leaves the table as its
+feed item arrives; if the operator had it open, a notice says how it ended, and a confirmation
+dialog open for it closes unanswered. It can never be resolved twice: choird answers a conflict
+for one resolved in between, and that is shown as a notice, not an error.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any, ClassVar, Final
+
+from rich.text import Text
+from textual import on, work
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import VerticalScroll
+from textual.widgets import DataTable, Static
+
+from choir.errors import ChoirError, ConflictError
+from tui.dialogs import ConfirmDialog
+from tui.messages import ApprovalChanged, ConfigChanged
+from tui.views import approvals_detail as words
+from tui.views.base import ChoirView, PaletteCommand
+
+Payload = dict[str, Any]
+
+RESOLVER: Final = "choir tui"
+"""`resolved_by` of approvals answered here (choirctl's are `choirctl`)."""
+COLUMNS: Final = (
+    ("approval", "id"),
+    ("agent", "agent"),
+    ("type", "type"),
+    ("age", "age"),
+    ("times out", "left"),
+    ("summary", "summary"),
+)
+EMPTY: Final = (
+    "No pending approvals. Agents propose tools, skills and config changes with the "
+    "choir.propose.* tools; each appears here the moment it is asked."
+)
+KEPT_ENDED: Final = 100
+"""Resolved approvals remembered to say how they ended, oldest forgotten first."""
+_DIFF_STYLES: Final = {"+": "green", "-": "red", "~": "yellow"}
+
+
+def utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+class ApprovalsView(ChoirView):
+    """Pending approvals; `a` approves and `r` rejects the highlighted one after a confirmation."""
+
+    VIEW_ID = "approvals"
+    TITLE = "Approvals"
+
+    DEFAULT_CSS = """
+    ApprovalsView #approvals-table { height: 2fr; min-height: 4; }
+    ApprovalsView #approvals-empty { height: auto; padding: 1 2; color: $text-muted; }
+    ApprovalsView #approvals-notice { height: auto; padding: 0 1; color: $warning; display: none; }
+    ApprovalsView #approval-detail-box {
+        height: 3fr; min-height: 3; border-top: solid $primary-darken-2; padding: 0 1;
+    }
+    """
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("a", "answer('approve')", "Approve"),
+        Binding("r", "answer('reject')", "Reject"),
+        Binding("e", "expand", "Expand/collapse"),
+    ]
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.clock: Callable[[], datetime] = utc_now
+        """Now, for ages and countdowns (tests pin it for stable snapshots)."""
+        self.timeout_ms: int | None = None
+        """The running `approval_timeout_ms`; None until `config.show` answered."""
+        self.running_config: Payload | None = None
+        """The running config (for a config change's old → new values)."""
+        self.expanded = False
+        """Whether the detail shows long payload blocks in full."""
+        self.shown: str | None = None
+        """The approval id in the detail pane."""
+        self.ended: dict[str, Payload] = {}
+        """Approvals resolved while this console watched, by id (to say how they ended)."""
+        self._asking: tuple[str, ConfirmDialog] | None = None
+
+    def compose(self) -> ComposeResult:
+        yield Static(EMPTY, id="approvals-empty", markup=False)
+        yield Static("", id="approvals-notice", markup=False)
+        yield DataTable(id="approvals-table", cursor_type="row", zebra_stripes=True)
+        with VerticalScroll(id="approval-detail-box"):
+            yield Static("", id="approval-detail")
+
+    @property
+    def table(self) -> DataTable[Any]:
+        return self.query_one("#approvals-table", DataTable)
+
+    def on_mount(self) -> None:
+        for label, key in COLUMNS:
+            self.table.add_column(label, key=key)
+        super().on_mount()
+        self.set_interval(1.0, self.tick)
+        self.read_config()
+
+    def on_show(self) -> None:
+        self.table.focus()
+
+    def on_resynced(self) -> None:
+        super().on_resynced()
+        self.read_config()
+
+    def on_config_changed(self, _: ConfigChanged) -> None:
+        self.read_config()
+
+    # drawing
+
+    def redraw(self) -> None:
+        table, keep = self.table, self.highlighted()
+        table.clear()
+        for approval in self.pending():
+            table.add_row(*self.cells(approval), key=approval["approval_id"])
+        self._after_change(keep)
+
+    def pending(self) -> list[Payload]:
+        return sorted(self.state.approvals.values(), key=lambda a: str(a.get("created_at")))
+
+    def cells(self, approval: Payload) -> tuple[str, ...]:
+        now = self.clock()
+        return (
+            approval["approval_id"],
+            str(approval.get("agent_id")),
+            str(approval.get("request_type")),
+            words.age(approval, now),
+            words.countdown(approval, now, self.timeout_ms),
+            words.summary(approval.get("payload") or {}),
+        )
+
+    def tick(self) -> None:
+        """Advance every age and countdown by the clock; no call to choird."""
+        now = self.clock()
+        for approval in self.pending():
+            key = approval["approval_id"]
+            if key in self.table.rows:
+                self.table.update_cell(key, "age", words.age(approval, now))
+                left = words.countdown(approval, now, self.timeout_ms)
+                self.table.update_cell(key, "left", left)
+
+    def highlighted(self) -> str | None:
+        table = self.table
+        if not table.row_count:
+            return None
+        try:
+            key = table.coordinate_to_cell_key(table.cursor_coordinate).row_key
+        except Exception:  # the cursor is past the rows while they are redrawn
+            return None
+        return None if key.value is None else str(key.value)
+
+    def _after_change(self, keep: str | None) -> None:
+        table = self.table
+        empty = table.row_count == 0
+        self.query_one("#approvals-empty").display = empty
+        if keep is not None and keep in table.rows:
+            table.move_cursor(row=table.get_row_index(keep))
+        self.shown = self.highlighted()
+        self.show_detail()
+
+    def show_detail(self) -> None:
+        detail = self.query_one("#approval-detail", Static)
+        approval = self.state.approvals.get(self.shown or "")
+        detail.update("" if approval is None else self.render_detail(approval))
+
+    def say(self, notice: str) -> None:
+        """Show `notice` above the table until the next one (empty hides it)."""
+        widget = self.query_one("#approvals-notice", Static)
+        widget.update(notice)
+        widget.display = bool(notice)
+
+    def render_detail(self, approval: Payload) -> Text:
+        text = Text()
+        for title, lines in words.detail_blocks(approval, self.running_config):
+            text.append(f"{title}\n", "bold")
+            shown, hidden = words.collapse(lines, self.expanded)
+            for line in shown:
+                text.append(f"  {line}\n", _DIFF_STYLES.get(line[:1], ""))
+            if hidden:
+                text.append(f"  … {hidden} more lines (e expands)\n", "dim italic")
+            text.append("\n")
+        return text
+
+    # live news
+
+    def on_approval_changed(self, message: ApprovalChanged) -> None:
+        approval, table = message.data, self.table
+        key = approval["approval_id"]
+        keep = self.highlighted()
+        if approval.get("status") == "pending":
+            if key not in table.rows:
+                table.add_row(*self.cells(approval), key=key)
+        else:
+            if key in table.rows:
+                table.remove_row(key)
+            self._resolved_elsewhere(approval)
+        self._after_change(keep if keep != key else None)
+
+    def _resolved_elsewhere(self, approval: Payload) -> None:
+        """Note how an approval the operator had open ended; close its dialog unanswered."""
+        key = approval["approval_id"]
+        self.ended[key] = approval
+        while len(self.ended) > KEPT_ENDED:
+            del self.ended[next(iter(self.ended))]
+        asking = self._asking is not None and self._asking[0] == key
+        if self.shown == key or asking:
+            self.say(f"{key} was {words.resolution(approval)} meanwhile: nothing left to answer.")
+        if self._asking is not None and asking and self.app.screen is self._asking[1]:
+            self._asking[1].dismiss(False)
+
+    @on(DataTable.RowHighlighted)
+    def _highlighted(self, event: DataTable.RowHighlighted) -> None:
+        value = event.row_key.value
+        self.shown = None if value is None else str(value)
+        self.show_detail()
+
+    # actions
+
+    def action_expand(self) -> None:
+        self.expanded = not self.expanded
+        self.show_detail()
+
+    def action_answer(self, how: str) -> None:
+        approval_id = self.highlighted()
+        if approval_id is None:
+            self.notify("No pending approval to answer.", severity="warning")
+            return
+        self.answer(approval_id, how)
+
+    @work(group="approval-answer", exclusive=True)
+    async def answer(self, approval_id: str, how: str) -> None:
+        """Confirm, then `approval.approve|reject`: never for one already resolved."""
+        approval = self.state.approvals.get(approval_id)
+        if approval is None:
+            self.notify(self._already(approval_id), severity="warning")
+            return
+        verb = "Approve" if how == "approve" else "Reject"
+        dialog = ConfirmDialog(
+            f"{verb} {approval_id} ({approval.get('request_type')}) from "
+            f"{approval.get('agent_id')}?",
+            f"{words.summary(approval.get('payload') or {}, 70)}\n"
+            f"The agent is told at once. choirctl: choirctl approval {how} {approval_id}",
+            yes=verb,
+            danger=how == "reject",
+        )
+        self._asking = (approval_id, dialog)
+        try:
+            confirmed = await self.app.push_screen_wait(dialog)
+        finally:
+            self._asking = None
+        if not confirmed:
+            if approval_id not in self.state.approvals:
+                self.notify(self._already(approval_id), severity="warning")
+            return
+        await self._send(approval_id, how)
+
+    async def _send(self, approval_id: str, how: str) -> None:
+        if approval_id not in self.state.approvals:
+            self.notify(self._already(approval_id), severity="warning")
+            return
+        try:
+            await self.bridge.call(f"approval.{how}", approval_id=approval_id, by=RESOLVER)
+        except ConflictError as error:
+            self.notify(f"{error.message}: nothing to do.", severity="warning")
+            return
+        except ChoirError as error:
+            self.notify(error.message, title=f"approval {how}", severity="error", timeout=8)
+            return
+        self.say("")
+        self.notify(f"{approval_id} {how}d; the agent is told.", title=f"approval {how}")
+
+    def _already(self, approval_id: str) -> str:
+        ended = self.ended.get(approval_id)
+        how = words.resolution(ended) if ended else "resolved"
+        return f"{approval_id} was already {how} elsewhere: nothing to do."
+
+    @work(group="approvals-config", exclusive=True)
+    async def read_config(self) -> None:
+        """The running config, for the timeout and config-change diffs."""
+        try:
+            shown = await self.bridge.call("config.show")
+        except ChoirError:
+            return  # not connected: the next resync reads it
+        self.running_config = shown.get("config") or {}
+        timeout = self.running_config.get("approval_timeout_ms")
+        self.timeout_ms = int(timeout) if timeout is not None else None
+        self.tick()
+        self.show_detail()
+
+    def palette_commands(self) -> list[PaletteCommand]:
+        return [
+            PaletteCommand(
+                "Approvals: approve the highlighted approval",
+                "choirctl approval approve <id>",
+                lambda: self.action_answer("approve"),
+            ),
+            PaletteCommand(
+                "Approvals: reject the highlighted approval",
+                "choirctl approval reject <id>",
+                lambda: self.action_answer("reject"),
+            ),
+        ]
