@@ -162,6 +162,10 @@ class ChoirClient:
     async def session_cores(self, session_id: str) -> Payload:
         return await self.call("session.cores", session_id=session_id)
 
+    async def session_locks(self, session_id: str) -> Payload:
+        """`{session_id, reported_at, locks}`: the lock table the agent last reported."""
+        return await self.call("session.locks", session_id=session_id)
+
     async def session_cancel(self, session_id: str, job_name: str) -> Payload:
         return await self.call("session.cancel", session_id=session_id, job_name=job_name)
 

@@ -29,6 +29,8 @@ from choir.agent.compaction_driver import CompactionDriver
 from choir.agent.control_plane import ControlPlane
 from choir.agent.dynamic_config import DynamicState, Secrets
 from choir.agent.kernel import Kernel
+from choir.agent.lock_report import LockWatch
+from choir.agent.locks import LockManager
 from choir.agent.registry import lane_kind_of
 from choir.config.resources import ModelConfig
 from choir.core import budgets
@@ -39,12 +41,14 @@ from choir.errors import ConfigError
 from choir.logs import get_logger, replace_secrets
 from choir.protocol import (
     LaneStatus,
+    LockState,
     ModelOutput,
     ReportStatusRequest,
     ToolCall,
     ToolResultCommitted,
     to_wire_name,
 )
+from choir.protocol.lanes import EDGE_LANE
 from choir.protocol.names import from_wire_name
 from choir.scripted import ScriptedModelServer, demo_script
 
@@ -142,17 +146,41 @@ def redact_secrets(secrets: Secrets) -> None:
 
 
 class StatusReporter:
-    """Sends REPORT_STATUS for every lane transition, in order, without blocking the lane."""
+    """Sends REPORT_STATUS for every lane transition, in order, without blocking the lane.
+
+    A changed lock table (`report_locks`) rides on a report too: the edge lane's latest one sent
+    again with `locks`, or the next report when no lane has reported yet.
+    """
 
     def __init__(self, control_plane: ControlPlane) -> None:
         self._cp = control_plane
         self._queue: asyncio.Queue[ReportStatusRequest] = asyncio.Queue()
         self._task: asyncio.Task[None] | None = None
+        self._latest: dict[str, ReportStatusRequest] = {}
+        self._pending_locks: list[LockState] | None = None
+        self._lock_watch: LockWatch | None = None
 
     def report(self, request: ReportStatusRequest) -> None:
         if self._task is None:
             self._task = asyncio.get_running_loop().create_task(self._run(), name="status")
+        self._latest[request.lane] = request.model_copy(update={"locks": None})
+        if self._pending_locks is not None:
+            request = request.model_copy(update={"locks": self._pending_locks})
+            self._pending_locks = None
         self._queue.put_nowait(request)
+
+    def report_locks(self, locks: list[LockState]) -> None:
+        """Send the agent's lock table (it changed) with the edge lane's latest report."""
+        latest = self._latest.get(EDGE_LANE) or next(iter(self._latest.values()), None)
+        self._pending_locks = locks
+        if latest is not None:
+            self.report(latest)
+
+    def watch_locks(self, locks: LockManager) -> None:
+        """Report `locks`' table whenever it changes, until `close()`."""
+        if self._lock_watch is None:
+            self._lock_watch = LockWatch(locks, self.report_locks)
+            self._lock_watch.start()
 
     async def _run(self) -> None:
         while True:
@@ -168,6 +196,9 @@ class StatusReporter:
 
     async def close(self) -> None:
         """Send what is queued (briefly), then stop."""
+        if self._lock_watch is not None:
+            await self._lock_watch.close()
+            self._lock_watch = None
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(2):
                 await self._queue.join()
@@ -215,6 +246,7 @@ class LaneKit:
 
     def start(self) -> None:
         self._unsubscribe = self.kernel.log.subscribe(self.memories.observe)
+        self.status.watch_locks(self.kernel.locks)
 
     def stop(self) -> None:
         if self._unsubscribe is not None:

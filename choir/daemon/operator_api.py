@@ -80,6 +80,7 @@ VERBS: Final[Mapping[str, Route]] = {
     "session.list": Route(p.SessionList, operator_sessions.session_list),
     "session.events": Route(p.SessionEvents, _session_events),
     "session.cores": Route(p.SessionRef, operator_sessions.session_cores),
+    "session.locks": Route(p.SessionRef, operator_sessions.session_locks),
     "session.cancel": Route(p.SessionCancel, operator_sessions.session_cancel),
     "session.compact": Route(p.SessionCompact, operator_sessions.session_compact),
     "session.recover": Route(operator_recover.SessionRecover, operator_recover.session_recover),

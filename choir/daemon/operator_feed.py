@@ -9,7 +9,9 @@ publish `config` items themselves. Kinds:
                  sessions publishes `session` items with status `active` through `publish`.
 - `approval`   — an approval was requested or resolved (data: the approval as `approval show`).
 - `lane`       — a lane reported its state (data: as `session cores` shows a lane).
+- `locks`      — an agent's lock table changed (data: as `session locks` shows it).
 - `config`     — config_version changed (data: config_version, reason).
+- `secrets`    — secrets were applied (data: changed).
 
 A reader that falls `backlog` items behind is cut off with `unavailable` rather than letting
 choird's memory grow; it subscribes again and re-reads the listings.
@@ -22,9 +24,14 @@ from collections.abc import AsyncIterator, Callable
 from typing import Any, Final
 
 from choir.daemon.agent_services import AgentServices
-from choir.daemon.operator_views import approval_view, lane_view, session_ended_view
+from choir.daemon.operator_views import (
+    approval_view,
+    lane_view,
+    locks_view,
+    session_ended_view,
+)
 from choir.daemon.session_state import SessionEnded
-from choir.daemon.status_board import LaneReport
+from choir.daemon.status_board import LaneReport, LockReport
 from choir.protocol import ErrorCode
 from choir.store.approvals import ApprovalRow
 from choir.transport import Payload, RpcError
@@ -51,6 +58,7 @@ class OperatorFeed:
             services.approvals.subscribe(self.approval),
             services.approvals.subscribe_requests(self.approval),
             services.status.subscribe(self._lane),
+            services.status.subscribe_locks(self._locks),
         ]
 
         def detach() -> None:
@@ -95,3 +103,6 @@ class OperatorFeed:
 
     def _lane(self, session_id: str, lane: LaneReport) -> None:
         self.publish("lane", lane_view(session_id, lane))
+
+    def _locks(self, session_id: str, table: LockReport) -> None:
+        self.publish("locks", locks_view(session_id, table))

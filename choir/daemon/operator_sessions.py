@@ -1,4 +1,5 @@
-"""`session.list`, `session.cores`, `session.cancel`, `session.compact` (§17.1 Session, §19.3).
+"""`session.list`, `session.cores`, `session.locks`, `session.cancel`, `session.compact` (§17.1
+Session, §19.3).
 
 Cancel and compact are requests to the agent, not changes choird makes: they ride the session's
 push channel and the agent acts at its next safe point; the answer says the request was sent.
@@ -12,7 +13,7 @@ from typing import Any, Final
 
 from choir.daemon.operator_context import OperatorContext
 from choir.daemon.operator_payloads import SessionCancel, SessionCompact, SessionList, SessionRef
-from choir.daemon.operator_views import lane_view, session_view
+from choir.daemon.operator_views import lane_view, locks_view, session_view
 from choir.errors import ConflictError, NotFoundError
 from choir.protocol import CompactPush, CoreCancelPush
 from choir.protocol.lanes import CORE_LANE_PREFIX, EDGE_LANE, core_lane, job_name_of
@@ -39,6 +40,13 @@ async def session_cores(ctx: OperatorContext, request: SessionRef) -> dict[str, 
         if lane_id.startswith(CORE_LANE_PREFIX)
     ]
     return {"session_id": row.session_id, "status": row.status.value, "cores": cores}
+
+
+async def session_locks(ctx: OperatorContext, request: SessionRef) -> dict[str, Any]:
+    """The session's lock table as its agent last reported it (§9): resource, mode, holders,
+    waiters, held for. Empty until the agent reports one, and once the session ended."""
+    row = await ctx.sessions.get(request.session_id)
+    return locks_view(row.session_id, ctx.services.status.locks(row.session_id))
 
 
 async def session_cancel(ctx: OperatorContext, request: SessionCancel) -> dict[str, Any]:

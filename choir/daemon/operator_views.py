@@ -11,7 +11,7 @@ from datetime import datetime
 from typing import Any
 
 from choir.daemon.session_state import SessionEnded
-from choir.daemon.status_board import LaneReport
+from choir.daemon.status_board import LaneReport, LockReport
 from choir.store.approvals import ApprovalRow
 from choir.store.events import EventRecord
 from choir.store.sessions import SessionRow, SessionStatus
@@ -86,6 +86,15 @@ def lane_view(session_id: str, lane: LaneReport) -> dict[str, Any]:
         "step": report.step,
         "budget_remaining": report.budget_remaining,
         "reported_at": iso(lane.at),
+    }
+
+
+def locks_view(session_id: str, table: LockReport | None) -> dict[str, Any]:
+    """The session's lock table; `held_for_s`/`waiting_s` are as of `reported_at`."""
+    return {
+        "session_id": session_id,
+        "reported_at": iso(table.at) if table is not None else None,
+        "locks": [lock.model_dump(mode="json") for lock in table.locks] if table else [],
     }
 
 

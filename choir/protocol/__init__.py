@@ -73,7 +73,7 @@ if TYPE_CHECKING:
         is_lane,
         job_name_of,
     )
-    from choir.protocol.locks import HeldLock, LockMode, LockSpec
+    from choir.protocol.locks import HeldLock, LockMode, LockSpec, LockState, LockWaiter
     from choir.protocol.manifest import (
         META_PREFIX,
         Exposure,
@@ -203,6 +203,8 @@ _LAZY: dict[str, str] = {
     "HeldLock": "choir.protocol.locks",
     "LockMode": "choir.protocol.locks",
     "LockSpec": "choir.protocol.locks",
+    "LockState": "choir.protocol.locks",
+    "LockWaiter": "choir.protocol.locks",
     "META_PREFIX": "choir.protocol.manifest",
     "Exposure": "choir.protocol.manifest",
     "Implementation": "choir.protocol.manifest",
@@ -341,6 +343,8 @@ __all__ = [
     "LlmView",
     "LockMode",
     "LockSpec",
+    "LockState",
+    "LockWaiter",
     "MemoryDelta",
     "MemoryDeltaDocument",
     "MemoryWriteCommitted",

@@ -76,3 +76,29 @@ class HeldLock(WireModel):
     """Resolved resource key, e.g. `file:src/auth.py`."""
     mode: LockMode
     """The mode it was acquired in."""
+
+
+class LockWaiter(WireModel):
+    """One queued request naming a resource (§9.4 FIFO order)."""
+
+    owner: str
+    """The waiting lane: `edge` or `core:<job>`."""
+    mode: LockMode
+    """The mode it asked for."""
+    waiting_s: float = Field(ge=0)
+    """How long it had waited when the table was reported."""
+
+
+class LockState(WireModel):
+    """One held or awaited resource of an agent's lock table, as REPORT_STATUS carries it."""
+
+    resource: str = Field(min_length=1)
+    """Resolved resource key, e.g. `file:src/auth.py`."""
+    mode: Literal["FREE", "S", "X"]
+    """How it is held; `FREE` while only waited for."""
+    holders: list[str] = Field(default_factory=list)
+    """The X owner, or the S holders (sorted)."""
+    waiters: list[LockWaiter] = Field(default_factory=list)
+    """Queued requests naming it, first in line first."""
+    held_for_s: float | None = Field(default=None, ge=0)
+    """How long it had been held when the table was reported; None while FREE."""

@@ -11,6 +11,7 @@ from choir.protocol.bindings import ResourceBindings
 from choir.protocol.chain import GENESIS_HASH
 from choir.protocol.committed import CommittedEvent, chain_break
 from choir.protocol.lanes import LaneId, LaneStatus
+from choir.protocol.locks import LockState
 from choir.protocol.problems import invalid
 from choir.protocol.scalars import Sha256Hex, UtcTimestamp
 from choir.protocol.snapshot import Snapshot
@@ -152,6 +153,10 @@ class ReportStatusRequest(WireModel):
     """Steps the lane's active skill has taken."""
     budget_remaining: dict[str, int] = Field(default_factory=dict)
     """Remaining budget per counter (§7.6)."""
+    locks: list[LockState] | None = Field(default=None, exclude_if=lambda locks: locks is None)
+    """The agent's whole lock table (§9), sent when it changed since the last report; None
+    (left out on the wire) means unchanged. choird keeps the latest per session for the operator
+    (`session.locks`)."""
 
 
 class Ack(WireModel):
