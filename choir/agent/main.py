@@ -3,9 +3,10 @@
     choir-agent --control-plane=uds --socket=/run/choir.sock [--root /choir] [--workspace /ws]
     choir-agent --control-plane=http --endpoint=https://host:9400 [--ca-file choird.crt]
 
-Identity comes from the environment choird sets: CHOIR_AGENT_ID, CHOIR_SESSION_ID and
-CHOIR_LEASE_TOKEN (never logged). Logs are JSON lines on stderr, which the runtime captures.
-SIGTERM stops gracefully (exit 0).
+Identity comes from the environment choird sets: CHOIR_AGENT_ID and CHOIR_SESSION_ID. The lease
+token (never logged) comes from CHOIR_LEASE_TOKEN, or with --lease-token-stdin from the first line
+of stdin — how choird's runtimes pass it, so no environment holds it (§14.1). Logs are JSON lines
+on stderr, which the runtime captures. SIGTERM stops gracefully (exit 0).
 """
 
 from __future__ import annotations
@@ -41,8 +42,13 @@ def run_cli(argv: list[str]) -> int:
         if args.control_plane == "http" and not args.endpoint:
             raise _usage("--control-plane=http needs --endpoint=https://<choird>:<port>")
         target = args.endpoint if args.control_plane == "http" else Path(args.socket)
+        token = _token_from_stdin() if args.lease_token_stdin else None
         options = AgentOptions.from_env(
-            target, root=args.root, workspace=args.workspace, ca_file=args.ca_file
+            target,
+            root=args.root,
+            workspace=args.workspace,
+            ca_file=args.ca_file,
+            lease_token=token,
         )
         _log_to_stderr(options.agent_id)
         return asyncio.run(_run(AgentRuntime(options)))
@@ -69,6 +75,14 @@ def _log_to_stderr(agent_id: str) -> None:
     logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per LLM call is choir's own
 
 
+def _token_from_stdin() -> str:
+    """The first line of stdin: how choird's runtimes hand over the lease token."""
+    token = sys.stdin.readline().strip()
+    if not token:
+        raise _usage("--lease-token-stdin: stdin ended before a lease token was read")
+    return token
+
+
 def _usage(message: str) -> Exception:
     from choir.errors import UsageError
 
@@ -83,4 +97,9 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--ca-file", type=Path, help="certificate to verify choird against")
     parser.add_argument("--root", type=Path, default=Path("/choir"), help="tools, skills, identity")
     parser.add_argument("--workspace", type=Path, default=Path("/workspace"))
+    parser.add_argument(
+        "--lease-token-stdin",
+        action="store_true",
+        help="read the lease token from the first line of stdin, not CHOIR_LEASE_TOKEN",
+    )
     return parser

@@ -91,8 +91,13 @@ class AgentOptions:
         workspace: Path,
         ca_file: Path | None = None,
         environ: Mapping[str, str] = os.environ,
+        lease_token: str | None = None,
     ) -> AgentOptions:
+        """Identity from `environ`; the lease token from there too unless given (choird's
+        runtimes pass it on stdin, so it is in no process's environment, §14.1)."""
         names = ("CHOIR_AGENT_ID", "CHOIR_SESSION_ID", "CHOIR_LEASE_TOKEN")
+        if lease_token:
+            environ = {**environ, "CHOIR_LEASE_TOKEN": lease_token}
         missing = [name for name in names if not environ.get(name)]
         if missing:
             raise UsageError(

@@ -9,6 +9,7 @@ from __future__ import annotations
 from pydantic import Field
 
 from choir.config.base import ConfigModel, NonEmpty
+from choir.config.container import ContainerConfig
 from choir.config.names import AgentId, ResourceName
 from choir.config.resources import (
     DmConfig,
@@ -99,3 +100,5 @@ class ChoirConfig(Tunables):
     """The database: embedded (default) or an external server."""
     agents: dict[AgentId, AgentConfig] = Field(default_factory=dict)
     """Agent definitions by agent id."""
+    container: ContainerConfig = Field(default_factory=ContainerConfig)
+    """Where agents run (docker or process) and their containers' limits (§15.3)."""

@@ -26,7 +26,8 @@ from choir.daemon.agent_services import AgentServices
 from choir.daemon.config_stage import ConfigStage
 from choir.daemon.instance_lock import InstanceLock
 from choir.daemon.pushes import wire_pushes
-from choir.daemon.runtime_process import ProcessRuntime
+from choir.daemon.runtime import AgentRuntime, RuntimeChoice
+from choir.daemon.runtime_select import select_runtime
 from choir.daemon.session_state import SessionEnded
 from choir.errors import UsageError
 from choir.home import ChoirHome
@@ -57,6 +58,8 @@ class DaemonOptions:
     tls_key: Path | None = None
     tls_self_signed: bool = False
     """Create (once) and serve a self-signed certificate from `$CHOIR_HOME/tls/`."""
+    runtime: RuntimeChoice | None = None
+    """Where agents run; None means config.json's `container.runtime` (default `auto`)."""
 
 
 class ChoirDaemon:
@@ -75,8 +78,8 @@ class ChoirDaemon:
         self.database: Database | None = None
         self.services: AgentServices | None = None
         self.http: HttpServer | None = None
-        self.runtime: ProcessRuntime | None = None
-        """Runs the agents `agent.start` starts (the process runtime; Docker comes later)."""
+        self.runtime: AgentRuntime | None = None
+        """Runs the agents `agent.start` starts: docker or process (`runtime_select`)."""
 
     async def __aenter__(self) -> Self:
         try:
@@ -132,8 +135,19 @@ class ChoirDaemon:
         stage = ConfigStage(loaded)
         services = AgentServices.build(self.database.pool, stage)
         self.services = services
-        self.runtime = ProcessRuntime(self.home, services.sessions, self.hub.push)
-        log.info("step 6: no container runtime in this version; nothing to clean up")
+        self.runtime = await select_runtime(
+            self.options.runtime or config.container.runtime,
+            self.home,
+            services.sessions,
+            self.hub.push,
+            lambda: stage.running.config,
+        )
+        self._stack.callback(self.runtime.close)
+        removed = await self.runtime.remove_orphans()
+        log.info(
+            "step 6: agents left by a previous run removed",
+            fields={"runtime": self.runtime.name, "removed": removed},
+        )
         orphans = await services.sessions.reap_orphans(alive=())
         log.info("step 7: stale leases released", fields={"sessions": len(orphans)})
         log.info("step 8: gateways", fields={"console": "ready", "telegram": "not implemented"})

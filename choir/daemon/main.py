@@ -1,6 +1,7 @@
 """`choird`: the host daemon's command line.
 
     choird [--home DIR] [--transport uds|http] [--listen HOST:PORT] [--tls-cert F --tls-key F]
+           [--runtime auto|docker|process]
 
 Start-up errors (bad config, Postgres unreachable, socket held by a live choird) print one line
 and exit non-zero; SIGTERM and SIGINT shut down cleanly.
@@ -37,6 +38,13 @@ def _parser() -> argparse.ArgumentParser:
         help="serve HTTPS with a self-signed certificate kept in $CHOIR_HOME/tls (single host)",
     )
     parser.add_argument(
+        "--runtime",
+        choices=("auto", "docker", "process"),
+        help="where agents run: docker (sandboxed containers), process (host subprocesses, "
+        "unsandboxed) or auto (docker when an engine answers); default: config.json "
+        "container.runtime, else auto",
+    )
+    parser.add_argument(
         "--log-level", default="INFO", choices=("DEBUG", "INFO", "WARNING", "ERROR")
     )
     parser.add_argument(
@@ -57,6 +65,7 @@ async def _serve(args: argparse.Namespace) -> None:
         tls_cert=args.tls_cert,
         tls_key=args.tls_key,
         tls_self_signed=args.tls_self_signed,
+        runtime=args.runtime,
     )
     daemon = ChoirDaemon(options, operator=operator_handler)
     # Before "choird ready" is logged: a supervisor may signal as soon as it reads that line.

@@ -18,6 +18,7 @@ from typing import Literal
 from choir.agent.control_plane import ControlPlane
 from choir.daemon.app import ChoirDaemon, DaemonOptions
 from choir.daemon.operator_api import operator_handler
+from choir.daemon.runtime import RuntimeChoice
 from choir.home import ChoirHome
 from choir.store.events import EventRecord, read_events
 from choir.store.leases import Resource, leases_of
@@ -30,9 +31,14 @@ TRANSPORTS: tuple[Transport, ...] = ("uds", "https")
 
 
 @asynccontextmanager
-async def running_daemon(home: ChoirHome) -> AsyncIterator[ChoirDaemon]:
-    """choird serving `home`: operator socket, agent sockets on demand, HTTPS on a free port."""
-    options = DaemonOptions(home, transport="http", listen="127.0.0.1:0", tls_self_signed=True)
+async def running_daemon(
+    home: ChoirHome, *, runtime: RuntimeChoice = "process"
+) -> AsyncIterator[ChoirDaemon]:
+    """choird serving `home`: operator socket, agent sockets on demand, HTTPS on a free port;
+    agents it starts run on `runtime` (the process runtime unless a test asks for docker)."""
+    options = DaemonOptions(
+        home, transport="http", listen="127.0.0.1:0", tls_self_signed=True, runtime=runtime
+    )
     async with ChoirDaemon(options, operator=operator_handler) as daemon:
         yield daemon
 

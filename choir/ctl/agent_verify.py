@@ -1,0 +1,62 @@
+"""`choirctl agent verify <agent-id>`: the running agent against the security profile (§15.3).
+
+Registered on `choir.ctl.agent.app`. Prints one line per profile item (pass/FAIL, what it must
+be, what the container has) and exits 1 when any item fails — an agent on the process runtime
+always fails, since nothing sandboxes it. `--json` prints choird's report as is.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Annotated, Any
+
+import typer
+
+from choir.ctl.options import HomeOption, JsonOption
+from choir.ctl.output import emit
+
+
+def verify(
+    agent_id: Annotated[str, typer.Argument(help="Agent id (running).", show_default=False)],
+    home: HomeOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Check a running agent's container against the declared security profile.
+
+    Checks dropped capabilities, no-new-privileges, read-only root, tmpfs /tmp and /run,
+    CPU/memory/pids limits, default seccomp, no privileged mode, Docker socket, host
+    namespaces or devices, and that only /workspace and the agent socket are mounted.
+    Exits 1 if any item fails.
+    """
+    from choir.ctl.remote import with_choird
+
+    data = with_choird(home, lambda choird: choird.call("agent.verify", agent_id=agent_id))
+    emit(data, as_json, lambda: print("\n".join(report_lines(data))))
+    if not data["ok"]:
+        sys.exit(1)
+
+
+def report_lines(data: dict[str, Any]) -> list[str]:
+    """The report for an operator: a headline, then one aligned line per item."""
+    where = f"container {data['container'][:12]}" if data.get("container") else data["runtime"]
+    failed = [check["item"] for check in data["checks"] if not check["ok"]]
+    verdict = "matches the security profile" if not failed else f"FAILS {', '.join(failed)}"
+    lines = [f"{data['agent_id']} ({where}, checked {data['checked_at']}): {verdict}"]
+    width = max((len(check["item"]) for check in data["checks"]), default=0)
+    for check in data["checks"]:
+        mark = "pass" if check["ok"] else "FAIL"
+        detail = check["actual"]
+        if not check["ok"]:
+            detail += f" (expected {check['expected']})"
+        lines.append(f"  {mark}  {check['item'].ljust(width)}  {detail}")
+    return lines
+
+
+def verified_label(verified: dict[str, Any] | None) -> str:
+    """`agent status`'s line for the last check: `ok (at …)`, `FAILED …`, or `-`."""
+    if not verified:
+        return "-"
+    failed = [check["item"] for check in verified["checks"] if not check["ok"]]
+    if not failed:
+        return f"matches the profile (checked {verified['checked_at']})"
+    return f"FAILED {', '.join(failed)} (checked {verified['checked_at']})"

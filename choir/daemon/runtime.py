@@ -1,0 +1,140 @@
+"""Agent runtimes behind one interface: `docker` (sandboxed) and `process` (unsandboxed).
+
+The lifecycle verbs (`operator_lifecycle`) know an agent runtime only through `AgentRuntime`:
+prepare what the agent runs (an image, or a merged `/choir` tree), start it for a started
+session, stop it gracefully, list what runs, clean up after a previous choird, and check a
+running agent against the security profile (§15.3). Everything engine-specific stays behind it,
+so a Kubernetes runtime (design notes "Where users outgrow one host") is one more class.
+
+Both runtimes share the exit rule of §13.1: an agent that exits while its session is still
+active did not call TERMINATE_SELF, so the session is marked crashed — which releases its
+leases at once — and whatever is left of the agent (a container) is removed.
+
+Which runtime choird uses (`select_runtime`): `--runtime` on choird's command line, else
+config.json's `container.runtime`; `auto` means docker when an engine answers, else process.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Final, Literal, Protocol
+
+from choir.config import ChoirConfig
+from choir.core.security_profile import ProfileReport
+from choir.daemon.session_state import StartedSession
+from choir.daemon.sessions import SessionService
+from choir.logs import get_logger
+from choir.protocol import VersionInfo
+
+log = get_logger("choird.runtime")
+
+STOP_GRACE_S: Final = 15.0
+"""How long a graceful stop (summary, flush, TERMINATE_SELF) may take before SIGTERM."""
+TERM_GRACE_S: Final = 5.0
+"""How long after SIGTERM before SIGKILL."""
+
+RuntimeName = Literal["docker", "process"]
+RuntimeChoice = Literal["auto", "docker", "process"]
+StopReason = Literal["stop", "restart", "update", "workspace_reset"]
+"""Why an agent is stopped (ShutdownPush.reason); restart and update resume its session."""
+PushFn = Callable[[str, dict[str, Any]], object]
+"""Send a ServerPush (JSON form) to a session's agent: the daemon's `PushHub.push`."""
+
+
+@dataclass(frozen=True)
+class Artefact:
+    """What an agent runs, prepared before its session starts (a broken repo leases nothing)."""
+
+    version: VersionInfo
+    """Its version.json, recorded on the session: INIT_HELLO must match it (§15.1)."""
+    root: Path | None = None
+    """The merged `/choir` tree on the host (process runtime)."""
+    image: str | None = None
+    """The image tag to run (docker runtime)."""
+
+
+@dataclass
+class RunningAgent:
+    """One agent a runtime started and still watches."""
+
+    agent_id: str
+    session_id: str
+    pid: int | None
+    """Its main process on this host (None when the engine does not say)."""
+    container: str | None = None
+    """The container id (docker runtime)."""
+    image: str | None = None
+    """The image it runs (docker runtime)."""
+    verified: ProfileReport | None = field(default=None, repr=False)
+    """The last security profile check of this agent (`agent verify`, and at start)."""
+
+
+class AgentRuntime(Protocol):
+    """What choird needs from a place agents run in."""
+
+    @property
+    def name(self) -> RuntimeName: ...
+
+    @property
+    def sandboxed(self) -> bool:
+        """False for the process runtime: status and the TUI say "unsandboxed"."""
+        ...
+
+    async def prepare(self, agent_id: str, config: ChoirConfig) -> Artefact:
+        """Build or merge what the agent runs; refuses (ChoirError) before any lease is taken."""
+        ...
+
+    async def start(
+        self,
+        agent_id: str,
+        started: StartedSession,
+        artefact: Artefact,
+        *,
+        workspace: Path,
+        socket: Path,
+    ) -> RunningAgent:
+        """Run the agent for `started`, its workspace at /workspace, `socket` at
+        /run/choir.sock; its output appends to `logs/<agent-id>.log`."""
+        ...
+
+    async def stop(self, agent_id: str, reason: StopReason = "stop") -> int | None:
+        """Graceful stop (§17.2), escalating to SIGTERM then SIGKILL; the exit code, or None
+        if this runtime runs no such agent."""
+        ...
+
+    def running(self, agent_id: str) -> RunningAgent | None: ...
+
+    async def stop_all(self) -> None:
+        """Stop every running agent gracefully (choird shutting down)."""
+        ...
+
+    async def remove_orphans(self) -> list[str]:
+        """Startup (§6.2 step 6): remove what a previous choird on this home left running;
+        the names removed."""
+        ...
+
+    async def verify(self, agent_id: str) -> ProfileReport:
+        """Check the running agent against the declared security profile (§15.3)."""
+        ...
+
+    def close(self) -> None:
+        """Release engine connections; called after `stop_all`."""
+        ...
+
+
+async def note_exit(
+    sessions: SessionService, agent: RunningAgent, code: int, runtime: RuntimeName
+) -> None:
+    """§13.1 on exit: still active means no TERMINATE_SELF, so the session crashed."""
+    log.info(
+        "agent exited",
+        fields={"agent_id": agent.agent_id, "exit_code": code, "runtime": runtime},
+    )
+    try:
+        await sessions.mark_crashed(
+            agent.session_id, f"choir-agent exited with code {code} without TERMINATE_SELF"
+        )
+    except Exception:  # the daemon may be closing its database; the reaper catches up
+        log.exception("could not mark the session crashed", fields={"agent_id": agent.agent_id})

@@ -1,0 +1,294 @@
+"""The `docker` runtime: each agent in a disposable container with the §15.3 profile.
+
+The agent's image comes from `ensure_agent_image` (§17.3: built only when something changed);
+its container is created from the declared security profile (`choir.core.security_profile`),
+runs `choir-agent` as choird's own uid:gid — every capability is dropped, so only the owner can
+use the workspace and the agent socket — with the workspace at /workspace and the agent's
+socket at /run/choir.sock and nothing else mounted. The environment holds only the agent's
+identity; the lease token goes in on stdin (§14.1). Right after start the container is read
+back and checked against the profile; one that does not match is removed and the start refused.
+
+A follower thread copies the container's output to `logs/<agent-id>.log` until it exits. Exit
+without TERMINATE_SELF marks the session crashed (§13.1), and the dead container is removed
+either way. When the reaper declares a session crashed (no heartbeat) while its container
+still runs, the container is killed and removed. At choird start, containers labelled
+`choir.managed=true` for this `$CHOIR_HOME` are a previous run's orphans and are removed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import secrets
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Final, Literal
+
+from choir.adapters.docker_containers import ContainerEngine, ContainerSpec
+from choir.adapters.docker_engine import DockerEngine
+from choir.config import ChoirConfig
+from choir.core.security_profile import (
+    SOCKET_TARGET,
+    WORKSPACE_TARGET,
+    ProfileReport,
+    SecurityProfile,
+    check_container,
+    create_options,
+    parse_proc_status,
+)
+from choir.daemon.runtime import (
+    STOP_GRACE_S,
+    TERM_GRACE_S,
+    Artefact,
+    PushFn,
+    RunningAgent,
+    StopReason,
+    note_exit,
+)
+from choir.daemon.runtime_profile import agent_profile, now_iso
+from choir.daemon.session_state import SessionEnded, StartedSession
+from choir.daemon.sessions import SessionService
+from choir.errors import ChoirError, ConflictError, UsageError
+from choir.home import ChoirHome
+from choir.logs import get_logger
+from choir.protocol import ShutdownPush
+from choir.store.sessions import SessionStatus
+
+log = get_logger("choird.runtime")
+
+AGENT_COMMAND: Final = (
+    "choir-agent",
+    "--control-plane=uds",
+    f"--socket={SOCKET_TARGET}",
+    "--root=/choir",
+    f"--workspace={WORKSPACE_TARGET}",
+    "--lease-token-stdin",
+)
+AGENT_HOME: Final = "/tmp/home"
+"""HOME inside the container: on the /tmp tmpfs, private to this container."""
+MANAGED: Final = "choir.managed"
+ImageSource = Callable[[ChoirHome, ChoirConfig, str], Awaitable[Artefact]]
+"""Makes the agent's image ready: `ensure_agent_image`, as an Artefact."""
+ConfigFn = Callable[[], ChoirConfig]
+
+
+async def built_image(home: ChoirHome, config: ChoirConfig, agent_id: str) -> Artefact:
+    """The agent's image from `agent build` (§17.3), built first if anything changed."""
+    from choir.daemon.image_build import ensure_agent_image
+
+    ref = await ensure_agent_image(home, config, agent_id)
+    return Artefact(ref.version, image=ref.tag)
+
+
+@dataclass
+class _Container:
+    """A running agent and what its check needs."""
+
+    agent: RunningAgent
+    profile: SecurityProfile
+    workspace: str
+    socket: str
+    watcher: asyncio.Task[int] | None = None
+
+
+class DockerRuntime:
+    """Starts, stops, watches and verifies agent containers."""
+
+    def __init__(
+        self,
+        home: ChoirHome,
+        sessions: SessionService,
+        push: PushFn,
+        engine: ContainerEngine,
+        config: ConfigFn,
+        *,
+        images: ImageSource = built_image,
+    ) -> None:
+        self._home = home
+        self._sessions = sessions
+        self._push = push
+        self._engine = engine
+        self._config = config
+        self._images = images
+        self._agents: dict[str, _Container] = {}
+        self._kills: set[asyncio.Task[None]] = set()
+        self._unsubscribe = sessions.subscribe(self._on_session_ended)
+
+    @property
+    def name(self) -> Literal["docker"]:
+        return "docker"
+
+    @property
+    def sandboxed(self) -> bool:
+        return True
+
+    @classmethod
+    async def connect(
+        cls, home: ChoirHome, sessions: SessionService, push: PushFn, config: ConfigFn
+    ) -> DockerRuntime:
+        """On the engine `$DOCKER_HOST` names (or the default socket); UnavailableError,
+        naming the process runtime, when none answers."""
+        engine = ContainerEngine(await DockerEngine.connect())
+        return cls(home, sessions, push, engine, config)
+
+    def labels(self, agent_id: str, session_id: str) -> dict[str, str]:
+        return {
+            MANAGED: "true",
+            "choir.home": str(self._home.root),
+            "choir.agent": agent_id,
+            "choir.session": session_id,
+        }
+
+    def running(self, agent_id: str) -> RunningAgent | None:
+        held = self._agents.get(agent_id)
+        return held.agent if held is not None else None
+
+    async def prepare(self, agent_id: str, config: ChoirConfig) -> Artefact:
+        return await self._images(self._home, config, agent_id)
+
+    async def start(
+        self,
+        agent_id: str,
+        started: StartedSession,
+        artefact: Artefact,
+        *,
+        workspace: Path,
+        socket: Path,
+    ) -> RunningAgent:
+        if agent_id in self._agents:
+            raise ConflictError(f"{agent_id} already has a running container: stop it first")
+        if artefact.image is None:
+            raise UsageError(f"{agent_id} has no image to run: build it (choirctl agent build)")
+        profile = agent_profile(self._config().container)
+        spec = ContainerSpec(
+            image=artefact.image,
+            command=AGENT_COMMAND,
+            name=f"choir-{agent_id}-{secrets.token_hex(4)}",
+            environment=_environment(agent_id, started),
+            labels=self.labels(agent_id, started.session_id),
+            working_dir=WORKSPACE_TARGET,
+            options=create_options(profile, workspace=str(workspace), socket=str(socket)),
+        )
+        container = await self._engine.create(spec)
+        held = _Container(
+            RunningAgent(agent_id, started.session_id, None, container, artefact.image),
+            profile,
+            str(workspace),
+            str(socket),
+        )
+        try:
+            await self._engine.start(container, stdin=f"{started.lease_token}\n".encode())
+            self._agents[agent_id] = held
+            held.watcher = asyncio.create_task(self._watch(held), name=f"watch-{agent_id}")
+            report = await self.verify(agent_id)
+        except BaseException:
+            self._agents.pop(agent_id, None)
+            await self._engine.remove(container)
+            raise
+        if not report.ok:
+            await self._engine.remove(container)
+            raise ChoirError(
+                f"{agent_id}'s container does not match the security profile (failed: "
+                f"{', '.join(report.failed)}); it was removed — is the engine ignoring "
+                "settings (e.g. rootless without cgroup limits)?"
+            )
+        log.info(
+            "agent container started",
+            fields={"agent_id": agent_id, "session_id": started.session_id, "id": container[:12]},
+        )
+        return held.agent
+
+    async def verify(self, agent_id: str) -> ProfileReport:
+        held = self._agents.get(agent_id)
+        if held is None or held.agent.container is None:
+            raise ConflictError(f"{agent_id} has no running container to verify: start it first")
+        inspect = await self._engine.inspect(held.agent.container)
+        pid = int((inspect.get("State") or {}).get("Pid") or 0) or None
+        held.agent.pid = pid
+        checks = check_container(
+            held.profile,
+            inspect,
+            workspace=held.workspace,
+            socket=held.socket,
+            proc_status=await asyncio.to_thread(_proc_status, pid),
+        )
+        report = ProfileReport(agent_id, self.name, now_iso(), checks, held.agent.container)
+        held.agent.verified = report
+        return report
+
+    async def stop(self, agent_id: str, reason: StopReason = "stop") -> int | None:
+        """Graceful stop (§17.2): shutdown push, then SIGTERM, then SIGKILL; the exit code."""
+        held = self._agents.get(agent_id)
+        if held is None or held.watcher is None or held.agent.container is None:
+            return None
+        self._sessions.expect_shutdown(held.agent.session_id, reason)
+        self._push(held.agent.session_id, ShutdownPush(reason=reason).model_dump(mode="json"))
+        with contextlib.suppress(TimeoutError):
+            return await asyncio.wait_for(asyncio.shield(held.watcher), STOP_GRACE_S)
+        log.warning("agent did not stop in time", fields={"agent_id": agent_id})
+        await self._engine.stop(held.agent.container, timeout_s=TERM_GRACE_S)
+        return await held.watcher
+
+    async def stop_all(self) -> None:
+        await asyncio.gather(*(self.stop(agent_id) for agent_id in list(self._agents)))
+
+    async def remove_orphans(self) -> list[str]:
+        found = await self._engine.list({MANAGED: "true", "choir.home": str(self._home.root)})
+        for container in found:
+            await self._engine.remove(container.id)
+        return [container.name for container in found]
+
+    def close(self) -> None:
+        self._unsubscribe()
+        self._engine.close()
+
+    async def _watch(self, held: _Container) -> int:
+        agent = held.agent
+        assert agent.container is not None
+        self._home.logs.mkdir(parents=True, exist_ok=True)
+        try:
+            with self._home.agent_log(agent.agent_id).open("ab") as sink:
+                code = await self._engine.follow(agent.container, sink)
+        except ChoirError as error:
+            log.error(str(error), fields={"agent_id": agent.agent_id})
+            code = -1
+        if self._agents.get(agent.agent_id) is held:
+            del self._agents[agent.agent_id]
+        await note_exit(self._sessions, agent, code, self.name)
+        with contextlib.suppress(ChoirError):
+            await self._engine.remove(agent.container)
+        return code
+
+    def _on_session_ended(self, ended: SessionEnded) -> None:
+        """§13.1: a session crashed (no heartbeat) or forked while its container runs."""
+        held = self._agents.get(ended.agent_id)
+        if held is None or held.agent.session_id != ended.session_id:
+            return
+        if ended.status in (SessionStatus.CRASHED, SessionStatus.FORKED) and held.agent.container:
+            log.warning("killing the container of a crashed session", fields={"id": ended.agent_id})
+            task = asyncio.get_running_loop().create_task(self._engine.kill(held.agent.container))
+            self._kills.add(task)
+            task.add_done_callback(self._kills.discard)
+
+
+def _environment(agent_id: str, started: StartedSession) -> dict[str, str]:
+    """Identity only (§14.1): never a secret, never choird's own environment."""
+    return {
+        "HOME": AGENT_HOME,
+        "LANG": "C.UTF-8",
+        "CHOIR_AGENT_ID": agent_id,
+        "CHOIR_SESSION_ID": started.session_id,
+    }
+
+
+def _proc_status(pid: int | None) -> dict[str, str] | None:
+    """The kernel's view of the container's main process, when choird can see it."""
+    if pid is None:
+        return None
+    try:
+        if b"choir-agent" not in Path(f"/proc/{pid}/cmdline").read_bytes():
+            return None  # another PID namespace (a remote or rootless engine)
+        return parse_proc_status(Path(f"/proc/{pid}/status").read_text())
+    except OSError:
+        return None
