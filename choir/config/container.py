@@ -31,6 +31,9 @@ class ContainerConfig(ConfigModel):
     """`docker` (sandboxed), `process` (a host subprocess, unsandboxed: development and hosts
     without Docker) or `auto`: docker when an engine answers, else process. `choird --runtime`
     overrides it."""
+    base_image: Annotated[str, Field(min_length=1)] = "debian:bookworm-slim"
+    """The OS image `Dockerfile.base` builds FROM (§17.3); it must be in the local image cache
+    or pullable (scripts/ensure-docker makes the default without a registry)."""
     cpus: Annotated[float, Field(ge=0.1, le=1024)] = 1.0
     """CPUs one agent container may use (may not exceed the host's)."""
     memory_mb: Annotated[int, Field(ge=64)] = 2048
