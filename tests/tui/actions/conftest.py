@@ -29,6 +29,7 @@ from tests.e2e.daemons import running_daemon
 from tests.e2e.homes import short_root
 from tests.e2e_agent.launch import scripted_home
 from tui.app import ChoirApp
+from tui.dialogs import ConfirmDialog
 
 TOOL_PROPOSAL: dict[str, Any] = {
     "manifest": {
@@ -189,3 +190,16 @@ async def show_tab(pilot: Pilot[Any], view_id: str) -> None:
 
     await pilot.press(spec(view_id).key)
     await pilot.pause()
+
+
+def notes(app: ChoirApp) -> list[tuple[str, str]]:
+    """The notifications on screen now, as (severity, message)."""
+    return [(note.severity, note.message) for note in app._notifications]
+
+
+async def confirmation(pilot: Pilot[Any]) -> ConfirmDialog:
+    """The confirmation dialog the last key opened."""
+    await until(pilot, lambda: isinstance(pilot.app.screen, ConfirmDialog), what="a dialog")
+    dialog = pilot.app.screen
+    assert isinstance(dialog, ConfirmDialog)
+    return dialog

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import pytest
 
-from tests.tui.actions.conftest import Choird, console, show_tab, until
+from tests.tui.actions.conftest import Choird, confirmation, console, notes, show_tab, until
+from tui.dialogs import ConfirmDialog
 from tui.views.approvals import ApprovalsView
+from tui.views.approvals_detail import parse_time
 
 pytestmark = pytest.mark.slow
 
@@ -18,9 +22,99 @@ async def test_an_approval_appears_live_and_is_approved_after_confirmation(choir
         proposed = await choird.propose("tool")
         key = proposed["approval_id"]
         await until(pilot, lambda: key in view.table.rows, what="the approval in the table")
+        assert "weather.lookup" in str(view.query_one("#approval-detail").render())
         await pilot.press("a")
-        await pilot.pause()
+        dialog = await confirmation(pilot)
+        assert f"Approve {key} (tool) from agent-1?" in dialog.question
         await pilot.press("y")
         await until(pilot, lambda: key not in view.table.rows, what="the row to leave")
+        assert ("information", f"{key} approved; the agent is told.") in notes(app)
     shown = await choird.client.approval_show(key)
     assert (shown["status"], shown["resolved_by"]) == ("approved", "choir tui")
+
+
+async def test_declining_the_confirmation_leaves_it_pending_and_reject_rejects(choird: Choird):
+    await choird.start_agent()
+    first = (await choird.propose("tool"))["approval_id"]
+    second = (await choird.propose("config change"))["approval_id"]
+    async with console(choird.home) as (app, pilot):
+        await show_tab(pilot, "approvals")
+        view = app.query_one(ApprovalsView)
+        await until(pilot, lambda: view.table.row_count == 2, what="both approvals")
+        assert view.highlighted() == first
+        await pilot.press("r")
+        dialog = await confirmation(pilot)
+        await pilot.press("n")
+        await pilot.pause()
+        assert (await choird.client.approval_show(first))["status"] == "pending"
+        await pilot.press("down", "r")
+        dialog = await confirmation(pilot)
+        assert dialog.danger
+        await pilot.press("y")
+        await until(pilot, lambda: second not in view.table.rows, what="the rejected row to go")
+    assert (await choird.client.approval_show(second))["status"] == "rejected"
+    assert (await choird.client.approval_show(first))["status"] == "pending"
+
+
+async def test_resolved_elsewhere_while_the_dialog_is_open_closes_it_unanswered(choird: Choird):
+    await choird.start_agent()
+    key = (await choird.propose("tool"))["approval_id"]
+    async with console(choird.home) as (app, pilot):
+        await show_tab(pilot, "approvals")
+        view = app.query_one(ApprovalsView)
+        await until(pilot, lambda: key in view.table.rows, what="the approval")
+        await pilot.press("a")
+        await confirmation(pilot)
+        await choird.client.approval_reject(key)  # choirctl answers first
+        await until(pilot, lambda: not isinstance(app.screen, ConfirmDialog), what="it closing")
+        await pilot.press("y")  # too late: the dialog is gone, nothing is sent
+        await pilot.pause()
+        notice = str(view.query_one("#approvals-notice").render())
+        assert f"{key} was rejected by choirctl meanwhile" in notice
+        assert key not in view.table.rows
+        assert any("already rejected by choirctl" in text for _, text in notes(app))
+    shown = await choird.client.approval_show(key)
+    assert (shown["status"], shown["resolved_by"]) == ("rejected", "choirctl")
+
+
+async def test_an_answer_racing_another_is_a_polite_notice_not_a_second_resolution(
+    choird: Choird,
+):
+    await choird.start_agent()
+    key = (await choird.propose("tool"))["approval_id"]
+    async with console(choird.home) as (app, pilot):
+        view = app.query_one(ApprovalsView)
+        await until(pilot, lambda: key in view.table.rows, what="the approval")
+        approved = await choird.client.approval_approve(key)
+        await view._send(key, "reject")  # whether or not the feed item arrived first
+        await pilot.pause()
+        warnings = [text for severity, text in notes(app) if severity == "warning"]
+        assert any("already approved" in text for text in warnings), notes(app)
+        assert not [text for severity, text in notes(app) if severity == "error"]
+    shown = await choird.client.approval_show(key)
+    assert (shown["status"], shown["resolved_at"]) == ("approved", approved["resolved_at"])
+
+
+async def test_ages_and_countdowns_tick_locally_and_config_changes_show_as_a_diff(
+    choird: Choird,
+):
+    await choird.start_agent()
+    proposed = await choird.propose("config change")
+    key = proposed["approval_id"]
+    async with console(choird.home) as (app, pilot):
+        await show_tab(pilot, "approvals")
+        view = app.query_one(ApprovalsView)
+        await until(pilot, lambda: view.timeout_ms == 1_800_000, what="the running timeout")
+        created = parse_time(proposed["created_at"])
+        assert created is not None
+        view.clock = lambda: created + timedelta(minutes=4, seconds=5)
+        view.tick()
+        assert view.table.get_cell(key, "age") == "4m05s"
+        assert view.table.get_cell(key, "left") == "25m55s"
+        view.clock = lambda: created + timedelta(minutes=31)
+        view.tick()
+        assert view.table.get_cell(key, "left") == "due"
+        detail = str(view.query_one("#approval-detail").render())
+        assert "~ approval_timeout_ms: 1800000 → 600000" in detail
+        assert "- event_window_size" in detail
+        assert "Give operators ten minutes to answer approvals" in detail

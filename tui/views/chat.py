@@ -1,0 +1,189 @@
+"""The Chat tab: the console DM with the selected agent (`choirctl chat` in a pane).
+
+What the operator types goes out with `chat.send`; what the agent says (replies, core job
+completion reports, errors, notices) arrives on the `chat.replies` stream, which choird serves
+from the moment it becomes durable (~100 ms). choird keeps an agent's recent replies, so opening
+the tab late or reconnecting misses nothing: the stream is reopened after the last `seq` seen.
+
+`/inject <text>` reaches edge at its next safe point (§12.8). There is no operator verb that
+injects into one core job, by design: "all core communication flows through edge", so
+`/inject job-a stop after the tests` goes to edge, which relays it to job-a. The transcript keeps
+the operator's own lines too (choird has no record of them), per agent, bounded.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import defaultdict, deque
+from typing import Any, ClassVar, Final
+
+from rich.text import Text
+from textual import on, work
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.widgets import Input, RichLog, Static
+
+from choir.errors import ChoirError, UnavailableError
+from tui.views.base import ChoirView, PaletteCommand
+
+Payload = dict[str, Any]
+Line = tuple[str, str]
+"""(category, text): `you`, `injected`, `reply`, `core_report`, `error`, `notice`."""
+
+KEPT_LINES: Final = 500
+"""Transcript lines kept per agent (the RichLog keeps the same)."""
+RETRY_S: Final = 0.5
+"""Pause before reopening a broken replies stream."""
+INJECT: Final = "/inject"
+LABELS: Final = {
+    "you": ("you  ", "bold cyan"),
+    "injected": ("inject ", "bold magenta"),
+    "reply": ("", ""),
+    "core_report": ("[core report] ", "bold green"),
+    "error": ("[error] ", "bold red"),
+    "notice": ("[notice] ", "yellow"),
+}
+NO_AGENT: Final = "No agent selected: pick one in the Agents tab (or [ and ])."
+HINT: Final = "enter sends · /inject <text> steers edge at its next safe point"
+
+
+def line_text(category: str, text: str, agent_id: str) -> Text:
+    """One transcript line: a label by category, the agent's name before its replies."""
+    label, style = LABELS.get(category, ("", ""))
+    out = Text()
+    if category == "reply":
+        out.append(f"{agent_id}  ", "bold")
+    else:
+        out.append(label, style)
+    out.append(text)
+    return out
+
+
+class ChatView(ChoirView):
+    """The selected agent's console DM: a transcript and an input line."""
+
+    VIEW_ID = "chat"
+    TITLE = "Chat"
+
+    DEFAULT_CSS = """
+    ChatView #chat-title { height: 1; padding: 0 1; color: $text-muted; }
+    ChatView #chat-log { height: 1fr; padding: 0 1; }
+    ChatView #chat-input { dock: bottom; }
+    """
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("ctrl+l", "clear", "Clear"),
+    ]
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.agent_id: str | None = None
+        """Whose DM the tab shows (follows the selection)."""
+        self.transcripts: dict[str, deque[Line]] = defaultdict(lambda: deque(maxlen=KEPT_LINES))
+        """agent id -> its transcript, the operator's lines included."""
+        self.last_seq: dict[str, int] = defaultdict(int)
+        """agent id -> the last reply `seq` shown (the stream resumes after it)."""
+
+    def compose(self) -> ComposeResult:
+        yield Static(NO_AGENT, id="chat-title", markup=False)
+        yield RichLog(id="chat-log", wrap=True, markup=False, max_lines=KEPT_LINES)
+        yield Input(placeholder="message the agent", id="chat-input")
+
+    @property
+    def log_widget(self) -> RichLog:
+        return self.query_one("#chat-log", RichLog)
+
+    def on_show(self) -> None:
+        self.query_one("#chat-input", Input).focus()
+
+    def redraw(self) -> None:
+        """Show the selected agent's transcript; follow its replies if it changed."""
+        agent_id = self.selected_agent
+        title = self.query_one("#chat-title", Static)
+        title.update(f"chat with {agent_id} · {HINT}" if agent_id else NO_AGENT)
+        self.query_one("#chat-input", Input).placeholder = (
+            f"message {agent_id}" if agent_id else "select an agent first"
+        )
+        if agent_id == self.agent_id:
+            return
+        self.agent_id = agent_id
+        self.log_widget.clear()
+        if agent_id is None:
+            self.workers.cancel_group(self, "chat-replies")
+            return
+        for category, text in self.transcripts[agent_id]:
+            self.log_widget.write(line_text(category, text, agent_id))
+        self.follow(agent_id)
+
+    def add(self, agent_id: str, category: str, text: str) -> None:
+        self.transcripts[agent_id].append((category, text))
+        if agent_id == self.agent_id:
+            self.log_widget.write(line_text(category, text, agent_id))
+
+    # the replies stream
+
+    @work(group="chat-replies", exclusive=True)
+    async def follow(self, agent_id: str) -> None:
+        """The agent's replies from the last seen on; reopened after choird comes back."""
+        while True:
+            try:
+                await self._read(agent_id)
+            except UnavailableError:
+                await asyncio.sleep(RETRY_S)  # let the bridge notice before waiting on it
+                await self.bridge.wait_connected()
+            except ChoirError as error:
+                self.add(agent_id, "error", error.message)
+                return
+
+    async def _read(self, agent_id: str) -> None:
+        stream = self.bridge.stream(
+            "chat.replies", agent_id=agent_id, after_seq=self.last_seq[agent_id]
+        )
+        async for reply in stream:
+            seq = int(reply.get("seq") or 0)
+            if seq <= self.last_seq[agent_id]:
+                continue
+            self.last_seq[agent_id] = seq
+            text = str(reply.get("text") or "")
+            for path in reply.get("attachments") or []:
+                text += f"\n  attachment: {path}"
+            self.add(agent_id, str(reply.get("category") or "reply"), text)
+
+    # sending
+
+    @on(Input.Submitted, "#chat-input")
+    def _submitted(self, event: Input.Submitted) -> None:
+        event.stop()
+        text = event.value.strip()
+        if not text:
+            return
+        if self.agent_id is None:
+            self.notify(NO_AGENT, severity="warning", markup=False)
+            return
+        event.input.clear()
+        self.send(self.agent_id, text)
+
+    @work(group="chat-send")
+    async def send(self, agent_id: str, text: str) -> None:
+        """`chat.send`; the transcript shows the line, or choird's refusal."""
+        injected = text == INJECT or text.startswith(INJECT + " ")
+        shown = text[len(INJECT) :].strip() if injected else text
+        self.add(agent_id, "injected" if injected else "you", shown or text)
+        try:
+            await self.bridge.call("chat.send", agent_id=agent_id, text=text)
+        except ChoirError as error:
+            self.add(agent_id, "error", error.message)
+
+    def action_clear(self) -> None:
+        if self.agent_id is not None:
+            self.transcripts[self.agent_id].clear()
+        self.log_widget.clear()
+
+    def palette_commands(self) -> list[PaletteCommand]:
+        return [
+            PaletteCommand(
+                "Chat: clear the transcript",
+                "the console's own transcript (choirctl chat prints as it goes)",
+                self.action_clear,
+            )
+        ]
