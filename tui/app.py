@@ -22,6 +22,7 @@ from textual.widgets import Footer, Static, TabbedContent, TabPane
 from choir.home import ChoirHome
 from tui.bridge import ChoirBridge
 from tui.commands import ChoirCommands
+from tui.event_follow import EventFollower
 from tui.messages import (
     AgentSelected,
     AgentsUpdated,
@@ -65,6 +66,8 @@ class ChoirApp(App[None]):
         """Everything the console knows about choird (read by views, written by `_news`)."""
         self.bridge = ChoirBridge(self, self.home)
         """The link to choird; views call `self.bridge.call(verb, **payload)` in workers."""
+        self.follower = EventFollower(self, self.bridge)
+        """Follows the selected agent's session events (the Events and Cores tabs)."""
         self.views: dict[str, ChoirView] = {}
         """Mounted views by id (a view not built yet has none)."""
         self._connect = connect
@@ -91,6 +94,7 @@ class ChoirApp(App[None]):
 
     def on_mount(self) -> None:
         self._draw_health()
+        self.call_after_refresh(self._focus_view, VIEWS[0].view_id)
         if self._connect:
             self.bridge.start()
 
@@ -116,6 +120,7 @@ class ChoirApp(App[None]):
             case AgentsUpdated(agents):
                 state.set_agents(agents)
                 self._keep_selection()
+                self._follow_selected()
                 self._draw_health()
             case SessionChanged(data):
                 state.session_ended(data)
@@ -159,6 +164,14 @@ class ChoirApp(App[None]):
             return
         self.state.selected_agent = agent_id
         self.post_message(AgentSelected(agent_id, self.state.session_of(agent_id)))
+        self._follow_selected()
+
+    def _follow_selected(self) -> None:
+        """Follow the events of the selected agent's latest session (a stopped one's too)."""
+        agent = self.state.agents.get(self.state.selected_agent or "")
+        session_id = agent.get("session_id") if agent else None
+        if self._connect:
+            self.follower.follow(str(session_id) if session_id else None)
 
     def _keep_selection(self) -> None:
         agents = self.state.agents
@@ -171,6 +184,18 @@ class ChoirApp(App[None]):
 
     def action_show_tab(self, view_id: str) -> None:
         self.query_one(TabbedContent).active = view_id
+        self._focus_view(view_id)
+
+    @on(TabbedContent.TabActivated)
+    def _tab_activated(self, event: TabbedContent.TabActivated) -> None:
+        if event.pane.id is not None:
+            self._focus_view(event.pane.id)
+
+    def _focus_view(self, view_id: str) -> None:
+        """Keys go to the shown view: focus its first focusable widget (its table, its log)."""
+        view = self.views.get(view_id)
+        if view is not None and view.is_mounted:
+            view.focus_main()
 
     def action_cycle_agent(self, step: int) -> None:
         ids = list(self.state.agents)

@@ -104,3 +104,15 @@ class AgentSelected(ConsoleNews):
 
     agent_id: str | None
     session_id: str | None
+
+
+@dataclass
+class EventsArrived(ConsoleNews):
+    """A batch of the selected session's committed events (`session.events` follow), in rev
+    order. Batches are coalesced to at most `tui.event_follow.FLUSH_HZ` a second."""
+
+    session_id: str
+    events: list[Payload]
+    restart: bool = False
+    """True for the first batch of a (re)opened stream: a view drops what it had of other
+    sessions and fills any gap since the last rev it holds."""

@@ -67,6 +67,13 @@ class ChoirView(Widget):
         """The selected agent's active session, None when it is not running."""
         return self.state.session_of(self.state.selected_agent)
 
+    def focus_main(self) -> None:
+        """Focus the widget keys should reach when the tab is shown (its first focusable)."""
+        for widget in self.query("*"):
+            if widget.focusable and widget.display:
+                widget.focus()
+                return
+
     def redraw(self) -> None:
         """Draw everything again from `self.state` (cheap: called on resync and selection)."""
 

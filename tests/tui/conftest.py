@@ -1,0 +1,166 @@
+"""The console's monitoring views on a real choird: fixtures and helpers.
+
+choird runs in the test process (`running_daemon`, the production composition root) on the test
+session's Postgres, with the process runtime: agents are real `choir-agent` subprocesses, each with
+a private HOME under the test's short root, talking to a `ScriptedModelServer` the test owns.
+The console is the real `ChoirApp` under Textual's pilot, connected over the operator socket.
+
+The script: "start the slow job" spawns core job `slow`, whose first step runs `sleep` with
+`choir.exec` — holding the workspace lock (X) for `SLOW_S` seconds, long enough to watch.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from textual.pilot import Pilot
+
+from choir.client import ChoirClient
+from choir.daemon.app import ChoirDaemon
+from choir.home import ChoirHome
+from choir.scripted import ReplyStep, Script, ScriptedCall, ScriptedModelServer, ToolCallsStep
+from choir.store.target import ConnectParams
+from tests.e2e.daemons import running_daemon
+from tests.e2e.homes import short_root
+from tests.e2e_agent.launch import scripted_home
+from tui.app import ChoirApp
+
+SLOW_S = 4
+"""How long the slow job's command holds the workspace lock."""
+
+SCRIPT = Script(
+    description="the console's monitoring views: a core job holding the workspace lock",
+    steps=[
+        ToolCallsStep(
+            match="start the slow job",
+            repeat=True,
+            calls=[
+                ScriptedCall(
+                    name="choir.core.spawn",
+                    arguments={"job_name": "slow", "task_spec": "Run the sleepy-marker command."},
+                )
+            ],
+        ),
+        ToolCallsStep(
+            match="sleepy-marker",
+            repeat=True,
+            calls=[ScriptedCall(name="choir.exec", arguments={"command": f"sleep {SLOW_S}"})],
+        ),
+        ReplyStep(match="hello", repeat=True, text="Hello from the script."),
+        ReplyStep(repeat=True, text="Done."),
+    ],
+)
+
+
+@dataclass
+class Live:
+    """choird in the test process, its operator client, the scripted model and the root."""
+
+    daemon: ChoirDaemon
+    client: ChoirClient
+    home: ChoirHome
+    model: ScriptedModelServer
+    root: Path
+
+
+@pytest.fixture
+def tui_root() -> Iterator[Path]:
+    with short_root("tu-") as root:
+        yield root
+
+
+@pytest.fixture
+async def tui_model() -> AsyncIterator[ScriptedModelServer]:
+    async with ScriptedModelServer(SCRIPT) as server:
+        yield server
+
+
+@pytest.fixture
+def tui_home(tui_root: Path, pg_params: ConnectParams, tui_model: ScriptedModelServer) -> ChoirHome:
+    """`choirctl init`'s home (plus agent-2) whose demo model is the test's scripted server."""
+    return scripted_home(tui_root, pg_params, tui_model.url)
+
+
+@pytest.fixture
+async def live(
+    tui_home: ChoirHome, tui_root: Path, tui_model: ScriptedModelServer
+) -> AsyncIterator[Live]:
+    """choird serving `tui_home`; agents still running at the end are stopped."""
+    async with (
+        running_daemon(tui_home) as daemon,
+        await ChoirClient.connect(tui_home, call_timeout=None) as client,
+    ):
+        try:
+            yield Live(daemon, client, tui_home, tui_model, tui_root)
+        finally:
+            await stop_agents(client)
+
+
+async def stop_agents(client: ChoirClient) -> None:
+    for agent in (await client.agent_list())["agents"]:
+        if agent["state"] == "running":
+            try:
+                await client.agent_stop(agent["agent_id"])
+            except Exception:  # the test stopped or broke it already
+                continue
+
+
+@asynccontextmanager
+async def console(
+    home: ChoirHome, size: tuple[int, int] = (120, 36)
+) -> AsyncIterator[tuple[ChoirApp, Pilot[None]]]:
+    """`choir tui` on `home` under the pilot, once connected and resynced."""
+    app = ChoirApp(home)
+    async with app.run_test(size=size) as pilot:
+        await until(pilot, lambda: app.state.connection == "connected", what="connected")
+        yield app, pilot
+
+
+async def until(
+    pilot: Pilot[Any],
+    condition: Callable[[], bool | Awaitable[bool]],
+    within: float = 20.0,
+    what: str = "the console to show it",
+) -> None:
+    """Let the console run until `condition` holds; fails after `within` seconds."""
+    began = time.monotonic()
+    while True:
+        outcome = condition()
+        if not isinstance(outcome, bool):
+            outcome = await outcome
+        if outcome:
+            return
+        if time.monotonic() - began > within:
+            raise AssertionError(f"waited {within} s for {what}")
+        await pilot.pause(0.05)
+
+
+async def tab(pilot: Pilot[Any], view_id: str) -> None:
+    """Switch tabs the way the operator does: with the tab's key, then focus its table."""
+    from tui.views import spec
+
+    await pilot.press(spec(view_id).key)
+    await pilot.pause()
+
+
+def cell_text(value: object) -> str:
+    return str(getattr(value, "plain", value))
+
+
+def column(app: ChoirApp, table_id: str, key: str) -> list[str]:
+    """The plain text of one column of a view's DataTable, top to bottom."""
+    from textual.widgets import DataTable
+
+    table: DataTable[Any] = app.query_one(f"#{table_id}", DataTable)
+    return [cell_text(table.get_cell(row, key)) for row in table.rows]
+
+
+async def settle(seconds: float = 0.1) -> None:
+    await asyncio.sleep(seconds)

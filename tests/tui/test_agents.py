@@ -1,0 +1,34 @@
+"""The Agents tab on a real choird: listing, selection, start, stop (confirmed) and restart."""
+
+from __future__ import annotations
+
+from tests.tui.conftest import Live, column, console, tab, until
+
+
+async def test_agents_lists_every_agent_and_starts_and_stops_one(live: Live):
+    async with console(live.home) as (app, pilot):
+        await tab(pilot, "agents")
+        await until(pilot, lambda: column(app, "agents-table", "agent") == ["agent-1", "agent-2"])
+        assert column(app, "agents-table", "state") == ["stopped", "stopped"]
+        assert app.state.selected_agent == "agent-1"
+
+        await pilot.press("s")
+        await until(pilot, lambda: column(app, "agents-table", "state")[0] == "running")
+        runtime = column(app, "agents-table", "runtime")[0]
+        assert runtime == "process (unsandboxed)"
+        session = column(app, "agents-table", "session")[0]
+        assert session == (await live.client.agent_list())["agents"][0]["session_id"]
+        assert "llm=demo" in column(app, "agents-table", "bindings")[0]
+
+        await pilot.press("x")  # asks first
+        await pilot.pause()
+        assert type(app.screen).__name__ == "ConfirmDialog"
+        await pilot.press("n")
+        await pilot.pause(0.3)
+        assert (await live.client.agent_list())["agents"][0]["state"] == "running"
+
+        await pilot.press("x")
+        await pilot.pause()
+        await pilot.press("y")
+        await until(pilot, lambda: column(app, "agents-table", "state")[0] == "stopped")
+        assert (await live.client.agent_list())["agents"][0]["state"] == "stopped"

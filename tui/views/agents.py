@@ -1,0 +1,251 @@
+"""The Agents tab: every configured agent — state, runtime, image, uptime, session, bindings.
+
+The table is `state.agents` (`agent.list`, re-read by the bridge when a session starts or ends);
+the highlighted row is the console's selected agent. Uptimes tick locally once a second from
+`started_at`. A detail line shows `agent.status` of the selected agent (pid, heartbeat, skill,
+config lag, image), read in a worker when the selection or the listing changes.
+
+Actions are choirctl's verbs: `s` start (`choirctl agent start`), `x` stop and `r` restart
+(`choirctl agent stop|restart`, after a confirmation).
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any, ClassVar, Final
+
+from rich.text import Text
+from textual import on, work
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.widgets import DataTable, Static
+
+from choir.errors import ChoirError
+from tui.dialogs import ConfirmDialog
+from tui.messages import AgentsUpdated, LaneReported
+from tui.views.base import ChoirView, PaletteCommand
+from tui.widgets.format import age, bindings_text, image_text, runtime_text, state_text
+from tui.widgets.tables import Cell, sync_rows
+
+Payload = dict[str, Any]
+
+COLUMNS: Final = (
+    ("agent", "agent"),
+    ("state", "state"),
+    ("runtime", "runtime"),
+    ("image", "image"),
+    ("uptime", "uptime"),
+    ("session", "session"),
+    ("cfg", "cfg"),
+    ("bindings", "bindings"),
+)
+
+
+class AgentsView(ChoirView):
+    """The agents table, a detail line for the selected one, and start/stop/restart."""
+
+    VIEW_ID = "agents"
+    TITLE = "Agents"
+
+    DEFAULT_CSS = """
+    AgentsView #agent-detail { height: auto; max-height: 4; padding: 0 1; color: $text-muted; }
+    """
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("s", "start", "Start"),
+        Binding("x", "stop", "Stop"),
+        Binding("r", "restart", "Restart"),
+    ]
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self._details: dict[str, Payload] = {}
+        """agent id -> its last `agent.status` answer."""
+
+    def compose(self) -> ComposeResult:
+        table: DataTable[Any] = DataTable(id="agents-table", cursor_type="row", zebra_stripes=True)
+        for label, key in COLUMNS:
+            table.add_column(label, key=key)
+        yield table
+        yield Static("", id="agent-detail")
+
+    def on_mount(self) -> None:
+        super().on_mount()
+        self.set_interval(1.0, self._tick_uptimes)
+
+    @property
+    def table(self) -> DataTable[Any]:
+        return self.query_one("#agents-table", DataTable)
+
+    # drawing
+
+    def redraw(self) -> None:
+        rows = [(agent_id, self._cells(agent)) for agent_id, agent in self.state.agents.items()]
+        sync_rows(self.table, [key for _, key in COLUMNS], rows)
+        self._move_cursor_to_selection()
+        self._draw_detail()
+
+    def _cells(self, agent: Payload) -> list[Cell]:
+        session = str(agent.get("session_id") or "—")
+        return [
+            Text(agent["agent_id"], style="bold"),
+            state_text(agent.get("state")),
+            runtime_text(agent),
+            image_text(agent.get("image") or self._details.get(agent["agent_id"], {}).get("image")),
+            self._uptime(agent),
+            session,
+            str(agent.get("config_version") or "—"),
+            bindings_text(agent.get("bindings") or {}),
+        ]
+
+    def _uptime(self, agent: Payload) -> str:
+        started = agent.get("started_at")
+        if agent.get("state") != "running" or not started:
+            return "—"
+        return age(datetime.fromisoformat(started), datetime.now(UTC))
+
+    def _tick_uptimes(self) -> None:
+        table = self.table
+        for agent_id, agent in self.state.agents.items():
+            if agent.get("state") == "running" and agent_id in table.rows:
+                table.update_cell(agent_id, "uptime", self._uptime(agent))
+
+    def _move_cursor_to_selection(self) -> None:
+        selected = self.selected_agent
+        if selected is None or selected not in self.state.agents:
+            return
+        index = list(self.state.agents).index(selected)
+        if self.table.cursor_row != index:
+            self.table.move_cursor(row=index)
+
+    def _draw_detail(self) -> None:
+        agent_id = self.selected_agent
+        detail = self._details.get(agent_id or "")
+        widget = self.query_one("#agent-detail", Static)
+        if agent_id is None:
+            widget.update("No agents configured: add one with choirctl agent init.")
+            return
+        if detail is None:
+            widget.update(f"{agent_id}: reading agent.status…")
+            return
+        widget.update(detail_text(detail))
+
+    # news
+
+    def on_agents_updated(self, _: AgentsUpdated) -> None:
+        self.redraw()
+        self._read_detail()
+
+    def on_agent_selected(self) -> None:
+        self.redraw()
+        self._read_detail()
+
+    def on_lane_reported(self, message: LaneReported) -> None:
+        if message.data.get("lane") == "edge" and message.data.get("session_id") == (
+            self.selected_session
+        ):
+            self._read_detail()
+
+    @on(DataTable.RowHighlighted, "#agents-table")
+    def _highlighted(self, event: DataTable.RowHighlighted) -> None:
+        if event.row_key.value is not None:
+            self.console.select_agent(str(event.row_key.value))
+
+    @work(exclusive=True, group="agent-detail")
+    async def _read_detail(self) -> None:
+        agent_id = self.selected_agent
+        if agent_id is None:
+            return
+        try:
+            self._details[agent_id] = await self.bridge.call("agent.status", agent_id=agent_id)
+        except ChoirError:
+            return
+        if agent_id == self.selected_agent:
+            self._draw_detail()
+            agent = self.state.agents.get(agent_id)
+            if agent is not None and agent_id in self.table.rows:
+                image = image_text(self._details[agent_id].get("image"))
+                self.table.update_cell(agent_id, "image", image)
+
+    # actions
+
+    @work(exclusive=True, group="agent-action")
+    async def action_start(self) -> None:
+        agent_id = self.selected_agent
+        if agent_id is None:
+            return
+        self.notify(f"starting {agent_id}…", title="agent.start")
+        if await self.act("agent.start", f"{agent_id} started", agent_id=agent_id) is not None:
+            self.bridge.refresh_agents()
+
+    @work(exclusive=True, group="agent-action")
+    async def action_stop(self) -> None:
+        await self._confirmed(
+            "agent.stop",
+            "Stop {agent}?",
+            "It finishes its current step, writes its session summary and exits "
+            "(choirctl agent stop {agent}).",
+            "Stop",
+            "{agent} stopped",
+        )
+
+    @work(exclusive=True, group="agent-action")
+    async def action_restart(self) -> None:
+        await self._confirmed(
+            "agent.restart",
+            "Restart {agent}?",
+            "It stops gracefully and starts again in the same session with the same bindings "
+            "(choirctl agent restart {agent}).",
+            "Restart",
+            "{agent} restarted",
+        )
+
+    async def _confirmed(self, verb: str, question: str, detail: str, yes: str, done: str) -> None:
+        agent_id = self.selected_agent
+        if agent_id is None:
+            return
+        words = {"agent": agent_id}
+        dialog = ConfirmDialog(
+            question.format(**words), detail.format(**words), yes=yes, danger=True
+        )
+        if not await self.app.push_screen_wait(dialog):
+            return
+        self.notify(f"{verb} {agent_id}…", title=verb)
+        if await self.act(verb, done.format(**words), agent_id=agent_id) is not None:
+            self.bridge.refresh_agents()
+
+    def palette_commands(self) -> list[PaletteCommand]:
+        return [
+            PaletteCommand(
+                "Agents: start the selected agent", "choirctl agent start", self.action_start
+            ),
+            PaletteCommand(
+                "Agents: stop the selected agent", "choirctl agent stop", self.action_stop
+            ),
+            PaletteCommand(
+                "Agents: restart the selected agent", "choirctl agent restart", self.action_restart
+            ),
+        ]
+
+
+def detail_text(status: Payload) -> Text:
+    """One or two lines of `agent.status`: pid, heartbeat, skill, config lag, image."""
+    text = Text()
+    text.append(f"{status.get('agent_id')} ", style="bold")
+    text.append_text(state_text(status.get("state")))
+    if status.get("pid"):
+        text.append(f"  pid {status['pid']}")
+    if status.get("last_heartbeat_at"):
+        beat = datetime.fromisoformat(status["last_heartbeat_at"])
+        text.append(f"  heartbeat {age(beat, datetime.now(UTC))} ago")
+    if status.get("skill"):
+        text.append(f"  skill {status['skill']}")
+    if status.get("config_behind"):
+        text.append(
+            f"  config v{status.get('config_version')} (latest v"
+            f"{status.get('config_version_latest')}: restart to catch up)",
+            style="#e5c07b",
+        )
+    if status.get("image"):
+        text.append(f"\nimage {image_text(status['image'])}")
+    return text

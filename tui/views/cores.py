@@ -1,0 +1,197 @@
+"""The Cores tab: the selected agent's core jobs — state, step, skill, latest CoreEvent.
+
+Rows are the session's `core:*` lanes (`state.lanes`, from REPORT_STATUS). The latest event of
+each job comes from the event follower's batches (`core_started`, `core_event_emitted`,
+`core_stopped`), so it needs no extra call.
+
+`c` cancels the highlighted job after a confirmation (`choirctl session cancel`). `i` injects an
+instruction: operator instructions reach edge (`/inject`, as `choirctl chat` sends it, §19),
+and edge hands them to the job with `choir.core.inject` (§12.8), so the text names the job.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar, Final
+
+from rich.text import Text
+from textual import work
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.widgets import DataTable, Static
+
+from tui.dialogs import ConfirmDialog, TextPrompt
+from tui.messages import EventsArrived, LaneReported
+from tui.views.base import ChoirView, PaletteCommand
+from tui.widgets.event_text import clip, core_event_text
+from tui.widgets.lane_state import lane_text
+from tui.widgets.tables import Cell, sync_rows
+
+Payload = dict[str, Any]
+
+COLUMNS: Final = (
+    ("job", "job"),
+    ("state", "state"),
+    ("step", "step"),
+    ("skill", "skill"),
+    ("latest event", "latest"),
+)
+FINISHED: Final = frozenset({"CORE_COMPLETED", "CORE_TERMINATED"})
+
+
+def inject_text(job_name: str, instruction: str) -> str:
+    """What `i` sends through the console DM: edge relays it to the job."""
+    return f"/inject for core job {job_name}: {instruction}"
+
+
+def latest_event(event: Payload) -> tuple[str, str] | None:
+    """(job name, what it said) for the core events of a batch; None for other events."""
+    payload = event.get("payload") or {}
+    kind = event.get("event_type")
+    if kind == "core_event_emitted":
+        inner = payload.get("event") or {}
+        return str(payload.get("job_name")), f"{inner.get('kind')}: {core_event_text(inner)}"
+    if kind == "core_started":
+        job = payload.get("job") or {}
+        return str(job.get("job_name")), f"started: {job.get('task_spec', '')}"
+    if kind == "core_stopped":
+        return str(payload.get("job_name")), f"{payload.get('outcome')}: {payload.get('report')}"
+    return None
+
+
+def job_name_of_lane(job: Payload) -> str:
+    return str(job["lane"]).removeprefix("core:")
+
+
+class CoresView(ChoirView):
+    """One row per core job of the selected agent's session; inject and cancel."""
+
+    VIEW_ID = "cores"
+    TITLE = "Cores"
+
+    DEFAULT_CSS = """
+    CoresView #cores-caption { height: 1; padding: 0 1; color: $text-muted; }
+    """
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("i", "inject", "Inject"),
+        Binding("c", "cancel", "Cancel job"),
+    ]
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self._latest: dict[str, str] = {}
+        """job name -> its latest event, for the session in `_session`."""
+        self._session: str | None = None
+
+    def compose(self) -> ComposeResult:
+        yield Static("", id="cores-caption")
+        table: DataTable[Any] = DataTable(id="cores-table", cursor_type="row")
+        for label, key in COLUMNS:
+            table.add_column(label, key=key)
+        yield table
+
+    @property
+    def table(self) -> DataTable[Any]:
+        return self.query_one("#cores-table", DataTable)
+
+    def jobs(self) -> list[Payload]:
+        lanes = self.state.session_lanes(self.selected_session)
+        return [lane for lane in lanes if str(lane["lane"]).startswith("core:")]
+
+    def redraw(self) -> None:
+        session_id = self.selected_session
+        if session_id != self._session:
+            self._session, self._latest = session_id, {}
+        jobs = self.jobs()
+        caption = self.query_one("#cores-caption", Static)
+        if session_id is None:
+            caption.update(f"{self.selected_agent or 'No agent'} is not running: no core jobs.")
+        else:
+            running = sum(job.get("state") not in FINISHED for job in jobs)
+            caption.update(f"session {session_id}: {len(jobs)} core jobs, {running} running")
+        rows = [(job_name_of_lane(job), self._cells(job)) for job in jobs]
+        sync_rows(self.table, [key for _, key in COLUMNS], rows)
+
+    def _cells(self, job: Payload) -> list[Cell]:
+        step = job.get("step")
+        name = job_name_of_lane(job)
+        return [
+            Text(name, style="bold"),
+            lane_text(job.get("state")),
+            "—" if step is None else str(step),
+            str(job.get("skill") or "—"),
+            clip(self._latest.get(name, "—"), 120),
+        ]
+
+    def on_lane_reported(self, message: LaneReported) -> None:
+        if message.data.get("session_id") == self.selected_session:
+            self.redraw()
+
+    def on_events_arrived(self, message: EventsArrived) -> None:
+        if message.session_id != self.selected_session:
+            return
+        changed = False
+        for event in message.events:
+            latest = latest_event(event)
+            if latest is not None:
+                self._latest[latest[0]] = latest[1]
+                changed = True
+        if changed:
+            self.redraw()
+
+    def _highlighted_job(self) -> str | None:
+        table = self.table
+        if not table.row_count:
+            return None
+        row_key, _ = table.coordinate_to_cell_key(table.cursor_coordinate)
+        return None if row_key.value is None else str(row_key.value)
+
+    @work(exclusive=True, group="core-action")
+    async def action_cancel(self) -> None:
+        job, session_id = self._highlighted_job(), self.selected_session
+        if job is None or session_id is None:
+            self.notify("no core job selected", severity="warning")
+            return
+        dialog = ConfirmDialog(
+            f"Cancel core job {job}?",
+            f"Its locks are released and it reports 'cancelled' to edge "
+            f"(choirctl session cancel {session_id} {job}).",
+            yes="Cancel job",
+            danger=True,
+        )
+        if await self.app.push_screen_wait(dialog):
+            await self.act(
+                "session.cancel",
+                f"cancel of {job} sent: the job stops at its next safe point",
+                session_id=session_id,
+                job_name=job,
+            )
+
+    @work(exclusive=True, group="core-action")
+    async def action_inject(self) -> None:
+        job, agent_id = self._highlighted_job(), self.selected_agent
+        if job is None or agent_id is None:
+            self.notify("no core job selected", severity="warning")
+            return
+        instruction = await self.app.push_screen_wait(
+            TextPrompt(f"Instruction for core job {job} (edge relays it):")
+        )
+        if instruction:
+            await self.act(
+                "chat.send",
+                f"instruction for {job} sent to edge",
+                agent_id=agent_id,
+                text=inject_text(job, instruction),
+            )
+
+    def palette_commands(self) -> list[PaletteCommand]:
+        return [
+            PaletteCommand(
+                "Cores: cancel the highlighted job", "choirctl session cancel", self.action_cancel
+            ),
+            PaletteCommand(
+                "Cores: inject into the highlighted job",
+                "choirctl chat: /inject for core job <name>: …",
+                self.action_inject,
+            ),
+        ]

@@ -1,0 +1,99 @@
+"""The Lanes tab: the selected agent's edge lane and each core job — state, skill, step, budgets.
+
+Rows come from `state.lanes` (REPORT_STATUS as the feed's `lane` items carry it, and the lanes of
+`agent.status` after a resync); a report updates its row in place. State colours are the shared
+lane-state kinds (idle / reasoning / waiting-tool / completed / terminated).
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any, Final
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.widgets import DataTable, Static
+
+from tui.messages import LaneReported
+from tui.views.base import ChoirView
+from tui.widgets.format import age, budgets_text
+from tui.widgets.lane_state import STYLES, lane_text
+from tui.widgets.tables import sync_rows
+
+Payload = dict[str, Any]
+
+COLUMNS: Final = (
+    ("lane", "lane"),
+    ("state", "state"),
+    ("skill", "skill"),
+    ("step", "step"),
+    ("budgets left", "budgets"),
+    ("reported", "reported"),
+)
+
+
+def legend() -> Text:
+    text = Text("states: ", style="dim")
+    for kind in ("idle", "reasoning", "waiting-tool", "completed", "terminated"):
+        text.append(f"■ {kind}  ", style=STYLES[kind])
+    return text
+
+
+class LanesView(ChoirView):
+    """One row per lane of the selected agent's session."""
+
+    VIEW_ID = "lanes"
+    TITLE = "Lanes"
+
+    DEFAULT_CSS = """
+    LanesView #lanes-caption, LanesView #lanes-legend { height: 1; padding: 0 1; }
+    LanesView #lanes-caption { color: $text-muted; }
+    """
+
+    def compose(self) -> ComposeResult:
+        yield Static("", id="lanes-caption")
+        table: DataTable[Any] = DataTable(id="lanes-table", cursor_type="row")
+        for label, key in COLUMNS:
+            table.add_column(label, key=key)
+        yield table
+        yield Static(legend(), id="lanes-legend")
+
+    def on_mount(self) -> None:
+        super().on_mount()
+        self.set_interval(1.0, self.redraw)
+
+    @property
+    def table(self) -> DataTable[Any]:
+        return self.query_one("#lanes-table", DataTable)
+
+    def redraw(self) -> None:
+        session_id = self.selected_session
+        lanes = self.state.session_lanes(session_id)
+        caption = self.query_one("#lanes-caption", Static)
+        if self.selected_agent is None:
+            caption.update("No agent selected.")
+        elif session_id is None:
+            caption.update(f"{self.selected_agent} is not running: start it in the Agents tab (s).")
+        else:
+            caption.update(f"{self.selected_agent} · session {session_id} · {len(lanes)} lanes")
+        sync_rows(
+            self.table, [key for _, key in COLUMNS], [(lane["lane"], cells(lane)) for lane in lanes]
+        )
+
+    def on_lane_reported(self, message: LaneReported) -> None:
+        if message.data.get("session_id") == self.selected_session:
+            self.redraw()
+
+
+def cells(lane: Payload) -> list[Text | str]:
+    step = lane.get("step")
+    reported = lane.get("reported_at")
+    when = age(datetime.fromisoformat(reported), datetime.now(UTC)) + " ago" if reported else "—"
+    return [
+        Text(str(lane["lane"]), style="bold" if lane["lane"] == "edge" else ""),
+        lane_text(lane.get("state")),
+        str(lane.get("skill") or "—"),
+        "—" if step is None else str(step),
+        budgets_text(lane.get("budget_remaining") or {}),
+        when,
+    ]
