@@ -46,6 +46,8 @@ log = get_logger("choird.build")
 
 TOTAL_STEPS: Final = 10
 """§17.3 has ten steps; progress counts them."""
+SHOWN_TAIL: Final = 15
+"""Lines of a failed build's output its error message ends with."""
 KEEP_PREVIOUS: Final = 1
 """Older images of an agent (and older base images) kept after a build, to go back to."""
 AGENT_REPOSITORY: Final = "choir-agent-{agent_id}"
@@ -89,11 +91,15 @@ Progress = Callable[[BuildProgress], None]
 
 
 class BuildError(ChoirError):
-    """A build failed; `log_tail` holds the last lines of the docker build output."""
+    """A build failed; `log_tail` holds the last lines of the docker build output, and the
+    message ends with them, so every caller (CLI, update, TUI) shows why."""
 
     def __init__(self, message: str, log_tail: list[str] | None = None) -> None:
-        super().__init__(message)
         self.log_tail = log_tail or []
+        shown = [f"  | {line}" for line in self.log_tail[-SHOWN_TAIL:]]
+        super().__init__(
+            "\n".join([message, *(["last lines of the build:", *shown] if shown else [])])
+        )
 
 
 @dataclass(frozen=True)

@@ -265,6 +265,15 @@ def _git(cwd: Path, *args: str) -> str:
     except subprocess.TimeoutExpired:
         raise ChoirError(f"git {args[0]} timed out after {FETCH_TIMEOUT_S:.0f} s") from None
     except subprocess.CalledProcessError as error:
-        lines = display_url(error.stderr or error.stdout or "").strip().splitlines()
-        raise ChoirError(lines[-1] if lines else f"git {args[0]} failed") from None
+        raise ChoirError(_reason(error.stderr or error.stdout or "", args[0])) from None
     return done.stdout
+
+
+def _reason(output: str, command: str) -> str:
+    """git's own one-line reason: its first `fatal:`/`error:` line, else its last line."""
+    lines = [line.strip() for line in display_url(output).strip().splitlines() if line.strip()]
+    for line in lines:
+        for prefix in ("fatal:", "error:"):
+            if line.startswith(prefix):
+                return line.removeprefix(prefix).strip()
+    return lines[-1] if lines else f"git {command} failed"
