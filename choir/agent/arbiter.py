@@ -152,6 +152,11 @@ class Arbiter(LanePolicy):
             return None
         return self.commit(lane, ApprovalResolved(approval_id=approval_id, status=status))
 
+    def expect_approvals(self, approvals: Mapping[str, str]) -> None:
+        """Open approvals (id -> lane) a restored snapshot recorded: events before it are not
+        in the log for `_fold_committed_results` to find."""
+        self._approvals.update(approvals)
+
     def add_gate(self, gate: Gate) -> None:
         self._gates.append(gate)
 

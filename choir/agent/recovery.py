@@ -1,6 +1,8 @@
 """Resuming a crashed session (§13.2, §13.3, §7.8; DESIGN-NOTES "Durability").
 
-The restored log holds exactly what choird acknowledged. From it:
+The restored log holds exactly what choird acknowledged after its snapshot (every event, when
+there is none); the facts older events establish — open jobs and intents, unanswered calls and
+messages — come from the session's `Ledger`, which the snapshot carries. From them:
 
 - edge is never resumed mid-cycle: the calls of its last model output that have no result are
   answered (`interrupted`, or `outcome_unknown` when their intent was committed) so its
@@ -21,14 +23,14 @@ The restored log holds exactly what choird acknowledged. From it:
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable
-from dataclasses import dataclass
 from typing import Final, Literal
 
 from choir.agent.arbiter import ToolProposal
-from choir.agent.commitlog import CommitLog, LogEntry
+from choir.agent.commitlog import CommitLog
 from choir.agent.core_jobs import READ_ONLY, CoreJob, CoreJobs
 from choir.agent.lane_support import LaneKit
+from choir.agent.snapshot_ledger import Intent, Ledger, OpenJobEntry
+from choir.agent.snapshot_state import JobView
 from choir.core.working_memory import WorkingMemory
 from choir.logs import get_logger
 from choir.protocol import (
@@ -37,7 +39,6 @@ from choir.protocol import (
     CoreJobStart,
     CoreStopped,
     InjectedInstruction,
-    ToolCall,
     ToolResult,
     ToolResultCommitted,
     core_lane,
@@ -52,53 +53,8 @@ OUTCOME_UNKNOWN: Final = "outcome_unknown"
 result: it may or may not have taken effect."""
 INTERRUPTED: Final = "interrupted"
 """error_code of the result committed for a proposed call that never started."""
-
-
-@dataclass(frozen=True, slots=True)
-class OpenJob:
-    """A core job the crash interrupted."""
-
-    start: CoreJobStart
-    started_rev: int
-    """The rev of its `CoreStarted`: its working memory begins after it."""
-
-
-def open_jobs(entries: Iterable[LogEntry]) -> dict[str, OpenJob]:
-    """Jobs with a `CoreStarted` and no `CoreStopped` after it, by name."""
-    jobs: dict[str, OpenJob] = {}
-    for entry in entries:
-        if entry.kind == "core_started":
-            start = CoreJobStart.model_validate(entry.event["job"])
-            jobs[start.job_name] = OpenJob(start, entry.rev)
-        elif entry.kind == "core_stopped":
-            jobs.pop(str(entry.event["job_name"]), None)
-    return jobs
-
-
-def unresolved(entries: Iterable[LogEntry]) -> list[LogEntry]:
-    """Intents (`ToolCallCommitted`) with no committed result, oldest first."""
-    open_intents: dict[str, LogEntry] = {}
-    for entry in entries:
-        if entry.kind == "tool_call_committed":
-            open_intents[str(entry.event["call_id"])] = entry
-        elif entry.kind == "tool_result_committed":
-            open_intents.pop(str(entry.event["call_id"]), None)
-    return list(open_intents.values())
-
-
-def pending_calls(entries: Iterable[LogEntry], lane: str) -> list[ToolCall]:
-    """The calls of `lane`'s last model output that have no committed result."""
-    calls: list[ToolCall] = []
-    answered: set[str] = set()
-    for entry in entries:
-        if entry.lane != lane:
-            continue
-        if entry.kind == "model_output":
-            calls = [ToolCall.model_validate(call) for call in entry.event["tool_calls"]]
-            answered = set()
-        elif entry.kind == "tool_result_committed":
-            answered.add(str(entry.event["call_id"]))
-    return [call for call in calls if call.id not in answered]
+HELD_STATUS: Final = "CORE_WAITING_TOOL"
+"""How a held job shows in snapshots: waiting on a call whose outcome is unknown."""
 
 
 def unknown_outcome(tool: str, *, idempotent: bool) -> ToolResult:
@@ -114,18 +70,18 @@ def unknown_outcome(tool: str, *, idempotent: bool) -> ToolResult:
     )
 
 
-def settle_edge(commit_log: CommitLog) -> None:
+def settle_edge(commit_log: CommitLog, ledger: Ledger) -> None:
     """Before the lanes start: answer edge's unanswered calls and its interrupted message.
 
     Committed straight into the restored log, before the arbiter folds its idempotency table,
-    so none of these calls can be re-run by a re-proposal.
+    so none of these calls can be re-run by a re-proposal. `ledger` follows the log, so what it
+    says here covers the events before a snapshot too.
     """
-    entries = list(commit_log)
-    intents = {str(e.event["call_id"]): e for e in unresolved(entries) if e.lane == EDGE_LANE}
-    for call in pending_calls(entries, EDGE_LANE):
+    intents = ledger.edge_intents()
+    for call in ledger.unanswered_calls(EDGE_LANE):
         intent = intents.get(call.id)
         if intent is not None:
-            result = unknown_outcome(call.name, idempotent=bool(intent.event["idempotent"]))
+            result = unknown_outcome(call.name, idempotent=intent.idempotent)
         else:
             result = ToolResult.fail(
                 INTERRUPTED, f"{call.name} did not run: the agent restarted first"
@@ -133,7 +89,7 @@ def settle_edge(commit_log: CommitLog) -> None:
         commit_log.commit(
             EDGE_LANE, ToolResultCommitted(call_id=call.id, tool=call.name, result=result)
         )
-    waiting = _unanswered_message(entries)
+    waiting = ledger.awaiting_reply
     if waiting is not None:
         reply = AgentReplied(
             text="I was restarted while working on your message; please send it again.",
@@ -143,42 +99,36 @@ def settle_edge(commit_log: CommitLog) -> None:
         commit_log.commit(EDGE_LANE, reply)
 
 
-def _unanswered_message(entries: list[LogEntry]) -> str | None:
-    """The message id of edge's last user message, when no reply to it was committed."""
-    waiting: str | None = None
-    for entry in entries:
-        if entry.kind == "user_msg":
-            waiting = str(entry.event.get("message_id") or "") or None
-        elif entry.kind == "agent_replied" and entry.event.get("category") in ("reply", "error"):
-            waiting = None
-    return waiting
-
-
 class RecoverableCoreJobs(CoreJobs):
     """`CoreJobs` that can re-create the jobs a crash interrupted, and hold the unsafe ones."""
 
-    def __init__(self, kit: LaneKit) -> None:
+    def __init__(self, kit: LaneKit, ledger: Ledger) -> None:
         super().__init__(kit)
-        self.held: dict[str, tuple[OpenJob, list[LogEntry]]] = {}
+        self._ledger = ledger
+        self.held: dict[str, tuple[OpenJobEntry, list[Intent]]] = {}
         """Jobs waiting for the operator: the job, and its calls with an unknown outcome."""
+
+    def views(self) -> dict[str, JobView]:
+        """Every open job's state, the held ones included (snapshots)."""
+        views = {name: JobView(job.state) for name, job in self._jobs.items()}
+        return views | {name: JobView(HELD_STATUS) for name in self.held}
 
     def resume_open(self) -> list[str]:
         """Re-create every interrupted job that can safely go on; returns their names."""
-        log_ = self._kit.kernel.log
-        entries = list(log_)
-        intents = unresolved(entries)
         resumed: list[str] = []
-        for name, job in open_jobs(entries).items():
-            lane = core_lane(name)
-            unsafe = [e for e in intents if e.lane == lane and not e.event["idempotent"]]
+        for name, job in list(self._ledger.jobs.items()):
+            if name in self._jobs:
+                continue
+            intents = self._ledger.intents_of(core_lane(name))
+            unsafe = [intent for intent in intents if not intent.idempotent]
             if unsafe:
                 self.held[name] = (job, unsafe)
                 log.warning(
                     "core job held: a non-idempotent call has an unknown outcome",
-                    fields={"job": name, "calls": [e.event["call_id"] for e in unsafe]},
+                    fields={"job": name, "calls": [intent.call_id for intent in unsafe]},
                 )
                 continue
-            self._recreate(job, job.start)
+            self._recreate(job, job.briefing)
             resumed.append(name)
         return resumed
 
@@ -196,26 +146,25 @@ class RecoverableCoreJobs(CoreJobs):
             decided.append(name)
         return decided
 
-    def _settle(self, job: OpenJob, calls: list[LogEntry], choice: Choice) -> None:
-        arbiter, lane = self._kit.kernel.arbiter, core_lane(job.start.job_name)
+    def _settle(self, job: OpenJobEntry, calls: list[Intent], choice: Choice) -> None:
+        start = job.briefing
+        arbiter, lane = self._kit.kernel.arbiter, core_lane(start.job_name)
         for intent in calls:
-            tool, call_id = str(intent.event["tool"]), str(intent.event["call_id"])
-            result = unknown_outcome(tool, idempotent=False)
-            arbiter.commit(lane, ToolResultCommitted(call_id=call_id, tool=tool, result=result))
-        tools = ", ".join(str(intent.event["tool"]) for intent in calls)
+            result = unknown_outcome(intent.tool, idempotent=False)
+            answer = ToolResultCommitted(call_id=intent.call_id, tool=intent.tool, result=result)
+            arbiter.commit(lane, answer)
+        tools = ", ".join(intent.tool for intent in calls)
         if choice == "abort":
             report = f"aborted by the operator after a crash interrupted {tools}"
             stopped = CoreStopped(
-                job_name=job.start.job_name,
-                job_id=job.start.job_id,
-                outcome="cancelled",
-                report=report,
+                job_name=start.job_name, job_id=start.job_id, outcome="cancelled", report=report
             )
             arbiter.commit(lane, stopped)
-            text = f"core job {job.start.job_name} cancelled: {report}"
+            text = f"core job {start.job_name} cancelled: {report}"
             arbiter.commit(EDGE_LANE, AgentReplied(text=text, category="core_report"))
+            arbiter.end_job(start.job_name)
+            self._kit.memories.forget(lane)
             return
-        start = job.start
         mode = "resume"
         if choice == "read_only":
             start = _read_only(start, self._kit)
@@ -227,20 +176,27 @@ class RecoverableCoreJobs(CoreJobs):
         arbiter.commit(lane, InjectedInstruction(target=lane, content=note, source="user"))
         self._recreate(job, start)
 
-    def _recreate(self, open_job: OpenJob, start: CoreJobStart) -> None:
-        """The job again, under its lane, continuing from its committed window."""
+    def _recreate(self, open_job: OpenJobEntry, start: CoreJobStart) -> None:
+        """The job again, under its lane, continuing from its committed window.
+
+        Its budgets and working memory were restored with the session (`RestoredSession.attach`);
+        without that (a kernel built by hand), they are opened here and the memory is folded
+        from the log.
+        """
         kit, name = self._kit, start.job_name
-        refused = kit.kernel.arbiter.start_job(
-            name, time_budget_ms=start.tool_constraints.time_budget_ms or None
-        )
-        if refused is not None:
-            log.error("could not resume core job", fields={"job": name, "why": refused})
-            return
-        job = CoreJob(start, core_lane(name))
+        arbiter = kit.kernel.arbiter
+        if name not in arbiter.budgets.jobs:
+            budget = start.tool_constraints.time_budget_ms or None
+            refused = arbiter.start_job(name, time_budget_ms=budget)
+            if refused is not None:
+                log.error("could not resume core job", fields={"job": name, "why": refused})
+                return
+        job = CoreJob(start, core_lane(name), steps=open_job.steps)
         self._jobs[name] = job
         self._move(job, "job_start")
-        memory = WorkingMemory(job.lane, window_start_rev=open_job.started_rev + 1)
-        kit.memories.track(memory.observe_all(kit.kernel.log))
+        if job.lane not in kit.memories.lanes:
+            memory = WorkingMemory(job.lane, window_start_rev=open_job.started_rev + 1)
+            kit.memories.track(memory.observe_all(kit.kernel.log))
         job.task = asyncio.get_running_loop().create_task(self._resumed(job), name=job.lane)
         log.info("core job resumed", fields={"job": name})
 
@@ -248,7 +204,7 @@ class RecoverableCoreJobs(CoreJobs):
         """Finish the interrupted turn with its committed call ids, then run on."""
         arbiter = self._kit.kernel.arbiter
         try:
-            for call in pending_calls(self._kit.kernel.log, job.lane):
+            for call in self._ledger.unanswered_calls(job.lane):
                 await arbiter.propose(ToolProposal(job.lane, call.id, call.name, call.arguments))
         except asyncio.CancelledError:
             self._move(job, "cancel")
@@ -276,11 +232,7 @@ __all__ = [
     "INTERRUPTED",
     "OUTCOME_UNKNOWN",
     "Choice",
-    "OpenJob",
     "RecoverableCoreJobs",
-    "open_jobs",
-    "pending_calls",
     "settle_edge",
     "unknown_outcome",
-    "unresolved",
 ]

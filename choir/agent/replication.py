@@ -31,18 +31,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import random
 from collections.abc import Callable
 from types import TracebackType
 from typing import Self
 
-from choir.agent.commitlog import CommitLog, LogEntry, now_ts
+from choir.agent.commitlog import CommitLog, LogEntry
 from choir.agent.control_plane import ControlPlane
-from choir.agent.replication_policy import Outage, heartbeat_of, judge
-from choir.agent.replication_snapshots import SnapshotSchedule
+from choir.agent.replication_sender import HeartbeatSender
 from choir.agent.replication_sync import ConfigSync
 from choir.agent.replication_types import (
-    DEFAULT_INTERVAL_MS,
     FatalHandler,
     IntentNotDurable,
     ReplicationError,
@@ -51,17 +48,14 @@ from choir.agent.replication_types import (
     ReplicationStats,
     SnapshotProvider,
 )
-from choir.agent.replication_waiters import AckWaiters
-from choir.failpoints import failpoint
-from choir.logs import get_logger
-from choir.protocol import HeartbeatRequest, HeartbeatResponse, Snapshot
-from choir.transport import RpcError, TransportError
-
-log = get_logger("choir.agent.replication")
 
 
-class Replicator:
-    """Ships `log` to choird through `control_plane`; start it before the first commit."""
+class Replicator(HeartbeatSender):
+    """Ships `log` to choird through `control_plane`; start it before the first commit.
+
+    The sender task and its bookkeeping are `HeartbeatSender`'s; this is the face the runtime
+    and the arbiter use: start and stop, durable intents, flush.
+    """
 
     def __init__(
         self,
@@ -74,33 +68,17 @@ class Replicator:
         on_fatal: FatalHandler | None = None,
         acked_rev: int | None = None,
     ) -> None:
-        self.log = log
-        self.settings = settings or ReplicationSettings()
-        self.stats = ReplicationStats()
-        self._cp = control_plane
-        self._sync = sync
-        self._on_fatal = on_fatal
-        self._acked = log.head_rev if acked_rev is None else acked_rev
-        """choird's ack. A restored log holds exactly what choird acknowledged."""
-        self._fatal: ReplicationFatal | None = None
-        self._waiters = AckWaiters()
-        self._urgent_rev = 0
-        self._pending_since: float | None = None
-        """When the oldest unsent commit was made; None once everything was sent."""
-        self._last_sent = 0.0
-        self._outage = Outage(self.settings.backoff)
-        self._batch = self.settings.max_batch
-        self._snapshots = SnapshotSchedule(
-            snapshot_provider,
-            every_events=self.settings.snapshot_every_events,
-            every_s=self.settings.snapshot_every_s,
-            rev=self._acked,
-            now=0.0,
+        super().__init__(
+            log,
+            control_plane,
+            sync,
+            settings=settings,
+            snapshot_provider=snapshot_provider,
+            on_fatal=on_fatal,
+            acked_rev=acked_rev,
         )
-        self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._unsubscribe: Callable[[], None] | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
 
     @property
     def acked_rev(self) -> int:
@@ -119,7 +97,7 @@ class Replicator:
             return
         self._loop = loop = asyncio.get_running_loop()
         self._last_sent = loop.time()
-        self._snapshots.stored(self._acked, loop.time())
+        self._snapshots.started(loop.time())
         if self.log.head_rev > self._acked:
             self._pending_since = loop.time()
         self._unsubscribe = self.log.subscribe(self._committed)
@@ -182,172 +160,13 @@ class Replicator:
                 f"{what} was not acknowledged by choird within {limit_s:g} s{why}"
             ) from None
 
-    # -- the sender task -------------------------------------------------------------------------
-
     def _committed(self, entry: LogEntry) -> None:
         """Log listener; runs on every commit, so it does almost nothing."""
         if self._pending_since is None and self._loop is not None:
             self._pending_since = self._loop.time()
             self._wake.set()
 
-    async def _run(self) -> None:
-        try:
-            while True:
-                await self._until_due()
-                await self._send_one()
-        except asyncio.CancelledError:
-            raise
-        except ReplicationFatal as fatal:
-            self._die(fatal)
-        except BaseException as exc:  # a bug, or a failpoint panic: never die silently
-            log.error("replication crashed", exc_info=exc)
-            self._die(ReplicationFatal(f"replication crashed: {exc}"))
-            if not isinstance(exc, Exception):
-                raise  # a panic keeps propagating, to whoever awaits this task
-
-    async def _until_due(self) -> None:
-        """Wait until a heartbeat is due: urgent, coalesced, or a sign of life."""
-        assert self._loop is not None
-        settings = self.settings
-        while True:
-            now = self._loop.time()
-            if now < self._outage.retry_at:
-                await asyncio.sleep(self._outage.retry_at - now)
-                continue
-            if self.log.head_rev > self._acked:
-                if self._urgent_rev > self._acked or self._pending_since is None:
-                    return
-                due = self._pending_since + settings.coalesce_ms / 1000
-            else:
-                due = self._last_sent + self._interval_s()
-            if now >= due:
-                return
-            self._wake.clear()
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(due - now):
-                    await self._wake.wait()
-
-    def _interval_s(self) -> float:
-        interval = self.settings.heartbeat_interval_ms
-        if interval is None:
-            configured = self._sync.state.current().data.get("heartbeat_interval_ms")
-            interval = configured if isinstance(configured, int) else DEFAULT_INTERVAL_MS
-        return interval / 1000
-
-    async def _send_one(self) -> None:
-        request = self._next_request()
-        await failpoint("heartbeat.before_send")
-        try:
-            async with asyncio.timeout(self.settings.call_timeout_s):
-                reply = await self._cp.heartbeat(request)
-        except TimeoutError:
-            self._failed(f"no answer within {self.settings.call_timeout_s:g} s")
-            return
-        except TransportError as error:
-            self._failed(str(error))
-            return
-        except RpcError as error:
-            self._refused(error, request)
-            return
-        await failpoint("heartbeat.after_send_before_ack")
-        self._acknowledged(request, reply)
-
-    def _next_request(self) -> HeartbeatRequest:
-        """The heartbeat for the revisions after the ack, built with no await in between."""
-        base = self._acked
-        entries = self.log.since(base)[: self._batch]
-        shipped_to_head = not entries or entries[-1].rev == self.log.head_rev
-        if shipped_to_head:
-            self._pending_since = None
-        return heartbeat_of(
-            entries,
-            base_rev=base,
-            hash_prev=entries[0].hash_prev if entries else self._hash_at(base),
-            config_version=self._sync.version,
-            timestamp=now_ts(),
-            snapshot=self._snapshot(entries) if entries and shipped_to_head else None,
-        )
-
-    def _hash_at(self, rev: int) -> str:
-        if rev == self.log.head_rev:
-            return self.log.head_hash
-        try:
-            return self.log.entry(rev + 1).hash_prev
-        except KeyError:
-            raise ReplicationFatal(
-                f"choird's ack (rev {rev}) is older than this agent's log, which starts after "
-                f"rev {self.log.base_rev}: the revisions in between are gone"
-            ) from None
-
-    def _snapshot(self, entries: list[LogEntry]) -> Snapshot | None:
-        assert self._loop is not None
-        return self._snapshots.take(entries[-1].rev, entries[-1].hash, self._loop.time())
-
-    def _acknowledged(self, request: HeartbeatRequest, reply: HeartbeatResponse) -> None:
-        assert self._loop is not None
-        now = self._loop.time()
-        if reply.ack_rev > self.log.head_rev:
-            raise ReplicationFatal(
-                f"choird acknowledged rev {reply.ack_rev} but this agent's log ends at rev "
-                f"{self.log.head_rev}: it runs a session another process advanced"
-            )
-        if (ended := self._outage.ended()) is not None:
-            attempts, since = ended
-            log.info(
-                "choird reachable again; replication resumed",
-                fields={"down_s": round(now - since, 3), "attempts": attempts},
-            )
-        self._batch = self.settings.max_batch
-        self._acked = reply.ack_rev
-        self._last_sent = now
-        self.stats.heartbeats += 1
-        self.stats.events += len(request.patches)
-        if request.snapshot is not None:
-            self._snapshots.stored(request.new_rev, now)
-            self.stats.snapshots += 1
-        self._waiters.release(self._acked)
-        self._sync.notice_version(reply.config_version_latest)
-
-    def _failed(self, reason: str) -> None:
-        """A heartbeat that may succeed later: back off, keep the log as the buffer."""
-        assert self._loop is not None
-        self.stats.failures += 1
-        if self._outage.failed(reason, self._loop.time(), random.random()):
-            log.warning(
-                "choird unreachable; committing locally and retrying",
-                fields={"error": reason, "unreplicated": self.log.head_rev - self._acked},
-            )
-
-    def _refused(self, error: RpcError, request: HeartbeatRequest) -> None:
-        verdict = judge(
-            error,
-            head_rev=self.log.head_rev,
-            floor_rev=self.log.base_rev,
-            batch=len(request.patches),
-        )
-        if verdict.action == "retry":
-            self._failed(verdict.reason)
-        elif verdict.action == "shrink":
-            self.stats.failures += 1
-            self._batch = max(1, len(request.patches) // 2)
-        elif verdict.action == "resync":
-            self.stats.failures += 1
-            log.warning(
-                "choird expects another base revision; resending from it",
-                fields={"sent_base_rev": request.base_rev, "expected": verdict.rev},
-            )
-            self._acked = verdict.rev
-        else:
-            raise ReplicationFatal(f"replication stopped: {verdict.reason}")
-
     # -- ending ----------------------------------------------------------------------------------
-
-    def _die(self, fatal: ReplicationFatal) -> None:
-        self._fatal = fatal
-        log.error(fatal.message, fields={"acked_rev": self._acked, "head_rev": self.log.head_rev})
-        self._waiters.fail(fatal)
-        if self._on_fatal is not None:
-            self._on_fatal(fatal)
 
     async def _halt(self, error: ReplicationError) -> None:
         if self._unsubscribe is not None:

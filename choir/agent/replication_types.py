@@ -13,8 +13,12 @@ from choir.protocol import Snapshot
 DEFAULT_INTERVAL_MS: Final = 5000
 """§13.1's default heartbeat interval, until a config says otherwise."""
 
-SnapshotProvider = Callable[[], Snapshot]
-"""The runtime's working-memory state at the log's current head (§13.4)."""
+DEFAULT_SNAPSHOT_EVERY_EVENTS: Final = 1000
+DEFAULT_SNAPSHOT_EVERY_S: Final = 300
+"""config.json's defaults for the snapshot cadence (§13.4), until a config says otherwise."""
+
+SnapshotProvider = Callable[[], Snapshot | None]
+"""The runtime's §13.4 state at the log's current head; None while it has none to give yet."""
 
 
 class ReplicationError(ChoirError):
@@ -45,10 +49,12 @@ class ReplicationSettings:
     """How long a non-idempotent tool waits for its intent's ack before it fails."""
     flush_timeout_s: float = 10.0
     """How long a graceful stop waits for the last ack."""
-    snapshot_every_events: int = 1000
-    """A working-memory snapshot after this many events…"""
-    snapshot_every_s: float = 300.0
-    """…or this long, whichever comes first (only if something was committed since)."""
+    snapshot_every_events: int | None = None
+    """A working-memory snapshot after this many events… (None follows config.json's
+    hot-reloadable `snapshot_every_events`, default 1000)"""
+    snapshot_every_s: float | None = None
+    """…or this long, whichever comes first, if something was committed since (None follows
+    `snapshot_every_s`, default 300)."""
     call_timeout_s: float = 10.0
     """A heartbeat unanswered this long counts as failed (and is resent from the ack)."""
     backoff: Backoff = field(default_factory=Backoff)

@@ -21,7 +21,6 @@ from typing import Any
 
 from choir.adapters.llm import LlmClient
 from choir.agent.arbiter import Arbiter, ToolProposal
-from choir.agent.commitlog import CommitLog
 from choir.agent.control_plane import ControlPlane, ControlPlaneHostBridge
 from choir.agent.core_jobs import CoreJobs
 from choir.agent.dispatch import LaneHook
@@ -41,12 +40,12 @@ from choir.agent.lane_support import (
 from choir.agent.recovery import RecoverableCoreJobs, settle_edge
 from choir.agent.replication import ReplicationError, ReplicationFatal, Replicator
 from choir.agent.replication_sync import ConfigSync
+from choir.agent.snapshot_session import RestoredSession
 from choir.agent.startup import (
     LANE_TOOLS,
     AgentOptions,
     hello,
     open_client,
-    restored_log,
     runtime_tools,
 )
 from choir.agent.summary import session_summary
@@ -115,9 +114,9 @@ class AgentRuntime:
                 await sync.load()
                 redact_secrets(state.secrets())
                 state.subscribe_secrets(redact_secrets)
-                commit_log = restored_log(answer)
+                restored = RestoredSession(answer)
                 async with git_identity(state, Path.home()):
-                    await self._replicate(control_plane, sync, commit_log)
+                    await self._replicate(control_plane, sync, restored)
             if self._fatal is not None:
                 return 1
             await control_plane.terminate_self(TerminateSelfRequest(reason=self._reason))
@@ -127,12 +126,18 @@ class AgentRuntime:
             await control_plane.close()
 
     async def _replicate(
-        self, control_plane: ControlPlane, sync: ConfigSync, commit_log: CommitLog
+        self, control_plane: ControlPlane, sync: ConfigSync, restored: RestoredSession
     ) -> None:
-        replicator = Replicator(commit_log, control_plane, sync, on_fatal=self._on_fatal)
+        replicator = Replicator(
+            restored.log,
+            control_plane,
+            sync,
+            on_fatal=self._on_fatal,
+            snapshot_provider=restored.take,
+        )
         await replicator.start()
         try:
-            await self._serve(control_plane, sync, commit_log, replicator)
+            await self._serve(control_plane, sync, restored, replicator)
         finally:
             try:
                 await replicator.stop(flush=self._fatal is None)
@@ -147,14 +152,14 @@ class AgentRuntime:
         self,
         control_plane: ControlPlane,
         sync: ConfigSync,
-        commit_log: CommitLog,
+        restored: RestoredSession,
         replicator: Replicator,
     ) -> None:
-        options, state = self.options, sync.state
+        options, state, commit_log = self.options, sync.state, restored.log
         table: dict[str, LaneHook] = {}
         hooks = {name: _late(table, name) for name in LANE_TOOLS}
         bridge = ControlPlaneHostBridge(control_plane)
-        settle_edge(commit_log)  # before the arbiter folds its idempotency table
+        settle_edge(commit_log, restored.ledger)  # before the arbiter folds its idempotency table
         async with (
             LlmClient() as llm,
             open_kernel(
@@ -172,7 +177,7 @@ class AgentRuntime:
             demo, status = DemoModel(), StatusReporter(control_plane)
             kit = LaneKit(kernel, llm, state, demo, Identity.read(options.root), status)
             kit.start()
-            jobs = self._recovery = RecoverableCoreJobs(kit)
+            jobs = self._recovery = RecoverableCoreJobs(kit, restored.ledger)
             table.update(jobs.hooks())
 
             async def host_query(proposal: ToolProposal, arguments: dict[str, Any]) -> ToolResult:
@@ -184,6 +189,7 @@ class AgentRuntime:
             table["choir.memory.compact"] = kit.compaction.hook
             kernel.arbiter.add_gate(jobs.gate)
             edge = EdgeLane(kit, jobs)
+            restored.attach(kit, edge, jobs)  # budgets, skills, memories: before any lane runs
             resumed = jobs.resume_open()
             if resumed or jobs.held:
                 log.info("core jobs recovered", fields={"resumed": resumed, "held": [*jobs.held]})

@@ -50,6 +50,11 @@ class Tunables(ConfigModel):
     """How often choir-agent replicates committed events to choird (§13.1)."""
     crash_detection_threshold_ms: Positive = 10_000
     """No heartbeat for this long means crashed; at least 2x `heartbeat_interval_ms`."""
+    snapshot_every_events: Positive = 1_000
+    """A heartbeat carries a working-memory snapshot after this many events (§13.4)…"""
+    snapshot_every_s: Positive = 300
+    """…or this many seconds, whichever comes first, if anything was committed since. A resume
+    replays only the events after the latest snapshot."""
     rate_limit_retry_ms: Positive = 1_000
     """Wait before retrying a rate-limited LLM call when the provider sends no Retry-After."""
     log_archive_threshold_lines: Positive = 100_000
@@ -64,5 +69,7 @@ class Tunables(ConfigModel):
     """Sessions kept as mid-term memory before promotion to long-term (§11.4)."""
     summary_timeout_ms: Positive = 30_000
     """Graceful stop skips the session summary if the LLM takes longer (§11.8)."""
+    stop_timeout_ms: Positive = 10_000
+    """Graceful stop: lanes short of their safe point after this long are cancelled (§17.2)."""
     rpc: RpcLimits = Field(default_factory=RpcLimits)
     """Transport limits."""

@@ -3,7 +3,8 @@
 The caller's token already matched; here its claimed agent and session must be the lease's, its
 protocol version one choird speaks, and its image the one recorded at start — a container built
 from other tools or skills than choird expects is refused before it does anything. A resumed
-session gets its latest snapshot and every acknowledged event after it.
+session gets its newest usable snapshot and every acknowledged event after it
+(`snapshot_handover`).
 """
 
 from __future__ import annotations
@@ -12,23 +13,12 @@ from typing import Final
 
 from choir.daemon.config_stage import ConfigStage
 from choir.daemon.faults import RpcFault
-from choir.daemon.replication import committed_of
 from choir.daemon.session_state import LiveSession, SessionContext
 from choir.daemon.sessions import SessionService
-from choir.protocol import (
-    PROTOCOL_VERSION,
-    CommittedEvent,
-    ErrorCode,
-    InitHelloRequest,
-    InitHelloResponse,
-    Snapshot,
-)
-from choir.store.events import read_events
+from choir.daemon.snapshot_handover import handover
+from choir.protocol import PROTOCOL_VERSION, ErrorCode, InitHelloRequest, InitHelloResponse
 from choir.store.pool import Pool
-from choir.store.snapshots import latest_snapshot
 
-PAGE: Final = 1000
-"""Events read per query when assembling the tail."""
 IMAGE_FIELDS: Final = ("image_version", "tool_manifest_hash", "skill_manifest_hash")
 
 
@@ -44,7 +34,7 @@ class Greeter:
         live = await self._sessions.live(ctx.session_id)
         check_hello(live, request)
         async with live.lock:
-            snapshot, tail = await self._state(live)
+            snapshot, tail = await handover(self._pool, live)
         resumed = live.resumed or live.ack_rev > 0
         return InitHelloResponse(
             status="resumed" if resumed else "fresh",
@@ -54,23 +44,6 @@ class Greeter:
             tail_events=tail,
             config_version=self._stage.running.version,
         )
-
-    async def _state(self, live: LiveSession) -> tuple[Snapshot | None, list[CommittedEvent]]:
-        """The newest snapshot and the acknowledged events after it (after rev 0 if none)."""
-        if live.ack_rev == 0:
-            return None, []
-        async with self._pool.acquire() as conn:
-            stored = await latest_snapshot(conn, live.session_id, live.ack_rev)
-            tail: list[CommittedEvent] = []
-            next_rev = stored.rev + 1 if stored else 1
-            while next_rev <= live.ack_rev:
-                page = await read_events(conn, live.session_id, next_rev, PAGE)
-                tail.extend(committed_of(r) for r in page if r.rev <= live.ack_rev)
-                if len(page) < PAGE:
-                    break
-                next_rev = page[-1].rev + 1
-        snapshot = Snapshot.model_validate(stored.snapshot) if stored else None
-        return snapshot, tail
 
 
 def check_hello(live: LiveSession, request: InitHelloRequest) -> None:

@@ -1,7 +1,9 @@
 """HEARTBEAT (§13.1, §13.3): make the agent's committed events durable and acknowledge them.
 
 One heartbeat is one transaction: the batch insert, the snapshot if any, and the advance of
-`ack_rev`/`head_hash`/`last_heartbeat_at`. Before it, every patch's hash is recomputed and the
+`ack_rev`/`head_hash`/`last_heartbeat_at`. A snapshot whose hash is not `hash_new` refuses the
+heartbeat; one whose content does not match its digest is only left out (a resume could never
+use it, and the events are still good). Before it, every patch's hash is recomputed and the
 batch must continue the stored chain. A heartbeat whose `base_rev` is behind `ack_rev` is a
 resend (its reply to the last one was lost): the already-stored revisions must match and are
 skipped, so resends are no-ops. A stored revision with another hash is a fork — two different
@@ -18,7 +20,13 @@ from choir.daemon.faults import RpcFault, unauthorized
 from choir.daemon.session_state import Clock, LiveSession, SessionContext, utc_now
 from choir.daemon.sessions import SessionService
 from choir.logs import get_logger
-from choir.protocol import CommittedEvent, ErrorCode, HeartbeatRequest, HeartbeatResponse
+from choir.protocol import (
+    CommittedEvent,
+    ErrorCode,
+    HeartbeatRequest,
+    HeartbeatResponse,
+    Snapshot,
+)
 from choir.protocol.committed import chain_break
 from choir.store.events import EventRecord, insert_events
 from choir.store.pool import Pool
@@ -46,6 +54,18 @@ class _Forked(Exception):
     def __init__(self, rev: int) -> None:
         super().__init__(rev)
         self.rev = rev
+
+
+def _sealed(live: LiveSession, snapshot: Snapshot) -> bool:
+    """Whether a heartbeat's snapshot can ever serve a resume; one that cannot is not stored
+    (its events are: the heartbeat still succeeds)."""
+    problem = snapshot.content_problem()
+    if problem is not None:
+        log.warning(
+            "snapshot not stored",
+            fields={"session": live.session_id, "rev": snapshot.rev, "why": problem},
+        )
+    return problem is None
 
 
 def record_of(event: CommittedEvent) -> EventRecord:
@@ -173,7 +193,7 @@ class Replicator:
                     conn, live.session_id, config_version=request.config_version, now=now
                 )
             else:
-                if request.snapshot is not None:
+                if request.snapshot is not None and _sealed(live, request.snapshot):
                     snapshot = request.snapshot.model_dump(mode="json")
                     await save_snapshot(conn, live.session_id, request.new_rev, snapshot)
                 alive = await record_heartbeat(

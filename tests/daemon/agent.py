@@ -78,7 +78,7 @@ class Chain:
             hash_prev=self.hash_at(base_rev),
             hash_new=self.head,
             timestamp=T0,
-            snapshot=Snapshot(rev=self.rev, hash=self.head) if snapshot else None,
+            snapshot=Snapshot(rev=self.rev, hash=self.head).sealed() if snapshot else None,
         )
 
 

@@ -328,7 +328,7 @@ async def test_snapshots_ride_heartbeats_every_k_events(
     make_agent: AgentFactory, choird: Choird, pool: Pool
 ) -> None:
     def snapshot(log: CommitLog) -> Snapshot:
-        return Snapshot(rev=log.head_rev, hash=log.head_hash)
+        return Snapshot(rev=log.head_rev, hash=log.head_hash).sealed()
 
     agent = await make_agent(snapshot=snapshot, snapshot_every_events=10)
     agent.commit(4)
