@@ -1,32 +1,157 @@
-"""`choir`: the umbrella command (`choir up`, `choir down`, `choir tui`)."""
+"""`choir`: the umbrella command — `choir up`, `choir down`, `choir tui`.
+
+`up` and `down` print one progress line per step; errors are one line on stderr with the
+documented exit codes (`choir.errors.ExitCode`), never a traceback. `--json` prints one JSON
+object on stdout for scripts (progress then goes to stderr).
+"""
 
 from __future__ import annotations
 
+import argparse
 import sys
+from collections.abc import Sequence
+from typing import Any
 
-USAGE = """usage: choir <command>
+from choir.errors import ChoirError
 
-  up     initialise $CHOIR_HOME if needed, start choird and the default agent, open the console
-  down   stop agents gracefully, then choird
-  tui    the full-screen operator console
-
-Not implemented in this version yet: use `choirctl` (see `choirctl --help`).
-"""
+DESCRIPTION = "choir: run the embedded default (choird, the default agent, the console)."
 
 
-def main() -> None:
-    args = sys.argv[1:]
-    if not args or args[0] in {"-h", "--help"}:
-        sys.stdout.write(USAGE)
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="choir", description=DESCRIPTION)
+    commands = parser.add_subparsers(dest="command", metavar="<command>")
+    up = commands.add_parser(
+        "up",
+        help="initialise $CHOIR_HOME if needed, start choird and the default agent, open the "
+        "console",
+        description="Initialise $CHOIR_HOME if missing (embedded Postgres, console DM, the demo "
+        "model unless OPENROUTER_API_KEY or OPENAI_API_KEY is set), start choird in the "
+        "background, build and start the default agent, then open the console. Running it "
+        "again finds everything up and says so.",
+    )
+    _home(up)
+    up.add_argument("--agent", help="the agent to start (default: agent-1)")
+    up.add_argument(
+        "--runtime",
+        choices=("auto", "docker", "process"),
+        help="where agents run when choird starts: docker (sandboxed), process (unsandboxed) or "
+        "auto (docker when an engine answers); default: config.json container.runtime",
+    )
+    up.add_argument(
+        "--no-tui",
+        dest="tui",
+        action="store_false",
+        help="print status instead of opening the console (also when not on a terminal)",
+    )
+    _json(up)
+    down = commands.add_parser(
+        "down",
+        help="stop agents gracefully, then choird",
+        description="Stop every running agent gracefully (session summary, final flush), then "
+        "choird and its embedded Postgres. Leaves no agent process, container or lease behind.",
+    )
+    _home(down)
+    _json(down)
+    tui = commands.add_parser("tui", help="the full-screen operator console", add_help=False)
+    tui.add_argument("rest", nargs=argparse.REMAINDER)
+    return parser
+
+
+def _home(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--home", help="choir state directory (default $CHOIR_HOME or ~/.choir.d)")
+
+
+def _json(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--json", action="store_true", help="print one JSON object for scripts")
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    args = _parser().parse_args(argv)
+    if args.command is None:
+        _parser().print_help()
         return
-    if args[0] == "tui":
-        from tui.app import main as tui_main  # Textual is imported for the console only
+    try:
+        if args.command == "tui":
+            _tui(args.rest)
+        elif args.command == "up":
+            _up(args)
+        else:
+            _down(args)
+    except ChoirError as error:
+        from choir.daemon.main import one_line
 
-        tui_main(args[1:])
+        sys.stderr.write(f"choir {args.command}: error: {one_line(error.message)}\n")
+        sys.exit(int(error.exit_code))
+    except KeyboardInterrupt:
+        sys.exit(130)
+
+
+def _up(args: argparse.Namespace) -> None:
+    from choir.home import ChoirHome
+    from choir.up import UpOptions, up
+
+    home = ChoirHome.resolve(args.home)
+    options = UpOptions(home, args.agent, args.tui, args.json, args.runtime)
+    summary = up(options)
+    if args.json:
+        _print_json(summary)
         return
-    from choir.unfinished import not_yet
+    console = _console()
+    if args.tui and console is not None and sys.stdin.isatty() and sys.stdout.isatty():
+        console.ChoirApp(home).run()
+        return
+    print("\n".join(status_lines(summary, console_ready=console is not None)))
 
-    if args[0] in {"up", "down", "tui"}:
-        not_yet(f"choir {args[0]}", f"`choir {args[0]}`")
-    sys.stderr.write(f"error: unknown command '{args[0]}' (known: up, down, tui)\n")
-    sys.exit(2)
+
+def _down(args: argparse.Namespace) -> None:
+    from choir.down import down
+    from choir.home import ChoirHome
+    from choir.up import Steps
+
+    summary = down(ChoirHome.resolve(args.home), Steps(sys.stderr if args.json else sys.stdout))
+    if args.json:
+        _print_json(summary)
+
+
+def _tui(rest: list[str]) -> None:
+    console = _console()
+    if console is None:
+        raise ChoirError(
+            "the console is not in this version yet: use choirctl (choirctl status, "
+            "choirctl chat agent-1 'hello')"
+        )
+    console.main(rest)
+
+
+def _console() -> Any:
+    """`tui.app` when the console is installed, else None."""
+    try:
+        import tui.app
+    except ImportError:
+        return None
+    return tui.app
+
+
+def status_lines(summary: dict[str, Any], *, console_ready: bool) -> list[str]:
+    """What `choir up --no-tui` prints last: what runs and how to use it."""
+    agent = summary["agent"]
+    agent_id = agent["agent_id"]
+    sandbox = "sandboxed" if agent.get("sandboxed") else "unsandboxed"
+    llm = agent["bindings"].get("llm")
+    console = "choir tui" if console_ready else "choir tui (the console is coming: use choirctl)"
+    return [
+        "",
+        f"choir is up: choird pid {summary['choird_pid']}, home {summary['home']}",
+        f"  {agent_id:<10}{agent['state']}, session {agent['session_id']}, "
+        f"{agent.get('runtime')} runtime ({sandbox}), model {llm}",
+        f'  {"talk":<10}choirctl chat {agent_id} "hello"',
+        f"  {'status':<10}choirctl agent status {agent_id}",
+        f"  {'console':<10}{console}",
+        f"  {'stop':<10}choir down",
+    ]
+
+
+def _print_json(data: Any) -> None:
+    import json
+
+    sys.stdout.write(json.dumps(data, indent=2, sort_keys=True) + "\n")

@@ -14,7 +14,7 @@ invalid arguments 2, invalid config 3, choird unreachable 6.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncGenerator, Mapping
+from collections.abc import AsyncGenerator, Callable, Mapping
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Self
@@ -32,6 +32,8 @@ from choir.protocol.error_codes import ErrorCode
 from choir.transport import Client, RpcError, TransportError, connect
 
 Payload = dict[str, Any]
+Progress = Callable[[Payload], None]
+"""Receives the progress items of a long verb (`agent_update`…) as they arrive."""
 
 _ERRORS: dict[ErrorCode, type[ChoirError]] = {
     ErrorCode.NOT_FOUND: NotFoundError,
@@ -137,6 +139,36 @@ class ChoirClient:
     async def agent_stop(self, agent_id: str) -> Payload:
         """Graceful stop (§17.2); answers when the agent's process has exited."""
         return await self.call("agent.stop", agent_id=agent_id)
+
+    async def agent_restart(self, agent_id: str) -> Payload:
+        """Stop, then start the same session with the same bindings; `{…start, stopped}`."""
+        return await self.call("agent.restart", agent_id=agent_id)
+
+    async def agent_update(self, agent_id: str, progress: Progress | None = None) -> Payload:
+        """Build if needed, then redeploy resuming the session (§17.4): `{outcome, reason…}`.
+
+        `progress` receives each step (a build's output lines too) as it happens."""
+        return await self._reported(self.stream("agent.update", agent_id=agent_id), progress)
+
+    async def agent_update_all(self, progress: Progress | None = None) -> Payload:
+        """`agent_update` for every agent in turn (§17.5): `{agents: [{outcome…}], failed}`."""
+        return await self._reported(self.stream("agent.update_all"), progress)
+
+    async def shutdown(self) -> Payload:
+        """Stop choird (it stops its agents gracefully first): `{pid, agents_running}`."""
+        return await self.call("shutdown")
+
+    @staticmethod
+    async def _reported(items: AsyncGenerator[Payload, None], progress: Progress | None) -> Payload:
+        """The result of a reporting stream, handing its progress items to `progress`."""
+        async with contextlib.aclosing(items):
+            async for item in items:
+                if item.get("kind") == "result":
+                    result: Payload = item["result"]
+                    return result
+                if progress is not None:
+                    progress(item)
+        raise UnavailableError("choird closed the stream before answering: see choirctl logs")
 
     # sessions
 

@@ -1,7 +1,7 @@
 """`choirctl agent`: agent definitions and lifecycle (§17.1).
 
 `agent init` (§17.8) edits config.json offline; `agent list`, `agent status`, `agent start`
-and `agent stop` ask choird.
+and `agent stop` ask choird; `restart`, `update` and `update-all` live in `agent_lifecycle`.
 """
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from choir.ctl import agent_lifecycle, agent_verify
 from choir.ctl.options import HomeOption, JsonOption, home_of
 from choir.ctl.output import emit, warn
 
@@ -130,6 +131,7 @@ def _show(result: AgentInitResult) -> None:
 @app.command("list")
 def list_agents(home: HomeOption = None, as_json: JsonOption = False) -> None:
     """List every configured agent: state, session, uptime, config version, bindings (choird)."""
+    from choir.ctl.agent_views import runtime_label
     from choir.ctl.humanize import dash, duration
     from choir.ctl.output import table
     from choir.ctl.remote import with_choird
@@ -145,7 +147,7 @@ def list_agents(home: HomeOption = None, as_json: JsonOption = False) -> None:
             dash(a["bindings"].get("workspace")),
             dash(a["bindings"].get("llm")),
             dash(a["bindings"].get("dm")),
-            _runtime_label(a),
+            runtime_label(a),
         )
         for a in data["agents"]
     ]
@@ -159,61 +161,13 @@ def status(
     home: HomeOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Show one agent in detail: lanes, skill, budgets, bindings, uptime, config version."""
+    """Show one agent in detail: lanes, skill, budgets, bindings, uptime, config version,
+    runtime and image."""
+    from choir.ctl.agent_views import show_status
     from choir.ctl.remote import with_choird
 
     data = with_choird(home, lambda choird: choird.agent_status(agent_id))
-    emit(data, as_json, lambda: _show_status(data))
-
-
-def _runtime_label(agent: dict[str, Any]) -> str:
-    """`process (unsandboxed)` and the like; `-` when the agent is not running here."""
-    runtime = agent.get("runtime")
-    if not runtime:
-        return "-"
-    return f"{runtime} ({'sandboxed' if agent.get('sandboxed') else 'unsandboxed'})"
-
-
-def _show_status(data: dict[str, Any]) -> None:
-    from choir.ctl.humanize import dash, duration, moment
-    from choir.ctl.output import table
-
-    behind = " (behind: it fetches on its next heartbeat)" if data["config_behind"] else ""
-    version = data["config_version"]
-    bindings = " ".join(f"{role}={name}" for role, name in data["bindings"].items() if name)
-    remaining = ", ".join(f"{k} {v}" for k, v in data["budget_remaining"].items())
-    lines = [
-        f"{data['agent_id']}  {data['state']}"
-        + (
-            f"  session {data['session_id']} ({data['session_status']})"
-            if data["session_id"]
-            else ""
-        ),
-        f"{'runtime':<11}{_runtime_label(data)}",
-        f"{'uptime':<11}{duration(data['uptime_s'])}",
-        f"{'config':<11}{'v' + str(version) if version is not None else '-'} "
-        f"(latest v{data['config_version_latest']}){behind}",
-        f"{'heartbeat':<11}{moment(data['last_heartbeat_at'])} (rev {dash(data['ack_rev'])})",
-        f"{'skill':<11}{dash(data['skill'])}",
-        f"{'bindings':<11}{bindings}",
-        f"{'budgets':<11}" + ", ".join(f"{k} {v}" for k, v in data["budgets"].items()),
-        f"{'remaining':<11}{remaining or '-'}",
-        "lanes:",
-    ]
-    print("\n".join(lines))
-    table(
-        ("lane", "state", "skill", "step", "reported"),
-        [
-            (
-                lane["lane"],
-                lane["state"],
-                dash(lane["skill"]),
-                dash(lane["step"]),
-                moment(lane["reported_at"]),
-            )
-            for lane in data["lanes"]
-        ],
-    )
+    emit(data, as_json, lambda: show_status(data))
 
 
 def _override(flag: str, what: str) -> Any:
@@ -261,25 +215,16 @@ def start(
         "email": email,
         "dm": dm,
     }
+    from choir.ctl.agent_views import started_lines
+
     data = with_choird(
         home,
         lambda choird: choird.agent_start(
             agent_id, overrides, new_session=new_session, resume=resume
         ),
+        call_timeout=None,  # the docker runtime may build the image first
     )
     emit(data, as_json, lambda: print("\n".join(started_lines(data))))
-
-
-def started_lines(data: dict[str, Any]) -> list[str]:
-    """What `agent start` prints: the session, the runtime (and whether it is sandboxed)."""
-    how = "resumed" if data["resumed"] else "new"
-    sandbox = "sandboxed" if data["sandboxed"] else "unsandboxed"
-    bindings = " ".join(f"{role}={name}" for role, name in data["bindings"].items() if name)
-    return [
-        f"{data['agent_id']} started: session {data['session_id']} ({how})",
-        f"runtime: {data['runtime']} ({sandbox}), pid {data['pid']}",
-        f"bindings: {bindings}",
-    ]
 
 
 @app.command("stop")
@@ -297,3 +242,9 @@ def stop(
         as_json,
         lambda: print(f"{agent_id} stopped: session {data['session_id']} {data['status']}"),
     )
+
+
+app.command("restart")(agent_lifecycle.restart)
+app.command("update")(agent_lifecycle.update)
+app.command("update-all")(agent_lifecycle.update_all)
+app.command("verify")(agent_verify.verify)

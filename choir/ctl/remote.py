@@ -20,15 +20,21 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 
 
-def with_choird(home: str | Path | None, work: Callable[[ChoirClient], Awaitable[T]]) -> T:
+def with_choird(
+    home: str | Path | None,
+    work: Callable[[ChoirClient], Awaitable[T]],
+    *,
+    call_timeout: float | None = 30.0,
+) -> T:
     """Run `work` with a client of the choird serving `home`; its result.
 
-    UnavailableError (exit 6) when choird is not running.
+    UnavailableError (exit 6) when choird is not running. `call_timeout` None for verbs that
+    may build an image (minutes).
     """
     from choir.client import ChoirClient
 
     async def session() -> T:
-        async with await ChoirClient.connect(home_of(home)) as client:
+        async with await ChoirClient.connect(home_of(home), call_timeout=call_timeout) as client:
             return await work(client)
 
     return asyncio.run(session())

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -47,30 +47,32 @@ def reset(
 ) -> None:
     """Delete everything inside a workspace, keeping the directory.
 
-    Refused (exit 5) while an agent holds the workspace: stop it first. Asks for confirmation
-    on a terminal; elsewhere pass --yes.
+    An agent holding the workspace is stopped first, gracefully. Asks for confirmation on a
+    terminal; elsewhere pass --yes.
     """
     from choir.ctl.remote import confirmed, with_choird
 
-    async def work(choird: ChoirClient) -> dict[str, object] | None:
+    async def work(choird: ChoirClient) -> dict[str, Any] | None:
         listed = {w["name"]: w for w in (await choird.workspace_list())["workspaces"]}
         if name not in listed:
             return await choird.workspace_reset(name)  # refused: names the known workspaces
-        path = listed[name]["path"]
-        question = f"delete everything inside workspace {name} ({path})?"
+        path, holder = listed[name]["path"], listed[name]["leased_to"]
+        stopping = f"stop {holder} and " if holder else ""
+        question = f"{stopping}delete everything inside workspace {name} ({path})?"
         refusal = f"workspace reset deletes every file in {path}: pass --yes to confirm"
         if not confirmed(question, yes, refusal):
             return None
         return await choird.workspace_reset(name)
 
-    data = with_choird(home, work)
+    data = with_choird(home, work, call_timeout=None)  # stopping the agent may take a while
     if data is None:
         print("nothing deleted")
         raise typer.Exit(1)
-    emit(
-        data,
-        as_json,
-        lambda: print(
-            f"workspace {name} reset: {data['removed']} entries removed from {data['path']}"
-        ),
-    )
+
+    def show() -> None:
+        stopped = data.get("stopped")
+        if stopped:
+            print(f"{stopped['agent_id']} stopped first: session {stopped['session_id']}")
+        print(f"workspace {name} reset: {data['removed']} entries removed from {data['path']}")
+
+    emit(data, as_json, show)

@@ -34,6 +34,8 @@ from choir.daemon import (
     operator_recover,
     operator_sessions,
     operator_status,
+    operator_update,
+    operator_verify,
     operator_workspaces,
 )
 from choir.daemon import operator_payloads as p
@@ -77,6 +79,11 @@ VERBS: Final[Mapping[str, Route]] = {
     "agent.status": Route(p.AgentRef, operator_status.agent_status),
     "agent.start": Route(operator_lifecycle.AgentStart, operator_lifecycle.agent_start),
     "agent.stop": Route(p.AgentRef, operator_lifecycle.agent_stop),
+    "agent.verify": Route(p.AgentRef, operator_verify.agent_verify),
+    "agent.restart": Route(p.AgentRef, operator_lifecycle.agent_restart),
+    "agent.update": Route(p.AgentRef, operator_update.agent_update),
+    "agent.update_all": Route(p.NoArguments, operator_update.agent_update_all),
+    "shutdown": Route(p.NoArguments, operator_lifecycle.choird_shutdown),
     "session.list": Route(p.SessionList, operator_sessions.session_list),
     "session.events": Route(p.SessionEvents, _session_events),
     "session.cores": Route(p.SessionRef, operator_sessions.session_cores),
@@ -107,7 +114,8 @@ VERBS: Final[Mapping[str, Route]] = {
     "chat.send": Route(operator_chat.ChatSend, operator_chat.chat_send),
     "chat.replies": Route(operator_chat.ChatReplies, operator_chat.chat_replies),
 }
-"""Every operator verb. `session.events` (with follow), `logs` and `subscribe` stream."""
+"""Every operator verb. `session.events` (with follow), `logs`, `subscribe`, `agent.update` and
+`agent.update_all` stream."""
 
 
 class OperatorApi:
@@ -192,7 +200,9 @@ def operator_handler(daemon: ChoirDaemon) -> OperatorApi:
 
     lifecycle = None
     if daemon.runtime is not None:
-        lifecycle = operator_lifecycle.Lifecycle(daemon.runtime, daemon.open_agent_socket)
+        lifecycle = operator_lifecycle.Lifecycle(
+            daemon.runtime, daemon.open_agent_socket, shutdown=daemon.stop
+        )
     return OperatorApi(services, database.pool, push=push, lifecycle=lifecycle)
 
 

@@ -15,6 +15,7 @@ from choir import __version__
 from choir.daemon.operator_context import OperatorContext
 from choir.daemon.operator_payloads import AgentRef, NoArguments
 from choir.daemon.operator_views import agent_state, iso, lane_view, seconds_between
+from choir.store.agents import image_of
 from choir.store.sessions import SessionRow, SessionStatus
 
 POSTGRES_PROBE_TIMEOUT_S: Final = 1.0
@@ -75,7 +76,8 @@ async def agent_list(ctx: OperatorContext, _: NoArguments) -> dict[str, Any]:
 
 
 async def agent_status(ctx: OperatorContext, request: AgentRef) -> dict[str, Any]:
-    """One agent in detail (§17.1): lanes, skill, budgets, bindings, uptime, config version."""
+    """One agent in detail (§17.1): lanes, skill, budgets, bindings, uptime, config version,
+    runtime and image."""
     ctx.require_agent(request.agent_id)
     row = await ctx.latest_session(request.agent_id)
     active = _active(row)
@@ -93,8 +95,15 @@ async def agent_status(ctx: OperatorContext, request: AgentRef) -> dict[str, Any
         budgets=ctx.config.budgets.model_dump(mode="json"),
         budget_remaining=edge.report.budget_remaining if edge is not None else {},
         lanes=[lane_view(active.session_id, lane) for lane in lanes.values()] if active else [],
+        image=await _image(ctx, request.agent_id),
     )
     return data
+
+
+async def _image(ctx: OperatorContext, agent_id: str) -> dict[str, Any] | None:
+    """The version.json of what the agent was last started from (what INIT_HELLO checks)."""
+    async with ctx.pool.acquire() as conn:
+        return await image_of(conn, agent_id)
 
 
 async def _latest_sessions(ctx: OperatorContext) -> dict[str, SessionRow | None]:
@@ -122,13 +131,17 @@ def _agent_summary(ctx: OperatorContext, agent_id: str, row: SessionRow | None) 
 
 
 def _runtime_of(ctx: OperatorContext, agent_id: str) -> dict[str, Any]:
-    """Where the agent runs: the runtime's name, whether it is sandboxed, its pid."""
+    """Where the agent runs: the runtime's name, whether it is sandboxed, its pid and container,
+    and its last security profile check (`agent verify`)."""
     if ctx.lifecycle is None:
-        return {"runtime": None, "sandboxed": None, "pid": None}
+        return dict.fromkeys(("runtime", "sandboxed", "pid", "container", "verified"))
     runtime = ctx.lifecycle.runtime
     process = runtime.running(agent_id)
+    verified = process.verified if process is not None else None
     return {
         "runtime": runtime.name if process is not None else None,
         "sandboxed": runtime.sandboxed if process is not None else None,
         "pid": process.pid if process is not None else None,
+        "container": process.container if process is not None else None,
+        "verified": verified.as_dict() if verified is not None else None,
     }

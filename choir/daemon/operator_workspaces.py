@@ -1,12 +1,13 @@
 """`workspace.list` and `workspace.reset` (§15.4, §17.1 Workspace).
 
 A reset deletes what is inside the workspace directory and keeps the directory (it is a mount
-point). It refuses while a session holds the workspace's lease; stopping that agent is the
-operator's decision. The lease table stays locked against new leases (SHARE mode blocks the
-INSERT of an agent start) until the deletion is over, so no agent can start on a workspace
-that is being emptied. Deletion never follows a symlink: a link is removed, not its target.
-Afterwards the workspace looks as `choirctl init` made it: empty but for `.choirtmp/send` and
-`.choirtmp/recv`, where choird stages files for and from the agent.
+point). If an agent holds the workspace's lease, it is stopped first (§15.4), gracefully, as
+`agent stop` would; a choird without an agent runtime refuses instead. The lease table stays
+locked against new leases (SHARE mode blocks the INSERT of an agent start) until the deletion
+is over, so no agent can start on a workspace that is being emptied. Deletion never follows a
+symlink: a link is removed, not its target. Afterwards the workspace looks as `choirctl init`
+made it: empty but for `.choirtmp/send` and `.choirtmp/recv`, where choird stages files for and
+from the agent.
 """
 
 from __future__ import annotations
@@ -19,11 +20,13 @@ from typing import Any
 
 from choir.config.home_setup import SCRATCH_DIRS
 from choir.daemon.operator_context import OperatorContext
+from choir.daemon.operator_lifecycle import stop_session
 from choir.daemon.operator_payloads import NoArguments, WorkspaceRef
 from choir.daemon.operator_views import iso
 from choir.errors import ChoirError, ConflictError, NotFoundError
 from choir.store.leases import Lease, all_leases
 from choir.store.pool import Connection
+from choir.store.sessions import SessionStatus
 
 WORKSPACE_KIND = "workspace"
 
@@ -58,6 +61,7 @@ async def workspace_reset(ctx: OperatorContext, request: WorkspaceRef) -> dict[s
         raise NotFoundError(
             f"no workspace named {request.name!r} (known: {known}); see choirctl workspace list"
         )
+    stopped = await _stop_holder(ctx, request.name)
     async with ctx.pool.acquire() as conn, conn.transaction():
         await conn.execute("LOCK TABLE choir_control.leases IN SHARE MODE")
         lease = (await _holders(conn)).get(request.name)
@@ -68,7 +72,23 @@ async def workspace_reset(ctx: OperatorContext, request: WorkspaceRef) -> dict[s
                 f"(choirctl agent stop {lease.agent_id}), then reset"
             )
         removed = await asyncio.to_thread(clear_directory, Path(workspace.path))
-    return {"name": request.name, "path": workspace.path, "removed": removed}
+    answer = {"name": request.name, "path": workspace.path, "removed": removed}
+    return {**answer, "stopped": stopped} if stopped else answer
+
+
+async def _stop_holder(ctx: OperatorContext, name: str) -> dict[str, Any] | None:
+    """Stop the agent leasing workspace `name` gracefully; what `agent stop` would answer.
+
+    None when nobody holds it, or when this choird runs no agents (the reset then refuses)."""
+    async with ctx.pool.acquire() as conn:
+        lease = (await _holders(conn)).get(name)
+    if lease is None or ctx.lifecycle is None:
+        return None
+    async with ctx.lifecycle.exclusive(lease.agent_id):
+        row = await ctx.sessions.get(lease.session_id)
+        if row.status != SessionStatus.ACTIVE:
+            return None
+        return await stop_session(ctx, row, "workspace_reset")
 
 
 def _directories(paths: list[str]) -> set[str]:

@@ -1,0 +1,80 @@
+"""How `choirctl agent` shows an agent: its runtime, a start, its detailed status."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def runtime_label(agent: dict[str, Any]) -> str:
+    """`process (unsandboxed)` and the like; `-` when the agent is not running here."""
+    runtime = agent.get("runtime")
+    if not runtime:
+        return "-"
+    return f"{runtime} ({'sandboxed' if agent.get('sandboxed') else 'unsandboxed'})"
+
+
+def image_label(image: dict[str, Any] | None) -> str:
+    """`<image_version> (global <sha>, agent <sha>)`: what the agent was last started from."""
+    if not image:
+        return "-"
+    commits = f"global {image['global_repo_commit'][:12]}, agent {image['agent_repo_commit'][:12]}"
+    return f"{image['image_version']} ({commits})"
+
+
+def show_status(data: dict[str, Any]) -> None:
+    """`agent status` for an operator: one line per aspect, then the lanes."""
+    from choir.ctl.agent_verify import verified_label
+    from choir.ctl.humanize import dash, duration, moment
+    from choir.ctl.output import table
+
+    behind = " (behind: it fetches on its next heartbeat)" if data["config_behind"] else ""
+    version = data["config_version"]
+    bindings = " ".join(f"{role}={name}" for role, name in data["bindings"].items() if name)
+    remaining = ", ".join(f"{k} {v}" for k, v in data["budget_remaining"].items())
+    lines = [
+        f"{data['agent_id']}  {data['state']}"
+        + (
+            f"  session {data['session_id']} ({data['session_status']})"
+            if data["session_id"]
+            else ""
+        ),
+        f"{'runtime':<11}{runtime_label(data)}"
+        + (f", pid {data['pid']}" if data.get("pid") else ""),
+        f"{'image':<11}{image_label(data.get('image'))}",
+        f"{'security':<11}{verified_label(data.get('verified'))}",
+        f"{'uptime':<11}{duration(data['uptime_s'])}",
+        f"{'config':<11}{'v' + str(version) if version is not None else '-'} "
+        f"(latest v{data['config_version_latest']}){behind}",
+        f"{'heartbeat':<11}{moment(data['last_heartbeat_at'])} (rev {dash(data['ack_rev'])})",
+        f"{'skill':<11}{dash(data['skill'])}",
+        f"{'bindings':<11}{bindings}",
+        f"{'budgets':<11}" + ", ".join(f"{k} {v}" for k, v in data["budgets"].items()),
+        f"{'remaining':<11}{remaining or '-'}",
+        "lanes:",
+    ]
+    print("\n".join(lines))
+    table(
+        ("lane", "state", "skill", "step", "reported"),
+        [
+            (
+                lane["lane"],
+                lane["state"],
+                dash(lane["skill"]),
+                dash(lane["step"]),
+                moment(lane["reported_at"]),
+            )
+            for lane in data["lanes"]
+        ],
+    )
+
+
+def started_lines(data: dict[str, Any]) -> list[str]:
+    """What `agent start` prints: the session, the runtime (and whether it is sandboxed)."""
+    how = "resumed" if data["resumed"] else "new"
+    sandbox = "sandboxed" if data["sandboxed"] else "unsandboxed"
+    bindings = " ".join(f"{role}={name}" for role, name in data["bindings"].items() if name)
+    return [
+        f"{data['agent_id']} started: session {data['session_id']} ({how})",
+        f"runtime: {data['runtime']} ({sandbox}), pid {data['pid']}",
+        f"bindings: {bindings}",
+    ]

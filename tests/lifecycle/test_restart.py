@@ -1,0 +1,64 @@
+"""`agent restart` (§17.1): stop, then start the same session with the same bindings."""
+
+from __future__ import annotations
+
+import pytest
+
+from choir.errors import ConflictError, NotFoundError
+from choir.store.sessions import SessionStatus
+from tests.e2e.daemons import leased, session_row, stored_events
+from tests.lifecycle.conftest import Choird
+from tests.lifecycle.support import chat, choirctl, gone, one_error_line
+
+pytestmark = pytest.mark.slow
+
+
+async def test_restart_resumes_the_same_session_with_the_start_bindings(choird: Choird) -> None:
+    daemon, client = choird
+    started = await client.agent_start("agent-1", {"dm": "console", "workspace": "other"})
+    await chat(client, "hello")
+    await client.model_set("agent-1", "demo-2")  # transient: a restart reverts it
+    before = len(await stored_events(daemon, started["session_id"]))
+
+    restarted = await client.agent_restart("agent-1")
+
+    assert restarted["stopped"] == {
+        "agent_id": "agent-1",
+        "session_id": started["session_id"],
+        "status": "suspended",
+        "exit_code": 0,
+    }
+    assert (restarted["session_id"], restarted["resumed"]) == (started["session_id"], True)
+    assert restarted["pid"] != started["pid"]
+    assert gone(started["pid"])
+    assert restarted["bindings"]["workspace"] == "other"
+    assert restarted["bindings"]["llm"] == "demo"
+    assert (await chat(client, "hello"))["text"].startswith("Hello!")
+    assert len(await stored_events(daemon, started["session_id"])) > before
+    row = await session_row(daemon, started["session_id"])
+    assert row.status == SessionStatus.ACTIVE
+    await client.agent_stop("agent-1")
+    assert await leased(daemon, started["session_id"]) == set()
+
+
+async def test_restart_by_choirctl_and_its_refusals(choird: Choird) -> None:
+    daemon, client = choird
+    home = daemon.home
+    not_running = one_error_line(await choirctl(home, "agent", "restart", "agent-1"), 5)
+    unknown = one_error_line(await choirctl(home, "agent", "restart", "nope"), 4)
+    started = await client.agent_start("agent-1", {"dm": "console"})
+    done = await choirctl(home, "agent", "restart", "agent-1", "--json")
+
+    assert not_running == (
+        "error: agent-1 is not running: start it with choirctl agent start agent-1 --dm <dm>"
+    )
+    assert unknown.startswith("error: no agent named 'nope'")
+    assert "(known: agent-1, agent-2)" in unknown
+    assert done.returncode == 0, done.stderr
+    assert '"session_id": "' + started["session_id"] + '"' in done.stdout
+    assert '"resumed": true' in done.stdout
+    with pytest.raises(ConflictError, match="already running"):
+        await client.agent_start("agent-1", {"dm": "console"})
+    with pytest.raises(NotFoundError):
+        await client.agent_restart("agent-9")
+    await client.agent_stop("agent-1")
