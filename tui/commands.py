@@ -1,49 +1,226 @@
-"""The command palette (ctrl+p): tabs, agent selection, and every view's `palette_commands()`."""
+"""The command palette (ctrl+p): every choirctl action, plus tabs, agents and view commands.
+
+Entries come from `tui.actions.ACTIONS` (one per choirctl command the console covers), the tabs,
+the agents to select, and each mounted view's `palette_commands()`. Running a catalogue action
+happens in a worker (`perform`): ask each argument with a `TextPrompt` pre-filled from the
+selection, confirm what changes something, call the verb through the bridge, and show the
+outcome — a notification, a `ResultScreen` with the answer, or the progress of a long verb.
+A verb this choird does not know (an older choird) is "not available in this choird", never a
+crash; every refusal is choird's one-line message.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from functools import partial
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 
+from choir.errors import ChoirError, ConflictError, UsageError
+from tui.actions import ACTIONS, RECOVER_CHOICES, Arg, ConsoleAction
+from tui.dialogs import ConfirmDialog, TextPrompt
+from tui.dialogs.result import ResultScreen, as_lines
 from tui.views import VIEWS
 
 if TYPE_CHECKING:
     from tui.app import ChoirApp
 
-Entry = tuple[str, str, Callable[[], object]]
+Payload = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One palette entry."""
+
+    title: str
+    help: str
+    run: Callable[[], object]
+    command: str | None = None
+    """The choirctl command it stands for (None: console navigation)."""
 
 
 class ChoirCommands(Provider):
-    """Everything the console can do, by name."""
+    """Everything the console can do, by name (or by its choirctl command)."""
 
     def entries(self) -> Iterator[Entry]:
         app = cast("ChoirApp", self.app)
+        for action in ACTIONS:
+            keys = f" · keys: {action.key}" if action.key else ""
+            yield Entry(
+                action.title, f"choirctl {action.command}{keys}", partial(start, app, action),
+                action.command,
+            )  # fmt: skip
         for view in VIEWS:
-            yield (
-                f"Show {view.title}",
-                f"({view.key}) {view.description}",
+            yield Entry(
+                f"Show {view.title}", f"({view.key}) {view.description}",
                 partial(app.action_show_tab, view.view_id),
-            )
+            )  # fmt: skip
         for agent_id in app.state.agents:
-            yield (
-                f"Select agent {agent_id}",
-                "per-agent views show it",
+            yield Entry(
+                f"Select agent {agent_id}", "per-agent views show it",
                 partial(app.select_agent, agent_id),
-            )
+            )  # fmt: skip
         for mounted in app.views.values():
             for command in mounted.palette_commands():
-                yield command.title, command.help, command.run
+                yield Entry(command.title, command.help, command.run)
 
     async def discover(self) -> Hits:
-        for title, help_text, run in self.entries():
-            yield DiscoveryHit(title, run, help=help_text)
+        for entry in self.entries():
+            yield DiscoveryHit(entry.title, entry.run, help=entry.help)
 
     async def search(self, query: str) -> Hits:
         matcher = self.matcher(query)
-        for title, help_text, run in self.entries():
-            score = matcher.match(title)
+        for entry in self.entries():
+            score = max(matcher.match(entry.title), matcher.match(entry.command or ""))
             if score > 0:
-                yield Hit(score, matcher.highlight(title), run, help=help_text)
+                yield Hit(score, matcher.highlight(entry.title), entry.run, help=entry.help)
+
+
+def start(app: ChoirApp, action: ConsoleAction) -> None:
+    """Run `action` in a worker (it may ask questions and wait for choird)."""
+    app.run_worker(perform(app, action), name=action.title, group="palette")
+
+
+async def perform(app: ChoirApp, action: ConsoleAction) -> None:
+    """Ask, confirm, call, show: one palette action from start to end."""
+    if action.mode == "view":
+        open_view(app, action)
+        return
+    answers = await ask(app, action)
+    if answers is None:
+        return
+    if action.confirm:
+        question = action.confirm.format(**answers)
+        dialog = ConfirmDialog(question, f"choirctl {action.command}", danger=action.danger)
+        if not await app.push_screen_wait(dialog):
+            return
+    assert action.verb is not None
+    try:
+        if action.mode == "show":
+            answer = await app.bridge.call(action.verb, **action.payload(answers))
+            await app.push_screen(ResultScreen(headline(action, answers), as_lines(answer)))
+        elif action.mode == "report":
+            await report(app, action, answers)
+        else:
+            await app.bridge.call(action.verb, **action.payload(answers))
+            app.notify(action.done.format(command=action.command, **answers), markup=False)
+    except ChoirError as error:
+        message, severity = explain(action, error)
+        app.notify(message, title=action.title, severity=severity, timeout=10, markup=False)
+
+
+def open_view(app: ChoirApp, action: ConsoleAction) -> None:
+    """Show the action's tab; run its `then` there."""
+    assert action.view is not None
+    app.action_show_tab(action.view)
+    view = app.views.get(action.view)
+    if action.then and view is not None:
+        getattr(view, f"action_{action.then}")()
+    elif action.then:
+        app.notify(f"The {action.view} tab is not available in this console.", severity="warning")
+
+
+async def ask(app: ChoirApp, action: ConsoleAction) -> dict[str, str] | None:
+    """Each argument, asked in turn; None when the operator cancels one."""
+    answers: dict[str, str] = {}
+    for arg in action.args:
+        default, choices, strict = await options(app, arg, answers)
+        label = f"{action.title}: {arg.label.lower()}?"
+        prompt = TextPrompt(
+            label, value=default, choices=choices, allow_empty=arg.optional, strict=strict
+        )
+        answer = await app.push_screen_wait(prompt)
+        if answer is None:
+            return None
+        answers[arg.name] = answer
+    return answers
+
+
+async def options(app: ChoirApp, arg: Arg, answers: dict[str, str]) -> tuple[str, list[str], bool]:
+    """An argument's default, its choices, and whether only a choice is accepted."""
+    state = app.state
+    selected = state.selected_agent or ""
+    if arg.pick == "agent":
+        return selected, list(state.agents), True
+    if arg.pick == "running_agent":
+        running = [a for a, row in state.agents.items() if row.get("state") == "running"]
+        return (selected if selected in running else next(iter(running), "")), running, True
+    if arg.pick == "session":
+        sessions = [
+            str(row["session_id"]) for row in state.agents.values() if row.get("session_id")
+        ]
+        return state.session_of(selected) or "", sessions, False  # a crashed one counts too
+    if arg.pick in ("job", "lane"):
+        lanes = list(state.lanes.get(answers.get("session_id", ""), {}))
+        if arg.pick == "lane":
+            return "", lanes, False
+        jobs = [lane.removeprefix("core:") for lane in lanes if lane.startswith("core:")]
+        return next(iter(jobs), ""), jobs, False
+    if arg.pick == "approval":
+        pending = sorted(state.approvals, key=lambda a: str(state.approvals[a].get("created_at")))
+        return next(iter(pending), ""), pending, True
+    if arg.pick == "recover_choice":
+        return "resume", list(RECOVER_CHOICES), True
+    return "", await listed(app, arg), True
+
+
+async def listed(app: ChoirApp, arg: Arg) -> list[str]:
+    """Names choird lists for workspaces, models and voice profiles."""
+    verb, key = {
+        "workspace": ("workspace.list", "workspaces"),
+        "llm": ("model.list", "models"),
+        "voice": ("voice.list", "voice_profiles"),
+    }[arg.pick]
+    try:
+        return [str(row["name"]) for row in (await app.bridge.call(verb))[key]]
+    except ChoirError:
+        return []  # choird answers the call itself with the reason
+
+
+async def report(app: ChoirApp, action: ConsoleAction, answers: dict[str, str]) -> None:
+    """A long verb: its progress lines as they come, then its result, on one screen."""
+    assert action.verb is not None
+    screen = ResultScreen(headline(action, answers), status="working…")
+    await app.push_screen(screen)
+    async for item in app.bridge.stream(action.verb, **action.payload(answers)):
+        if item.get("kind") == "result":
+            screen.add(as_lines(item.get("result")))
+            screen.finish("done")
+            return
+        screen.add([progress_line(item)])
+    screen.finish("choird closed the stream before answering: see the Logs tab")
+
+
+def progress_line(item: Payload) -> str:
+    """One progress item of an update, as `choirctl agent update` prints it."""
+    agent = item.get("agent_id", "")
+    if item.get("phase") == "outcome":
+        outcome = item.get("outcome") or {}
+        return f"{outcome.get('agent_id')} {outcome.get('outcome')}: {outcome.get('reason')}"
+    if item.get("log") is not None:
+        return f"  | {item['log']}"
+    if isinstance(item.get("step"), int):
+        total = f"/{item['total']}" if item.get("total") else ""
+        detail = f": {item['detail']}" if item.get("detail") else ""
+        return f"{agent}: build step {item['step']}{total} {item.get('title', '')}{detail}"
+    return f"{agent}: {item.get('title', '')}"
+
+
+def headline(action: ConsoleAction, answers: dict[str, str]) -> str:
+    words = " ".join(value for value in answers.values() if value)
+    return f"{action.title} — choirctl {action.command} {words}".rstrip()
+
+
+def explain(action: ConsoleAction, error: ChoirError) -> tuple[str, Any]:
+    """choird's refusal as a notification: message and severity."""
+    if isinstance(error, UsageError) and "unknown operator verb" in error.message:
+        return (
+            f"{action.title} is not available in this choird (it has no {action.verb} verb): "
+            "update choird to a version with it",
+            "warning",
+        )
+    if isinstance(error, ConflictError):
+        return error.message, "warning"
+    return error.message, "error"

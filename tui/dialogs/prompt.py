@@ -1,8 +1,8 @@
 """`TextPrompt`: one line of text for an action's argument (an agent id, a job name…).
 
 Enter submits, escape cancels (result None). An empty answer is not submitted unless the
-prompt allows it; `choices`, when given, are listed under the input and the answer must be
-one of them, so a typo is caught here rather than sent to choird.
+prompt allows it; `choices`, when given, are listed under the input and, when `strict`, the
+answer must be one of them, so a typo is caught here rather than sent to choird.
 """
 
 from __future__ import annotations
@@ -42,6 +42,7 @@ class TextPrompt(ModalScreen[str | None]):
         placeholder: str = "",
         choices: Sequence[str] = (),
         allow_empty: bool = False,
+        strict: bool = True,
     ) -> None:
         super().__init__()
         self.label = label
@@ -50,15 +51,17 @@ class TextPrompt(ModalScreen[str | None]):
         """The answer the input starts with (the current selection, when there is one)."""
         self.placeholder = placeholder
         self.choices = tuple(choices)
-        """When not empty: the only acceptable answers."""
+        """Answers to offer; with `strict`, the only acceptable ones."""
         self.allow_empty = allow_empty
+        self.strict = strict
 
     def compose(self) -> ComposeResult:
         with Vertical():
             yield Static(self.label, id="label", markup=False)
             yield Input(self.value, placeholder=self.placeholder, id="answer")
             if self.choices:
-                yield Static("one of: " + ", ".join(self.choices), id="choices", markup=False)
+                lead = "one of: " if self.strict else "for example: "
+                yield Static(lead + ", ".join(self.choices), id="choices", markup=False)
             yield Static("", id="problem", markup=False)
 
     def on_mount(self) -> None:
@@ -81,6 +84,6 @@ class TextPrompt(ModalScreen[str | None]):
         """Why `answer` cannot be submitted ("" when it can)."""
         if not answer and not self.allow_empty:
             return "type an answer, or press escape to cancel"
-        if self.choices and answer and answer not in self.choices:
+        if self.strict and self.choices and answer and answer not in self.choices:
             return f"{answer!r} is not one of: {', '.join(self.choices)}"
         return ""

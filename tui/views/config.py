@@ -5,7 +5,8 @@ Each change carries choird's tag (`config.diff`): `hot-reload` changes reach run
 A load that finds problems stages nothing and lists every problem here, as `choirctl config load`
 prints them. Applying and reloading secrets change what running agents see, so both ask first.
 The tab re-reads `config.show`/`config.diff` on mount, after a resync and on `config` feed items
-(someone applied elsewhere) — never on a timer.
+(someone applied elsewhere) — never on a timer. Its palette entries are the catalogue's
+(`tui.actions`: config load, diff, apply; secret apply), which open this tab and act here.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from textual.widgets import DataTable, Static
 from choir.errors import ChoirError, ConflictError
 from tui.dialogs import ConfirmDialog
 from tui.messages import ConfigChanged, SecretsChanged
-from tui.views.base import ChoirView, PaletteCommand
+from tui.views.base import ChoirView
 
 Payload = dict[str, Any]
 
@@ -220,12 +221,3 @@ class ConfigView(ChoirView):
             return
         changed = ", ".join(answer.get("changed") or []) or "none"
         self.notify(f"{answer['secrets']} secret(s) served; changed: {changed}", markup=False)
-
-    def palette_commands(self) -> list[PaletteCommand]:
-        return [
-            PaletteCommand("Config: load config.json", "choirctl config load", self.load),
-            PaletteCommand("Config: apply the staged config", "choirctl config apply", self.apply),
-            PaletteCommand(
-                "Config: reload secrets.json", "choirctl secret apply", self.secret_apply
-            ),
-        ]
