@@ -296,6 +296,7 @@ def _image_version(global_commit: str, agent_commit: str) -> str:
 def _labels(agent_id: str, key: str, base: BaseImage, version: VersionInfo) -> dict[str, str]:
     return {
         **MANAGED,
+        "choir.role": "agent",  # images inherit labels: never pass for the base it is FROM
         "choir.agent": agent_id,
         "choir.input": key,
         "choir.base": base.id,
