@@ -34,6 +34,8 @@ BUILTIN_TOOLS = {
 """§8.7's table with §9.5's default lock policy."""
 HOST_TOOLS = {"choir.web.browse", "choir.memory.query", "choir.memory.upsert"}
 CORE_TOOLS = {"choir.core.spawn", "choir.core.inject", "choir.core.cancel", "choir.core.list"}
+REPORT_TOOL = "choir.core.report"
+"""The core job's own channel to edge (§12.7): for core lanes only."""
 META_TOOLS = {"choir.propose.tool", "choir.propose.skill", "choir.propose.config_change"}
 
 
@@ -56,7 +58,7 @@ def test_tool_manifest_parses_and_is_named_after_its_file(path: Path):
 
 
 def test_seed_tools_are_exactly_the_builtin_core_and_meta_tools():
-    assert set(_tools()) == set(BUILTIN_TOOLS) | CORE_TOOLS | META_TOOLS
+    assert set(_tools()) == set(BUILTIN_TOOLS) | CORE_TOOLS | {REPORT_TOOL} | META_TOOLS
 
 
 @pytest.mark.parametrize(("name", "locks"), BUILTIN_TOOLS.items())
@@ -72,6 +74,8 @@ def test_core_tools_are_for_edge_and_meta_tools_are_lock_free_proposals():
     tools = _tools()
 
     assert {tools[name].runtime.exposure for name in CORE_TOOLS} == {"edge"}
+    report = tools[REPORT_TOOL].runtime
+    assert (report.exposure, report.side_effect, report.locks) == ("core", "none", [])
     for name in META_TOOLS:
         assert name.startswith(META_PREFIX)
         assert tools[name].runtime.meta

@@ -8,6 +8,10 @@ committed as an `InjectedInstruction` at edge's next safe point (before its next
 once when idle). An LLM failure ends the cycle with an `error` reply (§7.7) — the user
 re-triggers; a rate limit first sends one `notice` while the client waits and retries once.
 Edge never waits for its core jobs; they report through `core_report` replies.
+
+Graceful stop (`stopping.Drain`): edge takes no new message; a cycle under way finishes the call
+it has in flight, then ends at that safe point with an `error` reply saying the message was not
+finished (`stopping`, like an LLM error), and edge waits for its jobs to reach theirs.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from choir.core.lane_states import EdgeTrigger, edge_step, is_final
 from choir.core.prompt import edge_prompt
 from choir.core.working_memory import WorkingMemory
 from choir.errors import ChoirError
+from choir.logs import get_logger
 from choir.protocol import (
     EDGE_LANE,
     AgentReplied,
@@ -30,6 +35,13 @@ from choir.protocol import (
     UserMsg,
 )
 from choir.protocol.lanes import EdgeStatus
+
+log = get_logger("choir.agent.edge")
+
+STOPPING_TEXT = (
+    "I am stopping and could not finish answering; please send your message again when I am back."
+)
+"""Edge's reply to the message whose cycle a graceful stop ended at its safe point."""
 
 
 class EdgeLane:
@@ -42,6 +54,8 @@ class EdgeLane:
         self._inbox: asyncio.Queue[UserMessagePush] = asyncio.Queue()
         self._injections: list[str] = []
         self._seen: set[str] = set()
+        self._answering: str | None = None
+        """The message id of the cycle under way."""
         kit.memories.track(WorkingMemory(EDGE_LANE).observe_all(kit.kernel.log))
 
     def submit(self, push: UserMessagePush) -> None:
@@ -58,16 +72,47 @@ class EdgeLane:
             self._drain()
 
     async def run(self) -> None:
-        """Serve messages until cancelled; the core jobs end with it."""
+        """Serve messages until cancelled or a graceful stop settled; the core jobs end with it."""
         self._kit.report(EDGE_LANE, self.state)
         try:
-            while True:
-                push = await self._inbox.get()
+            while (push := await self._next()) is not None:
+                self._answering = push.message_id
                 await self._cycle(push)
+                self._answering = None
+            if self._inbox.qsize():
+                log.info("stopping with messages unread", fields={"count": self._inbox.qsize()})
+            await self._jobs.settled()
         finally:
             await self._jobs.cancel_all("the agent is stopping")
-            if not is_final(self.state):
-                self._move("cancel")
+            self._end()
+
+    async def _next(self) -> UserMessagePush | None:
+        """The next user message, or None once the agent is stopping."""
+        drain = self._kit.drain
+        if drain.draining:
+            return None
+        if not self._inbox.empty():
+            return self._inbox.get_nowait()
+        message = asyncio.ensure_future(self._inbox.get())
+        stopping = asyncio.ensure_future(drain.wait())
+        try:
+            await asyncio.wait({message, stopping}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            stopping.cancel()
+            message.cancel()
+        return None if drain.draining or message.cancelled() else message.result()
+
+    def _end(self) -> None:
+        """Edge's last move: after its safe point, or cancelled mid-cycle (the user is told)."""
+        if is_final(self.state):
+            return
+        if self.state == "EDGE_IDLE":
+            self._move("shutdown")
+            return
+        self._move("cancel")
+        text = "I was stopped before I could finish answering; please send your message again."
+        reply = AgentReplied(text=text, category="error", in_reply_to=self._answering)
+        self._kit.kernel.arbiter.commit(EDGE_LANE, reply)
 
     async def _cycle(self, push: UserMessagePush) -> None:
         kit, arbiter = self._kit, self._kit.kernel.arbiter
@@ -81,6 +126,9 @@ class EdgeLane:
             arbiter.commit(EDGE_LANE, AgentReplied(text=notice, category="notice"))
 
         while True:
+            if kit.drain.draining:
+                self._finish("stopping", STOPPING_TEXT, "error", push.message_id)
+                return
             self._drain()
             refused = arbiter.begin_step(EDGE_LANE)
             if refused is not None:

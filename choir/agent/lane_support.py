@@ -32,6 +32,7 @@ from choir.agent.kernel import Kernel
 from choir.agent.lock_report import LockWatch
 from choir.agent.locks import LockManager
 from choir.agent.registry import lane_kind_of
+from choir.agent.stopping import Drain
 from choir.config.resources import ModelConfig
 from choir.core import budgets
 from choir.core.prompt import DEFAULT_WINDOW_SIZE
@@ -237,6 +238,8 @@ class LaneKit:
     identity: Identity
     status: StatusReporter
     memories: Memories = field(default_factory=Memories)
+    drain: Drain = field(default_factory=Drain)
+    """Graceful stop (§17.2): once set, lanes finish their safe point and start nothing new."""
     compaction: CompactionDriver = field(init=False)
     """Folds each lane's oldest events into its summary, in the background (§11.3)."""
     _unsubscribe: Callable[[], None] | None = None

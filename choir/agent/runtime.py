@@ -5,7 +5,8 @@
     -> Replicator -> kernel (intent sink = replicator)
     -> edge lane task (core jobs are its children) + push pump
     ... shutdown push or SIGTERM ...
-    -> cancel the lanes at their next await -> flush the replicator -> TERMINATE_SELF
+    -> graceful stop (stopping.py): lanes finish their safe point within stop_timeout_ms, else
+       are cancelled -> session summary -> flush the replicator -> TERMINATE_SELF
 
 Pushes are dispatched as they arrive: user messages queue for edge, `/inject` reaches edge's
 next safe point, cancels reach their job, approvals the arbiter, config and secret changes the
@@ -48,6 +49,7 @@ from choir.agent.startup import (
     open_client,
     runtime_tools,
 )
+from choir.agent.stopping import RESUMING_REASONS, Drain, lanes_stopped, settle, unless_hurried
 from choir.agent.summary import session_summary
 from choir.agent.working_query import working_query_hook
 from choir.config import Budgets
@@ -93,11 +95,14 @@ class AgentRuntime:
         self._background: set[asyncio.Task[bool]] = set()
         self._recovery: RecoverableCoreJobs | None = None
         """The core jobs, holding those a crash left waiting for the operator's decision."""
+        self._drain = Drain()
+        """The lanes' view of the graceful stop; a second stop request hurries it."""
 
-    def request_stop(self, reason: str) -> None:
-        """Graceful stop (§17.2): SIGTERM, or a `shutdown` push."""
+    def request_stop(self, reason: str, *, resumes: bool = False) -> None:
+        """Graceful stop (§17.2): SIGTERM, or a `shutdown` push; a second request hurries it."""
+        self._drain.begin(reason, resumes=resumes)
         if not self._stop.is_set():
-            log.info("stopping", fields={"reason": reason})
+            log.info("stopping", fields={"reason": reason, "resumes": resumes})
             self._reason = reason
             self._stop.set()
 
@@ -175,7 +180,8 @@ class AgentRuntime:
             ) as kernel,
         ):
             demo, status = DemoModel(), StatusReporter(control_plane)
-            kit = LaneKit(kernel, llm, state, demo, Identity.read(options.root), status)
+            identity = Identity.read(options.root)
+            kit = LaneKit(kernel, llm, state, demo, identity, status, drain=self._drain)
             kit.start()
             jobs = self._recovery = RecoverableCoreJobs(kit, restored.ledger)
             table.update(jobs.hooks())
@@ -187,6 +193,7 @@ class AgentRuntime:
                 commit_log, agent_id=options.agent_id, fallback=host_query
             )
             table["choir.memory.compact"] = kit.compaction.hook
+            kernel.arbiter.add_gate(self._drain.gate)
             kernel.arbiter.add_gate(jobs.gate)
             edge = EdgeLane(kit, jobs)
             restored.attach(kit, edge, jobs)  # budgets, skills, memories: before any lane runs
@@ -195,6 +202,7 @@ class AgentRuntime:
                 log.info("core jobs recovered", fields={"resumed": resumed, "held": [*jobs.held]})
             try:
                 await self._until_stopped(edge, jobs, kernel.arbiter, sync, control_plane)
+                lanes_stopped(kernel)
                 await self._summarize(kit)
             finally:
                 await kit.compaction.close()
@@ -211,7 +219,7 @@ class AgentRuntime:
         if timeout_ms is None:
             configured = kit.state.current().data.get("summary_timeout_ms")
             timeout_ms = configured if isinstance(configured, int) else SUMMARY_TIMEOUT_MS
-        summary = await session_summary(kit, timeout_ms)
+        summary = await unless_hurried(session_summary(kit, timeout_ms), self._drain)
         if summary is not None:
             kit.kernel.arbiter.commit(EDGE_LANE, summary)
 
@@ -230,6 +238,8 @@ class AgentRuntime:
         stopped = asyncio.create_task(self._stop.wait(), name="stop")
         try:
             await asyncio.wait({edge_task, pump, stopped}, return_when=asyncio.FIRST_COMPLETED)
+            if stopped.done() and not edge_task.done():
+                await settle(edge_task, self._drain, sync.state)
         finally:
             for task in (edge_task, pump, stopped):
                 task.cancel()
@@ -277,7 +287,7 @@ class AgentRuntime:
                 sync.notice(push)  # the swap refreshes the redaction set (subscribe_secrets)
             case ShutdownPush(reason=reason, summary_timeout_ms=summary_ms):
                 self._summary_timeout_ms = summary_ms
-                self.request_stop(f"shutdown ({reason})")
+                self.request_stop(f"shutdown ({reason})", resumes=reason in RESUMING_REASONS)
             case RecoverPush(choice=choice, job_name=name) if self._recovery is not None:
                 self._recovery.decide(choice, name)
             case CompactPush(lane=lane):

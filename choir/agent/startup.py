@@ -41,6 +41,7 @@ LANE_TOOLS: Final = frozenset(
         "choir.core.inject",
         "choir.core.cancel",
         "choir.core.list",
+        "choir.core.report",
         "choir.memory.compact",
         "choir.memory.query",
     }

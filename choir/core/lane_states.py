@@ -21,10 +21,12 @@ EdgeTrigger = Literal[
     "core_spawned",
     "tool_result",
     "llm_error",
+    "stopping",
     "delivered",
     "cancel",
     "budget_exceeded",
     "fatal",
+    "shutdown",
 ]
 CoreTrigger = Literal[
     "job_start",
@@ -34,14 +36,19 @@ CoreTrigger = Literal[
     "tool_proposal",
     "instruction_injected",
     "tool_result",
+    "need_info",
+    "info_received",
+    "no_answer",
     "llm_error",
     "cancel",
     "error",
     "budget_exceeded",
+    "shutdown",
 ]
 
-TERMINATING: Final = frozenset({"cancel", "budget_exceeded", "fatal", "error"})
-"""Triggers that end a lane from any non-terminal state (§7.2 / §7.3 "Any -> TERMINATED")."""
+TERMINATING: Final = frozenset({"cancel", "budget_exceeded", "fatal", "error", "shutdown"})
+"""Triggers that end a lane from any non-terminal state (§7.2 / §7.3 "Any -> TERMINATED").
+`shutdown` is the agent's graceful stop (§17.2) ending a lane at its safe point."""
 
 EDGE: Final[Mapping[tuple[EdgeStatus, str], EdgeStatus]] = {
     ("EDGE_IDLE", "user_message"): "EDGE_CONTEXT_READY",
@@ -51,9 +58,12 @@ EDGE: Final[Mapping[tuple[EdgeStatus, str], EdgeStatus]] = {
     ("EDGE_REASONING", "core_spawned"): "EDGE_REASONING",
     ("EDGE_WAITING_TOOL", "tool_result"): "EDGE_REASONING",
     ("EDGE_REASONING", "llm_error"): "EDGE_FINALIZING",
+    ("EDGE_REASONING", "stopping"): "EDGE_FINALIZING",
     ("EDGE_FINALIZING", "delivered"): "EDGE_IDLE",
 }
-"""§7.2. Edge never waits for cores: it stays conversational while they run."""
+"""§7.2. Edge never waits for cores: it stays conversational while they run. `stopping`: a
+graceful stop (§17.2) reached the cycle's safe point, which ends like an LLM error does, with
+a message to the user instead of a next step."""
 
 CORE: Final[Mapping[tuple[CoreStatus, str], CoreStatus]] = {
     ("CORE_IDLE", "job_start"): "CORE_CREATED",
@@ -65,8 +75,16 @@ CORE: Final[Mapping[tuple[CoreStatus, str], CoreStatus]] = {
     ("CORE_WAITING_TOOL", "instruction_injected"): "CORE_WAITING_TOOL",
     ("CORE_REASONING", "llm_error"): "CORE_TERMINATED",
     ("CORE_WAITING_TOOL", "tool_result"): "CORE_REASONING",
+    ("CORE_WAITING_TOOL", "need_info"): "CORE_WAITING_INFO",
+    ("CORE_WAITING_INFO", "info_received"): "CORE_WAITING_TOOL",
+    ("CORE_WAITING_INFO", "no_answer"): "CORE_WAITING_TOOL",
 }
-"""§7.3. Injection is accepted while reasoning or waiting on a tool (§12.8)."""
+"""§7.3. Injection is accepted while reasoning or waiting on a tool (§12.8).
+
+A `need_info` question (§12.7) is a tool call of the job (`choir.core.report`): while edge and
+the user answer it the job waits in CORE_WAITING_INFO; edge's answer, an injection, ends the
+wait (`info_received`), as do the job's time budget or a graceful stop (`no_answer`). Either way
+the call's result commits from CORE_WAITING_TOOL like any other."""
 
 FINAL: Final[frozenset[str]] = frozenset({"EDGE_TERMINATED", "CORE_COMPLETED", "CORE_TERMINATED"})
 

@@ -47,8 +47,10 @@ __all__ = [
 HASH_REF_CHARS: Final = 16
 """How much of an event hash prompts show; `choir.memory.query mode=hash` matches prefixes."""
 
-EDGE_CORE_EVENTS: Final = frozenset({"final_result", "error", "need_info"})
-"""Core events edge must act on; progress chatter stays out of edge's window."""
+EDGE_CORE_EVENTS: Final = frozenset(
+    {"final_result", "error", "need_info", "plan", "partial_result"}
+)
+"""Core events edge must act on or may be asked about; progress chatter stays out of its window."""
 
 _EDGE_OWN: Final = frozenset({"user_msg", "model_output", "tool_result_committed", "agent_replied"})
 """Kinds of edge's own events that belong in its window."""

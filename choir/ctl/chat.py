@@ -26,7 +26,14 @@ WaitOption = Annotated[
     float, typer.Option("--wait", min=1, help="Seconds to wait for the answer to a message.")
 ]
 
-_LABELS = {"reply": "", "core_report": "[core report] ", "error": "[error] ", "notice": "[notice] "}
+_LABELS = {
+    "reply": "",
+    "core_report": "[core report] ",
+    "core_question": "[core question] ",
+    "core_update": "[core update] ",
+    "error": "[error] ",
+    "notice": "[notice] ",
+}
 
 
 def chat(

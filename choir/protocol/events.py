@@ -212,6 +212,12 @@ class ApprovalResolved(WireModel):
     """How it ended."""
 
 
+ReplyCategory = Literal["reply", "core_report", "core_question", "core_update", "error", "notice"]
+"""A normal reply, a core job's completion report, a core job's question for the user
+(`need_info`: the job waits for the answer), a core job's plan or partial result, an error, or
+an informational notice."""
+
+
 class AgentReplied(WireModel):
     """Something the agent says to its user; choird delivers it to the bound DM."""
 
@@ -220,8 +226,8 @@ class AgentReplied(WireModel):
     """The message text."""
     attachments: list[str] = Field(default_factory=list)
     """Workspace paths under `.choirtmp/send/` to deliver as files, voice, images or video."""
-    category: Literal["reply", "core_report", "error", "notice"] = "reply"
-    """A normal reply, a core job report, an error, or an informational notice."""
+    category: ReplyCategory = "reply"
+    """What kind of message it is (see `ReplyCategory`)."""
     in_reply_to: str | None = None
     """The `message_id` of the user message answered, if any."""
 

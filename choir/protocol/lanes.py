@@ -82,10 +82,12 @@ CoreStatus = Literal[
     "CORE_INITIALIZING",
     "CORE_REASONING",
     "CORE_WAITING_TOOL",
+    "CORE_WAITING_INFO",
     "CORE_COMPLETED",
     "CORE_TERMINATED",
 ]
-"""A core job's states (§7.3)."""
+"""A core job's states (§7.3), plus CORE_WAITING_INFO: a `need_info` question is out to edge
+and the job waits for the answer (its report call is the tool it waits on)."""
 
 LaneStatus = EdgeStatus | CoreStatus
 """Any lane's state, as reported by REPORT_STATUS and kept in snapshots."""

@@ -33,6 +33,7 @@ UNIMPLEMENTED = frozenset(
         "choir.core.inject",
         "choir.core.cancel",
         "choir.core.list",
+        "choir.core.report",
         "choir.memory.compact",
         "choir.email.send",
         "choir.email.receive",

@@ -25,6 +25,7 @@ from choir.protocol.lanes import CoreStatus, EdgeStatus
         ("EDGE_REASONING", "core_spawned", "EDGE_REASONING"),
         ("EDGE_WAITING_TOOL", "tool_result", "EDGE_REASONING"),
         ("EDGE_REASONING", "llm_error", "EDGE_FINALIZING"),
+        ("EDGE_REASONING", "stopping", "EDGE_FINALIZING"),
         ("EDGE_FINALIZING", "delivered", "EDGE_IDLE"),
     ],
 )
@@ -44,6 +45,9 @@ def test_edge_transitions_of_section_7_2(state: str, trigger: str, expected: str
         ("CORE_WAITING_TOOL", "instruction_injected", "CORE_WAITING_TOOL"),
         ("CORE_REASONING", "llm_error", "CORE_TERMINATED"),
         ("CORE_WAITING_TOOL", "tool_result", "CORE_REASONING"),
+        ("CORE_WAITING_TOOL", "need_info", "CORE_WAITING_INFO"),
+        ("CORE_WAITING_INFO", "info_received", "CORE_WAITING_TOOL"),
+        ("CORE_WAITING_INFO", "no_answer", "CORE_WAITING_TOOL"),
     ],
 )
 def test_core_transitions_of_section_7_3(state: str, trigger: str, expected: str) -> None:
@@ -55,13 +59,13 @@ CORE_LIVE = sorted({s for s, _ in CORE})
 
 
 @pytest.mark.parametrize("state", EDGE_LIVE)
-@pytest.mark.parametrize("trigger", ["cancel", "budget_exceeded", "fatal"])
+@pytest.mark.parametrize("trigger", ["cancel", "budget_exceeded", "fatal", "shutdown"])
 def test_edge_terminates_from_any_live_state(state: EdgeStatus, trigger: str) -> None:
     assert edge_step(state, trigger) == "EDGE_TERMINATED"  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize("state", CORE_LIVE)
-@pytest.mark.parametrize("trigger", ["cancel", "error", "budget_exceeded"])
+@pytest.mark.parametrize("trigger", ["cancel", "error", "budget_exceeded", "shutdown"])
 def test_core_terminates_from_any_live_state(state: CoreStatus, trigger: str) -> None:
     assert core_step(state, trigger) == "CORE_TERMINATED"  # type: ignore[arg-type]
 
@@ -79,3 +83,18 @@ def test_final_states_never_move(state: str) -> None:
     move = edge_step if state.startswith("EDGE") else core_step
     with pytest.raises(IllegalTransition, match="is final"):
         move(state, "cancel")  # type: ignore[arg-type]
+
+
+def test_a_job_waiting_for_information_cannot_reason_or_finish() -> None:
+    """Only the answer (or its absence) ends the wait; the call's result commits after it."""
+    for trigger in ("tool_result", "final_result", "llm_called", "instruction_injected"):
+        with pytest.raises(IllegalTransition, match="allowed: info_received, no_answer"):
+            core_step("CORE_WAITING_INFO", trigger)  # type: ignore[arg-type]
+
+
+def test_a_stopping_edge_finishes_its_cycle_before_it_ends() -> None:
+    """Graceful stop: the cycle's safe point leads back to IDLE, then shutdown terminates."""
+    state: EdgeStatus = "EDGE_WAITING_TOOL"
+    for trigger in ("tool_result", "stopping", "delivered", "shutdown"):
+        state = edge_step(state, trigger)  # type: ignore[arg-type]
+    assert state == "EDGE_TERMINATED"

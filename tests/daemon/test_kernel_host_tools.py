@@ -31,7 +31,13 @@ from choir.protocol import ToolResult
 from choir.transport import PushHub, RpcError, UdsServer, connect
 
 SEEDS = Path(__file__).parents[2] / "seeds" / "global"
-LANE_TOOLS = ("choir.core.spawn", "choir.core.inject", "choir.core.cancel", "choir.core.list")
+LANE_TOOLS = (
+    "choir.core.spawn",
+    "choir.core.inject",
+    "choir.core.cancel",
+    "choir.core.list",
+    "choir.core.report",
+)
 UNIMPLEMENTED = frozenset(
     {
         *LANE_TOOLS,
