@@ -47,7 +47,7 @@ def spawn(
     """Start `choird --quiet` for `home` in the background, detached from this terminal;
     `runtime` (auto, docker, process) overrides config.json's `container.runtime`."""
     home.logs.mkdir(parents=True, exist_ok=True)
-    env = {k: v for k, v in environ.items() if k not in SECRET_ENV and k != "CHOIR_HOME"}
+    env = daemon_environment(environ)
     command = [str(Path(sys.executable).parent / "choird"), "--home", str(home.root), "--quiet"]
     with output_file(home).open("wb") as sink:
         return subprocess.Popen(
@@ -58,6 +58,12 @@ def spawn(
             env=env,
             start_new_session=True,
         )
+
+
+def daemon_environment(environ: Mapping[str, str]) -> dict[str, str]:
+    """choird's environment: this one without model keys (choird reads secrets.json) and
+    without CHOIR_HOME (`--home` names it)."""
+    return {k: v for k, v in environ.items() if k not in SECRET_ENV and k != "CHOIR_HOME"}
 
 
 def wait_ready(

@@ -9,6 +9,7 @@ default. An existing home is used as it is: `choir up` never edits an operator's
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -74,8 +75,6 @@ def _use_model(home: ChoirHome, keyed: KeyedModel, key: str, model: str) -> None
     """Store the key as a secret, add the model, make it agent-1's default."""
     secret = f"{keyed.name}-key"
     SecretStore.load(home.secrets_file).with_secret(secret, key).save(home.secrets_file)
-    import json
-
     data: dict[str, Any] = json.loads(home.config_file.read_text())
     data["models"][keyed.name] = {
         "provider": keyed.provider,
