@@ -1,7 +1,7 @@
 """Start the real `choir-agent` for agent-1 the way choird's process runtime would.
 
 One place for every end-to-end test that needs a live agent: a session from choird's services
-(a crashed one is resumed), agent-1's own socket, a private HOME (the agent writes its git config
+(a crashed one is resumed), agent-1's own socket or choird's HTTPS URL, a private HOME (the agent writes its git config
 there, never to the test runner's home) and stderr kept in a log file under the test's root.
 """
 
@@ -16,6 +16,7 @@ from pathlib import Path
 from choir.daemon.app import ChoirDaemon
 from choir.home import ChoirHome
 from choir.store.target import ConnectParams
+from tests.e2e.daemons import Transport, agent_target
 from tests.e2e.homes import external_postgres, make_home, read_config, write_config
 from tests.e2e.processes import environment
 
@@ -45,12 +46,22 @@ def agent_home(root: Path) -> Path:
 
 
 async def launch_agent(
-    daemon: ChoirDaemon, root: Path, *, tree: Path, workspace: Path, log_name: str = "agent"
+    daemon: ChoirDaemon,
+    root: Path,
+    *,
+    tree: Path,
+    workspace: Path,
+    log_name: str = "agent",
+    transport: Transport = "uds",
+    ca_file: Path | None = None,
 ) -> Launched:
-    """agent-1's session started (or resumed) and its choir-agent process spawned."""
+    """agent-1's session started (or resumed) and its choir-agent process spawned.
+
+    Over `uds` the agent gets its own socket; over `https` it gets choird's URL and verifies
+    choird's certificate against `ca_file` (by default the daemon's own self-signed one).
+    """
     assert daemon.services is not None
     started = await daemon.services.sessions.start("agent-1", {})
-    socket = await daemon.open_agent_socket("agent-1")
     env = environment(
         CHOIR_AGENT_ID="agent-1",
         CHOIR_SESSION_ID=started.session_id,
@@ -60,8 +71,7 @@ async def launch_agent(
     with (root / f"{log_name}.log").open("wb") as stderr:
         process = await asyncio.create_subprocess_exec(
             str(CHOIR_AGENT),
-            "--control-plane=uds",
-            f"--socket={socket}",
+            *await _control_plane(daemon, transport, ca_file),
             f"--root={tree}",
             f"--workspace={workspace}",
             env=env,
@@ -69,3 +79,13 @@ async def launch_agent(
             stderr=stderr,
         )
     return Launched(started.session_id, process)
+
+
+async def _control_plane(
+    daemon: ChoirDaemon, transport: Transport, ca_file: Path | None
+) -> list[str]:
+    """choir-agent's arguments naming how it reaches `daemon`."""
+    target, trusted = await agent_target(daemon, transport)
+    if transport == "uds":
+        return ["--control-plane=uds", f"--socket={target}"]
+    return ["--control-plane=http", f"--endpoint={target}", f"--ca-file={ca_file or trusted}"]
