@@ -41,6 +41,8 @@ def run_cli(argv: list[str]) -> int:
     try:
         if args.control_plane == "http" and not args.endpoint:
             raise _usage("--control-plane=http needs --endpoint=https://<choird>:<port>")
+        if args.control_plane == "http" and args.ca_file is not None:
+            _check_ca_file(args.ca_file)
         target = args.endpoint if args.control_plane == "http" else Path(args.socket)
         token = _token_from_stdin() if args.lease_token_stdin else None
         options = AgentOptions.from_env(
@@ -81,6 +83,22 @@ def _token_from_stdin() -> str:
     if not token:
         raise _usage("--lease-token-stdin: stdin ended before a lease token was read")
     return token
+
+
+def _check_ca_file(path: Path) -> None:
+    """Refuse a --ca-file that is no usable certificate now, in one line, not at first connect."""
+    import ssl
+
+    from choir.transport.tls import client_context
+
+    try:
+        client_context(path)
+    except (OSError, ssl.SSLError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise _usage(
+            f"--ca-file {path}: not a readable PEM certificate ({reason}); pass choird's "
+            "certificate, e.g. $CHOIR_HOME/tls/choird.crt"
+        ) from None
 
 
 def _usage(message: str) -> Exception:

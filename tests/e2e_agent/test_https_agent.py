@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Iterator
+import subprocess
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -25,7 +26,8 @@ from choir.store.target import ConnectParams
 from choir.transport.tls import create_self_signed
 from tests.e2e.daemons import poll_until, running_daemon, session_row, stored_events
 from tests.e2e.homes import external_postgres, make_home, read_config, short_root, write_config
-from tests.e2e_agent.launch import launch_agent
+from tests.e2e.processes import environment
+from tests.e2e_agent.launch import CHOIR_AGENT, agent_home, launch_agent
 from tests.e2e_agent.test_agent_process import Agent, choir_root
 from tests.e2e_agent.test_lanes import SUMMARY
 
@@ -132,3 +134,46 @@ async def test_an_agent_refuses_a_choird_whose_certificate_it_does_not_trust(
         assert agent.model.requests == []
         row = await session_row(agent.daemon, agent.session_id)
         assert row.ack_rev == 0
+
+
+@pytest.mark.parametrize(
+    ("make", "reason"),
+    [
+        (lambda root: root / "missing.crt", "No such file or directory"),
+        (lambda root: _written(root / "junk.crt", "not a certificate\n"), "NO_CERTIFICATE"),
+    ],
+    ids=["missing", "not-pem"],
+)
+def test_a_bad_ca_file_is_refused_in_one_line_before_connecting(
+    root: Path, make: Callable[[Path], Path], reason: str
+) -> None:
+    ca_file = make(root)
+    env = environment(
+        CHOIR_AGENT_ID="agent-1",
+        CHOIR_SESSION_ID="s-1",
+        CHOIR_LEASE_TOKEN="lease",
+        HOME=str(agent_home(root)),
+    )
+    done = subprocess.run(
+        [
+            str(CHOIR_AGENT),
+            "--control-plane=http",
+            "--endpoint=https://127.0.0.1:9",
+            f"--ca-file={ca_file}",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 2
+    [line] = done.stderr.splitlines()
+    assert line.startswith(f"error: --ca-file {ca_file}: not a readable PEM certificate (")
+    assert reason in line
+    assert "choird.crt" in line
+
+
+def _written(path: Path, text: str) -> Path:
+    path.write_text(text)
+    return path
