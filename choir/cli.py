@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from choir.errors import ChoirError
@@ -52,8 +52,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     _home(down)
     _json(down)
-    tui = commands.add_parser("tui", help="the full-screen operator console", add_help=False)
-    tui.add_argument("rest", nargs=argparse.REMAINDER)
+    commands.add_parser("tui", help="the full-screen operator console (see choir tui --help)")
     return parser
 
 
@@ -66,21 +65,25 @@ def _json(parser: argparse.ArgumentParser) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    args = _parser().parse_args(argv)
+    words = list(sys.argv[1:] if argv is None else argv)
+    if words[:1] == ["tui"]:  # the console parses its own arguments
+        _run("tui", lambda: _tui(words[1:]))
+        return
+    args = _parser().parse_args(words)
     if args.command is None:
         _parser().print_help()
         return
+    _run(args.command, lambda: _up(args) if args.command == "up" else _down(args))
+
+
+def _run(command: str, work: Callable[[], None]) -> None:
+    """`work`, with a ChoirError as one line on stderr and its exit code."""
     try:
-        if args.command == "tui":
-            _tui(args.rest)
-        elif args.command == "up":
-            _up(args)
-        else:
-            _down(args)
+        work()
     except ChoirError as error:
         from choir.daemon.main import one_line
 
-        sys.stderr.write(f"choir {args.command}: error: {one_line(error.message)}\n")
+        sys.stderr.write(f"choir {command}: error: {one_line(error.message)}\n")
         sys.exit(int(error.exit_code))
     except KeyboardInterrupt:
         sys.exit(130)
