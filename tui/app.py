@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import argparse
 import copy
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import ClassVar
 
@@ -39,6 +40,10 @@ from tui.state import ConsoleState
 from tui.views import VIEWS, ChoirView, ViewSpec
 from tui.widgets.health import ConnectionBanner, HealthBar
 from tui.widgets.offline import DENIED, NOT_RUNNING, OfflineScreen
+
+
+def utc_now() -> datetime:
+    return datetime.now(UTC)
 
 
 class ChoirApp(App[None]):
@@ -71,10 +76,14 @@ class ChoirApp(App[None]):
         self.views: dict[str, ChoirView] = {}
         """Mounted views by id (a view not built yet has none)."""
         self._connect = connect
+        self.health = HealthBar(id="health")
+        self.banner = ConnectionBanner(id="banner")
+        self.clock: Callable[[], datetime] = utc_now
+        """Now, for ages and uptimes (tests and snapshots fix it)."""
 
     def compose(self) -> ComposeResult:
-        yield HealthBar(id="health")
-        yield ConnectionBanner(id="banner")
+        yield self.health
+        yield self.banner
         with TabbedContent(id="tabs"):
             for view in VIEWS:
                 with TabPane(f"{view.key} {view.title}", id=view.view_id):
@@ -110,9 +119,9 @@ class ChoirApp(App[None]):
     def _fold(self, message: ConsoleNews) -> None:
         state = self.state
         match message:
-            case ConnectionChanged(connection, detail, retry):
+            case ConnectionChanged(connection, detail):
                 state.connection, state.connection_detail = connection, detail
-                self._offline(retry)
+                self._offline()
                 self._draw_health()
             case StatusUpdated(status):
                 state.set_status(status)
@@ -137,12 +146,14 @@ class ChoirApp(App[None]):
                 self._draw_health()
 
     def _draw_health(self) -> None:
-        self.query_one(HealthBar).update_from(self.state)
-        self.query_one(ConnectionBanner).update_from(self.state)
+        self.health.update_from(self.state)
+        self.banner.update_from(self.state)
 
-    def _offline(self, retry_in_s: float | None) -> None:
+    def _offline(self) -> None:
         """Show the offline screen while choird was never reached (or refuses us)."""
         state = self.state
+        if not self.screen_stack:  # shutting down
+            return
         if state.connection in ("not_running", "denied"):
             text = (
                 NOT_RUNNING.format(socket=self.home.operator_socket, home=self.home.root)
@@ -150,7 +161,7 @@ class ChoirApp(App[None]):
                 else DENIED.format(detail=state.connection_detail)
             )
             if isinstance(self.screen, OfflineScreen):
-                self.screen.update(text, retry_in_s)
+                self.screen.update(text)
             else:
                 self.push_screen(OfflineScreen(text))
         elif state.connection == "connected" and isinstance(self.screen, OfflineScreen):

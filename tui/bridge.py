@@ -20,6 +20,7 @@ import asyncio
 import contextlib
 import os
 from collections.abc import AsyncGenerator
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 from choir.client import ChoirClient
@@ -49,6 +50,20 @@ FIRST_BACKOFF_S: Final = 0.5
 MAX_BACKOFF_S: Final = 5.0
 STATUS_REFRESH_S: Final = 5.0
 """How often choird's `status` (a Postgres probe) is read while connected."""
+
+
+def access_problem(socket: Path) -> str | None:
+    """Why this user may not use choird's socket, or None (also when there is no socket)."""
+    fix = "run `choir tui` as the user running choird"
+    try:
+        socket.stat()
+    except FileNotFoundError:
+        return None
+    except PermissionError:
+        return f"permission denied reaching {socket}: {fix}"
+    if not os.access(socket, os.R_OK | os.W_OK):
+        return f"permission denied on {socket}: {fix}"
+    return None
 
 
 class Disconnected(UnavailableError):
@@ -115,24 +130,18 @@ class ChoirBridge:
             await asyncio.sleep(backoff)
 
     async def _connect(self, backoff: float) -> ChoirClient | None:
-        socket = self.home.operator_socket
-        if socket.exists() and not os.access(socket, os.R_OK | os.W_OK):
-            detail = f"permission denied on {socket}: run `choir tui` as the user running choird"
-            self._post_state("denied", detail, backoff)
+        denied = access_problem(self.home.operator_socket)
+        if denied is not None:
+            self._post_state("denied", denied, backoff)
             return None
         try:
             return await ChoirClient.connect(self.home, call_timeout=30.0)
-        except PermissionError:
-            self._post_state("denied", f"permission denied on {socket}", backoff)
         except ChoirError as error:
-            state: ConnectionState = (
-                "disconnected" if self.state == "disconnected" else ("not_running")
-            )
-            if state == "disconnected":
-                detail = f"choird went away ({error.message}) — retrying"
+            if self.state == "disconnected":
+                self._post_state("disconnected", f"{error.message} — retrying", backoff)
             else:
                 detail = f"choird is not running at {self.home.root}"
-            self._post_state(state, detail, backoff)
+                self._post_state("not_running", detail, backoff)
         return None
 
     async def _serve(self, client: ChoirClient) -> str:

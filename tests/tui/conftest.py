@@ -32,7 +32,7 @@ from tests.e2e.homes import short_root
 from tests.e2e_agent.launch import scripted_home
 from tui.app import ChoirApp
 
-SLOW_S = 4
+SLOW_S = 8
 """How long the slow job's command holds the workspace lock."""
 
 SCRIPT = Script(
@@ -44,17 +44,17 @@ SCRIPT = Script(
             calls=[
                 ScriptedCall(
                     name="choir.core.spawn",
-                    arguments={"job_name": "slow", "task_spec": "Run the sleepy-marker command."},
+                    arguments={"job_name": "slow", "task_spec": "Run the slow command."},
                 )
             ],
         ),
+        ReplyStep(after="tool", repeat=True, text="Done."),
+        ReplyStep(match="hello", repeat=True, text="Hello from the script."),
+        # what is left is a core job's first request: the slow command
         ToolCallsStep(
-            match="sleepy-marker",
             repeat=True,
             calls=[ScriptedCall(name="choir.exec", arguments={"command": f"sleep {SLOW_S}"})],
         ),
-        ReplyStep(match="hello", repeat=True, text="Hello from the script."),
-        ReplyStep(repeat=True, text="Done."),
     ],
 )
 

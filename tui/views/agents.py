@@ -11,7 +11,7 @@ Actions are choirctl's verbs: `s` start (`choirctl agent start`), `x` stop and `
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any, ClassVar, Final
 
 from rich.text import Text
@@ -102,7 +102,7 @@ class AgentsView(ChoirView):
         started = agent.get("started_at")
         if agent.get("state") != "running" or not started:
             return "—"
-        return age(datetime.fromisoformat(started), datetime.now(UTC))
+        return age(datetime.fromisoformat(started), self.console.clock())
 
     def _tick_uptimes(self) -> None:
         table = self.table
@@ -120,15 +120,12 @@ class AgentsView(ChoirView):
 
     def _draw_detail(self) -> None:
         agent_id = self.selected_agent
-        detail = self._details.get(agent_id or "")
         widget = self.query_one("#agent-detail", Static)
         if agent_id is None:
             widget.update("No agents configured: add one with choirctl agent init.")
             return
-        if detail is None:
-            widget.update(f"{agent_id}: reading agent.status…")
-            return
-        widget.update(detail_text(detail))
+        detail = self._details.get(agent_id) or self.state.agents.get(agent_id, {})
+        widget.update(detail_text(detail, self.console.clock()))
 
     # news
 
@@ -228,16 +225,16 @@ class AgentsView(ChoirView):
         ]
 
 
-def detail_text(status: Payload) -> Text:
+def detail_text(status: Payload, now: datetime) -> Text:
     """One or two lines of `agent.status`: pid, heartbeat, skill, config lag, image."""
     text = Text()
-    text.append(f"{status.get('agent_id')} ", style="bold")
+    text.append(f"{status.get('agent_id', '?')} ", style="bold")
     text.append_text(state_text(status.get("state")))
     if status.get("pid"):
         text.append(f"  pid {status['pid']}")
     if status.get("last_heartbeat_at"):
         beat = datetime.fromisoformat(status["last_heartbeat_at"])
-        text.append(f"  heartbeat {age(beat, datetime.now(UTC))} ago")
+        text.append(f"  heartbeat {age(beat, now)} ago")
     if status.get("skill"):
         text.append(f"  skill {status['skill']}")
     if status.get("config_behind"):

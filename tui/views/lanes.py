@@ -7,7 +7,7 @@ lane-state kinds (idle / reasoning / waiting-tool / completed / terminated).
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any, Final
 
 from rich.text import Text
@@ -76,19 +76,19 @@ class LanesView(ChoirView):
             caption.update(f"{self.selected_agent} is not running: start it in the Agents tab (s).")
         else:
             caption.update(f"{self.selected_agent} · session {session_id} · {len(lanes)} lanes")
-        sync_rows(
-            self.table, [key for _, key in COLUMNS], [(lane["lane"], cells(lane)) for lane in lanes]
-        )
+        now = self.console.clock()
+        rows = [(lane["lane"], cells(lane, now)) for lane in lanes]
+        sync_rows(self.table, [key for _, key in COLUMNS], rows)
 
     def on_lane_reported(self, message: LaneReported) -> None:
         if message.data.get("session_id") == self.selected_session:
             self.redraw()
 
 
-def cells(lane: Payload) -> list[Text | str]:
+def cells(lane: Payload, now: datetime) -> list[Text | str]:
     step = lane.get("step")
     reported = lane.get("reported_at")
-    when = age(datetime.fromisoformat(reported), datetime.now(UTC)) + " ago" if reported else "—"
+    when = age(datetime.fromisoformat(reported), now) + " ago" if reported else "—"
     return [
         Text(str(lane["lane"]), style="bold" if lane["lane"] == "edge" else ""),
         lane_text(lane.get("state")),

@@ -7,7 +7,7 @@ Ages count up locally from the report: `held_for_s` was true at `reported_at`.
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any, Final
 
 from rich.text import Text
@@ -64,7 +64,7 @@ class LocksView(ChoirView):
         else:
             waiting = sum(len(lock.get("waiters") or []) for lock in locks)
             caption.update(f"session {session_id}: {len(locks)} resources, {waiting} waiting")
-        elapsed = _since(table_data.get("reported_at"))
+        elapsed = _since(table_data.get("reported_at"), self.console.clock())
         sync_rows(
             self.query_one("#locks-table", DataTable),
             [key for _, key in COLUMNS],
@@ -76,10 +76,10 @@ class LocksView(ChoirView):
             self.redraw()
 
 
-def _since(reported_at: str | None) -> float:
+def _since(reported_at: str | None, now: datetime) -> float:
     if not reported_at:
         return 0.0
-    return max((datetime.now(UTC) - datetime.fromisoformat(reported_at)).total_seconds(), 0.0)
+    return max((now - datetime.fromisoformat(reported_at)).total_seconds(), 0.0)
 
 
 def cells(lock: Payload, elapsed: float) -> list[Text | str]:

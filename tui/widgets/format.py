@@ -65,11 +65,31 @@ def bindings_text(bindings: dict[str, Any]) -> str:
     return " ".join(f"{role}={name}" for role, name in sorted(bindings.items()) if name)
 
 
+BUDGET_NAMES: Final = {
+    "per_job_max_steps": "steps",
+    "total_session_tokens": "tokens",
+    "max_tool_calls_per_session": "calls",
+    "per_job_max_tool_calls": "job calls",
+    "per_job_wall_time_ms": "wall",
+    "max_core_jobs": "jobs",
+    "max_injections_per_job": "injections",
+}
+"""Short names of the §7.6 budget counters, in the order they are shown."""
+
+
 def budgets_text(remaining: dict[str, int]) -> str:
-    """`steps 40 · tokens 9.5k · wall 300s`; `—` when none are reported."""
+    """`steps 40 · tokens 1.9M · calls 488 · wall 30m00s`; `—` when none are reported."""
     if not remaining:
         return "—"
-    return " · ".join(f"{name} {_count(value)}" for name, value in sorted(remaining.items()))
+    known = [name for name in BUDGET_NAMES if name in remaining]
+    others = sorted(name for name in remaining if name not in BUDGET_NAMES)
+    return " · ".join(_budget(name, remaining[name]) for name in [*known, *others])
+
+
+def _budget(name: str, value: int) -> str:
+    if name.endswith("_ms"):
+        return f"{BUDGET_NAMES.get(name, name)} {seconds_text(value / 1000)}"
+    return f"{BUDGET_NAMES.get(name, name)} {_count(value)}"
 
 
 def _count(value: int) -> str:

@@ -35,6 +35,9 @@ Run `choir tui` as that user, or point $CHOIR_HOME at your own home.
 """
 
 
+RETRYING = "retrying every few seconds… (q quits)"
+
+
 class OfflineScreen(Screen[None]):
     """Full-screen help while the console cannot reach choird; q quits."""
 
@@ -43,6 +46,7 @@ class OfflineScreen(Screen[None]):
     OfflineScreen > Vertical {
         width: auto; max-width: 80; height: auto; padding: 1 2; border: round $error;
     }
+    OfflineScreen Static { width: auto; max-width: 76; }
     OfflineScreen #retry { color: $text-muted; margin-top: 1; }
     """
 
@@ -55,10 +59,9 @@ class OfflineScreen(Screen[None]):
     def compose(self) -> ComposeResult:
         with Vertical():
             yield Static(self.text, id="offline-text")
-            yield Static("retrying…", id="retry")
+            yield Static(RETRYING, id="retry")
 
-    def update(self, text: str, retry_in_s: float | None) -> None:
+    def update(self, text: str) -> None:
         self.text = text
-        self.query_one("#offline-text", Static).update(text)
-        retry = f"retrying in {retry_in_s:.1f} s…" if retry_in_s else "retrying…"
-        self.query_one("#retry", Static).update(retry)
+        for shown in self.query("#offline-text").results(Static):  # none before it composed
+            shown.update(text)

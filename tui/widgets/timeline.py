@@ -325,8 +325,8 @@ class Timeline(ScrollView, can_focus=True):
             Segment(f"{row.time:<12} ", _DIM),
             Segment(f"{row.lane[:LANE_WIDTH]:<{LANE_WIDTH}} ", lane_style),
             Segment(f"{row.kind[:TYPE_WIDTH]:<{TYPE_WIDTH}} ", _KIND_STYLES.get(row.kind, _DIM)),
+            Segment(f"#{row.hash:<8} ", _DIM),
             Segment(row.text),
-            Segment(f"  #{row.hash}", _DIM),
         ]
         strip = Strip(segments).crop_extend(0, width, None)
         return strip.apply_style(_CURSOR) if selected else strip
