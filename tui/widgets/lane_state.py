@@ -22,6 +22,7 @@ _KINDS: Final[dict[str, LaneKind]] = {
     "REASONING": "reasoning",
     "FINALIZING": "reasoning",
     "WAITING_TOOL": "waiting-tool",
+    "WAITING_INFO": "waiting-tool",  # a core job's need_info question: its report call waits
     "COMPLETED": "completed",
     "TERMINATED": "terminated",
 }
