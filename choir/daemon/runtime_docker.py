@@ -113,6 +113,8 @@ class DockerRuntime:
         self._images = images
         self._agents: dict[str, _Container] = {}
         self._kills: set[asyncio.Task[None]] = set()
+        self._ready: dict[str, tuple[str, Artefact]] = {}
+        """Per agent: the image id and artefact `prepare` last made ready."""
         self._unsubscribe = sessions.subscribe(self._on_session_ended)
 
     @property
@@ -145,7 +147,19 @@ class DockerRuntime:
         return held.agent if held is not None else None
 
     async def prepare(self, agent_id: str, config: ChoirConfig) -> Artefact:
-        return await self._images(self._home, config, agent_id)
+        """The agent's image: the one this choird last made ready while it is still the
+        newest built for the agent (a start needs no build check, §17.3 step 10); otherwise
+        `ensure_agent_image`, which builds only when something changed."""
+        ready = self._ready.get(agent_id)
+        newest = await self._engine.engine.images({MANAGED: "true", "choir.agent": agent_id})
+        if ready is not None and newest and newest[0].id == ready[0]:
+            return ready[1]
+        artefact = await self._images(self._home, config, agent_id)
+        if artefact.image is not None:
+            image = await self._engine.engine.image(artefact.image)
+            if image is not None:
+                self._ready[agent_id] = (image.id, artefact)
+        return artefact
 
     async def start(
         self,

@@ -1,0 +1,94 @@
+"""A real choird on the docker runtime, the real agent image, and the engine to look at it with.
+
+choird runs in the test process (`running_daemon(home, runtime="docker")`) on a home `choirctl
+init` made, with the test session's Postgres. The agent image is what `choirctl agent build`
+makes (`ensure_agent_image`: base image cached by its inputs, agent image per home). The test
+inspects containers through its own docker SDK client, never through choird's code.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import docker
+import pytest
+
+from choir.client import ChoirClient
+from choir.daemon.app import ChoirDaemon
+from choir.home import ChoirHome
+from choir.store.target import ConnectParams
+from tests.docker_support import require_docker
+from tests.e2e.daemons import running_daemon
+from tests.e2e.homes import external_postgres, make_home, short_root
+
+BUILD_TIMEOUT_S = 600
+"""The first build on a machine makes the base image (apt inside a container)."""
+
+
+@dataclass(frozen=True)
+class Choird:
+    daemon: ChoirDaemon
+    client: ChoirClient
+    home: ChoirHome
+
+    async def start(self, agent_id: str = "agent-1", **overrides: Any) -> dict[str, Any]:
+        return await self.client.agent_start(agent_id, {"dm": "console", **overrides})
+
+
+@pytest.fixture
+def engine() -> Iterator[docker.DockerClient]:
+    require_docker()
+    client = docker.from_env()
+    try:
+        yield client
+    finally:
+        client.close()
+
+
+@pytest.fixture
+def root() -> Iterator[Path]:
+    with short_root("rt-") as root:
+        yield root
+
+
+@pytest.fixture
+def home(root: Path, pg_params: ConnectParams) -> ChoirHome:
+    return make_home(root, postgres=external_postgres(pg_params))
+
+
+@pytest.fixture
+async def choird(home: ChoirHome, engine: docker.DockerClient) -> AsyncIterator[Choird]:
+    async with (
+        running_daemon(home, runtime="docker") as daemon,
+        await ChoirClient.connect(home, call_timeout=BUILD_TIMEOUT_S) as client,
+    ):
+        yield Choird(daemon, client, home)
+    leftovers = containers_of(engine, home)
+    for container in leftovers:
+        container.remove(force=True)
+    assert not leftovers, f"containers left behind: {[c.name for c in leftovers]}"
+
+
+def containers_of(engine: docker.DockerClient, home: ChoirHome) -> list[Any]:
+    """Every container (running or not) choird made for `home`."""
+    wanted = {"label": f"choir.home={home.root}"}
+    return list(engine.containers.list(all=True, filters=wanted, ignore_removed=True))
+
+
+async def chat(client: ChoirClient, text: str, agent_id: str = "agent-1") -> dict[str, Any]:
+    """The agent's reply to `text`."""
+    import asyncio
+
+    sent = await client.chat_send(agent_id, text)
+    replies = client.chat_replies(agent_id, after_seq=sent["after_seq"])
+    try:
+        async with asyncio.timeout(30):
+            async for reply in replies:
+                if reply["category"] == "reply" and reply["in_reply_to"] == sent["message_id"]:
+                    return reply
+    finally:
+        await replies.aclose()
+    raise AssertionError("the reply stream ended without a reply")
