@@ -95,7 +95,7 @@ def checkout(home: ChoirHome, key: str, repo: RepoRef, *, fetch: bool = True) ->
     if is_local(url):
         return _local(key, url, repo.ref, field)
     with clone_lock(clone_path(home, key)):
-        return _cached(home, key, url, repo.ref, fetch=fetch)
+        return _cached(home, key, RepoRef(url=url, ref=repo.ref), field, fetch=fetch)
 
 
 def checkouts(home: ChoirHome, config: ChoirConfig) -> tuple[list[RepoCheckout], list[str]]:
@@ -150,7 +150,10 @@ def _local(key: str, url: str, ref: str, field: str) -> RepoCheckout:
     return RepoCheckout(key, url, ref, path, commit_of(path), local=True)
 
 
-def _cached(home: ChoirHome, key: str, url: str, ref: str, *, fetch: bool) -> RepoCheckout:
+def _cached(home: ChoirHome, key: str, repo: RepoRef, field: str, *, fetch: bool) -> RepoCheckout:
+    """`repo` from the cache: cloned when missing, fetched when asked, checked out at its ref;
+    `field` names the URL's place in config.json for error messages."""
+    url, ref = repo.url, repo.ref
     path = clone_path(home, key)
     shown = display_url(url)
     fresh = not (path / ".git").is_dir()
@@ -161,11 +164,12 @@ def _cached(home: ChoirHome, key: str, url: str, ref: str, *, fetch: bool) -> Re
         except ChoirError as failed:
             _record(home, key, shown, ref, None, failed.message)
             raise UsageError(
-                f"cannot clone {shown}: {failed.message}; fix the URL or the remote's access"
+                f"{field} {shown} cannot be cloned ({failed.message}): fix the URL or the "
+                "remote's access"
             ) from None
     elif fetch:
         error = _fetch(path, url)
-    commit = _check_out(path, ref, shown)
+    commit = _check_out(path, ref, f"{field.removesuffix('.url')}.ref", shown)
     if fresh or fetch:
         _record(home, key, shown, ref, commit, error)
         stale = error is not None
@@ -200,7 +204,7 @@ def _clone(url: str, path: Path) -> None:
         shutil.rmtree(staging, ignore_errors=True)
 
 
-def _check_out(path: Path, ref: str, shown: str) -> str:
+def _check_out(path: Path, ref: str, field: str, shown: str) -> str:
     """Check out `ref` (a remote branch, a tag or a commit) detached; its commit."""
     for candidate in (f"refs/remotes/origin/{ref}", f"refs/tags/{ref}", ref):
         try:
@@ -210,7 +214,7 @@ def _check_out(path: Path, ref: str, shown: str) -> str:
         _git(path, "checkout", "--quiet", "--force", "--detach", commit.strip())
         _git(path, "clean", "-ffdxq")
         return commit.strip()
-    raise UsageError(f"ref {ref!r} is not a branch, tag or commit of {shown}: fix the repo's ref")
+    raise UsageError(f"{field} {ref!r} is not a branch, tag or commit of {shown}: fix it")
 
 
 def _record(

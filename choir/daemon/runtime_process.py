@@ -12,8 +12,8 @@ instead of after the heartbeat threshold. A session the reaper declares crashed 
 has its hung process group killed; at choird start, agents a previous choird on this home left
 behind are killed.
 
-The repos' working trees are read directly (`global_repo.url` and `agents.<id>.repo.url` as
-local paths); remote repos need the docker runtime's build.
+Repos given as local paths are read in place (working trees, uncommitted work included); repos
+given as URLs are read from choird's clones (`repos`, fetched at `config load` and choird start).
 """
 
 from __future__ import annotations
@@ -32,7 +32,8 @@ import psutil
 
 from choir.config import ChoirConfig
 from choir.core.security_profile import ProfileReport, unsandboxed
-from choir.daemon.agent_tree import commit_of, materialize
+from choir.daemon import repos
+from choir.daemon.agent_tree import materialize
 from choir.daemon.agent_tree import merge_tree as merge_tree
 from choir.daemon.runtime import (
     STOP_GRACE_S,
@@ -99,18 +100,25 @@ class ProcessRuntime:
         """Merge the agent's `/choir` tree from the repos; the tree and its version.json.
 
         `tree` elsewhere than the agent's own (`agent update` stages a candidate beside it)."""
-        global_repo = _local_repo(config.global_repo.url, "global_repo.url")
-        agent_repo = _local_repo(config.agents[agent_id].repo.url, f"agents.{agent_id}.repo.url")
         tree = tree or self._home.root / "runtime" / agent_id / "choir"
         shutil.rmtree(tree, ignore_errors=True)
-        version = materialize(
-            global_repo,
-            agent_repo,
-            tree,
-            agent_id=agent_id,
-            image_version=PROCESS_IMAGE,
-            commits=(commit_of(global_repo), commit_of(agent_repo)),
-        )
+        agent_key = repos.repo_key(agent_id)
+        with (
+            repos.clone_lock(repos.clone_path(self._home, repos.GLOBAL)),
+            repos.clone_lock(repos.clone_path(self._home, agent_key)),
+        ):  # local paths are read in place; URLs from choird's clones (fetched at config load)
+            global_repo = repos.checkout(self._home, repos.GLOBAL, config.global_repo, fetch=False)
+            agent_repo = repos.checkout(
+                self._home, agent_key, config.agents[agent_id].repo, fetch=False
+            )
+            version = materialize(
+                global_repo.path,
+                agent_repo.path,
+                tree,
+                agent_id=agent_id,
+                image_version=PROCESS_IMAGE,
+                commits=(global_repo.commit, agent_repo.commit),
+            )
         return tree, version
 
     async def start(
@@ -253,16 +261,6 @@ def _orphans(agent_socks: Path) -> list[int]:
         if agent and any(arg.startswith(prefix) for arg in cmdline):
             found.append(int(proc.info["pid"]))
     return found
-
-
-def _local_repo(url: str, field: str) -> Path:
-    path = Path(url).expanduser()
-    if not url or not path.is_absolute() or not path.is_dir():
-        raise UsageError(
-            f"{field} {url!r} is not a local directory: the process runtime reads the repos' "
-            "working trees; set it to an absolute path (remote repos need a container build)"
-        )
-    return path
 
 
 def _signal_group(pid: int, signum: signal.Signals) -> None:

@@ -118,7 +118,8 @@ def test_a_checkout_without_fetch_reports_the_recorded_staleness(home, work, tmp
 def test_a_remote_never_cloned_and_unreachable_is_an_error(home, tmp_path):
     url = f"file://{tmp_path}/nowhere.git"
 
-    with pytest.raises(UsageError, match=r"^cannot clone file://.*nowhere\.git: .*fix the URL"):
+    pattern = r"^global_repo\.url file://.*nowhere\.git cannot be cloned \(.*\): fix the URL"
+    with pytest.raises(UsageError, match=pattern):
         repos.checkout(home, repos.GLOBAL, RepoRef(url=url))
 
     assert not (home.repos / "global").exists()
@@ -141,7 +142,8 @@ def test_bad_urls_are_refused_with_the_fix(home, url, message):
 def test_an_unknown_ref_is_refused_naming_it(home, work, tmp_path):
     url = bare_remote(work, tmp_path / "remote.git")
 
-    with pytest.raises(UsageError, match=r"ref 'nope' is not a branch, tag or commit of file://"):
+    pattern = r"^agents\.a1\.repo\.ref 'nope' is not a branch, tag or commit of file://.*: fix it$"
+    with pytest.raises(UsageError, match=pattern):
         repos.checkout(home, "agents/a1", RepoRef(url=url, ref="nope"))
 
 
