@@ -102,6 +102,7 @@ def _up(args: argparse.Namespace) -> None:
     console = _console()
     if args.tui and console is not None and sys.stdin.isatty() and sys.stdout.isatty():
         console.ChoirApp(home).run()
+        print("choird and the agents keep running: choir tui reopens the console, choir down stops")
         return
     print("\n".join(status_lines(summary, console_ready=console is not None)))
 

@@ -62,8 +62,9 @@ class Steps:
         self._waiting = True
 
     def _end_wait(self) -> None:
+        """The next line replaces a waiting line redrawn in place."""
         if self._waiting and self.out.isatty():
-            self.out.write("\n")
+            self.out.write("\r\033[K")
         self._waiting = False
 
 

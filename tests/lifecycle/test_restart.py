@@ -62,3 +62,21 @@ async def test_restart_by_choirctl_and_its_refusals(choird: Choird) -> None:
     with pytest.raises(NotFoundError):
         await client.agent_restart("agent-9")
     await client.agent_stop("agent-1")
+
+
+async def test_new_session_and_resume_choose_the_session(choird: Choird) -> None:
+    _, client = choird
+    first = await client.agent_start("agent-1", {"dm": "console"})
+    await client.agent_stop("agent-1")  # stopped: the next start is a new session
+    second = await client.agent_start("agent-1", {"dm": "console"})
+    await client.agent_restart("agent-1")  # suspended: the next start would resume it
+    await client.agent_stop("agent-1")
+    resumed = await client.agent_start("agent-1", {"dm": "console"}, resume=first["session_id"])
+    await client.agent_stop("agent-1")
+    fresh = await client.agent_start("agent-1", {"dm": "console"}, new_session=True)
+    await client.agent_stop("agent-1")
+
+    assert second["session_id"] != first["session_id"]
+    assert (resumed["session_id"], resumed["resumed"]) == (first["session_id"], True)
+    assert fresh["resumed"] is False
+    assert fresh["session_id"] not in {first["session_id"], second["session_id"]}
