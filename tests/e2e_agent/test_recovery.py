@@ -4,7 +4,8 @@ A real choird in the test process, the real `choir-agent` in its own process, a 
 A core job's non-idempotent `choir.exec` appends one line and then sleeps; the agent is killed
 with SIGKILL while it sleeps. Restarted for the same session, the agent gets back every event
 choird acknowledged with its chain intact, holds the job instead of re-running the call, and
-the operator sees the call in `session.recover` and decides.
+the operator sees the call in `session.recover` and decides — whether the resume replays every
+event or starts from a snapshot that already holds the interrupted intent.
 """
 
 from __future__ import annotations
@@ -19,11 +20,12 @@ import pytest
 from choir.client import ChoirClient
 from choir.daemon.app import ChoirDaemon
 from choir.home import ChoirHome
-from choir.protocol import GENESIS_HASH
+from choir.protocol import GENESIS_HASH, Snapshot
 from choir.scripted import ReplyStep, Script, ScriptedCall, ScriptedModelServer, ToolCallsStep
+from choir.store.snapshots import latest_snapshot
 from choir.store.target import ConnectParams
-from tests.e2e.daemons import poll_until, running_daemon, stored_events
-from tests.e2e.homes import short_root
+from tests.e2e.daemons import poll_until, pool_of, running_daemon, stored_events
+from tests.e2e.homes import read_config, short_root, write_config
 from tests.e2e_agent.launch import launch_agent, scripted_home
 from tests.e2e_agent.test_agent_process import choir_root
 
@@ -66,9 +68,21 @@ async def model() -> AsyncIterator[ScriptedModelServer]:
         yield server
 
 
-@pytest.fixture
-def home(root: Path, pg_params: ConnectParams, model: ScriptedModelServer) -> ChoirHome:
-    return scripted_home(root, pg_params, model.url)
+@pytest.fixture(params=[None, 1], ids=["no-snapshot", "snapshot-every-event"])
+def home(
+    request: pytest.FixtureRequest,
+    root: Path,
+    pg_params: ConnectParams,
+    model: ScriptedModelServer,
+) -> ChoirHome:
+    """With the default cadence no snapshot is taken, and a resume replays every event; with a
+    snapshot every event, the interrupted intent reaches the resume through the snapshot."""
+    home = scripted_home(root, pg_params, model.url)
+    if request.param is not None:
+        data = read_config(home)
+        data["snapshot_every_events"] = request.param
+        write_config(home, data)
+    return home
 
 
 async def launch(daemon: ChoirDaemon, root: Path, name: str) -> asyncio.subprocess.Process:
@@ -133,6 +147,14 @@ async def test_a_crash_in_a_side_effect_holds_the_job_until_the_operator_decides
             for e in before
         )
         await daemon.services.sessions.mark_crashed(session_id, "killed by the test")
+        async with pool_of(daemon).acquire() as conn:
+            latest = await latest_snapshot(conn, session_id, before[-1].rev)
+        if read_config(home).get("snapshot_every_events") == 1:
+            assert latest is not None
+            snapshot = Snapshot.model_validate(latest.snapshot)
+            assert intent.payload["call_id"] in [i.call_id for i in snapshot.open_intents]
+        else:
+            assert latest is None
 
         second = await launch(daemon, root, "second")
         try:
