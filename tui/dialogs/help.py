@@ -62,7 +62,7 @@ class HelpScreen(ModalScreen[None]):
     DEFAULT_CSS = """
     HelpScreen { align: center middle; }
     HelpScreen > VerticalScroll {
-        width: 90; max-width: 100%; height: 90%; border: thick $primary;
+        width: 80; max-width: 100%; height: 90%; border: thick $primary;
         background: $surface; padding: 0 1;
     }
     """
@@ -72,7 +72,7 @@ class HelpScreen(ModalScreen[None]):
     ]
 
     def compose(self) -> ComposeResult:
-        table = Table(title="choir tui — keys", expand=True, show_edge=False, pad_edge=False)
+        table = Table(title="choir tui — keys", show_edge=False, pad_edge=False)
         table.add_column("where", style="bold", no_wrap=True)
         table.add_column("key", style="bold cyan", no_wrap=True)
         table.add_column("does")

@@ -2,8 +2,8 @@
 
 The table is `state.approvals` (pending only), which the bridge keeps from `approval.list` and
 the `approval` feed items — nothing here polls choird. Ages and countdowns tick locally once a
-second from each `created_at` and the running `approval_timeout_ms` (read with `config.show` on
-mount, after a resync and when the config changes).
+second from each `created_at` (by the console's clock) and the running `approval_timeout_ms`
+(read with `config.show` on mount, after a resync and when the config changes).
 
 An approval resolved elsewhere (choirctl, a DM button, the timeout sweep) leaves the table as its
 feed item arrives; if the operator had it open, a notice says how it ended, and a confirmation
@@ -13,8 +13,6 @@ for one resolved in between, and that is shown as a notice, not an error.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from datetime import UTC, datetime
 from typing import Any, ClassVar, Final
 
 from rich.text import Text
@@ -51,10 +49,6 @@ KEPT_ENDED: Final = 100
 _DIFF_STYLES: Final = {"+": "green", "-": "red", "~": "yellow"}
 
 
-def utc_now() -> datetime:
-    return datetime.now(UTC)
-
-
 class ApprovalsView(ChoirView):
     """Pending approvals; `a` approves and `r` rejects the highlighted one after a confirmation."""
 
@@ -78,8 +72,6 @@ class ApprovalsView(ChoirView):
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
-        self.clock: Callable[[], datetime] = utc_now
-        """Now, for ages and countdowns (tests pin it for stable snapshots)."""
         self.timeout_ms: int | None = None
         """The running `approval_timeout_ms`; None until `config.show` answered."""
         self.running_config: Payload | None = None
@@ -133,7 +125,7 @@ class ApprovalsView(ChoirView):
         return sorted(self.state.approvals.values(), key=lambda a: str(a.get("created_at")))
 
     def cells(self, approval: Payload) -> tuple[str, ...]:
-        now = self.clock()
+        now = self.console.clock()
         return (
             approval["approval_id"],
             str(approval.get("agent_id")),
@@ -145,7 +137,7 @@ class ApprovalsView(ChoirView):
 
     def tick(self) -> None:
         """Advance every age and countdown by the clock; no call to choird."""
-        now = self.clock()
+        now = self.console.clock()
         for approval in self.pending():
             key = approval["approval_id"]
             if key in self.table.rows:

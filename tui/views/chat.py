@@ -73,6 +73,7 @@ class ChatView(ChoirView):
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("ctrl+l", "clear", "Clear"),
+        Binding("escape", "leave_input", "Leave input", show=False),
     ]
 
     def __init__(self, *, id: str | None = None) -> None:
@@ -86,7 +87,7 @@ class ChatView(ChoirView):
 
     def compose(self) -> ComposeResult:
         yield Static(NO_AGENT, id="chat-title", markup=False)
-        yield RichLog(id="chat-log", wrap=True, markup=False, max_lines=KEPT_LINES)
+        yield RichLog(id="chat-log", wrap=True, markup=False, max_lines=KEPT_LINES, min_width=20)
         yield Input(placeholder="message the agent", id="chat-input")
 
     @property
@@ -112,13 +113,13 @@ class ChatView(ChoirView):
             self.workers.cancel_group(self, "chat-replies")
             return
         for category, text in self.transcripts[agent_id]:
-            self.log_widget.write(line_text(category, text, agent_id))
+            self.log_widget.write(line_text(category, text, agent_id), expand=True)
         self.follow(agent_id)
 
     def add(self, agent_id: str, category: str, text: str) -> None:
         self.transcripts[agent_id].append((category, text))
         if agent_id == self.agent_id:
-            self.log_widget.write(line_text(category, text, agent_id))
+            self.log_widget.write(line_text(category, text, agent_id), expand=True)
 
     # the replies stream
 
@@ -173,6 +174,10 @@ class ChatView(ChoirView):
             await self.bridge.call("chat.send", agent_id=agent_id, text=text)
         except ChoirError as error:
             self.add(agent_id, "error", error.message)
+
+    def action_leave_input(self) -> None:
+        """Focus the transcript, so digits switch tabs again (enter in it types once more)."""
+        self.log_widget.focus()
 
     def action_clear(self) -> None:
         if self.agent_id is not None:

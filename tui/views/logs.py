@@ -35,7 +35,7 @@ _HEAD: Final = frozenset({"timestamp", "level", "source", "logger", "message"})
 
 
 def human_line(raw: str) -> str:
-    """`12:00:01.250 INFO  choird.approvals approval requested approval_id=ap-1`; a line that is
+    """`12:00:01.250 INFO    choird.approvals approval requested  approval_id=ap-1`; a line that is
     not a JSON record is shown as it is."""
     try:
         record = orjson.loads(raw)
@@ -44,7 +44,7 @@ def human_line(raw: str) -> str:
     if not isinstance(record, dict):
         return raw
     clock = str(record.get("timestamp") or "")[11:23]
-    head = f"{clock} {record.get('level', '')!s:<5} {record.get('logger', '')}"
+    head = f"{clock} {record.get('level', '')!s:<7} {record.get('logger', '')}"
     fields = " ".join(
         f"{key}={_value(value)}"
         for key, value in record.items()
@@ -65,7 +65,7 @@ class LogsView(ChoirView):
 
     DEFAULT_CSS = """
     LogsView #logs-title { height: 1; padding: 0 1; color: $text-muted; }
-    LogsView #logs-log { height: 1fr; }
+    LogsView #logs-log { height: 1fr; padding: 0 1; }
     """
 
     BINDINGS: ClassVar[list[BindingType]] = [

@@ -107,11 +107,11 @@ async def test_ages_and_countdowns_tick_locally_and_config_changes_show_as_a_dif
         await until(pilot, lambda: view.timeout_ms == 1_800_000, what="the running timeout")
         created = parse_time(proposed["created_at"])
         assert created is not None
-        view.clock = lambda: created + timedelta(minutes=4, seconds=5)
+        app.clock = lambda: created + timedelta(minutes=4, seconds=5)
         view.tick()
         assert view.table.get_cell(key, "age") == "4m05s"
         assert view.table.get_cell(key, "left") == "25m55s"
-        view.clock = lambda: created + timedelta(minutes=31)
+        app.clock = lambda: created + timedelta(minutes=31)
         view.tick()
         assert view.table.get_cell(key, "left") == "due"
         detail = str(view.query_one("#approval-detail").render())

@@ -41,7 +41,7 @@ async def test_choirds_log_is_tailed_live_and_the_agents_on_switch(
         await until(
             pilot, lambda: "a line written now  answer=42" in shown(view), what="the new line"
         )
-        assert " INFO  choird.test a line written now" in shown(view)
+        assert " INFO    choird.test a line written now" in shown(view)
         await pilot.press("j")
         assert '"message":"a line written now"' in shown(view)
         await pilot.press("s")
@@ -55,5 +55,6 @@ def test_records_read_as_one_line_and_other_lines_stay_as_they_are():
         '"session_id":null,"lane":null,"logger":"choird.x","message":"slow","ms":12}'
     )
     assert human_line(raw) == "03:04:05.678 WARNING choird.x slow  ms=12"
+    assert human_line(raw.replace("WARNING", "INFO")) == "03:04:05.678 INFO    choird.x slow  ms=12"
     assert human_line("not json") == "not json"
     assert human_line("[1, 2]") == "[1, 2]"

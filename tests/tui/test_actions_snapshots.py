@@ -1,0 +1,218 @@
+"""SVG snapshots of the action tabs and dialogs, at fixed sizes with fixed data.
+
+The console never connects: `tests/tui/sample.py` feeds what the bridge would (two agents,
+`default` running), and each test hands its tab the answers choird would have given (attributes
+down), so every pixel is the same on every run. Regenerate after an intended change with
+`pytest tests/tui/test_actions_snapshots.py --snapshot-update` and look at the report first.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from datetime import timedelta
+from typing import Any
+
+import orjson
+from textual.pilot import Pilot
+
+from tests.tui.sample import NOW, SESSION, feed, sample_app
+from tui.app import ChoirApp
+from tui.messages import ApprovalChanged
+from tui.views import spec
+from tui.views.approvals import ApprovalsView
+from tui.views.chat import ChatView
+from tui.views.config import ConfigView
+from tui.views.logs import LogsView
+from tui.views.workspaces import WorkspacesView
+
+SIZE = (110, 30)
+Setup = Callable[[ChoirApp], None]
+
+
+def approval(
+    approval_id: str, ago: timedelta, kind: str, payload: dict[str, Any]
+) -> dict[str, Any]:
+    return {
+        "approval_id": approval_id,
+        "agent_id": "default",
+        "session_id": SESSION,
+        "request_type": kind,
+        "status": "pending",
+        "created_at": (NOW - ago).isoformat(),
+        "resolved_at": None,
+        "resolved_by": None,
+        "payload": payload,
+    }
+
+
+APPROVALS = [
+    approval(
+        "ap-0c0ffee00001",
+        timedelta(minutes=27, seconds=10),
+        "config_change",
+        {
+            "summary": "Give operators ten minutes to answer approvals",
+            "patch": {"approval_timeout_ms": 600_000, "event_window_size": None},
+            "rationale": "Half an hour is too long to wait.",
+        },
+    ),
+    approval(
+        "ap-0c0ffee00002",
+        timedelta(minutes=4, seconds=5),
+        "tool",
+        {
+            "manifest": {"llm": {"name": "weather.lookup"}, "runtime": {"timeout_ms": 5000}},
+            "intended_behavior": "Fetch the forecast for a city.",
+            "rationale": "Operators keep asking about the weather.",
+        },
+    ),
+]
+
+
+def with_approvals(app: ChoirApp) -> None:
+    view = app.query_one(ApprovalsView)
+    view.timeout_ms = 1_800_000
+    view.running_config = {"approval_timeout_ms": 1_800_000, "event_window_size": 50}
+    for row in APPROVALS:
+        app.post_message(ApprovalChanged(row))
+
+
+def with_config(app: ChoirApp) -> None:
+    view = app.query_one(ConfigView)
+    view.shown = {"config_version": 3, "config_hash": "9f2c4e1ab7d05e66", "staged": True}
+    view.changes = [
+        {
+            "op": "~",
+            "source": "config.json",
+            "path": "approval_timeout_ms",
+            "scope": "hot-reload",
+            "action": "choirctl config apply",
+        },
+        {
+            "op": "+",
+            "source": "config.json",
+            "path": "workspaces.extra",
+            "scope": "restart-required",
+            "action": "the next choirctl agent start that binds it",
+        },
+        {
+            "op": "~",
+            "source": "config.json",
+            "path": "gateways.console",
+            "scope": "restart-required",
+            "action": "restart choird",
+        },
+    ]
+    view.redraw()
+    view.problems("warnings", ["model demo is the scripted demo model, not a real LLM"], "yellow")
+
+
+def with_workspaces(app: ChoirApp) -> None:
+    view = app.query_one(WorkspacesView)
+    view.workspaces = {
+        "default": {
+            "name": "default",
+            "path": "/home/op/.choir.d/workspaces/default",
+            "exists": True,
+            "leased_to": "default",
+            "session_id": SESSION,
+            "leased_at": "2026-03-14T09:02:41+00:00",
+        },
+        "review": {
+            "name": "review",
+            "path": "/srv/review",
+            "exists": False,
+            "leased_to": None,
+            "session_id": None,
+            "leased_at": None,
+        },
+    }
+    view.redraw()
+
+
+def with_chat(app: ChoirApp) -> None:
+    view = app.query_one(ChatView)
+    for category, text in [
+        ("you", "please refactor the login module and add tests"),
+        ("reply", "On it: I started refactor-auth and write-tests."),
+        ("injected", "tell write-tests to cover the lockout path"),
+        ("core_report", "core job refactor-auth completed: login.py split into three modules."),
+        ("error", "the model fell over (HTTP 500); try again"),
+    ]:
+        view.add("default", category, text)
+
+
+def with_logs(app: ChoirApp) -> None:
+    view = app.query_one(LogsView)
+    records: list[tuple[str, str, str, str, dict[str, Any]]] = [
+        ("09:26:01.120", "INFO", "choird.sessions", "session started", {"agent_id": "default"}),
+        ("09:26:02.004", "INFO", "choird.approvals", "approval requested",
+         {"approval_id": "ap-0c0ffee00002", "type": "tool"}),
+        ("09:26:40.551", "WARNING", "choird.rpc", "slow heartbeat", {"ms": 812}),
+    ]  # fmt: skip
+    view.add(
+        orjson.dumps(
+            {"timestamp": f"2026-03-14T{clock}Z", "level": level, "source": "choird",
+             "session_id": None, "lane": None, "logger": logger, "message": message, **fields}
+        ).decode()
+        for clock, level, logger, message, fields in records
+    )  # fmt: skip
+    view.live = True
+    view.draw_title()
+
+
+def showing(view_id: str, setup: Setup, *keys: str) -> Callable[[Pilot[None]], Awaitable[None]]:
+    async def run_before(pilot: Pilot[None]) -> None:
+        app = pilot.app
+        assert isinstance(app, ChoirApp)
+        feed(app)
+        await pilot.pause()
+        await pilot.press(spec(view_id).key)
+        await pilot.pause()
+        setup(app)
+        await pilot.pause()
+        await pilot.press(*keys)
+        await pilot.pause()
+        await pilot.pause()
+
+    return run_before
+
+
+def test_approvals_snapshot(snap_compare: Any) -> None:
+    assert snap_compare(
+        sample_app(), terminal_size=SIZE, run_before=showing("approvals", with_approvals)
+    )
+
+
+def test_approvals_at_80x24_snapshot(snap_compare: Any) -> None:
+    run_before = showing("approvals", with_approvals, "down")
+    assert snap_compare(sample_app(), terminal_size=(80, 24), run_before=run_before)
+
+
+def test_approve_confirmation_snapshot(snap_compare: Any) -> None:
+    run_before = showing("approvals", with_approvals, "a")
+    assert snap_compare(sample_app(), terminal_size=SIZE, run_before=run_before)
+
+
+def test_config_snapshot(snap_compare: Any) -> None:
+    assert snap_compare(sample_app(), terminal_size=SIZE, run_before=showing("config", with_config))
+
+
+def test_workspaces_snapshot(snap_compare: Any) -> None:
+    run_before = showing("workspaces", with_workspaces)
+    assert snap_compare(sample_app(), terminal_size=SIZE, run_before=run_before)
+
+
+def test_chat_snapshot(snap_compare: Any) -> None:
+    """Escape leaves the input (no blinking cursor in the picture; digits switch tabs again)."""
+    run_before = showing("chat", with_chat, "escape")
+    assert snap_compare(sample_app(), terminal_size=SIZE, run_before=run_before)
+
+
+def test_logs_snapshot(snap_compare: Any) -> None:
+    assert snap_compare(sample_app(), terminal_size=SIZE, run_before=showing("logs", with_logs))
+
+
+def test_help_snapshot(snap_compare: Any) -> None:
+    run_before = showing("approvals", lambda app: None, "question_mark")
+    assert snap_compare(sample_app(), terminal_size=SIZE, run_before=run_before)
