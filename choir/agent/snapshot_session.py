@@ -58,15 +58,15 @@ class RestoredSession:
         snapshot = answer.snapshot
         if snapshot is not None and (problem := snapshot.content_problem()) is not None:
             raise SnapshotRefused(
-                f"choird handed over the snapshot at rev {snapshot.rev}, but {problem}: "
-                "nothing was restored; restart the agent (choird then falls back to an older "
-                "snapshot or to every event)"
+                f"choird handed over the snapshot at rev {snapshot.rev}, but {problem} here "
+                "(choird checked it, so choird and this agent disagree on the snapshot format): "
+                "nothing was restored; rebuild the agent with choirctl agent update"
             )
         self.snapshot = snapshot
         self.log: CommitLog = restored_log(answer)
         self.ledger = Ledger.of(snapshot).observe_all(self.log)
-        """Kept current by every commit from here on."""
-        self._unsubscribe = self.log.subscribe(self.ledger.observe)
+        """Kept current by every commit from here on (for the life of the log)."""
+        self.log.subscribe(self.ledger.observe)
         self._kit: LaneKit | None = None
         self._edge: EdgeLane | None = None
         self._jobs: RecoverableCoreJobs | None = None
@@ -81,7 +81,8 @@ class RestoredSession:
             )
 
     def attach(self, kit: LaneKit, edge: EdgeLane, jobs: RecoverableCoreJobs) -> None:
-        """Give the kernel and the lanes (built, not yet running) their restored state."""
+        """Give the kernel and the lanes (built, not yet running) their restored state: the
+        budgets, skill runs and open approvals, and every open lane's working memory."""
         arbiter, entries = kit.kernel.arbiter, list(self.log)
         arbiter.budgets = self.ledger.counters(time.monotonic())
         _, arbiter.tokens_exceeded = budgets.charge_tokens(arbiter.budgets, 0, arbiter.limits)
@@ -94,9 +95,6 @@ class RestoredSession:
             if lane in open_lanes:
                 kit.memories.track(memory)
         self._kit, self._edge, self._jobs = kit, edge, jobs
-
-    def close(self) -> None:
-        self._unsubscribe()
 
     def take(self) -> Snapshot | None:
         """The session's §13.4 state at the log head; None until `attach`."""

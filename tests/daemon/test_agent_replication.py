@@ -38,7 +38,13 @@ from choir.daemon.bindings import allowed_secrets
 from choir.daemon.config_stage import ConfigStage
 from choir.daemon.pushes import wire_pushes
 from choir.home import ChoirHome
-from choir.protocol import ResourceBindings, SecretsRefreshedPush, Snapshot, UserMsg
+from choir.protocol import (
+    ReferenceSummary,
+    ResourceBindings,
+    SecretsRefreshedPush,
+    Snapshot,
+    UserMsg,
+)
 from choir.store.events import read_events
 from choir.store.pool import Pool
 from choir.store.sessions import SessionStatus
@@ -344,6 +350,28 @@ async def test_snapshots_ride_heartbeats_every_k_events(
     assert saved is not None
     assert saved.rev == 12
     assert saved.snapshot["hash"] == agent.log.head_hash
+
+
+async def test_a_snapshot_too_large_for_a_heartbeat_is_skipped_and_the_events_still_ship(
+    make_agent: AgentFactory, choird: Choird, pool: Pool
+) -> None:
+    huge = ReferenceSummary(summary="x" * 1_200_000)
+
+    def snapshot(log: CommitLog) -> Snapshot:
+        summaries = {"edge": huge}
+        return Snapshot(
+            rev=log.head_rev, hash=log.head_hash, reference_summaries=summaries
+        ).sealed()
+
+    agent = await make_agent(snapshot=snapshot, snapshot_every_events=2)
+    agent.commit(3)
+    await agent.replicator.flush(5)
+
+    assert agent.replicator.acked_rev == 3
+    assert agent.replicator.stats.snapshots == 0
+    assert agent.fatal == []
+    async with pool.acquire() as conn:
+        assert await latest_snapshot(conn, choird.session_id, 1000) is None
 
 
 async def test_stopping_flushes_what_was_committed(choird: Choird, pool: Pool) -> None:
