@@ -1,11 +1,11 @@
 """`agent.start`, `agent.stop`, `agent.restart` (§17.1, §17.2) and `shutdown`.
 
-Start merges the agent's tree first (a broken repo refuses before anything is leased), then
-starts the session — which leases the agent and its exclusive resources in one transaction and
-records the tree's version.json as the image INIT_HELLO must match — then opens the agent's
-socket and spawns it. If any step after the session fails, the session is ended again, so a
-failed start never leaves a lease behind; a resumed session ends suspended, so the next start
-still resumes it.
+Start prepares what the agent runs first — its image, or its merged `/choir` tree — so a broken
+repo refuses before anything is leased; then it starts the session — which leases the agent and
+its exclusive resources in one transaction and records the version.json INIT_HELLO must match —
+then opens the agent's socket and runs it. If any step after the session fails, the session is
+ended again, so a failed start never leaves a lease behind; a resumed session ends suspended, so
+the next start still resumes it.
 
 Restart is stop-then-start of the same session with the same bindings (§17.1), except the
 transient `model set`/`voice set` overrides, which revert to the start's choice. Verbs on one
@@ -124,9 +124,9 @@ async def choird_shutdown(ctx: OperatorContext, _: NoArguments) -> dict[str, Any
     lifecycle = lifecycle_of(ctx)
     if lifecycle.shutdown is None:
         raise UnavailableError("this choird cannot be stopped over its socket: send it SIGTERM")
-    running = [pid for pid in [_pid_of(lifecycle, a) for a in ctx.config.agents] if pid]
+    running = sum(lifecycle.runtime.running(agent) is not None for agent in ctx.config.agents)
     asyncio.get_running_loop().call_later(SHUTDOWN_DELAY_S, lifecycle.shutdown)
-    return {"pid": os.getpid(), "agents_running": len(running)}
+    return {"pid": os.getpid(), "agents_running": running}
 
 
 # -- the steps the verbs share ---------------------------------------------------------------
@@ -235,11 +235,6 @@ async def _until_ended(ctx: OperatorContext, session_id: str, within: float) -> 
         if (await ctx.sessions.get(session_id)).status != SessionStatus.ACTIVE:
             return
         await asyncio.sleep(0.05)
-
-
-def _pid_of(lifecycle: Lifecycle, agent_id: str) -> int | None:
-    running = lifecycle.runtime.running(agent_id)
-    return running.pid if running is not None else None
 
 
 def lifecycle_of(ctx: OperatorContext) -> Lifecycle:

@@ -146,6 +146,8 @@ def _changed(lifecycle: Lifecycle, agent_id: str, candidate: Candidate) -> bool:
         return True  # not started by this choird (e.g. run by hand): redeploy to be sure
     if candidate.version != launched.version:
         return True
+    if candidate.built and candidate.digest is None:
+        return True  # docker built a new image: something it is made of changed
     if candidate.digest is None or launched.root is None:
         return False
     return candidate.digest != tree_digest(launched.root)
