@@ -116,7 +116,5 @@ async def test_new_requests_are_told_to_request_listeners(services, ask, resolve
     stop()
     await ask("tool")
 
-    assert [(a.id, a.status, a.request_type) for a in requested] == [
-        (approval, "pending", "skill")
-    ]
+    assert [(a.id, a.status, a.request_type) for a in requested] == [(approval, "pending", "skill")]
     assert resolved == []
