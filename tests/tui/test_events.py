@@ -8,7 +8,7 @@ import asyncio
 from tests.tui.conftest import Live, console, tab, until
 from tui.app import ChoirApp
 from tui.views.events import EventsView
-from tui.widgets.timeline import Timeline
+from tui.widgets.timeline import HASH, KIND, LANE, REV, Timeline
 
 
 def timeline(app: ChoirApp) -> Timeline:
@@ -16,7 +16,7 @@ def timeline(app: ChoirApp) -> Timeline:
 
 
 def lanes_shown(app: ChoirApp) -> set[str]:
-    return {row.lane for row in timeline(app).rows}
+    return {row[LANE] for row in timeline(app).rows}
 
 
 async def stored_count(live: Live, session_id: str) -> int:
@@ -42,17 +42,17 @@ async def test_the_timeline_follows_edge_and_cores_live(live: Live):
         await until(pilot, lambda: view.session_id == session_id)
         await live.client.chat_send("agent-1", "please start the slow job")
         await until(pilot, lambda: {"edge", "core:slow"} <= lanes_shown(app), what="both lanes")
-        kinds = {row.kind for row in timeline(app).rows}
+        kinds = {row[KIND] for row in timeline(app).rows}
         assert {"user_msg", "model_output", "core_started", "tool_call_committed"} <= kinds
         rows = timeline(app).rows
-        assert [row.rev for row in rows] == sorted(row.rev for row in rows)
-        assert all(len(row.hash) == 8 for row in rows)
+        assert [row[REV] for row in rows] == sorted(row[REV] for row in rows)
+        assert all(len(row[HASH]) == 8 for row in rows)
 
         # filter by lane and type
         await pilot.press("slash")
         await pilot.press(*"lane=core:slow type=tool", "enter")
         await until(pilot, lambda: lanes_shown(app) == {"core:slow"})
-        assert all("tool" in row.kind for row in timeline(app).rows)
+        assert all("tool" in row[KIND] for row in timeline(app).rows)
         await pilot.press("slash")
         await pilot.press(*("backspace",) * 30, "enter")
         await until(pilot, lambda: "edge" in lanes_shown(app))
@@ -73,7 +73,7 @@ async def test_the_timeline_follows_edge_and_cores_live(live: Live):
         await pilot.pause()
         await pilot.press("1", "enter")
         await until(pilot, lambda: timeline(app).current() is not None)
-        await until(pilot, lambda: timeline(app).current().rev == 1)  # type: ignore[union-attr]
+        await until(pilot, lambda: timeline(app).current()[REV] == 1)  # type: ignore[index]
         await pilot.press("enter")
         await until(pilot, lambda: view.has_class("-expanded"), what="the expanded event")
         text = str(app.query_one("#event-detail-text").render())
@@ -99,6 +99,6 @@ async def test_older_events_are_paged_in_from_choird(live: Live):
         assert first > 1
         await pilot.press("home")
         await until(pilot, lambda: line.first_rev == 1, what="older events paged in")
-        assert [row.rev for row in line.rows][: len(stored)] == [e["rev"] for e in stored][
+        assert [row[REV] for row in line.rows][: len(stored)] == [e["rev"] for e in stored][
             : len(line.rows)
         ]

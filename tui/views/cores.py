@@ -17,11 +17,12 @@ from rich.text import Text
 from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
-from textual.widgets import DataTable, Static
+from textual.widgets import DataTable
 
 from tui.dialogs import ConfirmDialog, TextPrompt
 from tui.messages import EventsArrived, LaneReported
 from tui.views.base import ChoirView, PaletteCommand
+from tui.widgets.caption import Caption
 from tui.widgets.event_text import clip, core_event_text
 from tui.widgets.lane_state import lane_text
 from tui.widgets.tables import Cell, sync_rows
@@ -36,6 +37,8 @@ COLUMNS: Final = (
     ("latest event", "latest"),
 )
 FINISHED: Final = frozenset({"CORE_COMPLETED", "CORE_TERMINATED"})
+CORE_EVENT_TYPES: Final = frozenset({"core_event_emitted", "core_started", "core_stopped"})
+REDRAW_HZ: Final = 5
 
 
 def inject_text(job_name: str, instruction: str) -> str:
@@ -82,9 +85,10 @@ class CoresView(ChoirView):
         self._latest: dict[str, str] = {}
         """job name -> its latest event, for the session in `_session`."""
         self._session: str | None = None
+        self._redraw_due = False
 
     def compose(self) -> ComposeResult:
-        yield Static("", id="cores-caption")
+        yield Caption(id="cores-caption")
         table: DataTable[Any] = DataTable(id="cores-table", cursor_type="row")
         for label, key in COLUMNS:
             table.add_column(label, key=key)
@@ -103,12 +107,12 @@ class CoresView(ChoirView):
         if session_id != self._session:
             self._session, self._latest = session_id, {}
         jobs = self.jobs()
-        caption = self.query_one("#cores-caption", Static)
+        caption = self.query_one("#cores-caption", Caption)
         if session_id is None:
-            caption.update(f"{self.selected_agent or 'No agent'} is not running: no core jobs.")
+            caption.show(f"{self.selected_agent or 'No agent'} is not running: no core jobs.")
         else:
             running = sum(job.get("state") not in FINISHED for job in jobs)
-            caption.update(f"session {session_id}: {len(jobs)} core jobs, {running} running")
+            caption.show(f"session {session_id}: {len(jobs)} core jobs, {running} running")
         rows = [(job_name_of_lane(job), self._cells(job)) for job in jobs]
         sync_rows(self.table, [key for _, key in COLUMNS], rows)
 
@@ -132,12 +136,18 @@ class CoresView(ChoirView):
             return
         changed = False
         for event in message.events:
-            latest = latest_event(event)
-            if latest is not None:
-                self._latest[latest[0]] = latest[1]
-                changed = True
-        if changed:
-            self.redraw()
+            if event.get("event_type") in CORE_EVENT_TYPES:
+                latest = latest_event(event)
+                if latest is not None:
+                    self._latest[latest[0]] = latest[1]
+                    changed = True
+        if changed and not self._redraw_due:
+            self._redraw_due = True  # at most REDRAW_HZ redraws however many events arrive
+            self.set_timer(1 / REDRAW_HZ, self._due_redraw)
+
+    def _due_redraw(self) -> None:
+        self._redraw_due = False
+        self.redraw()
 
     def _highlighted_job(self) -> str | None:
         table = self.table

@@ -23,6 +23,7 @@ from choir.errors import ChoirError
 from tui.dialogs import TextPrompt
 from tui.messages import EventsArrived
 from tui.views.base import ChoirView, PaletteCommand
+from tui.widgets.caption import Caption
 from tui.widgets.event_text import DETAIL_CHARS, detail
 from tui.widgets.timeline import EventFilter, Row, Timeline, row_of
 
@@ -41,7 +42,6 @@ class EventsView(ChoirView):
     DEFAULT_CSS = """
     EventsView #event-filter { display: none; height: 3; }
     EventsView.-filtering #event-filter { display: block; }
-    EventsView #event-status { height: 1; padding: 0 1; color: $text-muted; }
     EventsView #event-detail { display: none; height: 45%; border-top: solid $primary; }
     EventsView.-expanded #event-detail { display: block; }
     """
@@ -67,7 +67,7 @@ class EventsView(ChoirView):
             yield Timeline(id="timeline")
         else:
             yield Timeline(id="timeline", capacity=self._capacity)
-        yield Static("", id="event-status")
+        yield Caption(id="event-status")
         with VerticalScroll(id="event-detail"):
             yield Static("", id="event-detail-text", markup=False)
 
@@ -113,7 +113,7 @@ class EventsView(ChoirView):
             parts.append(f"history ({timeline.held} newer not shown) — end returns to live")
         elif timeline.follow:
             parts.append("following")
-        self.query_one("#event-status", Static).update(" · ".join(parts))
+        self.query_one("#event-status", Caption).show(" · ".join(parts))
 
     # keys
 

@@ -16,6 +16,7 @@ from textual.widgets import DataTable, Static
 
 from tui.messages import LaneReported
 from tui.views.base import ChoirView
+from tui.widgets.caption import Caption
 from tui.widgets.format import age, budgets_text
 from tui.widgets.lane_state import STYLES, lane_text
 from tui.widgets.tables import sync_rows
@@ -51,7 +52,7 @@ class LanesView(ChoirView):
     """
 
     def compose(self) -> ComposeResult:
-        yield Static("", id="lanes-caption")
+        yield Caption(id="lanes-caption")
         table: DataTable[Any] = DataTable(id="lanes-table", cursor_type="row")
         for label, key in COLUMNS:
             table.add_column(label, key=key)
@@ -69,13 +70,13 @@ class LanesView(ChoirView):
     def redraw(self) -> None:
         session_id = self.selected_session
         lanes = self.state.session_lanes(session_id)
-        caption = self.query_one("#lanes-caption", Static)
+        caption = self.query_one("#lanes-caption", Caption)
         if self.selected_agent is None:
-            caption.update("No agent selected.")
+            caption.show("No agent selected.")
         elif session_id is None:
-            caption.update(f"{self.selected_agent} is not running: start it in the Agents tab (s).")
+            caption.show(f"{self.selected_agent} is not running: start it in the Agents tab (s).")
         else:
-            caption.update(f"{self.selected_agent} · session {session_id} · {len(lanes)} lanes")
+            caption.show(f"{self.selected_agent} · session {session_id} · {len(lanes)} lanes")
         now = self.console.clock()
         rows = [(lane["lane"], cells(lane, now)) for lane in lanes]
         sync_rows(self.table, [key for _, key in COLUMNS], rows)

@@ -12,10 +12,11 @@ from typing import Any, Final
 
 from rich.text import Text
 from textual.app import ComposeResult
-from textual.widgets import DataTable, Static
+from textual.widgets import DataTable
 
 from tui.messages import LocksReported
 from tui.views.base import ChoirView
+from tui.widgets.caption import Caption
 from tui.widgets.format import seconds_text
 from tui.widgets.tables import sync_rows
 
@@ -42,7 +43,7 @@ class LocksView(ChoirView):
     """
 
     def compose(self) -> ComposeResult:
-        yield Static("", id="locks-caption")
+        yield Caption(id="locks-caption")
         table: DataTable[Any] = DataTable(id="locks-table", cursor_type="row")
         for label, key in COLUMNS:
             table.add_column(label, key=key)
@@ -56,14 +57,14 @@ class LocksView(ChoirView):
         session_id = self.selected_session
         table_data = self.state.locks.get(session_id or "") or {}
         locks: list[Payload] = table_data.get("locks") or []
-        caption = self.query_one("#locks-caption", Static)
+        caption = self.query_one("#locks-caption", Caption)
         if session_id is None:
-            caption.update(f"{self.selected_agent or 'No agent'} is not running: no locks.")
+            caption.show(f"{self.selected_agent or 'No agent'} is not running: no locks.")
         elif not locks:
-            caption.update(f"session {session_id}: no locks held or awaited")
+            caption.show(f"session {session_id}: no locks held or awaited")
         else:
             waiting = sum(len(lock.get("waiters") or []) for lock in locks)
-            caption.update(f"session {session_id}: {len(locks)} resources, {waiting} waiting")
+            caption.show(f"session {session_id}: {len(locks)} resources, {waiting} waiting")
         elapsed = _since(table_data.get("reported_at"), self.console.clock())
         sync_rows(
             self.query_one("#locks-table", DataTable),

@@ -21,8 +21,10 @@ DETAIL_CHARS: Final = 20_000
 
 def clip(text: str, limit: int = SUMMARY_CHARS) -> str:
     """`text` on one line, at most `limit` characters (an ellipsis says it was cut)."""
-    flat = " ".join(text.split())
-    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+    if len(text) <= limit and text.isprintable():
+        return text  # the common case, and the cheap one
+    flat = " ".join(text[: limit * 2].split())  # never scan more of a huge text than shown
+    return flat if len(flat) <= limit and len(text) <= limit * 2 else flat[: limit - 1] + "…"
 
 
 def _args(arguments: Any) -> str:

@@ -30,7 +30,7 @@ class HealthBar(Static):
     """
 
     def update_from(self, state: ConsoleState) -> None:
-        self.update(health_text(state))
+        self.update(health_text(state), layout=False)
 
 
 def health_text(state: ConsoleState) -> Text:
@@ -90,4 +90,4 @@ class ConnectionBanner(Static):
         shown = state.connection in ("disconnected", "not_running", "denied")
         self.set_class(shown, "shown")
         if shown:
-            self.update(f"disconnected — retrying: {state.connection_detail}")
+            self.update(f"disconnected — retrying: {state.connection_detail}", layout=False)

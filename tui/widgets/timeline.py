@@ -16,7 +16,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import ClassVar, Final, NamedTuple
+from typing import ClassVar, Final
 
 from rich.segment import Segment
 from rich.style import Style
@@ -49,30 +49,36 @@ _DIM: Final = Style(color="#7f848e")
 _CURSOR: Final = Style(bgcolor="#2c3a4f")
 
 
-class Row(NamedTuple):
-    """One event as the timeline keeps it."""
-
-    rev: int
-    lane: str
-    kind: str
-    time: str
-    """HH:MM:SS.mmm of created_at."""
-    hash: str
-    """The first 8 hex digits of the event's chain hash."""
-    text: str
+Row = tuple[int, str, str, str, str, str]
+"""One event as the timeline keeps it: rev, lane, type, HH:MM:SS.mmm of created_at, the first 8
+hex digits of its chain hash, its one-line text. A plain tuple of strings and an int, which the
+garbage collector stops tracking: 200,000 of them cost no collection time."""
+REV: Final = 0
+LANE: Final = 1
+KIND: Final = 2
+TIME: Final = 3
+HASH: Final = 4
+TEXT: Final = 5
 
 
 def row_of(event: Payload) -> Row:
-    created = str(event.get("created_at") or "")
-    clock = created[11:23] if len(created) >= 23 else created
-    return Row(
-        int(event["rev"]),
-        sys.intern(str(event.get("lane", ""))),
-        sys.intern(str(event.get("event_type", ""))),
-        clock,
-        str(event.get("hash") or "")[:8],
+    created = event.get("created_at") or ""
+    return (
+        event["rev"],
+        _interned(event.get("lane") or ""),
+        _interned(event.get("event_type") or ""),
+        created[11:23],
+        (event.get("hash") or "")[:8],
         summary(event),
     )
+
+
+_NAMES: dict[str, str] = {}
+
+
+def _interned(name: str) -> str:
+    """One string object per lane and type name, however many rows name it."""
+    return _NAMES.setdefault(name, sys.intern(name)) if len(_NAMES) < 4096 else name
 
 
 @dataclass(frozen=True)
@@ -98,9 +104,9 @@ class EventFilter:
         return not self.lanes and not self.kinds
 
     def __call__(self, row: Row) -> bool:
-        if self.lanes and row.lane not in self.lanes:
+        if self.lanes and row[LANE] not in self.lanes:
             return False
-        return not self.kinds or any(kind in row.kind for kind in self.kinds)
+        return not self.kinds or any(kind in row[KIND] for kind in self.kinds)
 
 
 class Timeline(ScrollView, can_focus=True):
@@ -169,11 +175,11 @@ class Timeline(ScrollView, can_focus=True):
 
     @property
     def first_rev(self) -> int | None:
-        return self._all[0].rev if self._all else None
+        return self._all[0][REV] if self._all else None
 
     @property
     def last_rev(self) -> int | None:
-        return self._all[-1].rev if self._all else None
+        return self._all[-1][REV] if self._all else None
 
     def current(self) -> Row | None:
         rows = self.rows
@@ -184,7 +190,7 @@ class Timeline(ScrollView, can_focus=True):
     def append(self, rows: Iterable[Row]) -> None:
         """New live rows (rev order); ones at or below the last rev held are skipped."""
         last = self.last_rev
-        fresh = [row for row in rows if last is None or row.rev > last]
+        fresh = [row for row in rows if last is None or row[REV] > last]
         if not fresh:
             return
         if self.paused or self.detached:
@@ -220,7 +226,7 @@ class Timeline(ScrollView, can_focus=True):
         """Older rows paged in from choird; the newest ones go if the ring overflows."""
         self._loading = False
         first = self.first_rev
-        older = [row for row in rows if first is None or row.rev < first]
+        older = [row for row in rows if first is None or row[REV] < first]
         if not older:
             return
         self._all[:0] = older
@@ -251,7 +257,7 @@ class Timeline(ScrollView, can_focus=True):
         current = self.current()
         self._filter = event_filter
         self._refilter()
-        self.cursor = self._index_of(current.rev) if current and not self.follow else self._end()
+        self.cursor = self._index_of(current[REV]) if current and not self.follow else self._end()
         self._resized()
 
     def set_paused(self, paused: bool) -> None:
@@ -299,7 +305,7 @@ class Timeline(ScrollView, can_focus=True):
     def action_expand(self) -> None:
         row = self.current()
         if row is not None:
-            self.post_message(self.Expand(row.rev))
+            self.post_message(self.Expand(row[REV]))
 
     def _ask_older(self) -> None:
         first = self.first_rev
@@ -319,14 +325,14 @@ class Timeline(ScrollView, can_focus=True):
         return self._strip(rows[index], width, index == self.cursor and self.has_focus)
 
     def _strip(self, row: Row, width: int, selected: bool) -> Strip:
-        lane_style = Style(color="#56b6f7") if row.lane == "edge" else Style(color="#e5c07b")
+        lane_style = Style(color="#56b6f7") if row[LANE] == "edge" else Style(color="#e5c07b")
         segments = [
-            Segment(f"{row.rev:>7} ", _DIM),
-            Segment(f"{row.time:<12} ", _DIM),
-            Segment(f"{row.lane[:LANE_WIDTH]:<{LANE_WIDTH}} ", lane_style),
-            Segment(f"{row.kind[:TYPE_WIDTH]:<{TYPE_WIDTH}} ", _KIND_STYLES.get(row.kind, _DIM)),
-            Segment(f"#{row.hash:<8} ", _DIM),
-            Segment(row.text),
+            Segment(f"{row[REV]:>7} ", _DIM),
+            Segment(f"{row[TIME]:<12} ", _DIM),
+            Segment(f"{row[LANE][:LANE_WIDTH]:<{LANE_WIDTH}} ", lane_style),
+            Segment(f"{row[KIND][:TYPE_WIDTH]:<{TYPE_WIDTH}} ", _KIND_STYLES.get(row[KIND], _DIM)),
+            Segment(f"#{row[HASH]:<8} ", _DIM),
+            Segment(row[TEXT]),
         ]
         strip = Strip(segments).crop_extend(0, width, None)
         return strip.apply_style(_CURSOR) if selected else strip
@@ -359,7 +365,7 @@ class Timeline(ScrollView, can_focus=True):
         low, high = 0, len(rows)
         while low < high:
             middle = (low + high) // 2
-            if rows[middle].rev < rev:
+            if rows[middle][REV] < rev:
                 low = middle + 1
             else:
                 high = middle
