@@ -121,6 +121,7 @@ ACTIONS: tuple[ConsoleAction, ...] = (
     ConsoleAction("session events", "Session: events (live timeline)", "view", view="events",
                   key="5"),
     ConsoleAction("session cores", "Session: core jobs", "view", view="cores", key="4"),
+    ConsoleAction("session locks", "Session: lock table", "view", view="locks", key="3"),
     ConsoleAction(
         "session cancel", "Session: cancel a core job", "call", "session.cancel",
         (SESSION, Arg("job_name", "Core job", "job")),

@@ -136,6 +136,30 @@ def cores(
     emit(data, as_json, lambda: table(("job", "state", "skill", "step", "reported"), rows))
 
 
+@app.command("locks")
+def locks(
+    session_id: SessionArgument, home: HomeOption = None, as_json: JsonOption = False
+) -> None:
+    """Show a session's lock table (§9) as its agent last reported it: resource, mode, holders,
+    waiters and how long each lock has been held."""
+    from choir.ctl.humanize import dash
+    from choir.ctl.remote import with_choird
+
+    data = with_choird(home, lambda choird: choird.session_locks(session_id))
+    rows = [
+        (
+            lock["resource"],
+            lock["mode"],
+            ", ".join(lock["holders"]) or "-",
+            ", ".join(f"{w['owner']}:{w['mode']}" for w in lock["waiters"]) or "-",
+            dash(None if lock["held_for_s"] is None else f"{lock['held_for_s']:.1f}s"),
+        )
+        for lock in data["locks"]
+    ]
+    headers = ("resource", "mode", "holders", "waiters", "held for")
+    emit(data, as_json, lambda: table(headers, rows) if rows else print("(no locks)"))
+
+
 @app.command("cancel")
 def cancel(
     session_id: SessionArgument,
