@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import io
 import os
+import socket
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
@@ -35,6 +36,8 @@ CONNECT_TIMEOUT_S: Final = 5.0
 """How long `connect` waits for the engine to answer a ping."""
 API_TIMEOUT_S: Final = 600
 """Per-request timeout once connected; builds stream, so this bounds silence, not duration."""
+DEFAULT_SOCKET: Final = "unix:///var/run/docker.sock"
+"""Where the SDK looks when DOCKER_HOST is unset."""
 LOG_TAIL_LINES: Final = 30
 """Lines of build output a failed build reports."""
 NO_ENGINE: Final = (
@@ -79,11 +82,16 @@ class DockerEngine:
         suffix = f" at {where}" if where else ""
 
         def open_client() -> docker.DockerClient:
+            _probe_unix_socket(where or DEFAULT_SOCKET)
             if base_url:
                 client = docker.DockerClient(base_url=base_url, timeout=int(CONNECT_TIMEOUT_S))
             else:
                 client = docker.from_env(timeout=int(CONNECT_TIMEOUT_S))
-            client.ping()
+            try:
+                client.ping()
+            except BaseException:
+                client.close()  # no socket left open behind a failed connect
+                raise
             client.api.timeout = API_TIMEOUT_S
             return client
 
@@ -199,6 +207,16 @@ class DockerEngine:
             raise ChoirError(f"docker: {_api_message(error)}") from None
         except (docker.errors.DockerException, requests.exceptions.RequestException, OSError):
             raise UnavailableError(NO_ENGINE.format(where="")) from None
+
+
+def _probe_unix_socket(url: str) -> None:
+    """Connect to a `unix://` engine socket once, closing it either way: the SDK leaves its
+    socket open when that connect fails (a ResourceWarning, and an fd per attempt)."""
+    if not url.startswith("unix://"):
+        return
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+        probe.settimeout(CONNECT_TIMEOUT_S)
+        probe.connect(url.removeprefix("unix://"))
 
 
 def _follow_build(items: Iterator[dict[str, Any]], tail: deque[str], on_line: LineFn | None) -> str:

@@ -32,10 +32,11 @@ TRANSPORTS: tuple[Transport, ...] = ("uds", "https")
 
 @asynccontextmanager
 async def running_daemon(
-    home: ChoirHome, *, runtime: RuntimeChoice = "process"
+    home: ChoirHome, *, runtime: RuntimeChoice | None = "process"
 ) -> AsyncIterator[ChoirDaemon]:
     """choird serving `home`: operator socket, agent sockets on demand, HTTPS on a free port;
-    agents it starts run on `runtime` (the process runtime unless a test asks for docker)."""
+    agents it starts run on `runtime` (the process runtime unless a test asks for another;
+    None: config.json's `container.runtime`)."""
     options = DaemonOptions(
         home, transport="http", listen="127.0.0.1:0", tls_self_signed=True, runtime=runtime
     )

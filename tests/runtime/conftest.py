@@ -74,7 +74,7 @@ async def choird(home: ChoirHome, engine: docker.DockerClient) -> AsyncIterator[
 
 def containers_of(engine: docker.DockerClient, home: ChoirHome) -> list[Any]:
     """Every container (running or not) choird made for `home`."""
-    wanted = {"label": f"choir.home={home.root}"}
+    wanted: dict[str, str | list[str] | bool] = {"label": f"choir.home={home.root}"}
     return list(engine.containers.list(all=True, filters=wanted, ignore_removed=True))
 
 

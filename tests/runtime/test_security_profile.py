@@ -119,7 +119,7 @@ def _root_user(inspect: dict[str, Any]) -> None:
     inspect["Config"]["User"] = ""
 
 
-TAMPERED = {
+TAMPERED: dict[str, list[Callable[[dict[str, Any]], None]]] = {
     "cap_drop_all": [_host("CapDrop", []), _host("CapAdd", ["NET_ADMIN"])],
     "no_new_privileges": [_host("SecurityOpt", [])],
     "read_only_rootfs": [_host("ReadonlyRootfs", False)],
