@@ -1,8 +1,9 @@
 """Start the real `choir-agent` for agent-1 the way choird's process runtime would.
 
 One place for every end-to-end test that needs a live agent: a session from choird's services
-(a crashed one is resumed), agent-1's own socket or choird's HTTPS URL, a private HOME (the agent writes its git config
-there, never to the test runner's home) and stderr kept in a log file under the test's root.
+(a crashed one is resumed), agent-1's own socket or choird's HTTPS URL, a private HOME (the
+agent writes its git config there, never to the test runner's home) and stderr kept in a log
+file under the test's root.
 """
 
 from __future__ import annotations
