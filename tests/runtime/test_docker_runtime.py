@@ -19,6 +19,7 @@ from choir.core.security_profile import parse_proc_status
 from choir.daemon.runtime_profile import MIB
 from choir.store.sessions import SessionStatus
 from tests.e2e.daemons import leased, poll_until, session_row
+from tests.e2e.processes import run_choirctl
 from tests.runtime.conftest import BUILD_TIMEOUT_S, Choird, chat, containers_of
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(BUILD_TIMEOUT_S)]
@@ -93,6 +94,20 @@ async def test_a_started_agent_has_every_item_of_the_profile(
     status = await choird.client.agent_status("agent-1")
     assert status["verified"]["ok"]
     assert status["container"] == container.id
+
+    shown = await asyncio.to_thread(run_choirctl, choird.home, "agent", "verify", "agent-1")
+    assert shown.returncode == 0, shown.stderr
+    lines = shown.stdout.splitlines()
+    assert lines[0].startswith(f"agent-1 (container {container.id[:12]}, checked ")
+    assert lines[0].endswith("matches the security profile")
+    assert len(lines) == 17
+    assert all(line.startswith("  pass  ") for line in lines[1:])
+    as_json = await asyncio.to_thread(
+        run_choirctl, choird.home, "agent", "verify", "agent-1", "--json"
+    )
+    assert json.loads(as_json.stdout)["ok"] is True
+    shown = await asyncio.to_thread(run_choirctl, choird.home, "agent", "status", "agent-1")
+    assert "security   matches the profile (checked " in shown.stdout
 
 
 async def test_chat_then_graceful_stop_leaves_nothing_behind(

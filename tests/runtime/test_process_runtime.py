@@ -4,6 +4,7 @@ out of every environment, agents of a previous choird killed at start, and the r
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import signal
 import subprocess
@@ -19,6 +20,7 @@ from choir.daemon.runtime import RuntimeChoice
 from choir.home import ChoirHome
 from tests.e2e.daemons import poll_until, running_daemon, session_row
 from tests.e2e.homes import read_config, write_config
+from tests.e2e.processes import run_choirctl
 
 pytestmark = pytest.mark.slow
 
@@ -56,6 +58,10 @@ async def test_verify_says_unsandboxed_and_the_token_is_in_no_environment(
     assert [check["item"] for check in verified["checks"]] == ["sandbox"]
     status = await client.agent_status("agent-1")
     assert status["verified"]["checks"][0]["item"] == "sandbox"
+    shown = await asyncio.to_thread(run_choirctl, daemon.home, "agent", "verify", "agent-1")
+    assert shown.returncode == 1
+    assert "FAILS sandbox" in shown.stdout
+    assert "  FAIL  sandbox  a host process (process runtime, unsandboxed)" in shown.stdout
 
     environ = environ_of(started["pid"])
     names = {variable.partition("=")[0] for variable in environ if variable}
