@@ -227,6 +227,13 @@ async def test_a_job_reports_its_plan_and_partial_result_and_waits_for_its_quest
         "question": "Which colour?",
         "missing": ["the colour"],
     }
+    seen = await agent.operator.session_events(agent.session_id, from_rev=1, limit=500)
+    operator_kinds = [
+        e["payload"]["event"]["kind"]
+        for e in seen["events"]
+        if e["event_type"] == "core_event_emitted"
+    ]
+    assert operator_kinds == [e["kind"] for e in stream]  # choirctl session events shows them
 
 
 async def _is_waiting(agent: Any) -> bool:
