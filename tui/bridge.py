@@ -43,6 +43,7 @@ from tui.messages import (
 if TYPE_CHECKING:
     from textual.app import App
     from textual.message import Message
+    from textual.worker import Worker
 
 Payload = dict[str, Any]
 
@@ -76,6 +77,8 @@ class ChoirBridge:
     def __init__(self, app: App[Any], home: ChoirHome) -> None:
         self.app = app
         self.home = home
+        self.feed_worker: Worker[None] | None = None
+        self.status_worker: Worker[None] | None = None
         self.client: ChoirClient | None = None
         """The live connection, None while disconnected."""
         self.state: ConnectionState = "connecting"
@@ -83,7 +86,10 @@ class ChoirBridge:
 
     def start(self) -> None:
         """Run the feed worker (exclusive: a second start replaces the first)."""
-        self.app.run_worker(self._run(), name="choird feed", group="bridge", exclusive=True)
+        feed: Worker[None] = self.app.run_worker(
+            self._run, name="choird feed", group="bridge", exclusive=True
+        )
+        self.feed_worker = feed  # given the function, not a coroutine: none is left un-awaited
 
     async def wait_connected(self) -> ChoirClient:
         """The client, once connected (waits through reconnects)."""
@@ -215,7 +221,8 @@ class ChoirBridge:
                 with contextlib.suppress(ChoirError):
                     self._post(StatusUpdated(await client.status()))
 
-        self.app.run_worker(tick(), group="bridge-status", exclusive=True)
+        ticker: Worker[None] = self.app.run_worker(tick, group="bridge-status", exclusive=True)
+        self.status_worker = ticker
 
     # plumbing
 

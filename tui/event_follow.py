@@ -10,12 +10,14 @@ another agent replaces the worker (exclusive group).
 from __future__ import annotations
 
 import asyncio
+from functools import partial
 from typing import TYPE_CHECKING, Any, Final
 
 from choir.errors import ChoirError, NotFoundError, UnavailableError
 
 if TYPE_CHECKING:
     from textual.app import App
+    from textual.worker import Worker
 
     from tui.bridge import ChoirBridge
 
@@ -36,6 +38,8 @@ class EventFollower:
         self.app = app
         self.bridge = bridge
         self.session_id: str | None = None
+        self.worker: Worker[None] | None = None
+        """The worker following `session_id`, if any."""
         self.next_rev: int | None = None
         """The revision the stream resumes from (None: the last `SNAPSHOT`)."""
 
@@ -47,7 +51,10 @@ class EventFollower:
         if session_id is None:
             self.app.workers.cancel_group(self.app, "events")
             return
-        self.app.run_worker(self._run(session_id), group="events", exclusive=True)
+        worker: Worker[None] = self.app.run_worker(
+            partial(self._run, session_id), group="events", exclusive=True
+        )
+        self.worker = worker
 
     async def _run(self, session_id: str) -> None:
         while True:
