@@ -45,6 +45,14 @@ def decoy(engine: docker.DockerClient, root: Path) -> Iterator[Any]:
         container.remove(force=True)
 
 
+@pytest.fixture
+def swept(engine: docker.DockerClient, home: ChoirHome) -> Iterator[None]:
+    """Whatever happens in the test, no container of its home outlives it."""
+    yield
+    for container in containers_of(engine, home):
+        container.remove(force=True)
+
+
 def stop(choird: Choird) -> None:
     choird.process.send_signal(signal.SIGTERM)
     choird.process.wait(timeout=60)
@@ -65,6 +73,7 @@ def step_6(home: ChoirHome) -> list[dict[str, Any]]:
     return [line for line in lines if line["message"].startswith("step 6")]
 
 
+@pytest.mark.usefixtures("swept")
 async def test_a_killed_choirds_container_is_removed_by_the_next_one(
     home: ChoirHome, engine: docker.DockerClient, decoy: Any, pg_params: ConnectParams
 ) -> None:
