@@ -9,7 +9,11 @@
 - rss_mb_200k_lines: resident memory of the whole process (Python, Textual, the console) after
   200,000 events were taken in by the timeline's ring.
 - first_paint_ms: a fresh `choir tui` process (headless, no choird: the console paints before it
-  connects) from spawn to its first refresh, median of runs.
+  connects) from spawn to its first refresh, median of runs; `first_paint_cpu_ms` is the CPU
+  time it used until then, which a busy machine does not inflate.
+- cpu_per_event_us: process CPU time per event during the flood (rendering included), and
+  `load_average` the machine's 1-minute load: on a shared machine the wall-clock figures above
+  shrink with the CPU share the bench gets.
 
     python -m bench.tui_stream [--json] [--quick]
 """
@@ -59,7 +63,7 @@ class Timed(ChoirApp):
         self.call_after_refresh(self.painted)
 
     def painted(self) -> None:
-        sys.stdout.write(repr(time.time()))
+        sys.stdout.write(f"{time.time()!r} {time.process_time()!r}")
         self.exit()
 
 Timed(ChoirHome.resolve(sys.argv[1])).run(headless=True, size=(120, 40))
@@ -121,6 +125,7 @@ async def flood(
     began = time.perf_counter()
     start_rows = len(line.rows)
     presser = asyncio.create_task(press_keys(app, line, keys)) if keys is not None else None
+    cpu_began = time.process_time()
     next_at = began
     while (elapsed := time.perf_counter() - began) < seconds:
         app.post_message(EventsArrived(SESSION, make_events(rev, per_batch)))
@@ -134,6 +139,7 @@ async def flood(
     while len(line.rows) - start_rows < offered and time.perf_counter() < drained:  # noqa: ASYNC110
         await asyncio.sleep(0.005)  # let the last batches drain (polling: nothing to await)
     took = time.perf_counter() - began
+    cpu = time.process_time() - cpu_began
     if presser is not None:
         presser.cancel()
         await asyncio.gather(presser, return_exceptions=True)
@@ -143,6 +149,7 @@ async def flood(
         "offered_per_s": offered / seconds,
         "backlog_max": max(backlog),
         "backlog_growth": backlog[1] - backlog[0],
+        "cpu_per_event_us": cpu / max(len(line.rows) - start_rows, 1) * 1e6,
     }
 
 
@@ -191,8 +198,10 @@ async def rss_after(lines: int) -> float:
     return result
 
 
-def first_paint_ms(runs: int) -> float:
-    samples = []
+def first_paint_ms(runs: int) -> tuple[float, float]:
+    """Median wall and CPU milliseconds from spawn to the first paint (CPU: the process's own,
+    which a busy machine does not inflate)."""
+    samples, cpu = [], []
     with tempfile.TemporaryDirectory() as home:
         script = os.path.join(home, "first_paint.py")  # a file: Textual resolves CSS_PATH by it
         with open(script, "w") as file:
@@ -207,8 +216,10 @@ def first_paint_ms(runs: int) -> float:
                 env=env,
                 check=True,
             )
-            samples.append((float(done.stdout.strip()) - began) * 1000)
-    return median(samples)
+            painted_at, cpu_s = (float(part) for part in done.stdout.split())
+            samples.append((painted_at - began) * 1000)
+            cpu.append(cpu_s * 1000)
+    return median(samples), median(cpu)
 
 
 def measure(quick: bool, rate: int) -> dict[str, float]:
@@ -220,15 +231,19 @@ def measure(quick: bool, rate: int) -> dict[str, float]:
 
     figures = asyncio.run(console(run_flood))
     rss = asyncio.run(rss_after(200_000))
+    paint_ms, paint_cpu_ms = first_paint_ms(3 if quick else 7)
     return {
         "events_per_s": figures["events_per_s"],
         "keypress_p95_ms": percentile(latencies, 95),
         "rss_mb_200k_lines": rss,
-        "first_paint_ms": first_paint_ms(3 if quick else 7),
+        "first_paint_ms": paint_ms,
+        "first_paint_cpu_ms": paint_cpu_ms,
         "offered_per_s": figures["offered_per_s"],
         "backlog_max": figures["backlog_max"],
         "backlog_growth": figures["backlog_growth"],
         "keypresses": len(latencies),
+        "cpu_per_event_us": figures["cpu_per_event_us"],
+        "load_average": os.getloadavg()[0],
     }
 
 

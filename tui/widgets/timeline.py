@@ -13,7 +13,6 @@ timeline is then *detached* from the live tail until the operator returns to it 
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import ClassVar, Final
@@ -74,11 +73,16 @@ def row_of(event: Payload) -> Row:
 
 
 _NAMES: dict[str, str] = {}
+"""Lane and type names seen, each kept once: 200,000 rows share a handful of strings."""
 
 
 def _interned(name: str) -> str:
-    """One string object per lane and type name, however many rows name it."""
-    return _NAMES.setdefault(name, sys.intern(name)) if len(_NAMES) < 4096 else name
+    kept = _NAMES.get(name)
+    if kept is None:
+        if len(_NAMES) >= 4096:  # not names after all: keep no more
+            return name
+        kept = _NAMES[name] = name
+    return kept
 
 
 @dataclass(frozen=True)
