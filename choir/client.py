@@ -144,6 +144,12 @@ class ChoirClient:
         """Stop, then start the same session with the same bindings; `{…start, stopped}`."""
         return await self.call("agent.restart", agent_id=agent_id)
 
+    async def agent_build(self, agent_id: str, progress: Progress | None = None) -> Payload:
+        """Build the agent's image if anything changed (§17.3): `{tag, image_id, built, version}`.
+
+        `progress` receives each of the ten steps and the docker build's output lines."""
+        return await self._reported(self.stream("agent.build", agent_id=agent_id), progress)
+
     async def agent_update(self, agent_id: str, progress: Progress | None = None) -> Payload:
         """Build if needed, then redeploy resuming the session (§17.4): `{outcome, reason…}`.
 

@@ -106,6 +106,10 @@ ACTIONS: tuple[ConsoleAction, ...] = (
         key="1 r", done="{agent_id} restarted",
     ),
     ConsoleAction(
+        "agent build", "Agent: build its image (if anything changed)", "report", "agent.build",
+        (AGENT,),
+    ),
+    ConsoleAction(
         "agent update", "Agent: update (build if changed, redeploy)", "report", "agent.update",
         (AGENT,), confirm="Update {agent_id}? It is rebuilt if its repos changed and restarted.",
     ),

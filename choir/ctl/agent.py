@@ -1,7 +1,8 @@
 """`choirctl agent`: agent definitions and lifecycle (§17.1).
 
 `agent init` (§17.8) edits config.json offline; `agent list`, `agent status`, `agent start`
-and `agent stop` ask choird; `restart`, `update` and `update-all` live in `agent_lifecycle`.
+and `agent stop` ask choird; `restart`, `update` and `update-all` live in `agent_lifecycle`,
+`build` in `agent_build`.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from choir.ctl import agent_lifecycle, agent_verify
+from choir.ctl import agent_build, agent_lifecycle, agent_verify
 from choir.ctl.options import HomeOption, JsonOption, home_of
 from choir.ctl.output import emit, warn
 
@@ -244,6 +245,7 @@ def stop(
     )
 
 
+app.command("build")(agent_build.build)
 app.command("restart")(agent_lifecycle.restart)
 app.command("update")(agent_lifecycle.update)
 app.command("update-all")(agent_lifecycle.update_all)

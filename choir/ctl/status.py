@@ -40,5 +40,16 @@ def status_lines(data: dict[str, Any]) -> list[str]:
         f"{'agents':<10}{running} of {agents['total']} running",
         f"{'approvals':<10}{'?' if pending is None else pending} pending",
         f"{'gateways':<10}{gateways or 'none configured'}",
+        *([f"{'repos':<10}{repos_line(data['repos'])}"] if data.get("repos") else []),
         f"{'socket':<10}{data['sockets']['operator']}",
     ]
+
+
+def repos_line(repos: list[dict[str, Any]]) -> str:
+    """How many repos, and which clones are stale (their last fetch failed)."""
+    local = sum(bool(repo["local"]) for repo in repos)
+    line = f"{len(repos)} ({local} local, {len(repos) - local} cloned)"
+    stale = [repo["key"] for repo in repos if repo["stale"]]
+    if stale:
+        line += f"; STALE: {', '.join(stale)} (last fetch failed; choirctl config load retries)"
+    return line

@@ -26,6 +26,7 @@ from choir.daemon.agent_services import AgentServices
 from choir.daemon.config_stage import ConfigStage
 from choir.daemon.instance_lock import InstanceLock
 from choir.daemon.pushes import wire_pushes
+from choir.daemon.repo_refresh import fetch_at_start
 from choir.daemon.runtime import AgentRuntime, RuntimeChoice
 from choir.daemon.runtime_select import select_runtime
 from choir.daemon.session_state import SessionEnded
@@ -241,6 +242,7 @@ class ChoirDaemon:
         return [
             asyncio.create_task(_every(reap_every, services.sessions.reap), name="reaper"),
             asyncio.create_task(_every(5.0, services.approvals.expire_overdue), name="approvals"),
+            asyncio.create_task(fetch_at_start(self.home, config), name="repo-fetch"),
         ]
 
     @staticmethod

@@ -100,6 +100,10 @@ class ConfigStage:
         log.info("config staged", fields={"config_hash": staged.config_hash})
         return self._diff_against(staged)
 
+    def discard(self) -> None:
+        """Drop the staged config (a check after `load` found it unusable)."""
+        self._staged = None
+
     def diff(self) -> list[ConfigChange]:
         """Staged vs running, each change tagged hot-reload or restart-required."""
         return self._diff_against(self._require_staged())

@@ -24,8 +24,6 @@ from choir.errors import ConfigError, UsageError
 from choir.home import ChoirHome
 
 BASE_REPOSITORY: Final = dockerfile.BASE_REPOSITORY
-DEFAULT_BASE_OS: Final = "debian:bookworm-slim"
-"""The OS image `Dockerfile.base` builds FROM unless config.json says otherwise."""
 DOCKERFILE: Final = "Dockerfile.base"
 MANAGED: Final = {"choir.managed": "true"}
 """The label every image and container choir makes carries."""

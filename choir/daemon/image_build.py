@@ -30,7 +30,6 @@ from choir.config import ChoirConfig
 from choir.daemon import dockerfile, repos
 from choir.daemon.agent_tree import materialize
 from choir.daemon.image_base import (
-    DEFAULT_BASE_OS,
     MANAGED,
     BaseImage,
     base_dockerfile,
@@ -156,7 +155,7 @@ async def _build(
                 engine,
                 home,
                 dockerfile_text=prepared.base_dockerfile,
-                base_os=_base_os(config),
+                base_os=config.container.base_image,
                 global_commit=prepared.version.global_repo_commit,
                 on_line=report.log_line(4),
                 on_note=lambda note: report.step(4, "base image (Dockerfile.base)", note),
@@ -215,7 +214,7 @@ def _merge(
     agent_id: str, global_repo: repos.RepoCheckout, agent_repo: repos.RepoCheckout
 ) -> _Prepared:
     base_text, _ = base_dockerfile(global_repo.path)
-    agent_text = _agent_dockerfile(agent_repo.path)
+    agent_text = agent_dockerfile(agent_repo.path)
     image_version = _image_version(global_repo.commit, agent_repo.commit)
     with tempfile.TemporaryDirectory(prefix=f"choir-build-{agent_id}-") as scratch:
         tree = Path(scratch) / "tree"
@@ -239,7 +238,8 @@ def _merge(
     return _Prepared((global_repo, agent_repo), version, base_text, agent_text, context, counts)
 
 
-def _agent_dockerfile(agent_repo: Path) -> str:
+def agent_dockerfile(agent_repo: Path) -> str:
+    """The agent repo's Dockerfile, checked; `ConfigError` naming every problem."""
     path = agent_repo / "Dockerfile"
     if not path.is_file():
         raise ConfigError(
@@ -304,11 +304,6 @@ def _labels(agent_id: str, key: str, base: BaseImage, version: VersionInfo) -> d
         "choir.global_commit": version.global_repo_commit,
         "choir.agent_commit": version.agent_repo_commit,
     }
-
-
-def _base_os(config: ChoirConfig) -> str:
-    container = getattr(config, "container", None)
-    return str(getattr(container, "base_image", None) or DEFAULT_BASE_OS)
 
 
 def _checkout_detail(checkout: repos.RepoCheckout) -> str:

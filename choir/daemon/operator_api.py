@@ -25,6 +25,7 @@ from pydantic import ValidationError
 
 from choir.daemon import (
     operator_approvals,
+    operator_build,
     operator_chat,
     operator_config,
     operator_events,
@@ -81,6 +82,7 @@ VERBS: Final[Mapping[str, Route]] = {
     "agent.stop": Route(p.AgentRef, operator_lifecycle.agent_stop),
     "agent.verify": Route(p.AgentRef, operator_verify.agent_verify),
     "agent.restart": Route(p.AgentRef, operator_lifecycle.agent_restart),
+    "agent.build": Route(p.AgentRef, operator_build.agent_build),
     "agent.update": Route(p.AgentRef, operator_update.agent_update),
     "agent.update_all": Route(p.NoArguments, operator_update.agent_update_all),
     "shutdown": Route(p.NoArguments, operator_lifecycle.choird_shutdown),
@@ -114,8 +116,8 @@ VERBS: Final[Mapping[str, Route]] = {
     "chat.send": Route(operator_chat.ChatSend, operator_chat.chat_send),
     "chat.replies": Route(operator_chat.ChatReplies, operator_chat.chat_replies),
 }
-"""Every operator verb. `session.events` (with follow), `logs`, `subscribe`, `agent.update` and
-`agent.update_all` stream."""
+"""Every operator verb. `session.events` (with follow), `logs`, `subscribe`, `agent.build`,
+`agent.update` and `agent.update_all` stream."""
 
 
 class OperatorApi:

@@ -12,6 +12,7 @@ have nothing to re-fetch.
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from choir.config import problems_header
@@ -20,6 +21,7 @@ from choir.daemon.bindings import allowed_secrets
 from choir.daemon.config_diff import ConfigChange, render_changes, secret_changes
 from choir.daemon.operator_context import OperatorContext
 from choir.daemon.operator_payloads import NoArguments
+from choir.daemon.repo_refresh import refresh
 from choir.errors import ConfigError
 from choir.protocol import ConfigChangedPush, ResourceBindings, SecretsRefreshedPush
 from choir.store.sessions import SessionRow, active_sessions
@@ -43,13 +45,22 @@ def change_views(changes: list[ConfigChange]) -> dict[str, Any]:
 
 
 async def config_load(ctx: OperatorContext, _: NoArguments) -> dict[str, Any]:
-    """Validate $CHOIR_HOME and stage it; every problem is reported and nothing is staged."""
+    """Validate $CHOIR_HOME and stage it; every problem is reported and nothing is staged.
+
+    The repos are fetched and checked too (§17.6): a failed fetch is a warning, an invalid
+    repo an error."""
     try:
         changes = await ctx.stage.load()
     except ConfigError as error:
         return {"staged": False, **_problems(error)}
     staged = ctx.stage.staged
     warnings = staged.warnings if staged is not None else []
+    if staged is not None:
+        refreshed = await asyncio.to_thread(refresh, ctx.home, staged.config)
+        if refreshed.errors:
+            ctx.stage.discard()
+            return {"staged": False, **_problems(ConfigError(refreshed.errors))}
+        warnings = [*warnings, *refreshed.warnings]
     hash_ = staged.config_hash if staged is not None else None
     return {"staged": True, "config_hash": hash_, "warnings": warnings, **change_views(changes)}
 

@@ -15,6 +15,7 @@ from choir import __version__
 from choir.daemon.operator_context import OperatorContext
 from choir.daemon.operator_payloads import AgentRef, NoArguments
 from choir.daemon.operator_views import agent_state, iso, lane_view, seconds_between
+from choir.daemon.repo_refresh import repo_status
 from choir.store.agents import image_of
 from choir.store.sessions import SessionRow, SessionStatus
 
@@ -47,6 +48,7 @@ async def status(ctx: OperatorContext, _: NoArguments) -> dict[str, Any]:
         ],
         "agents": agents,
         "approvals_pending": pending,
+        "repos": repo_status(ctx.home, ctx.config),
         "sockets": {
             "operator": str(ctx.home.operator_socket),
             "agents": str(ctx.home.agent_socks),

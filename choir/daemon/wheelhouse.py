@@ -28,15 +28,14 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Final
-
-from packaging.markers import default_environment
-from packaging.requirements import Requirement
-from packaging.utils import canonicalize_name
+from typing import TYPE_CHECKING, Final
 
 import choir
 from choir.errors import ChoirError
 from choir.home import ChoirHome
+
+if TYPE_CHECKING:
+    from packaging.requirements import Requirement
 
 CACHE_ENV: Final = "CHOIR_BUILD_CACHE"
 WHEELHOUSE_ENV: Final = "CHOIR_WHEELHOUSE"
@@ -102,6 +101,9 @@ def source_hash(root: Path) -> str:
 
 def agent_requirements() -> list[str]:
     """choir-agent's dependencies with their own, pinned to the installed versions."""
+    from packaging.requirements import Requirement  # only builds pay for the import
+    from packaging.utils import canonicalize_name
+
     pinned: dict[str, str] = {}
     queue = [(Requirement(text), "") for text in _choir_requires()]
     while queue:
@@ -253,6 +255,8 @@ def _choir_requires() -> list[str]:
 
 
 def _applies(requirement: Requirement, extra: str) -> bool:
+    from packaging.markers import default_environment
+
     if requirement.marker is None:
         return True
     environment = {**default_environment(), "extra": extra, "python_version": IMAGE_PYTHON}

@@ -68,13 +68,13 @@ async def test_read_only_commands_show_choirds_answer(choird: Choird):
 
 async def test_a_verb_this_choird_lacks_is_not_available_not_a_crash(choird: Choird):
     async with console(choird.home) as (app, pilot):
-        action = ConsoleAction("agent build", "Agent: build", "show", "agent.build")
+        action = ConsoleAction("agent teleport", "Agent: teleport", "show", "agent.teleport")
         await perform(app, action)
         await pilot.pause()
         [(severity, message)] = notes(app)
         assert severity == "warning"
-        assert message.startswith("Agent: build is not available in this choird")
-        assert "agent.build" in message
+        assert message.startswith("Agent: teleport is not available in this choird")
+        assert "agent.teleport" in message
         assert app.is_running
 
 
