@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from choir.adapters.llm import (
     Completion,
@@ -51,7 +51,9 @@ from choir.protocol import (
 )
 from choir.protocol.lanes import EDGE_LANE
 from choir.protocol.names import from_wire_name
-from choir.scripted import ScriptedModelServer, demo_script
+
+if TYPE_CHECKING:  # the demo server (aiohttp) loads only when a session uses it: faster starts
+    from choir.scripted import ScriptedModelServer
 
 log = get_logger("choir.agent.lanes")
 
@@ -86,6 +88,8 @@ class DemoModel:
     async def url(self) -> str:
         async with self._starting:
             if self._server is None:
+                from choir.scripted import ScriptedModelServer, demo_script
+
                 server = ScriptedModelServer(demo_script())
                 await server.start()
                 self._server = server

@@ -29,13 +29,11 @@ from choir.adapters.docker_containers import ContainerEngine, ContainerSpec
 from choir.adapters.docker_engine import DockerEngine
 from choir.config import ChoirConfig
 from choir.core.security_profile import (
-    SOCKET_TARGET,
     WORKSPACE_TARGET,
     ProfileReport,
     SecurityProfile,
     check_container,
     create_options,
-    parse_proc_status,
 )
 from choir.daemon.runtime import (
     STOP_GRACE_S,
@@ -46,7 +44,14 @@ from choir.daemon.runtime import (
     StopReason,
     note_exit,
 )
-from choir.daemon.runtime_profile import agent_profile, now_iso
+from choir.daemon.runtime_profile import (
+    AGENT_COMMAND,
+    agent_profile,
+    container_environment,
+    loopback_endpoint,
+    now_iso,
+    proc_status,
+)
 from choir.daemon.session_state import SessionEnded, StartedSession
 from choir.daemon.sessions import SessionService
 from choir.errors import ChoirError, ConflictError, UsageError
@@ -57,16 +62,6 @@ from choir.store.sessions import SessionStatus
 
 log = get_logger("choird.runtime")
 
-AGENT_COMMAND: Final = (
-    "choir-agent",
-    "--control-plane=uds",
-    f"--socket={SOCKET_TARGET}",
-    "--root=/choir",
-    f"--workspace={WORKSPACE_TARGET}",
-    "--lease-token-stdin",
-)
-AGENT_HOME: Final = "/tmp/home"
-"""HOME inside the container: on the /tmp tmpfs, private to this container."""
 MANAGED: Final = "choir.managed"
 ImageSource = Callable[[ChoirHome, ChoirConfig, str], Awaitable[Artefact]]
 """Makes the agent's image ready: `ensure_agent_image`, as an Artefact."""
@@ -174,12 +169,19 @@ class DockerRuntime:
             raise ConflictError(f"{agent_id} already has a running container: stop it first")
         if artefact.image is None:
             raise UsageError(f"{agent_id} has no image to run: build it (choirctl agent build)")
-        profile = agent_profile(self._config().container)
+        config = self._config()
+        profile = agent_profile(config.container)
+        if endpoint := loopback_endpoint(config, started.bindings.llm):
+            log.warning(
+                "the agent's model endpoint is on loopback, which in a container is the "
+                "container itself: serve it on the host's docker network address instead",
+                fields={"agent_id": agent_id, "llm": started.bindings.llm, "endpoint": endpoint},
+            )
         spec = ContainerSpec(
             image=artefact.image,
             command=AGENT_COMMAND,
             name=f"choir-{agent_id}-{secrets.token_hex(4)}",
-            environment=_environment(agent_id, started),
+            environment=container_environment(agent_id, started.session_id),
             labels=self.labels(agent_id, started.session_id),
             working_dir=WORKSPACE_TARGET,
             options=create_options(profile, workspace=str(workspace), socket=str(socket)),
@@ -225,7 +227,7 @@ class DockerRuntime:
             inspect,
             workspace=held.workspace,
             socket=held.socket,
-            proc_status=await asyncio.to_thread(_proc_status, pid),
+            proc_status=await asyncio.to_thread(proc_status, pid),
         )
         report = ProfileReport(agent_id, self.name, now_iso(), checks, held.agent.container)
         held.agent.verified = report
@@ -284,25 +286,3 @@ class DockerRuntime:
             task = asyncio.get_running_loop().create_task(self._engine.kill(held.agent.container))
             self._kills.add(task)
             task.add_done_callback(self._kills.discard)
-
-
-def _environment(agent_id: str, started: StartedSession) -> dict[str, str]:
-    """Identity only (§14.1): never a secret, never choird's own environment."""
-    return {
-        "HOME": AGENT_HOME,
-        "LANG": "C.UTF-8",
-        "CHOIR_AGENT_ID": agent_id,
-        "CHOIR_SESSION_ID": started.session_id,
-    }
-
-
-def _proc_status(pid: int | None) -> dict[str, str] | None:
-    """The kernel's view of the container's main process, when choird can see it."""
-    if pid is None:
-        return None
-    try:
-        if b"choir-agent" not in Path(f"/proc/{pid}/cmdline").read_bytes():
-            return None  # another PID namespace (a remote or rootless engine)
-        return parse_proc_status(Path(f"/proc/{pid}/status").read_text())
-    except OSError:
-        return None

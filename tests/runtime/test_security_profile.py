@@ -26,6 +26,7 @@ from choir.core.security_profile import (
     parse_proc_status,
     unsandboxed,
 )
+from choir.daemon.runtime_profile import loopback_endpoint
 
 WS, SOCK = "/srv/ws", "/home/op/.choir.d/socks/agents/a.sock"
 PROFILE = SecurityProfile(ContainerLimits(1.5, 1 << 30, 256), user="1000:1000")
@@ -237,3 +238,22 @@ def test_config_defaults_to_auto_with_limits() -> None:
         512,
     )
     assert container.network == "bridge"
+
+
+@pytest.mark.parametrize(
+    ("endpoint", "loopback"),
+    [
+        ("http://127.0.0.1:8080/v1", True),
+        ("http://localhost:9/v1", True),
+        ("http://[::1]:9/v1", True),
+        ("http://172.17.0.1:8080/v1", False),
+        ("https://openrouter.ai/api/v1", False),
+        (None, False),
+    ],
+)
+def test_a_loopback_model_endpoint_is_noticed(endpoint: str | None, loopback: bool) -> None:
+    model: dict[str, Any] = {"provider": "scripted" if endpoint is None else "x", "model": "m"}
+    if endpoint is not None:
+        model["endpoint"] = endpoint
+    config = ChoirConfig.model_validate({"global_repo": {"url": ""}, "models": {"m": model}})
+    assert (loopback_endpoint(config, "m") is not None) == loopback
