@@ -11,6 +11,7 @@ only, `SOUL.md` and `SOUL-CORE.md` from the agent repo when it has them, else fr
 from __future__ import annotations
 
 import shutil
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
@@ -47,7 +48,8 @@ def materialize(
     listing every problem of the merged tools and skills.
     """
     merge_tree(global_repo, agent_repo, tree)
-    problems = external_tool_problems(tree, global_repo, agent_repo)
+    files = _tool_files(tree)
+    problems = _external_tool_problems(files, tree, {"global": global_repo, "agent": agent_repo})
     if problems:
         raise ConfigError(problems, header="the agent's tools are invalid: fix them in its repos")
     version = VersionInfo(
@@ -55,7 +57,7 @@ def materialize(
         image_version=image_version,
         global_repo_commit=commits[0],
         agent_repo_commit=commits[1],
-        **manifest_hashes(tree),
+        **_hashes(tree, files),
     )
     (tree / "version.json").write_text(version.model_dump_json(indent=2) + "\n")
     return version
@@ -77,10 +79,22 @@ def merge_tree(global_repo: Path, agent_repo: Path, tree: Path) -> None:
         )
 
 
-def read_tools(tree: Path) -> dict[str, ToolManifest]:
-    """The merged tool set by name (agent over global); `ConfigError` listing every problem."""
+def manifest_hashes(tree: Path) -> dict[str, str]:
+    """version.json's `tool_manifest_hash` and `skill_manifest_hash` of the merged tree."""
+    return _hashes(tree, _tool_files(tree))
+
+
+@dataclass(frozen=True)
+class _ToolFile:
+    origin: str
+    path: Path
+    manifest: ToolManifest
+
+
+def _tool_files(tree: Path) -> list[_ToolFile]:
+    """Every tool manifest of the tree, global first; `ConfigError` listing every problem."""
     problems: list[str] = []
-    tools: dict[str, ToolManifest] = {}
+    files: list[_ToolFile] = []
     for origin in TOOL_ORIGINS:
         for path in sorted((tree / "tools" / origin).glob("*.json")):
             try:
@@ -90,15 +104,14 @@ def read_tools(tree: Path) -> dict[str, ToolManifest]:
                     f"tools/{origin}/{path.name}: {p}" for p in validation_problems(error)
                 )
                 continue
-            tools[manifest.name] = manifest
+            files.append(_ToolFile(origin, path, manifest))
     if problems:
         raise ConfigError(problems, header="the agent's tools are invalid: fix them in its repos")
-    return tools
+    return files
 
 
-def manifest_hashes(tree: Path) -> dict[str, str]:
-    """version.json's `tool_manifest_hash` and `skill_manifest_hash` of the merged tree."""
-    tools = read_tools(tree)
+def _hashes(tree: Path, files: list[_ToolFile]) -> dict[str, str]:
+    tools = {file.manifest.name: file.manifest for file in files}  # agent over global
     skills = load_skills(tree / "skills", known_tools=[*tools, *CONTROL_TOOLS])
     return {
         "tool_manifest_hash": tool_manifest_hash(tools.values()),
@@ -106,27 +119,24 @@ def manifest_hashes(tree: Path) -> dict[str, str]:
     }
 
 
-def external_tool_problems(tree: Path, global_repo: Path, agent_repo: Path) -> list[str]:
+def _external_tool_problems(
+    files: list[_ToolFile], tree: Path, repos: dict[str, Path]
+) -> list[str]:
     """External tools whose executable under /choir/tools is neither in the tree nor built
     from a source directory `tools/<name>/` of their repo (§17.6 "source directories exist")."""
     problems = []
-    for origin, repo in zip(TOOL_ORIGINS, (global_repo, agent_repo), strict=True):
-        for path in sorted((tree / "tools" / origin).glob("*.json")):
-            try:
-                manifest = ToolManifest.model_validate_json(path.read_bytes())
-            except ValidationError:
-                continue  # read_tools reports it
-            exec_path = manifest.runtime.exec_path or ""
-            if not exec_path.startswith("/choir/tools/"):
-                continue
-            baked = tree / exec_path.removeprefix("/choir/")
-            source = repo / "tools" / manifest.name
-            if not baked.exists() and not source.is_dir():
-                problems.append(
-                    f"tools/{origin}/{path.name}: runtime.exec_path {exec_path} is not in the "
-                    f"repo: commit the executable, or its source directory tools/{manifest.name}/ "
-                    "for the Dockerfile to build"
-                )
+    for file in files:
+        exec_path = file.manifest.runtime.exec_path or ""
+        if not exec_path.startswith("/choir/tools/"):
+            continue
+        baked = tree / exec_path.removeprefix("/choir/")
+        source = repos[file.origin] / "tools" / file.manifest.name
+        if not baked.exists() and not source.is_dir():
+            problems.append(
+                f"tools/{file.origin}/{file.path.name}: runtime.exec_path {exec_path} is not in "
+                f"the repo: commit the executable, or its source directory "
+                f"tools/{file.manifest.name}/ for the Dockerfile to build"
+            )
     return problems
 
 

@@ -16,6 +16,7 @@ both directories with ready-made ones.
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import importlib.metadata
 import os
@@ -101,6 +102,12 @@ def source_hash(root: Path) -> str:
 
 def agent_requirements() -> list[str]:
     """choir-agent's dependencies with their own, pinned to the installed versions."""
+    return list(_pinned_requirements())
+
+
+@functools.cache
+def _pinned_requirements() -> tuple[str, ...]:
+    """Read once per process: installed versions change only with a reinstall (and restart)."""
     from packaging.requirements import Requirement  # only builds pay for the import
     from packaging.utils import canonicalize_name
 
@@ -121,7 +128,7 @@ def agent_requirements() -> list[str]:
         pinned[name] = dist.version
         for text in dist.requires or []:
             queue.extend((Requirement(text), wanted) for wanted in ("", *requirement.extras))
-    return sorted(f"{name}=={version}" for name, version in pinned.items())
+    return tuple(sorted(f"{name}=={version}" for name, version in pinned.items()))
 
 
 def ensure_wheelhouse(home: ChoirHome) -> Wheelhouse:
