@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from choir.errors import NotFoundError
-from choir.protocol import LockState, ReportStatusRequest
+from choir.protocol import LockState, LockWaiter, ReportStatusRequest
 
 from .operator_served import served_api, served_choird, served_home, served_pushes  # noqa: F401  (fixtures)
 from .test_operator_api import start, until
@@ -20,7 +20,7 @@ TABLE = [
         resource="workspace",
         mode="S",
         holders=["core:fix", "edge"],
-        waiters=[{"owner": "core:docs", "mode": "X", "waiting_s": 0.25}],  # type: ignore[list-item]
+        waiters=[LockWaiter(owner="core:docs", mode="X", waiting_s=0.25)],
         held_for_s=2.0,
     ),
 ]
