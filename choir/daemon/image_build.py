@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import re
 import tempfile
 import threading
 from collections.abc import Callable
@@ -36,7 +37,7 @@ from choir.daemon.image_base import (
     ensure_base_image,
 )
 from choir.daemon.image_context import TarContext, digest
-from choir.errors import ChoirError, ConfigError, NotFoundError
+from choir.errors import ChoirError, ConfigError, NotFoundError, UsageError
 from choir.home import ChoirHome
 from choir.logs import get_logger
 from choir.protocol import VersionInfo
@@ -50,6 +51,8 @@ SHOWN_TAIL: Final = 15
 KEEP_PREVIOUS: Final = 1
 """Older images of an agent (and older base images) kept after a build, to go back to."""
 AGENT_REPOSITORY: Final = "choir-agent-{agent_id}"
+_REPOSITORY_NAME: Final = re.compile(r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*")
+"""A docker repository path component (the distribution reference grammar)."""
 CONTEXT_DIR: Final = ".choir"
 """Where the generated Dockerfile and the merged tree sit in the agent image's context."""
 BAKE: Final = (
@@ -133,6 +136,11 @@ async def ensure_agent_image(
     if agent_id not in config.agents:
         known = ", ".join(sorted(config.agents)) or "none configured"
         raise NotFoundError(f"no agent named {agent_id!r} in the config (known: {known})")
+    if not _REPOSITORY_NAME.fullmatch(AGENT_REPOSITORY.format(agent_id=agent_id)):
+        raise UsageError(
+            f"agent id {agent_id!r} cannot name a docker image (choir-agent-<id>): docker wants "
+            "it to end with a letter or digit and not to repeat '-' '_' runs; rename the agent"
+        )
     owned = engine is None
     engine = engine or await DockerEngine.connect()
     try:

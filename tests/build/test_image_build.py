@@ -253,10 +253,14 @@ async def test_an_unreachable_agent_remote_builds_from_the_stale_clone_with_a_wa
 
 
 async def test_unknown_agents_and_missing_base_os_images_are_refused(build_home, engine):
-    home, _ = build_home
+    home, agent_id = build_home
 
     with pytest.raises(NotFoundError, match=r"no agent named 'ghost' in the config \(known: "):
         await build(home, "ghost")
+    config = load_home(home).config
+    config.agents["trailing-"] = config.agents[agent_id]
+    with pytest.raises(UsageError, match=r"agent id 'trailing-' cannot name a docker image"):
+        await ensure_agent_image(home, config, "trailing-")
     with pytest.raises(UsageError, match=r"the base OS image choir-test-missing:none is not in"):
         await ensure_base_image(
             engine,
