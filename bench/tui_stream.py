@@ -223,7 +223,7 @@ def first_paint_ms(runs: int) -> tuple[float, float]:
 
 
 def measure(quick: bool, rate: int) -> dict[str, float]:
-    seconds = 2.0 if quick else 6.0
+    seconds = 2.0 if quick else 10.0
     latencies: list[float] = []
 
     async def run_flood(app: ChoirApp, pilot: Any) -> dict[str, float]:
