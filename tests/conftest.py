@@ -9,6 +9,7 @@ Roles are cluster-wide, so tests that create agent roles use agent ids unique to
 from __future__ import annotations
 
 import asyncio
+import os
 import shutil
 import tempfile
 import uuid
@@ -22,6 +23,29 @@ from choir.store.embedded import EmbeddedPostgres
 from choir.store.idents import quote_ident
 from choir.store.pool import connect_plain, ensure_vector_extension, wait_until_ready
 from choir.store.target import ConnectParams
+
+
+@pytest.fixture(scope="session", autouse=True)
+def build_cache() -> Iterator[Path]:
+    """One wheel cache for every agent image build of the session, kept between runs.
+
+    Without it each test home would build choir's wheels and download choir-agent's
+    dependencies again under its own `$CHOIR_HOME/build` (`choir.daemon.wheelhouse`).
+    `$CHOIR_TEST_BUILD_CACHE` moves it.
+    """
+    cache = Path(
+        os.environ.get("CHOIR_TEST_BUILD_CACHE")
+        or Path(tempfile.gettempdir()) / f"choir-test-build-cache-{os.getuid()}"
+    )
+    saved = os.environ.get("CHOIR_BUILD_CACHE")
+    os.environ["CHOIR_BUILD_CACHE"] = str(cache)
+    try:
+        yield cache
+    finally:
+        if saved is None:
+            os.environ.pop("CHOIR_BUILD_CACHE", None)
+        else:
+            os.environ["CHOIR_BUILD_CACHE"] = saved
 
 
 @pytest.fixture(scope="session")

@@ -2,9 +2,9 @@
 
 The wheelhouse is built from this source tree once (the real path: `pip wheel` of choir, `pip
 download` of choir-agent's dependencies) and then frozen through `$CHOIR_WHEELHOUSE`, so edits
-to the source while the suite runs cannot turn a no-op build into a rebuild. Its cache
-(`$CHOIR_TEST_BUILD_CACHE`, else a directory under the system temp dir) survives the session, so
-a rerun with an unchanged tree downloads nothing. Every test home clones the same `file://`
+to the source while the suite runs cannot turn a no-op build into a rebuild. Its cache is the
+session's `build_cache` (tests/conftest.py), kept between runs: a rerun with an unchanged tree
+downloads nothing. Every test home clones the same `file://`
 global remote, so the base image (keyed by the global repo's HEAD) is built once per session.
 """
 
@@ -23,23 +23,17 @@ import pytest
 
 from choir.adapters.docker_engine import DockerEngine
 from choir.config import init_home
-from choir.daemon.wheelhouse import CACHE_ENV, WHEELHOUSE_ENV, ensure_wheelhouse
+from choir.daemon.wheelhouse import WHEELHOUSE_ENV, ensure_wheelhouse
 from choir.home import ChoirHome
 from tests.build.support import bare_remote, make_home, set_repo
 from tests.docker_support import require_docker
 
 
 @pytest.fixture(scope="session")
-def wheelhouse() -> Iterator[Path]:
+def wheelhouse(build_cache: Path) -> Iterator[Path]:
     """A wheelhouse built from this checkout, frozen for the session via $CHOIR_WHEELHOUSE."""
     require_docker()
-    cache = Path(
-        os.environ.get("CHOIR_TEST_BUILD_CACHE")
-        or Path(tempfile.gettempdir()) / f"choir-test-build-cache-{os.getuid()}"
-    )
-    saved = {name: os.environ.get(name) for name in (CACHE_ENV, WHEELHOUSE_ENV)}
-    os.environ[CACHE_ENV] = str(cache)
-    os.environ.pop(WHEELHOUSE_ENV, None)
+    saved = os.environ.pop(WHEELHOUSE_ENV, None)
     frozen = Path(tempfile.mkdtemp(prefix="choir-wheelhouse-"))
     try:
         wheels = ensure_wheelhouse(ChoirHome(frozen / "unused-home"))
@@ -48,11 +42,10 @@ def wheelhouse() -> Iterator[Path]:
         os.environ[WHEELHOUSE_ENV] = str(frozen)
         yield frozen
     finally:
-        for name, value in saved.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
+        if saved is None:
+            os.environ.pop(WHEELHOUSE_ENV, None)
+        else:
+            os.environ[WHEELHOUSE_ENV] = saved
         shutil.rmtree(frozen, ignore_errors=True)
 
 
