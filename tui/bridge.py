@@ -200,7 +200,7 @@ class ChoirBridge:
             self._post(ApprovalChanged(data))
         elif kind == "session":
             self._post(SessionChanged(data))
-            self.app.run_worker(self._reread_agents(), group="bridge-agents", exclusive=True)
+            self.refresh_agents()
         elif kind == "config":
             self._post(ConfigChanged(data))
         elif kind == "secrets":
@@ -210,9 +210,12 @@ class ChoirBridge:
         with contextlib.suppress(ChoirError):
             self._post(AgentsUpdated((await self.call("agent.list"))["agents"]))
 
-    def refresh_agents(self) -> None:
-        """Re-read `agent.list` soon (after a start/stop, or a lane of an unknown session)."""
-        self.app.run_worker(self._reread_agents(), group="bridge-agents", exclusive=True)
+    def refresh_agents(self) -> Worker[None]:
+        """Re-read `agent.list` soon (after a start/stop, or a lane of an unknown session).
+
+        The worker gets the coroutine function, not a coroutine: a newer refresh cancels one
+        that has not started yet, and an un-started coroutine would never be awaited."""
+        return self.app.run_worker(self._reread_agents, group="bridge-agents", exclusive=True)
 
     def _status_ticker(self, client: ChoirClient) -> None:
         async def tick() -> None:

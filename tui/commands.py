@@ -25,6 +25,8 @@ from tui.dialogs.result import ResultScreen, as_lines
 from tui.views import VIEWS
 
 if TYPE_CHECKING:
+    from textual.worker import Worker
+
     from tui.app import ChoirApp
 
 Payload = dict[str, Any]
@@ -78,9 +80,9 @@ class ChoirCommands(Provider):
                 yield Hit(score, matcher.highlight(entry.title), entry.run, help=entry.help)
 
 
-def start(app: ChoirApp, action: ConsoleAction) -> None:
+def start(app: ChoirApp, action: ConsoleAction) -> Worker[None]:
     """Run `action` in a worker (it may ask questions and wait for choird)."""
-    app.run_worker(perform(app, action), name=action.title, group="palette")
+    return app.run_worker(partial(perform, app, action), name=action.title, group="palette")
 
 
 async def perform(app: ChoirApp, action: ConsoleAction) -> None:

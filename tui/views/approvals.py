@@ -102,9 +102,6 @@ class ApprovalsView(ChoirView):
         self.set_interval(1.0, self.tick)
         self.read_config()
 
-    def on_show(self) -> None:
-        self.table.focus()
-
     def on_resynced(self) -> None:
         super().on_resynced()
         self.read_config()

@@ -94,7 +94,8 @@ class ChatView(ChoirView):
     def log_widget(self) -> RichLog:
         return self.query_one("#chat-log", RichLog)
 
-    def on_show(self) -> None:
+    def focus_main(self) -> None:
+        """Shown: the input line has the keys (escape hands them back to the tabs)."""
         self.query_one("#chat-input", Input).focus()
 
     def redraw(self) -> None:

@@ -43,7 +43,7 @@ class ConfigView(ChoirView):
     DEFAULT_CSS = """
     ConfigView #config-summary { height: auto; padding: 0 1; text-style: bold; }
     ConfigView #config-problems { height: auto; max-height: 50%; padding: 0 1; display: none; }
-    ConfigView #config-note { height: auto; padding: 1 2; color: $text-muted; }
+    ConfigView #config-note { height: auto; padding: 0 2 1 2; color: $text-muted; }
     ConfigView #config-changes { height: 1fr; }
     """
 
@@ -75,9 +75,6 @@ class ConfigView(ChoirView):
         self.table.add_columns("", "source", "path", "scope", "takes effect with")
         super().on_mount()
         self.refresh_config()
-
-    def on_show(self) -> None:
-        self.table.focus()
 
     def on_resynced(self) -> None:
         super().on_resynced()
@@ -118,7 +115,6 @@ class ConfigView(ChoirView):
         elif not self.changes:
             note.update(NO_CHANGES)
         note.display = not self.changes
-        table.display = bool(self.changes)
 
     def problems(self, header: str | None, errors: list[str], style: str = "red") -> None:
         """List a load's problems (or warnings) above the changes; none hides the list."""

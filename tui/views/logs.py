@@ -100,7 +100,6 @@ class LogsView(ChoirView):
 
     def on_show(self) -> None:
         self.shown_once = True
-        self.log_widget.focus()
         self.redraw()
 
     def redraw(self) -> None:

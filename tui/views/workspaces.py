@@ -60,9 +60,6 @@ class WorkspacesView(ChoirView):
         super().on_mount()
         self.read()
 
-    def on_show(self) -> None:
-        self.table.focus()
-
     def on_resynced(self) -> None:
         super().on_resynced()
         self.read()

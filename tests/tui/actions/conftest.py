@@ -26,7 +26,7 @@ from choir.home import ChoirHome
 from choir.scripted import ReplyStep, Script, ScriptedCall, ScriptedModelServer, ToolCallsStep
 from choir.store.target import ConnectParams
 from tests.e2e.daemons import running_daemon
-from tests.e2e.homes import short_root
+from tests.e2e.homes import read_config, short_root
 from tests.e2e_agent.launch import scripted_home
 from tui.app import ChoirApp
 from tui.dialogs import ConfirmDialog
@@ -133,6 +133,15 @@ async def model() -> AsyncIterator[ScriptedModelServer]:
 def home(root: Path, pg_params: ConnectParams, model: ScriptedModelServer) -> ChoirHome:
     """`choirctl init`'s home (plus agent-2) whose demo model is the test's scripted server."""
     return scripted_home(root, pg_params, model.url)
+
+
+@pytest.fixture
+def other(home: ChoirHome) -> Path:
+    """Workspace `other` (agent-2's), holding a stale file."""
+    path = Path(read_config(home)["workspaces"]["other"]["path"])
+    path.mkdir(parents=True, exist_ok=True)
+    (path / "old.txt").write_text("stale\n")
+    return path
 
 
 @pytest.fixture

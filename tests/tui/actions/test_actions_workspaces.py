@@ -7,21 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from choir.home import ChoirHome
-from tests.e2e.homes import read_config
 from tests.tui.actions.conftest import Choird, confirmation, console, notes, show_tab, until
 from tui.views.workspaces import WorkspacesView
 
 pytestmark = pytest.mark.slow
-
-
-@pytest.fixture
-def other(home: ChoirHome) -> Path:
-    """Workspace `other`, holding a stale file."""
-    path = Path(read_config(home)["workspaces"]["other"]["path"])
-    path.mkdir(parents=True, exist_ok=True)
-    (path / "old.txt").write_text("stale\n")
-    return path
 
 
 async def test_lease_holders_show_and_a_reset_empties_a_workspace(choird: Choird, other: Path):
