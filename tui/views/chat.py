@@ -3,7 +3,8 @@
 What the operator types goes out with `chat.send`; what the agent says (replies, core job
 completion reports, errors, notices) arrives on the `chat.replies` stream, which choird serves
 from the moment it becomes durable (~100 ms). choird keeps an agent's recent replies, so opening
-the tab late or reconnecting misses nothing: the stream is reopened after the last `seq` seen.
+the tab late or reconnecting misses nothing: the stream is reopened and replies already shown
+(by their session and event revision) are skipped.
 
 `/inject <text>` reaches edge at its next safe point (§12.8). There is no operator verb that
 injects into one core job, by design: "all core communication flows through edge", so
@@ -32,6 +33,8 @@ Line = tuple[str, str]
 
 KEPT_LINES: Final = 500
 """Transcript lines kept per agent (the RichLog keeps the same)."""
+KEPT_SEEN: Final = 1000
+"""Reply ids remembered per agent; far more than choird keeps (`console.KEPT_REPLIES`)."""
 RETRY_S: Final = 0.5
 """Pause before reopening a broken replies stream."""
 INJECT: Final = "/inject"
@@ -82,8 +85,10 @@ class ChatView(ChoirView):
         """Whose DM the tab shows (follows the selection)."""
         self.transcripts: dict[str, deque[Line]] = defaultdict(lambda: deque(maxlen=KEPT_LINES))
         """agent id -> its transcript, the operator's lines included."""
-        self.last_seq: dict[str, int] = defaultdict(int)
-        """agent id -> the last reply `seq` shown (the stream resumes after it)."""
+        self.seen: dict[str, dict[tuple[str, int], None]] = defaultdict(dict)
+        """agent id -> the (session_id, rev) of each reply shown: a reopened stream repeats
+        choird's kept replies, and a restarted choird numbers `seq` from 1 again, so replies
+        are told apart by the event that carries them."""
 
     def compose(self) -> ComposeResult:
         yield Static(NO_AGENT, id="chat-title", markup=False)
@@ -126,7 +131,7 @@ class ChatView(ChoirView):
 
     @work(group="chat-replies", exclusive=True)
     async def follow(self, agent_id: str) -> None:
-        """The agent's replies from the last seen on; reopened after choird comes back."""
+        """The agent's replies (choird's kept ones first); reopened after choird comes back."""
         while True:
             try:
                 await self._read(agent_id)
@@ -138,14 +143,14 @@ class ChatView(ChoirView):
                 return
 
     async def _read(self, agent_id: str) -> None:
-        stream = self.bridge.stream(
-            "chat.replies", agent_id=agent_id, after_seq=self.last_seq[agent_id]
-        )
-        async for reply in stream:
-            seq = int(reply.get("seq") or 0)
-            if seq <= self.last_seq[agent_id]:
+        seen = self.seen[agent_id]
+        async for reply in self.bridge.stream("chat.replies", agent_id=agent_id, after_seq=0):
+            event = (str(reply.get("session_id")), int(reply.get("rev") or 0))
+            if event in seen:
                 continue
-            self.last_seq[agent_id] = seq
+            seen[event] = None
+            if len(seen) > KEPT_SEEN:
+                del seen[next(iter(seen))]  # the oldest: choird no longer keeps it
             text = str(reply.get("text") or "")
             for path in reply.get("attachments") or []:
                 text += f"\n  attachment: {path}"

@@ -22,7 +22,12 @@ async def test_an_approval_appears_live_and_is_approved_after_confirmation(choir
         proposed = await choird.propose("tool")
         key = proposed["approval_id"]
         await until(pilot, lambda: key in view.table.rows, what="the approval in the table")
-        assert "weather.lookup" in str(view.query_one("#approval-detail").render())
+        detail = view.query_one("#approval-detail")
+        assert "weather.lookup" in str(detail.render())
+        assert "more lines (e expands)" in str(detail.render())  # the manifest, collapsed
+        await pilot.press("e")
+        assert "more lines" not in str(detail.render())
+        assert '"timeout_ms": 5000' in str(detail.render())
         await pilot.press("a")
         dialog = await confirmation(pilot)
         assert f"Approve {key} (tool) from agent-1?" in dialog.question
