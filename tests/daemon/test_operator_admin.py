@@ -284,14 +284,16 @@ async def test_subscribe_streams_live_updates(choird, api, services, clock):
     await choird.approval_approve(approval)
     await choird.model_set("agent-1", "sonnet")
     await services.sessions.stop(agent.session_id, "operator stop")
-    await until(lambda: len(items) == 5)
+    await until(lambda: len(items) == 6)
     reader.cancel()
 
-    assert [item["kind"] for item in items[1:]] == ["lane", "approval", "config", "session"]
+    kinds = [item["kind"] for item in items[1:]]
+    assert kinds == ["lane", "approval", "approval", "config", "session"]
     assert items[1]["data"]["state"] == "EDGE_REASONING"
-    assert (items[2]["data"]["approval_id"], items[2]["data"]["status"]) == (approval, "approved")
-    assert items[3]["data"]["config_version"] == 2
-    assert items[4]["data"] == {
+    assert (items[2]["data"]["approval_id"], items[2]["data"]["status"]) == (approval, "pending")
+    assert (items[3]["data"]["approval_id"], items[3]["data"]["status"]) == (approval, "approved")
+    assert items[4]["data"]["config_version"] == 2
+    assert items[5]["data"] == {
         "session_id": agent.session_id,
         "agent_id": "agent-1",
         "status": "stopped",
