@@ -2,8 +2,10 @@
 
 It is a script, not an LLM, and says so. It greets, explains how to connect a real model, and on
 request makes one real tool call (`choir.core.list`, harmless and always available to edge) so a
-new operator sees the whole loop work. Every step repeats and the last one matches anything, so it
-never runs out. Deterministic: the same message always gets the same answer.
+new operator sees the whole loop work, or proposes a tool (`choir.propose.tool`) so there is an
+approval to answer in `choir tui` or with `choirctl approval`. Every step repeats and the last
+one matches anything, so it never runs out. Deterministic: the same message always gets the
+same answer.
 """
 
 from __future__ import annotations
@@ -30,7 +32,36 @@ SETUP: Final = (
     "and run `choirctl config load`."
 )
 
-MENU: Final = "Say 'demo' to watch me call a tool, or 'help' to learn how to connect a real model."
+MENU: Final = (
+    "Say 'demo' to watch me call a tool, 'propose' to get a proposal to approve, or 'help' to "
+    "learn how to connect a real model."
+)
+
+PROPOSAL: Final = {
+    "manifest": {
+        "llm": {
+            "name": "demo.greet",
+            "description": "Greet someone by name.",
+            "parameters": {
+                "type": "object",
+                "properties": {"name": {"type": "string"}},
+                "required": ["name"],
+            },
+        },
+        "runtime": {
+            "implementation": "external",
+            "timeout_ms": 5000,
+            "locks": [],
+            "network": False,
+            "secret_resources": [],
+            "side_effect": "none",
+            "idempotent": True,
+        },
+    },
+    "intended_behavior": "Return 'Hello, <name>!' for the given name.",
+    "rationale": "A demo proposal, so you can see approvals work end to end.",
+}
+"""What the demo proposes: a harmless tool, for the operator to approve or reject."""
 
 _WORD_START = r"(?i)(?<![a-z])"
 
@@ -40,6 +71,16 @@ def demo_script() -> Script:
     return Script(
         description="choir's built-in demo model: scripted, not a real LLM",
         steps=[
+            ReplyStep(
+                after="tool",
+                match="proposal submitted",
+                repeat=True,
+                text=(
+                    "I proposed a tool (demo.greet). Nothing is installed until you decide: "
+                    "approve or reject it in choir tui (tab 6, Approvals) or with "
+                    "`choirctl approval list` and `choirctl approval approve <id>`."
+                ),
+            ),
             ReplyStep(
                 after="tool",
                 repeat=True,
@@ -54,6 +95,12 @@ def demo_script() -> Script:
                 r"openrouter|api key)",
                 repeat=True,
                 text=f"{INTRO} {SETUP}",
+            ),
+            ToolCallsStep(
+                match_regex=_WORD_START + r"(propos|approv)",
+                repeat=True,
+                text="Watch: I'm proposing a tool for you to approve.",
+                calls=[ScriptedCall(name="choir.propose.tool", arguments=PROPOSAL)],
             ),
             ToolCallsStep(
                 match_regex=_WORD_START + r"(demo|tool)",

@@ -12,7 +12,11 @@ from choir.protocol.tools import ToolResult
 from choir.scripted import DEMO_MODEL_ID, ScriptedModelServer, demo_script
 from tests.adapters.support import tool_view
 
-TOOLS = [tool_view("choir.fs.read"), tool_view("choir.core.list")]
+TOOLS = [
+    tool_view("choir.fs.read"),
+    tool_view("choir.core.list"),
+    tool_view("choir.propose.tool"),
+]
 
 
 class Chat:
@@ -89,3 +93,16 @@ async def test_it_never_runs_out_and_is_deterministic() -> None:
                 answers.append(run)
             assert all(request.status == 200 for request in server.requests)
     assert answers[0] == answers[1]
+
+
+async def test_it_proposes_a_tool_for_the_operator_to_approve(chat: Chat) -> None:
+    called = await chat.say("please propose something")
+    [call] = called.tool_calls
+    assert call.name == "choir.propose.tool"
+    assert call.arguments["manifest"]["llm"]["name"] == "demo.greet"
+    result = ToolResult.ok("proposal submitted for approval as ap-1; the outcome will follow")
+    answered = await chat.send(
+        {"role": "tool", "tool_call_id": call.id, "content": result.model_dump_json()}
+    )
+    assert answered.tool_calls == []
+    assert "approve or reject it in choir tui" in answered.text
