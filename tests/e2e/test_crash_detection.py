@@ -2,7 +2,8 @@
 ends them, and choird marks the session crashed and frees its leases within the threshold.
 
 The agent is `tests.e2e.fake_agent` in its own process, given its session and lease token in
-its environment as a container is. Heartbeats every 100 ms, crashed after 400 ms of silence.
+its environment as a container is. Heartbeats every 100 ms, crashed after 1.5 s of silence: the silence counts from the session's
+start, and a Python process on a loaded CI machine can take most of a second to say hello.
 """
 
 from __future__ import annotations
@@ -26,8 +27,8 @@ from tests.e2e.processes import start_fake_agent, wait_for_ack
 pytestmark = pytest.mark.slow
 
 HEARTBEAT_MS = 100
-THRESHOLD_MS = 400
-DETECTION_BUDGET_S = 2.0
+THRESHOLD_MS = 1500
+DETECTION_BUDGET_S = 3.0
 """How long after the kill the session must be crashed and its leases free."""
 
 
