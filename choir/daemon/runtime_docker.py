@@ -20,7 +20,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import secrets
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final, Literal
@@ -46,7 +45,10 @@ from choir.daemon.runtime import (
 )
 from choir.daemon.runtime_profile import (
     AGENT_COMMAND,
+    ConfigFn,
+    ImageSource,
     agent_profile,
+    built_image,
     container_environment,
     loopback_endpoint,
     now_iso,
@@ -54,7 +56,7 @@ from choir.daemon.runtime_profile import (
 )
 from choir.daemon.session_state import SessionEnded, StartedSession
 from choir.daemon.sessions import SessionService
-from choir.errors import ChoirError, ConflictError, UsageError
+from choir.errors import ChoirError, ConflictError, NotFoundError, UsageError
 from choir.home import ChoirHome
 from choir.logs import get_logger
 from choir.protocol import ShutdownPush
@@ -63,17 +65,6 @@ from choir.store.sessions import SessionStatus
 log = get_logger("choird.runtime")
 
 MANAGED: Final = "choir.managed"
-ImageSource = Callable[[ChoirHome, ChoirConfig, str], Awaitable[Artefact]]
-"""Makes the agent's image ready: `ensure_agent_image`, as an Artefact."""
-ConfigFn = Callable[[], ChoirConfig]
-
-
-async def built_image(home: ChoirHome, config: ChoirConfig, agent_id: str) -> Artefact:
-    """The agent's image from `agent build` (§17.3), built first if anything changed."""
-    from choir.daemon.image_build import ensure_agent_image
-
-    ref = await ensure_agent_image(home, config, agent_id)
-    return Artefact(ref.version, image=ref.tag)
 
 
 @dataclass
@@ -85,6 +76,8 @@ class _Container:
     workspace: str
     socket: str
     watcher: asyncio.Task[int] | None = None
+    exited: int | None = None
+    """The exit code, when the engine reported the container already exited."""
 
 
 class DockerRuntime:
@@ -197,18 +190,15 @@ class DockerRuntime:
             await self._engine.start(container, stdin=f"{started.lease_token}\n".encode())
             self._agents[agent_id] = held
             held.watcher = asyncio.create_task(self._watch(held), name=f"watch-{agent_id}")
-            report = await self.verify(agent_id)
+            report = await self._started(held)
+            refusal = _refusal(held, report)
+            if refusal is not None:
+                raise ChoirError(refusal)
         except BaseException:
-            self._agents.pop(agent_id, None)
+            if self._agents.get(agent_id) is held:
+                del self._agents[agent_id]
             await self._engine.remove(container)
             raise
-        if not report.ok:
-            await self._engine.remove(container)
-            raise ChoirError(
-                f"{agent_id}'s container does not match the security profile (failed: "
-                f"{', '.join(report.failed)}); it was removed — is the engine ignoring "
-                "settings (e.g. rootless without cgroup limits)?"
-            )
         log.info(
             "agent container started",
             fields={"agent_id": agent_id, "session_id": started.session_id, "id": container[:12]},
@@ -217,11 +207,29 @@ class DockerRuntime:
 
     async def verify(self, agent_id: str) -> ProfileReport:
         held = self._agents.get(agent_id)
-        if held is None or held.agent.container is None:
+        if held is None:
             raise ConflictError(f"{agent_id} has no running container to verify: start it first")
+        return await self._verify(held)
+
+    async def _started(self, held: _Container) -> ProfileReport | None:
+        """The check of a container just started; None if it is already gone (it exited at
+        once and its watcher removed it — `_refusal` then says so)."""
+        try:
+            return await self._verify(held)
+        except NotFoundError:
+            assert held.watcher is not None
+            await asyncio.wait({held.watcher}, timeout=TERM_GRACE_S)
+            return None
+
+    async def _verify(self, held: _Container) -> ProfileReport:
+        agent_id = held.agent.agent_id
+        assert held.agent.container is not None
         inspect = await self._engine.inspect(held.agent.container)
-        pid = int((inspect.get("State") or {}).get("Pid") or 0) or None
+        state = inspect.get("State") or {}
+        pid = int(state.get("Pid") or 0) or None
         held.agent.pid = pid
+        if state.get("Status") == "exited":
+            held.exited = int(state.get("ExitCode", -1))
         checks = check_container(
             held.profile,
             inspect,
@@ -286,3 +294,25 @@ class DockerRuntime:
             task = asyncio.get_running_loop().create_task(self._engine.kill(held.agent.container))
             self._kills.add(task)
             task.add_done_callback(self._kills.discard)
+
+
+def _refusal(held: _Container, report: ProfileReport | None) -> str | None:
+    """Why a just-started container is not a running agent: it already exited, or it does not
+    match the security profile (an engine ignoring settings, e.g. rootless without cgroups)."""
+    agent_id = held.agent.agent_id
+    if held.watcher is not None and held.watcher.done() and not held.watcher.cancelled():
+        held.exited = held.watcher.result()
+    if held.exited is not None:
+        return (
+            f"{agent_id}'s container exited at once (code {held.exited}): "
+            f"see choirctl logs {agent_id}"
+        )
+    if report is None:
+        return f"{agent_id}'s container is gone right after its start: see choirctl logs {agent_id}"
+    if not report.ok:
+        return (
+            f"{agent_id}'s container does not match the security profile (failed: "
+            f"{', '.join(report.failed)}); it was removed — is the engine ignoring settings "
+            "(e.g. rootless without cgroup limits)?"
+        )
+    return None

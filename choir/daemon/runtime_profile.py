@@ -1,9 +1,10 @@
-"""What an agent container gets: its security profile from config.json `container` (§15.3),
-its command and its identity-only environment; and the kernel's view of it, for the check."""
+"""What an agent container gets: its image, its security profile from config.json `container`
+(§15.3), its command and its identity-only environment; and the kernel's view of it."""
 
 from __future__ import annotations
 
 import os
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Final
@@ -18,9 +19,14 @@ from choir.core.security_profile import (
     SecurityProfile,
     parse_proc_status,
 )
+from choir.daemon.runtime import Artefact
 from choir.errors import ConfigError
+from choir.home import ChoirHome
 
 MIB = 1024 * 1024
+ImageSource = Callable[[ChoirHome, ChoirConfig, str], Awaitable[Artefact]]
+"""Makes the agent's image ready: `ensure_agent_image`, as an Artefact."""
+ConfigFn = Callable[[], ChoirConfig]
 
 AGENT_COMMAND: Final = (
     "choir-agent",
@@ -32,6 +38,14 @@ AGENT_COMMAND: Final = (
 )
 AGENT_HOME: Final = "/tmp/home"
 """HOME inside the container: on the /tmp tmpfs, private to this container."""
+
+
+async def built_image(home: ChoirHome, config: ChoirConfig, agent_id: str) -> Artefact:
+    """The agent's image from `agent build` (§17.3), built first if anything changed."""
+    from choir.daemon.image_build import ensure_agent_image
+
+    ref = await ensure_agent_image(home, config, agent_id)
+    return Artefact(ref.version, image=ref.tag)
 
 
 def agent_profile(config: ContainerConfig) -> SecurityProfile:

@@ -10,8 +10,9 @@ from __future__ import annotations
 import os
 
 from choir.daemon.runtime import AgentRuntime, PushFn, RuntimeChoice
-from choir.daemon.runtime_docker import ConfigFn, DockerRuntime
+from choir.daemon.runtime_docker import DockerRuntime
 from choir.daemon.runtime_process import ProcessRuntime
+from choir.daemon.runtime_profile import ConfigFn
 from choir.daemon.sessions import SessionService
 from choir.errors import UnavailableError
 from choir.home import ChoirHome

@@ -1,0 +1,147 @@
+"""A docker start that cannot become a running agent says why in one line and leaves nothing.
+
+The docker runtime runs on a real engine with images made for the case — one without
+`choir-agent`, one whose `choir-agent` exits at once — for a session of a real choird.
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import docker
+import pytest
+
+from choir.adapters.docker_containers import ContainerEngine
+from choir.adapters.docker_engine import DockerEngine
+from choir.config import ChoirConfig
+from choir.daemon.app import ChoirDaemon
+from choir.daemon.runtime import Artefact
+from choir.daemon.runtime_docker import DockerRuntime
+from choir.errors import ChoirError
+from choir.home import ChoirHome
+from choir.protocol import VersionInfo
+from choir.store.sessions import SessionStatus
+from tests.docker_support import BASE_IMAGE
+from tests.e2e.daemons import poll_until, running_daemon, session_row
+from tests.runtime.conftest import containers_of
+
+pytestmark = pytest.mark.slow
+
+EXITS_AT_ONCE = "choir-rt-test-exits:latest"
+EXITED = "agent-1's container exited at once (code {code}): see choirctl logs agent-1"
+DOCKERFILE = f"""FROM {BASE_IMAGE}
+RUN printf '#!/bin/sh\\nexit 3\\n' > /usr/local/bin/choir-agent \\
+    && chmod +x /usr/local/bin/choir-agent
+"""
+
+
+@pytest.fixture
+def exiting_image(engine: docker.DockerClient) -> Iterator[str]:
+    engine.images.build(fileobj=io.BytesIO(DOCKERFILE.encode()), tag=EXITS_AT_ONCE, rm=True)
+    try:
+        yield EXITS_AT_ONCE
+    finally:
+        engine.images.remove(EXITS_AT_ONCE, force=True)
+
+
+@pytest.fixture
+async def daemon(home: ChoirHome, engine: docker.DockerClient) -> AsyncIterator[ChoirDaemon]:
+    async with running_daemon(home, runtime="process") as daemon:
+        yield daemon
+    for container in containers_of(engine, home):
+        container.remove(force=True)
+
+
+async def start_on(daemon: ChoirDaemon, image: str) -> tuple[DockerRuntime, str, str | None]:
+    """Start agent-1's session on a docker runtime whose image is `image`: the runtime, the
+    session and the refusal — None when the container was still running when checked (its
+    exit is then noticed by the watcher)."""
+    services = daemon.services
+    assert services is not None
+    config = services.stage.running.config
+    version = VersionInfo(
+        agent_id="agent-1",
+        image_version="test",
+        global_repo_commit="none",
+        agent_repo_commit="none",
+        tool_manifest_hash="0" * 64,
+        skill_manifest_hash="0" * 64,
+    )
+
+    async def images(_home: ChoirHome, _config: ChoirConfig, _agent: str) -> Artefact:
+        return Artefact(version, image=image)
+
+    engine = ContainerEngine(await DockerEngine.connect())
+    runtime = DockerRuntime(
+        daemon.home, services.sessions, daemon.hub.push, engine, lambda: config, images=images
+    )
+    started = await services.sessions.start("agent-1", {})
+    artefact = await runtime.prepare("agent-1", config)
+    workspace = Path(config.workspaces[started.bindings.workspace].path)
+    socket = await daemon.open_agent_socket("agent-1")
+    try:
+        await runtime.start("agent-1", started, artefact, workspace=workspace, socket=socket)
+    except ChoirError as refused:
+        return runtime, started.session_id, refused.message
+    return runtime, started.session_id, None
+
+
+async def settled(daemon: ChoirDaemon, runtime: DockerRuntime, session_id: str) -> None:
+    """The end state either way: session crashed, no container, nothing running."""
+
+    async def crashed() -> bool:
+        return (await session_row(daemon, session_id)).status == SessionStatus.CRASHED
+
+    await poll_until(crashed, within=10)
+    engine = docker.from_env()
+    try:
+        await poll_until(lambda: not containers_of(engine, daemon.home), within=10)
+    finally:
+        engine.close()
+    assert runtime.running("agent-1") is None
+
+
+def crash_reason(caplog: pytest.LogCaptureFixture, session_id: str) -> str:
+    (crash,) = [
+        record.fields  # type: ignore[attr-defined]
+        for record in caplog.records
+        if record.message == "session crashed" and record.fields.get("session_id") == session_id  # type: ignore[attr-defined]
+    ]
+    return str(crash["reason"])
+
+
+async def test_an_image_without_choir_agent_crashes_saying_why(
+    daemon: ChoirDaemon, caplog: pytest.LogCaptureFixture
+) -> None:
+    runtime, session_id, refusal = await start_on(daemon, BASE_IMAGE)
+    try:
+        await settled(daemon, runtime, session_id)
+        assert refusal in (
+            None,
+            "agent-1's container exited at once (code 127): see choirctl logs agent-1",
+        )
+        assert "choir-agent" in daemon.home.agent_log("agent-1").read_text()  # docker-init's word
+        assert crash_reason(caplog, session_id) == (
+            "choir-agent exited with code 127 without TERMINATE_SELF"
+        )
+    finally:
+        runtime.close()
+
+
+async def test_an_agent_exiting_at_once_crashes_with_its_code(
+    daemon: ChoirDaemon, exiting_image: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    runtime, session_id, refusal = await start_on(daemon, exiting_image)
+    try:
+        await settled(daemon, runtime, session_id)
+        assert refusal in (
+            None,
+            "agent-1's container exited at once (code 3): see choirctl logs agent-1",
+        )
+        assert crash_reason(caplog, session_id) == (
+            "choir-agent exited with code 3 without TERMINATE_SELF"
+        )
+    finally:
+        runtime.close()
