@@ -2,8 +2,9 @@
 ends them, and choird marks the session crashed and frees its leases within the threshold.
 
 The agent is `tests.e2e.fake_agent` in its own process, given its session and lease token in
-its environment as a container is. Heartbeats every 100 ms, crashed after 1.5 s of silence: the silence counts from the session's
-start, and a Python process on a loaded CI machine can take most of a second to say hello.
+its environment as a container is. Heartbeats every 100 ms, crashed after 1.5 s of silence:
+the silence counts from the session's start, and a Python process on a loaded CI machine can
+take most of a second to say hello.
 """
 
 from __future__ import annotations
