@@ -220,23 +220,25 @@ def _probe_unix_socket(url: str) -> None:
 
 
 def _follow_build(items: Iterator[dict[str, Any]], tail: deque[str], on_line: LineFn | None) -> str:
-    """Read a build's JSON stream to its end; the image id, or `BuildFailed`."""
+    """Read a build's JSON stream to its end (so its connection goes back to the pool, never
+    left open); the image id, or `BuildFailed` with the first error."""
     image_id = ""
+    failure: str | None = None
     for item in items:
+        lines = str(item.get("stream", "")).splitlines()
         if "error" in item:
-            message = str(item.get("error", "")).strip()
-            tail.append(message)
-            if on_line is not None:
-                on_line(message)
-            raise BuildFailed(f"docker build failed: {message}", list(tail))
+            lines = [str(item.get("error", "")).strip()]
+            failure = failure or lines[0]
         aux = item.get("aux")
         if isinstance(aux, dict) and isinstance(aux.get("ID"), str):
             image_id = aux["ID"]
-        for line in str(item.get("stream", "")).splitlines():
+        for line in lines:
             if line.strip():
                 tail.append(line)
                 if on_line is not None:
                     on_line(line)
+    if failure is not None:
+        raise BuildFailed(f"docker build failed: {failure}", list(tail))
     if not image_id:
         raise BuildFailed("docker build ended without an image id", list(tail))
     return image_id
