@@ -53,7 +53,7 @@ def image_text(image: Any) -> str:
     if not image:
         return "—"
     if isinstance(image, dict):
-        for key in ("tag", "image", "version", "choir_version", "digest"):
+        for key in ("tag", "image", "image_version", "version", "choir_version", "digest"):
             if image.get(key):
                 return str(image[key])
         return ", ".join(f"{key}={value}" for key, value in sorted(image.items()))[:40]
