@@ -52,10 +52,11 @@ def report_lines(data: dict[str, Any]) -> list[str]:
     return lines
 
 
-def verified_label(verified: dict[str, Any] | None) -> str:
-    """`agent status`'s line for the last check: `ok (at …)`, `FAILED …`, or `-`."""
+def verified_label(verified: dict[str, Any] | None, *, sandboxed: bool | None = None) -> str:
+    """`agent status`'s line for the last check: `ok (at …)`, `FAILED …`, or `-`; a host
+    process that was never checked says it is unsandboxed rather than leave a bare dash."""
     if not verified:
-        return "-"
+        return "none: a host process (unsandboxed)" if sandboxed is False else "-"
     failed = [check["item"] for check in verified["checks"] if not check["ok"]]
     if not failed:
         return f"matches the profile (checked {verified['checked_at']})"

@@ -41,7 +41,7 @@ def show_status(data: dict[str, Any]) -> None:
         f"{'runtime':<11}{runtime_label(data)}"
         + (f", pid {data['pid']}" if data.get("pid") else ""),
         f"{'image':<11}{image_label(data.get('image'))}",
-        f"{'security':<11}{verified_label(data.get('verified'))}",
+        f"{'security':<11}{verified_label(data.get('verified'), sandboxed=data.get('sandboxed'))}",
         f"{'uptime':<11}{duration(data['uptime_s'])}",
         f"{'config':<11}{'v' + str(version) if version is not None else '-'} "
         f"(latest v{data['config_version_latest']}){behind}",

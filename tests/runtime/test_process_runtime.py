@@ -52,6 +52,8 @@ async def test_verify_says_unsandboxed_and_the_token_is_in_no_environment(
     daemon, client = process_choird
     started = await client.agent_start("agent-1", {"dm": "console"})
     assert (started["runtime"], started["sandboxed"]) == ("process", False)
+    before = await asyncio.to_thread(run_choirctl, daemon.home, "agent", "status", "agent-1")
+    assert "security   none: a host process (unsandboxed)" in before.stdout
 
     verified = await client.call("agent.verify", agent_id="agent-1")
     assert verified["ok"] is False
