@@ -12,15 +12,12 @@ The script: "start the slow job" spawns core job `slow`, whose first step runs `
 from __future__ import annotations
 
 import asyncio
-import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
-from textual.pilot import Pilot
 
 from choir.client import ChoirClient
 from choir.daemon.app import ChoirDaemon
@@ -30,6 +27,7 @@ from choir.store.target import ConnectParams
 from tests.e2e.daemons import running_daemon
 from tests.e2e.homes import short_root
 from tests.e2e_agent.launch import scripted_home
+from tests.tui.pilot import stop_agents
 from tui.app import ChoirApp
 
 SLOW_S = 8
@@ -101,53 +99,6 @@ async def live(
             yield Live(daemon, client, tui_home, tui_model, tui_root)
         finally:
             await stop_agents(client)
-
-
-async def stop_agents(client: ChoirClient) -> None:
-    for agent in (await client.agent_list())["agents"]:
-        if agent["state"] == "running":
-            try:
-                await client.agent_stop(agent["agent_id"])
-            except Exception:  # the test stopped or broke it already
-                continue
-
-
-@asynccontextmanager
-async def console(
-    home: ChoirHome, size: tuple[int, int] = (120, 36)
-) -> AsyncIterator[tuple[ChoirApp, Pilot[None]]]:
-    """`choir tui` on `home` under the pilot, once connected and resynced."""
-    app = ChoirApp(home)
-    async with app.run_test(size=size) as pilot:
-        await until(pilot, lambda: app.state.connection == "connected", what="connected")
-        yield app, pilot
-
-
-async def until(
-    pilot: Pilot[Any],
-    condition: Callable[[], bool | Awaitable[bool]],
-    within: float = 20.0,
-    what: str = "the console to show it",
-) -> None:
-    """Let the console run until `condition` holds; fails after `within` seconds."""
-    began = time.monotonic()
-    while True:
-        outcome = condition()
-        if not isinstance(outcome, bool):
-            outcome = await outcome
-        if outcome:
-            return
-        if time.monotonic() - began > within:
-            raise AssertionError(f"waited {within} s for {what}")
-        await pilot.pause(0.05)
-
-
-async def tab(pilot: Pilot[Any], view_id: str) -> None:
-    """Switch tabs the way the operator does: with the tab's key, then focus its table."""
-    from tui.views import spec
-
-    await pilot.press(spec(view_id).key)
-    await pilot.pause()
 
 
 def cell_text(value: object) -> str:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from tests.tui.conftest import Live, column, console, tab, until
+from tests.tui.conftest import Live, column
+from tests.tui.pilot import console, until
+from tests.tui.pilot import show_tab as tab
 
 
 async def test_agents_lists_every_agent_and_starts_and_stops_one(live: Live):

@@ -14,7 +14,7 @@ import pytest
 from choir.errors import UnavailableError
 from choir.home import ChoirHome
 from tests.e2e.daemons import running_daemon
-from tests.tui.conftest import until
+from tests.tui.pilot import until
 from tui.app import ChoirApp
 from tui.widgets.health import ConnectionBanner
 from tui.widgets.offline import OfflineScreen

@@ -18,7 +18,7 @@ import pytest
 
 from choir.home import ChoirHome
 from tests.e2e.homes import short_root
-from tests.tui.conftest import until
+from tests.tui.pilot import until
 from tui.app import ChoirApp
 from tui.widgets.offline import OfflineScreen
 

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import asyncio
 
-from tests.tui.conftest import Live, console, tab, until
+from tests.tui.conftest import Live
+from tests.tui.pilot import console, until
+from tests.tui.pilot import show_tab as tab
 from tui.app import ChoirApp
 from tui.views.events import EventsView
 from tui.widgets.timeline import HASH, KIND, LANE, REV, Timeline

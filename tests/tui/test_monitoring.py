@@ -5,7 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from tests.tui.conftest import Live, column, console, tab, until
+from tests.tui.conftest import Live, column
+from tests.tui.pilot import console, until
+from tests.tui.pilot import show_tab as tab
 from tui.app import ChoirApp
 
 

@@ -11,8 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -28,6 +27,7 @@ from choir.store.target import ConnectParams
 from tests.e2e.daemons import running_daemon
 from tests.e2e.homes import read_config, short_root
 from tests.e2e_agent.launch import scripted_home
+from tests.tui.pilot import stop_agents, until
 from tui.app import ChoirApp
 from tui.dialogs import ConfirmDialog
 
@@ -151,54 +151,7 @@ async def choird(home: ChoirHome, root: Path, model: ScriptedModelServer) -> Asy
         try:
             yield Choird(daemon, client, home, model, root)
         finally:
-            await _stop_agents(client)
-
-
-async def _stop_agents(client: ChoirClient) -> None:
-    for agent in (await client.agent_list())["agents"]:
-        if agent["state"] == "running":
-            try:
-                await client.agent_stop(agent["agent_id"])
-            except Exception:  # the test may have stopped or broken it already
-                continue
-
-
-@asynccontextmanager
-async def console(
-    home: ChoirHome, size: tuple[int, int] = (120, 40)
-) -> AsyncIterator[tuple[ChoirApp, Pilot[None]]]:
-    """`choir tui` on `home`, connected and resynced."""
-    app = ChoirApp(home)
-    async with app.run_test(size=size) as pilot:
-        await until(pilot, lambda: app.state.connection == "connected")
-        yield app, pilot
-
-
-async def until(
-    pilot: Pilot[Any],
-    condition: Callable[[], bool | Awaitable[bool]],
-    within: float = 15.0,
-    what: str = "the console to show it",
-) -> None:
-    """Let the console run until `condition` holds; fails after `within` seconds."""
-    began = time.monotonic()
-    while True:
-        outcome = condition()
-        if not isinstance(outcome, bool):
-            outcome = await outcome
-        if outcome:
-            return
-        if time.monotonic() - began > within:
-            raise AssertionError(f"waited {within} s for {what}")
-        await pilot.pause(0.05)
-
-
-async def show_tab(pilot: Pilot[Any], view_id: str) -> None:
-    """Switch tabs the way the operator does: the tab's key."""
-    from tui.views import spec
-
-    await pilot.press(spec(view_id).key)
-    await pilot.pause()
+            await stop_agents(client)
 
 
 def notes(app: ChoirApp) -> list[tuple[str, str]]:

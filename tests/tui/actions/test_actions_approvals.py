@@ -6,7 +6,8 @@ from datetime import timedelta
 
 import pytest
 
-from tests.tui.actions.conftest import Choird, confirmation, console, notes, show_tab, until
+from tests.tui.actions.conftest import Choird, confirmation, notes
+from tests.tui.pilot import console, show_tab, until
 from tui.dialogs import ConfirmDialog
 from tui.views.approvals import ApprovalsView
 from tui.views.approvals_detail import parse_time

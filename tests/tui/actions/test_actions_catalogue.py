@@ -17,7 +17,8 @@ from textual.command import CommandPalette
 from textual.pilot import Pilot
 from textual.widgets import TabbedContent
 
-from tests.tui.actions.conftest import Choird, console, notes, until
+from tests.tui.actions.conftest import Choird, notes
+from tests.tui.pilot import console, until
 from tui.actions import ACTIONS
 from tui.app import ChoirApp
 from tui.dialogs import ConfirmDialog, TextPrompt

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from tests.tui.actions.conftest import Choird, console, show_tab, until
+from tests.tui.actions.conftest import Choird
+from tests.tui.pilot import console, show_tab, until
 from tui.views.chat import ChatView
 
 pytestmark = pytest.mark.slow

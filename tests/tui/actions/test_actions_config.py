@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from tests.e2e.homes import read_config, write_config
-from tests.tui.actions.conftest import Choird, confirmation, console, notes, show_tab, until
+from tests.tui.actions.conftest import Choird, confirmation, notes
+from tests.tui.pilot import console, show_tab, until
 from tui.dialogs import ConfirmDialog
 from tui.views.config import NOTHING_STAGED, ConfigView
 

@@ -16,7 +16,8 @@ from choir.home import ChoirHome
 from choir.store.target import ConnectParams
 from tests.e2e.daemons import running_daemon
 from tests.e2e.homes import external_postgres, make_home, short_root
-from tests.tui.actions.conftest import confirmation, console, show_tab, until
+from tests.tui.actions.conftest import confirmation
+from tests.tui.pilot import console, show_tab, until
 from tui.views.approvals import ApprovalsView
 from tui.views.chat import ChatView
 

@@ -8,7 +8,8 @@ import pytest
 
 from choir.home import ChoirHome
 from choir.logs import get_logger, setup_logging, shutdown_logging
-from tests.tui.actions.conftest import Choird, console, show_tab, until
+from tests.tui.actions.conftest import Choird
+from tests.tui.pilot import console, show_tab, until
 from tui.views.logs import LogsView, human_line
 
 pytestmark = pytest.mark.slow

@@ -6,7 +6,8 @@ import pytest
 from textual.binding import Binding
 from textual.command import CommandPalette
 
-from tests.tui.actions.conftest import Choird, confirmation, console, notes, until
+from tests.tui.actions.conftest import Choird, confirmation, notes
+from tests.tui.pilot import console, until
 from tui.actions import ConsoleAction
 from tui.commands import perform
 from tui.dialogs import TextPrompt

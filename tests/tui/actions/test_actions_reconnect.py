@@ -17,7 +17,7 @@ from choir.client import ChoirClient
 from choir.home import ChoirHome
 from choir.logs import get_logger, setup_logging, shutdown_logging
 from tests.e2e.daemons import running_daemon
-from tests.tui.actions.conftest import show_tab, until
+from tests.tui.pilot import show_tab, until
 from tui.app import ChoirApp
 from tui.views.chat import ChatView
 from tui.views.logs import LogsView

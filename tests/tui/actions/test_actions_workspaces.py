@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.tui.actions.conftest import Choird, confirmation, console, notes, show_tab, until
+from tests.tui.actions.conftest import Choird, confirmation, notes
+from tests.tui.pilot import console, show_tab, until
 from tui.views.workspaces import WorkspacesView
 
 pytestmark = pytest.mark.slow
