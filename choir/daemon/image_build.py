@@ -178,8 +178,9 @@ async def _build(
     key = digest(base.id, context)[:32]
     version = prepared.version
     tag = f"{AGENT_REPOSITORY.format(agent_id=agent_id)}:{version.image_version}"
-    labels = _labels(agent_id, key, base, version)
-    found = await engine.images({**MANAGED, "choir.agent": agent_id, "choir.input": key})
+    labels = _labels(home, agent_id, key, base, version)
+    mine = {**MANAGED, "choir.agent": agent_id, "choir.home": str(home.root)}
+    found = await engine.images({**mine, "choir.input": key})
     if found:
         report.step(6, "agent image (the agent repo's Dockerfile)", f"up to date: {tag}")
         image_id, built = found[0].id, False
@@ -191,7 +192,7 @@ async def _build(
         await engine.tag(image_id, tag)
     report.step(8, "tag", tag)
     if built:
-        await _prune(engine, {**MANAGED, "choir.agent": agent_id}, keep=image_id)
+        await _prune(engine, mine, keep=image_id)
         await _prune(engine, {**MANAGED, "choir.role": "base"}, keep=base.id)
     report.step(9, "store", "local image cache only (no registry)")
     report.step(10, "done", f"not started: choirctl agent start|update {agent_id}")
@@ -279,7 +280,8 @@ async def _docker_build(
             on_line=report.log_line(6),
         )
     except BuildFailed as failed:
-        previous = await engine.images({**MANAGED, "choir.agent": agent_id})
+        mine = {**MANAGED, "choir.agent": agent_id, "choir.home": labels["choir.home"]}
+        previous = await engine.images(mine)
         kept = next((tag for image in previous for tag in image.tags), None)
         still = f"; {kept} is still the image to run" if kept else ""
         raise BuildError(f"{failed.message}{still}", failed.log_tail) from None
@@ -301,9 +303,13 @@ def _image_version(global_commit: str, agent_commit: str) -> str:
     return "-".join(short) + ("-dirty" if dirty else "")
 
 
-def _labels(agent_id: str, key: str, base: BaseImage, version: VersionInfo) -> dict[str, str]:
+def _labels(
+    home: ChoirHome, agent_id: str, key: str, base: BaseImage, version: VersionInfo
+) -> dict[str, str]:
     return {
         **MANAGED,
+        # Two homes on one engine (or parallel test runs) must never prune each other's images.
+        "choir.home": str(home.root),
         "choir.role": "agent",  # images inherit labels: never pass for the base it is FROM
         "choir.agent": agent_id,
         "choir.input": key,

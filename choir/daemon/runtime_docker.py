@@ -139,7 +139,9 @@ class DockerRuntime:
         newest built for the agent (a start needs no build check, §17.3 step 10); otherwise
         `ensure_agent_image`, which builds only when something changed."""
         ready = self._ready.get(agent_id)
-        newest = await self._engine.engine.images({MANAGED: "true", "choir.agent": agent_id})
+        newest = await self._engine.engine.images(
+            {MANAGED: "true", "choir.agent": agent_id, "choir.home": str(self._home.root)}
+        )
         if ready is not None and newest and newest[0].id == ready[0]:
             return ready[1]
         artefact = await self._images(self._home, config, agent_id)

@@ -12,7 +12,13 @@ import pytest
 from choir.config import load_home
 from choir.config.gitrepo import git
 from choir.daemon.image_base import ensure_base_image
-from choir.daemon.image_build import TOTAL_STEPS, BuildError, BuildProgress, ensure_agent_image
+from choir.daemon.image_build import (
+    KEEP_PREVIOUS,
+    TOTAL_STEPS,
+    BuildError,
+    BuildProgress,
+    ensure_agent_image,
+)
 from choir.errors import ConfigError, NotFoundError, UsageError
 from choir.home import ChoirHome
 from choir.protocol import VersionInfo
@@ -20,7 +26,9 @@ from tests.build.support import (
     agent_repo,
     bare_remote,
     commit,
+    make_home,
     move_away,
+    read_config,
     set_repo,
     skill,
     tool,
@@ -81,6 +89,7 @@ async def test_a_full_build_bakes_the_merged_tree_and_labels_and_tags_the_image(
     assert labels["choir.managed"] == "true"
     assert labels["choir.agent"] == agent_id
     assert labels["choir.role"] == "agent"
+    assert labels["choir.home"] == str(home.root)
     assert labels["choir.image_version"] == version.image_version
     assert (labels["choir.global_commit"], labels["choir.agent_commit"]) == (
         version.global_repo_commit,
@@ -172,6 +181,22 @@ async def test_a_change_rebuilds_under_a_new_tag_and_keeps_the_previous_image(
     assert docker_sdk.images.get(first.tag).id == first.id, "the previous image stays"
 
 
+async def test_two_homes_with_one_agent_id_never_prune_each_others_images(
+    build_home, tmp_path, docker_sdk
+):
+    home, agent_id = build_home
+    other, _ = make_home(tmp_path / "other", agent_id=agent_id)
+    set_repo(other, None, read_config(home)["global_repo"]["url"])
+    theirs = await build(other, agent_id)
+
+    for n in range(KEEP_PREVIOUS + 2):  # enough rebuilds to prune this home's oldest image
+        commit(agent_repo(home, agent_id), {f"tools/test.n{n}.json": tool(f"test.n{n}")})
+        await build(home, agent_id)
+
+    assert docker_sdk.images.get(theirs.tag).id == theirs.id
+    assert docker_sdk.images.get(theirs.id).labels["choir.home"] == str(other.root)
+
+
 async def test_uncommitted_work_in_a_local_repo_is_built_and_marked_dirty(build_home, docker_sdk):
     home, agent_id = build_home
     repo = agent_repo(home, agent_id)
@@ -206,7 +231,9 @@ async def test_a_failing_build_shows_the_log_tail_and_leaves_the_previous_image(
     assert docker_sdk.images.get(good.tag).id == good.id
     tags = {
         t
-        for i in docker_sdk.images.list(filters={"label": f"choir.agent={agent_id}"})
+        for i in docker_sdk.images.list(
+            filters={"label": [f"choir.agent={agent_id}", f"choir.home={home.root}"]}
+        )
         for t in i.tags
     }
     assert tags == {good.tag}, "nothing was tagged for the failed build"
