@@ -63,7 +63,9 @@ from tests.harness import EFFECT_TOOL, Cluster, Conversation, SentMessage
 REPORT_WITHIN_S: Final = 5.0
 HEALTHY_WITHIN_S: Final = 10.0
 NEXT_STEP: Final = re.compile(
-    r"\b(start|restart|resume|retry|try again|again|wait|run|check|choirctl|free|fix)\b", re.I
+    r"\b(start|restart|resume|retry|try|again|wait|run|check|choirctl|free|fix|rephrase|choose|"
+    r"send|call)\b",
+    re.I,
 )
 """Words that tell the operator what to do next; a report without one is not a report."""
 _PAGE: Final = 1000
@@ -129,8 +131,22 @@ class Verdict:
         """Every stored event (of `kind`), all sessions."""
         return [e for es in self.sessions.values() for e in es if kind in (None, e.event_type)]
 
-    def results(self, call_id: str) -> list[EventRecord]:
-        return [e for e in self.events("tool_result_committed") if e.payload["call_id"] == call_id]
+    def results(self, call_id: str, session_id: str | None = None) -> list[EventRecord]:
+        """The results of `call_id` (call ids are unique within a session, not across)."""
+        return [
+            e
+            for s, events in self.sessions.items()
+            for e in events
+            if e.event_type == "tool_result_committed"
+            and e.payload["call_id"] == call_id
+            and session_id in (None, s)
+        ]
+
+    def calls(self, kind: str) -> list[tuple[str, EventRecord]]:
+        """(session id, event) of every `kind` event."""
+        return [
+            (s, e) for s, events in self.sessions.items() for e in events if e.event_type == kind
+        ]
 
 
 class InvariantChecker:
@@ -285,19 +301,18 @@ class InvariantChecker:
             if count > 1
         ]
         requested = _effect_calls(verdict)
-        committed = {e.payload["call_id"] for e in verdict.events("tool_call_committed")}
+        committed = {(s, e.payload["call_id"]) for s, e in verdict.calls("tool_call_committed")}
         for token in verdict.effects:
-            calls = requested.get(token, [])
-            if not any(call_id in committed for call_id in calls):
+            if not any(call in committed for call in requested.get(token, [])):
                 problems.append(f"side effect {token!r} ran without a durable intent")
         for token, calls in requested.items():
-            intents = [call_id for call_id in calls if call_id in committed]
+            intents = [call for call in calls if call in committed]
             if len(intents) > 1:
                 problems.append(f"side effect {token!r} was committed {len(intents)} times")
             succeeded = any(
                 r.payload["result"]["status"] == "success"
-                for call_id in intents
-                for r in verdict.results(call_id)
+                for session_id, call_id in intents
+                for r in verdict.results(call_id, session_id)
             )
             if succeeded and verdict.effects[token] == 0:
                 problems.append(f"side effect {token!r} succeeded but left no trace")
@@ -387,33 +402,33 @@ def _same_message(stored: dict[str, Any], sent: SentMessage) -> bool:
 def _call_problems(verdict: Verdict) -> list[str]:
     problems = []
     for kind in ("tool_call_committed", "tool_result_committed"):
-        counts = Counter(e.payload["call_id"] for e in verdict.events(kind))
+        counts = Counter((s, e.payload["call_id"]) for s, e in verdict.calls(kind))
         problems += [
-            f"call {call_id}: {count} {kind} events"
-            for call_id, count in counts.items()
+            f"{session_id} call {call_id}: {count} {kind} events"
+            for (session_id, call_id), count in counts.items()
             if count > 1
         ]
     return problems
 
 
-def _effect_calls(verdict: Verdict) -> dict[str, list[str]]:
-    """token -> call ids of the `test.effect` calls proposed with it."""
-    calls: dict[str, list[str]] = defaultdict(list)
-    for event in verdict.events("tool_call_requested"):
+def _effect_calls(verdict: Verdict) -> dict[str, list[tuple[str, str]]]:
+    """token -> (session id, call id) of the `test.effect` calls proposed with it."""
+    calls: dict[str, list[tuple[str, str]]] = defaultdict(list)
+    for session_id, event in verdict.calls("tool_call_requested"):
         if event.payload["tool"] == EFFECT_TOOL:
             token = event.payload.get("arguments", {}).get("token")
-            if isinstance(token, str) and event.payload["call_id"] not in calls[token]:
-                calls[token].append(event.payload["call_id"])
+            call = (session_id, event.payload["call_id"])
+            if isinstance(token, str) and call not in calls[token]:
+                calls[token].append(call)
     return calls
 
 
 def _open_intents(verdict: Verdict) -> list[OpenIntent]:
-    answered = {e.payload["call_id"] for e in verdict.events("tool_result_committed")}
+    answered = {(s, e.payload["call_id"]) for s, e in verdict.calls("tool_result_committed")}
     return [
         OpenIntent(session_id, e.payload["call_id"], e.payload["tool"], e.lane)
-        for session_id, events in verdict.sessions.items()
-        for e in events
-        if e.event_type == "tool_call_committed" and e.payload["call_id"] not in answered
+        for session_id, e in verdict.calls("tool_call_committed")
+        if (session_id, e.payload["call_id"]) not in answered
     ]
 
 

@@ -48,9 +48,9 @@ class Said:
     replies: list[dict[str, Any]] = field(default_factory=list)
 
 
-def turn(token: str, message_id: str) -> list[tuple[str, Event]]:
+def turn(token: str, message_id: str, call: str | None = None) -> list[tuple[str, Event]]:
     """A user message answered by one successful `test.effect` call and a reply."""
-    call = f"call-{token}"
+    call = call or f"call-{token}"
     return [
         ("edge", UserMsg(text=f"please [{token}]", message_id=message_id)),
         ("edge", ToolCallRequested(call_id=call, tool=EFFECT_TOOL, arguments={"token": token})),
@@ -98,18 +98,17 @@ async def conn(pg_params: ConnectParams) -> AsyncIterator[Connection]:
         await connection.close()
 
 
-async def store(conn: Connection, records: list[EventRecord], ack_rev: int | None = None) -> None:
-    """The session and its log, acknowledged up to `ack_rev` (all of it by default)."""
-    ack = len(records) if ack_rev is None else ack_rev
+async def store(conn: Connection, records: list[EventRecord], session_id: str = SESSION) -> None:
+    """The session and its whole log, all of it acknowledged."""
     await conn.execute(
         "INSERT INTO choir_control.sessions (session_id, agent_id, status, ack_rev, head_hash) "
         "VALUES ($1, $2, 'crashed', $3, $4)",
-        SESSION,
+        session_id,
         AGENT,
-        ack,
-        records[ack - 1].hash if ack else None,
+        len(records),
+        records[-1].hash,
     )
-    await insert_events(conn, SESSION, records)
+    await insert_events(conn, session_id, records)
 
 
 def said(records: list[EventRecord], messages: dict[str, str]) -> Said:
@@ -158,6 +157,20 @@ async def test_a_healthy_log_passes_and_is_described(
     assert verdict.effects == {"a": 1, "b": 1}
     assert verdict.open_intents == []
     assert verdict.lost_messages == []
+
+
+async def test_call_ids_are_told_apart_by_session(
+    conn: Connection, pg_params: ConnectParams, tmp_path: Path
+) -> None:
+    await store(conn, sealed(turn("a", "m-1")))
+    await store(conn, sealed(turn("b", "m-2", call="call-a")), session_id="s-other")
+
+    verdict = await checker(pg_params, tmp_path, "a", "b").verify()
+    problems = await problems_of(checker(pg_params, tmp_path, "a", "b", "b"), Said(AGENT))
+
+    assert sorted(verdict.sessions) == ["s-checker", "s-other"]
+    assert verdict.effects == {"a": 1, "b": 1}
+    assert problems == ["side effect 'b' ran 2 times"]
 
 
 async def test_a_gap_and_a_rewritten_event_break_the_chain(
