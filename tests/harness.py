@@ -332,12 +332,30 @@ class Cluster:
             return False
         return bool(reply["category"] == "reply")
 
-    async def stop_all(self) -> None:
-        """Stop every agent still running (gracefully)."""
-        for agent in (await self.client.agent_list())["agents"]:
-            if agent["state"] == "running":
-                with contextlib.suppress(Exception):  # a test stopped or broke it already
-                    await self.client.agent_stop(agent["agent_id"])
+
+async def stop_agents(client: ChoirClient) -> None:
+    """Stop every agent still running (gracefully) at a test's end."""
+    for agent in (await client.agent_list())["agents"]:
+        if agent["state"] == "running":
+            with contextlib.suppress(Exception):  # the test stopped or broke it already
+                await client.agent_stop(agent["agent_id"])
+
+
+@contextlib.asynccontextmanager
+async def serving(
+    home: ChoirHome, *, call_timeout: float | None = None
+) -> AsyncIterator[tuple[ChoirDaemon, ChoirClient]]:
+    """choird in this process serving `home` on the process runtime, and an operator client
+    (no call timeout by default: a graceful stop takes a moment). Agents still running at the
+    end are stopped."""
+    async with (
+        running_daemon(home) as daemon,
+        await ChoirClient.connect(home, call_timeout=call_timeout) as client,
+    ):
+        try:
+            yield daemon, client
+        finally:
+            await stop_agents(client)
 
 
 @contextlib.asynccontextmanager
@@ -357,10 +375,7 @@ async def running_cluster(
     async with ScriptedModelServer(script) as model:
         home = cluster_home(root, pg_params, model.url, agents, **settings)
         try:
-            async with (
-                running_daemon(home) as daemon,
-                await ChoirClient.connect(home, call_timeout=None) as client,
-            ):
+            async with serving(home) as (daemon, client):
                 cluster = Cluster(root, home, pg_params, model, daemon, client, agent_ids(agents))
                 for agent_id in cluster.agents:
                     cluster.conversations[agent_id] = Conversation(agent_id, client)
@@ -368,7 +383,7 @@ async def running_cluster(
                 try:
                     yield cluster
                 finally:
-                    await cluster.stop_all()
+                    await stop_agents(client)
                     for conversation in cluster.conversations.values():
                         await conversation.close()
         finally:
