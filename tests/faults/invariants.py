@@ -1,12 +1,20 @@
 """What every fault scenario holds choir to (issue 12), checked against what really happened.
 
-    checker = InvariantChecker(cluster.pg, cluster.agents, effects=[cluster.effects(a) ...])
-    await checker.observe()                      # now and then during the run
+    cluster = await cluster_of(STEPS, agents=1)  # tests/faults/conftest.py, tests/harness.py
+    checker = checker_for(cluster, context=f"seed={seed}")  # every agent and its effects.log
+    await checker.observe()                      # now and then: what choird acknowledged so far
     checker.fault("kill -9 of agent-1")          # the instant the fault was injected
+    await cluster.kill("agent-1")
     await checker.reported(crash_report(cluster.client, "agent-1"))       # within 5 s
     await cluster.start("agent-1")               # the step the report named, nothing else
     await checker.healthy(lambda: cluster.answers("agent-1"))             # within 10 s
     verdict = await checker.verify(cluster.conversations.values())
+    assert verdict.open_intents == []            # and whatever else the scenario expects
+
+`InvariantChecker(pg, agents, effects=..., context=..., require_accepted_messages=...)` works
+without the harness too: `pg` is where choird's database is, `agents` whose sessions to check,
+`effects` the ledgers of invariant 4. `stored(kind)` reads what is durable right now (e.g. to
+wait until an intent reached choird before killing).
 
 `verify` reads Postgres directly (its own connection: it works whether choird is up or not) and
 raises `InvariantViolation` listing every problem at once; otherwise it returns a `Verdict` for
