@@ -260,6 +260,7 @@ class Arbiter(LanePolicy):
             except Exception as exc:  # a tool bug must not take the lane or the arbiter down
                 log.exception("tool crashed", fields={"tool": proposal.tool})
                 result = ToolResult.fail("tool_crashed", f"{proposal.tool} failed: {exc}")
+            await failpoint("tool.after_run_before_result")
             if call.tool.manifest.runtime.meta and "approval_id" in result.data:
                 self._approvals[str(result.data["approval_id"])] = proposal.lane
             self._finish(pending, result, ms_since(started))

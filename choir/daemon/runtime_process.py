@@ -48,6 +48,7 @@ from choir.daemon.runtime_profile import now_iso
 from choir.daemon.session_state import SessionEnded, StartedSession
 from choir.daemon.sessions import SessionService
 from choir.errors import ConflictError, UsageError
+from choir.failpoints import ENV_VAR as FAILPOINTS_ENV
 from choir.home import ChoirHome
 from choir.logs import get_logger
 from choir.protocol import ShutdownPush, VersionInfo
@@ -240,14 +241,18 @@ async def _hand_over(process: asyncio.subprocess.Process, token: str) -> None:
 
 
 def agent_environment(agent_id: str, started: StartedSession, home: Path) -> dict[str, str]:
-    """The agent's whole environment: its identity, and no variable of choird's own."""
+    """The agent's whole environment: its identity, and no variable of choird's own — except
+    `CHOIR_FAILPOINTS` when choird has it, so fault tests can crash an agent choird started at
+    a named point (it holds no secret; `choir.failpoints`)."""
     path = os.pathsep.join([str(Path(sys.executable).parent), "/usr/local/bin", "/usr/bin", "/bin"])
+    failpoints = os.environ.get(FAILPOINTS_ENV)
     return {
         "PATH": path,
         "HOME": str(home),
         "LANG": "C.UTF-8",
         "CHOIR_AGENT_ID": agent_id,
         "CHOIR_SESSION_ID": started.session_id,
+        **({FAILPOINTS_ENV: failpoints} if failpoints else {}),
     }
 
 
