@@ -35,7 +35,6 @@ from choir.agent.lane_support import (
     LaneKit,
     StatusReporter,
     bound_secrets,
-    plain,
     redact_secrets,
 )
 from choir.agent.recovery import RecoverableCoreJobs, settle_edge
@@ -52,8 +51,6 @@ from choir.agent.startup import (
 from choir.agent.stopping import RESUMING_REASONS, Drain, lanes_stopped, settle, unless_hurried
 from choir.agent.summary import session_summary
 from choir.agent.working_query import working_query_hook
-from choir.config import Budgets
-from choir.core.budgets import BudgetLimits
 from choir.failpoints import arm_from_env
 from choir.logs import get_logger, set_context
 from choir.protocol import (
@@ -170,7 +167,7 @@ class AgentRuntime:
             open_kernel(
                 options.root,
                 options.workspace,
-                limits=_limits(state),
+                limits=state.current().budget_limits(),
                 lane_hooks=hooks,
                 runtime_tools=runtime_tools(),
                 host=bridge,
@@ -302,12 +299,6 @@ def _late(table: dict[str, LaneHook], name: str) -> LaneHook:
         return await table[name](proposal, arguments)
 
     return hook
-
-
-def _limits(state: DynamicState) -> BudgetLimits:
-    """The session's budgets (§7.6): the config's, over the defaults."""
-    configured = plain(state.current().data.get("budgets") or {})
-    return BudgetLimits(**{**Budgets().model_dump(), **configured})
 
 
 __all__ = ["AgentOptions", "AgentRuntime"]
