@@ -48,13 +48,12 @@ from choir.agent.startup import (
     open_client,
     runtime_tools,
 )
-from choir.agent.stopping import RESUMING_REASONS, Drain, lanes_stopped, settle, unless_hurried
-from choir.agent.summary import session_summary
+from choir.agent.stopping import RESUMING_REASONS, Drain, lanes_stopped, settle
+from choir.agent.summary import summarize_at_stop
 from choir.agent.working_query import working_query_hook
 from choir.failpoints import arm_from_env
 from choir.logs import get_logger, set_context
 from choir.protocol import (
-    EDGE_LANE,
     ApprovalResolvedPush,
     CompactPush,
     ConfigChangedPush,
@@ -67,6 +66,7 @@ from choir.protocol import (
     ToolResult,
     UserMessagePush,
 )
+from choir.protocol.payloads import SummaryOutcome
 from choir.protocol.pushes import RecoverPush
 from choir.transport import RpcError, TransportError
 
@@ -94,6 +94,8 @@ class AgentRuntime:
         """The core jobs, holding those a crash left waiting for the operator's decision."""
         self._drain = Drain()
         """The lanes' view of the graceful stop; a second stop request hurries it."""
+        self._summary: SummaryOutcome | None = None
+        """How the graceful stop's session summary went, for TERMINATE_SELF."""
 
     def request_stop(self, reason: str, *, resumes: bool = False) -> None:
         """Graceful stop (§17.2): SIGTERM, or a `shutdown` push; a second request hurries it."""
@@ -121,7 +123,8 @@ class AgentRuntime:
                     await self._replicate(control_plane, sync, restored)
             if self._fatal is not None:
                 return 1
-            await control_plane.terminate_self(TerminateSelfRequest(reason=self._reason))
+            request = TerminateSelfRequest(reason=self._reason, summary=self._summary)
+            await control_plane.terminate_self(request)
             log.info("terminated", fields={"reason": self._reason})
             return 0
         finally:
@@ -216,9 +219,7 @@ class AgentRuntime:
         if timeout_ms is None:
             configured = kit.state.current().data.get("summary_timeout_ms")
             timeout_ms = configured if isinstance(configured, int) else SUMMARY_TIMEOUT_MS
-        summary = await unless_hurried(session_summary(kit, timeout_ms), self._drain)
-        if summary is not None:
-            kit.kernel.arbiter.commit(EDGE_LANE, summary)
+        self._summary = await summarize_at_stop(kit, timeout_ms, self._drain)
 
     async def _until_stopped(
         self,

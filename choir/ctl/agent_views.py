@@ -68,6 +68,24 @@ def show_status(data: dict[str, Any]) -> None:
     )
 
 
+def stopped_lines(stopped: dict[str, Any]) -> list[str]:
+    """What a stop prints: the session's end, and its summary (§11.8) unless it needs a warning
+    (`summary_warning`)."""
+    lines = [f"{stopped['agent_id']} stopped: session {stopped['session_id']} {stopped['status']}"]
+    summary = stopped.get("summary")
+    if summary and not summary["warn"]:
+        lines.append(f"summary: {summary['detail']}")
+    return lines
+
+
+def summary_warning(stopped: dict[str, Any]) -> str | None:
+    """The warning for a stop whose session summary went missing, if it did."""
+    summary = stopped.get("summary")
+    if not summary or not summary["warn"]:
+        return None
+    return f"{stopped['agent_id']} has no session summary: {summary['detail']}"
+
+
 def started_lines(data: dict[str, Any]) -> list[str]:
     """What `agent start` prints: the session, the runtime (and whether it is sandboxed)."""
     how = "resumed" if data["resumed"] else "new"

@@ -164,9 +164,37 @@ class Ack(WireModel):
     """Always true: the call was accepted."""
 
 
+SummarySkipped = Literal[
+    "timed_out",
+    "call_failed",
+    "not_a_summary",
+    "nothing_to_summarize",
+    "disabled",
+    "hurried",
+    "not_made",
+]
+"""Why a graceful stop has no session summary (§11.8): the model took longer than the timeout,
+the call failed, the reply was no summary object, the session had nothing to summarize, the
+timeout was 0, the stop was hurried (a second stop request, choird's SIGTERM), or it was not
+attempted (replication had failed)."""
+
+
+class SummaryOutcome(WireModel):
+    """How the session summary of a graceful stop went (§11.8), for the operator's `agent stop`."""
+
+    rev: int | None = Field(default=None, ge=1)
+    """The committed `session_summary` event's rev; None when there is none."""
+    skipped: SummarySkipped | None = None
+    """Why there is none; None when `rev` is set."""
+    timeout_ms: int = Field(ge=0)
+    """The summary call's timeout."""
+
+
 class TerminateSelfRequest(WireModel):
     reason: str
     """Why the agent is exiting, for the session record."""
+    summary: SummaryOutcome | None = Field(default=None, exclude_if=lambda s: s is None)
+    """After a graceful stop: whether its session summary was made (left out otherwise)."""
 
 
 class FetchDynamicConfigRequest(WireModel):
