@@ -198,6 +198,7 @@ class AgentRuntime:
             edge = EdgeLane(kit, jobs)
             restored.attach(kit, edge, jobs)  # budgets, skills, memories: before any lane runs
             resumed = jobs.resume_open()
+            jobs.announce_held(options.session_id)
             if resumed or jobs.held:
                 log.info("core jobs recovered", fields={"resumed": resumed, "held": [*jobs.held]})
             try:

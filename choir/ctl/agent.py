@@ -141,7 +141,7 @@ def list_agents(home: HomeOption = None, as_json: JsonOption = False) -> None:
     rows = [
         (
             a["agent_id"],
-            a["state"],
+            a["state"] + (f", {len(a['held_jobs'])} held" if a.get("held_jobs") else ""),
             dash(a["session_id"]),
             duration(a["uptime_s"]),
             f"v{a['config_version']}" if a["config_version"] is not None else "-",

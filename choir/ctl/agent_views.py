@@ -50,6 +50,7 @@ def show_status(data: dict[str, Any]) -> None:
         f"{'bindings':<11}{bindings}",
         f"{'budgets':<11}" + ", ".join(f"{k} {v}" for k, v in data["budgets"].items()),
         f"{'remaining':<11}{remaining or '-'}",
+        *held_job_lines(data.get("held_jobs") or []),
         "lanes:",
     ]
     print("\n".join(lines))
@@ -84,6 +85,14 @@ def summary_warning(stopped: dict[str, Any]) -> str | None:
     if not summary or not summary["warn"]:
         return None
     return f"{stopped['agent_id']} has no session summary: {summary['detail']}"
+
+
+def held_job_lines(held: list[dict[str, Any]]) -> list[str]:
+    """An agent's core jobs held after a crash, each with the command that decides it."""
+    return [
+        f"{'HELD':<11}core job {job['job_name']}: {job['state']}; decide with {job['hint']}"
+        for job in held
+    ]
 
 
 def started_lines(data: dict[str, Any]) -> list[str]:

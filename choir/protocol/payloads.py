@@ -142,6 +142,14 @@ class RequestApprovalResponse(WireModel):
     """`pending` until a human answers."""
 
 
+class HeldCall(WireModel):
+    """A non-idempotent call a crash left with an unknown outcome: its core job is held until
+    the operator decides (`choirctl session recover`)."""
+
+    call_id: str
+    tool: str
+
+
 class ReportStatusRequest(WireModel):
     lane: LaneId
     """The reporting lane."""
@@ -157,6 +165,9 @@ class ReportStatusRequest(WireModel):
     """The agent's whole lock table (§9), sent when it changed since the last report; None
     (left out on the wire) means unchanged. choird keeps the latest per session for the operator
     (`session.locks`)."""
+    held: list[HeldCall] | None = Field(default=None, exclude_if=lambda held: held is None)
+    """A core job held after a crash: the calls whose outcome is unknown (left out otherwise).
+    choird shows it in status, `agent status`, `session cores` and the console."""
 
 
 class Ack(WireModel):
