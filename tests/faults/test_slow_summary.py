@@ -137,3 +137,33 @@ async def test_stop_prints_the_stored_summary(root: Path, pg_params: ConnectPara
     assert lines[0] == f"agent-1 stopped: session {started['session_id']} stopped"
     assert lines[1].startswith("summary: stored (rev ")
     assert done.stderr == ""
+
+
+async def test_the_console_stop_warns_of_a_missing_summary(
+    root: Path, pg_params: ConnectParams
+) -> None:
+    from tests.tui.actions.conftest import notes
+    from tests.tui.conftest import column
+    from tests.tui.pilot import console, until
+
+    async with ScriptedModelServer(slow_summary(20_000)) as model:
+        home = scripted_home(root, pg_params, model.url)
+        configure(home, summary_timeout_ms=1_500, stop_timeout_ms=1_000)
+        async with (
+            running_daemon(home),
+            await ChoirClient.connect(home, call_timeout=None) as client,
+        ):
+            await client.agent_start("agent-1", {"dm": "console"})
+            await chat(client, "hello")
+            async with console(home) as (app, pilot):
+                await until(pilot, lambda: column(app, "agents-table", "state")[0] == "running")
+                await pilot.press("x")
+                await pilot.pause()
+                await pilot.press("y")
+                await until(pilot, lambda: column(app, "agents-table", "state")[0] == "stopped")
+                warning = (
+                    "warning",
+                    "agent-1: no session summary — skipped: the model did not answer within "
+                    "1.5 s (summary_timeout_ms in config.json)",
+                )
+                await until(pilot, lambda: warning in notes(app), what="the summary warning")

@@ -229,8 +229,13 @@ class AgentsView(ChoirView):
         if not await self.app.push_screen_wait(dialog):
             return
         self.notify(f"{verb} {agent_id}…", title=verb)
-        if await self.act(verb, done.format(**words), agent_id=agent_id) is not None:
-            self.bridge.refresh_agents()
+        answer = await self.act(verb, done.format(**words), long_running=True, agent_id=agent_id)
+        if answer is None:
+            return
+        self.bridge.refresh_agents()
+        summary = (answer.get("stopped") or answer).get("summary") or {}
+        if summary.get("warn"):  # the stop went on without its session summary (§11.8)
+            self.notify(f"{agent_id}: no session summary — {summary['detail']}", severity="warning")
 
     def palette_commands(self) -> list[PaletteCommand]:
         return [
