@@ -21,17 +21,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final, Literal, Protocol
 
-from choir.config import ChoirConfig
+from choir.config import ChoirConfig, Tunables
 from choir.core.security_profile import ProfileReport
 from choir.daemon.session_state import StartedSession
 from choir.daemon.sessions import SessionService
 from choir.logs import get_logger
-from choir.protocol import VersionInfo
+from choir.protocol import ShutdownPush, VersionInfo
 
 log = get_logger("choird.runtime")
 
-STOP_GRACE_S: Final = 15.0
-"""How long a graceful stop (summary, flush, TERMINATE_SELF) may take before SIGTERM."""
+FLUSH_GRACE_S: Final = 5.0
+"""What a graceful stop may take beyond its lanes' safe point and its summary: the final flush
+and TERMINATE_SELF."""
 TERM_GRACE_S: Final = 5.0
 """How long after SIGTERM before SIGKILL."""
 
@@ -41,6 +42,24 @@ StopReason = Literal["stop", "restart", "update", "workspace_reset"]
 """Why an agent is stopped (ShutdownPush.reason); restart and update resume its session."""
 PushFn = Callable[[str, dict[str, Any]], object]
 """Send a ServerPush (JSON form) to a session's agent: the daemon's `PushHub.push`."""
+
+
+@dataclass(frozen=True, slots=True)
+class GracefulStop:
+    """How choird stops an agent gracefully (§17.2): the push it sends, how long it waits."""
+
+    push: ShutdownPush
+    """The `shutdown` push, carrying config's `summary_timeout_ms`."""
+    grace_s: float
+    """The wait before SIGTERM: long enough for every step the agent may take, so its summary
+    timeout (§11.8) is reachable rather than cut short by the signal."""
+
+
+def graceful_stop(reason: StopReason, config: Tunables) -> GracefulStop:
+    """The lanes' safe point (`stop_timeout_ms`), the summary (`summary_timeout_ms`), the flush."""
+    push = ShutdownPush(reason=reason, summary_timeout_ms=config.summary_timeout_ms)
+    grace_s = (config.stop_timeout_ms + config.summary_timeout_ms) / 1000 + FLUSH_GRACE_S
+    return GracefulStop(push, grace_s)
 
 
 @dataclass(frozen=True)

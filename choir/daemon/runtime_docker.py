@@ -35,12 +35,12 @@ from choir.core.security_profile import (
     create_options,
 )
 from choir.daemon.runtime import (
-    STOP_GRACE_S,
     TERM_GRACE_S,
     Artefact,
     PushFn,
     RunningAgent,
     StopReason,
+    graceful_stop,
     note_exit,
 )
 from choir.daemon.runtime_profile import (
@@ -59,7 +59,6 @@ from choir.daemon.sessions import SessionService
 from choir.errors import ChoirError, ConflictError, NotFoundError, UsageError
 from choir.home import ChoirHome
 from choir.logs import get_logger
-from choir.protocol import ShutdownPush
 from choir.store.sessions import SessionStatus
 
 log = get_logger("choird.runtime")
@@ -249,9 +248,10 @@ class DockerRuntime:
         if held is None or held.watcher is None or held.agent.container is None:
             return None
         self._sessions.expect_shutdown(held.agent.session_id, reason)
-        self._push(held.agent.session_id, ShutdownPush(reason=reason).model_dump(mode="json"))
+        plan = graceful_stop(reason, self._sessions.config)
+        self._push(held.agent.session_id, plan.push.model_dump(mode="json"))
         with contextlib.suppress(TimeoutError):
-            return await asyncio.wait_for(asyncio.shield(held.watcher), STOP_GRACE_S)
+            return await asyncio.wait_for(asyncio.shield(held.watcher), plan.grace_s)
         log.warning("agent did not stop in time", fields={"agent_id": agent_id})
         await self._engine.stop(held.agent.container, timeout_s=TERM_GRACE_S)
         return await held.watcher

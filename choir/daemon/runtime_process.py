@@ -36,12 +36,12 @@ from choir.daemon import repos
 from choir.daemon.agent_tree import materialize
 from choir.daemon.agent_tree import merge_tree as merge_tree
 from choir.daemon.runtime import (
-    STOP_GRACE_S,
     TERM_GRACE_S,
     Artefact,
     PushFn,
     RunningAgent,
     StopReason,
+    graceful_stop,
     note_exit,
 )
 from choir.daemon.runtime_profile import now_iso
@@ -51,10 +51,10 @@ from choir.errors import ConflictError, UsageError
 from choir.failpoints import ENV_VAR as FAILPOINTS_ENV
 from choir.home import ChoirHome
 from choir.logs import get_logger
-from choir.protocol import ShutdownPush, VersionInfo
+from choir.protocol import VersionInfo
 from choir.store.sessions import SessionStatus
 
-__all__ = ["STOP_GRACE_S", "TERM_GRACE_S", "ProcessRuntime", "StopReason", "merge_tree"]
+__all__ = ["TERM_GRACE_S", "ProcessRuntime", "StopReason", "merge_tree"]
 
 log = get_logger("choird.runtime")
 
@@ -168,8 +168,9 @@ class ProcessRuntime:
         if held is None or held.watcher is None:
             return None
         self._sessions.expect_shutdown(held.agent.session_id, reason)
-        self._push(held.agent.session_id, ShutdownPush(reason=reason).model_dump(mode="json"))
-        for grace, next_signal in ((STOP_GRACE_S, signal.SIGTERM), (TERM_GRACE_S, signal.SIGKILL)):
+        plan = graceful_stop(reason, self._sessions.config)
+        self._push(held.agent.session_id, plan.push.model_dump(mode="json"))
+        for grace, next_signal in ((plan.grace_s, signal.SIGTERM), (TERM_GRACE_S, signal.SIGKILL)):
             with contextlib.suppress(TimeoutError):
                 return await asyncio.wait_for(asyncio.shield(held.watcher), grace)
             log.warning(
