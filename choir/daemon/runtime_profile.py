@@ -1,17 +1,21 @@
 """What an agent container gets: its image, its security profile from config.json `container`
-(§15.3), its command and its identity-only environment; and the kernel's view of it."""
+(§15.3) and the uid it runs as, its command and its identity-only environment; and the kernel's
+view of it."""
 
 from __future__ import annotations
 
 import os
+import pwd
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Final
 from urllib.parse import urlsplit
 
+from choir.adapters.docker_engine import DEFAULT_SOCKET
 from choir.config import ChoirConfig
-from choir.config.container import ContainerConfig
+from choir.config.container import AGENT_UID_SPAN
+from choir.core.agent_users import agent_uids
 from choir.core.security_profile import (
     SOCKET_TARGET,
     WORKSPACE_TARGET,
@@ -48,16 +52,38 @@ async def built_image(home: ChoirHome, config: ChoirConfig, agent_id: str) -> Ar
     return Artefact(ref.version, image=ref.tag)
 
 
-def agent_profile(config: ContainerConfig) -> SecurityProfile:
-    """The profile of an agent container started now: config's limits, choird's uid:gid."""
+def agent_profile(config: ChoirConfig, agent_id: str, network: str) -> SecurityProfile:
+    """The profile of `agent_id`'s container started now on `network`: config's limits, and
+    the agent's own uid:gid when choird is root (`agent_user`), else choird's."""
+    container = config.container
     host_cpus = os.cpu_count() or 1
-    if config.cpus > host_cpus:
+    if container.cpus > host_cpus:
         raise ConfigError(
-            [f"container.cpus: {config.cpus:g} is more than this host's {host_cpus} CPUs"],
+            [f"container.cpus: {container.cpus:g} is more than this host's {host_cpus} CPUs"],
             header="config.json cannot be applied to a container: lower container.cpus",
         )
-    limits = ContainerLimits(config.cpus, config.memory_mb * MIB, config.pids)
-    return SecurityProfile(limits, user=f"{os.getuid()}:{os.getgid()}", network=config.network)
+    limits = ContainerLimits(container.cpus, container.memory_mb * MIB, container.pids)
+    uid, gid = agent_user(config, agent_id)
+    privileged = os.geteuid() == 0
+    return SecurityProfile(limits, f"{uid}:{gid}", network=network, mounts_enforced=privileged)
+
+
+def agent_user(config: ChoirConfig, agent_id: str) -> tuple[int, int]:
+    """The uid:gid `agent_id`'s container runs as: never 0. choird's own when it is not root
+    (it could not give the workspace to anyone else); as root, the agent's uid from
+    `container.agent_uid_base`, which must be no host user's."""
+    if os.geteuid() != 0:
+        return os.getuid(), os.getgid()
+    uid = agent_uids(config.agents, config.container.agent_uid_base, AGENT_UID_SPAN)[agent_id]
+    try:
+        user = pwd.getpwuid(uid).pw_name
+    except KeyError:
+        return uid, uid
+    raise ConfigError(
+        [f"container.agent_uid_base: {agent_id}'s uid {uid} is the host user {user}'s"],
+        header="an agent must not share a uid with a host user: move container.agent_uid_base "
+        "to a range no user has",
+    )
 
 
 def now_iso() -> str:
@@ -84,13 +110,32 @@ def container_environment(agent_id: str, session_id: str) -> dict[str, str]:
     }
 
 
+def docker_socket_dir() -> str | None:
+    """The directory of the engine's Unix socket (`$DOCKER_HOST`, else the default), resolved;
+    None for an engine over TCP."""
+    where = os.environ.get("DOCKER_HOST") or DEFAULT_SOCKET
+    if not where.startswith("unix://"):
+        return None
+    return os.path.realpath(os.path.dirname(where.removeprefix("unix://")))
+
+
 def proc_status(pid: int | None) -> dict[str, str] | None:
     """The kernel's view of the container's main process, when choird can see it."""
+    text = _proc_file(pid, "status")
+    return parse_proc_status(text) if text is not None else None
+
+
+def proc_mountinfo(pid: int | None) -> str | None:
+    """The container's own mount table (its main process's), when choird can see it."""
+    return _proc_file(pid, "mountinfo")
+
+
+def _proc_file(pid: int | None, name: str) -> str | None:
     if pid is None:
         return None
     try:
         if b"choir-agent" not in Path(f"/proc/{pid}/cmdline").read_bytes():
             return None  # another PID namespace (a remote or rootless engine)
-        return parse_proc_status(Path(f"/proc/{pid}/status").read_text())
+        return Path(f"/proc/{pid}/{name}").read_text()
     except OSError:
         return None
