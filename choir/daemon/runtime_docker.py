@@ -56,10 +56,9 @@ from choir.daemon.runtime_profile import (
     built_image,
     container_environment,
     docker_socket_dir,
+    kernel_view,
     loopback_endpoint,
     now_iso,
-    proc_mountinfo,
-    proc_status,
 )
 from choir.daemon.session_state import SessionEnded, StartedSession
 from choir.daemon.sessions import SessionService
@@ -78,6 +77,8 @@ from choir.store.sessions import SessionStatus
 log = get_logger("choird.runtime")
 
 MANAGED: Final = "choir.managed"
+EXIT_GRACE_S: Final = 1.0
+"""How long a start whose check failed waits to see whether the container simply exited."""
 
 
 @dataclass
@@ -246,13 +247,17 @@ class DockerRuntime:
 
     async def _started(self, held: _Container) -> ProfileReport | None:
         """The check of a container just started; None if it is already gone (it exited at
-        once and its watcher removed it — `_refusal` then says so)."""
+        once and its watcher removed it — `_refusal` then says so). A check that fails is
+        given a moment to turn out to be an exit (a process gone fails the kernel's items)."""
+        assert held.watcher is not None
         try:
-            return await self._verify(held)
+            report = await self._verify(held)
         except NotFoundError:
-            assert held.watcher is not None
             await asyncio.wait({held.watcher}, timeout=TERM_GRACE_S)
             return None
+        if not report.ok:
+            await asyncio.wait({held.watcher}, timeout=EXIT_GRACE_S)
+        return report
 
     async def _verify(self, held: _Container) -> ProfileReport:
         agent_id = held.agent.agent_id
@@ -263,13 +268,14 @@ class DockerRuntime:
         held.agent.pid = pid
         if state.get("Status") == "exited":
             held.exited = int(state.get("ExitCode", -1))
+        kernel = await asyncio.to_thread(kernel_view, pid)
         checks = check_container(
             held.profile,
             inspect,
             workspace=held.workspace,
             socket=held.socket,
-            proc_status=await asyncio.to_thread(proc_status, pid),
-            mountinfo=await asyncio.to_thread(proc_mountinfo, pid),
+            proc_status=kernel.status if kernel else None,
+            mountinfo=kernel.mountinfo if kernel else None,
         )
         host = await asyncio.to_thread(self._host_view, held, inspect)
         checks += check_host(held.profile, inspect, host)

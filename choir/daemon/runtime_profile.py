@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import os
 import pwd
+import time
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Final
@@ -40,6 +42,8 @@ AGENT_COMMAND: Final = (
     f"--workspace={WORKSPACE_TARGET}",
     "--lease-token-stdin",
 )
+EXEC_WAIT_S: Final = 2.0
+"""How long `kernel_view` waits for a just-started container's process to become its own."""
 AGENT_HOME: Final = "/tmp/home"
 """HOME inside the container: on the /tmp tmpfs, private to this container."""
 
@@ -119,23 +123,30 @@ def docker_socket_dir() -> str | None:
     return os.path.realpath(os.path.dirname(where.removeprefix("unix://")))
 
 
-def proc_status(pid: int | None) -> dict[str, str] | None:
-    """The kernel's view of the container's main process, when choird can see it."""
-    text = _proc_file(pid, "status")
-    return parse_proc_status(text) if text is not None else None
+@dataclass(frozen=True)
+class KernelView:
+    """The kernel's view of the container's main process (docker-init), as text."""
+
+    status: dict[str, str]
+    mountinfo: str
 
 
-def proc_mountinfo(pid: int | None) -> str | None:
-    """The container's own mount table (its main process's), when choird can see it."""
-    return _proc_file(pid, "mountinfo")
-
-
-def _proc_file(pid: int | None, name: str) -> str | None:
+def kernel_view(pid: int | None) -> KernelView | None:
+    """`/proc/<pid>/status` and `mountinfo` of the container's main process, when choird can
+    see it. Right after a start the process may still be runc's (about to exec docker-init):
+    that is waited out, briefly; a pid that stays someone else's is another PID namespace (a
+    remote or rootless engine) and gives None, as does a process already gone."""
     if pid is None:
         return None
+    deadline = time.monotonic() + EXEC_WAIT_S
+    proc = Path(f"/proc/{pid}")
     try:
-        if b"choir-agent" not in Path(f"/proc/{pid}/cmdline").read_bytes():
-            return None  # another PID namespace (a remote or rootless engine)
-        return Path(f"/proc/{pid}/{name}").read_text()
+        while b"choir-agent" not in (proc / "cmdline").read_bytes():
+            if time.monotonic() > deadline:
+                return None
+            time.sleep(0.02)
+        status = (proc / "status").read_text()
+        mountinfo = (proc / "mountinfo").read_text()
     except OSError:
         return None
+    return KernelView(parse_proc_status(status), mountinfo)
