@@ -174,41 +174,43 @@ def workspace_view(workspace: str) -> WorkspaceView | None:
 
 
 def scan_sockets(root: str, *, skip_uid: int | None, limit: int = MAX_SCAN_ENTRIES) -> SocketScan:
-    """Unix sockets under `root` (not following symlinks or crossing into other mounts),
-    except those owned by `skip_uid` (the agent's own uid, when it is one only agents have)."""
+    """Unix sockets at or under `root` (never following a symlink), except those owned by
+    `skip_uid` (the agent's own uid, when it is one only agents have); at most `limit` entries
+    are looked at."""
     found: list[str] = []
     scanned = 0
-    for path, st in _walk(root):
+    for path, mode, uid in _walk(root):
         scanned += 1
-        if stat.S_ISSOCK(st.st_mode) and st.st_uid != skip_uid:
+        if stat.S_ISSOCK(mode) and uid != skip_uid:
             found.append(path)
         if scanned >= limit:
             return SocketScan(tuple(found), scanned, complete=False)
     return SocketScan(tuple(found), scanned, complete=True)
 
 
-def _walk(root: str) -> Iterator[tuple[str, os.stat_result]]:
-    """Every entry under `root` with its lstat, depth first, staying on root's device."""
+def _walk(root: str) -> Iterator[tuple[str, int, int | None]]:
+    """Every entry at or under `root`: path, file type bits, owner (None where the type alone
+    tells it is no socket: regular files and symlinks are never stat'ed)."""
     try:
         top = os.lstat(root)
     except OSError:
         return
-    yield root, top
-    if not stat.S_ISDIR(top.st_mode):
-        return
-    pending = [root]
+    yield root, top.st_mode, top.st_uid
+    pending = [root] if stat.S_ISDIR(top.st_mode) else []
     while pending:
-        directory = pending.pop()
         try:
-            with os.scandir(directory) as entries:
+            with os.scandir(pending.pop()) as entries:
                 listed = list(entries)
         except OSError:
             continue
         for entry in listed:
+            if entry.is_symlink() or entry.is_file(follow_symlinks=False):
+                yield entry.path, stat.S_IFREG, None
+                continue
             try:
                 st = entry.stat(follow_symlinks=False)
             except OSError:
                 continue
-            yield entry.path, st
-            if stat.S_ISDIR(st.st_mode) and st.st_dev == top.st_dev:
+            yield entry.path, st.st_mode, st.st_uid
+            if stat.S_ISDIR(st.st_mode):
                 pending.append(entry.path)

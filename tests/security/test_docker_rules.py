@@ -342,3 +342,29 @@ def test_a_socket_is_bound_under_a_name_that_says_nothing_of_the_host(tmp_path: 
             accepted, _ = server.accept()
             with accepted:
                 assert accepted.getsockname() == name
+
+
+# -- how `agent verify` and `agent status` show an advisory item -----------------------------
+
+
+def test_an_advisory_failure_is_a_warning_not_a_failure() -> None:
+    from choir.ctl.agent_verify import report_lines, verified_label
+
+    checks = [
+        {"item": "user_not_root", "ok": True, "required": True, "expected": "x", "actual": "y"},
+        {"item": "egress_filtered", "ok": False, "required": False, "expected": "f", "actual": "n"},
+    ]
+    data = {
+        "agent_id": "agent-1",
+        "runtime": "docker",
+        "container": "0123456789abcdef",
+        "checked_at": "T",
+        "ok": True,
+        "checks": checks,
+    }
+    lines = report_lines(data)
+    assert lines[0].endswith("matches the security profile (warning: egress_filtered)")
+    assert lines[2].startswith("  warn  egress_filtered")
+    assert verified_label(data) == "matches the profile (checked T, warning: egress_filtered)"
+    checks[0]["ok"] = False
+    assert report_lines(data)[0].endswith("FAILS user_not_root (warning: egress_filtered)")
