@@ -16,7 +16,7 @@ import os
 from pathlib import Path
 from typing import Final
 
-from choir.core.mountinfo import mount_at, parse_mountinfo
+from choir.core.mountinfo import is_self_bind, mount_at, parse_mountinfo
 from choir.errors import ChoirError
 
 MS_RDONLY: Final = 0x1
@@ -67,6 +67,19 @@ def unmount(path: Path, mount_id: int) -> bool:
     """Unmount the mount `mount_id` at `path` if it is still the one there; whether it was."""
     mount = mount_at(parse_mountinfo(_own_mountinfo()), str(path))
     if mount is None or mount.mount_id != mount_id:
+        return False
+    _umount(path)
+    return True
+
+
+def unmount_leftover(path: Path) -> bool:
+    """Unmount a `nosuid,nodev` self-bind at `path` — one a choird that died left; whether
+    there was one."""
+    mounts = parse_mountinfo(_own_mountinfo())
+    mount = mount_at(mounts, str(path))
+    if mount is None or not {"nosuid", "nodev"} <= mount.options:
+        return False
+    if not is_self_bind(mount, mounts):
         return False
     _umount(path)
     return True

@@ -65,6 +65,7 @@ from choir.daemon.sessions import SessionService
 from choir.daemon.workspace_guard import (
     WorkspaceGuard,
     guard_workspace,
+    release_leftovers,
     scan_sockets,
     workspace_view,
 )
@@ -136,6 +137,13 @@ class DockerRuntime:
         """On the engine `$DOCKER_HOST` names (or the default socket); UnavailableError,
         naming the process runtime, when none answers."""
         engine = ContainerEngine(await DockerEngine.connect())
+        if os.geteuid() == 0:
+            paths = [workspace.path for workspace in config().workspaces.values()]
+            released = await asyncio.to_thread(release_leftovers, paths)
+            if released:
+                log.info(
+                    "released workspace mounts a previous choird left", fields={"paths": released}
+                )
         return cls(home, sessions, push, engine, config)
 
     def labels(self, agent_id: str, session_id: str) -> dict[str, str]:

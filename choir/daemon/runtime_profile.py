@@ -42,7 +42,7 @@ AGENT_COMMAND: Final = (
     f"--workspace={WORKSPACE_TARGET}",
     "--lease-token-stdin",
 )
-EXEC_WAIT_S: Final = 2.0
+EXEC_WAIT_S: Final = 5.0
 """How long `kernel_view` waits for a just-started container's process to become its own."""
 AGENT_HOME: Final = "/tmp/home"
 """HOME inside the container: on the /tmp tmpfs, private to this container."""

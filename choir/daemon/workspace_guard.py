@@ -25,7 +25,7 @@ from __future__ import annotations
 import contextlib
 import os
 import stat
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
@@ -95,6 +95,20 @@ def guard_workspace(workspace: Path, uid: int, gid: int, *, privileged: bool) ->
     if privileged and not host_mounts.is_nosuid_nodev(path):
         guard.mount_id = host_mounts.bind_nosuid(path)
     return guard
+
+
+def release_leftovers(workspaces: Iterable[str]) -> list[str]:
+    """Unmount the nosuid binds a killed choird left on `workspaces` (at start, when no agent
+    of this home runs); the paths released."""
+    released = []
+    for workspace in workspaces:
+        path = Path(os.path.realpath(workspace))
+        try:
+            if host_mounts.unmount_leftover(path):
+                released.append(str(path))
+        except (OSError, ChoirError) as error:
+            log.warning(f"cannot release a leftover workspace mount: {error}")
+    return released
 
 
 def narrow_mode(path: Path) -> None:

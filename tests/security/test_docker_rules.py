@@ -20,7 +20,7 @@ from choir.config.container import AGENT_UID_SPAN, ContainerConfig
 from choir.config.skeleton import skeleton_config
 from choir.core.agent_users import agent_uids
 from choir.core.egress_rules import EgressPolicy, chain_rules, listed_rules, restore_script
-from choir.core.mountinfo import mount_at, parse_mountinfo
+from choir.core.mountinfo import is_self_bind, mount_at, parse_mountinfo
 from choir.core.security_host import (
     EgressView,
     HostView,
@@ -160,6 +160,24 @@ def test_mountinfo_parses_options_escapes_and_the_last_mount_wins() -> None:
     assert (top.mount_id, top.fs_type, top.root) == (41, "ext4", "/srv/my ws")
     assert {"nosuid", "nodev"} <= top.options
     assert mount_at(mounts, "/srv") is None
+
+
+def test_a_self_bind_is_told_from_a_bind_of_elsewhere() -> None:
+    mounts = parse_mountinfo(
+        "22 1 254:0 / / rw - ext4 /dev/vda rw\n"
+        "30 22 254:0 /srv/ws /srv/ws rw,nosuid,nodev - ext4 /dev/vda rw\n"
+        "31 22 254:0 /data /srv/other rw,nosuid,nodev - ext4 /dev/vda rw\n"
+        "32 22 0:40 / /mnt rw - tmpfs tmpfs rw\n"
+        "33 32 0:40 /a /mnt/a rw,nosuid,nodev - tmpfs tmpfs rw\n"
+        "34 22 0:41 /srv/x /srv/x rw,nosuid,nodev - tmpfs tmpfs rw\n"
+    )
+    by_id = {m.mount_id: m for m in mounts}
+    assert [is_self_bind(by_id[i], mounts) for i in (30, 31, 33, 34)] == [
+        True,
+        False,
+        True,
+        False,
+    ]
 
 
 # -- host-side checks ------------------------------------------------------------------------
