@@ -178,7 +178,7 @@ class ChoirDaemon:
         log.info("step 4: agent schemas and roles ready", fields={"agents": len(config.agents)})
 
     async def _listen(self, services: AgentServices) -> None:
-        self.home.create_directories()  # leaves existing directories (and their modes) alone
+        self.home.create_directories()  # only narrows existing private directories' modes
         if self._operator is not None:
             operator = UdsServer(self.home.operator_socket, self._operator(self), hub=self.hub)
             await self._stack.enter_async_context(operator)

@@ -2,11 +2,13 @@
 
 The agent's image comes from `ensure_agent_image` (§17.3: built only when something changed);
 its container is created from the declared security profile (`choir.core.security_profile`),
-runs `choir-agent` as choird's own uid:gid — every capability is dropped, so only the owner can
-use the workspace and the agent socket — with the workspace at /workspace and the agent's
-socket at /run/choir.sock and nothing else mounted. The environment holds only the agent's
-identity; the lease token goes in on stdin (§14.1). Right after start the container is read
-back and checked against the profile; one that does not match is removed and the start refused.
+runs `choir-agent` as a uid:gid that is never 0 — the agent's own when choird is root
+(`agent_users`), else choird's — with the workspace at /workspace (handed over to that uid,
+private to it, `nosuid,nodev`: `workspace_guard`) and the agent's socket at /run/choir.sock and
+nothing else mounted, on the choir network of its egress policy (`egress`). The environment
+holds only the agent's identity; the lease token goes in on stdin (§14.1). Right after start the
+container is read back and checked against the profile, from docker's, the kernel's and the
+host's side; one that does not match is removed and the start refused.
 
 A follower thread copies the container's output to `logs/<agent-id>.log` until it exits. Exit
 without TERMINATE_SELF marks the session crashed (§13.1), and the dead container is removed
@@ -19,14 +21,16 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import secrets
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Final, Literal
+from typing import Any, Final, Literal
 
 from choir.adapters.docker_containers import ContainerEngine, ContainerSpec
 from choir.adapters.docker_engine import DockerEngine
 from choir.config import ChoirConfig
+from choir.core.security_host import HostView, MountSource, check_host, mounts_of
 from choir.core.security_profile import (
     WORKSPACE_TARGET,
     ProfileReport,
@@ -34,6 +38,7 @@ from choir.core.security_profile import (
     check_container,
     create_options,
 )
+from choir.daemon.egress import EgressSetup, observe, prepare_egress
 from choir.daemon.runtime import (
     TERM_GRACE_S,
     Artefact,
@@ -50,12 +55,20 @@ from choir.daemon.runtime_profile import (
     agent_profile,
     built_image,
     container_environment,
+    docker_socket_dir,
+    kernel_view,
     loopback_endpoint,
     now_iso,
-    proc_status,
 )
 from choir.daemon.session_state import SessionEnded, StartedSession
 from choir.daemon.sessions import SessionService
+from choir.daemon.workspace_guard import (
+    WorkspaceGuard,
+    guard_workspace,
+    release_leftovers,
+    scan_sockets,
+    workspace_view,
+)
 from choir.errors import ChoirError, ConflictError, NotFoundError, UsageError
 from choir.home import ChoirHome
 from choir.logs import get_logger
@@ -64,6 +77,8 @@ from choir.store.sessions import SessionStatus
 log = get_logger("choird.runtime")
 
 MANAGED: Final = "choir.managed"
+EXIT_GRACE_S: Final = 1.0
+"""How long a start whose check failed waits to see whether the container simply exited."""
 
 
 @dataclass
@@ -74,6 +89,8 @@ class _Container:
     profile: SecurityProfile
     workspace: str
     socket: str
+    guard: WorkspaceGuard
+    egress: EgressSetup
     watcher: asyncio.Task[int] | None = None
     exited: int | None = None
     """The exit code, when the engine reported the container already exited."""
@@ -119,6 +136,13 @@ class DockerRuntime:
         """On the engine `$DOCKER_HOST` names (or the default socket); UnavailableError,
         naming the process runtime, when none answers."""
         engine = ContainerEngine(await DockerEngine.connect())
+        if os.geteuid() == 0:
+            paths = [workspace.path for workspace in config().workspaces.values()]
+            released = await asyncio.to_thread(release_leftovers, paths)
+            if released:
+                log.info(
+                    "released workspace mounts a previous choird left", fields={"paths": released}
+                )
         return cls(home, sessions, push, engine, config)
 
     def labels(self, agent_id: str, session_id: str) -> dict[str, str]:
@@ -164,13 +188,22 @@ class DockerRuntime:
         if artefact.image is None:
             raise UsageError(f"{agent_id} has no image to run: build it (choirctl agent build)")
         config = self._config()
-        profile = agent_profile(config.container)
+        egress = await prepare_egress(self._engine, config.container)
+        profile = agent_profile(config, agent_id, egress.network)
+        if not egress.enforced:
+            log.warning(
+                "agent egress is not filtered: the agent can reach this host's services and "
+                "link-local (cloud metadata) addresses",
+                fields={"agent_id": agent_id, "network": egress.network, "why": egress.detail},
+            )
         if endpoint := loopback_endpoint(config, started.bindings.llm):
             log.warning(
                 "the agent's model endpoint is on loopback, which in a container is the "
-                "container itself: serve it on the host's docker network address instead",
+                "container itself: serve it elsewhere, or on the host's docker network address "
+                "with container.allow_host_access",
                 fields={"agent_id": agent_id, "llm": started.bindings.llm, "endpoint": endpoint},
             )
+        guard = await asyncio.to_thread(_guard, profile, workspace, socket)
         spec = ContainerSpec(
             image=artefact.image,
             command=AGENT_COMMAND,
@@ -180,12 +213,18 @@ class DockerRuntime:
             working_dir=WORKSPACE_TARGET,
             options=create_options(profile, workspace=str(workspace), socket=str(socket)),
         )
-        container = await self._engine.create(spec)
+        try:
+            container = await self._engine.create(spec)
+        except BaseException:
+            guard.release()
+            raise
         held = _Container(
             RunningAgent(agent_id, started.session_id, None, container, artefact.image),
             profile,
             str(workspace),
             str(socket),
+            guard,
+            egress,
         )
         try:
             await self._engine.start(container, stdin=f"{started.lease_token}\n".encode())
@@ -199,6 +238,7 @@ class DockerRuntime:
             if self._agents.get(agent_id) is held:
                 del self._agents[agent_id]
             await self._engine.remove(container)
+            guard.release()
             raise
         log.info(
             "agent container started",
@@ -214,13 +254,17 @@ class DockerRuntime:
 
     async def _started(self, held: _Container) -> ProfileReport | None:
         """The check of a container just started; None if it is already gone (it exited at
-        once and its watcher removed it — `_refusal` then says so)."""
+        once and its watcher removed it — `_refusal` then says so). A check that fails is
+        given a moment to turn out to be an exit (a process gone fails the kernel's items)."""
+        assert held.watcher is not None
         try:
-            return await self._verify(held)
+            report = await self._verify(held)
         except NotFoundError:
-            assert held.watcher is not None
             await asyncio.wait({held.watcher}, timeout=TERM_GRACE_S)
             return None
+        if not report.ok:
+            await asyncio.wait({held.watcher}, timeout=EXIT_GRACE_S)
+        return report
 
     async def _verify(self, held: _Container) -> ProfileReport:
         agent_id = held.agent.agent_id
@@ -231,16 +275,41 @@ class DockerRuntime:
         held.agent.pid = pid
         if state.get("Status") == "exited":
             held.exited = int(state.get("ExitCode", -1))
+        kernel = await asyncio.to_thread(kernel_view, pid)
         checks = check_container(
             held.profile,
             inspect,
             workspace=held.workspace,
             socket=held.socket,
-            proc_status=await asyncio.to_thread(proc_status, pid),
+            proc_status=kernel.status if kernel else None,
+            mountinfo=kernel.mountinfo if kernel else None,
         )
+        host = await asyncio.to_thread(self._host_view, held, inspect)
+        checks += check_host(held.profile, inspect, host)
         report = ProfileReport(agent_id, self.name, now_iso(), checks, held.agent.container)
         held.agent.verified = report
         return report
+
+    def _host_view(self, held: _Container, inspect: dict[str, Any]) -> HostView:
+        """The host's side of the check (blocking: stats, a bounded scan, iptables)."""
+        agent_uid = int(held.profile.user.partition(":")[0])
+        own = agent_uid if agent_uid != os.getuid() else None  # a uid only agents have
+        mounts = tuple(
+            MountSource(
+                str(mount.get("Source")),
+                resolved := os.path.realpath(str(mount.get("Source"))),
+                scan_sockets(resolved, skip_uid=own),
+            )
+            for mount in mounts_of(inspect, socket=held.socket)
+        )
+        return HostView(
+            home=os.path.realpath(self._home.root),
+            socks=os.path.realpath(self._home.socks),
+            docker_socket_dir=docker_socket_dir(),
+            workspace=workspace_view(held.workspace),
+            mounts=mounts,
+            egress=observe(held.egress),
+        )
 
     async def stop(self, agent_id: str, reason: StopReason = "stop") -> int | None:
         """Graceful stop (§17.2): shutdown push, then SIGTERM, then SIGKILL; the exit code."""
@@ -279,6 +348,9 @@ class DockerRuntime:
         except ChoirError as error:
             log.error(str(error), fields={"agent_id": agent.agent_id})
             code = -1
+        # before the session ends (and the workspace's lease with it): a next start on the
+        # workspace must find it either still mounted nosuid or not at all, never in between
+        await asyncio.to_thread(held.guard.release)
         if self._agents.get(agent.agent_id) is held:
             del self._agents[agent.agent_id]
         await note_exit(self._sessions, agent, code, self.name)
@@ -312,9 +384,35 @@ def _refusal(held: _Container, report: ProfileReport | None) -> str | None:
     if report is None:
         return f"{agent_id}'s container is gone right after its start: see choirctl logs {agent_id}"
     if not report.ok:
+        failed = [c for c in report.checks if c.required and not c.ok]
         return (
             f"{agent_id}'s container does not match the security profile (failed: "
-            f"{', '.join(report.failed)}); it was removed — is the engine ignoring settings "
-            "(e.g. rootless without cgroup limits)?"
+            f"{'; '.join(f'{c.item}: {c.actual}' for c in failed)}); it was removed — fix "
+            "the workspace or config, or is the engine ignoring settings (e.g. rootless "
+            "without cgroup limits)?"
         )
     return None
+
+
+def _guard(profile: SecurityProfile, workspace: Path, socket: Path) -> WorkspaceGuard:
+    """The workspace and the agent's socket made the container uid's (blocking)."""
+    uid, _, gid = profile.user.partition(":")
+    privileged = os.geteuid() == 0
+    try:
+        guard = guard_workspace(workspace, int(uid), int(gid), privileged=privileged)
+        if privileged:
+            _grant(socket, int(uid), int(gid))
+    except OSError as error:
+        where = error.filename or workspace
+        raise ChoirError(
+            f"cannot prepare workspace {workspace} for the agent: {error.strerror} ({where})"
+        ) from None
+    return guard
+
+
+def _grant(socket: Path, uid: int, gid: int) -> None:
+    """The agent's socket (a socket file, or a directory holding it) usable by `uid` alone."""
+    os.chown(socket, uid, gid, follow_symlinks=False)
+    if socket.is_dir() and not socket.is_symlink():
+        for inside in socket.iterdir():
+            os.chown(inside, uid, gid, follow_symlinks=False)

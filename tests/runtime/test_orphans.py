@@ -1,14 +1,16 @@
 """choird start removes what a previous choird on the same home left running (§6.2 step 6).
 
 A real `choird` process on the docker runtime starts agent-1 and is then SIGKILLed, so its
-container outlives it. The next choird on that home removes the container and crashes the
-session (its leases released), and leaves alone a `choir.managed` container of another home.
+container (and, as root, its nosuid bind of the workspace) outlives it. The next choird on that
+home removes the container, releases the mount and crashes the session (its leases released),
+and leaves alone a `choir.managed` container of another home.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import os
 import signal
 import time
 from collections.abc import Iterator
@@ -20,6 +22,7 @@ import pytest
 
 from choir.client import ChoirClient
 from choir.config import load_home
+from choir.core.mountinfo import Mount, mount_at, parse_mountinfo
 from choir.daemon.image_build import ensure_agent_image
 from choir.home import ChoirHome
 from choir.store.pool import connect_plain
@@ -51,6 +54,10 @@ def swept(engine: docker.DockerClient, home: ChoirHome) -> Iterator[None]:
     yield
     for container in containers_of(engine, home):
         container.remove(force=True)
+
+
+def workspace_mount(path: str) -> Mount | None:
+    return mount_at(parse_mountinfo(Path("/proc/self/mountinfo").read_text()), path)
 
 
 def stop(choird: Choird) -> None:
@@ -90,6 +97,9 @@ async def test_a_killed_choirds_container_is_removed_by_the_next_one(
     (orphan,) = containers_of(engine, home)
     assert orphan.status == "running"
     assert orphan.labels["choir.session"] == started["session_id"]
+    workspace = str((home.workspaces / "default").resolve())
+    root_choird = os.geteuid() == 0
+    assert (workspace_mount(workspace) is not None) == root_choird  # its nosuid bind, left
 
     home.choird_log.unlink()  # "choird ready" must be the second one's
     second = spawn_choird(home, "--runtime", "docker")
@@ -103,6 +113,7 @@ async def test_a_killed_choirds_container_is_removed_by_the_next_one(
         (removed,) = step_6(home)
         assert removed["removed"] == [orphan.name]
         assert removed["runtime"] == "docker"
+        assert workspace_mount(workspace) is None  # released by the next choird
     finally:
         await asyncio.to_thread(stop, second)
 
