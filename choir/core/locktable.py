@@ -155,7 +155,6 @@ class LockTable:
 
     __slots__ = (
         "_below",
-        "_below_x",
         "_clock",
         "_exclusive",
         "_file_locks",
@@ -177,10 +176,10 @@ class LockTable:
         self._since: dict[str, float] = {}
         self._held: dict[str, dict[str, bool]] = {}
         """owner -> resource -> exclusive."""
-        self._below: dict[str, int] = {}
-        """directory key -> file locks held under it (by any owner)."""
-        self._below_x: dict[str, int] = {}
-        """directory key -> file X locks held under it."""
+        self._below: dict[str, list[int]] = {}
+        """directory key -> [file locks, file X locks] held under it, by any owner. Entries stay
+        at zero once made (a directory locked once is likely locked again; there are at most as
+        many as the workspace has directories), which keeps a grant and release allocation-free."""
         self._file_locks: dict[str, int] = {}
         """owner -> file locks it holds, so workspace checks never scan the file keys."""
         self._file_x: dict[str, int] = {}
@@ -306,7 +305,7 @@ class LockTable:
                     return True
                 if wants_x and (readers := shared.get(WORKSPACE)) and readers != {owner}:
                     return True
-                if self._family_blocks(owner, resource, wants_x, ancestors):
+                if self._file_total and self._family_blocks(owner, resource, wants_x, ancestors):
                     return True
             elif kind == KIND_WORKSPACE:
                 if wants_x:
@@ -331,7 +330,8 @@ class LockTable:
                 return True
             if wants_x and (readers := shared.get(ancestor)) and readers != {owner}:
                 return True
-        under = (self._below if wants_x else self._below_x).get(resource, 0)
+        counts = self._below.get(resource)
+        under = 0 if counts is None else counts[0] if wants_x else counts[1]
         return under > 0 and under > self._own_below(owner, resource, wants_x)
 
     def _own_below(self, owner: str, resource: str, wants_x: bool) -> int:
@@ -383,7 +383,13 @@ class LockTable:
                 if exclusive:
                     self._file_x[owner] = self._file_x.get(owner, 0) + 1
                     self._file_x_total += 1
-                self._count_below(ancestors, exclusive, 1)
+                below = self._below
+                for ancestor in ancestors:
+                    counts = below.get(ancestor)
+                    if counts is None:
+                        counts = below[ancestor] = [0, 0]
+                    counts[0] += 1
+                    counts[1] += exclusive
 
     def _drop(self, owner: str, held: dict[str, bool], entry: LockEntry) -> None:
         resource, exclusive, kind, ancestors = entry
@@ -403,13 +409,10 @@ class LockTable:
             if exclusive:
                 _decrement(self._file_x, owner)
                 self._file_x_total -= 1
-            self._count_below(ancestors, exclusive, -1)
-
-    def _count_below(self, ancestors: tuple[str, ...], exclusive: bool, step: int) -> None:
-        """Add (`step` 1) or remove (-1) one file lock under each of `ancestors`."""
-        _add_each(self._below, ancestors, step)
-        if exclusive:
-            _add_each(self._below_x, ancestors, step)
+            for ancestor in ancestors:
+                counts = self._below[ancestor]
+                counts[0] -= 1
+                counts[1] -= exclusive
 
     def _enqueue(self, owner: str, lockset: Lockset) -> Waiter:
         waiter = Waiter(owner, lockset, self._clock())
@@ -425,15 +428,6 @@ class LockTable:
         if not queued:
             del self._queued[waiter.owner]
         self._reserved.remove(waiter.lockset.entries)
-
-
-def _add_each(counts: dict[str, int], keys: tuple[str, ...], step: int) -> None:
-    for key in keys:
-        count = counts.get(key, 0) + step
-        if count:
-            counts[key] = count
-        else:
-            del counts[key]
 
 
 def _increment(counts: dict[str, int], key: str) -> None:
