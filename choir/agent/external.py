@@ -9,7 +9,8 @@ The contract for a tool author:
   tail is returned when the tool fails.
 - The tool runs in the workspace root with only PATH, HOME and LANG set, in its own process
   group. When the call ends — exit, timeout, output overflow or cancellation — the whole group
-  is stopped (SIGTERM, then SIGKILL after a short grace), so nothing it started outlives it.
+  is stopped (SIGTERM, then SIGKILL after a short grace), so nothing it started outlives it;
+  a cancellation propagates only after that, so the call's locks outlast the tool.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ import orjson
 from pydantic import ValidationError
 
 from choir.agent.tools._process import Capture, stop_group
-from choir.agent.tools.base import sandbox_env
+from choir.agent.tools.base import outlast_cancellation, sandbox_env
 from choir.protocol.problems import validation_problems
 from choir.protocol.tools import ToolResult
 
@@ -158,10 +159,16 @@ async def run_external(
         try:
             ending = await _wait(proc, out.overflow, timeout_ms / 1000)
         finally:
-            await stop_group(proc.pid)
-            await proc.wait()
+            # even when cancelled (twice): the call's locks are released after this returns
+            await outlast_cancellation(_end(proc), exec_path.name)
         await asyncio.gather(out_pipe.drained(), err_pipe.drained())
     return _result(exec_path.name, ending, proc.returncode, out, err, timeout_ms)
+
+
+async def _end(proc: asyncio.subprocess.Process) -> None:
+    """Stop the tool's whole process group and reap the tool."""
+    await stop_group(proc.pid)
+    await proc.wait()
 
 
 async def _wait(
