@@ -261,24 +261,23 @@ class Arbiter(LanePolicy):
     async def _execute(self, pending: _Pending, call: PreparedCall) -> None:
         proposal = pending.proposal
         started = time.monotonic()
-        held = await self._acquire(proposal, call)
-        if isinstance(held, ToolResult):
-            self._finish(pending, held)
-            return
-        hold, call = held
+        hold = await self.locks.acquire(proposal.lane, call.lockset)
+        if hold.waited:
+            held = await self._relocate(proposal, call, hold)
+            if isinstance(held, ToolResult):
+                self._finish(pending, held)
+                return
+            hold, call = held
         try:
             await self._run_held(pending, call, started)
         finally:
             hold.release()
 
-    async def _acquire(
-        self, proposal: ToolProposal, call: PreparedCall
+    async def _relocate(
+        self, proposal: ToolProposal, call: PreparedCall, hold: Hold
     ) -> tuple[Hold, PreparedCall] | ToolResult:
-        """The call's lockset, held, for the call as prepared once the locks were granted."""
+        """After a wait for `hold`: the call prepared again, holding the locks it now needs."""
         for _ in range(RELOCATE_ATTEMPTS):
-            hold = await self.locks.acquire(proposal.lane, call.lockset)
-            if not hold.waited:
-                return hold, call
             again = prepare_call(call.tool, proposal.arguments, self.workspace)
             if isinstance(again, PreparedCall) and again.lockset == call.lockset:
                 return hold, again
@@ -286,6 +285,10 @@ class Arbiter(LanePolicy):
             if isinstance(again, ToolResult):
                 return again
             call = again
+            hold = await self.locks.acquire(proposal.lane, call.lockset)
+            if not hold.waited:
+                return hold, call
+        hold.release()
         return ToolResult.fail(
             "workspace_changing",
             f"the paths of {proposal.tool} kept moving while it waited for its locks; try again",

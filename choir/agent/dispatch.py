@@ -109,12 +109,13 @@ def _manifest_call(
     requests: list[LockRequest] = []
     for spec in tool.manifest.runtime.locks:
         fields = spec.template_fields()
-        resource = spec.resolve({name: value(name) for name in fields})
         if _whole_path(spec.resource, fields):
             path = confined[fields[0]] = workspace.locate(value(fields[0]))
             resource = resource_at(path)
-        elif resource.startswith("file:"):
-            resource = located_resource(workspace, resource[5:])
+        else:
+            resource = spec.resolve({name: value(name) for name in fields})
+            if resource.startswith("file:"):
+                resource = located_resource(workspace, resource[5:])
         requests.append(LockRequest(resource, spec.mode))
     return PreparedCall(tool, Lockset(requests), confined)
 

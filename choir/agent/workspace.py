@@ -141,8 +141,11 @@ class Workspace:
         file that does not exist yet gets the key it will have. Raises `PathOutsideWorkspace`
         for escapes, as every open does.
         """
+        rel = normalize(path)
+        if _without_symlinks(self.root_fd, rel):
+            return rel
         with _Walk(self.root_fd, path) as walk:
-            rest = walk.locate(normalize(path))
+            rest = walk.locate(rel)
             return "/".join([*walk.names, *rest]) or "."
 
     def stat(self, path: str) -> os.stat_result:
@@ -319,6 +322,26 @@ class _OpenHow(ctypes.Structure):
     """`struct open_how` of openat2(2)."""
 
     _fields_ = [("flags", ctypes.c_uint64), ("mode", ctypes.c_uint64), ("resolve", ctypes.c_uint64)]
+
+
+def _without_symlinks(root_fd: int, rel: str) -> bool:
+    """True when no existing component of normalized `rel` is a symlink, so its lexical form is
+    where it is: the cheap common case of `locate`, one readlink per component and no open.
+    Only a key is computed here (every open is confined on its own), so a component swapped
+    for a symlink between two readlinks costs a stale key, never an escape."""
+    if rel == ".":
+        return True
+    prefix = ""
+    for name in rel.split("/"):
+        prefix = f"{prefix}/{name}" if prefix else name
+        try:
+            os.readlink(prefix, dir_fd=root_fd)
+        except OSError as exc:
+            if exc.errno == errno.EINVAL:
+                continue  # a component that is no symlink
+            return exc.errno in (errno.ENOENT, errno.ENOTDIR)  # the rest does not exist
+        return False
+    return True
 
 
 def openat2_supported(dir_fd: int) -> bool:
