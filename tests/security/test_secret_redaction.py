@@ -26,6 +26,8 @@ from typing import Any
 from urllib.parse import quote
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from choir.agent.arbiter import ToolProposal
 from choir.agent.kernel import open_kernel
@@ -34,7 +36,7 @@ from choir.config import Budgets, SecretStore
 from choir.core.budgets import BudgetLimits
 from choir.home import ChoirHome
 from choir.logs import setup_logging, shutdown_logging
-from choir.logs.redaction import REDACTED, replace_secrets
+from choir.logs.redaction import REDACTED, mentions_secret, redact, replace_secrets
 from choir.protocol import TerminateSelfRequest
 from choir.scripted import ReplyStep, Script, ScriptedCall, ScriptedModelServer, ToolCallsStep
 from choir.store.target import ConnectParams
@@ -286,3 +288,30 @@ async def end_session_saying(daemon: Any, reason: str) -> None:
         await control.terminate_self(TerminateSelfRequest(reason=reason))
     finally:
         await control.close()
+
+
+# -- the encodings -----------------------------------------------------------------------------
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    secret=st.text(st.characters(codec="utf-8"), min_size=8, max_size=40),
+    before=st.binary(max_size=7),
+    after=st.binary(max_size=7),
+    urlsafe=st.booleans(),
+)
+def test_a_secret_inside_any_base64_text_is_found(
+    secret: str, before: bytes, after: bytes, urlsafe: bool
+) -> None:
+    replace_secrets([secret])
+    encode = base64.urlsafe_b64encode if urlsafe else base64.b64encode
+    text = encode(before + secret.encode() + after).decode()
+    assert REDACTED in redact(text)
+    assert mentions_secret(json.dumps({"text": text}).encode())
+    replace_secrets([])
+
+
+def test_short_secrets_are_matched_only_as_they_are() -> None:
+    replace_secrets(["abcd1234"[:6]])
+    assert redact("x abcd12 y") == f"x {REDACTED} y"
+    assert redact(base64.b64encode(b"abcd12").decode()) == base64.b64encode(b"abcd12").decode()
