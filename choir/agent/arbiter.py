@@ -19,7 +19,9 @@ Cancellation and timeouts (§7.4, §9.4): a call that is stopped — its lane ca
 still holds its locks, and only after its tool has really stopped: a tool's cancellation ends
 its work before it propagates (a thread is waited for, a process group is killed). Meanwhile
 the lane simply waits in `propose`, its call still in flight and its locks held (status shows
-them), so nothing else is started against those resources until the work is gone.
+them), so nothing else is started against those resources until the work is gone. Work that was
+past its point of no return when stopped (a write already renaming) finishes; the call then
+commits that work's real result, said to have finished as it was being stopped.
 
 Lock keys are located paths (`dispatch`): a call that had to wait for its locks is prepared
 again once granted, because a symlink may have moved under it meanwhile; when its keys moved
@@ -38,6 +40,7 @@ from choir.agent.arbiter_policy import LanePolicy
 from choir.agent.arbiter_records import (
     ToolProposal,
     cancelled,
+    finished_anyway,
     intent,
     ms_since,
     requested,
@@ -48,6 +51,7 @@ from choir.agent.dispatch import Dispatcher, PreparedCall, prepare_call
 from choir.agent.locks import Hold, LockManager, LocksRevokedError
 from choir.agent.registry import RegisteredTool, ToolRegistry, lane_kind_of
 from choir.agent.replication_types import IntentNotDurable
+from choir.agent.tools.base import StopOutcome, stop_outcome
 from choir.agent.workspace import Workspace
 from choir.core import skill_runner
 from choir.core.budgets import BudgetLimits
@@ -297,6 +301,8 @@ class Arbiter(LanePolicy):
     async def _run_held(self, pending: _Pending, call: PreparedCall, started: float) -> None:
         """Intent, execution and result, all under the call's locks."""
         proposal = pending.proposal
+        outcome = StopOutcome()
+        token = stop_outcome.set(outcome)
         try:
             committed = self.log.append(proposal.lane, intent(proposal, call))
             await failpoint("arbiter.after_append_before_ack")
@@ -314,12 +320,19 @@ class Arbiter(LanePolicy):
                 result = ToolResult.fail("tool_crashed", f"{proposal.tool} failed: {exc}")
         except asyncio.CancelledError:
             # the tool has stopped (its cancellation ends its work first); locks still held
-            result = cancelled(proposal)
-            self._stopped(pending, "the lane was cancelled", result, ms_since(started))
+            if outcome.finished is not None:
+                self._finish(pending, finished_anyway(outcome.finished), ms_since(started))
+            else:
+                result = cancelled(proposal)
+                self._stopped(pending, "the lane was cancelled", result, ms_since(started))
             raise
+        finally:
+            stop_outcome.reset(token)
         if call.tool.manifest.runtime.meta and "approval_id" in result.data:
             self._approvals[str(result.data["approval_id"])] = proposal.lane
-        if result.status == "timeout":
+        if result.status == "timeout" and outcome.finished is not None:
+            self._finish(pending, finished_anyway(outcome.finished), ms_since(started))
+        elif result.status == "timeout":
             self._stopped(pending, result.summary, result, ms_since(started))
         else:
             self._finish(pending, result, ms_since(started))

@@ -1,11 +1,12 @@
 """A stopped tool call keeps its locks until its work has really stopped (§7.4, §9.4).
 
 The file tools run in a thread, which cannot be interrupted. The `fs.read.in_thread` and
-`fs.write.before_rename` failpoints make that thread sleep — work that no cancellation can cut
+`fs.write.in_thread` failpoints make that thread sleep — work that no cancellation can cut
 short — while the call times out or its lane is cancelled, and another lane wants the same file.
 Each test checks: the other lane gets the file only after the thread returned; the `Cancelled`
 event and the call's result are committed while the call still holds its locks; a write stopped
-before its rename leaves the file as it was.
+before its point of no return leaves the file as it was. `fs.write.before_rename` sleeps past
+that point: the write then finishes, and its real result is what gets committed.
 """
 
 from __future__ import annotations
@@ -119,7 +120,7 @@ async def test_a_timed_out_read_holds_its_lock_until_its_thread_returns(
 async def test_a_cancelled_write_stops_before_its_rename_and_holds_its_lock_until_then(
     kernel: Kernel, arm: Callable[[str], None]
 ) -> None:
-    arm(f"fs.write.before_rename=sleep({THREAD_MS})")
+    arm(f"fs.write.in_thread=sleep({THREAD_MS})")
     at_commit = locks_at_commit(kernel, "core:writer")
     write = call("core:writer", "choir.fs.write", path="notes.txt", op="overwrite", content="new")
     started = time.monotonic()
@@ -157,7 +158,7 @@ async def test_a_cancelled_write_stops_before_its_rename_and_holds_its_lock_unti
 async def test_a_second_cancel_does_not_cut_the_wait_for_the_thread_short(
     kernel: Kernel, arm: Callable[[str], None]
 ) -> None:
-    arm(f"fs.write.before_rename=sleep({THREAD_MS})")
+    arm(f"fs.write.in_thread=sleep({THREAD_MS})")
     write = call("core:writer", "choir.fs.write", path="notes.txt", op="overwrite", content="new")
     started = time.monotonic()
     writing = asyncio.create_task(kernel.arbiter.propose(write))
@@ -175,7 +176,7 @@ async def test_a_second_cancel_does_not_cut_the_wait_for_the_thread_short(
 async def test_a_call_cancelled_while_it_waits_for_locks_commits_cancelled(
     kernel: Kernel, arm: Callable[[str], None]
 ) -> None:
-    arm(f"fs.write.before_rename=sleep({THREAD_MS // 2})")
+    arm(f"fs.write.in_thread=sleep({THREAD_MS // 2})")
     holder = asyncio.create_task(
         kernel.arbiter.propose(
             call("core:writer", "choir.fs.write", path="notes.txt", op="append", content="x")
@@ -194,4 +195,26 @@ async def test_a_call_cancelled_while_it_waits_for_locks_commits_cancelled(
         "tool_result_committed",
     ]
     assert (await holder).status == "success"
+    assert kernel.locks.idle
+
+
+async def test_a_write_stopped_past_its_point_of_no_return_commits_what_it_did(
+    kernel: Kernel, arm: Callable[[str], None]
+) -> None:
+    arm(f"fs.write.before_rename=sleep({THREAD_MS})")
+    at_commit = locks_at_commit(kernel, "core:writer")
+    write = call("core:writer", "choir.fs.write", path="notes.txt", op="append", content="four\n")
+    writing = asyncio.create_task(kernel.arbiter.propose(write))
+    await asyncio.sleep(0.15)  # past the point of no return, before the rename
+    writing.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await writing
+    assert (kernel.workspace.root / "notes.txt").read_text() == NOTES + "four\n"
+    assert events_of(kernel, write.call_id)[-1] == "tool_result_committed"
+    assert "cancelled" not in events_of(kernel, write.call_id)
+    committed = kernel.arbiter.committed_result(write.call_id)
+    assert committed is not None
+    assert committed.status == "success"
+    assert committed.summary.endswith("(it finished as it was being stopped)")
+    assert at_commit == {"tool_result_committed": {"file:notes.txt": "X"}}
     assert kernel.locks.idle

@@ -124,22 +124,49 @@ class Stopped(Exception):
 class Stop:
     """Set by the event loop when a blocking body's call is cancelled or times out.
 
-    A thread cannot be interrupted, so bodies check it between blocks of work and right before
-    their one visible change (a rename): stopped there, they leave the workspace as it was.
+    A thread cannot be interrupted, so bodies `check` it between blocks of work, and pass their
+    point of no return (the rename that makes a write visible) through `commit`: stopped before
+    it, they leave the workspace as it was; past it, `set` says so and the work finishes.
     """
 
-    __slots__ = ("_event",)
+    __slots__ = ("_committed", "_lock", "_stopped")
 
     def __init__(self) -> None:
-        self._event = threading.Event()
+        self._lock = threading.Lock()
+        self._stopped = False
+        self._committed = False
 
-    def set(self) -> None:
-        self._event.set()
+    def set(self) -> bool:
+        """Ask the body to stop; False when it is past its point of no return already."""
+        with self._lock:
+            self._stopped = not self._committed
+            return self._stopped
 
     def check(self) -> None:
         """Raise `Stopped` once the call was cancelled."""
-        if self._event.is_set():
+        if self._stopped:
             raise Stopped
+
+    def commit(self) -> None:
+        """The body's point of no return: `Stopped` if asked to stop, else nothing stops it."""
+        with self._lock:
+            self.check()
+            self._committed = True
+
+
+class StopOutcome:
+    """What a call's work did although the call was stopped (`stop_outcome`, set per call by
+    the arbiter): the work was past its point of no return, so its result is the truth."""
+
+    __slots__ = ("finished",)
+
+    def __init__(self) -> None:
+        self.finished: ToolResult | None = None
+
+
+stop_outcome: contextvars.ContextVar[StopOutcome | None] = contextvars.ContextVar(
+    "stop_outcome", default=None
+)
 
 
 async def run_blocking(path: str, body: Callable[[Stop], ToolResult]) -> ToolResult:
@@ -147,18 +174,31 @@ async def run_blocking(path: str, body: Callable[[Stop], ToolResult]) -> ToolRes
 
     When the call is cancelled (or times out) the body is told to stop, and the cancellation
     propagates only once the thread has returned: the call's locks stay held until then, so
-    nothing else touches the file while the body still might.
+    nothing else touches the file while the body still might. A body that was past its point
+    of no return finishes; its result goes to `stop_outcome`, since it is what happened.
     """
     stop = Stop()
     context = contextvars.copy_context()
     loop = asyncio.get_running_loop()
     work = loop.run_in_executor(None, functools.partial(context.run, body, stop))
     try:
-        return await asyncio.shield(work)
+        await asyncio.wait((work,))  # a cancellation lands here; it never cancels `work`
     except asyncio.CancelledError:
-        stop.set()
-        await outlast_cancellation(work, path)
+        too_late = not stop.set()
+        try:
+            await outlast_cancellation(work, path)
+        finally:
+            outcome = stop_outcome.get()
+            if too_late and outcome is not None and work.done() and not work.cancelled():
+                outcome.finished = _result_of(work, path)
         raise
+    return _result_of(work, path)
+
+
+def _result_of(work: asyncio.Future[ToolResult], path: str) -> ToolResult:
+    """The result of a finished body; failures the model can act on become results."""
+    try:
+        return work.result()
     except ToolFailure as exc:
         return ToolResult.fail(exc.error_code, exc.summary)
     except (PathOutsideWorkspace, OSError) as exc:

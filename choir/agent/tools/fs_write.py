@@ -147,8 +147,8 @@ def _decode(old: bytes, args: FsWriteInput) -> str:
 def _replace(dir_fd: int, name: str, data: bytes, st: os.stat_result | None, stop: Stop) -> None:
     """Write `data` to a temp file in `dir_fd` and rename it over `name`, keeping mode and owner.
 
-    A cancelled call stops at the next block, or at the latest before the rename: the target is
-    then untouched and the temp file removed.
+    A cancelled call stops at the next block, or at the latest before the rename (its point of
+    no return, `Stop.commit`): the target is then untouched and the temp file removed.
     """
     tmp = f".choir-write-{secrets.token_hex(6)}.tmp"
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -164,8 +164,9 @@ def _replace(dir_fd: int, name: str, data: bytes, st: os.stat_result | None, sto
                 os.fchmod(fd, stat.S_IMODE(st.st_mode))
             file.flush()
             os.fsync(fd)
+        failpoint_sync("fs.write.in_thread")
+        stop.commit()
         failpoint_sync("fs.write.before_rename")
-        stop.check()
         os.rename(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
