@@ -10,6 +10,7 @@ above it (the §9.2 hierarchy: a lock on a directory covers everything under it)
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, Iterator
 from typing import Final, Literal, NamedTuple, final
 
@@ -82,8 +83,10 @@ def key_kind(resource: str) -> int:
     return KIND_INDEPENDENT
 
 
+@functools.lru_cache(maxsize=4096)
 def entry_of(resource: str, exclusive: bool) -> LockEntry:
-    """The table's form of one lock (validates the key like `key_kind`)."""
+    """The table's form of one lock (validates the key like `key_kind`); cached, since the same
+    few keys come back on every call of a session."""
     kind = key_kind(resource)
     return (resource, exclusive, kind, ancestors_of(resource) if kind == KIND_FILE else ())
 
