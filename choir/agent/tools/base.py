@@ -169,6 +169,13 @@ stop_outcome: contextvars.ContextVar[StopOutcome | None] = contextvars.ContextVa
 )
 
 
+def record_finished(result: ToolResult) -> None:
+    """Record that the current call's work finished with `result` although it was stopped."""
+    outcome = stop_outcome.get()
+    if outcome is not None:
+        outcome.finished = result
+
+
 async def run_blocking(path: str, body: Callable[[Stop], ToolResult]) -> ToolResult:
     """Run a blocking filesystem body in a thread, turning expected failures into results.
 
@@ -188,9 +195,8 @@ async def run_blocking(path: str, body: Callable[[Stop], ToolResult]) -> ToolRes
         try:
             await outlast_cancellation(work, path)
         finally:
-            outcome = stop_outcome.get()
-            if too_late and outcome is not None and work.done() and not work.cancelled():
-                outcome.finished = _result_of(work, path)
+            if too_late and work.done() and not work.cancelled():
+                record_finished(_result_of(work, path))
         raise
     return _result_of(work, path)
 
