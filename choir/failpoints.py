@@ -41,12 +41,18 @@ KNOWN_FAILPOINTS: Final = frozenset(
         "tool.after_run_before_result",
         "heartbeat.before_send",
         "heartbeat.after_send_before_ack",
+        "fs.read.in_thread",
+        "fs.write.in_thread",
+        "fs.write.before_rename",
     }
 )
 """Every placed failpoint. `arbiter.after_append_before_ack`: a non-idempotent intent is in the
 local log, not yet durable. `tool.after_intent_before_run`: the intent is durable, the tool has
 not run. `tool.after_run_before_result`: the tool ran, its result is not committed yet.
-`heartbeat.before_send` / `heartbeat.after_send_before_ack`: around one HEARTBEAT."""
+`heartbeat.before_send` / `heartbeat.after_send_before_ack`: around one HEARTBEAT.
+`fs.read.in_thread` / `fs.write.in_thread`: inside a file tool's thread (before it counts lines;
+before its point of no return) — `sleep` there is work that cannot be interrupted.
+`fs.write.before_rename`: past that point, before the rename that makes the write visible."""
 
 _ENTRY = re.compile(r"^(?P<name>[a-z0-9_]+(?:\.[a-z0-9_]+)+)=(?P<action>.+)$")
 _SLEEP = re.compile(r"^sleep\((?P<ms>\d+)\)$")

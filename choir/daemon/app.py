@@ -23,7 +23,7 @@ from choir import __version__
 from choir.config import ChoirConfig, EmbeddedPostgres, SecretStore, load_home
 from choir.daemon.agent_handler import AgentHandler
 from choir.daemon.agent_services import AgentServices
-from choir.daemon.config_stage import ConfigStage
+from choir.daemon.config_stage import ConfigStage, arm_log_redaction
 from choir.daemon.instance_lock import InstanceLock
 from choir.daemon.pushes import wire_pushes
 from choir.daemon.repo_refresh import fetch_at_start
@@ -121,6 +121,7 @@ class ChoirDaemon:
         self._stack.callback(instance.release)
         claim(self.home.operator_socket, "choird")
         loaded = load_home(self.home)
+        arm_log_redaction(loaded.secrets)
         config = loaded.config
         log.info(
             "step 1-2: config and secrets valid",
