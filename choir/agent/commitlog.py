@@ -13,10 +13,12 @@ from collections.abc import Callable, Iterable, Iterator
 from datetime import UTC, datetime
 from typing import Any, Final, NamedTuple
 
+import orjson
 from pydantic import TypeAdapter
 
 from choir.errors import ChoirError
 from choir.protocol import GENESIS_HASH, Event, commit_hash
+from choir.protocol.lenient_json import without_lone_surrogates
 
 _EVENT: Final[TypeAdapter[Event]] = TypeAdapter(Event)
 
@@ -129,7 +131,13 @@ class CommitLog:
         rev = self._head_rev + 1
         prev = self._head_hash
         ts = now_ts()
-        digest = commit_hash(prev, rev, lane, ts, event)
+        try:
+            digest = commit_hash(prev, rev, lane, ts, event)
+        except orjson.JSONEncodeError:
+            # a lone surrogate (no UTF-8 for it) from a source that let one through: commit
+            # U+FFFD in its place, so the event is hashed, shipped and stored as it is kept
+            event = without_lone_surrogates(event)
+            digest = commit_hash(prev, rev, lane, ts, event)
         entry = LogEntry(rev, lane, ts, prev, digest, event)
         self._entries.append(entry)
         self._head_rev, self._head_hash = rev, digest
