@@ -133,9 +133,9 @@ async def accept_forever(listener: socket.socket, where: str, refuse: Refuse, se
 async def _serve(connection: socket.socket, serve: Serve, where: str) -> None:
     try:
         await serve(connection)
-    except OSError as error:
+    except Exception as error:  # whatever one connection does, the loop goes on
         connection.close()
-        log.warning("dropped a connection", fields={"listener": where, "error": str(error)})
+        log.warning("dropped a connection", fields={"listener": where, "error": repr(error)})
     except BaseException:
         connection.close()
         raise
