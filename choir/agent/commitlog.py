@@ -19,12 +19,14 @@ from collections.abc import Callable, Iterable, Iterator
 from datetime import UTC, datetime
 from typing import Any, Final, NamedTuple
 
+import orjson
 from pydantic import TypeAdapter
 
 from choir.errors import ChoirError
 from choir.logs.redaction import mentions_secret, redact_data
 from choir.protocol import GENESIS_HASH, Event, commit_hash
 from choir.protocol.chain import canonical_json, chain_hash
+from choir.protocol.lenient_json import without_lone_surrogates
 
 _EVENT: Final[TypeAdapter[Event]] = TypeAdapter(Event)
 
@@ -139,7 +141,13 @@ class CommitLog:
         prev = self._head_hash
         ts = now_ts()
         record = {"event": event, "lane": lane, "rev": rev, "ts": ts}
-        canonical = canonical_json(record)
+        try:
+            canonical = canonical_json(record)
+        except orjson.JSONEncodeError:
+            # a lone surrogate (no UTF-8 for it) from a source that let one through: commit
+            # U+FFFD in its place, so the event is hashed, shipped and stored as it is kept
+            event = record["event"] = without_lone_surrogates(event)
+            canonical = canonical_json(record)
         if mentions_secret(canonical):
             event = record["event"] = redact_data(event)
             canonical = canonical_json(record)

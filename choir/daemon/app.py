@@ -37,6 +37,7 @@ from choir.store.agent_schema import ensure_agent_schema
 from choir.store.database import Database, open_database
 from choir.store.target import EmbeddedTarget, ExternalTarget, PostgresTarget
 from choir.transport import Handler, HttpServer, PushHub, UdsServer
+from choir.transport.limits import AGENT_SOCKET_LIMITS
 from choir.transport.sockfile import claim
 from choir.transport.tls import ensure_self_signed, server_context
 
@@ -223,7 +224,9 @@ class ChoirDaemon:
         assert self.services is not None
         if agent_id not in self._agent_sockets:
             handler = AgentHandler(self.services.rpc, self.services.sessions, bound_agent=agent_id)
-            server = UdsServer(self.home.agent_socket(agent_id), handler, hub=self.hub)
+            server = UdsServer(
+                self.home.agent_socket(agent_id), handler, hub=self.hub, limits=AGENT_SOCKET_LIMITS
+            )
             await server.start()
             self._agent_sockets[agent_id] = server
         return self.home.agent_socket(agent_id)
