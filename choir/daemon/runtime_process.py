@@ -349,6 +349,7 @@ async def _spawn_sandboxed(
             sandbox.bwrap,
             *bwrap_args(layout, seccomp_fd=read_fd),
             "--",
+            sandbox.setsid,
             *command,
             env=env,
             cwd=layout.workspace,

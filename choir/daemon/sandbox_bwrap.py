@@ -48,6 +48,10 @@ class Sandbox:
     bwrap: str
     host: HostFiles
     seccomp: bytes
+    setsid: str
+    """util-linux `setsid`, which makes choir-agent lead its own process group in the sandbox
+    (bwrap's `--new-session` makes its init the leader): a signal to the agent's group — how
+    choird ends agents a previous choird left — must reach it."""
 
 
 def find_sandbox() -> tuple[Sandbox | None, str]:
@@ -61,10 +65,13 @@ def find_sandbox() -> tuple[Sandbox | None, str]:
     seccomp = program(platform.machine())
     if seccomp is None:
         return None, f"choir has no setuid filter for {platform.machine()}"
+    setsid = shutil.which("setsid", path="/usr/bin:/bin")
+    if setsid is None:
+        return None, "setsid is not installed (Debian/Ubuntu: util-linux)"
     problem = probe(bwrap)
     if problem is not None:
         return None, problem
-    return Sandbox(bwrap, host_files(), seccomp), bwrap
+    return Sandbox(bwrap, host_files(), seccomp, setsid), bwrap
 
 
 def probe(bwrap: str) -> str | None:
