@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 import signal
 import time
 
@@ -50,8 +49,11 @@ async def find_agent(
     return None
 
 
-def kill_tree(root: int) -> None:
-    """SIGKILL every descendant of `root`, round after round until none runs, then `root`."""
+def kill_tree(root: psutil.Process) -> None:
+    """SIGKILL every descendant of `root`, round after round until none runs, then `root`.
+
+    psutil checks each process's start time before signalling it, so a pid the kernel has
+    given to another process since is left alone."""
     for _ in range(KILL_ROUNDS):
         living = _living_descendants(root)
         if not living:
@@ -60,13 +62,13 @@ def kill_tree(root: int) -> None:
             with contextlib.suppress(psutil.Error):
                 child.send_signal(signal.SIGKILL)
         time.sleep(_ROUND_S)
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.kill(root, signal.SIGKILL)
+    with contextlib.suppress(psutil.Error):
+        root.send_signal(signal.SIGKILL)
 
 
-def _living_descendants(root: int) -> list[psutil.Process]:
+def _living_descendants(root: psutil.Process) -> list[psutil.Process]:
     try:
-        children = psutil.Process(root).children(recursive=True)
+        children = root.children(recursive=True)
     except psutil.Error:
         return []
     living = []

@@ -62,7 +62,13 @@ from choir.daemon.runtime import (
     note_exit,
 )
 from choir.daemon.runtime_profile import now_iso
-from choir.daemon.sandbox_bwrap import Sandbox, find_sandbox, must_be_hidden, read_view
+from choir.daemon.sandbox_bwrap import (
+    BWRAP_ENV,
+    Sandbox,
+    find_sandbox,
+    must_be_hidden,
+    read_view,
+)
 from choir.daemon.session_state import SessionEnded, StartedSession
 from choir.daemon.sessions import SessionService
 from choir.errors import ChoirError, ConflictError, UsageError
@@ -78,6 +84,8 @@ log = get_logger("choird.runtime")
 PROCESS_IMAGE: Final = "process"
 """version.json's `image_version` for an agent run from working trees, not an image."""
 AGENT_EXECUTABLE: Final = Path(sys.executable).parent / "choir-agent"
+AGENT_FOUND_WITHIN_S: Final = 30.0
+"""How long choir-agent may take to appear in its wrapper (it is there in milliseconds)."""
 SANDBOXED_RUNTIME: Final = "process (bwrap)"
 """The runtime as `agent verify` names it when agents run in the sandbox."""
 
@@ -89,6 +97,8 @@ class _Process:
     """What choird started: bwrap, or the subreaper."""
     workspace: Path
     socket: Path
+    wrapper: psutil.Process
+    """The same process as `process`, as psutil knows it (signals check it is still that one)."""
     main: psutil.Process | None = None
     """choir-agent itself, inside the wrapper (None until found, or if it never ran)."""
     watcher: asyncio.Task[int] | None = None
@@ -182,7 +192,11 @@ class ProcessRuntime:
                 process = await _spawn_unsandboxed(command, env, workspace, stderr)
         await _hand_over(process, started.lease_token)
         held = _Process(
-            RunningAgent(agent_id, started.session_id, process.pid), process, workspace, socket
+            RunningAgent(agent_id, started.session_id, process.pid),
+            process,
+            workspace,
+            socket,
+            psutil.Process(process.pid),  # not reaped before the watcher runs: still ours
         )
         self._agents[agent_id] = held
         held.watcher = asyncio.create_task(self._watch(held), name=f"watch-{agent_id}")
@@ -207,22 +221,29 @@ class ProcessRuntime:
     async def _started(self, held: _Process) -> None:
         """Find choir-agent in its wrapper; in the sandbox, refuse it unless it matches."""
         agent_id = held.agent.agent_id
-        held.main = await find_agent(held.process, str(AGENT_EXECUTABLE))
+        held.main = await find_agent(held.process, str(AGENT_EXECUTABLE), AGENT_FOUND_WITHIN_S)
         if held.main is None:
-            code = await held.process.wait()
+            where = "sandbox" if self._sandbox else "process"
+            code = held.process.returncode
+            if code is None:
+                raise ChoirError(
+                    f"{agent_id}'s choir-agent did not start in its {where} within "
+                    f"{AGENT_FOUND_WITHIN_S:g} s: see choirctl logs {agent_id}"
+                )
             raise ChoirError(
-                f"{agent_id}'s {'sandbox' if self._sandbox else 'process'} exited at once "
-                f"(code {code}): see choirctl logs {agent_id}"
+                f"{agent_id}'s {where} exited at once (code {code}): see choirctl logs {agent_id}"
             )
         held.agent.pid = held.main.pid
         if self._sandbox is None:
             return
         report = await self._verify(held)
-        if not report.ok:
+        failed = [check for check in report.checks if not check.ok]
+        if failed:
+            shown = "; ".join(f"{c.item}: {c.actual} (expected {c.expected})" for c in failed)
             raise ChoirError(
-                f"{agent_id}'s sandbox does not match its profile (failed: "
-                f"{', '.join(report.failed)}); it was killed — run choirctl agent verify after "
-                f"a start with {BWRAP_OFF} to compare, and see choirctl logs {agent_id}"
+                f"{agent_id}'s sandbox does not match its profile ({shown}); it was killed — "
+                f"check bwrap on this host, or start choird with {BWRAP_ENV}= (empty) to run "
+                "agents unsandboxed"
             )
 
     async def stop(self, agent_id: str, reason: StopReason = "stop") -> int | None:
@@ -295,7 +316,7 @@ class ProcessRuntime:
 
     async def _kill(self, held: _Process) -> None:
         """SIGKILL the agent's whole tree, the wrapper last; wait until it is gone."""
-        await asyncio.to_thread(kill_tree, held.process.pid)
+        await asyncio.to_thread(kill_tree, held.wrapper)
         await held.process.wait()
 
     def _on_session_ended(self, ended: SessionEnded) -> None:
@@ -322,9 +343,6 @@ def _prepare(
     agent_home.mkdir(exist_ok=True)
     home.logs.mkdir(parents=True, exist_ok=True)
     return home.agent_log(agent_id).open("ab")
-
-
-BWRAP_OFF: Final = "CHOIR_BWRAP= (empty: unsandboxed)"
 
 
 def _agent_command(socket: Path, root: Path, workspace: Path) -> list[str]:
@@ -392,13 +410,9 @@ def _pipe_holding(data: bytes) -> int:
 
 
 def _terminate(held: _Process) -> None:
-    """SIGTERM to choir-agent itself: bwrap's init would not pass it on."""
-    target = held.main
-    if target is None:
-        _signal_group(held.process.pid, signal.SIGTERM)
-        return
+    """SIGTERM to choir-agent itself (bwrap's init would not pass it on), else its wrapper."""
     with contextlib.suppress(psutil.Error):
-        target.terminate()
+        (held.main or held.wrapper).terminate()
 
 
 async def _hand_over(process: asyncio.subprocess.Process, token: str) -> None:
