@@ -6,7 +6,8 @@ appending to the workspace, then waits. The test kills choir-agent with SIGKILL 
 as a crash would. Afterwards no process of the command may remain anywhere on the host, the
 workspace file must stop growing, and the session is crashed — in the bwrap sandbox (the PID
 namespace dies with the agent) and unsandboxed (the subreaper choir-agent runs under kills what
-it adopted).
+it adopted). And a hung agent whose session the heartbeat reaper declares crashed has its whole
+tree killed by choird.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import signal
 from collections.abc import Iterator
 from pathlib import Path
 
+import psutil
 import pytest
 
 from choir.store.sessions import SessionStatus
@@ -82,5 +84,30 @@ async def test_a_killed_agent_leaves_no_process_and_no_writer(
             await poll_until(crashed, within=5)
             assert agent.daemon.runtime is not None
             assert agent.daemon.runtime.running("agent-1") is None
+        finally:
+            kill_all(processes_with(marker))
+
+
+@pytest.mark.parametrize("sandbox", SANDBOXES)
+async def test_a_hung_agent_the_reaper_declares_crashed_has_its_whole_tree_killed(
+    root: Path, pg_params: ConnectParams, monkeypatch: pytest.MonkeyPatch, sandbox: Sandbox
+) -> None:
+    """SIGSTOP stands in for a hung agent: no heartbeat, its process still there. When its
+    session is declared crashed, choird kills everything under it, not just its group."""
+    marker = str(secrets.randbelow(10**9)).zfill(9)
+    async with process_agent(
+        root, pg_params, exec_script(command(marker)), sandbox=sandbox, monkeypatch=monkeypatch
+    ) as agent:
+        writer = agent.workspace / "writer.log"
+        try:
+            await agent.start_worker()
+            await poll_until(lambda: writer.exists() and writer.stat().st_size > 40, within=20)
+            os.kill(agent.pid, signal.SIGSTOP)
+            sessions = agent.daemon.services.sessions  # type: ignore[union-attr]
+            assert await sessions.mark_crashed(agent.started["session_id"], "no heartbeat (test)")
+            await poll_until(lambda: not processes_with(marker), within=5)
+            await poll_until(lambda: not psutil.pid_exists(agent.pid), within=5)
+            assert agent.daemon.runtime is not None
+            await poll_until(lambda: agent.daemon.runtime.running("agent-1") is None, within=5)
         finally:
             kill_all(processes_with(marker))
