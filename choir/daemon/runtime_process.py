@@ -306,9 +306,9 @@ class ProcessRuntime:
 
     async def _watch(self, held: _Process) -> int:
         code = await held.process.wait()
-        if held.main is not None and held.main.is_running():
-            # the wrapper was killed on its own: the agent would run on, out of reach
-            held.main.kill()
+        if held.main is not None:  # the wrapper killed on its own: the agent would run on
+            with contextlib.suppress(psutil.Error):
+                held.main.kill()
         if self._agents.get(held.agent.agent_id) is held:
             del self._agents[held.agent.agent_id]
         await note_exit(self._sessions, held.agent, code, self.name)
