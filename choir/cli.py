@@ -34,8 +34,9 @@ def _parser() -> argparse.ArgumentParser:
     up.add_argument(
         "--runtime",
         choices=("auto", "docker", "process"),
-        help="where agents run when choird starts: docker (sandboxed), process (unsandboxed) or "
-        "auto (docker when an engine answers); default: config.json container.runtime",
+        help="where agents run when choird starts: docker (sandboxed), process (host "
+        "subprocesses, in bwrap where it works, else unsandboxed) or auto (docker when an "
+        "engine answers); default: config.json container.runtime",
     )
     up.add_argument(
         "--no-tui",
@@ -140,7 +141,9 @@ def status_lines(summary: dict[str, Any], *, console_ready: bool) -> list[str]:
     """What `choir up --no-tui` prints last: what runs and how to use it."""
     agent = summary["agent"]
     agent_id = agent["agent_id"]
-    sandbox = "sandboxed" if agent.get("sandboxed") else "unsandboxed"
+    from choir.ctl.agent_views import sandbox_word
+
+    sandbox = sandbox_word(agent.get("runtime"), agent.get("sandboxed"))
     llm = agent["bindings"].get("llm")
     console = "choir tui" if console_ready else "choir tui (the console is coming: use choirctl)"
     return [

@@ -18,6 +18,7 @@ from typing import Any, TextIO
 from choir import choird_process
 from choir.client import ChoirClient, Payload
 from choir.config.skeleton import CONSOLE, DEFAULT_AGENT
+from choir.ctl.agent_views import sandbox_word
 from choir.errors import NotFoundError
 from choir.home import ChoirHome
 from choir.up_home import prepare_home
@@ -139,7 +140,7 @@ async def _agent_up(home: ChoirHome, wanted: str | None, steps: Steps) -> Payloa
         started = await choird.agent_start(agent_id, {"dm": dm})
         steps.changed.append(agent_id)
         how = "resumed" if started["resumed"] else "new"
-        sandbox = "sandboxed" if started["sandboxed"] else "unsandboxed"
+        sandbox = sandbox_word(started["runtime"], started["sandboxed"])
         steps.line(
             agent_id,
             f"started: session {started['session_id']} ({how}), "

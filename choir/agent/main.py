@@ -7,6 +7,10 @@ Identity comes from the environment choird sets: CHOIR_AGENT_ID and CHOIR_SESSIO
 token (never logged) comes from CHOIR_LEASE_TOKEN, or with --lease-token-stdin from the first line
 of stdin — how choird's runtimes pass it, so no environment holds it (§14.1). Logs are JSON lines
 on stderr, which the runtime captures. SIGTERM stops gracefully (exit 0).
+
+Before anything else both entry points make the process non-dumpable, and choir-agent drops every
+capability and loads the setuid filter (`choir.agent.hardening`): the tools it runs share its uid
+and must not read its memory, where the lease token and the secrets are.
 """
 
 from __future__ import annotations
@@ -25,14 +29,18 @@ if TYPE_CHECKING:  # the credential helper must start fast: the runtime loads on
 
 
 def main() -> None:
+    from choir.agent.hardening import harden
+
     if os.path.basename(sys.argv[0]) == "git-cred-helper":
         from choir.agent.credentials import helper_main
 
+        harden(full=False)  # the rest it inherits: git runs it under the agent's tree
         sys.exit(helper_main(sys.argv))
-    sys.exit(run_cli(sys.argv[1:]))
+    problems = harden()
+    sys.exit(run_cli(sys.argv[1:], hardening_problems=problems))
 
 
-def run_cli(argv: list[str]) -> int:
+def run_cli(argv: list[str], *, hardening_problems: list[str] | None = None) -> int:
     from choir.agent.runtime import AgentRuntime
     from choir.agent.startup import AgentOptions
     from choir.errors import ChoirError
@@ -53,6 +61,7 @@ def run_cli(argv: list[str]) -> int:
             lease_token=token,
         )
         _log_to_stderr(options.agent_id)
+        _report_hardening(hardening_problems or [])
         return asyncio.run(_run(AgentRuntime(options)))
     except ChoirError as error:
         print(f"error: {error.message}", file=sys.stderr)
@@ -75,6 +84,13 @@ def _log_to_stderr(agent_id: str) -> None:
     root.addHandler(handler)
     root.setLevel(os.environ.get("CHOIR_LOG_LEVEL", "INFO").upper())
     logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per LLM call is choir's own
+
+
+def _report_hardening(problems: list[str]) -> None:
+    from choir.logs import get_logger
+
+    for problem in problems:
+        get_logger("choir.agent").warning("process hardening incomplete", fields={"step": problem})
 
 
 def _token_from_stdin() -> str:

@@ -36,9 +36,9 @@ class ContainerConfig(ConfigModel):
     """How choird runs agents; the limits apply to the docker runtime."""
 
     runtime: Literal["auto", "docker", "process"] = "auto"
-    """`docker` (sandboxed), `process` (a host subprocess, unsandboxed: development and hosts
-    without Docker) or `auto`: docker when an engine answers, else process. `choird --runtime`
-    overrides it."""
+    """`docker` (sandboxed), `process` (a host subprocess in a bwrap sandbox, or unsandboxed
+    where bwrap cannot run: development and hosts without Docker) or `auto`: docker when an
+    engine answers, else process. `choird --runtime` overrides it."""
     base_image: Annotated[str, Field(min_length=1)] = "debian:bookworm-slim"
     """The OS image `Dockerfile.base` builds FROM (§17.3); it must be in the local image cache
     or pullable (scripts/ensure-docker makes the default without a registry)."""

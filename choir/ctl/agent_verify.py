@@ -1,8 +1,8 @@
 """`choirctl agent verify <agent-id>`: the running agent against the security profile (§15.3).
 
 Registered on `choir.ctl.agent.app`. Prints one line per profile item (pass/FAIL, what it must
-be, what the container has) and exits 1 when any item fails — an agent on the process runtime
-always fails, since nothing sandboxes it. `--json` prints choird's report as is.
+be, what the container or sandbox has) and exits 1 when any item fails — an unsandboxed agent
+on the process runtime always fails. `--json` prints choird's report as is.
 """
 
 from __future__ import annotations
@@ -27,7 +27,10 @@ def verify(
     CPU/memory/pids limits, default seccomp, no privileged mode, Docker socket, host
     namespaces or devices, that only /workspace and the agent socket are mounted, a uid other
     than 0, a nosuid,nodev and private workspace, no Unix socket within reach, and egress
-    filtering. Exits 1 if any item fails (an advisory "warn" item does not count).
+    filtering. On the process runtime's bwrap sandbox: its namespaces, capabilities,
+    no-new-privileges, the setuid filter, the workspace bind, writable paths, nosuid mounts and
+    hidden host paths, read back from the kernel. Exits 1 if any item fails (an advisory "warn"
+    item does not count).
     """
     from choir.ctl.remote import with_choird
 

@@ -6,11 +6,20 @@ from typing import Any
 
 
 def runtime_label(agent: dict[str, Any]) -> str:
-    """`process (unsandboxed)` and the like; `-` when the agent is not running here."""
+    """`process (bwrap)`, `process (unsandboxed)`, `docker (sandboxed)`; `-` when the agent is
+    not running here."""
     runtime = agent.get("runtime")
     if not runtime:
         return "-"
-    return f"{runtime} ({'sandboxed' if agent.get('sandboxed') else 'unsandboxed'})"
+    return f"{runtime} ({sandbox_word(runtime, agent.get('sandboxed'))})"
+
+
+def sandbox_word(runtime: str | None, sandboxed: bool | None) -> str:
+    """How an agent is confined: `bwrap` (the process runtime's sandbox), `sandboxed` (a
+    container), or `unsandboxed`."""
+    if not sandboxed:
+        return "unsandboxed"
+    return "bwrap" if runtime == "process" else "sandboxed"
 
 
 def image_label(image: dict[str, Any] | None) -> str:
@@ -98,7 +107,7 @@ def held_job_lines(held: list[dict[str, Any]]) -> list[str]:
 def started_lines(data: dict[str, Any]) -> list[str]:
     """What `agent start` prints: the session, the runtime (and whether it is sandboxed)."""
     how = "resumed" if data["resumed"] else "new"
-    sandbox = "sandboxed" if data["sandboxed"] else "unsandboxed"
+    sandbox = sandbox_word(data["runtime"], data["sandboxed"])
     bindings = " ".join(f"{role}={name}" for role, name in data["bindings"].items() if name)
     return [
         f"{data['agent_id']} started: session {data['session_id']} ({how})",

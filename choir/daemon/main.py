@@ -42,8 +42,8 @@ def _parser() -> argparse.ArgumentParser:
         "--runtime",
         choices=("auto", "docker", "process"),
         help="where agents run: docker (sandboxed containers), process (host subprocesses, "
-        "unsandboxed) or auto (docker when an engine answers); default: config.json "
-        "container.runtime, else auto",
+        "in a bwrap sandbox where it works, else unsandboxed) or auto (docker when an engine "
+        "answers); default: config.json container.runtime, else auto",
     )
     parser.add_argument(
         "--log-level", default="INFO", choices=("DEBUG", "INFO", "WARNING", "ERROR")

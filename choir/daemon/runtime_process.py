@@ -1,16 +1,23 @@
 """The `process` runtime (design notes "Embedded defaults"): choir-agent as a host subprocess.
 
-With no container engine, choird still runs agents, unsandboxed (status and `agent verify` say
-so): the agent's `/choir` tree is merged from the operator's repos into
+With no container engine, choird still runs agents: in a bubblewrap sandbox when bwrap works here
+(`sandbox_bwrap`, `choir.core.sandbox_profile`: own namespaces, the workspace as the only
+writable host path, no host home or `$CHOIR_HOME` in sight), else unsandboxed — status and
+`agent verify` say which. The agent's `/choir` tree is merged from the operator's repos into
 `$CHOIR_HOME/runtime/<agent-id>/choir` (`agent_tree`: §6.5 merge rules, §15.1 layout, the
 version.json choird holds the agent to at INIT_HELLO), and `choir-agent` runs with only its
 session's identity and a minimal environment — never choird's, which may hold API keys. The
-lease token goes in on stdin, so no environment holds it. Each agent gets its own process group,
-so a stop reaches every process it started. A watcher notices the process exiting; if its
+lease token goes in on stdin, so no environment holds it.
+
+Nothing an agent started outlives it: in the sandbox, the agent is the only child of the PID
+namespace's init, and the namespace dies with it; unsandboxed, it runs under `choir.subreaper`,
+which adopts whatever detaches and kills it when the agent exits. Neither is tied to choird: a
+choird that exits leaves its agents running. A watcher notices the agent exiting; if its
 session is still active, the session is marked crashed, which releases its leases at once
 instead of after the heartbeat threshold. A session the reaper declares crashed (no heartbeat)
-has its hung process group killed; at choird start, agents a previous choird on this home left
-behind are killed.
+has its hung tree killed; at choird start, agents a previous choird on this home left behind are
+killed. A sandboxed agent is checked against the sandbox at every start, and refused (killed)
+when the kernel's view does not match.
 
 Repos given as local paths are read in place (working trees, uncommitted work included); repos
 given as URLs are read from choird's clones (`repos`, fetched at `config load` and choird start).
@@ -24,17 +31,27 @@ import os
 import shutil
 import signal
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO, Final, Literal
 
 import psutil
 
+from choir import subreaper
 from choir.config import ChoirConfig
+from choir.core.sandbox_profile import (
+    HOME_TARGET,
+    TREE_TARGET,
+    WORKSPACE_TARGET,
+    SandboxLayout,
+    bwrap_args,
+    check_sandbox,
+)
 from choir.core.security_profile import ProfileReport, unsandboxed
 from choir.daemon import repos
 from choir.daemon.agent_tree import materialize
 from choir.daemon.agent_tree import merge_tree as merge_tree
+from choir.daemon.process_tree import find_agent, kill_tree
 from choir.daemon.runtime import (
     TERM_GRACE_S,
     Artefact,
@@ -45,9 +62,16 @@ from choir.daemon.runtime import (
     note_exit,
 )
 from choir.daemon.runtime_profile import now_iso
+from choir.daemon.sandbox_bwrap import (
+    BWRAP_ENV,
+    Sandbox,
+    find_sandbox,
+    must_be_hidden,
+    read_view,
+)
 from choir.daemon.session_state import SessionEnded, StartedSession
 from choir.daemon.sessions import SessionService
-from choir.errors import ConflictError, UsageError
+from choir.errors import ChoirError, ConflictError, UsageError
 from choir.failpoints import ENV_VAR as FAILPOINTS_ENV
 from choir.home import ChoirHome
 from choir.logs import get_logger
@@ -60,13 +84,26 @@ log = get_logger("choird.runtime")
 
 PROCESS_IMAGE: Final = "process"
 """version.json's `image_version` for an agent run from working trees, not an image."""
+AGENT_EXECUTABLE: Final = Path(sys.executable).parent / "choir-agent"
+AGENT_FOUND_WITHIN_S: Final = 30.0
+"""How long choir-agent may take to appear in its wrapper (it is there in milliseconds)."""
+SANDBOXED_RUNTIME: Final = "process (bwrap)"
+"""The runtime as `agent verify` names it when agents run in the sandbox."""
 
 
 @dataclass
 class _Process:
     agent: RunningAgent
     process: asyncio.subprocess.Process
+    """What choird started: bwrap, or the subreaper."""
+    workspace: Path
+    socket: Path
+    wrapper: psutil.Process
+    """The same process as `process`, as psutil knows it (signals check it is still that one)."""
+    main: psutil.Process | None = None
+    """choir-agent itself, inside the wrapper (None until found, or if it never ran)."""
     watcher: asyncio.Task[int] | None = None
+    kills: set[asyncio.Future[None]] = field(default_factory=set)
 
 
 class ProcessRuntime:
@@ -77,6 +114,11 @@ class ProcessRuntime:
         self._sessions = sessions
         self._push = push
         self._agents: dict[str, _Process] = {}
+        self._sandbox, note = find_sandbox()
+        if self._sandbox is None:
+            log.warning("process runtime: agents run unsandboxed", fields={"reason": note})
+        else:
+            log.info("process runtime: agents run in a bwrap sandbox", fields={"bwrap": note})
         self._unsubscribe = sessions.subscribe(self._on_session_ended)
 
     @property
@@ -85,7 +127,8 @@ class ProcessRuntime:
 
     @property
     def sandboxed(self) -> bool:
-        return False
+        """True when agents run in the bwrap sandbox: shown as `process (bwrap)`."""
+        return self._sandbox is not None
 
     def running(self, agent_id: str) -> RunningAgent | None:
         held = self._agents.get(agent_id)
@@ -138,29 +181,71 @@ class ProcessRuntime:
             raise UsageError(f"{agent_id} has no /choir tree to run: the process runtime needs one")
         agent_home = artefact.root.parent / "home"
         with _prepare(self._home, agent_id, started, workspace, agent_home) as stderr:
-            process = await asyncio.create_subprocess_exec(
-                str(Path(sys.executable).parent / "choir-agent"),
-                "--control-plane=uds",
-                f"--socket={socket}",
-                f"--root={artefact.root}",
-                f"--workspace={workspace}",
-                "--lease-token-stdin",
-                env=agent_environment(agent_id, started, agent_home),
-                cwd=workspace,
-                stdin=asyncio.subprocess.PIPE,
-                stdout=asyncio.subprocess.DEVNULL,
-                stderr=stderr,
-                start_new_session=True,
-            )
+            if self._sandbox is not None:
+                layout = SandboxLayout(
+                    self._sandbox.host, str(workspace), str(artefact.root), str(socket), agent_id
+                )
+                env = agent_environment(agent_id, started, Path(HOME_TARGET))
+                process = await _spawn_sandboxed(self._sandbox, layout, env, stderr)
+            else:
+                command = _agent_command(socket, artefact.root, workspace)
+                env = agent_environment(agent_id, started, agent_home)
+                process = await _spawn_unsandboxed(command, env, workspace, stderr)
         await _hand_over(process, started.lease_token)
-        held = _Process(RunningAgent(agent_id, started.session_id, process.pid), process)
+        held = _Process(
+            RunningAgent(agent_id, started.session_id, process.pid),
+            process,
+            workspace,
+            socket,
+            psutil.Process(process.pid),  # not reaped before the watcher runs: still ours
+        )
         self._agents[agent_id] = held
         held.watcher = asyncio.create_task(self._watch(held), name=f"watch-{agent_id}")
+        try:
+            await self._started(held)
+        except BaseException:
+            if self._agents.get(agent_id) is held:
+                del self._agents[agent_id]
+            await self._kill(held)
+            raise
         log.info(
             "agent process started",
-            fields={"agent_id": agent_id, "session_id": started.session_id, "pid": process.pid},
+            fields={
+                "agent_id": agent_id,
+                "session_id": started.session_id,
+                "pid": held.agent.pid,
+                "sandbox": "bwrap" if self._sandbox else "none",
+            },
         )
         return held.agent
+
+    async def _started(self, held: _Process) -> None:
+        """Find choir-agent in its wrapper; in the sandbox, refuse it unless it matches."""
+        agent_id = held.agent.agent_id
+        held.main = await find_agent(held.process, str(AGENT_EXECUTABLE), AGENT_FOUND_WITHIN_S)
+        if held.main is None:
+            where = "sandbox" if self._sandbox else "process"
+            code = held.process.returncode
+            if code is None:
+                raise ChoirError(
+                    f"{agent_id}'s choir-agent did not start in its {where} within "
+                    f"{AGENT_FOUND_WITHIN_S:g} s: see choirctl logs {agent_id}"
+                )
+            raise ChoirError(
+                f"{agent_id}'s {where} exited at once (code {code}): see choirctl logs {agent_id}"
+            )
+        held.agent.pid = held.main.pid
+        if self._sandbox is None:
+            return
+        report = await self._verify(held)
+        failed = [check for check in report.checks if not check.ok]
+        if failed:
+            shown = "; ".join(f"{c.item}: {c.actual} (expected {c.expected})" for c in failed)
+            raise ChoirError(
+                f"{agent_id}'s sandbox does not match its profile ({shown}); it was killed — "
+                f"check bwrap on this host, or start choird with {BWRAP_ENV}= (empty) to run "
+                "agents unsandboxed"
+            )
 
     async def stop(self, agent_id: str, reason: StopReason = "stop") -> int | None:
         """Graceful stop (§17.2): shutdown push, then SIGTERM, then SIGKILL; the exit code."""
@@ -177,7 +262,10 @@ class ProcessRuntime:
                 "agent did not stop in time",
                 fields={"agent_id": agent_id, "signal": next_signal.name},
             )
-            _signal_group(held.process.pid, next_signal)
+            if next_signal == signal.SIGTERM:
+                _terminate(held)
+            else:
+                await self._kill(held)
         return await held.watcher
 
     async def stop_all(self) -> None:
@@ -195,7 +283,24 @@ class ProcessRuntime:
         held = self._agents.get(agent_id)
         if held is None:
             raise ConflictError(f"{agent_id} has no running process to verify: start it first")
-        held.agent.verified = unsandboxed(agent_id, now_iso())
+        if self._sandbox is None:
+            held.agent.verified = unsandboxed(agent_id, now_iso())
+            return held.agent.verified
+        return await self._verify(held)
+
+    async def _verify(self, held: _Process) -> ProfileReport:
+        """The sandbox items, read back from the kernel's view of choir-agent."""
+        agent_id = held.agent.agent_id
+        assert self._sandbox is not None
+        assert held.main is not None
+        bound = [target for _, target in self._sandbox.host.ro_binds]
+        hidden = must_be_hidden(self._home.root, held.socket, bound)
+        try:
+            view = await asyncio.to_thread(read_view, held.main.pid, held.workspace, hidden)
+        except OSError as error:
+            raise ConflictError(f"{agent_id} is no longer running ({error.strerror})") from None
+        checks = check_sandbox(view)
+        held.agent.verified = ProfileReport(agent_id, SANDBOXED_RUNTIME, now_iso(), checks)
         return held.agent.verified
 
     def close(self) -> None:
@@ -203,10 +308,18 @@ class ProcessRuntime:
 
     async def _watch(self, held: _Process) -> int:
         code = await held.process.wait()
+        if held.main is not None:  # the wrapper killed on its own: the agent would run on
+            with contextlib.suppress(psutil.Error):
+                held.main.kill()
         if self._agents.get(held.agent.agent_id) is held:
             del self._agents[held.agent.agent_id]
         await note_exit(self._sessions, held.agent, code, self.name)
         return code
+
+    async def _kill(self, held: _Process) -> None:
+        """SIGKILL the agent's whole tree, the wrapper last; wait until it is gone."""
+        await asyncio.to_thread(kill_tree, held.wrapper)
+        await held.process.wait()
 
     def _on_session_ended(self, ended: SessionEnded) -> None:
         """§13.1: the reaper declared the session crashed while its process still runs."""
@@ -215,7 +328,9 @@ class ProcessRuntime:
             return
         if ended.status in (SessionStatus.CRASHED, SessionStatus.FORKED):
             log.warning("killing the process of a crashed session", fields={"id": ended.agent_id})
-            _signal_group(held.process.pid, signal.SIGKILL)
+            task = asyncio.ensure_future(self._kill(held))
+            held.kills.add(task)
+            task.add_done_callback(held.kills.discard)
 
 
 def _prepare(
@@ -230,6 +345,76 @@ def _prepare(
     agent_home.mkdir(exist_ok=True)
     home.logs.mkdir(parents=True, exist_ok=True)
     return home.agent_log(agent_id).open("ab")
+
+
+def _agent_command(socket: Path, root: Path, workspace: Path) -> list[str]:
+    return [
+        str(AGENT_EXECUTABLE),
+        "--control-plane=uds",
+        f"--socket={socket}",  # its host path in the sandbox too: how orphans are recognised
+        f"--root={root}",
+        f"--workspace={workspace}",
+        "--lease-token-stdin",
+    ]
+
+
+async def _spawn_sandboxed(
+    sandbox: Sandbox, layout: SandboxLayout, env: dict[str, str], stderr: BinaryIO
+) -> asyncio.subprocess.Process:
+    """bwrap running choir-agent in `layout`; the setuid filter goes in through a pipe."""
+    command = _agent_command(Path(layout.socket), Path(TREE_TARGET), Path(WORKSPACE_TARGET))
+    read_fd = _pipe_holding(sandbox.seccomp)
+    try:
+        return await asyncio.create_subprocess_exec(
+            sandbox.bwrap,
+            *bwrap_args(layout, seccomp_fd=read_fd),
+            "--",
+            sandbox.setsid,
+            *command,
+            env=env,
+            cwd=layout.workspace,
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.DEVNULL,
+            stderr=stderr,
+            start_new_session=True,
+            pass_fds=(read_fd,),
+        )
+    finally:
+        os.close(read_fd)
+
+
+async def _spawn_unsandboxed(
+    command: list[str], env: dict[str, str], workspace: Path, stderr: BinaryIO
+) -> asyncio.subprocess.Process:
+    """choir-agent under `choir.subreaper`, which forwards stop signals and, when the agent
+    exits, kills whatever it left behind."""
+    reaper = [sys.executable, "-I", "-S", subreaper.__file__, "--forward", "--"]
+    return await asyncio.create_subprocess_exec(
+        *reaper,
+        *command,
+        env=env,
+        cwd=workspace,
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.DEVNULL,
+        stderr=stderr,
+        start_new_session=True,
+    )
+
+
+def _pipe_holding(data: bytes) -> int:
+    """The read end of a pipe holding `data` then EOF (small: the write never blocks)."""
+    read_fd, write_fd = os.pipe()
+    try:
+        os.write(write_fd, data)
+    finally:
+        os.close(write_fd)
+    return read_fd
+
+
+def _terminate(held: _Process) -> None:
+    """SIGTERM to choir-agent itself (bwrap's init would not pass it on), else its wrapper."""
+    with contextlib.suppress(psutil.Error):
+        (held.main or held.wrapper).terminate()
 
 
 async def _hand_over(process: asyncio.subprocess.Process, token: str) -> None:

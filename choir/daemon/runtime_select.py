@@ -1,8 +1,9 @@
 """Which agent runtime choird uses: `--runtime`, else config.json `container.runtime` (§15).
 
 `auto` (the default) is docker when an engine answers, else the process runtime — logged as a
-warning, since its agents are unsandboxed. An explicit `docker` with no engine refuses to start,
-naming the process runtime as the way to run without one.
+warning, since its agents run in bwrap at best (fewer limits than a container) and unsandboxed
+where bwrap cannot run. An explicit `docker` with no engine refuses to start, naming the process
+runtime as the way to run without one.
 """
 
 from __future__ import annotations
@@ -36,11 +37,13 @@ async def select_runtime(
     except UnavailableError:
         if choice == "docker":
             raise UnavailableError(no_engine_message()) from None
+    runtime = ProcessRuntime(home, sessions, push)
+    how = "in a bwrap sandbox" if runtime.sandboxed else "unsandboxed"
     log.warning(
-        "no Docker engine answers: agents run on the process runtime, unsandboxed",
-        fields={"docker_host": os.environ.get("DOCKER_HOST") or "default socket"},
+        "no Docker engine answers: agents run on the process runtime",
+        fields={"sandbox": how, "docker_host": os.environ.get("DOCKER_HOST") or "default socket"},
     )
-    return ProcessRuntime(home, sessions, push)
+    return runtime
 
 
 def no_engine_message() -> str:

@@ -3,7 +3,9 @@
 A real choird starts the real choir-agent on the process runtime; agent-1's git identity has
 the `git-token` secret (tests/e2e/homes.py). Real git, run with the agent's HOME, must commit as
 the identity and get the token from `git credential fill` for github.com only — and the token
-must appear nowhere on disk: not in the agent's HOME, not in its log.
+must appear nowhere on disk: not in the agent's HOME, not in its log. The agent runs unsandboxed
+(`CHOIR_BWRAP=`), so that its HOME is a host directory this test's git can use; inside the
+sandbox, `tests/runtime/test_process_sandbox.py` asks the agent's own git.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import pytest
 
 from choir.client import ChoirClient
 from choir.daemon.app import ChoirDaemon
+from choir.daemon.sandbox_bwrap import BWRAP_ENV
 from choir.home import ChoirHome
 from choir.store.target import ConnectParams
 from tests.e2e.daemons import poll_until, running_daemon
@@ -38,7 +41,10 @@ def home(root: Path, pg_params: ConnectParams) -> ChoirHome:
 
 
 @pytest.fixture
-async def choird(home: ChoirHome) -> AsyncIterator[tuple[ChoirDaemon, ChoirClient]]:
+async def choird(
+    home: ChoirHome, monkeypatch: pytest.MonkeyPatch
+) -> AsyncIterator[tuple[ChoirDaemon, ChoirClient]]:
+    monkeypatch.setenv(BWRAP_ENV, "")
     async with running_daemon(home) as daemon, await ChoirClient.connect(home) as client:
         yield daemon, client
 

@@ -25,6 +25,7 @@ from choir.store.sessions import SessionStatus
 from choir.store.target import ConnectParams
 from tests.e2e.daemons import leased, poll_until, running_daemon, session_row
 from tests.e2e.homes import external_postgres, make_home, short_root
+from tests.security.process_agents import bwrap_works
 
 pytestmark = pytest.mark.slow
 
@@ -73,7 +74,7 @@ async def test_start_chat_and_graceful_stop(choird: tuple[ChoirDaemon, ChoirClie
     started = await client.agent_start("agent-1", {"dm": "console"})
     assert (started["runtime"], started["sandboxed"], started["resumed"]) == (
         "process",
-        False,
+        bwrap_works(),
         False,
     )
     session_id = started["session_id"]

@@ -9,6 +9,7 @@ import pytest
 
 from tests.lifecycle.conftest import Choird
 from tests.lifecycle.support import chat, choirctl
+from tests.security.process_agents import bwrap_works, sandbox_word
 
 pytestmark = pytest.mark.slow
 
@@ -27,11 +28,12 @@ async def test_status_of_a_running_agent_shows_every_aspect(choird: Choird) -> N
     labels = [line.split()[0] for line in lines[1:12]]
     for label in ("runtime", "image", "uptime", "config", "skill", "bindings", "budgets"):
         assert label in labels, label
-    assert f"runtime    process (unsandboxed), pid {started['pid']}" in lines
+    assert f"runtime    process ({sandbox_word()}), pid {started['pid']}" in lines
     assert any(line.startswith("edge ") and "EDGE_" in line for line in lines)
     assert data["image"] == started["image"]
     assert data["image"]["image_version"] == "process"
-    assert (data["runtime"], data["sandboxed"], data["pid"]) == ("process", False, started["pid"])
+    runtime = ("process", bwrap_works(), started["pid"])
+    assert (data["runtime"], data["sandboxed"], data["pid"]) == runtime
     assert data["config_version"] == data["config_version_latest"]
     assert data["uptime_s"] >= 0
     assert data["bindings"]["dm"] == "console"

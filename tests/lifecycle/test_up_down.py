@@ -24,6 +24,7 @@ from choir.store.embedded import EmbeddedPostgres
 from choir.store.pool import connect_plain, wait_until_ready
 from choir.store.target import DEFAULT_DATABASE
 from tests.e2e.processes import environment, run_choirctl
+from tests.security.process_agents import bwrap_works, sandbox_word
 
 pytestmark = pytest.mark.slow
 
@@ -92,7 +93,7 @@ def test_up_from_an_empty_home_chat_and_down_leaves_nothing(root: Path) -> None:
     assert "agent-1   built" in shown
     assert any(
         line.startswith("agent-1   started: session s-")
-        and line.endswith("(new), process runtime (unsandboxed), DM console")
+        and line.endswith(f"(new), process runtime ({sandbox_word()}), DM console")
         for line in shown
     )
     assert '  talk      choirctl chat agent-1 "hello"' in shown
@@ -109,7 +110,8 @@ def test_up_from_an_empty_home_chat_and_down_leaves_nothing(root: Path) -> None:
     assert f"choird    already running (pid {choird_pid})" in again.stdout
     assert f"agent-1   already running (session {agent['session_id']})" in again.stdout
     assert "choir     everything was already up" in again.stdout
-    assert (agent["state"], agent["runtime"], agent["sandboxed"]) == ("running", "process", False)
+    running = ("running", "process", bwrap_works())
+    assert (agent["state"], agent["runtime"], agent["sandboxed"]) == running
 
     down = choir(home, "down")
     assert down.returncode == 0, down.stderr

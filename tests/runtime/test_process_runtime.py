@@ -1,5 +1,6 @@
-"""The process runtime behind the same interface: unsandboxed and saying so, the lease token
-out of every environment, agents of a previous choird killed at start, and the runtime choice.
+"""The process runtime behind the same interface: unsandboxed (bwrap turned off with
+`CHOIR_BWRAP=`) and saying so, the lease token out of every environment, agents of a previous
+choird killed at start, and the runtime choice. The bwrap sandbox: `test_process_sandbox.py`.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import pytest
 from choir.client import ChoirClient
 from choir.daemon.app import ChoirDaemon
 from choir.daemon.runtime import RuntimeChoice
+from choir.daemon.sandbox_bwrap import BWRAP_ENV
 from choir.home import ChoirHome
 from tests.e2e.daemons import poll_until, running_daemon, session_row
 from tests.e2e.homes import read_config, write_config
@@ -26,7 +28,10 @@ pytestmark = pytest.mark.slow
 
 
 @pytest.fixture
-async def process_choird(home: ChoirHome) -> AsyncIterator[tuple[ChoirDaemon, ChoirClient]]:
+async def process_choird(
+    home: ChoirHome, monkeypatch: pytest.MonkeyPatch
+) -> AsyncIterator[tuple[ChoirDaemon, ChoirClient]]:
+    monkeypatch.setenv(BWRAP_ENV, "")
     async with (
         running_daemon(home, runtime="process") as daemon,
         await ChoirClient.connect(home) as client,
@@ -113,6 +118,7 @@ async def test_docker_without_an_engine_refuses_and_auto_falls_back(
 
     dead = f"unix://{root}/no-engine.sock"
     monkeypatch.setenv("DOCKER_HOST", dead)
+    monkeypatch.setenv(BWRAP_ENV, "")
     if how == "config":
         data = read_config(home)
         data["container"] = {"runtime": "docker"}

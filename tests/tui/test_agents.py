@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from tests.security.process_agents import sandbox_word
 from tests.tui.conftest import Live, column
 from tests.tui.pilot import console, until
 from tests.tui.pilot import show_tab as tab
@@ -17,7 +18,7 @@ async def test_agents_lists_every_agent_and_starts_and_stops_one(live: Live):
         await pilot.press("s")
         await until(pilot, lambda: column(app, "agents-table", "state")[0] == "running")
         runtime = column(app, "agents-table", "runtime")[0]
-        assert runtime == "process (unsandboxed)"
+        assert runtime == f"process ({sandbox_word()})"
         session = column(app, "agents-table", "session")[0]
         assert session == (await live.client.agent_list())["agents"][0]["session_id"]
         assert "llm=demo" in column(app, "agents-table", "bindings")[0]

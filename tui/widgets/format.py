@@ -39,12 +39,15 @@ def state_text(state: str | None) -> Text:
 
 
 def runtime_text(agent: dict[str, Any]) -> Text:
-    """`docker`, or `process (unsandboxed)` in warning colours; `—` while not running."""
+    """`docker`, `process (bwrap)`, or `process (unsandboxed)` in warning colours; `—` while
+    not running."""
     runtime = agent.get("runtime")
     if not runtime:
         return Text("—", style="dim")
     if agent.get("sandboxed") is False:
         return Text(f"{runtime} (unsandboxed)", style="bold #e5c07b")
+    if runtime == "process":
+        return Text("process (bwrap)")
     return Text(str(runtime))
 
 

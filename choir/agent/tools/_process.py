@@ -1,8 +1,13 @@
 """Running a tool's subprocess tree: capturing its output and stopping all of it.
 
-Tool subprocesses run in their own session, so their process group holds the whole tree (a
-shell, its pipeline, its background jobs). Stopping sends SIGTERM to the group and SIGKILL to
-whatever is still there after a short grace, so a process that ignores SIGTERM dies too.
+Tool subprocesses run in their own session, so their process group holds a plain tree (a shell,
+its pipeline, its background jobs). Stopping sends SIGTERM to the group and SIGKILL to whatever
+is still there after a short grace, so a process that ignores SIGTERM dies too.
+
+A group does not hold what leaves it (`setsid`, a double fork): such a process would outlive the
+call. Commands that may start anything (`choir.exec`) therefore run under `choir.subreaper`
+(`under_subreaper`), which keeps every such process its descendant and ends them all when the
+command ends; `stop_tree` asks it to, and waits until it has.
 
 Output goes through pipes this module owns (`Capture`) rather than asyncio's: asyncio's
 `Process.wait()` also waits for every pipe to close, which a background job holding stdout would
@@ -15,7 +20,10 @@ import asyncio
 import contextlib
 import os
 import signal
+import sys
 from collections.abc import Callable
+
+from choir import subreaper
 
 KILL_GRACE_S = 1.0
 """How long a process group gets to exit after SIGTERM before SIGKILL."""
@@ -23,6 +31,40 @@ PIPE_GRACE_S = 1.0
 """How long to keep reading output after the group is gone (a daemon may hold the pipe)."""
 _POLL_S = 0.02
 _READ_SIZE = 64 * 1024
+
+
+def under_subreaper(argv: list[str], grace: float = KILL_GRACE_S) -> list[str]:
+    """`argv` run by `choir.subreaper`: its whole tree ends when it exits, when the subreaper
+    gets SIGTERM, or when this process dies."""
+    script = subreaper.__file__
+    parent = str(os.getpid())
+    return [
+        sys.executable,
+        "-I",
+        "-S",
+        script,
+        "--grace",
+        str(grace),
+        "--parent",
+        parent,
+        "--",
+        *argv,
+    ]
+
+
+async def stop_tree(proc: asyncio.subprocess.Process, grace: float = KILL_GRACE_S) -> None:
+    """End a command started `under_subreaper` and everything it started; return once it has.
+
+    SIGTERM goes to the group (the subreaper and the command's plain tree), the subreaper ends
+    the rest; should it still be there well after its grace, the group gets SIGKILL."""
+    if proc.returncode is None:
+        _signal_group(proc.pid, signal.SIGTERM)
+    try:
+        async with asyncio.timeout(grace + 2.0):
+            await proc.wait()
+    except TimeoutError:
+        _signal_group(proc.pid, signal.SIGKILL)
+        await proc.wait()
 
 
 async def stop_group(pgid: int, grace: float = KILL_GRACE_S) -> None:

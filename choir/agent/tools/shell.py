@@ -2,8 +2,9 @@
 
 The command runs as `bash -c` (the manifest promises bash; `/bin/sh -c` in an image without it)
 in the workspace root with stdin from /dev/null and a minimal environment (never choir-agent's
-own, which may hold secrets). It gets its own process group, and when the call ends (exit,
-timeout or cancellation) the whole group is stopped: a background job that outlived the call
+own, which may hold secrets). It runs under a subreaper in its own session, and when the call
+ends (exit, timeout or cancellation) every process it started is stopped — including those that
+left its process group with `setsid` or a double fork: a background job that outlived the call
 would keep changing the workspace after `workspace:X` was released.
 """
 
@@ -16,7 +17,7 @@ import time
 from pydantic import Field
 
 from choir.agent.tools._caps import HeadTail
-from choir.agent.tools._process import Capture, stop_group
+from choir.agent.tools._process import Capture, stop_tree, under_subreaper
 from choir.agent.tools.base import SANDBOX_PATH, BuiltinTool, LockKey, sandbox_env
 from choir.agent.workspace import Workspace
 from choir.protocol.base import WireModel
@@ -41,10 +42,9 @@ async def run(ws: Workspace, args: ExecInput) -> ToolResult:
     out, err = HeadTail(), HeadTail()
     started = time.monotonic()
     with Capture(out.feed) as out_pipe, Capture(err.feed) as err_pipe:
+        shell = shutil.which("bash", path=SANDBOX_PATH) or "/bin/sh"
         proc = await asyncio.create_subprocess_exec(
-            shutil.which("bash", path=SANDBOX_PATH) or "/bin/sh",
-            "-c",
-            args.command,
+            *under_subreaper([shell, "-c", args.command]),
             cwd=ws.root,
             env=sandbox_env(str(ws.root)),
             start_new_session=True,
@@ -57,8 +57,7 @@ async def run(ws: Workspace, args: ExecInput) -> ToolResult:
         try:
             timed_out = await _wait(proc, args.timeout_ms / 1000)
         finally:
-            await stop_group(proc.pid)
-            await proc.wait()
+            await stop_tree(proc)
         await asyncio.gather(out_pipe.drained(), err_pipe.drained())
     elapsed_ms = round((time.monotonic() - started) * 1000)
     return _result(args, proc.returncode, timed_out, out, err, elapsed_ms)
