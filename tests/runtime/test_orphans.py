@@ -125,7 +125,7 @@ def test_a_dead_docker_host_refuses_docker_naming_the_process_runtime(
 
     from tests.e2e.processes import BIN, environment
 
-    dead = f"unix://{root}/no-engine.sock"
+    dead = f"unix://{root}/no-engine/docker.sock"  # not a parent of the workspaces
     began = time.monotonic()
     done = subprocess.run(
         [str(BIN / "choird"), "--runtime", "docker"],

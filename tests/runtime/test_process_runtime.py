@@ -116,7 +116,7 @@ async def test_docker_without_an_engine_refuses_and_auto_falls_back(
 ) -> None:
     from choir.errors import UnavailableError
 
-    dead = f"unix://{root}/no-engine.sock"
+    dead = f"unix://{root}/no-engine/docker.sock"  # not a parent of the workspaces
     monkeypatch.setenv("DOCKER_HOST", dead)
     monkeypatch.setenv(BWRAP_ENV, "")
     if how == "config":
