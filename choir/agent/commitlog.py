@@ -4,6 +4,10 @@ The log is the runtime authority of a session; choird's `session_events` is its 
 (§4 inv. 4). Appends are synchronous and only ever happen on the event loop's thread, so commits
 are serialized by construction: no append spans an await. Entries keep events in their JSON form
 (what gets hashed and shipped), so a commit costs one canonical encoding and one SHA-256.
+
+An event whose record is too large to travel whole is committed as a preview plus an artifact
+(`event_bounds`): the entry holds the preview and the reference, the log keeps the whole event's
+bytes in `artifacts` until choird has them (and after, for recovery to read back).
 """
 
 from __future__ import annotations
@@ -13,10 +17,13 @@ from collections.abc import Callable, Iterable, Iterator
 from datetime import UTC, datetime
 from typing import Any, Final, NamedTuple
 
+import orjson
 from pydantic import TypeAdapter
 
+from choir.agent.event_bounds import externalize, oversized
 from choir.errors import ChoirError
-from choir.protocol import GENESIS_HASH, Event, commit_hash
+from choir.protocol import GENESIS_HASH, Event, chain_hash, commit_hash
+from choir.protocol.chain import record_bytes
 
 _EVENT: Final[TypeAdapter[Event]] = TypeAdapter(Event)
 
@@ -59,6 +66,8 @@ class LogEntry(NamedTuple):
     hash_prev: str
     hash: str
     event: dict[str, Any]
+    artifact: dict[str, Any] | None = None
+    """`{"sha256", "size"}` when `event` is the preview of a larger event (`event_bounds`)."""
 
     @property
     def kind(self) -> str:
@@ -66,7 +75,7 @@ class LogEntry(NamedTuple):
 
     def wire(self) -> dict[str, Any]:
         """The JSON form of `CommittedEvent` (heartbeat patches, snapshots, tails)."""
-        return {
+        wire = {
             "rev": self.rev,
             "lane": self.lane,
             "ts": self.ts,
@@ -74,6 +83,9 @@ class LogEntry(NamedTuple):
             "hash": self.hash,
             "event": self.event,
         }
+        if self.artifact is not None:
+            wire["artifact"] = self.artifact
+        return wire
 
     def model(self) -> Event:
         """The event as its typed model (parsing costs; keep it off hot paths)."""
@@ -91,10 +103,21 @@ class CommitLog:
     revisions at or below the base are not held in memory.
     """
 
-    __slots__ = ("_base_hash", "_base_rev", "_entries", "_head_hash", "_head_rev", "_listeners")
+    __slots__ = (
+        "_base_hash",
+        "_base_rev",
+        "_entries",
+        "_head_hash",
+        "_head_rev",
+        "_listeners",
+        "artifacts",
+    )
 
     def __init__(self, *, base_rev: int = 0, base_hash: str = GENESIS_HASH) -> None:
         self._entries: list[LogEntry] = []
+        self.artifacts: dict[str, bytes] = {}
+        """The whole events behind previews, by sha256: committed here, or read back from
+        choird on a resume."""
         self._base_rev = base_rev
         self._base_hash = base_hash
         self._head_rev = base_rev
@@ -129,8 +152,13 @@ class CommitLog:
         rev = self._head_rev + 1
         prev = self._head_hash
         ts = now_ts()
-        digest = commit_hash(prev, rev, lane, ts, event)
-        entry = LogEntry(rev, lane, ts, prev, digest, event)
+        record, artifact = record_bytes(rev, lane, ts, event), None
+        if oversized(record):
+            event, artifact, content = externalize(event)
+            self.artifacts[artifact["sha256"]] = content
+            record = record_bytes(rev, lane, ts, event, artifact)
+        digest = chain_hash(prev, record)
+        entry = LogEntry(rev, lane, ts, prev, digest, event, artifact)
         self._entries.append(entry)
         self._head_rev, self._head_hash = rev, digest
         for listener in self._listeners:
@@ -151,6 +179,14 @@ class CommitLog:
         if index < 0 or index >= len(self._entries):
             raise KeyError(rev)
         return self._entries[index]
+
+    def resolved(self, entry: LogEntry) -> LogEntry:
+        """`entry` with its whole event when it is a preview whose artifact is held here; else
+        `entry` itself. Recovery reads events through this where it acts on their content."""
+        if entry.artifact is None:
+            return entry
+        content = self.artifacts.get(str(entry.artifact["sha256"]))
+        return entry if content is None else entry._replace(event=orjson.loads(content))
 
     def subscribe(self, listener: Listener) -> Callable[[], None]:
         """Call `listener` with every new entry; returns the unsubscribe callable."""
@@ -199,7 +235,8 @@ def chain_problem(entries: Iterable[LogEntry], base_rev: int, base_hash: str) ->
             return f"rev {entry.rev} does not follow rev {rev}"
         if entry.hash_prev != prev:
             return f"rev {entry.rev}: hash_prev does not match the hash of rev {rev}"
-        if commit_hash(prev, entry.rev, entry.lane, entry.ts, entry.event) != entry.hash:
+        digest = commit_hash(prev, entry.rev, entry.lane, entry.ts, entry.event, entry.artifact)
+        if digest != entry.hash:
             return f"rev {entry.rev}: hash does not match its content"
         rev, prev = entry.rev, entry.hash
     return None
@@ -214,6 +251,7 @@ def entry_from_wire(record: dict[str, Any]) -> LogEntry:
         str(record["hash_prev"]),
         str(record["hash"]),
         dict(record["event"]),
+        dict(record["artifact"]) if record.get("artifact") else None,
     )
 
 
