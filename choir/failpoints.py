@@ -41,12 +41,15 @@ KNOWN_FAILPOINTS: Final = frozenset(
         "tool.after_run_before_result",
         "heartbeat.before_send",
         "heartbeat.after_send_before_ack",
+        "inbox.after_accept_before_push",
     }
 )
 """Every placed failpoint. `arbiter.after_append_before_ack`: a non-idempotent intent is in the
 local log, not yet durable. `tool.after_intent_before_run`: the intent is durable, the tool has
 not run. `tool.after_run_before_result`: the tool ran, its result is not committed yet.
-`heartbeat.before_send` / `heartbeat.after_send_before_ack`: around one HEARTBEAT."""
+`heartbeat.before_send` / `heartbeat.after_send_before_ack`: around one HEARTBEAT.
+`inbox.after_accept_before_push` (choird): a user message is durable and acknowledged, not yet
+pushed to its agent."""
 
 _ENTRY = re.compile(r"^(?P<name>[a-z0-9_]+(?:\.[a-z0-9_]+)+)=(?P<action>.+)$")
 _SLEEP = re.compile(r"^sleep\((?P<ms>\d+)\)$")
