@@ -15,6 +15,7 @@ import orjson
 import pytest
 
 from choir.agent.commitlog import CommitLog, LogEntry
+from choir.artifact_read import event_range
 from choir.daemon.agent_services import AgentServices
 from choir.protocol import AgentReplied, ErrorCode, HeartbeatRequest, UserMsg, Verb
 from choir.protocol.artifacts import ARTIFACT_CHUNK_BYTES, decode_chunk, encode_chunk
@@ -147,3 +148,6 @@ async def test_a_resume_of_many_large_events_is_handed_over_in_pages(agent, serv
     first = await choird.session_events(resumed.session_id, from_rev=1, limit=1000)
     assert first["events"][0]["rev"] == 1
     assert first["next_rev"] == len(first["events"]) + 1
+    # the console pages history with event_range: every revision, no gap between answers
+    paged = await event_range(choird.call, resumed.session_id, 3, 20)
+    assert [e["rev"] for e in paged] == list(range(3, 23))
