@@ -100,6 +100,7 @@ class ConsoleDm:
                 "injected": True,
                 "message_id": None,
                 "after_seq": self._last_seq(agent_id),
+                "durable": False,  # an injection is pushed only: it rides edge's next safe point
             }
         message_id = f"{ID_PREFIX}{uuid.uuid4().hex[:12]}"
         push = UserMessagePush(message_id=message_id, text=text)
@@ -112,6 +113,7 @@ class ConsoleDm:
             "injected": False,
             "message_id": message_id,
             "after_seq": self._last_seq(agent_id),
+            "durable": True,
         }
 
     def _last_seq(self, agent_id: str) -> int:

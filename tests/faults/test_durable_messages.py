@@ -15,24 +15,26 @@ import signal
 import subprocess
 from collections import Counter
 from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from choir.client import ChoirClient
-from choir.daemon.app import ChoirDaemon
 from choir.errors import UnavailableError
 from choir.home import ChoirHome
 from choir.scripted import ReplyStep, Script, ScriptedModelServer
-from choir.store.events import EventRecord, read_events
+from choir.store.events import EventRecord
 from choir.store.pool import open_pool
-from choir.store.sessions import SessionStatus, get_session
 from choir.store.target import ConnectParams
-from tests.e2e.daemons import poll_until, running_daemon, session_row, stored_events
+from tests.e2e.daemons import poll_until
 from tests.e2e.homes import short_root
 from tests.e2e.processes import BIN, environment
 from tests.e2e_agent.launch import scripted_home
+from tests.faults.conftest import ClusterOf
+from tests.faults.invariants import InvariantChecker, checker_for, crash_report
+from tests.harness import SentMessage, probe_step
 
 pytestmark = pytest.mark.slow
 
@@ -74,62 +76,39 @@ def answers(events: list[EventRecord]) -> Counter[str]:
     )
 
 
-def taken(events: list[EventRecord]) -> Counter[str]:
-    """How many times each message became a `user_msg` event."""
-    return Counter(str(e.payload["message_id"]) for e in events if e.event_type == "user_msg")
-
-
-async def reply_to(client: ChoirClient, message_id: str, within: float = 30) -> dict[str, Any]:
-    replies = client.chat_replies("agent-1", after_seq=0)
-    try:
-        async with asyncio.timeout(within):
-            async for reply in replies:
-                if reply["in_reply_to"] == message_id:
-                    return reply
-    finally:
-        await replies.aclose()
-    raise AssertionError(f"no reply to {message_id}")
-
-
 async def mid_turn(model: ScriptedModelServer) -> bool:
     return any(SLOW in str(r.body) for r in model.requests)
 
 
 async def test_messages_queued_behind_a_turn_survive_a_kill_9_and_are_answered_once(
-    home: ChoirHome, model: ScriptedModelServer
+    cluster_of: ClusterOf,
 ) -> None:
-    async with (
-        running_daemon(home) as daemon,
-        await ChoirClient.connect(home, call_timeout=None) as client,
-    ):
-        started = await client.agent_start("agent-1", {"dm": "console"})
-        session_id = started["session_id"]
-        slow = await client.chat_send("agent-1", SLOW)
-        await poll_until(lambda: mid_turn(model), within=15)
-        one = await client.chat_send("agent-1", "queued one")
-        two = await client.chat_send("agent-1", "queued two")
-        await asyncio.sleep(0.5)  # pushed and queued in the busy agent, nowhere else
-        os.killpg(started["pid"], signal.SIGKILL)
-        await poll_until(lambda: _status(daemon, session_id, SessionStatus.CRASHED), within=15)
+    cluster = await cluster_of([*SCRIPT.steps, probe_step()])
+    checker = checker_for(cluster, require_accepted_messages=True)
+    conversation = cluster.conversation("agent-1")
+    session_id = (await cluster.start("agent-1"))["session_id"]
+    slow = await conversation.send(SLOW)
+    await poll_until(lambda: mid_turn(cluster.model), within=15)
+    one = await conversation.send("queued one")
+    two = await conversation.send("queued two")
+    await asyncio.sleep(0.5)  # pushed and queued in the busy agent's memory
+    await checker.observe()
+    checker.fault("kill -9 of agent-1 mid-turn with two messages queued")
+    await cluster.kill("agent-1")
+    await checker.reported(crash_report(cluster.client, "agent-1"))
 
-        resumed = await client.agent_start("agent-1", {"dm": "console"})
+    resumed = await cluster.start("agent-1")
 
-        assert (resumed["session_id"], resumed["resumed"]) == (session_id, True)
-        assert (await reply_to(client, one["message_id"]))["text"] == "Answer to queued one."
-        assert (await reply_to(client, two["message_id"]))["text"] == "Answer to queued two."
-        restarted = await reply_to(client, slow["message_id"])
-        assert restarted["category"] == "error"
-        assert "restarted" in restarted["text"]
-        await asyncio.sleep(1.0)  # anything answered twice would have arrived by now
-        events = await stored_events(daemon, session_id)
-        ids = [slow["message_id"], one["message_id"], two["message_id"]]
-        assert answers(events) == Counter(ids)
-        assert taken(events) == Counter(ids)
-        await client.agent_stop("agent-1")
-
-
-async def _status(daemon: ChoirDaemon, session_id: str, status: SessionStatus) -> bool:
-    return (await session_row(daemon, session_id)).status == status
+    assert (resumed["session_id"], resumed["resumed"]) == (session_id, True)
+    assert (await conversation.reply_to(one))["text"] == "Answer to queued one."
+    assert (await conversation.reply_to(two))["text"] == "Answer to queued two."
+    restarted = await conversation.reply_to(slow)
+    assert restarted["category"] == "error"
+    assert "restarted" in restarted["text"]
+    await checker.healthy(lambda: cluster.answers("agent-1"))
+    verdict = await checker.verify(cluster.conversations.values())  # each stored exactly once
+    counted = answers(verdict.sessions[session_id])
+    assert [counted[str(m.message_id)] for m in (slow, one, two)] == [1, 1, 1]  # answered once
 
 
 # -- choird killed -----------------------------------------------------------------------------
@@ -198,12 +177,6 @@ async def inbox_status(pg_params: ConnectParams, message_id: str) -> str | None:
         return status
 
 
-async def session_events_of(pg_params: ConnectParams, session_id: str) -> list[EventRecord]:
-    async with open_pool(pg_params, min_size=1, max_size=1) as pool, pool.acquire() as conn:
-        assert await get_session(conn, session_id) is not None
-        return await read_events(conn, session_id)
-
-
 async def start_choird(
     home: ChoirHome, processes: list[ChoirdProcess], failpoints: str | None = None
 ) -> ChoirdProcess:
@@ -225,32 +198,60 @@ async def test_a_message_choird_acknowledged_reaches_the_agent_after_choird_is_k
     choird_processes: list[ChoirdProcess],
 ) -> None:
     armed = "inbox.after_accept_before_push=exit" if how.startswith("failpoint") else None
-    first = await start_choird(home, choird_processes, armed if armed else None)
+    checker = InvariantChecker(pg_params, ["agent-1"], require_accepted_messages=True)
+    seen = Transcript("agent-1")
+    first = await start_choird(home, choird_processes, armed)
     async with await ChoirClient.connect(home, call_timeout=None) as client:
-        if armed:  # the agent runs, idle: choird dies right after acknowledging
-            started = await client.agent_start("agent-1", {"dm": "console"})
-        else:  # the agent is mid-turn: the message would only wait in its memory
-            started = await client.agent_start("agent-1", {"dm": "console"})
-            await client.chat_send("agent-1", SLOW)
+        started = await client.agent_start("agent-1", {"dm": "console"})
+        if not armed:  # the agent is mid-turn: the message would only wait in its memory
+            await seen.send(client, SLOW)
             await poll_until(lambda: mid_turn(model), within=15)
-        sent = await client.chat_send("agent-1", "sent while choird was up")
+        sent = await seen.send(client, "sent while choird was up")  # armed: choird dies now
     if not armed:
         await asyncio.sleep(0.5)
         first.process.send_signal(signal.SIGKILL)
     assert await first.exited() in (137, -9)
-    assert await inbox_status(pg_params, sent["message_id"]) == "pending"
+    message_id = str(sent.message_id)
+    assert await inbox_status(pg_params, message_id) == "pending"
+    await checker.observe()
 
     await start_choird(home, choird_processes)  # removes the orphaned agent, crashes the session
     async with await ChoirClient.connect(home, call_timeout=None) as client:
         resumed = await client.agent_start("agent-1", {"dm": "console"})
-        reply = await reply_to(client, sent["message_id"])
-        await asyncio.sleep(1.0)
+        reply = await seen.reply_to(client, sent)
+        await asyncio.sleep(1.0)  # an answer given twice would have arrived by now
         await client.agent_stop("agent-1")
 
     assert resumed["session_id"] == started["session_id"]
     assert resumed["resumed"] is True
     assert reply["text"] == "Answer to the message choird accepted."
-    events = await session_events_of(pg_params, started["session_id"])
-    assert taken(events)[sent["message_id"]] == 1
-    assert answers(events)[sent["message_id"]] == 1
-    assert await inbox_status(pg_params, sent["message_id"]) == "delivered"
+    verdict = await checker.verify([seen])  # stored exactly once, chain intact
+    assert answers(verdict.sessions[started["session_id"]])[message_id] == 1
+    assert await inbox_status(pg_params, message_id) == "delivered"
+
+
+@dataclass
+class Transcript:
+    """One DM across choird restarts (the harness's `Conversation` follows one client)."""
+
+    agent_id: str
+    sent: list[SentMessage] = field(default_factory=list)
+    replies: list[dict[str, Any]] = field(default_factory=list)
+
+    async def send(self, client: ChoirClient, text: str) -> SentMessage:
+        answer = await client.chat_send(self.agent_id, text)
+        sent = SentMessage(self.agent_id, text, answer["message_id"], bool(answer["durable"]))
+        self.sent.append(sent)
+        return sent
+
+    async def reply_to(self, client: ChoirClient, sent: SentMessage) -> dict[str, Any]:
+        replies = client.chat_replies(self.agent_id, after_seq=0)
+        try:
+            async with asyncio.timeout(30):
+                async for reply in replies:
+                    if reply["in_reply_to"] == sent.message_id:
+                        self.replies.append(reply)
+                        return reply
+        finally:
+            await replies.aclose()
+        raise AssertionError(f"no reply to {sent.text!r}")
