@@ -197,6 +197,17 @@ class ChoirClient:
             "session.events", session_id=session_id, from_rev=from_rev, limit=limit, follow=True
         )
 
+    async def session_artifact(self, session_id: str, rev: int, offset: int = 0) -> Payload:
+        """A chunk of the whole event behind the preview at `rev` (see `session_event`)."""
+        return await self.call("session.artifact", session_id=session_id, rev=rev, offset=offset)
+
+    async def session_event(self, session_id: str, rev: int) -> dict[str, Any]:
+        """The event at `rev` whole: its stored payload, or — for an event committed as a
+        preview — its artifact read back in chunks and checked against its digest."""
+        from choir.artifact_read import whole_event
+
+        return await whole_event(self.call, session_id, rev)
+
     async def session_cores(self, session_id: str) -> Payload:
         return await self.call("session.cores", session_id=session_id)
 

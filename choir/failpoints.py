@@ -44,6 +44,7 @@ KNOWN_FAILPOINTS: Final = frozenset(
         "fs.read.in_thread",
         "fs.write.in_thread",
         "fs.write.before_rename",
+        "inbox.after_accept_before_push",
     }
 )
 """Every placed failpoint. `arbiter.after_append_before_ack`: a non-idempotent intent is in the
@@ -52,7 +53,9 @@ not run. `tool.after_run_before_result`: the tool ran, its result is not committ
 `heartbeat.before_send` / `heartbeat.after_send_before_ack`: around one HEARTBEAT.
 `fs.read.in_thread` / `fs.write.in_thread`: inside a file tool's thread (before it counts lines;
 before its point of no return) — `sleep` there is work that cannot be interrupted.
-`fs.write.before_rename`: past that point, before the rename that makes the write visible."""
+`fs.write.before_rename`: past that point, before the rename that makes the write visible.
+`inbox.after_accept_before_push` (choird): a user message is durable and acknowledged, not yet
+pushed to its agent."""
 
 _ENTRY = re.compile(r"^(?P<name>[a-z0-9_]+(?:\.[a-z0-9_]+)+)=(?P<action>.+)$")
 _SLEEP = re.compile(r"^sleep\((?P<ms>\d+)\)$")

@@ -237,9 +237,11 @@ class Conversation:
     async def send(self, text: str) -> SentMessage:
         """Send `text`; recorded as sent only when choird accepted it."""
         answer = await self.client.chat_send(self.agent_id, text)
-        # chat.send answers once the message is pushed, not once it is durable (issue 12,
-        # item 2): nothing acknowledges durability yet, so `acknowledged` stays False.
-        sent = SentMessage(self.agent_id, text, answer.get("message_id"))
+        # chat.send answers `durable` once the message is stored in choird's inbox (issue 12,
+        # item 2): from then on it must reach the agent exactly once
+        sent = SentMessage(
+            self.agent_id, text, answer.get("message_id"), bool(answer.get("durable"))
+        )
         self.sent.append(sent)
         return sent
 

@@ -10,6 +10,10 @@ session's secrets (`choir.logs.redaction`, one regex, nothing when none is regis
 event that holds one is committed with it replaced by `[REDACTED]` — whatever a tool printed
 (`git credential fill`, an Authorization header) never reaches choird, Postgres, the model
 provider or `session events`.
+
+An event whose record is too large to travel whole is committed as a preview plus an artifact
+(`event_bounds`): the entry holds the preview and the reference, the log keeps the whole event's
+bytes in `artifacts` until choird has them (and after, for recovery to read back).
 """
 
 from __future__ import annotations
@@ -22,10 +26,11 @@ from typing import Any, Final, NamedTuple
 import orjson
 from pydantic import TypeAdapter
 
+from choir.agent.event_bounds import externalize, oversized
 from choir.errors import ChoirError
 from choir.logs.redaction import mentions_secret, redact_data
-from choir.protocol import GENESIS_HASH, Event, commit_hash
-from choir.protocol.chain import canonical_json, chain_hash
+from choir.protocol import GENESIS_HASH, Event, chain_hash, commit_hash
+from choir.protocol.chain import record_bytes
 from choir.protocol.lenient_json import without_lone_surrogates
 
 _EVENT: Final[TypeAdapter[Event]] = TypeAdapter(Event)
@@ -69,6 +74,8 @@ class LogEntry(NamedTuple):
     hash_prev: str
     hash: str
     event: dict[str, Any]
+    artifact: dict[str, Any] | None = None
+    """`{"sha256", "size"}` when `event` is the preview of a larger event (`event_bounds`)."""
 
     @property
     def kind(self) -> str:
@@ -76,7 +83,7 @@ class LogEntry(NamedTuple):
 
     def wire(self) -> dict[str, Any]:
         """The JSON form of `CommittedEvent` (heartbeat patches, snapshots, tails)."""
-        return {
+        wire = {
             "rev": self.rev,
             "lane": self.lane,
             "ts": self.ts,
@@ -84,6 +91,9 @@ class LogEntry(NamedTuple):
             "hash": self.hash,
             "event": self.event,
         }
+        if self.artifact is not None:
+            wire["artifact"] = self.artifact
+        return wire
 
     def model(self) -> Event:
         """The event as its typed model (parsing costs; keep it off hot paths)."""
@@ -101,10 +111,21 @@ class CommitLog:
     revisions at or below the base are not held in memory.
     """
 
-    __slots__ = ("_base_hash", "_base_rev", "_entries", "_head_hash", "_head_rev", "_listeners")
+    __slots__ = (
+        "_base_hash",
+        "_base_rev",
+        "_entries",
+        "_head_hash",
+        "_head_rev",
+        "_listeners",
+        "artifacts",
+    )
 
     def __init__(self, *, base_rev: int = 0, base_hash: str = GENESIS_HASH) -> None:
         self._entries: list[LogEntry] = []
+        self.artifacts: dict[str, bytes] = {}
+        """The whole events behind previews, by sha256: committed here, or read back from
+        choird on a resume."""
         self._base_rev = base_rev
         self._base_hash = base_hash
         self._head_rev = base_rev
@@ -140,19 +161,23 @@ class CommitLog:
         rev = self._head_rev + 1
         prev = self._head_hash
         ts = now_ts()
-        record = {"event": event, "lane": lane, "rev": rev, "ts": ts}
         try:
-            canonical = canonical_json(record)
+            record = record_bytes(rev, lane, ts, event)
         except orjson.JSONEncodeError:
             # a lone surrogate (no UTF-8 for it) from a source that let one through: commit
             # U+FFFD in its place, so the event is hashed, shipped and stored as it is kept
-            event = record["event"] = without_lone_surrogates(event)
-            canonical = canonical_json(record)
-        if mentions_secret(canonical):
-            event = record["event"] = redact_data(event)
-            canonical = canonical_json(record)
-        digest = chain_hash(prev, canonical)
-        entry = LogEntry(rev, lane, ts, prev, digest, event)
+            event = without_lone_surrogates(event)
+            record = record_bytes(rev, lane, ts, event)
+        if mentions_secret(record):
+            event = redact_data(event)
+            record = record_bytes(rev, lane, ts, event)
+        artifact = None
+        if oversized(record):  # after redaction: the artifact holds what was redacted
+            event, artifact, content = externalize(event)
+            self.artifacts[artifact["sha256"]] = content
+            record = record_bytes(rev, lane, ts, event, artifact)
+        digest = chain_hash(prev, record)
+        entry = LogEntry(rev, lane, ts, prev, digest, event, artifact)
         self._entries.append(entry)
         self._head_rev, self._head_hash = rev, digest
         for listener in self._listeners:
@@ -173,6 +198,14 @@ class CommitLog:
         if index < 0 or index >= len(self._entries):
             raise KeyError(rev)
         return self._entries[index]
+
+    def resolved(self, entry: LogEntry) -> LogEntry:
+        """`entry` with its whole event when it is a preview whose artifact is held here; else
+        `entry` itself. Recovery reads events through this where it acts on their content."""
+        if entry.artifact is None:
+            return entry
+        content = self.artifacts.get(str(entry.artifact["sha256"]))
+        return entry if content is None else entry._replace(event=orjson.loads(content))
 
     def subscribe(self, listener: Listener) -> Callable[[], None]:
         """Call `listener` with every new entry; returns the unsubscribe callable."""
@@ -221,7 +254,8 @@ def chain_problem(entries: Iterable[LogEntry], base_rev: int, base_hash: str) ->
             return f"rev {entry.rev} does not follow rev {rev}"
         if entry.hash_prev != prev:
             return f"rev {entry.rev}: hash_prev does not match the hash of rev {rev}"
-        if commit_hash(prev, entry.rev, entry.lane, entry.ts, entry.event) != entry.hash:
+        digest = commit_hash(prev, entry.rev, entry.lane, entry.ts, entry.event, entry.artifact)
+        if digest != entry.hash:
             return f"rev {entry.rev}: hash does not match its content"
         rev, prev = entry.rev, entry.hash
     return None
@@ -236,6 +270,7 @@ def entry_from_wire(record: dict[str, Any]) -> LogEntry:
         str(record["hash_prev"]),
         str(record["hash"]),
         dict(record["event"]),
+        dict(record["artifact"]) if record.get("artifact") else None,
     )
 
 

@@ -1,4 +1,4 @@
-"""choir-agent's side of the control plane (§12.2 `ControlPlane`): the 8 verbs, typed.
+"""choir-agent's side of the control plane (§12.2 `ControlPlane`): the agent verbs, typed.
 
 One object over whichever transport was picked at start-up (`choir.transport.connect`), so the
 agent's logic never branches on transport. It also serves the kernel as its `HostBridge`: host
@@ -32,6 +32,14 @@ from choir.protocol import (
     ToolResult,
     Verb,
     WireModel,
+)
+from choir.protocol.artifacts import (
+    FetchArtifactRequest,
+    FetchArtifactResponse,
+    FetchEventsRequest,
+    FetchEventsResponse,
+    PutArtifactRequest,
+    PutArtifactResponse,
 )
 from choir.transport.client import Client
 from choir.transport.errors import TransportError
@@ -76,6 +84,15 @@ class ControlPlane:
 
     async def execute_host_tool(self, request: ExecuteHostToolRequest) -> ExecuteHostToolResponse:
         return await self._call(Verb.EXECUTE_HOST_TOOL, request, ExecuteHostToolResponse)
+
+    async def put_artifact(self, request: PutArtifactRequest) -> PutArtifactResponse:
+        return await self._call(Verb.PUT_ARTIFACT, request, PutArtifactResponse)
+
+    async def fetch_artifact(self, request: FetchArtifactRequest) -> FetchArtifactResponse:
+        return await self._call(Verb.FETCH_ARTIFACT, request, FetchArtifactResponse)
+
+    async def fetch_events(self, request: FetchEventsRequest) -> FetchEventsResponse:
+        return await self._call(Verb.FETCH_EVENTS, request, FetchEventsResponse)
 
     async def pushes(self, *, after_seq: int = 0) -> AsyncGenerator[PushEnvelope, None]:
         """The session's pushes from choird (user messages, injections, cancels, config…)."""

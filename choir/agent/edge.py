@@ -3,7 +3,8 @@
     IDLE -> CONTEXT_READY (commit UserMsg) -> REASONING (one LLM call) -> WAITING_TOOL -> ...
          -> FINALIZING (commit AgentReplied) -> IDLE
 
-User messages queue while edge works and are drained only at EDGE_IDLE; `/inject` text is
+User messages queue while edge works and are drained only at EDGE_IDLE (a message choird pushes
+again, same id, is taken once: choird keeps it until its `user_msg` is durable); `/inject` text is
 committed as an `InjectedInstruction` at edge's next safe point (before its next LLM call, or at
 once when idle). An LLM failure ends the cycle with an `error` reply (§7.7) — the user
 re-triggers; a rate limit first sends one `notice` while the client waits and retries once.
@@ -20,6 +21,7 @@ import asyncio
 
 from choir.adapters.llm import Completion, LlmError
 from choir.agent.arbiter import ToolProposal
+from choir.agent.commitlog import CommitLog
 from choir.agent.core_jobs import CoreJobs
 from choir.agent.lane_support import LaneKit
 from choir.core.lane_states import EdgeTrigger, edge_step, is_final
@@ -53,7 +55,9 @@ class EdgeLane:
         self.state: EdgeStatus = "EDGE_IDLE"
         self._inbox: asyncio.Queue[UserMessagePush] = asyncio.Queue()
         self._injections: list[str] = []
-        self._seen: set[str] = set()
+        self._seen = committed_message_ids(kit.kernel.log)
+        """Message ids already taken: choird pushes a message again until its `user_msg` is
+        durable (`daemon.inbox`), so a resumed agent may be offered one its log already has."""
         self._answering: str | None = None
         """The message id of the cycle under way."""
         kit.memories.track(WorkingMemory(EDGE_LANE).observe_all(kit.kernel.log))
@@ -193,6 +197,15 @@ class EdgeLane:
     def _move(self, trigger: EdgeTrigger) -> None:
         self.state = edge_step(self.state, trigger)
         self._kit.report(EDGE_LANE, self.state)
+
+
+def committed_message_ids(log: CommitLog) -> set[str]:
+    """The ids of the user messages `log` holds (those after its snapshot, if restored)."""
+    return {
+        str(entry.event["message_id"])
+        for entry in log
+        if entry.kind == "user_msg" and entry.event.get("message_id")
+    }
 
 
 def _reply_text(completion: Completion) -> str:

@@ -6,9 +6,11 @@ Kept free of I/O so the `Replicator` is only plumbing, and so each rule is teste
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Final, Literal
+
+import orjson
 
 from choir.agent.commitlog import LogEntry
 from choir.protocol import ErrorCode, HeartbeatRequest, Snapshot
@@ -16,6 +18,9 @@ from choir.transport import RpcError
 
 MAX_BATCH: Final = 256
 """Patches per heartbeat: bounds one request's size and the loss window of a crash."""
+
+RECORD_OVERHEAD: Final = 256
+"""Bytes a patch adds around its event (rev, lane, ts, two hashes, an artifact reference)."""
 
 _EXPECTED_BASE = re.compile(r"^expected base_rev (\d+), got (\d+)")
 """choird's refusal of a base_rev ahead of its ack (choir.daemon.replication)."""
@@ -45,6 +50,32 @@ def heartbeat_of(
             "snapshot": snapshot,
         }
     )
+
+
+def next_batch(
+    entries: Sequence[LogEntry],
+    *,
+    max_count: int,
+    max_bytes: int,
+    ready: Callable[[LogEntry], bool],
+) -> list[LogEntry]:
+    """The leading `entries` one heartbeat carries: at most `max_count`, at most `max_bytes` of
+    patches (but at least one), and none from the first whose artifact choird lacks."""
+    batch: list[LogEntry] = []
+    total = 0
+    for entry in entries[:max_count]:
+        if not ready(entry):
+            break
+        total += patch_size(entry)
+        if batch and total > max_bytes:
+            break
+        batch.append(entry)
+    return batch
+
+
+def patch_size(entry: LogEntry) -> int:
+    """About how many bytes `entry` takes in a heartbeat."""
+    return len(orjson.dumps(entry.event)) + RECORD_OVERHEAD
 
 
 @dataclass(frozen=True, slots=True)

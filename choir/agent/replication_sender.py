@@ -16,7 +16,8 @@ import random
 
 from choir.agent.commitlog import CommitLog, LogEntry, now_ts
 from choir.agent.control_plane import ControlPlane
-from choir.agent.replication_policy import Outage, heartbeat_of, judge
+from choir.agent.replication_artifacts import ArtifactUploader
+from choir.agent.replication_policy import Outage, heartbeat_of, judge, next_batch, patch_size
 from choir.agent.replication_snapshots import SnapshotSchedule
 from choir.agent.replication_sync import ConfigSync
 from choir.agent.replication_types import (
@@ -72,6 +73,8 @@ class HeartbeatSender:
         """Counts from the log's base: a resume from an old snapshot snapshots again soon."""
         self._wake = asyncio.Event()
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._artifacts = ArtifactUploader(log, control_plane, self.settings.call_timeout_s)
+        self._artifacts.held(log)  # a restored log holds what choird acknowledged
 
     async def _run(self) -> None:
         try:
@@ -132,6 +135,8 @@ class HeartbeatSender:
         return value if isinstance(value, int) and not isinstance(value, bool) else default
 
     async def _send_one(self) -> None:
+        if not await self._upload_artifacts():
+            return
         request = self._next_request()
         await failpoint("heartbeat.before_send")
         try:
@@ -149,10 +154,45 @@ class HeartbeatSender:
         await failpoint("heartbeat.after_send_before_ack")
         self._acknowledged(request, reply)
 
+    async def _upload_artifacts(self) -> bool:
+        """Upload the artifacts the next heartbeat's previews name; False when that failed (the
+        failure is recorded as a failed heartbeat: back off, retry)."""
+        window = self.log.since(self._acked)[: self._batch]
+        if all(map(self._artifacts.ready, window)):
+            return True
+        budget, upcoming = self.settings.max_batch_bytes, []
+        for entry in window:
+            upcoming.append(entry)
+            budget -= patch_size(entry)
+            if budget < 0:
+                break
+        try:
+            await self._artifacts.upload(upcoming)
+        except TimeoutError:
+            timeout = self.settings.call_timeout_s
+            self._failed(f"an artifact upload had no answer within {timeout:g} s")
+            return False
+        except TransportError as error:
+            self._failed(str(error))
+            return False
+        except RpcError as error:
+            log_range = {"head_rev": self.log.head_rev, "floor_rev": self.log.base_rev}
+            verdict = judge(error, **log_range, batch=1)
+            if verdict.action != "retry":
+                raise ReplicationFatal(f"replication stopped: {error.message}") from None
+            self._failed(verdict.reason)
+            return False
+        return True
+
     def _next_request(self) -> HeartbeatRequest:
         """The heartbeat for the revisions after the ack, built with no await in between."""
         base = self._acked
-        entries = self.log.since(base)[: self._batch]
+        entries = next_batch(
+            self.log.since(base),
+            max_count=self._batch,
+            max_bytes=self.settings.max_batch_bytes,
+            ready=self._artifacts.ready,
+        )
         shipped_to_head = not entries or entries[-1].rev == self.log.head_rev
         if shipped_to_head:
             self._pending_since = None

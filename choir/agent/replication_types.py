@@ -9,6 +9,7 @@ from typing import Final
 from choir.agent.replication_policy import MAX_BATCH, Backoff
 from choir.errors import ChoirError
 from choir.protocol import Snapshot
+from choir.protocol.artifacts import PAGE_MAX_BYTES
 
 DEFAULT_INTERVAL_MS: Final = 5000
 """§13.1's default heartbeat interval, until a config says otherwise."""
@@ -45,6 +46,9 @@ class ReplicationSettings:
     """How long the first new commit waits for company before shipping."""
     max_batch: int = MAX_BATCH
     """Patches per heartbeat; a larger backlog goes out in several."""
+    max_batch_bytes: int = PAGE_MAX_BYTES
+    """Bytes of patches per heartbeat (at least one patch), so a heartbeat fits in a frame
+    whatever its events weigh."""
     intent_timeout_s: float = 5.0
     """How long a non-idempotent tool waits for its intent's ack before it fails."""
     flush_timeout_s: float = 10.0

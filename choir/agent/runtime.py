@@ -40,6 +40,7 @@ from choir.agent.lane_support import (
 from choir.agent.recovery import RecoverableCoreJobs, settle_edge
 from choir.agent.replication import ReplicationError, ReplicationFatal, Replicator
 from choir.agent.replication_sync import ConfigSync
+from choir.agent.snapshot_fetch import complete_handover
 from choir.agent.snapshot_session import RestoredSession
 from choir.agent.startup import (
     LANE_TOOLS,
@@ -51,6 +52,7 @@ from choir.agent.startup import (
 from choir.agent.stopping import RESUMING_REASONS, Drain, lanes_stopped, settle
 from choir.agent.summary import summarize_at_stop
 from choir.agent.working_query import working_query_hook
+from choir.errors import ChoirError
 from choir.failpoints import arm_from_env
 from choir.logs import get_logger, set_context
 from choir.protocol import (
@@ -78,6 +80,9 @@ SUMMARY_TIMEOUT_MS = 30_000
 PUSH_RETRY_S = 0.5
 """Pause before subscribing to pushes again after the channel broke."""
 
+START_FAILED_TIMEOUT_S = 5.0
+"""How long the agent tries to tell choird its start failed before it exits anyway."""
+
 
 class AgentRuntime:
     """One agent process serving one session; `run` returns the exit code."""
@@ -96,6 +101,8 @@ class AgentRuntime:
         """The lanes' view of the graceful stop; a second stop request hurries it."""
         self._summary: SummaryOutcome | None = None
         """How the graceful stop's session summary went, for TERMINATE_SELF."""
+        self._serving = False
+        """Set once the lanes run: a failure before is a failed start (or resume)."""
 
     def request_stop(self, reason: str, *, resumes: bool = False) -> None:
         """Graceful stop (§17.2): SIGTERM, or a `shutdown` push; a second request hurries it."""
@@ -113,12 +120,13 @@ class AgentRuntime:
         try:
             answer = await control_plane.init_hello(hello(options))
             log.info("session started", fields={"status": answer.status})
+            answer, artifacts = await complete_handover(control_plane, answer)
             state = DynamicState()
             async with ConfigSync(control_plane, state) as sync:
                 await sync.load()
                 redact_secrets(state.secrets())
                 state.subscribe_secrets(redact_secrets)
-                restored = RestoredSession(answer)
+                restored = RestoredSession(answer, artifacts)
                 async with git_identity(state, Path.home()):
                     await self._replicate(control_plane, sync, restored)
             if self._fatal is not None:
@@ -127,6 +135,10 @@ class AgentRuntime:
             await control_plane.terminate_self(request)
             log.info("terminated", fields={"reason": self._reason})
             return 0
+        except ChoirError as error:
+            if not self._serving:
+                await _start_failed(control_plane, error)
+            raise
         finally:
             await control_plane.close()
 
@@ -230,6 +242,7 @@ class AgentRuntime:
         sync: ConfigSync,
         control_plane: ControlPlane,
     ) -> None:
+        self._serving = True
         edge_task = asyncio.create_task(edge.run(), name="edge")
         pump = asyncio.create_task(
             self._pump(control_plane, edge, jobs, arbiter, sync), name="pushes"
@@ -292,6 +305,18 @@ class AgentRuntime:
             case CompactPush(lane=lane):
                 reached = edge.kit.compaction.request(lane)
                 log.info("compaction requested", fields={"lanes": reached})
+
+
+async def _start_failed(control_plane: ControlPlane, error: ChoirError) -> None:
+    """Tell choird why this session could not start or resume, so whoever started the agent
+    hears it (best effort: choird may be what failed)."""
+    log.error("could not start the session", fields={"error": error.message})  # before choird
+    request = TerminateSelfRequest(reason=error.message, failed=True)  # ends it (and this process)
+    try:
+        async with asyncio.timeout(START_FAILED_TIMEOUT_S):
+            await control_plane.terminate_self(request)
+    except (ChoirError, TimeoutError) as reported:
+        log.warning("could not tell choird the start failed", fields={"error": str(reported)})
 
 
 def _late(table: dict[str, LaneHook], name: str) -> LaneHook:

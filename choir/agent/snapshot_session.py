@@ -6,7 +6,8 @@ state, in two steps:
 
 - at once: the commit log, continuing the chain at the snapshot's (rev, hash) and verified, and
   the `Ledger` (open intents and calls, approvals, open jobs, budgets) folded from the snapshot
-  and the tail. Recovery settles edge from it before the kernel starts.
+  and the tail. Recovery settles edge from it before the kernel starts. The ledger reads the
+  whole of the previews it acts on (`snapshot_fetch.CONTENT_KINDS`), never their previews.
 - `attach`, once the kernel and lanes exist and before any runs: the arbiter's budgets and skill
   runs, and every open lane's working memory, each the snapshot's value with the tail folded in.
 
@@ -21,7 +22,8 @@ import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from choir.agent.commitlog import CommitLog
+from choir.agent.commitlog import CommitLog, LogEntry
+from choir.agent.snapshot_fetch import CONTENT_KINDS
 from choir.agent.snapshot_ledger import Ledger
 from choir.agent.snapshot_state import (
     Head,
@@ -54,7 +56,9 @@ class SnapshotRefused(ChoirError):
 class RestoredSession:
     """One session's restored log and recovery facts; `take` snapshots it once attached."""
 
-    def __init__(self, answer: InitHelloResponse) -> None:
+    def __init__(
+        self, answer: InitHelloResponse, artifacts: Mapping[str, bytes] | None = None
+    ) -> None:
         snapshot = answer.snapshot
         if snapshot is not None and (problem := snapshot.content_problem()) is not None:
             raise SnapshotRefused(
@@ -64,9 +68,10 @@ class RestoredSession:
             )
         self.snapshot = snapshot
         self.log: CommitLog = restored_log(answer)
-        self.ledger = Ledger.of(snapshot).observe_all(self.log)
+        self.log.artifacts.update(artifacts or {})
+        self.ledger = Ledger.of(snapshot).observe_all(map(self._whole, self.log))
         """Kept current by every commit from here on (for the life of the log)."""
-        self.log.subscribe(self.ledger.observe)
+        self.log.subscribe(lambda entry: self.ledger.observe(self._whole(entry)))
         self._kit: LaneKit | None = None
         self._edge: EdgeLane | None = None
         self._jobs: RecoverableCoreJobs | None = None
@@ -79,6 +84,10 @@ class RestoredSession:
                     "head_rev": self.log.head_rev,
                 },
             )
+
+    def _whole(self, entry: LogEntry) -> LogEntry:
+        """`entry` as the ledger must read it: whole where it acts on a preview's content."""
+        return self.log.resolved(entry) if entry.kind in CONTENT_KINDS else entry
 
     def attach(self, kit: LaneKit, edge: EdgeLane, jobs: RecoverableCoreJobs) -> None:
         """Give the kernel and the lanes (built, not yet running) their restored state: the

@@ -156,7 +156,15 @@ def restored_log(answer: InitHelloResponse) -> CommitLog:
     snapshot = answer.snapshot
     base_rev, base_hash = (snapshot.rev, snapshot.hash) if snapshot else (0, GENESIS_HASH)
     entries = [
-        LogEntry(e.rev, e.lane, format_ts(e.ts), e.hash_prev, e.hash, event_json(e.event))
+        LogEntry(
+            e.rev,
+            e.lane,
+            format_ts(e.ts),
+            e.hash_prev,
+            e.hash,
+            event_json(e.event),
+            e.artifact.model_dump(mode="json") if e.artifact is not None else None,
+        )
         for e in answer.tail_events
     ]
     return CommitLog.restore(entries, base_rev=base_rev, base_hash=base_hash)

@@ -1,8 +1,11 @@
 """`choirctl chat <agent-id> [message]`: talk to an agent through the console DM.
 
 With a message: send it, print what the agent says until it has answered that message (or
-`--wait` runs out), and exit. Without one: an interactive prompt; replies, core job reports and
-errors print as they arrive. `/inject <instruction>` reaches edge at its next safe point.
+`--wait` runs out), and exit — an answer to another message (say, an earlier one a restart cut
+short) is not this message's and is not printed. Without one: an interactive prompt; replies,
+core job reports and errors print as they arrive. `/inject <instruction>` reaches edge at its
+next safe point. A reply too large to travel whole arrives as a preview; the whole text is read
+back from choird (`session.artifact`) before it is printed.
 """
 
 from __future__ import annotations
@@ -71,8 +74,11 @@ async def _one_shot(
     try:
         async with asyncio.timeout(wait):
             async for reply in replies:
-                _show(reply, as_json)
-                if reply.get("in_reply_to") == sent["message_id"]:
+                answers = reply.get("in_reply_to")
+                if answers is not None and answers != sent["message_id"]:
+                    continue  # another message's answer, e.g. one a restart interrupted
+                _show(await _whole(choird, reply), as_json)
+                if answers == sent["message_id"]:
                     return
     except TimeoutError:
         raise UnavailableError(
@@ -87,7 +93,7 @@ async def _interactive(choird: ChoirClient, agent_id: str, as_json: bool) -> Non
 
     async def printer(after_seq: int) -> None:
         async for reply in choird.chat_replies(agent_id, after_seq=after_seq):
-            _show(reply, as_json)
+            _show(await _whole(choird, reply), as_json)
 
     shown: asyncio.Task[None] | None = None
     sys.stderr.write(f"chatting with {agent_id}; /inject <text> to steer, Ctrl-D to leave\n")
@@ -104,6 +110,14 @@ async def _interactive(choird: ChoirClient, agent_id: str, as_json: bool) -> Non
     finally:
         if shown is not None:
             shown.cancel()
+
+
+async def _whole(choird: ChoirClient, reply: dict[str, Any]) -> dict[str, Any]:
+    """`reply` with its whole text when it arrived as a preview of a larger event."""
+    if not reply.get("artifact"):
+        return reply
+    event = await choird.session_event(str(reply["session_id"]), int(reply["rev"]))
+    return {**reply, "text": str(event.get("text", reply.get("text", "")))}
 
 
 def _prompt() -> str | None:

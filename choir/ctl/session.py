@@ -66,30 +66,54 @@ def events(
     limit: Annotated[
         int, typer.Option("--limit", "-n", min=1, max=1000, help="How many events (N).")
     ] = 100,
+    full: Annotated[
+        bool,
+        typer.Option(
+            "--full", help="Print events stored as previews whole (read back from choird)."
+        ),
+    ] = False,
     home: HomeOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """Print a session's committed events; --follow streams new ones as they are stored.
+
+    An event too large to travel whole is stored as a preview and its artifact; --full reads
+    such events back whole (with --json, the whole event is the `payload`). An answer holds at
+    most 512 KiB of events: read on from the `next_rev` it gives.
 
     With --json: one object when not following, one object per line when following.
     """
     from choir.ctl.remote import with_choird
 
     if not follow:
-        data = with_choird(
-            home, lambda choird: choird.session_events(session_id, from_rev=from_rev, limit=limit)
-        )
-        emit(data, as_json, lambda: _print_events(data["events"]))
+
+        async def read(choird: ChoirClient) -> dict[str, Any]:
+            data = dict(await choird.session_events(session_id, from_rev=from_rev, limit=limit))
+            if full:
+                data["events"] = [await _whole(choird, session_id, e) for e in data["events"]]
+            return data
+
+        data = with_choird(home, read)
+        emit(data, as_json, lambda: _print_events(session_id, data["events"], full=full))
         return
 
     async def stream(choird: ChoirClient) -> None:
         async for event in choird.follow_session_events(session_id, from_rev=from_rev, limit=limit):
-            _print_follow(event, as_json)
+            if full:
+                event = await _whole(choird, session_id, event)
+            _print_follow(session_id, event, as_json, full=full)
 
     with_choird(home, stream)
 
 
-def event_line(event: dict[str, Any]) -> str:
+async def _whole(choird: ChoirClient, session_id: str, event: dict[str, Any]) -> dict[str, Any]:
+    """`event` with its whole payload when it is stored as a preview."""
+    if not event.get("artifact"):
+        return event
+    return {**event, "payload": await choird.session_event(session_id, int(event["rev"]))}
+
+
+def event_line(event: dict[str, Any], session_id: str | None = None, *, full: bool = False) -> str:
     from choir.ctl.humanize import compact, moment
 
     payload = {
@@ -97,27 +121,45 @@ def event_line(event: dict[str, Any]) -> str:
         for key, value in event["payload"].items()
         if key != "kind" and value not in (None, "", [], {})
     }
-    return (
+    line = (
         f"{event['rev']:>6}  {moment(event['created_at'])}  {event['lane']:<18} "
         f"{event['event_type']:<20} {compact(payload)}"
     )
+    artifact = event.get("artifact")
+    if artifact and not full and session_id is not None:
+        line += (
+            f"  [preview of {artifact['size']} bytes; whole: choirctl session events "
+            f"{session_id} --from-rev {event['rev']} -n 1 --full]"
+        )
+    return line
 
 
-def _print_events(events: list[dict[str, Any]]) -> None:
+def _print_events(session_id: str, events: list[dict[str, Any]], *, full: bool) -> None:
     if not events:
         print("(no events)")
     for event in events:
-        print(event_line(event))
+        print(event_line(event, session_id, full=full))
+        if full and event.get("artifact"):
+            print(_indented(event["payload"]))
 
 
-def _print_follow(event: dict[str, Any], as_json: bool) -> None:
+def _print_follow(session_id: str, event: dict[str, Any], as_json: bool, *, full: bool) -> None:
     if as_json:
         import orjson
 
         sys.stdout.write(orjson.dumps(event).decode() + "\n")
     else:
-        sys.stdout.write(event_line(event) + "\n")
+        sys.stdout.write(event_line(event, session_id, full=full) + "\n")
+        if full and event.get("artifact"):
+            sys.stdout.write(_indented(event["payload"]) + "\n")
     sys.stdout.flush()
+
+
+def _indented(payload: dict[str, Any]) -> str:
+    """A whole event's payload, indented under its line."""
+    import orjson
+
+    return orjson.dumps(payload, option=orjson.OPT_INDENT_2).decode()
 
 
 @app.command("cores")

@@ -12,9 +12,11 @@ from dataclasses import dataclass
 from choir.daemon.agent_rpc import AgentRpc
 from choir.daemon.agent_verbs import AgentVerbs
 from choir.daemon.approvals import ApprovalService
+from choir.daemon.artifact_verbs import ArtifactVerbs
 from choir.daemon.config_stage import ConfigStage
 from choir.daemon.hello import Greeter
 from choir.daemon.host_tools import HostTools
+from choir.daemon.inbox import Inbox
 from choir.daemon.ratelimit import RateLimiter
 from choir.daemon.replication import Replicator
 from choir.daemon.session_state import Clock, SessionEnded, utc_now
@@ -34,6 +36,8 @@ class AgentServices:
     verbs: AgentVerbs
     rpc: AgentRpc
     replicator: Replicator
+    inbox: Inbox
+    """User messages accepted from DMs until their agent has them."""
 
     @classmethod
     def build(cls, pool: Pool, stage: ConfigStage, *, clock: Clock = utc_now) -> AgentServices:
@@ -42,14 +46,16 @@ class AgentServices:
         host_tools, status = HostTools(), StatusBoard()
         limiter = RateLimiter(lambda: stage.running.config.rpc.rate_limit_per_s)
         replicator = Replicator(pool, sessions, stage, clock=clock)
+        inbox = Inbox(pool, sessions, clock=clock)
         verbs = AgentVerbs(
             stage=stage,
             sessions=sessions,
-            greeter=Greeter(pool, sessions, stage),
+            greeter=Greeter(pool, sessions, stage, inbox),
             replicator=replicator,
             approvals=approvals,
             host_tools=host_tools,
             status=status,
+            artifacts=ArtifactVerbs(pool),
             clock=clock,
         )
         services = cls(
@@ -62,6 +68,7 @@ class AgentServices:
             verbs,
             AgentRpc(verbs, sessions, stage, limiter),
             replicator,
+            inbox,
         )
         sessions.subscribe(services._forget)
         return services

@@ -1,4 +1,5 @@
-"""The 8 agent verbs, server side (§12.5): one method per verb, transport-agnostic.
+"""The agent verbs, server side (§12.5, and the artifact and paging verbs beyond it): one method
+per verb, transport-agnostic.
 
 Each takes the caller's `SessionContext` (from an authenticated envelope) and the parsed request
 payload, and returns the response payload; refusals raise `RpcFault` or a `ChoirError`, which
@@ -12,6 +13,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from choir.daemon.approvals import ApprovalService
+from choir.daemon.artifact_verbs import ArtifactVerbs
 from choir.daemon.bindings import allowed_secrets
 from choir.daemon.config_stage import ConfigStage
 from choir.daemon.dynamic_config import dynamic_config
@@ -57,6 +59,7 @@ class AgentVerbs:
         approvals: ApprovalService,
         host_tools: HostTools,
         status: StatusBoard,
+        artifacts: ArtifactVerbs,
         clock: Clock = utc_now,
     ) -> None:
         self._stage = stage
@@ -76,6 +79,9 @@ class AgentVerbs:
             Verb.TERMINATE_SELF: self.terminate_self,
             Verb.FETCH_DYNAMIC_CONFIG: self.fetch_dynamic_config,
             Verb.EXECUTE_HOST_TOOL: self.execute_host_tool,
+            Verb.PUT_ARTIFACT: artifacts.put_artifact,
+            Verb.FETCH_ARTIFACT: artifacts.fetch_artifact,
+            Verb.FETCH_EVENTS: greeter.fetch_events,
         }
 
     async def dispatch(self, ctx: SessionContext, verb: Verb, request: WireModel) -> WireModel:
@@ -120,8 +126,12 @@ class AgentVerbs:
         return Ack()
 
     async def terminate_self(self, ctx: SessionContext, request: TerminateSelfRequest) -> Ack:
-        """End the session: leases released, token revoked (this call is its last)."""
-        await self._sessions.terminate(ctx.session_id, request.reason, request.summary)
+        """End the session: leases released, token revoked (this call is its last). An agent
+        that could not start or resume ends it crashed, so it stays resumable."""
+        if request.failed:
+            await self._sessions.mark_crashed(ctx.session_id, request.reason)
+        else:
+            await self._sessions.terminate(ctx.session_id, request.reason, request.summary)
         return Ack()
 
     async def fetch_dynamic_config(

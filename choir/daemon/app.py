@@ -100,6 +100,8 @@ class ChoirDaemon:
         log.info("choird stopping")
         if self.runtime is not None:
             await self.runtime.stop_all()  # gracefully, while sockets and database still serve
+        if self.services is not None:
+            await self.services.inbox.close()  # settle what the stops left, database still up
         for server in list(self._agent_sockets.values()):
             await server.close()
         await self._stack.aclose()

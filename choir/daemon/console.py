@@ -4,6 +4,10 @@
 bound to one agent at a time: messages go to the agent whose running session holds the DM, as a
 `user_message` push (or `inject` for `/inject …`); what the agent says back are committed
 `agent_replied` events, delivered here as soon as heartbeats make them durable (~100 ms).
+
+A message is stored in the inbox (`daemon.inbox`) before `chat.send` answers, so it survives a
+crash of the agent or of choird and is delivered once; if its session ends without reading it,
+its sender gets an `error` reply saying so.
 """
 
 from __future__ import annotations
@@ -15,12 +19,17 @@ from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING, Any, Final
 
 from choir.config import ConsoleGateway
+from choir.daemon.inbox import Inbox
 from choir.daemon.replication import Durable
 from choir.errors import ConflictError, UsageError
-from choir.protocol import InjectPush, UserMessagePush
+from choir.protocol import CommittedEvent, InjectPush, UserMessagePush
+from choir.store.inbox import InboxMessage
 
 if TYPE_CHECKING:
     from choir.daemon.operator_context import OperatorContext
+
+ID_PREFIX: Final = "console-"
+"""Message ids of the console DM (the inbox holds every DM's)."""
 
 KEPT_REPLIES: Final = 100
 """Replies kept per agent for a chat window opened after they were sent."""
@@ -43,6 +52,29 @@ class ConsoleDm:
     ) -> Callable[[], None]:
         """Listen to durable events (`Replicator.subscribe`); returns the detach callable."""
         return subscribe(self._durable)
+
+    def attach_inbox(self, inbox: Inbox) -> Callable[[], None]:
+        """Tell senders of console messages their session will never read; returns the detach."""
+        return inbox.subscribe_undelivered(self._undelivered)
+
+    def _undelivered(self, message: InboxMessage, why: str) -> None:
+        if not message.message_id.startswith(ID_PREFIX):
+            return
+        text = f"Your message was not delivered: {why}. Send it again once {message.agent_id} runs."
+        self._publish(
+            message.agent_id,
+            {
+                "agent_id": message.agent_id,
+                "session_id": message.session_id,
+                "rev": None,
+                "lane": "edge",
+                "category": "error",
+                "text": text,
+                "attachments": [],
+                "in_reply_to": message.message_id,
+                "artifact": None,
+            },
+        )
 
     async def send(self, ctx: OperatorContext, agent_id: str, text: str) -> dict[str, Any]:
         """Deliver `text` to the agent bound to a console DM: a message, or `/inject …`."""
@@ -68,14 +100,20 @@ class ConsoleDm:
                 "injected": True,
                 "message_id": None,
                 "after_seq": self._last_seq(agent_id),
+                "durable": False,  # an injection is pushed only: it rides edge's next safe point
             }
-        message_id = f"console-{uuid.uuid4().hex[:12]}"
-        ctx.push(session.session_id, UserMessagePush(message_id=message_id, text=text))
+        message_id = f"{ID_PREFIX}{uuid.uuid4().hex[:12]}"
+        push = UserMessagePush(message_id=message_id, text=text)
+        # durable before it is acknowledged; pushed once the acknowledgement is on its way
+        await ctx.services.inbox.accept(
+            session.session_id, agent_id, push, lambda: ctx.push(session.session_id, push)
+        )
         return {
             "session_id": session.session_id,
             "injected": False,
             "message_id": message_id,
             "after_seq": self._last_seq(agent_id),
+            "durable": True,
         }
 
     def _last_seq(self, agent_id: str) -> int:
@@ -103,9 +141,7 @@ class ConsoleDm:
             event = committed.event
             if event.kind != "agent_replied":
                 continue
-            self._seq[durable.agent_id] += 1
             reply = {
-                "seq": self._seq[durable.agent_id],
                 "agent_id": durable.agent_id,
                 "session_id": durable.session_id,
                 "rev": committed.rev,
@@ -114,7 +150,20 @@ class ConsoleDm:
                 "text": event.text,
                 "attachments": list(event.attachments),
                 "in_reply_to": event.in_reply_to,
+                "artifact": _ref(committed),
             }
-            self._recent[durable.agent_id].append(reply)
-            for queue in self._readers[durable.agent_id]:
-                queue.put_nowait(reply)
+            self._publish(durable.agent_id, reply)
+
+    def _publish(self, agent_id: str, reply: dict[str, Any]) -> None:
+        """Number `reply` in the agent's sequence, keep it, and hand it to every reader."""
+        self._seq[agent_id] += 1
+        reply = {"seq": self._seq[agent_id], **reply}
+        self._recent[agent_id].append(reply)
+        for queue in self._readers[agent_id]:
+            queue.put_nowait(reply)
+
+
+def _ref(committed: CommittedEvent) -> dict[str, Any] | None:
+    """The reply's artifact when `text` is only its preview: `session.artifact` reads it whole."""
+    artifact = committed.artifact
+    return artifact.model_dump(mode="json") if artifact is not None else None

@@ -4,7 +4,9 @@ The caller's token already matched; here its claimed agent and session must be t
 protocol version one choird speaks, and its image the one recorded at start — a container built
 from other tools or skills than choird expects is refused before it does anything. A resumed
 session gets its newest usable snapshot and every acknowledged event after it
-(`snapshot_handover`).
+(`snapshot_handover`): the first page in the answer, the rest through FETCH_EVENTS. The user
+messages choird accepted for the session and the agent does not durably have yet are pushed to it
+again (`inbox`).
 """
 
 from __future__ import annotations
@@ -13,10 +15,12 @@ from typing import Final
 
 from choir.daemon.config_stage import ConfigStage
 from choir.daemon.faults import RpcFault
+from choir.daemon.inbox import Inbox
 from choir.daemon.session_state import LiveSession, SessionContext
 from choir.daemon.sessions import SessionService
-from choir.daemon.snapshot_handover import handover
+from choir.daemon.snapshot_handover import handover, read_page
 from choir.protocol import PROTOCOL_VERSION, ErrorCode, InitHelloRequest, InitHelloResponse
+from choir.protocol.artifacts import PAGE_MAX_BYTES, FetchEventsRequest, FetchEventsResponse
 from choir.store.pool import Pool
 
 IMAGE_FIELDS: Final = ("image_version", "tool_manifest_hash", "skill_manifest_hash")
@@ -25,25 +29,44 @@ IMAGE_FIELDS: Final = ("image_version", "tool_manifest_hash", "skill_manifest_ha
 class Greeter:
     """Answers INIT_HELLO for the sessions of `sessions`."""
 
-    def __init__(self, pool: Pool, sessions: SessionService, stage: ConfigStage) -> None:
+    def __init__(
+        self, pool: Pool, sessions: SessionService, stage: ConfigStage, inbox: Inbox
+    ) -> None:
         self._pool = pool
         self._sessions = sessions
         self._stage = stage
+        self._inbox = inbox
 
     async def init_hello(self, ctx: SessionContext, request: InitHelloRequest) -> InitHelloResponse:
         live = await self._sessions.live(ctx.session_id)
         check_hello(live, request)
         async with live.lock:
-            snapshot, tail = await handover(self._pool, live)
+            snapshot, first = await handover(self._pool, live)
         resumed = live.resumed or live.ack_rev > 0
+        await self._inbox.redeliver(live.session_id)  # queued for the agent, awaiting it
         return InitHelloResponse(
             status="resumed" if resumed else "fresh",
             lease_token=ctx.lease_token,
             resource_bindings=live.bindings,
             snapshot=snapshot,
-            tail_events=tail,
+            tail_events=first.events,
+            tail_complete=first.complete,
             config_version=self._stage.running.version,
         )
+
+    async def fetch_events(
+        self, ctx: SessionContext, request: FetchEventsRequest
+    ) -> FetchEventsResponse:
+        """The next page of the caller's handover: acknowledged events after `after_rev`."""
+        live = await self._sessions.live(ctx.session_id)
+        if request.after_rev > live.ack_rev:
+            raise RpcFault(
+                ErrorCode.INVALID_REQUEST,
+                f"after_rev {request.after_rev} is past the last acknowledged rev {live.ack_rev}",
+            )
+        async with self._pool.acquire() as conn:
+            page = await read_page(conn, live, after=request.after_rev, budget=PAGE_MAX_BYTES)
+        return FetchEventsResponse(events=page.events, complete=page.complete)
 
 
 def check_hello(live: LiveSession, request: InitHelloRequest) -> None:

@@ -88,6 +88,7 @@ VERBS: Final[Mapping[str, Route]] = {
     "shutdown": Route(p.NoArguments, operator_lifecycle.choird_shutdown),
     "session.list": Route(p.SessionList, operator_sessions.session_list),
     "session.events": Route(p.SessionEvents, _session_events),
+    "session.artifact": Route(operator_events.SessionArtifact, operator_events.session_artifact),
     "session.cores": Route(p.SessionRef, operator_sessions.session_cores),
     "session.locks": Route(p.SessionRef, operator_sessions.session_locks),
     "session.cancel": Route(p.SessionCancel, operator_sessions.session_cancel),
@@ -152,10 +153,12 @@ class OperatorApi:
         """What the verbs work with."""
         detach_feed = feed.attach(services)
         detach_console = self.context.console.attach(services.replicator.subscribe)
+        detach_inbox = self.context.console.attach_inbox(services.inbox)
 
         def detach() -> None:
             detach_feed()
             detach_console()
+            detach_inbox()
 
         self._detach = detach
 

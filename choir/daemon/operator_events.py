@@ -4,6 +4,10 @@ Events reach the store only through heartbeats, which advance the session's `ack
 choird's memory. A follower therefore watches that number — a dictionary lookup, no query —
 every `poll_s` and reads the store only when it moved; nothing runs while nobody follows. The
 stream ends once the session has ended and its last events were sent.
+
+An answer carries at most `PAGE_MAX_BYTES` of events (at least one), so it always fits in a frame
+whatever the events weigh; `next_rev` says where to read on. An event committed as a preview
+names its artifact, which `session.artifact` reads back in chunks (`choir.protocol.artifacts`).
 """
 
 from __future__ import annotations
@@ -12,10 +16,16 @@ import asyncio
 from collections.abc import AsyncIterator
 from typing import Any, Final
 
+from pydantic import Field
+
 from choir.daemon.operator_context import OperatorContext
 from choir.daemon.operator_payloads import MAX_EVENTS, SessionEvents
 from choir.daemon.operator_views import event_view
+from choir.daemon.snapshot_handover import record_size
 from choir.errors import ChoirError, NotFoundError
+from choir.protocol import WireModel
+from choir.protocol.artifacts import ARTIFACT_CHUNK_BYTES, PAGE_MAX_BYTES, encode_chunk
+from choir.store.artifacts import read_chunk
 from choir.store.events import EventRecord, head, read_events
 from choir.store.sessions import SessionStatus, get_session
 from choir.transport import Payload
@@ -24,8 +34,18 @@ FOLLOW_POLL_S: Final = 0.25
 """How often a follower looks at the session's acknowledged revision."""
 
 
+class SessionArtifact(WireModel):
+    session_id: str = Field(min_length=1)
+    """The session holding the event."""
+    rev: int = Field(ge=1)
+    """The revision of an event committed as a preview."""
+    offset: int = Field(default=0, ge=0)
+    """First byte of its artifact wanted."""
+
+
 async def read_window(ctx: OperatorContext, request: SessionEvents) -> list[EventRecord]:
-    """The events asked for: `limit` from `from_rev`, or the last `limit` when it is None."""
+    """The events asked for: `limit` from `from_rev`, or the last `limit` when it is None —
+    at most PAGE_MAX_BYTES of them, the first ones (from `from_rev`) or the newest."""
     async with ctx.pool.acquire() as conn:
         if await get_session(conn, request.session_id) is None:
             raise NotFoundError(f"no session {request.session_id!r} (see choirctl session list)")
@@ -33,7 +53,52 @@ async def read_window(ctx: OperatorContext, request: SessionEvents) -> list[Even
         if first is None:
             newest = await head(conn, request.session_id)
             first = max((newest.rev if newest else 0) - request.limit + 1, 1)
-        return await read_events(conn, request.session_id, first, request.limit)
+        records = await read_events(conn, request.session_id, first, request.limit)
+    return bounded(records, newest=request.from_rev is None)
+
+
+def bounded(records: list[EventRecord], *, newest: bool) -> list[EventRecord]:
+    """The leading (or, with `newest`, trailing) `records` within PAGE_MAX_BYTES, at least one."""
+    ordered = reversed(records) if newest else iter(records)
+    kept: list[EventRecord] = []
+    used = 0
+    for record in ordered:
+        used += record_size(record)
+        if kept and used > PAGE_MAX_BYTES:
+            break
+        kept.append(record)
+    return kept[::-1] if newest else kept
+
+
+async def session_artifact(ctx: OperatorContext, request: SessionArtifact) -> dict[str, Any]:
+    """A chunk of the whole event behind a preview: `{…, size, offset, data, next_offset}`,
+    `data` base64, `next_offset` None once the end is reached."""
+    async with ctx.pool.acquire() as conn:
+        records = await read_events(conn, request.session_id, request.rev, 1)
+        record = records[0] if records and records[0].rev == request.rev else None
+        if record is None or record.artifact is None:
+            what = "no event" if record is None else "an event stored whole (no artifact)"
+            raise NotFoundError(
+                f"session {request.session_id} has {what} at rev {request.rev} "
+                "(see choirctl session events)"
+            )
+        sha256 = str(record.artifact["sha256"])
+        found = await read_chunk(
+            conn, request.session_id, sha256, request.offset, ARTIFACT_CHUNK_BYTES
+        )
+    if found is None:
+        raise NotFoundError(f"the artifact of rev {request.rev} is not stored")
+    size, data = found
+    end = request.offset + len(data)
+    return {
+        "session_id": request.session_id,
+        "rev": request.rev,
+        "sha256": sha256,
+        "size": size,
+        "offset": request.offset,
+        "data": encode_chunk(data),
+        "next_offset": end if data and end < size else None,
+    }
 
 
 async def session_events(ctx: OperatorContext, request: SessionEvents) -> dict[str, Any]:

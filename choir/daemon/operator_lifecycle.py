@@ -5,7 +5,8 @@ repo refuses before anything is leased; then it starts the session — which lea
 its exclusive resources in one transaction and records the version.json INIT_HELLO must match —
 then opens the agent's socket and runs it. If any step after the session fails, the session is
 ended again, so a failed start never leaves a lease behind; a resumed session ends suspended, so
-the next start still resumes it.
+the next start still resumes it. A resumed session's start answers once the agent runs its lanes,
+and fails with the agent's reason if the resume did not work (`resume_watch`).
 
 Restart is stop-then-start of the same session with the same bindings (§17.1), except the
 transient `model set`/`voice set` overrides, which revert to the start's choice. Verbs on one
@@ -27,6 +28,7 @@ from choir.config.home_setup import SCRATCH_DIRS
 from choir.daemon.bindings import resolve_bindings
 from choir.daemon.operator_context import OperatorContext
 from choir.daemon.operator_payloads import AgentRef, NoArguments
+from choir.daemon.resume_watch import until_resumed
 from choir.daemon.runtime import TERM_GRACE_S, AgentRuntime, StopReason, graceful_stop
 from choir.daemon.stop_summary import summary_view
 from choir.errors import ChoirError, UnavailableError, UsageError
@@ -159,6 +161,14 @@ async def launch(ctx: OperatorContext, request: AgentStart) -> dict[str, Any]:
         agent = await lifecycle.runtime.start(
             request.agent_id, started, artefact, workspace=workspace, socket=socket
         )
+        if started.resumed:  # spawned is not resumed: wait for it, or for why it failed
+            await until_resumed(
+                ctx.sessions,
+                ctx.services.status,
+                agent_id=request.agent_id,
+                session_id=started.session_id,
+                dm=started.bindings.dm,
+            )
     except BaseException as error:
         status = SessionStatus.SUSPENDED if started.resumed else SessionStatus.STOPPED
         await ctx.sessions.stop(started.session_id, f"the agent did not start: {error}", status)

@@ -122,4 +122,5 @@ def event_view(record: EventRecord) -> dict[str, Any]:
         "created_at": iso(record.created_at),
         "hash": record.hash,
         "payload": record.payload,
+        "artifact": record.artifact,
     }

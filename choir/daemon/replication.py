@@ -8,12 +8,18 @@ batch must continue the stored chain. A heartbeat whose `base_rev` is behind `ac
 resend (its reply to the last one was lost): the already-stored revisions must match and are
 skipped, so resends are no-ops. A stored revision with another hash is a fork — two different
 histories of one session — which stops the session rather than keep either side silently.
+
+A patch that previews a larger event (`choir.protocol.artifacts`) is accepted only if its
+artifact is already stored whole and verified (the agent uploads it first, PUT_ARTIFACT); its
+reference is recorded on the stored event in the same transaction. So is the delivery of every
+user message whose `user_msg` event the heartbeat stores (`choir.store.inbox`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from choir.daemon.config_stage import ConfigStage
 from choir.daemon.faults import RpcFault, unauthorized
@@ -28,8 +34,10 @@ from choir.protocol import (
     Snapshot,
 )
 from choir.protocol.committed import chain_break
+from choir.store.artifacts import complete_artifacts, link_artifacts
 from choir.store.events import EventRecord, insert_events
-from choir.store.pool import Pool
+from choir.store.inbox import mark_delivered
+from choir.store.pool import Connection, Pool
 from choir.store.sessions import record_heartbeat, touch_session
 from choir.store.snapshots import save_snapshot
 
@@ -78,6 +86,7 @@ def record_of(event: CommittedEvent) -> EventRecord:
         hash_prev=event.hash_prev,
         hash=event.hash,
         created_at=event.ts,
+        artifact=event.artifact.model_dump(mode="json") if event.artifact is not None else None,
     )
 
 
@@ -91,6 +100,7 @@ def committed_of(record: EventRecord) -> CommittedEvent:
             "hash_prev": record.hash_prev,
             "hash": record.hash,
             "event": record.payload,
+            **({"artifact": record.artifact} if record.artifact is not None else {}),
         }
     )
 
@@ -185,9 +195,12 @@ class Replicator:
     ) -> None:
         now = self._clock()
         async with self._pool.acquire() as conn, conn.transaction():
+            linked = await _check_artifacts(conn, live.session_id, records)
             result = await insert_events(conn, live.session_id, records)
             if result.forked_revs:
                 raise _Forked(result.forked_revs[0])
+            await link_artifacts(conn, live.session_id, linked)
+            await mark_delivered(conn, live.session_id, _user_messages(records), now)
             if not fresh:
                 alive = await touch_session(
                     conn, live.session_id, config_version=request.config_version, now=now
@@ -217,3 +230,29 @@ class Replicator:
             f"{live.session_id} was stopped (start a new one with choirctl agent start "
             f"{live.agent_id} --new-session)",
         )
+
+
+async def _check_artifacts(
+    conn: Connection, session_id: str, records: Sequence[EventRecord]
+) -> list[tuple[int, dict[str, Any]]]:
+    """The (rev, reference) of every previewing record; refuses the heartbeat if one names an
+    artifact the session does not hold whole."""
+    linked = [(r.rev, r.artifact) for r in records if r.artifact is not None]
+    held = await complete_artifacts(conn, session_id, (str(ref["sha256"]) for _, ref in linked))
+    missing = [rev for rev, ref in linked if ref["sha256"] not in held]
+    if missing:
+        raise RpcFault(
+            ErrorCode.CONFLICT,
+            f"rev {missing[0]} previews an artifact choird does not hold: upload it with "
+            "PUT_ARTIFACT first; nothing was stored",
+        )
+    return linked
+
+
+def _user_messages(records: Sequence[EventRecord]) -> list[tuple[str, int]]:
+    """(message id, rev) of the `user_msg` events among `records` that carry an id."""
+    return [
+        (str(r.payload["message_id"]), r.rev)
+        for r in records
+        if r.event_type == "user_msg" and r.payload.get("message_id")
+    ]

@@ -2,8 +2,10 @@
 
 Every committed event carries `hash = sha256(hash_prev + canonical_json(record))`, where `record`
 is `{"rev", "lane", "ts", "event"}` with `event` in its JSON form (`model_dump(mode="json")`) and
-`ts` formatted by `format_ts`. Keys are sorted, there is no whitespace, text is UTF-8 — so the
-agent that commits and choird that verifies get the same bytes from the same record.
+`ts` formatted by `format_ts` — plus `"artifact": {"sha256", "size"}` when the event is a preview
+of a larger one (`choir.protocol.artifacts`), so the chain covers the whole content too. Keys are
+sorted, there is no whitespace, text is UTF-8 — so the agent that commits and choird that
+verifies get the same bytes from the same record.
 
 These functions work on plain dicts so the arbiter can seal commits without a pydantic round
 trip on its hot path.
@@ -36,10 +38,26 @@ def chain_hash(hash_prev: str, canonical: bytes) -> str:
     return hashlib.sha256(hash_prev.encode("ascii") + canonical).hexdigest()
 
 
-def commit_hash(hash_prev: str, rev: int, lane: str, ts: str, event: dict[str, Any]) -> str:
-    """The chain hash of one committed event, from its parts in JSON form."""
+def record_bytes(
+    rev: int, lane: str, ts: str, event: dict[str, Any], artifact: dict[str, Any] | None = None
+) -> bytes:
+    """The canonical bytes of one committed record: what its chain hash is taken over."""
     record = {"event": event, "lane": lane, "rev": rev, "ts": ts}
-    return chain_hash(hash_prev, orjson.dumps(record, option=_CANONICAL))
+    if artifact is not None:
+        record["artifact"] = artifact
+    return orjson.dumps(record, option=_CANONICAL)
+
+
+def commit_hash(
+    hash_prev: str,
+    rev: int,
+    lane: str,
+    ts: str,
+    event: dict[str, Any],
+    artifact: dict[str, Any] | None = None,
+) -> str:
+    """The chain hash of one committed event, from its parts in JSON form."""
+    return chain_hash(hash_prev, record_bytes(rev, lane, ts, event, artifact))
 
 
 def seal_record(

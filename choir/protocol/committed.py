@@ -1,4 +1,8 @@
-"""Committed events: an event with its revision, lane, time and place in the hash chain."""
+"""Committed events: an event with its revision, lane, time and place in the hash chain.
+
+An event too large to travel whole is committed as a preview with an `ArtifactRef` to all of it
+(`choir.protocol.artifacts`); the reference is part of what the chain hash covers.
+"""
 
 from __future__ import annotations
 
@@ -17,6 +21,15 @@ from choir.protocol.scalars import Sha256Hex, UtcTimestamp, format_ts
 _EVENT: TypeAdapter[Event] = TypeAdapter(Event)
 
 
+class ArtifactRef(WireModel):
+    """Where the whole of a previewed event is: its canonical JSON, named by its digest."""
+
+    sha256: Sha256Hex
+    """SHA-256 of the complete event's canonical JSON (sorted keys, no whitespace, UTF-8)."""
+    size: int = Field(ge=1)
+    """Its length in bytes."""
+
+
 class CommittedEvent(WireModel):
     """One revision of the session log (§7.4); `session_events` rows hold exactly this."""
 
@@ -31,20 +44,41 @@ class CommittedEvent(WireModel):
     hash: Sha256Hex
     """`commit_hash(hash_prev, rev, lane, ts, event)`."""
     event: Event
-    """The fact committed."""
+    """The fact committed — a preview of it when `artifact` is set."""
+    artifact: ArtifactRef | None = Field(default=None, exclude_if=lambda ref: ref is None)
+    """The whole event, when `event` is only its preview (left out on the wire otherwise)."""
 
     @classmethod
-    def seal(cls, *, rev: int, lane: str, ts: datetime, hash_prev: str, event: Event) -> Self:
+    def seal(
+        cls,
+        *,
+        rev: int,
+        lane: str,
+        ts: datetime,
+        hash_prev: str,
+        event: Event,
+        artifact: ArtifactRef | None = None,
+    ) -> Self:
         """A committed event with its chain hash computed."""
+        ref = artifact.model_dump(mode="json") if artifact is not None else None
         digest = commit_hash(
-            hash_prev, rev, lane, format_ts(ts), _EVENT.dump_python(event, mode="json")
+            hash_prev, rev, lane, format_ts(ts), _EVENT.dump_python(event, mode="json"), ref
         )
-        return cls(rev=rev, lane=lane, ts=ts, hash_prev=hash_prev, hash=digest, event=event)
+        return cls(
+            rev=rev,
+            lane=lane,
+            ts=ts,
+            hash_prev=hash_prev,
+            hash=digest,
+            event=event,
+            artifact=artifact,
+        )
 
     def computed_hash(self) -> str:
         """The hash this record should carry, recomputed from its content."""
         event = _EVENT.dump_python(self.event, mode="json")
-        return commit_hash(self.hash_prev, self.rev, self.lane, format_ts(self.ts), event)
+        ref = self.artifact.model_dump(mode="json") if self.artifact is not None else None
+        return commit_hash(self.hash_prev, self.rev, self.lane, format_ts(self.ts), event, ref)
 
 
 def chain_break(

@@ -1,4 +1,5 @@
-"""Request and response payloads of the 8 agent -> choird verbs (§12.5 table)."""
+"""Request and response payloads of the agent -> choird verbs (§12.5 table; the artifact and
+paging verbs beyond it are in `choir.protocol.artifacts`)."""
 
 from __future__ import annotations
 
@@ -45,9 +46,13 @@ class InitHelloResponse(WireModel):
     snapshot: Snapshot | None = None
     """Latest working-memory snapshot when resuming, if one was taken."""
     tail_events: list[CommittedEvent] = Field(default_factory=list)
-    """Events after the snapshot (or from rev 1), up to the last acknowledged revision."""
+    """Events after the snapshot (or from rev 1), up to the last acknowledged revision — or
+    the first page of them when `tail_complete` is false."""
     config_version: int = Field(ge=0)
     """The hot-reloadable config version the agent should run."""
+    tail_complete: bool = Field(default=True, exclude_if=lambda complete: complete)
+    """False when the tail continues beyond this answer's bytes: the agent reads the rest with
+    FETCH_EVENTS from its last revision (left out on the wire when true)."""
 
     @model_validator(mode="after")
     def _resumable(self) -> Self:
@@ -206,6 +211,9 @@ class TerminateSelfRequest(WireModel):
     """Why the agent is exiting, for the session record."""
     summary: SummaryOutcome | None = Field(default=None, exclude_if=lambda s: s is None)
     """After a graceful stop: whether its session summary was made (left out otherwise)."""
+    failed: bool = Field(default=False, exclude_if=lambda failed: not failed)
+    """True when the agent could not start or resume its session: choird ends the session as
+    crashed (still resumable) and tells whoever started the agent why (left out when false)."""
 
 
 class FetchDynamicConfigRequest(WireModel):

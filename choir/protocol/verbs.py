@@ -1,4 +1,8 @@
-"""The 8 agent -> choird verbs (§12.5) and the payload models of each."""
+"""The agent -> choird verbs (§12.5) and the payload models of each.
+
+Beyond the spec's 8: PUT_ARTIFACT, FETCH_ARTIFACT and FETCH_EVENTS carry what is too large for one
+frame — an event's artifact, a resume's handover past its first page (`choir.protocol.artifacts`).
+"""
 
 from __future__ import annotations
 
@@ -6,6 +10,14 @@ from collections.abc import Mapping
 from enum import StrEnum
 from typing import Any, NamedTuple
 
+from choir.protocol.artifacts import (
+    FetchArtifactRequest,
+    FetchArtifactResponse,
+    FetchEventsRequest,
+    FetchEventsResponse,
+    PutArtifactRequest,
+    PutArtifactResponse,
+)
 from choir.protocol.base import WireModel
 from choir.protocol.payloads import (
     Ack,
@@ -37,6 +49,9 @@ class Verb(StrEnum):
     TERMINATE_SELF = "TERMINATE_SELF"
     FETCH_DYNAMIC_CONFIG = "FETCH_DYNAMIC_CONFIG"
     EXECUTE_HOST_TOOL = "EXECUTE_HOST_TOOL"
+    PUT_ARTIFACT = "PUT_ARTIFACT"
+    FETCH_ARTIFACT = "FETCH_ARTIFACT"
+    FETCH_EVENTS = "FETCH_EVENTS"
 
 
 class VerbModels(NamedTuple):
@@ -53,6 +68,9 @@ VERB_MODELS: Mapping[Verb, VerbModels] = {
     Verb.TERMINATE_SELF: VerbModels(TerminateSelfRequest, Ack),
     Verb.FETCH_DYNAMIC_CONFIG: VerbModels(FetchDynamicConfigRequest, FetchDynamicConfigResponse),
     Verb.EXECUTE_HOST_TOOL: VerbModels(ExecuteHostToolRequest, ExecuteHostToolResponse),
+    Verb.PUT_ARTIFACT: VerbModels(PutArtifactRequest, PutArtifactResponse),
+    Verb.FETCH_ARTIFACT: VerbModels(FetchArtifactRequest, FetchArtifactResponse),
+    Verb.FETCH_EVENTS: VerbModels(FetchEventsRequest, FetchEventsResponse),
 }
 """verb -> (request payload model, response payload model)."""
 

@@ -113,6 +113,43 @@ CREATE TABLE choir_control.leases (
 CREATE INDEX leases_session_idx ON choir_control.leases (session_id);
 """,
     ),
+    Migration(
+        2,
+        "artifacts of previewed events",
+        """
+CREATE TABLE choir_control.session_artifacts (
+    session_id text NOT NULL REFERENCES choir_control.sessions (session_id),
+    sha256     text NOT NULL CHECK (sha256 ~ '^[0-9a-f]{64}$'),
+    size       bigint NOT NULL CHECK (size > 0),
+    content    bytea NOT NULL DEFAULT '',
+    complete   boolean NOT NULL DEFAULT false,
+    created_at timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (session_id, sha256),
+    CHECK (length(content) <= size)
+);
+ALTER TABLE choir_control.session_events ADD COLUMN artifact jsonb;
+""",
+    ),
+    Migration(
+        3,
+        "durable inbox of user messages",
+        """
+CREATE TABLE choir_control.session_inbox (
+    seq           bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    message_id    text NOT NULL UNIQUE,
+    session_id    text NOT NULL REFERENCES choir_control.sessions (session_id),
+    agent_id      text NOT NULL,
+    push          bytea NOT NULL,
+    status        text NOT NULL DEFAULT 'pending'
+                  CHECK (status IN ('pending', 'delivered', 'undelivered')),
+    accepted_at   timestamptz NOT NULL,
+    delivered_rev bigint,
+    settled_at    timestamptz
+);
+CREATE INDEX session_inbox_pending_idx
+    ON choir_control.session_inbox (session_id, seq) WHERE status = 'pending';
+""",
+    ),
 )
 
 AGENT_MIGRATIONS: Final = (

@@ -36,7 +36,7 @@ ORDER BY e.rev
 """
 
 _READ: Final = """
-SELECT rev, event_type, lane, payload, hash_prev, hash, created_at
+SELECT rev, event_type, lane, payload, hash_prev, hash, created_at, artifact
 FROM choir_control.session_events
 WHERE session_id = $1 AND rev >= $2
 ORDER BY rev
@@ -61,6 +61,9 @@ class EventRecord:
     hash_prev: str
     hash: str
     created_at: datetime
+    artifact: dict[str, Any] | None = None
+    """`{"sha256", "size"}` when `payload` is the preview of a larger event; set by the
+    heartbeat that stored it (`choir.store.artifacts.link_artifacts`), read back with it."""
 
 
 class Head(NamedTuple):

@@ -122,3 +122,38 @@ async def test_choirctl_chat_prints_the_answer_and_exits(
         "[core report] core job refactor-auth finished: 3 files changed",
         "Hello! How can I help?",
     ]
+
+
+@pytest.mark.slow
+async def test_choirctl_chat_does_not_print_an_earlier_messages_answer_as_this_ones(
+    services: AgentServices, home: ChoirHome, choird: ChoirClient, pushes: Pushes
+) -> None:
+    """Issue 12 point 9: the error a restart left for the previous message arrives after the
+    next one was sent; `choirctl chat` used to print it as if it answered the new message."""
+    started = await services.sessions.start("agent-1", {})
+    agent, chain = AgentClient(services, started), Chain()
+    earlier = await choird.chat_send("agent-1", "an earlier message")
+    process = await asyncio.create_subprocess_exec(
+        str(CHOIRCTL),
+        "chat",
+        "agent-1",
+        "hello again",
+        "--wait",
+        "20",
+        env={**os.environ, "CHOIR_HOME": str(home.root)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    async with asyncio.timeout(20):
+        for _ in itertools.count():
+            if len(pushes.sent) == 2:
+                break
+            await asyncio.sleep(0.02)
+    message_id = pushes.sent[-1][1]["message_id"]
+    restarted = "I was restarted while working on your message; please send it again."
+    reply(chain, restarted, earlier["message_id"], "error")
+    reply(chain, "Hello again!", message_id)
+    await ship(agent, chain, 0)
+    out, err = await asyncio.wait_for(process.communicate(), 20)
+    assert process.returncode == 0, err.decode()
+    assert out.decode().splitlines() == ["Hello again!"]

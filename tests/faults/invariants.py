@@ -30,8 +30,8 @@ the scenario's own assertions (which intents are still open, which messages were
    one `user_msg` event (by message id, or by text when the gateway gave no id); exactly one
    when it was acknowledged — the sender was told it is durable (`SentMessage.acknowledged`, or
    every accepted message with `require_accepted_messages=True`) or saw a reply to it.
-   Unacknowledged messages with no event are returned in `Verdict.lost_messages`: today
-   chat.send answers when it has pushed a message, before it is durable (issue 12, item 2).
+   Unacknowledged messages with no event are returned in `Verdict.lost_messages`: chat.send
+   answers `durable` once a message is in choird's inbox (issue 12, item 2); an injection is not.
 4. **No side effect twice.** Each line of the `effects` files (one per `test.effect` run, its
    `token` argument) appears once; its call's intent (`tool_call_committed`) is durable, since a
    non-idempotent tool may only run after its intent is; a token's call is committed at most
@@ -175,8 +175,8 @@ class InvariantChecker:
         self.context = context
         """Printed with every violation (e.g. the random seed of the run)."""
         self.require_accepted_messages = require_accepted_messages
-        """Count every message chat.send accepted as acknowledged (invariant 3): right once
-        chat.send answers only for durable messages; today it answers when it pushed one."""
+        """Count every message chat.send accepted as acknowledged (invariant 3), whatever its
+        answer said (chat.send stores a message before it answers)."""
         self.acknowledged: dict[tuple[str, int], str] = {}
         """(session id, rev) -> hash of everything `observe()` saw acknowledged."""
         self.fault_at: float | None = None

@@ -17,7 +17,9 @@ what must have happened to the call:
 - heartbeat.after_send_before_ack: choird stored the intent, the agent never saw the ack, so
   the tool never ran: `outcome_unknown`, not run.
 - heartbeat.before_send: nothing after the last heartbeat reached choird; what was acknowledged
-  before is intact and the agent serves on.
+  before is intact and the agent serves on. The user's message was not durable in the agent's log
+  yet, so choird delivers it again after the resume (its inbox): it is answered then, and its
+  call runs then — once.
 """
 
 from __future__ import annotations
@@ -79,6 +81,9 @@ class Point:
     """Whether the effect's intent reached choird before the crash."""
     runs: int
     """`test.effect` runs: the call ran before the crash (1) or never (0)."""
+    redelivered: bool = False
+    """The user message was not durable at the crash: it is delivered again after the resume
+    and its call runs then, once (issue 12, item 2)."""
 
     @property
     def spec(self) -> str:
@@ -99,7 +104,15 @@ POINTS = [
         True,
         0,
     ),
-    Point("heartbeat.before_send", f"sleep({HEARTBEAT_HOLD_MS})", "edge", "model_asked", False, 0),
+    Point(
+        "heartbeat.before_send",
+        f"sleep({HEARTBEAT_HOLD_MS})",
+        "edge",
+        "model_asked",
+        False,
+        0,
+        True,
+    ),
 ]
 
 
@@ -140,9 +153,12 @@ async def test_a_kill_at_a_failpoint_loses_nothing_acknowledged_and_runs_nothing
         said = await checker.reported(chat_error(conversation, sent))  # the user is told too
         assert "please send it again" in said.text
 
+    if point.redelivered:
+        assert (await conversation.reply_to(sent))["category"] == "reply"
+
     verdict = await checker.verify(cluster.conversations.values())
     assert ran == point.runs, f"test.effect ran {ran} times before the crash"
-    assert effect_lines(cluster) == point.runs  # and never again after it
+    assert effect_lines(cluster) == point.runs + point.redelivered  # and never twice
     assert verdict.open_intents == []
     check_the_call(verdict, point)
 
@@ -186,10 +202,11 @@ async def operator_decides(cluster: Cluster, checker: InvariantChecker, session_
 def check_the_call(verdict: Verdict, point: Point) -> None:
     """One intent at most for the effect call, and the result its fate calls for."""
     intents = [e for e in verdict.events("tool_call_committed") if e.payload["tool"] == EFFECT_TOOL]
-    assert len(intents) == (1 if point.intent_durable else 0)
+    assert len(intents) == (1 if point.intent_durable or point.redelivered else 0)
     for intent in intents:
         [result] = verdict.results(intent.payload["call_id"])
-        assert result.payload["result"]["error_code"] == "outcome_unknown"
+        fate = None if point.redelivered else "outcome_unknown"  # redelivered: it simply ran
+        assert result.payload["result"]["error_code"] == fate
 
 
 def effect_lines(cluster: Cluster) -> int:

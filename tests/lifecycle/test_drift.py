@@ -49,7 +49,7 @@ async def test_an_agent_whose_tree_changed_after_start_is_refused(choird: Choird
     log = daemon.home.agent_log("agent-1").read_text()
     assert "image drift in agent-1: skill_manifest_hash" in log
     assert "choirctl agent update agent-1" in log
-    assert runtime.running("agent-1") is None
+    await poll_until(lambda: runtime.running("agent-1") is None, within=10)  # it said why, exits
     assert agent.pid is not None
     assert await leased(daemon, started.session_id) == set()
     assert await stored_events(daemon, started.session_id) == []

@@ -1,4 +1,5 @@
-"""The 8 verbs: payload models per verb, envelopes, and the checks on heartbeats and recovery."""
+"""The agent verbs (§12.5's 8, and three for data too large for one frame): payload models per
+verb, envelopes, and the checks on heartbeats and recovery."""
 
 from __future__ import annotations
 
@@ -30,7 +31,7 @@ GOLDEN = Path(__file__).parent / "golden" / "v1"
 VERBS = json.loads((GOLDEN / "verbs.json").read_text())
 
 
-def test_there_are_exactly_the_eight_verbs_of_section_12_5():
+def test_there_are_the_eight_verbs_of_section_12_5_and_the_three_for_large_data():
     assert [verb.value for verb in Verb] == [
         "INIT_HELLO",
         "GET_SECRETS",
@@ -40,6 +41,9 @@ def test_there_are_exactly_the_eight_verbs_of_section_12_5():
         "TERMINATE_SELF",
         "FETCH_DYNAMIC_CONFIG",
         "EXECUTE_HOST_TOOL",
+        "PUT_ARTIFACT",
+        "FETCH_ARTIFACT",
+        "FETCH_EVENTS",
     ]
     assert set(VERB_MODELS) == set(Verb)
 

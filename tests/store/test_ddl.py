@@ -19,6 +19,8 @@ CONTROL_TABLES = {
     "sessions",
     "session_events",
     "session_snapshots",
+    "session_artifacts",
+    "session_inbox",
     "pending_approvals",
     "leases",
     "schema_version",

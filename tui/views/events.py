@@ -19,6 +19,7 @@ from textual.binding import Binding, BindingType
 from textual.containers import VerticalScroll
 from textual.widgets import Input, Static
 
+from choir.artifact_read import event_range, whole_event
 from choir.errors import ChoirError
 from tui.dialogs import TextPrompt
 from tui.messages import EventsArrived
@@ -141,8 +142,23 @@ class EventsView(ChoirView):
         self.timeline.focus()
 
     def action_show_all(self) -> None:
-        if self._expanded is not None:
+        if self._expanded is None:
+            return
+        if self._expanded.get("artifact"):  # a preview: read the whole event back first
+            self._show_whole(self._expanded)
+        else:
             self._show_detail(self._expanded, everything=True)
+
+    @work(exclusive=True, group="events-expand")
+    async def _show_whole(self, event: Payload) -> None:
+        if self.session_id is None:
+            return
+        try:
+            whole = await whole_event(self.bridge.call, self.session_id, int(event["rev"]))
+        except ChoirError as error:
+            self.notify(error.message, title="session.artifact", severity="error")
+            return
+        self._show_detail({**event, "payload": whole}, everything=True)
 
     @work(exclusive=True, group="events-jump")
     async def action_jump(self) -> None:
@@ -202,6 +218,8 @@ class EventsView(ChoirView):
         if self.session_id is None or limit < 1:
             return None
         try:
+            if from_rev is not None:  # answers are bounded by bytes: read on until `limit`
+                return await event_range(self.bridge.call, self.session_id, from_rev, limit)
             answer = await self.bridge.call(
                 "session.events", session_id=self.session_id, from_rev=from_rev, limit=limit
             )
