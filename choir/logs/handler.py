@@ -4,19 +4,30 @@
 (§22.2, `log_archive_threshold_lines`), so the active file never holds more than `threshold`
 lines. The rollover itself is a rename and a reopen under the handler's lock; the gzip work runs
 on a background thread so a large archive never stalls choird's event loop.
+
+A record is written whole or not at all (issue 12): one `write(2)` of the encoded line on an
+O_APPEND descriptor, and a short write — the disk filled up half-way — is cut back to where the
+line began. A record that could not be written is counted, `on_write_error` is told (choird
+reports the disk as full), and the next line that gets through says how many were lost.
 """
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import logging
 import os
 import sys
 import threading
+from collections.abc import Callable
 from contextlib import nullcontext
 from io import TextIOWrapper
 from pathlib import Path
 
 from choir.logs.archive import compress, compress_pending, stage
+
+WriteErrorHook = Callable[[Path, OSError | None], None]
+"""Told of every failed write (the error) and of the first write that succeeds after one (None)."""
 
 
 def count_lines(path: Path) -> tuple[int, bool]:
@@ -43,6 +54,13 @@ class ArchivingFileHandler(logging.FileHandler):
         self.lines = 0
         """Lines in the active file, counted when it is opened and on every write."""
         self._compressors: list[threading.Thread] = []
+        self.dropped = 0
+        """Records lost since the last line that was written (disk full, I/O error)."""
+        self.on_write_error: WriteErrorHook | None = None
+        """Who to tell when writes start failing and when they succeed again (choird's health)."""
+        self._torn = False
+        """A short write could not be cut back: the next line starts on a fresh line."""
+        self._failing = False
         compress_pending(archive_dir)
         super().__init__(path, mode="a", encoding="utf-8")
 
@@ -52,8 +70,7 @@ class ArchivingFileHandler(logging.FileHandler):
         os.fchmod(fd, 0o600)
         stream = os.fdopen(fd, "a", encoding="utf-8")
         self.lines, cut_off = count_lines(Path(self.baseFilename))
-        if cut_off:
-            stream.write("\n")  # a crash cut the last line: keep the next one parseable
+        self._torn = cut_off  # a crash cut the last line: keep the next one parseable
         return stream
 
     def emit(self, record: logging.LogRecord) -> None:
@@ -62,8 +79,44 @@ class ArchivingFileHandler(logging.FileHandler):
                 self.roll_over()
         except Exception:
             self.handleError(record)
-        super().emit(record)
-        self.lines += 1
+        try:
+            line = (self.format(record) + self.terminator).encode("utf-8", "surrogateescape")
+        except Exception:
+            self.handleError(record)
+            return
+        with self.lock or nullcontext():
+            self._write_line(line, record)
+
+    def _write_line(self, line: bytes, record: logging.LogRecord) -> None:
+        """Append `line` whole, after a note of the records lost before it, if any."""
+        try:
+            if self.stream is None:
+                self.stream = self._open()
+            note = self._lost_note(record) if self.dropped else b""
+            append_whole(self.stream.fileno(), note + line, torn=self._torn)
+        except OSError as error:
+            self._torn = self._torn or getattr(error, "torn", False)
+            self.dropped += 1
+            self._failing = True
+            self._tell(error)
+            return
+        self.lines += 2 if note else 1
+        self.dropped, self._torn = 0, False
+        if self._failing:
+            self._failing = False
+            self._tell(None)
+
+    def _lost_note(self, record: logging.LogRecord) -> bytes:
+        message = f"{self.dropped} log record(s) were lost: the disk was full or failing"
+        note = logging.LogRecord(record.name, logging.WARNING, __file__, 0, message, None, None)
+        return (self.format(note) + self.terminator).encode("utf-8", "surrogateescape")
+
+    def _tell(self, error: OSError | None) -> None:
+        hook = self.on_write_error
+        if hook is None:
+            return
+        with contextlib.suppress(Exception):  # a reporting hook must never break logging
+            hook(Path(self.baseFilename), error)
 
     def roll_over(self) -> None:
         """Move the active file aside, start a fresh one, and compress the old one in background."""
@@ -90,6 +143,27 @@ class ArchivingFileHandler(logging.FileHandler):
     def close(self) -> None:
         self.wait_for_archives()
         super().close()
+
+
+def append_whole(fd: int, data: bytes, *, torn: bool = False) -> None:
+    """Append `data` to the O_APPEND descriptor `fd` in one write, or not at all.
+
+    A short write (the file system filled up mid-line) is truncated back to where the line
+    began and raises ENOSPC; if even that fails, the OSError carries `torn = True` so the
+    caller starts its next line on a fresh one. `torn` prefixes a newline for that case.
+    """
+    if torn:
+        data = b"\n" + data
+    start = os.fstat(fd).st_size
+    written = os.write(fd, data)
+    if written == len(data):
+        return
+    error = OSError(errno.ENOSPC, f"short write ({written} of {len(data)} bytes)")
+    try:
+        os.ftruncate(fd, start)
+    except OSError:
+        error.torn = True  # type: ignore[attr-defined]
+    raise error
 
 
 def _compress_reporting(staged: Path) -> None:
