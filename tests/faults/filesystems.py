@@ -57,8 +57,7 @@ def fill(directory: Path, name: str = "filler") -> Path:
                 if error.errno != errno.ENOSPC:
                     raise
                 break
-    with contextlib.suppress(OSError):  # the last few bytes of the last page
-        with filler.open("ab", buffering=0) as sink:
-            while sink.write(b"\0"):
-                pass
+    with contextlib.suppress(OSError), filler.open("ab", buffering=0) as sink:
+        while sink.write(b"\0"):  # the last few bytes of the last page
+            pass
     return filler
