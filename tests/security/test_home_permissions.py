@@ -15,9 +15,9 @@ import stat
 from pathlib import Path
 
 import pytest
+from pgserver._commands import POSTGRES_BIN_PATH
 
 from choir.client import ChoirClient
-from choir.store.embedded import POSTGRES_BIN_PATH
 from tests.e2e.daemons import running_daemon
 from tests.e2e.homes import make_home, short_root
 
