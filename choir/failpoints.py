@@ -37,11 +37,13 @@ KNOWN_FAILPOINTS: Final = frozenset(
         "tool.after_intent_before_run",
         "heartbeat.before_send",
         "heartbeat.after_send_before_ack",
+        "postgres.before_restart",
     }
 )
 """Every placed failpoint. `arbiter.after_append_before_ack`: a non-idempotent intent is in the
 local log, not yet durable. `tool.after_intent_before_run`: the intent is durable, the tool has
-not run. `heartbeat.before_send` / `heartbeat.after_send_before_ack`: around one HEARTBEAT."""
+not run. `heartbeat.before_send` / `heartbeat.after_send_before_ack`: around one HEARTBEAT.
+`postgres.before_restart` (choird): its supervisor is about to restart the embedded server."""
 
 _ENTRY = re.compile(r"^(?P<name>[a-z0-9_]+(?:\.[a-z0-9_]+)+)=(?P<action>.+)$")
 _SLEEP = re.compile(r"^sleep\((?P<ms>\d+)\)$")

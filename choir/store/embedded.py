@@ -27,7 +27,12 @@ from typing import Final, Self
 from choir.errors import UnavailableError
 from choir.store.embedded_root import RootServer
 from choir.store.pool import wait_until_ready
-from choir.store.postmaster import clear_stale_pidfile, serving, stop_postmaster
+from choir.store.postmaster import (
+    clear_stale_pidfile,
+    is_postmaster_of,
+    live_postmaster,
+    stop_postmaster,
+)
 from choir.store.target import ConnectParams
 
 with warnings.catch_warnings():
@@ -85,13 +90,10 @@ class EmbeddedPostgres:
         return self._serving.pid if self._serving is not None else None
 
     def alive(self) -> bool:
-        """Whether the postmaster this object started is still serving its data directory."""
+        """Whether the postmaster this object started or adopted still runs (it may be busy
+        recovering from a crash of one of its backends: that is its own business)."""
         running = self._serving
-        return (
-            running is not None
-            and (found := serving(self.datadir)) is not None
-            and (found.pid == running.pid)
-        )
+        return running is not None and is_postmaster_of(running.pid, self.datadir)
 
     def uri(self, database: str = ADMIN_DATABASE) -> str:
         """A `postgresql://` URI for `database` over the Unix socket (for psql and logs)."""
@@ -170,12 +172,12 @@ class EmbeddedPostgres:
     def _adopt_or_start_as_root(self) -> _Serving:
         """The server already serving the directory, else one started by `RootServer`."""
         root = RootServer(self.datadir, POSTGRES_BIN_PATH.parent)
-        found = serving(self.datadir)
+        found = live_postmaster(self.datadir)
         if found is None:
             root.start()
-            found = serving(self.datadir)
+            found = live_postmaster(self.datadir)
         if found is None:
-            raise RuntimeError("pg_ctl said the server started, but no postmaster is ready")
+            raise RuntimeError("pg_ctl said the server started, but no postmaster runs")
         return _Serving(root.host_socket_dir(found.socket_dir), found.port, found.pid)
 
     def _running(self) -> _Serving:

@@ -99,10 +99,10 @@ def read_pidfile(datadir: Path) -> PidFile | None:
     )
 
 
-def serving(datadir: Path) -> PidFile | None:
-    """The pidfile of a live postmaster serving `datadir` and accepting connections."""
+def live_postmaster(datadir: Path) -> PidFile | None:
+    """The pidfile of a live postmaster serving `datadir` (ready, or still starting up)."""
     info = read_pidfile(datadir)
-    if info is None or info.status != "ready" or not is_postmaster_of(info.pid, datadir):
+    if info is None or not is_postmaster_of(info.pid, datadir):
         return None
     return info
 
