@@ -120,12 +120,14 @@ class ContainerEngine:
     async def inspect(self, container: str) -> dict[str, Any]:
         return dict(await self._run(lambda: self._api.inspect_container(container)))
 
-    async def follow(self, container: str, sink: BinaryIO) -> int:
-        """Copy the container's output into `sink` until it exits; its exit code."""
+    async def follow(self, container: str, sink: BinaryIO, *, since: float | None = None) -> int:
+        """Copy the container's output (from `since`, a UNIX time, when given) into `sink`
+        until it exits; its exit code."""
 
         def follow() -> int:
             with contextlib.suppress(*_TRANSPORT):
-                for chunk in self._api.logs(container, stream=True, follow=True):
+                logs = self._api.logs(container, stream=True, follow=True, since=since)
+                for chunk in logs:
                     sink.write(chunk)
                     sink.flush()
             return int(self._api.wait(container, timeout=None).get("StatusCode", -1))

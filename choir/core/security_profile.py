@@ -8,7 +8,8 @@ verified are one declaration, and an engine that silently drops a setting is cau
 Items, in §15.3's order: capabilities dropped, no-new-privileges, read-only root filesystem,
 tmpfs /tmp and /run, CPU/memory/pids limits, the default seccomp profile; never privileged, no
 Docker socket, no host PID/network/IPC namespace, no devices; the only mounts are the workspace
-at /workspace and the agent's socket at /run/choir.sock. Networking is the engine's `bridge` by
+at /workspace and the agent's own socket directory at /run/choir (the socket is
+/run/choir/choir.sock). Networking is the engine's `bridge` by
 default: agents reach their LLM endpoint (§18.1 allows outbound web access in v1), never the
 host's network namespace.
 """
@@ -20,7 +21,11 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 WORKSPACE_TARGET: Final = "/workspace"
-SOCKET_TARGET: Final = "/run/choir.sock"
+SOCKET_DIR_TARGET: Final = "/run/choir"
+SOCKET_TARGET: Final = f"{SOCKET_DIR_TARGET}/choir.sock"
+"""The agent's socket is mounted as its directory (`$CHOIR_HOME/socks/agents/<id>/`), not as a
+file: a restarted choird makes a new socket — a new inode — at the same host path, which a file
+bind mount would never show the container; a directory mount does (issue 12 point 5)."""
 FORBIDDEN_NETWORKS: Final = ("host",)
 """Network modes that would share a host namespace (`container:<id>` is refused as well)."""
 TMPFS_OPTIONS: Final = "rw,nosuid,nodev,size={size},mode={mode},uid={uid},gid={gid}"
@@ -101,7 +106,8 @@ class ProfileReport:
 
 
 def create_options(profile: SecurityProfile, *, workspace: str, socket: str) -> dict[str, Any]:
-    """docker SDK `containers.create` keyword arguments that apply `profile`."""
+    """docker SDK `containers.create` keyword arguments that apply `profile`; `socket` is the
+    agent's socket on the host, whose directory is mounted."""
     limits = profile.limits
     return {
         "user": profile.user,
@@ -118,9 +124,14 @@ def create_options(profile: SecurityProfile, *, workspace: str, socket: str) -> 
         "init": True,
         "volumes": {
             workspace: {"bind": WORKSPACE_TARGET, "mode": "rw"},
-            socket: {"bind": SOCKET_TARGET, "mode": "rw"},
+            socket_dir(socket): {"bind": SOCKET_DIR_TARGET, "mode": "rw"},
         },
     }
+
+
+def socket_dir(socket: str) -> str:
+    """The host directory mounted at /run/choir: the one holding only the agent's socket."""
+    return socket.rpartition("/")[0] or "/"
 
 
 def nano_cpus(cpus: float) -> int:
@@ -256,14 +267,15 @@ def _no_devices(c: _Container) -> ProfileCheck:
 
 
 def _mounts(c: _Container, *, workspace: str, socket: str) -> ProfileCheck:
-    expected = {(workspace, WORKSPACE_TARGET, "bind"), (socket, SOCKET_TARGET, "bind")}
+    sockets = socket_dir(socket)
+    expected = {(workspace, WORKSPACE_TARGET, "bind"), (sockets, SOCKET_DIR_TARGET, "bind")}
     found = {
         (str(m.get("Source")), str(m.get("Destination")), str(m.get("Type"))) for m in c.mounts
     }
     writable = all(m.get("RW") is True for m in c.mounts)
     ok = found == expected and writable and not c.host.get("VolumesFrom")
     rendered = ", ".join(f"{t}:{s}->{d}" for s, d, t in sorted(found)) or "none"
-    want = f"bind:{workspace}->{WORKSPACE_TARGET}, bind:{socket}->{SOCKET_TARGET}"
+    want = f"bind:{workspace}->{WORKSPACE_TARGET}, bind:{sockets}->{SOCKET_DIR_TARGET}"
     return ProfileCheck("only_workspace_and_socket_mounted", ok, want, rendered)
 
 

@@ -33,6 +33,7 @@ from choir.daemon.pg_supervisor import PostgresSupervisor
 from choir.daemon.pushes import wire_pushes
 from choir.daemon.repo_refresh import fetch_at_start
 from choir.daemon.runtime import AgentRuntime, RuntimeChoice
+from choir.daemon.runtime_adopt import adopt_agents
 from choir.daemon.runtime_select import select_runtime
 from choir.daemon.session_state import SessionEnded, utc_now
 from choir.daemon.store_watch import StoreWatch
@@ -166,15 +167,22 @@ class ChoirDaemon:
             lambda: stage.running.config,
         )
         self._stack.callback(self.runtime.close)
-        removed = await self.runtime.remove_orphans()
-        log.info(
-            "step 6: agents left by a previous run removed",
-            fields={"runtime": self.runtime.name, "removed": removed},
+        adoption = await adopt_agents(
+            self.runtime, services.sessions, threshold_ms=config.crash_detection_threshold_ms
         )
-        orphans = await services.sessions.reap_orphans(alive=())
-        log.info("step 7: stale leases released", fields={"sessions": len(orphans)})
+        log.info(
+            "step 6: agents left by a previous run adopted or removed",
+            fields={
+                "runtime": self.runtime.name,
+                "adopted": [agent.agent_id for agent in adoption.adopted],
+                "removed": adoption.removed,
+            },
+        )
+        log.info("step 7: stale leases released", fields={"sessions": len(adoption.crashed)})
         log.info("step 8: gateways", fields={"console": "ready", "telegram": "not implemented"})
         await self._listen(services)
+        for agent in adoption.adopted:  # they are retrying: give them their socket back
+            await self.open_agent_socket(agent.agent_id)
         self._stack.push_async_callback(self._cancel_timers, self._start_timers(services))
         self._stack.callback(wire_pushes(services, self.hub))
         services.sessions.subscribe(self._on_session_ended)

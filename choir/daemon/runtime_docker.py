@@ -4,15 +4,16 @@ The agent's image comes from `ensure_agent_image` (§17.3: built only when somet
 its container is created from the declared security profile (`choir.core.security_profile`),
 runs `choir-agent` as choird's own uid:gid — every capability is dropped, so only the owner can
 use the workspace and the agent socket — with the workspace at /workspace and the agent's
-socket at /run/choir.sock and nothing else mounted. The environment holds only the agent's
+socket directory at /run/choir and nothing else mounted. The environment holds only the agent's
 identity; the lease token goes in on stdin (§14.1). Right after start the container is read
 back and checked against the profile; one that does not match is removed and the start refused.
 
 A follower thread copies the container's output to `logs/<agent-id>.log` until it exits. Exit
 without TERMINATE_SELF marks the session crashed (§13.1), and the dead container is removed
 either way. When the reaper declares a session crashed (no heartbeat) while its container
-still runs, the container is killed and removed. At choird start, containers labelled
-`choir.managed=true` for this `$CHOIR_HOME` are a previous run's orphans and are removed.
+still runs, the container is killed and removed. At choird start, the containers labelled
+`choir.managed=true` for this `$CHOIR_HOME` that a previous run left are adopted when their
+session still holds its lease (`runtime_adopt`), and removed otherwise.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from choir.adapters.docker_containers import ContainerEngine, ContainerSpec
 from choir.adapters.docker_engine import DockerEngine
 from choir.config import ChoirConfig
 from choir.core.security_profile import (
+    SOCKET_DIR_TARGET,
     WORKSPACE_TARGET,
     ProfileReport,
     SecurityProfile,
@@ -43,6 +45,7 @@ from choir.daemon.runtime import (
     StopReason,
     note_exit,
 )
+from choir.daemon.runtime_adopt import Adopted, KeepFn, followed_since
 from choir.daemon.runtime_profile import (
     AGENT_COMMAND,
     ConfigFn,
@@ -265,17 +268,69 @@ class DockerRuntime:
             await self._engine.remove(container.id)
         return [container.name for container in found]
 
+    async def adopt(self, keep: KeepFn) -> Adopted:
+        """At start: re-attach the running containers of this home that `keep` accepts (by
+        their `choir.agent` and `choir.session` labels); remove the others (`runtime_adopt`)."""
+        report = Adopted()
+        found = await self._engine.list({MANAGED: "true", "choir.home": str(self._home.root)})
+        for container in found:
+            agent_id = container.labels.get("choir.agent", "")
+            session_id = container.labels.get("choir.session", "")
+            adoptable = container.state == "running" and agent_id not in self._agents
+            if adoptable and keep(agent_id, session_id):
+                agent = await self._reattach(container.id, agent_id, session_id)
+                if agent is not None:
+                    report.agents.append(agent)
+                    continue
+            await self._engine.remove(container.id)
+            report.removed.append(container.name)
+        return report
+
+    async def _reattach(
+        self, container: str, agent_id: str, session_id: str
+    ) -> RunningAgent | None:
+        """Watch, follow and verify a container a previous choird started; None when it cannot
+        see a restarted choird's socket (made before sockets were mounted as a directory)."""
+        try:
+            inspect = await self._engine.inspect(container)
+        except ChoirError:
+            return None
+        mounts = {
+            str(m.get("Destination")): str(m.get("Source")) for m in inspect.get("Mounts") or []
+        }
+        if SOCKET_DIR_TARGET not in mounts:
+            return None
+        image = str((inspect.get("Config") or {}).get("Image") or "") or None
+        held = _Container(
+            RunningAgent(agent_id, session_id, None, container, image),
+            agent_profile(self._config().container),
+            mounts.get(WORKSPACE_TARGET, ""),
+            str(self._home.agent_socket(agent_id)),
+        )
+        self._agents[agent_id] = held
+        since = followed_since(self._home.agent_log(agent_id))
+        held.watcher = asyncio.create_task(self._watch(held, since=since), name=f"watch-{agent_id}")
+        with contextlib.suppress(ChoirError):
+            report = await self._verify(held)
+            if not report.ok:
+                log.warning(
+                    "an adopted container does not match today's profile (it was created "
+                    "before a change): agent verify shows it; restart it to apply",
+                    fields={"agent_id": agent_id, "failed": report.failed},
+                )
+        return held.agent
+
     def close(self) -> None:
         self._unsubscribe()
         self._engine.close()
 
-    async def _watch(self, held: _Container) -> int:
+    async def _watch(self, held: _Container, *, since: float | None = None) -> int:
         agent = held.agent
         assert agent.container is not None
         self._home.logs.mkdir(parents=True, exist_ok=True)
         try:
             with self._home.agent_log(agent.agent_id).open("ab") as sink:
-                code = await self._engine.follow(agent.container, sink)
+                code = await self._engine.follow(agent.container, sink, since=since)
         except ChoirError as error:
             log.error(str(error), fields={"agent_id": agent.agent_id})
             code = -1

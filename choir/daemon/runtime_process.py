@@ -9,8 +9,10 @@ lease token goes in on stdin, so no environment holds it. Each agent gets its ow
 so a stop reaches every process it started. A watcher notices the process exiting; if its
 session is still active, the session is marked crashed, which releases its leases at once
 instead of after the heartbeat threshold. A session the reaper declares crashed (no heartbeat)
-has its hung process group killed; at choird start, agents a previous choird on this home left
-behind are killed.
+has its hung process group killed. At choird start, the agents a previous choird on this home
+left running are adopted when their session still holds its lease (`runtime_adopt`: recorded by
+pid and start time), and killed otherwise. The agent's output goes straight to its log file,
+never through a pipe to choird, so a dead choird cannot break it.
 
 Repos given as local paths are read in place (working trees, uncommitted work included); repos
 given as URLs are read from choird's clones (`repos`, fetched at `config load` and choird start).
@@ -26,7 +28,7 @@ import signal
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO, Final, Literal
+from typing import BinaryIO, Final, Literal, Protocol
 
 import psutil
 
@@ -43,6 +45,14 @@ from choir.daemon.runtime import (
     RunningAgent,
     StopReason,
     note_exit,
+)
+from choir.daemon.runtime_adopt import (
+    Adopted,
+    AdoptedProcess,
+    KeepFn,
+    forget_process,
+    record_process,
+    recorded_processes,
 )
 from choir.daemon.runtime_profile import now_iso
 from choir.daemon.session_state import SessionEnded, StartedSession
@@ -61,10 +71,18 @@ PROCESS_IMAGE: Final = "process"
 """version.json's `image_version` for an agent run from working trees, not an image."""
 
 
+class _Handle(Protocol):
+    """A process choird started (`asyncio.subprocess.Process`) or adopted (`AdoptedProcess`)."""
+
+    pid: int
+
+    async def wait(self) -> int: ...
+
+
 @dataclass
 class _Process:
     agent: RunningAgent
-    process: asyncio.subprocess.Process
+    process: _Handle
     watcher: asyncio.Task[int] | None = None
 
 
@@ -152,6 +170,9 @@ class ProcessRuntime:
                 start_new_session=True,
             )
         await _hand_over(process, started.lease_token)
+        await asyncio.to_thread(
+            record_process, self._home, agent_id, started.session_id, process.pid
+        )
         held = _Process(RunningAgent(agent_id, started.session_id, process.pid), process)
         self._agents[agent_id] = held
         held.watcher = asyncio.create_task(self._watch(held), name=f"watch-{agent_id}")
@@ -189,6 +210,34 @@ class ProcessRuntime:
             _signal_group(pid, signal.SIGKILL)
         return [f"pid {pid}" for pid in found]
 
+    async def adopt(self, keep: KeepFn) -> Adopted:
+        """At start: re-attach the recorded agent processes `keep` accepts (their pid and start
+        time still match); kill every other choir-agent of this home (`runtime_adopt`)."""
+        report = Adopted()
+        for record in await asyncio.to_thread(recorded_processes, self._home):
+            alive = await asyncio.to_thread(record.alive)
+            agent_id = record.agent_id
+            if alive and agent_id not in self._agents and keep(agent_id, record.session_id):
+                held = _Process(
+                    RunningAgent(agent_id, record.session_id, record.pid), AdoptedProcess(record)
+                )
+                self._agents[agent_id] = held
+                held.watcher = asyncio.create_task(self._watch(held), name=f"watch-{agent_id}")
+                report.agents.append(held.agent)
+                continue
+            if alive:
+                _signal_group(record.pid, signal.SIGKILL)
+                report.removed.append(f"pid {record.pid}")
+            forget_process(self._home, agent_id, record.pid)
+        handled = {agent.pid for agent in report.agents} | {
+            int(name.split()[1]) for name in report.removed
+        }
+        for pid in await asyncio.to_thread(_orphans, self._home.agent_socks):
+            if pid not in handled:
+                _signal_group(pid, signal.SIGKILL)
+                report.removed.append(f"pid {pid}")
+        return report
+
     async def verify(self, agent_id: str) -> ProfileReport:
         held = self._agents.get(agent_id)
         if held is None:
@@ -201,6 +250,7 @@ class ProcessRuntime:
 
     async def _watch(self, held: _Process) -> int:
         code = await held.process.wait()
+        forget_process(self._home, held.agent.agent_id, held.process.pid)
         if self._agents.get(held.agent.agent_id) is held:
             del self._agents[held.agent.agent_id]
         await note_exit(self._sessions, held.agent, code, self.name)

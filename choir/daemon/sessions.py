@@ -222,6 +222,11 @@ class SessionService:
                 reaped.append(row)
         return reaped
 
+    async def active(self) -> list[SessionRow]:
+        """Every active session, oldest first."""
+        async with self._pool.acquire() as conn:
+            return await active_sessions(conn)
+
     async def reap_orphans(self, alive: Collection[str]) -> list[SessionRow]:
         """Startup step 7 (§6.2): active sessions whose container is gone are crashed."""
         async with self._pool.acquire() as conn:

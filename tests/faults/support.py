@@ -30,7 +30,7 @@ from choir.store.embedded import EmbeddedPostgres
 from choir.store.events import EventRecord, read_events
 from choir.store.pool import connect
 from choir.store.postmaster import postmaster_pid, stop_postmaster
-from choir.store.target import DEFAULT_DATABASE
+from choir.store.target import DEFAULT_DATABASE, ConnectParams
 from tests.e2e.processes import BIN, Choird, environment, run_choirctl, wait_until_ready
 
 
@@ -84,15 +84,21 @@ def wait_for(condition: Callable[[], bool], within: float, every: float = 0.1) -
     return time.monotonic() - began
 
 
-def stored_events(home: ChoirHome, session_id: str) -> list[EventRecord]:
-    """The session's events in the home's embedded Postgres (the running server, adopted)."""
+def stored_events(
+    home: ChoirHome, session_id: str, params: ConnectParams | None = None
+) -> list[EventRecord]:
+    """The session's events in Postgres at `params`, else in the home's embedded server (the
+    running one, adopted). Blocking: call it from a thread in async tests."""
 
     async def read() -> list[EventRecord]:
-        server = EmbeddedPostgres(home.pgdata, stop_on_exit=False)
-        await asyncio.to_thread(server.start)
-        conn = await connect(server.params.with_database(DEFAULT_DATABASE))
+        where = params
+        if where is None:
+            server = EmbeddedPostgres(home.pgdata, stop_on_exit=False)
+            await asyncio.to_thread(server.start)
+            where = server.params.with_database(DEFAULT_DATABASE)
+        conn = await connect(where)
         try:
-            return await read_events(conn, session_id)
+            return await read_events(conn, session_id, limit=100_000)
         finally:
             await conn.close()
 

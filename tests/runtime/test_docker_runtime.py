@@ -67,7 +67,7 @@ async def test_a_started_agent_has_every_item_of_the_profile(
     mounts = {(m["Type"], m["Source"], m["Destination"]) for m in attrs["Mounts"]}
     assert mounts == {
         ("bind", str(workspace), "/workspace"),
-        ("bind", str(choird.home.agent_socket("agent-1")), "/run/choir.sock"),
+        ("bind", str(choird.home.agent_socket("agent-1").parent), "/run/choir"),
     }
     assert attrs["Config"]["User"] == f"{os.getuid()}:{os.getgid()}"
     assert attrs["Config"]["Labels"]["choir.managed"] == "true"
