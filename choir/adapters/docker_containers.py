@@ -18,7 +18,7 @@ import socket
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any, BinaryIO, Final, TypeVar
+from typing import Any, Final, Protocol, TypeVar
 
 import docker.errors
 import requests.exceptions
@@ -45,6 +45,14 @@ class ContainerInfo:
     labels: Mapping[str, str]
     state: str
     """`created`, `running`, `exited`, …"""
+
+
+class Sink(Protocol):
+    """Where a container's output is copied (a file, or choir's whole-chunk `AppendSink`)."""
+
+    def write(self, data: bytes, /) -> int: ...
+
+    def flush(self) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -120,7 +128,7 @@ class ContainerEngine:
     async def inspect(self, container: str) -> dict[str, Any]:
         return dict(await self._run(lambda: self._api.inspect_container(container)))
 
-    async def follow(self, container: str, sink: BinaryIO, *, since: float | None = None) -> int:
+    async def follow(self, container: str, sink: Sink, *, since: float | None = None) -> int:
         """Copy the container's output (from `since`, a UNIX time, when given) into `sink`
         until it exits; its exit code."""
 

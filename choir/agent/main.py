@@ -68,8 +68,9 @@ async def _run(runtime: AgentRuntime) -> int:
 
 def _log_to_stderr(agent_id: str) -> None:
     from choir.logs import JsonLinesFormatter
+    from choir.logs.handler import WholeLineStreamHandler
 
-    handler = logging.StreamHandler(sys.stderr)
+    handler = WholeLineStreamHandler(sys.stderr)  # a full disk drops a line, never tears one
     handler.setFormatter(JsonLinesFormatter(agent_id))
     root = logging.getLogger()
     root.addHandler(handler)

@@ -10,7 +10,6 @@ failure half-way through start-up unwinds what was already started.
 from __future__ import annotations
 
 import asyncio
-import logging
 import ssl
 import time
 from collections.abc import Callable
@@ -39,7 +38,8 @@ from choir.daemon.session_state import SessionEnded, utc_now
 from choir.daemon.store_watch import StoreWatch
 from choir.errors import UnavailableError, UsageError
 from choir.home import ChoirHome
-from choir.logs import ArchivingFileHandler, get_logger
+from choir.logs import get_logger
+from choir.logs.handler import set_write_error_hook
 from choir.store.agent_schema import ensure_agent_schema
 from choir.store.database import Database, open_database
 from choir.store.failures import disk_failure
@@ -277,21 +277,19 @@ class ChoirDaemon:
             self.services.sessions.excuse(utc_now())
 
     def _watch_log_writes(self) -> Callable[[], None]:
-        """Report choird's own log lines that cannot be written (a full disk) as disk problems;
-        returns the callable that stops it."""
+        """Report log lines that cannot be written (choird's own, an agent's copied output) as
+        disk problems; returns the callable that stops it."""
         loop = asyncio.get_running_loop()
-        handlers = [h for h in logging.getLogger().handlers if isinstance(h, ArchivingFileHandler)]
 
         def failed(path: Path, error: OSError | None) -> None:
             if error is not None and not loop.is_closed():
-                loop.call_soon_threadsafe(self.disk.note, "choird's log", path, error)
+                source = "choird's log" if path == self.home.choird_log else "an agent's log"
+                loop.call_soon_threadsafe(self.disk.note, source, path, error)
 
-        for handler in handlers:
-            handler.on_write_error = failed
+        previous = set_write_error_hook(failed)
 
         def stop() -> None:
-            for handler in handlers:
-                handler.on_write_error = None
+            set_write_error_hook(previous)
 
         return stop
 

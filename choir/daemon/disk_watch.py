@@ -37,6 +37,9 @@ class _Fault:
     reason: str
     seen: float
     """When it was last reported (monotonic)."""
+    since: float
+    """When it was first reported: the oldest fault is the one shown, so the report stays put
+    while a full disk makes one writer after another fail."""
 
 
 class DiskWatch:
@@ -65,7 +68,10 @@ class DiskWatch:
         what = "no space left" if state == "full" else "an I/O error"
         detail = str(error).splitlines()[0] if str(error) else type(error).__name__
         reason = f"{source} could not write to {where}: {what} ({detail})"
-        self._faults[source] = _Fault(state, where, reason, self._clock())
+        now = self._clock()
+        old = self._faults.get(source)
+        since = old.since if old is not None and old.state == state else now
+        self._faults[source] = _Fault(state, where, reason, now, since)
         self._publish()
 
     def check(self) -> None:
@@ -78,7 +84,8 @@ class DiskWatch:
                 reason = (
                     f"{path} is on a full file system (less than {self._full_below} bytes left)"
                 )
-                self._faults[key] = _Fault("full", path, reason, now)
+                old = self._faults.get(key)
+                self._faults[key] = _Fault("full", path, reason, now, old.since if old else now)
             else:
                 self._faults.pop(key, None)
         for key, fault in list(self._faults.items()):
@@ -93,8 +100,8 @@ class DiskWatch:
         if not self._faults:
             self._health.clear("disk")
             return
-        latest = max(self._faults.values(), key=lambda fault: fault.seen)
-        self._health.report("disk", latest.state, latest.reason, where=str(latest.where))
+        first = min(self._faults.values(), key=lambda fault: fault.since)
+        self._health.report("disk", first.state, first.reason, where=str(first.where))
 
 
 def free_bytes(path: Path) -> int | None:

@@ -62,6 +62,7 @@ from choir.daemon.sessions import SessionService
 from choir.errors import ChoirError, ConflictError, NotFoundError, UsageError
 from choir.home import ChoirHome
 from choir.logs import get_logger
+from choir.logs.handler import AppendSink
 from choir.protocol import ShutdownPush
 from choir.store.sessions import SessionStatus
 
@@ -329,7 +330,7 @@ class DockerRuntime:
         assert agent.container is not None
         self._home.logs.mkdir(parents=True, exist_ok=True)
         try:
-            with self._home.agent_log(agent.agent_id).open("ab") as sink:
+            with AppendSink(self._home.agent_log(agent.agent_id)) as sink:  # never torn
                 code = await self._engine.follow(agent.container, sink, since=since)
         except ChoirError as error:
             log.error(str(error), fields={"agent_id": agent.agent_id})

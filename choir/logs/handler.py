@@ -29,6 +29,16 @@ from choir.logs.archive import compress, compress_pending, stage
 WriteErrorHook = Callable[[Path, OSError | None], None]
 """Told of every failed write (the error) and of the first write that succeeds after one (None)."""
 
+_default_hook: WriteErrorHook | None = None
+
+
+def set_write_error_hook(hook: WriteErrorHook | None) -> WriteErrorHook | None:
+    """Who every log writer without a hook of its own tells of failed writes (choird: its disk
+    watch); returns the previous one."""
+    global _default_hook
+    previous, _default_hook = _default_hook, hook
+    return previous
+
 
 def count_lines(path: Path) -> tuple[int, bool]:
     """Lines in `path` (a cut-off last line counts) and whether that last line was cut off."""
@@ -112,11 +122,7 @@ class ArchivingFileHandler(logging.FileHandler):
         return (self.format(note) + self.terminator).encode("utf-8", "surrogateescape")
 
     def _tell(self, error: OSError | None) -> None:
-        hook = self.on_write_error
-        if hook is None:
-            return
-        with contextlib.suppress(Exception):  # a reporting hook must never break logging
-            hook(Path(self.baseFilename), error)
+        _tell(self.on_write_error, Path(self.baseFilename), error)
 
     def roll_over(self) -> None:
         """Move the active file aside, start a fresh one, and compress the old one in background."""
@@ -143,6 +149,68 @@ class ArchivingFileHandler(logging.FileHandler):
     def close(self) -> None:
         self.wait_for_archives()
         super().close()
+
+
+class WholeLineStreamHandler(logging.StreamHandler):  # type: ignore[type-arg]
+    """A stream handler (stderr) that writes each record whole or not at all: an agent's stderr
+    is its log file under the process runtime, which a full disk must not tear."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            line = (self.format(record) + self.terminator).encode("utf-8", "surrogateescape")
+            self.flush()  # whatever went through the stream's buffer goes first
+            fd = self.stream.fileno()
+        except Exception:
+            self.handleError(record)
+            return
+        with self.lock or nullcontext(), contextlib.suppress(OSError):
+            append_whole(fd, line)  # a line that does not fit is dropped, never torn
+
+
+class AppendSink:
+    """A binary sink for copied output (a container's log): each chunk appended whole or
+    dropped, so a full disk neither tears a line nor stops the copy."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.dropped = 0
+        """Chunks lost to write errors."""
+        self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        self._failing = False
+
+    def write(self, data: bytes) -> int:
+        try:
+            append_whole(self._fd, bytes(data))
+        except OSError as error:
+            self.dropped += 1
+            self._failing = True
+            _tell(None, self.path, error)
+            return 0
+        if self._failing:
+            self._failing = False
+            _tell(None, self.path, None)
+        return len(data)
+
+    def flush(self) -> None:
+        """Every write went straight to the file."""
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError):
+            os.close(self._fd)
+
+    def __enter__(self) -> AppendSink:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _tell(hook: WriteErrorHook | None, path: Path, error: OSError | None) -> None:
+    hook = hook or _default_hook
+    if hook is None:
+        return
+    with contextlib.suppress(Exception):  # a reporting hook must never break logging
+        hook(path, error)
 
 
 def append_whole(fd: int, data: bytes, *, torn: bool = False) -> None:

@@ -7,17 +7,33 @@ comes back when space is freed. Bounded: the file systems are a few hundred KiB.
 
 from __future__ import annotations
 
+import asyncio
 import errno
 import logging
-from collections.abc import Iterator
+import secrets
+import subprocess
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import orjson
+import psutil
 import pytest
 
+from choir.client import ChoirClient
 from choir.home import ChoirHome
 from choir.logs import get_logger, setup_logging, shutdown_logging
+from tests.e2e.homes import make_home, short_root
 from tests.faults.filesystems import fill, small_tmpfs
+from tests.faults.support import (
+    as_json,
+    assert_chain,
+    choirctl,
+    spawn_choird,
+    stored_events,
+    teardown,
+)
 
 
 @pytest.fixture
@@ -69,3 +85,95 @@ def test_a_log_record_is_written_whole_or_not_at_all_on_a_full_disk(tmpfs: Path)
     ]
     assert errors[-1] is None  # told that writing works again
     assert handler.lines == 3
+
+
+# -- a full disk under a running choird and agent --------------------------------------------
+
+SETTINGS: dict[str, Any] = {"heartbeat_interval_ms": 1000, "crash_detection_threshold_ms": 3000}
+"""A short lease, so the old blame (a "crashed" agent) would come within seconds."""
+FULL_FOR_S = 8.0
+"""How long the disk stays full: well past the lease."""
+
+
+async def test_a_full_disk_is_reported_as_such_and_the_agent_survives_it() -> None:
+    with short_root("df-") as root, small_tmpfs(root / "disk", 160 * 1024) as disk:
+        home = make_home(disk, **SETTINGS)
+        choird = None
+        try:
+            choird = await asyncio.to_thread(spawn_choird, home, "--runtime", "process")
+            await full_disk_scenario(home)
+        finally:
+            await asyncio.to_thread(teardown, home, choird)
+
+
+async def ctl(home: ChoirHome, *args: str) -> subprocess.CompletedProcess[str]:
+    return await asyncio.to_thread(choirctl, home, *args)
+
+
+async def full_disk_scenario(home: ChoirHome) -> None:
+    started = as_json(await ctl(home, "agent", "start", "agent-1", "--dm", "console", "--json"))
+    session_id, pid = started["session_id"], started["pid"]
+    assert (await ctl(home, "chat", "agent-1", "hello")).returncode == 0
+    async with await ChoirClient.connect(home, call_timeout=30) as client:
+        feed = client.subscribe()
+        assert (await anext(feed))["kind"] == "subscribed"
+        filler = await asyncio.to_thread(fill, home.root.parent)
+        filled_at = time.monotonic()
+        # Incompressible 30 kB messages: storing them needs new pages, which a full disk lacks.
+        sent = [
+            await client.chat_send("agent-1", f"hello {n} {secrets.token_urlsafe(22_000)}")
+            for n in range(3)
+        ]
+
+        view = await next_health(feed, lambda view: view["disk"] is not None)
+        assert view["disk"]["state"] == "full"
+        assert time.monotonic() - filled_at < 5  # reported within 5 s
+        status = as_json(await ctl(home, "status", "--json"))
+        assert status["disk"]["state"] == "full"
+        assert str(home.root.parent) in status["disk"]["reason"] + str(status["disk"]["where"])
+        await asyncio.sleep(max(0.0, FULL_FOR_S - (time.monotonic() - filled_at)))
+        assert psutil.pid_exists(pid)  # alive, long past its 3 s lease
+        row = as_json(await ctl(home, "agent", "status", "agent-1", "--json"))
+        assert (row["state"], row["session_id"]) == ("running", session_id)
+
+        await asyncio.to_thread(filler.unlink)
+        await next_health(feed, lambda view: view["disk"] is None)
+        for message in sent:
+            await reply_to(client, message)  # every buffered reply reaches the user
+        await feed.aclose()
+
+    records = await asyncio.to_thread(stored_events, home, session_id)
+    assert_chain(records)
+    assert sum(r.event_type == "user_msg" for r in records) == 4  # "hello", then "hello 0..2"
+    status = as_json(await ctl(home, "status", "--json"))
+    assert status["disk"]["state"] == "ok"
+    row = as_json(await ctl(home, "agent", "status", "agent-1", "--json"))
+    assert (row["state"], row["session_id"], row["pid"]) == ("running", session_id, pid)
+    for log in (home.choird_log, home.agent_log("agent-1")):
+        parsed_lines(log)  # no line was torn
+    choird_log = home.choird_log.read_text()
+    assert "disk unhealthy" in choird_log
+    assert "could not extend file" in choird_log  # Postgres refused the heartbeats' writes
+    # ...and the agent heard "unavailable, retry", kept its events and sent them again.
+    assert "disk is full or failing; nothing was stored" in home.agent_log("agent-1").read_text()
+
+
+async def next_health(feed: Any, wanted: Callable[[dict[str, Any]], bool]) -> dict[str, Any]:
+    async with asyncio.timeout(45):
+        while True:
+            item = await anext(feed)
+            if item["kind"] == "health" and wanted(item["data"]):
+                data: dict[str, Any] = item["data"]
+                return data
+
+
+async def reply_to(client: ChoirClient, sent: dict[str, Any]) -> dict[str, Any]:
+    replies = client.chat_replies("agent-1", after_seq=sent["after_seq"])
+    try:
+        async with asyncio.timeout(45):
+            async for reply in replies:
+                if reply["category"] == "reply" and reply["in_reply_to"] == sent["message_id"]:
+                    return reply
+    finally:
+        await replies.aclose()
+    raise AssertionError("no reply")
