@@ -27,11 +27,14 @@ def require_root() -> None:
 
 
 @contextlib.contextmanager
-def small_tmpfs(mountpoint: Path, size_kib: int, *, mode: int = 0o755) -> Iterator[Path]:
-    """A tmpfs of `size_kib` KiB at `mountpoint` (created), unmounted afterwards."""
+def small_tmpfs(
+    mountpoint: Path, size_kib: int, *, mode: int = 0o755, inodes: int | None = None
+) -> Iterator[Path]:
+    """A tmpfs of `size_kib` KiB (and `inodes` files) at `mountpoint` (created), unmounted
+    afterwards."""
     require_root()
     mountpoint.mkdir(parents=True, exist_ok=True)
-    options = f"size={size_kib}k,mode={mode:o}"
+    options = f"size={size_kib}k,mode={mode:o}" + (f",nr_inodes={inodes}" if inodes else "")
     subprocess.run(
         ["mount", "-t", "tmpfs", "-o", options, "choir-test", str(mountpoint)],
         check=True,

@@ -22,9 +22,12 @@ import psutil
 import pytest
 
 from choir.client import ChoirClient
+from choir.errors import UnavailableError
 from choir.home import ChoirHome
 from choir.logs import get_logger, setup_logging, shutdown_logging
-from tests.e2e.homes import make_home, short_root
+from choir.store.target import ConnectParams
+from tests.e2e.daemons import running_daemon
+from tests.e2e.homes import external_postgres, make_home, short_root
 from tests.faults.filesystems import fill, small_tmpfs
 from tests.faults.support import (
     as_json,
@@ -177,3 +180,33 @@ async def reply_to(client: ChoirClient, sent: dict[str, Any]) -> dict[str, Any]:
     finally:
         await replies.aclose()
     raise AssertionError("no reply")
+
+
+async def test_an_agent_socket_that_cannot_be_created_is_a_disk_problem(
+    pg_params: ConnectParams,
+) -> None:
+    with short_root("ds-") as root:
+        home = make_home(root, postgres=external_postgres(pg_params))
+        async with running_daemon(home) as daemon:
+            with small_tmpfs(home.agent_socks, 64, inodes=8):  # no inode left for a socket
+                await asyncio.to_thread(fill_inodes, home.agent_socks)
+                with pytest.raises(UnavailableError) as refused:
+                    await daemon.open_agent_socket("agent-1")
+                problem = daemon.health.problem("disk")
+            assert "agent-1's socket" in refused.value.message
+            assert "full or failing" in refused.value.message
+            assert problem is not None
+            assert problem.state == "full"
+            assert problem.where == str(home.agent_socket("agent-1"))
+            assert await daemon.open_agent_socket("agent-1")  # room again: it works
+
+
+def fill_inodes(directory: Path) -> None:
+    for n in range(1000):
+        try:
+            (directory / f"f{n}").touch()
+        except OSError as error:
+            if error.errno != errno.ENOSPC:
+                raise
+            return
+    raise AssertionError("the file system never ran out of inodes")
