@@ -157,9 +157,13 @@ class WholeLineStreamHandler(logging.StreamHandler):  # type: ignore[type-arg]
 
     def emit(self, record: logging.LogRecord) -> None:
         try:
+            fd = self.stream.fileno()
+        except (AttributeError, OSError, ValueError):  # io.UnsupportedOperation: not a file
+            super().emit(record)
+            return
+        try:
             line = (self.format(record) + self.terminator).encode("utf-8", "surrogateescape")
             self.flush()  # whatever went through the stream's buffer goes first
-            fd = self.stream.fileno()
         except Exception:
             self.handleError(record)
             return

@@ -245,6 +245,8 @@ async def rides_out_a_kill(scene: Scene) -> None:
     assert agent_processes(scene.home) == []
     if agent_pid is not None:
         assert gone(agent_pid)
+    else:
+        assert await asyncio.to_thread(containers_of, scene.home) == []
     status_after = await asyncio.to_thread(scene.ctl, "status")
     assert status_after.returncode == 6  # choird is gone too
 
@@ -294,6 +296,18 @@ def choir_down(home: ChoirHome) -> subprocess.CompletedProcess[str]:
         timeout=120,
         check=False,
     )
+
+
+def containers_of(home: ChoirHome) -> list[str]:
+    """The names of the containers (running or not) choird made for `home`."""
+    import docker
+
+    client = docker.from_env(timeout=30)
+    try:
+        wanted: dict[str, Any] = {"label": f"choir.home={home.root}"}
+        return [str(c.name) for c in client.containers.list(all=True, filters=wanted)]
+    finally:
+        client.close()
 
 
 def gone(pid: int) -> bool:
