@@ -5,6 +5,8 @@
 - `tool_call_overhead_p50_us` / `_p99_us`: one proposal of a no-op tool (a lane-hook tool with a
   `file:{path}:S` lock) through queue, validation, lockset, intent, execution and result commits.
 - `commits_per_s` and `commit_p99_us`: `CommitLog.append` (canonical JSON + hash chain).
+- `..._with_secrets`: the same with eight session secrets registered, so every commit is also
+  scanned for them (the redaction of tool output, `choir.logs.redaction`).
 - `parallel_8_files_ratio`: 8 core jobs each running one 50 ms tool on its own file, divided by
   the time of one such job alone (goal ≤ 1.3).
 """
@@ -16,6 +18,8 @@ import json
 import shutil
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -25,11 +29,14 @@ from choir.agent.commitlog import CommitLog, event_json
 from choir.agent.kernel import Kernel, open_kernel
 from choir.config import Budgets
 from choir.core.budgets import BudgetLimits
+from choir.logs.redaction import replace_secrets
 from choir.protocol import ToolResult, ToolResultCommitted
 
 SEEDS = Path(__file__).resolve().parents[1] / "seeds" / "global"
+SECRETS = [f"bench-secret-{n}-{'x' * (8 + n)}" for n in range(8)]
 GOALS = {
     "tool_call_overhead_p50_us": "goal ≤ 100",
+    "tool_call_overhead_with_secrets_p50_us": "goal ≤ 100",
     "commits_per_s": "goal ≥ 200,000",
     "commit_p99_us": "goal ≤ 20",
     "parallel_8_files_ratio": "goal ≤ 1.3",
@@ -75,10 +82,10 @@ async def _sleep(proposal: ToolProposal, arguments: dict[str, Any]) -> ToolResul
     return ToolResult.ok("slept")
 
 
-async def _overhead(kernel: Kernel, calls: int) -> list[float]:
+async def _overhead(kernel: Kernel, calls: int, prefix: str = "noop") -> list[float]:
     samples = []
     for i in range(calls):
-        proposal = ToolProposal("edge", f"noop-{i}", "bench.noop", {"path": "a.txt"})
+        proposal = ToolProposal("edge", f"{prefix}-{i}", "bench.noop", {"path": "a.txt"})
         started = time.perf_counter()
         await kernel.arbiter.propose(proposal)
         samples.append((time.perf_counter() - started) * 1e6)
@@ -134,18 +141,33 @@ async def main_async(quick: bool) -> dict[str, float]:
             lane_hooks=hooks,
             runtime_tools=_unimplemented(),
         ) as kernel:
-            await _overhead(kernel, 500)
+            await _overhead(kernel, 500, "warm")
             samples = await _overhead(kernel, 2_000 if quick else 20_000)
+            with _secrets_registered():
+                secret_samples = await _overhead(kernel, 2_000 if quick else 20_000, "secret")
             one = min([await _jobs(kernel, 1, r) for r in range(5)])
             eight = min([await _jobs(kernel, 8, 10 + r) for r in range(5)])
     commits_per_s, commit_p99 = _commits(50_000 if quick else 300_000)
+    with _secrets_registered():
+        secret_commits_per_s, _ = _commits(50_000 if quick else 300_000)
     return {
         "tool_call_overhead_p50_us": percentile(samples, 50),
         "tool_call_overhead_p99_us": percentile(samples, 99),
+        "tool_call_overhead_with_secrets_p50_us": percentile(secret_samples, 50),
         "commits_per_s": commits_per_s,
+        "commits_with_secrets_per_s": secret_commits_per_s,
         "commit_p99_us": commit_p99,
         "parallel_8_files_ratio": eight / one,
     }
+
+
+@contextmanager
+def _secrets_registered() -> Iterator[None]:
+    replace_secrets(SECRETS)
+    try:
+        yield
+    finally:
+        replace_secrets([])
 
 
 def _unimplemented() -> frozenset[str]:

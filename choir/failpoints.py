@@ -6,6 +6,9 @@ before its ack was applied. The environment arms them for one process:
 
     CHOIR_FAILPOINTS="heartbeat.after_send_before_ack=exit;tool.after_intent_before_run=sleep(500)"
 
+choird's process runtime passes its own `CHOIR_FAILPOINTS` on to the agents it starts (and to
+nothing else), which is how `tests/faults` crash an agent choird manages.
+
 Actions: `panic` raises `FailpointPanic`; `sleep(ms)` pauses (the event loop keeps running under
 `await failpoint(...)`; `failpoint_sync` blocks the thread); `exit` ends the process at once with
 code 137, as if SIGKILL-ed: no `finally`, no flush, no atexit. With the variable unset every point
@@ -35,14 +38,22 @@ KNOWN_FAILPOINTS: Final = frozenset(
     {
         "arbiter.after_append_before_ack",
         "tool.after_intent_before_run",
+        "tool.after_run_before_result",
         "heartbeat.before_send",
         "heartbeat.after_send_before_ack",
+        "fs.read.in_thread",
+        "fs.write.in_thread",
+        "fs.write.before_rename",
         "postgres.before_restart",
     }
 )
 """Every placed failpoint. `arbiter.after_append_before_ack`: a non-idempotent intent is in the
 local log, not yet durable. `tool.after_intent_before_run`: the intent is durable, the tool has
-not run. `heartbeat.before_send` / `heartbeat.after_send_before_ack`: around one HEARTBEAT.
+not run. `tool.after_run_before_result`: the tool ran, its result is not committed yet.
+`heartbeat.before_send` / `heartbeat.after_send_before_ack`: around one HEARTBEAT.
+`fs.read.in_thread` / `fs.write.in_thread`: inside a file tool's thread (before it counts lines;
+before its point of no return) — `sleep` there is work that cannot be interrupted.
+`fs.write.before_rename`: past that point, before the rename that makes the write visible.
 `postgres.before_restart` (choird): its supervisor is about to restart the embedded server."""
 
 _ENTRY = re.compile(r"^(?P<name>[a-z0-9_]+(?:\.[a-z0-9_]+)+)=(?P<action>.+)$")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -97,14 +98,33 @@ class ChoirHome:
             self.agent_socks,
             self.logs,
             self.log_archive,
+            self.workspaces,
         ]
 
+    def private_directories(self) -> list[Path]:
+        """Directories no other host user may enter: sockets, logs, and the workspaces (what an
+        agent leaves there — a setuid file, say — must be out of everyone else's reach)."""
+        return [self.socks, self.agent_socks, self.logs, self.workspaces]
+
     def create_directories(self) -> None:
-        """Create the layout. Sockets and logs are private to the operator (0700); the root is
-        traverse-only for others (0711) because embedded Postgres, when choird runs as root,
-        serves `pgdata` as its own unprivileged user. Existing directories keep their modes."""
-        modes = {self.root: 0o711, self.socks: 0o700, self.agent_socks: 0o700, self.logs: 0o700}
+        """Create the layout, and take group/other access off existing private directories
+        (an older home's `workspaces/` was 0755). The root is traverse-only for others (0711)
+        because embedded Postgres, when choird runs as root, serves `pgdata` as its own
+        unprivileged user. A mode is only ever narrowed, never widened."""
+        private = self.private_directories()
         for path in self.directories():
             if not path.exists():
                 path.mkdir(parents=True, exist_ok=True)
-                path.chmod(modes.get(path, 0o755))
+                path.chmod(0o700 if path in private else 0o711 if path == self.root else 0o755)
+            elif path in private:
+                narrow(path)
+
+
+def narrow(path: Path) -> int | None:
+    """Take group and other permissions off a directory (a symlink is left alone); its former
+    mode when it changed."""
+    st = os.lstat(path)
+    if not stat.S_ISDIR(st.st_mode) or not st.st_mode & 0o077:
+        return None
+    os.chmod(path, stat.S_IMODE(st.st_mode) & ~0o077)
+    return stat.S_IMODE(st.st_mode)

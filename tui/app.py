@@ -137,8 +137,11 @@ class ChoirApp(App[None]):
                 state.approval_changed(data)
                 self._draw_health()
             case LaneReported(data):
+                held = len(state.held_jobs())
                 if state.lane_reported(data):
                     self.bridge.refresh_agents()
+                if len(state.held_jobs()) != held:
+                    self._draw_health()
             case LocksReported(data):
                 state.locks[data["session_id"]] = data
             case ConfigChanged(data):

@@ -104,6 +104,15 @@ class ChoirBridge:
             raise Disconnected("not connected to choird (retrying): try again in a moment")
         return await client.call(verb, **payload)
 
+    async def call_long(self, verb: str, **payload: Any) -> Payload:
+        """A verb that may outlast the feed connection's call timeout (a graceful stop waits
+        for the agent's session summary, up to config's timeouts): its own connection, no
+        call timeout. ChoirError when refused or when choird is away."""
+        if self.client is None:
+            raise Disconnected("not connected to choird (retrying): try again in a moment")
+        async with await ChoirClient.connect(self.home, call_timeout=None) as client:
+            return await client.call(verb, **payload)
+
     async def stream(self, verb: str, **payload: Any) -> AsyncGenerator[Payload, None]:
         """A streaming verb's items (`session.events` follow, `logs`, `chat.replies`).
 

@@ -73,6 +73,16 @@ class ConsoleState:
         lanes = self.lanes.get(session_id or "", {})
         return [lanes[lane] for lane in sorted(lanes, key=lambda lane: (lane != "edge", lane))]
 
+    def held_jobs(self, session_id: str | None = None) -> list[Payload]:
+        """Core jobs held after a crash (their lane reports' `held`), of one session or all."""
+        sessions = [session_id] if session_id is not None else list(self.lanes)
+        return [
+            lane["held"]
+            for session in sessions
+            for lane in self.lanes.get(session, {}).values()
+            if lane.get("held")
+        ]
+
     def session_ended(self, data: Payload) -> None:
         if data.get("status") != "active":
             self.lanes.pop(data.get("session_id", ""), None)

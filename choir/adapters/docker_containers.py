@@ -24,7 +24,7 @@ import docker.errors
 import requests.exceptions
 
 from choir.adapters.docker_engine import DockerEngine
-from choir.errors import ChoirError, NotFoundError, UnavailableError
+from choir.errors import ChoirError, ConflictError, NotFoundError, UnavailableError
 
 T = TypeVar("T")
 
@@ -53,6 +53,19 @@ class Sink(Protocol):
     def write(self, data: bytes, /) -> int: ...
 
     def flush(self) -> None: ...
+
+
+@dataclass(frozen=True)
+class NetworkInfo:
+    """A docker network as `docker network inspect` shows it."""
+
+    id: str
+    name: str
+    labels: Mapping[str, str]
+    bridge: str | None
+    """The host interface of a bridge network (`docker0`, `br-<id>`, or the name it was given)."""
+    gateway: str | None
+    """The host's address on it."""
 
 
 @dataclass(frozen=True)
@@ -167,11 +180,52 @@ class ContainerEngine:
 
     async def gateway(self, network: str = "bridge") -> str | None:
         """The host's address on `network` (containers reach host services there)."""
-        attrs = await self._run(lambda: self._api.inspect_network(network))
-        for config in (attrs.get("IPAM") or {}).get("Config") or []:
-            if config.get("Gateway"):
-                return str(config["Gateway"])
-        return None
+        return (await self.network(network)).gateway
+
+    async def network(self, name: str) -> NetworkInfo:
+        """The network `name`; NotFoundError when there is none."""
+        return _network(await self._run(lambda: self._api.inspect_network(name)))
+
+    async def ensure_network(self, name: str, labels: Mapping[str, str]) -> NetworkInfo:
+        """The bridge network `name` carrying `labels`, created when missing: its host interface
+        is named `name` (so firewall rules can key on it), no IPv6, and no traffic between its
+        containers (one agent never reaches another). ConflictError when a network of that name
+        exists without the labels — it is someone else's."""
+        try:
+            found = await self.network(name)
+        except NotFoundError:
+            with contextlib.suppress(ConflictError):  # another choird created it just now
+                await self._create_network(name, labels)
+            found = await self.network(name)
+        if any(found.labels.get(key) != value for key, value in labels.items()):
+            raise ConflictError(
+                f"docker network {name} exists but choir did not create it: remove it "
+                "(docker network rm) or set container.network to use it unfiltered"
+            )
+        return found
+
+    async def _create_network(self, name: str, labels: Mapping[str, str]) -> None:
+        options = {
+            "com.docker.network.bridge.name": name,
+            "com.docker.network.bridge.enable_icc": "false",
+        }
+
+        def create() -> None:
+            try:
+                self._api.create_network(
+                    name,
+                    driver="bridge",
+                    options=options,
+                    labels=dict(labels),
+                    enable_ipv6=False,
+                    check_duplicate=True,
+                )
+            except docker.errors.APIError as error:
+                if error.status_code == 409:
+                    raise ConflictError(_message(error)) from None
+                raise
+
+        await self._run(create)
 
     async def _quietly(self, call: Callable[[], object]) -> None:
         with contextlib.suppress(NotFoundError):
@@ -198,6 +252,22 @@ def _info(item: Mapping[str, Any]) -> ContainerInfo:
         name=str(names[0]).lstrip("/"),
         labels=dict(item.get("Labels") or {}),
         state=str(item.get("State", "")),
+    )
+
+
+def _network(attrs: Mapping[str, Any]) -> NetworkInfo:
+    options = attrs.get("Options") or {}
+    network_id = str(attrs.get("Id", ""))
+    bridge = options.get("com.docker.network.bridge.name")
+    if bridge is None and attrs.get("Driver") == "bridge":
+        bridge = f"br-{network_id[:12]}"
+    gateways = [c.get("Gateway") for c in (attrs.get("IPAM") or {}).get("Config") or []]
+    return NetworkInfo(
+        id=network_id,
+        name=str(attrs.get("Name", "")),
+        labels=dict(attrs.get("Labels") or {}),
+        bridge=str(bridge) if bridge else None,
+        gateway=next((str(g) for g in gateways if g), None),
     )
 
 

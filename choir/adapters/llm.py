@@ -35,6 +35,7 @@ from choir.adapters.llm_types import (
     ModelSettings,
 )
 from choir.logs import bind_context, get_logger
+from choir.protocol.lenient_json import loads_lenient
 
 __all__ = [
     "Completion",
@@ -176,7 +177,7 @@ class LlmClient:
 
 def _decode(settings: ModelSettings, response: httpx.Response) -> Any:
     try:
-        return orjson.loads(response.content)
+        return loads_lenient(response.content)  # invalid UTF-8, lone surrogates: U+FFFD
     except orjson.JSONDecodeError:
         raise LlmError(
             LlmErrorKind.MALFORMED,

@@ -17,6 +17,7 @@ import orjson
 
 from choir.adapters.llm_types import InvalidToolCall
 from choir.protocol.events import ToolCall
+from choir.protocol.lenient_json import loads_lenient
 from choir.protocol.names import WIRE_NAME_MAX, from_wire_name, to_wire_name
 
 UNKNOWN_TOOL = "unknown_tool"
@@ -97,7 +98,7 @@ def _parse_arguments(text: str) -> dict[str, Any] | str:
     if not text.strip():
         return {}
     try:
-        value = orjson.loads(text)
+        value = loads_lenient(text)  # a lone surrogate escaped in an argument: U+FFFD
     except orjson.JSONDecodeError as exc:
         return f"are not valid JSON ({exc})"
     if not isinstance(value, dict):

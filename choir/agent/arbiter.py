@@ -12,6 +12,20 @@ slow host tool never blocks another lane's unrelated tool.
 Every call carries an invocation id (`call_id`, unique per session — lanes derive it from the
 model's id and their step). Re-proposing a committed invocation returns the committed result and
 never executes twice (§13.3); re-proposing one in flight joins it.
+
+Cancellation and timeouts (§7.4, §9.4): a call that is stopped — its lane cancelled, its
+`timeout_ms` reached, its job ended while it waited for locks — commits `Cancelled` (with its
+`call_id`) and then its `cancelled` or `timeout` result. A call that ran commits both while it
+still holds its locks, and only after its tool has really stopped: a tool's cancellation ends
+its work before it propagates (a thread is waited for, a process group is killed). Meanwhile
+the lane simply waits in `propose`, its call still in flight and its locks held (status shows
+them), so nothing else is started against those resources until the work is gone. Work that was
+past its point of no return when stopped (a write already renaming) finishes; the call then
+commits that work's real result, said to have finished as it was being stopped.
+
+Lock keys are located paths (`dispatch`): a call that had to wait for its locks is prepared
+again once granted, because a symlink may have moved under it meanwhile; when its keys moved
+it gives the old ones back and asks for the new ones.
 """
 
 from __future__ import annotations
@@ -26,6 +40,7 @@ from choir.agent.arbiter_policy import LanePolicy
 from choir.agent.arbiter_records import (
     ToolProposal,
     cancelled,
+    finished_anyway,
     intent,
     ms_since,
     requested,
@@ -33,9 +48,10 @@ from choir.agent.arbiter_records import (
 )
 from choir.agent.commitlog import CommitLog, LogEntry
 from choir.agent.dispatch import Dispatcher, PreparedCall, prepare_call
-from choir.agent.locks import LockManager, LocksRevokedError
+from choir.agent.locks import Hold, LockManager, LocksRevokedError
 from choir.agent.registry import RegisteredTool, ToolRegistry, lane_kind_of
 from choir.agent.replication_types import IntentNotDurable
+from choir.agent.tools.base import StopOutcome, stop_outcome
 from choir.agent.workspace import Workspace
 from choir.core import skill_runner
 from choir.core.budgets import BudgetLimits
@@ -45,6 +61,7 @@ from choir.logs import get_logger
 from choir.protocol import (
     META_PREFIX,
     ApprovalResolved,
+    Cancelled,
     Event,
     SkillSpec,
     ToolCall,
@@ -61,6 +78,8 @@ IntentSink = Callable[[LogEntry], Awaitable[None]]
 """Makes a non-idempotent intent durable at choird before its tool runs (§13, design notes)."""
 
 _STOP: Final = object()
+RELOCATE_ATTEMPTS: Final = 3
+"""How often a call whose lock keys moved while it waited asks for the new ones."""
 
 
 @dataclass(slots=True)
@@ -127,11 +146,12 @@ class Arbiter(LanePolicy):
             call = await pending.admitted
             if call is not None:
                 await self._execute(pending, call)
-        except asyncio.CancelledError:
-            self._finish(pending, cancelled(proposal))
+        except asyncio.CancelledError:  # before the call held locks (it commits its own after)
+            self._stopped(pending, "the lane was cancelled", cancelled(proposal))
             raise
-        except LocksRevokedError:  # the job was ended (end_job) while this call waited for locks
-            self._finish(pending, cancelled(proposal))
+        except LocksRevokedError:
+            reason = "the job ended while the call waited for its locks"
+            self._stopped(pending, reason, cancelled(proposal))
         return pending.result.result()
 
     def commit(self, lane: str, event: Event) -> LogEntry:
@@ -245,7 +265,45 @@ class Arbiter(LanePolicy):
     async def _execute(self, pending: _Pending, call: PreparedCall) -> None:
         proposal = pending.proposal
         started = time.monotonic()
-        async with self.locks.hold(proposal.lane, call.lockset):
+        hold = await self.locks.acquire(proposal.lane, call.lockset)
+        if hold.waited:
+            held = await self._relocate(proposal, call, hold)
+            if isinstance(held, ToolResult):
+                self._finish(pending, held)
+                return
+            hold, call = held
+        try:
+            await self._run_held(pending, call, started)
+        finally:
+            hold.release()
+
+    async def _relocate(
+        self, proposal: ToolProposal, call: PreparedCall, hold: Hold
+    ) -> tuple[Hold, PreparedCall] | ToolResult:
+        """After a wait for `hold`: the call prepared again, holding the locks it now needs."""
+        for _ in range(RELOCATE_ATTEMPTS):
+            again = prepare_call(call.tool, proposal.arguments, self.workspace)
+            if isinstance(again, PreparedCall) and again.lockset == call.lockset:
+                return hold, again
+            hold.release()
+            if isinstance(again, ToolResult):
+                return again
+            call = again
+            hold = await self.locks.acquire(proposal.lane, call.lockset)
+            if not hold.waited:
+                return hold, call
+        hold.release()
+        return ToolResult.fail(
+            "workspace_changing",
+            f"the paths of {proposal.tool} kept moving while it waited for its locks; try again",
+        )
+
+    async def _run_held(self, pending: _Pending, call: PreparedCall, started: float) -> None:
+        """Intent, execution and result, all under the call's locks."""
+        proposal = pending.proposal
+        outcome = StopOutcome()
+        token = stop_outcome.set(outcome)
+        try:
             committed = self.log.append(proposal.lane, intent(proposal, call))
             await failpoint("arbiter.after_append_before_ack")
             if not call.tool.manifest.runtime.idempotent and self._intent_sink:
@@ -260,16 +318,49 @@ class Arbiter(LanePolicy):
             except Exception as exc:  # a tool bug must not take the lane or the arbiter down
                 log.exception("tool crashed", fields={"tool": proposal.tool})
                 result = ToolResult.fail("tool_crashed", f"{proposal.tool} failed: {exc}")
-            if call.tool.manifest.runtime.meta and "approval_id" in result.data:
-                self._approvals[str(result.data["approval_id"])] = proposal.lane
+        except asyncio.CancelledError:
+            # the tool has stopped (its cancellation ends its work first); locks still held
+            if outcome.finished is not None:
+                self._finish(pending, finished_anyway(outcome.finished), ms_since(started))
+            else:
+                result = cancelled(proposal)
+                self._stopped(pending, "the lane was cancelled", result, ms_since(started))
+            raise
+        finally:
+            stop_outcome.reset(token)
+        await failpoint("tool.after_run_before_result")
+        if call.tool.manifest.runtime.meta and "approval_id" in result.data:
+            self._approvals[str(result.data["approval_id"])] = proposal.lane
+        if result.status == "timeout" and outcome.finished is not None:
+            self._finish(pending, finished_anyway(outcome.finished), ms_since(started))
+        elif result.status == "timeout":
+            self._stopped(pending, result.summary, result, ms_since(started))
+        else:
             self._finish(pending, result, ms_since(started))
 
-    def _finish(self, pending: _Pending, result: ToolResult, duration_ms: int = 0) -> None:
-        """Commit the result once (inside the lock hold when there is one) and wake waiters."""
+    def _stopped(
+        self, pending: _Pending, reason: str, result: ToolResult, duration_ms: int = 0
+    ) -> None:
+        """Commit `Cancelled` for a call that was stopped (§7.4), then its result."""
         proposal = pending.proposal
         if proposal.call_id in self._results:
             return
-        self.log.append(proposal.lane, result_committed(proposal, result, duration_ms))
+        event = Cancelled(target=proposal.lane, reason=reason, call_id=proposal.call_id)
+        self.log.commit(proposal.lane, event)
+        self._finish(pending, result, duration_ms)
+
+    def _finish(self, pending: _Pending, result: ToolResult, duration_ms: int = 0) -> None:
+        """Commit the result once (inside the lock hold when there is one) and wake waiters.
+
+        What is published is what was committed: the log redacts secret values (`CommitLog`).
+        """
+        proposal = pending.proposal
+        if proposal.call_id in self._results:
+            return
+        event = result_committed(proposal, result, duration_ms)
+        entry = self.log.append(proposal.lane, event)
+        if entry.event is not event:
+            result = ToolResult.model_validate(entry.event["result"])
         self._publish(pending, result)
 
     def _settle(self, pending: _Pending, decision: Decision) -> None:

@@ -42,6 +42,15 @@ class LanePolicy:
         self.skill_runs: dict[str, SkillRun | None] = {}
         """Each lane's active (or last) skill run."""
 
+    def set_limits(self, limits: BudgetLimits) -> None:
+        """A hot-reloaded budget (§16.3): every check from now on uses `limits`.
+
+        Counters stay as they are, so a lane already past a lowered limit is refused at its
+        next check; the token budget is re-checked at once (it is only charged after calls).
+        """
+        self.limits = limits
+        _, self.tokens_exceeded = budgets.charge_tokens(self.budgets, 0, limits)
+
     def begin_step(self, lane: str) -> str | None:
         """Before a lane's LLM call: None to go ahead, else why the step must not happen.
 

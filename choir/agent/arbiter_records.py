@@ -72,8 +72,23 @@ def cancelled(proposal: ToolProposal) -> ToolResult:
     )
 
 
+def finished_anyway(result: ToolResult) -> ToolResult:
+    """The real result of a call whose work was past its point of no return when it was stopped:
+    what the work did is what the log must say (a stopped write that happened is no `cancelled`)."""
+    summary = f"{result.summary} (it finished as it was being stopped)"
+    return result.model_copy(update={"summary": summary})
+
+
 def ms_since(started: float) -> int:
     return int((time.monotonic() - started) * 1000)
 
 
-__all__ = ["ToolProposal", "cancelled", "intent", "ms_since", "requested", "result_committed"]
+__all__ = [
+    "ToolProposal",
+    "cancelled",
+    "finished_anyway",
+    "intent",
+    "ms_since",
+    "requested",
+    "result_committed",
+]

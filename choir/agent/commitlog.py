@@ -4,6 +4,12 @@ The log is the runtime authority of a session; choird's `session_events` is its 
 (§4 inv. 4). Appends are synchronous and only ever happen on the event loop's thread, so commits
 are serialized by construction: no append spans an await. Entries keep events in their JSON form
 (what gets hashed and shipped), so a commit costs one canonical encoding and one SHA-256.
+
+Secret values never enter the log: the canonical bytes of each event are scanned for the
+session's secrets (`choir.logs.redaction`, one regex, nothing when none is registered) and an
+event that holds one is committed with it replaced by `[REDACTED]` — whatever a tool printed
+(`git credential fill`, an Authorization header) never reaches choird, Postgres, the model
+provider or `session events`.
 """
 
 from __future__ import annotations
@@ -13,10 +19,14 @@ from collections.abc import Callable, Iterable, Iterator
 from datetime import UTC, datetime
 from typing import Any, Final, NamedTuple
 
+import orjson
 from pydantic import TypeAdapter
 
 from choir.errors import ChoirError
+from choir.logs.redaction import mentions_secret, redact_data
 from choir.protocol import GENESIS_HASH, Event, commit_hash
+from choir.protocol.chain import canonical_json, chain_hash
+from choir.protocol.lenient_json import without_lone_surrogates
 
 _EVENT: Final[TypeAdapter[Event]] = TypeAdapter(Event)
 
@@ -124,12 +134,24 @@ class CommitLog:
 
         `event` must be the event model's complete JSON form (defaults included), or choird's
         recomputed hash will not match; only hot paths pinned by tests build it by hand —
-        everything else uses `commit`.
+        everything else uses `commit`. An event holding a secret is committed redacted: the
+        entry's `event` is then a scrubbed copy (`event` itself is left as it was).
         """
         rev = self._head_rev + 1
         prev = self._head_hash
         ts = now_ts()
-        digest = commit_hash(prev, rev, lane, ts, event)
+        record = {"event": event, "lane": lane, "rev": rev, "ts": ts}
+        try:
+            canonical = canonical_json(record)
+        except orjson.JSONEncodeError:
+            # a lone surrogate (no UTF-8 for it) from a source that let one through: commit
+            # U+FFFD in its place, so the event is hashed, shipped and stored as it is kept
+            event = record["event"] = without_lone_surrogates(event)
+            canonical = canonical_json(record)
+        if mentions_secret(canonical):
+            event = record["event"] = redact_data(event)
+            canonical = canonical_json(record)
+        digest = chain_hash(prev, canonical)
         entry = LogEntry(rev, lane, ts, prev, digest, event)
         self._entries.append(entry)
         self._head_rev, self._head_hash = rev, digest

@@ -22,9 +22,11 @@ from typing import Final
 from choir.adapters.llm import LlmError, RateLimitNotice
 from choir.agent.arbiter import ToolProposal
 from choir.agent.core_stream import (
+    BUDGET_EXCEEDED,
     FOCUS_CHARS,
     REPORT_TOOL,
     SUMMARY_CHARS,
+    Ended,
     Outcome,
     args_view,
     clip,
@@ -125,15 +127,19 @@ class CoreJobRunner:
         except Exception as exc:  # a bug must end the job with a report, not silently
             log.exception("core job crashed", fields={"job": job.start.job_name})
             self._move(job, "error")
-            ended = "terminated", f"the job failed: {exc}"
+            ended = Ended("terminated", f"the job failed: {exc}")
         if ended is None:
             self._move(job, "shutdown")
             self._stop(job, "cancelled", STOPPED_REPORT)
         else:
             self._stop(job, *ended)
 
-    async def _loop(self, job: CoreJob) -> tuple[Outcome, str] | None:
-        """Steps until the job ends: its outcome and report, or None at a graceful stop."""
+    async def _loop(self, job: CoreJob) -> Ended | None:
+        """Steps until the job ends: its outcome and report, or None at a graceful stop.
+
+        A budget (§7.6) ends the job at its first check that refuses: before a step, or a call
+        refused for one (a budget lowered by a config reload included).
+        """
         kit, arbiter = self._kit, self._kit.kernel.arbiter
         self._move(job, "initialized")
         while True:
@@ -144,7 +150,7 @@ class CoreJobRunner:
             refused = arbiter.begin_step(job.lane)
             if refused is not None:
                 self._move(job, "budget_exceeded")
-                return "terminated", refused
+                return Ended("terminated", refused, BUDGET_EXCEEDED)
             if job.state == "CORE_INITIALIZING":
                 self._move(job, "llm_called")
             job.steps += 1
@@ -167,21 +173,30 @@ class CoreJobRunner:
                 )
             except (LlmError, ChoirError) as error:
                 self._move(job, "llm_error")
-                return "terminated", f"the model call failed: {error.message}"
+                return Ended("terminated", f"the model call failed: {error.message}")
             calls = kit.record(job.lane, completion)
             if not calls and not completion.invalid_tool_calls:
                 self._move(job, "final_result")
-                return "completed", completion.text.strip() or "done (the job gave no summary)"
+                return Ended(
+                    "completed", completion.text.strip() or "done (the job gave no summary)"
+                )
             self._move(job, "tool_proposal")
             text = completion.text.strip()
             if calls and text:
                 self._emit(job, CoreThoughtSummary(summary=clip(text, SUMMARY_CHARS)))
+            over: str | None = None
             for call in calls:
                 if call.name != REPORT_TOOL:  # a report is its own event
                     why = clip(text, FOCUS_CHARS)
                     args = args_view(call.arguments)
                     self._emit(job, CoreToolProposal(tool=call.name, args=args, why=why))
-                await arbiter.propose(ToolProposal(job.lane, call.id, call.name, call.arguments))
+                proposal = ToolProposal(job.lane, call.id, call.name, call.arguments)
+                result = await arbiter.propose(proposal)
+                if result.error_code == BUDGET_EXCEEDED and over is None:
+                    over = result.summary  # the step's other calls still get their answers
+            if over is not None:
+                self._move(job, "budget_exceeded")
+                return Ended("terminated", over, BUDGET_EXCEEDED)
             self._move(job, "tool_result")
 
     def _rate_limited(self, job: CoreJob) -> RateLimitNotice:
@@ -201,7 +216,7 @@ class CoreJobRunner:
             self._kit.kernel.arbiter.commit(job.lane, event)
             self._move(job, "instruction_injected")
 
-    def _stop(self, job: CoreJob, outcome: Outcome, report: str) -> None:
+    def _stop(self, job: CoreJob, outcome: Outcome, report: str, code: str | None = None) -> None:
         """End the job: committed, reported to the user — or, at a stop the session resumes
         from, left open (no `CoreStopped`) for the resumed agent to continue."""
         if job.stopped:
@@ -212,17 +227,18 @@ class CoreJobRunner:
         if left_open:
             log.info("core job left open for the resumed session", fields={"job": name})
         else:
-            self._report(job, outcome, report)
+            self._report(job, outcome, report, code)
         arbiter.end_job(name)
         self._jobs.pop(name, None)
         self._kit.memories.forget(job.lane)
 
-    def _report(self, job: CoreJob, outcome: Outcome, report: str) -> None:
+    def _report(self, job: CoreJob, outcome: Outcome, report: str, code: str | None) -> None:
         name, arbiter = job.start.job_name, self._kit.kernel.arbiter
         if outcome == "completed":
             self._emit(job, CoreFinalResult(summary=report))
         else:
-            self._emit(job, CoreError(code=error_code(outcome, report), message=report))
+            code = code or error_code(outcome, report)
+            self._emit(job, CoreError(code=code, message=report))
         stopped = CoreStopped(
             job_name=name, job_id=job.start.job_id, outcome=outcome, report=report
         )

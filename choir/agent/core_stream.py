@@ -15,7 +15,7 @@ what the model chose to state.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Final, Literal
+from typing import Any, Final, Literal, NamedTuple
 
 from pydantic import ValidationError
 
@@ -43,7 +43,22 @@ DATA_CHARS: Final = 4_000
 RELAY_CHARS: Final = 600
 """Longest text the user's DM gets for one plan or partial result."""
 
+BUDGET_EXCEEDED: Final = "budget_exceeded"
+"""error_code of a call refused for a budget, and code of the `error` event of a job that ran
+out of one (§7.6)."""
+
 Outcome = Literal["completed", "terminated", "cancelled"]
+
+
+class Ended(NamedTuple):
+    """How a job ended: its outcome, its report, and the `error` event's code when known."""
+
+    outcome: Outcome
+    report: str
+    code: str | None = None
+    """None derives it from the outcome and report (`error_code`)."""
+
+
 Verbosity = Literal["brief", "normal", "detailed"]
 RelayCategory = Literal["core_question", "core_update"]
 
@@ -79,7 +94,7 @@ def error_code(outcome: Outcome, report: str) -> str:
         return "cancelled"
     if report.startswith("the model call failed"):
         return "llm_error"
-    return "budget_exceeded" if "budget" in report else "job_failed"
+    return BUDGET_EXCEEDED if "budget" in report else "job_failed"
 
 
 def report_event(arguments: Mapping[str, Any], workspace: Workspace) -> CoreEvent | ToolResult:
@@ -165,9 +180,11 @@ def _invalid(message: str) -> ToolResult:
 
 __all__ = [
     "ARG_CHARS",
+    "BUDGET_EXCEEDED",
     "FOCUS_CHARS",
     "REPORT_TOOL",
     "SUMMARY_CHARS",
+    "Ended",
     "Outcome",
     "args_view",
     "clip",

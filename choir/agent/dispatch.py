@@ -1,8 +1,14 @@
 """How an admitted tool call is prepared (input, lockset) and run (built-in, external, host, meta).
 
-Preparation is where workspace paths are confined: a path that escapes the workspace is refused
-before any lock is taken, and lock keys use the normalized path so two spellings of one file
-share one lock.
+Preparation is where workspace paths are confined: a path that escapes the workspace (`..`
+above the root, an absolute path other than `/workspace/…`, a symlink leading out) is refused
+before any lock is taken. Lock keys use where a path really is (`located_resource`: inside
+symlinks followed), so every name of one file shares one lock and a directory's lock covers
+what is under it (§9.2).
+
+An external tool's path arguments — those its manifest locks as `file:{field}` — are confined
+the same way and handed to the tool as the located path, relative to the workspace root it
+runs in: the tool never sees the raw string the model wrote.
 """
 
 from __future__ import annotations
@@ -15,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from pydantic import BaseModel, ValidationError
 
 from choir.agent.external import run_external
-from choir.agent.tools.base import path_resource
+from choir.agent.tools.base import LockKey, located_resource, resource_at
 from choir.agent.workspace import PathOutsideWorkspace, Workspace
 from choir.core.lockset import LockKeyError, LockRequest, Lockset
 from choir.protocol import ToolResult, validation_problems
@@ -57,13 +63,17 @@ class PreparedCall:
 def prepare_call(
     tool: RegisteredTool, arguments: dict[str, Any], workspace: Workspace
 ) -> PreparedCall | ToolResult:
-    """Validate the built-in input model and resolve the lockset; a refusal is a ToolResult."""
+    """Validate the built-in input model and resolve the lockset; a refusal is a ToolResult.
+
+    Called again by the arbiter after a call waited for its locks: a symlink changed meanwhile
+    (by an exec holding workspace:X) moves the keys, and the call must hold the new ones.
+    """
     try:
         if tool.builtin is not None:
             model = tool.builtin.input_model.model_validate(arguments)
-            keys = tool.builtin.lock_keys(model)
-            return PreparedCall(tool, Lockset(LockRequest(r, m) for r, m in keys), arguments, model)
-        return PreparedCall(tool, _manifest_lockset(tool, arguments), arguments)
+            lockset = located_lockset(tool.builtin.lock_keys(model), workspace)
+            return PreparedCall(tool, lockset, arguments, model)
+        return _manifest_call(tool, arguments, workspace)
     except PathOutsideWorkspace as exc:
         return ToolResult.fail(exc.error_code, exc.message)
     except LockKeyError as exc:
@@ -77,22 +87,42 @@ def prepare_call(
         )
 
 
-def _manifest_lockset(tool: RegisteredTool, arguments: dict[str, Any]) -> Lockset:
-    """Resolve the manifest's lock templates for one call (§9.2)."""
+def located_lockset(keys: list[LockKey], workspace: Workspace) -> Lockset:
+    """`keys` with every `file:<path>` keyed by where the path really is (`located_resource`)."""
+    return Lockset(
+        LockRequest(located_resource(workspace, r[5:]) if r.startswith("file:") else r, m)
+        for r, m in keys
+    )
+
+
+def _manifest_call(
+    tool: RegisteredTool, arguments: dict[str, Any], workspace: Workspace
+) -> PreparedCall:
+    """Resolve the manifest's lock templates for one call (§9.2) and confine its path arguments:
+    a `file:{field}` argument is replaced by its located path."""
     properties = tool.manifest.llm.parameters.get("properties", {})
 
     def value(name: str) -> str:
         return str(arguments.get(name, properties.get(name, {}).get("default", "")))
 
-    requests = []
+    confined = dict(arguments)
+    requests: list[LockRequest] = []
     for spec in tool.manifest.runtime.locks:
         fields = spec.template_fields()
-        if len(fields) == 1 and spec.resource == "file:{" + fields[0] + "}":
-            resource = path_resource(value(fields[0]))  # confined + normalized
+        if _whole_path(spec.resource, fields):
+            path = confined[fields[0]] = workspace.locate(value(fields[0]))
+            resource = resource_at(path)
         else:
             resource = spec.resolve({name: value(name) for name in fields})
+            if resource.startswith("file:"):
+                resource = located_resource(workspace, resource[5:])
         requests.append(LockRequest(resource, spec.mode))
-    return Lockset(requests)
+    return PreparedCall(tool, Lockset(requests), confined)
+
+
+def _whole_path(template: str, fields: tuple[str, ...]) -> bool:
+    """Whether lock template `template` is one whole path argument: `file:{<field>}`."""
+    return len(fields) == 1 and template == "file:{" + fields[0] + "}"
 
 
 class Dispatcher:

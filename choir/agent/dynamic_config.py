@@ -6,6 +6,9 @@ likewise, never mutated in place. A tool execution or an LLM call takes `current
 `secrets()`) once when it starts and uses that snapshot to its end, so a reload never changes an
 operation already in flight. Reference assignment is atomic in CPython, so no lock is needed even
 for readers on worker threads. The snapshots are deep-frozen: holding one is safe forever.
+
+Budgets (§7.6) are the one part read at every check rather than once per operation: a lowered
+budget applies at the next check in running sessions (`budget_limits`, followed by the lanes).
 """
 
 from __future__ import annotations
@@ -17,6 +20,8 @@ from typing import Any
 
 from pydantic import SecretStr, ValidationError
 
+from choir.config import Budgets
+from choir.core.budgets import BudgetLimits
 from choir.errors import NotFoundError
 from choir.protocol import ResourceBindings
 
@@ -48,6 +53,16 @@ class DynamicConfig:
             return ResourceBindings.model_validate(_thaw(raw))
         except ValidationError:
             return None
+
+    def budget_limits(self) -> BudgetLimits:
+        """The session's budgets (§7.6): the blob's `budgets` over the defaults.
+
+        ValueError or TypeError when the blob's budgets are not valid ones (choird validates
+        config before publishing it, so only a choird of another version could send them).
+        """
+        configured = self.data.get("budgets")
+        given = _thaw(configured) if isinstance(configured, Mapping) else {}
+        return BudgetLimits(**{**Budgets().model_dump(), **given})
 
     def secret_names(self) -> frozenset[str]:
         """The secrets this session may fetch: the `secret` fields of its bound resources.

@@ -9,7 +9,8 @@ The contract for a tool author:
   tail is returned when the tool fails.
 - The tool runs in the workspace root with only PATH, HOME and LANG set, in its own process
   group. When the call ends — exit, timeout, output overflow or cancellation — the whole group
-  is stopped (SIGTERM, then SIGKILL after a short grace), so nothing it started outlives it.
+  is stopped (SIGTERM, then SIGKILL after a short grace), so nothing it started outlives it;
+  a cancellation propagates only after that, so the call's locks outlast the tool.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ import orjson
 from pydantic import ValidationError
 
 from choir.agent.tools._process import Capture, stop_group
-from choir.agent.tools.base import sandbox_env
+from choir.agent.tools.base import outlast_cancellation, record_finished, sandbox_env
 from choir.protocol.problems import validation_problems
 from choir.protocol.tools import ToolResult
 
@@ -157,11 +158,23 @@ async def run_external(
         err_pipe.spawned()
         try:
             ending = await _wait(proc, out.overflow, timeout_ms / 1000)
-        finally:
-            await stop_group(proc.pid)
-            await proc.wait()
-        await asyncio.gather(out_pipe.drained(), err_pipe.drained())
+        except asyncio.CancelledError:
+            # even when cancelled twice: the call's locks are released after the group is gone
+            await outlast_cancellation(_end(proc), exec_path.name)
+            raise
+        try:
+            await outlast_cancellation(_end(proc, out_pipe, err_pipe), exec_path.name)
+        except asyncio.CancelledError:  # the tool had ended: what it did is the call's outcome
+            record_finished(_result(exec_path.name, ending, proc.returncode, out, err, timeout_ms))
+            raise
     return _result(exec_path.name, ending, proc.returncode, out, err, timeout_ms)
+
+
+async def _end(proc: asyncio.subprocess.Process, *pipes: Capture) -> None:
+    """Stop the tool's whole process group, reap the tool, then read `pipes` to their end."""
+    await stop_group(proc.pid)
+    await proc.wait()
+    await asyncio.gather(*(pipe.drained() for pipe in pipes))
 
 
 async def _wait(

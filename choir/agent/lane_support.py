@@ -24,6 +24,7 @@ from choir.adapters.llm import (
     ModelSettings,
     RateLimitNotice,
 )
+from choir.agent.budget_follow import BudgetFollower, Remaining, changed
 from choir.agent.commitlog import LogEntry
 from choir.agent.compaction_driver import CompactionDriver
 from choir.agent.control_plane import ControlPlane
@@ -174,6 +175,15 @@ class StatusReporter:
             self._pending_locks = None
         self._queue.put_nowait(request)
 
+    def refresh(self, remaining: Remaining, force: bool = False) -> None:
+        """Send each lane's latest report again with its budgets left now, where they changed
+        (or always, when `force`): `agent status` must never show a stale figure."""
+        for lane, latest in list(self._latest.items()):
+            left = remaining(lane)
+            if left is None or not (force or changed(latest.budget_remaining, left)):
+                continue
+            self.report(latest.model_copy(update={"budget_remaining": dict(left)}))
+
     def report_locks(self, locks: list[LockState]) -> None:
         """Send the agent's lock table (it changed) with the edge lane's latest report."""
         latest = self._latest.get(EDGE_LANE) or next(iter(self._latest.values()), None)
@@ -246,16 +256,23 @@ class LaneKit:
     """Graceful stop (§17.2): once set, lanes finish their safe point and start nothing new."""
     compaction: CompactionDriver = field(init=False)
     """Folds each lane's oldest events into its summary, in the background (§11.3)."""
+    budgets: BudgetFollower = field(init=False)
+    """Hot-reloaded budgets into the arbiter, fresh budget figures into the status reports."""
     _unsubscribe: Callable[[], None] | None = None
 
     def __post_init__(self) -> None:
         self.compaction = CompactionDriver(self)
+        kernel = self.kernel
+        self.budgets = BudgetFollower(self.state, kernel.log, kernel.arbiter, self.status.refresh)
 
     def start(self) -> None:
         self._unsubscribe = self.kernel.log.subscribe(self.memories.observe)
         self.status.watch_locks(self.kernel.locks)
+        self.budgets.start()
+        self.budgets.config_swapped(self.state.current())  # a version swapped in before start
 
     def stop(self) -> None:
+        self.budgets.stop()
         if self._unsubscribe is not None:
             self._unsubscribe()
             self._unsubscribe = None

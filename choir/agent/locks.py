@@ -125,7 +125,7 @@ class LockManager:
 class Hold:
     """One lockset held by one owner; an async context manager, released exactly once."""
 
-    __slots__ = ("_epoch", "_manager", "lockset", "owner")
+    __slots__ = ("_epoch", "_manager", "lockset", "owner", "waited")
 
     def __init__(self, manager: LockManager, owner: str, lockset: Lockset) -> None:
         self._manager = manager
@@ -133,6 +133,8 @@ class Hold:
         self.lockset = lockset
         self._epoch = -1
         """The owner's release_all epoch at grant time; -1 while not held."""
+        self.waited = False
+        """Whether the grant had to wait: others ran meanwhile (and may have moved paths)."""
 
     @property
     def held(self) -> bool:
@@ -147,6 +149,7 @@ class Hold:
         waiter = manager._table.acquire(self.owner, self.lockset)
         if waiter is not None:
             await manager._wait(waiter, epoch)
+            self.waited = True
         self._epoch = epoch
         return self
 

@@ -18,6 +18,8 @@ messages — come from the session's `Ledger`, which the snapshot carries. From 
   first commits an `outcome_unknown` result for the call, so the model sees what happened; then
   `abort` stops the job with a report, `resume` re-creates it, `read_only` re-creates it limited
   to tools that change nothing. Each is told to the job through an `InjectedInstruction`.
+  A held job is never silent: it is reported to choird as held (status, `agent status`,
+  `session cores`, the console) and the user's DM is told how it goes on (`announce_held`).
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from choir.agent.core_jobs import READ_ONLY, CoreJob, CoreJobs
 from choir.agent.lane_support import LaneKit
 from choir.agent.snapshot_ledger import Intent, Ledger, OpenJobEntry
 from choir.agent.snapshot_state import JobView
+from choir.core.held_jobs import held_notice
 from choir.core.working_memory import WorkingMemory
 from choir.logs import get_logger
 from choir.protocol import (
@@ -39,10 +42,12 @@ from choir.protocol import (
     CoreJobStart,
     CoreStopped,
     InjectedInstruction,
+    ReportStatusRequest,
     ToolResult,
     ToolResultCommitted,
     core_lane,
 )
+from choir.protocol.payloads import HeldCall
 
 log = get_logger("choir.agent.recovery")
 
@@ -123,6 +128,7 @@ class RecoverableCoreJobs(CoreJobs):
             unsafe = [intent for intent in intents if not intent.idempotent]
             if unsafe:
                 self.held[name] = (job, unsafe)
+                self._report_held(name, unsafe)
                 log.warning(
                     "core job held: a non-idempotent call has an unknown outcome",
                     fields={"job": name, "calls": [intent.call_id for intent in unsafe]},
@@ -131,6 +137,22 @@ class RecoverableCoreJobs(CoreJobs):
             self._recreate(job, job.briefing)
             resumed.append(name)
         return resumed
+
+    def announce_held(self, session_id: str) -> None:
+        """Tell the user, in the DM, of each held job and what the operator runs to decide."""
+        for name, (_, calls) in sorted(self.held.items()):
+            text = held_notice(session_id, name, [intent.tool for intent in calls])
+            self._kit.kernel.arbiter.commit(EDGE_LANE, AgentReplied(text=text, category="notice"))
+
+    def _report_held(self, name: str, calls: list[Intent]) -> None:
+        lane = core_lane(name)
+        report = ReportStatusRequest(
+            lane=lane,
+            state=HELD_STATUS,
+            budget_remaining=dict(self._kit.budgets.remaining(lane) or {}),
+            held=[HeldCall(call_id=intent.call_id, tool=intent.tool) for intent in calls],
+        )
+        self._kit.status.report(report)
 
     def decide(self, choice: Choice, job_name: str | None) -> list[str]:
         """Apply the operator's decision to one held job (or all); the names it applied to."""
@@ -162,6 +184,7 @@ class RecoverableCoreJobs(CoreJobs):
             arbiter.commit(lane, stopped)
             text = f"core job {start.job_name} cancelled: {report}"
             arbiter.commit(EDGE_LANE, AgentReplied(text=text, category="core_report"))
+            self._kit.report(lane, "CORE_TERMINATED")  # no longer shown as held
             arbiter.end_job(start.job_name)
             self._kit.memories.forget(lane)
             return

@@ -35,7 +35,6 @@ from choir.agent.lane_support import (
     LaneKit,
     StatusReporter,
     bound_secrets,
-    plain,
     redact_secrets,
 )
 from choir.agent.recovery import RecoverableCoreJobs, settle_edge
@@ -49,15 +48,12 @@ from choir.agent.startup import (
     open_client,
     runtime_tools,
 )
-from choir.agent.stopping import RESUMING_REASONS, Drain, lanes_stopped, settle, unless_hurried
-from choir.agent.summary import session_summary
+from choir.agent.stopping import RESUMING_REASONS, Drain, lanes_stopped, settle
+from choir.agent.summary import summarize_at_stop
 from choir.agent.working_query import working_query_hook
-from choir.config import Budgets
-from choir.core.budgets import BudgetLimits
 from choir.failpoints import arm_from_env
 from choir.logs import get_logger, set_context
 from choir.protocol import (
-    EDGE_LANE,
     ApprovalResolvedPush,
     CompactPush,
     ConfigChangedPush,
@@ -70,6 +66,7 @@ from choir.protocol import (
     ToolResult,
     UserMessagePush,
 )
+from choir.protocol.payloads import SummaryOutcome
 from choir.protocol.pushes import RecoverPush
 from choir.transport import RpcError, TransportError
 
@@ -97,6 +94,8 @@ class AgentRuntime:
         """The core jobs, holding those a crash left waiting for the operator's decision."""
         self._drain = Drain()
         """The lanes' view of the graceful stop; a second stop request hurries it."""
+        self._summary: SummaryOutcome | None = None
+        """How the graceful stop's session summary went, for TERMINATE_SELF."""
 
     def request_stop(self, reason: str, *, resumes: bool = False) -> None:
         """Graceful stop (§17.2): SIGTERM, or a `shutdown` push; a second request hurries it."""
@@ -124,7 +123,8 @@ class AgentRuntime:
                     await self._replicate(control_plane, sync, restored)
             if self._fatal is not None:
                 return 1
-            await control_plane.terminate_self(TerminateSelfRequest(reason=self._reason))
+            request = TerminateSelfRequest(reason=self._reason, summary=self._summary)
+            await control_plane.terminate_self(request)
             log.info("terminated", fields={"reason": self._reason})
             return 0
         finally:
@@ -170,7 +170,7 @@ class AgentRuntime:
             open_kernel(
                 options.root,
                 options.workspace,
-                limits=_limits(state),
+                limits=state.current().budget_limits(),
                 lane_hooks=hooks,
                 runtime_tools=runtime_tools(),
                 host=bridge,
@@ -198,6 +198,7 @@ class AgentRuntime:
             edge = EdgeLane(kit, jobs)
             restored.attach(kit, edge, jobs)  # budgets, skills, memories: before any lane runs
             resumed = jobs.resume_open()
+            jobs.announce_held(options.session_id)
             if resumed or jobs.held:
                 log.info("core jobs recovered", fields={"resumed": resumed, "held": [*jobs.held]})
             try:
@@ -219,9 +220,7 @@ class AgentRuntime:
         if timeout_ms is None:
             configured = kit.state.current().data.get("summary_timeout_ms")
             timeout_ms = configured if isinstance(configured, int) else SUMMARY_TIMEOUT_MS
-        summary = await unless_hurried(session_summary(kit, timeout_ms), self._drain)
-        if summary is not None:
-            kit.kernel.arbiter.commit(EDGE_LANE, summary)
+        self._summary = await summarize_at_stop(kit, timeout_ms, self._drain)
 
     async def _until_stopped(
         self,
@@ -302,12 +301,6 @@ def _late(table: dict[str, LaneHook], name: str) -> LaneHook:
         return await table[name](proposal, arguments)
 
     return hook
-
-
-def _limits(state: DynamicState) -> BudgetLimits:
-    """The session's budgets (§7.6): the config's, over the defaults."""
-    configured = plain(state.current().data.get("budgets") or {})
-    return BudgetLimits(**{**Budgets().model_dump(), **configured})
 
 
 __all__ = ["AgentOptions", "AgentRuntime"]

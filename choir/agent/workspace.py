@@ -9,7 +9,9 @@ Path rules (what a tool may name):
   for the root, because that is where the container mounts it (§15.1) and models write it; every
   other absolute path is refused.
 - `.` and `..` are resolved lexically first (`a/../b` is `b`); a `..` that climbs above the root is
-  refused. The lexical form is the canonical path used in lock keys (`file:<path>`).
+  refused.
+- Lock keys (`file:<path>`) use `locate`: the path with inside symlinks followed as far as the
+  tree exists, the missing rest as written — so a symlink and its target share one lock.
 - Relative symlinks inside the workspace are followed as long as every step stays inside.
   Absolute symlinks, symlinks leading outside, loops and NUL bytes are refused.
 
@@ -131,6 +133,21 @@ class Workspace:
             name = walk.descend(normalize(path), create=False)
             return "/".join([*walk.names, *([name] if name else [])]) or "."
 
+    def locate(self, path: str) -> str:
+        """Where `path` really is: its canonical relative path with inside symlinks followed as
+        far as the tree exists (a dangling one too), and what does not exist yet as written.
+
+        Lock keys use it, so every name of one file (a symlink, its target) gets one key, and a
+        file that does not exist yet gets the key it will have. Raises `PathOutsideWorkspace`
+        for escapes, as every open does.
+        """
+        rel = normalize(path)
+        if _without_symlinks(self.root_fd, rel):
+            return rel
+        with _Walk(self.root_fd, path) as walk:
+            rest = walk.locate(rel)
+            return "/".join([*walk.names, *rest]) or "."
+
     def stat(self, path: str) -> os.stat_result:
         fd = self.open_file(path, os.O_PATH)
         try:
@@ -204,6 +221,46 @@ class _Walk:
                 self._enter(name, pending, create=create)
         return None
 
+    def locate(self, rel: str) -> list[str]:
+        """Walk `rel` following symlinks until a name does not exist (or is no directory);
+        return the components not walked, `..` applied to them lexically."""
+        pending = deque(rel.split("/"))
+        while pending:
+            name = pending.popleft()
+            if name in ("", "."):
+                continue
+            if name == "..":
+                self._up()
+                continue
+            target = self._readlink(name)
+            if target is not None:
+                self._expand(target, pending)
+            elif not pending or not self._try_enter(name):
+                return self._lexical([name, *pending])
+        return []
+
+    def _try_enter(self, name: str) -> bool:
+        try:
+            fd = os.open(name, os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=self.cwd)
+        except (FileNotFoundError, NotADirectoryError):
+            return False
+        self.fds.append(fd)
+        self.names.append(name)
+        return True
+
+    def _lexical(self, rest: list[str]) -> list[str]:
+        """`rest` with `.` dropped and `..` undone lexically (it names nothing that exists)."""
+        kept: list[str] = []
+        for name in rest:
+            if name == "..":
+                if kept:
+                    kept.pop()
+                else:
+                    self._up()
+            elif name not in ("", "."):
+                kept.append(name)
+        return kept
+
     def open_final(self, name: str | None, flags: int, mode: int) -> int:
         try:
             return os.open(name or ".", flags | os.O_NOFOLLOW, mode, dir_fd=self.cwd)
@@ -265,6 +322,26 @@ class _OpenHow(ctypes.Structure):
     """`struct open_how` of openat2(2)."""
 
     _fields_ = [("flags", ctypes.c_uint64), ("mode", ctypes.c_uint64), ("resolve", ctypes.c_uint64)]
+
+
+def _without_symlinks(root_fd: int, rel: str) -> bool:
+    """True when no existing component of normalized `rel` is a symlink, so its lexical form is
+    where it is: the cheap common case of `locate`, one readlink per component and no open.
+    Only a key is computed here (every open is confined on its own), so a component swapped
+    for a symlink between two readlinks costs a stale key, never an escape."""
+    if rel == ".":
+        return True
+    prefix = ""
+    for name in rel.split("/"):
+        prefix = f"{prefix}/{name}" if prefix else name
+        try:
+            os.readlink(prefix, dir_fd=root_fd)
+        except OSError as exc:
+            if exc.errno == errno.EINVAL:
+                continue  # a component that is no symlink
+            return exc.errno in (errno.ENOENT, errno.ENOTDIR)  # the rest does not exist
+        return False
+    return True
 
 
 def openat2_supported(dir_fd: int) -> bool:

@@ -3,13 +3,26 @@
 `json.loads` keeps the last of two equal keys without a word; for config.json that hides a second
 definition of the same model or agent. The parse here remembers duplicates and reports each one
 with its JSON path.
+
+It also refuses what would fail later, far from the file: nesting deeper than `MAX_DEPTH` (100k
+levels overflowed Python's stack with a traceback), integers beyond 64 bits (a 5,000-digit one
+raised inside the decoder; smaller giants break orjson and timers downstream), and non-finite
+numbers (`1e999`, `NaN`, `Infinity`, which JSON does not even allow). Each is one problem line
+naming the JSON path.
 """
 
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Final
+
+MAX_DEPTH: Final = 64
+"""Deepest nesting accepted; config.json needs about six levels, a tool's JSON schema a dozen."""
+INT_MIN: Final = -(2**63)
+INT_MAX: Final = 2**64 - 1
+"""Integers must fit a signed or unsigned 64-bit word, as orjson and Postgres bigint need."""
 
 NAMED_SECTIONS = frozenset(
     {
@@ -61,13 +74,85 @@ def parse_json_object(text: str, source: str) -> ParsedJson:
     secrets.json too. Duplicates leave usable data (last one wins) so later checks still run.
     """
     try:
-        data = json.loads(text, object_pairs_hook=_object_pairs)
+        data = json.loads(
+            text,
+            object_pairs_hook=_object_pairs,
+            parse_int=_integer,
+            parse_float=_float,
+            parse_constant=_constant,
+        )
     except json.JSONDecodeError as err:
         where = f"line {err.lineno}, column {err.colno}"
         return ParsedJson(None, [f"{source}: invalid JSON at {where}: {err.msg}"])
+    except RecursionError:
+        return ParsedJson(None, [_too_deep(source)])
     if not isinstance(data, dict):
         return ParsedJson(None, [f"{source}: must be a JSON object {{...}}"])
+    shape = _shape_problems(data, source)
+    if shape:
+        return ParsedJson(None, shape)
     return ParsedJson(_plain(data), list(_duplicates(data, source, ())))
+
+
+class _OutOfRange:
+    """Stands in for a number no consumer can hold, so its path can be reported."""
+
+    __slots__ = ()
+
+
+_OUT_OF_RANGE: Final = _OutOfRange()
+
+
+def _integer(digits: str) -> int | _OutOfRange:
+    if len(digits) > 21:  # past 2**64 whatever the digits: never convert a 5,000-digit string
+        return _OUT_OF_RANGE
+    value = int(digits)
+    return value if INT_MIN <= value <= INT_MAX else _OUT_OF_RANGE
+
+
+def _float(text: str) -> float | _OutOfRange:
+    value = float(text)
+    return value if math.isfinite(value) else _OUT_OF_RANGE
+
+
+def _constant(name: str) -> _OutOfRange:
+    return _OUT_OF_RANGE  # NaN, Infinity, -Infinity: not JSON
+
+
+def _too_deep(where: str) -> str:
+    return f"{where}: nested more than {MAX_DEPTH} levels deep; flatten it"
+
+
+def _shape_problems(data: dict[str, Any], source: str) -> list[str]:
+    """Nesting past MAX_DEPTH and numbers out of range, with their paths; iterative, so no
+    input can exhaust the stack here."""
+    problems: list[str] = []
+    stack: list[tuple[Any, tuple[str, ...]]] = [(data, ())]
+    while stack:
+        value, path = stack.pop()
+        if len(path) > MAX_DEPTH:
+            return [_too_deep(_path(path, source))]
+        if value is _OUT_OF_RANGE:
+            problems.append(
+                f"{_path(path, source)}: number out of range (integers must fit in 64 bits, "
+                "and numbers must be finite)"
+            )
+        elif isinstance(value, dict):
+            stack.extend((child, (*path, key)) for key, child in reversed(value.items()))
+        elif isinstance(value, list):
+            stack.extend(
+                (child, (*path, f"[{i}]")) for i, child in reversed(list(enumerate(value)))
+            )
+    return problems
+
+
+def _path(path: tuple[str, ...], source: str) -> str:
+    """config.json problems are bare JSON paths, as every other config problem; another
+    file's (secrets.json) name the file first."""
+    dotted = ".".join(path).replace(".[", "[")
+    if not dotted:
+        return source
+    return dotted if source == "config.json" else f"{source}: {dotted}"
 
 
 def _duplicates(value: Any, source: str, path: tuple[str, ...]) -> list[str]:

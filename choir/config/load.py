@@ -14,6 +14,7 @@ from choir.config.validate import (
     config_hash,
     validate_config_text,
 )
+from choir.config.workspace_paths import dangerous_workspaces
 from choir.errors import ChoirError, ConfigError, NotFoundError
 from choir.home import ChoirHome
 
@@ -58,6 +59,9 @@ def check_home(home: ChoirHome) -> tuple[ValidationReport, SecretStore | None]:
             "(choirctl secret set <name> creates it)"
         )
     errors = [*secret_problems, *report.errors]
+    if report.config is not None:
+        paths = {name: ws.path for name, ws in report.config.workspaces.items()}
+        errors += dangerous_workspaces(paths, str(home.root))
     config = report.config if not errors else None
     return ValidationReport(config, errors, warnings), secrets
 

@@ -3,12 +3,14 @@
 A lockset is canonical — one entry per resource, sorted by resource, X winning when the same
 resource is named with both modes — so equal locksets compare equal and every check walks the
 locks in one fixed order. Keys are validated here, once per lockset, so the lock table's hot path
-never parses a string: each entry carries its resource, whether it is exclusive, and its kind
-(workspace, file, or an independent resource).
+never parses a string: each entry carries its resource, whether it is exclusive, its kind
+(workspace, file, or an independent resource) and, for a file key, the keys of the directories
+above it (the §9.2 hierarchy: a lock on a directory covers everything under it).
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, Iterator
 from typing import Final, Literal, NamedTuple, final
 
@@ -34,8 +36,13 @@ _KEY_HELP: Final = (
     "use workspace, browser_tab, choirtmp, file:<path>, mem:<ws>, repo:<ws>, net:<svc> or ext:<p>"
 )
 
-LockEntry = tuple[str, bool, int]
-"""(resource, exclusive, kind): a lock as the table checks it."""
+ROOT_KEY: Final = "file:."
+"""The workspace root as a file key: the directory above every other file key."""
+
+LockEntry = tuple[str, bool, int, tuple[str, ...]]
+"""(resource, exclusive, kind, ancestors): a lock as the table checks it. `ancestors` are the file
+keys of the directories above a file key, root first (`file:.`, `file:src` for `file:src/a.py`);
+empty for every other key."""
 
 
 class LockKeyError(UsageError):
@@ -74,6 +81,23 @@ def key_kind(resource: str) -> int:
         _check_file_path(rest)
         return KIND_FILE
     return KIND_INDEPENDENT
+
+
+@functools.lru_cache(maxsize=4096)
+def entry_of(resource: str, exclusive: bool) -> LockEntry:
+    """The table's form of one lock (validates the key like `key_kind`); cached, since the same
+    few keys come back on every call of a session."""
+    kind = key_kind(resource)
+    return (resource, exclusive, kind, ancestors_of(resource) if kind == KIND_FILE else ())
+
+
+def ancestors_of(resource: str) -> tuple[str, ...]:
+    """The file keys of the directories above file key `resource`, root first."""
+    path = resource[len("file:") :]
+    if path == ".":
+        return ()
+    parts = path.split("/")
+    return (ROOT_KEY, *("file:" + "/".join(parts[:end]) for end in range(1, len(parts))))
 
 
 def _check_file_path(path: str) -> None:
@@ -121,7 +145,7 @@ class Lockset:
             if modes.get(resource) != "X":
                 modes[resource] = mode
         self.requests = tuple(LockRequest(r, modes[r]) for r in sorted(modes))
-        self.entries = tuple((r, m == "X", key_kind(r)) for r, m in self.requests)
+        self.entries = tuple(entry_of(r, m == "X") for r, m in self.requests)
 
     @classmethod
     def of(cls, *requests: LockRequest | str) -> Lockset:

@@ -19,9 +19,14 @@ The rules, between different owners (an owner never conflicts with its own locks
 - No S-to-X upgrade and no re-acquire (§9.1): asking for a resource the owner already holds or
   already waits for raises LockUsageError.
 
-File keys are compared exactly, as §9.2 names them: a lock on a directory (`file:src`, or the root
-`file:.` of a whole-tree search) does not cover `file:src/a.py`. A reader that must see the whole
-tree consistent takes workspace:S.
+- Directories (§9.2 hierarchy): a file key names a path, and a lock on a directory covers
+  everything under it — `file:src` conflicts with `file:src/a.py` exactly as two locks on one
+  resource would (S with S compatible, X with anything not), and `file:.` (the root, a whole-tree
+  search) with every file key. Keys are resolved paths (symlinks followed inside the workspace,
+  see `choir.agent.dispatch`), so one file has one key whatever name a tool used for it.
+  Ancestors are looked up by key; descendants through `_below`, a count per directory key of the
+  locks held under it, so no check scans the held keys (only, when something is under a
+  requested directory, the requester's own few locks, which never conflict with it).
 """
 
 from __future__ import annotations
@@ -35,13 +40,14 @@ from choir.core.lockset import (
     EDGE,
     KIND_FILE,
     KIND_WORKSPACE,
+    ROOT_KEY,
     WORKSPACE,
     LockEntry,
     Lockset,
     LockUsageError,
     Mode,
     check_owner,
-    key_kind,
+    entry_of,
 )
 
 _NOBODY: tuple[Waiter, ...] = ()
@@ -98,37 +104,43 @@ class Revocation(NamedTuple):
 class _Reservations:
     """The X locks of queued waiters, indexed so a check never scans the queue."""
 
-    __slots__ = ("by_resource", "files")
+    __slots__ = ("below", "by_resource", "files")
 
     def __init__(self) -> None:
         self.by_resource: dict[str, int] = {}
+        self.below: dict[str, int] = {}
+        """directory key -> reserved file X locks under it."""
         self.files = 0
 
     def add(self, entries: tuple[LockEntry, ...]) -> None:
-        for resource, exclusive, kind in entries:
+        for resource, exclusive, kind, ancestors in entries:
             if exclusive:
-                self.by_resource[resource] = self.by_resource.get(resource, 0) + 1
+                _increment(self.by_resource, resource)
                 self.files += kind == KIND_FILE
+                for ancestor in ancestors:
+                    _increment(self.below, ancestor)
 
     def remove(self, entries: tuple[LockEntry, ...]) -> None:
-        for resource, exclusive, kind in entries:
+        for resource, exclusive, kind, ancestors in entries:
             if exclusive:
-                if self.by_resource[resource] == 1:
-                    del self.by_resource[resource]
-                else:
-                    self.by_resource[resource] -= 1
+                _decrement(self.by_resource, resource)
                 self.files -= kind == KIND_FILE
+                for ancestor in ancestors:
+                    _decrement(self.below, ancestor)
 
     def block(self, owner: str, entries: tuple[LockEntry, ...], dirty_read: bool) -> bool:
         """True if any lock of `entries` conflicts with a reserved X lock."""
         reserved = self.by_resource
         workspace = WORKSPACE in reserved
-        for resource, exclusive, kind in entries:
+        for resource, exclusive, kind, ancestors in entries:
             if kind == KIND_FILE:
                 if dirty_read and not exclusive and owner == EDGE:
                     continue
-                if workspace or resource in reserved:
+                if workspace or resource in reserved or resource in self.below:
                     return True
+                for ancestor in ancestors:
+                    if ancestor in reserved:
+                        return True
             elif kind == KIND_WORKSPACE:
                 if workspace or self.files:
                     return True
@@ -142,6 +154,7 @@ class LockTable:
     """Per-resource FREE / S(holders) / X(owner) state plus the FIFO queue of waiters."""
 
     __slots__ = (
+        "_below",
         "_clock",
         "_exclusive",
         "_file_locks",
@@ -163,6 +176,10 @@ class LockTable:
         self._since: dict[str, float] = {}
         self._held: dict[str, dict[str, bool]] = {}
         """owner -> resource -> exclusive."""
+        self._below: dict[str, list[int]] = {}
+        """directory key -> [file locks, file X locks] held under it, by any owner. Entries stay
+        at zero once made (a directory locked once is likely locked again; there are at most as
+        many as the workspace has directories), which keeps a grant and release allocation-free."""
         self._file_locks: dict[str, int] = {}
         """owner -> file locks it holds, so workspace checks never scan the file keys."""
         self._file_x: dict[str, int] = {}
@@ -226,7 +243,7 @@ class LockTable:
         """Release the whole lockset; returns the waiters this granted, in FIFO order."""
         held = self._held.get(owner, {})
         entries = lockset.entries
-        for resource, exclusive, _ in entries:
+        for resource, exclusive, _, _ in entries:
             if held.get(resource) is not exclusive:
                 mode = "X" if exclusive else "S"
                 raise LockUsageError(
@@ -252,7 +269,7 @@ class LockTable:
             self._dequeue(waiter)
         held = self._held.pop(owner, {})
         for resource, exclusive in list(held.items()):
-            self._drop(owner, held, (resource, exclusive, key_kind(resource)))
+            self._drop(owner, held, entry_of(resource, exclusive))
         return Revocation(withdrawn, self._wake() if self._queue else _NOBODY)
 
     # -- rules -----------------------------------------------------------------------------
@@ -262,7 +279,7 @@ class LockTable:
             check_owner(owner)
         held = self._held.get(owner)
         queued = self._queued.get(owner)
-        for resource, exclusive, _ in entries:
+        for resource, exclusive, _, _ in entries:
             if held and resource in held:
                 if exclusive and not held[resource]:
                     raise LockUsageError(
@@ -280,13 +297,15 @@ class LockTable:
         exclusive = self._exclusive
         shared = self._shared
         workspace_owner = exclusive.get(WORKSPACE)
-        for resource, wants_x, kind in entries:
+        for resource, wants_x, kind, ancestors in entries:
             if resource in exclusive or (wants_x and resource in shared):
                 return True
             if kind == KIND_FILE:
                 if workspace_owner not in (None, owner) and (wants_x or owner != EDGE):
                     return True
                 if wants_x and (readers := shared.get(WORKSPACE)) and readers != {owner}:
+                    return True
+                if self._file_total and self._family_blocks(owner, resource, wants_x, ancestors):
                     return True
             elif kind == KIND_WORKSPACE:
                 if wants_x:
@@ -298,6 +317,32 @@ class LockTable:
         if reserved is None:
             return False
         return reserved.block(owner, entries, workspace_owner not in (None, owner))
+
+    def _family_blocks(
+        self, owner: str, resource: str, wants_x: bool, ancestors: tuple[str, ...]
+    ) -> bool:
+        """Whether another owner holds a conflicting lock on a directory above `resource` or on
+        anything under it (§9.2 hierarchy)."""
+        exclusive, shared = self._exclusive, self._shared
+        for ancestor in ancestors:
+            holder = exclusive.get(ancestor)
+            if holder is not None and holder != owner:
+                return True
+            if wants_x and (readers := shared.get(ancestor)) and readers != {owner}:
+                return True
+        counts = self._below.get(resource)
+        under = 0 if counts is None else counts[0] if wants_x else counts[1]
+        return under > 0 and under > self._own_below(owner, resource, wants_x)
+
+    def _own_below(self, owner: str, resource: str, wants_x: bool) -> int:
+        """How many of the locks under directory `resource` are `owner`'s (X ones only unless
+        `wants_x`); a scan of the owner's own few locks, done only when something is under."""
+        top = "file:" if resource == ROOT_KEY else resource + "/"
+        return sum(
+            1
+            for held, exclusive in self._held.get(owner, {}).items()
+            if held.startswith(top) and held != resource and (wants_x or exclusive)
+        )
 
     def _wake(self) -> tuple[Waiter, ...]:
         """Grant, in FIFO order, every waiter that holders and earlier reservations allow."""
@@ -322,7 +367,7 @@ class LockTable:
         if held is None:
             held = self._held[owner] = {}
         now = self._clock()
-        for resource, exclusive, kind in entries:
+        for resource, exclusive, kind, ancestors in entries:
             if exclusive:
                 self._exclusive[resource] = owner
                 self._since[resource] = now
@@ -338,9 +383,16 @@ class LockTable:
                 if exclusive:
                     self._file_x[owner] = self._file_x.get(owner, 0) + 1
                     self._file_x_total += 1
+                below = self._below
+                for ancestor in ancestors:
+                    counts = below.get(ancestor)
+                    if counts is None:
+                        counts = below[ancestor] = [0, 0]
+                    counts[0] += 1
+                    counts[1] += exclusive
 
     def _drop(self, owner: str, held: dict[str, bool], entry: LockEntry) -> None:
-        resource, exclusive, kind = entry
+        resource, exclusive, kind, ancestors = entry
         del held[resource]
         if exclusive:
             del self._exclusive[resource]
@@ -357,6 +409,10 @@ class LockTable:
             if exclusive:
                 _decrement(self._file_x, owner)
                 self._file_x_total -= 1
+            for ancestor in ancestors:
+                counts = self._below[ancestor]
+                counts[0] -= 1
+                counts[1] -= exclusive
 
     def _enqueue(self, owner: str, lockset: Lockset) -> Waiter:
         waiter = Waiter(owner, lockset, self._clock())
@@ -372,6 +428,10 @@ class LockTable:
         if not queued:
             del self._queued[waiter.owner]
         self._reserved.remove(waiter.lockset.entries)
+
+
+def _increment(counts: dict[str, int], key: str) -> None:
+    counts[key] = counts.get(key, 0) + 1
 
 
 def _decrement(counts: dict[str, int], owner: str) -> None:

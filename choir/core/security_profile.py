@@ -9,9 +9,16 @@ Items, in §15.3's order: capabilities dropped, no-new-privileges, read-only roo
 tmpfs /tmp and /run, CPU/memory/pids limits, the default seccomp profile; never privileged, no
 Docker socket, no host PID/network/IPC namespace, no devices; the only mounts are the workspace
 at /workspace and the agent's own socket directory at /run/choir (the socket is
-/run/choir/choir.sock). Networking is the engine's `bridge` by
-default: agents reach their LLM endpoint (§18.1 allows outbound web access in v1), never the
-host's network namespace.
+/run/choir/choir.sock). Beyond §15.3: the container never runs
+as uid 0 (`user_not_root`, the kernel's word when choird can see it) and its workspace is
+mounted `nosuid,nodev` (`workspace_nosuid_nodev`, from the container's own mountinfo). Networking
+is a bridge: agents reach their LLM endpoint (§18.1 allows outbound web access in v1), never the
+host's network namespace; what they may not reach is checked from the host's side
+(`security_host`).
+
+An item can be advisory (`required=False`): it fails, saying why, without failing the report —
+for a guarantee choird cannot give where it runs (a non-root choird cannot mount or install
+firewall rules), which it must say rather than claim.
 """
 
 from __future__ import annotations
@@ -19,6 +26,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
+
+from choir.core.mountinfo import mount_at, parse_mountinfo
 
 WORKSPACE_TARGET: Final = "/workspace"
 SOCKET_DIR_TARGET: Final = "/run/choir"
@@ -48,9 +57,12 @@ class SecurityProfile:
 
     limits: ContainerLimits
     user: str
-    """`uid:gid` — choird's own, so the workspace and the socket are usable without
-    CAP_DAC_OVERRIDE (every capability is dropped)."""
+    """`uid:gid` — the agent's own (`agent_users`) when choird is root, else choird's; never 0.
+    The workspace and the socket belong to it, as every capability is dropped."""
     network: str = "bridge"
+    mounts_enforced: bool = True
+    """Whether the workspace must be `nosuid,nodev` (choird, as root, mounts it so); without
+    root the item is advisory and the workspace's private mode is the protection."""
     cap_drop: tuple[str, ...] = ("ALL",)
     security_opt: tuple[str, ...] = ("no-new-privileges",)
 
@@ -70,6 +82,8 @@ class ProfileCheck:
     ok: bool
     expected: str
     actual: str
+    required: bool = True
+    """False for an advisory item: its failure is reported but does not fail the report."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,11 +99,16 @@ class ProfileReport:
 
     @property
     def ok(self) -> bool:
-        return bool(self.checks) and all(check.ok for check in self.checks)
+        return bool(self.checks) and all(check.ok for check in self.checks if check.required)
 
     @property
     def failed(self) -> list[str]:
-        return [check.item for check in self.checks if not check.ok]
+        return [check.item for check in self.checks if not check.ok and check.required]
+
+    @property
+    def warnings(self) -> list[str]:
+        """Advisory items that fail."""
+        return [check.item for check in self.checks if not check.ok and not check.required]
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -99,7 +118,13 @@ class ProfileReport:
             "checked_at": self.checked_at,
             "ok": self.ok,
             "checks": [
-                {"item": c.item, "ok": c.ok, "expected": c.expected, "actual": c.actual}
+                {
+                    "item": c.item,
+                    "ok": c.ok,
+                    "required": c.required,
+                    "expected": c.expected,
+                    "actual": c.actual,
+                }
                 for c in self.checks
             ],
         }
@@ -146,15 +171,19 @@ class _Container:
     mounts: Sequence[Mapping[str, Any]]
     user: str
     proc: Mapping[str, str] | None = field(default=None)
+    mountinfo: str | None = field(default=None)
 
     @classmethod
-    def of(cls, inspect: Mapping[str, Any], proc: Mapping[str, str] | None) -> _Container:
+    def of(
+        cls, inspect: Mapping[str, Any], proc: Mapping[str, str] | None, mountinfo: str | None
+    ) -> _Container:
         config = inspect.get("Config") or {}
         return cls(
             inspect.get("HostConfig") or {},
             inspect.get("Mounts") or [],
             config.get("User", ""),
             proc,
+            mountinfo,
         )
 
 
@@ -165,10 +194,12 @@ def check_container(
     workspace: str,
     socket: str,
     proc_status: Mapping[str, str] | None = None,
+    mountinfo: str | None = None,
 ) -> tuple[ProfileCheck, ...]:
-    """Every §15.3 item, from `docker inspect` and, when given, `/proc/<pid>/status` of the
-    container's main process (the kernel's word on capabilities, no_new_privs and seccomp)."""
-    c = _Container.of(inspect, proc_status)
+    """Every §15.3 item, from `docker inspect` and, when given, `/proc/<pid>/status` and
+    `/proc/<pid>/mountinfo` of the container's main process (the kernel's word on capabilities,
+    no_new_privs, seccomp, its uid and its mounts)."""
+    c = _Container.of(inspect, proc_status, mountinfo)
     return (
         _cap_drop(profile, c),
         _no_new_privileges(c),
@@ -186,6 +217,8 @@ def check_container(
         _no_devices(c),
         _mounts(c, workspace=workspace, socket=socket),
         ProfileCheck("user", c.user == profile.user, profile.user, c.user or "(image default)"),
+        _not_root(c),
+        _workspace_nosuid(profile, c),
     )
 
 
@@ -277,6 +310,33 @@ def _mounts(c: _Container, *, workspace: str, socket: str) -> ProfileCheck:
     rendered = ", ".join(f"{t}:{s}->{d}" for s, d, t in sorted(found)) or "none"
     want = f"bind:{workspace}->{WORKSPACE_TARGET}, bind:{sockets}->{SOCKET_DIR_TARGET}"
     return ProfileCheck("only_workspace_and_socket_mounted", ok, want, rendered)
+
+
+def _not_root(c: _Container) -> ProfileCheck:
+    uid = c.user.partition(":")[0]
+    ok = uid not in ("", "0", "root")
+    actual = f"user {c.user or '(image default)'}"
+    if c.proc is not None:
+        uids = c.proc.get("Uid", "?").split()
+        ok = ok and len(uids) == 4 and "0" not in uids
+        actual += f"; kernel Uid={'/'.join(uids)}"
+    return ProfileCheck("user_not_root", ok, "a uid other than 0", actual)
+
+
+def _workspace_nosuid(profile: SecurityProfile, c: _Container) -> ProfileCheck:
+    """From the container's own mount table: docker inspect cannot show a bind's flags."""
+    expected = f"{WORKSPACE_TARGET} mounted nosuid,nodev"
+    required = profile.mounts_enforced
+    if c.mountinfo is None:
+        actual = "unknown: choird cannot see the container's mounts"
+        return ProfileCheck("workspace_nosuid_nodev", False, expected, actual, required=required)
+    mount = mount_at(parse_mountinfo(c.mountinfo), WORKSPACE_TARGET)
+    options = sorted(mount.options) if mount is not None else []
+    ok = {"nosuid", "nodev"} <= set(options)
+    actual = f"kernel: {','.join(options) or 'not mounted'}"
+    if not ok and not required:
+        actual += " (choird is not root, so it cannot mount it nosuid: the workspace is private)"
+    return ProfileCheck("workspace_nosuid_nodev", ok, expected, actual, required=required)
 
 
 def _zero(hex_mask: str) -> bool:

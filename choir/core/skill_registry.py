@@ -126,6 +126,8 @@ def _parse(text: str) -> tuple[dict[str, Any] | None, list[str]]:
         data = json.loads(text, object_pairs_hook=pairs)
     except json.JSONDecodeError as err:
         return None, [f"invalid JSON at line {err.lineno}, column {err.colno}: {err.msg}"]
+    except (RecursionError, ValueError):  # 100k levels deep, a 5,000-digit number
+        return None, ["invalid JSON: nested too deeply or a number too long to read"]
     if not isinstance(data, dict):
         return None, ["must be a JSON object {...} (a SkillSpec)"]
     return data, duplicates

@@ -141,7 +141,7 @@ def list_agents(home: HomeOption = None, as_json: JsonOption = False) -> None:
     rows = [
         (
             a["agent_id"],
-            a["state"],
+            a["state"] + (f", {len(a['held_jobs'])} held" if a.get("held_jobs") else ""),
             dash(a["session_id"]),
             duration(a["uptime_s"]),
             f"v{a['config_version']}" if a["config_version"] is not None else "-",
@@ -234,15 +234,20 @@ def stop(
     home: HomeOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Stop an agent gracefully: it summarizes, flushes its events and ends its session."""
+    """Stop an agent gracefully: it summarizes, flushes its events and ends its session.
+
+    A session summary that could not be made (§11.8) is a warning on stderr; the stop still
+    succeeded (exit 0).
+    """
+    from choir.ctl.agent_views import stopped_lines, summary_warning
+    from choir.ctl.output import warn
     from choir.ctl.remote import with_choird
 
-    data = with_choird(home, lambda choird: choird.agent_stop(agent_id))
-    emit(
-        data,
-        as_json,
-        lambda: print(f"{agent_id} stopped: session {data['session_id']} {data['status']}"),
-    )
+    # the stop waits for the agent's safe point and summary: as long as config lets them take
+    data = with_choird(home, lambda choird: choird.agent_stop(agent_id), call_timeout=None)
+    emit(data, as_json, lambda: print("\n".join(stopped_lines(data))))
+    if (warning := summary_warning(data)) is not None:
+        warn(warning)
 
 
 app.command("build")(agent_build.build)

@@ -23,17 +23,19 @@ def restart(agent_id: AgentArgument, home: HomeOption = None, as_json: JsonOptio
 
     Same bindings as its start; transient model set/voice set overrides revert.
     """
-    from choir.ctl.agent_views import started_lines
+    from choir.ctl.agent_views import started_lines, stopped_lines, summary_warning
+    from choir.ctl.output import warn
     from choir.ctl.remote import with_choird
 
     data = with_choird(home, lambda choird: choird.agent_restart(agent_id), call_timeout=None)
     stopped = data["stopped"]
 
     def show() -> None:
-        print(f"{agent_id} stopped: session {stopped['session_id']} {stopped['status']}")
-        print("\n".join(started_lines(data)))
+        print("\n".join([*stopped_lines(stopped), *started_lines(data)]))
 
     emit(data, as_json, show)
+    if (warning := summary_warning(stopped)) is not None:
+        warn(warning)
 
 
 def update(agent_id: AgentArgument, home: HomeOption = None, as_json: JsonOption = False) -> None:

@@ -25,8 +25,9 @@ def verify(
 
     Checks dropped capabilities, no-new-privileges, read-only root, tmpfs /tmp and /run,
     CPU/memory/pids limits, default seccomp, no privileged mode, Docker socket, host
-    namespaces or devices, and that only /workspace and the agent socket are mounted.
-    Exits 1 if any item fails.
+    namespaces or devices, that only /workspace and the agent socket are mounted, a uid other
+    than 0, a nosuid,nodev and private workspace, no Unix socket within reach, and egress
+    filtering. Exits 1 if any item fails (an advisory "warn" item does not count).
     """
     from choir.ctl.remote import with_choird
 
@@ -37,14 +38,18 @@ def verify(
 
 
 def report_lines(data: dict[str, Any]) -> list[str]:
-    """The report for an operator: a headline, then one aligned line per item."""
+    """The report for an operator: a headline, then one aligned line per item (an advisory
+    item that fails is a `warn`: said, but not failing the report)."""
     where = f"container {data['container'][:12]}" if data.get("container") else data["runtime"]
-    failed = [check["item"] for check in data["checks"] if not check["ok"]]
+    failed = [check["item"] for check in data["checks"] if not check["ok"] and _required(check)]
+    warned = [check["item"] for check in data["checks"] if not check["ok"] and not _required(check)]
     verdict = "matches the security profile" if not failed else f"FAILS {', '.join(failed)}"
+    if warned:
+        verdict += f" (warning: {', '.join(warned)})"
     lines = [f"{data['agent_id']} ({where}, checked {data['checked_at']}): {verdict}"]
     width = max((len(check["item"]) for check in data["checks"]), default=0)
     for check in data["checks"]:
-        mark = "pass" if check["ok"] else "FAIL"
+        mark = "pass" if check["ok"] else "FAIL" if _required(check) else "warn"
         detail = check["actual"]
         if not check["ok"]:
             detail += f" (expected {check['expected']})"
@@ -57,7 +62,13 @@ def verified_label(verified: dict[str, Any] | None, *, sandboxed: bool | None = 
     process that was never checked says it is unsandboxed rather than leave a bare dash."""
     if not verified:
         return "none: a host process (unsandboxed)" if sandboxed is False else "-"
-    failed = [check["item"] for check in verified["checks"] if not check["ok"]]
+    failed = [c["item"] for c in verified["checks"] if not c["ok"] and _required(c)]
+    warned = [c["item"] for c in verified["checks"] if not c["ok"] and not _required(c)]
+    warning = f", warning: {', '.join(warned)}" if warned else ""
     if not failed:
-        return f"matches the profile (checked {verified['checked_at']})"
-    return f"FAILED {', '.join(failed)} (checked {verified['checked_at']})"
+        return f"matches the profile (checked {verified['checked_at']}{warning})"
+    return f"FAILED {', '.join(failed)} (checked {verified['checked_at']}{warning})"
+
+
+def _required(check: dict[str, Any]) -> bool:
+    return bool(check.get("required", True))

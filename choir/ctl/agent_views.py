@@ -50,6 +50,7 @@ def show_status(data: dict[str, Any]) -> None:
         f"{'bindings':<11}{bindings}",
         f"{'budgets':<11}" + ", ".join(f"{k} {v}" for k, v in data["budgets"].items()),
         f"{'remaining':<11}{remaining or '-'}",
+        *held_job_lines(data.get("held_jobs") or []),
         "lanes:",
     ]
     print("\n".join(lines))
@@ -66,6 +67,32 @@ def show_status(data: dict[str, Any]) -> None:
             for lane in data["lanes"]
         ],
     )
+
+
+def stopped_lines(stopped: dict[str, Any]) -> list[str]:
+    """What a stop prints: the session's end, and its summary (§11.8) unless it needs a warning
+    (`summary_warning`)."""
+    lines = [f"{stopped['agent_id']} stopped: session {stopped['session_id']} {stopped['status']}"]
+    summary = stopped.get("summary")
+    if summary and not summary["warn"]:
+        lines.append(f"summary: {summary['detail']}")
+    return lines
+
+
+def summary_warning(stopped: dict[str, Any]) -> str | None:
+    """The warning for a stop whose session summary went missing, if it did."""
+    summary = stopped.get("summary")
+    if not summary or not summary["warn"]:
+        return None
+    return f"{stopped['agent_id']} has no session summary: {summary['detail']}"
+
+
+def held_job_lines(held: list[dict[str, Any]]) -> list[str]:
+    """An agent's core jobs held after a crash, each with the command that decides it."""
+    return [
+        f"{'HELD':<11}core job {job['job_name']}: {job['state']}; decide with {job['hint']}"
+        for job in held
+    ]
 
 
 def started_lines(data: dict[str, Any]) -> list[str]:

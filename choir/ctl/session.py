@@ -124,16 +124,32 @@ def _print_follow(event: dict[str, Any], as_json: bool) -> None:
 def cores(
     session_id: SessionArgument, home: HomeOption = None, as_json: JsonOption = False
 ) -> None:
-    """List a session's core jobs: name, state, skill and step, as they last reported."""
+    """List a session's core jobs: name, state, skill and step, as they last reported.
+
+    A job held after a crash shows `held: unknown outcome of <tool>`, and the command that
+    decides it follows the table."""
     from choir.ctl.humanize import dash, moment
     from choir.ctl.remote import with_choird
 
     data = with_choird(home, lambda choird: choird.session_cores(session_id))
     rows = [
-        (c["job_name"], c["state"], dash(c["skill"]), dash(c["step"]), moment(c["reported_at"]))
+        (
+            c["job_name"],
+            c["held"]["state"] if c.get("held") else c["state"],
+            dash(c["skill"]),
+            dash(c["step"]),
+            moment(c["reported_at"]),
+        )
         for c in data["cores"]
     ]
-    emit(data, as_json, lambda: table(("job", "state", "skill", "step", "reported"), rows))
+    hints = [f"decide {c['job_name']}: {c['held']['hint']}" for c in data["cores"] if c.get("held")]
+
+    def show() -> None:
+        table(("job", "state", "skill", "step", "reported"), rows)
+        for hint in hints:
+            print(hint)
+
+    emit(data, as_json, show)
 
 
 @app.command("locks")

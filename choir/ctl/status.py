@@ -45,10 +45,22 @@ def status_lines(data: dict[str, Any]) -> list[str]:
         ),
         f"{'agents':<10}{running} of {agents['total']} running",
         f"{'approvals':<10}{'?' if pending is None else pending} pending",
+        *held_lines(data.get("held_jobs")),
         f"{'gateways':<10}{gateways or 'none configured'}",
         *([f"{'repos':<10}{repos_line(data['repos'])}"] if data.get("repos") else []),
         f"{'socket':<10}{data['sockets']['operator']}",
     ]
+
+
+def held_lines(held: dict[str, Any] | None) -> list[str]:
+    """Core jobs held after a crash: how many, each one, and the command that decides."""
+    if not held or not held["count"]:
+        return []
+    lines = [f"{'held':<10}{held['count']} core job(s) wait for a decision: {held['hint']}"]
+    for job in held["jobs"]:
+        who = f"{job['agent_id']} " if job["agent_id"] else ""
+        lines.append(f"{'':<10}{who}{job['session_id']} {job['job_name']}: {job['state']}")
+    return lines
 
 
 def repos_line(repos: list[dict[str, Any]]) -> str:

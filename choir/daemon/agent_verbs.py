@@ -121,7 +121,7 @@ class AgentVerbs:
 
     async def terminate_self(self, ctx: SessionContext, request: TerminateSelfRequest) -> Ack:
         """End the session: leases released, token revoked (this call is its last)."""
-        await self._sessions.terminate(ctx.session_id, request.reason)
+        await self._sessions.terminate(ctx.session_id, request.reason, request.summary)
         return Ack()
 
     async def fetch_dynamic_config(

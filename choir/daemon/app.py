@@ -23,7 +23,7 @@ from choir import __version__
 from choir.config import ChoirConfig, EmbeddedPostgres, SecretStore, load_home
 from choir.daemon.agent_handler import AgentHandler
 from choir.daemon.agent_services import AgentServices
-from choir.daemon.config_stage import ConfigStage
+from choir.daemon.config_stage import ConfigStage, arm_log_redaction
 from choir.daemon.disk_watch import CHECK_EVERY_S as DISK_CHECK_EVERY_S
 from choir.daemon.disk_watch import DiskWatch
 from choir.daemon.health import DaemonHealth, HealthView
@@ -45,6 +45,7 @@ from choir.store.database import Database, open_database
 from choir.store.failures import disk_failure
 from choir.store.target import EmbeddedTarget, ExternalTarget, PostgresTarget
 from choir.transport import Handler, HttpServer, PushHub, UdsServer
+from choir.transport.limits import AGENT_SOCKET_LIMITS
 from choir.transport.sockfile import claim
 from choir.transport.tls import ensure_self_signed, server_context
 
@@ -134,6 +135,7 @@ class ChoirDaemon:
         self._stack.callback(instance.release)
         claim(self.home.operator_socket, "choird")
         loaded = load_home(self.home)
+        arm_log_redaction(loaded.secrets)
         config = loaded.config
         log.info(
             "step 1-2: config and secrets valid",
@@ -167,8 +169,12 @@ class ChoirDaemon:
             lambda: stage.running.config,
         )
         self._stack.callback(self.runtime.close)
+        self.home.create_directories()  # adopted agents get their sockets back right away
         adoption = await adopt_agents(
-            self.runtime, services.sessions, threshold_ms=config.crash_detection_threshold_ms
+            self.runtime,
+            services.sessions,
+            self.open_agent_socket,  # adopted agents are retrying: their sockets come back now
+            threshold_ms=config.crash_detection_threshold_ms,
         )
         log.info(
             "step 6: agents left by a previous run adopted or removed",
@@ -181,8 +187,6 @@ class ChoirDaemon:
         log.info("step 7: stale leases released", fields={"sessions": len(adoption.crashed)})
         log.info("step 8: gateways", fields={"console": "ready", "telegram": "not implemented"})
         await self._listen(services)
-        for agent in adoption.adopted:  # they are retrying: give them their socket back
-            await self.open_agent_socket(agent.agent_id)
         self._stack.push_async_callback(self._cancel_timers, self._start_timers(services))
         self._stack.callback(wire_pushes(services, self.hub))
         services.sessions.subscribe(self._on_session_ended)
@@ -208,7 +212,7 @@ class ChoirDaemon:
         log.info("step 4: agent schemas and roles ready", fields={"agents": len(config.agents)})
 
     async def _listen(self, services: AgentServices) -> None:
-        self.home.create_directories()  # leaves existing directories (and their modes) alone
+        self.home.create_directories()  # only narrows existing private directories' modes
         if self._operator is not None:
             operator = UdsServer(self.home.operator_socket, self._operator(self), hub=self.hub)
             await self._stack.enter_async_context(operator)
@@ -248,12 +252,17 @@ class ChoirDaemon:
     # -- agents ----------------------------------------------------------------------------
 
     async def open_agent_socket(self, agent_id: str) -> Path:
-        """The agent's own socket (mounted as /run/choir.sock), created for its session."""
+        """The agent's own socket, created for its session (or again for an adopted agent), in
+        a directory of its own that a container mounts at /run/choir. The directory is
+        traverse-only (0711): an agent running as its own uid reaches the socket the runtime
+        hands to it, and can neither list nor put anything beside it."""
         assert self.services is not None
         path = self.home.agent_socket(agent_id)
         if agent_id not in self._agent_sockets:
+            path.parent.mkdir(mode=0o711, exist_ok=True)
+            path.parent.chmod(0o711)
             handler = AgentHandler(self.services.rpc, self.services.sessions, bound_agent=agent_id)
-            server = UdsServer(path, handler, hub=self.hub)
+            server = UdsServer(path, handler, hub=self.hub, limits=AGENT_SOCKET_LIMITS)
             try:
                 await server.start()
             except OSError as error:

@@ -21,9 +21,18 @@ from typing import Any
 from choir.config import ChoirConfig, LoadedConfig, SecretStore, load_home
 from choir.daemon.config_diff import ConfigChange, config_changes, secret_changes
 from choir.errors import ConflictError
-from choir.logs import get_logger
+from choir.logs import get_logger, register_secrets
 
 log = get_logger("choird.config")
+
+
+def arm_log_redaction(secrets: SecretStore) -> None:
+    """Redact every value of `secrets` from choird's logs from now on (choir.logs.redaction).
+
+    Called wherever choird reads secrets.json — at start, when `config load` stages a home,
+    at `secret apply` — and additive: a value rotated out stays redacted for the process.
+    """
+    register_secrets(secrets.get(name).get_secret_value() for name in secrets.names())
 
 
 @dataclass(frozen=True)
@@ -96,6 +105,7 @@ class ConfigStage:
         """
         self._staged = None
         staged = await asyncio.to_thread(load_home, self._running.loaded.home)
+        arm_log_redaction(staged.secrets)
         self._staged = staged
         log.info("config staged", fields={"config_hash": staged.config_hash})
         return self._diff_against(staged)
@@ -133,6 +143,7 @@ class ConfigStage:
         """Re-read secrets.json (refusing one others can read) and serve it from now on."""
         path = self._running.loaded.home.secrets_file
         store = await asyncio.to_thread(SecretStore.load, path)
+        arm_log_redaction(store)
         self._secrets = store
         log.info("secrets reloaded", fields={"secrets": len(store)})
         return store

@@ -67,7 +67,8 @@ class DiskWatch:
         state: DiskState = "full" if kind == "disk_full" else "io_error"
         what = "no space left" if state == "full" else "an I/O error"
         detail = str(error).splitlines()[0] if str(error) else type(error).__name__
-        reason = f"{source} could not write to {where}: {what} ({detail})"
+        fix = "free space on its file system" if state == "full" else "check the disk"
+        reason = f"{source} could not write to {where}: {what} ({detail}); {fix}"
         now = self._clock()
         old = self._faults.get(source)
         since = old.since if old is not None and old.state == state else now
@@ -82,7 +83,8 @@ class DiskWatch:
             key = f"space:{path}"
             if free is not None and free < self._full_below:
                 reason = (
-                    f"{path} is on a full file system (less than {self._full_below} bytes left)"
+                    f"{path} is on a full file system (less than {self._full_below} bytes "
+                    "left); free space there"
                 )
                 old = self._faults.get(key)
                 self._faults[key] = _Fault("full", path, reason, now, old.since if old else now)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import resource
 import signal
 import sys
 from pathlib import Path
@@ -81,17 +82,16 @@ def main(argv: list[str] | None = None) -> None:
     if bool(args.tls_cert) != bool(args.tls_key):
         _fail("--tls-cert and --tls-key go together: pass both or neither", ExitCode.USAGE)
     from choir.home import ChoirHome
-    from choir.logs import setup_logging, shutdown_logging
+    from choir.logs import get_logger, setup_logging, shutdown_logging
 
     home = ChoirHome.resolve(args.home)
     if not home.config_file.is_file():
         _fail(f"no config at {home.config_file}: run `choirctl init` first", ExitCode.CONFIG)
     setup_logging(home, "choird", level=args.log_level, also_stderr=not args.quiet)
+    get_logger("choird").info("open files allowed", fields={"limit": raise_fd_limit()})
     try:
         asyncio.run(_serve(args))
     except ChoirError as err:
-        from choir.logs import get_logger
-
         message = one_line(err.message)
         get_logger("choird").error(f"choird failed to start: {message}")
         _fail(message, err.exit_code)
@@ -99,6 +99,23 @@ def main(argv: list[str] | None = None) -> None:
         pass
     finally:
         shutdown_logging()
+
+
+def raise_fd_limit() -> int:
+    """Lift the soft limit on open files to the hard one; the limit now in force.
+
+    systemd and most shells start services with a soft limit of 1024, which a few hundred
+    agent and operator connections, Postgres connections and container streams would reach;
+    the hard limit is what the operator (or systemd's LimitNOFILE) actually allows.
+    """
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard == resource.RLIM_INFINITY or soft == resource.RLIM_INFINITY or soft >= hard:
+        return soft
+    try:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    except (OSError, ValueError):
+        return soft
+    return hard
 
 
 def one_line(message: str) -> str:

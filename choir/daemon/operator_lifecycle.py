@@ -27,10 +27,14 @@ from choir.config.home_setup import SCRATCH_DIRS
 from choir.daemon.bindings import resolve_bindings
 from choir.daemon.operator_context import OperatorContext
 from choir.daemon.operator_payloads import AgentRef, NoArguments
-from choir.daemon.runtime import STOP_GRACE_S, TERM_GRACE_S, AgentRuntime, StopReason
+from choir.daemon.runtime import TERM_GRACE_S, AgentRuntime, StopReason, graceful_stop
+from choir.daemon.stop_summary import summary_view
 from choir.errors import ChoirError, UnavailableError, UsageError
-from choir.protocol import ShutdownPush, VersionInfo, WireModel
+from choir.logs import get_logger
+from choir.protocol import VersionInfo, WireModel
 from choir.store.sessions import SessionRow, SessionStatus
+
+log = get_logger("choird.lifecycle")
 
 OpenSocket = Callable[[str], Awaitable[Path]]
 """The daemon's `open_agent_socket`: the agent's own socket, listening."""
@@ -190,20 +194,30 @@ async def relaunch(ctx: OperatorContext, row: SessionRow) -> dict[str, Any]:
 
 
 async def stop_session(ctx: OperatorContext, row: SessionRow, reason: StopReason) -> dict[str, Any]:
-    """Stop the agent running `row` gracefully (§17.2); its session's end status."""
+    """Stop the agent running `row` gracefully (§17.2); its session's end status and how its
+    session summary went (§11.8)."""
     lifecycle = lifecycle_of(ctx)
     exit_code = await lifecycle.runtime.stop(row.agent_id, reason)
     if exit_code is None:
         # a session choird did not spawn (e.g. an agent run by hand): ask it to stop and wait
+        plan = graceful_stop(reason, ctx.config)
         ctx.sessions.expect_shutdown(row.session_id, reason)
-        ctx.push(row.session_id, ShutdownPush(reason=reason))
-        await _until_ended(ctx, row.session_id, STOP_GRACE_S + TERM_GRACE_S)
+        ctx.push(row.session_id, plan.push)
+        await _until_ended(ctx, row.session_id, plan.grace_s + TERM_GRACE_S)
     ended = await ctx.sessions.get(row.session_id)
+    outcome = ctx.sessions.take_summary(row.session_id)
+    summary = summary_view(outcome, ended.ack_rev, row.agent_id)
+    fields = {"agent_id": row.agent_id, "session_id": row.session_id, "summary": summary["detail"]}
+    if summary["warn"]:
+        log.warning("agent stopped without a session summary", fields=fields)
+    else:
+        log.info("agent stopped", fields=fields)
     return {
         "agent_id": row.agent_id,
         "session_id": row.session_id,
         "status": ended.status.value,
         "exit_code": exit_code,
+        "summary": summary,
     }
 
 

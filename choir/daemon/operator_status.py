@@ -2,7 +2,9 @@
 
 An agent's state comes from its latest session: `running` while a session is active (its leases
 held, its heartbeats expected), `crashed` when the last one crashed or forked, else `stopped`.
-Lane states, the active skill and remaining budgets come from the lanes' REPORT_STATUS.
+Lane states, the active skill and remaining budgets come from the lanes' REPORT_STATUS, and
+so do core jobs held after a crash: `status` counts them, an agent lists its own, each with the
+`choirctl session recover` command that decides it.
 
 choird's own problems come from its health (`choir.daemon.health`): Postgres `degraded` with the
 reason (down, being restarted, how many attempts), and `disk` `full` or `io_error` naming the
@@ -16,9 +18,10 @@ import time
 from typing import Any, Final
 
 from choir import __version__
+from choir.core.held_jobs import recover_command
 from choir.daemon.operator_context import OperatorContext
 from choir.daemon.operator_payloads import AgentRef, NoArguments
-from choir.daemon.operator_views import agent_state, iso, lane_view, seconds_between
+from choir.daemon.operator_views import agent_state, held_view, iso, lane_view, seconds_between
 from choir.daemon.repo_refresh import repo_status
 from choir.store.agents import image_of
 from choir.store.sessions import SessionRow, SessionStatus
@@ -33,6 +36,7 @@ async def status(ctx: OperatorContext, _: NoArguments) -> dict[str, Any]:
     postgres = await _postgres(ctx)
     agents: dict[str, Any] = {"total": len(ctx.config.agents), "running": None}
     pending: int | None = None
+    latest: dict[str, SessionRow | None] = {}
     if postgres["state"] == "ok":
         latest = await _latest_sessions(ctx)
         agents["running"] = sum(agent_state(row) == "running" for row in latest.values())
@@ -53,6 +57,7 @@ async def status(ctx: OperatorContext, _: NoArguments) -> dict[str, Any]:
         ],
         "agents": agents,
         "approvals_pending": pending,
+        "held_jobs": _held_jobs(ctx, latest),
         "repos": repo_status(ctx.home, ctx.config),
         "sockets": {
             "operator": str(ctx.home.operator_socket),
@@ -78,6 +83,22 @@ def _disk(ctx: OperatorContext) -> dict[str, Any]:
 
 def _problem_fields(view: dict[str, Any]) -> dict[str, Any]:
     return {key: view[key] for key in ("reason", "since", "where", "restarts")}
+
+
+def _held_jobs(ctx: OperatorContext, latest: dict[str, SessionRow | None]) -> dict[str, Any]:
+    """Core jobs held after a crash in every session: how many, which, and what decides them
+    (from the agents' reports, so it answers while Postgres is down too — without agent ids)."""
+    agent_of = {row.session_id: agent_id for agent_id, row in latest.items() if row is not None}
+    jobs = [
+        {"agent_id": agent_of.get(session_id), **held_view(session_id, lane, calls)}
+        for session_id, lanes in ctx.services.status.held().items()
+        for lane, calls in lanes.items()
+    ]
+    sessions = sorted({job["session_id"] for job in jobs})
+    hint = None
+    if jobs:
+        hint = recover_command(sessions[0]) if len(sessions) == 1 else recover_command("<session>")
+    return {"count": len(jobs), "jobs": jobs, "hint": hint}
 
 
 async def probe_postgres(ctx: OperatorContext) -> dict[str, Any]:
@@ -152,8 +173,15 @@ def _agent_summary(ctx: OperatorContext, agent_id: str, row: SessionRow | None) 
         "uptime_s": seconds_between(active.started_at, ctx.clock()) if active else None,
         "config_version": row.config_version if row is not None else None,
         "bindings": active.resource_bindings if active else defaults,
+        "held_jobs": _held_of(ctx, active) if active else [],
         **_runtime_of(ctx, agent_id),
     }
+
+
+def _held_of(ctx: OperatorContext, active: SessionRow) -> list[dict[str, Any]]:
+    """The session's core jobs held after a crash, each with the command that decides it."""
+    lanes = ctx.services.status.held().get(active.session_id, {})
+    return [held_view(active.session_id, lane, calls) for lane, calls in lanes.items()]
 
 
 def _runtime_of(ctx: OperatorContext, agent_id: str) -> dict[str, Any]:

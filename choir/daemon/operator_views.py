@@ -10,8 +10,11 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
+from choir.core.held_jobs import held_state, recover_command
 from choir.daemon.session_state import SessionEnded
 from choir.daemon.status_board import LaneReport, LockReport
+from choir.protocol.lanes import job_name_of
+from choir.protocol.payloads import HeldCall
 from choir.store.approvals import ApprovalRow
 from choir.store.events import EventRecord
 from choir.store.sessions import SessionRow, SessionStatus
@@ -86,6 +89,19 @@ def lane_view(session_id: str, lane: LaneReport) -> dict[str, Any]:
         "step": report.step,
         "budget_remaining": report.budget_remaining,
         "reported_at": iso(lane.at),
+        "held": held_view(session_id, report.lane, report.held) if report.held else None,
+    }
+
+
+def held_view(session_id: str, lane: str, calls: list[HeldCall]) -> dict[str, Any]:
+    """A core job held after a crash: its calls of unknown outcome, and what decides it."""
+    job = job_name_of(lane)
+    return {
+        "session_id": session_id,
+        "job_name": job,
+        "calls": [call.model_dump(mode="json") for call in calls],
+        "state": held_state([call.tool for call in calls]),
+        "hint": recover_command(session_id, job),
     }
 
 

@@ -5,7 +5,9 @@ point). If an agent holds the workspace's lease, it is stopped first (§15.4), g
 `agent stop` would; a choird without an agent runtime refuses instead. The lease table stays
 locked against new leases (SHARE mode blocks the INSERT of an agent start) until the deletion
 is over, so no agent can start on a workspace that is being emptied. Deletion never follows a
-symlink: a link is removed, not its target. Afterwards the workspace looks as `choirctl init`
+symlink: a link is removed, not its target; and a workspace path that config check would refuse
+(a system directory, `$CHOIR_HOME`, the Docker socket's — say a link swapped in since the config
+was loaded) is never emptied. Afterwards the workspace looks as `choirctl init`
 made it: empty but for `.choirtmp/send` and `.choirtmp/recv`, where choird stages files for and
 from the agent.
 """
@@ -19,11 +21,12 @@ from pathlib import Path
 from typing import Any
 
 from choir.config.home_setup import SCRATCH_DIRS
+from choir.config.workspace_paths import dangerous_workspaces
 from choir.daemon.operator_context import OperatorContext
 from choir.daemon.operator_lifecycle import stop_session
 from choir.daemon.operator_payloads import NoArguments, WorkspaceRef
 from choir.daemon.operator_views import iso
-from choir.errors import ChoirError, ConflictError, NotFoundError
+from choir.errors import ChoirError, ConfigError, ConflictError, NotFoundError
 from choir.store.leases import Lease, all_leases
 from choir.store.pool import Connection
 from choir.store.sessions import SessionStatus
@@ -61,6 +64,11 @@ async def workspace_reset(ctx: OperatorContext, request: WorkspaceRef) -> dict[s
         raise NotFoundError(
             f"no workspace named {request.name!r} (known: {known}); see choirctl workspace list"
         )
+    refused = await asyncio.to_thread(
+        dangerous_workspaces, {request.name: workspace.path}, str(ctx.home.root)
+    )
+    if refused:  # config check refuses these already; the path may have become a link since
+        raise ConfigError(refused, header="workspace reset refused: it would empty a host tree")
     stopped = await _stop_holder(ctx, request.name)
     async with ctx.pool.acquire() as conn, conn.transaction():
         await conn.execute("LOCK TABLE choir_control.leases IN SHARE MODE")

@@ -21,20 +21,21 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, Literal, Protocol
 
-from choir.config import ChoirConfig
+from choir.config import ChoirConfig, Tunables
 from choir.core.security_profile import ProfileReport
 from choir.daemon.session_state import StartedSession
 from choir.daemon.sessions import SessionService
 from choir.logs import get_logger
-from choir.protocol import VersionInfo
+from choir.protocol import ShutdownPush, VersionInfo
 
 if TYPE_CHECKING:
-    from choir.daemon.runtime_adopt import Adopted, KeepFn
+    from choir.daemon.runtime_adopt import Adopted, KeepFn, OpenSocket
 
 log = get_logger("choird.runtime")
 
-STOP_GRACE_S: Final = 15.0
-"""How long a graceful stop (summary, flush, TERMINATE_SELF) may take before SIGTERM."""
+FLUSH_GRACE_S: Final = 5.0
+"""What a graceful stop may take beyond its lanes' safe point and its summary: the final flush
+and TERMINATE_SELF."""
 TERM_GRACE_S: Final = 5.0
 """How long after SIGTERM before SIGKILL."""
 
@@ -44,6 +45,24 @@ StopReason = Literal["stop", "restart", "update", "workspace_reset"]
 """Why an agent is stopped (ShutdownPush.reason); restart and update resume its session."""
 PushFn = Callable[[str, dict[str, Any]], object]
 """Send a ServerPush (JSON form) to a session's agent: the daemon's `PushHub.push`."""
+
+
+@dataclass(frozen=True, slots=True)
+class GracefulStop:
+    """How choird stops an agent gracefully (§17.2): the push it sends, how long it waits."""
+
+    push: ShutdownPush
+    """The `shutdown` push, carrying config's `summary_timeout_ms`."""
+    grace_s: float
+    """The wait before SIGTERM: long enough for every step the agent may take, so its summary
+    timeout (§11.8) is reachable rather than cut short by the signal."""
+
+
+def graceful_stop(reason: StopReason, config: Tunables) -> GracefulStop:
+    """The lanes' safe point (`stop_timeout_ms`), the summary (`summary_timeout_ms`), the flush."""
+    push = ShutdownPush(reason=reason, summary_timeout_ms=config.summary_timeout_ms)
+    grace_s = (config.stop_timeout_ms + config.summary_timeout_ms) / 1000 + FLUSH_GRACE_S
+    return GracefulStop(push, grace_s)
 
 
 @dataclass(frozen=True)
@@ -117,9 +136,10 @@ class AgentRuntime(Protocol):
         """Remove what a previous choird on this home left running; the names removed."""
         ...
 
-    async def adopt(self, keep: KeepFn) -> Adopted:
+    async def adopt(self, keep: KeepFn, open_socket: OpenSocket) -> Adopted:
         """Startup (§6.2 steps 6-7): re-attach the agents a previous choird on this home left
-        running that `keep` accepts (its session holds its lease); remove the rest."""
+        running that `keep` accepts (its session holds its lease) — their sockets opened again
+        with `open_socket` — and remove the rest."""
         ...
 
     async def verify(self, agent_id: str) -> ProfileReport:

@@ -21,7 +21,7 @@ import asyncio
 import contextlib
 import json
 import os
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -45,6 +45,8 @@ POLL_S: Final = 0.5
 
 KeepFn = Callable[[str, str], bool]
 """(agent id, session id) -> whether the agent found running for it is adopted."""
+OpenSocket = Callable[[str], Awaitable[Path]]
+"""The daemon's `open_agent_socket`: an adopted agent's socket, listening again."""
 
 
 @dataclass
@@ -60,7 +62,7 @@ class Adopted:
 class Adopter(Protocol):
     """A runtime that can take over the agents a previous choird on its home started."""
 
-    async def adopt(self, keep: KeepFn) -> Adopted: ...
+    async def adopt(self, keep: KeepFn, open_socket: OpenSocket) -> Adopted: ...
 
 
 @dataclass(frozen=True)
@@ -71,7 +73,12 @@ class Adoption:
 
 
 async def adopt_agents(
-    runtime: Adopter, sessions: SessionService, *, threshold_ms: int, now: datetime | None = None
+    runtime: Adopter,
+    sessions: SessionService,
+    open_socket: OpenSocket,
+    *,
+    threshold_ms: int,
+    now: datetime | None = None,
 ) -> Adoption:
     """Startup: adopt the live agents of active sessions whose lease holds; crash the rest."""
     now = now or utc_now()
@@ -86,7 +93,7 @@ async def adopt_agents(
         found.add(session_id)
         return row.last_heartbeat_at is not None and row.last_heartbeat_at >= cutoff
 
-    report = await runtime.adopt(keep)
+    report = await runtime.adopt(keep, open_socket)
     adopted = {agent.session_id for agent in report.agents}
     crashed = []
     for session_id, row in active.items():

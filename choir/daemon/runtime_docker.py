@@ -2,11 +2,13 @@
 
 The agent's image comes from `ensure_agent_image` (§17.3: built only when something changed);
 its container is created from the declared security profile (`choir.core.security_profile`),
-runs `choir-agent` as choird's own uid:gid — every capability is dropped, so only the owner can
-use the workspace and the agent socket — with the workspace at /workspace and the agent's
-socket directory at /run/choir and nothing else mounted. The environment holds only the agent's
-identity; the lease token goes in on stdin (§14.1). Right after start the container is read
-back and checked against the profile; one that does not match is removed and the start refused.
+runs `choir-agent` as a uid:gid that is never 0 — the agent's own when choird is root
+(`agent_users`), else choird's — with the workspace at /workspace (handed over to that uid,
+private to it, `nosuid,nodev`: `workspace_guard`) and the agent's socket directory at
+/run/choir and nothing else mounted, on the choir network of its egress policy (`egress`). The
+environment holds only the agent's identity; the lease token goes in on stdin (§14.1). Right
+after start the container is read back and checked against the profile, from docker's, the
+kernel's and the host's side; one that does not match is removed and the start refused.
 
 A follower thread copies the container's output to `logs/<agent-id>.log` until it exits. Exit
 without TERMINATE_SELF marks the session crashed (§13.1), and the dead container is removed
@@ -20,14 +22,16 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import secrets
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Final, Literal
+from typing import Any, Final, Literal
 
 from choir.adapters.docker_containers import ContainerEngine, ContainerSpec
 from choir.adapters.docker_engine import DockerEngine
 from choir.config import ChoirConfig
+from choir.core.security_host import HostView, MountSource, check_host, mounts_of
 from choir.core.security_profile import (
     SOCKET_DIR_TARGET,
     WORKSPACE_TARGET,
@@ -36,16 +40,17 @@ from choir.core.security_profile import (
     check_container,
     create_options,
 )
+from choir.daemon.egress import EgressSetup, observe, prepare_egress
 from choir.daemon.runtime import (
-    STOP_GRACE_S,
     TERM_GRACE_S,
     Artefact,
     PushFn,
     RunningAgent,
     StopReason,
+    graceful_stop,
     note_exit,
 )
-from choir.daemon.runtime_adopt import Adopted, KeepFn, followed_since
+from choir.daemon.runtime_adopt import Adopted, KeepFn, OpenSocket, followed_since
 from choir.daemon.runtime_profile import (
     AGENT_COMMAND,
     ConfigFn,
@@ -53,22 +58,31 @@ from choir.daemon.runtime_profile import (
     agent_profile,
     built_image,
     container_environment,
+    docker_socket_dir,
+    kernel_view,
     loopback_endpoint,
     now_iso,
-    proc_status,
 )
 from choir.daemon.session_state import SessionEnded, StartedSession
 from choir.daemon.sessions import SessionService
+from choir.daemon.workspace_guard import (
+    WorkspaceGuard,
+    guard_workspace,
+    release_leftovers,
+    scan_sockets,
+    workspace_view,
+)
 from choir.errors import ChoirError, ConflictError, NotFoundError, UsageError
 from choir.home import ChoirHome
 from choir.logs import get_logger
 from choir.logs.handler import AppendSink
-from choir.protocol import ShutdownPush
 from choir.store.sessions import SessionStatus
 
 log = get_logger("choird.runtime")
 
 MANAGED: Final = "choir.managed"
+EXIT_GRACE_S: Final = 1.0
+"""How long a start whose check failed waits to see whether the container simply exited."""
 
 
 @dataclass
@@ -79,6 +93,8 @@ class _Container:
     profile: SecurityProfile
     workspace: str
     socket: str
+    guard: WorkspaceGuard
+    egress: EgressSetup
     watcher: asyncio.Task[int] | None = None
     exited: int | None = None
     """The exit code, when the engine reported the container already exited."""
@@ -124,6 +140,13 @@ class DockerRuntime:
         """On the engine `$DOCKER_HOST` names (or the default socket); UnavailableError,
         naming the process runtime, when none answers."""
         engine = ContainerEngine(await DockerEngine.connect())
+        if os.geteuid() == 0:
+            paths = [workspace.path for workspace in config().workspaces.values()]
+            released = await asyncio.to_thread(release_leftovers, paths)
+            if released:
+                log.info(
+                    "released workspace mounts a previous choird left", fields={"paths": released}
+                )
         return cls(home, sessions, push, engine, config)
 
     def labels(self, agent_id: str, session_id: str) -> dict[str, str]:
@@ -169,13 +192,22 @@ class DockerRuntime:
         if artefact.image is None:
             raise UsageError(f"{agent_id} has no image to run: build it (choirctl agent build)")
         config = self._config()
-        profile = agent_profile(config.container)
+        egress = await prepare_egress(self._engine, config.container)
+        profile = agent_profile(config, agent_id, egress.network)
+        if not egress.enforced:
+            log.warning(
+                "agent egress is not filtered: the agent can reach this host's services and "
+                "link-local (cloud metadata) addresses",
+                fields={"agent_id": agent_id, "network": egress.network, "why": egress.detail},
+            )
         if endpoint := loopback_endpoint(config, started.bindings.llm):
             log.warning(
                 "the agent's model endpoint is on loopback, which in a container is the "
-                "container itself: serve it on the host's docker network address instead",
+                "container itself: serve it elsewhere, or on the host's docker network address "
+                "with container.allow_host_access",
                 fields={"agent_id": agent_id, "llm": started.bindings.llm, "endpoint": endpoint},
             )
+        guard = await asyncio.to_thread(_guard, profile, workspace, socket)
         spec = ContainerSpec(
             image=artefact.image,
             command=AGENT_COMMAND,
@@ -185,12 +217,18 @@ class DockerRuntime:
             working_dir=WORKSPACE_TARGET,
             options=create_options(profile, workspace=str(workspace), socket=str(socket)),
         )
-        container = await self._engine.create(spec)
+        try:
+            container = await self._engine.create(spec)
+        except BaseException:
+            guard.release()
+            raise
         held = _Container(
             RunningAgent(agent_id, started.session_id, None, container, artefact.image),
             profile,
             str(workspace),
             str(socket),
+            guard,
+            egress,
         )
         try:
             await self._engine.start(container, stdin=f"{started.lease_token}\n".encode())
@@ -204,6 +242,7 @@ class DockerRuntime:
             if self._agents.get(agent_id) is held:
                 del self._agents[agent_id]
             await self._engine.remove(container)
+            guard.release()
             raise
         log.info(
             "agent container started",
@@ -219,13 +258,17 @@ class DockerRuntime:
 
     async def _started(self, held: _Container) -> ProfileReport | None:
         """The check of a container just started; None if it is already gone (it exited at
-        once and its watcher removed it — `_refusal` then says so)."""
+        once and its watcher removed it — `_refusal` then says so). A check that fails is
+        given a moment to turn out to be an exit (a process gone fails the kernel's items)."""
+        assert held.watcher is not None
         try:
-            return await self._verify(held)
+            report = await self._verify(held)
         except NotFoundError:
-            assert held.watcher is not None
             await asyncio.wait({held.watcher}, timeout=TERM_GRACE_S)
             return None
+        if not report.ok:
+            await asyncio.wait({held.watcher}, timeout=EXIT_GRACE_S)
+        return report
 
     async def _verify(self, held: _Container) -> ProfileReport:
         agent_id = held.agent.agent_id
@@ -236,16 +279,41 @@ class DockerRuntime:
         held.agent.pid = pid
         if state.get("Status") == "exited":
             held.exited = int(state.get("ExitCode", -1))
+        kernel = await asyncio.to_thread(kernel_view, pid)
         checks = check_container(
             held.profile,
             inspect,
             workspace=held.workspace,
             socket=held.socket,
-            proc_status=await asyncio.to_thread(proc_status, pid),
+            proc_status=kernel.status if kernel else None,
+            mountinfo=kernel.mountinfo if kernel else None,
         )
+        host = await asyncio.to_thread(self._host_view, held, inspect)
+        checks += check_host(held.profile, inspect, host)
         report = ProfileReport(agent_id, self.name, now_iso(), checks, held.agent.container)
         held.agent.verified = report
         return report
+
+    def _host_view(self, held: _Container, inspect: dict[str, Any]) -> HostView:
+        """The host's side of the check (blocking: stats, a bounded scan, iptables)."""
+        agent_uid = int(held.profile.user.partition(":")[0])
+        own = agent_uid if agent_uid != os.getuid() else None  # a uid only agents have
+        mounts = tuple(
+            MountSource(
+                str(mount.get("Source")),
+                resolved := os.path.realpath(str(mount.get("Source"))),
+                scan_sockets(resolved, skip_uid=own),
+            )
+            for mount in mounts_of(inspect, socket=held.socket)
+        )
+        return HostView(
+            home=os.path.realpath(self._home.root),
+            socks=os.path.realpath(self._home.socks),
+            docker_socket_dir=docker_socket_dir(),
+            workspace=workspace_view(held.workspace),
+            mounts=mounts,
+            egress=observe(held.egress),
+        )
 
     async def stop(self, agent_id: str, reason: StopReason = "stop") -> int | None:
         """Graceful stop (§17.2): shutdown push, then SIGTERM, then SIGKILL; the exit code."""
@@ -253,9 +321,10 @@ class DockerRuntime:
         if held is None or held.watcher is None or held.agent.container is None:
             return None
         self._sessions.expect_shutdown(held.agent.session_id, reason)
-        self._push(held.agent.session_id, ShutdownPush(reason=reason).model_dump(mode="json"))
+        plan = graceful_stop(reason, self._sessions.config)
+        self._push(held.agent.session_id, plan.push.model_dump(mode="json"))
         with contextlib.suppress(TimeoutError):
-            return await asyncio.wait_for(asyncio.shield(held.watcher), STOP_GRACE_S)
+            return await asyncio.wait_for(asyncio.shield(held.watcher), plan.grace_s)
         log.warning("agent did not stop in time", fields={"agent_id": agent_id})
         await self._engine.stop(held.agent.container, timeout_s=TERM_GRACE_S)
         return await held.watcher
@@ -269,7 +338,7 @@ class DockerRuntime:
             await self._engine.remove(container.id)
         return [container.name for container in found]
 
-    async def adopt(self, keep: KeepFn) -> Adopted:
+    async def adopt(self, keep: KeepFn, open_socket: OpenSocket) -> Adopted:
         """At start: re-attach the running containers of this home that `keep` accepts (by
         their `choir.agent` and `choir.session` labels); remove the others (`runtime_adopt`)."""
         report = Adopted()
@@ -279,7 +348,7 @@ class DockerRuntime:
             session_id = container.labels.get("choir.session", "")
             adoptable = container.state == "running" and agent_id not in self._agents
             if adoptable and keep(agent_id, session_id):
-                agent = await self._reattach(container.id, agent_id, session_id)
+                agent = await self._reattach(container.id, agent_id, session_id, open_socket)
                 if agent is not None:
                     report.agents.append(agent)
                     continue
@@ -288,25 +357,35 @@ class DockerRuntime:
         return report
 
     async def _reattach(
-        self, container: str, agent_id: str, session_id: str
+        self, container: str, agent_id: str, session_id: str, open_socket: OpenSocket
     ) -> RunningAgent | None:
-        """Watch, follow and verify a container a previous choird started; None when it cannot
-        see a restarted choird's socket (made before sockets were mounted as a directory)."""
+        """Watch, follow and verify a container a previous choird started, its socket (and
+        workspace guard) made again; None when that cannot be — among others a container made
+        before sockets were mounted as a directory, which would never see the new socket."""
         try:
             inspect = await self._engine.inspect(container)
-        except ChoirError:
-            return None
-        mounts = {
-            str(m.get("Destination")): str(m.get("Source")) for m in inspect.get("Mounts") or []
-        }
-        if SOCKET_DIR_TARGET not in mounts:
+            mounts = {
+                str(m.get("Destination")): str(m.get("Source")) for m in inspect.get("Mounts") or []
+            }
+            if SOCKET_DIR_TARGET not in mounts or WORKSPACE_TARGET not in mounts:
+                return None
+            socket = await open_socket(agent_id)
+            config = self._config()
+            egress = await prepare_egress(self._engine, config.container)
+            profile = agent_profile(config, agent_id, egress.network)
+            workspace = Path(mounts[WORKSPACE_TARGET])
+            guard = await asyncio.to_thread(_guard, profile, workspace, socket)
+        except ChoirError as error:
+            log.error(f"cannot adopt {agent_id}: {error.message}", fields={"id": container[:12]})
             return None
         image = str((inspect.get("Config") or {}).get("Image") or "") or None
         held = _Container(
             RunningAgent(agent_id, session_id, None, container, image),
-            agent_profile(self._config().container),
-            mounts.get(WORKSPACE_TARGET, ""),
-            str(self._home.agent_socket(agent_id)),
+            profile,
+            str(workspace),
+            str(socket),
+            guard,
+            egress,
         )
         self._agents[agent_id] = held
         since = followed_since(self._home.agent_log(agent_id))
@@ -335,6 +414,9 @@ class DockerRuntime:
         except ChoirError as error:
             log.error(str(error), fields={"agent_id": agent.agent_id})
             code = -1
+        # before the session ends (and the workspace's lease with it): a next start on the
+        # workspace must find it either still mounted nosuid or not at all, never in between
+        await asyncio.to_thread(held.guard.release)
         if self._agents.get(agent.agent_id) is held:
             del self._agents[agent.agent_id]
         await note_exit(self._sessions, agent, code, self.name)
@@ -368,9 +450,35 @@ def _refusal(held: _Container, report: ProfileReport | None) -> str | None:
     if report is None:
         return f"{agent_id}'s container is gone right after its start: see choirctl logs {agent_id}"
     if not report.ok:
+        failed = [c for c in report.checks if c.required and not c.ok]
         return (
             f"{agent_id}'s container does not match the security profile (failed: "
-            f"{', '.join(report.failed)}); it was removed — is the engine ignoring settings "
-            "(e.g. rootless without cgroup limits)?"
+            f"{'; '.join(f'{c.item}: {c.actual}' for c in failed)}); it was removed — fix "
+            "the workspace or config, or is the engine ignoring settings (e.g. rootless "
+            "without cgroup limits)?"
         )
     return None
+
+
+def _guard(profile: SecurityProfile, workspace: Path, socket: Path) -> WorkspaceGuard:
+    """The workspace and the agent's socket made the container uid's (blocking)."""
+    uid, _, gid = profile.user.partition(":")
+    privileged = os.geteuid() == 0
+    try:
+        guard = guard_workspace(workspace, int(uid), int(gid), privileged=privileged)
+        if privileged:
+            _grant(socket, int(uid), int(gid))
+    except OSError as error:
+        where = error.filename or workspace
+        raise ChoirError(
+            f"cannot prepare workspace {workspace} for the agent: {error.strerror} ({where})"
+        ) from None
+    return guard
+
+
+def _grant(socket: Path, uid: int, gid: int) -> None:
+    """The agent's socket (a socket file, or a directory holding it) usable by `uid` alone."""
+    os.chown(socket, uid, gid, follow_symlinks=False)
+    if socket.is_dir() and not socket.is_symlink():
+        for inside in socket.iterdir():
+            os.chown(inside, uid, gid, follow_symlinks=False)

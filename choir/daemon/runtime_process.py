@@ -38,18 +38,19 @@ from choir.daemon import repos
 from choir.daemon.agent_tree import materialize
 from choir.daemon.agent_tree import merge_tree as merge_tree
 from choir.daemon.runtime import (
-    STOP_GRACE_S,
     TERM_GRACE_S,
     Artefact,
     PushFn,
     RunningAgent,
     StopReason,
+    graceful_stop,
     note_exit,
 )
 from choir.daemon.runtime_adopt import (
     Adopted,
     AdoptedProcess,
     KeepFn,
+    OpenSocket,
     forget_process,
     record_process,
     recorded_processes,
@@ -57,13 +58,14 @@ from choir.daemon.runtime_adopt import (
 from choir.daemon.runtime_profile import now_iso
 from choir.daemon.session_state import SessionEnded, StartedSession
 from choir.daemon.sessions import SessionService
-from choir.errors import ConflictError, UsageError
+from choir.errors import ChoirError, ConflictError, UsageError
+from choir.failpoints import ENV_VAR as FAILPOINTS_ENV
 from choir.home import ChoirHome
 from choir.logs import get_logger
-from choir.protocol import ShutdownPush, VersionInfo
+from choir.protocol import VersionInfo
 from choir.store.sessions import SessionStatus
 
-__all__ = ["STOP_GRACE_S", "TERM_GRACE_S", "ProcessRuntime", "StopReason", "merge_tree"]
+__all__ = ["TERM_GRACE_S", "ProcessRuntime", "StopReason", "merge_tree"]
 
 log = get_logger("choird.runtime")
 
@@ -188,8 +190,9 @@ class ProcessRuntime:
         if held is None or held.watcher is None:
             return None
         self._sessions.expect_shutdown(held.agent.session_id, reason)
-        self._push(held.agent.session_id, ShutdownPush(reason=reason).model_dump(mode="json"))
-        for grace, next_signal in ((STOP_GRACE_S, signal.SIGTERM), (TERM_GRACE_S, signal.SIGKILL)):
+        plan = graceful_stop(reason, self._sessions.config)
+        self._push(held.agent.session_id, plan.push.model_dump(mode="json"))
+        for grace, next_signal in ((plan.grace_s, signal.SIGTERM), (TERM_GRACE_S, signal.SIGKILL)):
             with contextlib.suppress(TimeoutError):
                 return await asyncio.wait_for(asyncio.shield(held.watcher), grace)
             log.warning(
@@ -210,14 +213,16 @@ class ProcessRuntime:
             _signal_group(pid, signal.SIGKILL)
         return [f"pid {pid}" for pid in found]
 
-    async def adopt(self, keep: KeepFn) -> Adopted:
+    async def adopt(self, keep: KeepFn, open_socket: OpenSocket) -> Adopted:
         """At start: re-attach the recorded agent processes `keep` accepts (their pid and start
-        time still match); kill every other choir-agent of this home (`runtime_adopt`)."""
+        time still match) and give them their socket back; kill every other choir-agent of
+        this home (`runtime_adopt`)."""
         report = Adopted()
         for record in await asyncio.to_thread(recorded_processes, self._home):
             alive = await asyncio.to_thread(record.alive)
             agent_id = record.agent_id
-            if alive and agent_id not in self._agents and keep(agent_id, record.session_id):
+            kept = alive and agent_id not in self._agents and keep(agent_id, record.session_id)
+            if kept and await _reopened(open_socket, agent_id):
                 held = _Process(
                     RunningAgent(agent_id, record.session_id, record.pid), AdoptedProcess(record)
                 )
@@ -280,6 +285,16 @@ def _prepare(
     return home.agent_log(agent_id).open("ab")
 
 
+async def _reopened(open_socket: OpenSocket, agent_id: str) -> bool:
+    """The adopted agent's socket listening again; False (logged) when it cannot be."""
+    try:
+        await open_socket(agent_id)
+    except ChoirError as error:
+        log.error(f"cannot adopt {agent_id}: {error.message}", fields={"agent_id": agent_id})
+        return False
+    return True
+
+
 async def _hand_over(process: asyncio.subprocess.Process, token: str) -> None:
     """The lease token on stdin, then stdin closed (the agent reads one line)."""
     assert process.stdin is not None
@@ -290,14 +305,18 @@ async def _hand_over(process: asyncio.subprocess.Process, token: str) -> None:
 
 
 def agent_environment(agent_id: str, started: StartedSession, home: Path) -> dict[str, str]:
-    """The agent's whole environment: its identity, and no variable of choird's own."""
+    """The agent's whole environment: its identity, and no variable of choird's own — except
+    `CHOIR_FAILPOINTS` when choird has it, so fault tests can crash an agent choird started at
+    a named point (it holds no secret; `choir.failpoints`)."""
     path = os.pathsep.join([str(Path(sys.executable).parent), "/usr/local/bin", "/usr/bin", "/bin"])
+    failpoints = os.environ.get(FAILPOINTS_ENV)
     return {
         "PATH": path,
         "HOME": str(home),
         "LANG": "C.UTF-8",
         "CHOIR_AGENT_ID": agent_id,
         "CHOIR_SESSION_ID": started.session_id,
+        **({FAILPOINTS_ENV: failpoints} if failpoints else {}),
     }
 
 

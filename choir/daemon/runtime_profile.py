@@ -1,17 +1,23 @@
 """What an agent container gets: its image, its security profile from config.json `container`
-(§15.3), its command and its identity-only environment; and the kernel's view of it."""
+(§15.3) and the uid it runs as, its command and its identity-only environment; and the kernel's
+view of it."""
 
 from __future__ import annotations
 
 import os
+import pwd
+import time
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Final
 from urllib.parse import urlsplit
 
+from choir.adapters.docker_engine import DEFAULT_SOCKET
 from choir.config import ChoirConfig
-from choir.config.container import ContainerConfig
+from choir.config.container import AGENT_UID_SPAN
+from choir.core.agent_users import agent_uids
 from choir.core.security_profile import (
     SOCKET_TARGET,
     WORKSPACE_TARGET,
@@ -36,6 +42,8 @@ AGENT_COMMAND: Final = (
     f"--workspace={WORKSPACE_TARGET}",
     "--lease-token-stdin",
 )
+EXEC_WAIT_S: Final = 5.0
+"""How long `kernel_view` waits for a just-started container's process to become its own."""
 AGENT_HOME: Final = "/tmp/home"
 """HOME inside the container: on the /tmp tmpfs, private to this container."""
 
@@ -48,16 +56,38 @@ async def built_image(home: ChoirHome, config: ChoirConfig, agent_id: str) -> Ar
     return Artefact(ref.version, image=ref.tag)
 
 
-def agent_profile(config: ContainerConfig) -> SecurityProfile:
-    """The profile of an agent container started now: config's limits, choird's uid:gid."""
+def agent_profile(config: ChoirConfig, agent_id: str, network: str) -> SecurityProfile:
+    """The profile of `agent_id`'s container started now on `network`: config's limits, and
+    the agent's own uid:gid when choird is root (`agent_user`), else choird's."""
+    container = config.container
     host_cpus = os.cpu_count() or 1
-    if config.cpus > host_cpus:
+    if container.cpus > host_cpus:
         raise ConfigError(
-            [f"container.cpus: {config.cpus:g} is more than this host's {host_cpus} CPUs"],
+            [f"container.cpus: {container.cpus:g} is more than this host's {host_cpus} CPUs"],
             header="config.json cannot be applied to a container: lower container.cpus",
         )
-    limits = ContainerLimits(config.cpus, config.memory_mb * MIB, config.pids)
-    return SecurityProfile(limits, user=f"{os.getuid()}:{os.getgid()}", network=config.network)
+    limits = ContainerLimits(container.cpus, container.memory_mb * MIB, container.pids)
+    uid, gid = agent_user(config, agent_id)
+    privileged = os.geteuid() == 0
+    return SecurityProfile(limits, f"{uid}:{gid}", network=network, mounts_enforced=privileged)
+
+
+def agent_user(config: ChoirConfig, agent_id: str) -> tuple[int, int]:
+    """The uid:gid `agent_id`'s container runs as: never 0. choird's own when it is not root
+    (it could not give the workspace to anyone else); as root, the agent's uid from
+    `container.agent_uid_base`, which must be no host user's."""
+    if os.geteuid() != 0:
+        return os.getuid(), os.getgid()
+    uid = agent_uids(config.agents, config.container.agent_uid_base, AGENT_UID_SPAN)[agent_id]
+    try:
+        user = pwd.getpwuid(uid).pw_name
+    except KeyError:
+        return uid, uid
+    raise ConfigError(
+        [f"container.agent_uid_base: {agent_id}'s uid {uid} is the host user {user}'s"],
+        header="an agent must not share a uid with a host user: move container.agent_uid_base "
+        "to a range no user has",
+    )
 
 
 def now_iso() -> str:
@@ -84,13 +114,39 @@ def container_environment(agent_id: str, session_id: str) -> dict[str, str]:
     }
 
 
-def proc_status(pid: int | None) -> dict[str, str] | None:
-    """The kernel's view of the container's main process, when choird can see it."""
+def docker_socket_dir() -> str | None:
+    """The directory of the engine's Unix socket (`$DOCKER_HOST`, else the default), resolved;
+    None for an engine over TCP."""
+    where = os.environ.get("DOCKER_HOST") or DEFAULT_SOCKET
+    if not where.startswith("unix://"):
+        return None
+    return os.path.realpath(os.path.dirname(where.removeprefix("unix://")))
+
+
+@dataclass(frozen=True)
+class KernelView:
+    """The kernel's view of the container's main process (docker-init), as text."""
+
+    status: dict[str, str]
+    mountinfo: str
+
+
+def kernel_view(pid: int | None) -> KernelView | None:
+    """`/proc/<pid>/status` and `mountinfo` of the container's main process, when choird can
+    see it. Right after a start the process may still be runc's (about to exec docker-init):
+    that is waited out, briefly; a pid that stays someone else's is another PID namespace (a
+    remote or rootless engine) and gives None, as does a process already gone."""
     if pid is None:
         return None
+    deadline = time.monotonic() + EXEC_WAIT_S
+    proc = Path(f"/proc/{pid}")
     try:
-        if b"choir-agent" not in Path(f"/proc/{pid}/cmdline").read_bytes():
-            return None  # another PID namespace (a remote or rootless engine)
-        return parse_proc_status(Path(f"/proc/{pid}/status").read_text())
+        while b"choir-agent" not in (proc / "cmdline").read_bytes():
+            if time.monotonic() > deadline:
+                return None
+            time.sleep(0.02)
+        status = (proc / "status").read_text()
+        mountinfo = (proc / "mountinfo").read_text()
     except OSError:
         return None
+    return KernelView(parse_proc_status(status), mountinfo)

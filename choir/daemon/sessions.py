@@ -16,7 +16,9 @@ from __future__ import annotations
 import hmac
 from collections.abc import Callable, Collection, Mapping
 from datetime import datetime, timedelta
+from typing import Final
 
+from choir.config import ChoirConfig
 from choir.daemon.bindings import exclusive_resources, resolve_bindings
 from choir.daemon.config_stage import ConfigStage
 from choir.daemon.faults import unauthorized
@@ -36,6 +38,7 @@ from choir.daemon.session_state import (
 from choir.errors import ConflictError, NotFoundError, UsageError
 from choir.logs import get_logger
 from choir.protocol import GENESIS_HASH, ResourceBindings, VersionInfo
+from choir.protocol.payloads import SummaryOutcome
 from choir.store.agents import ensure_agent, image_of, record_image
 from choir.store.leases import release
 from choir.store.pool import Connection, Pool
@@ -57,6 +60,9 @@ from choir.store.sessions import (
 
 log = get_logger("choird.sessions")
 
+SUMMARIES_KEPT: Final = 256
+"""Summary outcomes kept for `agent stop` to read; older ones are dropped."""
+
 EndedListener = Callable[[SessionEnded], None]
 
 
@@ -74,6 +80,14 @@ class SessionService:
         """When each session's agent last made an authenticated call (in memory)."""
         self._excused_until: datetime | None = None
         """No session is stale for lack of heartbeats that choird could not record before."""
+        self._summaries: dict[str, SummaryOutcome] = {}
+        """How each recent graceful stop's summary went (TERMINATE_SELF), until `agent stop`
+        reads it; at most SUMMARIES_KEPT, for stops no operator verb waited for."""
+
+    @property
+    def config(self) -> ChoirConfig:
+        """The running config (its tunables time a graceful stop)."""
+        return self._stage.running.config
 
     async def start(
         self,
@@ -179,11 +193,22 @@ class SessionService:
         """Note why the daemon is stopping a session, so TERMINATE_SELF ends it accordingly."""
         self._intents[session_id] = shutdown_status(reason)
 
-    async def terminate(self, session_id: str, reason: str) -> SessionStatus:
-        """TERMINATE_SELF: end with the status the daemon's shutdown asked for, else by reason."""
+    async def terminate(
+        self, session_id: str, reason: str, summary: SummaryOutcome | None = None
+    ) -> SessionStatus:
+        """TERMINATE_SELF: end with the status the daemon's shutdown asked for, else by reason;
+        keep how its summary went for `take_summary`."""
+        if summary is not None:
+            self._summaries[session_id] = summary
+            while len(self._summaries) > SUMMARIES_KEPT:
+                del self._summaries[next(iter(self._summaries))]
         status = self._intents.pop(session_id, None) or shutdown_status(reason)
         await self.stop(session_id, reason, status)
         return status
+
+    def take_summary(self, session_id: str) -> SummaryOutcome | None:
+        """How the session's last graceful stop summarized, as its agent said (once)."""
+        return self._summaries.pop(session_id, None)
 
     async def stop(
         self, session_id: str, reason: str, status: SessionStatus = SessionStatus.STOPPED

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from choir.protocol import LockState, ReportStatusRequest
+from choir.protocol.payloads import HeldCall
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,6 +77,16 @@ class StatusBoard:
         return {
             lane: lanes[lane] for lane in sorted(lanes, key=lambda lane: (lane != "edge", lane))
         }
+
+    def held(self) -> dict[str, dict[str, list[HeldCall]]]:
+        """Core jobs held after a crash, as their agents reported them: session id -> lane ->
+        the calls whose outcome is unknown. A decision's next report clears a job."""
+        held: dict[str, dict[str, list[HeldCall]]] = {}
+        for session_id in self._sessions:
+            for lane, reported in self.lanes(session_id).items():
+                if reported.report.held:
+                    held.setdefault(session_id, {})[lane] = list(reported.report.held)
+        return held
 
     def forget(self, session_id: str) -> None:
         self._sessions.pop(session_id, None)

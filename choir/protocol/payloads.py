@@ -142,6 +142,14 @@ class RequestApprovalResponse(WireModel):
     """`pending` until a human answers."""
 
 
+class HeldCall(WireModel):
+    """A non-idempotent call a crash left with an unknown outcome: its core job is held until
+    the operator decides (`choirctl session recover`)."""
+
+    call_id: str
+    tool: str
+
+
 class ReportStatusRequest(WireModel):
     lane: LaneId
     """The reporting lane."""
@@ -157,6 +165,9 @@ class ReportStatusRequest(WireModel):
     """The agent's whole lock table (§9), sent when it changed since the last report; None
     (left out on the wire) means unchanged. choird keeps the latest per session for the operator
     (`session.locks`)."""
+    held: list[HeldCall] | None = Field(default=None, exclude_if=lambda held: held is None)
+    """A core job held after a crash: the calls whose outcome is unknown (left out otherwise).
+    choird shows it in status, `agent status`, `session cores` and the console."""
 
 
 class Ack(WireModel):
@@ -164,9 +175,37 @@ class Ack(WireModel):
     """Always true: the call was accepted."""
 
 
+SummarySkipped = Literal[
+    "timed_out",
+    "call_failed",
+    "not_a_summary",
+    "nothing_to_summarize",
+    "disabled",
+    "hurried",
+    "not_made",
+]
+"""Why a graceful stop has no session summary (§11.8): the model took longer than the timeout,
+the call failed, the reply was no summary object, the session had nothing to summarize, the
+timeout was 0, the stop was hurried (a second stop request, choird's SIGTERM), or it was not
+attempted (replication had failed)."""
+
+
+class SummaryOutcome(WireModel):
+    """How the session summary of a graceful stop went (§11.8), for the operator's `agent stop`."""
+
+    rev: int | None = Field(default=None, ge=1)
+    """The committed `session_summary` event's rev; None when there is none."""
+    skipped: SummarySkipped | None = None
+    """Why there is none; None when `rev` is set."""
+    timeout_ms: int = Field(ge=0)
+    """The summary call's timeout."""
+
+
 class TerminateSelfRequest(WireModel):
     reason: str
     """Why the agent is exiting, for the session record."""
+    summary: SummaryOutcome | None = Field(default=None, exclude_if=lambda s: s is None)
+    """After a graceful stop: whether its session summary was made (left out otherwise)."""
 
 
 class FetchDynamicConfigRequest(WireModel):

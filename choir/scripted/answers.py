@@ -65,7 +65,7 @@ def _render(step: Step, player: ScriptPlayer, model: str, request_size: int) -> 
         headers = {"Retry-After": step.retry_after} if step.retry_after is not None else {}
         limited = error_answer(429, "rate limited (scripted)", "rate_limit_error")
         return replace(limited, headers=headers)
-    return Answer(step.status, step.body.encode(), step.content_type)
+    return Answer(step.status, step.body.encode(errors="surrogateescape"), step.content_type)
 
 
 def _call(call: ScriptedCall, player: ScriptPlayer) -> dict[str, Any]:

@@ -10,6 +10,7 @@ same answer.
 
 from __future__ import annotations
 
+import json
 from typing import Final
 
 from choir.scripted.script import ReplyStep, Script, ScriptedCall, ToolCallsStep
@@ -63,6 +64,18 @@ PROPOSAL: Final = {
 }
 """What the demo proposes: a harmless tool, for the operator to approve or reject."""
 
+SUMMARY_REQUEST: Final = "Summarize this session for long-term memory"
+"""How the agent's session summary request at stop begins (`choir.agent.summary`)."""
+SUMMARY: Final = json.dumps(
+    {
+        "summary": "The session talked to choir's demo model, a script rather than an LLM.",
+        "topics": ["demo"],
+        "decisions": [],
+        "open_items": ["connect a real model"],
+    }
+)
+"""The demo's session summary: a valid one, so a stop never warns that it is missing."""
+
 _WORD_START = r"(?i)(?<![a-z])"
 
 
@@ -71,6 +84,8 @@ def demo_script() -> Script:
     return Script(
         description="choir's built-in demo model: scripted, not a real LLM",
         steps=[
+            # first: the summary request quotes the whole session, which matches anything below
+            ReplyStep(match=SUMMARY_REQUEST, repeat=True, text=SUMMARY),
             ReplyStep(
                 after="tool",
                 match="proposal submitted",

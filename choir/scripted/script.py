@@ -123,7 +123,8 @@ class RawStep(_Step):
     status: int = Field(default=200, ge=100, le=599)
     """The status code."""
     body: str
-    """The body text, sent as-is."""
+    """The body text, sent as-is (UTF-8); `\udc80`…`\udcff` are sent as the single bytes 0x80…0xFF
+    they stand for (Python's surrogateescape), to send a body that is not valid UTF-8."""
     content_type: str = "application/json"
     """The Content-Type header."""
 

@@ -12,6 +12,7 @@ from typing import Any, Final, Literal
 
 from asyncpg import Record
 
+from choir.store.jsonb_safe import decode_text, encode_text
 from choir.store.pool import Connection
 
 ApprovalStatus = Literal["pending", "approved", "rejected", "timed_out"]
@@ -38,7 +39,10 @@ class ApprovalRow:
 
     @classmethod
     def of(cls, row: Record) -> ApprovalRow:
-        return cls(**dict(row))
+        fields = dict(row)
+        if fields["resolved_by"] is not None:
+            fields["resolved_by"] = decode_text(fields["resolved_by"])
+        return cls(**fields)
 
 
 async def insert_approval(
@@ -102,7 +106,7 @@ async def resolve_approval(
         approval_id,
         status,
         now,
-        by,
+        encode_text(by),  # a DM's name: any text, NUL included
     )
     return None if row is None else ApprovalRow.of(row)
 

@@ -1,8 +1,9 @@
 """asyncpg connections that speak choir's types: jsonb as Python dicts, pgvector as `Vector`.
 
 Every connection (pooled or not) gets the same codecs, so a payload written as a dict comes back
-as a dict and an embedding goes in as a list of floats. `vector` must exist before its codec can
-be registered, so the extension is created once, before the pool opens its first connection.
+as a dict — any string in it, NUL included (`jsonb_safe`) — and an embedding goes in as a list
+of floats. `vector` must exist before its codec can be registered, so the extension is created
+once, before the pool opens its first connection.
 Connection failures become one-line `UnavailableError`s naming the server that failed. A pool
 may be given an observer that hears how every query ended, so choird notices a full disk or a
 vanished server where it happens (`choir.store.failures`), whoever ran the query.
@@ -17,11 +18,11 @@ from contextlib import asynccontextmanager
 from typing import Any, Final, TypeAlias
 
 import asyncpg
-import orjson
 from asyncpg.pool import PoolConnectionProxy
 from pgvector.asyncpg import register_vector
 
 from choir.errors import UnavailableError
+from choir.store.jsonb_safe import decode_json, encode_json
 from choir.store.target import ConnectParams
 
 CONNECT_TIMEOUT_S: Final = 5.0
@@ -38,11 +39,11 @@ QueryObserver: TypeAlias = Callable[[BaseException | None], None]
 
 
 def _encode_jsonb(value: Any) -> bytes:
-    return JSONB_VERSION + orjson.dumps(value)
+    return JSONB_VERSION + encode_json(value)
 
 
 def _decode_jsonb(data: bytes) -> Any:
-    return orjson.loads(memoryview(data)[1:])
+    return decode_json(data, len(JSONB_VERSION))
 
 
 async def init_connection(conn: asyncpg.Connection) -> None:
@@ -51,7 +52,7 @@ async def init_connection(conn: asyncpg.Connection) -> None:
         "jsonb", schema="pg_catalog", encoder=_encode_jsonb, decoder=_decode_jsonb, format="binary"
     )
     await conn.set_type_codec(
-        "json", schema="pg_catalog", encoder=orjson.dumps, decoder=orjson.loads, format="binary"
+        "json", schema="pg_catalog", encoder=encode_json, decoder=decode_json, format="binary"
     )
     await register_vector(conn)
 

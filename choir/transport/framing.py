@@ -15,6 +15,7 @@ from typing import Any
 
 import orjson
 
+from choir.protocol.lenient_json import without_lone_surrogates
 from choir.transport.limits import DEFAULT_MAX_FRAME
 
 HEADER = struct.Struct(">I")
@@ -31,8 +32,16 @@ class FrameTooLarge(Exception):
 
 
 def encode_frame(frame: Mapping[str, Any]) -> bytes:
-    """The wire bytes of one frame: header and JSON body."""
-    body = orjson.dumps(frame)
+    """The wire bytes of one frame: header and JSON body.
+
+    A string holding a lone surrogate has no UTF-8 form (orjson refuses it); it arrives from
+    outside as undecodable bytes — a command-line argument that is not UTF-8, say — and is sent
+    with U+FFFD in its place rather than failing the call.
+    """
+    try:
+        body = orjson.dumps(frame)
+    except orjson.JSONEncodeError:
+        body = orjson.dumps(without_lone_surrogates(frame))
     return HEADER.pack(len(body)) + body
 
 

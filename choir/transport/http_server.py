@@ -12,12 +12,16 @@
 aiohttp cancels a handler whose client disconnects, which ends streams and subscriptions; calls
 are shielded from that and run to completion, as on the socket. aiohttp bounds the request body
 (`Limits.max_frame`, read within `Limits.frame_timeout`) but has no timeout for the request line
-and headers: expose this listener on loopback or a private network only (§12.1, §12.4).
+and headers: expose this listener on loopback or a private network only (§12.1, §12.4). The
+connections it holds (TLS handshakes included) are capped at `Limits.max_connections`, the
+others closed as soon as they are accepted (`acceptor`), so a flood of connections fills this
+listener but never choird's file descriptors.
 """
 
 from __future__ import annotations
 
 import asyncio
+import socket
 import ssl
 from collections.abc import Awaitable, Callable
 from types import TracebackType
@@ -28,6 +32,7 @@ from aiohttp import web
 from aiohttp_sse import sse_response
 
 from choir.protocol.error_codes import ErrorCode
+from choir.transport.acceptor import BurstLog, accept_forever
 from choir.transport.dispatch import authorize_events, invoke, pump, request_fields
 from choir.transport.errors import RpcError
 from choir.transport.frames import MAX_ID_LENGTH, end_frame, error_body, item_frame
@@ -73,6 +78,10 @@ class HttpServer:
         self._ssl = ssl_context
         self._ping_interval = ping_interval
         self._runner: web.AppRunner | None = None
+        self._listener: socket.socket | None = None
+        self._accepting: asyncio.Task[None] | None = None
+        self._handshakes: set[asyncio.Task[None]] = set()
+        self._failed_handshakes = BurstLog("connections failed before their first request", "http")
         self._calls: set[asyncio.Task[Payload | Stream]] = set()
         self._streams: set[asyncio.Task[Any]] = set()
 
@@ -94,22 +103,64 @@ class HttpServer:
         )
         await runner.setup()
         try:
-            site = web.TCPSite(runner, self.host, self.port, ssl_context=self._ssl)
-            await site.start()
+            listener = _listen(self.host, self.port)
         except BaseException:
             await runner.cleanup()
             raise
-        self._runner = runner
-        self.port = runner.addresses[0][1]
+        self._runner, self._listener = runner, listener
+        self.port = listener.getsockname()[1]
+        where = f"{self.host}:{self.port}"
+        self._accepting = asyncio.get_running_loop().create_task(
+            accept_forever(listener, where, self._refusal, self._serve)
+        )
 
     async def close(self) -> None:
         """Stop listening, end streams and subscriptions, give running calls the grace."""
         if self._runner is None:
             return
         runner, self._runner = self._runner, None
-        for task in tuple(self._streams):
+        if self._accepting is not None:
+            self._accepting.cancel()
+            await asyncio.gather(self._accepting, return_exceptions=True)
+        if self._listener is not None:
+            self._listener.close()
+        for task in (*self._handshakes, *self._streams):
             task.cancel()
+        await asyncio.gather(*self._handshakes, return_exceptions=True)
         await runner.cleanup()
+
+    def _refusal(self, connection: socket.socket) -> str | None:
+        """Our own accept loop (`acceptor`) rather than aiohttp's site, so that connections
+        beyond `Limits.max_connections` are closed before they cost a TLS handshake."""
+        held = len(self._aiohttp().connections) + len(self._handshakes)
+        if held >= self.limits.max_connections:
+            return f"{held} connections open, the listener's limit"
+        return None
+
+    def _aiohttp(self) -> web.Server:
+        """aiohttp's protocol factory; it keeps the connections that got past the handshake."""
+        server = self._runner.server if self._runner is not None else None
+        if server is None:
+            raise ConnectionAbortedError("the HTTP listener is closing")
+        return server
+
+    async def _serve(self, connection: socket.socket) -> None:
+        task = asyncio.get_running_loop().create_task(self._connect(connection))
+        self._handshakes.add(task)
+        task.add_done_callback(self._handshakes.discard)
+
+    async def _connect(self, connection: socket.socket) -> None:
+        """Hand the connection to aiohttp, after the TLS handshake (bounded by the frame
+        timeout) when serving HTTPS."""
+        loop = asyncio.get_running_loop()
+        timeout = self.limits.frame_timeout if self._ssl else None
+        try:
+            await loop.connect_accepted_socket(
+                self._aiohttp(), connection, ssl=self._ssl, ssl_handshake_timeout=timeout
+            )
+        except Exception as error:
+            connection.close()
+            self._failed_handshakes.note(str(error) or type(error).__name__)
 
     async def __aenter__(self) -> Self:
         await self.start()
@@ -296,6 +347,14 @@ def _last_event_id(value: str | None) -> int:
     if not value.isdecimal():
         raise RpcError(ErrorCode.INVALID_REQUEST, "Last-Event-ID must be a push seq number")
     return int(value)
+
+
+def _listen(host: str, port: int) -> socket.socket:
+    """A non-blocking TCP listening socket on `host`:`port` (0: a free port)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    listener = socket.create_server((host, port), family=family, backlog=128)
+    listener.setblocking(False)
+    return listener
 
 
 def _remote(http_request: web.Request) -> str:

@@ -23,3 +23,17 @@ class Limits:
     a larger length prefix is taken as garbage and the connection is closed."""
     close_grace: float = 5.0
     """On shutdown, how long calls already running may take to finish before they are cancelled."""
+    max_connections: int = 256
+    """Connections one listener keeps open; one more is closed as soon as it is accepted, so a
+    peer opening connections without end cannot use up choird's file descriptors."""
+    max_connections_per_peer: int | None = 32
+    """Connections one peer process (SO_PEERCRED pid) may keep open on a Unix socket, so one
+    runaway client leaves room for the others (`choirctl status` during a flood). None: only
+    `max_connections`. The HTTP listener caps only the total: there, agents are told apart by
+    their lease on each request, not by their connection."""
+
+
+AGENT_SOCKET_LIMITS = Limits(max_connections=16, max_connections_per_peer=8)
+"""An agent's own socket: the agent needs two connections (calls, replication) and a few spare
+for reconnecting; a tool inside the container that floods it fills only its own agent's socket,
+and only half of it from one process."""

@@ -4,6 +4,12 @@ The socket is bound under a private temporary name in the same directory, set to
 listen, and only then renamed onto the final path. So nobody can ever connect to it with wider
 permissions, and a client never finds a path that is bound but not yet listening. No `umask`
 juggling: umask is process-wide and would race with other threads creating files.
+
+The name a socket is bound under is what `/proc/net/unix` shows for it — and for every
+connection accepted on it, which lives in the *client's* network namespace: a container would
+read the host path of its socket there. So the socket is bound through its directory's file
+descriptor (`/proc/self/fd/<fd>/.<random>.sock`), a name that says nothing about the host's
+directories; it is the same file either way.
 """
 
 from __future__ import annotations
@@ -26,22 +32,30 @@ def bind_private(path: Path, owner: str) -> tuple[socket.socket, Path]:
     claim(path, owner)
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     temporary = path.parent / f".{secrets.token_hex(4)}.sock"
-    for candidate in (path, temporary):
-        if len(os.fsencode(candidate)) > MAX_SOCKET_PATH:
-            raise UsageError(
-                f"socket path {candidate} is longer than {MAX_SOCKET_PATH} bytes; "
-                "use a shorter CHOIR_HOME"
-            )
+    if len(os.fsencode(path)) > MAX_SOCKET_PATH:
+        raise UsageError(
+            f"socket path {path} is longer than {MAX_SOCKET_PATH} bytes; use a shorter CHOIR_HOME"
+        )
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    directory = os.open(path.parent, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
-        sock.bind(str(temporary))
-        os.chmod(temporary, 0o600)
+        sock.bind(_anonymous_name(directory, temporary))
+        os.chmod(temporary.name, 0o600, dir_fd=directory)
     except BaseException:
         sock.close()
         with contextlib.suppress(FileNotFoundError):
             temporary.unlink()
         raise
+    finally:
+        os.close(directory)
     return sock, temporary
+
+
+def _anonymous_name(directory: int, temporary: Path) -> str:
+    """`temporary` as a path through the open `directory` (no host directory in it), or as it
+    is where /proc is not mounted."""
+    through = f"/proc/self/fd/{directory}"
+    return f"{through}/{temporary.name}" if os.path.isdir(through) else str(temporary)
 
 
 def publish(temporary: Path, path: Path) -> int:

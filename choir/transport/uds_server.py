@@ -4,8 +4,11 @@ Many requests may run at once on one connection (answers carry the request id); 
 subscriptions share it. Nothing a client sends can stop the listener: garbage, an oversized length
 prefix, invalid JSON or a handler bug each get an error frame, and the connection is dropped only
 when the byte stream can no longer be trusted (a half-sent frame, a length prefix beyond
-`Limits.max_discard`). A call runs to completion once received, even if its client goes away,
-because its effects may already be durable; streams and subscriptions stop with their reader.
+`Limits.max_discard`). Nor can a client's numbers: connections beyond `Limits.max_connections`
+(or `max_connections_per_peer` from one process) are closed at once (`acceptor`), and a client
+that sends requests without reading the answers is no longer read from until it does. A call
+runs to completion once received, even if its client goes away, because its effects may already
+be durable; streams and subscriptions stop with their reader.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from typing import Any, Self
 
 from choir.protocol.error_codes import ErrorCode
 from choir.transport import sockfile
+from choir.transport.acceptor import Admission, accept_forever
 from choir.transport.connection import FrameProtocol
 from choir.transport.dispatch import authorize_events, invoke, log, pump, request_fields
 from choir.transport.errors import RpcError
@@ -72,6 +76,10 @@ class UdsServer:
         """Named in the error when another live server holds the path."""
         self.connections: set[_ServerConnection] = set()
         """Open client connections."""
+        self.admission = Admission(
+            self.limits.max_connections, self.limits.max_connections_per_peer
+        )
+        """Open connections per peer pid; refuses those beyond the caps of `limits`."""
         self._listener: socket.socket | None = None
         self._accepting: asyncio.Task[None] | None = None
         self._inode = 0
@@ -106,20 +114,19 @@ class UdsServer:
 
     async def _accept(self, listener: socket.socket) -> None:
         """Accept connections one by one; our own loop (not `asyncio.Server`) so that close()
-        never strands a connection accepted just before it."""
+        never strands a connection accepted just before it, and so that the caps apply before
+        a connection costs more than its descriptor (`acceptor`)."""
+        await accept_forever(listener, str(self.path), self._refusal, self._serve)
+
+    def _refusal(self, connection: socket.socket) -> str | None:
+        return self.admission.refusal(_peer_of(connection, self.path).pid)
+
+    async def _serve(self, connection: socket.socket) -> None:
+        peer = _peer_of(connection, self.path)
+        if peer.pid is None:
+            log.warning("no peer credentials on a socket connection", fields={"path": peer.address})
         loop = asyncio.get_running_loop()
-        while True:
-            connection, _ = await loop.sock_accept(listener)
-            try:
-                await loop.connect_accepted_socket(lambda: _ServerConnection(self), connection)
-            except OSError as error:
-                connection.close()
-                log.warning(
-                    "dropped a connection", fields={"path": str(self.path), "error": str(error)}
-                )
-            except BaseException:
-                connection.close()
-                raise
+        await loop.connect_accepted_socket(lambda: _ServerConnection(self, peer), connection)
 
     async def __aenter__(self) -> Self:
         await self.start()
@@ -137,18 +144,30 @@ class UdsServer:
 class _ServerConnection(FrameProtocol):
     """One client connection: decodes frames, runs each request as a task, writes answers."""
 
-    def __init__(self, server: UdsServer) -> None:
+    def __init__(self, server: UdsServer, peer: Peer) -> None:
         super().__init__(server.limits.max_frame, server.limits.frame_timeout)
         self._server = server
         self._handler = server.handler
         self._tasks: dict[str, asyncio.Task[None]] = {}
         self._cancellable: set[str] = set()
-        self.peer = Peer("uds", str(server.path))
+        self.peer = peer
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         super().connection_made(transport)
-        self.peer = _peer_of(transport, self._server.path)
         self._server.connections.add(self)
+        self._server.admission.opened(self.peer.pid)
+
+    def pause_writing(self) -> None:
+        # A client that sends requests without reading the answers would have us buffer answers
+        # without bound: read no more of its requests until it has taken what is written.
+        super().pause_writing()
+        if self.transport is not None:
+            self.transport.pause_reading()
+
+    def resume_writing(self) -> None:
+        super().resume_writing()
+        if self.transport is not None:
+            self.transport.resume_reading()
 
     def frame_received(self, frame: dict[str, Any]) -> None:
         kind = frame["t"]
@@ -189,6 +208,7 @@ class _ServerConnection(FrameProtocol):
 
     def lost(self, exc: Exception | None) -> None:
         self._server.connections.discard(self)
+        self._server.admission.closed(self.peer.pid)
         for request_id in tuple(self._cancellable):
             self._tasks[request_id].cancel()
 
@@ -278,13 +298,11 @@ class _ServerConnection(FrameProtocol):
         self.send(end_frame(request_id, failure))
 
 
-def _peer_of(transport: asyncio.BaseTransport, path: Path) -> Peer:
+def _peer_of(sock: socket.socket, path: Path) -> Peer:
     """The peer's pid/uid/gid from SO_PEERCRED, when the kernel tells."""
-    sock = transport.get_extra_info("socket")
     try:
         credentials = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _PEERCRED.size)
-    except (AttributeError, OSError):
-        log.warning("no peer credentials on a socket connection", fields={"path": str(path)})
+    except OSError:
         return Peer("uds", str(path))
     pid, uid, gid = _PEERCRED.unpack(credentials)
     return Peer("uds", str(path), pid=pid, uid=uid, gid=gid)

@@ -89,3 +89,14 @@ def test_listeners_see_every_commit_until_unsubscribed() -> None:
     unsubscribe()
     log.commit("edge", UserMsg(text="b"))
     assert seen == [1]
+
+
+def test_a_lone_surrogate_is_committed_as_the_replacement_character() -> None:
+    """A string no UTF-8 can hold must not stop the log: the entry keeps (and hashes, and
+    ships) U+FFFD in its place, so choird recomputes the same hash from what it receives."""
+    log = CommitLog()
+    entry = log.commit("edge", UserMsg(text="a\ud800"))
+    assert entry.event["text"] == "a\ufffd"
+    committed = CommittedEvent.model_validate(entry.wire())
+    assert committed.computed_hash() == entry.hash
+    log.verify()

@@ -66,7 +66,7 @@ def test_registry_names_and_lock_keys() -> None:
     ]
     assert fs_search.lock_keys(FsSearchInput(pattern="x")) == [("file:.", "S")]
     sent = FsWriteInput(path=".choirtmp/send/a.txt", op="overwrite", content="")
-    assert fs_write.lock_keys(sent) == [("choirtmp", "X")]
+    assert fs_write.lock_keys(sent) == [("file:.choirtmp/send/a.txt", "X")]  # dispatch locates
     with pytest.raises(PathOutsideWorkspace):
         fs_read.lock_keys(FsReadInput(path="../x"))
 

@@ -26,7 +26,19 @@ from choir.core.lockset import LockRequest, Lockset, LockUsageError, Mode
 from choir.core.locktable import LockTable, Waiter
 
 OWNERS = ("edge", "core:a", "core:b", "core:c")
-RESOURCES = ("workspace", "file:a", "file:b", "file:c", "choirtmp", "browser_tab")
+RESOURCES = (
+    "workspace",
+    "file:.",
+    "file:a",
+    "file:a/x",
+    "file:a/x/y",
+    "file:b",
+    "file:ab",
+    "choirtmp",
+    "browser_tab",
+)
+"""`file:.` is the root; `file:a` the directory of `file:a/x` and `file:a/x/y`; `file:ab` shares a
+name prefix with `file:a` but is no child of it."""
 
 locksets = st.lists(
     st.builds(LockRequest, st.sampled_from(RESOURCES), st.sampled_from(("S", "X"))),
@@ -35,11 +47,20 @@ locksets = st.lists(
 ).map(Lockset)
 
 
+def covers(directory: str, path: str) -> bool:
+    """Whether file key `directory` is `path` or a directory above it (`.` is above all)."""
+    top, below = directory.removeprefix("file:"), path.removeprefix("file:")
+    return top in (".", below) or below.startswith(top + "/")
+
+
 def conflicts(owner: str, lock: LockRequest, holder: str, held: LockRequest) -> bool:
     """§9 pairwise: does `held` (held by another owner, `holder`) stop `owner` taking `lock`?"""
     (resource, mode), (held_resource, held_mode) = lock, held
     either_x = "X" in (mode, held_mode)
     if resource == held_resource:
+        return either_x
+    files = resource.startswith("file:") and held_resource.startswith("file:")
+    if files and (covers(resource, held_resource) or covers(held_resource, resource)):
         return either_x
     if resource == "workspace" and held_resource.startswith("file:"):
         return either_x

@@ -128,6 +128,37 @@ def test_symlinks_that_stay_inside_are_followed(ws: Workspace) -> None:
     assert ws.resolve("src/up") == "."
 
 
+@pytest.mark.parametrize(
+    ("given", "located"),
+    [
+        ("notes.txt", "notes.txt"),
+        ("new/dir/file.txt", "new/dir/file.txt"),
+        ("notes.txt/below", "notes.txt/below"),
+        ("link/mod.py", "src/pkg/mod.py"),
+        ("link/new/x.py", "src/pkg/new/x.py"),
+        ("link/missing/../mod.py", "src/pkg/mod.py"),
+        ("chain", "src/pkg/mod.py"),
+        ("dangling", "src/future.py"),
+        ("src/up/notes.txt", "notes.txt"),
+        ("/workspace/link", "src/pkg"),
+        (".", "."),
+    ],
+)
+def test_locate_names_where_a_path_really_is(ws: Workspace, given: str, located: str) -> None:
+    (ws.root / "link").symlink_to("src/pkg")
+    (ws.root / "chain").symlink_to("link/mod.py")
+    (ws.root / "dangling").symlink_to("src/future.py")
+    (ws.root / "src" / "up").symlink_to("..")
+    assert ws.locate(given) == located
+
+
+@pytest.mark.parametrize("path", ["etc_link/passwd", "out_rel/x", "loop_a", "dangling_out", "../x"])
+def test_locate_refuses_what_leaves_the_workspace(ws: Workspace, outside: Path, path: str) -> None:
+    _plant(ws, outside)
+    with pytest.raises(PathOutsideWorkspace):
+        ws.locate(path)
+
+
 def test_paths_are_relative_and_the_container_alias_works(ws: Workspace) -> None:
     assert ws.read_text("notes.txt") == "hello\n"
     assert ws.read_text("/workspace/notes.txt") == "hello\n"

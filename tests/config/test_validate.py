@@ -200,3 +200,21 @@ def test_hash_ignores_formatting_and_spelled_out_defaults(example: dict[str, Any
     changed = validate_config_data(example, None).config
     assert changed is not None
     assert config_hash(changed) != config_hash(config)
+
+
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [
+        ('{"a": ' + "[" * 65 + "]" * 65 + "}", "[0]: nested more than 64 levels deep"),
+        ('{"a": ' + "[" * 10_000 + "]" * 10_000 + "}", "config.json: nested more than 64 levels"),
+        ('{"rpc": {"max_frame_bytes": 18446744073709551616}}', "rpc.max_frame_bytes: number out"),
+        ('{"x": [1, -9223372036854775809]}', "x[1]: number out of range"),
+        ('{"x": 1' + "0" * 5000 + "}", "x: number out of range"),
+        ('{"x": -Infinity}', "x: number out of range"),
+        ('{"x": 1e999}', "x: number out of range"),
+    ],
+    ids=["65-levels", "10000-levels", "2**64", "below-int64", "5000-digits", "infinity", "1e999"],
+)
+def test_what_no_reader_downstream_could_hold_is_one_problem(text: str, problem: str) -> None:
+    [error] = validate_config_text(text, None).errors
+    assert problem in error

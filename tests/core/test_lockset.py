@@ -53,10 +53,26 @@ def test_entries_carry_kind_and_exclusivity_in_canonical_order() -> None:
     lockset = Lockset.of("workspace:X", "file:src/a.py:S", "net:brave:X")
 
     assert lockset.entries == (
-        ("file:src/a.py", False, KIND_FILE),
-        ("net:brave", True, KIND_INDEPENDENT),
-        ("workspace", True, KIND_WORKSPACE),
+        ("file:src/a.py", False, KIND_FILE, ("file:.", "file:src")),
+        ("net:brave", True, KIND_INDEPENDENT, ()),
+        ("workspace", True, KIND_WORKSPACE, ()),
     )
+
+
+@pytest.mark.parametrize(
+    ("key", "ancestors"),
+    [
+        ("file:.", ()),
+        ("file:a.py", ("file:.",)),
+        ("file:src/pkg/a.py", ("file:.", "file:src", "file:src/pkg")),
+        ("workspace", ()),
+        ("choirtmp", ()),
+    ],
+)
+def test_file_entries_name_the_directories_above_them(key: str, ancestors: tuple[str]) -> None:
+    """The §9.2 hierarchy: a lock on any of these directories covers the key."""
+    [entry] = Lockset.of(f"{key}:S").entries
+    assert entry[3] == ancestors
 
 
 def test_empty_lockset_is_allowed_for_lock_free_tools() -> None:

@@ -60,6 +60,38 @@ RULES = {
     "ws S + ws S": Case([(A, ("workspace:S",))], (B, ("workspace:S",)), True),
     "ws S blocks ws X": Case([(A, ("workspace:S",))], (B, ("workspace:X",)), False),
     "ws X blocks ws S": Case([(A, ("workspace:X",))], ("edge", ("workspace:S",)), False),
+    # §9.2 hierarchy: a directory's lock covers everything under it, S/X as on one resource
+    "dir X blocks file S": Case([(A, ("file:src:X",))], (B, ("file:src/a.py:S",)), False),
+    "dir S blocks file X": Case([(A, ("file:src:S",))], (B, ("file:src/a.py:X",)), False),
+    "dir S allows file S": Case([(A, ("file:src:S",))], (B, ("file:src/a.py:S",)), True),
+    "file X blocks dir S": Case([(A, ("file:src/a.py:X",))], (B, ("file:src:S",)), False),
+    "file S blocks dir X": Case([(A, ("file:src/pkg/a.py:S",))], (B, ("file:src:X",)), False),
+    "file S allows dir S": Case([(A, ("file:src/a.py:S",))], (B, ("file:src:S",)), True),
+    "root search blocks any write": Case([("edge", ("file:.:S",))], (A, ("file:x/y:X",)), False),
+    "any write blocks root search": Case([(A, ("file:x/y:X",))], ("edge", ("file:.:S",)), False),
+    "root search + reads": Case([("edge", ("file:.:S",))], (A, ("file:x:S",)), True),
+    "deep X blocks top X": Case([(A, ("file:a/b/c/d:X",))], (B, ("file:a:X",)), False),
+    "a name prefix is no parent": Case([(A, ("file:src:X",))], (B, ("file:src2/a:X",)), True),
+    "sibling dirs independent": Case([(A, ("file:src/a:X",))], (B, ("file:src/b/c:X",)), True),
+    "own dir lock allows own file": Case([(A, ("file:src:X",))], (A, ("file:src/a.py:X",)), True),
+    "shared dir S blocks own file X": Case(
+        [(A, ("file:src:S",)), (B, ("file:src:S",))], (A, ("file:src/a.py:X",)), False
+    ),
+    "other owners under a dir block X": Case(
+        [(A, ("file:src/a:S",)), (B, ("file:src/b:S",))], (A, ("file:src:X",)), False
+    ),
+    "no dirty read past a dir X": Case(
+        [(A, ("workspace:X", "file:src:X"))], ("edge", ("file:src/a.py:S",)), False
+    ),
+    "queued dir X blocks new file S": Case(
+        [(A, ("file:src/a:S",))], ("edge", ("file:src/b:S",)), False, [(B, ("file:src:X",))]
+    ),
+    "queued file X blocks new dir S": Case(
+        [(A, ("file:src/a:S",))], (C, ("file:src:S",)), False, [(B, ("file:src/a:X",))]
+    ),
+    "queued file X spares other dirs": Case(
+        [(A, ("file:src/a:S",))], (C, ("file:lib:S",)), True, [(B, ("file:src/a:X",))]
+    ),
     # §9.4: dirty read — edge only, file S only, against a core's workspace:X
     "dirty read": Case([(A, ("workspace:X",))], ("edge", ("file:x:S",)), True),
     "no dirty read for cores": Case([("edge", ("workspace:X",))], (A, ("file:x:S",)), False),

@@ -105,6 +105,13 @@ def stored_events(
     return asyncio.run(read())
 
 
+def embedded_params(home: ChoirHome) -> ConnectParams:
+    """Where the home's embedded Postgres serves choir's database (the running server)."""
+    server = EmbeddedPostgres(home.pgdata, stop_on_exit=False)
+    server.start()  # adopts the running server
+    return server.params.with_database(DEFAULT_DATABASE)
+
+
 def assert_chain(records: list[EventRecord]) -> None:
     """A gap-free prefix from rev 1 whose every hash is recomputed and linked."""
     committed = [committed_of(record) for record in records]

@@ -31,6 +31,7 @@ from choir.store.target import ConnectParams
 from tests.docker_support import require_docker
 from tests.e2e.homes import external_postgres, make_home, read_config, short_root, write_config
 from tests.e2e.processes import Choird, environment
+from tests.faults.invariants import InvariantChecker
 from tests.faults.support import (
     agent_processes,
     as_json,
@@ -197,13 +198,22 @@ async def rides_out_a_kill(scene: Scene) -> None:
         return "tool_result_committed" in await kinds_stored(scene, session_id)
 
     await until(first_read_stored, within=30)
+    checker = InvariantChecker(scene.params, ["agent-1"])
+    await checker.observe()
     assert scene.choird is not None
     kill9(scene.choird)
+    checker.fault("kill -9 of choird")
     killed_at = time.time()
     await asyncio.wait_for(work.wait(), 30)
     agent_pid = started["pid"] if scene.runtime == "process" else None
     await asyncio.sleep(1.0)  # the agent goes on meanwhile
-    await start_choird(scene)
+    await start_choird(scene)  # the one step the operator takes
+
+    async def adopted() -> bool:
+        status = await run(scene, "agent", "status", "agent-1", "--json")
+        return status.returncode == 0 and as_json(status)["state"] == "running"
+
+    await checker.healthy(adopted)  # within 10 s of the kill
 
     async def replied() -> bool:
         return "agent_replied" in [
@@ -213,6 +223,8 @@ async def rides_out_a_kill(scene: Scene) -> None:
         ]
 
     await until(replied, within=60)
+    verdict = await checker.verify()  # chain, acknowledged events kept, calls once
+    assert verdict.open_intents == []
     records = await asyncio.to_thread(scene.events, session_id)
     assert_chain(records)
     since_kill = [r for r in records if r.created_at.timestamp() > killed_at]

@@ -29,10 +29,12 @@ from choir.store.target import ConnectParams
 from tests.e2e.daemons import running_daemon
 from tests.e2e.homes import external_postgres, make_home, short_root
 from tests.faults.filesystems import fill, small_tmpfs
+from tests.faults.invariants import InvariantChecker
 from tests.faults.support import (
     as_json,
     assert_chain,
     choirctl,
+    embedded_params,
     spawn_choird,
     stored_events,
     teardown,
@@ -117,10 +119,13 @@ async def full_disk_scenario(home: ChoirHome) -> None:
     started = as_json(await ctl(home, "agent", "start", "agent-1", "--dm", "console", "--json"))
     session_id, pid = started["session_id"], started["pid"]
     assert (await ctl(home, "chat", "agent-1", "hello")).returncode == 0
+    checker = InvariantChecker(await asyncio.to_thread(embedded_params, home), ["agent-1"])
+    await checker.observe()
     async with await ChoirClient.connect(home, call_timeout=30) as client:
         feed = client.subscribe()
         assert (await anext(feed))["kind"] == "subscribed"
         filler = await asyncio.to_thread(fill, home.root.parent)
+        checker.fault(f"the disk under {home.root} is full")
         filled_at = time.monotonic()
         # Incompressible 30 kB messages: storing them needs new pages, which a full disk lacks.
         sent = [
@@ -130,9 +135,13 @@ async def full_disk_scenario(home: ChoirHome) -> None:
 
         view = await next_health(feed, lambda view: view["disk"] is not None)
         assert view["disk"]["state"] == "full"
-        assert time.monotonic() - filled_at < 5  # reported within 5 s
+
+        async def disk_report() -> str | None:
+            status = as_json(await ctl(home, "status", "--json"))
+            return str(status["disk"]["reason"]) if status["disk"]["state"] == "full" else None
+
+        await checker.reported(disk_report)  # within 5 s, naming the fix (free space)
         status = as_json(await ctl(home, "status", "--json"))
-        assert status["disk"]["state"] == "full"
         assert str(home.root.parent) in status["disk"]["reason"] + str(status["disk"]["where"])
         await asyncio.sleep(max(0.0, FULL_FOR_S - (time.monotonic() - filled_at)))
         assert psutil.pid_exists(pid)  # alive, long past its 3 s lease
@@ -140,11 +149,19 @@ async def full_disk_scenario(home: ChoirHome) -> None:
         assert (row["state"], row["session_id"]) == ("running", session_id)
 
         await asyncio.to_thread(filler.unlink)
+        checker.fault(f"space freed under {home.root}")
+
+        async def disk_ok() -> bool:
+            return bool(as_json(await ctl(home, "status", "--json"))["disk"]["state"] == "ok")
+
+        await checker.healthy(disk_ok)  # within 10 s, nobody doing anything
         await next_health(feed, lambda view: view["disk"] is None)
         for message in sent:
             await reply_to(client, message)  # every buffered reply reaches the user
         await feed.aclose()
 
+    verdict = await checker.verify()
+    assert verdict.open_intents == []
     records = await asyncio.to_thread(stored_events, home, session_id)
     assert_chain(records)
     assert sum(r.event_type == "user_msg" for r in records) == 4  # "hello", then "hello 0..2"

@@ -24,10 +24,12 @@ import pytest
 from choir.client import ChoirClient
 from choir.store.postmaster import postmaster_pid
 from tests.e2e.homes import make_home, short_root
+from tests.faults.invariants import InvariantChecker
 from tests.faults.support import (
     as_json,
     assert_chain,
     choirctl,
+    embedded_params,
     spawn_choird,
     stored_events,
     teardown,
@@ -73,6 +75,8 @@ async def scenario(home: Any) -> None:
     started = as_json(await ctl(home, "agent", "start", "agent-1", "--dm", "console", "--json"))
     session_id = started["session_id"]
     assert (await ctl(home, "chat", "agent-1", "hello")).returncode == 0
+    checker = InvariantChecker(await asyncio.to_thread(embedded_params, home), ["agent-1"])
+    await checker.observe()
     async with await ChoirClient.connect(home, call_timeout=30) as client:
         feed = client.subscribe()
         assert (await anext(feed))["kind"] == "subscribed"
@@ -80,7 +84,15 @@ async def scenario(home: Any) -> None:
         postmaster = postmaster_pid(home.pgdata)
         assert postmaster is not None
         os.kill(postmaster, signal.SIGKILL)
+        checker.fault("kill -9 of the embedded postmaster")
         killed_at = time.time()
+
+        async def refusal() -> str | None:  # what an operator's command says meanwhile
+            done = await ctl(home, "agent", "status", "agent-1")
+            return done.stderr.strip() if done.returncode == 6 else None
+
+        report = await checker.reported(refusal)
+        assert "database" in report.text
 
         # -- while it is down ------------------------------------------------------------------
         async def degraded() -> bool:
@@ -103,7 +115,7 @@ async def scenario(home: Any) -> None:
             status = as_json(await ctl(home, "status", "--json"))
             return bool(status["postgres"]["state"] == "ok")
 
-        await until(healthy, within=HOLD_MS / 1000 + 15)
+        await checker.healthy(healthy)  # by itself, within 10 s of the kill
         await next_health(feed, lambda view: view["postgres"] is None)
         reply = await reply_to(client, sent)
         assert "real tool call" in reply["text"]
@@ -111,6 +123,8 @@ async def scenario(home: Any) -> None:
 
     status = as_json(await ctl(home, "agent", "status", "agent-1", "--json"))
     assert (status["state"], status["session_id"]) == ("running", session_id)
+    verdict = await checker.verify()  # chain, acknowledged events, calls (tests.faults.invariants)
+    assert verdict.open_intents == []
     records = await asyncio.to_thread(stored_events, home, session_id)
     assert_chain(records)
     after_kill = [r for r in records if r.created_at.timestamp() > killed_at]

@@ -11,8 +11,8 @@ from choir.client import ChoirClient
 from choir.daemon.app import ChoirDaemon
 from choir.home import ChoirHome
 from choir.store.target import ConnectParams
-from tests.e2e.daemons import running_daemon
 from tests.e2e.homes import external_postgres, make_home, read_config, short_root, write_config
+from tests.harness import serving
 
 Choird = tuple[ChoirDaemon, ChoirClient]
 
@@ -39,8 +39,5 @@ def home(root: Path, pg_params: ConnectParams) -> ChoirHome:
 async def choird(home: ChoirHome) -> AsyncIterator[Choird]:
     """choird on the process runtime, and a client of its operator socket (no call timeout:
     a graceful stop takes a moment)."""
-    async with (
-        running_daemon(home) as daemon,
-        await ChoirClient.connect(home, call_timeout=None) as client,
-    ):
+    async with serving(home) as (daemon, client):
         yield daemon, client

@@ -22,12 +22,15 @@ async def test_restart_resumes_the_same_session_with_the_start_bindings(choird: 
 
     restarted = await client.agent_restart("agent-1")
 
-    assert restarted["stopped"] == {
+    stopped = restarted["stopped"]
+    assert stopped == {
         "agent_id": "agent-1",
         "session_id": started["session_id"],
         "status": "suspended",
         "exit_code": 0,
+        "summary": stopped["summary"],
     }
+    assert (stopped["summary"]["stored"], stopped["summary"]["warn"]) == (True, False)
     assert (restarted["session_id"], restarted["resumed"]) == (started["session_id"], True)
     assert restarted["pid"] != started["pid"]
     assert gone(started["pid"])

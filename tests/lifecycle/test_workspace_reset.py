@@ -44,7 +44,9 @@ async def test_reset_stops_the_agent_gracefully_then_empties_the_workspace(
         "session_id": started["session_id"],
         "status": "stopped",
         "exit_code": 0,
+        "summary": reset["stopped"]["summary"],
     }
+    assert reset["stopped"]["summary"]["stored"] is True
     assert reset["removed"] == 2  # notes.txt, .choirtmp
     assert entries(workspace(daemon.home)) == SCRATCH
     assert gone(started["pid"])

@@ -15,6 +15,8 @@ from typing import Any
 import docker
 import pytest
 
+from choir.config.container import AGENT_UID_SPAN
+from choir.core.agent_users import agent_uids
 from choir.core.security_profile import parse_proc_status
 from choir.daemon.runtime_profile import MIB
 from choir.store.sessions import SessionStatus
@@ -60,7 +62,7 @@ async def test_a_started_agent_has_every_item_of_the_profile(
     assert not any(str(o).startswith("seccomp") for o in host["SecurityOpt"])
     assert host["Privileged"] is False
     assert host["PidMode"] != "host"
-    assert host["NetworkMode"] == "bridge"
+    assert host["NetworkMode"] == "choir"
     assert host["IpcMode"] != "host"
     assert not host["Devices"]
     assert not host["DeviceRequests"]
@@ -69,7 +71,10 @@ async def test_a_started_agent_has_every_item_of_the_profile(
         ("bind", str(workspace), "/workspace"),
         ("bind", str(choird.home.agent_socket("agent-1").parent), "/run/choir"),
     }
-    assert attrs["Config"]["User"] == f"{os.getuid()}:{os.getgid()}"
+    uid = agent_uids(running.agents, config.agent_uid_base, AGENT_UID_SPAN)["agent-1"]
+    user = f"{uid}:{uid}" if os.geteuid() == 0 else f"{os.getuid()}:{os.getgid()}"
+    assert attrs["Config"]["User"] == user
+    assert not user.startswith("0:")
     assert attrs["Config"]["Labels"]["choir.managed"] == "true"
     assert attrs["Config"]["Labels"]["choir.agent"] == "agent-1"
     assert attrs["Config"]["Labels"]["choir.session"] == started["session_id"]
@@ -81,6 +86,7 @@ async def test_a_started_agent_has_every_item_of_the_profile(
     assert int(kernel["CapBnd"], 16) == 0
     assert kernel["NoNewPrivs"] == "1"
     assert kernel["Seccomp"] == "2"
+    assert kernel["Uid"].split() == [user.partition(":")[0]] * 4
     code, output = await in_container(container, "touch", "/etc/choir-was-here")
     assert code != 0
     assert "Read-only file system" in output
@@ -89,7 +95,7 @@ async def test_a_started_agent_has_every_item_of_the_profile(
 
     verified = await choird.client.call("agent.verify", agent_id="agent-1")
     assert verified["ok"], [c for c in verified["checks"] if not c["ok"]]
-    assert len(verified["checks"]) == 16
+    assert len(verified["checks"]) == 21
     assert all("kernel" in c["actual"] for c in verified["checks"][:2])
     status = await choird.client.agent_status("agent-1")
     assert status["verified"]["ok"]
@@ -100,7 +106,7 @@ async def test_a_started_agent_has_every_item_of_the_profile(
     lines = shown.stdout.splitlines()
     assert lines[0].startswith(f"agent-1 (container {container.id[:12]}, checked ")
     assert lines[0].endswith("matches the security profile")
-    assert len(lines) == 17
+    assert len(lines) == 22
     assert all(line.startswith("  pass  ") for line in lines[1:])
     as_json = await asyncio.to_thread(
         run_choirctl, choird.home, "agent", "verify", "agent-1", "--json"

@@ -2,15 +2,17 @@
 when its lease expired meanwhile (a live lease is adopted: tests/faults/test_choird_restart.py).
 
 A real `choird` process on the docker runtime starts agent-1 and is then SIGKILLed, so its
-container outlives it; the next choird starts after the agent's lease (2 s here) ran out. It
-removes the container and crashes the session (its leases released), and leaves alone a
-`choir.managed` container of another home.
+container (and, as root, its nosuid bind of the workspace) outlives it; the next choird starts
+after the agent's lease (2 s here) ran out. It removes the container, releases the mount and
+crashes the session (its leases released), and leaves alone a `choir.managed` container of
+another home.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import os
 import signal
 import time
 from collections.abc import Iterator
@@ -22,6 +24,7 @@ import pytest
 
 from choir.client import ChoirClient
 from choir.config import load_home
+from choir.core.mountinfo import Mount, mount_at, parse_mountinfo
 from choir.daemon.image_build import ensure_agent_image
 from choir.home import ChoirHome
 from choir.store.pool import connect_plain
@@ -54,6 +57,10 @@ def swept(engine: docker.DockerClient, home: ChoirHome) -> Iterator[None]:
     yield
     for container in containers_of(engine, home):
         container.remove(force=True)
+
+
+def workspace_mount(path: str) -> Mount | None:
+    return mount_at(parse_mountinfo(Path("/proc/self/mountinfo").read_text()), path)
 
 
 def stop(choird: Choird) -> None:
@@ -96,6 +103,9 @@ async def test_a_killed_choirds_container_is_removed_by_the_next_one(
     (orphan,) = containers_of(engine, home)
     assert orphan.status == "running"
     assert orphan.labels["choir.session"] == started["session_id"]
+    workspace = str((home.workspaces / "default").resolve())
+    root_choird = os.geteuid() == 0
+    assert (workspace_mount(workspace) is not None) == root_choird  # its nosuid bind, left
     await asyncio.sleep(3.0)  # its lease (2 s without a heartbeat) expires
 
     home.choird_log.unlink()  # "choird ready" must be the second one's
@@ -110,6 +120,7 @@ async def test_a_killed_choirds_container_is_removed_by_the_next_one(
         (removed,) = step_6(home)
         assert removed["removed"] == [orphan.name]
         assert removed["runtime"] == "docker"
+        assert workspace_mount(workspace) is None  # released by the next choird
     finally:
         await asyncio.to_thread(stop, second)
 

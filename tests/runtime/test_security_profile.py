@@ -19,6 +19,7 @@ from choir.core.security_profile import (
     SOCKET_DIR_TARGET,
     WORKSPACE_TARGET,
     ContainerLimits,
+    ProfileReport,
     SecurityProfile,
     check_container,
     create_options,
@@ -36,7 +37,13 @@ PROC = {
     "CapBnd": "0000000000000000",
     "NoNewPrivs": "1",
     "Seccomp": "2",
+    "Uid": "1000\t1000\t1000\t1000",
 }
+MOUNTINFO = (
+    "560 540 0:52 / / ro,relatime master:1 - overlay overlay rw,lowerdir=/l\n"
+    "571 560 254:0 /srv/ws /workspace rw,nosuid,nodev,relatime - ext4 /dev/vda rw\n"
+    "572 560 0:5 /agents/a.sock /run/choir.sock rw,nosuid,noexec - tmpfs tmpfs rw\n"
+)
 
 
 def inspected() -> dict[str, Any]:
@@ -69,13 +76,22 @@ def inspected() -> dict[str, Any]:
     }
 
 
-def failed(inspect: dict[str, Any], proc: dict[str, str] | None = None) -> list[str]:
-    checks = check_container(PROFILE, inspect, workspace=WS, socket=SOCK, proc_status=proc)
+def failed(
+    inspect: dict[str, Any],
+    proc: dict[str, str] | None = None,
+    mountinfo: str | None = MOUNTINFO,
+    profile: SecurityProfile = PROFILE,
+) -> list[str]:
+    checks = check_container(
+        profile, inspect, workspace=WS, socket=SOCK, proc_status=proc, mountinfo=mountinfo
+    )
     return [check.item for check in checks if not check.ok]
 
 
 def test_the_declared_profile_passes_every_item() -> None:
-    checks = check_container(PROFILE, inspected(), workspace=WS, socket=SOCK, proc_status=PROC)
+    checks = check_container(
+        PROFILE, inspected(), workspace=WS, socket=SOCK, proc_status=PROC, mountinfo=MOUNTINFO
+    )
     assert [c.item for c in checks] == [
         "cap_drop_all",
         "no_new_privileges",
@@ -93,6 +109,8 @@ def test_the_declared_profile_passes_every_item() -> None:
         "no_devices",
         "only_workspace_and_socket_mounted",
         "user",
+        "user_not_root",
+        "workspace_nosuid_nodev",
     ]
     assert all(c.ok for c in checks), [c for c in checks if not c.ok]
 
@@ -119,6 +137,10 @@ def _read_only_workspace(inspect: dict[str, Any]) -> None:
 
 def _root_user(inspect: dict[str, Any]) -> None:
     inspect["Config"]["User"] = ""
+
+
+def _uid_zero(inspect: dict[str, Any]) -> None:
+    inspect["Config"]["User"] = "0:0"
 
 
 TAMPERED: dict[str, list[Callable[[dict[str, Any]], None]]] = {
@@ -149,6 +171,7 @@ TAMPERED: dict[str, list[Callable[[dict[str, Any]], None]]] = {
         _host("VolumesFrom", ["other"]),
     ],
     "user": [_root_user],
+    "user_not_root": [_root_user, _uid_zero],
 }
 
 
@@ -161,7 +184,8 @@ def test_each_tampering_fails_its_item(item: str, tamper: Callable[[dict[str, An
     tamper(inspect)
     found = failed(inspect)
     assert item in found
-    assert set(found) <= {item, "only_workspace_and_socket_mounted"}  # a docker.sock is a mount
+    # a docker.sock is a mount; a root user is also not the declared user
+    assert set(found) <= {item, "only_workspace_and_socket_mounted", "user", "user_not_root"}
 
 
 @pytest.mark.parametrize(
@@ -171,14 +195,42 @@ def test_each_tampering_fails_its_item(item: str, tamper: Callable[[dict[str, An
         ("CapBnd", "00000000a80425fb", "cap_drop_all"),
         ("NoNewPrivs", "0", "no_new_privileges"),
         ("Seccomp", "0", "seccomp_default"),
+        ("Uid", "1000\t0\t1000\t1000", "user_not_root"),
     ],
 )
 def test_the_kernels_view_must_agree(field: str, value: str, item: str) -> None:
     assert failed(inspected(), {**PROC, field: value}) == [item]
 
 
-def test_without_the_kernels_view_inspect_decides() -> None:
-    assert failed(inspected(), None) == []
+@pytest.mark.parametrize(
+    "line",
+    [
+        "571 560 254:0 /srv/ws /workspace rw,relatime - ext4 /dev/vda rw",
+        "571 560 254:0 /srv/ws /workspace rw,nosuid,relatime - ext4 /dev/vda rw",
+        "571 560 254:0 /srv/ws /elsewhere rw,nosuid,nodev - ext4 /dev/vda rw",
+    ],
+)
+def test_the_workspace_must_be_nosuid_nodev_in_the_containers_own_mount_table(line: str) -> None:
+    assert failed(inspected(), PROC, line + "\n") == ["workspace_nosuid_nodev"]
+
+
+def test_without_the_kernels_view_inspect_decides_but_nosuid_is_unknown() -> None:
+    assert failed(inspected(), None, None) == ["workspace_nosuid_nodev"]
+
+
+def test_a_choird_that_cannot_mount_reports_nosuid_as_advisory() -> None:
+    profile = SecurityProfile(PROFILE.limits, PROFILE.user, mounts_enforced=False)
+    checks = check_container(
+        profile, inspected(), workspace=WS, socket=SOCK, proc_status=PROC, mountinfo=""
+    )
+    report = ProfileReport("agent-1", "docker", "2025-01-01T00:00:00+00:00", checks)
+    (nosuid,) = [c for c in checks if c.item == "workspace_nosuid_nodev"]
+    assert (nosuid.ok, nosuid.required) == (False, False)
+    assert "choird is not root" in nosuid.actual
+    assert report.ok
+    assert report.failed == []
+    assert report.warnings == ["workspace_nosuid_nodev"]
+    assert report.as_dict()["checks"][-1]["required"] is False
 
 
 def test_create_options_apply_the_limits_and_nothing_else_is_mounted() -> None:
@@ -238,7 +290,9 @@ def test_config_defaults_to_auto_with_limits() -> None:
         2048,
         512,
     )
-    assert container.network == "bridge"
+    assert container.network == "choir"
+    assert (container.allow_host_access, container.allow_metadata) == (False, False)
+    assert container.agent_uid_base == 2_000_000_000
 
 
 @pytest.mark.parametrize(

@@ -106,3 +106,15 @@ async def test_it_proposes_a_tool_for_the_operator_to_approve(chat: Chat) -> Non
     )
     assert answered.tool_calls == []
     assert "approve or reject it in choir tui" in answered.text
+
+
+async def test_it_answers_the_stop_summary_request_with_a_summary(chat: Chat) -> None:
+    from choir.agent.summary import SUMMARY_MARKER, parse_summary
+
+    # the request quotes the session, whose words would match the demo's other answers
+    quoted = '[{"role": "user", "content": "hello, propose a tool, demo"}]'
+    body = f"{SUMMARY_MARKER}.\n\nThe conversation, as chat messages:\n{quoted}"
+    completion = await chat.say(body)
+    summary = parse_summary(completion.text)
+    assert summary is not None
+    assert summary.topics == ["demo"]

@@ -132,3 +132,13 @@ def test_error_bodies_from_a_peer_are_read_tolerantly(
 def test_the_header_is_big_endian_length() -> None:
     data = encode_frame({"t": "x"})
     assert struct.unpack(">I", data[:4]) == (len(data) - 4,)
+
+
+def test_a_lone_surrogate_is_sent_as_the_replacement_character() -> None:
+    """An argument that is not UTF-8 (argv decodes it to a lone surrogate) must not fail the
+    call that carries it."""
+    reader = FrameReader()
+    reader.feed(encode_frame({"t": "req", "text": "raw \udcff"}))
+    body = reader.next_body()
+    assert body is not None
+    assert orjson.loads(body) == {"t": "req", "text": "raw \ufffd"}

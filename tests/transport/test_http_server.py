@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import ssl
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -175,3 +176,25 @@ async def test_rpc_error_status_without_a_json_body_maps_by_status() -> None:
     error = error_from_response(429, b"<html>too many</html>")
     assert (error.code, error.message) == (ErrorCode.RATE_LIMITED, "the server answered HTTP 429")
     assert isinstance(error, RpcError)
+
+
+async def test_connections_beyond_the_cap_are_closed_at_once(
+    tls_files: tuple[Path, Path],
+) -> None:
+    """TLS handshakes in progress count too: a peer cannot hold more than the cap open by
+    never finishing them."""
+    context = tls.server_context(*tls_files)
+    limits = Limits(max_connections=3)
+    async with HttpServer(EchoHandler(), ssl_context=context, limits=limits) as server:
+        held = [await asyncio.open_connection("127.0.0.1", server.port) for _ in range(3)]
+        extra_reader, extra_writer = await asyncio.open_connection("127.0.0.1", server.port)
+        async with asyncio.timeout(5):
+            assert await extra_reader.read() == b""
+        extra_writer.close()
+        for _, writer in held[1:]:
+            writer.close()
+        _, first = held[0]
+        first.close()
+        await asyncio.sleep(0.1)
+        async with HttpClient(server.url, ca_file=tls_files[0]) as client:
+            assert await client.call("empty") == {}

@@ -8,6 +8,7 @@ import os
 import socket
 import stat
 import struct
+import sys
 from pathlib import Path
 
 import orjson
@@ -271,3 +272,83 @@ async def test_the_client_reports_a_server_that_is_not_there(short_dir: Path) ->
     assert str(caught.value) == (
         f"cannot connect to socket {short_dir / 'missing.sock'}: no such file or directory"
     )
+
+
+async def test_connections_beyond_the_listener_cap_are_closed_at_once(short_dir: Path) -> None:
+    path = short_dir / "choird.sock"
+    limits = Limits(max_connections=3, max_connections_per_peer=None)
+    async with UdsServer(path, EchoHandler(), limits=limits) as server:
+        kept = [await RawConnection.open(path) for _ in range(3)]
+        await until(lambda: len(server.connections) == 3)
+        async with await RawConnection.open(path) as extra:
+            assert await extra.closed_by_server()
+        for raw in kept:
+            await raw.send_json(request())
+            assert (await raw.receive())["ok"] is True
+        await kept.pop().close()
+        await until(lambda: len(server.connections) == 2)
+        async with await RawConnection.open(path) as again:
+            await again.send_json(request())
+            assert (await again.receive())["ok"] is True
+        for raw in kept:
+            await raw.close()
+
+
+async def test_one_process_is_held_to_the_per_peer_cap_and_others_still_get_in(
+    short_dir: Path,
+) -> None:
+    path = short_dir / "choird.sock"
+    limits = Limits(max_connections=10, max_connections_per_peer=2)
+    async with UdsServer(path, EchoHandler(), limits=limits) as server:
+        kept = [await RawConnection.open(path) for _ in range(2)]
+        await until(lambda: len(server.connections) == 2)
+        async with await RawConnection.open(path) as extra:
+            assert await extra.closed_by_server()
+        other = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-c",
+            _CALL_FROM_ANOTHER_PROCESS,
+            str(path),
+            stdout=asyncio.subprocess.PIPE,
+        )
+        out, _ = await asyncio.wait_for(other.communicate(), 20)
+        assert orjson.loads(out)["ok"] is True
+        for raw in kept:
+            await raw.close()
+
+
+_CALL_FROM_ANOTHER_PROCESS = """
+import socket, struct, sys
+import orjson
+with socket.socket(socket.AF_UNIX) as sock:
+    sock.settimeout(10)
+    sock.connect(sys.argv[1])
+    body = orjson.dumps({"t": "req", "request_id": "r", "verb": "empty", "payload": {}})
+    sock.sendall(struct.pack(">I", len(body)) + body)
+    (size,) = struct.unpack(">I", sock.recv(4, socket.MSG_WAITALL))
+    sys.stdout.write(sock.recv(size, socket.MSG_WAITALL).decode())
+"""
+
+
+async def test_a_client_that_never_reads_its_answers_stops_being_read(short_dir: Path) -> None:
+    """Requests sent without reading: once the answers back up, the listener reads no more, so
+    what it buffers for that client stays bounded; reading the answers lets it go on."""
+    path = short_dir / "choird.sock"
+    handler = EchoHandler()
+    async with UdsServer(path, handler):
+        with socket.socket(socket.AF_UNIX) as sock:
+            sock.connect(str(path))
+            sock.setblocking(False)
+            body = orjson.dumps(request(verb="empty"))
+            burst = (struct.pack(">I", len(body)) + body) * 64
+            sent = 0
+            while sent < 16 << 20:
+                try:
+                    sent += sock.send(burst)
+                except BlockingIOError:
+                    break
+                await asyncio.sleep(0)
+            assert sent < 4 << 20, f"the listener kept reading: {sent} bytes taken"
+            seen = len(handler.seen)
+            await asyncio.sleep(0.2)
+            assert len(handler.seen) == seen  # not read while the answers wait

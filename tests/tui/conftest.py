@@ -24,10 +24,9 @@ from choir.daemon.app import ChoirDaemon
 from choir.home import ChoirHome
 from choir.scripted import ReplyStep, Script, ScriptedCall, ScriptedModelServer, ToolCallsStep
 from choir.store.target import ConnectParams
-from tests.e2e.daemons import running_daemon
 from tests.e2e.homes import short_root
 from tests.e2e_agent.launch import scripted_home
-from tests.tui.pilot import stop_agents
+from tests.harness import serving
 from tui.app import ChoirApp
 
 SLOW_S = 8
@@ -91,14 +90,8 @@ async def live(
     tui_home: ChoirHome, tui_root: Path, tui_model: ScriptedModelServer
 ) -> AsyncIterator[Live]:
     """choird serving `tui_home`; agents still running at the end are stopped."""
-    async with (
-        running_daemon(tui_home) as daemon,
-        await ChoirClient.connect(tui_home, call_timeout=None) as client,
-    ):
-        try:
-            yield Live(daemon, client, tui_home, tui_model, tui_root)
-        finally:
-            await stop_agents(client)
+    async with serving(tui_home) as (daemon, client):
+        yield Live(daemon, client, tui_home, tui_model, tui_root)
 
 
 def cell_text(value: object) -> str:

@@ -9,7 +9,6 @@ from typing import Any
 
 from textual.pilot import Pilot
 
-from choir.client import ChoirClient
 from choir.home import ChoirHome
 from tui.app import ChoirApp
 
@@ -50,13 +49,3 @@ async def show_tab(pilot: Pilot[Any], view_id: str) -> None:
 
     await pilot.press(spec(view_id).key)
     await pilot.pause()
-
-
-async def stop_agents(client: ChoirClient) -> None:
-    """Stop every agent still running at a test's end."""
-    for agent in (await client.agent_list())["agents"]:
-        if agent["state"] == "running":
-            try:
-                await client.agent_stop(agent["agent_id"])
-            except Exception:  # the test stopped or broke it already
-                continue

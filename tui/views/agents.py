@@ -3,7 +3,9 @@
 The table is `state.agents` (`agent.list`, re-read by the bridge when a session starts or ends);
 the highlighted row is the console's selected agent. Uptimes tick locally once a second from
 `started_at`. A detail line shows `agent.status` of the selected agent (pid, heartbeat, skill,
-config lag, image), read in a worker when the selection or the listing changes.
+config lag, image), read in a worker when the selection or the listing changes. An agent with
+core jobs held after a crash says how many in its state, and its detail line names the
+command that decides each.
 
 Actions are choirctl's verbs: `s` start (`choirctl agent start`), `x` stop and `r` restart
 (`choirctl agent stop|restart`, after a confirmation).
@@ -61,6 +63,8 @@ class AgentsView(ChoirView):
         super().__init__(id=id)
         self._details: dict[str, Payload] = {}
         """agent id -> its last `agent.status` answer."""
+        self._held: dict[str, int] = {}
+        """session id -> how many of its core jobs were held at its last lane report."""
 
     def compose(self) -> ComposeResult:
         table: DataTable[Any] = DataTable(id="agents-table", cursor_type="row", zebra_stripes=True)
@@ -89,7 +93,7 @@ class AgentsView(ChoirView):
         session = str(agent.get("session_id") or "—")
         return [
             Text(agent["agent_id"], style="bold"),
-            state_text(agent.get("state")),
+            self._state(agent),
             runtime_text(agent),
             image_text(agent.get("image") or self._details.get(agent["agent_id"], {}).get("image")),
             self._uptime(agent),
@@ -97,6 +101,14 @@ class AgentsView(ChoirView):
             str(agent.get("config_version") or "—"),
             bindings_text(agent.get("bindings") or {}),
         ]
+
+    def _state(self, agent: Payload) -> Text:
+        """The agent's state, and how many of its core jobs a crash left held."""
+        text = state_text(agent.get("state"))
+        held = self.state.held_jobs(self.state.session_of(agent["agent_id"]) or "")
+        if held:
+            text.append(f", {len(held)} held", style="bold #e06c75")
+        return text
 
     def _uptime(self, agent: Payload) -> str:
         started = agent.get("started_at")
@@ -120,7 +132,9 @@ class AgentsView(ChoirView):
 
     def _draw_detail(self) -> None:
         agent_id = self.selected_agent
-        widget = self.query_one("#agent-detail", Static)
+        widget = next(self.query("#agent-detail").results(Static), None)
+        if widget is None:  # a detail read finishing while the console closes
+            return
         if agent_id is None:
             widget.update("No agents configured: add one with choirctl agent init.")
             return
@@ -138,8 +152,15 @@ class AgentsView(ChoirView):
         self._read_detail()
 
     def on_lane_reported(self, message: LaneReported) -> None:
-        if message.data.get("lane") == "edge" and message.data.get("session_id") == (
-            self.selected_session
+        session_id = str(message.data.get("session_id"))
+        held = len(self.state.held_jobs(session_id))
+        held_changed = held != self._held.get(session_id, 0)
+        self._held[session_id] = held
+        agent_id = self.state.agent_of(session_id)
+        if held_changed and agent_id is not None and agent_id in self.table.rows:
+            self.table.update_cell(agent_id, "state", self._state(self.state.agents[agent_id]))
+        if session_id == self.selected_session and (
+            message.data.get("lane") == "edge" or held_changed
         ):
             self._read_detail()
 
@@ -208,8 +229,13 @@ class AgentsView(ChoirView):
         if not await self.app.push_screen_wait(dialog):
             return
         self.notify(f"{verb} {agent_id}…", title=verb)
-        if await self.act(verb, done.format(**words), agent_id=agent_id) is not None:
-            self.bridge.refresh_agents()
+        answer = await self.act(verb, done.format(**words), long_running=True, agent_id=agent_id)
+        if answer is None:
+            return
+        self.bridge.refresh_agents()
+        summary = (answer.get("stopped") or answer).get("summary") or {}
+        if summary.get("warn"):  # the stop went on without its session summary (§11.8)
+            self.notify(f"{agent_id}: no session summary — {summary['detail']}", severity="warning")
 
     def palette_commands(self) -> list[PaletteCommand]:
         return [
@@ -245,4 +271,7 @@ def detail_text(status: Payload, now: datetime) -> Text:
         )
     if status.get("image"):
         text.append(f"\nimage {image_text(status['image'])}")
+    for held in status.get("held_jobs") or []:
+        text.append(f"\ncore job {held['job_name']} {held['state']}: ", style="bold #e06c75")
+        text.append(f"decide with {held['hint']}")
     return text

@@ -90,10 +90,15 @@ class ChoirView(Widget):
         """The commands this view adds to the command palette (ctrl+p)."""
         return ()
 
-    async def act(self, verb: str, done: str, **payload: Any) -> dict[str, Any] | None:
-        """Call `verb` (from a worker), notify `done` or choird's refusal; the answer or None."""
+    async def act(
+        self, verb: str, done: str, *, long_running: bool = False, **payload: Any
+    ) -> dict[str, Any] | None:
+        """Call `verb` (from a worker), notify `done` or choird's refusal; the answer or None.
+
+        `long_running` verbs (a graceful stop) get a connection without a call timeout."""
+        call = self.bridge.call_long if long_running else self.bridge.call
         try:
-            answer = await self.bridge.call(verb, **payload)
+            answer = await call(verb, **payload)
         except ChoirError as error:
             self.notify(error.message, title=verb, severity="error", timeout=8)
             return None

@@ -2,7 +2,8 @@
 
 Rows are the session's `core:*` lanes (`state.lanes`, from REPORT_STATUS). The latest event of
 each job comes from the event follower's batches (`core_started`, `core_event_emitted`,
-`core_stopped`), so it needs no extra call.
+`core_stopped`), so it needs no extra call. A job held after a crash shows `held: unknown
+outcome of <tool>`, and the caption names the command that decides it.
 
 `c` cancels the highlighted job after a confirmation (`choirctl session cancel`). `i` injects an
 instruction: operator instructions reach edge (`/inject`, as `choirctl chat` sends it, §19),
@@ -112,16 +113,21 @@ class CoresView(ChoirView):
             caption.show(f"{self.selected_agent or 'No agent'} is not running: no core jobs.")
         else:
             running = sum(job.get("state") not in FINISHED for job in jobs)
-            caption.show(f"session {session_id}: {len(jobs)} core jobs, {running} running")
+            line = f"session {session_id}: {len(jobs)} core jobs, {running} running"
+            held = self.state.held_jobs(session_id)
+            if held:  # after a crash: what the operator runs to let them go on
+                line += f"; {len(held)} held — decide with {held[0]['hint']}"
+            caption.show(line)
         rows = [(job_name_of_lane(job), self._cells(job)) for job in jobs]
         sync_rows(self.table, [key for _, key in COLUMNS], rows)
 
     def _cells(self, job: Payload) -> list[Cell]:
         step = job.get("step")
         name = job_name_of_lane(job)
+        held = job.get("held")
         return [
             Text(name, style="bold"),
-            lane_text(job.get("state")),
+            Text(held["state"], style="bold #e06c75") if held else lane_text(job.get("state")),
             "—" if step is None else str(step),
             str(job.get("skill") or "—"),
             clip(self._latest.get(name, "—"), 120),

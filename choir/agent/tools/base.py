@@ -4,20 +4,31 @@ The arbiter validates the raw arguments against the manifest's JSON schema, buil
 input model, takes the locks `lock_keys` names (§9.5), then awaits `run`. Failures the model can
 act on (bad path, missing file, bad line range) come back as `ToolResult`s with a stable
 `error_code`, never as exceptions; cancellation still propagates.
+
+Cancellation (a cancelled lane, a timeout) propagates out of a tool only once its work has
+stopped, because the arbiter releases the call's locks when it does (§9.4): a blocking body in a
+thread is asked to stop (`Stop`) and waited for (`outlast_cancellation`); a subprocess group is
+stopped before the cancellation goes on.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextvars
+import functools
 import os
+import threading
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Generic, Literal, TypeVar
+from typing import Any, Final, Generic, Literal, TypeVar
 
 from pydantic import BaseModel
 
 from choir.agent.workspace import CHOIRTMP, PathOutsideWorkspace, Workspace, normalize
+from choir.logs import get_logger
 from choir.protocol.tools import ToolResult
+
+log = get_logger("choir.agent.tools")
 
 LockMode = Literal["S", "X"]
 LockKey = tuple[str, LockMode]
@@ -27,6 +38,8 @@ InputT = TypeVar("InputT", bound=BaseModel)
 
 SANDBOX_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 """PATH of every subprocess a tool starts."""
+STILL_RUNNING_NOTICE_S: Final = 5.0
+"""After this long, work that outlives its cancellation is logged (its locks stay held)."""
 
 
 @dataclass(frozen=True)
@@ -50,13 +63,26 @@ class ToolFailure(Exception):
 
 
 def path_resource(path: str) -> str:
-    """The lock resource of a workspace path.
+    """The lock resource of a workspace path as written: `file:<normalized path>`.
 
-    `.choirtmp/` has its own `choirtmp` lock, independent of the workspace hierarchy (§9.2);
-    everything else is `file:<normalized path>`. Keys are lexical: a file reached through a
-    symlink under another name gets another key.
+    A tool names its locks with it; the dispatcher then keys them by where the path really is
+    (`located_resource`) before any lock is taken. Raises `PathOutsideWorkspace` for escapes.
     """
-    rel = normalize(path)
+    return f"file:{normalize(path)}"
+
+
+def located_resource(workspace: Workspace, path: str) -> str:
+    """The lock resource of `path` by where it really is (§9.2, DESIGN-NOTES "Concurrency").
+
+    Inside symlinks are followed (`Workspace.locate`), so a symlink and its target share one
+    key; `.choirtmp/` has its own `choirtmp` lock, independent of the workspace hierarchy —
+    also when a symlink elsewhere leads into it.
+    """
+    return resource_at(workspace.locate(path))
+
+
+def resource_at(rel: str) -> str:
+    """The lock resource of located path `rel` (see `located_resource`)."""
     if rel == CHOIRTMP or rel.startswith(CHOIRTMP + "/"):
         return "choirtmp"
     return f"file:{rel}"
@@ -91,11 +117,123 @@ def fs_failure(exc: PathOutsideWorkspace | OSError, path: str) -> ToolResult:
     return ToolResult.fail("io_error", f"{path}: {exc.strerror or type(exc).__name__}")
 
 
-async def run_blocking(path: str, body: Callable[[], ToolResult]) -> ToolResult:
-    """Run a blocking filesystem body in a thread, turning expected failures into results."""
+class Stopped(Exception):
+    """Raised inside a blocking body that saw its `Stop` set: the call was cancelled."""
+
+
+class Stop:
+    """Set by the event loop when a blocking body's call is cancelled or times out.
+
+    A thread cannot be interrupted, so bodies `check` it between blocks of work, and pass their
+    point of no return (the rename that makes a write visible) through `commit`: stopped before
+    it, they leave the workspace as it was; past it, `set` says so and the work finishes.
+    """
+
+    __slots__ = ("_committed", "_lock", "_stopped")
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._stopped = False
+        self._committed = False
+
+    def set(self) -> bool:
+        """Ask the body to stop; False when it is past its point of no return already."""
+        with self._lock:
+            self._stopped = not self._committed
+            return self._stopped
+
+    def check(self) -> None:
+        """Raise `Stopped` once the call was cancelled."""
+        if self._stopped:
+            raise Stopped
+
+    def commit(self) -> None:
+        """The body's point of no return: `Stopped` if asked to stop, else nothing stops it."""
+        with self._lock:
+            self.check()
+            self._committed = True
+
+
+class StopOutcome:
+    """What a call's work did although the call was stopped (`stop_outcome`, set per call by
+    the arbiter): the work was past its point of no return, so its result is the truth."""
+
+    __slots__ = ("finished",)
+
+    def __init__(self) -> None:
+        self.finished: ToolResult | None = None
+
+
+stop_outcome: contextvars.ContextVar[StopOutcome | None] = contextvars.ContextVar(
+    "stop_outcome", default=None
+)
+
+
+def record_finished(result: ToolResult) -> None:
+    """Record that the current call's work finished with `result` although it was stopped."""
+    outcome = stop_outcome.get()
+    if outcome is not None:
+        outcome.finished = result
+
+
+async def run_blocking(path: str, body: Callable[[Stop], ToolResult]) -> ToolResult:
+    """Run a blocking filesystem body in a thread, turning expected failures into results.
+
+    When the call is cancelled (or times out) the body is told to stop, and the cancellation
+    propagates only once the thread has returned: the call's locks stay held until then, so
+    nothing else touches the file while the body still might. A body that was past its point
+    of no return finishes; its result goes to `stop_outcome`, since it is what happened.
+    """
+    stop = Stop()
+    context = contextvars.copy_context()
+    loop = asyncio.get_running_loop()
+    work = loop.run_in_executor(None, functools.partial(context.run, body, stop))
     try:
-        return await asyncio.to_thread(body)
+        await asyncio.wait((work,))  # a cancellation lands here; it never cancels `work`
+    except asyncio.CancelledError:
+        too_late = not stop.set()
+        try:
+            await outlast_cancellation(work, path)
+        finally:
+            if too_late and work.done() and not work.cancelled():
+                record_finished(_result_of(work, path))
+        raise
+    return _result_of(work, path)
+
+
+def _result_of(work: asyncio.Future[ToolResult], path: str) -> ToolResult:
+    """The result of a finished body; failures the model can act on become results."""
+    try:
+        return work.result()
     except ToolFailure as exc:
         return ToolResult.fail(exc.error_code, exc.summary)
     except (PathOutsideWorkspace, OSError) as exc:
         return fs_failure(exc, path)
+
+
+async def outlast_cancellation(work: Awaitable[Any], what: str) -> None:
+    """Wait until `work` is done, however often this task is cancelled meanwhile.
+
+    For work that cannot be interrupted (a thread, a process group being stopped). A
+    cancellation that arrived while waiting is raised once the work is done; the work's own
+    outcome is dropped (its caller is unwinding). Work still running after
+    `STILL_RUNNING_NOTICE_S` is logged once — its locks are still held, on purpose.
+    """
+    future = asyncio.ensure_future(work)
+    cancelled, noticed = False, False
+    while not future.done():
+        try:
+            await asyncio.wait((future,), timeout=None if noticed else STILL_RUNNING_NOTICE_S)
+        except asyncio.CancelledError:
+            cancelled = True
+            continue
+        if not future.done() and not noticed:
+            noticed = True
+            log.warning(
+                "cancelled tool work is still running; its locks stay held until it stops",
+                fields={"what": what},
+            )
+    if not future.cancelled():
+        future.exception()  # retrieved: what propagates is the caller's own outcome
+    if cancelled:
+        raise asyncio.CancelledError

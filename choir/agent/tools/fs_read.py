@@ -16,8 +16,16 @@ from pydantic import Field
 
 from choir.agent.tools import _caps
 from choir.agent.tools._text import is_binary
-from choir.agent.tools.base import BuiltinTool, LockKey, ToolFailure, path_resource, run_blocking
+from choir.agent.tools.base import (
+    BuiltinTool,
+    LockKey,
+    Stop,
+    ToolFailure,
+    path_resource,
+    run_blocking,
+)
 from choir.agent.workspace import Workspace, normalize
+from choir.failpoints import failpoint_sync
 from choir.protocol.base import WireModel
 from choir.protocol.tools import ToolResult
 
@@ -42,7 +50,7 @@ def lock_keys(args: FsReadInput) -> list[LockKey]:
 
 
 async def run(ws: Workspace, args: FsReadInput) -> ToolResult:
-    return await run_blocking(args.path, lambda: _read(ws, args))
+    return await run_blocking(args.path, lambda stop: _read(ws, args, stop))
 
 
 def window(args: FsReadInput, total: int) -> tuple[int, int]:
@@ -66,7 +74,7 @@ def window(args: FsReadInput, total: int) -> tuple[int, int]:
     return args.start_line, end
 
 
-def _read(ws: Workspace, args: FsReadInput) -> ToolResult:
+def _read(ws: Workspace, args: FsReadInput, stop: Stop) -> ToolResult:
     with open(ws.open_file(args.path, os.O_RDONLY | os.O_NONBLOCK), "rb") as file:
         mode = os.fstat(file.fileno()).st_mode
         if stat.S_ISDIR(mode):
@@ -75,15 +83,17 @@ def _read(ws: Workspace, args: FsReadInput) -> ToolResult:
             raise ToolFailure("not_a_file", f"{args.path} is not a regular file")
         if is_binary(file.read(_caps.BINARY_SNIFF_BYTES)):
             raise ToolFailure("binary_file", f"{args.path} is a binary file; only text is read")
-        total = _count_lines(file)
+        failpoint_sync("fs.read.in_thread")
+        total = _count_lines(file, stop)
         start, end = window(args, total)
         return _chunk(file, normalize(args.path), start, end, total)
 
 
-def _count_lines(file: BinaryIO) -> int:
+def _count_lines(file: BinaryIO, stop: Stop) -> int:
     file.seek(0)
     total, last = 0, b"\n"
     while block := file.read(io.DEFAULT_BUFFER_SIZE * 128):
+        stop.check()  # a huge file: a cancelled read ends within one block
         total += block.count(b"\n")
         last = block[-1:]
     return total + (0 if last == b"\n" else 1)

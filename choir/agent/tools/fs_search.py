@@ -24,6 +24,7 @@ from choir.agent.tools.base import (
     BuiltinTool,
     LockKey,
     fs_failure,
+    outlast_cancellation,
     path_resource,
     sandbox_env,
 )
@@ -101,8 +102,8 @@ async def _search(ws: Workspace, rg: str, fd: int, args: FsSearchInput) -> ToolR
         try:
             await _first(out.eof(), full.wait())
         finally:
-            await stop_group(proc.pid)
-            await proc.wait()
+            # even when cancelled (twice): the call's locks are released after this returns
+            await outlast_cancellation(_end(proc), base)
         await errors.drained()
     matches = [_relocate(m, base, magic) for m in stream.matches]
     if proc.returncode == 2 and not matches:
@@ -110,6 +111,12 @@ async def _search(ws: Workspace, rg: str, fd: int, args: FsSearchInput) -> ToolR
         said = said.replace(magic, base)
         return ToolResult.fail("search_failed", f"rg: {_caps.cut(said or 'failed', 300)[0]}")
     return _result(args, base, matches, stream.truncated)
+
+
+async def _end(proc: asyncio.subprocess.Process) -> None:
+    """Stop rg's process group and reap it."""
+    await stop_group(proc.pid)
+    await proc.wait()
 
 
 async def _first(*aws: Coroutine[Any, Any, object]) -> None:

@@ -18,12 +18,22 @@ from pydantic import Field
 
 from choir.agent.tools import _caps
 from choir.agent.tools._text import count_lines, splice, split_lines
-from choir.agent.tools.base import BuiltinTool, LockKey, ToolFailure, path_resource, run_blocking
+from choir.agent.tools.base import (
+    BuiltinTool,
+    LockKey,
+    Stop,
+    ToolFailure,
+    path_resource,
+    run_blocking,
+)
 from choir.agent.workspace import Workspace, normalize
+from choir.failpoints import failpoint_sync
 from choir.protocol.base import WireModel
 from choir.protocol.tools import ToolResult
 
 NAME = "choir.fs.write"
+_WRITE_BLOCK = 1024 * 1024
+"""Bytes written between two checks for a cancellation."""
 Op = Literal["overwrite", "append", "replace_range", "insert_at"]
 
 
@@ -47,7 +57,7 @@ def lock_keys(args: FsWriteInput) -> list[LockKey]:
 
 
 async def run(ws: Workspace, args: FsWriteInput) -> ToolResult:
-    return await run_blocking(args.path, lambda: _write(ws, args))
+    return await run_blocking(args.path, lambda stop: _write(ws, args, stop))
 
 
 def edit(old: str | None, args: FsWriteInput) -> str:
@@ -82,7 +92,7 @@ def _beyond_eof(args: FsWriteInput, what: str, total: int) -> ToolFailure:
     return ToolFailure("range_beyond_eof", f"{what} is past the end of {args.path} ({total} lines)")
 
 
-def _write(ws: Workspace, args: FsWriteInput) -> ToolResult:
+def _write(ws: Workspace, args: FsWriteInput, stop: Stop) -> ToolResult:
     creates = args.op in ("overwrite", "append")
     try:
         dir_fd, name = ws.open_parent(args.path, create=creates)
@@ -93,7 +103,7 @@ def _write(ws: Workspace, args: FsWriteInput) -> ToolResult:
     try:
         old, st = _load(dir_fd, name, args)
         new = edit(None if old is None else _decode(old, args), args).encode()
-        _replace(dir_fd, name, new, st)
+        _replace(dir_fd, name, new, st, stop)
     finally:
         os.close(dir_fd)
     path = normalize(args.path)
@@ -134,20 +144,29 @@ def _decode(old: bytes, args: FsWriteInput) -> str:
         ) from None
 
 
-def _replace(dir_fd: int, name: str, data: bytes, st: os.stat_result | None) -> None:
-    """Write `data` to a temp file in `dir_fd` and rename it over `name`, keeping mode and owner."""
+def _replace(dir_fd: int, name: str, data: bytes, st: os.stat_result | None, stop: Stop) -> None:
+    """Write `data` to a temp file in `dir_fd` and rename it over `name`, keeping mode and owner.
+
+    A cancelled call stops at the next block, or at the latest before the rename (its point of
+    no return, `Stop.commit`): the target is then untouched and the temp file removed.
+    """
     tmp = f".choir-write-{secrets.token_hex(6)}.tmp"
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
     fd = os.open(tmp, flags, 0o666 if st is None else 0o600, dir_fd=dir_fd)
     try:
         with open(fd, "wb") as file:
-            file.write(data)
+            for start in range(0, len(data), _WRITE_BLOCK):
+                stop.check()
+                file.write(data[start : start + _WRITE_BLOCK])
             if st is not None:
                 with contextlib.suppress(PermissionError):
                     os.fchown(fd, st.st_uid, st.st_gid)
                 os.fchmod(fd, stat.S_IMODE(st.st_mode))
             file.flush()
             os.fsync(fd)
+        failpoint_sync("fs.write.in_thread")
+        stop.commit()
+        failpoint_sync("fs.write.before_rename")
         os.rename(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):

@@ -24,10 +24,10 @@ from choir.daemon.app import ChoirDaemon
 from choir.home import ChoirHome
 from choir.scripted import ReplyStep, Script, ScriptedCall, ScriptedModelServer, ToolCallsStep
 from choir.store.target import ConnectParams
-from tests.e2e.daemons import running_daemon
 from tests.e2e.homes import read_config, short_root
 from tests.e2e_agent.launch import scripted_home
-from tests.tui.pilot import stop_agents, until
+from tests.harness import serving
+from tests.tui.pilot import until
 from tui.app import ChoirApp
 from tui.dialogs import ConfirmDialog
 
@@ -147,11 +147,8 @@ def other(home: ChoirHome) -> Path:
 @pytest.fixture
 async def choird(home: ChoirHome, root: Path, model: ScriptedModelServer) -> AsyncIterator[Choird]:
     """choird serving `home` (agents it starts get a HOME of their own under it)."""
-    async with running_daemon(home) as daemon, await ChoirClient.connect(home) as client:
-        try:
-            yield Choird(daemon, client, home, model, root)
-        finally:
-            await stop_agents(client)
+    async with serving(home, call_timeout=30) as (daemon, client):
+        yield Choird(daemon, client, home, model, root)
 
 
 def notes(app: ChoirApp) -> list[tuple[str, str]]:
