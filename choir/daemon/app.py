@@ -259,11 +259,11 @@ class ChoirDaemon:
         assert self.services is not None
         path = self.home.agent_socket(agent_id)
         if agent_id not in self._agent_sockets:
-            path.parent.mkdir(mode=0o711, exist_ok=True)
-            path.parent.chmod(0o711)
             handler = AgentHandler(self.services.rpc, self.services.sessions, bound_agent=agent_id)
             server = UdsServer(path, handler, hub=self.hub, limits=AGENT_SOCKET_LIMITS)
             try:
+                path.parent.mkdir(mode=0o711, exist_ok=True)
+                path.parent.chmod(0o711)
                 await server.start()
             except OSError as error:
                 if disk_failure(error) is None:
