@@ -191,6 +191,8 @@ class ChoirDaemon:
         await self._listen(services)
         self._stack.push_async_callback(self._cancel_timers, self._start_timers(services))
         self._stack.callback(wire_pushes(services, self.hub))
+        for agent in adoption.adopted:  # accepted before the restart, maybe never pushed
+            await services.inbox.redeliver(agent.session_id)
         services.sessions.subscribe(self._on_session_ended)
         log.info(
             "choird ready",
