@@ -127,7 +127,7 @@ def configure(home: ChoirHome, model_url: str, pg: ConnectParams, runtime: str) 
     }  # fmt: skip
     defaults = data["agents"]["agent-1"]["defaults"]
     defaults.update(llm="canary", notion="wiki", email="mail", voice_profile="voice")
-    data["log_archive_threshold_lines"] = 200  # choird's log is archived (gzip) during the run
+    data["log_archive_threshold_lines"] = 10  # choird's log is archived (gzip) during the run
     if runtime == "docker":
         # the model server listens on this host's address on the agents' network
         data["container"] = {"allow_host_access": True}
@@ -352,6 +352,7 @@ async def test_no_secret_reaches_any_place_it_must_not(
         engine.close()
 
     assert sweep.add_tree(home.root, skip=frozenset({home.secrets_file})) > 20
+    assert any(place.endswith(".log.gz") for place in sweep.places)  # archives were read
     sweep.add("pg_dump", pg_dump(pg_params))
     with pg_server.log_file.open("rb") as log:
         log.seek(pg_log_start)
