@@ -3,8 +3,9 @@
 An operator sets every secret config can name to a unique canary (`choirctl secret set`, from
 stdin): the model's API key, agent-1's git token, Notion, Brave, email, ElevenLabs, a Telegram
 bot token and the external Postgres password. `choir up` starts choird in the background and
-agent-1 — in Docker, or on the process runtime in its bwrap sandbox — on a scripted model
-(OpenAI-compatible, on this machine) that makes it run tools: `choir.exec` printing its
+agent-1 — in Docker (on the `allow_host_access` network, to reach the model server on this
+host), or on the process runtime in its bwrap sandbox — on a scripted model (OpenAI-compatible,
+on this machine) that makes it run tools: `choir.exec` printing its
 environment, every environment and command line it can read under /proc, its HOME and git's
 config, and `git credential fill`; `choir.fs.write` and `choir.fs.read`. Then the operator
 chats, stops the agent (session summary), starts it, restarts it, rotates the Brave key
