@@ -49,7 +49,10 @@ def spawn(
     home.logs.mkdir(parents=True, exist_ok=True)
     env = daemon_environment(environ)
     command = [str(Path(sys.executable).parent / "choird"), "--home", str(home.root), "--quiet"]
-    with output_file(home).open("wb") as sink:
+    # logs/ is private, and so is each file in it (it quotes what choird could not log)
+    fd = os.open(output_file(home), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    os.fchmod(fd, 0o600)
+    with os.fdopen(fd, "wb") as sink:
         return subprocess.Popen(
             [*command, *(["--runtime", runtime] if runtime else [])],
             stdin=subprocess.DEVNULL,

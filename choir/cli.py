@@ -82,9 +82,11 @@ def _run(command: str, work: Callable[[], None]) -> None:
     try:
         work()
     except ChoirError as error:
+        from choir.ctl.visible import visible
         from choir.daemon.main import one_line
 
-        sys.stderr.write(f"choir {command}: error: {one_line(error.message)}\n")
+        # the message may quote an agent (a failed resume's reason): shown, never interpreted
+        sys.stderr.write(f"choir {command}: error: {visible(one_line(error.message))}\n")
         sys.exit(int(error.exit_code))
     except KeyboardInterrupt:
         sys.exit(130)

@@ -102,9 +102,10 @@ class ChoirHome:
         ]
 
     def private_directories(self) -> list[Path]:
-        """Directories no other host user may enter: sockets, logs, and the workspaces (what an
-        agent leaves there — a setuid file, say — must be out of everyone else's reach)."""
-        return [self.socks, self.agent_socks, self.logs, self.workspaces]
+        """Directories no other host user may enter: sockets, logs and their archives, and the
+        workspaces (what an agent leaves there — a setuid file, say — must be out of everyone
+        else's reach)."""
+        return [self.socks, self.agent_socks, self.logs, self.log_archive, self.workspaces]
 
     def create_directories(self) -> None:
         """Create the layout, and take group/other access off existing private directories

@@ -12,6 +12,11 @@ All I/O of the console happens here or in view workers calling `bridge.call` / `
 
 choird's `status` is re-read at most every `STATUS_REFRESH_S` (Postgres health, gateways); the
 rest is pushed. Uptimes are counted up locally from `started_at`.
+
+Everything choird answers may hold an agent's words (replies, tool output, core reports, log
+lines, a refusal's reason), and Textual writes a widget's text to the terminal as it is: so
+every answer, stream item and error message is made `visible` here, on its way in, and no
+control character an agent wrote can drive the operator's terminal (`choir.ctl.visible`).
 """
 
 from __future__ import annotations
@@ -19,11 +24,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 from choir.client import ChoirClient
+from choir.ctl.visible import visible, visible_data
 from choir.errors import ChoirError, UnavailableError
 from choir.home import ChoirHome
 from tui.messages import (
@@ -102,7 +108,8 @@ class ChoirBridge:
         client = self.client
         if client is None:
             raise Disconnected("not connected to choird (retrying): try again in a moment")
-        return await client.call(verb, **payload)
+        with shown_error():
+            return shown(await client.call(verb, **payload))
 
     async def call_long(self, verb: str, **payload: Any) -> Payload:
         """A verb that may outlast the feed connection's call timeout (a graceful stop waits
@@ -110,8 +117,9 @@ class ChoirBridge:
         call timeout. ChoirError when refused or when choird is away."""
         if self.client is None:
             raise Disconnected("not connected to choird (retrying): try again in a moment")
-        async with await ChoirClient.connect(self.home, call_timeout=None) as client:
-            return await client.call(verb, **payload)
+        with shown_error():
+            async with await ChoirClient.connect(self.home, call_timeout=None) as client:
+                return shown(await client.call(verb, **payload))
 
     async def stream(self, verb: str, **payload: Any) -> AsyncGenerator[Payload, None]:
         """A streaming verb's items (`session.events` follow, `logs`, `chat.replies`).
@@ -122,9 +130,10 @@ class ChoirBridge:
         client = self.client
         if client is None:
             raise Disconnected("not connected to choird (retrying)")
-        async with contextlib.aclosing(client.stream(verb, **payload)) as items:
-            async for item in items:
-                yield item
+        with shown_error():
+            async with contextlib.aclosing(client.stream(verb, **payload)) as items:
+                async for item in items:
+                    yield shown(item)
 
     # the feed worker
 
@@ -170,21 +179,21 @@ class ChoirBridge:
                         self._post_state("connected", "")
                         self._status_ticker(client)
                     else:
-                        self._dispatch(item)
+                        self._dispatch(shown(item))
         except ChoirError as error:
-            return error.message
+            return visible(error.message)
         except (OSError, EOFError) as error:
-            return str(error) or type(error).__name__
+            return visible(str(error) or type(error).__name__)
         finally:
             self.app.workers.cancel_group(self.app, "bridge-status")
         return "the feed ended"
 
     async def _resync(self, client: ChoirClient) -> None:
         """Read every listing again: what changed while we were away is in them."""
-        self._post(StatusUpdated(await client.status()))
-        agents = (await client.agent_list())["agents"]
+        self._post(StatusUpdated(shown(await client.status())))
+        agents = shown(await client.agent_list())["agents"]
         self._post(AgentsUpdated(agents))
-        for row in (await client.approval_list())["approvals"]:
+        for row in shown(await client.approval_list())["approvals"]:
             self._post(ApprovalChanged(row))
         for agent in agents:
             if agent.get("state") == "running" and agent.get("session_id"):
@@ -194,10 +203,11 @@ class ChoirBridge:
     async def read_session(self, client: ChoirClient, agent_id: str, session_id: str) -> None:
         """Post a running agent's lanes and locks (after a resync, or a session starting)."""
         with contextlib.suppress(ChoirError):
-            for lane in (await client.agent_status(agent_id)).get("lanes", []):
+            for lane in shown(await client.agent_status(agent_id)).get("lanes", []):
                 self._post(LaneReported(lane))
         with contextlib.suppress(ChoirError):
-            self._post(LocksReported(await client.call("session.locks", session_id=session_id)))
+            locks = await client.call("session.locks", session_id=session_id)
+            self._post(LocksReported(shown(locks)))
 
     def _dispatch(self, item: Payload) -> None:
         kind, data = item.get("kind"), item.get("data") or {}
@@ -241,7 +251,7 @@ class ChoirBridge:
             while True:
                 await asyncio.sleep(STATUS_REFRESH_S)
                 with contextlib.suppress(ChoirError):
-                    self._post(StatusUpdated(await client.status()))
+                    self._post(StatusUpdated(shown(await client.status())))
 
         ticker: Worker[None] = self.app.run_worker(tick, group="bridge-status", exclusive=True)
         self.status_worker = ticker
@@ -261,3 +271,20 @@ class ChoirBridge:
 
     def _post(self, message: Message) -> None:
         self.app.post_message(message)
+
+
+def shown(answer: Payload) -> Payload:
+    """choird's answer with every string `visible` (see the module's docstring)."""
+    result: Payload = visible_data(answer)
+    return result
+
+
+@contextlib.contextmanager
+def shown_error() -> Iterator[None]:
+    """A refusal's message made `visible` on its way to a notification."""
+    try:
+        yield
+    except ChoirError as error:
+        error.message = visible(error.message)
+        error.args = (error.message,)
+        raise

@@ -99,6 +99,8 @@ def init_home(
         with Rollback() as rollback:
             rollback.guard_dirs(home.directories())
             home.create_directories()
+            # private like its parent: what an agent leaves there is no other user's to read
+            rollback.make_dirs(default_workspace(home), mode=0o700)
             for scratch in SCRATCH_DIRS:
                 rollback.make_dirs(default_workspace(home) / scratch)
             outcome = _repo(rollback, global_path, global_state, None)

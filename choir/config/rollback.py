@@ -68,9 +68,11 @@ class Rollback:
             elif (top := _first_missing(path)) is not None:
                 self.on_failure(partial(_remove, top))
 
-    def make_dirs(self, path: Path) -> None:
+    def make_dirs(self, path: Path, mode: int = 0o777) -> None:
+        """`path` and its missing parents; `path` itself created with `mode` (umask applies)."""
         self.guard_dirs([path])
-        path.mkdir(parents=True, exist_ok=True)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.mkdir(mode=mode, exist_ok=True)
 
     def write(self, path: Path, data: bytes, mode: int) -> None:
         """Write atomically; on failure restore the previous content, or remove a new file."""

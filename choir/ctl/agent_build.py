@@ -14,7 +14,7 @@ from typing import Annotated, Any
 import typer
 
 from choir.ctl.options import HomeOption, JsonOption
-from choir.ctl.output import emit
+from choir.ctl.output import emit, write_visible
 
 AgentArgument = Annotated[str, typer.Argument(help="Agent id.", show_default=False)]
 VerboseOption = Annotated[
@@ -58,7 +58,7 @@ class Printer:
     def __call__(self, item: dict[str, Any]) -> None:
         line = self.line(item)
         if line is not None:
-            sys.stderr.write(line + "\n")
+            write_visible(line + "\n", sys.stderr)
             sys.stderr.flush()
 
     def line(self, item: dict[str, Any]) -> str | None:

@@ -13,7 +13,7 @@ from typing import Annotated, Any
 import typer
 
 from choir.ctl.options import HomeOption, JsonOption
-from choir.ctl.output import emit
+from choir.ctl.output import emit, write_visible
 
 AgentArgument = Annotated[str, typer.Argument(help="Agent id.", show_default=False)]
 
@@ -87,5 +87,5 @@ def show_progress(item: dict[str, Any]) -> None:
         line = f"{agent}: build step {item['step']}{total} {item.get('title', '')}{detail}"
     else:
         line = f"{agent}: {item.get('title', '')}"
-    sys.stderr.write(line + "\n")
+    write_visible(line + "\n", sys.stderr)
     sys.stderr.flush()

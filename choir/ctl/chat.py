@@ -128,13 +128,13 @@ def _prompt() -> str | None:
 
 
 def _show(reply: dict[str, Any], as_json: bool) -> None:
-    if as_json:
-        import orjson
+    from choir.ctl.output import json_text, write_visible
 
-        sys.stdout.write(orjson.dumps(reply).decode() + "\n")
-    else:
+    if as_json:
+        sys.stdout.write(json_text(reply) + "\n")
+    else:  # the agent's words: shown, never interpreted by the terminal
         label = _LABELS.get(str(reply.get("category")), "")
-        sys.stdout.write(f"{label}{reply.get('text', '')}\n")
+        write_visible(f"{label}{reply.get('text', '')}\n")
         for path in reply.get("attachments") or []:
-            sys.stdout.write(f"  attachment: {path}\n")
+            write_visible(f"  attachment: {path}\n")
     sys.stdout.flush()

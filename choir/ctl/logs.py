@@ -1,6 +1,7 @@
 """`choirctl logs <agent-id|choird>`: the current log, then new lines as written (§22.2).
 
-Lines are printed exactly as logged (JSON lines; filter with grep or jq). Ctrl-C stops.
+Lines are printed as logged (JSON lines; filter with grep or jq), any control character in them
+shown rather than sent to the terminal (`choir.ctl.visible`). Ctrl-C stops.
 """
 
 from __future__ import annotations
@@ -41,12 +42,12 @@ def logs(
 
 
 def show(item: dict[str, Any], as_json: bool) -> None:
-    if as_json:
-        import orjson
+    from choir.ctl.output import json_text, write_visible
 
-        sys.stdout.write(orjson.dumps(item).decode() + "\n")
-    elif item["kind"] == "lines":
-        sys.stdout.write("".join(f"{line}\n" for line in item["lines"]))
+    if as_json:
+        sys.stdout.write(json_text(item) + "\n")
+    elif item["kind"] == "lines":  # an agent writes its own log: nothing in it drives the terminal
+        write_visible("".join(f"{line}\n" for line in item["lines"]))
     elif item["kind"] == "rotated":
         sys.stderr.write("-- the log was archived; following the new file --\n")
     sys.stdout.flush()

@@ -144,14 +144,14 @@ def _print_events(session_id: str, events: list[dict[str, Any]], *, full: bool) 
 
 
 def _print_follow(session_id: str, event: dict[str, Any], as_json: bool, *, full: bool) -> None:
-    if as_json:
-        import orjson
+    from choir.ctl.output import json_text, write_visible
 
-        sys.stdout.write(orjson.dumps(event).decode() + "\n")
+    if as_json:
+        sys.stdout.write(json_text(event) + "\n")
     else:
-        sys.stdout.write(event_line(event, session_id, full=full) + "\n")
+        write_visible(event_line(event, session_id, full=full) + "\n")
         if full and event.get("artifact"):
-            sys.stdout.write(_indented(event["payload"]) + "\n")
+            write_visible(_indented(event["payload"]) + "\n")
     sys.stdout.flush()
 
 

@@ -2,10 +2,14 @@
 
 Both listeners (Unix socket frames and HTTP) decode a `RequestEnvelope` and call `handle`; it
 authenticates the lease token, applies the session's rate limit and the payload cap, parses the
-verb's payload, runs the verb and turns any refusal into an error response (§12.3).
+verb's payload, runs the verb and turns any refusal into an error response (§12.3). Refusals
+and failures are logged throttled per session (`choir.logs.throttle`): an agent repeating a
+refused call costs a few lines, not one per call.
 """
 
 from __future__ import annotations
+
+import logging
 
 import orjson
 from pydantic import ValidationError
@@ -17,6 +21,7 @@ from choir.daemon.ratelimit import RateLimiter, check_payload_size
 from choir.daemon.sessions import SessionService
 from choir.errors import ChoirError
 from choir.logs import get_logger
+from choir.logs.throttle import ThrottledLog
 from choir.protocol import (
     ErrorCode,
     RequestEnvelope,
@@ -43,6 +48,9 @@ class AgentRpc:
         self._sessions = sessions
         self._stage = stage
         self._limiter = limiter
+        self._db_down = ThrottledLog(log, "agent call refused: database down")
+        self._failed = ThrottledLog(log, "agent call failed", level=logging.ERROR)
+        self._refused = ThrottledLog(log, "agent call refused")
 
     async def handle(
         self, envelope: RequestEnvelope, *, payload_bytes: int | None = None
@@ -53,12 +61,13 @@ class AgentRpc:
             response = await self._call(envelope, payload_bytes)
         except Exception as exc:
             error = rpc_error_of(exc)
+            session, verb = envelope.session_id, envelope.verb.value
             if database_down(exc):
-                log.warning("agent call refused: database down", fields={"error": str(exc)})
+                self._db_down.emit(session, {"error": str(exc)})
             elif not isinstance(exc, ChoirError):
-                log.exception("agent call failed", fields={"verb": envelope.verb.value})
+                self._failed.emit((session, verb), {"verb": verb}, exc_info=True)
             elif error.code == ErrorCode.UNAUTHORIZED:
-                log.warning("agent call refused", fields={"verb": envelope.verb.value})
+                self._refused.emit((session, verb), {"verb": verb})
             return ResponseEnvelope.failure(envelope.request_id, error.code, error.message)
         return ResponseEnvelope.success(envelope.request_id, response)
 

@@ -15,8 +15,12 @@ import resource
 import signal
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from choir.errors import ChoirError, ExitCode
+
+if TYPE_CHECKING:
+    from choir.home import ChoirHome
 
 DESCRIPTION = "choir's host daemon: config, secrets, sessions, leases, Postgres, operator API."
 
@@ -87,7 +91,13 @@ def main(argv: list[str] | None = None) -> None:
     home = ChoirHome.resolve(args.home)
     if not home.config_file.is_file():
         _fail(f"no config at {home.config_file}: run `choirctl init` first", ExitCode.CONFIG)
-    setup_logging(home, "choird", level=args.log_level, also_stderr=not args.quiet)
+    setup_logging(
+        home,
+        "choird",
+        level=args.log_level,
+        also_stderr=not args.quiet,
+        archive_threshold_lines=archive_threshold(home),
+    )
     get_logger("choird").info("open files allowed", fields={"limit": raise_fd_limit()})
     try:
         asyncio.run(_serve(args))
@@ -99,6 +109,21 @@ def main(argv: list[str] | None = None) -> None:
         pass
     finally:
         shutdown_logging()
+
+
+def archive_threshold(home: ChoirHome) -> int:
+    """config.json's `log_archive_threshold_lines`, read before logging starts (which is before
+    the config is checked): the default when the file or the value is unusable — the check at
+    start then says why."""
+    from choir.config.jsonparse import parse_json_object
+    from choir.logs import DEFAULT_ARCHIVE_THRESHOLD_LINES
+
+    try:
+        data = parse_json_object(home.config_file.read_text(), "config.json").data or {}
+    except (OSError, UnicodeDecodeError):
+        return DEFAULT_ARCHIVE_THRESHOLD_LINES
+    value = data.get("log_archive_threshold_lines")
+    return value if type(value) is int and value > 0 else DEFAULT_ARCHIVE_THRESHOLD_LINES
 
 
 def raise_fd_limit() -> int:

@@ -83,9 +83,10 @@ from choir.daemon.sandbox_bwrap import (
 )
 from choir.daemon.session_state import SessionEnded, StartedSession
 from choir.daemon.sessions import SessionService
+from choir.daemon.workspace_guard import narrow_mode
 from choir.errors import ChoirError, ConflictError, UsageError
 from choir.failpoints import ENV_VAR as FAILPOINTS_ENV
-from choir.home import ChoirHome
+from choir.home import ChoirHome, narrow
 from choir.logs import get_logger
 from choir.protocol import VersionInfo
 from choir.store.sessions import SessionStatus
@@ -410,9 +411,13 @@ def _prepare(
             f"workspace {started.bindings.workspace} is missing ({workspace}): "
             "create the directory or bind another with --workspace"
         )
-    agent_home.mkdir(exist_ok=True)
+    narrow_mode(workspace)  # as the docker runtime does: no other user reaches what it leaves
+    agent_home.mkdir(mode=0o700, exist_ok=True)
+    narrow(agent_home)
     home.logs.mkdir(parents=True, exist_ok=True)
-    return home.agent_log(agent_id).open("ab")
+    fd = os.open(home.agent_log(agent_id), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    os.fchmod(fd, 0o600)  # logs/ is private, and so is each log in it
+    return os.fdopen(fd, "ab")
 
 
 def _agent_command(socket: Path, root: Path, workspace: Path) -> list[str]:

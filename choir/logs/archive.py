@@ -55,7 +55,7 @@ def stage(active: Path, folder: Path, moment: datetime | None = None) -> Path:
 
     Two archives in the same second get `_1`, `_2`…; `archived_logs` orders them numerically.
     """
-    folder.mkdir(parents=True, exist_ok=True)
+    folder.mkdir(mode=0o700, parents=True, exist_ok=True)  # logs/ and all in it are private
     stamp = archive_stamp(moment or datetime.now(UTC))
     for n in range(1_000_000):
         stem = stamp if n == 0 else f"{stamp}_{n}"

@@ -2,22 +2,28 @@
 
 A handler's `RpcError` is the answer; any other exception is a bug: it is logged with the verb
 and request id (never the lease token) and the caller gets `internal`, the listener lives on.
+That line carries a traceback and a peer can repeat the call at will, so it is throttled per
+peer and verb (`choir.logs.throttle`).
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 from choir.logs import get_logger
+from choir.logs.throttle import ThrottledLog
 from choir.protocol.error_codes import ErrorCode
 from choir.transport.errors import RpcError
-from choir.transport.handler import Handler, Payload, Request, Stream
+from choir.transport.handler import Handler, Payload, Peer, Request, Stream
 
 log = get_logger("choir.transport")
 
 INTERNAL_MESSAGE = "internal error; the server log has the details"
 UNAUTHORIZED_MESSAGE = "unknown session or wrong lease token"
+
+_failed = ThrottledLog(log, "handler failed", level=logging.ERROR)
 
 
 async def invoke(handler: Handler, request: Request) -> Payload | Stream:
@@ -27,7 +33,8 @@ async def invoke(handler: Handler, request: Request) -> Payload | Stream:
     except RpcError:
         raise
     except Exception:
-        log.exception("handler failed", fields=request_fields(request))
+        key = (peer_key(request.peer), request.verb)
+        _failed.emit(key, request_fields(request), exc_info=True)
         raise RpcError(ErrorCode.INTERNAL, INTERNAL_MESSAGE) from None
     if type(result) is dict:
         return Stream(_single(result)) if request.stream else result
@@ -83,6 +90,14 @@ async def authorize_events(handler: Handler, session_id: str, lease_token: str) 
         raise RpcError(ErrorCode.INTERNAL, INTERNAL_MESSAGE) from None
     if allowed is not True:
         raise RpcError(ErrorCode.UNAUTHORIZED, UNAUTHORIZED_MESSAGE)
+
+
+def peer_key(peer: Peer) -> str:
+    """Who a log line about a peer's call is throttled by: the socket (on an agent's own, one
+    agent) or the HTTP client's host (its port changes with every connection)."""
+    if peer.transport == "http":
+        return peer.address.rpartition(":")[0] or peer.address
+    return peer.address
 
 
 def request_fields(request: Request) -> dict[str, Any]:

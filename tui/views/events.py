@@ -21,6 +21,7 @@ from textual.widgets import Input, Static
 
 from choir.artifact_read import event_range, whole_event
 from choir.errors import ChoirError
+from tui.bridge import shown
 from tui.dialogs import TextPrompt
 from tui.messages import EventsArrived
 from tui.views.base import ChoirView, PaletteCommand
@@ -158,7 +159,7 @@ class EventsView(ChoirView):
         except ChoirError as error:
             self.notify(error.message, title="session.artifact", severity="error")
             return
-        self._show_detail({**event, "payload": whole}, everything=True)
+        self._show_detail({**event, "payload": shown(whole)}, everything=True)  # decoded here
 
     @work(exclusive=True, group="events-jump")
     async def action_jump(self) -> None:
