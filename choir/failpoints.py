@@ -45,6 +45,7 @@ KNOWN_FAILPOINTS: Final = frozenset(
         "fs.write.in_thread",
         "fs.write.before_rename",
         "inbox.after_accept_before_push",
+        "postgres.before_restart",
     }
 )
 """Every placed failpoint. `arbiter.after_append_before_ack`: a non-idempotent intent is in the
@@ -55,7 +56,8 @@ not run. `tool.after_run_before_result`: the tool ran, its result is not committ
 before its point of no return) — `sleep` there is work that cannot be interrupted.
 `fs.write.before_rename`: past that point, before the rename that makes the write visible.
 `inbox.after_accept_before_push` (choird): a user message is durable and acknowledged, not yet
-pushed to its agent."""
+pushed to its agent.
+`postgres.before_restart` (choird): its supervisor is about to restart the embedded server."""
 
 _ENTRY = re.compile(r"^(?P<name>[a-z0-9_]+(?:\.[a-z0-9_]+)+)=(?P<action>.+)$")
 _SLEEP = re.compile(r"^sleep\((?P<ms>\d+)\)$")

@@ -60,7 +60,9 @@ class ChoirHome:
         return self.socks / "agents"
 
     def agent_socket(self, agent_id: str) -> Path:
-        return self.agent_socks / f"{agent_id}.sock"
+        """In a directory of its own, which a container mounts (a restarted choird's new socket
+        then appears inside it)."""
+        return self.agent_socks / agent_id / "choir.sock"
 
     @property
     def logs(self) -> Path:

@@ -214,6 +214,16 @@ class ChoirBridge:
             self._post(ConfigChanged(data))
         elif kind == "secrets":
             self._post(SecretsChanged(data))
+        elif kind == "health":  # Postgres or the disk changed: the header shows it now
+            self.refresh_status()
+
+    async def _reread_status(self) -> None:
+        with contextlib.suppress(ChoirError):
+            self._post(StatusUpdated(await self.call("status")))
+
+    def refresh_status(self) -> Worker[None]:
+        """Re-read `status` now (choird's health changed), not at the next 5 s tick."""
+        return self.app.run_worker(self._reread_status, group="bridge-health", exclusive=True)
 
     async def _reread_agents(self) -> None:
         with contextlib.suppress(ChoirError):

@@ -18,7 +18,7 @@ import socket
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any, BinaryIO, Final, TypeVar
+from typing import Any, Final, Protocol, TypeVar
 
 import docker.errors
 import requests.exceptions
@@ -45,6 +45,14 @@ class ContainerInfo:
     labels: Mapping[str, str]
     state: str
     """`created`, `running`, `exited`, …"""
+
+
+class Sink(Protocol):
+    """Where a container's output is copied (a file, or choir's whole-chunk `AppendSink`)."""
+
+    def write(self, data: bytes, /) -> int: ...
+
+    def flush(self) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -133,12 +141,14 @@ class ContainerEngine:
     async def inspect(self, container: str) -> dict[str, Any]:
         return dict(await self._run(lambda: self._api.inspect_container(container)))
 
-    async def follow(self, container: str, sink: BinaryIO) -> int:
-        """Copy the container's output into `sink` until it exits; its exit code."""
+    async def follow(self, container: str, sink: Sink, *, since: float | None = None) -> int:
+        """Copy the container's output (from `since`, a UNIX time, when given) into `sink`
+        until it exits; its exit code."""
 
         def follow() -> int:
             with contextlib.suppress(*_TRANSPORT):
-                for chunk in self._api.logs(container, stream=True, follow=True):
+                logs = self._api.logs(container, stream=True, follow=True, since=since)
+                for chunk in logs:
                     sink.write(chunk)
                     sink.flush()
             return int(self._api.wait(container, timeout=None).get("StatusCode", -1))

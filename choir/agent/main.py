@@ -1,6 +1,6 @@
 """choir-agent entry point; as `git-cred-helper` (argv[0]) it is git's credential helper (§14.4).
 
-    choir-agent --control-plane=uds --socket=/run/choir.sock [--root /choir] [--workspace /ws]
+    choir-agent --control-plane=uds --socket=/run/choir/choir.sock [--root /choir] [--workspace /ws]
     choir-agent --control-plane=http --endpoint=https://host:9400 [--ca-file choird.crt]
 
 Identity comes from the environment choird sets: CHOIR_AGENT_ID and CHOIR_SESSION_ID. The lease
@@ -77,8 +77,9 @@ async def _run(runtime: AgentRuntime) -> int:
 
 def _log_to_stderr(agent_id: str) -> None:
     from choir.logs import JsonLinesFormatter
+    from choir.logs.handler import WholeLineStreamHandler
 
-    handler = logging.StreamHandler(sys.stderr)
+    handler = WholeLineStreamHandler(sys.stderr)  # a full disk drops a line, never tears one
     handler.setFormatter(JsonLinesFormatter(agent_id))
     root = logging.getLogger()
     root.addHandler(handler)
@@ -126,7 +127,7 @@ def _usage(message: str) -> Exception:
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="choir-agent", description="choir's agent runtime")
     parser.add_argument("--control-plane", choices=("uds", "http"), default="uds")
-    parser.add_argument("--socket", default="/run/choir.sock", help="choird's agent socket")
+    parser.add_argument("--socket", default="/run/choir/choir.sock", help="choird's agent socket")
     parser.add_argument("--endpoint", help="choird's https URL (--control-plane=http)")
     parser.add_argument("--ca-file", type=Path, help="certificate to verify choird against")
     parser.add_argument("--root", type=Path, default=Path("/choir"), help="tools, skills, identity")

@@ -14,10 +14,15 @@ import contextlib
 from collections.abc import AsyncGenerator
 from pathlib import Path
 from types import TracebackType
-from typing import Self
+from typing import Final, Self
 
 from choir.transport import CallTimeout, Client, TransportError, connect
 from choir.transport.handler import Payload
+
+CONNECT_PATIENCE_S: Final = 30.0
+"""How long a connection is attempted while choird is away (a restart takes seconds)."""
+CONNECT_RETRY_S: Final = (0.1, 2.0)
+"""First and longest pause between connection attempts."""
 
 
 class ReconnectingClient:
@@ -31,6 +36,7 @@ class ReconnectingClient:
         lease_token: str,
         call_timeout: float | None = 30.0,
         ca_file: Path | None = None,
+        connect_patience_s: float = CONNECT_PATIENCE_S,
     ) -> None:
         self.target = target
         """The socket path or URL `connect` is given."""
@@ -39,6 +45,9 @@ class ReconnectingClient:
         self.call_timeout = call_timeout
         self.ca_file = ca_file
         """The certificate an https choird is verified against."""
+        self.connect_patience_s = connect_patience_s
+        """How long the first connection is retried before the call fails (0: one attempt)."""
+        self._connected_once = False
         self._client: Client | None = None
         self._connecting = asyncio.Lock()
 
@@ -114,14 +123,30 @@ class ReconnectingClient:
     async def _connected(self) -> Client:
         async with self._connecting:
             if self._client is None:
-                self._client = await connect(
+                self._client = await self._connect_patiently()
+            return self._client
+
+    async def _connect_patiently(self) -> Client:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + (0.0 if self._connected_once else self.connect_patience_s)
+        pause, longest = CONNECT_RETRY_S
+        while True:
+            try:
+                client = await connect(
                     self.target,
                     session_id=self.session_id,
                     lease_token=self.lease_token,
                     call_timeout=self.call_timeout,
                     ca_file=self.ca_file,
                 )
-            return self._client
+            except TransportError:
+                if loop.time() + pause > deadline:
+                    raise
+            else:
+                self._connected_once = True
+                return client
+            await asyncio.sleep(pause)
+            pause = min(longest, pause * 2)
 
     async def _drop(self, client: Client) -> None:
         if self._client is client:

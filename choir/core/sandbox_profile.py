@@ -2,11 +2,11 @@
 
 Pure. Without Docker, choird runs each choir-agent inside bubblewrap (`choir.daemon.sandbox_bwrap`
 does the I/O): new user, PID, IPC, UTS, mount and cgroup namespaces; the network namespace is the
-host's, since agents reach their LLM endpoint (§18.1 allows outbound web access). The filesystem
-is an empty read-only root holding only what choir-agent needs — the OS's `/usr` (and its
-`/bin`/`/lib` links), a short list of `/etc` files, the Python that runs choir, the agent's
-merged tree at `/choir` read-only, its own socket at its host path read-only (the only entry of
-`$CHOIR_HOME` in there) — plus a private `/proc`, `/dev`, a tmpfs `/tmp` holding HOME, and the
+host's, since agents reach their LLM endpoint (§18.1 allows outbound web access). The filesystem is
+an empty read-only root holding only what choir-agent needs — the OS's `/usr` (and its
+`/bin`/`/lib` links), a short list of `/etc` files, the Python that runs choir, the agent's merged
+tree at `/choir` read-only, its own socket's directory at its host path read-only (the only entry
+of `$CHOIR_HOME` in there) — plus a private `/proc`, `/dev`, a tmpfs `/tmp` holding HOME, and the
 workspace at `/workspace`, the one writable host path. Every mount is nosuid and nodev, every
 capability is dropped, no_new_privs is set, the setuid filter (`nosuid_filter`) is loaded, the
 agent gets a session of its own, and it cannot make user namespaces of its own.
@@ -22,6 +22,7 @@ gathered by the daemon) and checks each item, for `agent verify` and at every st
 
 from __future__ import annotations
 
+import posixpath
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Final
@@ -108,7 +109,8 @@ def bwrap_args(layout: SandboxLayout, *, seccomp_fd: int | None = None) -> list[
         *("--symlink", "/tmp", "/var/tmp"),
         *("--ro-bind", layout.tree, TREE_TARGET),
         *("--bind", layout.workspace, WORKSPACE_TARGET),
-        *("--ro-bind", layout.socket, layout.socket),
+        # the socket's own directory, not the socket: a restarted choird's new socket appears
+        *("--ro-bind", posixpath.dirname(layout.socket), posixpath.dirname(layout.socket)),
         *("--remount-ro", "/", "--chdir", WORKSPACE_TARGET),
     ]
     if seccomp_fd is not None:

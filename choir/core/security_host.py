@@ -21,7 +21,12 @@ from dataclasses import dataclass
 from pathlib import PurePosixPath
 from typing import Any
 
-from choir.core.security_profile import SOCKET_TARGET, ProfileCheck, SecurityProfile
+from choir.core.security_profile import (
+    SOCKET_DIR_TARGET,
+    ProfileCheck,
+    SecurityProfile,
+    socket_dir,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,9 +158,11 @@ def _egress(inspect: Mapping[str, Any], egress: EgressView) -> ProfileCheck:
 
 
 def mounts_of(inspect: Mapping[str, Any], *, socket: str) -> Sequence[Mapping[str, Any]]:
-    """The container's mounts but the agent's own socket (the one socket it must have)."""
+    """The container's mounts but the agent's own socket directory (the one socket it must
+    have, `socket`'s directory at /run/choir)."""
     return [
         mount
         for mount in inspect.get("Mounts") or []
-        if (str(mount.get("Source")), str(mount.get("Destination"))) != (socket, SOCKET_TARGET)
+        if (str(mount.get("Source")), str(mount.get("Destination")))
+        != (socket_dir(socket), SOCKET_DIR_TARGET)
     ]

@@ -8,7 +8,8 @@ verified are one declaration, and an engine that silently drops a setting is cau
 Items, in §15.3's order: capabilities dropped, no-new-privileges, read-only root filesystem,
 tmpfs /tmp and /run, CPU/memory/pids limits, the default seccomp profile; never privileged, no
 Docker socket, no host PID/network/IPC namespace, no devices; the only mounts are the workspace
-at /workspace and the agent's socket at /run/choir.sock. Beyond §15.3: the container never runs
+at /workspace and the agent's own socket directory at /run/choir (the socket is
+/run/choir/choir.sock). Beyond §15.3: the container never runs
 as uid 0 (`user_not_root`, the kernel's word when choird can see it) and its workspace is
 mounted `nosuid,nodev` (`workspace_nosuid_nodev`, from the container's own mountinfo). Networking
 is a bridge: agents reach their LLM endpoint (§18.1 allows outbound web access in v1), never the
@@ -29,7 +30,11 @@ from typing import Any, Final
 from choir.core.mountinfo import mount_at, parse_mountinfo
 
 WORKSPACE_TARGET: Final = "/workspace"
-SOCKET_TARGET: Final = "/run/choir.sock"
+SOCKET_DIR_TARGET: Final = "/run/choir"
+SOCKET_TARGET: Final = f"{SOCKET_DIR_TARGET}/choir.sock"
+"""The agent's socket is mounted as its directory (`$CHOIR_HOME/socks/agents/<id>/`), not as a
+file: a restarted choird makes a new socket — a new inode — at the same host path, which a file
+bind mount would never show the container; a directory mount does (issue 12 point 5)."""
 FORBIDDEN_NETWORKS: Final = ("host",)
 """Network modes that would share a host namespace (`container:<id>` is refused as well)."""
 TMPFS_OPTIONS: Final = "rw,nosuid,nodev,size={size},mode={mode},uid={uid},gid={gid}"
@@ -126,7 +131,8 @@ class ProfileReport:
 
 
 def create_options(profile: SecurityProfile, *, workspace: str, socket: str) -> dict[str, Any]:
-    """docker SDK `containers.create` keyword arguments that apply `profile`."""
+    """docker SDK `containers.create` keyword arguments that apply `profile`; `socket` is the
+    agent's socket on the host, whose directory is mounted."""
     limits = profile.limits
     return {
         "user": profile.user,
@@ -143,9 +149,14 @@ def create_options(profile: SecurityProfile, *, workspace: str, socket: str) -> 
         "init": True,
         "volumes": {
             workspace: {"bind": WORKSPACE_TARGET, "mode": "rw"},
-            socket: {"bind": SOCKET_TARGET, "mode": "rw"},
+            socket_dir(socket): {"bind": SOCKET_DIR_TARGET, "mode": "rw"},
         },
     }
+
+
+def socket_dir(socket: str) -> str:
+    """The host directory mounted at /run/choir: the one holding only the agent's socket."""
+    return socket.rpartition("/")[0] or "/"
 
 
 def nano_cpus(cpus: float) -> int:
@@ -289,14 +300,15 @@ def _no_devices(c: _Container) -> ProfileCheck:
 
 
 def _mounts(c: _Container, *, workspace: str, socket: str) -> ProfileCheck:
-    expected = {(workspace, WORKSPACE_TARGET, "bind"), (socket, SOCKET_TARGET, "bind")}
+    sockets = socket_dir(socket)
+    expected = {(workspace, WORKSPACE_TARGET, "bind"), (sockets, SOCKET_DIR_TARGET, "bind")}
     found = {
         (str(m.get("Source")), str(m.get("Destination")), str(m.get("Type"))) for m in c.mounts
     }
     writable = all(m.get("RW") is True for m in c.mounts)
     ok = found == expected and writable and not c.host.get("VolumesFrom")
     rendered = ", ".join(f"{t}:{s}->{d}" for s, d, t in sorted(found)) or "none"
-    want = f"bind:{workspace}->{WORKSPACE_TARGET}, bind:{socket}->{SOCKET_TARGET}"
+    want = f"bind:{workspace}->{WORKSPACE_TARGET}, bind:{sockets}->{SOCKET_DIR_TARGET}"
     return ProfileCheck("only_workspace_and_socket_mounted", ok, want, rendered)
 
 

@@ -32,11 +32,17 @@ def status_lines(data: dict[str, Any]) -> list[str]:
         if postgres["state"] == "ok"
         else f"DEGRADED: {postgres['reason']}"
     )
+    disk = data.get("disk") or {"state": "ok"}
     staged = "a config is staged (choirctl config diff)" if data["config_staged"] else "none staged"
     return [
         f"choird {data['version']}, up {duration(data['uptime_s'])}",
         f"{'config':<10}v{data['config_version']} (hash {data['config_hash'][:12]}), {staged}",
         f"{'postgres':<10}{health}",
+        *(
+            [f"{'disk':<10}{disk['state'].upper()}: {disk['reason']}"]
+            if disk["state"] != "ok"
+            else []
+        ),
         f"{'agents':<10}{running} of {agents['total']} running",
         f"{'approvals':<10}{'?' if pending is None else pending} pending",
         *held_lines(data.get("held_jobs")),

@@ -43,7 +43,7 @@ class AgentServices:
     def build(cls, pool: Pool, stage: ConfigStage, *, clock: Clock = utc_now) -> AgentServices:
         sessions = SessionService(pool, stage, clock=clock)
         approvals = ApprovalService(pool, stage, clock=clock)
-        host_tools, status = HostTools(), StatusBoard()
+        host_tools, status = HostTools(pool, clock=clock), StatusBoard()
         limiter = RateLimiter(lambda: stage.running.config.rpc.rate_limit_per_s)
         replicator = Replicator(pool, sessions, stage, clock=clock)
         inbox = Inbox(pool, sessions, clock=clock)

@@ -24,17 +24,25 @@ from choir.config import ChoirConfig, EmbeddedPostgres, SecretStore, load_home
 from choir.daemon.agent_handler import AgentHandler
 from choir.daemon.agent_services import AgentServices
 from choir.daemon.config_stage import ConfigStage, arm_log_redaction
+from choir.daemon.disk_watch import CHECK_EVERY_S as DISK_CHECK_EVERY_S
+from choir.daemon.disk_watch import DiskWatch
+from choir.daemon.health import DaemonHealth, HealthView
 from choir.daemon.instance_lock import InstanceLock
+from choir.daemon.pg_supervisor import PostgresSupervisor
 from choir.daemon.pushes import wire_pushes
 from choir.daemon.repo_refresh import fetch_at_start
 from choir.daemon.runtime import AgentRuntime, RuntimeChoice
+from choir.daemon.runtime_adopt import adopt_agents
 from choir.daemon.runtime_select import select_runtime
-from choir.daemon.session_state import SessionEnded
-from choir.errors import UsageError
+from choir.daemon.session_state import SessionEnded, utc_now
+from choir.daemon.store_watch import StoreWatch
+from choir.errors import UnavailableError, UsageError
 from choir.home import ChoirHome
 from choir.logs import get_logger
+from choir.logs.handler import set_write_error_hook
 from choir.store.agent_schema import ensure_agent_schema
 from choir.store.database import Database, open_database
+from choir.store.failures import disk_failure
 from choir.store.target import EmbeddedTarget, ExternalTarget, PostgresTarget
 from choir.transport import Handler, HttpServer, PushHub, UdsServer
 from choir.transport.limits import AGENT_SOCKET_LIMITS
@@ -82,6 +90,11 @@ class ChoirDaemon:
         self.http: HttpServer | None = None
         self.runtime: AgentRuntime | None = None
         """Runs the agents `agent.start` starts: docker or process (`runtime_select`)."""
+        self.health = DaemonHealth()
+        """Postgres and disk problems, as `status` and the console's header show them."""
+        self.disk = DiskWatch(self.health, [self.home.root, self.home.pgdata])
+        self.postgres: PostgresSupervisor | None = None
+        """Restarts the embedded server when it dies (None for an external Postgres)."""
 
     async def __aenter__(self) -> Self:
         try:
@@ -132,14 +145,24 @@ class ChoirDaemon:
         )
         for warning in loaded.warnings:
             log.warning(warning)
+        self._stack.callback(self._watch_log_writes())
+        target = _target(self.home, config, loaded.secrets)
+        observe = StoreWatch(self.health, self.disk, _where(target))
         self.database = await self._stack.enter_async_context(
-            open_database(_target(self.home, config, loaded.secrets))
+            open_database(target, observe=observe)
         )
         log.info("step 3+5: postgres ready", fields={"where": self.database.params.where})
         await self._agent_schemas(config)
         stage = ConfigStage(loaded)
         services = AgentServices.build(self.database.pool, stage)
         self.services = services
+        # Nobody could heartbeat while no choird ran: the threshold counts from now.
+        services.sessions.excuse(utc_now())
+        self._stack.callback(self.health.subscribe(self._on_health))
+        if self.database.embedded is not None:
+            self.postgres = PostgresSupervisor(
+                self.database.embedded, self.database.pool, self.health
+            )
         self.runtime = await select_runtime(
             self.options.runtime or config.container.runtime,
             self.home,
@@ -148,17 +171,28 @@ class ChoirDaemon:
             lambda: stage.running.config,
         )
         self._stack.callback(self.runtime.close)
-        removed = await self.runtime.remove_orphans()
-        log.info(
-            "step 6: agents left by a previous run removed",
-            fields={"runtime": self.runtime.name, "removed": removed},
+        self.home.create_directories()  # adopted agents get their sockets back right away
+        adoption = await adopt_agents(
+            self.runtime,
+            services.sessions,
+            self.open_agent_socket,  # adopted agents are retrying: their sockets come back now
+            threshold_ms=config.crash_detection_threshold_ms,
         )
-        orphans = await services.sessions.reap_orphans(alive=())
-        log.info("step 7: stale leases released", fields={"sessions": len(orphans)})
+        log.info(
+            "step 6: agents left by a previous run adopted or removed",
+            fields={
+                "runtime": self.runtime.name,
+                "adopted": [agent.agent_id for agent in adoption.adopted],
+                "removed": adoption.removed,
+            },
+        )
+        log.info("step 7: stale leases released", fields={"sessions": len(adoption.crashed)})
         log.info("step 8: gateways", fields={"console": "ready", "telegram": "not implemented"})
         await self._listen(services)
         self._stack.push_async_callback(self._cancel_timers, self._start_timers(services))
         self._stack.callback(wire_pushes(services, self.hub))
+        for agent in adoption.adopted:  # accepted before the restart, maybe never pushed
+            await services.inbox.redeliver(agent.session_id)
         services.sessions.subscribe(self._on_session_ended)
         log.info(
             "choird ready",
@@ -222,16 +256,58 @@ class ChoirDaemon:
     # -- agents ----------------------------------------------------------------------------
 
     async def open_agent_socket(self, agent_id: str) -> Path:
-        """The agent's own socket (mounted as /run/choir.sock), created for its session."""
+        """The agent's own socket, created for its session (or again for an adopted agent), in
+        a directory of its own that a container mounts at /run/choir. The directory is
+        traverse-only (0711): an agent running as its own uid reaches the socket the runtime
+        hands to it, and can neither list nor put anything beside it."""
         assert self.services is not None
+        path = self.home.agent_socket(agent_id)
         if agent_id not in self._agent_sockets:
             handler = AgentHandler(self.services.rpc, self.services.sessions, bound_agent=agent_id)
-            server = UdsServer(
-                self.home.agent_socket(agent_id), handler, hub=self.hub, limits=AGENT_SOCKET_LIMITS
-            )
-            await server.start()
+            server = UdsServer(path, handler, hub=self.hub, limits=AGENT_SOCKET_LIMITS)
+            try:
+                path.parent.mkdir(mode=0o711, exist_ok=True)
+                path.parent.chmod(0o711)
+                await server.start()
+            except OSError as error:
+                if disk_failure(error) is None:
+                    raise
+                self.disk.note("the agent socket", path, error)
+                raise UnavailableError(
+                    f"cannot create {agent_id}'s socket {path}: the disk under "
+                    f"{self.home.root} is full or failing ({error.strerror}); free space "
+                    "and try again (choirctl status shows the disk)"
+                ) from None
             self._agent_sockets[agent_id] = server
-        return self.home.agent_socket(agent_id)
+        return path
+
+    # -- health ----------------------------------------------------------------------------
+
+    def _on_health(self, view: HealthView) -> None:
+        """A problem cleared: heartbeats could not be recorded until now, so nobody is stale
+        for missing them (the threshold counts from here)."""
+        if self.services is not None and self.health.healthy:
+            self.services.sessions.excuse(utc_now())
+
+    def _watch_log_writes(self) -> Callable[[], None]:
+        """Report log lines that cannot be written (choird's own, an agent's copied output) as
+        disk problems; returns the callable that stops it."""
+        loop = asyncio.get_running_loop()
+
+        def failed(path: Path, error: OSError | None) -> None:
+            if error is not None and not loop.is_closed():
+                source = "choird's log" if path == self.home.choird_log else "an agent's log"
+                loop.call_soon_threadsafe(self.disk.note, source, path, error)
+
+        previous = set_write_error_hook(failed)
+
+        def stop() -> None:
+            set_write_error_hook(previous)
+
+        return stop
+
+    def _healthy_database(self) -> bool:
+        return self.health.problem("postgres") is None
 
     def _on_session_ended(self, ended: SessionEnded) -> None:
         server = self._agent_sockets.pop(ended.agent_id, None)
@@ -245,11 +321,20 @@ class ChoirDaemon:
     def _start_timers(self, services: AgentServices) -> list[asyncio.Task[None]]:
         config = services.stage.running.config
         reap_every = min(max(config.crash_detection_threshold_ms / 4000, 0.25), 2.0)
-        return [
-            asyncio.create_task(_every(reap_every, services.sessions.reap), name="reaper"),
-            asyncio.create_task(_every(5.0, services.approvals.expire_overdue), name="approvals"),
+        database = self._healthy_database
+        tasks = [
+            asyncio.create_task(
+                _every(reap_every, services.sessions.reap, when=database), name="reaper"
+            ),
+            asyncio.create_task(
+                _every(5.0, services.approvals.expire_overdue, when=database), name="approvals"
+            ),
+            asyncio.create_task(_every(DISK_CHECK_EVERY_S, self.disk.check), name="disk"),
             asyncio.create_task(fetch_at_start(self.home, config), name="repo-fetch"),
         ]
+        if self.postgres is not None:
+            tasks.append(asyncio.create_task(self.postgres.run(), name="postgres"))
+        return tasks
 
     @staticmethod
     async def _cancel_timers(tasks: list[asyncio.Task[None]]) -> None:
@@ -258,10 +343,15 @@ class ChoirDaemon:
         await asyncio.gather(*tasks, return_exceptions=True)
 
 
-async def _every(seconds: float, job: Callable[[], object]) -> None:
-    """Run `job` every `seconds`; a failure is logged and the timer keeps going."""
+async def _every(
+    seconds: float, job: Callable[[], object], *, when: Callable[[], bool] | None = None
+) -> None:
+    """Run `job` every `seconds` (skipped while `when` says no); a failure is logged and the
+    timer keeps going."""
     while True:
         await asyncio.sleep(seconds)
+        if when is not None and not when():
+            continue
         try:
             result = job()
             if asyncio.iscoroutine(result):
@@ -275,6 +365,13 @@ def _host_port(listen: str) -> tuple[str, int]:
     if not port.isdigit():
         raise UsageError(f"--listen {listen!r}: expected HOST:PORT, e.g. 127.0.0.1:9400")
     return host.strip("[]") or "127.0.0.1", int(port)
+
+
+def _where(target: PostgresTarget) -> Path | str:
+    """The data directory of an embedded server, else the external server's address."""
+    if isinstance(target, EmbeddedTarget):
+        return target.datadir
+    return target.params().where
 
 
 def _target(home: ChoirHome, config: ChoirConfig, secrets: SecretStore) -> PostgresTarget:

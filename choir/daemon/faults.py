@@ -43,25 +43,24 @@ def unauthorized() -> RpcFault:
 
 
 DATABASE_DOWN = "choird cannot reach its database right now; nothing was stored, retry later"
+DISK_FAILING = "choird's disk is full or failing; nothing was stored, retry later"
 
 
 def database_down(exc: BaseException) -> bool:
-    """Whether `exc` means Postgres is unreachable (as opposed to a bug or a bad query)."""
-    import asyncpg
+    """Whether `exc` means Postgres is unreachable or cannot write (its disk is full or failing),
+    as opposed to a bug or a bad query: the caller should retry, nothing was stored."""
+    from choir.store.failures import classify
 
-    return isinstance(
-        exc,
-        OSError
-        | asyncpg.PostgresConnectionError
-        | asyncpg.InterfaceError
-        | asyncpg.CannotConnectNowError,
-    )
+    return classify(exc) is not None
 
 
 def rpc_error_of(exc: BaseException) -> RpcError:
     """The wire error for `exc`; anything unexpected is `internal` with no detail leaked."""
+    from choir.store.failures import disk_failure
+
     if database_down(exc):
-        return RpcError(code=ErrorCode.UNAVAILABLE, message=DATABASE_DOWN)
+        message = DISK_FAILING if disk_failure(exc) else DATABASE_DOWN
+        return RpcError(code=ErrorCode.UNAVAILABLE, message=message)
     if isinstance(exc, RpcFault):
         return RpcError(code=exc.code, message=exc.message)
     if isinstance(exc, ChoirError):

@@ -5,7 +5,8 @@ stored (`store.inbox`) before the sender hears it was accepted, then pushed to t
 agent commits a `user_msg` event carrying the message's id; the heartbeat that makes that event
 durable marks the message delivered in the same transaction (`daemon.replication`). Until then
 the message is pending, and every INIT_HELLO of its session pushes the pending messages again
-(`redeliver`) — after an agent crash, or after choird died between accepting and pushing. The
+(`redeliver`) — after an agent crash — as does a restarted choird for each agent it adopts
+(choird died between accepting and pushing, and the agent rode it out). The
 agent drops a message id it already committed, so nothing is answered twice.
 
 A session that ends for good (stopped, forked) never reads its pending messages: they are

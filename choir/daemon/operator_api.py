@@ -42,11 +42,13 @@ from choir.daemon import (
 from choir.daemon import operator_payloads as p
 from choir.daemon.agent_services import AgentServices
 from choir.daemon.faults import rpc_error_of
+from choir.daemon.health import DaemonHealth
 from choir.daemon.operator_context import OperatorContext, PushFn
 from choir.daemon.operator_feed import OperatorFeed
 from choir.daemon.session_state import Clock, utc_now
 from choir.errors import ChoirError
 from choir.protocol import ErrorCode, WireModel, validation_problems
+from choir.store.failures import classify
 from choir.store.pool import Pool
 from choir.transport import Payload, Request, RpcError, Stream
 
@@ -139,8 +141,10 @@ class OperatorApi:
         started_at: datetime | None = None,
         feed: OperatorFeed | None = None,
         lifecycle: operator_lifecycle.Lifecycle | None = None,
+        health: DaemonHealth | None = None,
     ) -> None:
         feed = feed if feed is not None else OperatorFeed()
+        health = health if health is not None else DaemonHealth()
         self.context = OperatorContext(
             services,
             pool,
@@ -149,16 +153,19 @@ class OperatorApi:
             clock,
             started_at if started_at else clock(),
             lifecycle=lifecycle,
+            health=health,
         )
         """What the verbs work with."""
         detach_feed = feed.attach(services)
         detach_console = self.context.console.attach(services.replicator.subscribe)
         detach_inbox = self.context.console.attach_inbox(services.inbox)
+        detach_health = health.subscribe(lambda view: feed.publish("health", view))
 
         def detach() -> None:
             detach_feed()
             detach_console()
             detach_inbox()
+            detach_health()
 
         self._detach = detach
 
@@ -185,6 +192,8 @@ class OperatorApi:
             answer = await route.run(self.context, payload)
         except ChoirError as error:
             raise as_rpc_error(error) from None
+        except Exception as error:
+            raise unavailable_store(error) from None
         if isinstance(answer, dict):
             return answer
         return Stream(_translated(answer))
@@ -208,7 +217,9 @@ def operator_handler(daemon: ChoirDaemon) -> OperatorApi:
         lifecycle = operator_lifecycle.Lifecycle(
             daemon.runtime, daemon.open_agent_socket, shutdown=daemon.stop
         )
-    return OperatorApi(services, database.pool, push=push, lifecycle=lifecycle)
+    return OperatorApi(
+        services, database.pool, push=push, lifecycle=lifecycle, health=daemon.health
+    )
 
 
 def as_rpc_error(error: ChoirError) -> RpcError:
@@ -217,6 +228,26 @@ def as_rpc_error(error: ChoirError) -> RpcError:
         return error
     wire = rpc_error_of(error)
     return RpcError(wire.code, wire.message)
+
+
+STORE_UNAVAILABLE = {
+    "down": "choird's database is not answering (choird restarts an embedded server by "
+    "itself): nothing was changed; retry in a few seconds, choirctl status shows its state",
+    "disk_full": "choird's database could not write: the disk is full; nothing was "
+    "changed — free space under $CHOIR_HOME (choirctl status names the file system)",
+    "io_error": "choird's database could not write: an I/O error on its disk; nothing was "
+    "changed — check the disk (choirctl status, choirctl logs choird)",
+}
+"""One line per kind of store failure (`choir.store.failures`), the fix included."""
+
+
+def unavailable_store(error: Exception) -> Exception:
+    """`unavailable` (exit 6) for a database that is away or whose disk fails; `error` itself
+    for anything else (a bug: the transport answers `internal`)."""
+    kind = classify(error)
+    if kind is None:
+        return error
+    return RpcError(ErrorCode.UNAVAILABLE, STORE_UNAVAILABLE[kind])
 
 
 def _check_peer(request: Request) -> None:
@@ -246,6 +277,8 @@ async def _translated(items: AsyncIterator[Payload]) -> AsyncGenerator[Payload, 
             yield item
     except ChoirError as error:
         raise as_rpc_error(error) from None
+    except Exception as error:
+        raise unavailable_store(error) from None
     finally:
         close = getattr(items, "aclose", None)
         if close is not None:

@@ -17,6 +17,7 @@ from choir.daemon.agent_outage import not_running
 from choir.daemon.agent_services import AgentServices
 from choir.daemon.config_stage import ConfigStage
 from choir.daemon.console import ConsoleDm
+from choir.daemon.health import DaemonHealth
 from choir.daemon.operator_feed import OperatorFeed
 from choir.daemon.session_state import Clock
 from choir.daemon.sessions import SessionService
@@ -46,6 +47,8 @@ class OperatorContext:
     """The console DM: `chat.send` and `chat.replies`."""
     lifecycle: Lifecycle | None = None
     """The agent runtime `agent.start`/`agent.stop` use; None where choird runs no agents."""
+    health: DaemonHealth = field(default_factory=DaemonHealth)
+    """choird's database and disk problems (`status`, the feed's `health` items)."""
 
     @property
     def stage(self) -> ConfigStage:

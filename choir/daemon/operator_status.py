@@ -8,6 +8,10 @@ and the `choirctl agent start` that brings it back.
 Lane states, the active skill and remaining budgets come from the lanes' REPORT_STATUS, and
 so do core jobs held after a crash: `status` counts them, an agent lists its own, each with the
 `choirctl session recover` command that decides it.
+
+choird's own problems come from its health (`choir.daemon.health`): Postgres `degraded` with the
+reason (down, being restarted, how many attempts), and `disk` `full` or `io_error` naming the
+path — reported where they happened, so `status` answers at once even while Postgres is down.
 """
 
 from __future__ import annotations
@@ -33,7 +37,7 @@ POSTGRES_PROBE_TIMEOUT_S: Final = 1.0
 async def status(ctx: OperatorContext, _: NoArguments) -> dict[str, Any]:
     """choird's health: version, uptime, config, Postgres, gateways, agents, approvals."""
     running = ctx.stage.running
-    postgres = await probe_postgres(ctx)
+    postgres = await _postgres(ctx)
     agents: dict[str, Any] = {"total": len(ctx.config.agents), "running": None, "interrupted": None}
     pending: int | None = None
     latest: dict[str, SessionRow | None] = {}
@@ -51,6 +55,7 @@ async def status(ctx: OperatorContext, _: NoArguments) -> dict[str, Any]:
         "config_hash": running.loaded.config_hash,
         "config_staged": ctx.stage.staged is not None,
         "postgres": postgres,
+        "disk": _disk(ctx),
         "gateways": [
             {"name": name, "type": gateway.type, "state": "not running"}
             for name, gateway in sorted(ctx.config.gateways.items())
@@ -64,6 +69,25 @@ async def status(ctx: OperatorContext, _: NoArguments) -> dict[str, Any]:
             "agents": str(ctx.home.agent_socks),
         },
     }
+
+
+async def _postgres(ctx: OperatorContext) -> dict[str, Any]:
+    """The known problem if there is one (no probe: it would only time out), else a probe."""
+    problem = ctx.health.problem("postgres")
+    if problem is None:
+        return await probe_postgres(ctx)
+    return {"state": "degraded", "problem": problem.state, **_problem_fields(problem.view())}
+
+
+def _disk(ctx: OperatorContext) -> dict[str, Any]:
+    problem = ctx.health.problem("disk")
+    if problem is None:
+        return {"state": "ok"}
+    return {"state": problem.state, **_problem_fields(problem.view())}
+
+
+def _problem_fields(view: dict[str, Any]) -> dict[str, Any]:
+    return {key: view[key] for key in ("reason", "since", "where", "restarts")}
 
 
 def _held_jobs(ctx: OperatorContext, latest: dict[str, SessionRow | None]) -> dict[str, Any]:

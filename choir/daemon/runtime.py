@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Final, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Final, Literal, Protocol
 
 from choir.config import ChoirConfig, Tunables
 from choir.core.security_profile import ProfileReport
@@ -28,6 +28,9 @@ from choir.daemon.session_state import StartedSession
 from choir.daemon.sessions import SessionService
 from choir.logs import get_logger
 from choir.protocol import ShutdownPush, VersionInfo
+
+if TYPE_CHECKING:
+    from choir.daemon.runtime_adopt import Adopted, KeepFn, OpenSocket
 
 log = get_logger("choird.runtime")
 
@@ -116,7 +119,7 @@ class AgentRuntime(Protocol):
         socket: Path,
     ) -> RunningAgent:
         """Run the agent for `started`, its workspace at /workspace, `socket` at
-        /run/choir.sock; its output appends to `logs/<agent-id>.log`."""
+        /run/choir/choir.sock; its output appends to `logs/<agent-id>.log`."""
         ...
 
     async def stop(self, agent_id: str, reason: StopReason = "stop") -> int | None:
@@ -131,8 +134,13 @@ class AgentRuntime(Protocol):
         ...
 
     async def remove_orphans(self) -> list[str]:
-        """Startup (§6.2 step 6): remove what a previous choird on this home left running;
-        the names removed."""
+        """Remove what a previous choird on this home left running; the names removed."""
+        ...
+
+    async def adopt(self, keep: KeepFn, open_socket: OpenSocket) -> Adopted:
+        """Startup (§6.2 steps 6-7): re-attach the agents a previous choird on this home left
+        running that `keep` accepts (its session holds its lease) — their sockets opened again
+        with `open_socket` — and remove the rest."""
         ...
 
     async def verify(self, agent_id: str) -> ProfileReport:

@@ -4,17 +4,18 @@ The agent's image comes from `ensure_agent_image` (§17.3: built only when somet
 its container is created from the declared security profile (`choir.core.security_profile`),
 runs `choir-agent` as a uid:gid that is never 0 — the agent's own when choird is root
 (`agent_users`), else choird's — with the workspace at /workspace (handed over to that uid,
-private to it, `nosuid,nodev`: `workspace_guard`) and the agent's socket at /run/choir.sock and
-nothing else mounted, on the choir network of its egress policy (`egress`). The environment
-holds only the agent's identity; the lease token goes in on stdin (§14.1). Right after start the
-container is read back and checked against the profile, from docker's, the kernel's and the
-host's side; one that does not match is removed and the start refused.
+private to it, `nosuid,nodev`: `workspace_guard`) and the agent's socket directory at
+/run/choir and nothing else mounted, on the choir network of its egress policy (`egress`). The
+environment holds only the agent's identity; the lease token goes in on stdin (§14.1). Right
+after start the container is read back and checked against the profile, from docker's, the
+kernel's and the host's side; one that does not match is removed and the start refused.
 
 A follower thread copies the container's output to `logs/<agent-id>.log` until it exits. Exit
 without TERMINATE_SELF marks the session crashed (§13.1), and the dead container is removed
 either way. When the reaper declares a session crashed (no heartbeat) while its container
-still runs, the container is killed and removed. At choird start, containers labelled
-`choir.managed=true` for this `$CHOIR_HOME` are a previous run's orphans and are removed.
+still runs, the container is killed and removed. At choird start, the containers labelled
+`choir.managed=true` for this `$CHOIR_HOME` that a previous run left are adopted when their
+session still holds its lease (`runtime_adopt`), and removed otherwise.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from choir.adapters.docker_engine import DockerEngine
 from choir.config import ChoirConfig
 from choir.core.security_host import HostView, MountSource, check_host, mounts_of
 from choir.core.security_profile import (
+    SOCKET_DIR_TARGET,
     WORKSPACE_TARGET,
     ProfileReport,
     SecurityProfile,
@@ -48,6 +50,7 @@ from choir.daemon.runtime import (
     graceful_stop,
     note_exit,
 )
+from choir.daemon.runtime_adopt import Adopted, KeepFn, OpenSocket, followed_since
 from choir.daemon.runtime_profile import (
     AGENT_COMMAND,
     ConfigFn,
@@ -72,6 +75,7 @@ from choir.daemon.workspace_guard import (
 from choir.errors import ChoirError, ConflictError, NotFoundError, UsageError
 from choir.home import ChoirHome
 from choir.logs import get_logger
+from choir.logs.handler import AppendSink
 from choir.store.sessions import SessionStatus
 
 log = get_logger("choird.runtime")
@@ -334,17 +338,79 @@ class DockerRuntime:
             await self._engine.remove(container.id)
         return [container.name for container in found]
 
+    async def adopt(self, keep: KeepFn, open_socket: OpenSocket) -> Adopted:
+        """At start: re-attach the running containers of this home that `keep` accepts (by
+        their `choir.agent` and `choir.session` labels); remove the others (`runtime_adopt`)."""
+        report = Adopted()
+        found = await self._engine.list({MANAGED: "true", "choir.home": str(self._home.root)})
+        for container in found:
+            agent_id = container.labels.get("choir.agent", "")
+            session_id = container.labels.get("choir.session", "")
+            adoptable = container.state == "running" and agent_id not in self._agents
+            if adoptable and keep(agent_id, session_id):
+                agent = await self._reattach(container.id, agent_id, session_id, open_socket)
+                if agent is not None:
+                    report.agents.append(agent)
+                    continue
+            await self._engine.remove(container.id)
+            report.removed.append(container.name)
+        return report
+
+    async def _reattach(
+        self, container: str, agent_id: str, session_id: str, open_socket: OpenSocket
+    ) -> RunningAgent | None:
+        """Watch, follow and verify a container a previous choird started, its socket (and
+        workspace guard) made again; None when that cannot be — among others a container made
+        before sockets were mounted as a directory, which would never see the new socket."""
+        try:
+            inspect = await self._engine.inspect(container)
+            mounts = {
+                str(m.get("Destination")): str(m.get("Source")) for m in inspect.get("Mounts") or []
+            }
+            if SOCKET_DIR_TARGET not in mounts or WORKSPACE_TARGET not in mounts:
+                return None
+            socket = await open_socket(agent_id)
+            config = self._config()
+            egress = await prepare_egress(self._engine, config.container)
+            profile = agent_profile(config, agent_id, egress.network)
+            workspace = Path(mounts[WORKSPACE_TARGET])
+            guard = await asyncio.to_thread(_guard, profile, workspace, socket)
+        except ChoirError as error:
+            log.error(f"cannot adopt {agent_id}: {error.message}", fields={"id": container[:12]})
+            return None
+        image = str((inspect.get("Config") or {}).get("Image") or "") or None
+        held = _Container(
+            RunningAgent(agent_id, session_id, None, container, image),
+            profile,
+            str(workspace),
+            str(socket),
+            guard,
+            egress,
+        )
+        self._agents[agent_id] = held
+        since = followed_since(self._home.agent_log(agent_id))
+        held.watcher = asyncio.create_task(self._watch(held, since=since), name=f"watch-{agent_id}")
+        with contextlib.suppress(ChoirError):
+            report = await self._verify(held)
+            if not report.ok:
+                log.warning(
+                    "an adopted container does not match today's profile (it was created "
+                    "before a change): agent verify shows it; restart it to apply",
+                    fields={"agent_id": agent_id, "failed": report.failed},
+                )
+        return held.agent
+
     def close(self) -> None:
         self._unsubscribe()
         self._engine.close()
 
-    async def _watch(self, held: _Container) -> int:
+    async def _watch(self, held: _Container, *, since: float | None = None) -> int:
         agent = held.agent
         assert agent.container is not None
         self._home.logs.mkdir(parents=True, exist_ok=True)
         try:
-            with self._home.agent_log(agent.agent_id).open("ab") as sink:
-                code = await self._engine.follow(agent.container, sink)
+            with AppendSink(self._home.agent_log(agent.agent_id)) as sink:  # never torn
+                code = await self._engine.follow(agent.container, sink, since=since)
         except ChoirError as error:
             log.error(str(error), fields={"agent_id": agent.agent_id})
             code = -1

@@ -15,9 +15,11 @@ which adopts whatever detaches and kills it when the agent exits. Neither is tie
 choird that exits leaves its agents running. A watcher notices the agent exiting; if its
 session is still active, the session is marked crashed, which releases its leases at once
 instead of after the heartbeat threshold. A session the reaper declares crashed (no heartbeat)
-has its hung tree killed; at choird start, agents a previous choird on this home left behind are
-killed. A sandboxed agent is checked against the sandbox at every start, and refused (killed)
-when the kernel's view does not match.
+has its hung tree killed. At choird start, the agents a previous choird on this home left running
+are adopted when their session still holds its lease (`runtime_adopt`: recorded by the wrapper's
+pid and start time), and killed otherwise. The agent's output goes straight to its log file,
+never through a pipe to choird, so a dead choird cannot break it. A sandboxed agent is checked
+against the sandbox at every start, and refused (killed) when the kernel's view does not match.
 
 Repos given as local paths are read in place (working trees, uncommitted work included); repos
 given as URLs are read from choird's clones (`repos`, fetched at `config load` and choird start).
@@ -33,7 +35,7 @@ import signal
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import BinaryIO, Final, Literal
+from typing import BinaryIO, Final, Literal, Protocol
 
 import psutil
 
@@ -51,7 +53,7 @@ from choir.core.security_profile import ProfileReport, unsandboxed
 from choir.daemon import repos
 from choir.daemon.agent_tree import materialize
 from choir.daemon.agent_tree import merge_tree as merge_tree
-from choir.daemon.process_tree import find_agent, kill_tree
+from choir.daemon.process_tree import descendant_running, find_agent, kill_tree
 from choir.daemon.runtime import (
     TERM_GRACE_S,
     Artefact,
@@ -60,6 +62,16 @@ from choir.daemon.runtime import (
     StopReason,
     graceful_stop,
     note_exit,
+)
+from choir.daemon.runtime_adopt import (
+    Adopted,
+    AdoptedProcess,
+    KeepFn,
+    OpenSocket,
+    ProcessRecord,
+    forget_process,
+    record_process,
+    recorded_processes,
 )
 from choir.daemon.runtime_profile import now_iso
 from choir.daemon.sandbox_bwrap import (
@@ -91,11 +103,19 @@ SANDBOXED_RUNTIME: Final = "process (bwrap)"
 """The runtime as `agent verify` names it when agents run in the sandbox."""
 
 
+class _Handle(Protocol):
+    """A wrapper choird started (`asyncio.subprocess.Process`) or adopted (`AdoptedProcess`)."""
+
+    pid: int
+
+    async def wait(self) -> int: ...
+
+
 @dataclass
 class _Process:
     agent: RunningAgent
-    process: asyncio.subprocess.Process
-    """What choird started: bwrap, or the subreaper."""
+    process: _Handle
+    """The wrapper: bwrap, or the subreaper (started by this choird, or adopted)."""
     workspace: Path
     socket: Path
     wrapper: psutil.Process
@@ -192,6 +212,9 @@ class ProcessRuntime:
                 env = agent_environment(agent_id, started, agent_home)
                 process = await _spawn_unsandboxed(command, env, workspace, stderr)
         await _hand_over(process, started.lease_token)
+        await asyncio.to_thread(
+            record_process, self._home, agent_id, started.session_id, process.pid, workspace
+        )
         held = _Process(
             RunningAgent(agent_id, started.session_id, process.pid),
             process,
@@ -202,7 +225,7 @@ class ProcessRuntime:
         self._agents[agent_id] = held
         held.watcher = asyncio.create_task(self._watch(held), name=f"watch-{agent_id}")
         try:
-            await self._started(held)
+            await self._started(held, process)
         except BaseException:
             if self._agents.get(agent_id) is held:
                 del self._agents[agent_id]
@@ -219,13 +242,13 @@ class ProcessRuntime:
         )
         return held.agent
 
-    async def _started(self, held: _Process) -> None:
+    async def _started(self, held: _Process, process: asyncio.subprocess.Process) -> None:
         """Find choir-agent in its wrapper; in the sandbox, refuse it unless it matches."""
         agent_id = held.agent.agent_id
-        held.main = await find_agent(held.process, str(AGENT_EXECUTABLE), AGENT_FOUND_WITHIN_S)
+        held.main = await find_agent(process, str(AGENT_EXECUTABLE), AGENT_FOUND_WITHIN_S)
         if held.main is None:
             where = "sandbox" if self._sandbox else "process"
-            code = held.process.returncode
+            code = process.returncode
             if code is None:
                 raise ChoirError(
                     f"{agent_id}'s choir-agent did not start in its {where} within "
@@ -279,6 +302,50 @@ class ProcessRuntime:
             _signal_group(pid, signal.SIGKILL)
         return [f"pid {pid}" for pid in found]
 
+    async def adopt(self, keep: KeepFn, open_socket: OpenSocket) -> Adopted:
+        """At start: re-attach the recorded agents `keep` accepts (their wrapper's pid and start
+        time still match, choir-agent still runs in it) and give them their socket back; kill
+        every other choir-agent of this home (`runtime_adopt`)."""
+        report = Adopted()
+        for record in await asyncio.to_thread(recorded_processes, self._home):
+            held = await asyncio.to_thread(self._found, record)
+            agent_id = record.agent_id
+            kept = held is not None and agent_id not in self._agents
+            kept = kept and keep(agent_id, record.session_id)
+            if held is not None and kept and await _reopened(open_socket, agent_id):
+                self._agents[agent_id] = held
+                held.watcher = asyncio.create_task(self._watch(held), name=f"watch-{agent_id}")
+                report.agents.append(held.agent)
+                continue
+            if held is not None:
+                await self._kill(held)
+                report.removed.append(f"pid {record.pid}")
+            forget_process(self._home, agent_id, record.pid)
+        handled = {held.pid for held in report.agents} | {
+            int(name.split()[1]) for name in report.removed
+        }
+        for pid in await asyncio.to_thread(_orphans, self._home.agent_socks):
+            if pid not in handled:
+                _signal_group(pid, signal.SIGKILL)
+                report.removed.append(f"pid {pid}")
+        return report
+
+    def _found(self, record: ProcessRecord) -> _Process | None:
+        """The agent `record` names, if its wrapper still runs choir-agent (blocking)."""
+        if not record.alive():
+            return None
+        main = descendant_running(record.pid, str(AGENT_EXECUTABLE))
+        try:
+            wrapper = psutil.Process(record.pid)
+        except psutil.Error:
+            return None
+        if main is None:
+            return None
+        agent = RunningAgent(record.agent_id, record.session_id, main.pid)
+        socket = self._home.agent_socket(record.agent_id)
+        workspace = Path(record.workspace)
+        return _Process(agent, AdoptedProcess(record), workspace, socket, wrapper, main)
+
     async def verify(self, agent_id: str) -> ProfileReport:
         held = self._agents.get(agent_id)
         if held is None:
@@ -308,6 +375,7 @@ class ProcessRuntime:
 
     async def _watch(self, held: _Process) -> int:
         code = await held.process.wait()
+        forget_process(self._home, held.agent.agent_id, held.process.pid)
         if held.main is not None:  # the wrapper killed on its own: the agent would run on
             with contextlib.suppress(psutil.Error):
                 held.main.kill()
@@ -415,6 +483,16 @@ def _terminate(held: _Process) -> None:
     """SIGTERM to choir-agent itself (bwrap's init would not pass it on), else its wrapper."""
     with contextlib.suppress(psutil.Error):
         (held.main or held.wrapper).terminate()
+
+
+async def _reopened(open_socket: OpenSocket, agent_id: str) -> bool:
+    """The adopted agent's socket listening again; False (logged) when it cannot be."""
+    try:
+        await open_socket(agent_id)
+    except ChoirError as error:
+        log.error(f"cannot adopt {agent_id}: {error.message}", fields={"agent_id": agent_id})
+        return False
+    return True
 
 
 async def _hand_over(process: asyncio.subprocess.Process, token: str) -> None:

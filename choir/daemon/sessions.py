@@ -4,6 +4,11 @@ A start resolves the bindings, picks the session (new, or the previous one resum
 transaction records it and leases every exclusive resource — the agent's own id included, which
 makes the agent a singleton. Any conflict rolls the whole start back. Ending a session, for
 whatever reason, revokes its token and releases its leases in one transaction too.
+
+The reaper (§13.1) declares a session crashed when its agent gave no sign of life for the
+threshold — counted only while choird could have heard it: an agent whose calls reach choird is
+alive even if its heartbeat could not be stored (database down, disk full), and the time choird
+itself was down, or blind, does not count against anyone (`excuse`; issue 12 points 4-6).
 """
 
 from __future__ import annotations
@@ -72,6 +77,10 @@ class SessionService:
         self._live: dict[str, LiveSession] = {}
         self._intents: dict[str, SessionStatus] = {}
         self._listeners: list[EndedListener] = []
+        self._seen: dict[str, datetime] = {}
+        """When each session's agent last made an authenticated call (in memory)."""
+        self._excused_until: datetime | None = None
+        """No session is stale for lack of heartbeats that choird could not record before."""
         self._summaries: dict[str, SummaryOutcome] = {}
         """How each recent graceful stop's summary went (TERMINATE_SELF), until `agent stop`
         reads it; at most SUMMARIES_KEPT, for stops no operator verb waited for."""
@@ -147,7 +156,14 @@ class SessionService:
         live = await self.live(session_id)
         if not hmac.compare_digest(live.token_hash, hash_token(token)):
             raise unauthorized()
+        self._seen[session_id] = self._clock()
         return live.context(token)
+
+    def excuse(self, until: datetime) -> None:
+        """choird could not hear or record heartbeats before `until` (it was starting, its
+        database was down, its disk full): the reaper counts the threshold from then."""
+        if self._excused_until is None or until > self._excused_until:
+            self._excused_until = until
 
     async def live(self, session_id: str) -> LiveSession:
         """An active session's state; `unauthorized` for any other session id."""
@@ -220,12 +236,22 @@ class SessionService:
         now = self._clock()
         threshold = self._stage.running.config.crash_detection_threshold_ms
         cutoff = now - timedelta(milliseconds=threshold)
+        if self._excused_until is not None and self._excused_until > cutoff:
+            return []
         reaped = []
         for row in await self.find_stale(now, threshold):
+            seen = self._seen.get(row.session_id)
+            if seen is not None and seen >= cutoff:
+                continue  # it calls, choird could not store its heartbeat: not its fault
             reason = f"no heartbeat for more than {threshold} ms"
             if await self._end(row.session_id, SessionStatus.CRASHED, reason, stale_before=cutoff):
                 reaped.append(row)
         return reaped
+
+    async def active(self) -> list[SessionRow]:
+        """Every active session, oldest first."""
+        async with self._pool.acquire() as conn:
+            return await active_sessions(conn)
 
     async def reap_orphans(self, alive: Collection[str]) -> list[SessionRow]:
         """Startup step 7 (§6.2): active sessions whose container is gone are crashed."""
@@ -273,6 +299,7 @@ class SessionService:
             released = await release(conn, session_id) if ended else 0
         self._live.pop(session_id, None)
         self._intents.pop(session_id, None)
+        self._seen.pop(session_id, None)
         if row is None:
             return False
         _log_end(row, status, reason, released)

@@ -4,19 +4,40 @@
 (§22.2, `log_archive_threshold_lines`), so the active file never holds more than `threshold`
 lines. The rollover itself is a rename and a reopen under the handler's lock; the gzip work runs
 on a background thread so a large archive never stalls choird's event loop.
+
+A record is written whole or not at all (issue 12): one `write(2)` of the encoded line on an
+O_APPEND descriptor, and a short write — the disk filled up half-way — is cut back to where the
+line began. A record that could not be written is counted, `on_write_error` is told (choird
+reports the disk as full), and the next line that gets through says how many were lost.
 """
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import logging
 import os
 import sys
 import threading
+from collections.abc import Callable
 from contextlib import nullcontext
 from io import TextIOWrapper
 from pathlib import Path
 
 from choir.logs.archive import compress, compress_pending, stage
+
+WriteErrorHook = Callable[[Path, OSError | None], None]
+"""Told of every failed write (the error) and of the first write that succeeds after one (None)."""
+
+_default_hook: WriteErrorHook | None = None
+
+
+def set_write_error_hook(hook: WriteErrorHook | None) -> WriteErrorHook | None:
+    """Who every log writer without a hook of its own tells of failed writes (choird: its disk
+    watch); returns the previous one."""
+    global _default_hook
+    previous, _default_hook = _default_hook, hook
+    return previous
 
 
 def count_lines(path: Path) -> tuple[int, bool]:
@@ -43,6 +64,13 @@ class ArchivingFileHandler(logging.FileHandler):
         self.lines = 0
         """Lines in the active file, counted when it is opened and on every write."""
         self._compressors: list[threading.Thread] = []
+        self.dropped = 0
+        """Records lost since the last line that was written (disk full, I/O error)."""
+        self.on_write_error: WriteErrorHook | None = None
+        """Who to tell when writes start failing and when they succeed again (choird's health)."""
+        self._torn = False
+        """A short write could not be cut back: the next line starts on a fresh line."""
+        self._failing = False
         compress_pending(archive_dir)
         super().__init__(path, mode="a", encoding="utf-8")
 
@@ -52,8 +80,7 @@ class ArchivingFileHandler(logging.FileHandler):
         os.fchmod(fd, 0o600)
         stream = os.fdopen(fd, "a", encoding="utf-8")
         self.lines, cut_off = count_lines(Path(self.baseFilename))
-        if cut_off:
-            stream.write("\n")  # a crash cut the last line: keep the next one parseable
+        self._torn = cut_off  # a crash cut the last line: keep the next one parseable
         return stream
 
     def emit(self, record: logging.LogRecord) -> None:
@@ -62,8 +89,40 @@ class ArchivingFileHandler(logging.FileHandler):
                 self.roll_over()
         except Exception:
             self.handleError(record)
-        super().emit(record)
-        self.lines += 1
+        try:
+            line = (self.format(record) + self.terminator).encode("utf-8", "surrogateescape")
+        except Exception:
+            self.handleError(record)
+            return
+        with self.lock or nullcontext():
+            self._write_line(line, record)
+
+    def _write_line(self, line: bytes, record: logging.LogRecord) -> None:
+        """Append `line` whole, after a note of the records lost before it, if any."""
+        try:
+            if self.stream is None:
+                self.stream = self._open()
+            note = self._lost_note(record) if self.dropped else b""
+            append_whole(self.stream.fileno(), note + line, torn=self._torn)
+        except OSError as error:
+            self._torn = self._torn or getattr(error, "torn", False)
+            self.dropped += 1
+            self._failing = True
+            self._tell(error)
+            return
+        self.lines += 2 if note else 1
+        self.dropped, self._torn = 0, False
+        if self._failing:
+            self._failing = False
+            self._tell(None)
+
+    def _lost_note(self, record: logging.LogRecord) -> bytes:
+        message = f"{self.dropped} log record(s) were lost: the disk was full or failing"
+        note = logging.LogRecord(record.name, logging.WARNING, __file__, 0, message, None, None)
+        return (self.format(note) + self.terminator).encode("utf-8", "surrogateescape")
+
+    def _tell(self, error: OSError | None) -> None:
+        _tell(self.on_write_error, Path(self.baseFilename), error)
 
     def roll_over(self) -> None:
         """Move the active file aside, start a fresh one, and compress the old one in background."""
@@ -90,6 +149,93 @@ class ArchivingFileHandler(logging.FileHandler):
     def close(self) -> None:
         self.wait_for_archives()
         super().close()
+
+
+class WholeLineStreamHandler(logging.StreamHandler):  # type: ignore[type-arg]
+    """A stream handler (stderr) that writes each record whole or not at all: an agent's stderr
+    is its log file under the process runtime, which a full disk must not tear."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            fd = self.stream.fileno()
+        except (AttributeError, OSError, ValueError):  # io.UnsupportedOperation: not a file
+            super().emit(record)
+            return
+        try:
+            line = (self.format(record) + self.terminator).encode("utf-8", "surrogateescape")
+            self.flush()  # whatever went through the stream's buffer goes first
+        except Exception:
+            self.handleError(record)
+            return
+        with self.lock or nullcontext(), contextlib.suppress(OSError):
+            append_whole(fd, line)  # a line that does not fit is dropped, never torn
+
+
+class AppendSink:
+    """A binary sink for copied output (a container's log): each chunk appended whole or
+    dropped, so a full disk neither tears a line nor stops the copy."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.dropped = 0
+        """Chunks lost to write errors."""
+        self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        self._failing = False
+
+    def write(self, data: bytes) -> int:
+        try:
+            append_whole(self._fd, bytes(data))
+        except OSError as error:
+            self.dropped += 1
+            self._failing = True
+            _tell(None, self.path, error)
+            return 0
+        if self._failing:
+            self._failing = False
+            _tell(None, self.path, None)
+        return len(data)
+
+    def flush(self) -> None:
+        """Every write went straight to the file."""
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError):
+            os.close(self._fd)
+
+    def __enter__(self) -> AppendSink:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _tell(hook: WriteErrorHook | None, path: Path, error: OSError | None) -> None:
+    hook = hook or _default_hook
+    if hook is None:
+        return
+    with contextlib.suppress(Exception):  # a reporting hook must never break logging
+        hook(path, error)
+
+
+def append_whole(fd: int, data: bytes, *, torn: bool = False) -> None:
+    """Append `data` to the O_APPEND descriptor `fd` in one write, or not at all.
+
+    A short write (the file system filled up mid-line) is truncated back to where the line
+    began and raises ENOSPC; if even that fails, the OSError carries `torn = True` so the
+    caller starts its next line on a fresh one. `torn` prefixes a newline for that case.
+    """
+    if torn:
+        data = b"\n" + data
+    start = os.fstat(fd).st_size
+    written = os.write(fd, data)
+    if written == len(data):
+        return
+    error = OSError(errno.ENOSPC, f"short write ({written} of {len(data)} bytes)")
+    try:
+        os.ftruncate(fd, start)
+    except OSError:
+        error.torn = True  # type: ignore[attr-defined]
+    raise error
 
 
 def _compress_reporting(staged: Path) -> None:

@@ -9,7 +9,7 @@ import sys
 from choir.home import ChoirHome
 from choir.logs.archive import archive_dir, log_path
 from choir.logs.formatter import JsonLinesFormatter
-from choir.logs.handler import ArchivingFileHandler
+from choir.logs.handler import ArchivingFileHandler, WholeLineStreamHandler
 
 DEFAULT_ARCHIVE_THRESHOLD_LINES = 100_000
 """§22.2 default of `log_archive_threshold_lines`."""
@@ -57,7 +57,7 @@ def setup_logging(
     )
     handlers: list[logging.Handler] = [handler]
     if also_stderr:
-        handlers.append(logging.StreamHandler(sys.stderr))
+        handlers.append(WholeLineStreamHandler(sys.stderr))
     root = logging.getLogger()
     for each in handlers:
         each.setFormatter(formatter)

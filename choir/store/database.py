@@ -17,7 +17,7 @@ import asyncpg
 from choir.store.ddl import apply_control_schema
 from choir.store.embedded import EmbeddedPostgres
 from choir.store.idents import quote_ident
-from choir.store.pool import Pool, connect_plain, open_pool
+from choir.store.pool import Pool, QueryObserver, connect_plain, open_pool
 from choir.store.target import ConnectParams, EmbeddedTarget, PostgresTarget
 
 
@@ -34,9 +34,14 @@ class Database:
 
 @asynccontextmanager
 async def open_database(
-    target: PostgresTarget, *, min_size: int = 2, max_size: int = 10
+    target: PostgresTarget,
+    *,
+    min_size: int = 2,
+    max_size: int = 10,
+    observe: QueryObserver | None = None,
 ) -> AsyncIterator[Database]:
-    """Postgres ready for choird: server up, pool open, control schema current."""
+    """Postgres ready for choird: server up, pool open, control schema current. `observe`
+    hears the outcome of every query on the pool (choird's fault detection)."""
     async with AsyncExitStack() as stack:
         server = None
         if isinstance(target, EmbeddedTarget):
@@ -46,7 +51,7 @@ async def open_database(
         else:
             params = target.params()
         pool = await stack.enter_async_context(
-            open_pool(params, min_size=min_size, max_size=max_size)
+            open_pool(params, min_size=min_size, max_size=max_size, observe=observe)
         )
         async with pool.acquire() as conn:
             await apply_control_schema(conn)

@@ -159,6 +159,28 @@ ALTER TABLE choir_control.sessions ADD COLUMN end_reason text;
     ),
 )
 
+HOST_TOOL_SCOPE: Final = "host_tool_calls"
+HOST_TOOL_MIGRATIONS: Final = (
+    Migration(
+        1,
+        "host tool calls by session and call id, with their results",
+        """
+CREATE TABLE choir_control.host_tool_calls (
+    session_id  text NOT NULL REFERENCES choir_control.sessions (session_id),
+    call_id     text NOT NULL,
+    tool_name   text NOT NULL,
+    state       text NOT NULL CHECK (state IN ('running', 'finished')),
+    result      jsonb,
+    started_at  timestamptz NOT NULL,
+    finished_at timestamptz,
+    PRIMARY KEY (session_id, call_id),
+    CONSTRAINT host_tool_calls_result_check CHECK ((state = 'finished') = (result IS NOT NULL))
+);
+""",
+    ),
+)
+"""Its own scope so it evolves apart from `CONTROL_MIGRATIONS`' numbering (`host_tool_calls`)."""
+
 AGENT_MIGRATIONS: Final = (
     Migration(
         1,
@@ -238,8 +260,10 @@ async def apply_migrations(
 
 
 async def apply_control_schema(conn: Connection) -> list[int]:
-    """Create or upgrade `choir_control` (§23.1); returns the versions applied now."""
-    return await apply_migrations(conn, CONTROL_SCOPE, CONTROL_MIGRATIONS)
+    """Create or upgrade `choir_control` (§23.1); returns the control versions applied now."""
+    applied = await apply_migrations(conn, CONTROL_SCOPE, CONTROL_MIGRATIONS)
+    await apply_migrations(conn, HOST_TOOL_SCOPE, HOST_TOOL_MIGRATIONS)
+    return applied
 
 
 def _check_known(scope: str, recorded: set[int], migrations: tuple[Migration, ...]) -> None:

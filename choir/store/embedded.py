@@ -1,9 +1,10 @@
 """The embedded PostgreSQL + pgvector that runs when `postgres.embedded` is true.
 
-`pgserver` bundles the server binaries and knows how to run them (as a dedicated system user
-when we are root, with a Unix socket in the data directory). This module adds what a daemon
-needs on top: a stale-lock check before starting, one-line errors that name the data directory
-and its log, an explicit stop, and an async context manager around both.
+`pgserver` bundles the server binaries and knows how to run them with a Unix socket in the data
+directory. This module adds what a daemon needs on top: a stale-lock check before starting,
+one-line errors that name the data directory and its log, an explicit stop, and an async context
+manager around both. As root, the server is started by `embedded_root` instead, which runs it
+as an unprivileged user without widening the mode of any directory (pgserver would).
 
 The server outlives a killed choird (pg_ctl detaches it); the next start simply reuses it. A
 graceful exit stops it, so nothing runs while choir is down.
@@ -13,17 +14,25 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import re
 import subprocess
 import time
 import warnings
+from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import Final, Self
 
 from choir.errors import UnavailableError
+from choir.store.embedded_root import RootServer
 from choir.store.pool import wait_until_ready
-from choir.store.postmaster import clear_stale_pidfile
+from choir.store.postmaster import (
+    clear_stale_pidfile,
+    is_postmaster_of,
+    live_postmaster,
+    stop_postmaster,
+)
 from choir.store.target import ConnectParams
 
 with warnings.catch_warnings():
@@ -48,13 +57,22 @@ class _UnmanagedServer(PostgresServer):
         self._instances.pop(self.pgdata, None)
 
 
+@dataclass(frozen=True, slots=True)
+class _Serving:
+    """The server this object started or adopted: where its socket is, and its postmaster."""
+
+    socket_dir: Path
+    port: int
+    pid: int
+
+
 class EmbeddedPostgres:
     """One PostgreSQL server whose data lives in `datadir` and persists across restarts."""
 
     def __init__(self, datadir: Path, *, stop_on_exit: bool = True) -> None:
         self.datadir = datadir.expanduser().resolve()
         self.stop_on_exit = stop_on_exit
-        self._server: PostgresServer | None = None
+        self._serving: _Serving | None = None
 
     @property
     def log_file(self) -> Path:
@@ -63,12 +81,24 @@ class EmbeddedPostgres:
     @property
     def params(self) -> ConnectParams:
         """How to reach the server's `postgres` database as superuser (Unix socket, no password)."""
-        info = self._running().get_postmaster_info()
-        return ConnectParams(str(info.socket_dir), info.port or 5432, ADMIN_DATABASE, SUPERUSER)
+        running = self._running()
+        return ConnectParams(str(running.socket_dir), running.port, ADMIN_DATABASE, SUPERUSER)
+
+    @property
+    def pid(self) -> int | None:
+        """The postmaster's pid while started (it may have died since: see `alive`)."""
+        return self._serving.pid if self._serving is not None else None
+
+    def alive(self) -> bool:
+        """Whether the postmaster this object started or adopted still runs (it may be busy
+        recovering from a crash of one of its backends: that is its own business)."""
+        running = self._serving
+        return running is not None and is_postmaster_of(running.pid, self.datadir)
 
     def uri(self, database: str = ADMIN_DATABASE) -> str:
         """A `postgresql://` URI for `database` over the Unix socket (for psql and logs)."""
-        return str(self._running().get_uri(database))
+        running = self._running()
+        return f"postgresql://{SUPERUSER}:@/{database}?host={running.socket_dir}"
 
     def start(self) -> ConnectParams:
         """Start the server (or adopt the one already serving `datadir`); blocking."""
@@ -76,7 +106,7 @@ class EmbeddedPostgres:
         clear_stale_pidfile(self.datadir)
         started, log_offset = time.perf_counter(), self._log_size()
         try:
-            self._server = self._launch(log_offset)
+            self._serving = self._launch(log_offset)
         except (subprocess.SubprocessError, OSError, RuntimeError, AssertionError) as exc:
             raise UnavailableError(
                 f"cannot start embedded Postgres in {self.datadir}: "
@@ -89,17 +119,10 @@ class EmbeddedPostgres:
 
     def stop(self) -> None:
         """Stop the server (fast shutdown: sessions are disconnected, data is flushed); blocking."""
-        server, self._server = self._server, None
-        if server is None or not (self.datadir / "postmaster.pid").exists():
+        running, self._serving = self._serving, None
+        if running is None:
             return
-        pg_ctl = [str(POSTGRES_BIN_PATH / "pg_ctl"), "-D", str(self.datadir), "-m", "fast", "-w"]
-        result = subprocess.run(
-            [*pg_ctl, "stop"], user=server.system_user, capture_output=True, text=True, check=False
-        )
-        if result.returncode != 0 and (self.datadir / "postmaster.pid").exists():
-            raise UnavailableError(
-                f"cannot stop embedded Postgres in {self.datadir}: {result.stderr.strip()}"
-            )
+        stop_postmaster(self.datadir)
 
     async def __aenter__(self) -> Self:
         await asyncio.to_thread(self.start)
@@ -119,7 +142,7 @@ class EmbeddedPostgres:
         if self.stop_on_exit:
             await asyncio.to_thread(self.stop)
 
-    def _launch(self, log_offset: int) -> PostgresServer:
+    def _launch(self, log_offset: int) -> _Serving:
         try:
             return self._adopt_or_start()
         except subprocess.CalledProcessError:
@@ -135,20 +158,38 @@ class EmbeddedPostgres:
                 if time.monotonic() > deadline:
                     raise
 
-    def _adopt_or_start(self) -> PostgresServer:
+    def _adopt_or_start(self) -> _Serving:
+        if os.geteuid() == 0:
+            return self._adopt_or_start_as_root()
         try:
-            return _UnmanagedServer(self.datadir, cleanup_mode=None)
+            info = _UnmanagedServer(self.datadir, cleanup_mode=None).get_postmaster_info()
         finally:
             PostgresServer._instances.pop(self.datadir, None)
+        assert info.socket_dir is not None
+        assert info.pid is not None
+        return _Serving(info.socket_dir, info.port or 5432, info.pid)
 
-    def _running(self) -> PostgresServer:
-        if self._server is None:
+    def _adopt_or_start_as_root(self) -> _Serving:
+        """The server already serving the directory, else one started by `RootServer`."""
+        root = RootServer(self.datadir, POSTGRES_BIN_PATH.parent)
+        found = live_postmaster(self.datadir)
+        if found is None:
+            root.start()
+            found = live_postmaster(self.datadir)
+        if found is None:
+            raise RuntimeError("pg_ctl said the server started, but no postmaster runs")
+        return _Serving(root.host_socket_dir(found.socket_dir), found.port, found.pid)
+
+    def _running(self) -> _Serving:
+        if self._serving is None:
             raise RuntimeError(f"embedded Postgres in {self.datadir} is not started")
-        return self._server
+        return self._serving
 
     def _reason(self, exc: BaseException, log_offset: int) -> str:
         """The server's own last words from this attempt, else the exception's first line."""
         lines = [line for line in self._log_tail(log_offset).splitlines() if line.strip()]
+        if not lines and isinstance(exc, subprocess.CalledProcessError) and exc.stderr:
+            lines = [line for line in str(exc.stderr).splitlines() if line.strip()]
         if lines:
             return re.split(r"\b(?:FATAL|PANIC|ERROR):\s+", lines[-1])[-1].strip()
         return str(exc).splitlines()[0] if str(exc) else type(exc).__name__

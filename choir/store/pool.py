@@ -4,14 +4,16 @@ Every connection (pooled or not) gets the same codecs, so a payload written as a
 as a dict — any string in it, NUL included (`jsonb_safe`) — and an embedding goes in as a list
 of floats. `vector` must exist before its codec can be registered, so the extension is created
 once, before the pool opens its first connection.
-Connection failures become one-line `UnavailableError`s naming the server that failed.
+Connection failures become one-line `UnavailableError`s naming the server that failed. A pool
+may be given an observer that hears how every query ended, so choird notices a full disk or a
+vanished server where it happens (`choir.store.failures`), whoever ran the query.
 """
 
 from __future__ import annotations
 
 import asyncio
 import socket
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any, Final, TypeAlias
 
@@ -32,6 +34,8 @@ JSONB_VERSION: Final = b"\x01"
 Connection: TypeAlias = asyncpg.Connection | PoolConnectionProxy
 """What store functions take: a plain connection or one acquired from the pool."""
 Pool: TypeAlias = asyncpg.Pool
+QueryObserver: TypeAlias = Callable[[BaseException | None], None]
+"""Told how each query on a pooled connection ended: its exception, or None on success."""
 
 
 def _encode_jsonb(value: Any) -> bytes:
@@ -80,17 +84,28 @@ async def connect(params: ConnectParams) -> asyncpg.Connection:
 
 @asynccontextmanager
 async def open_pool(
-    params: ConnectParams, *, min_size: int = 2, max_size: int = 10
+    params: ConnectParams,
+    *,
+    min_size: int = 2,
+    max_size: int = 10,
+    observe: QueryObserver | None = None,
 ) -> AsyncIterator[Pool]:
-    """A connection pool with choir's codecs on every connection, closed on exit."""
+    """A connection pool with choir's codecs on every connection, closed on exit; `observe`
+    hears the outcome of every query run on it."""
     await ensure_vector_extension(params)
+
+    async def init(conn: asyncpg.Connection) -> None:
+        await init_connection(conn)
+        if observe is not None:
+            conn.add_query_logger(lambda record: observe(record.exception))
+
     try:
         pool: Pool = await asyncpg.create_pool(
             **params.connect_kwargs(),
             min_size=min_size,
             max_size=max_size,
             timeout=CONNECT_TIMEOUT_S,
-            init=init_connection,
+            init=init,
         )
     except (OSError, TimeoutError, asyncpg.PostgresError) as exc:
         raise unreachable(params, exc) from exc

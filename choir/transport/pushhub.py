@@ -51,9 +51,17 @@ class PushHub:
         return session.seq
 
     def subscribe(self, session_id: str, *, after_seq: int = 0) -> PushSubscription:
-        """A subscription that first replays the kept pushes with seq > after_seq."""
+        """A subscription that first replays the kept pushes with seq > after_seq.
+
+        An `after_seq` beyond anything this hub numbered comes from a client of a previous
+        server process (choird restarted; its agent kept running): it has seen none of this
+        hub's pushes, so all kept ones are replayed, and numbering continues above its seq so
+        its next resubscription stays meaningful.
+        """
         session = self._session(session_id)
         subscription = PushSubscription(session_id, self._backlog, self._drop)
+        if after_seq > session.seq:
+            after_seq, session.seq = 0, after_seq
         for envelope in session.history:
             if envelope["seq"] > after_seq:
                 subscription.offer(envelope)

@@ -40,7 +40,7 @@ except OSError as error:
 
 async def verbs():
     client = await UdsClient.connect(
-        "/run/choir.sock", session_id=os.environ["CHOIR_SESSION_ID"], lease_token="guessed"
+        "/run/choir/choir.sock", session_id=os.environ["CHOIR_SESSION_ID"], lease_token="guessed"
     )
     answers = {}
     for verb in sys.argv[2].split(","):

@@ -69,7 +69,7 @@ async def test_a_started_agent_has_every_item_of_the_profile(
     mounts = {(m["Type"], m["Source"], m["Destination"]) for m in attrs["Mounts"]}
     assert mounts == {
         ("bind", str(workspace), "/workspace"),
-        ("bind", str(choird.home.agent_socket("agent-1")), "/run/choir.sock"),
+        ("bind", str(choird.home.agent_socket("agent-1").parent), "/run/choir"),
     }
     uid = agent_uids(running.agents, config.agent_uid_base, AGENT_UID_SPAN)["agent-1"]
     user = f"{uid}:{uid}" if os.geteuid() == 0 else f"{os.getuid()}:{os.getgid()}"

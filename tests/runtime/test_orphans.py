@@ -1,9 +1,11 @@
-"""choird start removes what a previous choird on the same home left running (§6.2 step 6).
+"""choird start removes what a previous choird on the same home left running (§6.2 step 6)
+when its lease expired meanwhile (a live lease is adopted: tests/faults/test_choird_restart.py).
 
 A real `choird` process on the docker runtime starts agent-1 and is then SIGKILLed, so its
-container (and, as root, its nosuid bind of the workspace) outlives it. The next choird on that
-home removes the container, releases the mount and crashes the session (its leases released),
-and leaves alone a `choir.managed` container of another home.
+container (and, as root, its nosuid bind of the workspace) outlives it; the next choird starts
+after the agent's lease (2 s here) ran out. It removes the container, releases the mount and
+crashes the session (its leases released), and leaves alone a `choir.managed` container of
+another home.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from choir.store.pool import connect_plain
 from choir.store.sessions import SessionStatus, get_session
 from choir.store.target import ConnectParams
 from tests.docker_support import BASE_IMAGE
+from tests.e2e.homes import read_config, write_config
 from tests.e2e.processes import Choird, spawn_choird, wait_until_ready
 from tests.runtime.conftest import BUILD_TIMEOUT_S, containers_of
 
@@ -84,6 +87,9 @@ def step_6(home: ChoirHome) -> list[dict[str, Any]]:
 async def test_a_killed_choirds_container_is_removed_by_the_next_one(
     home: ChoirHome, engine: docker.DockerClient, decoy: Any, pg_params: ConnectParams
 ) -> None:
+    data = read_config(home)
+    data.update(heartbeat_interval_ms=500, crash_detection_threshold_ms=2000)
+    write_config(home, data)
     await ensure_agent_image(home, load_home(home).config, "agent-1")  # the start is quick
     first = spawn_choird(home, "--runtime", "docker")
     try:
@@ -100,6 +106,7 @@ async def test_a_killed_choirds_container_is_removed_by_the_next_one(
     workspace = str((home.workspaces / "default").resolve())
     root_choird = os.geteuid() == 0
     assert (workspace_mount(workspace) is not None) == root_choird  # its nosuid bind, left
+    await asyncio.sleep(3.0)  # its lease (2 s without a heartbeat) expires
 
     home.choird_log.unlink()  # "choird ready" must be the second one's
     second = spawn_choird(home, "--runtime", "docker")

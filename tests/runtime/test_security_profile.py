@@ -16,7 +16,7 @@ import pytest
 from choir.config import ChoirConfig
 from choir.config.container import ContainerConfig
 from choir.core.security_profile import (
-    SOCKET_TARGET,
+    SOCKET_DIR_TARGET,
     WORKSPACE_TARGET,
     ContainerLimits,
     ProfileReport,
@@ -29,7 +29,8 @@ from choir.core.security_profile import (
 )
 from choir.daemon.runtime_profile import loopback_endpoint
 
-WS, SOCK = "/srv/ws", "/home/op/.choir.d/socks/agents/a.sock"
+WS, SOCK = "/srv/ws", "/home/op/.choir.d/socks/agents/a/choir.sock"
+SOCK_DIR = "/home/op/.choir.d/socks/agents/a"
 PROFILE = SecurityProfile(ContainerLimits(1.5, 1 << 30, 256), user="1000:1000")
 PROC = {
     "CapEff": "0000000000000000",
@@ -70,7 +71,7 @@ def inspected() -> dict[str, Any]:
         },
         "Mounts": [
             {"Type": "bind", "Source": WS, "Destination": WORKSPACE_TARGET, "RW": True},
-            {"Type": "bind", "Source": SOCK, "Destination": SOCKET_TARGET, "RW": True},
+            {"Type": "bind", "Source": SOCK_DIR, "Destination": SOCKET_DIR_TARGET, "RW": True},
         ],
     }
 
@@ -244,7 +245,7 @@ def test_create_options_apply_the_limits_and_nothing_else_is_mounted() -> None:
     assert options["network_mode"] == "bridge"
     assert options["volumes"] == {
         WS: {"bind": "/workspace", "mode": "rw"},
-        SOCK: {"bind": "/run/choir.sock", "mode": "rw"},
+        SOCK_DIR: {"bind": "/run/choir", "mode": "rw"},
     }
     assert sorted(options["tmpfs"]) == ["/run", "/tmp"]
     assert "uid=1000,gid=1000" in options["tmpfs"]["/run"]

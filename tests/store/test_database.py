@@ -41,7 +41,9 @@ async def test_embedded_database_comes_up_migrated_and_restarts_fast(scratch_dir
         ready_s = time.perf_counter() - started
         async with db.pool.acquire() as conn:
             assert await conn.fetchval("SELECT name FROM choir_control.agents") == "A"
-            versions = await conn.fetchval("SELECT count(*) FROM choir_control.schema_version")
+            versions = await conn.fetchval(
+                "SELECT count(*) FROM choir_control.schema_version WHERE scope = 'control'"
+            )
     assert versions == len(CONTROL_MIGRATIONS)
     assert ready_s < READY_GOAL_S
 

@@ -10,6 +10,7 @@ from choir.store.ddl import (
     AGENT_MIGRATIONS,
     CONTROL_MIGRATIONS,
     CONTROL_SCOPE,
+    HOST_TOOL_MIGRATIONS,
     apply_control_schema,
 )
 from choir.store.pool import Connection
@@ -24,10 +25,11 @@ CONTROL_TABLES = {
     "pending_approvals",
     "leases",
     "schema_version",
+    "host_tool_calls",
 }
 
 
-@pytest.mark.parametrize("migrations", [CONTROL_MIGRATIONS, AGENT_MIGRATIONS])
+@pytest.mark.parametrize("migrations", [CONTROL_MIGRATIONS, AGENT_MIGRATIONS, HOST_TOOL_MIGRATIONS])
 def test_migration_versions_count_up_from_one(migrations) -> None:
     assert [m.version for m in migrations] == list(range(1, len(migrations) + 1))
 

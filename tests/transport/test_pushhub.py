@@ -35,6 +35,18 @@ async def test_history_is_bounded_and_replayed_after_the_given_seq() -> None:
     assert await next_seqs(hub.subscribe("a", after_seq=4), 1) == [5]
 
 
+async def test_a_client_of_a_previous_server_gets_every_kept_push_and_higher_seqs() -> None:
+    # The agent saw seq 7 from the choird before a restart; this hub numbered only two pushes
+    # (a chat sent before the agent resubscribed): both are delivered, and new ones follow 7.
+    hub = PushHub()
+    hub.push("a", {"kind": "compact"})
+    hub.push("a", {"kind": "compact"})
+    resumed = hub.subscribe("a", after_seq=7)
+    assert await next_seqs(resumed, 2) == [1, 2]
+    assert hub.push("a", {"kind": "compact"}) == 8
+    assert await next_seqs(resumed, 1) == [8]
+
+
 async def test_a_stalled_reader_is_cut_off_with_a_resume_hint() -> None:
     hub = PushHub(backlog=2)
     subscription = hub.subscribe("a")

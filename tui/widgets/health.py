@@ -44,6 +44,9 @@ def health_text(state: ConsoleState) -> Text:
     if state.connection != "connected":
         return text.append(f"  {label}", style="bold #e06c75")
     _field(text, "postgres", *_postgres(status.get("postgres") or {}))
+    disk = status.get("disk") or {}
+    if disk.get("state", "ok") != "ok":
+        _field(text, "disk", str(disk["state"]).replace("_", " "), "bold #e06c75")
     _field(text, "gateways", *_gateways(status.get("gateways") or []))
     agents = f"{state.running_count()}/{len(state.agents)} running"
     _field(text, "agents", agents, "#56b6f7" if state.running_count() else "")
@@ -72,6 +75,8 @@ def _field(text: Text, name: str, value: str, style: str) -> None:
 def _postgres(postgres: dict[str, Any]) -> tuple[str, str]:
     if postgres.get("state") == "ok":
         return f"ok {postgres.get('latency_ms', '')} ms", "#7ec16e"
+    if postgres.get("problem") == "restarting":
+        return "restarting", "bold #e5c07b"
     return str(postgres.get("state", "?")), "bold #e06c75"
 
 

@@ -1,0 +1,165 @@
+"""What the fault scenarios share: choird as a real process on a real home, killed for real.
+
+choird runs as a subprocess (`choird --quiet`, its output in a file beside the home), so a test
+can SIGKILL it and start another; agents are whatever that choird starts (the process runtime
+unless a test asks for docker). The embedded Postgres of the home is read back through an
+`EmbeddedPostgres` that adopts the running server (it never starts or stops one that runs).
+`teardown` leaves nothing behind: choird, agents, containers and the server are stopped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+from choir.daemon.replication import committed_of
+from choir.home import ChoirHome
+from choir.protocol.chain import GENESIS_HASH
+from choir.protocol.committed import chain_break
+from choir.store.embedded import EmbeddedPostgres
+from choir.store.events import EventRecord, read_events
+from choir.store.pool import connect
+from choir.store.postmaster import postmaster_pid, stop_postmaster
+from choir.store.target import DEFAULT_DATABASE, ConnectParams
+from tests.e2e.processes import BIN, Choird, environment, run_choirctl, wait_until_ready
+
+
+def spawn_choird(home: ChoirHome, *args: str, **env: str) -> Choird:
+    """`choird --quiet` for `home` with `env` added (e.g. CHOIR_FAILPOINTS), ready."""
+    stderr = home.root.parent / f"choird-{time.monotonic_ns()}.stderr"
+    with stderr.open("wb") as sink:
+        process = subprocess.Popen(
+            [str(BIN / "choird"), "--quiet", *args],
+            env=environment(CHOIR_HOME=str(home.root), **env),
+            stdin=subprocess.DEVNULL,
+            stdout=sink,
+            stderr=sink,
+            start_new_session=True,
+        )
+    choird = Choird(process, stderr, home.choird_log)
+    wait_until_ready(choird, timeout=60)
+    return choird
+
+
+def fresh_log_offset(choird: Choird) -> int:
+    """Where choird.log ends now: `ready` checks after a restart read from there."""
+    try:
+        return choird.log.stat().st_size
+    except FileNotFoundError:
+        return 0
+
+
+def kill9(choird: Choird) -> None:
+    """SIGKILL choird (not its agents: they live in their own sessions) and reap it."""
+    choird.process.send_signal(signal.SIGKILL)
+    choird.process.wait(timeout=10)
+
+
+def choirctl(home: ChoirHome, *args: str) -> subprocess.CompletedProcess[str]:
+    return run_choirctl(home, *args)
+
+
+def as_json(done: subprocess.CompletedProcess[str]) -> Any:
+    assert done.returncode == 0, (done.returncode, done.stdout, done.stderr)
+    return json.loads(done.stdout)
+
+
+def wait_for(condition: Callable[[], bool], within: float, every: float = 0.1) -> float:
+    """Poll `condition` until true; the seconds it took. Fails after `within` s."""
+    began = time.monotonic()
+    while not condition():
+        if time.monotonic() - began > within:
+            raise AssertionError(f"condition not met within {within} s")
+        time.sleep(every)
+    return time.monotonic() - began
+
+
+def stored_events(
+    home: ChoirHome, session_id: str, params: ConnectParams | None = None
+) -> list[EventRecord]:
+    """The session's events in Postgres at `params`, else in the home's embedded server (the
+    running one, adopted). Blocking: call it from a thread in async tests."""
+
+    async def read() -> list[EventRecord]:
+        where = params
+        if where is None:
+            server = EmbeddedPostgres(home.pgdata, stop_on_exit=False)
+            await asyncio.to_thread(server.start)
+            where = server.params.with_database(DEFAULT_DATABASE)
+        conn = await connect(where)
+        try:
+            return await read_events(conn, session_id, limit=100_000)
+        finally:
+            await conn.close()
+
+    return asyncio.run(read())
+
+
+def embedded_params(home: ChoirHome) -> ConnectParams:
+    """Where the home's embedded Postgres serves choir's database (the running server)."""
+    server = EmbeddedPostgres(home.pgdata, stop_on_exit=False)
+    server.start()  # adopts the running server
+    return server.params.with_database(DEFAULT_DATABASE)
+
+
+def assert_chain(records: list[EventRecord]) -> None:
+    """A gap-free prefix from rev 1 whose every hash is recomputed and linked."""
+    committed = [committed_of(record) for record in records]
+    assert [event.rev for event in committed] == list(range(1, len(committed) + 1))
+    problem = chain_break(committed, base_rev=0, hash_prev=GENESIS_HASH, check_hashes=True)
+    assert problem is None, problem
+
+
+def agent_processes(home: ChoirHome) -> list[psutil.Process]:
+    """choir-agent processes of this home (the process runtime's)."""
+    found = []
+    for process in psutil.process_iter(["cmdline"]):
+        cmdline = process.info.get("cmdline") or []
+        if any(Path(arg).name == "choir-agent" for arg in cmdline[:2]) and any(
+            str(home.root) in arg for arg in cmdline
+        ):
+            found.append(process)
+    return found
+
+
+def teardown(home: ChoirHome, choird: Choird | None) -> None:
+    """Stop everything the scenario left: choird, agents, containers, the embedded server."""
+    if choird is not None and choird.process.poll() is None:
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            choird.process.terminate()
+            choird.process.wait(timeout=40)
+        if choird.process.poll() is None:
+            kill9(choird)
+    for process in agent_processes(home):
+        with contextlib.suppress(psutil.NoSuchProcess):
+            os.killpg(process.pid, signal.SIGKILL)
+    _remove_containers(home)
+    if postmaster_pid(home.pgdata) is not None:
+        stop_postmaster(home.pgdata, fast_s=10)
+
+
+def _remove_containers(home: ChoirHome) -> None:
+    try:
+        import docker
+
+        client = docker.from_env(timeout=10)
+    except Exception:
+        return
+    try:
+        for container in client.containers.list(
+            all=True, filters={"label": f"choir.home={home.root}"}
+        ):
+            with contextlib.suppress(Exception):
+                container.remove(force=True)
+    finally:
+        client.close()

@@ -1,0 +1,329 @@
+"""kill -9 of choird under a working agent, then a new choird (issue 12 point 5).
+
+choird runs as a real process (the test session's Postgres); agent-1 runs on the process
+runtime, and on docker in its hardened container. The agent works on a job with tool calls
+(two `choir.fs.read`s, the model taking 3 s between them) when choird is SIGKILLed. The agent
+keeps working and buffering; a new choird adopts it: same session, same process or container,
+its socket back, and the events committed meanwhile replicated — a gap-free, hash-verified
+chain with no unknown outcome — then `choirctl chat` answers again and `agent status` shows it
+running. An agent whose lease expires while choird is down is stopped and its session crashed.
+`choir down` still stops everything. Before the fix the new choird removed the agent and
+crashed its session; the work done meanwhile was lost.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import psutil
+import pytest
+
+from choir.home import ChoirHome
+from choir.scripted import ReplyStep, Script, ScriptedCall, ScriptedModelServer, ToolCallsStep
+from choir.store.target import ConnectParams
+from tests.docker_support import require_docker
+from tests.e2e.homes import external_postgres, make_home, read_config, short_root, write_config
+from tests.e2e.processes import Choird, environment
+from tests.faults.invariants import InvariantChecker
+from tests.faults.support import (
+    agent_processes,
+    as_json,
+    assert_chain,
+    choirctl,
+    kill9,
+    spawn_choird,
+    stored_events,
+    teardown,
+)
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
+
+READ = ScriptedCall(name="choir.fs.read", arguments={"path": "notes.txt"})
+SCRIPT = Script(
+    steps=[
+        ToolCallsStep(match="work", calls=[READ]),
+        ToolCallsStep(after="tool", delay_ms=3000, calls=[READ]),  # choird dies meanwhile
+        ReplyStep(after="tool", delay_ms=500, text="done reading"),
+        ReplyStep(repeat=True, text="hello back"),
+    ]
+)
+IN_CONTAINER_PORT = 18431
+"""Where the docker variant's model listens: the container's own loopback."""
+CHOIR = Path(sys.executable).parent / "choir"
+
+
+@dataclass
+class Scene:
+    home: ChoirHome
+    root: Path
+    params: ConnectParams
+    runtime: str
+    choird: Choird | None = None
+
+    def ctl(self, *args: str) -> subprocess.CompletedProcess[str]:
+        return choirctl(self.home, *args)
+
+    def events(self, session_id: str) -> list[Any]:
+        return stored_events(self.home, session_id, self.params)
+
+
+@pytest.fixture
+def root() -> Iterator[Path]:
+    with short_root("cr-") as root:
+        yield root
+
+
+def home_for(root: Path, params: ConnectParams, model_url: str, **settings: Any) -> ChoirHome:
+    home = make_home(root, postgres=external_postgres(params), **settings)
+    data = read_config(home)
+    data["models"]["demo"] = {"provider": "scripted", "model": "faults", "endpoint": model_url}
+    write_config(home, data)
+    workspace = Path(data["workspaces"]["default"]["path"])
+    workspace.mkdir(parents=True, exist_ok=True)
+    (workspace / "notes.txt").write_text("the notes\n")
+    return home
+
+
+@pytest.fixture
+async def model() -> AsyncIterator[ScriptedModelServer]:
+    async with ScriptedModelServer(SCRIPT) as server:
+        yield server
+
+
+async def run(scene: Scene, *args: str) -> subprocess.CompletedProcess[str]:
+    return await asyncio.to_thread(scene.ctl, *args)
+
+
+async def start_choird(scene: Scene) -> None:
+    scene.choird = await asyncio.to_thread(spawn_choird, scene.home, "--runtime", scene.runtime)
+
+
+async def until(check: Any, within: float, every: float = 0.2) -> None:
+    began = time.monotonic()
+    while not await check():
+        if time.monotonic() - began > within:
+            raise AssertionError(f"not within {within} s")
+        await asyncio.sleep(every)
+
+
+async def kinds_stored(scene: Scene, session_id: str) -> list[str]:
+    return [record.event_type for record in await asyncio.to_thread(scene.events, session_id)]
+
+
+# -- the scenarios ---------------------------------------------------------------------------
+
+
+async def test_a_process_agent_rides_out_a_choird_kill(
+    root: Path, pg_params: ConnectParams, model: ScriptedModelServer
+) -> None:
+    home = home_for(root, pg_params, model.url, **GENEROUS)
+    scene = Scene(home, root, pg_params, "process")
+    try:
+        await rides_out_a_kill(scene)
+    finally:
+        await asyncio.to_thread(teardown, home, scene.choird)
+
+
+async def test_a_docker_agent_rides_out_a_choird_kill(root: Path, pg_params: ConnectParams) -> None:
+    require_docker()
+    url = f"http://127.0.0.1:{IN_CONTAINER_PORT}/v1"  # the container's loopback
+    home = home_for(root, pg_params, url, **GENEROUS)
+    (Path(read_config(home)["workspaces"]["default"]["path"]) / ".script.json").write_text(
+        SCRIPT.model_dump_json()
+    )
+    scene = Scene(home, root, pg_params, "docker")
+    try:
+        await rides_out_a_kill(scene)
+    finally:
+        await asyncio.to_thread(teardown, home, scene.choird)
+
+
+async def test_an_agent_whose_lease_expired_while_choird_was_down_is_stopped(
+    root: Path, pg_params: ConnectParams, model: ScriptedModelServer
+) -> None:
+    home = home_for(root, pg_params, model.url, heartbeat_interval_ms=500, **SHORT_LEASE)
+    scene = Scene(home, root, pg_params, "process")
+    try:
+        await start_choird(scene)
+        started = as_json(await run(scene, *START))
+        assert (await run(scene, "chat", "agent-1", "hello")).returncode == 0  # up and beating
+        assert scene.choird is not None
+        kill9(scene.choird)
+        await asyncio.sleep(SHORT_LEASE["crash_detection_threshold_ms"] / 1000 + 1.5)
+        assert psutil.pid_exists(started["pid"])  # alive, but its lease ran out
+        await start_choird(scene)
+
+        await until(lambda: asyncio.to_thread(gone, started["pid"]), within=10)
+        status = as_json(await run(scene, "agent", "status", "agent-1", "--json"))
+        assert (status["state"], status["session_status"]) == ("crashed", "crashed")
+        assert status["session_id"] == started["session_id"]
+        assert "lease expired while choird was down" in home.choird_log.read_text()
+    finally:
+        await asyncio.to_thread(teardown, home, scene.choird)
+
+
+START = ("agent", "start", "agent-1", "--dm", "console", "--json")
+GENEROUS = {"heartbeat_interval_ms": 1000, "crash_detection_threshold_ms": 30_000}
+"""A lease that outlives a choird restart on a loaded machine (the agent beats every second)."""
+SHORT_LEASE = {"crash_detection_threshold_ms": 2000}
+
+
+async def rides_out_a_kill(scene: Scene) -> None:
+    await start_choird(scene)
+    started = as_json(await run(scene, *START))
+    session_id = started["session_id"]
+    container = as_json(await run(scene, "agent", "status", "agent-1", "--json"))["container"]
+    if scene.runtime == "docker":
+        await asyncio.to_thread(serve_model_in, container)
+    assert (await run(scene, "chat", "agent-1", "hello")).returncode == 0
+    work = await asyncio.create_subprocess_exec(  # the job; this choirctl dies with choird
+        str(Path(sys.executable).parent / "choirctl"),
+        "chat",
+        "agent-1",
+        "work",
+        env=environment(CHOIR_HOME=str(scene.home.root)),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+
+    async def first_read_stored() -> bool:
+        return "tool_result_committed" in await kinds_stored(scene, session_id)
+
+    await until(first_read_stored, within=30)
+    checker = InvariantChecker(scene.params, ["agent-1"])
+    await checker.observe()
+    assert scene.choird is not None
+    kill9(scene.choird)
+    checker.fault("kill -9 of choird")
+    killed_at = time.time()
+    await asyncio.wait_for(work.wait(), 30)
+    agent_pid = started["pid"] if scene.runtime == "process" else None
+    await asyncio.sleep(1.0)  # the agent goes on meanwhile
+    await start_choird(scene)  # the one step the operator takes
+
+    async def adopted() -> bool:
+        status = await run(scene, "agent", "status", "agent-1", "--json")
+        return status.returncode == 0 and as_json(status)["state"] == "running"
+
+    await checker.healthy(adopted)  # within 10 s of the kill
+
+    async def replied() -> bool:
+        return "agent_replied" in [
+            r.event_type
+            for r in await asyncio.to_thread(scene.events, session_id)
+            if r.created_at.timestamp() > killed_at
+        ]
+
+    await until(replied, within=60)
+    verdict = await checker.verify()  # chain, acknowledged events kept, calls once
+    assert verdict.open_intents == []
+    records = await asyncio.to_thread(scene.events, session_id)
+    assert_chain(records)
+    since_kill = [r for r in records if r.created_at.timestamp() > killed_at]
+    kinds = [r.event_type for r in since_kill]
+    assert "tool_result_committed" in kinds, kinds  # the second read, done while choird was away
+    results = [r.payload for r in records if r.event_type == "tool_result_committed"]
+    assert all(result["result"]["status"] == "success" for result in results), results
+    replies = [r.payload["text"] for r in since_kill if r.event_type == "agent_replied"]
+    assert "done reading" in replies
+
+    status = as_json(await run(scene, "agent", "status", "agent-1", "--json"))
+    assert (status["state"], status["session_id"]) == ("running", session_id)
+    if agent_pid is not None:
+        assert status["pid"] == agent_pid  # the same process, adopted
+    else:
+        assert status["container"] == container
+    sessions = as_json(await run(scene, "session", "list", "agent-1", "--json"))["sessions"]
+    assert [s["session_id"] for s in sessions] == [session_id]  # no new session
+    log = scene.home.choird_log.read_text()
+    assert '"adopted": ["agent-1"]' in log or "agent adopted" in log
+
+    hello = await run(scene, "chat", "agent-1", "hello")
+    assert hello.returncode == 0, hello.stderr
+    assert "hello back" in hello.stdout
+
+    down = await asyncio.to_thread(choir_down, scene.home)
+    assert down.returncode == 0, down.stdout + down.stderr
+    assert scene.choird is not None
+    assert scene.choird.process.wait(timeout=30) == 0
+    assert agent_processes(scene.home) == []
+    if agent_pid is not None:
+        assert gone(agent_pid)
+    else:
+        assert await asyncio.to_thread(containers_of, scene.home) == []
+    status_after = await asyncio.to_thread(scene.ctl, "status")
+    assert status_after.returncode == 6  # choird is gone too
+
+
+def serve_model_in(container: str) -> None:
+    """The scripted model inside the agent's container, on its loopback (loopback only)."""
+    program = (
+        "import asyncio\n"
+        "from pathlib import Path\n"
+        "from choir.scripted import ScriptedModelServer, load_script\n"
+        "async def main():\n"
+        f"    server = ScriptedModelServer(load_script(Path('/workspace/.script.json')),"
+        f" port={IN_CONTAINER_PORT})\n"
+        "    await server.start()\n"
+        "    await asyncio.Event().wait()\n"
+        "asyncio.run(main())\n"
+    )
+    subprocess.run(
+        ["docker", "exec", "-d", container, "/opt/choir/bin/python", "-c", program],
+        check=True,
+        capture_output=True,
+        timeout=60,
+    )
+    probe = (
+        "import socket,time\n"
+        "for _ in range(100):\n"
+        "    try:\n"
+        f"        socket.create_connection(('127.0.0.1', {IN_CONTAINER_PORT}), 1).close(); break\n"
+        "    except OSError: time.sleep(0.1)\n"
+        "else: raise SystemExit(1)\n"
+    )
+    subprocess.run(
+        ["docker", "exec", container, "/opt/choir/bin/python", "-c", probe],
+        check=True,
+        capture_output=True,
+        timeout=60,
+    )
+
+
+def choir_down(home: ChoirHome) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(CHOIR), "down", "--json"],
+        env=environment(CHOIR_HOME=str(home.root)),
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+def containers_of(home: ChoirHome) -> list[str]:
+    """The names of the containers (running or not) choird made for `home`."""
+    import docker
+
+    client = docker.from_env(timeout=30)
+    try:
+        wanted: dict[str, Any] = {"label": f"choir.home={home.root}"}
+        return [str(c.name) for c in client.containers.list(all=True, filters=wanted)]
+    finally:
+        client.close()
+
+
+def gone(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True

@@ -1,0 +1,229 @@
+"""A full disk under `$CHOIR_HOME` (issue 12 point 6 and point 9's torn log line).
+
+Each scenario mounts a small tmpfs, fills it to the last byte, and checks what choir does: a log
+record is written whole or not at all, the failure is reported as a full disk, and everything
+comes back when space is freed. Bounded: the file systems are a few hundred KiB.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+import logging
+import secrets
+import subprocess
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import orjson
+import psutil
+import pytest
+
+from choir.client import ChoirClient
+from choir.errors import UnavailableError
+from choir.home import ChoirHome
+from choir.logs import get_logger, setup_logging, shutdown_logging
+from choir.store.target import ConnectParams
+from tests.e2e.daemons import running_daemon
+from tests.e2e.homes import external_postgres, make_home, short_root
+from tests.faults.filesystems import fill, small_tmpfs
+from tests.faults.invariants import InvariantChecker
+from tests.faults.support import (
+    as_json,
+    assert_chain,
+    choirctl,
+    embedded_params,
+    spawn_choird,
+    stored_events,
+    teardown,
+)
+
+
+@pytest.fixture
+def tmpfs(tmp_path: Path) -> Iterator[Path]:
+    with small_tmpfs(tmp_path / "full", 256) as mountpoint:
+        yield mountpoint
+
+
+@pytest.fixture(autouse=True)
+def _restore_logging() -> Iterator[None]:
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    yield
+    shutdown_logging()
+    for handler in [h for h in root.handlers if h not in handlers]:
+        root.removeHandler(handler)
+    root.setLevel(level)
+
+
+def parsed_lines(path: Path) -> list[dict[str, object]]:
+    """Every line of `path` as JSON: fails on a torn line."""
+    return [orjson.loads(line) for line in path.read_bytes().splitlines() if line]
+
+
+def test_a_log_record_is_written_whole_or_not_at_all_on_a_full_disk(tmpfs: Path) -> None:
+    home = ChoirHome(tmpfs / "home")
+    handler = setup_logging(home, "choird")
+    errors: list[OSError | None] = []
+    handler.on_write_error = lambda _path, error: errors.append(error)
+    log = get_logger("choird.test")
+    log.info("before the disk fills")
+    filler = fill(tmpfs)
+
+    log.info("a long record", fields={"blob": "x" * 6000})  # larger than the page left
+    log.info("another one", fields={"blob": "y" * 6000})
+
+    lines = parsed_lines(home.choird_log)  # no torn line: every line parses
+    assert [line["message"] for line in lines] == ["before the disk fills"]
+    assert handler.dropped == 2
+    assert [e.errno for e in errors if e is not None] == [errno.ENOSPC, errno.ENOSPC]
+
+    filler.unlink()
+    log.info("after space was freed")
+    messages = [line["message"] for line in parsed_lines(home.choird_log)]
+    assert messages == [
+        "before the disk fills",
+        "2 log record(s) were lost: the disk was full or failing",
+        "after space was freed",
+    ]
+    assert errors[-1] is None  # told that writing works again
+    assert handler.lines == 3
+
+
+# -- a full disk under a running choird and agent --------------------------------------------
+
+SETTINGS: dict[str, Any] = {"heartbeat_interval_ms": 1000, "crash_detection_threshold_ms": 3000}
+"""A short lease, so the old blame (a "crashed" agent) would come within seconds."""
+FULL_FOR_S = 8.0
+"""How long the disk stays full: well past the lease."""
+
+
+async def test_a_full_disk_is_reported_as_such_and_the_agent_survives_it() -> None:
+    with short_root("df-") as root, small_tmpfs(root / "disk", 160 * 1024) as disk:
+        home = make_home(disk, **SETTINGS)
+        choird = None
+        try:
+            choird = await asyncio.to_thread(spawn_choird, home, "--runtime", "process")
+            await full_disk_scenario(home)
+        finally:
+            await asyncio.to_thread(teardown, home, choird)
+
+
+async def ctl(home: ChoirHome, *args: str) -> subprocess.CompletedProcess[str]:
+    return await asyncio.to_thread(choirctl, home, *args)
+
+
+async def full_disk_scenario(home: ChoirHome) -> None:
+    started = as_json(await ctl(home, "agent", "start", "agent-1", "--dm", "console", "--json"))
+    session_id, pid = started["session_id"], started["pid"]
+    assert (await ctl(home, "chat", "agent-1", "hello")).returncode == 0
+    checker = InvariantChecker(await asyncio.to_thread(embedded_params, home), ["agent-1"])
+    await checker.observe()
+    async with await ChoirClient.connect(home, call_timeout=30) as client:
+        feed = client.subscribe()
+        assert (await anext(feed))["kind"] == "subscribed"
+        filler = await asyncio.to_thread(fill, home.root.parent)
+        checker.fault(f"the disk under {home.root} is full")
+        filled_at = time.monotonic()
+        # Incompressible 30 kB messages: storing them needs new pages, which a full disk lacks.
+        sent = [
+            await client.chat_send("agent-1", f"hello {n} {secrets.token_urlsafe(22_000)}")
+            for n in range(3)
+        ]
+
+        view = await next_health(feed, lambda view: view["disk"] is not None)
+        assert view["disk"]["state"] == "full"
+
+        async def disk_report() -> str | None:
+            status = as_json(await ctl(home, "status", "--json"))
+            return str(status["disk"]["reason"]) if status["disk"]["state"] == "full" else None
+
+        await checker.reported(disk_report)  # within 5 s, naming the fix (free space)
+        status = as_json(await ctl(home, "status", "--json"))
+        assert str(home.root.parent) in status["disk"]["reason"] + str(status["disk"]["where"])
+        await asyncio.sleep(max(0.0, FULL_FOR_S - (time.monotonic() - filled_at)))
+        assert psutil.pid_exists(pid)  # alive, long past its 3 s lease
+        row = as_json(await ctl(home, "agent", "status", "agent-1", "--json"))
+        assert (row["state"], row["session_id"]) == ("running", session_id)
+
+        await asyncio.to_thread(filler.unlink)
+        checker.fault(f"space freed under {home.root}")
+
+        async def disk_ok() -> bool:
+            return bool(as_json(await ctl(home, "status", "--json"))["disk"]["state"] == "ok")
+
+        await checker.healthy(disk_ok)  # within 10 s, nobody doing anything
+        await next_health(feed, lambda view: view["disk"] is None)
+        for message in sent:
+            await reply_to(client, message)  # every buffered reply reaches the user
+        await feed.aclose()
+
+    verdict = await checker.verify()
+    assert verdict.open_intents == []
+    records = await asyncio.to_thread(stored_events, home, session_id)
+    assert_chain(records)
+    assert sum(r.event_type == "user_msg" for r in records) == 4  # "hello", then "hello 0..2"
+    status = as_json(await ctl(home, "status", "--json"))
+    assert status["disk"]["state"] == "ok"
+    row = as_json(await ctl(home, "agent", "status", "agent-1", "--json"))
+    assert (row["state"], row["session_id"], row["pid"]) == ("running", session_id, pid)
+    for log in (home.choird_log, home.agent_log("agent-1")):
+        parsed_lines(log)  # no line was torn
+    choird_log = home.choird_log.read_text()
+    assert "disk unhealthy" in choird_log
+    assert "could not extend file" in choird_log  # Postgres refused the heartbeats' writes
+    # ...and the agent heard "unavailable, retry", kept its events and sent them again.
+    assert "disk is full or failing; nothing was stored" in home.agent_log("agent-1").read_text()
+
+
+async def next_health(feed: Any, wanted: Callable[[dict[str, Any]], bool]) -> dict[str, Any]:
+    async with asyncio.timeout(45):
+        while True:
+            item = await anext(feed)
+            if item["kind"] == "health" and wanted(item["data"]):
+                data: dict[str, Any] = item["data"]
+                return data
+
+
+async def reply_to(client: ChoirClient, sent: dict[str, Any]) -> dict[str, Any]:
+    replies = client.chat_replies("agent-1", after_seq=sent["after_seq"])
+    try:
+        async with asyncio.timeout(45):
+            async for reply in replies:
+                if reply["category"] == "reply" and reply["in_reply_to"] == sent["message_id"]:
+                    return reply
+    finally:
+        await replies.aclose()
+    raise AssertionError("no reply")
+
+
+async def test_an_agent_socket_that_cannot_be_created_is_a_disk_problem(
+    pg_params: ConnectParams,
+) -> None:
+    with short_root("ds-") as root:
+        home = make_home(root, postgres=external_postgres(pg_params))
+        async with running_daemon(home) as daemon:
+            with small_tmpfs(home.agent_socks, 64, inodes=8):  # no inode left for a socket
+                await asyncio.to_thread(fill_inodes, home.agent_socks)
+                with pytest.raises(UnavailableError) as refused:
+                    await daemon.open_agent_socket("agent-1")
+                problem = daemon.health.problem("disk")
+            assert "agent-1's socket" in refused.value.message
+            assert "full or failing" in refused.value.message
+            assert problem is not None
+            assert problem.state == "full"
+            assert problem.where == str(home.agent_socket("agent-1"))
+            assert await daemon.open_agent_socket("agent-1")  # room again: it works
+
+
+def fill_inodes(directory: Path) -> None:
+    for n in range(1000):
+        try:
+            (directory / f"f{n}").touch()
+        except OSError as error:
+            if error.errno != errno.ENOSPC:
+                raise
+            return
+    raise AssertionError("the file system never ran out of inodes")
