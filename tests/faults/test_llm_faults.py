@@ -145,7 +145,11 @@ async def test_malformed_tool_calls_are_answered_and_never_run(cluster_of: Clust
     cluster, checker = await started(cluster_of)
     cases = [
         ("bad-json", "invalid_arguments", "call it again with a JSON object of arguments"),
-        ("bad-type", "invalid_input", "token: 5 is not of type 'string'"),
+        (
+            "bad-type",
+            "invalid_input",
+            "token: 5 is not of type 'string'; give token as a string, then call test.effect again",
+        ),
         ("unknown-tool", "unknown_tool", "call one of the offered tools by its exact name"),
     ]
     for token, code, explained in cases:
@@ -218,7 +222,5 @@ async def test_a_model_that_does_not_answer_is_given_up_on_after_its_timeout(
         for line in cluster.home.agent_log("agent-1").read_text().splitlines()
         if '"llm call failed"' in line
     ]
-    assert [(line["kind"], line["model"]) for line in logged] == [
-        ("timeout", "demo")
-    ]
+    assert [(line["kind"], line["model"]) for line in logged] == [("timeout", "demo")]
     await checker.verify(cluster.conversations.values())
