@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 import pytest
@@ -35,7 +35,14 @@ from choir.scripted import ReplyStep, ScriptedCall, ToolCallsStep
 from tests.e2e.daemons import poll_until
 from tests.faults.conftest import ClusterOf
 from tests.faults.invariants import InvariantChecker, Verdict, chat_error, checker_for, crash_report
-from tests.harness import EFFECT_TOOL, Cluster, effect_call, effect_turn, probe_step
+from tests.harness import (
+    EFFECT_TOOL,
+    Cluster,
+    SentMessage,
+    effect_call,
+    effect_turn,
+    probe_step,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -143,6 +150,8 @@ async def test_a_kill_at_a_failpoint_loses_nothing_acknowledged_and_runs_nothing
         await cluster.kill("agent-1")
     await checker.reported(crash_report(cluster.client, "agent-1"))
     ran = effect_lines(cluster)
+    if not await message_durable(checker, sent):  # its user_msg was still in the agent's
+        point = replace(point, redelivered=True)  # buffer: the message comes back, runs once
 
     resumed = await cluster.start("agent-1")  # what the report says to do; failpoints disarmed
     assert (resumed["session_id"], resumed["resumed"]) == (session_id, True)
@@ -178,6 +187,12 @@ def arrived(
         return await effect_intent_stored(checker)
 
     return probe
+
+
+async def message_durable(checker: InvariantChecker, sent: SentMessage) -> bool:
+    """Whether the message's `user_msg` reached choird before the crash."""
+    received = await checker.stored("user_msg")
+    return any(e.payload.get("message_id") == sent.message_id for e in received)
 
 
 async def effect_intent_stored(checker: InvariantChecker) -> bool:

@@ -25,9 +25,10 @@ from choir.client import ChoirClient
 from choir.errors import UnavailableError
 from choir.home import ChoirHome
 from choir.logs import get_logger, setup_logging, shutdown_logging
+from choir.scripted import ReplyStep, Script, ScriptedModelServer
 from choir.store.target import ConnectParams
-from tests.e2e.daemons import running_daemon
-from tests.e2e.homes import external_postgres, make_home, short_root
+from tests.e2e.daemons import poll_until, running_daemon
+from tests.e2e.homes import external_postgres, make_home, read_config, short_root, write_config
 from tests.faults.filesystems import fill, small_tmpfs
 from tests.faults.invariants import InvariantChecker
 from tests.faults.support import (
@@ -100,22 +101,37 @@ FULL_FOR_S = 8.0
 """How long the disk stays full: well past the lease."""
 
 
+SLOW_REPLY = secrets.token_urlsafe(22_000)
+"""Incompressible 30 kB: storing it needs new pages, which a full disk lacks."""
+SCRIPT = Script(
+    description="a reply that comes once the disk is full; quick answers otherwise",
+    steps=[
+        ReplyStep(match="the slow one", delay_ms=3_000, text=SLOW_REPLY),
+        ReplyStep(match="hello", repeat=True, text="Hello."),
+    ],
+)
+
+
 async def test_a_full_disk_is_reported_as_such_and_the_agent_survives_it() -> None:
     with short_root("df-") as root, small_tmpfs(root / "disk", 160 * 1024) as disk:
-        home = make_home(disk, **SETTINGS)
-        choird = None
-        try:
-            choird = await asyncio.to_thread(spawn_choird, home, "--runtime", "process")
-            await full_disk_scenario(home)
-        finally:
-            await asyncio.to_thread(teardown, home, choird)
+        async with ScriptedModelServer(SCRIPT) as model:
+            home = make_home(disk, **SETTINGS)
+            data = read_config(home)
+            data["models"]["demo"] = {"provider": "scripted", "model": "df", "endpoint": model.url}
+            write_config(home, data)
+            choird = None
+            try:
+                choird = await asyncio.to_thread(spawn_choird, home, "--runtime", "process")
+                await full_disk_scenario(home, model)
+            finally:
+                await asyncio.to_thread(teardown, home, choird)
 
 
 async def ctl(home: ChoirHome, *args: str) -> subprocess.CompletedProcess[str]:
     return await asyncio.to_thread(choirctl, home, *args)
 
 
-async def full_disk_scenario(home: ChoirHome) -> None:
+async def full_disk_scenario(home: ChoirHome, model: ScriptedModelServer) -> None:
     started = as_json(await ctl(home, "agent", "start", "agent-1", "--dm", "console", "--json"))
     session_id, pid = started["session_id"], started["pid"]
     assert (await ctl(home, "chat", "agent-1", "hello")).returncode == 0
@@ -124,14 +140,22 @@ async def full_disk_scenario(home: ChoirHome) -> None:
     async with await ChoirClient.connect(home, call_timeout=30) as client:
         feed = client.subscribe()
         assert (await anext(feed))["kind"] == "subscribed"
+        # accepted while there is room; its reply comes (and must be stored) once the disk is full
+        slow = await client.chat_send("agent-1", "the slow one")
+        await poll_until(lambda: asked(model, "the slow one"), within=15)
         filler = await asyncio.to_thread(fill, home.root.parent)
         checker.fault(f"the disk under {home.root} is full")
         filled_at = time.monotonic()
-        # Incompressible 30 kB messages: storing them needs new pages, which a full disk lacks.
-        sent = [
-            await client.chat_send("agent-1", f"hello {n} {secrets.token_urlsafe(22_000)}")
-            for n in range(3)
-        ]
+        # Incompressible 30 kB messages. A message is durable before it is accepted: one that
+        # cannot be stored is refused, saying why; one that found room is answered later.
+        sent, refusals = [], []
+        for n in range(3):
+            try:
+                text = f"hello {n} {secrets.token_urlsafe(22_000)}"
+                sent.append(await client.chat_send("agent-1", text))
+            except UnavailableError as refused:
+                refusals.append(refused.message)
+        assert all("disk is full" in message for message in refusals)
 
         view = await next_health(feed, lambda view: view["disk"] is not None)
         assert view["disk"]["state"] == "full"
@@ -156,6 +180,7 @@ async def full_disk_scenario(home: ChoirHome) -> None:
 
         await checker.healthy(disk_ok)  # within 10 s, nobody doing anything
         await next_health(feed, lambda view: view["disk"] is None)
+        assert (await reply_to(client, slow))["text"] == SLOW_REPLY  # kept, then stored
         for message in sent:
             await reply_to(client, message)  # every buffered reply reaches the user
         await feed.aclose()
@@ -164,7 +189,7 @@ async def full_disk_scenario(home: ChoirHome) -> None:
     assert verdict.open_intents == []
     records = await asyncio.to_thread(stored_events, home, session_id)
     assert_chain(records)
-    assert sum(r.event_type == "user_msg" for r in records) == 4  # "hello", then "hello 0..2"
+    assert sum(r.event_type == "user_msg" for r in records) == 2 + len(sent)  # and no other
     status = as_json(await ctl(home, "status", "--json"))
     assert status["disk"]["state"] == "ok"
     row = as_json(await ctl(home, "agent", "status", "agent-1", "--json"))
@@ -176,6 +201,10 @@ async def full_disk_scenario(home: ChoirHome) -> None:
     assert "could not extend file" in choird_log  # Postgres refused the heartbeats' writes
     # ...and the agent heard "unavailable, retry", kept its events and sent them again.
     assert "disk is full or failing; nothing was stored" in home.agent_log("agent-1").read_text()
+
+
+async def asked(model: ScriptedModelServer, text: str) -> bool:
+    return any(text in str(request.body) for request in model.requests)
 
 
 async def next_health(feed: Any, wanted: Callable[[dict[str, Any]], bool]) -> dict[str, Any]:

@@ -8,12 +8,14 @@ when sessions start or end (leases change only then) — never on a timer.
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any, ClassVar, Final
 
 from rich.text import Text
 from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
+from textual.css.query import NoMatches
 from textual.widgets import DataTable, Static
 
 from choir.errors import ChoirError, ConflictError
@@ -105,7 +107,9 @@ class WorkspacesView(ChoirView):
         except ChoirError:
             return  # not connected: the resync reads it again
         self.workspaces = {row["name"]: row for row in rows}
-        self.redraw()
+        if self.is_attached:  # the console may have closed while the call ran
+            with contextlib.suppress(NoMatches):  # ...and already removed the table
+                self.redraw()
 
     def action_refresh(self) -> None:
         self.read()
