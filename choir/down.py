@@ -1,7 +1,8 @@
 """`choir down`: stop every running agent gracefully, then choird; nothing left behind.
 
-Agents go first, one at a time, each with its own progress line (a graceful stop writes the
-session summary and flushes its events, §17.2); then choird is asked to shut down (`shutdown`),
+Agents go first, one at a time, each with its own progress lines (a graceful stop writes the
+session summary and flushes its events, §17.2; whether the summary was stored, or why not, is
+said as `agent stop` says it); then choird is asked to shut down (`shutdown`),
 which stops anything still running, releases the embedded Postgres and exits. `down` waits
 until its process is gone. An agent that fails to stop is reported and the rest still go.
 """
@@ -42,6 +43,17 @@ def down(home: ChoirHome, steps: Steps) -> dict[str, Any]:
     return {"home": str(home.root), "agents": agents, "choird_pid": pid}
 
 
+def summary_line(stopped: dict[str, Any]) -> str | None:
+    """How the stop's session summary went (§11.8), as `agent stop` says it: stored, skipped
+    for no news, or a warning naming why it is missing."""
+    summary = stopped.get("summary")
+    if not summary:
+        return None
+    if summary["warn"]:
+        return f"warning: no session summary: {summary['detail']}"
+    return f"summary: {summary['detail']}"
+
+
 async def _stop_all(home: ChoirHome, steps: Steps) -> tuple[list[dict[str, Any]], int]:
     async with await ChoirClient.connect(home, call_timeout=None) as choird:
         listed = (await choird.agent_list())["agents"]
@@ -58,6 +70,8 @@ async def _stop_all(home: ChoirHome, steps: Steps) -> tuple[list[dict[str, Any]]
                 stopped.append({"agent_id": agent_id, "error": error.message})
                 continue
             steps.line(agent_id, f"stopped: session {result['session_id']} {result['status']}")
+            if (summary := summary_line(result)) is not None:
+                steps.line(agent_id, summary)
             stopped.append(result)
         answer = await choird.shutdown()
     pid: int = answer["pid"]

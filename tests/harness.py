@@ -11,7 +11,8 @@ starts (`agent.start`, exactly as `choirctl agent start` does), with its own wor
 All agents share agent-1's repo, which carries `test.effect` (`EFFECT_TOOL`): a non-idempotent
 tool that appends its `token` argument as one line to `effects.log` in the workspace, then sleeps
 `sleep_ms` — the side effect fault tests count. Every process the tool starts records its pid,
-and the cluster kills the ones still alive at the end (a killed agent leaves its tool running).
+and the cluster kills any still alive at the end (a safety net: a tool's subreaper ends it
+when its agent dies).
 
 `Cluster.start(..., failpoints=...)` arms `CHOIR_FAILPOINTS` for that one start: choird's process
 runtime passes the variable on to the agent it spawns, and the harness sets it only around the
@@ -163,7 +164,7 @@ def add_effect_tool(repo: Path, pids: Path) -> None:
 
 
 def kill_left_tools(root: Path) -> None:
-    """SIGKILL every `test.effect` process still alive (a killed agent leaves its tool)."""
+    """SIGKILL every `test.effect` process still alive (its subreaper should have ended it)."""
     pids = root / "tool-pids"
     for line in pids.read_text().split() if pids.exists() else []:
         with contextlib.suppress(ProcessLookupError):
@@ -307,7 +308,8 @@ class Cluster:
         return int(pid) if pid is not None else None
 
     async def kill(self, agent_id: str) -> int:
-        """kill -9 of the agent's process (only it: its tools live on, as after a real crash)."""
+        """kill -9 of the agent's process (only it, as in a real crash: its tools' subreapers
+        end them)."""
         pid = await self.pid(agent_id)
         assert pid is not None, f"{agent_id} is not running"
         os.kill(pid, signal.SIGKILL)

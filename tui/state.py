@@ -60,10 +60,12 @@ class ConsoleState:
         return None
 
     def lane_reported(self, lane: Payload) -> bool:
-        """Fold a lane report in; True when its session is one the agent listing lacks."""
+        """Fold a lane report in; True when the agent listing is stale: it lacks the session, or
+        shows it not running (a crashed session that was resumed keeps its id)."""
         session_id = lane["session_id"]
         self.lanes.setdefault(session_id, {})[lane["lane"]] = lane
-        return self.agent_of(session_id) is None
+        agent_id = self.agent_of(session_id)
+        return agent_id is None or self.agents[agent_id].get("state") != "running"
 
     def set_lanes(self, session_id: str, lanes: list[Payload]) -> None:
         self.lanes[session_id] = {lane["lane"]: lane for lane in lanes}
@@ -96,6 +98,11 @@ class ConsoleState:
 
     def set_approvals(self, approvals: list[Payload]) -> None:
         self.approvals = {row["approval_id"]: row for row in approvals}
+
+    def interrupted(self) -> list[Payload]:
+        """The outage of every agent down after a crash, a fork or a failed restart
+        (`agent.list`'s `interrupted`): why, when, and the command that brings it back."""
+        return [agent["interrupted"] for agent in self.agents.values() if agent.get("interrupted")]
 
     def running_count(self) -> int:
         return sum(agent.get("state") == "running" for agent in self.agents.values())

@@ -61,14 +61,8 @@ class LlmClient:
         self,
         http: httpx.AsyncClient | None = None,
         *,
-        timeout_s: float = 300.0,
-        connect_timeout_s: float = 10.0,
         max_retry_wait_s: float = 120.0,
     ) -> None:
-        self.timeout_s = timeout_s
-        """Deadline of one attempt, from sending the request to the last byte of the answer."""
-        self.connect_timeout_s = connect_timeout_s
-        """Deadline of opening the connection; past it the endpoint counts as unreachable."""
         self.max_retry_wait_s = max_retry_wait_s
         """A 429 asking for a longer wait fails at once instead of stalling the lane."""
         self._owned = http is None
@@ -133,8 +127,9 @@ class LlmClient:
     async def _attempt(self, request: CompletionRequest, body: bytes) -> httpx.Response:
         """One POST; transport failures become LlmError, any HTTP status is returned."""
         settings = request.settings
-        timeout_s = request.timeout_s or self.timeout_s
-        timeout = httpx.Timeout(timeout_s, connect=min(self.connect_timeout_s, timeout_s))
+        timeout_s = request.timeout_s or settings.timeout_s
+        # httpx's read timeout is per chunk: the whole answer is bounded by asyncio.timeout
+        timeout = httpx.Timeout(timeout_s, connect=min(settings.connect_timeout_s, timeout_s))
         try:
             async with asyncio.timeout(timeout_s):
                 return await self._http.post(
@@ -146,8 +141,8 @@ class LlmClient:
         except (TimeoutError, httpx.ReadTimeout, httpx.WriteTimeout, httpx.PoolTimeout):
             raise LlmError(
                 LlmErrorKind.TIMEOUT,
-                f"model {settings.name!r} did not answer within {timeout_s:g} s; "
-                "try again, or choose a faster model",
+                f"model {settings.name!r} did not answer within {timeout_s:g} s "
+                f"(models.{settings.name}.timeout_s); try again, or choose a faster model",
             ) from None
         except httpx.DecodingError:
             raise LlmError(

@@ -18,6 +18,10 @@ from choir.protocol.tools import ToolResult
 
 DEFAULT_RATE_LIMIT_RETRY_MS = 1_000
 """`rate_limit_retry_ms` of config.json when the key is absent (§7.7)."""
+DEFAULT_TIMEOUT_S = 120.0
+"""`models.<name>.timeout_s` when absent: a hung model costs the user two minutes, not five."""
+DEFAULT_CONNECT_TIMEOUT_S = 10.0
+"""`models.<name>.connect_timeout_s` when absent."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,6 +40,11 @@ class ModelSettings:
     """Omitted from the request when null (reasoning models reject it)."""
     reasoning_effort: str | None = None
     """Passed as-is; omitted when null."""
+    timeout_s: float = DEFAULT_TIMEOUT_S
+    """Deadline of one attempt, from sending the request to the last byte of the answer
+    (`models.<name>.timeout_s`)."""
+    connect_timeout_s: float = DEFAULT_CONNECT_TIMEOUT_S
+    """Deadline of opening the connection (`models.<name>.connect_timeout_s`)."""
 
     @classmethod
     def from_config(
@@ -61,6 +70,8 @@ class ModelSettings:
             api_key=api_key,
             temperature=config.temperature,
             reasoning_effort=config.reasoning_effort,
+            timeout_s=config.timeout_s,
+            connect_timeout_s=config.connect_timeout_s,
         )
 
 
@@ -81,7 +92,7 @@ class CompletionRequest:
     rate_limit_retry_ms: int = DEFAULT_RATE_LIMIT_RETRY_MS
     """Wait before the one retry of a 429 that carries no Retry-After."""
     timeout_s: float | None = None
-    """Overall deadline of one attempt; null uses the client's default."""
+    """Overall deadline of one attempt; null uses the model's (`ModelSettings.timeout_s`)."""
 
 
 @dataclass(frozen=True, slots=True)

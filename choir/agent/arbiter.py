@@ -247,13 +247,9 @@ class Arbiter(LanePolicy):
             rejection = gate(proposal.lane, tool, proposal.arguments)
             if rejection is not None:
                 return rejection
-        problems = tool.manifest.input_problems(proposal.arguments)
-        if problems:
-            return ToolResult.fail(
-                "invalid_input",
-                f"invalid input for {proposal.tool}: {problems[0]}",
-                problems=problems,
-            )
+        invalid = tool.manifest.check_input(proposal.arguments)
+        if invalid is not None:
+            return invalid
         refused = self._check_job(proposal.lane)
         if refused is not None:
             return refused

@@ -7,11 +7,12 @@ tools go out as EXECUTE_HOST_TOOL, meta tools as REQUEST_APPROVAL.
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Callable
 from typing import Any, TypeVar
 
 from pydantic import ValidationError
 
+from choir.agent.replication_link import ReconnectingClient
 from choir.protocol import (
     Ack,
     ExecuteHostToolRequest,
@@ -58,6 +59,13 @@ class ControlPlane:
 
     def __init__(self, client: Client) -> None:
         self._client = client
+
+    def on_connected(self, listener: Callable[[], None]) -> Callable[[], None]:
+        """Call `listener` whenever the connection to choird is (re)established; returns the
+        unsubscribe callable. Only a reconnecting client ever connects again."""
+        if isinstance(self._client, ReconnectingClient):
+            return self._client.on_connected(listener)
+        return lambda: None
 
     async def init_hello(self, request: InitHelloRequest) -> InitHelloResponse:
         return await self._call(Verb.INIT_HELLO, request, InitHelloResponse)

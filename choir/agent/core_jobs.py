@@ -41,6 +41,7 @@ from choir.protocol import (
     validation_problems,
 )
 from choir.protocol.core_jobs import CoreNeedInfo
+from choir.protocol.input_fix import invalid_input, pydantic_fix
 
 log = get_logger("choir.agent.core")
 
@@ -93,10 +94,7 @@ class CoreJobs(CoreJobRunner):
         try:
             start = briefing(arguments)
         except ValidationError as exc:
-            problems = validation_problems(exc)
-            return ToolResult.fail(
-                "invalid_input", f"invalid job: {problems[0]}", problems=problems
-            )
+            return invalid_input(proposal.tool, validation_problems(exc), pydantic_fix(exc))
         name = start.job_name
         arbiter = self._kit.kernel.arbiter
         budget = start.tool_constraints.time_budget_ms or None

@@ -29,6 +29,7 @@ from choir.protocol.core_jobs import (
     CoreProgress,
     PlanStep,
 )
+from choir.protocol.input_fix import pydantic_fix
 
 REPORT_TOOL: Final = "choir.core.report"
 """The core-only tool through which the model reports on its job."""
@@ -124,7 +125,7 @@ def report_event(arguments: Mapping[str, Any], workspace: Workspace) -> CoreEven
             case "partial_result":
                 return _partial(text, arguments, workspace)
     except ValidationError as exc:
-        return _invalid(validation_problems(exc)[0])
+        return _invalid(f"{validation_problems(exc)[0]}; {pydantic_fix(exc)}")
     return _invalid(f"unknown kind {kind!r}: use plan, progress, partial_result or need_info")
 
 

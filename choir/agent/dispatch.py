@@ -25,6 +25,7 @@ from choir.agent.tools.base import LockKey, located_resource, resource_at
 from choir.agent.workspace import PathOutsideWorkspace, Workspace
 from choir.core.lockset import LockKeyError, LockRequest, Lockset
 from choir.protocol import ToolResult, validation_problems
+from choir.protocol.input_fix import invalid_input, pydantic_fix
 
 if TYPE_CHECKING:
     from choir.agent.arbiter import ToolProposal
@@ -77,14 +78,9 @@ def prepare_call(
     except PathOutsideWorkspace as exc:
         return ToolResult.fail(exc.error_code, exc.message)
     except LockKeyError as exc:
-        return ToolResult.fail("invalid_input", f"invalid input for {tool.manifest.name}: {exc}")
+        return invalid_input(tool.manifest.name, [str(exc)], "correct that argument")
     except ValidationError as exc:
-        problems = validation_problems(exc)
-        return ToolResult.fail(
-            "invalid_input",
-            f"invalid input for {tool.manifest.name}: {problems[0]}",
-            problems=problems,
-        )
+        return invalid_input(tool.manifest.name, validation_problems(exc), pydantic_fix(exc))
 
 
 def located_lockset(keys: list[LockKey], workspace: Workspace) -> Lockset:

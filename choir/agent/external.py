@@ -7,16 +7,23 @@ The contract for a tool author:
 - stdout must carry one JSON object, the tool's result (`ToolResult`: `status`, `summary`,
   optional `data`, `error_code`, `truncated`, `artifact_ref`). stderr is for diagnostics; its
   tail is returned when the tool fails.
-- The tool runs in the workspace root with only PATH, HOME and LANG set, in its own process
-  group. When the call ends — exit, timeout, output overflow or cancellation — the whole group
-  is stopped (SIGTERM, then SIGKILL after a short grace), so nothing it started outlives it;
-  a cancellation propagates only after that, so the call's locks outlast the tool.
+- The tool runs in the workspace root with only PATH, HOME and LANG set, under its own
+  `choir.subreaper` (as `choir.exec` commands do): whatever it starts stays its descendant, even
+  what leaves its process group (`setsid`, a double fork). When the call ends — exit, timeout,
+  output overflow or cancellation — all of it is stopped (SIGTERM, then SIGKILL after a short
+  grace), so nothing it started outlives the call; a cancellation propagates only after that,
+  so the call's locks outlast the tool.
+- stdin is a Unix socket, not a pipe, so no other process of the agent's uid can open it through
+  `/proc/<pid>/fd/0` and take the secrets before the tool reads them. What the tool holds in its
+  memory afterwards is another matter: see docs/ARCHITECTURE.md (external tools and secrets).
 """
 
 from __future__ import annotations
 
 import asyncio
+import errno
 import os
+import socket
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Final, Literal
@@ -24,7 +31,7 @@ from typing import Any, Final, Literal
 import orjson
 from pydantic import ValidationError
 
-from choir.agent.tools._process import Capture, stop_group
+from choir.agent.tools._process import Capture, stop_tree, under_subreaper
 from choir.agent.tools.base import outlast_cancellation, record_finished, sandbox_env
 from choir.protocol.problems import validation_problems
 from choir.protocol.tools import ToolResult
@@ -37,6 +44,10 @@ STDERR_TAIL_BYTES: Final = 4096
 """How much of the end of stderr a failed call reports."""
 OUTPUT_HEAD_BYTES: Final = 512
 """How much of unusable stdout a failed call quotes."""
+NOT_RUNNABLE: Final = 127
+SPAWN_FAILED: Final = "subreaper: cannot run "
+"""How `choir.subreaper` says it could not start the tool (exit 127): a bad interpreter line,
+a missing loader."""
 _WRITE_SIZE: Final = 64 * 1024
 
 Ending = Literal["exited", "timeout", "overflow"]
@@ -74,14 +85,18 @@ class _Tail:
 
 
 class _Feed:
-    """A pipe for the child's stdin, written from the event loop as the child reads it.
+    """The child's stdin, written from the event loop as the child reads it.
 
+    A Unix socket pair, not a pipe: any process of the agent's uid may open another process's
+    pipe through `/proc/<pid>/fd/0` and read the payload — secrets included — before the tool
+    does (a `choir.exec` command running beside it, say); a socket cannot be opened that way.
     Non-blocking: a tool that never reads its input cannot stall choir-agent, and one that exits
     early (broken pipe) just ends the feed.
     """
 
     def __init__(self, payload: bytes) -> None:
-        self.read_fd, self._write_fd = os.pipe()
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        self._write_fd, self.read_fd = ours.detach(), theirs.detach()
         os.set_blocking(self._write_fd, False)
         self._rest = memoryview(payload)
         self._loop = asyncio.get_running_loop()
@@ -137,12 +152,15 @@ async def run_external(
     Failures of the tool come back as results (`timeout`, `nonzero_exit`, `invalid_tool_output`,
     `output_too_large`, `tool_not_runnable`); cancellation stops the tool and propagates.
     """
+    refused = _unrunnable(exec_path)
+    if refused is not None:
+        return _not_runnable(exec_path.name, refused)
     payload = orjson.dumps({"arguments": arguments, "secrets": dict(secrets)})
     out, err = _Output(max_output_bytes), _Tail()
     with _Feed(payload) as feed, Capture(out.feed) as out_pipe, Capture(err.feed) as err_pipe:
         try:
             proc = await asyncio.create_subprocess_exec(
-                exec_path,
+                *under_subreaper([str(exec_path)]),
                 cwd=workspace_root,
                 env=sandbox_env(str(workspace_root)),
                 start_new_session=True,
@@ -151,8 +169,7 @@ async def run_external(
                 stderr=err_pipe.write_fd,
             )
         except OSError as exc:
-            reason = exc.strerror or type(exc).__name__
-            return ToolResult.fail("tool_not_runnable", f"{exec_path.name} cannot start: {reason}")
+            return _not_runnable(exec_path.name, exc.strerror or type(exc).__name__)
         feed.spawned()
         out_pipe.spawned()
         err_pipe.spawned()
@@ -171,9 +188,9 @@ async def run_external(
 
 
 async def _end(proc: asyncio.subprocess.Process, *pipes: Capture) -> None:
-    """Stop the tool's whole process group, reap the tool, then read `pipes` to their end."""
-    await stop_group(proc.pid)
-    await proc.wait()
+    """End the tool and everything it started (its subreaper sees to what left its group),
+    then read `pipes` to their end."""
+    await stop_tree(proc)
     await asyncio.gather(*(pipe.drained() for pipe in pipes))
 
 
@@ -212,10 +229,25 @@ def _result(
             data=data,
             truncated=True,
         )
+    if code == NOT_RUNNABLE and err.text().startswith(SPAWN_FAILED):
+        return _not_runnable(tool, err.text().split(": ", 2)[-1].strip())
     if code != 0:
         how = f"was killed by signal {-code}" if code is not None and code < 0 else f"exited {code}"
         return ToolResult.fail("nonzero_exit", f"{tool} {how}", exit_code=code, stderr=err.text())
     return _parse_output(tool, bytes(out.data), err)
+
+
+def _unrunnable(exec_path: Path) -> str | None:
+    """Why `exec_path` cannot be run (a stat, before a subreaper is started for it), or None."""
+    if not exec_path.exists():
+        return os.strerror(errno.ENOENT)
+    if not exec_path.is_file() or not os.access(exec_path, os.X_OK):
+        return os.strerror(errno.EACCES)
+    return None
+
+
+def _not_runnable(tool: str, reason: str) -> ToolResult:
+    return ToolResult.fail("tool_not_runnable", f"{tool} cannot start: {reason}")
 
 
 def _parse_output(tool: str, stdout: bytes, err: _Tail) -> ToolResult:

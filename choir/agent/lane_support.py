@@ -156,6 +156,11 @@ class StatusReporter:
 
     A changed lock table (`report_locks`) rides on a report too: the edge lane's latest one sent
     again with `locks`, or the next report when no lane has reported yet.
+
+    choird keeps lane states, held calls and budgets only in memory: whenever the connection to
+    choird is established again (a lost channel, a restarted choird adopting this agent), every
+    lane's latest report and the lock table are sent again at once (`resend`), so `status` does
+    not go blank until each lane happens to move.
     """
 
     def __init__(self, control_plane: ControlPlane) -> None:
@@ -164,7 +169,10 @@ class StatusReporter:
         self._task: asyncio.Task[None] | None = None
         self._latest: dict[str, ReportStatusRequest] = {}
         self._pending_locks: list[LockState] | None = None
+        self._locks: list[LockState] | None = None
+        """The last lock table reported, for `resend`."""
         self._lock_watch: LockWatch | None = None
+        self._unsubscribe = control_plane.on_connected(self.resend)
 
     def report(self, request: ReportStatusRequest) -> None:
         if self._task is None:
@@ -187,8 +195,16 @@ class StatusReporter:
     def report_locks(self, locks: list[LockState]) -> None:
         """Send the agent's lock table (it changed) with the edge lane's latest report."""
         latest = self._latest.get(EDGE_LANE) or next(iter(self._latest.values()), None)
-        self._pending_locks = locks
+        self._pending_locks = self._locks = locks
         if latest is not None:
+            self.report(latest)
+
+    def resend(self) -> None:
+        """Send every lane's latest report again — held calls and budgets left included — and
+        the lock table with the first: the connection to choird was just (re)established."""
+        if self._locks is not None:
+            self._pending_locks = self._locks
+        for latest in list(self._latest.values()):
             self.report(latest)
 
     def watch_locks(self, locks: LockManager) -> None:
@@ -211,6 +227,7 @@ class StatusReporter:
 
     async def close(self) -> None:
         """Send what is queued (briefly), then stop."""
+        self._unsubscribe()
         if self._lock_watch is not None:
             await self._lock_watch.close()
             self._lock_watch = None

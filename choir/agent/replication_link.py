@@ -5,13 +5,15 @@ call). An agent must outlive a choird restart — its commit log is the buffer w
 away (§13.1) — so the agent's `ControlPlane` sits on this wrapper: a call that finds the
 connection gone drops it, and the next call connects afresh. Nothing is retried here; whether a
 verb may be re-sent is the caller's decision (HEARTBEAT may, a non-idempotent tool may not).
+`on_connected` listeners hear of every new connection, so what choird keeps only in memory
+(the lanes' status) can be told again to a choird that restarted.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Callable
 from pathlib import Path
 from types import TracebackType
 from typing import Final, Self
@@ -50,6 +52,14 @@ class ReconnectingClient:
         self._connected_once = False
         self._client: Client | None = None
         self._connecting = asyncio.Lock()
+        self._listeners: list[Callable[[], None]] = []
+
+    def on_connected(self, listener: Callable[[], None]) -> Callable[[], None]:
+        """Call `listener` each time a connection is established — the first, and every one
+        after a loss (a restarted choird knows nothing the agent told the one before); returns
+        the unsubscribe callable."""
+        self._listeners.append(listener)
+        return lambda: self._listeners.remove(listener)
 
     async def call(
         self,
@@ -124,6 +134,8 @@ class ReconnectingClient:
         async with self._connecting:
             if self._client is None:
                 self._client = await self._connect_patiently()
+                for listener in list(self._listeners):
+                    listener()
             return self._client
 
     async def _connect_patiently(self) -> Client:

@@ -50,6 +50,12 @@ class ModelConfig(ConfigModel):
     """Context window of the model; compaction triggers at 80% of it (§11.3)."""
     label: str | None = None
     """What to show instead of the model name (the demo model says it is not a real LLM)."""
+    timeout_s: Annotated[float, Field(gt=0.0, le=3600.0)] = 120.0
+    """Longest wait for one answer, from sending the request to its last byte; past it the user
+    is told the model did not answer (and can try again). Hot-reloaded: the next call uses it."""
+    connect_timeout_s: Annotated[float, Field(gt=0.0, le=600.0)] = 10.0
+    """Longest wait for the connection to the endpoint; past it the endpoint is unreachable
+    (never longer than `timeout_s`)."""
 
 
 class TtsConfig(ConfigModel):

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
-from typing import Any, Final, Literal, TypeGuard
+from typing import TYPE_CHECKING, Any, Final, Literal, TypeGuard
 
 from choir.protocol.events import (
     Event,
@@ -38,11 +38,15 @@ from choir.protocol.events import (
     ToolCall,
     ToolResultCommitted,
 )
-from choir.protocol.json_schema import compile_schema, violations
+from choir.protocol.input_fix import invalid_input, schema_fix
+from choir.protocol.json_schema import compile_schema, violation_errors, violation_line
 from choir.protocol.manifest import LlmView
 from choir.protocol.skills import SkillSpec
 from choir.protocol.snapshot import SkillProgress
 from choir.protocol.tools import ToolResult
+
+if TYPE_CHECKING:
+    from jsonschema.exceptions import ValidationError as SchemaViolation
 
 START_TOOL: Final = "choir.skill.start"
 TRANSITION_TOOL: Final = "choir.skill.transition"
@@ -307,22 +311,22 @@ def from_progress(progress: SkillProgress, skills: Mapping[str, SkillSpec]) -> S
 
 
 def _start(run: SkillRun | None, call: ToolCall, skills: Mapping[str, SkillSpec]) -> Decision:
-    found = violations(compile_schema(START_PARAMETERS), call.arguments)
-    problems = [_under("arguments", problem) for problem in found]
-    if problems:
-        return _refuse(
-            run, call, INVALID_INPUT, f"invalid {START_TOOL} call: {'; '.join(problems)}"
-        )
+    errors = violation_errors(compile_schema(START_PARAMETERS), call.arguments)
+    if errors:
+        return _invalid(run, call, errors, "arguments")
     spec = skills.get(call.arguments["skill"])
     if spec is None:
         known = sorted(skills)
         summary = f"unknown skill {call.arguments['skill']!r} (known: {', '.join(known)})"
         return _refuse(run, call, UNKNOWN_SKILL, summary, known_skills=known)
-    problems = _input_problems(spec, call.arguments)
-    if problems:
-        return _refuse(
-            run, call, INVALID_INPUT, f"invalid {START_TOOL} call: {'; '.join(problems)}"
-        )
+    if spec.input_schema is not None and "input" not in call.arguments:
+        problem = f"skill {spec.name!r} needs an input matching its input schema"
+        answer = invalid_input(START_TOOL, [problem], "add the argument input")
+        return Decision(run, (_answer(call, answer),))
+    if spec.input_schema is not None:
+        errors = violation_errors(compile_schema(spec.input_schema), call.arguments["input"])
+        if errors:
+            return _invalid(run, call, errors, "input")
     entry = SkillTransitionCommitted(skill=spec.name, from_=None, to=spec.initial_state, on=START)
     started = apply(run, entry, skills)
     result = ToolResult.ok(f"started skill {spec.name!r}", **_state_data(started, skills))
@@ -334,13 +338,14 @@ def _refuse(run: SkillRun | None, call: ToolCall, code: str, summary: str, **dat
     return Decision(run, (_answer(call, ToolResult.fail(code, summary, **data)),))
 
 
-def _input_problems(spec: SkillSpec, arguments: Mapping[str, Any]) -> list[str]:
-    if spec.input_schema is None:
-        return []
-    if "input" not in arguments:
-        return [f"skill {spec.name!r} needs an input matching its input schema"]
-    found = violations(compile_schema(spec.input_schema), arguments["input"])
-    return [_under("input", problem) for problem in found]
+def _invalid(
+    run: SkillRun | None, call: ToolCall, errors: list[SchemaViolation], root: str
+) -> Decision:
+    """Refuse a start whose `root` (its arguments, or the skill's input) breaks its schema,
+    naming the fix."""
+    problems = [_under(root, violation_line(error)) for error in errors]
+    fix = schema_fix(errors[0], "" if root == "arguments" else root)
+    return Decision(run, (_answer(call, invalid_input(START_TOOL, problems, fix)),))
 
 
 def _under(root: str, problem: str) -> str:

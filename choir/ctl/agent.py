@@ -132,7 +132,7 @@ def _show(result: AgentInitResult) -> None:
 @app.command("list")
 def list_agents(home: HomeOption = None, as_json: JsonOption = False) -> None:
     """List every configured agent: state, session, uptime, config version, bindings (choird)."""
-    from choir.ctl.agent_views import runtime_label
+    from choir.ctl.agent_views import outage_lines, runtime_label
     from choir.ctl.humanize import dash, duration
     from choir.ctl.output import table
     from choir.ctl.remote import with_choird
@@ -153,7 +153,13 @@ def list_agents(home: HomeOption = None, as_json: JsonOption = False) -> None:
         for a in data["agents"]
     ]
     headers = ("agent", "state", "session", "uptime", "config", "workspace", "llm", "dm", "runtime")
-    emit(data, as_json, lambda: table(headers, rows))
+
+    def show() -> None:
+        table(headers, rows)
+        for line in outage_lines(data["agents"]):  # what brings a crashed agent back
+            print(line)
+
+    emit(data, as_json, show)
 
 
 @app.command("status")

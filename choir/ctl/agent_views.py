@@ -60,6 +60,7 @@ def show_status(data: dict[str, Any]) -> None:
         f"{'budgets':<11}" + ", ".join(f"{k} {v}" for k, v in data["budgets"].items()),
         f"{'remaining':<11}{remaining or '-'}",
         *held_job_lines(data.get("held_jobs") or []),
+        *([f"{'DOWN':<11}{outage_line(data['interrupted'])}"] if data.get("interrupted") else []),
         "lanes:",
     ]
     print("\n".join(lines))
@@ -76,6 +77,19 @@ def show_status(data: dict[str, Any]) -> None:
             for lane in data["lanes"]
         ],
     )
+
+
+def outage_line(outage: dict[str, Any]) -> str:
+    """`agent-1 crashed 4 s ago (why): <the command> resumes session s-… (…)`: one agent down."""
+    from choir.ctl.humanize import ago
+
+    when = f" {ago(outage['ended_at'])}" if outage.get("ended_at") else ""
+    return f"{outage['agent_id']} {outage['status']}{when} ({outage['reason']}): {outage['hint']}"
+
+
+def outage_lines(agents: list[dict[str, Any]]) -> list[str]:
+    """Under `agent list`: every agent that is down, and what brings it back."""
+    return [outage_line(agent["interrupted"]) for agent in agents if agent.get("interrupted")]
 
 
 def stopped_lines(stopped: dict[str, Any]) -> list[str]:

@@ -31,6 +31,13 @@ def moment(iso: str | None) -> str:
     return datetime.fromisoformat(iso).astimezone().strftime("%Y-%m-%d %H:%M:%S")
 
 
+def ago(iso: str, now: datetime | None = None) -> str:
+    """How long ago an ISO timestamp was: `4s ago`, `3m12s ago` (`duration`'s units)."""
+    then = datetime.fromisoformat(iso)
+    seconds = ((now or datetime.now(then.tzinfo)) - then).total_seconds()
+    return f"{duration(max(seconds, 0.0))} ago"
+
+
 def compact(value: Any, width: int = 100) -> str:
     """One-line JSON, cut to `width` characters with an ellipsis."""
     text = orjson.dumps(value, option=orjson.OPT_SORT_KEYS).decode()

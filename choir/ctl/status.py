@@ -46,10 +46,19 @@ def status_lines(data: dict[str, Any]) -> list[str]:
         f"{'agents':<10}{running} of {agents['total']} running",
         f"{'approvals':<10}{'?' if pending is None else pending} pending",
         *held_lines(data.get("held_jobs")),
+        *interrupted_lines(agents.get("interrupted")),
         f"{'gateways':<10}{gateways or 'none configured'}",
         *([f"{'repos':<10}{repos_line(data['repos'])}"] if data.get("repos") else []),
         f"{'socket':<10}{data['sockets']['operator']}",
     ]
+
+
+def interrupted_lines(interrupted: list[dict[str, Any]] | None) -> list[str]:
+    """Agents down after a crash (or a fork, or a restart that did not start them): each with
+    its cause, when, and the command that brings it back."""
+    from choir.ctl.agent_views import outage_line
+
+    return [f"{'DOWN':<10}{outage_line(outage)}" for outage in interrupted or []]
 
 
 def held_lines(held: dict[str, Any] | None) -> list[str]:

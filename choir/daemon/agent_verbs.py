@@ -21,7 +21,7 @@ from choir.daemon.faults import RpcFault
 from choir.daemon.hello import Greeter
 from choir.daemon.host_tools import HostTools
 from choir.daemon.replication import Replicator
-from choir.daemon.session_state import Clock, SessionContext, utc_now
+from choir.daemon.session_state import Clock, SessionContext, failed_start, utc_now
 from choir.daemon.sessions import SessionService
 from choir.daemon.status_board import StatusBoard
 from choir.protocol import (
@@ -129,7 +129,8 @@ class AgentVerbs:
         """End the session: leases released, token revoked (this call is its last). An agent
         that could not start or resume ends it crashed, so it stays resumable."""
         if request.failed:
-            await self._sessions.mark_crashed(ctx.session_id, request.reason)
+            resumed = (await self._sessions.live(ctx.session_id)).resumed
+            await self._sessions.mark_crashed(ctx.session_id, failed_start(resumed, request.reason))
         else:
             await self._sessions.terminate(ctx.session_id, request.reason, request.summary)
         return Ack()

@@ -80,7 +80,7 @@ class ConsoleDm:
         """Deliver `text` to the agent bound to a console DM: a message, or `/inject …`."""
         if not text.strip():
             raise UsageError("empty message: type something to send")
-        session = await ctx.running_session(agent_id, hint=f"start it first (agent {agent_id})")
+        session = await ctx.running_session(agent_id, hint=None)  # says how to start it
         dm = str(session.resource_bindings.get("dm") or "")
         dms = ctx.config.dms
         if dm not in dms or not isinstance(

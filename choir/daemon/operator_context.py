@@ -13,6 +13,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING
 
 from choir.config import ChoirConfig
+from choir.daemon.agent_outage import not_running
 from choir.daemon.agent_services import AgentServices
 from choir.daemon.config_stage import ConfigStage
 from choir.daemon.console import ConsoleDm
@@ -80,12 +81,14 @@ class OperatorContext:
         async with self.pool.acquire() as conn:
             return await previous_session(conn, agent_id)
 
-    async def running_session(self, agent_id: str, *, hint: str) -> SessionRow:
-        """The configured agent's active session; ConflictError ending in `hint` if stopped."""
+    async def running_session(self, agent_id: str, *, hint: str | None) -> SessionRow:
+        """The configured agent's active session; if there is none, ConflictError saying why
+        (a crash: its cause and when) and ending in `hint` — None: how to start it again."""
         self.require_agent(agent_id)
         latest = await self.latest_session(agent_id)
         if latest is None or latest.status != SessionStatus.ACTIVE:
-            raise ConflictError(f"{agent_id} is not running: {hint}")
+            dm = self.config.agents[agent_id].defaults.dm
+            raise ConflictError(not_running(agent_id, latest, self.clock(), hint, dm))
         return latest
 
     async def active_session(self, session_id: str) -> SessionRow:

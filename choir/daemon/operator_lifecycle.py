@@ -116,10 +116,7 @@ async def agent_restart(ctx: OperatorContext, request: AgentRef) -> dict[str, An
     """Stop, then start the same session with the same bindings (§17.1)."""
     lifecycle = lifecycle_of(ctx)
     async with lifecycle.exclusive(request.agent_id):
-        row = await ctx.running_session(
-            request.agent_id,
-            hint=f"start it with choirctl agent start {request.agent_id} --dm <dm>",
-        )
+        row = await ctx.running_session(request.agent_id, hint=None)  # says how to start it
         stopped = await stop_session(ctx, row, "restart")
         started = await relaunch(ctx, row)
         return {**started, "stopped": stopped}

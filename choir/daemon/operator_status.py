@@ -2,6 +2,9 @@
 
 An agent's state comes from its latest session: `running` while a session is active (its leases
 held, its heartbeats expected), `crashed` when the last one crashed or forked, else `stopped`.
+An agent whose latest session crashed, forked or was suspended is `interrupted`
+(`agent_outage`): `status` lists them, `agent.list`/`agent.status` describe each — why, when,
+and the `choirctl agent start` that brings it back.
 Lane states, the active skill and remaining budgets come from the lanes' REPORT_STATUS, and
 so do core jobs held after a crash: `status` counts them, an agent lists its own, each with the
 `choirctl session recover` command that decides it.
@@ -19,6 +22,7 @@ from typing import Any, Final
 
 from choir import __version__
 from choir.core.held_jobs import recover_command
+from choir.daemon.agent_outage import outage_view
 from choir.daemon.operator_context import OperatorContext
 from choir.daemon.operator_payloads import AgentRef, NoArguments
 from choir.daemon.operator_views import agent_state, held_view, iso, lane_view, seconds_between
@@ -34,12 +38,13 @@ async def status(ctx: OperatorContext, _: NoArguments) -> dict[str, Any]:
     """choird's health: version, uptime, config, Postgres, gateways, agents, approvals."""
     running = ctx.stage.running
     postgres = await _postgres(ctx)
-    agents: dict[str, Any] = {"total": len(ctx.config.agents), "running": None}
+    agents: dict[str, Any] = {"total": len(ctx.config.agents), "running": None, "interrupted": None}
     pending: int | None = None
     latest: dict[str, SessionRow | None] = {}
     if postgres["state"] == "ok":
         latest = await _latest_sessions(ctx)
         agents["running"] = sum(agent_state(row) == "running" for row in latest.values())
+        agents["interrupted"] = [view for row in latest.values() if (view := outage_view(row))]
         pending = len(await ctx.services.approvals.list())
     now = ctx.clock()
     return {
@@ -174,6 +179,7 @@ def _agent_summary(ctx: OperatorContext, agent_id: str, row: SessionRow | None) 
         "config_version": row.config_version if row is not None else None,
         "bindings": active.resource_bindings if active else defaults,
         "held_jobs": _held_of(ctx, active) if active else [],
+        "interrupted": outage_view(row),
         **_runtime_of(ctx, agent_id),
     }
 

@@ -14,7 +14,7 @@ import asyncio
 import time
 from typing import Final
 
-from choir.daemon.session_state import SessionEnded
+from choir.daemon.session_state import RESUME_FAILED, SessionEnded
 from choir.daemon.sessions import SessionService
 from choir.daemon.status_board import StatusBoard
 from choir.errors import ChoirError
@@ -69,7 +69,8 @@ async def until_resumed(
 def _failure(agent_id: str, session_id: str, reason: str, dm: str | None) -> str:
     fresh = f"choirctl agent start {agent_id} --dm {dm or '<dm>'} --new-session"
     return (
-        f"{agent_id} could not resume session {session_id}: {reason.rstrip('.')}; see "
+        f"{agent_id} could not resume session {session_id}: "
+        f"{reason.removeprefix(RESUME_FAILED).rstrip('.')}; see "
         f"choirctl logs {agent_id}, or start a new session with {fresh}"
     )
 

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, Final, Literal, Protocol
 
 from choir.config import ChoirConfig, Tunables
 from choir.core.security_profile import ProfileReport
+from choir.daemon.agent_outage import exit_words
 from choir.daemon.session_state import StartedSession
 from choir.daemon.sessions import SessionService
 from choir.logs import get_logger
@@ -161,7 +162,7 @@ async def note_exit(
     )
     try:
         await sessions.mark_crashed(
-            agent.session_id, f"choir-agent exited with code {code} without TERMINATE_SELF"
+            agent.session_id, f"choir-agent {exit_words(code)} without ending its session"
         )
     except Exception:  # the daemon may be closing its database; the reaper catches up
         log.exception("could not mark the session crashed", fields={"agent_id": agent.agent_id})

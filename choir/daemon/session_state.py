@@ -48,6 +48,17 @@ def new_session_id() -> str:
     return f"s-{secrets.token_hex(8)}"
 
 
+RESUME_FAILED: Final = "resume failed: "
+START_FAILED: Final = "start failed: "
+"""How the end reason of a session whose agent could not resume (or start) it begins: the agent's
+own reason follows, and `status` shows it as the crash's cause."""
+
+
+def failed_start(resumed: bool, reason: str) -> str:
+    """The end reason of a session its agent could not resume (`resumed`) or start."""
+    return (RESUME_FAILED if resumed else START_FAILED) + reason
+
+
 def shutdown_status(reason: str) -> SessionStatus:
     """The end status for a shutdown reason (§17.2; restart and update resume)."""
     return SHUTDOWN_STATUS.get(reason, SessionStatus.STOPPED)

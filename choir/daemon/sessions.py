@@ -36,13 +36,14 @@ from choir.daemon.session_state import (
     utc_now,
 )
 from choir.errors import ConflictError, NotFoundError, UsageError
-from choir.logs import get_logger
+from choir.logs import get_logger, redact
 from choir.protocol import GENESIS_HASH, ResourceBindings, VersionInfo
 from choir.protocol.payloads import SummaryOutcome
 from choir.store.agents import ensure_agent, image_of, record_image
 from choir.store.leases import release
 from choir.store.pool import Connection, Pool
 from choir.store.sessions import (
+    END_REASON_CHARS,
     RESUMABLE,
     Activation,
     SessionRow,
@@ -288,11 +289,12 @@ class SessionService:
         stale_before: datetime | None = None,
     ) -> bool:
         now = self._clock()
+        kept = redact(reason)[:END_REASON_CHARS]  # `status` shows it: never a secret there
         async with self._pool.acquire() as conn, conn.transaction():
             if stale_before is None:
-                ended = await end_session(conn, session_id, status, now)
+                ended = await end_session(conn, session_id, status, now, kept)
             else:
-                ended = await end_if_stale(conn, session_id, stale_before, now)
+                ended = await end_if_stale(conn, session_id, stale_before, now, kept)
             row = await get_session(conn, session_id) if ended else None
             released = await release(conn, session_id) if ended else 0
         self._live.pop(session_id, None)

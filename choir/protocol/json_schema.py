@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 from choir.protocol.problems import location
 
 if TYPE_CHECKING:
+    from jsonschema.exceptions import ValidationError as SchemaViolation
     from jsonschema.protocols import Validator
 
 
@@ -60,9 +61,18 @@ def compile_schema(schema: dict[str, Any]) -> CompiledSchema:
 
 def violations(validator: CompiledSchema, instance: Any) -> list[str]:
     """Every way `instance` breaks the schema, one line each (`path: message`), best first."""
+    return [violation_line(err) for err in violation_errors(validator, instance)]
+
+
+def violation_errors(validator: CompiledSchema, instance: Any) -> list[SchemaViolation]:
+    """Every way `instance` breaks the schema, as jsonschema's errors, best first."""
     if validator.is_valid(instance):  # the common case, without building error objects
         return []
     from jsonschema.exceptions import relevance
 
-    errors = sorted(validator.explainer().iter_errors(instance), key=relevance, reverse=True)
-    return [f"{location(list(err.absolute_path)) or '(input)'}: {err.message}" for err in errors]
+    return sorted(validator.explainer().iter_errors(instance), key=relevance, reverse=True)
+
+
+def violation_line(error: SchemaViolation) -> str:
+    """`path: message`, `(input): message` at the root."""
+    return f"{location(list(error.absolute_path)) or '(input)'}: {error.message}"

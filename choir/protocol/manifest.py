@@ -15,15 +15,19 @@ from pydantic import Field, field_validator, model_validator
 
 from choir.protocol.base import WireModel
 from choir.protocol.bindings import SecretResource
+from choir.protocol.input_fix import invalid_input, schema_fix
 from choir.protocol.json_schema import (
     CompiledSchema,
     compile_schema,
     ensure_json_schema,
+    violation_errors,
+    violation_line,
     violations,
 )
 from choir.protocol.locks import LockSpec
 from choir.protocol.names import ToolName, to_wire_name
 from choir.protocol.problems import invalid
+from choir.protocol.tools import ToolResult
 
 Implementation = Literal["builtin", "host", "external"]
 SideEffect = Literal["none", "read", "write", "external"]
@@ -121,6 +125,15 @@ class ToolManifest(WireModel):
     def input_problems(self, arguments: Any) -> list[str]:
         """Why `arguments` are not valid input for this tool (empty when they are)."""
         return violations(self._input_validator, arguments)
+
+    def check_input(self, arguments: Any) -> ToolResult | None:
+        """None when `arguments` are valid input for this tool; else the `invalid_input` result
+        naming the first problem and its fix."""
+        errors = violation_errors(self._input_validator, arguments)
+        if not errors:
+            return None
+        problems = [violation_line(error) for error in errors]
+        return invalid_input(self.name, problems, schema_fix(errors[0]))
 
     @cached_property
     def _input_validator(self) -> CompiledSchema:

@@ -150,6 +150,13 @@ CREATE INDEX session_inbox_pending_idx
     ON choir_control.session_inbox (session_id, seq) WHERE status = 'pending';
 """,
     ),
+    Migration(
+        4,
+        "why each session ended",
+        """
+ALTER TABLE choir_control.sessions ADD COLUMN end_reason text;
+""",
+    ),
 )
 
 HOST_TOOL_SCOPE: Final = "host_tool_calls"

@@ -37,10 +37,12 @@ class SessionStatus(StrEnum):
 
 RESUMABLE: Final = frozenset({SessionStatus.SUSPENDED, SessionStatus.CRASHED})
 """Statuses the next start resumes by default."""
+END_REASON_CHARS: Final = 500
+"""How much of an end reason is kept (an agent's own reason can be a long error)."""
 
 _COLUMNS: Final = """
 session_id, agent_id, status, started_at, ended_at, resource_bindings, config_version,
-last_heartbeat_at, ack_rev, head_hash, lease_id
+last_heartbeat_at, ack_rev, head_hash, lease_id, end_reason
 """
 
 
@@ -62,6 +64,9 @@ class SessionRow:
     """Chain hash at `ack_rev`; None before the first event."""
     lease_id: str | None
     """SHA-256 (hex) of the lease token; None once revoked."""
+    end_reason: str | None = None
+    """Why the session ended (redacted, as choird logged it); None while active, and for
+    sessions that ended before choir recorded it."""
 
     @classmethod
     def of(cls, row: Record) -> SessionRow:
@@ -104,7 +109,7 @@ async def reactivate(
     """Make an ended session active again with a new token; False if its status changed."""
     result = await conn.execute(
         "UPDATE choir_control.sessions SET status = 'active', ended_at = NULL, lease_id = $3,"
-        " resource_bindings = $4, config_version = $5, last_heartbeat_at = $6 "
+        " resource_bindings = $4, config_version = $5, last_heartbeat_at = $6, end_reason = NULL "
         "WHERE session_id = $1 AND status = $2",
         session_id,
         expected.value,
@@ -147,15 +152,16 @@ async def list_sessions(
 
 
 async def end_session(
-    conn: Connection, session_id: str, status: SessionStatus, now: datetime
+    conn: Connection, session_id: str, status: SessionStatus, now: datetime, reason: str
 ) -> bool:
-    """End an active session and revoke its token; False if it was not active."""
+    """End an active session for `reason` and revoke its token; False if it was not active."""
     result = await conn.execute(
-        "UPDATE choir_control.sessions SET status = $2, ended_at = $3, lease_id = NULL "
-        "WHERE session_id = $1 AND status = 'active'",
+        "UPDATE choir_control.sessions SET status = $2, ended_at = $3, lease_id = NULL,"
+        " end_reason = $4 WHERE session_id = $1 AND status = 'active'",
         session_id,
         status.value,
         now,
+        reason,
     )
     return _updated(result)
 
@@ -216,14 +222,17 @@ async def active_sessions(conn: Connection) -> list[SessionRow]:
     return [SessionRow.of(row) for row in rows]
 
 
-async def end_if_stale(conn: Connection, session_id: str, cutoff: datetime, now: datetime) -> bool:
-    """Mark an active session crashed unless a heartbeat arrived after `cutoff`."""
+async def end_if_stale(
+    conn: Connection, session_id: str, cutoff: datetime, now: datetime, reason: str
+) -> bool:
+    """Mark an active session crashed for `reason` unless a heartbeat arrived after `cutoff`."""
     result = await conn.execute(
-        "UPDATE choir_control.sessions SET status = 'crashed', ended_at = $3, lease_id = NULL "
-        "WHERE session_id = $1 AND status = 'active' AND last_heartbeat_at < $2",
+        "UPDATE choir_control.sessions SET status = 'crashed', ended_at = $3, lease_id = NULL,"
+        " end_reason = $4 WHERE session_id = $1 AND status = 'active' AND last_heartbeat_at < $2",
         session_id,
         cutoff,
         now,
+        reason,
     )
     return _updated(result)
 

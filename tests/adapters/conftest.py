@@ -9,5 +9,5 @@ from choir.adapters.llm import LlmClient
 
 @pytest.fixture
 async def llm() -> AsyncIterator[LlmClient]:
-    async with LlmClient(timeout_s=10.0) as client:
+    async with LlmClient() as client:
         yield client

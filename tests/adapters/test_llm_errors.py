@@ -10,6 +10,7 @@ import orjson
 import pytest
 
 from choir.adapters.llm import LlmClient, LlmError, LlmErrorKind, ModelSettings
+from choir.config.resources import ModelConfig
 from choir.scripted import HttpErrorStep, RawStep, ReplyStep, Script, ScriptedModelServer
 from tests.adapters.support import ask, llm_log_lines, settings_for
 
@@ -95,12 +96,37 @@ async def test_a_slow_answer_times_out(llm: LlmClient) -> None:
     assert time.perf_counter() - started < 2
 
 
-async def test_the_client_default_timeout_applies() -> None:
+async def test_the_models_own_timeout_applies(llm: LlmClient) -> None:
+    """`models.<name>.timeout_s`: a hung model is given up on after it, saying which setting."""
     script = Script(steps=[ReplyStep(text="late", delay_ms=3_000)])
-    async with ScriptedModelServer(script) as server, LlmClient(timeout_s=0.2) as llm:
+    async with ScriptedModelServer(script) as server:
+        started = time.perf_counter()
         with pytest.raises(LlmError) as caught:
-            await llm.complete(ask(settings_for(server)))
+            await llm.complete(ask(settings_for(server, timeout_s=0.3)))
     assert caught.value.kind == LlmErrorKind.TIMEOUT
+    assert caught.value.message == (
+        "model 'test-model' did not answer within 0.3 s (models.test-model.timeout_s); "
+        "try again, or choose a faster model"
+    )
+    assert time.perf_counter() - started < 2
+
+
+def test_a_model_waits_two_minutes_unless_configured() -> None:
+    default = ModelSettings.from_config(
+        "m", ModelConfig(provider="openai", model="x", endpoint="http://127.0.0.1:9/v1")
+    )
+    assert (default.timeout_s, default.connect_timeout_s) == (120.0, 10.0)
+    tuned = ModelConfig.model_validate(
+        {
+            "provider": "openai",
+            "model": "x",
+            "endpoint": "http://127.0.0.1:9/v1",
+            "timeout_s": 1.5,
+            "connect_timeout_s": 0.5,
+        }
+    )
+    settings = ModelSettings.from_config("m", tuned)
+    assert (settings.timeout_s, settings.connect_timeout_s) == (1.5, 0.5)
 
 
 def free_port() -> int:

@@ -4,7 +4,9 @@ environment, caps, timeouts and cancellation."""
 from __future__ import annotations
 
 import asyncio
+import os
 import shutil
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -12,6 +14,9 @@ from typing import Any
 import pytest
 
 from choir.agent.external import STDERR_TAIL_BYTES, run_external
+from choir.agent.tools import shell
+from choir.agent.tools.shell import ExecInput
+from choir.agent.workspace import Workspace
 from choir.protocol.tools import ToolResult
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -117,10 +122,14 @@ async def test_environment_is_minimal_and_not_inherited(
     assert "planted-in-the-agent" not in result.data["environ_raw"]
 
 
-async def test_tool_runs_in_its_own_process_group(tool: Path, ws: Path) -> None:
+async def test_tool_runs_under_its_own_subreaper(tool: Path, ws: Path) -> None:
+    """Its parent is a `choir.subreaper` (not the agent), which leads the call's process group."""
     result = await call(tool, ws, mode="echo")
 
-    assert result.data["pgid"] == result.data["pid"]
+    parent = result.data["ppid"]
+    assert parent != os.getpid()
+    assert result.data["pgid"] == parent
+    assert "subreaper.py" in result.data["parent_cmdline"]
 
 
 async def test_output_that_is_not_json_is_an_invalid_tool_output(tool: Path, ws: Path) -> None:
@@ -236,3 +245,72 @@ async def test_a_file_that_cannot_be_executed_is_not_runnable(tmp_path: Path, ws
     assert result.status == "error"
     assert result.error_code == "tool_not_runnable"
     assert result.summary == "plain cannot start: Permission denied"
+
+
+async def test_nothing_a_tool_started_outlives_the_call_even_out_of_its_group(
+    tool: Path, ws: Path
+) -> None:
+    """A sleeper the tool left in a session of its own (`setsid`) is ended with the call: the
+    tool runs under a subreaper. Before, only the tool's process group was stopped."""
+    result = await call(tool, ws, mode="detach")
+    [sleeper] = await pids_of(ws)
+
+    assert result.summary == "detached a sleeper"
+    assert await all_dead([sleeper])
+
+
+SLOW_READER = """#!{python}
+import json, sys, time
+time.sleep(1.5)  # a tool still starting up: its input waits for it
+request = json.load(sys.stdin)
+print(json.dumps({{"status": "success", "summary": "read", "data": request["secrets"]}}))
+"""
+THIEF = """
+import os, sys, time
+deadline = time.time() + 10
+while time.time() < deadline:
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            argv = open(f"/proc/{pid}/cmdline", "rb").read().split(b"\\0")
+        except OSError:
+            continue
+        if argv[1:2] != [b"TOOL"]:
+            continue
+        try:
+            fd = os.open(f"/proc/{pid}/fd/0", os.O_RDONLY | os.O_NONBLOCK)
+        except OSError as refused:
+            print("refused:", refused.strerror)
+            sys.exit(0)
+        while time.time() < deadline:
+            try:
+                print("stole:", os.read(fd, 65536).decode())
+                sys.exit(0)
+            except BlockingIOError:
+                time.sleep(0.01)
+    time.sleep(0.01)
+print("no tool seen")
+"""
+
+
+async def test_a_concurrent_exec_cannot_take_the_secrets_off_a_tools_stdin(
+    tmp_path: Path, ws: Path
+) -> None:
+    """The attack: a `choir.exec` command (same uid) watching for the tool and opening
+    `/proc/<pid>/fd/0` before the tool reads it. Before, its stdin was a pipe: the command read
+    the payload, secrets and all, and the tool got nothing. Now it is a socket, which cannot be
+    opened that way."""
+    reader = tmp_path / "bin" / "slow_reader"
+    reader.parent.mkdir()
+    reader.write_text(SLOW_READER.format(python=sys.executable))
+    reader.chmod(0o755)
+    thief = ExecInput(command=f"{sys.executable} -c '{THIEF.replace('TOOL', str(reader))}'")
+
+    with Workspace(ws) as workspace:
+        attack = asyncio.create_task(shell.run(workspace, thief))
+        await asyncio.sleep(0.3)  # the command is watching
+        result = await call(reader, ws, secrets={"notion-key": SECRET})
+        seen = await attack
+
+    assert seen.data["stdout"].strip() == "refused: No such device or address", seen.data
+    assert SECRET not in seen.data["stdout"]
+    assert (result.status, result.data) == ("success", {"notion-key": SECRET})

@@ -558,3 +558,31 @@ def test_invariants_hold(actions: list[Action]):
             assert run.retries_used <= spec.retry_budget
             assert run.steps_taken <= spec.max_steps
             assert from_progress(to_progress(run, SKILLS), SKILLS) == run  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("arguments", "summary"),
+    [
+        (
+            {"skill": 3},
+            "invalid input for choir.skill.start: arguments.skill: 3 is not of type 'string'; "
+            "give skill as a string, then call choir.skill.start again",
+        ),
+        (
+            {"skill": "typed"},
+            "invalid input for choir.skill.start: skill 'typed' needs an input matching its "
+            "input schema; add the argument input, then call choir.skill.start again",
+        ),
+        (
+            {"skill": "typed", "input": {}},
+            "invalid input for choir.skill.start: input: 'feature' is a required property; "
+            "add the required argument input.feature, then call choir.skill.start again",
+        ),
+    ],
+)
+def test_an_invalid_start_names_the_fix(arguments: dict[str, Any], summary: str) -> None:
+    verdict = propose(None, ToolCall(id="c1", name=START_TOOL, arguments=arguments), SKILLS)
+    assert isinstance(verdict, Decision)
+    [answer] = verdict.effects
+    assert isinstance(answer, ToolResultCommitted)
+    assert (answer.result.error_code, answer.result.summary) == ("invalid_input", summary)

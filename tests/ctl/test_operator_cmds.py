@@ -81,7 +81,10 @@ async def test_status_human_and_json(operator: Operator):
     assert "postgres  ok (" in human.out
     assert "agents    1 of 2 running" in human.out
     assert "config    v1 (hash " in human.out
-    assert (data["agents"], data["postgres"]["state"]) == ({"total": 2, "running": 1}, "ok")
+    assert (data["agents"], data["postgres"]["state"]) == (
+        {"total": 2, "running": 1, "interrupted": []},
+        "ok",
+    )
 
 
 async def test_agent_list_and_status(operator: Operator):

@@ -47,7 +47,7 @@ async def test_status_reports_choirds_health(choird, services, home, clock):
         {"name": "bot", "type": "telegram", "state": "not running"},
         {"name": "console", "type": "console", "state": "not running"},
     ]
-    assert status["agents"] == {"total": 2, "running": 1}
+    assert status["agents"] == {"total": 2, "running": 1, "interrupted": []}
     assert status["approvals_pending"] == 1
     assert status["sockets"]["operator"] == str(home.operator_socket)
 
@@ -63,7 +63,7 @@ async def test_status_answers_with_postgres_degraded(home, services, pg_params, 
         status = await client.status()
     assert status["postgres"]["state"] == "degraded"
     assert status["postgres"]["reason"]
-    assert status["agents"] == {"total": 2, "running": None}
+    assert status["agents"] == {"total": 2, "running": None, "interrupted": None}
 
 
 async def test_agent_list_shows_every_configured_agent(choird, services, clock):

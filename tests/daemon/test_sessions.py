@@ -12,6 +12,7 @@ from choir.daemon.faults import RpcFault
 from choir.daemon.session_state import SessionEnded
 from choir.daemon.sessions import SessionService
 from choir.errors import ConflictError, NotFoundError, UsageError
+from choir.logs import REDACTED, replace_secrets
 from choir.protocol import ErrorCode
 from choir.store.leases import Resource, all_leases
 from choir.store.pool import Pool
@@ -279,3 +280,33 @@ async def test_terminate_ends_as_the_shutdown_asked(sessions):
 
     assert await sessions.terminate(first.session_id, "done") == SessionStatus.SUSPENDED
     assert (await sessions.start("agent-1", {})).resumed
+
+
+async def test_why_a_session_ended_is_kept_redacted_and_cleared_by_its_resume(
+    sessions, clock: Clock
+):
+    """`status` shows an interrupted agent's cause from its session row (`end_reason`); an agent's
+    own reason may quote a secret, which never reaches the row."""
+    canary = "sk-canary-3f9e2d71"
+    replace_secrets([canary])
+    try:
+        first = await sessions.start("agent-1", {})
+        await sessions.mark_crashed(first.session_id, f"tool printed {canary} and died")
+        assert (
+            await sessions.get(first.session_id)
+        ).end_reason == f"tool printed {REDACTED} and died"
+    finally:
+        replace_secrets([])
+    again = await sessions.start("agent-1", {})
+    assert again.session_id == first.session_id
+    assert (await sessions.get(first.session_id)).end_reason is None  # active again
+    clock.advance(60_000)
+    await sessions.reap()
+    row = await sessions.get(first.session_id)
+    assert (row.status, row.end_reason) == (
+        SessionStatus.CRASHED,
+        "no heartbeat for more than 10000 ms",
+    )
+    long = await sessions.start("agent-2", {})
+    await sessions.mark_crashed(long.session_id, "x" * 2000)  # an agent's whole traceback
+    assert (await sessions.get(long.session_id)).end_reason == "x" * 500

@@ -450,18 +450,30 @@ def checker_for(cluster: Cluster, context: str = "", **options: Any) -> Invarian
 
 
 def crash_report(client: ChoirClient, agent_id: str) -> Probe:
-    """The operator's view of a crashed agent: `agent status` says crashed, and talking to it
-    (`choirctl chat`) says what to do."""
+    """The operator's view of a crashed agent, where an operator looks: `agent status` and
+    `status` name it with its cause and the `choirctl agent start` that resumes its session, and
+    talking to it (`choirctl chat`) is refused saying the same."""
 
     async def probe() -> str | None:
         status = await client.agent_status(agent_id)
-        if status["state"] != "crashed":
+        outage = status.get("interrupted")
+        if status["state"] != "crashed" or outage is None:
             return None
+        down = (await client.status())["agents"]["interrupted"] or []
+        if not any(listed["agent_id"] == agent_id for listed in down):
+            return None  # `status` does not say it yet
+        start = f"choirctl agent start {agent_id}"
+        assert outage["hint"].startswith(start), outage
+        assert outage["reason"], outage
         try:
             await client.chat_send(agent_id, "is anyone there?")
         except ChoirError as refused:
-            return f"{agent_id} {status['state']} ({status['session_id']}); chat: {refused}"
-        return f"{agent_id} {status['state']} ({status['session_id']}); chat: accepted"
+            chat = refused.message
+        else:
+            chat = "accepted"
+        if start not in chat:
+            return None  # talking to it does not say how to bring it back (yet)
+        return f"{agent_id} {outage['status']} ({outage['reason']}): {outage['hint']}; chat: {chat}"
 
     return probe
 

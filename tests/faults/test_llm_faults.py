@@ -7,12 +7,14 @@ Per fault the checker times the explanation (an `error` reply naming the next st
 and the recovery (the next message answered normally, within 10 s, with nothing repaired), and
 at the end holds the session to the invariants: no malformed call ran, nothing lost.
 
-Not here: a model that never answers. The client's deadline is 300 s and not configurable per
-model, so that fault cannot be exercised in bounded time.
+A model that never answers is given up on after its own `models.<name>.timeout_s` (hot-reloaded
+here to 1 s; before, the deadline was a fixed 300 s): the user is told within 5 s, the agent's
+log says so, and the next message is answered.
 """
 
 from __future__ import annotations
 
+import json
 import re
 
 import pytest
@@ -25,6 +27,8 @@ from choir.scripted import (
     ScriptedCall,
     ToolCallsStep,
 )
+from tests.e2e.daemons import poll_until
+from tests.e2e.homes import read_config, write_config
 from tests.faults.conftest import ClusterOf
 from tests.faults.invariants import InvariantChecker, chat_error, checker_for
 from tests.harness import EFFECT_TOOL, Cluster, probe_step
@@ -69,6 +73,7 @@ STEPS = [
         ],
     ),
     ReplyStep(after="tool", match="core job doomed started", text="Started doomed."),
+    ReplyStep(match="[stall]", delay_ms=60_000, text="far too late"),
     probe_step(),
     # the core job's first request (no user or tool message): its model fails
     HttpErrorStep(status=500, message="core model down"),
@@ -140,7 +145,11 @@ async def test_malformed_tool_calls_are_answered_and_never_run(cluster_of: Clust
     cluster, checker = await started(cluster_of)
     cases = [
         ("bad-json", "invalid_arguments", "call it again with a JSON object of arguments"),
-        ("bad-type", "invalid_input", "token: 5 is not of type 'string'"),
+        (
+            "bad-type",
+            "invalid_input",
+            "token: 5 is not of type 'string'; give token as a string, then call test.effect again",
+        ),
         ("unknown-tool", "unknown_tool", "call one of the offered tools by its exact name"),
     ]
     for token, code, explained in cases:
@@ -182,3 +191,36 @@ async def test_a_core_jobs_model_error_reaches_the_user(cluster_of: ClusterOf) -
     verdict = await checker.verify(cluster.conversations.values())
     [stopped] = verdict.events("core_stopped")
     assert stopped.payload["outcome"] != "completed"
+
+
+@pytest.mark.timeout(60)
+async def test_a_model_that_does_not_answer_is_given_up_on_after_its_timeout(
+    cluster_of: ClusterOf,
+) -> None:
+    cluster, checker = await started(cluster_of)
+    data = read_config(cluster.home)
+    data["models"]["demo"]["timeout_s"] = 1  # a hot reload: the running agent takes it
+    write_config(cluster.home, data)
+    await cluster.client.config_load()
+    await cluster.client.config_apply()
+
+    async def reloaded() -> bool:
+        return not (await cluster.client.agent_status("agent-1"))["config_behind"]
+
+    await poll_until(reloaded, within=10)
+    conversation = cluster.conversation("agent-1")
+    checker.fault("the model does not answer")
+    sent = await conversation.send("please [stall]")
+    report = await checker.reported(chat_error(conversation, sent))
+    assert report.text.endswith(
+        "did not answer within 1 s (models.demo.timeout_s); try again, or choose a faster model"
+    )
+    assert report.after_s >= 0.9  # it was given its second
+    await checker.healthy(lambda: cluster.answers("agent-1"))
+    logged = [
+        json.loads(line)
+        for line in cluster.home.agent_log("agent-1").read_text().splitlines()
+        if '"llm call failed"' in line
+    ]
+    assert [(line["kind"], line["model"]) for line in logged] == [("timeout", "demo")]
+    await checker.verify(cluster.conversations.values())

@@ -53,7 +53,7 @@ async def test_restart_by_choirctl_and_its_refusals(choird: Choird) -> None:
     done = await choirctl(home, "agent", "restart", "agent-1", "--json")
 
     assert not_running == (
-        "error: agent-1 is not running: start it with choirctl agent start agent-1 --dm <dm>"
+        "error: agent-1 is not running: start it with choirctl agent start agent-1 --dm console"
     )
     assert unknown.startswith("error: no agent named 'nope'")
     assert "(known: agent-1, agent-2)" in unknown

@@ -124,7 +124,7 @@ async def test_an_image_without_choir_agent_crashes_saying_why(
         )
         assert "choir-agent" in daemon.home.agent_log("agent-1").read_text()  # docker-init's word
         assert crash_reason(caplog, session_id) == (
-            "choir-agent exited with code 127 without TERMINATE_SELF"
+            "choir-agent exited with code 127 without ending its session"
         )
     finally:
         runtime.close()
@@ -141,7 +141,7 @@ async def test_an_agent_exiting_at_once_crashes_with_its_code(
             "agent-1's container exited at once (code 3): see choirctl logs agent-1",
         )
         assert crash_reason(caplog, session_id) == (
-            "choir-agent exited with code 3 without TERMINATE_SELF"
+            "choir-agent exited with code 3 without ending its session"
         )
     finally:
         runtime.close()

@@ -40,7 +40,7 @@ class Chat:
 
 @pytest.fixture
 async def chat() -> AsyncIterator[Chat]:
-    async with LlmClient(timeout_s=10) as llm, ScriptedModelServer(demo_script()) as server:
+    async with LlmClient() as llm, ScriptedModelServer(demo_script()) as server:
         yield Chat(llm, server)
 
 
@@ -79,7 +79,7 @@ async def test_anything_else_gets_the_menu(chat: Chat) -> None:
 async def test_it_never_runs_out_and_is_deterministic() -> None:
     prompts = ["hello", "demo", "help", "what?", "", "tools please", "bye"] * 8
     answers: list[list[str]] = []
-    async with LlmClient(timeout_s=10) as llm:
+    async with LlmClient() as llm:
         for _ in range(2):
             async with ScriptedModelServer(demo_script(), zero_latency=True) as server:
                 settings = ModelSettings(name="demo", model=DEMO_MODEL_ID, endpoint=server.url)

@@ -22,6 +22,10 @@ def test_sessions_lanes_and_approvals_fold_in_and_out():
         "core:write-tests",
     ]
     assert state.lane_reported({**LANES[0], "session_id": "s-new"})  # unknown: re-read agents
+    crashed = [{**AGENTS[0], "state": "crashed"}, *AGENTS[1:]]
+    state.set_agents(crashed)
+    assert state.lane_reported(LANES[0])  # its crashed session was resumed: re-read agents
+    state.set_agents(AGENTS)
 
     state.approval_changed({"approval_id": "ap-1", "status": "pending"})
     state.approval_changed({"approval_id": "ap-2", "status": "pending"})

@@ -5,7 +5,7 @@ the highlighted row is the console's selected agent. Uptimes tick locally once a
 `started_at`. A detail line shows `agent.status` of the selected agent (pid, heartbeat, skill,
 config lag, image), read in a worker when the selection or the listing changes. An agent with
 core jobs held after a crash says how many in its state, and its detail line names the
-command that decides each.
+command that decides each; a crashed agent's says why and when, and that `s` resumes it.
 
 Actions are choirctl's verbs: `s` start (`choirctl agent start`), `x` stop and `r` restart
 (`choirctl agent stop|restart`, after a confirmation).
@@ -50,7 +50,7 @@ class AgentsView(ChoirView):
     TITLE = "Agents"
 
     DEFAULT_CSS = """
-    AgentsView #agent-detail { height: auto; max-height: 4; padding: 0 1; color: $text-muted; }
+    AgentsView #agent-detail { height: auto; max-height: 6; padding: 0 1; color: $text-muted; }
     """
 
     BINDINGS: ClassVar[list[BindingType]] = [
@@ -271,7 +271,21 @@ def detail_text(status: Payload, now: datetime) -> Text:
         )
     if status.get("image"):
         text.append(f"\nimage {image_text(status['image'])}")
+    outage = status.get("interrupted")
+    if outage:  # why it is down, since when, and what brings it back
+        text.append(
+            f"\n{outage['status']} at {_clock(outage.get('ended_at'))}: ", style="bold #e06c75"
+        )
+        text.append(f"{outage['reason']}")
+        text.append("\n")
+        step = "resume it" if outage["resumes"] else "start a new session"
+        text.append(f"press s to {step}, or run {outage['hint']}")
     for held in status.get("held_jobs") or []:
         text.append(f"\ncore job {held['job_name']} {held['state']}: ", style="bold #e06c75")
         text.append(f"decide with {held['hint']}")
     return text
+
+
+def _clock(iso: str | None) -> str:
+    """A timestamp as local `HH:MM:SS`; `?` when absent."""
+    return datetime.fromisoformat(iso).astimezone().strftime("%H:%M:%S") if iso else "?"

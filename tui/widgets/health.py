@@ -23,8 +23,8 @@ _CONNECTION = {
 
 
 class HealthBar(Static):
-    """choird · Postgres · gateways · agents running · config version · approvals · held core
-    jobs (only when there are some) · connection."""
+    """choird · Postgres · gateways · agents running · config version · approvals · agents down
+    and held core jobs (only when there are some) · connection."""
 
     DEFAULT_CSS = """
     HealthBar { height: 1; padding: 0 1; }
@@ -56,6 +56,10 @@ def health_text(state: ConsoleState) -> Text:
     _field(text, "config", version, "")
     pending = len(state.approvals)
     _field(text, "approvals", str(pending), "bold #e5c07b" if pending else "")
+    down = state.interrupted()
+    if down:  # an agent crashed: the Agents tab says why and how to bring it back (s)
+        names = ", ".join(f"{outage['agent_id']} {outage['status']}" for outage in down)
+        _field(text, "down", f"{names} — press s in Agents to resume", "bold #e06c75")
     held = len(state.held_jobs())
     if held:  # a core job waits for the operator after a crash (Agents/Cores say how to decide)
         _field(text, "held", f"{held} core job{'s' if held > 1 else ''}", "bold #e06c75")

@@ -64,7 +64,7 @@ async def test_an_agent_that_is_not_running_answers_with_the_fix(choird: Choird)
             what="the refusal",
         )
         [error] = [t for c, t in transcript(view, "agent-2") if c == "error"]
-        assert "start it first" in error
+        assert "is not running: start it with choirctl agent start agent-2 --dm" in error
         app.select_agent("agent-1")
         await until(pilot, lambda: view.agent_id == "agent-1", what="agent-1's chat")
         await pilot.press(*"hello", "enter")
