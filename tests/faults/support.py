@@ -18,7 +18,7 @@ import subprocess
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 import psutil
 
@@ -32,6 +32,9 @@ from choir.store.pool import connect
 from choir.store.postmaster import postmaster_pid, stop_postmaster
 from choir.store.target import DEFAULT_DATABASE, ConnectParams
 from tests.e2e.processes import BIN, Choird, environment, run_choirctl
+
+IN_CONTAINER_PORT: Final = 18431
+"""Where a docker scenario's model listens: the agent container's own loopback."""
 
 
 def spawn_choird(home: ChoirHome, *args: str, **env: str) -> Choird:
@@ -177,3 +180,38 @@ def _remove_containers(home: ChoirHome) -> None:
                 container.remove(force=True)
     finally:
         client.close()
+
+
+def serve_model_in(container: str) -> None:
+    """The scripted model inside the agent's container, on its loopback (loopback only)."""
+    program = (
+        "import asyncio\n"
+        "from pathlib import Path\n"
+        "from choir.scripted import ScriptedModelServer, load_script\n"
+        "async def main():\n"
+        f"    server = ScriptedModelServer(load_script(Path('/workspace/.script.json')),"
+        f" port={IN_CONTAINER_PORT})\n"
+        "    await server.start()\n"
+        "    await asyncio.Event().wait()\n"
+        "asyncio.run(main())\n"
+    )
+    subprocess.run(
+        ["docker", "exec", "-d", container, "/opt/choir/bin/python", "-c", program],
+        check=True,
+        capture_output=True,
+        timeout=60,
+    )
+    probe = (
+        "import socket,time\n"
+        "for _ in range(100):\n"
+        "    try:\n"
+        f"        socket.create_connection(('127.0.0.1', {IN_CONTAINER_PORT}), 1).close(); break\n"
+        "    except OSError: time.sleep(0.1)\n"
+        "else: raise SystemExit(1)\n"
+    )
+    subprocess.run(
+        ["docker", "exec", container, "/opt/choir/bin/python", "-c", probe],
+        check=True,
+        capture_output=True,
+        timeout=60,
+    )
