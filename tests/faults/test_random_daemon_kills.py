@@ -21,7 +21,9 @@ within 10 s. At the end every session is held to the invariants (`tests.faults.i
 gap-free hash chains, nothing acknowledged lost, every accepted message stored and answered
 exactly once, no side effect twice, no intent left open; no agent crashed or got a new session,
 and no reply reached the user twice. Snapshots are taken every few events, so adoption and
-replication run past snapshots too.
+replication run past snapshots too. (A reply stored by a choird in its last moments can miss the
+chat's live stream — the console DM keeps its stream in memory — although it is stored and
+answers its message once: the run prints such messages, it does not fail on them.)
 
 The randomness is seeded: the seed is printed, and `CHOIR_FAULT_SEED=<seed>` replays the same
 plan, gaps and tool pauses (the instants still depend on timing).
@@ -34,6 +36,7 @@ import contextlib
 import os
 import random
 from collections import Counter
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
@@ -44,7 +47,7 @@ from choir.errors import ChoirError, UnavailableError
 from choir.scripted import ReplyStep, ToolCallsStep
 from choir.transport import TransportError
 from tests.faults.daemon_cluster import DaemonCluster, daemon_cluster
-from tests.faults.invariants import InvariantChecker, Probe
+from tests.faults.invariants import InvariantChecker, Probe, Verdict
 from tests.harness import effect_turn, probe_step
 
 pytestmark = pytest.mark.slow
@@ -121,7 +124,7 @@ async def test_random_choird_and_postgres_kills_under_load_lose_nothing_and_run_
         print(f"plan: {plan}; timings: {verdict.timings}")
         print(f"answers seen on the chat stream / only in the store: {dict(answered)}")
         print(f"unacknowledged messages lost: {[m.text for m in verdict.lost_messages]}")
-        print(f"answers the chat never showed: {never_shown(cluster)}")
+        print(f"answers the chat never showed: {never_shown(cluster, verdict)}")
         assert verdict.open_intents == []
         assert sum(verdict.effects.values()) >= AGENTS * MIN_ROUNDS
         assert len([what for what, _ in verdict.timings if what.startswith("reported")]) == len(
@@ -152,6 +155,7 @@ async def killer(
         await asyncio.sleep(rng.uniform(*FAULT_GAP_S))
         await checker.observe()
         up.clear()
+        print(f"kill -9 #{n} of {kind} at {datetime.now(UTC).isoformat(timespec='milliseconds')}")
         if kind == "choird":
             checker.fault(f"kill -9 #{n} of choird")
             await asyncio.to_thread(cluster.kill_choird)
@@ -230,10 +234,15 @@ def database_away(client: ChoirClient) -> Probe:
     return probe
 
 
-def never_shown(cluster: DaemonCluster) -> list[str]:
-    """Messages whose answer is stored but never reached the user's chat stream."""
+def never_shown(cluster: DaemonCluster, verdict: Verdict) -> list[str]:
+    """Messages whose answer is stored but never reached the user's chat stream, each with when
+    its answer was stored."""
+    stored = {
+        event.payload["in_reply_to"]: event.created_at.isoformat(timespec="milliseconds")
+        for event in verdict.events("agent_replied")
+    }
     return [
-        sent.text
+        f"{sent.text} (answer stored at {stored.get(sent.message_id)})"
         for conversation in cluster.conversations.values()
         for sent in conversation.sent
         if not any(reply["in_reply_to"] == sent.message_id for reply in conversation.replies)
