@@ -94,20 +94,24 @@ async def launch(daemon: ChoirDaemon, root: Path, name: str) -> asyncio.subproce
 
 
 async def replies_until(
-    operator: ChoirClient, after_seq: int, done: str, within: float = 30
+    operator: ChoirClient, after_seq: int, done: str, *also: str, within: float = 30
 ) -> list[dict[str, Any]]:
-    """Replies after `after_seq` up to the first whose text contains `done`."""
+    """Replies after `after_seq` up to the first one by which every text of `done` and `also`
+    has appeared in some reply, in whatever order they came (the edge's answer and a core job's
+    report race each other)."""
+    wanted = {done, *also}
     got: list[dict[str, Any]] = []
     replies = operator.chat_replies("agent-1", after_seq=after_seq)
     try:
         async with asyncio.timeout(within):
             async for reply in replies:
                 got.append(reply)
-                if done in reply["text"]:
+                wanted = {w for w in wanted if w not in reply["text"]}
+                if not wanted:
                     return got
     finally:
         await replies.aclose()
-    raise AssertionError(f"no reply with {done!r}: {got}")
+    raise AssertionError(f"no reply with {sorted(wanted)!r}: {got}")
 
 
 def lines(path: Path) -> list[str]:

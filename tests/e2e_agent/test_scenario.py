@@ -164,10 +164,12 @@ async def test_parallel_jobs_a_responsive_edge_and_a_crash_lose_and_repeat_nothi
             # 3. inject into one job, cancel the other (once it is in its second write)
             await poll_until(lambda: len(lines(tests)) == 2, within=10)
             told = await operator.chat_send("agent-1", "use bcrypt and drop the tests")
-            got = await replies_until(operator, told["after_seq"], "core job write-tests")
+            got = await replies_until(
+                operator, told["after_seq"], "core job write-tests", "Done as asked."
+            )
             assert "Done as asked." in [r["text"] for r in got]
-            assert got[-1]["category"] == "core_report"
-            assert got[-1]["text"].startswith("core job write-tests cancelled")
+            [report] = [r for r in got if r["category"] == "core_report"]
+            assert report["text"].startswith("core job write-tests cancelled")
 
             # 4. SIGKILL while refactor-auth's second write sleeps (its line already written)
             await poll_until(lambda: len(lines(auth)) == 2, within=15)

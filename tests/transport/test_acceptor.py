@@ -1,8 +1,13 @@
-"""The accept loop's bookkeeping: bursts logged once, admission caps per listener and peer."""
+"""The accept loop: bursts logged once, admission caps per listener and peer, fair turns."""
 
 from __future__ import annotations
 
-from choir.transport.acceptor import Admission, Burst
+import asyncio
+import socket
+
+import pytest
+
+from choir.transport.acceptor import Admission, Burst, accept_forever
 
 
 def test_a_burst_is_reported_at_its_start_with_the_size_of_the_one_before() -> None:
@@ -33,3 +38,45 @@ def test_without_a_per_peer_cap_only_the_total_counts() -> None:
     assert admission.refusal(None) is None
     admission.opened(None)
     assert admission.refusal(None) is not None
+
+
+@pytest.mark.parametrize("refused", [True, False], ids=["refused", "served"])
+async def test_connections_waiting_are_accepted_one_loop_turn_apart(refused: bool) -> None:
+    """`sock_accept` returns without suspending while a connection waits, so a peer that
+    reconnects as fast as it is refused (or served without a wait, as the HTTP listener's
+    hand-off is) held choird's event loop for as long as it kept the backlog full: 0.8 s at a
+    stretch from one process. Fifty connections already waiting must be taken with the loop
+    run in between each two."""
+    turns = 0
+    taken: list[int] = []
+    all_taken = asyncio.Event()
+
+    def refuse(connection: socket.socket) -> str | None:
+        taken.append(turns)
+        if len(taken) == len(waiting):
+            all_taken.set()
+        return "full" if refused else None
+
+    async def serve(connection: socket.socket) -> None:
+        connection.close()
+
+    async def count_turns() -> None:
+        nonlocal turns
+        while True:
+            turns += 1
+            await asyncio.sleep(0)
+
+    with socket.create_server(("127.0.0.1", 0), backlog=128) as listener:
+        listener.setblocking(False)
+        waiting = [socket.create_connection(listener.getsockname()) for _ in range(50)]
+        counting = asyncio.create_task(count_turns())
+        accepting = asyncio.create_task(accept_forever(listener, "test", refuse, serve))
+        try:
+            await asyncio.wait_for(all_taken.wait(), 10)
+        finally:
+            for task in (counting, accepting):
+                task.cancel()
+            await asyncio.gather(counting, accepting, return_exceptions=True)
+            for connection in waiting:
+                connection.close()
+    assert len(set(taken)) == len(taken), taken  # other tasks ran between any two accepts
