@@ -122,12 +122,13 @@ def agent_ids(count: int) -> tuple[str, ...]:
 
 
 def cluster_home(
-    root: Path, pg_params: ConnectParams, model_url: str, agents: int = 1, **settings: Any
+    root: Path, pg_params: ConnectParams | None, model_url: str, agents: int = 1, **settings: Any
 ) -> ChoirHome:
-    """`choirctl init`'s home on the test's Postgres: `agents` agents, each with its own
-    workspace and console DM, the demo model pointed at `model_url`, `settings` applied, and
-    `test.effect` in the agents' repo."""
-    home = make_home(root, postgres=external_postgres(pg_params), **settings)
+    """`choirctl init`'s home on the test's Postgres (`pg_params`; None: the home's own embedded
+    server): `agents` agents, each with its own workspace and console DM, the demo model pointed
+    at `model_url`, `settings` applied, and `test.effect` in the agents' repo."""
+    postgres = external_postgres(pg_params) if pg_params is not None else None
+    home = make_home(root, postgres=postgres, **settings)
     data = read_config(home)
     data["models"]["demo"] = {"provider": "scripted", "model": "faults", "endpoint": model_url}
     repo = data["agents"]["agent-1"]["repo"]
@@ -228,6 +229,13 @@ class Conversation:
 
         self._reader = asyncio.create_task(read(), name=f"replies-{self.agent_id}")
         await ready.wait()
+
+    async def follow(self, client: ChoirClient) -> None:
+        """Follow the DM through `client` from now on (a restarted choird's): its stream
+        starts with the replies that choird published so far."""
+        await self.close()
+        self.client = client
+        await self.open()
 
     async def close(self) -> None:
         if self._reader is not None:

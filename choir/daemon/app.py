@@ -92,7 +92,9 @@ class ChoirDaemon:
         """Runs the agents `agent.start` starts: docker or process (`runtime_select`)."""
         self.health = DaemonHealth()
         """Postgres and disk problems, as `status` and the console's header show them."""
-        self.disk = DiskWatch(self.health, [self.home.root, self.home.pgdata])
+        self.disk = DiskWatch(
+            self.health, self._disk_paths, probed=[self.home.root, self.home.logs]
+        )
         self.postgres: PostgresSupervisor | None = None
         """Restarts the embedded server when it dies (None for an external Postgres)."""
 
@@ -289,13 +291,22 @@ class ChoirDaemon:
         if self.services is not None and self.health.healthy:
             self.services.sessions.excuse(utc_now())
 
+    def _disk_paths(self) -> list[Path]:
+        """What the disk watch looks at: the home, its logs and database (each may be a file
+        system of its own), and every configured workspace."""
+        paths = [self.home.root, self.home.logs, self.home.pgdata]
+        if self.services is not None:
+            workspaces = self.services.stage.running.config.workspaces.values()
+            paths += [Path(workspace.path) for workspace in workspaces]
+        return paths
+
     def _watch_log_writes(self) -> Callable[[], None]:
         """Report log lines that cannot be written (choird's own, an agent's copied output) as
         disk problems; returns the callable that stops it."""
         loop = asyncio.get_running_loop()
 
         def failed(path: Path, error: OSError | None) -> None:
-            if error is not None and not loop.is_closed():
+            if not loop.is_closed():  # None: that log is written again
                 source = "choird's log" if path == self.home.choird_log else "an agent's log"
                 loop.call_soon_threadsafe(self.disk.note, source, path, error)
 

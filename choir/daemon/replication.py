@@ -9,6 +9,13 @@ resend (its reply to the last one was lost): the already-stored revisions must m
 skipped, so resends are no-ops. A stored revision with another hash is a fork — two different
 histories of one session — which stops the session rather than keep either side silently.
 
+choird keeps each session's acknowledged head in memory, but a commit whose answer was lost
+(the database died, or the connection broke while it was handed back) may have landed after
+all: the stored head is then ahead of memory, and the next heartbeat's advance finds it moved.
+That heartbeat re-reads the stored head, tells listeners of the revisions that landed unseen,
+and is applied again on top of it — the agent's resend is a no-op for what landed — instead of
+refusing a live session as unknown.
+
 A patch that previews a larger event (`choir.protocol.artifacts`) is accepted only if its
 artifact is already stored whole and verified (the agent uploads it first, PUT_ARTIFACT); its
 reference is recorded on the stored event in the same transaction. So is the delivery of every
@@ -27,6 +34,7 @@ from choir.daemon.session_state import Clock, LiveSession, SessionContext, utc_n
 from choir.daemon.sessions import SessionService
 from choir.logs import get_logger
 from choir.protocol import (
+    GENESIS_HASH,
     CommittedEvent,
     ErrorCode,
     HeartbeatRequest,
@@ -35,10 +43,10 @@ from choir.protocol import (
 )
 from choir.protocol.committed import chain_break
 from choir.store.artifacts import complete_artifacts, link_artifacts
-from choir.store.events import EventRecord, insert_events
+from choir.store.events import EventRecord, insert_events, read_events
 from choir.store.inbox import mark_delivered
 from choir.store.pool import Connection, Pool
-from choir.store.sessions import record_heartbeat, touch_session
+from choir.store.sessions import SessionStatus, get_session, record_heartbeat, touch_session
 from choir.store.snapshots import save_snapshot
 
 log = get_logger("choird.replication")
@@ -54,6 +62,10 @@ class Durable:
 
 
 Replicated = Callable[[Durable], None]
+
+
+class _Moved(Exception):
+    """Rolls the heartbeat transaction back when the stored head is not the one in memory."""
 
 
 class _Forked(Exception):
@@ -129,8 +141,35 @@ class Replicator:
     async def heartbeat(self, ctx: SessionContext, request: HeartbeatRequest) -> HeartbeatResponse:
         live = await self._sessions.live(ctx.session_id)
         async with live.lock:
-            ack_rev = await self._replicate(live, request)
+            ack_rev = await self._replicate_on_stored_head(live, request)
         return HeartbeatResponse(ack_rev=ack_rev, config_version_latest=self._stage.running.version)
+
+    async def _replicate_on_stored_head(self, live: LiveSession, request: HeartbeatRequest) -> int:
+        """`_replicate`; once more from the stored head if memory was behind it."""
+        try:
+            return await self._replicate(live, request)
+        except _Moved:
+            await self._catch_up(live)
+        try:
+            return await self._replicate(live, request)
+        except _Moved:
+            raise unauthorized() from None
+
+    async def _catch_up(self, live: LiveSession) -> None:
+        """Take the stored head as the truth (a commit whose answer was lost landed) and tell
+        listeners of the revisions it made durable; `unauthorized` if the session ended."""
+        async with self._pool.acquire() as conn:
+            row = await get_session(conn, live.session_id)
+            if row is None or row.status != SessionStatus.ACTIVE or row.ack_rev < live.ack_rev:
+                raise unauthorized()
+            missed = row.ack_rev - live.ack_rev
+            landed = await read_events(conn, live.session_id, live.ack_rev + 1, missed)
+        log.warning(
+            "a heartbeat whose answer was lost had been stored; acknowledging from there",
+            fields={"session": live.session_id, "was": live.ack_rev, "stored": row.ack_rev},
+        )
+        live.ack_rev, live.head_hash = row.ack_rev, row.head_hash or GENESIS_HASH
+        self._tell(live, [committed_of(record) for record in landed])
 
     async def _replicate(self, live: LiveSession, request: HeartbeatRequest) -> int:
         fresh = request.new_rev > live.ack_rev
@@ -218,6 +257,8 @@ class Replicator:
                     config_version=request.config_version,
                     now=now,
                 )
+                if not alive:
+                    raise _Moved  # or the session ended: `_catch_up` tells which
             if not alive:
                 raise unauthorized()
 

@@ -9,6 +9,9 @@ A record is written whole or not at all (issue 12): one `write(2)` of the encode
 O_APPEND descriptor, and a short write — the disk filled up half-way — is cut back to where the
 line began. A record that could not be written is counted, `on_write_error` is told (choird
 reports the disk as full), and the next line that gets through says how many were lost.
+After an error other than a full disk (a file system the kernel made read-only, an I/O error)
+the file is opened afresh for the next record: once the operator has mounted a repaired or new
+file system there, logging resumes in it instead of failing on the dead one for good.
 """
 
 from __future__ import annotations
@@ -25,6 +28,8 @@ from io import TextIOWrapper
 from pathlib import Path
 
 from choir.logs.archive import compress, compress_pending, stage
+
+_ROOM_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT})
 
 WriteErrorHook = Callable[[Path, OSError | None], None]
 """Told of every failed write (the error) and of the first write that succeeds after one (None)."""
@@ -108,6 +113,8 @@ class ArchivingFileHandler(logging.FileHandler):
             self._torn = self._torn or getattr(error, "torn", False)
             self.dropped += 1
             self._failing = True
+            if error.errno not in _ROOM_ERRNOS:  # a full disk frees up in place; others may not
+                self._drop_stream()
             self._tell(error)
             return
         self.lines += 2 if note else 1
@@ -115,6 +122,12 @@ class ArchivingFileHandler(logging.FileHandler):
         if self._failing:
             self._failing = False
             self._tell(None)
+
+    def _drop_stream(self) -> None:
+        stream, self.stream = self.stream, None
+        if stream is not None:
+            with contextlib.suppress(OSError):
+                stream.close()
 
     def _lost_note(self, record: logging.LogRecord) -> bytes:
         message = f"{self.dropped} log record(s) were lost: the disk was full or failing"

@@ -23,6 +23,11 @@ _DOWN: Final = (
     asyncpg.PostgresConnectionError,
     asyncpg.InterfaceError,
     asyncpg.exceptions.OperatorInterventionError,
+    # A server that dies under load can leave a connection half-way through the error it sent
+    # as it went: asyncpg then reports its own state ("cannot switch to state 15; another
+    # operation (2) is in progress") instead of the lost connection, and the pool drops the
+    # connection when it is released (tests/faults/test_postmaster_kill_errors.py).
+    asyncpg.exceptions.InternalClientError,
 )
 """Cannot connect, the connection broke, or the server is shutting down, crashed or starting."""
 

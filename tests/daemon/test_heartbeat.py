@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import logging
+from datetime import UTC, datetime
 
 import pytest
 
 from choir.daemon.agent_services import AgentServices
+from choir.daemon.replication import record_of
 from choir.protocol import ErrorCode, UserMsg, Verb
-from choir.store.events import read_events
+from choir.store.events import insert_events, read_events
 from choir.store.leases import all_leases
 from choir.store.pool import Pool
-from choir.store.sessions import SessionStatus
+from choir.store.sessions import SessionStatus, record_heartbeat
 from choir.store.snapshots import latest_snapshot
 
 from .agent import AgentClient, Chain, hello
@@ -77,6 +79,39 @@ async def test_a_resend_of_acknowledged_revisions_is_a_no_op(agent, pool):
     # The reply was lost: the agent resends from its last known ack, with newer commits.
     chain.commit(2)
     assert (await agent.ok(Verb.HEARTBEAT, chain.heartbeat(2)))["ack_rev"] == 6
+    assert await stored_revs(pool, agent.session_id) == [1, 2, 3, 4, 5, 6]
+
+
+async def test_a_heartbeat_stored_although_its_answer_was_lost_is_acknowledged_on_resend(
+    agent, pool, services
+):
+    """Found killing the postmaster under load (tests/faults/test_random_daemon_kills.py): the
+    commit landed, the connection broke before choird heard so, and the resend was refused as
+    an unknown session — the agent stopped for good."""
+    chain = Chain()
+    chain.commit(2)
+    await agent.ok(Verb.HEARTBEAT, chain.heartbeat(0))
+    told: list[int] = []
+    services.replicator.subscribe(lambda durable: told.extend(e.rev for e in durable.events))
+    chain.commit(3)
+    lost = chain.heartbeat(2)
+    async with pool.acquire() as conn, conn.transaction():  # what choird committed, unheard
+        await insert_events(conn, agent.session_id, [record_of(p) for p in lost.patches])
+        assert await record_heartbeat(
+            conn,
+            agent.session_id,
+            expected_ack_rev=2,
+            ack_rev=5,
+            head_hash=chain.head,
+            config_version=1,
+            now=datetime.now(UTC),
+        )
+
+    assert (await agent.ok(Verb.HEARTBEAT, lost))["ack_rev"] == 5  # the agent's resend
+    assert told == [3, 4, 5]  # replies among them still reach the user, once
+    chain.commit(1)
+    assert (await agent.ok(Verb.HEARTBEAT, chain.heartbeat(5)))["ack_rev"] == 6
+    assert told == [3, 4, 5, 6]
     assert await stored_revs(pool, agent.session_id) == [1, 2, 3, 4, 5, 6]
 
 

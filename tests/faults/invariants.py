@@ -13,7 +13,7 @@
 
 `InvariantChecker(pg, agents, effects=..., context=..., require_accepted_messages=...)` works
 without the harness too: `pg` is where choird's database is, `agents` whose sessions to check,
-`effects` the ledgers of invariant 4. `stored(kind)` reads what is durable right now (e.g. to
+`effects` the ledgers of invariant 5. `stored(kind)` reads what is durable right now (e.g. to
 wait until an intent reached choird before killing).
 
 `verify` reads Postgres directly (its own connection: it works whether choird is up or not) and
@@ -32,7 +32,10 @@ the scenario's own assertions (which intents are still open, which messages were
    every accepted message with `require_accepted_messages=True`) or saw a reply to it.
    Unacknowledged messages with no event are returned in `Verdict.lost_messages`: chat.send
    answers `durable` once a message is in choird's inbox (issue 12, item 2); an injection is not.
-4. **No side effect twice.** Each line of the `effects` files (one per `test.effect` run, its
+4. **Every accepted message answered exactly once** (with `require_answers=True`, for scenarios
+   that run until every answer is in): each message of invariant 3 that must be stored has
+   exactly one `agent_replied` (a reply or an error) naming it in `in_reply_to`.
+5. **No side effect twice.** Each line of the `effects` files (one per `test.effect` run, its
    `token` argument) appears once; its call's intent (`tool_call_committed`) is durable, since a
    non-idempotent tool may only run after its intent is; a token's call is committed at most
    once; a successful result implies the line exists. Across all tools, no call id has two
@@ -168,6 +171,7 @@ class InvariantChecker:
         effects: Iterable[Path] = (),
         context: str = "",
         require_accepted_messages: bool = False,
+        require_answers: bool = False,
     ) -> None:
         self.pg = pg
         self.agents = tuple(agents)
@@ -177,6 +181,8 @@ class InvariantChecker:
         self.require_accepted_messages = require_accepted_messages
         """Count every message chat.send accepted as acknowledged (invariant 3), whatever its
         answer said (chat.send stores a message before it answers)."""
+        self.require_answers = require_answers
+        """Hold the scenario to invariant 4: every acknowledged message answered once."""
         self.acknowledged: dict[tuple[str, int], str] = {}
         """(session id, rev) -> hash of everything `observe()` saw acknowledged."""
         self.fault_at: float | None = None
@@ -260,7 +266,7 @@ class InvariantChecker:
     # -- afterwards --------------------------------------------------------------------------
 
     async def verify(self, conversations: Iterable[Transcript] = ()) -> Verdict:
-        """Check invariants 1-4 on what is stored now; InvariantViolation lists all problems."""
+        """Check invariants 1-5 on what is stored now; InvariantViolation lists all problems."""
         conversations = list(conversations)
         verdict = Verdict(timings=list(self.timings))
         problems: list[str] = []
@@ -276,6 +282,8 @@ class InvariantChecker:
         problems += self._acknowledged_problems(verdict)
         problems += _reply_problems(verdict, conversations)
         problems += _message_problems(verdict, conversations, self.require_accepted_messages)
+        if self.require_answers:
+            problems += _answer_problems(verdict, conversations, self.require_accepted_messages)
         problems += _call_problems(verdict)
         problems += self._effect_problems(verdict)
         if problems:
@@ -397,6 +405,26 @@ def _message_problems(
                 problems.append(f"{sent.agent_id}: acknowledged message {sent.text!r} was lost")
             elif count == 0:
                 verdict.lost_messages.append(sent)
+    return problems
+
+
+def _answer_problems(
+    verdict: Verdict, conversations: list[Transcript], all_acknowledged: bool
+) -> list[str]:
+    answers: Counter[tuple[str, str]] = Counter(
+        (verdict.agent_of[session_id], str(event.payload.get("in_reply_to")))
+        for session_id, event in verdict.calls("agent_replied")
+    )
+    problems = []
+    for conversation in conversations:
+        for sent in conversation.sent:
+            if sent.message_id is None or sent in verdict.lost_messages:
+                continue  # no id to answer; or never stored, and allowed to be lost
+            count = answers[(sent.agent_id, sent.message_id)]
+            if count > 1:
+                problems.append(f"{sent.agent_id}: message {sent.text!r} answered {count} times")
+            elif count == 0 and (all_acknowledged or sent.acknowledged):
+                problems.append(f"{sent.agent_id}: message {sent.text!r} was never answered")
     return problems
 
 

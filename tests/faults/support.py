@@ -18,7 +18,7 @@ import subprocess
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 import psutil
 
@@ -31,11 +31,16 @@ from choir.store.events import EventRecord, read_events
 from choir.store.pool import connect
 from choir.store.postmaster import postmaster_pid, stop_postmaster
 from choir.store.target import DEFAULT_DATABASE, ConnectParams
-from tests.e2e.processes import BIN, Choird, environment, run_choirctl, wait_until_ready
+from tests.e2e.processes import BIN, Choird, environment, run_choirctl
+
+IN_CONTAINER_PORT: Final = 18431
+"""Where a docker scenario's model listens: the agent container's own loopback."""
 
 
 def spawn_choird(home: ChoirHome, *args: str, **env: str) -> Choird:
-    """`choird --quiet` for `home` with `env` added (e.g. CHOIR_FAILPOINTS), ready."""
+    """`choird --quiet` for `home` with `env` added (e.g. CHOIR_FAILPOINTS), ready: its own
+    "choird ready" logged (a restarted choird's log already holds the previous one's)."""
+    offset = log_size(home.choird_log)
     stderr = home.root.parent / f"choird-{time.monotonic_ns()}.stderr"
     with stderr.open("wb") as sink:
         process = subprocess.Popen(
@@ -47,16 +52,28 @@ def spawn_choird(home: ChoirHome, *args: str, **env: str) -> Choird:
             start_new_session=True,
         )
     choird = Choird(process, stderr, home.choird_log)
-    wait_until_ready(choird, timeout=60)
+    wait_for(lambda: ready_since(choird, offset), within=60, every=0.02)
     return choird
 
 
-def fresh_log_offset(choird: Choird) -> int:
-    """Where choird.log ends now: `ready` checks after a restart read from there."""
+def log_size(path: Path) -> int:
+    """Where `path` ends now (0 when it does not exist)."""
     try:
-        return choird.log.stat().st_size
+        return path.stat().st_size
     except FileNotFoundError:
         return 0
+
+
+def ready_since(choird: Choird, offset: int) -> bool:
+    """Whether choird logged "choird ready" past `offset` of its log; fails if it exited."""
+    if choird.process.poll() is not None:
+        raise AssertionError(f"choird exited {choird.process.returncode}:\n{choird.stderr_text()}")
+    try:
+        with choird.log.open("rb") as log:
+            log.seek(offset if log.seek(0, 2) >= offset else 0)  # shorter: archived meanwhile
+            return b"choird ready" in log.read()
+    except FileNotFoundError:
+        return False
 
 
 def kill9(choird: Choird) -> None:
@@ -163,3 +180,38 @@ def _remove_containers(home: ChoirHome) -> None:
                 container.remove(force=True)
     finally:
         client.close()
+
+
+def serve_model_in(container: str) -> None:
+    """The scripted model inside the agent's container, on its loopback (loopback only)."""
+    program = (
+        "import asyncio\n"
+        "from pathlib import Path\n"
+        "from choir.scripted import ScriptedModelServer, load_script\n"
+        "async def main():\n"
+        f"    server = ScriptedModelServer(load_script(Path('/workspace/.script.json')),"
+        f" port={IN_CONTAINER_PORT})\n"
+        "    await server.start()\n"
+        "    await asyncio.Event().wait()\n"
+        "asyncio.run(main())\n"
+    )
+    subprocess.run(
+        ["docker", "exec", "-d", container, "/opt/choir/bin/python", "-c", program],
+        check=True,
+        capture_output=True,
+        timeout=60,
+    )
+    probe = (
+        "import socket,time\n"
+        "for _ in range(100):\n"
+        "    try:\n"
+        f"        socket.create_connection(('127.0.0.1', {IN_CONTAINER_PORT}), 1).close(); break\n"
+        "    except OSError: time.sleep(0.1)\n"
+        "else: raise SystemExit(1)\n"
+    )
+    subprocess.run(
+        ["docker", "exec", container, "/opt/choir/bin/python", "-c", probe],
+        check=True,
+        capture_output=True,
+        timeout=60,
+    )

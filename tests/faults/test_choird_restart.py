@@ -33,11 +33,13 @@ from tests.e2e.homes import external_postgres, make_home, read_config, short_roo
 from tests.e2e.processes import Choird, environment
 from tests.faults.invariants import InvariantChecker
 from tests.faults.support import (
+    IN_CONTAINER_PORT,
     agent_processes,
     as_json,
     assert_chain,
     choirctl,
     kill9,
+    serve_model_in,
     spawn_choird,
     stored_events,
     teardown,
@@ -54,8 +56,6 @@ SCRIPT = Script(
         ReplyStep(repeat=True, text="hello back"),
     ]
 )
-IN_CONTAINER_PORT = 18431
-"""Where the docker variant's model listens: the container's own loopback."""
 CHOIR = Path(sys.executable).parent / "choir"
 
 
@@ -261,41 +261,6 @@ async def rides_out_a_kill(scene: Scene) -> None:
         assert await asyncio.to_thread(containers_of, scene.home) == []
     status_after = await asyncio.to_thread(scene.ctl, "status")
     assert status_after.returncode == 6  # choird is gone too
-
-
-def serve_model_in(container: str) -> None:
-    """The scripted model inside the agent's container, on its loopback (loopback only)."""
-    program = (
-        "import asyncio\n"
-        "from pathlib import Path\n"
-        "from choir.scripted import ScriptedModelServer, load_script\n"
-        "async def main():\n"
-        f"    server = ScriptedModelServer(load_script(Path('/workspace/.script.json')),"
-        f" port={IN_CONTAINER_PORT})\n"
-        "    await server.start()\n"
-        "    await asyncio.Event().wait()\n"
-        "asyncio.run(main())\n"
-    )
-    subprocess.run(
-        ["docker", "exec", "-d", container, "/opt/choir/bin/python", "-c", program],
-        check=True,
-        capture_output=True,
-        timeout=60,
-    )
-    probe = (
-        "import socket,time\n"
-        "for _ in range(100):\n"
-        "    try:\n"
-        f"        socket.create_connection(('127.0.0.1', {IN_CONTAINER_PORT}), 1).close(); break\n"
-        "    except OSError: time.sleep(0.1)\n"
-        "else: raise SystemExit(1)\n"
-    )
-    subprocess.run(
-        ["docker", "exec", container, "/opt/choir/bin/python", "-c", probe],
-        check=True,
-        capture_output=True,
-        timeout=60,
-    )
 
 
 def choir_down(home: ChoirHome) -> subprocess.CompletedProcess[str]:

@@ -68,7 +68,7 @@ async def test_random_kills_under_load_lose_nothing_acknowledged_and_run_nothing
     rng = random.Random(seed)
     agents = [f"agent-{n}" for n in range(1, AGENTS + 1)]
     cluster = await cluster_of(script(rng, agents), agents=AGENTS, snapshot_every_events=7)
-    checker = checker_for(cluster, context=f"CHOIR_FAULT_SEED={seed}")
+    checker = checker_for(cluster, context=f"CHOIR_FAULT_SEED={seed}", require_answers=True)
     lives = {agent: Life() for agent in agents}
     for agent in agents:
         await cluster.start(agent)

@@ -142,7 +142,7 @@ async def test_stop_prints_the_stored_summary(root: Path, pg_params: ConnectPara
 async def test_the_console_stop_warns_of_a_missing_summary(
     root: Path, pg_params: ConnectParams
 ) -> None:
-    from tests.tui.actions.conftest import notes
+    from tests.tui.actions.conftest import confirmation, notes
     from tests.tui.conftest import column
     from tests.tui.pilot import console, until
 
@@ -158,7 +158,7 @@ async def test_the_console_stop_warns_of_a_missing_summary(
             async with console(home) as (app, pilot):
                 await until(pilot, lambda: column(app, "agents-table", "state")[0] == "running")
                 await pilot.press("x")
-                await pilot.pause()
+                await confirmation(pilot)  # a loaded machine mounts the dialog late
                 await pilot.press("y")
                 await until(pilot, lambda: column(app, "agents-table", "state")[0] == "stopped")
                 warning = (

@@ -24,6 +24,7 @@ from typing import Any, Final, Generic, Literal, TypeVar
 
 from pydantic import BaseModel
 
+from choir.agent.tools._disk import disk_failure
 from choir.agent.workspace import CHOIRTMP, PathOutsideWorkspace, Workspace, normalize
 from choir.logs import get_logger
 from choir.protocol.tools import ToolResult
@@ -114,6 +115,8 @@ def fs_failure(exc: PathOutsideWorkspace | OSError, path: str) -> ToolResult:
         return ToolResult.fail("not_a_directory", f"a component of {path} is not a directory")
     if isinstance(exc, PermissionError):
         return ToolResult.fail("permission_denied", f"permission denied: {path}")
+    if (on_disk := disk_failure(exc, path)) is not None:
+        return on_disk
     return ToolResult.fail("io_error", f"{path}: {exc.strerror or type(exc).__name__}")
 
 

@@ -17,6 +17,7 @@ import time
 from pydantic import Field
 
 from choir.agent.tools._caps import HeadTail
+from choir.agent.tools._disk import disk_note
 from choir.agent.tools._process import Capture, stop_tree, under_subreaper
 from choir.agent.tools.base import SANDBOX_PATH, BuiltinTool, LockKey, sandbox_env
 from choir.agent.workspace import Workspace
@@ -60,7 +61,10 @@ async def run(ws: Workspace, args: ExecInput) -> ToolResult:
             await stop_tree(proc)
         await asyncio.gather(out_pipe.drained(), err_pipe.drained())
     elapsed_ms = round((time.monotonic() - started) * 1000)
-    return _result(args, proc.returncode, timed_out, out, err, elapsed_ms)
+    result = _result(args, proc.returncode, timed_out, out, err, elapsed_ms)
+    if result.status == "error" and (note := disk_note(ws.root)) is not None:
+        result = result.model_copy(update={"summary": f"{result.summary}; {note}"})
+    return result
 
 
 async def _wait(proc: asyncio.subprocess.Process, timeout_s: float) -> bool:
