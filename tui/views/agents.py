@@ -13,6 +13,7 @@ Actions are choirctl's verbs: `s` start (`choirctl agent start`), `x` stop and `
 
 from __future__ import annotations
 
+import contextlib
 from datetime import datetime
 from typing import Any, ClassVar, Final
 
@@ -20,6 +21,7 @@ from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
+from textual.css.query import NoMatches
 from textual.widgets import DataTable, Static
 
 from choir.errors import ChoirError
@@ -178,12 +180,16 @@ class AgentsView(ChoirView):
             self._details[agent_id] = await self.bridge.call("agent.status", agent_id=agent_id)
         except ChoirError:
             return
-        if agent_id == self.selected_agent:
-            self._draw_detail()
-            agent = self.state.agents.get(agent_id)
-            if agent is not None and agent_id in self.table.rows:
-                image = image_text(self._details[agent_id].get("image"))
-                self.table.update_cell(agent_id, "image", image)
+        if agent_id == self.selected_agent and self.is_attached:  # the console may have closed
+            with contextlib.suppress(NoMatches):  # ...and already removed the table
+                self._refresh_detail(agent_id)
+
+    def _refresh_detail(self, agent_id: str) -> None:
+        self._draw_detail()
+        agent = self.state.agents.get(agent_id)
+        if agent is not None and agent_id in self.table.rows:
+            image = image_text(self._details[agent_id].get("image"))
+            self.table.update_cell(agent_id, "image", image)
 
     # actions
 

@@ -13,6 +13,7 @@ for one resolved in between, and that is shown as a notice, not an error.
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any, ClassVar, Final
 
 from rich.text import Text
@@ -20,6 +21,7 @@ from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import VerticalScroll
+from textual.css.query import NoMatches
 from textual.widgets import DataTable, Static
 
 from choir.errors import ChoirError, ConflictError
@@ -287,8 +289,10 @@ class ApprovalsView(ChoirView):
         self.running_config = shown.get("config") or {}
         timeout = self.running_config.get("approval_timeout_ms")
         self.timeout_ms = int(timeout) if timeout is not None else None
-        self.tick()
-        self.show_detail()
+        if self.is_attached:  # the console may have closed while the call ran
+            with contextlib.suppress(NoMatches):  # ...and already removed the widgets
+                self.tick()
+                self.show_detail()
 
     def palette_commands(self) -> list[PaletteCommand]:
         return [

@@ -11,12 +11,14 @@ The tab re-reads `config.show`/`config.diff` on mount, after a resync and on `co
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any, ClassVar, Final
 
 from rich.text import Text
 from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
+from textual.css.query import NoMatches
 from textual.widgets import DataTable, Static
 
 from choir.errors import ChoirError, ConflictError
@@ -141,7 +143,9 @@ class ConfigView(ChoirView):
             return  # not connected: the resync reads it again
         shown.pop("config", None)
         self.shown, self.changes = shown, changes
-        self.redraw()
+        if self.is_attached:  # the console may have closed while the call ran
+            with contextlib.suppress(NoMatches):  # ...and already removed the widgets
+                self.redraw()
 
     def action_refresh(self) -> None:
         self.refresh_config()
