@@ -24,9 +24,9 @@ from pathlib import Path
 from typing import Any
 
 from bench.common import parse_args, percentile, report
-from choir.agent.arbiter import ToolProposal
-from choir.agent.commitlog import CommitLog, event_json
-from choir.agent.kernel import Kernel, open_kernel
+from choir.agent.kernel.arbiter import ToolProposal
+from choir.agent.kernel.commitlog import CommitLog, event_json
+from choir.agent.kernel.wiring import Kernel, open_kernel
 from choir.config import Budgets
 from choir.core.budgets import BudgetLimits
 from choir.logs.redaction import replace_secrets

@@ -23,9 +23,9 @@ import contextlib
 from collections.abc import Awaitable, Mapping
 from typing import Any, Final, TypeVar
 
-from choir.agent.dynamic_config import DynamicState
-from choir.agent.kernel import Kernel
-from choir.agent.registry import RegisteredTool
+from choir.agent.kernel.registry import RegisteredTool
+from choir.agent.kernel.wiring import Kernel
+from choir.agent.replication.live_config import DynamicState
 from choir.logs import get_logger
 from choir.protocol import ToolResult
 

@@ -5,8 +5,6 @@ Import from here; the submodules are an implementation detail.
 
 from __future__ import annotations
 
-from choir.config.agent_init import AgentInitResult, init_agent
-from choir.config.home_setup import InitResult, init_home
 from choir.config.load import (
     LoadedConfig,
     check_home,
@@ -22,7 +20,6 @@ from choir.config.names import (
     validate_agent_id,
     validate_secret_name,
 )
-from choir.config.references import secret_references
 from choir.config.resources import (
     ConsoleGateway,
     DmConfig,
@@ -40,10 +37,13 @@ from choir.config.resources import (
     VoiceSettings,
     WorkspaceConfig,
 )
-from choir.config.scaffold import seeds_dir
+from choir.config.scaffolding.agent_init import AgentInitResult, init_agent
+from choir.config.scaffolding.home_setup import InitResult, init_home
+from choir.config.scaffolding.scaffold import seeds_dir
 from choir.config.secret_store import SecretStore
 from choir.config.tunables import Budgets, RpcLimits, Tunables
-from choir.config.validate import (
+from choir.config.validation.references import secret_references
+from choir.config.validation.validate import (
     ValidationReport,
     config_hash,
     validate_config_data,

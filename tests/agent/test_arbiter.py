@@ -18,10 +18,10 @@ from typing import Any
 
 import pytest
 
-from choir.agent.arbiter import ToolProposal
-from choir.agent.commitlog import LogEntry, event_json
-from choir.agent.kernel import Kernel, open_kernel
-from choir.agent.replication_types import IntentNotDurable
+from choir.agent.kernel.arbiter import ToolProposal
+from choir.agent.kernel.commitlog import LogEntry, event_json
+from choir.agent.kernel.wiring import Kernel, open_kernel
+from choir.agent.replication.types import IntentNotDurable
 from choir.config import Budgets
 from choir.core.budgets import BudgetLimits
 from choir.protocol import ModelOutput, ToolCallCommitted, ToolResult, Usage
@@ -352,7 +352,7 @@ async def test_a_restored_log_answers_old_invocations_without_running_them(tmp_p
         k1.arbiter.start_job("job-a")
         first = await k1.arbiter.propose(proposal)
         saved = list(k1.log)
-    from choir.agent.commitlog import CommitLog
+    from choir.agent.kernel.commitlog import CommitLog
 
     restored = CommitLog.restore(saved)
     async with open_kernel(

@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from choir.agent.dispatch import prepare_call
-from choir.agent.kernel import Kernel, open_kernel
-from choir.agent.workspace import PathOutsideWorkspace
+from choir.agent.kernel.dispatch import prepare_call
+from choir.agent.kernel.wiring import Kernel, open_kernel
+from choir.agent.kernel.workspace import PathOutsideWorkspace
 from tests.agent.test_arbiter import UNIMPLEMENTED, call, limits, make_root
 
 SLOW_MS = 400

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from choir.agent.dynamic_config import DynamicConfig, DynamicState
-from choir.agent.kernel import Kernel, open_kernel
+from choir.agent.kernel.wiring import Kernel, open_kernel
+from choir.agent.replication.live_config import DynamicConfig, DynamicState
 from choir.agent.stopping import STOPPING, Drain, settle, unless_hurried
 from tests.agent.test_arbiter import UNIMPLEMENTED, call, limits, make_root
 

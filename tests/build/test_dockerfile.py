@@ -8,14 +8,14 @@ from pathlib import Path
 
 import pytest
 
-from choir.daemon import dockerfile
-from choir.daemon.image_context import TarContext, digest
+from choir.daemon.images import dockerfile
+from choir.daemon.images.context import TarContext, digest
 
 SEEDED_BASE = Path(__file__).resolve().parents[2] / "dockerfiles" / "Dockerfile.base"
 
 
 def test_choirs_own_dockerfiles_pass_the_checks():
-    from choir.config.scaffold import DOCKERFILE
+    from choir.config.scaffolding.scaffold import DOCKERFILE
 
     assert dockerfile.problems(SEEDED_BASE.read_text(), agent=False) == []
     assert dockerfile.problems(DOCKERFILE.format(agent_id="a1"), agent=True) == []

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from choir.core.skill_runner import (
+from choir.core.skills.runner import (
     START_TOOL,
     TRANSITION_TOOL,
     Allowed,
@@ -29,7 +29,7 @@ from choir.core.skill_runner import (
     to_progress,
 )
 from choir.protocol import SkillSpec
-from choir.protocol.events import (
+from choir.protocol.log.events import (
     Event,
     ModelOutput,
     SkillTransitionCommitted,
@@ -37,8 +37,8 @@ from choir.protocol.events import (
     ToolResultCommitted,
     UserMsg,
 )
-from choir.protocol.snapshot import SkillProgress
-from choir.protocol.tools import ToolResult
+from choir.protocol.log.snapshot import SkillProgress
+from choir.protocol.tooling.tools import ToolResult
 
 
 def _build(**overrides: Any) -> dict[str, Any]:

@@ -9,9 +9,9 @@ import psutil
 import pytest
 
 from choir.errors import UnavailableError
-from choir.store.embedded import EmbeddedPostgres
-from choir.store.pool import connect_plain
-from choir.store.postmaster import PIDFILE, clear_stale_pidfile, postmaster_pid
+from choir.store.postgres.embedded import EmbeddedPostgres
+from choir.store.postgres.pool import connect_plain
+from choir.store.postgres.postmaster import PIDFILE, clear_stale_pidfile, postmaster_pid
 
 
 async def _write_marker(server: EmbeddedPostgres, value: str) -> None:

@@ -48,7 +48,7 @@ def _is_under(name: str, package: str) -> bool:
         "import choir.ctl.app",
         "import sys\nsys.argv = ['choirctl', '--help']\nfrom choir.ctl.app import main\n"
         "try:\n    main()\nexcept SystemExit:\n    pass",
-        "import sys\nsys.argv = ['choir', '--help']\nfrom choir.cli import main\nmain()",
+        "import sys\nsys.argv = ['choir', '--help']\nfrom choir.launch.cli import main\nmain()",
     ],
     ids=["import choir.ctl.app", "choirctl --help", "choir --help"],
 )

@@ -16,7 +16,7 @@ from typing import Any
 
 import typer.main
 
-from choir.daemon.operator_api import VERBS
+from choir.daemon.operator.api import VERBS
 from choir.home import ChoirHome
 from tui.actions import ACTIONS, OFFLINE, commands
 from tui.app import ChoirApp

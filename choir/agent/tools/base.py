@@ -24,10 +24,10 @@ from typing import Any, Final, Generic, Literal, TypeVar
 
 from pydantic import BaseModel
 
+from choir.agent.kernel.workspace import CHOIRTMP, PathOutsideWorkspace, Workspace, normalize
 from choir.agent.tools._disk import disk_failure
-from choir.agent.workspace import CHOIRTMP, PathOutsideWorkspace, Workspace, normalize
 from choir.logs import get_logger
-from choir.protocol.tools import ToolResult
+from choir.protocol.tooling.tools import ToolResult
 
 log = get_logger("choir.agent.tools")
 

@@ -14,6 +14,7 @@ from typing import BinaryIO, Literal
 
 from pydantic import Field
 
+from choir.agent.kernel.workspace import Workspace, normalize
 from choir.agent.tools import _caps
 from choir.agent.tools._text import is_binary
 from choir.agent.tools.base import (
@@ -24,10 +25,9 @@ from choir.agent.tools.base import (
     path_resource,
     run_blocking,
 )
-from choir.agent.workspace import Workspace, normalize
 from choir.failpoints import failpoint_sync
 from choir.protocol.base import WireModel
-from choir.protocol.tools import ToolResult
+from choir.protocol.tooling.tools import ToolResult
 
 NAME = "choir.fs.read"
 

@@ -17,6 +17,7 @@ from typing import Any
 
 from pydantic import Field
 
+from choir.agent.kernel.workspace import PathOutsideWorkspace, Workspace, normalize
 from choir.agent.tools import _caps
 from choir.agent.tools._process import Capture, stop_group
 from choir.agent.tools.base import (
@@ -29,9 +30,8 @@ from choir.agent.tools.base import (
     sandbox_env,
 )
 from choir.agent.tools.rg_json import Match, RgStream
-from choir.agent.workspace import PathOutsideWorkspace, Workspace, normalize
 from choir.protocol.base import WireModel
-from choir.protocol.tools import ToolResult
+from choir.protocol.tooling.tools import ToolResult
 
 NAME = "choir.fs.search"
 

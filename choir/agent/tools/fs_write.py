@@ -16,6 +16,7 @@ from typing import Literal
 
 from pydantic import Field
 
+from choir.agent.kernel.workspace import Workspace, normalize
 from choir.agent.tools import _caps
 from choir.agent.tools._text import count_lines, splice, split_lines
 from choir.agent.tools.base import (
@@ -26,10 +27,9 @@ from choir.agent.tools.base import (
     path_resource,
     run_blocking,
 )
-from choir.agent.workspace import Workspace, normalize
 from choir.failpoints import failpoint_sync
 from choir.protocol.base import WireModel
-from choir.protocol.tools import ToolResult
+from choir.protocol.tooling.tools import ToolResult
 
 NAME = "choir.fs.write"
 _WRITE_BLOCK = 1024 * 1024
