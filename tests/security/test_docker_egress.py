@@ -37,7 +37,9 @@ from tests.e2e.homes import external_postgres, make_home
 from tests.runtime.conftest import BUILD_TIMEOUT_S
 from tests.security.conftest import Choird, exec_in, the_container
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(BUILD_TIMEOUT_S)]
+# serial: the fixtures put 169.254.169.254 on this host (a route, a dummy interface): two tests
+# at once would collide on it.
+pytestmark = [pytest.mark.slow, pytest.mark.serial, pytest.mark.timeout(BUILD_TIMEOUT_S)]
 
 METADATA = "169.254.169.254"
 PROBE = r"""
