@@ -117,6 +117,7 @@ def test_quiet_start_up_errors_are_exactly_one_line(root: Path) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.serial  # holds a first start to its readiness budget
 def test_a_clean_start_answers_status_and_sigterm_stops_everything(root: Path) -> None:
     home = make_home(root)
     choird = spawn_choird(home)

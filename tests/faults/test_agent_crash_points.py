@@ -44,7 +44,9 @@ from tests.harness import (
     probe_step,
 )
 
-pytestmark = pytest.mark.slow
+# serial: the invariants hold each failure report to 5 s and each recovery to 10 s; under
+# parallel load on two cores the other workers' CPU use breaks those budgets, not choird.
+pytestmark = [pytest.mark.slow, pytest.mark.serial]
 
 HOLD_MS = 3000
 """How long a `sleep` failpoint holds the agent at the point: the test kills it meanwhile."""

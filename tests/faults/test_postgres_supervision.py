@@ -35,7 +35,9 @@ from tests.faults.support import (
     teardown,
 )
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]
+# serial: the invariants hold each failure report to 5 s and each recovery to 10 s; under
+# parallel load on two cores the other workers' CPU use breaks those budgets, not choird.
+pytestmark = [pytest.mark.slow, pytest.mark.serial, pytest.mark.timeout(180)]
 
 HOLD_MS = 4000
 """How long the supervisor waits before restarting the server (the observable outage)."""

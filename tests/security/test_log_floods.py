@@ -113,6 +113,7 @@ async def flood(target: str | Path, session_id: str, token: str, **kw: Any) -> N
 
 
 @pytest.mark.slow
+@pytest.mark.serial  # a flood of connections: alone, so it meets only its own
 async def test_a_flood_of_refused_calls_costs_a_bounded_log(
     home: ChoirHome, monkeypatch: pytest.MonkeyPatch
 ) -> None:
