@@ -95,7 +95,9 @@ class Agent:
         replies = self.operator.chat_replies("agent-1", after_seq=sent["after_seq"])
         got: list[dict[str, Any]] = []
         try:
-            async with asyncio.timeout(20):
+            # A deadline against hangs, not a budget: a first reply includes the agent's start,
+            # which takes several times longer while the suite runs on parallel workers.
+            async with asyncio.timeout(60):
                 async for reply in replies:
                     got.append(reply)
                     if reply["category"] == until and (

@@ -65,6 +65,7 @@ async def ended_with(agent: Agent, job: str) -> tuple[dict[str, Any], dict[str, 
     return stopped, emitted[-1]["event"]
 
 
+@pytest.mark.serial  # the reload must land within about one 0.5 s tick of the running job
 async def test_a_budget_lowered_mid_job_stops_it_and_binds_the_next_job(
     launch: Launch,  # noqa: F811
 ) -> None:
