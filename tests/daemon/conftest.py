@@ -21,7 +21,7 @@ from choir.home import ChoirHome
 from choir.store.postgres.ddl import apply_control_schema
 from choir.store.postgres.pool import Pool, open_pool
 from choir.store.postgres.target import ConnectParams
-from tests.e2e.homes import short_root
+from tests.harness.homes import short_root
 
 SECRETS = {
     "openrouter-key": "sk-or-1",

@@ -21,8 +21,8 @@ import pytest
 
 from choir.errors import ExitCode
 from choir.home import ChoirHome
-from tests.e2e.homes import make_home, read_config, short_root, write_config
-from tests.e2e.processes import (
+from tests.harness.homes import make_home, read_config, short_root, write_config
+from tests.harness.processes import (
     Choird,
     run_choirctl,
     run_choird,

@@ -34,9 +34,9 @@ from choir.scripted import (
 )
 from choir.store.postgres.target import ConnectParams
 from choir.store.sessions import SessionStatus
-from tests.e2e.daemons import poll_until, running_daemon, session_row, stored_events
-from tests.e2e.homes import short_root
 from tests.e2e_agent.launch import launch_agent, scripted_home
+from tests.harness.daemons import poll_until, running_daemon, session_row, stored_events
+from tests.harness.homes import short_root
 
 pytestmark = pytest.mark.slow
 

@@ -13,8 +13,6 @@ from typing import Any
 import pytest
 
 from choir.scripted import ReplyStep, Script, ToolCallsStep
-from tests.e2e.daemons import poll_until, stored_events
-from tests.e2e.homes import read_config, write_config
 from tests.e2e_agent.test_agent_process import Agent
 from tests.e2e_agent.test_lanes import (  # noqa: F401 — `launch` and `root` are fixtures
     Launch,
@@ -25,6 +23,8 @@ from tests.e2e_agent.test_lanes import (  # noqa: F401 — `launch` and `root` a
     run,
     spawn,
 )
+from tests.harness.daemons import poll_until, stored_events
+from tests.harness.homes import read_config, write_config
 
 pytestmark = pytest.mark.slow
 

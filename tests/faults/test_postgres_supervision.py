@@ -23,7 +23,6 @@ import pytest
 
 from choir.client import ChoirClient
 from choir.store.postgres.postmaster import postmaster_pid
-from tests.e2e.homes import make_home, short_root
 from tests.faults.invariants import InvariantChecker
 from tests.faults.support import (
     as_json,
@@ -34,6 +33,7 @@ from tests.faults.support import (
     stored_events,
     teardown,
 )
+from tests.harness.homes import make_home, short_root
 
 # serial: the invariants hold each failure report to 5 s and each recovery to 10 s; under
 # parallel load on two cores the other workers' CPU use breaks those budgets, not choird.

@@ -25,7 +25,7 @@ from choir.home import ChoirHome
 from choir.protocol import VersionInfo
 from choir.store.sessions import SessionStatus
 from tests.docker_support import BASE_IMAGE
-from tests.e2e.daemons import poll_until, running_daemon, session_row
+from tests.harness.daemons import poll_until, running_daemon, session_row
 from tests.runtime.conftest import containers_of
 
 pytestmark = pytest.mark.slow

@@ -30,8 +30,8 @@ from choir.logs import get_logger, setup_logging, shutdown_logging
 from choir.logs.throttle import BURST, WINDOW_S, Throttle, ThrottledLog
 from choir.store.postgres.target import ConnectParams
 from choir.transport import RpcError, connect
-from tests.e2e.daemons import certificate, poll_until, running_daemon
-from tests.e2e.homes import external_postgres, make_home, short_root
+from tests.harness.daemons import certificate, poll_until, running_daemon
+from tests.harness.homes import external_postgres, make_home, short_root
 
 FLOOD = 1_500
 """Calls in each flood: bounded, and far more than the lines they may cost."""
