@@ -82,12 +82,18 @@ def locks_at_commit(kernel: Kernel, lane: str) -> dict[str, dict[str, str]]:
     return seen
 
 
-async def until_writing(kernel: Kernel) -> None:
-    """Until `choir.fs.write`'s thread has made its temp file next to the target: it is past
-    taking its lock and into the write (a fixed sleep guessed that; parallel test load made the
-    guess wrong)."""
+async def until_written(kernel: Kernel, content: str) -> None:
+    """Until `choir.fs.write`'s thread has flushed all of `content` to its temp file next to the
+    target: it is past its last cancellation check, into the fsync and the armed failpoint's
+    sleep. (A fixed sleep guessed that; parallel test load made the guess wrong.)"""
+    size = len(content.encode())
+
+    def written() -> bool:
+        found = kernel.workspace.root.glob(".choir-write-*.tmp")
+        return any(path.stat().st_size == size for path in found)
+
     async with asyncio.timeout(10):
-        while not list(kernel.workspace.root.glob(".choir-write-*.tmp")):  # noqa: ASYNC110
+        while not written():  # noqa: ASYNC110 - a file in a thread's hands has no event
             await asyncio.sleep(0.005)
 
 
@@ -141,7 +147,7 @@ async def test_a_cancelled_write_stops_before_its_rename_and_holds_its_lock_unti
     write = call("core:writer", "choir.fs.write", path="notes.txt", op="overwrite", content="new")
     started = time.monotonic()
     writing = asyncio.create_task(kernel.arbiter.propose(write))
-    await until_writing(kernel)  # the thread writes its temp file, then sleeps before renaming
+    await until_written(kernel, "new")  # the thread wrote its temp file; it sleeps before renaming
     writing.cancel()
 
     read = await kernel.arbiter.propose(call("core:reader", "choir.fs.read", path="notes.txt"))
@@ -178,7 +184,7 @@ async def test_a_second_cancel_does_not_cut_the_wait_for_the_thread_short(
     write = call("core:writer", "choir.fs.write", path="notes.txt", op="overwrite", content="new")
     started = time.monotonic()
     writing = asyncio.create_task(kernel.arbiter.propose(write))
-    await until_writing(kernel)
+    await until_written(kernel, "new")
     writing.cancel()
     await asyncio.sleep(0.1)  # a while later, the thread still asleep: cancel again
     writing.cancel()
