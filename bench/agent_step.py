@@ -33,12 +33,12 @@ from bench.common import parse_args, percentile, report
 from choir.adapters.llm import Completion, CompletionRequest, LlmClient, RateLimitNotice
 from choir.agent.kernel.commitlog import CommitLog, LogEntry, event_json
 from choir.agent.kernel.dispatch import LaneHook
-from choir.agent.kernel.wiring import open_kernel
 from choir.agent.lanes.core.jobs import CoreJobs
 from choir.agent.lanes.edge import EdgeLane
 from choir.agent.lanes.support import DemoModel, Identity, LaneKit, StatusReporter
 from choir.agent.replication.control_plane import ControlPlane
 from choir.agent.replication.live_config import DynamicConfig, DynamicState
+from choir.agent.wiring import open_kernel
 from choir.config import Budgets
 from choir.core.budgets import BudgetLimits
 from choir.protocol import ModelOutput, ReportStatusRequest, UserMessagePush

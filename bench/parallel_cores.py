@@ -21,8 +21,8 @@ from typing import Any, Final
 
 from bench.agent_step import open_lanes
 from bench.common import median, parse_args, report
-from choir.agent.kernel.arbiter import ToolProposal
 from choir.agent.kernel.commitlog import LogEntry
+from choir.agent.kernel.proposal import ToolProposal
 from choir.protocol import ToolResult
 from choir.scripted import ReplyStep, Script, ScriptedCall, ScriptedModelServer, ToolCallsStep
 

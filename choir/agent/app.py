@@ -22,9 +22,9 @@ from typing import Any
 
 from choir.adapters.llm import LlmClient
 from choir.agent.git_identity import git_identity
-from choir.agent.kernel.arbiter import Arbiter, ToolProposal
+from choir.agent.kernel.arbiter import Arbiter
 from choir.agent.kernel.dispatch import LaneHook
-from choir.agent.kernel.wiring import open_kernel
+from choir.agent.kernel.proposal import ToolProposal
 from choir.agent.lanes.core.jobs import CoreJobs
 from choir.agent.lanes.edge import EdgeLane
 from choir.agent.lanes.summary import summarize_at_stop
@@ -52,6 +52,7 @@ from choir.agent.startup import (
     runtime_tools,
 )
 from choir.agent.stopping import RESUMING_REASONS, Drain, lanes_stopped, settle
+from choir.agent.wiring import open_kernel
 from choir.errors import ChoirError
 from choir.failpoints import arm_from_env
 from choir.logs import get_logger, set_context

@@ -24,8 +24,8 @@ from collections.abc import Awaitable, Mapping
 from typing import Any, Final, TypeVar
 
 from choir.agent.kernel.registry import RegisteredTool
-from choir.agent.kernel.wiring import Kernel
 from choir.agent.replication.live_config import DynamicState
+from choir.agent.wiring import Kernel
 from choir.logs import get_logger
 from choir.protocol import ToolResult
 

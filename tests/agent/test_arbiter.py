@@ -18,10 +18,10 @@ from typing import Any
 
 import pytest
 
-from choir.agent.kernel.arbiter import ToolProposal
 from choir.agent.kernel.commitlog import LogEntry, event_json
-from choir.agent.kernel.wiring import Kernel, open_kernel
-from choir.agent.replication.types import IntentNotDurable
+from choir.agent.kernel.intents import IntentNotDurable
+from choir.agent.kernel.proposal import ToolProposal
+from choir.agent.wiring import Kernel, open_kernel
 from choir.config import Budgets
 from choir.core.budgets import BudgetLimits
 from choir.protocol import ModelOutput, ToolCallCommitted, ToolResult, Usage

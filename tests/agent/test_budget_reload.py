@@ -15,9 +15,9 @@ from typing import Any
 
 import pytest
 
-from choir.agent.kernel.budget_follow import BudgetFollower, Remaining
-from choir.agent.kernel.wiring import Kernel, open_kernel
+from choir.agent.lanes.budget_follow import BudgetFollower, Remaining
 from choir.agent.replication.live_config import DynamicConfig, DynamicState
+from choir.agent.wiring import Kernel, open_kernel
 from choir.protocol import ModelOutput, Usage
 from tests.agent.test_arbiter import UNIMPLEMENTED, call, limits, make_root
 

@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 from choir.agent.kernel.dispatch import prepare_call
-from choir.agent.kernel.wiring import Kernel, open_kernel
 from choir.agent.kernel.workspace import PathOutsideWorkspace
+from choir.agent.wiring import Kernel, open_kernel
 from tests.agent.test_arbiter import UNIMPLEMENTED, call, limits, make_root
 
 SLOW_MS = 400

@@ -21,7 +21,7 @@ import pytest
 
 from choir import failpoints
 from choir.agent.kernel.commitlog import LogEntry
-from choir.agent.kernel.wiring import Kernel, open_kernel
+from choir.agent.wiring import Kernel, open_kernel
 from choir.failpoints import ENV_VAR
 from tests.agent.test_arbiter import UNIMPLEMENTED, call, limits, make_root
 

@@ -32,16 +32,17 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Literal
 
 from choir.agent.kernel.commitlog import CommitLog, LogEntry
 from choir.agent.kernel.dispatch import Dispatcher, PreparedCall, prepare_call
+from choir.agent.kernel.intents import IntentNotDurable, IntentSink
 from choir.agent.kernel.lane_policy import LanePolicy
 from choir.agent.kernel.locks import Hold, LockManager, LocksRevokedError
+from choir.agent.kernel.proposal import ToolProposal
 from choir.agent.kernel.records import (
-    ToolProposal,
     cancelled,
     finished_anyway,
     intent,
@@ -50,9 +51,8 @@ from choir.agent.kernel.records import (
     result_committed,
 )
 from choir.agent.kernel.registry import RegisteredTool, ToolRegistry, lane_kind_of
+from choir.agent.kernel.tool_contract import StopOutcome, stop_outcome
 from choir.agent.kernel.workspace import Workspace
-from choir.agent.replication.types import IntentNotDurable
-from choir.agent.tools.base import StopOutcome, stop_outcome
 from choir.core.budgets import BudgetLimits
 from choir.core.skills import runner as skill_runner
 from choir.core.skills.runner import CONTROL_TOOLS, Decision
@@ -73,9 +73,6 @@ log = get_logger("choir.agent.kernel.arbiter")
 Gate = Callable[[str, RegisteredTool, Mapping[str, Any]], ToolResult | None]
 """A policy check run at admission: (lane, tool, arguments) → a rejection, or None to admit.
 Lanes own the state behind their gates (cores running, stopping), keeping lane logic out."""
-
-IntentSink = Callable[[LogEntry], Awaitable[None]]
-"""Makes a non-idempotent intent durable at choird before its tool runs (§13, design notes)."""
 
 _STOP: Final = object()
 RELOCATE_ATTEMPTS: Final = 3
@@ -387,4 +384,4 @@ class Arbiter(LanePolicy):
                 self._approvals.pop(str(event["approval_id"]), None)
 
 
-__all__ = ["Arbiter", "Gate", "IntentSink", "ToolProposal"]
+__all__ = ["Arbiter", "Gate"]

@@ -20,8 +20,8 @@ from __future__ import annotations
 import asyncio
 
 from choir.adapters.llm import Completion, LlmError
-from choir.agent.kernel.arbiter import ToolProposal
 from choir.agent.kernel.commitlog import CommitLog
+from choir.agent.kernel.proposal import ToolProposal
 from choir.agent.lanes.core.jobs import CoreJobs
 from choir.agent.lanes.support import LaneKit
 from choir.core.lane_states import EdgeTrigger, edge_step, is_final

@@ -27,8 +27,8 @@ from __future__ import annotations
 import asyncio
 from typing import Final, Literal
 
-from choir.agent.kernel.arbiter import ToolProposal
 from choir.agent.kernel.commitlog import CommitLog
+from choir.agent.kernel.proposal import ToolProposal
 from choir.agent.lanes.core.jobs import READ_ONLY, CoreJob, CoreJobs
 from choir.agent.lanes.support import LaneKit
 from choir.agent.recovery.ledger import Intent, Ledger, OpenJobEntry

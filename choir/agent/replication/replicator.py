@@ -36,12 +36,12 @@ from types import TracebackType
 from typing import Self
 
 from choir.agent.kernel.commitlog import CommitLog, LogEntry
+from choir.agent.kernel.intents import IntentNotDurable
 from choir.agent.replication.config_sync import ConfigSync
 from choir.agent.replication.control_plane import ControlPlane
 from choir.agent.replication.sender import HeartbeatSender
 from choir.agent.replication.types import (
     FatalHandler,
-    IntentNotDurable,
     ReplicationError,
     ReplicationFatal,
     ReplicationSettings,
@@ -181,7 +181,6 @@ class Replicator(HeartbeatSender):
 
 
 __all__ = [
-    "IntentNotDurable",
     "ReplicationError",
     "ReplicationFatal",
     "ReplicationSettings",

@@ -22,8 +22,8 @@ from typing import Any, Final
 
 from pydantic import ValidationError
 
-from choir.agent.kernel.arbiter import ToolProposal
 from choir.agent.kernel.dispatch import LaneHook
+from choir.agent.kernel.proposal import ToolProposal
 from choir.agent.kernel.registry import RegisteredTool
 from choir.agent.lanes.core.runner import CoreJob, CoreJobRunner
 from choir.agent.lanes.core.stream import REPORT_TOOL, relay, report_event

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Final
 
 from choir.adapters.llm import LlmError, RateLimitNotice
-from choir.agent.kernel.arbiter import ToolProposal
+from choir.agent.kernel.proposal import ToolProposal
 from choir.agent.lanes.core.stream import (
     BUDGET_EXCEEDED,
     FOCUS_CHARS,
