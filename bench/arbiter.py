@@ -95,7 +95,7 @@ async def _overhead(kernel: Kernel, calls: int, prefix: str = "noop") -> list[fl
 async def _jobs(kernel: Kernel, count: int, round_: int) -> float:
     names = [f"job-{round_}-{i}" for i in range(count)]
     for name in names:
-        kernel.arbiter.start_job(name)
+        kernel.arbiter.policy.start_job(name)
     started = time.perf_counter()
     await asyncio.gather(
         *(
@@ -107,7 +107,7 @@ async def _jobs(kernel: Kernel, count: int, round_: int) -> float:
     )
     elapsed = time.perf_counter() - started
     for name in names:
-        kernel.arbiter.end_job(name)
+        kernel.arbiter.policy.end_job(name)
     return elapsed
 
 

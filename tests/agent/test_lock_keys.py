@@ -39,7 +39,7 @@ async def kernel(tmp_path: Path) -> AsyncIterator[Kernel]:
         make_root(tmp_path), ws, limits=limits(), runtime_tools=UNIMPLEMENTED
     ) as k:
         for job in ("a", "b"):
-            assert k.arbiter.start_job(job) is None
+            assert k.arbiter.policy.start_job(job) is None
         yield k
 
 

@@ -58,7 +58,7 @@ async def kernel(tmp_path: Path) -> AsyncIterator[Kernel]:
     (workspace / "notes.txt").write_text(NOTES)
     async with open_kernel(root, workspace, limits=limits(), runtime_tools=UNIMPLEMENTED) as k:
         for job in ("reader", "writer"):
-            assert k.arbiter.start_job(job) is None
+            assert k.arbiter.policy.start_job(job) is None
         yield k
 
 

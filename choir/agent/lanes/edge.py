@@ -134,7 +134,7 @@ class EdgeLane:
                 self._finish("stopping", STOPPING_TEXT, "error", push.message_id)
                 return
             self._drain()
-            refused = arbiter.begin_step(EDGE_LANE)
+            refused = arbiter.policy.begin_step(EDGE_LANE)
             if refused is not None:
                 self._finish("llm_error", refused, "error", push.message_id)
                 return

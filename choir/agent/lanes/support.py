@@ -285,7 +285,7 @@ class LaneKit:
         return [(name, spec.description) for name, spec in self.kernel.skills.items()]
 
     def skill_view(self, lane: str) -> SkillView | None:
-        return prompt_view(self.kernel.arbiter.skill_runs.get(lane), self.kernel.skills)
+        return prompt_view(self.kernel.arbiter.policy.skill_runs.get(lane), self.kernel.skills)
 
     def tools(self, lane: str, only: Collection[str] | None = None) -> list[dict[str, Any]]:
         """The `tools` parameter of `lane`: its tools, or a skill state's only while one runs."""
@@ -360,8 +360,10 @@ class LaneKit:
 
     def report(self, lane: str, state: LaneStatus) -> None:
         arbiter = self.kernel.arbiter
-        run = arbiter.skill_runs.get(lane)
-        left = budgets.remaining(arbiter.budgets, arbiter.limits, lane, time.monotonic())
+        run = arbiter.policy.skill_runs.get(lane)
+        left = budgets.remaining(
+            arbiter.policy.budgets, arbiter.policy.limits, lane, time.monotonic()
+        )
         self.status.report(
             ReportStatusRequest(
                 lane=lane,

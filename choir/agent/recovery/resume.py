@@ -185,7 +185,7 @@ class RecoverableCoreJobs(CoreJobs):
             text = f"core job {start.job_name} cancelled: {report}"
             arbiter.commit(EDGE_LANE, AgentReplied(text=text, category="core_report"))
             self._kit.report(lane, "CORE_TERMINATED")  # no longer shown as held
-            arbiter.end_job(start.job_name)
+            arbiter.policy.end_job(start.job_name)
             self._kit.memories.forget(lane)
             return
         mode = "resume"
@@ -208,9 +208,9 @@ class RecoverableCoreJobs(CoreJobs):
         """
         kit, name = self._kit, start.job_name
         arbiter = kit.kernel.arbiter
-        if name not in arbiter.budgets.jobs:
+        if name not in arbiter.policy.budgets.jobs:
             budget = start.tool_constraints.time_budget_ms or None
-            refused = arbiter.start_job(name, time_budget_ms=budget)
+            refused = arbiter.policy.start_job(name, time_budget_ms=budget)
             if refused is not None:
                 log.error("could not resume core job", fields={"job": name, "why": refused})
                 return

@@ -93,10 +93,12 @@ class RestoredSession:
         """Give the kernel and the lanes (built, not yet running) their restored state: the
         budgets, skill runs and open approvals, and every open lane's working memory."""
         arbiter, entries = kit.kernel.arbiter, list(self.log)
-        arbiter.budgets = self.ledger.counters(time.monotonic())
-        _, arbiter.tokens_exceeded = budgets.charge_tokens(arbiter.budgets, 0, arbiter.limits)
+        arbiter.policy.budgets = self.ledger.counters(time.monotonic())
+        _, arbiter.policy.tokens_exceeded = budgets.charge_tokens(
+            arbiter.policy.budgets, 0, arbiter.policy.limits
+        )
         restored_runs = restore_skill_runs(self.snapshot, entries, kit.kernel.skills)
-        arbiter.skill_runs.update(restored_runs)
+        arbiter.policy.skill_runs.update(restored_runs)
         arbiter.expect_approvals(self.ledger.approvals)
         memories = restore_memories(self.snapshot, entries)
         open_lanes = {EDGE_LANE, *(core_lane(name) for name in self.ledger.jobs)}
@@ -116,7 +118,7 @@ class RestoredSession:
             self._head(),
             self.ledger,
             dict(kit.memories.lanes),
-            kernel.arbiter.skill_runs,
+            kernel.arbiter.policy.skill_runs,
             kernel.skills,
             self._lanes(kit, edge.state, views),
             views,
@@ -139,8 +141,12 @@ class RestoredSession:
         states: dict[str, LaneState] = {}
         for lane, status in statuses.items():
             job = job_name_of(lane)
-            counted = job is None or job in arbiter.budgets.jobs
-            left = budgets.remaining(arbiter.budgets, arbiter.limits, lane, now) if counted else {}
+            counted = job is None or job in arbiter.policy.budgets.jobs
+            left = (
+                budgets.remaining(arbiter.policy.budgets, arbiter.policy.limits, lane, now)
+                if counted
+                else {}
+            )
             states[lane] = LaneState(status=status, budgets_remaining=left)
         return states
 

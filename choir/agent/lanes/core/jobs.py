@@ -98,7 +98,7 @@ class CoreJobs(CoreJobRunner):
         name = start.job_name
         arbiter = self._kit.kernel.arbiter
         budget = start.tool_constraints.time_budget_ms or None
-        refused = arbiter.start_job(name, time_budget_ms=budget)
+        refused = arbiter.policy.start_job(name, time_budget_ms=budget)
         if refused is not None:
             return ToolResult.fail("job_refused", refused)
         job = CoreJob(start, core_lane(name))
@@ -114,14 +114,14 @@ class CoreJobs(CoreJobRunner):
         job = self._jobs.get(name)
         if job is None:
             return self._not_running(name)
-        refused = self._kit.kernel.arbiter.charge_injection(name)
+        refused = self._kit.kernel.arbiter.policy.charge_injection(name)
         if refused is not None:
             return ToolResult.fail("budget_exceeded", refused, budget="max_injections_per_job")
         job.injections.append(content)
         job.answered.set()
-        run = self._kit.kernel.arbiter.skill_runs.get(job.lane)
+        run = self._kit.kernel.arbiter.policy.skill_runs.get(job.lane)
         if run is not None and run.active:
-            refused = self._kit.kernel.arbiter.interrupt_skill(job.lane)
+            refused = self._kit.kernel.arbiter.policy.interrupt_skill(job.lane)
             if refused is not None:
                 log.info("skill not interrupted", fields={"job": name, "why": refused})
         if job.state == "CORE_WAITING_INFO":
@@ -173,7 +173,7 @@ class CoreJobs(CoreJobRunner):
         job.question = question
         if not job.injections:
             job.answered.clear()
-        left_ms = self._kit.kernel.arbiter.remaining(job.lane).get("per_job_wall_time_ms", 0)
+        left_ms = self._kit.kernel.arbiter.policy.remaining(job.lane).get("per_job_wall_time_ms", 0)
         answered = asyncio.ensure_future(job.answered.wait())
         stopping = asyncio.ensure_future(self._kit.drain.wait())
         try:

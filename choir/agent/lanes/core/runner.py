@@ -97,7 +97,7 @@ class CoreJobRunner:
         if job is None or job.task is None:
             return False
         job.cancel_reason = reason
-        self._kit.kernel.arbiter.interrupt_skill(job.lane)
+        self._kit.kernel.arbiter.policy.interrupt_skill(job.lane)
         job.task.cancel()
         return True
 
@@ -147,7 +147,7 @@ class CoreJobRunner:
                 return None
             if job.state == "CORE_REASONING":
                 self._drain(job)
-            refused = arbiter.begin_step(job.lane)
+            refused = arbiter.policy.begin_step(job.lane)
             if refused is not None:
                 self._move(job, "budget_exceeded")
                 return Ended("terminated", refused, BUDGET_EXCEEDED)
@@ -228,7 +228,7 @@ class CoreJobRunner:
             log.info("core job left open for the resumed session", fields={"job": name})
         else:
             self._report(job, outcome, report, code)
-        arbiter.end_job(name)
+        arbiter.policy.end_job(name)
         self._jobs.pop(name, None)
         self._kit.memories.forget(job.lane)
 
