@@ -2,7 +2,7 @@
 
     python -m bench.agent_step [--json] [--quick]
 
-In-process: the real kernel (seed tools), `LaneKit`, `EdgeLane` and `CoreJobs` of choir-agent,
+In-process: the real kernel (seed tools), `LaneKit`, `EdgeLane` and core jobs of choir-agent,
 talking to a zero-latency `ScriptedModelServer` over loopback HTTP. Only choird is left out (the
 status reports go to a sink): replication is asynchronous to the lanes and not on a step's path.
 
@@ -33,7 +33,8 @@ from bench.common import parse_args, percentile, report
 from choir.adapters.llm import Completion, CompletionRequest, LlmClient, RateLimitNotice
 from choir.agent.kernel.commitlog import CommitLog, LogEntry, event_json
 from choir.agent.kernel.dispatch import LaneHook
-from choir.agent.lanes.core.jobs import CoreJobs
+from choir.agent.lanes.core.jobs import CoreJobTools
+from choir.agent.lanes.core.runner import CoreJobRunner
 from choir.agent.lanes.edge import EdgeLane
 from choir.agent.lanes.support import DemoModel, Identity, LaneKit, StatusReporter
 from choir.agent.replication.control_plane import ControlPlane
@@ -85,7 +86,7 @@ class StatusSink:
 @dataclass
 class Lanes:
     kit: LaneKit
-    jobs: CoreJobs
+    jobs: CoreJobRunner
     edge: EdgeLane
     llm: TimedLlm
 
@@ -155,10 +156,11 @@ async def open_lanes(
         status = StatusReporter(cast(ControlPlane, StatusSink()))
         kit = LaneKit(kernel, llm, session_config(endpoint), DemoModel(), Identity(), status)
         kit.start()
-        jobs = CoreJobs(kit)
-        table.update(jobs.hooks())
+        jobs = CoreJobRunner(kit)
+        tools = CoreJobTools(kit, jobs)
+        table.update(tools.hooks())
         table["choir.memory.compact"] = kit.compaction.hook
-        kernel.arbiter.add_gate(jobs.gate)
+        kernel.arbiter.add_gate(tools.gate)
         edge = EdgeLane(kit, jobs)
         try:
             yield Lanes(kit, jobs, edge, llm)

@@ -12,7 +12,7 @@ A second stop request (choird escalating with SIGTERM after its grace, or a seco
 *hurries* the stop: what is still waiting is cancelled at once and the summary is skipped.
 
 A stop for `restart` or `update` resumes the session (§17.4), so the jobs still running are left
-open — no `CoreStopped` — and the resumed agent continues them (`RecoverableCoreJobs`); any
+open — no `CoreStopped` — and the resumed agent continues them (`CoreJobRecovery`); any
 other stop ends them with a report to the user.
 """
 

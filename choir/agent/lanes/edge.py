@@ -22,7 +22,7 @@ import asyncio
 from choir.adapters.llm import Completion, LlmError
 from choir.agent.kernel.commitlog import CommitLog
 from choir.agent.kernel.proposal import ToolProposal
-from choir.agent.lanes.core.jobs import CoreJobs
+from choir.agent.lanes.core.runner import CoreJobRunner
 from choir.agent.lanes.support import LaneKit
 from choir.core.lane_states import EdgeTrigger, edge_step, is_final
 from choir.core.memory.working import WorkingMemory
@@ -49,7 +49,7 @@ STOPPING_TEXT = (
 class EdgeLane:
     """The edge lane of one session; `run` is its task."""
 
-    def __init__(self, kit: LaneKit, jobs: CoreJobs) -> None:
+    def __init__(self, kit: LaneKit, jobs: CoreJobRunner) -> None:
         self._kit = kit
         self._jobs = jobs
         self.state: EdgeStatus = "EDGE_IDLE"

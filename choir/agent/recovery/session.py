@@ -44,7 +44,7 @@ from choir.protocol.tooling.locks import HeldLock
 if TYPE_CHECKING:
     from choir.agent.lanes.edge import EdgeLane
     from choir.agent.lanes.support import LaneKit
-    from choir.agent.recovery.resume import RecoverableCoreJobs
+    from choir.agent.recovery.resume import CoreJobRecovery
 
 log = get_logger("choir.agent.recovery.resume")
 
@@ -74,7 +74,7 @@ class RestoredSession:
         self.log.subscribe(lambda entry: self.ledger.observe(self._whole(entry)))
         self._kit: LaneKit | None = None
         self._edge: EdgeLane | None = None
-        self._jobs: RecoverableCoreJobs | None = None
+        self._jobs: CoreJobRecovery | None = None
         if answer.status == "resumed":
             log.info(
                 "session restored",
@@ -89,16 +89,15 @@ class RestoredSession:
         """`entry` as the ledger must read it: whole where it acts on a preview's content."""
         return self.log.resolved(entry) if entry.kind in CONTENT_KINDS else entry
 
-    def attach(self, kit: LaneKit, edge: EdgeLane, jobs: RecoverableCoreJobs) -> None:
+    def attach(self, kit: LaneKit, edge: EdgeLane, jobs: CoreJobRecovery) -> None:
         """Give the kernel and the lanes (built, not yet running) their restored state: the
         budgets, skill runs and open approvals, and every open lane's working memory."""
         arbiter, entries = kit.kernel.arbiter, list(self.log)
-        arbiter.policy.budgets = self.ledger.counters(time.monotonic())
-        _, arbiter.policy.tokens_exceeded = budgets.charge_tokens(
-            arbiter.policy.budgets, 0, arbiter.policy.limits
-        )
+        policy = arbiter.policy
+        policy.budgets = self.ledger.counters(time.monotonic())
+        _, policy.tokens_exceeded = budgets.charge_tokens(policy.budgets, 0, policy.limits)
         restored_runs = restore_skill_runs(self.snapshot, entries, kit.kernel.skills)
-        arbiter.policy.skill_runs.update(restored_runs)
+        policy.skill_runs.update(restored_runs)
         arbiter.expect_approvals(self.ledger.approvals)
         memories = restore_memories(self.snapshot, entries)
         open_lanes = {EDGE_LANE, *(core_lane(name) for name in self.ledger.jobs)}
