@@ -32,8 +32,8 @@ from choir.agent.kernel.proposal import ToolProposal
 from choir.agent.lanes.core.jobs import READ_ONLY
 from choir.agent.lanes.core.runner import CoreJob, CoreJobRunner
 from choir.agent.lanes.support import LaneKit
+from choir.agent.recovery.capture import JobView
 from choir.agent.recovery.ledger import Intent, Ledger, OpenJobEntry
-from choir.agent.recovery.state import JobView
 from choir.core.held_jobs import held_notice
 from choir.core.memory.working import WorkingMemory
 from choir.logs import get_logger

@@ -23,9 +23,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from choir.agent.kernel.commitlog import CommitLog, LogEntry
-from choir.agent.recovery.fetch import CONTENT_KINDS
-from choir.agent.recovery.ledger import Ledger
-from choir.agent.recovery.state import (
+from choir.agent.recovery.capture import (
     Head,
     JobView,
     capture,
@@ -33,6 +31,8 @@ from choir.agent.recovery.state import (
     restore_memories,
     restore_skill_runs,
 )
+from choir.agent.recovery.fetch import CONTENT_KINDS
+from choir.agent.recovery.ledger import Ledger
 from choir.agent.startup import restored_log
 from choir.core import budgets
 from choir.errors import ChoirError

@@ -33,7 +33,7 @@ from pydantic import ValidationError
 
 from choir.agent.kernel.tool_contract import record_finished
 from choir.agent.tools._process import Capture, stop_tree, under_subreaper
-from choir.agent.tools.base import outlast_cancellation, sandbox_env
+from choir.agent.tools.execution import outlast_cancellation, sandbox_env
 from choir.protocol.problems import validation_problems
 from choir.protocol.tooling.tools import ToolResult
 

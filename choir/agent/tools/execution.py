@@ -1,4 +1,4 @@
-"""What the built-in tools share: failures as tool results, sandboxed subprocesses, stopping.
+"""How a built-in tool's work runs: sandboxed subprocesses, stoppable threads, failures as results.
 
 The contract a tool implements (`BuiltinTool`, its lock keys, `stop_outcome`) is the kernel's
 (`choir.agent.kernel.tool_contract`). The arbiter validates the raw arguments against the
