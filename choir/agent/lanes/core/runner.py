@@ -123,7 +123,7 @@ class CoreJobRunner:
     # -- the job task ------------------------------------------------------------------------
 
     async def run(self, job: CoreJob) -> None:
-        """The job's task: steps until it ends, then its end (`end`)."""
+        """The job's task: its steps until it ends, then `end` (committed and reported)."""
         try:
             ended = await self._loop(job)
         except asyncio.CancelledError:
