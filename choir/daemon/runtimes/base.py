@@ -1,10 +1,11 @@
 """Agent runtimes behind one interface: `docker` (sandboxed) and `process` (unsandboxed).
 
-The lifecycle verbs (`operator_lifecycle`) know an agent runtime only through `AgentRuntime`:
-prepare what the agent runs (an image, or a merged `/choir` tree), start it for a started
-session, stop it gracefully, list what runs, clean up after a previous choird, and check a
-running agent against the security profile (§15.3). Everything engine-specific stays behind it,
-so a Kubernetes runtime (design notes "Where users outgrow one host") is one more class.
+The lifecycle verbs (`daemon.operator.agents.lifecycle`) know an agent runtime only through
+`AgentRuntime`: prepare what the agent runs (an image, or a merged `/choir` tree), start it for
+a started session, stop it gracefully, list what runs, clean up after a previous choird, and
+check a running agent against the security profile (§15.3). Everything engine-specific stays
+behind it, so a Kubernetes runtime (design notes "Where users outgrow one host") is one more
+class.
 
 Both runtimes share the exit rule of §13.1: an agent that exits while its session is still
 active did not call TERMINATE_SELF, so the session is marked crashed — which releases its
