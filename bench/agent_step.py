@@ -24,7 +24,7 @@ import json
 import shutil
 import tempfile
 import time
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
@@ -80,6 +80,10 @@ class StatusSink:
 
     async def report_status(self, request: ReportStatusRequest) -> None:
         return None
+
+    def on_connected(self, listener: Callable[[], None]) -> Callable[[], None]:
+        """Never reconnects: nothing to resend."""
+        return lambda: None
 
 
 @dataclass
