@@ -19,7 +19,8 @@ answers each user message with 30 tool calls, one per model call — `choir.fs.w
   with it) to the first reply of a freshly started agent-1.
 - `stack_rss_mb`: resident memory after the run of choird, everything it spawned (the agent and
   its sandbox) and every Postgres process; `choird_rss_mb`, `agent_rss_mb`, `postgres_rss_mb`
-  split it.
+  split it. `stack_pss_mb` is the same set's proportional size: RSS counts each page of
+  Postgres' shared memory once per process that touched it, PSS shares it out.
 """
 
 from __future__ import annotations
@@ -196,6 +197,16 @@ def rss_mb(processes: list[psutil.Process]) -> float:
     return total / MB
 
 
+def pss_mb(processes: list[psutil.Process]) -> float:
+    """Proportional set size: each shared page split among the processes sharing it, so the
+    sum is what the stack costs the host (RSS counts Postgres' shared buffers once per backend)."""
+    total = 0
+    for process in processes:
+        with contextlib.suppress(psutil.Error):
+            total += process.memory_full_info().pss
+    return total / MB
+
+
 def postgres_processes(home: ChoirHome) -> list[psutil.Process]:
     from choir.store.postgres.postmaster import postmaster_pid
 
@@ -217,6 +228,7 @@ class Run:
     choird_mb: float
     agent_mb: float
     postgres_mb: float
+    stack_pss_mb: float
 
 
 async def run(root: Path, rounds: int) -> Run:
@@ -243,6 +255,7 @@ async def run(root: Path, rounds: int) -> Run:
                 overheads.append((wall - (server.spent_s - spent)) / model_calls * 1000)
             calls = server.calls - calls_before
             spawned = daemon.children(recursive=True)
+            postgres = postgres_processes(home)
             return Run(
                 first_reply_s,
                 overheads,
@@ -251,7 +264,8 @@ async def run(root: Path, rounds: int) -> Run:
                 agent_cpu_ms=(cpu_s(agent) - cpu_before[1]) / calls * 1000,
                 choird_mb=rss_mb([daemon]),
                 agent_mb=rss_mb(spawned),
-                postgres_mb=rss_mb(postgres_processes(home)),
+                postgres_mb=rss_mb(postgres),
+                stack_pss_mb=pss_mb([daemon, *spawned, *postgres]),
             )
 
 
@@ -267,6 +281,7 @@ async def measure(quick: bool) -> dict[str, float]:
         "choird_rss_mb": result.choird_mb,
         "agent_rss_mb": result.agent_mb,
         "postgres_rss_mb": result.postgres_mb,
+        "stack_pss_mb": result.stack_pss_mb,
     }
 
 
