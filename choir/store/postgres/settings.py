@@ -44,7 +44,11 @@ def apply(datadir: Path) -> bool:
     except FileNotFoundError:
         return False
     conf = datadir / CONF_NAME
-    conf.write_text(render())
+    # private like the rest of the data directory, whatever the umask
+    fd = os.open(conf, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as file:
+        file.write(render())
+    os.chmod(conf, 0o600)  # a file written by an earlier version keeps its mode otherwise
     if INCLUDE not in text:
         with main.open("a") as file:
             file.write(f"\n{INCLUDE}\n")
