@@ -59,7 +59,7 @@ class Bench:
 async def running(home: Any, runtime: str) -> AsyncIterator[Bench]:
     from choir.client import ChoirClient
     from choir.daemon.app import ChoirDaemon, DaemonOptions
-    from choir.daemon.operator_api import operator_handler
+    from choir.daemon.operator.api import operator_handler
 
     options = DaemonOptions(home, runtime=runtime)  # type: ignore[arg-type]
     async with ChoirDaemon(options, operator=operator_handler) as daemon:

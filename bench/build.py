@@ -27,8 +27,8 @@ import docker.errors
 
 from bench.common import median, parse_args, report
 from choir.config import init_home, load_home
-from choir.config.gitrepo import git
-from choir.daemon.image_build import BuildProgress, ImageRef, ensure_agent_image
+from choir.config.scaffolding.gitrepo import git
+from choir.daemon.images.build import BuildProgress, ImageRef, ensure_agent_image
 from choir.home import ChoirHome
 
 GOALS = {

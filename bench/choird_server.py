@@ -44,7 +44,7 @@ def serve(root: str, config_json: str) -> None:
 async def _serve(root: Path, config: dict[str, Any]) -> None:
     from choir.config import init_home
     from choir.daemon.app import ChoirDaemon, DaemonOptions
-    from choir.daemon.operator_api import operator_handler
+    from choir.daemon.operator.api import operator_handler
     from choir.home import ChoirHome
     from choir.logs import setup_logging, shutdown_logging
 

@@ -17,8 +17,8 @@ from datetime import UTC, datetime
 
 from bench.choird_server import choird_server
 from bench.common import parse_args, percentile, report
-from choir.agent.commitlog import CommitLog
-from choir.agent.control_plane import ControlPlane
+from choir.agent.kernel.commitlog import CommitLog
+from choir.agent.replication.control_plane import ControlPlane
 from choir.protocol import (
     GENESIS_HASH,
     PROTOCOL_VERSION,

@@ -23,7 +23,7 @@ import psutil
 
 from bench.choird_server import choird_server
 from bench.common import parse_args, report
-from choir.agent.control_plane import ControlPlane
+from choir.agent.replication.control_plane import ControlPlane
 from choir.protocol import GENESIS_HASH, PROTOCOL_VERSION, HeartbeatRequest, InitHelloRequest
 from choir.transport import connect
 

@@ -18,9 +18,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from bench.common import figures_dict, parse_args, report
-from choir.store.database import Database, open_database
 from choir.store.events import EventRecord, insert_events
-from choir.store.target import EmbeddedTarget
+from choir.store.postgres.database import Database, open_database
+from choir.store.postgres.target import EmbeddedTarget
 
 BATCH_SIZES = (1, 100, 1000)
 GOALS = {

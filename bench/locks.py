@@ -16,8 +16,8 @@ import time
 from collections.abc import Sequence
 
 from bench.common import figures_dict, median, parse_args, percentile, report
-from choir.agent.locks import LockManager
-from choir.core.lockset import Lockset
+from choir.agent.kernel.locks import LockManager
+from choir.core.locks.lockset import Lockset
 
 POOL = ("workspace", "file:a.py", "file:b.py", "file:c.py", "file:d.py", "choirtmp", "browser_tab")
 CORES = 8
@@ -85,7 +85,7 @@ def main() -> None:
         contended_locksets_per_s=contended_rate,
         contended_wait_p99_us=percentile(waits, 99) * 1e6,
     )
-    report("lock manager (choir.agent.locks)", figures, GOALS, args.json)
+    report("lock manager (choir.agent.kernel.locks)", figures, GOALS, args.json)
 
 
 if __name__ == "__main__":

@@ -76,7 +76,7 @@ def bench_home(root: Path) -> ChoirHome:
 async def _rounds(count: int, home: ChoirHome, root: Path) -> list[float]:
     from choir.client import ChoirClient
     from choir.daemon.app import ChoirDaemon, DaemonOptions
-    from choir.daemon.operator_api import operator_handler
+    from choir.daemon.operator.api import operator_handler
 
     tree, workspace = choir_tree(root), root / "ws"
     workspace.mkdir()

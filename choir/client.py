@@ -1,6 +1,6 @@
 """The async client of choird's operator socket, shared by choirctl and the TUI.
 
-One method per operator verb (see `choir.daemon.operator_api`), answers as the JSON objects
+One method per operator verb (see `choir.daemon.operator.api`), answers as the JSON objects
 choird sends. Refusals arrive as the operator-facing errors of `choir.errors`, so a caller can
 `except NotFoundError` and choirctl exits with the documented code: not found 4, conflict 5,
 invalid arguments 2, invalid config 3, choird unreachable 6.
@@ -28,7 +28,7 @@ from choir.errors import (
     UsageError,
 )
 from choir.home import ChoirHome
-from choir.protocol.error_codes import ErrorCode
+from choir.protocol.wire.error_codes import ErrorCode
 from choir.transport import Client, RpcError, TransportError, connect
 
 Payload = dict[str, Any]

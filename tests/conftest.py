@@ -19,10 +19,10 @@ from pathlib import Path
 
 import pytest
 
-from choir.store.embedded import EmbeddedPostgres
-from choir.store.idents import quote_ident
-from choir.store.pool import connect_plain, ensure_vector_extension, wait_until_ready
-from choir.store.target import ConnectParams
+from choir.store.postgres.embedded import EmbeddedPostgres
+from choir.store.postgres.idents import quote_ident
+from choir.store.postgres.pool import connect_plain, ensure_vector_extension, wait_until_ready
+from choir.store.postgres.target import ConnectParams
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -30,7 +30,7 @@ def build_cache() -> Iterator[Path]:
     """One wheel cache for every agent image build of the session, kept between runs.
 
     Without it each test home would build choir's wheels and download choir-agent's
-    dependencies again under its own `$CHOIR_HOME/build` (`choir.daemon.wheelhouse`).
+    dependencies again under its own `$CHOIR_HOME/build` (`choir.daemon.images.wheelhouse`).
     `$CHOIR_TEST_BUILD_CACHE` moves it.
     """
     cache = Path(

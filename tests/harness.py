@@ -35,12 +35,12 @@ from pathlib import Path
 from typing import Any, Final
 
 from choir.client import ChoirClient
-from choir.config.gitrepo import git
+from choir.config.scaffolding.gitrepo import git
 from choir.daemon.app import ChoirDaemon
 from choir.failpoints import ENV_VAR as FAILPOINTS_ENV
 from choir.home import ChoirHome
 from choir.scripted import ReplyStep, Script, ScriptedCall, ScriptedModelServer, ToolCallsStep
-from choir.store.target import ConnectParams
+from choir.store.postgres.target import ConnectParams
 from tests.e2e.daemons import running_daemon
 from tests.e2e.homes import external_postgres, make_home, read_config, write_config
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from choir.protocol import SkillSpec, ToolManifest
-from choir.protocol.manifest import META_PREFIX
+from choir.protocol.tooling.manifest import META_PREFIX
 
 SEEDS = Path(__file__).resolve().parents[1] / "seeds"
 GLOBAL = SEEDS / "global"

@@ -16,7 +16,7 @@ rest is pushed. Uptimes are counted up locally from `started_at`.
 Everything choird answers may hold an agent's words (replies, tool output, core reports, log
 lines, a refusal's reason), and Textual writes a widget's text to the terminal as it is: so
 every answer, stream item and error message is made `visible` here, on its way in, and no
-control character an agent wrote can drive the operator's terminal (`choir.ctl.visible`).
+control character an agent wrote can drive the operator's terminal (`choir.ctl.render.visible`).
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 from choir.client import ChoirClient
-from choir.ctl.visible import visible, visible_data
+from choir.ctl.render.visible import visible, visible_data
 from choir.errors import ChoirError, UnavailableError
 from choir.home import ChoirHome
 from tui.messages import (

@@ -3,7 +3,7 @@
 The bridge (`tui.bridge`) posts these to the app; the app folds them into `ConsoleState` and
 forwards a copy to every mounted view (`ChoirApp.forward`), so a view reacts with an ordinary
 `on_<message>` handler (`on_lane_reported`, `on_approval_changed`…). Data stays the plain JSON
-objects choird sends (`choir.daemon.operator_views` documents their fields), so a view draws a
+objects choird sends (`choir.daemon.operator.views` documents their fields), so a view draws a
 row from a feed item with the same code that drew it from a listing.
 """
 

@@ -16,7 +16,7 @@ import os
 from pathlib import Path
 from typing import Final
 
-from choir.core.mountinfo import is_self_bind, mount_at, parse_mountinfo
+from choir.core.security.mountinfo import is_self_bind, mount_at, parse_mountinfo
 from choir.errors import ChoirError
 
 MS_RDONLY: Final = 0x1

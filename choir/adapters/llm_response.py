@@ -14,7 +14,7 @@ from choir.adapters.llm_errors import LlmError, LlmErrorKind
 from choir.adapters.llm_status import body_error
 from choir.adapters.llm_tool_calls import offered_names, read_tool_calls
 from choir.adapters.llm_types import Completion, CompletionRequest
-from choir.protocol.events import Usage
+from choir.protocol.log.events import Usage
 
 
 def request_body(request: CompletionRequest) -> dict[str, Any]:

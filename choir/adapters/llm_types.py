@@ -13,8 +13,8 @@ from typing import Any
 
 from choir.config.resources import ModelConfig
 from choir.errors import ConfigError
-from choir.protocol.events import ModelOutput, ToolCall, Usage
-from choir.protocol.tools import ToolResult
+from choir.protocol.log.events import ModelOutput, ToolCall, Usage
+from choir.protocol.tooling.tools import ToolResult
 
 DEFAULT_RATE_LIMIT_RETRY_MS = 1_000
 """`rate_limit_retry_ms` of config.json when the key is absent (§7.7)."""

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from choir.agent.credentials import CredentialServer, GitCredential
-from choir.agent.dynamic_config import DynamicState, Secrets
+from choir.agent.replication.live_config import DynamicState, Secrets
 from choir.logs import get_logger
 
 log = get_logger("choir.agent.git")

@@ -10,7 +10,8 @@
    containers and bwrap start choir-agent without any, but the unsandboxed process runtime under
    a root choird would hand root's capabilities to every tool — CAP_SYS_PTRACE among them, which
    reads a non-dumpable process's memory all the same. choir-agent needs none.
-3. `PR_SET_NO_NEW_PRIVS` and the setuid filter (`choir.core.nosuid_filter`): no process started
+3. `PR_SET_NO_NEW_PRIVS` and the setuid filter (`choir.core.security.nosuid_filter`): no process
+   started
    from here can gain privileges by exec, and none can give a file the setuid or setgid bit,
    which another host user could otherwise run from the host's path of the workspace.
 
@@ -27,7 +28,7 @@ import os
 import platform
 from typing import Final
 
-from choir.core.nosuid_filter import program
+from choir.core.security.nosuid_filter import program
 
 PR_SET_DUMPABLE: Final = 4
 PR_CAPBSET_DROP: Final = 24

@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from choir.config.skeleton import render
+from choir.config.scaffolding.skeleton import render
 
 _WHITESPACE = re.compile(r"[ \t\n\r]*")
 _DECODER = json.JSONDecoder()

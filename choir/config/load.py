@@ -6,15 +6,15 @@ from dataclasses import dataclass, field
 
 from choir.config.jsonparse import parse_json_object
 from choir.config.model import ChoirConfig
-from choir.config.references import secret_references
 from choir.config.secret_store import SecretStore
-from choir.config.validate import (
+from choir.config.validation.references import secret_references
+from choir.config.validation.validate import (
     CONFIG_SOURCE,
     ValidationReport,
     config_hash,
     validate_config_text,
 )
-from choir.config.workspace_paths import dangerous_workspaces
+from choir.config.validation.workspace_paths import dangerous_workspaces
 from choir.errors import ChoirError, ConfigError, NotFoundError
 from choir.home import ChoirHome
 

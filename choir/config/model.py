@@ -1,7 +1,7 @@
 """The whole of config.json (§6.3) as one model: `ChoirConfig`.
 
 Shape only: cross-references between sections, secrets and cross-field rules are checked by
-`choir.config.validate`, which reports every problem at once.
+`choir.config.validation.validate`, which reports every problem at once.
 """
 
 from __future__ import annotations

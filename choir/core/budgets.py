@@ -23,7 +23,7 @@ from typing import Any
 from pydantic import Field
 
 from choir.protocol.base import WireModel
-from choir.protocol.lanes import job_name_of
+from choir.protocol.log.lanes import job_name_of
 
 
 @dataclass(frozen=True, slots=True)

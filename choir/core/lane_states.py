@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Final, Literal
 
-from choir.protocol.lanes import CoreStatus, EdgeStatus, LaneStatus
+from choir.protocol.log.lanes import CoreStatus, EdgeStatus, LaneStatus
 
 EdgeTrigger = Literal[
     "user_message",

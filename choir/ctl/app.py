@@ -6,7 +6,7 @@ import sys
 
 import typer
 
-from choir.ctl.output import print_error
+from choir.ctl.render.output import print_error
 from choir.errors import ChoirError
 
 app = typer.Typer(
@@ -50,7 +50,7 @@ def _register(only: str | None = None) -> None:
 
         app.add_typer(secret.app, name="secret")
     if only in (None, "agent"):
-        from choir.ctl import agent
+        from choir.ctl.agent import commands as agent
 
         app.add_typer(agent.app, name="agent")
     if only in (None, "schema"):

@@ -7,7 +7,7 @@ from typing import Annotated, Any
 import typer
 
 from choir.ctl.options import HomeOption, JsonOption
-from choir.ctl.output import emit, table
+from choir.ctl.render.output import emit, table
 
 app = typer.Typer(
     rich_markup_mode=None,
@@ -30,8 +30,8 @@ def list_approvals(
     as_json: JsonOption = False,
 ) -> None:
     """List pending approvals, oldest first."""
-    from choir.ctl.humanize import moment
     from choir.ctl.remote import with_choird
+    from choir.ctl.render.humanize import moment
 
     data = with_choird(
         home,
@@ -54,7 +54,7 @@ def list_approvals(
 
 def summary(payload: dict[str, Any]) -> str:
     """The proposal's own summary if it has one, else its payload on one line."""
-    from choir.ctl.humanize import compact
+    from choir.ctl.render.humanize import compact
 
     text = payload.get("summary") or payload.get("description")
     return str(text)[:60] if text else compact(payload, 60)
@@ -74,7 +74,7 @@ def show(
 def _show(data: dict[str, Any]) -> None:
     import orjson
 
-    from choir.ctl.humanize import dash, moment
+    from choir.ctl.render.humanize import dash, moment
 
     resolved = (
         f"{data['status']} by {data['resolved_by']} at {moment(data['resolved_at'])}"

@@ -128,7 +128,7 @@ def _prompt() -> str | None:
 
 
 def _show(reply: dict[str, Any], as_json: bool) -> None:
-    from choir.ctl.output import json_text, write_visible
+    from choir.ctl.render.output import json_text, write_visible
 
     if as_json:
         sys.stdout.write(json_text(reply) + "\n")

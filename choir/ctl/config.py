@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 import typer
 
 from choir.ctl.options import HomeOption, JsonOption, home_of
-from choir.ctl.output import emit, emit_json, warn
+from choir.ctl.render.output import emit, emit_json, warn
 
 if TYPE_CHECKING:
     from choir.config import ChoirConfig

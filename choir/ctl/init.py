@@ -8,11 +8,11 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from choir.ctl.options import HomeOption, JsonOption, home_of
-from choir.ctl.output import emit
+from choir.ctl.render.output import emit
 
 if TYPE_CHECKING:
     from choir.config import InitResult
-    from choir.config.home_setup import RepoOutcome
+    from choir.config.scaffolding.home_setup import RepoOutcome
 
 ForceOption = Annotated[
     bool,

@@ -1,7 +1,7 @@
 """`choirctl logs <agent-id|choird>`: the current log, then new lines as written (§22.2).
 
 Lines are printed as logged (JSON lines; filter with grep or jq), any control character in them
-shown rather than sent to the terminal (`choir.ctl.visible`). Ctrl-C stops.
+shown rather than sent to the terminal (`choir.ctl.render.visible`). Ctrl-C stops.
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ def logs(
 
 
 def show(item: dict[str, Any], as_json: bool) -> None:
-    from choir.ctl.output import json_text, write_visible
+    from choir.ctl.render.output import json_text, write_visible
 
     if as_json:
         sys.stdout.write(json_text(item) + "\n")

@@ -10,7 +10,7 @@ from typing import Annotated, Any
 import typer
 
 from choir.ctl.options import HomeOption, JsonOption
-from choir.ctl.output import emit, table
+from choir.ctl.render.output import emit, table
 
 app = typer.Typer(
     rich_markup_mode=None,

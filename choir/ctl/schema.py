@@ -11,7 +11,7 @@ from typing import Annotated
 
 import typer
 
-from choir.ctl.output import emit_json
+from choir.ctl.render.output import emit_json
 from choir.errors import NotFoundError
 
 

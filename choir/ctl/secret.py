@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from choir.ctl.options import HomeOption, JsonOption, home_of
-from choir.ctl.output import emit, table, warn
+from choir.ctl.render.output import emit, table, warn
 
 if TYPE_CHECKING:
     from choir.config import SecretStore

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from choir.ctl.options import HomeOption, JsonOption
-from choir.ctl.output import emit, table
+from choir.ctl.render.output import emit, table
 
 if TYPE_CHECKING:
     from choir.client import ChoirClient
@@ -34,8 +34,8 @@ def list_sessions(
     as_json: JsonOption = False,
 ) -> None:
     """List active and recent sessions, newest first."""
-    from choir.ctl.humanize import duration, moment
     from choir.ctl.remote import with_choird
+    from choir.ctl.render.humanize import duration, moment
 
     data = with_choird(home, lambda choird: choird.session_list(agent_id, limit=limit))
     rows = [
@@ -114,7 +114,7 @@ async def _whole(choird: ChoirClient, session_id: str, event: dict[str, Any]) ->
 
 
 def event_line(event: dict[str, Any], session_id: str | None = None, *, full: bool = False) -> str:
-    from choir.ctl.humanize import compact, moment
+    from choir.ctl.render.humanize import compact, moment
 
     payload = {
         key: value
@@ -144,7 +144,7 @@ def _print_events(session_id: str, events: list[dict[str, Any]], *, full: bool) 
 
 
 def _print_follow(session_id: str, event: dict[str, Any], as_json: bool, *, full: bool) -> None:
-    from choir.ctl.output import json_text, write_visible
+    from choir.ctl.render.output import json_text, write_visible
 
     if as_json:
         sys.stdout.write(json_text(event) + "\n")
@@ -170,8 +170,8 @@ def cores(
 
     A job held after a crash shows `held: unknown outcome of <tool>`, and the command that
     decides it follows the table."""
-    from choir.ctl.humanize import dash, moment
     from choir.ctl.remote import with_choird
+    from choir.ctl.render.humanize import dash, moment
 
     data = with_choird(home, lambda choird: choird.session_cores(session_id))
     rows = [
@@ -200,8 +200,8 @@ def locks(
 ) -> None:
     """Show a session's lock table (§9) as its agent last reported it: resource, mode, holders,
     waiters and how long each lock has been held."""
-    from choir.ctl.humanize import dash
     from choir.ctl.remote import with_choird
+    from choir.ctl.render.humanize import dash
 
     data = with_choird(home, lambda choird: choird.session_locks(session_id))
     rows = [

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from choir.ctl.options import HomeOption, JsonOption
-from choir.ctl.output import emit
+from choir.ctl.render.output import emit
 
 
 def status(home: HomeOption = None, as_json: JsonOption = False) -> None:
@@ -20,7 +20,7 @@ def status(home: HomeOption = None, as_json: JsonOption = False) -> None:
 
 
 def status_lines(data: dict[str, Any]) -> list[str]:
-    from choir.ctl.humanize import duration
+    from choir.ctl.render.humanize import duration
 
     postgres = data["postgres"]
     agents = data["agents"]
@@ -56,7 +56,7 @@ def status_lines(data: dict[str, Any]) -> list[str]:
 def interrupted_lines(interrupted: list[dict[str, Any]] | None) -> list[str]:
     """Agents down after a crash (or a fork, or a restart that did not start them): each with
     its cause, when, and the command that brings it back."""
-    from choir.ctl.agent_views import outage_line
+    from choir.ctl.agent.views import outage_line
 
     return [f"{'DOWN':<10}{outage_line(outage)}" for outage in interrupted or []]
 

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from choir.ctl.options import HomeOption, JsonOption
-from choir.ctl.output import emit, table
+from choir.ctl.render.output import emit, table
 
 if TYPE_CHECKING:
     from choir.client import ChoirClient
@@ -20,8 +20,8 @@ app = typer.Typer(
 @app.command("list")
 def list_workspaces(home: HomeOption = None, as_json: JsonOption = False) -> None:
     """List workspaces with their path and the agent (session) holding each."""
-    from choir.ctl.humanize import dash
     from choir.ctl.remote import with_choird
+    from choir.ctl.render.humanize import dash
 
     data = with_choird(home, lambda choird: choird.workspace_list())
     rows = [

@@ -17,37 +17,39 @@ from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import Literal, Self
+from typing import TYPE_CHECKING, Literal, Self
 
 from choir import __version__
 from choir.config import ChoirConfig, EmbeddedPostgres, SecretStore, load_home
-from choir.daemon.agent_handler import AgentHandler
-from choir.daemon.agent_services import AgentServices
-from choir.daemon.config_stage import ConfigStage, arm_log_redaction
-from choir.daemon.disk_watch import CHECK_EVERY_S as DISK_CHECK_EVERY_S
-from choir.daemon.disk_watch import DiskWatch
-from choir.daemon.health import DaemonHealth, HealthView
+from choir.daemon.agents.handler import AgentHandler
+from choir.daemon.agents.pushes import wire_pushes
+from choir.daemon.agents.services import AgentServices
+from choir.daemon.health.board import DaemonHealth, HealthView
+from choir.daemon.health.disk import CHECK_EVERY_S as DISK_CHECK_EVERY_S
+from choir.daemon.health.disk import DiskWatch
+from choir.daemon.health.postgres import PostgresSupervisor
+from choir.daemon.health.store import StoreWatch
+from choir.daemon.images.repo_refresh import fetch_at_start
 from choir.daemon.instance_lock import InstanceLock
-from choir.daemon.pg_supervisor import PostgresSupervisor
-from choir.daemon.pushes import wire_pushes
-from choir.daemon.repo_refresh import fetch_at_start
-from choir.daemon.runtime import AgentRuntime, RuntimeChoice
-from choir.daemon.runtime_adopt import adopt_agents
-from choir.daemon.runtime_select import select_runtime
-from choir.daemon.session_state import SessionEnded, utc_now
-from choir.daemon.store_watch import StoreWatch
+from choir.daemon.runtimes.adopt import adopt_agents
+from choir.daemon.runtimes.base import AgentRuntime, RuntimeChoice
+from choir.daemon.runtimes.select import select_runtime
+from choir.daemon.sessions.state import SessionEnded, utc_now
+from choir.daemon.staging.stage import ConfigStage, arm_log_redaction
 from choir.errors import UnavailableError, UsageError
 from choir.home import ChoirHome
 from choir.logs import get_logger
 from choir.logs.handler import set_write_error_hook
 from choir.store.agent_schema import ensure_agent_schema
-from choir.store.database import Database, open_database
-from choir.store.failures import disk_failure
-from choir.store.target import EmbeddedTarget, ExternalTarget, PostgresTarget
-from choir.transport import Handler, HttpServer, PushHub, UdsServer
+from choir.store.postgres.database import Database, open_database
+from choir.store.postgres.failures import disk_failure
+from choir.store.postgres.target import EmbeddedTarget, ExternalTarget, PostgresTarget
+from choir.transport import Handler, PushHub, UdsServer
 from choir.transport.limits import AGENT_SOCKET_LIMITS
-from choir.transport.sockfile import claim
-from choir.transport.tls import ensure_self_signed, server_context
+from choir.transport.uds.sockfile import claim
+
+if TYPE_CHECKING:  # aiohttp and cryptography load only for --transport http
+    from choir.transport import HttpServer
 
 log = get_logger("choird")
 
@@ -223,6 +225,8 @@ class ChoirDaemon:
             operator = UdsServer(self.home.operator_socket, self._operator(self), hub=self.hub)
             await self._stack.enter_async_context(operator)
         if self.options.transport == "http":
+            from choir.transport import HttpServer
+
             host, port = _host_port(self.options.listen)
             self.http = HttpServer(
                 AgentHandler(services.rpc, services.sessions),
@@ -241,6 +245,8 @@ class ChoirDaemon:
         )
 
     def _tls(self, host: str) -> ssl.SSLContext | None:
+        from choir.transport.tls import ensure_self_signed, server_context
+
         cert, key = self.options.tls_cert, self.options.tls_key
         if self.options.tls_self_signed:
             cert, key = self.home.root / "tls" / "choird.crt", self.home.root / "tls" / "choird.key"

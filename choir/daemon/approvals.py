@@ -15,8 +15,8 @@ from collections.abc import Callable
 from datetime import timedelta
 from typing import Literal
 
-from choir.daemon.config_stage import ConfigStage
-from choir.daemon.session_state import Clock, SessionContext, utc_now
+from choir.daemon.sessions.state import Clock, SessionContext, utc_now
+from choir.daemon.staging.stage import ConfigStage
 from choir.errors import ConflictError, NotFoundError
 from choir.logs import get_logger
 from choir.protocol import ApprovalResolvedPush, RequestApprovalRequest, RequestApprovalResponse
@@ -29,7 +29,7 @@ from choir.store.approvals import (
     list_approvals,
     resolve_approval,
 )
-from choir.store.pool import Pool
+from choir.store.postgres.pool import Pool
 
 log = get_logger("choird.approvals")
 

@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
 from choir.protocol.problems import location
-from choir.protocol.tools import ToolResult
+from choir.protocol.tooling.tools import ToolResult
 
 if TYPE_CHECKING:
     from jsonschema.exceptions import ValidationError as SchemaViolation

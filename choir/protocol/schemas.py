@@ -7,19 +7,19 @@ from typing import Any
 
 from pydantic import TypeAdapter
 
-from choir.protocol.bindings import ResourceBindings
-from choir.protocol.committed import CommittedEvent
-from choir.protocol.core_jobs import CoreEvent, CoreInjection, CoreJobStart
-from choir.protocol.envelope import RequestEnvelope, ResponseEnvelope
-from choir.protocol.events import Event
-from choir.protocol.manifest import ToolManifest
-from choir.protocol.memory import MemoryDeltaDocument, ReferenceSummary
-from choir.protocol.pushes import PushEnvelope, ServerPush
-from choir.protocol.skills import SkillSpec
-from choir.protocol.snapshot import Snapshot
-from choir.protocol.tools import ToolResult
-from choir.protocol.verbs import VERB_MODELS
-from choir.protocol.version import VersionInfo
+from choir.protocol.log.committed import CommittedEvent
+from choir.protocol.log.core_jobs import CoreEvent, CoreInjection, CoreJobStart
+from choir.protocol.log.events import Event
+from choir.protocol.log.snapshot import Snapshot
+from choir.protocol.tooling.bindings import ResourceBindings
+from choir.protocol.tooling.manifest import ToolManifest
+from choir.protocol.tooling.memory import MemoryDeltaDocument, ReferenceSummary
+from choir.protocol.tooling.skills import SkillSpec
+from choir.protocol.tooling.tools import ToolResult
+from choir.protocol.wire.envelope import RequestEnvelope, ResponseEnvelope
+from choir.protocol.wire.pushes import PushEnvelope, ServerPush
+from choir.protocol.wire.verbs import VERB_MODELS
+from choir.protocol.wire.version import VersionInfo
 
 
 def _verb_schemas() -> dict[str, Any]:

@@ -8,7 +8,7 @@ from typing import Any
 
 import orjson
 
-from choir.protocol.events import Usage
+from choir.protocol.log.events import Usage
 from choir.protocol.names import to_wire_name
 from choir.scripted.player import ScriptPlayer
 from choir.scripted.script import (

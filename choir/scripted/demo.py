@@ -65,7 +65,7 @@ PROPOSAL: Final = {
 """What the demo proposes: a harmless tool, for the operator to approve or reject."""
 
 SUMMARY_REQUEST: Final = "Summarize this session for long-term memory"
-"""How the agent's session summary request at stop begins (`choir.agent.summary`)."""
+"""How the agent's session summary request at stop begins (`choir.agent.lanes.summary`)."""
 SUMMARY: Final = json.dumps(
     {
         "summary": "The session talked to choir's demo model, a script rather than an LLM.",

@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from choir.config.problems import json_path
+from choir.config.validation.problems import json_path
 
 FUNCTION_NAME_PATTERN = r"^[a-zA-Z0-9_-]{1,64}$"
 

@@ -22,9 +22,9 @@ from typing import Annotated, Any, Final, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from choir.config.problems import json_path
+from choir.config.validation.problems import json_path
 from choir.errors import ConfigError
-from choir.protocol.events import Usage
+from choir.protocol.log.events import Usage
 from choir.protocol.names import ToolName
 
 

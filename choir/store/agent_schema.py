@@ -16,9 +16,9 @@ from contextlib import asynccontextmanager
 from typing import Final
 
 from choir.errors import ConfigError, ConflictError
-from choir.store.ddl import AGENT_MIGRATIONS, CONTROL_SCHEMA, apply_migrations
-from choir.store.idents import agent_role, agent_schema, quote_ident
-from choir.store.pool import Connection
+from choir.store.postgres.ddl import AGENT_MIGRATIONS, CONTROL_SCHEMA, apply_migrations
+from choir.store.postgres.idents import agent_role, agent_schema, quote_ident
+from choir.store.postgres.pool import Connection
 
 MAX_HNSW_DIMS: Final = 2000
 """pgvector's limit for an HNSW index on `vector`."""

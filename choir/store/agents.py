@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from choir.store.pool import Connection
+from choir.store.postgres.pool import Connection
 
 IMAGE_KEY: Final = "image"
 """Key of `agents.config` holding the version info of the image the agent was last started with."""

@@ -12,8 +12,8 @@ from typing import Any, Final, Literal
 
 from asyncpg import Record
 
-from choir.store.jsonb_safe import decode_text, encode_text
-from choir.store.pool import Connection
+from choir.store.postgres.jsonb_safe import decode_text, encode_text
+from choir.store.postgres.pool import Connection
 
 ApprovalStatus = Literal["pending", "approved", "rejected", "timed_out"]
 

@@ -17,7 +17,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any, Final, NamedTuple
 
 from choir.errors import ConflictError
-from choir.store.pool import Connection
+from choir.store.postgres.pool import Connection
 
 ARTIFACT_MAX_BYTES: Final = 64 * 1024 * 1024
 """Largest artifact stored: far above any model reply or tool output, and a bound on what one

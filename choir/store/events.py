@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Final, NamedTuple
 
-from choir.store.pool import Connection
+from choir.store.postgres.pool import Connection
 
 _INSERT: Final = """
 INSERT INTO choir_control.session_events

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
 
-from choir.store.pool import Connection
+from choir.store.postgres.pool import Connection
 
 CallState = Literal["running", "finished"]
 

@@ -20,7 +20,7 @@ from typing import Any, Final
 
 import orjson
 
-from choir.store.pool import Connection
+from choir.store.postgres.pool import Connection
 
 _ACCEPT: Final = """
 INSERT INTO choir_control.session_inbox (message_id, session_id, agent_id, push, accepted_at)

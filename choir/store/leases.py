@@ -15,7 +15,7 @@ from typing import Final, NamedTuple
 
 from asyncpg import Record
 
-from choir.store.pool import Connection
+from choir.store.postgres.pool import Connection
 
 
 class Resource(NamedTuple):

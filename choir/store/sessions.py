@@ -18,7 +18,7 @@ from typing import Any, Final
 
 from asyncpg import Record
 
-from choir.store.pool import Connection
+from choir.store.postgres.pool import Connection
 
 
 class SessionStatus(StrEnum):

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any, Final, NamedTuple
 
-from choir.store.pool import Connection
+from choir.store.postgres.pool import Connection
 
 _SAVE: Final = """
 INSERT INTO choir_control.session_snapshots (session_id, rev, snapshot) VALUES ($1, $2, $3)

@@ -22,12 +22,12 @@ if TYPE_CHECKING:
     from choir.transport.client import Client, connect
     from choir.transport.errors import CallTimeout, RpcError, TransportError
     from choir.transport.handler import Handler, Payload, Peer, Request, Stream
-    from choir.transport.http_client import HttpClient
-    from choir.transport.http_server import HttpServer
+    from choir.transport.http.client import HttpClient
+    from choir.transport.http.server import HttpServer
     from choir.transport.limits import DEFAULT_MAX_FRAME, Limits
     from choir.transport.pushhub import PushHub, PushSubscription
-    from choir.transport.uds_client import UdsClient
-    from choir.transport.uds_server import UdsServer
+    from choir.transport.uds.client import UdsClient
+    from choir.transport.uds.server import UdsServer
 
 _HOMES = {
     "Client": "client",
@@ -40,14 +40,14 @@ _HOMES = {
     "Peer": "handler",
     "Request": "handler",
     "Stream": "handler",
-    "HttpClient": "http_client",
-    "HttpServer": "http_server",
+    "HttpClient": "http.client",
+    "HttpServer": "http.server",
     "DEFAULT_MAX_FRAME": "limits",
     "Limits": "limits",
     "PushHub": "pushhub",
     "PushSubscription": "pushhub",
-    "UdsClient": "uds_client",
-    "UdsServer": "uds_server",
+    "UdsClient": "uds.client",
+    "UdsServer": "uds.server",
 }
 """Public name -> the module defining it. Loaded on first use, so a socket client never
 imports aiohttp, httpx or cryptography (choirctl starts fast)."""

@@ -15,7 +15,7 @@ from typing import Protocol, Self
 from choir.errors import UsageError
 from choir.transport.handler import Payload
 from choir.transport.limits import DEFAULT_MAX_FRAME
-from choir.transport.uds_client import UdsClient
+from choir.transport.uds.client import UdsClient
 
 
 class Client(Protocol):
@@ -95,7 +95,7 @@ async def connect(
             max_frame=max_frame,
         )
     if scheme in ("http", "https"):
-        from choir.transport.http_client import HttpClient  # heavy: httpx, cryptography
+        from choir.transport.http.client import HttpClient  # heavy: httpx, cryptography
 
         return HttpClient(
             text,

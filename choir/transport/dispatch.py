@@ -14,7 +14,7 @@ from typing import Any
 
 from choir.logs import get_logger
 from choir.logs.throttle import ThrottledLog
-from choir.protocol.error_codes import ErrorCode
+from choir.protocol.wire.error_codes import ErrorCode
 from choir.transport.errors import RpcError
 from choir.transport.handler import Handler, Payload, Peer, Request, Stream
 

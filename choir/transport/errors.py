@@ -7,7 +7,7 @@ matches the reason. Handlers raise `RpcError` too: the listener turns it into th
 from __future__ import annotations
 
 from choir.errors import ChoirError, ExitCode, UnavailableError
-from choir.protocol.error_codes import ErrorCode
+from choir.protocol.wire.error_codes import ErrorCode
 
 _EXIT_CODES = {
     ErrorCode.INVALID_REQUEST: ExitCode.USAGE,

@@ -25,7 +25,7 @@ from typing import Any, NamedTuple
 
 import orjson
 
-from choir.protocol.error_codes import ErrorCode
+from choir.protocol.wire.error_codes import ErrorCode
 from choir.transport.errors import RpcError
 from choir.transport.handler import Payload, Peer, Request
 

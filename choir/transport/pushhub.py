@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Self
 
-from choir.protocol.error_codes import ErrorCode
+from choir.protocol.wire.error_codes import ErrorCode
 from choir.transport.errors import RpcError
 from choir.transport.handler import Payload
 

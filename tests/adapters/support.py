@@ -12,7 +12,7 @@ from typing import Any
 
 from choir.adapters.llm import CompletionRequest, ModelSettings
 from choir.logs import JsonLinesFormatter
-from choir.protocol.manifest import ToolManifest
+from choir.protocol.tooling.manifest import ToolManifest
 from choir.scripted import ScriptedModelServer
 
 SEED_TOOLS = Path(__file__).parents[2] / "choir" / "_seeds" / "global" / "tools"

@@ -9,8 +9,8 @@ import pytest
 from choir.adapters.llm import CompletionRequest, LlmClient, ModelSettings
 from choir.config.resources import ModelConfig
 from choir.errors import ConfigError
-from choir.protocol.events import ModelOutput, ToolCall, Usage
-from choir.protocol.tools import ToolResult
+from choir.protocol.log.events import ModelOutput, ToolCall, Usage
+from choir.protocol.tooling.tools import ToolResult
 from choir.scripted import (
     ReplyStep,
     Script,

@@ -8,7 +8,7 @@ import orjson
 import pytest
 
 from choir.adapters.llm import Completion, CompletionRequest, LlmClient, LlmError, LlmErrorKind
-from choir.protocol.events import ToolCall, Usage
+from choir.protocol.log.events import ToolCall, Usage
 from choir.scripted import (
     RawStep,
     ReplyStep,

@@ -6,7 +6,7 @@ import itertools
 
 import pytest
 
-from choir.agent.commitlog import ChainError, CommitLog, entry_from_wire
+from choir.agent.kernel.commitlog import ChainError, CommitLog, entry_from_wire
 from choir.protocol import GENESIS_HASH, CommittedEvent, UserMsg, chain_break
 
 

@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
-from choir.agent.core_stream import DATA_CHARS, args_view, error_code, relay, report_event
-from choir.agent.workspace import Workspace
+from choir.agent.kernel.workspace import Workspace
+from choir.agent.lanes.core.stream import DATA_CHARS, args_view, error_code, relay, report_event
 from choir.protocol import ToolResult
-from choir.protocol.core_jobs import (
+from choir.protocol.log.core_jobs import (
     CoreNeedInfo,
     CorePartialResult,
     CorePlan,

@@ -11,9 +11,9 @@ import hashlib
 import orjson
 import pytest
 
-from choir.agent.commitlog import CommitLog, entry_from_wire
-from choir.agent.event_bounds import PREVIEW_MAX, externalize
-from choir.agent.replication_policy import next_batch, patch_size
+from choir.agent.kernel.commitlog import CommitLog, entry_from_wire
+from choir.agent.kernel.event_bounds import PREVIEW_MAX, externalize
+from choir.agent.replication.policy import next_batch, patch_size
 from choir.protocol import (
     GENESIS_HASH,
     AgentReplied,
@@ -24,7 +24,7 @@ from choir.protocol import (
     canonical_json,
     chain_break,
 )
-from choir.protocol.artifacts import EVENT_INLINE_MAX, PAGE_MAX_BYTES
+from choir.protocol.wire.artifacts import EVENT_INLINE_MAX, PAGE_MAX_BYTES
 
 BIG = "0123456789abcdef" * 125_000  # 2 MB
 

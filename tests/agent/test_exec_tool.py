@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
+from choir.agent.kernel.workspace import Workspace
 from choir.agent.tools import shell
 from choir.agent.tools._caps import EXEC_OUTPUT_BYTES
 from choir.agent.tools.shell import ExecInput
-from choir.agent.workspace import Workspace
-from choir.protocol.tools import ToolResult
+from choir.protocol.tooling.tools import ToolResult
 
 
 @pytest.fixture

@@ -13,11 +13,11 @@ from typing import Any
 
 import pytest
 
-from choir.agent.external import STDERR_TAIL_BYTES, run_external
+from choir.agent.kernel.workspace import Workspace
 from choir.agent.tools import shell
+from choir.agent.tools.external import STDERR_TAIL_BYTES, run_external
 from choir.agent.tools.shell import ExecInput
-from choir.agent.workspace import Workspace
-from choir.protocol.tools import ToolResult
+from choir.protocol.tooling.tools import ToolResult
 
 FIXTURES = Path(__file__).parent / "fixtures"
 SECRET = "s3cr3t-notion-value-7f1c"

@@ -12,13 +12,14 @@ from typing import Any
 import orjson
 import pytest
 
-from choir.agent.tools import BUILTIN_TOOLS, _caps, fs_read, fs_search, fs_write
+from choir.agent.kernel.workspace import PathOutsideWorkspace, Workspace
+from choir.agent.tools import _caps, fs_read, fs_search, fs_write
+from choir.agent.tools.builtin import BUILTIN_TOOLS
 from choir.agent.tools.fs_read import FsReadInput
 from choir.agent.tools.fs_search import FsSearchInput
 from choir.agent.tools.fs_write import FsWriteInput
 from choir.agent.tools.rg_json import Match, RgStream
-from choir.agent.workspace import PathOutsideWorkspace, Workspace
-from choir.protocol.tools import ToolResult
+from choir.protocol.tooling.tools import ToolResult
 
 SEEDS_TOOLS = Path(__file__).parents[2] / "seeds" / "global" / "tools"
 needs_rg = pytest.mark.skipif(shutil.which("rg") is None, reason="ripgrep is not installed")

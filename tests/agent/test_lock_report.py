@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import asyncio
 
-from choir.agent.lock_report import LockWatch, lock_states
-from choir.agent.locks import LockManager
-from choir.core.lockset import Lockset
+from choir.agent.kernel.lock_report import LockWatch, lock_states
+from choir.agent.kernel.locks import LockManager
+from choir.core.locks.lockset import Lockset
 from choir.protocol import LockState
 
 

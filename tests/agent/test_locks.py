@@ -6,8 +6,8 @@ import asyncio
 
 import pytest
 
-from choir.agent.locks import LockManager, LocksRevokedError
-from choir.core.lockset import Lockset, LockUsageError
+from choir.agent.kernel.locks import LockManager, LocksRevokedError
+from choir.core.locks.lockset import Lockset, LockUsageError
 
 A, B, C = "core:a", "core:b", "core:c"
 X_FILE = Lockset.of("file:x:X")

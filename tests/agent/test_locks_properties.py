@@ -21,9 +21,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from choir.agent.locks import LockManager
-from choir.core.lockset import LockRequest, Lockset, LockUsageError, Mode
-from choir.core.locktable import LockTable, Waiter
+from choir.agent.kernel.locks import LockManager
+from choir.core.locks.lockset import LockRequest, Lockset, LockUsageError, Mode
+from choir.core.locks.table import LockTable, Waiter
 
 OWNERS = ("edge", "core:a", "core:b", "core:c")
 RESOURCES = (

@@ -10,13 +10,13 @@ from typing import Any
 
 import pytest
 
-from choir.agent.external import run_external
-from choir.agent.registry import ToolRegistry
-from choir.agent.tools import BUILTIN_TOOLS
+from choir.agent.kernel.registry import ToolRegistry
+from choir.agent.tools.builtin import BUILTIN_TOOLS
+from choir.agent.tools.external import run_external
 from choir.errors import ConfigError, ExitCode
-from choir.protocol.manifest import ToolManifest
-from choir.protocol.tools import ToolResult
-from choir.protocol.version import tool_manifest_hash
+from choir.protocol.tooling.manifest import ToolManifest
+from choir.protocol.tooling.tools import ToolResult
+from choir.protocol.wire.version import tool_manifest_hash
 
 SEED_TOOLS = Path(__file__).parents[2] / "seeds" / "global" / "tools"
 FIXTURES = Path(__file__).parent / "fixtures"

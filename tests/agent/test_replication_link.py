@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from choir.agent.replication_link import ReconnectingClient
+from choir.agent.replication.link import ReconnectingClient
 from choir.transport import Payload, Request, TransportError, UdsServer
 from tests.e2e.homes import short_root
 

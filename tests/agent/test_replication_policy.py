@@ -10,9 +10,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import SecretStr
 
-from choir.agent.commitlog import CommitLog
-from choir.agent.dynamic_config import DynamicConfig, DynamicState, Secrets
-from choir.agent.replication_policy import Backoff, heartbeat_of, judge
+from choir.agent.kernel.commitlog import CommitLog
+from choir.agent.replication.live_config import DynamicConfig, DynamicState, Secrets
+from choir.agent.replication.policy import Backoff, heartbeat_of, judge
 from choir.errors import NotFoundError
 from choir.protocol import GENESIS_HASH, ErrorCode, Snapshot, UserMsg
 from choir.transport import RpcError

@@ -15,11 +15,8 @@ from typing import Any
 
 import pytest
 
-from choir.agent.commitlog import CommitLog, LogEntry
-from choir.agent.replication_snapshots import SnapshotSchedule
-from choir.agent.snapshot_ledger import Ledger
-from choir.agent.snapshot_session import RestoredSession, SnapshotRefused
-from choir.agent.snapshot_state import (
+from choir.agent.kernel.commitlog import CommitLog, LogEntry
+from choir.agent.recovery.capture import (
     Head,
     JobView,
     capture,
@@ -27,7 +24,10 @@ from choir.agent.snapshot_state import (
     restore_memories,
     restore_skill_runs,
 )
-from choir.core.skill_runner import SkillRun, is_active
+from choir.agent.recovery.ledger import Ledger
+from choir.agent.recovery.session import RestoredSession, SnapshotRefused
+from choir.agent.replication.snapshots import SnapshotSchedule
+from choir.core.skills.runner import SkillRun, is_active
 from choir.protocol import (
     EDGE_LANE,
     GENESIS_HASH,
@@ -52,10 +52,10 @@ from choir.protocol import (
     ToolResultCommitted,
     UserMsg,
 )
-from choir.protocol.events import Usage
-from choir.protocol.locks import HeldLock
-from choir.protocol.memory import Fact, MemoryDelta
-from choir.protocol.snapshot import LaneState, Snapshot
+from choir.protocol.log.events import Usage
+from choir.protocol.log.snapshot import LaneState, Snapshot
+from choir.protocol.tooling.locks import HeldLock
+from choir.protocol.tooling.memory import Fact, MemoryDelta
 
 AUTH = "core:auth"
 

@@ -22,12 +22,12 @@ from pathlib import Path
 
 import pytest
 
-from choir.agent.control_plane import ControlPlane
-from choir.agent.lane_support import StatusReporter
-from choir.agent.replication_link import ReconnectingClient
-from choir.daemon.status_board import StatusBoard
+from choir.agent.lanes.support import StatusReporter
+from choir.agent.replication.control_plane import ControlPlane
+from choir.agent.replication.link import ReconnectingClient
+from choir.daemon.agents.status_board import StatusBoard
 from choir.protocol import LockState, ReportStatusRequest
-from choir.protocol.payloads import HeldCall
+from choir.protocol.wire.payloads import HeldCall
 from choir.transport import Payload, Request, TransportError, UdsServer
 from tests.e2e.homes import short_root
 

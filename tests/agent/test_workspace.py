@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from choir.agent.workspace import (
+from choir.agent.kernel.workspace import (
     PathOutsideWorkspace,
     Workspace,
     normalize,

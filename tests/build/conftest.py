@@ -23,7 +23,7 @@ import pytest
 
 from choir.adapters.docker_engine import DockerEngine
 from choir.config import init_home
-from choir.daemon.wheelhouse import WHEELHOUSE_ENV, ensure_wheelhouse
+from choir.daemon.images.wheelhouse import WHEELHOUSE_ENV, ensure_wheelhouse
 from choir.home import ChoirHome
 from tests.build.support import bare_remote, make_home, set_repo
 from tests.docker_support import require_docker

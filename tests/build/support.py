@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from choir.config import init_home
-from choir.config.gitrepo import git, init_with_commit
+from choir.config.scaffolding.gitrepo import git, init_with_commit
 from choir.home import ChoirHome
 
 TOOL_TEMPLATE: dict[str, Any] = {

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from choir.daemon.agent_tree import commit_of, manifest_hashes, materialize
+from choir.daemon.images.agent_tree import commit_of, manifest_hashes, materialize
 from choir.errors import ConfigError
 from choir.protocol import VersionInfo
 from tests.build.support import make_repo, skill, tool

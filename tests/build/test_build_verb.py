@@ -15,7 +15,7 @@ import pytest
 
 from choir.client import ChoirClient
 from choir.home import ChoirHome
-from choir.store.target import ConnectParams
+from choir.store.postgres.target import ConnectParams
 from tests.build.conftest import remove_agent_images
 from tests.build.support import bare_remote, commit, move_away, tool
 from tests.e2e.daemons import poll_until, running_daemon

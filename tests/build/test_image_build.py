@@ -10,9 +10,9 @@ import docker
 import pytest
 
 from choir.config import load_home
-from choir.config.gitrepo import git
-from choir.daemon.image_base import ensure_base_image
-from choir.daemon.image_build import (
+from choir.config.scaffolding.gitrepo import git
+from choir.daemon.images.base import ensure_base_image
+from choir.daemon.images.build import (
     KEEP_PREVIOUS,
     TOTAL_STEPS,
     BuildError,
@@ -115,7 +115,7 @@ async def test_a_full_build_bakes_the_merged_tree_and_labels_and_tags_the_image(
         "USER.md",
         "/opt/choir/bin/choir-agent",
     ]
-    python = run(docker_sdk, ref.tag, "python3 -c 'import choir, choir.agent.runtime; print(1)'")
+    python = run(docker_sdk, ref.tag, "python3 -c 'import choir, choir.agent.app; print(1)'")
     assert python.strip() == "1"
 
 

@@ -6,8 +6,8 @@ import zipfile
 from pathlib import Path
 
 from choir.config import init_home
-from choir.config.gitrepo import git
-from choir.daemon import dockerfile
+from choir.config.scaffolding.gitrepo import git
+from choir.daemon.images import dockerfile
 from choir.home import ChoirHome
 
 REPO = Path(__file__).resolve().parents[2]

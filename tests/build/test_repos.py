@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from choir.config import load_home
-from choir.config.gitrepo import git
 from choir.config.model import RepoRef
-from choir.daemon import repos
+from choir.config.scaffolding.gitrepo import git
+from choir.daemon.images import repos
 from choir.errors import UsageError
 from choir.home import ChoirHome
 from tests.build.support import (

@@ -6,7 +6,13 @@ from pathlib import PurePosixPath
 
 import pytest
 
-from choir.config.workspace_paths import ROOTS, TREES, Protected, refusal, workspace_problems
+from choir.config.validation.workspace_paths import (
+    ROOTS,
+    TREES,
+    Protected,
+    refusal,
+    workspace_problems,
+)
 
 P = PurePosixPath
 HOST = Protected(

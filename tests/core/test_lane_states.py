@@ -12,7 +12,7 @@ from choir.core.lane_states import (
     edge_step,
     is_final,
 )
-from choir.protocol.lanes import CoreStatus, EdgeStatus
+from choir.protocol.log.lanes import CoreStatus, EdgeStatus
 
 
 @pytest.mark.parametrize(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from choir.core.lockset import (
+from choir.core.locks.lockset import (
     KIND_FILE,
     KIND_INDEPENDENT,
     KIND_WORKSPACE,

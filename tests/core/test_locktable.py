@@ -7,8 +7,8 @@ from typing import NamedTuple
 
 import pytest
 
-from choir.core.lockset import Lockset, LockUsageError
-from choir.core.locktable import LockInfo, LockTable, LockWait, Waiter
+from choir.core.locks.lockset import Lockset, LockUsageError
+from choir.core.locks.table import LockInfo, LockTable, LockWait, Waiter
 
 Grant = tuple[str, tuple[str, ...]]
 """(owner, locks) — e.g. ("core:a", ("workspace:X",))."""

@@ -10,14 +10,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from choir.agent.commitlog import CommitLog
-from choir.agent.registry import ToolRegistry
-from choir.agent.tools import BUILTIN_TOOLS
-from choir.core.prompt import core_prompt, edge_prompt
-from choir.core.prompt_text import CORE_INSTRUCTIONS, EDGE_INSTRUCTIONS, system_text
-from choir.core.prompt_window import event_messages, window_messages
-from choir.core.skill_runner import SkillView
-from choir.core.working_memory import WorkingMemory
+from choir.agent.kernel.commitlog import CommitLog
+from choir.agent.kernel.registry import ToolRegistry
+from choir.agent.tools.builtin import BUILTIN_TOOLS
+from choir.core.memory.working import WorkingMemory
+from choir.core.prompt.build import core_prompt, edge_prompt
+from choir.core.prompt.text import CORE_INSTRUCTIONS, EDGE_INSTRUCTIONS, system_text
+from choir.core.prompt.window import event_messages, window_messages
+from choir.core.skills.runner import SkillView
 from choir.protocol import (
     AgentReplied,
     ApprovalResolved,
@@ -41,7 +41,7 @@ from choir.protocol import (
     ToolResultCommitted,
     UserMsg,
 )
-from choir.protocol.core_jobs import (
+from choir.protocol.log.core_jobs import (
     ContextBundle,
     CoreError,
     CoreFinalResult,
@@ -437,7 +437,7 @@ def _registry_with_masked_tool(tmp_path: Path) -> ToolRegistry:
 
 
 def test_an_oversize_tool_result_is_cut_before_it_reaches_the_prompt() -> None:
-    from choir.core.prompt_window import MAX_TOOL_RESULT_CHARS, event_messages
+    from choir.core.prompt.window import MAX_TOOL_RESULT_CHARS, event_messages
     from choir.protocol import ToolResult, ToolResultCommitted
 
     huge = ToolResult.ok("read", text="x" * (MAX_TOOL_RESULT_CHARS * 3))

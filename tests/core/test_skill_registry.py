@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from choir.core.skill_registry import SkillRegistry, load_skills
-from choir.core.skill_runner import START_TOOL, TRANSITION_TOOL
+from choir.core.skills.registry import SkillRegistry, load_skills
+from choir.core.skills.runner import START_TOOL, TRANSITION_TOOL
 from choir.errors import ConfigError, ExitCode
 
 SEEDS = Path(__file__).parents[2] / "seeds" / "global"

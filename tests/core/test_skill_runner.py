@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from choir.core.skill_runner import (
+from choir.core.skills.runner import (
     START_TOOL,
     TRANSITION_TOOL,
     Allowed,
@@ -29,7 +29,7 @@ from choir.core.skill_runner import (
     to_progress,
 )
 from choir.protocol import SkillSpec
-from choir.protocol.events import (
+from choir.protocol.log.events import (
     Event,
     ModelOutput,
     SkillTransitionCommitted,
@@ -37,8 +37,8 @@ from choir.protocol.events import (
     ToolResultCommitted,
     UserMsg,
 )
-from choir.protocol.snapshot import SkillProgress
-from choir.protocol.tools import ToolResult
+from choir.protocol.log.snapshot import SkillProgress
+from choir.protocol.tooling.tools import ToolResult
 
 
 def _build(**overrides: Any) -> dict[str, Any]:
@@ -422,6 +422,23 @@ def test_control_tools_have_valid_llm_views():
 
     assert (start_view.name, transition_view.name) == (START_TOOL, TRANSITION_TOOL)
     assert transition_view.parameters["required"] == ["on"]
+
+
+def test_control_tool_views_are_built_once_not_per_step(monkeypatch: pytest.MonkeyPatch):
+    """Every LLM step asks for them; building them checks each schema (slow) — once is enough."""
+    from jsonschema import Draft202012Validator
+
+    first = control_tool_views()
+    checked: list[object] = []
+    check = Draft202012Validator.check_schema
+    monkeypatch.setattr(
+        Draft202012Validator,
+        "check_schema",
+        staticmethod(lambda schema, **kw: (checked.append(schema), check(schema, **kw))),
+    )
+
+    assert control_tool_views() is first
+    assert checked == []
 
 
 def test_fold_replays_a_lane_log():

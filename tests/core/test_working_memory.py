@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from choir.agent.commitlog import CommitLog, LogEntry
-from choir.core.compaction import (
+from choir.agent.kernel.commitlog import CommitLog, LogEntry
+from choir.core.memory.compaction import (
     CompactionApplied,
     CompactionFailed,
     CompactionPolicy,
@@ -18,9 +18,9 @@ from choir.core.compaction import (
     compaction_request,
     should_compact,
 )
-from choir.core.compaction_prompt import parse_delta
-from choir.core.prompt import PromptSize, edge_prompt
-from choir.core.working_memory import WorkingMemory, in_window
+from choir.core.memory.fold_prompt import parse_delta
+from choir.core.memory.working import WorkingMemory, in_window
+from choir.core.prompt.build import PromptSize, edge_prompt
 from choir.protocol import (
     AgentReplied,
     CoreEventEmitted,
@@ -37,7 +37,7 @@ from choir.protocol import (
     ToolResultCommitted,
     UserMsg,
 )
-from choir.protocol.core_jobs import CoreFinalResult, CoreProgress
+from choir.protocol.log.core_jobs import CoreFinalResult, CoreProgress
 
 CORE = "core:refactor-auth"
 SMALL = PromptSize(window_tokens=10, fixed_tokens=100)

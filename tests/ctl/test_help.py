@@ -49,7 +49,7 @@ def test_help(tmp_path: Path, args: tuple[str, ...], mentions: list[str]) -> Non
 def test_command_modules_import_nothing_heavy() -> None:
     probe = (
         "import sys\n"
-        "import choir.ctl.init, choir.ctl.config, choir.ctl.secret, choir.ctl.agent\n"
+        "import choir.ctl.init, choir.ctl.config, choir.ctl.secret, choir.ctl.agent.commands\n"
         "heavy = [m for m in ('pydantic', 'choir.config') if m in sys.modules]\n"
         "print(heavy)\n"
     )

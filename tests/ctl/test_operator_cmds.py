@@ -16,7 +16,7 @@ import sys
 
 import pytest
 
-from choir.daemon.agent_services import AgentServices
+from choir.daemon.agents.services import AgentServices
 from choir.home import ChoirHome
 from choir.protocol import ReportStatusRequest, RequestApprovalRequest, Verb
 from tests.daemon.agent import AgentClient, Chain

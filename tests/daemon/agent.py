@@ -6,8 +6,8 @@ import uuid
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from choir.daemon.agent_services import AgentServices
-from choir.daemon.session_state import StartedSession
+from choir.daemon.agents.services import AgentServices
+from choir.daemon.sessions.state import StartedSession
 from choir.protocol import (
     GENESIS_HASH,
     PROTOCOL_VERSION,

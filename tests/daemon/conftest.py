@@ -15,12 +15,12 @@ from typing import Any
 import pytest
 
 from choir.config import SecretStore, init_home, load_home
-from choir.daemon.agent_services import AgentServices
-from choir.daemon.config_stage import ConfigStage
+from choir.daemon.agents.services import AgentServices
+from choir.daemon.staging.stage import ConfigStage
 from choir.home import ChoirHome
-from choir.store.ddl import apply_control_schema
-from choir.store.pool import Pool, open_pool
-from choir.store.target import ConnectParams
+from choir.store.postgres.ddl import apply_control_schema
+from choir.store.postgres.pool import Pool, open_pool
+from choir.store.postgres.target import ConnectParams
 
 SECRETS = {
     "openrouter-key": "sk-or-1",

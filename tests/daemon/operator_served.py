@@ -18,14 +18,14 @@ import pytest
 
 from choir.client import ChoirClient
 from choir.config import SecretStore, init_home, load_home
-from choir.daemon.agent_services import AgentServices
-from choir.daemon.config_stage import ConfigStage
-from choir.daemon.operator_api import OperatorApi
+from choir.daemon.agents.services import AgentServices
+from choir.daemon.operator.api import OperatorApi
+from choir.daemon.staging.stage import ConfigStage
 from choir.home import ChoirHome
 from choir.protocol import WireModel
-from choir.store.ddl import apply_control_schema
-from choir.store.pool import Pool, open_pool
-from choir.store.target import ConnectParams
+from choir.store.postgres.ddl import apply_control_schema
+from choir.store.postgres.pool import Pool, open_pool
+from choir.store.postgres.target import ConnectParams
 from choir.transport import UdsServer
 
 from .conftest import SECRETS, Clock, extend_config, read_config, write_config

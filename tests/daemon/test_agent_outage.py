@@ -6,7 +6,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from choir.daemon.agent_outage import ago, exit_words, not_running, outage_view
+from choir.daemon.sessions.outage import ago, exit_words, not_running, outage_view
 from choir.store.sessions import SessionRow, SessionStatus
 
 ENDED = datetime(2026, 3, 14, 9, 0, tzinfo=UTC)

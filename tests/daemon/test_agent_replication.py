@@ -20,23 +20,23 @@ from typing import Any
 import pytest
 
 from choir import failpoints
-from choir.agent.commitlog import CommitLog, LogEntry
-from choir.agent.control_plane import ControlPlane
-from choir.agent.dynamic_config import DynamicState
-from choir.agent.replication import (
-    IntentNotDurable,
+from choir.agent.kernel.commitlog import CommitLog, LogEntry
+from choir.agent.kernel.intents import IntentNotDurable
+from choir.agent.replication.config_sync import ConfigSync
+from choir.agent.replication.control_plane import ControlPlane
+from choir.agent.replication.link import ReconnectingClient
+from choir.agent.replication.live_config import DynamicState
+from choir.agent.replication.replicator import (
     ReplicationFatal,
     ReplicationSettings,
     Replicator,
 )
-from choir.agent.replication_link import ReconnectingClient
-from choir.agent.replication_sync import ConfigSync
 from choir.config import SecretStore
-from choir.daemon.agent_handler import AgentHandler
-from choir.daemon.agent_services import AgentServices
-from choir.daemon.bindings import allowed_secrets
-from choir.daemon.config_stage import ConfigStage
-from choir.daemon.pushes import wire_pushes
+from choir.daemon.agents.handler import AgentHandler
+from choir.daemon.agents.pushes import wire_pushes
+from choir.daemon.agents.services import AgentServices
+from choir.daemon.sessions.bindings import allowed_secrets
+from choir.daemon.staging.stage import ConfigStage
 from choir.home import ChoirHome
 from choir.protocol import (
     ReferenceSummary,
@@ -46,7 +46,7 @@ from choir.protocol import (
     UserMsg,
 )
 from choir.store.events import read_events
-from choir.store.pool import Pool
+from choir.store.postgres.pool import Pool
 from choir.store.sessions import SessionStatus
 from choir.store.snapshots import latest_snapshot
 from choir.transport import PushHub, UdsServer
@@ -465,8 +465,8 @@ async def test_a_secrets_refreshed_push_swaps_in_the_new_values(
 
 
 def test_secret_names_follow_the_bindings(stage: ConfigStage) -> None:
-    from choir.agent.dynamic_config import DynamicConfig
-    from choir.daemon.dynamic_config import dynamic_config
+    from choir.agent.replication.live_config import DynamicConfig
+    from choir.daemon.agents.config_fetch import dynamic_config
 
     for agent_id in ("agent-1", AGENT):
         defaults = stage.running.config.agents[agent_id].defaults.model_dump()
@@ -527,12 +527,12 @@ async def test_a_slow_ack_delays_durability(
 
 _CRASHING_AGENT = """
 import asyncio, sys
-from choir.agent.commitlog import CommitLog
-from choir.agent.control_plane import ControlPlane
-from choir.agent.dynamic_config import DynamicState
-from choir.agent.replication import Replicator
-from choir.agent.replication_link import ReconnectingClient
-from choir.agent.replication_sync import ConfigSync
+from choir.agent.kernel.commitlog import CommitLog
+from choir.agent.replication.control_plane import ControlPlane
+from choir.agent.replication.live_config import DynamicState
+from choir.agent.replication.replicator import Replicator
+from choir.agent.replication.link import ReconnectingClient
+from choir.agent.replication.config_sync import ConfigSync
 from choir.protocol import UserMsg
 
 async def main():

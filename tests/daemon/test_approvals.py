@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from choir.daemon.agent_services import AgentServices
+from choir.daemon.agents.services import AgentServices
 from choir.daemon.approvals import ApprovalService, push_of
 from choir.errors import ConflictError, NotFoundError
 from choir.protocol import ApprovalResolvedPush, RequestApprovalRequest

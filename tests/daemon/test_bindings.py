@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from choir.config import load_home
-from choir.daemon.bindings import allowed_secrets, exclusive_resources, resolve_bindings
-from choir.daemon.faults import RpcFault, rpc_error_of
+from choir.daemon.agents.refusals import RpcFault, rpc_error_of
+from choir.daemon.sessions.bindings import allowed_secrets, exclusive_resources, resolve_bindings
 from choir.errors import (
     ChoirError,
     ConfigError,

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from choir.config import SecretStore
-from choir.daemon.config_diff import ConfigChange, render_changes
-from choir.daemon.config_stage import ConfigStage
+from choir.daemon.staging.diff import ConfigChange, render_changes
+from choir.daemon.staging.stage import ConfigStage
 from choir.errors import ConfigError, ConflictError
 
 from .conftest import read_config, write_config

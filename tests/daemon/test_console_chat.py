@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from choir.client import ChoirClient
-from choir.daemon.agent_services import AgentServices
+from choir.daemon.agents.services import AgentServices
 from choir.errors import ConflictError, NotFoundError, UsageError
 from choir.home import ChoirHome
 from choir.protocol import AgentReplied, CommittedEvent, Verb

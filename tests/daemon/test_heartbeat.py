@@ -7,12 +7,12 @@ from datetime import UTC, datetime
 
 import pytest
 
-from choir.daemon.agent_services import AgentServices
-from choir.daemon.replication import record_of
+from choir.daemon.agents.ingest import record_of
+from choir.daemon.agents.services import AgentServices
 from choir.protocol import ErrorCode, UserMsg, Verb
 from choir.store.events import insert_events, read_events
 from choir.store.leases import all_leases
-from choir.store.pool import Pool
+from choir.store.postgres.pool import Pool
 from choir.store.sessions import SessionStatus, record_heartbeat
 from choir.store.snapshots import latest_snapshot
 

@@ -17,15 +17,15 @@ from pathlib import Path
 
 import pytest
 
-from choir.agent.arbiter import ToolProposal
-from choir.agent.control_plane import ControlPlane, ControlPlaneHostBridge
-from choir.agent.kernel import Kernel, open_kernel
+from choir.agent.kernel.proposal import ToolProposal
+from choir.agent.replication.control_plane import ControlPlane, ControlPlaneHostBridge
+from choir.agent.wiring import Kernel, open_kernel
 from choir.config import Budgets
 from choir.core.budgets import BudgetLimits
-from choir.daemon.agent_handler import AgentHandler
-from choir.daemon.agent_services import AgentServices
-from choir.daemon.host_tools import HostToolCall
-from choir.daemon.pushes import wire_pushes
+from choir.daemon.agents.handler import AgentHandler
+from choir.daemon.agents.host_tools import HostToolCall
+from choir.daemon.agents.pushes import wire_pushes
+from choir.daemon.agents.services import AgentServices
 from choir.home import ChoirHome
 from choir.protocol import ToolResult
 from choir.transport import PushHub, RpcError, UdsServer, connect

@@ -14,11 +14,11 @@ from typing import Any
 import orjson
 import pytest
 
-from choir.agent.commitlog import CommitLog, LogEntry
+from choir.agent.kernel.commitlog import CommitLog, LogEntry
 from choir.artifact_read import event_range
-from choir.daemon.agent_services import AgentServices
+from choir.daemon.agents.services import AgentServices
 from choir.protocol import AgentReplied, ErrorCode, HeartbeatRequest, UserMsg, Verb
-from choir.protocol.artifacts import ARTIFACT_CHUNK_BYTES, decode_chunk, encode_chunk
+from choir.protocol.wire.artifacts import ARTIFACT_CHUNK_BYTES, decode_chunk, encode_chunk
 from choir.transport import DEFAULT_MAX_FRAME
 
 from .agent import T0, AgentClient, hello

@@ -12,11 +12,11 @@ import pytest
 
 from choir import __version__
 from choir.client import ChoirClient
-from choir.daemon.agent_services import AgentServices
-from choir.daemon.operator_api import OperatorApi
+from choir.daemon.agents.services import AgentServices
+from choir.daemon.operator.api import OperatorApi
 from choir.errors import ConflictError, NotFoundError, UnavailableError, UsageError
 from choir.protocol import ReportStatusRequest, RequestApprovalRequest, Verb
-from choir.store.pool import open_pool
+from choir.store.postgres.pool import open_pool
 from choir.transport import UdsServer
 
 from .agent import AgentClient, Chain

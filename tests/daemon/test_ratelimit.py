@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from choir.daemon.faults import RpcFault
-from choir.daemon.ratelimit import RateLimiter, check_payload_size
+from choir.daemon.agents.ratelimit import RateLimiter, check_payload_size
+from choir.daemon.agents.refusals import RpcFault
 from choir.protocol import ErrorCode
 
 

@@ -7,15 +7,15 @@ import hashlib
 
 import pytest
 
-from choir.daemon.agent_services import AgentServices
-from choir.daemon.faults import RpcFault
-from choir.daemon.session_state import SessionEnded
-from choir.daemon.sessions import SessionService
+from choir.daemon.agents.refusals import RpcFault
+from choir.daemon.agents.services import AgentServices
+from choir.daemon.sessions.service import SessionService
+from choir.daemon.sessions.state import SessionEnded
 from choir.errors import ConflictError, NotFoundError, UsageError
 from choir.logs import REDACTED, replace_secrets
 from choir.protocol import ErrorCode
 from choir.store.leases import Resource, all_leases
-from choir.store.pool import Pool
+from choir.store.postgres.pool import Pool
 from choir.store.sessions import SessionStatus
 
 from .conftest import Clock

@@ -12,10 +12,10 @@ from typing import Any
 
 import pytest
 
-from choir.daemon.agent_services import AgentServices
-from choir.daemon.snapshot_handover import MAX_REFUSED
+from choir.daemon.agents.handover import MAX_REFUSED
+from choir.daemon.agents.services import AgentServices
 from choir.protocol import Snapshot, Verb
-from choir.store.pool import Pool
+from choir.store.postgres.pool import Pool
 from choir.store.snapshots import latest_snapshot
 
 from .agent import AgentClient, Chain, hello

@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from choir.daemon.stop_summary import summary_view
-from choir.protocol.payloads import SummaryOutcome, TerminateSelfRequest
+from choir.daemon.sessions.stop_summary import summary_view
+from choir.protocol.wire.payloads import SummaryOutcome, TerminateSelfRequest
 
 CASES: dict[str, tuple[SummaryOutcome | None, int, dict[str, Any]]] = {
     "stored": (

@@ -6,8 +6,8 @@ import asyncio
 
 import pytest
 
-from choir.daemon.agent_services import AgentServices
-from choir.daemon.host_tools import HostToolCall
+from choir.daemon.agents.host_tools import HostToolCall
+from choir.daemon.agents.services import AgentServices
 from choir.errors import ConflictError, NotFoundError
 from choir.protocol import (
     PROTOCOL_VERSION,

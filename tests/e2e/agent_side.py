@@ -9,8 +9,8 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from pathlib import Path
 
-from choir.agent.commitlog import CommitLog
-from choir.agent.control_plane import ControlPlane
+from choir.agent.kernel.commitlog import CommitLog
+from choir.agent.replication.control_plane import ControlPlane
 from choir.protocol import (
     GENESIS_HASH,
     PROTOCOL_VERSION,

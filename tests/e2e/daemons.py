@@ -15,14 +15,14 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Literal
 
-from choir.agent.control_plane import ControlPlane
+from choir.agent.replication.control_plane import ControlPlane
 from choir.daemon.app import ChoirDaemon, DaemonOptions
-from choir.daemon.operator_api import operator_handler
-from choir.daemon.runtime import RuntimeChoice
+from choir.daemon.operator.api import operator_handler
+from choir.daemon.runtimes.base import RuntimeChoice
 from choir.home import ChoirHome
 from choir.store.events import EventRecord, read_events
 from choir.store.leases import Resource, leases_of
-from choir.store.pool import Pool
+from choir.store.postgres.pool import Pool
 from choir.store.sessions import SessionRow, get_session
 from tests.e2e.agent_side import open_control_plane
 

@@ -18,8 +18,8 @@ import os
 import signal
 from pathlib import Path
 
-from choir.agent.commitlog import CommitLog
-from choir.agent.control_plane import ControlPlane
+from choir.agent.kernel.commitlog import CommitLog
+from choir.agent.replication.control_plane import ControlPlane
 from choir.protocol import TerminateSelfRequest
 from tests.e2e.agent_side import commit_messages, heartbeat, hello, open_control_plane
 

@@ -16,7 +16,7 @@ from typing import Any
 
 from choir.config import SecretStore, init_home
 from choir.home import ChoirHome
-from choir.store.target import ConnectParams
+from choir.store.postgres.target import ConnectParams
 
 GIT_TOKEN = "ghp-e2e-git-token"
 """The secret of agent-1's git identity: the one secret its session may ask for."""

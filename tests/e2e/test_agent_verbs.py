@@ -14,8 +14,8 @@ from dataclasses import dataclass
 
 import pytest
 
-from choir.agent.commitlog import CommitLog
-from choir.agent.control_plane import ControlPlane
+from choir.agent.kernel.commitlog import CommitLog
+from choir.agent.replication.control_plane import ControlPlane
 from choir.client import ChoirClient
 from choir.daemon.app import ChoirDaemon
 from choir.protocol import (

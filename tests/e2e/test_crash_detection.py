@@ -19,8 +19,8 @@ import pytest
 from choir.client import ChoirClient
 from choir.daemon.app import ChoirDaemon
 from choir.home import ChoirHome
+from choir.store.postgres.target import ConnectParams
 from choir.store.sessions import SessionStatus
-from choir.store.target import ConnectParams
 from tests.e2e.daemons import leased, poll_until, running_daemon, session_row
 from tests.e2e.homes import external_postgres, make_home, short_root
 from tests.e2e.processes import start_fake_agent, wait_for_ack

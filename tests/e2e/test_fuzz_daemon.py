@@ -24,10 +24,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from choir.agent.control_plane import ControlPlane
+from choir.agent.replication.control_plane import ControlPlane
 from choir.client import ChoirClient
 from choir.daemon.app import ChoirDaemon
-from choir.daemon.operator_api import VERBS as OPERATOR_VERBS
+from choir.daemon.operator.api import VERBS as OPERATOR_VERBS
 from choir.protocol import ReportStatusRequest, Verb
 from choir.transport.framing import encode_frame
 from choir.transport.tls import client_context

@@ -15,12 +15,12 @@ from dataclasses import dataclass
 
 import pytest
 
-from choir.agent.commitlog import CommitLog
-from choir.agent.control_plane import ControlPlane
+from choir.agent.kernel.commitlog import CommitLog
+from choir.agent.replication.control_plane import ControlPlane
 from choir.client import ChoirClient
 from choir.daemon.app import ChoirDaemon
 from choir.protocol import ErrorCode, ReportStatusRequest
-from choir.store.embedded import EmbeddedPostgres
+from choir.store.postgres.embedded import EmbeddedPostgres
 from choir.transport import RpcError
 from tests.e2e.agent_side import commit_messages, heartbeat, hello
 from tests.e2e.daemons import agent_control_plane, poll_until, running_daemon, stored_events

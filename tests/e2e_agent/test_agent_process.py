@@ -32,8 +32,8 @@ from choir.scripted import (
     ScriptedModelServer,
     ToolCallsStep,
 )
+from choir.store.postgres.target import ConnectParams
 from choir.store.sessions import SessionStatus
-from choir.store.target import ConnectParams
 from tests.e2e.daemons import poll_until, running_daemon, session_row, stored_events
 from tests.e2e.homes import short_root
 from tests.e2e_agent.launch import launch_agent, scripted_home

@@ -20,9 +20,9 @@ import pytest
 
 from choir.client import ChoirClient
 from choir.daemon.app import ChoirDaemon
-from choir.daemon.sandbox_bwrap import BWRAP_ENV
+from choir.daemon.runtimes.bwrap import BWRAP_ENV
 from choir.home import ChoirHome
-from choir.store.target import ConnectParams
+from choir.store.postgres.target import ConnectParams
 from tests.e2e.daemons import poll_until, running_daemon
 from tests.e2e.homes import GIT_TOKEN, external_postgres, make_home, short_root
 

@@ -18,10 +18,10 @@ from typing import Any
 
 import pytest
 
-from choir.agent.core_runner import STOPPED_REPORT
-from choir.agent.edge import STOPPING_TEXT
-from choir.agent.summary import SUMMARY_MARKER
-from choir.daemon.replication import committed_of
+from choir.agent.lanes.core.runner import STOPPED_REPORT
+from choir.agent.lanes.edge import STOPPING_TEXT
+from choir.agent.lanes.summary import SUMMARY_MARKER
+from choir.daemon.agents.ingest import committed_of
 from choir.protocol import GENESIS_HASH, chain_break
 from choir.scripted import ReplyStep, Script, ScriptedCall, ToolCallsStep
 from choir.store.sessions import SessionStatus

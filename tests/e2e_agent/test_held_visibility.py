@@ -20,7 +20,7 @@ import pytest
 from choir.client import ChoirClient
 from choir.home import ChoirHome
 from choir.scripted import ScriptedModelServer
-from choir.store.target import ConnectParams
+from choir.store.postgres.target import ConnectParams
 from tests.e2e.daemons import poll_until, running_daemon
 from tests.e2e.homes import short_root
 from tests.e2e.processes import run_choirctl

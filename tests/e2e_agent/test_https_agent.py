@@ -17,12 +17,12 @@ from pathlib import Path
 
 import pytest
 
-from choir.agent.summary import SUMMARY_MARKER
+from choir.agent.lanes.summary import SUMMARY_MARKER
 from choir.client import ChoirClient
 from choir.home import ChoirHome
 from choir.scripted import ReplyStep, Script, ScriptedModelServer
+from choir.store.postgres.target import ConnectParams
 from choir.store.sessions import SessionStatus
-from choir.store.target import ConnectParams
 from choir.transport.tls import create_self_signed
 from tests.e2e.daemons import poll_until, running_daemon, session_row, stored_events
 from tests.e2e.homes import external_postgres, make_home, read_config, short_root, write_config

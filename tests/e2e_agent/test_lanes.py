@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from choir.agent.summary import SUMMARY_MARKER
+from choir.agent.lanes.summary import SUMMARY_MARKER
 from choir.client import ChoirClient
 from choir.home import ChoirHome
 from choir.scripted import (
@@ -30,8 +30,8 @@ from choir.scripted import (
     ScriptedModelServer,
     ToolCallsStep,
 )
+from choir.store.postgres.target import ConnectParams
 from choir.store.sessions import SessionStatus
-from choir.store.target import ConnectParams
 from tests.e2e.daemons import poll_until, running_daemon, session_row, stored_events
 from tests.e2e.homes import external_postgres, make_home, read_config, short_root, write_config
 from tests.e2e_agent.launch import launch_agent

@@ -18,11 +18,11 @@ import pytest
 
 from choir.client import ChoirClient
 from choir.daemon.app import ChoirDaemon
-from choir.daemon.runtime_process import merge_tree
+from choir.daemon.runtimes.process import merge_tree
 from choir.errors import ConflictError, UsageError
 from choir.home import ChoirHome
+from choir.store.postgres.target import ConnectParams
 from choir.store.sessions import SessionStatus
-from choir.store.target import ConnectParams
 from tests.e2e.daemons import leased, poll_until, running_daemon, session_row
 from tests.e2e.homes import external_postgres, make_home, short_root
 from tests.security.process_agents import bwrap_works
@@ -156,7 +156,7 @@ def test_the_tree_merges_agent_over_global(tmp_path: Path) -> None:
 def test_choirctl_agent_start_requires_dm() -> None:
     from typer.testing import CliRunner
 
-    from choir.ctl.agent import app
+    from choir.ctl.agent.commands import app
 
     result = CliRunner().invoke(app, ["start", "agent-1"])
     assert result.exit_code == 2

@@ -22,8 +22,8 @@ from choir.daemon.app import ChoirDaemon
 from choir.home import ChoirHome
 from choir.protocol import GENESIS_HASH, Snapshot
 from choir.scripted import ReplyStep, Script, ScriptedCall, ScriptedModelServer, ToolCallsStep
+from choir.store.postgres.target import ConnectParams
 from choir.store.snapshots import latest_snapshot
-from choir.store.target import ConnectParams
 from tests.e2e.daemons import poll_until, pool_of, running_daemon, stored_events
 from tests.e2e.homes import read_config, short_root, write_config
 from tests.e2e_agent.launch import launch_agent, scripted_home

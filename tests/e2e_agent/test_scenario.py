@@ -27,13 +27,13 @@ from typing import Any
 import pytest
 
 from choir.client import ChoirClient
-from choir.daemon.replication import committed_of
+from choir.daemon.agents.ingest import committed_of
 from choir.home import ChoirHome
 from choir.protocol import GENESIS_HASH, chain_break
 from choir.scripted import ReplyStep, Script, ScriptedCall, ScriptedModelServer, ToolCallsStep
 from choir.scripted.player import last_turn
 from choir.store.events import EventRecord
-from choir.store.target import ConnectParams
+from choir.store.postgres.target import ConnectParams
 from tests.e2e.daemons import poll_until, running_daemon, stored_events
 from tests.e2e.homes import short_root
 from tests.e2e_agent.launch import scripted_home

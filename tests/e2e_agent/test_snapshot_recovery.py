@@ -22,8 +22,8 @@ from typing import Any
 import pytest
 
 from choir.client import ChoirClient
+from choir.daemon.agents.status_board import LaneReport
 from choir.daemon.app import ChoirDaemon
-from choir.daemon.status_board import LaneReport
 from choir.home import ChoirHome
 from choir.protocol import ReportStatusRequest, Snapshot
 from choir.scripted import (
@@ -35,7 +35,7 @@ from choir.scripted import (
     ToolCallsStep,
 )
 from choir.store.events import EventRecord
-from choir.store.target import ConnectParams
+from choir.store.postgres.target import ConnectParams
 from tests.e2e.daemons import poll_until, pool_of, running_daemon, stored_events
 from tests.e2e.homes import external_postgres, make_home, read_config, short_root, write_config
 from tests.e2e_agent.launch import launch_agent

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from choir.scripted import ReplyStep, Script, ToolCallsStep
-from choir.store.target import ConnectParams
+from choir.store.postgres.target import ConnectParams
 from tests.e2e.homes import short_root
 from tests.harness import Cluster, running_cluster
 

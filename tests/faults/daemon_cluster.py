@@ -32,9 +32,9 @@ from typing import Any
 from choir.client import ChoirClient
 from choir.home import ChoirHome
 from choir.scripted import ReplyStep, Script, ScriptedModelServer, ToolCallsStep
-from choir.store.pool import connect
-from choir.store.postmaster import postmaster_pid
-from choir.store.target import ConnectParams
+from choir.store.postgres.pool import connect
+from choir.store.postgres.postmaster import postmaster_pid
+from choir.store.postgres.target import ConnectParams
 from tests.e2e.processes import Choird
 from tests.faults.support import embedded_params, kill9, spawn_choird, teardown
 from tests.harness import (

@@ -62,13 +62,13 @@ from typing import Any, Final, Protocol
 from pydantic import ValidationError
 
 from choir.client import ChoirClient
-from choir.daemon.replication import committed_of
+from choir.daemon.agents.ingest import committed_of
 from choir.errors import ChoirError
 from choir.protocol import GENESIS_HASH, chain_break
 from choir.store.events import EventRecord, read_events
-from choir.store.pool import connect
+from choir.store.postgres.pool import connect
+from choir.store.postgres.target import ConnectParams
 from choir.store.sessions import SessionRow, list_sessions
-from choir.store.target import ConnectParams
 from tests.harness import EFFECT_TOOL, Cluster, Conversation, SentMessage
 
 REPORT_WITHIN_S: Final = 5.0

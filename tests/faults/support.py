@@ -22,15 +22,15 @@ from typing import Any, Final
 
 import psutil
 
-from choir.daemon.replication import committed_of
+from choir.daemon.agents.ingest import committed_of
 from choir.home import ChoirHome
-from choir.protocol.chain import GENESIS_HASH
-from choir.protocol.committed import chain_break
-from choir.store.embedded import EmbeddedPostgres
+from choir.protocol.log.chain import GENESIS_HASH
+from choir.protocol.log.committed import chain_break
 from choir.store.events import EventRecord, read_events
-from choir.store.pool import connect
-from choir.store.postmaster import postmaster_pid, stop_postmaster
-from choir.store.target import DEFAULT_DATABASE, ConnectParams
+from choir.store.postgres.embedded import EmbeddedPostgres
+from choir.store.postgres.pool import connect
+from choir.store.postgres.postmaster import postmaster_pid, stop_postmaster
+from choir.store.postgres.target import DEFAULT_DATABASE, ConnectParams
 from tests.e2e.processes import BIN, Choird, environment, run_choirctl
 
 IN_CONTAINER_PORT: Final = 18431

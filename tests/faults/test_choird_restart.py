@@ -27,7 +27,7 @@ import pytest
 
 from choir.home import ChoirHome
 from choir.scripted import ReplyStep, Script, ScriptedCall, ScriptedModelServer, ToolCallsStep
-from choir.store.target import ConnectParams
+from choir.store.postgres.target import ConnectParams
 from tests.docker_support import require_docker
 from tests.e2e.homes import external_postgres, make_home, read_config, short_root, write_config
 from tests.e2e.processes import Choird, environment

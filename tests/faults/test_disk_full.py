@@ -26,7 +26,7 @@ from choir.errors import UnavailableError
 from choir.home import ChoirHome
 from choir.logs import get_logger, setup_logging, shutdown_logging
 from choir.scripted import ReplyStep, Script, ScriptedModelServer
-from choir.store.target import ConnectParams
+from choir.store.postgres.target import ConnectParams
 from tests.e2e.daemons import poll_until, running_daemon
 from tests.e2e.homes import external_postgres, make_home, read_config, short_root, write_config
 from tests.faults.filesystems import fill, small_tmpfs

@@ -27,8 +27,8 @@ from choir.errors import UnavailableError
 from choir.home import ChoirHome
 from choir.scripted import ReplyStep, Script, ScriptedModelServer
 from choir.store.events import EventRecord
-from choir.store.pool import open_pool
-from choir.store.target import ConnectParams
+from choir.store.postgres.pool import open_pool
+from choir.store.postgres.target import ConnectParams
 from tests.e2e.daemons import poll_until
 from tests.e2e.homes import short_root
 from tests.e2e.processes import BIN, environment

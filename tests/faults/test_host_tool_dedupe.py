@@ -18,12 +18,12 @@ from pathlib import Path
 
 import pytest
 
-from choir.agent.control_plane import ControlPlane
+from choir.agent.replication.control_plane import ControlPlane
+from choir.daemon.agents.host_tools import OUTCOME_UNKNOWN, HostToolCall, HostToolHandler
 from choir.daemon.app import ChoirDaemon
-from choir.daemon.host_tools import OUTCOME_UNKNOWN, HostToolCall, HostToolHandler
 from choir.home import ChoirHome
 from choir.protocol import ExecuteHostToolRequest, ToolResult
-from choir.store.target import ConnectParams
+from choir.store.postgres.target import ConnectParams
 from tests.e2e.agent_side import hello
 from tests.e2e.daemons import agent_control_plane, running_daemon
 from tests.e2e.homes import external_postgres, make_home, short_root

@@ -28,10 +28,10 @@ from choir.protocol import (
     ToolResultCommitted,
     UserMsg,
 )
-from choir.store.ddl import apply_control_schema
 from choir.store.events import EventRecord, insert_events
-from choir.store.pool import Connection, connect
-from choir.store.target import ConnectParams
+from choir.store.postgres.ddl import apply_control_schema
+from choir.store.postgres.pool import Connection, connect
+from choir.store.postgres.target import ConnectParams
 from tests.faults.invariants import InvariantChecker, InvariantViolation
 from tests.harness import EFFECT_TOOL, SentMessage
 

@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 
 from choir.client import ChoirClient
-from choir.store.postmaster import postmaster_pid
+from choir.store.postgres.postmaster import postmaster_pid
 from tests.e2e.homes import make_home, short_root
 from tests.faults.invariants import InvariantChecker
 from tests.faults.support import (

@@ -1,14 +1,14 @@
 """What queries see when the postmaster is killed under load: every failure reads as `down`.
 
-choird answers a failed query by its cause (`choir.store.failures.classify`): a database that is
-away is `unavailable` — exit 6 for a command, a refused heartbeat an agent resends — and
+choird answers a failed query by its cause (`choir.store.postgres.failures.classify`): a database
+that is away is `unavailable` — exit 6 for a command, a refused heartbeat an agent resends — and
 anything else is a bug, answered "internal error". Killing the postmaster while connections run
-transactions brings the whole range of asyncpg's failures: refused connections, a connection
-closed in the middle of an operation, a transaction whose connection is gone, and now and then
-a connection left half-way through the server's last error (`InternalClientError`, "cannot
-switch to state 15; another operation (2) is in progress"). That last one was classified as a
-bug: `test_random_daemon_kills` saw `chat.send` and `agent status` answer "internal error" and
-heartbeats refused as internal errors right after a kill. Each must read as `down`.
+transactions brings the whole range of asyncpg's failures: refused connections, a connection closed
+in the middle of an operation, a transaction whose connection is gone, and now and then a connection
+left half-way through the server's last error (`InternalClientError`, "cannot switch to state 15;
+another operation (2) is in progress"). That last one was classified as a bug:
+`test_random_daemon_kills` saw `chat.send` and `agent status` answer "internal error" and heartbeats
+refused as internal errors right after a kill. Each must read as `down`.
 """
 
 from __future__ import annotations
@@ -22,9 +22,9 @@ from pathlib import Path
 import asyncpg
 import pytest
 
-from choir.store.embedded import EmbeddedPostgres
-from choir.store.failures import classify
-from choir.store.postmaster import postmaster_pid
+from choir.store.postgres.embedded import EmbeddedPostgres
+from choir.store.postgres.failures import classify
+from choir.store.postgres.postmaster import postmaster_pid
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
 

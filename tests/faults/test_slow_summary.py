@@ -20,11 +20,11 @@ from typing import Any
 
 import pytest
 
-from choir.agent.summary import SUMMARY_MARKER
+from choir.agent.lanes.summary import SUMMARY_MARKER
 from choir.client import ChoirClient
 from choir.home import ChoirHome
 from choir.scripted import ReplyStep, Script, ScriptedModelServer
-from choir.store.target import ConnectParams
+from choir.store.postgres.target import ConnectParams
 from tests.e2e.daemons import running_daemon, stored_events
 from tests.e2e.homes import read_config, short_root, write_config
 from tests.e2e_agent.launch import scripted_home

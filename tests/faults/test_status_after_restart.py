@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from choir.scripted import ScriptedModelServer
-from choir.store.target import ConnectParams
+from choir.store.postgres.target import ConnectParams
 from tests.faults.support import as_json, kill9, teardown
 from tests.faults.test_choird_restart import (
     GENEROUS,

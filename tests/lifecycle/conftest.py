@@ -10,7 +10,7 @@ import pytest
 from choir.client import ChoirClient
 from choir.daemon.app import ChoirDaemon
 from choir.home import ChoirHome
-from choir.store.target import ConnectParams
+from choir.store.postgres.target import ConnectParams
 from tests.e2e.homes import external_postgres, make_home, read_config, short_root, write_config
 from tests.harness import serving
 

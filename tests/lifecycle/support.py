@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from choir.client import ChoirClient
-from choir.config.gitrepo import git
+from choir.config.scaffolding.gitrepo import git
 from choir.home import ChoirHome
 from tests.e2e.processes import run_choirctl
 

@@ -21,10 +21,10 @@ from pathlib import Path
 
 import pytest
 
-from choir.agent.summary import SUMMARY_MARKER
+from choir.agent.lanes.summary import SUMMARY_MARKER
 from choir.home import ChoirHome
 from choir.scripted import HttpErrorStep, ReplyStep, Script, ScriptedModelServer
-from choir.store.target import ConnectParams
+from choir.store.postgres.target import ConnectParams
 from tests.e2e.homes import short_root
 from tests.e2e.processes import Choird, environment
 from tests.faults.support import as_json, choirctl, spawn_choird, teardown

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from choir.daemon.runtime_process import ProcessRuntime
+from choir.daemon.runtimes.process import ProcessRuntime
 from choir.store.sessions import SessionStatus
 from tests.e2e.daemons import leased, poll_until, session_row, stored_events
 from tests.lifecycle.conftest import Choird

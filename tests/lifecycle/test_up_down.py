@@ -18,11 +18,11 @@ from pathlib import Path
 
 import pytest
 
-from choir.choird_process import alive
 from choir.home import ChoirHome
-from choir.store.embedded import EmbeddedPostgres
-from choir.store.pool import connect_plain, wait_until_ready
-from choir.store.target import DEFAULT_DATABASE
+from choir.launch.choird_process import alive
+from choir.store.postgres.embedded import EmbeddedPostgres
+from choir.store.postgres.pool import connect_plain, wait_until_ready
+from choir.store.postgres.target import DEFAULT_DATABASE
 from tests.e2e.processes import environment, run_choirctl
 from tests.security.process_agents import bwrap_works, sandbox_word
 
@@ -131,7 +131,7 @@ def test_up_from_an_empty_home_chat_and_down_leaves_nothing(root: Path) -> None:
 
 
 def test_up_with_a_model_key_stores_it_as_a_secret_only(root: Path) -> None:
-    from choir.up_home import prepare_home
+    from choir.launch.up_home import prepare_home
 
     home = ChoirHome(root / "keyed")
     key = "sk-or-test-key-not-real"
@@ -156,7 +156,7 @@ def test_up_with_a_model_key_stores_it_as_a_secret_only(root: Path) -> None:
 
 
 def test_choird_gets_no_model_key_in_its_environment() -> None:
-    from choir.choird_process import daemon_environment
+    from choir.launch.choird_process import daemon_environment
 
     env = daemon_environment({"OPENROUTER_API_KEY": "k", "PATH": "/bin", "CHOIR_HOME": "/x"})
     assert env == {"PATH": "/bin"}

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from choir.client import ChoirClient
-from choir.config.skeleton import agent_entry
+from choir.config.scaffolding.skeleton import agent_entry
 from choir.daemon.app import ChoirDaemon
 from choir.errors import UsageError
 from choir.home import ChoirHome

@@ -35,7 +35,7 @@ from choir.protocol import (
     VersionInfo,
     chain_break,
 )
-from choir.protocol.chain import GENESIS_HASH
+from choir.protocol.log.chain import GENESIS_HASH
 
 GOLDEN = Path(__file__).parent / "golden"
 

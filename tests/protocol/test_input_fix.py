@@ -15,7 +15,7 @@ from pydantic import Field, ValidationError
 
 from choir.protocol.base import WireModel
 from choir.protocol.input_fix import pydantic_fix
-from choir.protocol.manifest import ToolManifest
+from choir.protocol.tooling.manifest import ToolManifest
 
 PARAMETERS: dict[str, Any] = {
     "type": "object",

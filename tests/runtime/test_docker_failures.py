@@ -17,8 +17,8 @@ from choir.adapters.docker_containers import ContainerEngine
 from choir.adapters.docker_engine import DockerEngine
 from choir.config import ChoirConfig
 from choir.daemon.app import ChoirDaemon
-from choir.daemon.runtime import Artefact
-from choir.daemon.runtime_docker import DockerRuntime
+from choir.daemon.runtimes.base import Artefact
+from choir.daemon.runtimes.docker import DockerRuntime
 from choir.errors import ChoirError
 from choir.home import ChoirHome
 from choir.protocol import VersionInfo

@@ -28,7 +28,7 @@ OPERATOR_VERBS = ("status", "agent.list", "agent.start", "secret.list", "config.
 PROBE = r"""
 import asyncio, glob, json, os, socket, sys
 from choir.transport import RpcError
-from choir.transport.uds_client import UdsClient
+from choir.transport.uds.client import UdsClient
 
 out = {"uid": os.getuid()}
 try:

@@ -16,9 +16,9 @@ import docker
 import pytest
 
 from choir.config.container import AGENT_UID_SPAN
-from choir.core.agent_users import agent_uids
-from choir.core.security_profile import parse_proc_status
-from choir.daemon.runtime_profile import MIB
+from choir.core.security.agent_users import agent_uids
+from choir.core.security.profile import parse_proc_status
+from choir.daemon.runtimes.container_spec import MIB
 from choir.store.sessions import SessionStatus
 from tests.e2e.daemons import leased, poll_until, session_row
 from tests.e2e.processes import run_choirctl

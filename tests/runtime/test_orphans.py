@@ -24,12 +24,12 @@ import pytest
 
 from choir.client import ChoirClient
 from choir.config import load_home
-from choir.core.mountinfo import Mount, mount_at, parse_mountinfo
-from choir.daemon.image_build import ensure_agent_image
+from choir.core.security.mountinfo import Mount, mount_at, parse_mountinfo
+from choir.daemon.images.build import ensure_agent_image
 from choir.home import ChoirHome
-from choir.store.pool import connect_plain
+from choir.store.postgres.pool import connect_plain
+from choir.store.postgres.target import ConnectParams
 from choir.store.sessions import SessionStatus, get_session
-from choir.store.target import ConnectParams
 from tests.docker_support import BASE_IMAGE
 from tests.e2e.homes import read_config, write_config
 from tests.e2e.processes import Choird, spawn_choird, wait_until_ready

@@ -22,8 +22,8 @@ from pathlib import Path
 import psutil
 import pytest
 
+from choir.store.postgres.target import ConnectParams
 from choir.store.sessions import SessionStatus
-from choir.store.target import ConnectParams
 from tests.e2e.daemons import poll_until, session_row
 from tests.e2e.homes import short_root
 from tests.security.process_agents import (

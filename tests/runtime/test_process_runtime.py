@@ -17,8 +17,8 @@ import pytest
 
 from choir.client import ChoirClient
 from choir.daemon.app import ChoirDaemon
-from choir.daemon.runtime import RuntimeChoice
-from choir.daemon.sandbox_bwrap import BWRAP_ENV
+from choir.daemon.runtimes.base import RuntimeChoice
+from choir.daemon.runtimes.bwrap import BWRAP_ENV
 from choir.home import ChoirHome
 from tests.e2e.daemons import poll_until, running_daemon, session_row
 from tests.e2e.homes import read_config, write_config

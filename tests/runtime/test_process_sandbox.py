@@ -22,16 +22,16 @@ import psutil
 import pytest
 
 from choir.client import ChoirClient
-from choir.core.sandbox_profile import (
+from choir.core.security.sandbox import (
     Mount,
     SandboxView,
     check_sandbox,
     parse_mountinfo,
 )
 from choir.daemon.app import ChoirDaemon
-from choir.daemon.sandbox_bwrap import BWRAP_ENV
+from choir.daemon.runtimes.bwrap import BWRAP_ENV
 from choir.home import ChoirHome
-from choir.store.target import ConnectParams
+from choir.store.postgres.target import ConnectParams
 from tests.e2e.daemons import poll_until, running_daemon
 from tests.e2e.homes import read_config
 from tests.e2e.processes import run_choirctl, spawn_choird, wait_until_ready

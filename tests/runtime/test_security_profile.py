@@ -15,7 +15,7 @@ import pytest
 
 from choir.config import ChoirConfig
 from choir.config.container import ContainerConfig
-from choir.core.security_profile import (
+from choir.core.security.profile import (
     SOCKET_DIR_TARGET,
     WORKSPACE_TARGET,
     ContainerLimits,
@@ -27,7 +27,7 @@ from choir.core.security_profile import (
     parse_proc_status,
     unsandboxed,
 )
-from choir.daemon.runtime_profile import loopback_endpoint
+from choir.daemon.runtimes.container_spec import loopback_endpoint
 
 WS, SOCK = "/srv/ws", "/home/op/.choir.d/socks/agents/a/choir.sock"
 SOCK_DIR = "/home/op/.choir.d/socks/agents/a"

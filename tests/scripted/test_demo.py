@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from choir.adapters.llm import Completion, CompletionRequest, LlmClient, ModelSettings
-from choir.protocol.tools import ToolResult
+from choir.protocol.tooling.tools import ToolResult
 from choir.scripted import DEMO_MODEL_ID, ScriptedModelServer, demo_script
 from tests.adapters.support import tool_view
 
@@ -109,7 +109,7 @@ async def test_it_proposes_a_tool_for_the_operator_to_approve(chat: Chat) -> Non
 
 
 async def test_it_answers_the_stop_summary_request_with_a_summary(chat: Chat) -> None:
-    from choir.agent.summary import SUMMARY_MARKER, parse_summary
+    from choir.agent.lanes.summary import SUMMARY_MARKER, parse_summary
 
     # the request quotes the session, whose words would match the demo's other answers
     quoted = '[{"role": "user", "content": "hello, propose a tool, demo"}]'

@@ -23,10 +23,10 @@ import pytest
 
 from choir.client import ChoirClient
 from choir.daemon.app import ChoirDaemon
-from choir.daemon.sandbox_bwrap import BWRAP_ENV, find_sandbox
+from choir.daemon.runtimes.bwrap import BWRAP_ENV, find_sandbox
 from choir.home import ChoirHome
 from choir.scripted import ReplyStep, Script, ScriptedCall, ScriptedModelServer, ToolCallsStep
-from choir.store.target import ConnectParams
+from choir.store.postgres.target import ConnectParams
 from tests.e2e.daemons import running_daemon
 from tests.e2e.homes import read_config
 from tests.e2e_agent.launch import scripted_home

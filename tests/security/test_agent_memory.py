@@ -23,7 +23,7 @@ from typing import Any
 import docker
 import pytest
 
-from choir.store.target import ConnectParams
+from choir.store.postgres.target import ConnectParams
 from tests.e2e.daemons import poll_until
 from tests.e2e.homes import GIT_TOKEN, short_root
 from tests.runtime.conftest import BUILD_TIMEOUT_S, Choird, chat, containers_of

@@ -44,8 +44,8 @@ import pytest
 from choir.home import ChoirHome
 from choir.scripted import ReplyStep, Script, ScriptedCall, ScriptedModelServer, ToolCallsStep
 from choir.scripted.demo import SUMMARY, SUMMARY_REQUEST
-from choir.store.embedded import EmbeddedPostgres
-from choir.store.target import ConnectParams
+from choir.store.postgres.embedded import EmbeddedPostgres
+from choir.store.postgres.target import ConnectParams
 from tests.docker_support import require_docker
 from tests.e2e.homes import short_root
 from tests.e2e.processes import BIN, environment
@@ -310,8 +310,8 @@ async def model_address(runtime: str) -> str:
         return "127.0.0.1"
     from choir.adapters.docker_containers import ContainerEngine
     from choir.adapters.docker_engine import DockerEngine
-    from choir.core.egress_rules import EgressPolicy
-    from choir.daemon.egress import NETWORK_LABELS
+    from choir.core.security.egress_rules import EgressPolicy
+    from choir.daemon.runtimes.egress import NETWORK_LABELS
 
     engine = ContainerEngine(await DockerEngine.connect())
     try:

@@ -50,8 +50,8 @@ import pytest
 from choir.client import ChoirClient
 from choir.home import ChoirHome
 from choir.scripted import ScriptedModelServer
-from choir.store.pool import connect_plain
-from choir.store.target import ConnectParams
+from choir.store.postgres.pool import connect_plain
+from choir.store.postgres.target import ConnectParams
 from choir.transport.limits import AGENT_SOCKET_LIMITS
 from tests.e2e.daemons import poll_until
 from tests.e2e.homes import external_postgres, make_home, read_config, short_root, write_config

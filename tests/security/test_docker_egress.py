@@ -32,7 +32,7 @@ import docker
 import pytest
 
 from choir.home import ChoirHome
-from choir.store.target import ConnectParams
+from choir.store.postgres.target import ConnectParams
 from tests.e2e.homes import external_postgres, make_home
 from tests.runtime.conftest import BUILD_TIMEOUT_S
 from tests.security.conftest import Choird, exec_in, the_container

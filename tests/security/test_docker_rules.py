@@ -17,11 +17,10 @@ import pytest
 
 from choir.config import ChoirConfig
 from choir.config.container import AGENT_UID_SPAN, ContainerConfig
-from choir.config.skeleton import skeleton_config
-from choir.core.agent_users import agent_uids
-from choir.core.egress_rules import EgressPolicy, chain_rules, listed_rules, restore_script
-from choir.core.mountinfo import is_self_bind, mount_at, parse_mountinfo
-from choir.core.security_host import (
+from choir.config.scaffolding.skeleton import skeleton_config
+from choir.core.security.agent_users import agent_uids
+from choir.core.security.egress_rules import EgressPolicy, chain_rules, listed_rules, restore_script
+from choir.core.security.host import (
     EgressView,
     HostView,
     MountSource,
@@ -29,13 +28,14 @@ from choir.core.security_host import (
     WorkspaceView,
     check_host,
 )
-from choir.core.security_profile import ContainerLimits, SecurityProfile
-from choir.daemon import workspace_guard
-from choir.daemon.runtime_profile import agent_user
-from choir.daemon.workspace_guard import hand_over, scan_sockets
+from choir.core.security.mountinfo import is_self_bind, mount_at, parse_mountinfo
+from choir.core.security.profile import ContainerLimits, SecurityProfile
+from choir.daemon.runtimes import workspace_guard
+from choir.daemon.runtimes.container_spec import agent_user
+from choir.daemon.runtimes.workspace_guard import hand_over, scan_sockets
 from choir.errors import ConfigError
 from choir.home import ChoirHome
-from choir.transport import sockfile
+from choir.transport.uds import sockfile
 
 # -- agent uids ------------------------------------------------------------------------------
 
@@ -366,7 +366,7 @@ def test_a_socket_is_bound_under_a_name_that_says_nothing_of_the_host(tmp_path: 
 
 
 def test_an_advisory_failure_is_a_warning_not_a_failure() -> None:
-    from choir.ctl.agent_verify import report_lines, verified_label
+    from choir.ctl.agent.verify import report_lines, verified_label
 
     checks = [
         {"item": "user_not_root", "ok": True, "required": True, "expected": "x", "actual": "y"},

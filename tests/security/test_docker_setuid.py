@@ -17,7 +17,7 @@ from pathlib import Path
 import docker
 import pytest
 
-from choir.core.mountinfo import mount_at, parse_mountinfo
+from choir.core.security.mountinfo import mount_at, parse_mountinfo
 from tests.runtime.conftest import BUILD_TIMEOUT_S
 from tests.security.conftest import NOBODY, Choird, as_nobody, exec_in, the_container
 

@@ -26,7 +26,7 @@ from typing import Any
 import docker
 import pytest
 
-from choir.core.mountinfo import Mount, mount_at, parse_mountinfo
+from choir.core.security.mountinfo import Mount, mount_at, parse_mountinfo
 from choir.errors import ChoirError
 from choir.home import ChoirHome
 from tests.e2e.daemons import poll_until

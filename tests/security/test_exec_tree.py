@@ -21,10 +21,10 @@ from typing import Literal
 import docker
 import pytest
 
+from choir.agent.kernel.workspace import Workspace
 from choir.agent.tools import shell
 from choir.agent.tools.shell import ExecInput
-from choir.agent.workspace import Workspace
-from choir.store.target import ConnectParams
+from choir.store.postgres.target import ConnectParams
 from tests.e2e.daemons import poll_until
 from tests.e2e.homes import short_root
 from tests.runtime.conftest import BUILD_TIMEOUT_S, Choird, chat, containers_of
@@ -127,7 +127,7 @@ IN_CONTAINER = """
 import asyncio, json, os, sys
 from choir.agent.tools import shell
 from choir.agent.tools.shell import ExecInput
-from choir.agent.workspace import Workspace
+from choir.agent.kernel.workspace import Workspace
 
 marker, command, timeout_ms = sys.argv[1], sys.argv[2], int(sys.argv[3])
 os.makedirs("/tmp/ws", exist_ok=True)

@@ -2,7 +2,7 @@
 
 As root, pgserver's own start-up adds g+rx,o+rx to every parent of the data directory and of
 its binaries, so a 0700 HOME and `$CHOIR_HOME` became 0755. choird now starts the embedded
-server without touching them (`choir.store.embedded_root`). The test makes a HOME-like 0700
+server without touching them (`choir.store.postgres.embedded_root`). The test makes a HOME-like 0700
 directory holding a 0700 `$CHOIR_HOME`, runs choird on it with its embedded Postgres, and
 compares the mode of every parent before and after — including a restart of the server.
 """

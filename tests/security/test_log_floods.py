@@ -28,7 +28,7 @@ from choir.client import ChoirClient
 from choir.home import ChoirHome
 from choir.logs import get_logger, setup_logging, shutdown_logging
 from choir.logs.throttle import BURST, WINDOW_S, Throttle, ThrottledLog
-from choir.store.target import ConnectParams
+from choir.store.postgres.target import ConnectParams
 from choir.transport import RpcError, connect
 from tests.e2e.daemons import certificate, poll_until, running_daemon
 from tests.e2e.homes import external_postgres, make_home, short_root

@@ -23,11 +23,11 @@ from pathlib import Path
 import pytest
 
 from choir.client import ChoirClient
+from choir.daemon.agents.ingest import committed_of
 from choir.daemon.app import ChoirDaemon
-from choir.daemon.replication import committed_of
 from choir.home import ChoirHome
 from choir.protocol import GENESIS_HASH, RequestApprovalRequest, Snapshot
-from choir.protocol.committed import chain_break
+from choir.protocol.log.committed import chain_break
 from choir.scripted import (
     RawStep,
     ReplyStep,
@@ -37,8 +37,8 @@ from choir.scripted import (
     ToolCallsStep,
 )
 from choir.store.events import EventRecord
+from choir.store.postgres.target import ConnectParams
 from choir.store.snapshots import latest_snapshot
-from choir.store.target import ConnectParams
 from tests.e2e.daemons import (
     agent_control_plane,
     poll_until,

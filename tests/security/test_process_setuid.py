@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from choir.store.target import ConnectParams
+from choir.store.postgres.target import ConnectParams
 from tests.e2e.daemons import poll_until
 from tests.e2e.homes import short_root
 from tests.security.process_agents import SANDBOXES, Sandbox, exec_script, process_agent

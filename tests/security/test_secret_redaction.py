@@ -29,8 +29,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from choir.agent.arbiter import ToolProposal
-from choir.agent.kernel import open_kernel
+from choir.agent.kernel.proposal import ToolProposal
+from choir.agent.wiring import open_kernel
 from choir.client import ChoirClient
 from choir.config import Budgets, SecretStore
 from choir.core.budgets import BudgetLimits
@@ -39,7 +39,7 @@ from choir.logs import setup_logging, shutdown_logging
 from choir.logs.redaction import REDACTED, mentions_secret, redact, replace_secrets
 from choir.protocol import TerminateSelfRequest
 from choir.scripted import ReplyStep, Script, ScriptedCall, ScriptedModelServer, ToolCallsStep
-from choir.store.target import ConnectParams
+from choir.store.postgres.target import ConnectParams
 from tests.e2e.daemons import agent_control_plane, poll_until, running_daemon, stored_events
 from tests.e2e.homes import GIT_TOKEN, short_root
 from tests.e2e_agent.launch import launch_agent, scripted_home
@@ -152,7 +152,7 @@ async def test_the_kernel_commits_a_printed_secret_redacted_in_every_form(tmp_pa
 
 
 def test_an_event_without_a_secret_is_committed_as_it_is() -> None:
-    from choir.agent.commitlog import CommitLog
+    from choir.agent.kernel.commitlog import CommitLog
 
     replace_secrets(["a-secret-value-123"])
     event = {"kind": "user_msg", "text": "hello", "attachments": [], "message_id": None}

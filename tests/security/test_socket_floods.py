@@ -23,8 +23,8 @@ from pathlib import Path
 import pytest
 
 from choir.home import ChoirHome
-from choir.store.pool import connect_plain
-from choir.store.target import ConnectParams
+from choir.store.postgres.pool import connect_plain
+from choir.store.postgres.target import ConnectParams
 from choir.transport.limits import AGENT_SOCKET_LIMITS, Limits
 from tests.e2e.homes import external_postgres, make_home, short_root
 from tests.e2e.processes import BIN, Choird, environment, run_choirctl, wait_until_ready

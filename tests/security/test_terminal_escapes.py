@@ -28,12 +28,12 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from choir.client import ChoirClient
-from choir.ctl.output import json_text
-from choir.ctl.visible import visible, visible_data, visible_json, visible_line
+from choir.ctl.render.output import json_text
+from choir.ctl.render.visible import visible, visible_data, visible_json, visible_line
 from choir.home import ChoirHome
 from choir.scripted import ReplyStep, Script, ScriptedCall, ScriptedModelServer, ToolCallsStep
 from choir.scripted.demo import PROPOSAL, SUMMARY, SUMMARY_REQUEST
-from choir.store.target import ConnectParams
+from choir.store.postgres.target import ConnectParams
 from tests.e2e.homes import short_root
 from tests.e2e.processes import BIN, environment, run_choirctl
 from tests.e2e_agent.launch import scripted_home

@@ -10,11 +10,11 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from choir.store.pool import (
+from choir.store.postgres.pool import (
     Connection,
     connect,
 )
-from choir.store.target import ConnectParams
+from choir.store.postgres.target import ConnectParams
 
 
 @pytest.fixture

@@ -5,8 +5,8 @@ import pytest
 
 from choir.errors import ConfigError, ConflictError
 from choir.store.agent_schema import embedding_dims_of, ensure_agent_schema, run_as_agent
-from choir.store.ddl import apply_control_schema
-from choir.store.pool import Connection
+from choir.store.postgres.ddl import apply_control_schema
+from choir.store.postgres.pool import Connection
 
 AGENT_TABLES = {
     "memory_documents",

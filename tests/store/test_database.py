@@ -9,11 +9,11 @@ import pytest
 from pgvector import Vector
 
 from choir.errors import ExitCode, UnavailableError
-from choir.store.database import open_database
-from choir.store.ddl import CONTROL_MIGRATIONS
-from choir.store.embedded import EmbeddedPostgres
-from choir.store.pool import connect, open_pool
-from choir.store.target import ConnectParams, EmbeddedTarget, ExternalTarget
+from choir.store.postgres.database import open_database
+from choir.store.postgres.ddl import CONTROL_MIGRATIONS
+from choir.store.postgres.embedded import EmbeddedPostgres
+from choir.store.postgres.pool import connect, open_pool
+from choir.store.postgres.target import ConnectParams, EmbeddedTarget, ExternalTarget
 
 READY_GOAL_S = 3.0
 """choird must be ready within 3 s; the database is only part of that."""

@@ -6,14 +6,14 @@ import asyncpg
 import pytest
 
 from choir.errors import ConflictError
-from choir.store.ddl import (
+from choir.store.postgres.ddl import (
     AGENT_MIGRATIONS,
     CONTROL_MIGRATIONS,
     CONTROL_SCOPE,
     HOST_TOOL_MIGRATIONS,
     apply_control_schema,
 )
-from choir.store.pool import Connection
+from choir.store.postgres.pool import Connection
 
 CONTROL_TABLES = {
     "agents",

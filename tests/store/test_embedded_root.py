@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from choir.store.embedded_root import SOCKET_PATH_MAX, RootServer, closed_parent, ns_data
+from choir.store.postgres.embedded_root import SOCKET_PATH_MAX, RootServer, closed_parent, ns_data
 from tests.e2e.homes import short_root
 
 

@@ -5,9 +5,9 @@ import dataclasses
 import asyncpg
 import pytest
 
-from choir.store.ddl import apply_control_schema
 from choir.store.events import Head, InsertResult, check_conflicts, head, insert_events, read_events
-from choir.store.pool import Connection
+from choir.store.postgres.ddl import apply_control_schema
+from choir.store.postgres.pool import Connection
 
 from .records import fake_hash, make_events
 

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from choir.store.idents import agent_role, agent_schema, quote_ident
+from choir.store.postgres.idents import agent_role, agent_schema, quote_ident
 
 
 @pytest.mark.parametrize(

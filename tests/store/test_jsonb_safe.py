@@ -13,8 +13,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from choir.store.jsonb_safe import decode_json, decode_text, encode_json, encode_text
-from choir.store.pool import Connection
+from choir.store.postgres.jsonb_safe import decode_json, decode_text, encode_json, encode_text
+from choir.store.postgres.pool import Connection
 
 TRICKY = [
     "\x00",

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from choir.protocol.envelope import ErrorCode
+from choir.protocol.wire.envelope import ErrorCode
 from choir.transport import (
     Client,
     HttpServer,

@@ -7,7 +7,7 @@ import asyncio
 import pytest
 
 from choir.errors import ExitCode
-from choir.protocol.envelope import ErrorCode
+from choir.protocol.wire.envelope import ErrorCode
 from choir.transport import CallTimeout, RpcError
 from tests.transport.conftest import Served, until
 

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from choir.protocol.envelope import ErrorCode
+from choir.protocol.wire.envelope import ErrorCode
 from choir.transport.frames import (
     FrameError,
     decode_frame,

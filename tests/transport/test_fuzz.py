@@ -19,7 +19,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from choir.protocol.envelope import ErrorCode
+from choir.protocol.wire.envelope import ErrorCode
 from choir.transport import (
     Client,
     HttpServer,

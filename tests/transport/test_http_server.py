@@ -10,7 +10,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from choir.protocol.envelope import ErrorCode
+from choir.protocol.wire.envelope import ErrorCode
 from choir.transport import HttpClient, HttpServer, Limits, PushHub, RpcError, TransportError, tls
 from tests.transport.conftest import EchoHandler, Served
 
@@ -171,7 +171,7 @@ def test_the_key_and_certificate_are_private(tmp_path: Path) -> None:
 
 
 async def test_rpc_error_status_without_a_json_body_maps_by_status() -> None:
-    from choir.transport.http_status import error_from_response
+    from choir.transport.http.status import error_from_response
 
     error = error_from_response(429, b"<html>too many</html>")
     assert (error.code, error.message) == (ErrorCode.RATE_LIMITED, "the server answered HTTP 429")

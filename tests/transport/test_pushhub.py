@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from choir.protocol.envelope import ErrorCode
+from choir.protocol.wire.envelope import ErrorCode
 from choir.transport import PushHub, RpcError
 
 

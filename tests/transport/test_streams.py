@@ -7,8 +7,8 @@ import contextlib
 
 import pytest
 
-from choir.protocol.envelope import ErrorCode
-from choir.protocol.pushes import PushEnvelope
+from choir.protocol.wire.envelope import ErrorCode
+from choir.protocol.wire.pushes import PushEnvelope
 from choir.transport import Client, RpcError
 from tests.transport.conftest import Served, until
 

@@ -15,7 +15,7 @@ import orjson
 import pytest
 
 from choir.errors import ConflictError
-from choir.protocol.envelope import ErrorCode
+from choir.protocol.wire.envelope import ErrorCode
 from choir.transport import Limits, RpcError, TransportError, UdsClient, UdsServer, connect
 from tests.transport.conftest import EchoHandler, Served, until
 

@@ -23,7 +23,7 @@ from choir.client import ChoirClient
 from choir.daemon.app import ChoirDaemon
 from choir.home import ChoirHome
 from choir.scripted import ReplyStep, Script, ScriptedCall, ScriptedModelServer, ToolCallsStep
-from choir.store.target import ConnectParams
+from choir.store.postgres.target import ConnectParams
 from tests.e2e.homes import short_root
 from tests.e2e_agent.launch import scripted_home
 from tests.harness import serving

@@ -1,8 +1,9 @@
 """The Locks tab: the selected agent's §9 lock table — resource, mode, holders, waiters, held for.
 
-choir-agent sends its table with REPORT_STATUS whenever it changes (`choir.agent.lock_report`);
-choird keeps the latest per session (`session.locks`) and publishes each as a `locks` feed item.
-Ages count up locally from the report: `held_for_s` was true at `reported_at`.
+choir-agent sends its table with REPORT_STATUS whenever it changes
+(`choir.agent.kernel.lock_report`); choird keeps the latest per session (`session.locks`) and
+publishes each as a `locks` feed item. Ages count up locally from the report: `held_for_s` was true
+at `reported_at`.
 """
 
 from __future__ import annotations

@@ -1,9 +1,9 @@
 """How a lane state looks: one colour per kind of state, the same in every view.
 
-Lane states are the §7.2/§7.3 names (`choir.protocol.lanes`): `EDGE_REASONING`, `CORE_WAITING_TOOL`…
-They group into five kinds an operator tells apart at a glance — idle, reasoning, waiting on a
-tool, completed, terminated — and each kind has a CSS class (`lane-<kind>`, coloured in
-`tui/app.tcss`) and a Rich style for cells of tables and logs.
+Lane states are the §7.2/§7.3 names (`choir.protocol.log.lanes`): `EDGE_REASONING`,
+`CORE_WAITING_TOOL`… They group into five kinds an operator tells apart at a glance — idle,
+reasoning, waiting on a tool, completed, terminated — and each kind has a CSS class (`lane-<kind>`,
+coloured in `tui/app.tcss`) and a Rich style for cells of tables and logs.
 """
 
 from __future__ import annotations

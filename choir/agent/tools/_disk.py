@@ -14,7 +14,7 @@ import os
 from pathlib import Path
 from typing import Final
 
-from choir.protocol.tools import ToolResult
+from choir.protocol.tooling.tools import ToolResult
 
 NEARLY_FULL_BYTES: Final = 64 * 1024
 """Less room than this left for an unprivileged writer counts as a full workspace."""

@@ -13,7 +13,7 @@ import pytest
 
 from choir.client import ChoirClient
 from choir.home import ChoirHome
-from choir.store.target import ConnectParams
+from choir.store.postgres.target import ConnectParams
 from tests.e2e.daemons import running_daemon
 from tests.e2e.homes import external_postgres, make_home, short_root
 from tests.tui.actions.conftest import confirmation

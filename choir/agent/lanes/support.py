@@ -1,0 +1,375 @@
+"""What the edge lane and the core jobs share: the model call, the tool list, memory, status.
+
+`LaneKit` is the lanes' one view of the session: it takes the model settings from the *current*
+config snapshot at each call (§21.2: a reload changes the next call, never one in flight), keeps
+every lane's working memory in step with the log, commits a model's answer with session-unique
+call ids (the same ids the arbiter sees, so prompts pair every call with its result), answers
+the calls the model got wrong with a structured error, and reports lane states to choird.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Callable, Collection, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Final
+
+from choir.adapters.llm import (
+    Completion,
+    CompletionRequest,
+    LlmClient,
+    ModelSettings,
+    RateLimitNotice,
+)
+from choir.agent.kernel.lock_report import LockWatch
+from choir.agent.kernel.locks import LockManager
+from choir.agent.kernel.registry import lane_kind_of
+from choir.agent.lanes.budget_follow import BudgetFollower, Remaining, changed
+from choir.agent.lanes.compaction import CompactionDriver
+from choir.agent.lanes.memories import Memories
+from choir.agent.replication.control_plane import ControlPlane
+from choir.agent.replication.live_config import DynamicState, Secrets
+from choir.agent.stopping import Drain
+from choir.agent.wiring import Kernel
+from choir.config.resources import ModelConfig
+from choir.core import budgets
+from choir.core.prompt.build import DEFAULT_WINDOW_SIZE
+from choir.core.skills.runner import SkillView, control_tool_views, prompt_view
+from choir.errors import ConfigError
+from choir.logs import get_logger, replace_secrets
+from choir.protocol import (
+    LaneStatus,
+    LockState,
+    ModelOutput,
+    ReportStatusRequest,
+    ToolCall,
+    ToolResultCommitted,
+    to_wire_name,
+)
+from choir.protocol.log.lanes import EDGE_LANE
+from choir.protocol.names import from_wire_name
+
+if TYPE_CHECKING:  # the demo server (aiohttp) loads only when a session uses it: faster starts
+    from choir.scripted import ScriptedModelServer
+
+log = get_logger("choir.agent.lanes")
+
+SCRIPTED: Final = "scripted"
+"""The built-in demo provider: with no endpoint it is served in-process from the demo script."""
+
+
+@dataclass(frozen=True, slots=True)
+class Identity:
+    """The identity files at the root of `/choir` (§11.3); a missing one is empty."""
+
+    user_md: str = ""
+    soul_md: str = ""
+    soul_core_md: str = ""
+
+    @classmethod
+    def read(cls, root: Path) -> Identity:
+        def text(name: str) -> str:
+            path = root / name
+            return path.read_text(encoding="utf-8") if path.is_file() else ""
+
+        return cls(text("USER.md"), text("SOUL.md"), text("SOUL-CORE.md"))
+
+
+class DemoModel:
+    """The demo model's server, started on first use (only sessions bound to it need it)."""
+
+    def __init__(self) -> None:
+        self._server: ScriptedModelServer | None = None
+        self._starting = asyncio.Lock()
+
+    async def url(self) -> str:
+        async with self._starting:
+            if self._server is None:
+                from choir.scripted import ScriptedModelServer, demo_script
+
+                server = ScriptedModelServer(demo_script())
+                await server.start()
+                self._server = server
+            return self._server.url
+
+    async def close(self) -> None:
+        server, self._server = self._server, None
+        if server is not None:
+            await server.close()
+
+
+async def model_settings(state: DynamicState, demo: DemoModel) -> ModelSettings:
+    """The bound model's settings in the current config snapshot, its key included."""
+    config = state.current()
+    bindings = config.bindings
+    name = bindings.llm if bindings is not None else None
+    models = config.data.get("models") or {}
+    if not name or name not in models:
+        raise ConfigError(
+            [f"this session is bound to no known model ({name!r})"],
+            header="cannot call the model: bind one with choirctl agent set",
+        )
+    model = ModelConfig.model_validate(plain(models[name]))
+    endpoint = None
+    if model.provider == SCRIPTED and model.endpoint is None:
+        endpoint = await demo.url()
+    key = state.secrets().reveal(model.secret) if model.secret else None
+    return ModelSettings.from_config(name, model, api_key=key, endpoint=endpoint)
+
+
+def plain(value: Any) -> Any:
+    """A deep-frozen config value (read-only mappings, tuples) as plain JSON data."""
+    if isinstance(value, Mapping):
+        return {str(key): plain(item) for key, item in value.items()}
+    if isinstance(value, tuple | list):
+        return [plain(item) for item in value]
+    return value
+
+
+def bound_secrets(state: DynamicState) -> dict[str, dict[str, str]]:
+    """The kernel's `SecretsView`: the secrets of each bound resource kind, by name."""
+    secrets = state.secrets()
+    bound = state.current().data.get("bound") or {}
+    view: dict[str, dict[str, str]] = {}
+    for kind, entry in bound.items():
+        name = entry.get("secret") if isinstance(entry, Mapping) else None
+        if isinstance(name, str) and name in secrets.names():
+            view[str(kind)] = {name: secrets.reveal(name)}
+    return view
+
+
+def redact_secrets(secrets: Secrets) -> None:
+    """Make the session's current secret values the log redaction set.
+
+    `replace_secrets`, not `register_secrets`: a rotated-out value is no longer a secret, and the
+    redaction set stays the values the session really holds.
+    """
+    replace_secrets(secrets.reveal(name) for name in secrets.names())
+
+
+class StatusReporter:
+    """Sends REPORT_STATUS for every lane transition, in order, without blocking the lane.
+
+    A changed lock table (`report_locks`) rides on a report too: the edge lane's latest one sent
+    again with `locks`, or the next report when no lane has reported yet.
+
+    choird keeps lane states, held calls and budgets only in memory: whenever the connection to
+    choird is established again (a lost channel, a restarted choird adopting this agent), every
+    lane's latest report and the lock table are sent again at once (`resend`), so `status` does
+    not go blank until each lane happens to move.
+    """
+
+    def __init__(self, control_plane: ControlPlane) -> None:
+        self._cp = control_plane
+        self._queue: asyncio.Queue[ReportStatusRequest] = asyncio.Queue()
+        self._task: asyncio.Task[None] | None = None
+        self._latest: dict[str, ReportStatusRequest] = {}
+        self._pending_locks: list[LockState] | None = None
+        self._locks: list[LockState] | None = None
+        """The last lock table reported, for `resend`."""
+        self._lock_watch: LockWatch | None = None
+        self._unsubscribe = control_plane.on_connected(self.resend)
+
+    def report(self, request: ReportStatusRequest) -> None:
+        if self._task is None:
+            self._task = asyncio.get_running_loop().create_task(self._run(), name="status")
+        self._latest[request.lane] = request.model_copy(update={"locks": None})
+        if self._pending_locks is not None:
+            request = request.model_copy(update={"locks": self._pending_locks})
+            self._pending_locks = None
+        self._queue.put_nowait(request)
+
+    def refresh(self, remaining: Remaining, force: bool = False) -> None:
+        """Send each lane's latest report again with its budgets left now, where they changed
+        (or always, when `force`): `agent status` must never show a stale figure."""
+        for lane, latest in list(self._latest.items()):
+            left = remaining(lane)
+            if left is None or not (force or changed(latest.budget_remaining, left)):
+                continue
+            self.report(latest.model_copy(update={"budget_remaining": dict(left)}))
+
+    def report_locks(self, locks: list[LockState]) -> None:
+        """Send the agent's lock table (it changed) with the edge lane's latest report."""
+        latest = self._latest.get(EDGE_LANE) or next(iter(self._latest.values()), None)
+        self._pending_locks = self._locks = locks
+        if latest is not None:
+            self.report(latest)
+
+    def resend(self) -> None:
+        """Send every lane's latest report again — held calls and budgets left included — and
+        the lock table with the first: the connection to choird was just (re)established."""
+        if self._locks is not None:
+            self._pending_locks = self._locks
+        for latest in list(self._latest.values()):
+            self.report(latest)
+
+    def watch_locks(self, locks: LockManager) -> None:
+        """Report `locks`' table whenever it changes, until `close()`."""
+        if self._lock_watch is None:
+            self._lock_watch = LockWatch(locks, self.report_locks)
+            self._lock_watch.start()
+
+    async def _run(self) -> None:
+        while True:
+            request = await self._queue.get()
+            try:
+                await self._cp.report_status(request)
+            except Exception as exc:  # status is advisory: the log is the authority
+                log.warning(
+                    "status report failed", fields={"lane": request.lane, "error": str(exc)}
+                )
+            finally:
+                self._queue.task_done()
+
+    async def close(self) -> None:
+        """Send what is queued (briefly), then stop."""
+        self._unsubscribe()
+        if self._lock_watch is not None:
+            await self._lock_watch.close()
+            self._lock_watch = None
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(2):
+                await self._queue.join()
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+
+@dataclass(slots=True)
+class LaneKit:
+    """The shared machinery of one session's lanes."""
+
+    kernel: Kernel
+    llm: LlmClient
+    state: DynamicState
+    demo: DemoModel
+    identity: Identity
+    status: StatusReporter
+    memories: Memories = field(default_factory=Memories)
+    drain: Drain = field(default_factory=Drain)
+    """Graceful stop (§17.2): once set, lanes finish their safe point and start nothing new."""
+    compaction: CompactionDriver = field(init=False)
+    """Folds each lane's oldest events into its summary, in the background (§11.3)."""
+    budgets: BudgetFollower = field(init=False)
+    """Hot-reloaded budgets into the arbiter, fresh budget figures into the status reports."""
+    _unsubscribe: Callable[[], None] | None = None
+
+    def __post_init__(self) -> None:
+        self.compaction = CompactionDriver(self.kernel, self.state, self.memories, self.complete)
+        kernel = self.kernel
+        self.budgets = BudgetFollower(self.state, kernel.log, kernel.arbiter, self.status.refresh)
+
+    def start(self) -> None:
+        self._unsubscribe = self.kernel.log.subscribe(self.memories.observe)
+        self.status.watch_locks(self.kernel.locks)
+        self.budgets.start()
+        self.budgets.config_swapped(self.state.current())  # a version swapped in before start
+
+    def stop(self) -> None:
+        self.budgets.stop()
+        if self._unsubscribe is not None:
+            self._unsubscribe()
+            self._unsubscribe = None
+
+    @property
+    def window_size(self) -> int:
+        size = self.state.current().data.get("event_window_size")
+        return size if isinstance(size, int) else DEFAULT_WINDOW_SIZE
+
+    def skills(self) -> list[tuple[str, str]]:
+        return [(name, spec.description) for name, spec in self.kernel.skills.items()]
+
+    def skill_view(self, lane: str) -> SkillView | None:
+        return prompt_view(self.kernel.arbiter.policy.skill_runs.get(lane), self.kernel.skills)
+
+    def tools(self, lane: str, only: Collection[str] | None = None) -> list[dict[str, Any]]:
+        """The `tools` parameter of `lane`: its tools, or a skill state's only while one runs."""
+        view = self.skill_view(lane)
+        allowed = list(view.allowed_tools) if view is not None else (list(only) if only else None)
+        offered = self.kernel.registry.llm_tools(lane_kind_of(lane), allowed)
+        if self.kernel.skills:
+            offered += [
+                {
+                    "type": "function",
+                    "function": {
+                        "name": to_wire_name(control.name),
+                        "description": control.description,
+                        "parameters": control.parameters,
+                    },
+                }
+                for control in control_tool_views()
+                if allowed is None or control.name in allowed
+            ]
+        return offered
+
+    async def complete(
+        self,
+        lane: str,
+        messages: list[dict[str, Any]],
+        tools: list[dict[str, Any]],
+        on_rate_limited: RateLimitNotice | None = None,
+    ) -> Completion:
+        """One LLM call with the current config's model; LlmError or ConfigError on failure."""
+        settings = await model_settings(self.state, self.demo)
+        retry_ms = self.state.current().data.get("rate_limit_retry_ms")
+        request = CompletionRequest(
+            settings,
+            messages,
+            lane=lane,
+            tools=tools,
+            **({"rate_limit_retry_ms": retry_ms} if isinstance(retry_ms, int) else {}),
+        )
+        return await self.llm.complete(request, on_rate_limited=on_rate_limited)
+
+    def record(self, lane: str, completion: Completion) -> list[ToolCall]:
+        """Commit the model's answer; returns the calls to propose, with their session ids.
+
+        Ids are `<lane>-<rev>-<n>` (rev of the ModelOutput): unique in the session, even after a
+        resume. Calls the model got wrong are committed too, each answered at once with its
+        structured error, so the model sees what to correct.
+        """
+        arbiter = self.kernel.arbiter
+        prefix = f"{lane}-{self.kernel.log.head_rev + 1}"
+        valid = [
+            call.model_copy(update={"id": f"{prefix}-{index}"})
+            for index, call in enumerate(completion.tool_calls)
+        ]
+        wrong = [
+            (f"{prefix}-{len(valid) + index}", bad)
+            for index, bad in enumerate(completion.invalid_tool_calls)
+        ]
+        shown = [ToolCall(id=i, name=from_wire_name(bad.wire_name)) for i, bad in wrong]
+        output = ModelOutput(
+            lane=lane,
+            text=completion.text,
+            tool_calls=[*valid, *shown],
+            usage=completion.usage,
+            model=completion.model,
+            latency_ms=completion.latency_ms,
+        )
+        arbiter.commit(lane, output)
+        for (call_id, bad), call in zip(wrong, shown, strict=True):
+            answer = ToolResultCommitted(call_id=call_id, tool=call.name, result=bad.result())
+            arbiter.commit(lane, answer)
+        return valid
+
+    def report(self, lane: str, state: LaneStatus) -> None:
+        arbiter = self.kernel.arbiter
+        run = arbiter.policy.skill_runs.get(lane)
+        left = budgets.remaining(
+            arbiter.policy.budgets, arbiter.policy.limits, lane, time.monotonic()
+        )
+        self.status.report(
+            ReportStatusRequest(
+                lane=lane,
+                state=state,
+                skill=run.skill if run is not None and run.active else None,
+                step=run.steps_taken if run is not None and run.active else None,
+                budget_remaining=left,
+            )
+        )

@@ -1,0 +1,145 @@
+"""choir-agent's side of the control plane (§12.2 `ControlPlane`): the agent verbs, typed.
+
+One object over whichever transport was picked at start-up (`choir.transport.connect`), so the
+agent's logic never branches on transport. It also serves the kernel as its `HostBridge`: host
+tools go out as EXECUTE_HOST_TOOL, meta tools as REQUEST_APPROVAL.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncGenerator, Callable
+from typing import Any, TypeVar
+
+from pydantic import ValidationError
+
+from choir.agent.replication.link import ReconnectingClient
+from choir.protocol import (
+    Ack,
+    ExecuteHostToolRequest,
+    ExecuteHostToolResponse,
+    FetchDynamicConfigRequest,
+    FetchDynamicConfigResponse,
+    GetSecretsRequest,
+    GetSecretsResponse,
+    HeartbeatRequest,
+    HeartbeatResponse,
+    InitHelloRequest,
+    InitHelloResponse,
+    PushEnvelope,
+    ReportStatusRequest,
+    RequestApprovalRequest,
+    RequestApprovalResponse,
+    TerminateSelfRequest,
+    ToolResult,
+    Verb,
+    WireModel,
+)
+from choir.protocol.wire.artifacts import (
+    FetchArtifactRequest,
+    FetchArtifactResponse,
+    FetchEventsRequest,
+    FetchEventsResponse,
+    PutArtifactRequest,
+    PutArtifactResponse,
+)
+from choir.transport.client import Client
+from choir.transport.errors import TransportError
+
+ResponseT = TypeVar("ResponseT", bound=WireModel)
+
+_APPROVAL_TYPES = {
+    "choir.propose.tool": "tool",
+    "choir.propose.skill": "skill",
+    "choir.propose.config_change": "config_change",
+}
+
+
+class ControlPlane:
+    """The agent's typed client of choird; every call carries the session's lease."""
+
+    def __init__(self, client: Client) -> None:
+        self._client = client
+
+    def on_connected(self, listener: Callable[[], None]) -> Callable[[], None]:
+        """Call `listener` whenever the connection to choird is (re)established; returns the
+        unsubscribe callable. Only a reconnecting client ever connects again."""
+        if isinstance(self._client, ReconnectingClient):
+            return self._client.on_connected(listener)
+        return lambda: None
+
+    async def init_hello(self, request: InitHelloRequest) -> InitHelloResponse:
+        return await self._call(Verb.INIT_HELLO, request, InitHelloResponse)
+
+    async def get_secrets(self, request: GetSecretsRequest) -> GetSecretsResponse:
+        return await self._call(Verb.GET_SECRETS, request, GetSecretsResponse)
+
+    async def heartbeat(self, request: HeartbeatRequest) -> HeartbeatResponse:
+        return await self._call(Verb.HEARTBEAT, request, HeartbeatResponse)
+
+    async def request_approval(self, request: RequestApprovalRequest) -> RequestApprovalResponse:
+        return await self._call(Verb.REQUEST_APPROVAL, request, RequestApprovalResponse)
+
+    async def report_status(self, request: ReportStatusRequest) -> Ack:
+        return await self._call(Verb.REPORT_STATUS, request, Ack)
+
+    async def terminate_self(self, request: TerminateSelfRequest) -> Ack:
+        return await self._call(Verb.TERMINATE_SELF, request, Ack)
+
+    async def fetch_dynamic_config(
+        self, request: FetchDynamicConfigRequest
+    ) -> FetchDynamicConfigResponse:
+        return await self._call(Verb.FETCH_DYNAMIC_CONFIG, request, FetchDynamicConfigResponse)
+
+    async def execute_host_tool(self, request: ExecuteHostToolRequest) -> ExecuteHostToolResponse:
+        return await self._call(Verb.EXECUTE_HOST_TOOL, request, ExecuteHostToolResponse)
+
+    async def put_artifact(self, request: PutArtifactRequest) -> PutArtifactResponse:
+        return await self._call(Verb.PUT_ARTIFACT, request, PutArtifactResponse)
+
+    async def fetch_artifact(self, request: FetchArtifactRequest) -> FetchArtifactResponse:
+        return await self._call(Verb.FETCH_ARTIFACT, request, FetchArtifactResponse)
+
+    async def fetch_events(self, request: FetchEventsRequest) -> FetchEventsResponse:
+        return await self._call(Verb.FETCH_EVENTS, request, FetchEventsResponse)
+
+    async def pushes(self, *, after_seq: int = 0) -> AsyncGenerator[PushEnvelope, None]:
+        """The session's pushes from choird (user messages, injections, cancels, config…)."""
+        async for item in self._client.pushes(after_seq=after_seq):
+            yield PushEnvelope.model_validate(item)
+
+    async def close(self) -> None:
+        await self._client.close()
+
+    async def _call(self, verb: Verb, request: WireModel, response: type[ResponseT]) -> ResponseT:
+        answer = await self._client.call(verb.value, request.model_dump(mode="json"))
+        try:
+            return response.model_validate(answer)
+        except ValidationError as exc:
+            raise TransportError(f"choird sent a malformed {verb.value} answer: {exc}") from None
+
+
+class ControlPlaneHostBridge:
+    """The kernel's `HostBridge` over the control plane."""
+
+    def __init__(self, control_plane: ControlPlane) -> None:
+        self._cp = control_plane
+
+    async def execute_host_tool(
+        self, tool: str, call_id: str, arguments: dict[str, Any]
+    ) -> ToolResult:
+        answer = await self._cp.execute_host_tool(
+            ExecuteHostToolRequest(tool_name=tool, call_id=call_id, input=arguments)
+        )
+        try:
+            return ToolResult.model_validate(answer.output)
+        except ValidationError:
+            return ToolResult.fail(
+                "invalid_host_output", f"choird returned a malformed result for {tool}"
+            )
+
+    async def request_approval(self, request_type: str, payload: dict[str, Any]) -> str:
+        kind = _APPROVAL_TYPES.get(request_type, request_type)
+        answer = await self._cp.request_approval(
+            RequestApprovalRequest.model_validate({"request_type": kind, "payload": payload})
+        )
+        return answer.approval_id

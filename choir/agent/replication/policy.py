@@ -1,0 +1,175 @@
+"""The pure rules of replication: what a heartbeat carries, what a refusal means, how long to wait.
+
+Kept free of I/O so the `EventIngest` is only plumbing, and so each rule is tested on its own.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Final, Literal
+
+import orjson
+
+from choir.agent.kernel.commitlog import LogEntry
+from choir.protocol import ErrorCode, HeartbeatRequest, Snapshot
+from choir.transport import RpcError
+
+MAX_BATCH: Final = 256
+"""Patches per heartbeat: bounds one request's size and the loss window of a crash."""
+
+RECORD_OVERHEAD: Final = 256
+"""Bytes a patch adds around its event (rev, lane, ts, two hashes, an artifact reference)."""
+
+_EXPECTED_BASE = re.compile(r"^expected base_rev (\d+), got (\d+)")
+"""choird's refusal of a base_rev ahead of its ack (choir.daemon.agents.ingest)."""
+
+_RETRYABLE: Final = frozenset({ErrorCode.UNAVAILABLE, ErrorCode.RATE_LIMITED, ErrorCode.INTERNAL})
+
+
+def heartbeat_of(
+    entries: Sequence[LogEntry],
+    *,
+    base_rev: int,
+    hash_prev: str,
+    config_version: int,
+    timestamp: str,
+    snapshot: Snapshot | None = None,
+) -> HeartbeatRequest:
+    """The HEARTBEAT shipping `entries` (revisions base_rev+1 …), or a bare sign of life."""
+    return HeartbeatRequest.model_validate(
+        {
+            "base_rev": base_rev,
+            "new_rev": base_rev + len(entries),
+            "patches": [entry.wire() for entry in entries],
+            "config_version": config_version,
+            "hash_prev": hash_prev,
+            "hash_new": entries[-1].hash if entries else hash_prev,
+            "timestamp": timestamp,
+            "snapshot": snapshot,
+        }
+    )
+
+
+def next_batch(
+    entries: Sequence[LogEntry],
+    *,
+    max_count: int,
+    max_bytes: int,
+    ready: Callable[[LogEntry], bool],
+) -> list[LogEntry]:
+    """The leading `entries` one heartbeat carries: at most `max_count`, at most `max_bytes` of
+    patches (but at least one), and none from the first whose artifact choird lacks."""
+    batch: list[LogEntry] = []
+    total = 0
+    for entry in entries[:max_count]:
+        if not ready(entry):
+            break
+        total += patch_size(entry)
+        if batch and total > max_bytes:
+            break
+        batch.append(entry)
+    return batch
+
+
+def patch_size(entry: LogEntry) -> int:
+    """About how many bytes `entry` takes in a heartbeat."""
+    return len(orjson.dumps(entry.event)) + RECORD_OVERHEAD
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """What to do about a refused heartbeat."""
+
+    action: Literal["retry", "resync", "shrink", "fatal"]
+    """retry: back off and resend. resync: resend from `rev`, choird's real ack. shrink: send
+    fewer patches. fatal: stop replicating — resending cannot succeed."""
+    rev: int = 0
+    """For resync: the base_rev choird expects."""
+    reason: str = ""
+    """One line for the log or the fatal error."""
+
+
+def judge(error: RpcError, *, head_rev: int, floor_rev: int, batch: int) -> Verdict:
+    """The verdict on `error`, for a log holding revisions `floor_rev`+1 … `head_rev`."""
+    if error.code in _RETRYABLE:
+        return Verdict("retry", reason=error.message)
+    if error.code == ErrorCode.PAYLOAD_TOO_LARGE and batch > 1:
+        return Verdict("shrink", reason=error.message)
+    expected = _EXPECTED_BASE.match(error.message) if error.code == ErrorCode.CONFLICT else None
+    if expected is not None:
+        rev = int(expected[1])
+        if floor_rev <= rev <= head_rev:
+            return Verdict("resync", rev=rev, reason=error.message)
+        return Verdict(
+            "fatal",
+            reason=f"choird expects the revisions after {rev}, but this agent holds "
+            f"{floor_rev + 1}..{head_rev}: {error.message}",
+        )
+    if error.code == ErrorCode.UNAUTHORIZED:
+        return Verdict(
+            "fatal",
+            reason="choird no longer accepts this session (it ended, was reaped as crashed, "
+            "or its lease was replaced): restart the agent",
+        )
+    return Verdict("fatal", reason=error.message)
+
+
+@dataclass(frozen=True, slots=True)
+class Backoff:
+    """Capped exponential backoff with jitter, for retries against an unreachable choird."""
+
+    base_s: float = 0.05
+    """The first delay's ceiling."""
+    cap_s: float = 2.0
+    """No delay exceeds this: once choird is back, the backlog ships within it."""
+
+    def delay(self, attempt: int, rand: float) -> float:
+        """Seconds before retry number `attempt` (0-based); `rand` in [0, 1) picks the jitter.
+
+        "Equal jitter": half the ceiling plus a random half, so retries never bunch near zero.
+        """
+        ceiling = min(self.cap_s, self.base_s * 2.0 ** min(attempt, 32))
+        return ceiling / 2 + rand * ceiling / 2
+
+
+def snapshot_due(new_events: int, elapsed_s: float, *, every_events: int, every_s: float) -> bool:
+    """Whether a heartbeat bringing `new_events` since the last snapshot, `elapsed_s` after it,
+    should carry a new one (§13.1 "periodic snapshots bound replay cost")."""
+    return new_events > 0 and (new_events >= every_events or elapsed_s >= every_s)
+
+
+@dataclass(slots=True)
+class Outage:
+    """choird being unreachable, from the first failed heartbeat to the next acknowledged one.
+
+    Tracks when to retry and what to say, so the outage is logged once, not per attempt.
+    """
+
+    backoff: Backoff
+    failures: int = 0
+    """Failed attempts so far; 0 when choird is reachable."""
+    since: float = 0.0
+    """When the first attempt failed (loop time)."""
+    retry_at: float = 0.0
+    """No heartbeat before this instant (loop time)."""
+    last_error: str = ""
+
+    def failed(self, reason: str, now: float, rand: float) -> bool:
+        """Record a failed attempt; True if it starts a new outage (time to log it)."""
+        starting = self.failures == 0
+        if starting:
+            self.since = now
+        self.retry_at = now + self.backoff.delay(self.failures, rand)
+        self.failures += 1
+        self.last_error = reason
+        return starting
+
+    def ended(self) -> tuple[int, float] | None:
+        """Clear the outage; (attempts, when it began) if there was one."""
+        if self.failures == 0:
+            return None
+        ended = (self.failures, self.since)
+        self.failures, self.retry_at, self.last_error = 0, 0.0, ""
+        return ended

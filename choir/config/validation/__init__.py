@@ -1,0 +1,1 @@
+"""Checking a home's config.json and secrets.json: every problem, with its JSON path."""

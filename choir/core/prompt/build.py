@@ -1,0 +1,151 @@
+"""Per-lane prompt assembly (§11.3, §10.2, §21.4): a lane's working memory as OpenAI messages.
+
+The layout follows choir's memory page (seed 000) exactly:
+
+    edge: [system: instructions + skills] [system: USER.md] [system: SOUL.md]
+          [system: reference summary] [event window, the latest user message included]
+    core: [system: instructions + skills] [system: SOUL-CORE.md]
+          [system: reference summary] [event window] [system: CoreJobStart]
+
+The latest user message is part of the window in its place in time (what the model answers
+comes after it), and is shown in full even once it is folded out of the window; it then comes
+right after the summary. While a skill runs, one last system message shows its current state
+only: objective, allowed tools, transitions (§10.2). Empty parts (no summary yet, an empty
+identity file) are left out rather than sent as empty messages.
+
+`LanePrompt` also measures itself: the window (compactable) and everything else (never
+compacted), which is what `compaction.should_compact` compares with its threshold.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Final
+
+from choir.core.memory.working import WorkingMemory
+from choir.core.prompt.text import (
+    CORE_INSTRUCTIONS,
+    EDGE_INSTRUCTIONS,
+    briefing_text,
+    identity_text,
+    summary_text,
+    system_text,
+)
+from choir.core.prompt.window import (
+    Message,
+    ResultView,
+    estimate_tokens,
+    event_messages,
+    full_result,
+    window_messages,
+)
+from choir.core.skills.runner import SkillView
+from choir.protocol.log.core_jobs import CoreJobStart
+
+__all__ = [
+    "DEFAULT_WINDOW_SIZE",
+    "LanePrompt",
+    "PromptSize",
+    "core_prompt",
+    "edge_prompt",
+]
+
+DEFAULT_WINDOW_SIZE: Final = 50
+"""Events shown per lane unless config says otherwise (`event_window_size`, §11.3)."""
+
+
+@dataclass(frozen=True, slots=True)
+class PromptSize:
+    """A prompt's size in estimated tokens, split the way compaction needs it."""
+
+    window_tokens: int
+    """The compactable part: the event window, without the latest user message."""
+    fixed_tokens: int
+    """Everything never compacted: system prompt, identity, summary, latest user message,
+    briefing, skill view, and the tool schemas sent alongside."""
+
+
+@dataclass(frozen=True, slots=True)
+class LanePrompt:
+    """One LLM call's messages, with the parts measured."""
+
+    messages: tuple[Message, ...]
+    window_tokens: int
+    fixed_tokens: int
+
+    def size(self, tools: Sequence[dict[str, Any]] = ()) -> PromptSize:
+        """The prompt's size, counting the `tools` parameter sent with it as fixed."""
+        tool_tokens = estimate_tokens(tools)
+        return PromptSize(self.window_tokens, self.fixed_tokens + tool_tokens)
+
+
+def edge_prompt(
+    memory: WorkingMemory,
+    *,
+    user_md: str,
+    soul_md: str,
+    skills: Sequence[tuple[str, str]] = (),
+    skill_view: SkillView | None = None,
+    window_size: int = DEFAULT_WINDOW_SIZE,
+    result_view: ResultView = full_result,
+) -> LanePrompt:
+    """The edge lane's prompt: identity of user and edge, summary, window (§11.3)."""
+    head = [
+        _system(system_text(EDGE_INSTRUCTIONS, skills)),
+        *_optional(identity_text("USER.md", "the user", user_md)),
+        *_optional(identity_text("SOUL.md", "who you are", soul_md)),
+        *_optional(summary_text(memory.summary)),
+    ]
+    return _assemble(memory, head, [], skill_view, window_size, result_view)
+
+
+def core_prompt(
+    memory: WorkingMemory,
+    *,
+    soul_core_md: str,
+    briefing: CoreJobStart,
+    skills: Sequence[tuple[str, str]] = (),
+    skill_view: SkillView | None = None,
+    window_size: int = DEFAULT_WINDOW_SIZE,
+    result_view: ResultView = full_result,
+) -> LanePrompt:
+    """A core job's prompt: SOUL-CORE.md only (never USER.md), summary, window, briefing."""
+    head = [
+        _system(system_text(CORE_INSTRUCTIONS, skills)),
+        *_optional(identity_text("SOUL-CORE.md", "who you are", soul_core_md)),
+        *_optional(summary_text(memory.summary)),
+    ]
+    return _assemble(
+        memory, head, [_system(briefing_text(briefing))], skill_view, window_size, result_view
+    )
+
+
+def _assemble(
+    memory: WorkingMemory,
+    head: list[Message],
+    tail: list[Message],
+    skill_view: SkillView | None,
+    window_size: int,
+    result_view: ResultView,
+) -> LanePrompt:
+    window = window_messages(memory.window(window_size), result_view)
+    if skill_view is not None:
+        tail = [*tail, _system(skill_view.render())]
+    pinned = 0
+    if memory.latest_user is not None:
+        pinned = estimate_tokens(event_messages(memory.latest_user.event))
+    window_tokens = estimate_tokens(window) - pinned
+    return LanePrompt(
+        messages=(*head, *window, *tail),
+        window_tokens=window_tokens,
+        fixed_tokens=estimate_tokens(head) + estimate_tokens(tail) + pinned,
+    )
+
+
+def _system(content: str) -> Message:
+    return {"role": "system", "content": content}
+
+
+def _optional(content: str | None) -> list[Message]:
+    return [] if content is None else [_system(content)]

@@ -1,0 +1,230 @@
+"""The event window as OpenAI chat messages (§11.3, seed 000 "LLM Prompt Structure").
+
+`UserMsg` becomes a user message, `ModelOutput` an assistant message with its `tool_calls` (wire
+names, JSON-string arguments), `ToolResultCommitted` a tool message answering its `tool_call_id`,
+`InjectedInstruction` a system message prefixed `[INJECTED]`, core reports (`CoreStopped`,
+`CoreEventEmitted`) system notes, `AgentReplied` assistant text. Other events are not shown.
+
+OpenAI-compatible APIs reject a transcript in which an assistant's tool call is not answered by a
+tool message right after it, or a tool message answers no such call. The log does not guarantee
+that order: a core report or an injection can be committed between two results of one model
+output, and a window boundary can fall between a call and its result. So `window_messages`
+holds other messages back until the open calls are answered, drops a result whose call is not in
+the window, and strips a call whose result is missing (dropping the assistant message if nothing
+is left of it). The transcript it returns always pairs calls and results.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+import orjson
+
+from choir.core.memory.working import WindowEvent
+from choir.protocol.log.core_jobs import CoreError, CoreEvent, CoreFinalResult, CoreNeedInfo
+from choir.protocol.log.events import (
+    AgentReplied,
+    CoreEventEmitted,
+    CoreStopped,
+    Event,
+    InjectedInstruction,
+    ModelOutput,
+    ToolCall,
+    ToolResultCommitted,
+    UserMsg,
+)
+from choir.protocol.names import to_wire_name
+from choir.protocol.tooling.tools import ToolResult
+
+__all__ = [
+    "CHARS_PER_TOKEN",
+    "Message",
+    "ResultView",
+    "estimate_tokens",
+    "event_messages",
+    "full_result",
+    "json_text",
+    "window_messages",
+]
+
+Message = dict[str, Any]
+"""One OpenAI chat message."""
+
+ResultView = Callable[[str, ToolResult], dict[str, Any]]
+"""What the model sees of a tool's result, by tool name (`ToolRegistry.result_for_prompt`
+applies `prompt_mask`, §8.5)."""
+
+CHARS_PER_TOKEN: Final = 4
+"""The usual estimate for English text and JSON; no tokenizer is needed to decide compaction."""
+
+
+def full_result(tool: str, result: ToolResult) -> dict[str, Any]:
+    """The whole structured result (tools without `prompt_mask`)."""
+    return result.model_dump(mode="json", exclude_none=True)
+
+
+MAX_TOOL_RESULT_CHARS: Final = 16_000
+"""Most of one tool result a prompt carries (~4,000 tokens); the rest stays in the log."""
+
+
+def capped(content: str, call_id: str) -> str:
+    """`content`, cut to MAX_TOOL_RESULT_CHARS with a note saying how to see the rest."""
+    if len(content) <= MAX_TOOL_RESULT_CHARS:
+        return content
+    dropped = len(content) - MAX_TOOL_RESULT_CHARS
+    return (
+        content[:MAX_TOOL_RESULT_CHARS]
+        + f"\n[truncated: {dropped} more characters; choir.memory.query store=working "
+        f"mode=keyword query={call_id} finds the whole result]"
+    )
+
+
+def json_text(value: object) -> str:
+    """Compact JSON, non-ASCII kept as is: what tool arguments and results cost in tokens."""
+    return orjson.dumps(value).decode()
+
+
+def estimate_tokens(messages: Iterable[Message]) -> int:
+    """Roughly how many tokens `messages` take (their JSON length / CHARS_PER_TOKEN)."""
+    chars = sum(len(orjson.dumps(message)) for message in messages)
+    return -(-chars // CHARS_PER_TOKEN)
+
+
+def event_messages(event: Event, result_view: ResultView = full_result) -> list[Message]:
+    """The messages one event becomes on its own (unpaired); [] for events not shown."""
+    match event:
+        case UserMsg(text=text, attachments=attachments):
+            extra = f"\n[attached: {', '.join(attachments)}]" if attachments else ""
+            return [{"role": "user", "content": text + extra}]
+        case ModelOutput(text=text, tool_calls=calls):
+            return [_assistant(text, _unique(calls))] if text or calls else []
+        case ToolResultCommitted(call_id=call_id, tool=tool, result=result):
+            content = capped(json_text(result_view(tool, result)), call_id)
+            return [{"role": "tool", "tool_call_id": call_id, "content": content}]
+        case InjectedInstruction(content=content):
+            return [{"role": "system", "content": f"[INJECTED] {content}"}]
+        case CoreStopped(job_name=name, outcome=outcome, report=report):
+            note = f"[CORE {outcome.upper()}] core job {name}: {report}"
+            return [{"role": "system", "content": note}]
+        case CoreEventEmitted(job_name=name, event=core_event):
+            return [{"role": "system", "content": f"[CORE EVENT] {_core_note(name, core_event)}"}]
+        case AgentReplied(text=text):
+            return [{"role": "assistant", "content": text}] if text else []
+        case _:
+            return []
+
+
+def window_messages(
+    events: Sequence[WindowEvent], result_view: ResultView = full_result
+) -> list[Message]:
+    """The window as a valid transcript: every tool call answered right after its message."""
+    builder = _Transcript()
+    for item in events:
+        event = item.event
+        if isinstance(event, ToolResultCommitted):
+            builder.answer(event.call_id, event_messages(event, result_view))
+        elif isinstance(event, ModelOutput) and event.tool_calls:
+            builder.call(event.text, _unique(event.tool_calls))
+        else:
+            builder.note(event_messages(event, result_view))
+    return builder.finish()
+
+
+@dataclass(slots=True)
+class _Transcript:
+    """Messages so far, plus the assistant message whose calls are still being answered."""
+
+    out: list[Message] = field(default_factory=list)
+    text: str = ""
+    calls: list[ToolCall] = field(default_factory=list)
+    answers: dict[str, Message] = field(default_factory=dict)
+    held: list[Message] = field(default_factory=list)
+
+    def call(self, text: str, calls: list[ToolCall]) -> None:
+        self._close()
+        self.text, self.calls = text, calls
+
+    def answer(self, call_id: str, messages: list[Message]) -> None:
+        open_ids = {call.id for call in self.calls}
+        if call_id not in open_ids or call_id in self.answers:
+            return  # its call is not in the window (or was answered already): an orphan
+        self.answers[call_id] = messages[0]
+        if len(self.answers) == len(self.calls):
+            self._close()
+
+    def note(self, messages: list[Message]) -> None:
+        (self.held if self.calls else self.out).extend(messages)
+        if not self.calls:
+            self._dedupe_reply()
+
+    def finish(self) -> list[Message]:
+        self._close()
+        return self.out
+
+    def _close(self) -> None:
+        """Emit the open assistant message with its answered calls, then what was held back."""
+        answered = [call for call in self.calls if call.id in self.answers]
+        if answered or (self.calls and self.text):
+            self.out.append(_assistant(self.text, answered))
+            self.out.extend(self.answers[call.id] for call in answered)
+        self.text, self.calls, self.answers = "", [], {}
+        for message in self.held:
+            self.out.append(message)
+            self._dedupe_reply()
+        self.held = []
+
+    def _dedupe_reply(self) -> None:
+        """Drop an `AgentReplied` that repeats the assistant text right before it."""
+        if len(self.out) < 2:
+            return
+        last, before = self.out[-1], self.out[-2]
+        if (
+            last["role"] == before["role"] == "assistant"
+            and "tool_calls" not in last
+            and "tool_calls" not in before
+            and last["content"] == before["content"]
+        ):
+            self.out.pop()
+
+
+def _assistant(text: str, calls: Sequence[ToolCall]) -> Message:
+    if not calls:
+        return {"role": "assistant", "content": text}
+    return {
+        "role": "assistant",
+        "content": text or None,
+        "tool_calls": [
+            {
+                "id": call.id,
+                "type": "function",
+                "function": {
+                    "name": to_wire_name(call.name),
+                    "arguments": json_text(call.arguments),
+                },
+            }
+            for call in calls
+        ],
+    }
+
+
+def _unique(calls: Iterable[ToolCall]) -> list[ToolCall]:
+    """Calls with distinct ids (the first of each): a transcript may not repeat an id."""
+    seen: dict[str, ToolCall] = {}
+    for call in calls:
+        seen.setdefault(call.id, call)
+    return list(seen.values())
+
+
+def _core_note(job: str, event: CoreEvent) -> str:
+    """One line about a core event edge must act on."""
+    match event:
+        case CoreFinalResult(summary=summary):
+            return f"core job {job} final result: {summary}"
+        case CoreError(code=code, message=message):
+            return f"core job {job} error ({code}): {message}"
+        case CoreNeedInfo(question=question):
+            return f"core job {job} needs information: {question}"
+        case _:
+            return f"core job {job} {event.kind}: {json_text(event.model_dump(mode='json'))}"

@@ -1,0 +1,1 @@
+"""Skills (§10): the registry and the pure skill runner."""

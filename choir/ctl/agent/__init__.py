@@ -1,0 +1,1 @@
+"""`choirctl agent …`: lifecycle, build, verify and how agents are shown."""

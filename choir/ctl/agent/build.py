@@ -1,0 +1,70 @@
+"""`choirctl agent build <agent-id>` (§17.3): build the agent's image in choird.
+
+choird owns the config and the repo clones, so the build runs there; this prints its progress
+on stderr as it comes — the ten steps, and docker's own `Step n/m` lines (`--verbose` prints
+every line of build output) — and the result on stdout (`--json`: one object, no progress).
+A failed build exits 1 with the build's last lines; the previous image stays the one to run.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Annotated, Any
+
+import typer
+
+from choir.ctl.options import HomeOption, JsonOption
+from choir.ctl.render.output import emit, write_visible
+
+AgentArgument = Annotated[str, typer.Argument(help="Agent id.", show_default=False)]
+VerboseOption = Annotated[
+    bool,
+    typer.Option("--verbose", "-v", help="Print every line of docker build output."),
+]
+
+
+def build(
+    agent_id: AgentArgument,
+    verbose: VerboseOption = False,
+    home: HomeOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Build (or find up to date) the agent's image; does not start or restart the agent.
+
+    Fetches the global and agent repos, validates tools, skills and Dockerfiles, builds the
+    choir-base image if its inputs changed and the agent image FROM it, tagged
+    choir-agent-<id>:<agent commit>-<global commit>. Needs a Docker engine.
+    """
+    from choir.ctl.remote import with_choird
+
+    progress = None if as_json else Printer(verbose)
+    data = with_choird(
+        home, lambda choird: choird.agent_build(agent_id, progress), call_timeout=None
+    )
+    emit(data, as_json, lambda: print(result_line(data)))
+
+
+def result_line(data: dict[str, Any]) -> str:
+    state = "built" if data["built"] else "up to date"
+    return f"{data['agent_id']}: {data['tag']} {state} ({data['image_id'][7:19]})"
+
+
+class Printer:
+    """Progress items as lines on stderr: each step once it says something, docker's steps."""
+
+    def __init__(self, verbose: bool) -> None:
+        self._verbose = verbose
+
+    def __call__(self, item: dict[str, Any]) -> None:
+        line = self.line(item)
+        if line is not None:
+            write_visible(line + "\n", sys.stderr)
+            sys.stderr.flush()
+
+    def line(self, item: dict[str, Any]) -> str | None:
+        log = item.get("log")
+        if log is not None:
+            return f"    {log}" if self._verbose or str(log).startswith("Step ") else None
+        if not item.get("detail"):
+            return None  # a step starting; its detail follows
+        return f"[{item['step']}/{item.get('total', 10)}] {item['title']}: {item['detail']}"

@@ -1,0 +1,91 @@
+"""`choirctl agent restart|update|update-all` (§17.1, §17.4, §17.5).
+
+Registered on `choir.ctl.agent.commands.app`. Update and update-all can build images for minutes, so
+they print each step on stderr as choird reports it (not with `--json`: scripts read the one
+JSON object on stdout). Update-all exits 1 when any agent failed, after reporting every one.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Annotated, Any
+
+import typer
+
+from choir.ctl.options import HomeOption, JsonOption
+from choir.ctl.render.output import emit, write_visible
+
+AgentArgument = Annotated[str, typer.Argument(help="Agent id.", show_default=False)]
+
+
+def restart(agent_id: AgentArgument, home: HomeOption = None, as_json: JsonOption = False) -> None:
+    """Stop an agent gracefully, then start it again resuming the same session.
+
+    Same bindings as its start; transient model set/voice set overrides revert.
+    """
+    from choir.ctl.agent.views import started_lines, stopped_lines, summary_warning
+    from choir.ctl.remote import with_choird
+    from choir.ctl.render.output import warn
+
+    data = with_choird(home, lambda choird: choird.agent_restart(agent_id), call_timeout=None)
+    stopped = data["stopped"]
+
+    def show() -> None:
+        print("\n".join([*stopped_lines(stopped), *started_lines(data)]))
+
+    emit(data, as_json, show)
+    if (warning := summary_warning(stopped)) is not None:
+        warn(warning)
+
+
+def update(agent_id: AgentArgument, home: HomeOption = None, as_json: JsonOption = False) -> None:
+    """Build the agent if its repos changed, then stop it and start it on the new build.
+
+    The session resumes. An agent that is not running is only built; one that runs the
+    latest build is left alone. A failed build leaves the agent running as it was.
+    """
+    from choir.ctl.remote import with_choird
+
+    progress = None if as_json else show_progress
+    data = with_choird(
+        home, lambda choird: choird.agent_update(agent_id, progress), call_timeout=None
+    )
+    emit(data, as_json, lambda: print(outcome_line(data)))
+
+
+def update_all(home: HomeOption = None, as_json: JsonOption = False) -> None:
+    """Build every agent that changed and redeploy the running ones, one after another.
+
+    Each agent is built, redeployed, skipped or failed (with the reason); a failure does not
+    stop the others. Exit code 1 if any failed.
+    """
+    from choir.ctl.remote import with_choird
+    from choir.ctl.render.output import table
+
+    progress = None if as_json else show_progress
+    data = with_choird(home, lambda choird: choird.agent_update_all(progress), call_timeout=None)
+    rows = [(a["agent_id"], a["outcome"], a["reason"]) for a in data["agents"]]
+    emit(data, as_json, lambda: table(("agent", "outcome", "reason"), rows))
+    if data["failed"]:
+        raise typer.Exit(1)
+
+
+def outcome_line(outcome: dict[str, Any]) -> str:
+    return f"{outcome['agent_id']} {outcome['outcome']}: {outcome['reason']}"
+
+
+def show_progress(item: dict[str, Any]) -> None:
+    """One progress item of an update as a line on stderr."""
+    agent = item.get("agent_id", "")
+    if item.get("phase") == "outcome":
+        line = outcome_line(item["outcome"])
+    elif item.get("log") is not None:
+        line = f"  | {item['log']}"
+    elif isinstance(item.get("step"), int):
+        detail = f": {item['detail']}" if item.get("detail") else ""
+        total = f"/{item['total']}" if item.get("total") else ""
+        line = f"{agent}: build step {item['step']}{total} {item.get('title', '')}{detail}"
+    else:
+        line = f"{agent}: {item.get('title', '')}"
+    write_visible(line + "\n", sys.stderr)
+    sys.stderr.flush()

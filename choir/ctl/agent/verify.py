@@ -1,0 +1,77 @@
+"""`choirctl agent verify <agent-id>`: the running agent against the security profile (§15.3).
+
+Registered on `choir.ctl.agent.commands.app`. Prints one line per profile item (pass/FAIL, what it
+must be, what the container or sandbox has) and exits 1 when any item fails — an unsandboxed agent
+on the process runtime always fails. `--json` prints choird's report as is.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Annotated, Any
+
+import typer
+
+from choir.ctl.options import HomeOption, JsonOption
+from choir.ctl.render.output import emit
+
+
+def verify(
+    agent_id: Annotated[str, typer.Argument(help="Agent id (running).", show_default=False)],
+    home: HomeOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Check a running agent's container against the declared security profile.
+
+    Checks dropped capabilities, no-new-privileges, read-only root, tmpfs /tmp and /run,
+    CPU/memory/pids limits, default seccomp, no privileged mode, Docker socket, host
+    namespaces or devices, that only /workspace and the agent socket are mounted, a uid other
+    than 0, a nosuid,nodev and private workspace, no Unix socket within reach, and egress
+    filtering. On the process runtime's bwrap sandbox: its namespaces, capabilities,
+    no-new-privileges, the setuid filter, the workspace bind, writable paths, nosuid mounts and
+    hidden host paths, read back from the kernel. Exits 1 if any item fails (an advisory "warn"
+    item does not count).
+    """
+    from choir.ctl.remote import with_choird
+
+    data = with_choird(home, lambda choird: choird.call("agent.verify", agent_id=agent_id))
+    emit(data, as_json, lambda: print("\n".join(report_lines(data))))
+    if not data["ok"]:
+        sys.exit(1)
+
+
+def report_lines(data: dict[str, Any]) -> list[str]:
+    """The report for an operator: a headline, then one aligned line per item (an advisory
+    item that fails is a `warn`: said, but not failing the report)."""
+    where = f"container {data['container'][:12]}" if data.get("container") else data["runtime"]
+    failed = [check["item"] for check in data["checks"] if not check["ok"] and _required(check)]
+    warned = [check["item"] for check in data["checks"] if not check["ok"] and not _required(check)]
+    verdict = "matches the security profile" if not failed else f"FAILS {', '.join(failed)}"
+    if warned:
+        verdict += f" (warning: {', '.join(warned)})"
+    lines = [f"{data['agent_id']} ({where}, checked {data['checked_at']}): {verdict}"]
+    width = max((len(check["item"]) for check in data["checks"]), default=0)
+    for check in data["checks"]:
+        mark = "pass" if check["ok"] else "FAIL" if _required(check) else "warn"
+        detail = check["actual"]
+        if not check["ok"]:
+            detail += f" (expected {check['expected']})"
+        lines.append(f"  {mark}  {check['item'].ljust(width)}  {detail}")
+    return lines
+
+
+def verified_label(verified: dict[str, Any] | None, *, sandboxed: bool | None = None) -> str:
+    """`agent status`'s line for the last check: `ok (at …)`, `FAILED …`, or `-`; a host
+    process that was never checked says it is unsandboxed rather than leave a bare dash."""
+    if not verified:
+        return "none: a host process (unsandboxed)" if sandboxed is False else "-"
+    failed = [c["item"] for c in verified["checks"] if not c["ok"] and _required(c)]
+    warned = [c["item"] for c in verified["checks"] if not c["ok"] and not _required(c)]
+    warning = f", warning: {', '.join(warned)}" if warned else ""
+    if not failed:
+        return f"matches the profile (checked {verified['checked_at']}{warning})"
+    return f"FAILED {', '.join(failed)} (checked {verified['checked_at']}{warning})"
+
+
+def _required(check: dict[str, Any]) -> bool:
+    return bool(check.get("required", True))

@@ -1,0 +1,130 @@
+"""How `choirctl agent` shows an agent: its runtime, a start, its detailed status."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def runtime_label(agent: dict[str, Any]) -> str:
+    """`process (bwrap)`, `process (unsandboxed)`, `docker (sandboxed)`; `-` when the agent is
+    not running here."""
+    runtime = agent.get("runtime")
+    if not runtime:
+        return "-"
+    return f"{runtime} ({sandbox_word(runtime, agent.get('sandboxed'))})"
+
+
+def sandbox_word(runtime: str | None, sandboxed: bool | None) -> str:
+    """How an agent is confined: `bwrap` (the process runtime's sandbox), `sandboxed` (a
+    container), or `unsandboxed`."""
+    if not sandboxed:
+        return "unsandboxed"
+    return "bwrap" if runtime == "process" else "sandboxed"
+
+
+def image_label(image: dict[str, Any] | None) -> str:
+    """`<image_version> (global <sha>, agent <sha>)`: what the agent was last started from."""
+    if not image:
+        return "-"
+    commits = f"global {image['global_repo_commit'][:12]}, agent {image['agent_repo_commit'][:12]}"
+    return f"{image['image_version']} ({commits})"
+
+
+def show_status(data: dict[str, Any]) -> None:
+    """`agent status` for an operator: one line per aspect, then the lanes."""
+    from choir.ctl.agent.verify import verified_label
+    from choir.ctl.render.humanize import dash, duration, moment
+    from choir.ctl.render.output import table
+
+    behind = " (behind: it fetches on its next heartbeat)" if data["config_behind"] else ""
+    version = data["config_version"]
+    bindings = " ".join(f"{role}={name}" for role, name in data["bindings"].items() if name)
+    remaining = ", ".join(f"{k} {v}" for k, v in data["budget_remaining"].items())
+    lines = [
+        f"{data['agent_id']}  {data['state']}"
+        + (
+            f"  session {data['session_id']} ({data['session_status']})"
+            if data["session_id"]
+            else ""
+        ),
+        f"{'runtime':<11}{runtime_label(data)}"
+        + (f", pid {data['pid']}" if data.get("pid") else ""),
+        f"{'image':<11}{image_label(data.get('image'))}",
+        f"{'security':<11}{verified_label(data.get('verified'), sandboxed=data.get('sandboxed'))}",
+        f"{'uptime':<11}{duration(data['uptime_s'])}",
+        f"{'config':<11}{'v' + str(version) if version is not None else '-'} "
+        f"(latest v{data['config_version_latest']}){behind}",
+        f"{'heartbeat':<11}{moment(data['last_heartbeat_at'])} (rev {dash(data['ack_rev'])})",
+        f"{'skill':<11}{dash(data['skill'])}",
+        f"{'bindings':<11}{bindings}",
+        f"{'budgets':<11}" + ", ".join(f"{k} {v}" for k, v in data["budgets"].items()),
+        f"{'remaining':<11}{remaining or '-'}",
+        *held_job_lines(data.get("held_jobs") or []),
+        *([f"{'DOWN':<11}{outage_line(data['interrupted'])}"] if data.get("interrupted") else []),
+        "lanes:",
+    ]
+    print("\n".join(lines))
+    table(
+        ("lane", "state", "skill", "step", "reported"),
+        [
+            (
+                lane["lane"],
+                lane["state"],
+                dash(lane["skill"]),
+                dash(lane["step"]),
+                moment(lane["reported_at"]),
+            )
+            for lane in data["lanes"]
+        ],
+    )
+
+
+def outage_line(outage: dict[str, Any]) -> str:
+    """`agent-1 crashed 4 s ago (why): <the command> resumes session s-… (…)`: one agent down."""
+    from choir.ctl.render.humanize import ago
+
+    when = f" {ago(outage['ended_at'])}" if outage.get("ended_at") else ""
+    return f"{outage['agent_id']} {outage['status']}{when} ({outage['reason']}): {outage['hint']}"
+
+
+def outage_lines(agents: list[dict[str, Any]]) -> list[str]:
+    """Under `agent list`: every agent that is down, and what brings it back."""
+    return [outage_line(agent["interrupted"]) for agent in agents if agent.get("interrupted")]
+
+
+def stopped_lines(stopped: dict[str, Any]) -> list[str]:
+    """What a stop prints: the session's end, and its summary (§11.8) unless it needs a warning
+    (`summary_warning`)."""
+    lines = [f"{stopped['agent_id']} stopped: session {stopped['session_id']} {stopped['status']}"]
+    summary = stopped.get("summary")
+    if summary and not summary["warn"]:
+        lines.append(f"summary: {summary['detail']}")
+    return lines
+
+
+def summary_warning(stopped: dict[str, Any]) -> str | None:
+    """The warning for a stop whose session summary went missing, if it did."""
+    summary = stopped.get("summary")
+    if not summary or not summary["warn"]:
+        return None
+    return f"{stopped['agent_id']} has no session summary: {summary['detail']}"
+
+
+def held_job_lines(held: list[dict[str, Any]]) -> list[str]:
+    """An agent's core jobs held after a crash, each with the command that decides it."""
+    return [
+        f"{'HELD':<11}core job {job['job_name']}: {job['state']}; decide with {job['hint']}"
+        for job in held
+    ]
+
+
+def started_lines(data: dict[str, Any]) -> list[str]:
+    """What `agent start` prints: the session, the runtime (and whether it is sandboxed)."""
+    how = "resumed" if data["resumed"] else "new"
+    sandbox = sandbox_word(data["runtime"], data["sandboxed"])
+    bindings = " ".join(f"{role}={name}" for role, name in data["bindings"].items() if name)
+    return [
+        f"{data['agent_id']} started: session {data['session_id']} ({how})",
+        f"runtime: {data['runtime']} ({sandbox}), pid {data['pid']}",
+        f"bindings: {bindings}",
+    ]

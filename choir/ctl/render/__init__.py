@@ -1,0 +1,1 @@
+"""How choirctl shows things: tables, JSON, durations, visible control characters."""

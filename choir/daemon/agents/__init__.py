@@ -1,0 +1,1 @@
+"""The agent-facing control plane: the agent verbs, their authentication and what serves them."""

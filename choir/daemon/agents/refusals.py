@@ -1,0 +1,69 @@
+"""Refusals of agent calls, and how any error becomes the RPC error the agent sees (§12.5).
+
+A verb raises `RpcFault` when the refusal has a specific wire code (a stale `base_rev`, a
+forged token), or a `ChoirError` when the operator-facing class says enough. The transport
+turns either into an error response with `rpc_error_of`, so no handler formats wire errors.
+"""
+
+from __future__ import annotations
+
+from choir.errors import (
+    ChoirError,
+    ConfigError,
+    ConflictError,
+    NotFoundError,
+    UnavailableError,
+    UsageError,
+)
+from choir.protocol import ErrorCode, RpcError
+
+
+class RpcFault(ChoirError):
+    """An agent call refused with a stable `code`; `message` is one line without secrets."""
+
+    def __init__(self, code: ErrorCode, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+UNAUTHORIZED_MESSAGE = "unknown session or wrong lease token"
+"""Deliberately the same for both cases, so a caller cannot probe which sessions exist."""
+
+_CODES: tuple[tuple[type[ChoirError], ErrorCode], ...] = (
+    (NotFoundError, ErrorCode.NOT_FOUND),
+    (ConflictError, ErrorCode.CONFLICT),
+    (UnavailableError, ErrorCode.UNAVAILABLE),
+    (UsageError, ErrorCode.INVALID_REQUEST),
+    (ConfigError, ErrorCode.INVALID_REQUEST),
+)
+
+
+def unauthorized() -> RpcFault:
+    return RpcFault(ErrorCode.UNAUTHORIZED, UNAUTHORIZED_MESSAGE)
+
+
+DATABASE_DOWN = "choird cannot reach its database right now; nothing was stored, retry later"
+DISK_FAILING = "choird's disk is full or failing; nothing was stored, retry later"
+
+
+def database_down(exc: BaseException) -> bool:
+    """Whether `exc` means Postgres is unreachable or cannot write (its disk is full or failing),
+    as opposed to a bug or a bad query: the caller should retry, nothing was stored."""
+    from choir.store.postgres.failures import classify
+
+    return classify(exc) is not None
+
+
+def rpc_error_of(exc: BaseException) -> RpcError:
+    """The wire error for `exc`; anything unexpected is `internal` with no detail leaked."""
+    from choir.store.postgres.failures import disk_failure
+
+    if database_down(exc):
+        message = DISK_FAILING if disk_failure(exc) else DATABASE_DOWN
+        return RpcError(code=ErrorCode.UNAVAILABLE, message=message)
+    if isinstance(exc, RpcFault):
+        return RpcError(code=exc.code, message=exc.message)
+    if isinstance(exc, ChoirError):
+        code = next((code for kind, code in _CODES if isinstance(exc, kind)), ErrorCode.INTERNAL)
+        return RpcError(code=code, message="; ".join(exc.message.splitlines()))
+    return RpcError(code=ErrorCode.INTERNAL, message="internal error in choird (see choird.log)")

@@ -1,0 +1,1 @@
+"""Where users reach agents (§19): DMs, the durable inbox; the console DM today."""

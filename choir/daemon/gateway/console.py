@@ -1,0 +1,161 @@
+"""The console DM (design notes, "Embedded defaults"): talk to an agent without a Telegram bot.
+
+`choirctl chat` and the TUI's chat pane use it through the operator API. Like any DM (§19) it is
+bound to one agent at a time: messages go to the agent whose running session holds the DM, as a
+`user_message` push (or `inject` for `/inject …`); what the agent says back are committed
+`agent_replied` events, delivered here as soon as heartbeats make them durable (~100 ms).
+
+A message is stored in the inbox (`daemon.inbox`) before `chat.send` answers, so it survives a
+crash of the agent or of choird and is delivered once; if its session ends without reading it,
+its sender gets an `error` reply saying so.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections import defaultdict, deque
+from collections.abc import AsyncIterator, Callable
+from typing import Any, Final
+
+from choir.daemon.agents.ingest import Durable
+from choir.daemon.gateway.inbox import Inbox
+from choir.errors import UsageError
+from choir.protocol import CommittedEvent, InjectPush, UserMessagePush, WireModel
+from choir.store.inbox import InboxMessage
+from choir.store.sessions import SessionRow
+
+PushFn = Callable[[str, WireModel], None]
+"""Push a ServerPush model to a session's agent (the daemon's PushHub, in JSON form)."""
+
+ID_PREFIX: Final = "console-"
+"""Message ids of the console DM (the inbox holds every DM's)."""
+
+KEPT_REPLIES: Final = 100
+"""Replies kept per agent for a chat window opened after they were sent."""
+
+INJECT: Final = "/inject"
+
+
+class ConsoleDm:
+    """Routes console messages to agents and fans their replies out to open chat windows."""
+
+    def __init__(self) -> None:
+        self._recent: dict[str, deque[dict[str, Any]]] = defaultdict(
+            lambda: deque(maxlen=KEPT_REPLIES)
+        )
+        self._readers: dict[str, set[asyncio.Queue[dict[str, Any]]]] = defaultdict(set)
+        self._seq: dict[str, int] = defaultdict(int)
+
+    def attach(
+        self, subscribe: Callable[[Callable[[Durable], None]], Callable[[], None]]
+    ) -> Callable[[], None]:
+        """Listen to durable events (`EventIngest.subscribe`); returns the detach callable."""
+        return subscribe(self._durable)
+
+    def attach_inbox(self, inbox: Inbox) -> Callable[[], None]:
+        """Tell senders of console messages their session will never read; returns the detach."""
+        return inbox.subscribe_undelivered(self._undelivered)
+
+    def _undelivered(self, message: InboxMessage, why: str) -> None:
+        if not message.message_id.startswith(ID_PREFIX):
+            return
+        text = f"Your message was not delivered: {why}. Send it again once {message.agent_id} runs."
+        self._publish(
+            message.agent_id,
+            {
+                "agent_id": message.agent_id,
+                "session_id": message.session_id,
+                "rev": None,
+                "lane": "edge",
+                "category": "error",
+                "text": text,
+                "attachments": [],
+                "in_reply_to": message.message_id,
+                "artifact": None,
+            },
+        )
+
+    async def send(
+        self, session: SessionRow, text: str, *, push: PushFn, inbox: Inbox
+    ) -> dict[str, Any]:
+        """Deliver `text` to the agent running `session` (bound to a console DM): a message,
+        stored in `inbox` first, or `/inject …`; `push` sends to a session's agent."""
+        agent_id = session.agent_id
+        if text.startswith(INJECT + " ") or text == INJECT:
+            instruction = text[len(INJECT) :].strip()
+            if not instruction:
+                raise UsageError("/inject needs a message: /inject <instruction>")
+            push(session.session_id, InjectPush(text=instruction))
+            return {
+                "session_id": session.session_id,
+                "injected": True,
+                "message_id": None,
+                "after_seq": self._last_seq(agent_id),
+                "durable": False,  # an injection is pushed only: it rides edge's next safe point
+            }
+        message_id = f"{ID_PREFIX}{uuid.uuid4().hex[:12]}"
+        message = UserMessagePush(message_id=message_id, text=text)
+        # durable before it is acknowledged; pushed once the acknowledgement is on its way
+        await inbox.accept(
+            session.session_id, agent_id, message, lambda: push(session.session_id, message)
+        )
+        return {
+            "session_id": session.session_id,
+            "injected": False,
+            "message_id": message_id,
+            "after_seq": self._last_seq(agent_id),
+            "durable": True,
+        }
+
+    def _last_seq(self, agent_id: str) -> int:
+        """The seq of the agent's latest kept reply (0 if none): a new subscriber's start."""
+        seen = self._recent[agent_id]
+        return int(seen[-1]["seq"]) if seen else 0
+
+    async def replies(self, agent_id: str, *, after_seq: int = 0) -> AsyncIterator[dict[str, Any]]:
+        """The agent's replies: the kept ones after `after_seq`, then live ones as they come.
+
+        `seq` counts an agent's replies across its sessions (revisions restart per session)."""
+        queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+        self._readers[agent_id].add(queue)
+        try:
+            for reply in list(self._recent[agent_id]):
+                if reply["seq"] > after_seq:
+                    yield reply
+            while True:
+                yield await queue.get()
+        finally:
+            self._readers[agent_id].discard(queue)
+
+    def _durable(self, durable: Durable) -> None:
+        for committed in durable.events:
+            event = committed.event
+            if event.kind != "agent_replied":
+                continue
+            reply = {
+                "agent_id": durable.agent_id,
+                "session_id": durable.session_id,
+                "rev": committed.rev,
+                "lane": committed.lane,
+                "category": event.category,
+                "text": event.text,
+                "attachments": list(event.attachments),
+                "in_reply_to": event.in_reply_to,
+                "artifact": _ref(committed),
+            }
+            self._publish(durable.agent_id, reply)
+
+    def _publish(self, agent_id: str, reply: dict[str, Any]) -> None:
+        """Number `reply` in the agent's sequence, keep it, and hand it to every reader."""
+        self._seq[agent_id] += 1
+        reply = {"seq": self._seq[agent_id], **reply}
+        self._recent[agent_id].append(reply)
+        for queue in self._readers[agent_id]:
+            queue.put_nowait(reply)
+
+
+def _ref(committed: CommittedEvent) -> dict[str, Any] | None:
+    """The reply's artifact when `text` is only its preview: `session.artifact` reads it whole."""
+    artifact = committed.artifact
+    return artifact.model_dump(mode="json") if artifact is not None else None

@@ -1,0 +1,1 @@
+"""The operator's agent verbs: start, stop, restart, update, build, verify, models."""

@@ -1,0 +1,218 @@
+"""`agent.start`, `agent.stop`, `agent.restart` (§17.1, §17.2) and `shutdown`.
+
+Start prepares what the agent runs first — its image, or its merged `/choir` tree — so a broken
+repo refuses before anything is leased; then it starts the session — which leases the agent and
+its exclusive resources in one transaction and records the version.json INIT_HELLO must match —
+then opens the agent's socket and runs it. If any step after the session fails, the session is
+ended again, so a failed start never leaves a lease behind; a resumed session ends suspended, so
+the next start still resumes it. A resumed session's start answers once the agent runs its lanes,
+and fails with the agent's reason if the resume did not work (`resume_watch`).
+
+Restart is stop-then-start of the same session with the same bindings (§17.1), except the
+transient `model set`/`voice set` overrides, which revert to the start's choice. Verbs on one
+agent run one at a time (a per-agent lock), so a stop cannot overtake a restart half-way.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from pathlib import Path
+from typing import Any, Final
+
+from choir.config.scaffolding.home_setup import SCRATCH_DIRS
+from choir.daemon.agents.resume_watch import until_resumed
+from choir.daemon.operator.agents.launches import Launched, Lifecycle, StartOverrides
+from choir.daemon.operator.context import OperatorContext
+from choir.daemon.operator.payloads import AgentRef, NoArguments
+from choir.daemon.runtimes.base import TERM_GRACE_S, StopReason, graceful_stop
+from choir.daemon.sessions.bindings import resolve_bindings
+from choir.daemon.sessions.stop_summary import summary_view
+from choir.errors import ChoirError, UnavailableError, UsageError
+from choir.logs import get_logger
+from choir.protocol import WireModel
+from choir.store.sessions import SessionRow, SessionStatus
+
+log = get_logger("choird.lifecycle")
+
+TRANSIENT_ROLES: Final = ("llm", "voice_profile")
+"""Roles `model set`/`voice set` may have changed in a session; a restart reverts them."""
+SHUTDOWN_DELAY_S: Final = 0.05
+"""`shutdown` answers first, then choird begins stopping."""
+
+
+class AgentStart(WireModel):
+    agent_id: str
+    overrides: StartOverrides = StartOverrides()
+    new_session: bool = False
+    """Start a fresh session even when the previous one could be resumed."""
+    resume: str | None = None
+    """Resume this session instead of choosing one."""
+
+
+async def agent_start(ctx: OperatorContext, request: AgentStart) -> dict[str, Any]:
+    """Start the agent's session and its process; undo the session if the process fails."""
+    async with lifecycle_of(ctx).exclusive(request.agent_id):
+        return await launch(ctx, request)
+
+
+async def agent_stop(ctx: OperatorContext, request: AgentRef) -> dict[str, Any]:
+    """Graceful stop (§17.2); answers once the process exited, with the session's end status."""
+    async with lifecycle_of(ctx).exclusive(request.agent_id):
+        row = await ctx.running_session(request.agent_id, hint="nothing to stop")
+        return await stop_session(ctx, row, "stop")
+
+
+async def agent_restart(ctx: OperatorContext, request: AgentRef) -> dict[str, Any]:
+    """Stop, then start the same session with the same bindings (§17.1)."""
+    lifecycle = lifecycle_of(ctx)
+    async with lifecycle.exclusive(request.agent_id):
+        row = await ctx.running_session(request.agent_id, hint=None)  # says how to start it
+        stopped = await stop_session(ctx, row, "restart")
+        started = await relaunch(ctx, row)
+        return {**started, "stopped": stopped}
+
+
+async def choird_shutdown(ctx: OperatorContext, _: NoArguments) -> dict[str, Any]:
+    """Stop choird: it stops every agent it runs gracefully, then exits (`choir down`)."""
+    lifecycle = lifecycle_of(ctx)
+    if lifecycle.shutdown is None:
+        raise UnavailableError("this choird cannot be stopped over its socket: send it SIGTERM")
+    running = sum(lifecycle.runtime.running(agent) is not None for agent in ctx.config.agents)
+    asyncio.get_running_loop().call_later(SHUTDOWN_DELAY_S, lifecycle.shutdown)
+    return {"pid": os.getpid(), "agents_running": running}
+
+
+# -- the steps the verbs share ---------------------------------------------------------------
+
+
+async def launch(ctx: OperatorContext, request: AgentStart) -> dict[str, Any]:
+    """Start (or resume) the agent's session and spawn it; every lease undone on failure."""
+    lifecycle = lifecycle_of(ctx)
+    ctx.require_agent(request.agent_id)
+    overrides = request.overrides.model_dump()
+    bindings = resolve_bindings(ctx.config, request.agent_id, overrides)
+    workspace = Path(ctx.config.workspaces[bindings.workspace].path)
+    await asyncio.to_thread(_require_directory, bindings.workspace, workspace)
+    artefact = await lifecycle.runtime.prepare(request.agent_id, ctx.config)
+    version, root = artefact.version, artefact.root
+    started = await ctx.sessions.start(
+        request.agent_id,
+        overrides,
+        new_session=request.new_session,
+        resume=request.resume,
+        image=version,
+    )
+    try:
+        await asyncio.to_thread(ensure_scratch, workspace)
+        socket = await lifecycle.open_socket(request.agent_id)
+        agent = await lifecycle.runtime.start(
+            request.agent_id, started, artefact, workspace=workspace, socket=socket
+        )
+        if started.resumed:  # spawned is not resumed: wait for it, or for why it failed
+            await until_resumed(
+                ctx.sessions,
+                ctx.services.status,
+                agent_id=request.agent_id,
+                session_id=started.session_id,
+                dm=started.bindings.dm,
+            )
+    except BaseException as error:
+        status = SessionStatus.SUSPENDED if started.resumed else SessionStatus.STOPPED
+        await ctx.sessions.stop(started.session_id, f"the agent did not start: {error}", status)
+        raise
+    lifecycle.launched[request.agent_id] = Launched(request.overrides, version, root)
+    return {
+        "agent_id": request.agent_id,
+        "session_id": started.session_id,
+        "resumed": started.resumed,
+        "bindings": started.bindings.model_dump(mode="json"),
+        "runtime": lifecycle.runtime.name,
+        "sandboxed": lifecycle.runtime.sandboxed,
+        "pid": agent.pid,
+        "image": version.model_dump(mode="json"),
+    }
+
+
+async def relaunch(ctx: OperatorContext, row: SessionRow) -> dict[str, Any]:
+    """Start `row`'s stopped session again with its bindings (transient overrides reverted)."""
+    try:
+        return await launch(
+            ctx,
+            AgentStart(
+                agent_id=row.agent_id, overrides=_same_bindings(ctx, row), resume=row.session_id
+            ),
+        )
+    except ChoirError as error:
+        raise type(error)(
+            f"{row.agent_id} stopped but did not start again: {error.message} "
+            f"(resume it with choirctl agent start {row.agent_id} --dm "
+            f"{row.resource_bindings.get('dm')} --resume {row.session_id})"
+        ) from None
+
+
+async def stop_session(ctx: OperatorContext, row: SessionRow, reason: StopReason) -> dict[str, Any]:
+    """Stop the agent running `row` gracefully (§17.2); its session's end status and how its
+    session summary went (§11.8)."""
+    lifecycle = lifecycle_of(ctx)
+    exit_code = await lifecycle.runtime.stop(row.agent_id, reason)
+    if exit_code is None:
+        # a session choird did not spawn (e.g. an agent run by hand): ask it to stop and wait
+        plan = graceful_stop(reason, ctx.config)
+        ctx.sessions.expect_shutdown(row.session_id, reason)
+        ctx.push(row.session_id, plan.push)
+        await _until_ended(ctx, row.session_id, plan.grace_s + TERM_GRACE_S)
+    ended = await ctx.sessions.get(row.session_id)
+    outcome = ctx.sessions.take_summary(row.session_id)
+    summary = summary_view(outcome, ended.ack_rev, row.agent_id)
+    fields = {"agent_id": row.agent_id, "session_id": row.session_id, "summary": summary["detail"]}
+    if summary["warn"]:
+        log.warning("agent stopped without a session summary", fields=fields)
+    else:
+        log.info("agent stopped", fields=fields)
+    return {
+        "agent_id": row.agent_id,
+        "session_id": row.session_id,
+        "status": ended.status.value,
+        "exit_code": exit_code,
+        "summary": summary,
+    }
+
+
+def ensure_scratch(workspace: Path) -> None:
+    """`.choirtmp/send` and `.choirtmp/recv`, where files go to and come from the user."""
+    for scratch in SCRATCH_DIRS:
+        (workspace / scratch).mkdir(parents=True, exist_ok=True)
+
+
+def _require_directory(name: str, workspace: Path) -> None:
+    if not workspace.is_dir():
+        raise UsageError(
+            f"workspace {name} is missing ({workspace}): "
+            "create the directory or bind another with --workspace"
+        )
+
+
+def _same_bindings(ctx: OperatorContext, row: SessionRow) -> StartOverrides:
+    bound = {role: name for role, name in row.resource_bindings.items() if name}
+    launched = lifecycle_of(ctx).launched.get(row.agent_id)
+    for role in TRANSIENT_ROLES:
+        bound[role] = getattr(launched.overrides, role) if launched is not None else None
+    return StartOverrides.model_validate(bound)
+
+
+async def _until_ended(ctx: OperatorContext, session_id: str, within: float) -> None:
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        if (await ctx.sessions.get(session_id)).status != SessionStatus.ACTIVE:
+            return
+        await asyncio.sleep(0.05)
+
+
+def lifecycle_of(ctx: OperatorContext) -> Lifecycle:
+    if ctx.lifecycle is None:
+        raise UnavailableError(
+            "this choird was started without an agent runtime: run choird to start agents"
+        )
+    return ctx.lifecycle

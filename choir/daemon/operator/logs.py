@@ -1,0 +1,135 @@
+"""`logs <agent-id|choird>` (§22.2): the current log file, then new lines as they are written.
+
+Items: `{kind: "lines", lines: [...]}` batches (whole lines, as written: JSON lines), one
+`{kind: "snapshot_end"}` after the file's current contents, and `{kind: "rotated"}` when the
+file was archived or replaced while followed. The follower keeps the open file and reads it to
+its end before switching to the new file at the same path, so a line written just before an
+archive rename is never lost; watchfiles (inotify) on the log directory says when to look, and a
+look every `RECHECK_MS` covers anything a notification could miss.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import re
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import BinaryIO, Final
+
+from watchfiles import awatch
+
+from choir.config import AGENT_ID_PATTERN
+from choir.daemon.operator.context import OperatorContext
+from choir.daemon.operator.payloads import LogsRequest
+from choir.errors import NotFoundError
+from choir.logs import log_path
+from choir.transport import Payload
+
+CHUNK_BYTES: Final = 256 * 1024
+"""Most bytes read (and sent as one item) at a time."""
+RECHECK_MS: Final = 500
+"""Look at the file at least this often while following, notification or not."""
+DEBOUNCE_MS: Final = 100
+"""Group the notifications of a burst of writes for at most this long."""
+
+
+def log_source(ctx: OperatorContext, source: str) -> Path:
+    """The active log of `choird` or of an agent (configured, or one that left a log)."""
+    path = log_path(ctx.home, source)
+    if source == "choird" or source in ctx.config.agents:
+        return path
+    if re.fullmatch(AGENT_ID_PATTERN, source) and path.exists():
+        return path
+    agents = ", ".join(sorted(ctx.config.agents)) or "none configured"
+    raise NotFoundError(f"no log source {source!r}: use choird or an agent id ({agents})")
+
+
+async def logs(ctx: OperatorContext, request: LogsRequest) -> AsyncIterator[Payload]:
+    """The stream for `request`; an unknown source is refused before it starts."""
+    return tail_log(log_source(ctx, request.source), follow=request.follow)
+
+
+async def tail_log(path: Path, *, follow: bool) -> AsyncIterator[Payload]:
+    """Snapshot then (when `follow`) new lines of the log at `path`, like `tail -f -n +1`."""
+    tail = LogTail(path)
+    stop = asyncio.Event()
+    try:
+        for lines in tail.drain():
+            yield {"kind": "lines", "lines": lines}
+        yield {"kind": "snapshot_end"}
+        if not follow:
+            return
+        path.parent.mkdir(parents=True, exist_ok=True)
+        watcher = awatch(
+            path.parent,
+            watch_filter=lambda _change, changed: Path(changed).name == path.name,
+            debounce=DEBOUNCE_MS,
+            rust_timeout=RECHECK_MS,
+            yield_on_timeout=True,
+            recursive=False,
+            stop_event=stop,
+        )
+        async with contextlib.aclosing(watcher) as changes:
+            async for _ in changes:
+                for item in tail.catch_up():
+                    yield item
+    finally:
+        stop.set()
+        tail.close()
+
+
+class LogTail:
+    """Whole lines from a log file that may be archived (renamed away) and recreated."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._file: BinaryIO | None = None
+        self._partial = b""
+        self._open()
+
+    def drain(self) -> Iterator[list[str]]:
+        """Every complete line written since the last call, in batches."""
+        while self._file is not None:
+            if os.fstat(self._file.fileno()).st_size < self._file.tell():
+                self._file.seek(0)  # truncated in place: start over
+            data = self._file.read(CHUNK_BYTES)
+            if not data:
+                return
+            *lines, self._partial = (self._partial + data).split(b"\n")
+            if lines:
+                yield [line.decode(errors="replace") for line in lines]
+
+    def catch_up(self) -> Iterator[Payload]:
+        """Items for what was written since the last look, following a rotation."""
+        for lines in self.drain():
+            yield {"kind": "lines", "lines": lines}
+        if self._replaced():
+            if self._partial:
+                yield {"kind": "lines", "lines": [self._partial.decode(errors="replace")]}
+            rotated = self._file is not None
+            self.close()
+            self._open()
+            if rotated:
+                yield {"kind": "rotated"}
+            for lines in self.drain():
+                yield {"kind": "lines", "lines": lines}
+
+    def close(self) -> None:
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+        self._partial = b""
+
+    def _open(self) -> None:
+        with contextlib.suppress(FileNotFoundError):
+            self._file = self.path.open("rb")
+
+    def _replaced(self) -> bool:
+        """The path now names another file than the open one (or appeared, or vanished)."""
+        try:
+            current = self.path.stat().st_ino
+        except FileNotFoundError:
+            return False
+        return self._file is None or current != os.fstat(self._file.fileno()).st_ino

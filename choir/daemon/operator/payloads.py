@@ -1,0 +1,110 @@
+"""The request payloads of the operator verbs (choirctl, the TUI, the gateway -> choird).
+
+One model per verb shape, `extra="forbid"` like every wire model: a misspelled option is an
+error naming the field, never silently ignored. Answers are plain JSON objects documented on the
+handlers that build them.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from pydantic import Field
+
+from choir.protocol.base import WireModel
+from choir.protocol.log.lanes import JobName, LaneId
+
+MAX_EVENTS: Final = 1000
+"""Most events one `session.events` answer (or snapshot page) carries."""
+
+
+class NoArguments(WireModel):
+    """Verbs that take nothing (`status`, `agent.list`, `config.apply`, …)."""
+
+
+class AgentRef(WireModel):
+    agent_id: str = Field(min_length=1)
+    """An agent id from config.json."""
+
+
+class SessionRef(WireModel):
+    session_id: str = Field(min_length=1)
+    """A session id, as `session list` shows it."""
+
+
+class SessionList(WireModel):
+    agent_id: str | None = None
+    """Only this agent's sessions; None lists every agent's."""
+    limit: int = Field(default=50, ge=1, le=1000)
+    """Newest sessions first, at most this many."""
+
+
+class SessionEvents(WireModel):
+    session_id: str = Field(min_length=1)
+    """The session whose committed events to read."""
+    from_rev: int | None = Field(default=None, ge=1)
+    """First revision wanted; None means the last `limit` events."""
+    limit: int = Field(default=100, ge=1, le=MAX_EVENTS)
+    """Most events to return (follow: most events of the initial snapshot when `from_rev` is
+    None)."""
+    follow: bool = False
+    """Stream: the snapshot, then new events as heartbeats store them, until the session ends."""
+
+
+class SessionCancel(WireModel):
+    session_id: str = Field(min_length=1)
+    """The active session running the job."""
+    job_name: JobName
+    """The core job to cancel, as `session cores` names it."""
+
+
+class SessionCompact(WireModel):
+    session_id: str = Field(min_length=1)
+    """The active session to compact."""
+    lane: LaneId | None = None
+    """Only this lane (`edge` or `core:<job>`); None compacts every lane."""
+
+
+class ApprovalList(WireModel):
+    all: bool = False
+    """Include resolved approvals (approved, rejected, timed out), not only pending ones."""
+    agent_id: str | None = None
+    """Only this agent's approvals."""
+
+
+class ApprovalRef(WireModel):
+    approval_id: str = Field(min_length=1)
+    """An approval id, as `approval list` shows it."""
+
+
+class ApprovalAnswer(WireModel):
+    approval_id: str = Field(min_length=1)
+    """The pending approval to answer."""
+    by: str = Field(default="choirctl", min_length=1, max_length=64)
+    """Who answers, recorded as `resolved_by` (`choirctl`, `console`, a DM name)."""
+
+
+class WorkspaceRef(WireModel):
+    name: str = Field(min_length=1)
+    """A workspace name from config.json."""
+
+
+class ModelSet(WireModel):
+    agent_id: str = Field(min_length=1)
+    """The running agent to switch."""
+    llm: str = Field(min_length=1)
+    """A model name from config.json's `models`."""
+
+
+class VoiceSet(WireModel):
+    agent_id: str = Field(min_length=1)
+    """The running agent to switch."""
+    voice_profile: str = Field(min_length=1)
+    """A profile name from config.json's `voice_profiles`."""
+
+
+class LogsRequest(WireModel):
+    source: str = Field(min_length=1)
+    """`choird` or an agent id."""
+    follow: bool = True
+    """After the snapshot, keep sending lines as they are written (tail -f)."""

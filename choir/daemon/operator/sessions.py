@@ -1,0 +1,83 @@
+"""`session.list`, `session.cores`, `session.locks`, `session.cancel`, `session.compact` (§17.1
+Session, §19.3).
+
+Cancel and compact are requests to the agent, not changes choird makes: they ride the session's
+push channel and the agent acts at its next safe point; the answer says the request was sent.
+Core jobs are known from the lanes' REPORT_STATUS, so a job the agent never reported cannot be
+cancelled by name.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+from choir.daemon.operator.context import OperatorContext
+from choir.daemon.operator.payloads import SessionCancel, SessionCompact, SessionList, SessionRef
+from choir.daemon.operator.views import lane_view, locks_view, session_view
+from choir.errors import ConflictError, NotFoundError
+from choir.protocol import CompactPush, CoreCancelPush
+from choir.protocol.log.lanes import CORE_LANE_PREFIX, EDGE_LANE, core_lane, job_name_of
+
+FINISHED_CORE_STATES: Final = frozenset({"CORE_COMPLETED", "CORE_TERMINATED"})
+
+
+async def session_list(ctx: OperatorContext, request: SessionList) -> dict[str, Any]:
+    """Newest first, of one agent or all: active and recent sessions."""
+    if request.agent_id is not None:
+        ctx.require_agent(request.agent_id)
+    rows = await ctx.sessions.recent(request.agent_id, request.limit)
+    now = ctx.clock()
+    return {"sessions": [session_view(row, now) for row in rows]}
+
+
+async def session_cores(ctx: OperatorContext, request: SessionRef) -> dict[str, Any]:
+    """The session's core jobs as their lanes last reported: name, state, skill, step."""
+    row = await ctx.sessions.get(request.session_id)
+    lanes = ctx.services.status.lanes(row.session_id)
+    cores = [
+        {"job_name": job_name_of(lane_id), **lane_view(row.session_id, lane)}
+        for lane_id, lane in lanes.items()
+        if lane_id.startswith(CORE_LANE_PREFIX)
+    ]
+    return {"session_id": row.session_id, "status": row.status.value, "cores": cores}
+
+
+async def session_locks(ctx: OperatorContext, request: SessionRef) -> dict[str, Any]:
+    """The session's lock table as its agent last reported it (§9): resource, mode, holders,
+    waiters, held for. Empty until the agent reports one, and once the session ended."""
+    row = await ctx.sessions.get(request.session_id)
+    return locks_view(row.session_id, ctx.services.status.locks(row.session_id))
+
+
+async def session_cancel(ctx: OperatorContext, request: SessionCancel) -> dict[str, Any]:
+    """Ask the agent to cancel one core job (CoreCancelPush)."""
+    row = await ctx.active_session(request.session_id)
+    lane = ctx.services.status.lanes(row.session_id).get(core_lane(request.job_name))
+    if lane is None:
+        raise NotFoundError(
+            f"session {row.session_id} has no core job named {request.job_name!r} "
+            f"(see choirctl session cores {row.session_id})"
+        )
+    if lane.report.state in FINISHED_CORE_STATES:
+        raise ConflictError(
+            f"core job {request.job_name} already finished ({lane.report.state}): nothing to cancel"
+        )
+    ctx.push(row.session_id, CoreCancelPush(job_name=request.job_name))
+    return {"session_id": row.session_id, "job_name": request.job_name, "requested": True}
+
+
+async def session_compact(ctx: OperatorContext, request: SessionCompact) -> dict[str, Any]:
+    """Ask the agent to compact working memory now (CompactPush), one lane or all."""
+    row = await ctx.active_session(request.session_id)
+    lane = request.lane
+    if (
+        lane is not None
+        and lane != EDGE_LANE
+        and lane not in ctx.services.status.lanes(row.session_id)
+    ):
+        raise NotFoundError(
+            f"session {row.session_id} has no lane {lane!r} "
+            f"(see choirctl session cores {row.session_id})"
+        )
+    ctx.push(row.session_id, CompactPush(lane=lane))
+    return {"session_id": row.session_id, "lane": lane, "requested": True}

@@ -1,0 +1,207 @@
+"""`status`, `agent.list`, `agent.status` (§17.1 Observability, §17.7 "who is behind").
+
+An agent's state comes from its latest session: `running` while a session is active (its leases
+held, its heartbeats expected), `crashed` when the last one crashed or forked, else `stopped`.
+An agent whose latest session crashed, forked or was suspended is `interrupted`
+(`agent_outage`): `status` lists them, `agent.list`/`agent.status` describe each — why, when,
+and the `choirctl agent start` that brings it back.
+Lane states, the active skill and remaining budgets come from the lanes' REPORT_STATUS, and
+so do core jobs held after a crash: `status` counts them, an agent lists its own, each with the
+`choirctl session recover` command that decides it.
+
+choird's own problems come from its health (`choir.daemon.health.board`): Postgres `degraded` with
+the reason (down, being restarted, how many attempts), and `disk` `full` or `io_error` naming the
+path — reported where they happened, so `status` answers at once even while Postgres is down.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any, Final
+
+from choir import __version__
+from choir.core.held_jobs import recover_command
+from choir.daemon.images.repo_refresh import repo_status
+from choir.daemon.operator.context import OperatorContext
+from choir.daemon.operator.payloads import AgentRef, NoArguments
+from choir.daemon.operator.views import agent_state, held_view, iso, lane_view, seconds_between
+from choir.daemon.sessions.outage import outage_view
+from choir.store.agents import image_of
+from choir.store.sessions import SessionRow, SessionStatus
+
+POSTGRES_PROBE_TIMEOUT_S: Final = 1.0
+"""`status` answers within about this long even when Postgres hangs."""
+
+
+async def status(ctx: OperatorContext, _: NoArguments) -> dict[str, Any]:
+    """choird's health: version, uptime, config, Postgres, gateways, agents, approvals."""
+    running = ctx.stage.running
+    postgres = await _postgres(ctx)
+    agents: dict[str, Any] = {"total": len(ctx.config.agents), "running": None, "interrupted": None}
+    pending: int | None = None
+    latest: dict[str, SessionRow | None] = {}
+    if postgres["state"] == "ok":
+        latest = await _latest_sessions(ctx)
+        agents["running"] = sum(agent_state(row) == "running" for row in latest.values())
+        agents["interrupted"] = [view for row in latest.values() if (view := outage_view(row))]
+        pending = len(await ctx.services.approvals.list())
+    now = ctx.clock()
+    return {
+        "version": __version__,
+        "started_at": iso(ctx.started_at),
+        "uptime_s": seconds_between(ctx.started_at, now),
+        "config_version": running.version,
+        "config_hash": running.loaded.config_hash,
+        "config_staged": ctx.stage.staged is not None,
+        "postgres": postgres,
+        "disk": _disk(ctx),
+        "gateways": [
+            {"name": name, "type": gateway.type, "state": "not running"}
+            for name, gateway in sorted(ctx.config.gateways.items())
+        ],
+        "agents": agents,
+        "approvals_pending": pending,
+        "held_jobs": _held_jobs(ctx, latest),
+        "repos": repo_status(ctx.home, ctx.config),
+        "sockets": {
+            "operator": str(ctx.home.operator_socket),
+            "agents": str(ctx.home.agent_socks),
+        },
+    }
+
+
+async def _postgres(ctx: OperatorContext) -> dict[str, Any]:
+    """The known problem if there is one (no probe: it would only time out), else a probe."""
+    problem = ctx.health.problem("postgres")
+    if problem is None:
+        return await probe_postgres(ctx)
+    return {"state": "degraded", "problem": problem.state, **_problem_fields(problem.view())}
+
+
+def _disk(ctx: OperatorContext) -> dict[str, Any]:
+    problem = ctx.health.problem("disk")
+    if problem is None:
+        return {"state": "ok"}
+    return {"state": problem.state, **_problem_fields(problem.view())}
+
+
+def _problem_fields(view: dict[str, Any]) -> dict[str, Any]:
+    return {key: view[key] for key in ("reason", "since", "where", "restarts")}
+
+
+def _held_jobs(ctx: OperatorContext, latest: dict[str, SessionRow | None]) -> dict[str, Any]:
+    """Core jobs held after a crash in every session: how many, which, and what decides them
+    (from the agents' reports, so it answers while Postgres is down too — without agent ids)."""
+    agent_of = {row.session_id: agent_id for agent_id, row in latest.items() if row is not None}
+    jobs = [
+        {"agent_id": agent_of.get(session_id), **held_view(session_id, lane, calls)}
+        for session_id, lanes in ctx.services.status.held().items()
+        for lane, calls in lanes.items()
+    ]
+    sessions = sorted({job["session_id"] for job in jobs})
+    hint = None
+    if jobs:
+        hint = recover_command(sessions[0]) if len(sessions) == 1 else recover_command("<session>")
+    return {"count": len(jobs), "jobs": jobs, "hint": hint}
+
+
+async def probe_postgres(ctx: OperatorContext) -> dict[str, Any]:
+    """`SELECT 1` within a second: `ok` with its latency, or `degraded` with the reason."""
+    began = time.perf_counter()
+    try:
+        async with asyncio.timeout(POSTGRES_PROBE_TIMEOUT_S), ctx.pool.acquire() as conn:
+            await conn.fetchval("SELECT 1")
+    except TimeoutError:
+        reason = f"no answer to SELECT 1 within {POSTGRES_PROBE_TIMEOUT_S:g} s"
+        return {"state": "degraded", "reason": reason}
+    except Exception as error:  # any driver or socket failure means the same to the operator
+        return {"state": "degraded", "reason": str(error).splitlines()[0] or type(error).__name__}
+    latency = round((time.perf_counter() - began) * 1000, 2)
+    return {"state": "ok", "latency_ms": latency}
+
+
+async def agent_list(ctx: OperatorContext, _: NoArguments) -> dict[str, Any]:
+    """Every configured agent with its state, session, uptime, config version and bindings."""
+    latest = await _latest_sessions(ctx)
+    return {"agents": [_agent_summary(ctx, agent_id, latest[agent_id]) for agent_id in latest]}
+
+
+async def agent_status(ctx: OperatorContext, request: AgentRef) -> dict[str, Any]:
+    """One agent in detail (§17.1): lanes, skill, budgets, bindings, uptime, config version,
+    runtime and image."""
+    ctx.require_agent(request.agent_id)
+    row = await ctx.latest_session(request.agent_id)
+    active = _active(row)
+    lanes = ctx.services.status.lanes(active.session_id) if active is not None else {}
+    edge = lanes.get("edge")
+    latest_version = ctx.stage.running.version
+    data = _agent_summary(ctx, request.agent_id, row)
+    data.update(
+        config_version_latest=latest_version,
+        config_behind=active is not None and active.config_version != latest_version,
+        last_heartbeat_at=iso(row.last_heartbeat_at) if row is not None else None,
+        ack_rev=row.ack_rev if row is not None else None,
+        ended_at=iso(row.ended_at) if row is not None else None,
+        skill=edge.report.skill if edge is not None else None,
+        budgets=ctx.config.budgets.model_dump(mode="json"),
+        budget_remaining=edge.report.budget_remaining if edge is not None else {},
+        lanes=[lane_view(active.session_id, lane) for lane in lanes.values()] if active else [],
+        image=await _image(ctx, request.agent_id),
+    )
+    return data
+
+
+async def _image(ctx: OperatorContext, agent_id: str) -> dict[str, Any] | None:
+    """The version.json of what the agent was last started from (what INIT_HELLO checks)."""
+    async with ctx.pool.acquire() as conn:
+        return await image_of(conn, agent_id)
+
+
+async def _latest_sessions(ctx: OperatorContext) -> dict[str, SessionRow | None]:
+    return {agent_id: await ctx.latest_session(agent_id) for agent_id in sorted(ctx.config.agents)}
+
+
+def _active(row: SessionRow | None) -> SessionRow | None:
+    return row if row is not None and row.status == SessionStatus.ACTIVE else None
+
+
+def _agent_summary(ctx: OperatorContext, agent_id: str, row: SessionRow | None) -> dict[str, Any]:
+    active = _active(row)
+    defaults = ctx.config.agents[agent_id].defaults.model_dump(mode="json")
+    return {
+        "agent_id": agent_id,
+        "state": agent_state(row),
+        "session_id": row.session_id if row is not None else None,
+        "session_status": row.status.value if row is not None else None,
+        "started_at": iso(active.started_at) if active else None,
+        "uptime_s": seconds_between(active.started_at, ctx.clock()) if active else None,
+        "config_version": row.config_version if row is not None else None,
+        "bindings": active.resource_bindings if active else defaults,
+        "held_jobs": _held_of(ctx, active) if active else [],
+        "interrupted": outage_view(row),
+        **_runtime_of(ctx, agent_id),
+    }
+
+
+def _held_of(ctx: OperatorContext, active: SessionRow) -> list[dict[str, Any]]:
+    """The session's core jobs held after a crash, each with the command that decides it."""
+    lanes = ctx.services.status.held().get(active.session_id, {})
+    return [held_view(active.session_id, lane, calls) for lane, calls in lanes.items()]
+
+
+def _runtime_of(ctx: OperatorContext, agent_id: str) -> dict[str, Any]:
+    """Where the agent runs: the runtime's name, whether it is sandboxed, its pid and container,
+    and its last security profile check (`agent verify`)."""
+    if ctx.lifecycle is None:
+        return dict.fromkeys(("runtime", "sandboxed", "pid", "container", "verified"))
+    runtime = ctx.lifecycle.runtime
+    process = runtime.running(agent_id)
+    verified = process.verified if process is not None else None
+    return {
+        "runtime": runtime.name if process is not None else None,
+        "sandboxed": runtime.sandboxed if process is not None else None,
+        "pid": process.pid if process is not None else None,
+        "container": process.container if process is not None else None,
+        "verified": verified.as_dict() if verified is not None else None,
+    }

@@ -1,0 +1,1 @@
+"""Where agents run (§15): one interface, the docker and process runtimes, adoption."""

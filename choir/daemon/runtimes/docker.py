@@ -1,0 +1,487 @@
+"""The `docker` runtime: each agent in a disposable container with the §15.3 profile.
+
+The agent's image comes from `ensure_agent_image` (§17.3: built only when something changed);
+its container is created from the declared security profile (`choir.core.security.profile`),
+runs `choir-agent` as a uid:gid that is never 0 — the agent's own when choird is root
+(`agent_users`), else choird's — with the workspace at /workspace (handed over to that uid,
+private to it, `nosuid,nodev`: `workspace_guard`) and the agent's socket directory at
+/run/choir and nothing else mounted, on the choir network of its egress policy (`egress`). The
+environment holds only the agent's identity; the lease token goes in on stdin (§14.1). Right
+after start the container is read back and checked against the profile, from docker's, the
+kernel's and the host's side; one that does not match is removed and the start refused.
+
+A follower thread copies the container's output to `logs/<agent-id>.log` until it exits. Exit
+without TERMINATE_SELF marks the session crashed (§13.1), and the dead container is removed
+either way. When the reaper declares a session crashed (no heartbeat) while its container
+still runs, the container is killed and removed. At choird start, the containers labelled
+`choir.managed=true` for this `$CHOIR_HOME` that a previous run left are adopted when their
+session still holds its lease (`runtime_adopt`), and removed otherwise.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import secrets
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final, Literal
+
+from choir.adapters.docker_containers import ContainerEngine, ContainerSpec
+from choir.adapters.docker_engine import DockerEngine
+from choir.config import ChoirConfig
+from choir.core.security.host import HostView, MountSource, check_host, mounts_of
+from choir.core.security.profile import (
+    SOCKET_DIR_TARGET,
+    WORKSPACE_TARGET,
+    ProfileReport,
+    SecurityProfile,
+    check_container,
+    create_options,
+)
+from choir.daemon.runtimes.adopt import followed_since
+from choir.daemon.runtimes.base import (
+    TERM_GRACE_S,
+    Adopted,
+    Artefact,
+    KeepFn,
+    OpenSocket,
+    PushFn,
+    RunningAgent,
+    StopReason,
+    graceful_stop,
+    note_exit,
+)
+from choir.daemon.runtimes.container_spec import (
+    AGENT_COMMAND,
+    ConfigFn,
+    ImageSource,
+    agent_profile,
+    built_image,
+    container_environment,
+    docker_socket_dir,
+    kernel_view,
+    loopback_endpoint,
+    now_iso,
+)
+from choir.daemon.runtimes.egress import EgressSetup, observe, prepare_egress
+from choir.daemon.runtimes.workspace_guard import (
+    WorkspaceGuard,
+    guard_workspace,
+    release_leftovers,
+    scan_sockets,
+    workspace_view,
+)
+from choir.daemon.sessions.service import SessionService
+from choir.daemon.sessions.state import SessionEnded, StartedSession
+from choir.errors import ChoirError, ConflictError, NotFoundError, UsageError
+from choir.home import ChoirHome
+from choir.logs import get_logger
+from choir.logs.handler import AppendSink
+from choir.store.sessions import SessionStatus
+
+log = get_logger("choird.runtime")
+
+MANAGED: Final = "choir.managed"
+EXIT_GRACE_S: Final = 1.0
+"""How long a start whose check failed waits to see whether the container simply exited."""
+
+
+@dataclass
+class _Container:
+    """A running agent and what its check needs."""
+
+    agent: RunningAgent
+    profile: SecurityProfile
+    workspace: str
+    socket: str
+    guard: WorkspaceGuard
+    egress: EgressSetup
+    watcher: asyncio.Task[int] | None = None
+    exited: int | None = None
+    """The exit code, when the engine reported the container already exited."""
+
+
+class DockerRuntime:
+    """Starts, stops, watches and verifies agent containers."""
+
+    def __init__(
+        self,
+        home: ChoirHome,
+        sessions: SessionService,
+        push: PushFn,
+        engine: ContainerEngine,
+        config: ConfigFn,
+        *,
+        images: ImageSource = built_image,
+    ) -> None:
+        self._home = home
+        self._sessions = sessions
+        self._push = push
+        self._engine = engine
+        self._config = config
+        self._images = images
+        self._agents: dict[str, _Container] = {}
+        self._kills: set[asyncio.Task[None]] = set()
+        self._ready: dict[str, tuple[str, Artefact]] = {}
+        """Per agent: the image id and artefact `prepare` last made ready."""
+        self._unsubscribe = sessions.subscribe(self._on_session_ended)
+
+    @property
+    def name(self) -> Literal["docker"]:
+        return "docker"
+
+    @property
+    def sandboxed(self) -> bool:
+        return True
+
+    @classmethod
+    async def connect(
+        cls, home: ChoirHome, sessions: SessionService, push: PushFn, config: ConfigFn
+    ) -> DockerRuntime:
+        """On the engine `$DOCKER_HOST` names (or the default socket); UnavailableError,
+        naming the process runtime, when none answers."""
+        engine = ContainerEngine(await DockerEngine.connect())
+        if os.geteuid() == 0:
+            paths = [workspace.path for workspace in config().workspaces.values()]
+            released = await asyncio.to_thread(release_leftovers, paths)
+            if released:
+                log.info(
+                    "released workspace mounts a previous choird left", fields={"paths": released}
+                )
+        return cls(home, sessions, push, engine, config)
+
+    def labels(self, agent_id: str, session_id: str) -> dict[str, str]:
+        return {
+            MANAGED: "true",
+            "choir.home": str(self._home.root),
+            "choir.agent": agent_id,
+            "choir.session": session_id,
+        }
+
+    def running(self, agent_id: str) -> RunningAgent | None:
+        held = self._agents.get(agent_id)
+        return held.agent if held is not None else None
+
+    async def prepare(self, agent_id: str, config: ChoirConfig) -> Artefact:
+        """The agent's image: the one this choird last made ready while it is still the
+        newest built for the agent (a start needs no build check, §17.3 step 10); otherwise
+        `ensure_agent_image`, which builds only when something changed."""
+        ready = self._ready.get(agent_id)
+        newest = await self._engine.engine.images(
+            {MANAGED: "true", "choir.agent": agent_id, "choir.home": str(self._home.root)}
+        )
+        if ready is not None and newest and newest[0].id == ready[0]:
+            return ready[1]
+        artefact = await self._images(self._home, config, agent_id)
+        if artefact.image is not None:
+            image = await self._engine.engine.image(artefact.image)
+            if image is not None:
+                self._ready[agent_id] = (image.id, artefact)
+        return artefact
+
+    async def start(
+        self,
+        agent_id: str,
+        started: StartedSession,
+        artefact: Artefact,
+        *,
+        workspace: Path,
+        socket: Path,
+    ) -> RunningAgent:
+        if agent_id in self._agents:
+            raise ConflictError(f"{agent_id} already has a running container: stop it first")
+        if artefact.image is None:
+            raise UsageError(f"{agent_id} has no image to run: build it (choirctl agent build)")
+        config = self._config()
+        egress = await prepare_egress(self._engine, config.container)
+        profile = agent_profile(config, agent_id, egress.network)
+        if not egress.enforced:
+            log.warning(
+                "agent egress is not filtered: the agent can reach this host's services and "
+                "link-local (cloud metadata) addresses",
+                fields={"agent_id": agent_id, "network": egress.network, "why": egress.detail},
+            )
+        if endpoint := loopback_endpoint(config, started.bindings.llm):
+            log.warning(
+                "the agent's model endpoint is on loopback, which in a container is the "
+                "container itself: serve it elsewhere, or on the host's docker network address "
+                "with container.allow_host_access",
+                fields={"agent_id": agent_id, "llm": started.bindings.llm, "endpoint": endpoint},
+            )
+        guard = await asyncio.to_thread(_guard, profile, workspace, socket)
+        spec = ContainerSpec(
+            image=artefact.image,
+            command=AGENT_COMMAND,
+            name=f"choir-{agent_id}-{secrets.token_hex(4)}",
+            environment=container_environment(agent_id, started.session_id),
+            labels=self.labels(agent_id, started.session_id),
+            working_dir=WORKSPACE_TARGET,
+            options=create_options(profile, workspace=str(workspace), socket=str(socket)),
+        )
+        try:
+            container = await self._engine.create(spec)
+        except BaseException:
+            guard.release()
+            raise
+        held = _Container(
+            RunningAgent(agent_id, started.session_id, None, container, artefact.image),
+            profile,
+            str(workspace),
+            str(socket),
+            guard,
+            egress,
+        )
+        try:
+            await self._engine.start(container, stdin=f"{started.lease_token}\n".encode())
+            self._agents[agent_id] = held
+            held.watcher = asyncio.create_task(self._watch(held), name=f"watch-{agent_id}")
+            report = await self._started(held)
+            refusal = _refusal(held, report)
+            if refusal is not None:
+                raise ChoirError(refusal)
+        except BaseException:
+            if self._agents.get(agent_id) is held:
+                del self._agents[agent_id]
+            await self._engine.remove(container)
+            guard.release()
+            raise
+        log.info(
+            "agent container started",
+            fields={"agent_id": agent_id, "session_id": started.session_id, "id": container[:12]},
+        )
+        return held.agent
+
+    async def verify(self, agent_id: str) -> ProfileReport:
+        held = self._agents.get(agent_id)
+        if held is None:
+            raise ConflictError(f"{agent_id} has no running container to verify: start it first")
+        return await self._verify(held)
+
+    async def _started(self, held: _Container) -> ProfileReport | None:
+        """The check of a container just started; None if it is already gone (it exited at
+        once and its watcher removed it — `_refusal` then says so). A check that fails is
+        given a moment to turn out to be an exit (a process gone fails the kernel's items)."""
+        assert held.watcher is not None
+        try:
+            report = await self._verify(held)
+        except NotFoundError:
+            await asyncio.wait({held.watcher}, timeout=TERM_GRACE_S)
+            return None
+        if not report.ok:
+            await asyncio.wait({held.watcher}, timeout=EXIT_GRACE_S)
+        return report
+
+    async def _verify(self, held: _Container) -> ProfileReport:
+        agent_id = held.agent.agent_id
+        assert held.agent.container is not None
+        inspect = await self._engine.inspect(held.agent.container)
+        state = inspect.get("State") or {}
+        pid = int(state.get("Pid") or 0) or None
+        held.agent.pid = pid
+        if state.get("Status") == "exited":
+            held.exited = int(state.get("ExitCode", -1))
+        kernel = await asyncio.to_thread(kernel_view, pid)
+        checks = check_container(
+            held.profile,
+            inspect,
+            workspace=held.workspace,
+            socket=held.socket,
+            proc_status=kernel.status if kernel else None,
+            mountinfo=kernel.mountinfo if kernel else None,
+        )
+        host = await asyncio.to_thread(self._host_view, held, inspect)
+        checks += check_host(held.profile, inspect, host)
+        report = ProfileReport(agent_id, self.name, now_iso(), checks, held.agent.container)
+        held.agent.verified = report
+        return report
+
+    def _host_view(self, held: _Container, inspect: dict[str, Any]) -> HostView:
+        """The host's side of the check (blocking: stats, a bounded scan, iptables)."""
+        agent_uid = int(held.profile.user.partition(":")[0])
+        own = agent_uid if agent_uid != os.getuid() else None  # a uid only agents have
+        mounts = tuple(
+            MountSource(
+                str(mount.get("Source")),
+                resolved := os.path.realpath(str(mount.get("Source"))),
+                scan_sockets(resolved, skip_uid=own),
+            )
+            for mount in mounts_of(inspect, socket=held.socket)
+        )
+        return HostView(
+            home=os.path.realpath(self._home.root),
+            socks=os.path.realpath(self._home.socks),
+            docker_socket_dir=docker_socket_dir(),
+            workspace=workspace_view(held.workspace),
+            mounts=mounts,
+            egress=observe(held.egress),
+        )
+
+    async def stop(self, agent_id: str, reason: StopReason = "stop") -> int | None:
+        """Graceful stop (§17.2): shutdown push, then SIGTERM, then SIGKILL; the exit code."""
+        held = self._agents.get(agent_id)
+        if held is None or held.watcher is None or held.agent.container is None:
+            return None
+        self._sessions.expect_shutdown(held.agent.session_id, reason)
+        plan = graceful_stop(reason, self._sessions.config)
+        self._push(held.agent.session_id, plan.push.model_dump(mode="json"))
+        with contextlib.suppress(TimeoutError):
+            return await asyncio.wait_for(asyncio.shield(held.watcher), plan.grace_s)
+        log.warning("agent did not stop in time", fields={"agent_id": agent_id})
+        await self._engine.stop(held.agent.container, timeout_s=TERM_GRACE_S)
+        return await held.watcher
+
+    async def stop_all(self) -> None:
+        await asyncio.gather(*(self.stop(agent_id) for agent_id in list(self._agents)))
+
+    async def remove_orphans(self) -> list[str]:
+        found = await self._engine.list({MANAGED: "true", "choir.home": str(self._home.root)})
+        for container in found:
+            await self._engine.remove(container.id)
+        return [container.name for container in found]
+
+    async def adopt(self, keep: KeepFn, open_socket: OpenSocket) -> Adopted:
+        """At start: re-attach the running containers of this home that `keep` accepts (by
+        their `choir.agent` and `choir.session` labels); remove the others (`runtime_adopt`)."""
+        report = Adopted()
+        found = await self._engine.list({MANAGED: "true", "choir.home": str(self._home.root)})
+        for container in found:
+            agent_id = container.labels.get("choir.agent", "")
+            session_id = container.labels.get("choir.session", "")
+            adoptable = container.state == "running" and agent_id not in self._agents
+            if adoptable and keep(agent_id, session_id):
+                agent = await self._reattach(container.id, agent_id, session_id, open_socket)
+                if agent is not None:
+                    report.agents.append(agent)
+                    continue
+            await self._engine.remove(container.id)
+            report.removed.append(container.name)
+        return report
+
+    async def _reattach(
+        self, container: str, agent_id: str, session_id: str, open_socket: OpenSocket
+    ) -> RunningAgent | None:
+        """Watch, follow and verify a container a previous choird started, its socket (and
+        workspace guard) made again; None when that cannot be — among others a container made
+        before sockets were mounted as a directory, which would never see the new socket."""
+        try:
+            inspect = await self._engine.inspect(container)
+            mounts = {
+                str(m.get("Destination")): str(m.get("Source")) for m in inspect.get("Mounts") or []
+            }
+            if SOCKET_DIR_TARGET not in mounts or WORKSPACE_TARGET not in mounts:
+                return None
+            socket = await open_socket(agent_id)
+            config = self._config()
+            egress = await prepare_egress(self._engine, config.container)
+            profile = agent_profile(config, agent_id, egress.network)
+            workspace = Path(mounts[WORKSPACE_TARGET])
+            guard = await asyncio.to_thread(_guard, profile, workspace, socket)
+        except ChoirError as error:
+            log.error(f"cannot adopt {agent_id}: {error.message}", fields={"id": container[:12]})
+            return None
+        image = str((inspect.get("Config") or {}).get("Image") or "") or None
+        held = _Container(
+            RunningAgent(agent_id, session_id, None, container, image),
+            profile,
+            str(workspace),
+            str(socket),
+            guard,
+            egress,
+        )
+        self._agents[agent_id] = held
+        since = followed_since(self._home.agent_log(agent_id))
+        held.watcher = asyncio.create_task(self._watch(held, since=since), name=f"watch-{agent_id}")
+        with contextlib.suppress(ChoirError):
+            report = await self._verify(held)
+            if not report.ok:
+                log.warning(
+                    "an adopted container does not match today's profile (it was created "
+                    "before a change): agent verify shows it; restart it to apply",
+                    fields={"agent_id": agent_id, "failed": report.failed},
+                )
+        return held.agent
+
+    def close(self) -> None:
+        self._unsubscribe()
+        self._engine.close()
+
+    async def _watch(self, held: _Container, *, since: float | None = None) -> int:
+        agent = held.agent
+        assert agent.container is not None
+        self._home.logs.mkdir(parents=True, exist_ok=True)
+        try:
+            with AppendSink(self._home.agent_log(agent.agent_id)) as sink:  # never torn
+                code = await self._engine.follow(agent.container, sink, since=since)
+        except ChoirError as error:
+            log.error(str(error), fields={"agent_id": agent.agent_id})
+            code = -1
+        # before the session ends (and the workspace's lease with it): a next start on the
+        # workspace must find it either still mounted nosuid or not at all, never in between
+        await asyncio.to_thread(held.guard.release)
+        if self._agents.get(agent.agent_id) is held:
+            del self._agents[agent.agent_id]
+        await note_exit(self._sessions, agent, code, self.name)
+        with contextlib.suppress(ChoirError):
+            await self._engine.remove(agent.container)
+        return code
+
+    def _on_session_ended(self, ended: SessionEnded) -> None:
+        """§13.1: a session crashed (no heartbeat) or forked while its container runs."""
+        held = self._agents.get(ended.agent_id)
+        if held is None or held.agent.session_id != ended.session_id:
+            return
+        if ended.status in (SessionStatus.CRASHED, SessionStatus.FORKED) and held.agent.container:
+            log.warning("killing the container of a crashed session", fields={"id": ended.agent_id})
+            task = asyncio.get_running_loop().create_task(self._engine.kill(held.agent.container))
+            self._kills.add(task)
+            task.add_done_callback(self._kills.discard)
+
+
+def _refusal(held: _Container, report: ProfileReport | None) -> str | None:
+    """Why a just-started container is not a running agent: it already exited, or it does not
+    match the security profile (an engine ignoring settings, e.g. rootless without cgroups)."""
+    agent_id = held.agent.agent_id
+    if held.watcher is not None and held.watcher.done() and not held.watcher.cancelled():
+        held.exited = held.watcher.result()
+    if held.exited is not None:
+        return (
+            f"{agent_id}'s container exited at once (code {held.exited}): "
+            f"see choirctl logs {agent_id}"
+        )
+    if report is None:
+        return f"{agent_id}'s container is gone right after its start: see choirctl logs {agent_id}"
+    if not report.ok:
+        failed = [c for c in report.checks if c.required and not c.ok]
+        return (
+            f"{agent_id}'s container does not match the security profile (failed: "
+            f"{'; '.join(f'{c.item}: {c.actual}' for c in failed)}); it was removed — fix "
+            "the workspace or config, or is the engine ignoring settings (e.g. rootless "
+            "without cgroup limits)?"
+        )
+    return None
+
+
+def _guard(profile: SecurityProfile, workspace: Path, socket: Path) -> WorkspaceGuard:
+    """The workspace and the agent's socket made the container uid's (blocking)."""
+    uid, _, gid = profile.user.partition(":")
+    privileged = os.geteuid() == 0
+    try:
+        guard = guard_workspace(workspace, int(uid), int(gid), privileged=privileged)
+        if privileged:
+            _grant(socket, int(uid), int(gid))
+    except OSError as error:
+        where = error.filename or workspace
+        raise ChoirError(
+            f"cannot prepare workspace {workspace} for the agent: {error.strerror} ({where})"
+        ) from None
+    return guard
+
+
+def _grant(socket: Path, uid: int, gid: int) -> None:
+    """The agent's socket (a socket file, or a directory holding it) usable by `uid` alone."""
+    os.chown(socket, uid, gid, follow_symlinks=False)
+    if socket.is_dir() and not socket.is_symlink():
+        for inside in socket.iterdir():
+            os.chown(inside, uid, gid, follow_symlinks=False)

@@ -1,0 +1,108 @@
+"""Egress filtering of agent containers: the choir network of config's policy and its rules.
+
+`prepare_egress` runs at every docker start: it makes sure the choir-managed network of the
+policy (`container.allow_host_access`, `allow_metadata`) exists, then (re)installs its iptables
+chains (`egress_rules`) — idempotent, and cheap enough to repair rules someone flushed. It never
+fails a start on its own: when choird cannot filter (not root, no iptables, the operator's own
+network) it says why, choird warns, and `agent verify`'s `egress_filtered` item reports it as
+advisory. `observe` reads the rules back for `agent verify`: once choird filters, missing rules
+fail the check (and the start).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from typing import Final
+
+from choir.adapters import iptables
+from choir.adapters.docker_containers import ContainerEngine
+from choir.config.container import MANAGED_NETWORK, ContainerConfig
+from choir.core.security.egress_rules import (
+    EgressPolicy,
+    chain_rules,
+    jumps,
+    listed_rules,
+    restore_script,
+)
+from choir.core.security.host import EgressView
+from choir.errors import ChoirError
+
+NETWORK_LABELS: Final = {"choir.managed": "true", "choir.role": "egress"}
+RULES_IN_PLACE: Final = "rules in place"
+
+
+@dataclass(frozen=True)
+class EgressSetup:
+    """How the agents of one start reach the network."""
+
+    network: str
+    policy: EgressPolicy | None
+    """None on the operator's own network (nothing choir filters)."""
+    enforced: bool
+    detail: str
+    forward: str = "DOCKER-USER"
+    """The built-in chain our forward chain hangs from."""
+
+    def view(self, *, rules_ok: bool, detail: str) -> EgressView:
+        described = self.policy.describe() if self.policy else "unfiltered (operator's network)"
+        return EgressView(self.network, described, self.enforced, rules_ok, detail)
+
+
+async def prepare_egress(engine: ContainerEngine, config: ContainerConfig) -> EgressSetup:
+    """The network agents start on now, with its rules installed when choird can."""
+    if config.network != MANAGED_NETWORK:
+        return EgressSetup(
+            config.network,
+            None,
+            enforced=False,
+            detail=f"{config.network} is not choir's network: set container.network to "
+            f"{MANAGED_NETWORK} to filter what agents reach",
+        )
+    policy = EgressPolicy(config.allow_host_access, config.allow_metadata)
+    network = policy.network()
+    await engine.ensure_network(network, NETWORK_LABELS)
+    if not policy.blocks_anything:
+        detail = "nothing to block (allow_host_access and allow_metadata)"
+        return EgressSetup(network, policy, enforced=True, detail=detail)
+    reason = iptables.unavailable()
+    if reason is not None:
+        return EgressSetup(network, policy, enforced=False, detail=f"{reason}: rules not installed")
+    try:
+        forward = await asyncio.to_thread(_install, policy)
+    except ChoirError as error:
+        return EgressSetup(network, policy, enforced=False, detail=error.message)
+    return EgressSetup(network, policy, enforced=True, detail=RULES_IN_PLACE, forward=forward)
+
+
+def observe(setup: EgressSetup) -> EgressView:
+    """What `agent verify` sees now (blocking: iptables calls)."""
+    if not setup.enforced or setup.policy is None or not setup.policy.blocks_anything:
+        return setup.view(rules_ok=setup.enforced, detail=setup.detail)
+    try:
+        missing = _missing(setup.policy, setup.forward)
+    except ChoirError as error:
+        return setup.view(rules_ok=False, detail=error.message)
+    if missing:
+        return setup.view(rules_ok=False, detail=f"rules missing: {'; '.join(missing)}")
+    return setup.view(rules_ok=True, detail=RULES_IN_PLACE)
+
+
+def _install(policy: EgressPolicy) -> str:
+    iptables.restore(restore_script(policy))
+    forward = "DOCKER-USER" if iptables.chain_exists("DOCKER-USER") else "FORWARD"
+    for jump in jumps(policy.network(), forward):
+        if not iptables.has_rule(jump.chain, jump.rule):
+            iptables.insert_first(jump.chain, jump.rule)
+    return forward
+
+
+def _missing(policy: EgressPolicy, forward: str) -> list[str]:
+    missing = []
+    for chain, rules in chain_rules(policy).items():
+        if listed_rules(chain, iptables.listing(chain)) != rules:
+            missing.append(f"{chain} differs")
+    for jump in jumps(policy.network(), forward):
+        if not iptables.has_rule(jump.chain, jump.rule):
+            missing.append(f"no jump from {jump.chain}")
+    return missing

@@ -1,0 +1,1 @@
+"""Agent sessions (§6.4, §13.1): start, leases, bindings, how they end and why."""

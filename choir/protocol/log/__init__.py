@@ -1,0 +1,1 @@
+"""The session log's vocabulary: events, committed records, the chain, snapshots, lanes."""

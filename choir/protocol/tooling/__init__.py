@@ -1,0 +1,1 @@
+"""Tools, skills, locks, memory and bindings as the agent and choird both see them."""

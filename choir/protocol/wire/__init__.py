@@ -1,0 +1,1 @@
+"""The wire: envelopes, verbs, payloads, pushes, error codes, versions, artifacts."""

@@ -1,0 +1,128 @@
+"""Server pushes: choird -> agent messages on the connection's push channel.
+
+The 8 verbs run agent -> choird. The other direction (design notes, "Message flow") rides pushes:
+frames on the Unix socket, SSE events over HTTP (§12.1). `seq` orders them per session and lets
+an SSE client resume with Last-Event-ID. Beyond the list in the design notes,
+`approval_resolved` tells the agent how a proposal ended (§19.6).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import Field
+
+from choir.protocol.base import WireModel
+from choir.protocol.log.lanes import JobName, LaneId
+
+
+class UserMessagePush(WireModel):
+    """A user message from the bound DM; the edge lane queues it (§7.1)."""
+
+    kind: Literal["user_message"] = "user_message"
+    message_id: str
+    """The gateway's id, so a re-delivered message is recognized."""
+    text: str
+    """The message text."""
+    attachments: list[str] = Field(default_factory=list)
+    """Workspace paths choird staged under `.choirtmp/recv/`."""
+
+
+class InjectPush(WireModel):
+    """`/inject <message>`: append to edge's context at its next safe point (§12.8)."""
+
+    kind: Literal["inject"] = "inject"
+    text: str = Field(min_length=1)
+    """The instruction to append."""
+
+
+class CoreCancelPush(WireModel):
+    """Cancel one core job (`/cancel <name>`, `choirctl session cancel`)."""
+
+    kind: Literal["core_cancel"] = "core_cancel"
+    job_name: JobName
+    """The job to cancel."""
+    reason: str = "cancelled by the operator"
+    """Why, for the job's report."""
+
+
+class CompactPush(WireModel):
+    """Compact working memory now (`/compact`, `choirctl session compact`)."""
+
+    kind: Literal["compact"] = "compact"
+    lane: LaneId | None = None
+    """Lane to compact; None compacts every lane."""
+
+
+class ConfigChangedPush(WireModel):
+    """A newer config version is published; fetch it with FETCH_DYNAMIC_CONFIG."""
+
+    kind: Literal["config_changed"] = "config_changed"
+    config_version: int = Field(ge=0)
+    """The newly published version."""
+
+
+class SecretsRefreshedPush(WireModel):
+    """Secret values changed (`choirctl secret apply`); re-fetch them with GET_SECRETS."""
+
+    kind: Literal["secrets_refreshed"] = "secrets_refreshed"
+    secrets: list[str] = Field(default_factory=list)
+    """Names of the changed secrets the agent uses; never values."""
+
+
+class ShutdownPush(WireModel):
+    """Stop gracefully (§17.2): reach a safe point, summarize, flush, TERMINATE_SELF."""
+
+    kind: Literal["shutdown"] = "shutdown"
+    reason: Literal["stop", "restart", "update", "workspace_reset"]
+    """Why the agent is being stopped; restart and update resume the session."""
+    summary_timeout_ms: int = Field(default=30_000, ge=0)
+    """Budget for the session summary call; 0 skips the summary (§11.8)."""
+
+
+class ApprovalResolvedPush(WireModel):
+    """A pending approval was answered or timed out (§19.6)."""
+
+    kind: Literal["approval_resolved"] = "approval_resolved"
+    approval_id: str
+    """The approval answered."""
+    status: Literal["approved", "rejected", "timed_out"]
+    """How it ended; a timeout counts as rejected."""
+
+
+class RecoverPush(WireModel):
+    """The operator's decision on a core job held after a crash (`choirctl session recover`).
+
+    A held job had a non-idempotent call whose outcome the crash left unknown; it is not resumed
+    until the operator chooses (DESIGN-NOTES "Durability").
+    """
+
+    kind: Literal["recover"] = "recover"
+    choice: Literal["resume", "read_only", "abort"]
+    """Resume the job, resume it limited to tools that only read, or stop it with a report."""
+    job_name: JobName | None = None
+    """The held job decided on; None decides every held job of the session."""
+
+
+ServerPush = Annotated[
+    UserMessagePush
+    | InjectPush
+    | CoreCancelPush
+    | CompactPush
+    | ConfigChangedPush
+    | SecretsRefreshedPush
+    | ShutdownPush
+    | ApprovalResolvedPush
+    | RecoverPush,
+    Field(discriminator="kind"),
+]
+"""Any choird -> agent push, tagged by `kind`."""
+
+
+class PushEnvelope(WireModel):
+    session_id: str
+    """The session the push is for."""
+    seq: int = Field(ge=1)
+    """Per-session push sequence number; the SSE event id."""
+    push: ServerPush
+    """The push itself."""

@@ -1,0 +1,1 @@
+"""The Postgres server and connections: embedded or external, pool, DDL, failures."""

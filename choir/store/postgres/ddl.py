@@ -1,0 +1,275 @@
+"""Every table choir creates, as numbered migrations recorded in `choir_control.schema_version`.
+
+There are two scopes: `control` (the shared `choir_control` schema, §23.1) and `agent:<id>` (one
+per agent schema, §23.2-23.3, templated with the schema name and embedding dimensions). Pending
+migrations of a scope run in order inside one transaction, under an advisory lock so that two
+starting daemons cannot interleave; rerunning is a no-op. A schema change is a new migration
+appended to its list — never an edit of an applied one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Final
+
+from choir.errors import ConflictError
+from choir.store.postgres.pool import Connection
+
+CONTROL_SCHEMA: Final = "choir_control"
+CONTROL_SCOPE: Final = "control"
+MIGRATION_LOCK: Final = 0x63686F6972  # "choir": serialises schema changes across connections
+
+
+@dataclass(frozen=True, slots=True)
+class Migration:
+    """One numbered schema change of a scope; applied once, recorded in `schema_version`."""
+
+    version: int
+    description: str
+    sql: str
+    """Statements. Agent migrations are templates with `{schema}` (quoted) and `{dims}`, so their
+    literal braces are doubled; control migrations are used as written."""
+
+
+_BOOTSTRAP: Final = """
+CREATE SCHEMA IF NOT EXISTS choir_control;
+CREATE TABLE IF NOT EXISTS choir_control.schema_version (
+    scope       text NOT NULL,
+    version     int NOT NULL,
+    description text NOT NULL,
+    applied_at  timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (scope, version)
+);
+"""
+
+CONTROL_MIGRATIONS: Final = (
+    Migration(
+        1,
+        "control plane tables",
+        """
+CREATE TABLE choir_control.agents (
+    agent_id      text PRIMARY KEY,
+    name          text NOT NULL,
+    image_version text,
+    created_at    timestamptz NOT NULL DEFAULT now(),
+    config        jsonb NOT NULL DEFAULT '{}'
+);
+CREATE TABLE choir_control.sessions (
+    session_id        text PRIMARY KEY,
+    agent_id          text NOT NULL REFERENCES choir_control.agents (agent_id),
+    lease_id          text,
+    status            text NOT NULL,
+    started_at        timestamptz NOT NULL DEFAULT now(),
+    ended_at          timestamptz,
+    resource_bindings jsonb NOT NULL DEFAULT '{}',
+    config_version    bigint,
+    last_heartbeat_at timestamptz,
+    ack_rev           bigint NOT NULL DEFAULT 0,
+    head_hash         text
+);
+CREATE INDEX sessions_agent_idx ON choir_control.sessions (agent_id, started_at DESC);
+CREATE TABLE choir_control.session_events (
+    id         bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    session_id text NOT NULL REFERENCES choir_control.sessions (session_id),
+    rev        bigint NOT NULL CHECK (rev > 0),
+    event_type text NOT NULL,
+    lane       text NOT NULL CHECK (lane = 'edge' OR lane LIKE 'core:%'),
+    payload    jsonb NOT NULL,
+    hash_prev  text NOT NULL,
+    hash       text NOT NULL,
+    created_at timestamptz NOT NULL,
+    UNIQUE (session_id, rev)
+);
+CREATE TABLE choir_control.session_snapshots (
+    session_id text NOT NULL REFERENCES choir_control.sessions (session_id),
+    rev        bigint NOT NULL,
+    snapshot   jsonb NOT NULL,
+    created_at timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (session_id, rev)
+);
+CREATE TABLE choir_control.pending_approvals (
+    id           text PRIMARY KEY,
+    session_id   text REFERENCES choir_control.sessions (session_id),
+    agent_id     text NOT NULL,
+    request_type text NOT NULL,
+    payload      jsonb NOT NULL,
+    status       text NOT NULL DEFAULT 'pending'
+                 CHECK (status IN ('pending', 'approved', 'rejected', 'timed_out')),
+    created_at   timestamptz NOT NULL DEFAULT now(),
+    resolved_at  timestamptz,
+    resolved_by  text,
+    CONSTRAINT pending_approvals_resolved_check CHECK ((status = 'pending') = (resolved_at IS NULL))
+);
+CREATE INDEX pending_approvals_open_idx
+    ON choir_control.pending_approvals (created_at) WHERE status = 'pending';
+CREATE TABLE choir_control.leases (
+    resource_kind text NOT NULL,
+    resource_name text NOT NULL,
+    agent_id      text NOT NULL,
+    session_id    text NOT NULL REFERENCES choir_control.sessions (session_id),
+    acquired_at   timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (resource_kind, resource_name)
+);
+CREATE INDEX leases_session_idx ON choir_control.leases (session_id);
+""",
+    ),
+    Migration(
+        2,
+        "artifacts of previewed events",
+        """
+CREATE TABLE choir_control.session_artifacts (
+    session_id text NOT NULL REFERENCES choir_control.sessions (session_id),
+    sha256     text NOT NULL CHECK (sha256 ~ '^[0-9a-f]{64}$'),
+    size       bigint NOT NULL CHECK (size > 0),
+    content    bytea NOT NULL DEFAULT '',
+    complete   boolean NOT NULL DEFAULT false,
+    created_at timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (session_id, sha256),
+    CHECK (length(content) <= size)
+);
+ALTER TABLE choir_control.session_events ADD COLUMN artifact jsonb;
+""",
+    ),
+    Migration(
+        3,
+        "durable inbox of user messages",
+        """
+CREATE TABLE choir_control.session_inbox (
+    seq           bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    message_id    text NOT NULL UNIQUE,
+    session_id    text NOT NULL REFERENCES choir_control.sessions (session_id),
+    agent_id      text NOT NULL,
+    push          bytea NOT NULL,
+    status        text NOT NULL DEFAULT 'pending'
+                  CHECK (status IN ('pending', 'delivered', 'undelivered')),
+    accepted_at   timestamptz NOT NULL,
+    delivered_rev bigint,
+    settled_at    timestamptz
+);
+CREATE INDEX session_inbox_pending_idx
+    ON choir_control.session_inbox (session_id, seq) WHERE status = 'pending';
+""",
+    ),
+    Migration(
+        4,
+        "why each session ended",
+        """
+ALTER TABLE choir_control.sessions ADD COLUMN end_reason text;
+""",
+    ),
+)
+
+HOST_TOOL_SCOPE: Final = "host_tool_calls"
+HOST_TOOL_MIGRATIONS: Final = (
+    Migration(
+        1,
+        "host tool calls by session and call id, with their results",
+        """
+CREATE TABLE choir_control.host_tool_calls (
+    session_id  text NOT NULL REFERENCES choir_control.sessions (session_id),
+    call_id     text NOT NULL,
+    tool_name   text NOT NULL,
+    state       text NOT NULL CHECK (state IN ('running', 'finished')),
+    result      jsonb,
+    started_at  timestamptz NOT NULL,
+    finished_at timestamptz,
+    PRIMARY KEY (session_id, call_id),
+    CONSTRAINT host_tool_calls_result_check CHECK ((state = 'finished') = (result IS NOT NULL))
+);
+""",
+    ),
+)
+"""Its own scope so it evolves apart from `CONTROL_MIGRATIONS`' numbering (`host_tool_calls`)."""
+
+AGENT_MIGRATIONS: Final = (
+    Migration(
+        1,
+        "memory and knowledge tables",
+        """
+CREATE SCHEMA IF NOT EXISTS {schema};
+CREATE TABLE {schema}.memory_documents (
+    id          uuid PRIMARY KEY DEFAULT gen_random_uuid(),
+    session_id  text NOT NULL,
+    tier        text NOT NULL CHECK (tier IN ('mid_term', 'long_term_summary', 'long_term_detail')),
+    chunk_index int NOT NULL,
+    text        text NOT NULL,
+    tsv         tsvector GENERATED ALWAYS AS (to_tsvector('english', text)) STORED,
+    created_at  timestamptz NOT NULL DEFAULT now(),
+    metadata    jsonb NOT NULL DEFAULT '{{}}'
+);
+CREATE INDEX memory_documents_tsv_idx ON {schema}.memory_documents USING gin (tsv);
+CREATE INDEX memory_documents_session_idx
+    ON {schema}.memory_documents (session_id, tier, chunk_index);
+CREATE TABLE {schema}.memory_embeddings (
+    document_id uuid PRIMARY KEY REFERENCES {schema}.memory_documents (id) ON DELETE CASCADE,
+    embedding   vector({dims}) NOT NULL
+);
+CREATE INDEX memory_embeddings_hnsw_idx
+    ON {schema}.memory_embeddings USING hnsw (embedding vector_cosine_ops);
+CREATE TABLE {schema}.knowledge_documents (
+    id         uuid PRIMARY KEY DEFAULT gen_random_uuid(),
+    key        text UNIQUE,
+    text       text NOT NULL,
+    tsv        tsvector GENERATED ALWAYS AS (to_tsvector('english', text)) STORED,
+    created_at timestamptz NOT NULL DEFAULT now(),
+    updated_at timestamptz NOT NULL DEFAULT now(),
+    metadata   jsonb NOT NULL DEFAULT '{{}}'
+);
+CREATE INDEX knowledge_documents_tsv_idx ON {schema}.knowledge_documents USING gin (tsv);
+CREATE TABLE {schema}.knowledge_embeddings (
+    document_id uuid PRIMARY KEY REFERENCES {schema}.knowledge_documents (id) ON DELETE CASCADE,
+    embedding   vector({dims}) NOT NULL
+);
+CREATE INDEX knowledge_embeddings_hnsw_idx
+    ON {schema}.knowledge_embeddings USING hnsw (embedding vector_cosine_ops);
+""",
+    ),
+)
+
+
+async def apply_migrations(
+    conn: Connection, scope: str, migrations: tuple[Migration, ...], **params: object
+) -> list[int]:
+    """Apply the migrations of `scope` not yet recorded, in order; return the versions applied.
+
+    `params` fill the `{placeholders}` of agent migrations. Refuses a database that records a
+    version this choir does not know (it was migrated by a newer choir).
+    """
+    async with conn.transaction():
+        await conn.execute("SELECT pg_advisory_xact_lock($1)", MIGRATION_LOCK)
+        await conn.execute(_BOOTSTRAP)
+        rows = await conn.fetch(
+            "SELECT version FROM choir_control.schema_version WHERE scope = $1", scope
+        )
+        recorded = {row["version"] for row in rows}
+        _check_known(scope, recorded, migrations)
+        applied = []
+        for migration in migrations:
+            if migration.version in recorded:
+                continue
+            await conn.execute(migration.sql.format_map(params) if params else migration.sql)
+            await conn.execute(
+                "INSERT INTO choir_control.schema_version (scope, version, description) "
+                "VALUES ($1, $2, $3)",
+                scope,
+                migration.version,
+                migration.description,
+            )
+            applied.append(migration.version)
+    return applied
+
+
+async def apply_control_schema(conn: Connection) -> list[int]:
+    """Create or upgrade `choir_control` (§23.1); returns the control versions applied now."""
+    applied = await apply_migrations(conn, CONTROL_SCOPE, CONTROL_MIGRATIONS)
+    await apply_migrations(conn, HOST_TOOL_SCOPE, HOST_TOOL_MIGRATIONS)
+    return applied
+
+
+def _check_known(scope: str, recorded: set[int], migrations: tuple[Migration, ...]) -> None:
+    unknown = recorded - {migration.version for migration in migrations}
+    if unknown:
+        raise ConflictError(
+            f"the database's {scope} schema is at version {max(unknown)}, newer than this choir "
+            f"knows ({max(m.version for m in migrations)}); upgrade choir"
+        )

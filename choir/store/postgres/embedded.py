@@ -1,0 +1,211 @@
+"""The embedded PostgreSQL + pgvector that runs when `postgres.embedded` is true.
+
+`pgserver` bundles the server binaries and knows how to run them with a Unix socket in the data
+directory. This module adds what a daemon needs on top: a stale-lock check before starting,
+one-line errors that name the data directory and its log, an explicit stop, and an async context
+manager around both. As root, the server is started by `embedded_root` instead, which runs it
+as an unprivileged user without widening the mode of any directory (pgserver would).
+
+The server outlives a killed choird (pg_ctl detaches it); the next start simply reuses it. A
+graceful exit stops it, so nothing runs while choir is down.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import re
+import subprocess
+import time
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+from typing import Final, Self
+
+from choir.errors import UnavailableError
+from choir.store.postgres import settings
+from choir.store.postgres.embedded_root import RootServer
+from choir.store.postgres.pool import wait_until_ready
+from choir.store.postgres.postmaster import (
+    clear_stale_pidfile,
+    is_postmaster_of,
+    live_postmaster,
+    stop_postmaster,
+)
+from choir.store.postgres.target import ConnectParams
+
+with warnings.catch_warnings():
+    # platformdirs warns at pgserver's import time when XDG_RUNTIME_DIR is unset.
+    warnings.simplefilter("ignore")
+    from pgserver._commands import POSTGRES_BIN_PATH
+    from pgserver.postgres_server import PostgresServer
+
+SUPERUSER: Final = "postgres"
+ADMIN_DATABASE: Final = "postgres"
+SHMEM_RETRY_S: Final = 5.0
+"""How long to wait for children of a killed postmaster to release its shared memory."""
+
+_log = logging.getLogger(__name__)
+
+
+class _UnmanagedServer(PostgresServer):
+    """pgserver's server minus its exit hook and instance cache: EmbeddedPostgres owns the
+    lifecycle, and a cached instance would hide a server that was stopped or killed since."""
+
+    def _cleanup(self) -> None:
+        self._instances.pop(self.pgdata, None)
+
+
+@dataclass(frozen=True, slots=True)
+class _Serving:
+    """The server this object started or adopted: where its socket is, and its postmaster."""
+
+    socket_dir: Path
+    port: int
+    pid: int
+
+
+class EmbeddedPostgres:
+    """One PostgreSQL server whose data lives in `datadir` and persists across restarts."""
+
+    def __init__(self, datadir: Path, *, stop_on_exit: bool = True) -> None:
+        self.datadir = datadir.expanduser().resolve()
+        self.stop_on_exit = stop_on_exit
+        self._serving: _Serving | None = None
+
+    @property
+    def log_file(self) -> Path:
+        return self.datadir / "log"
+
+    @property
+    def params(self) -> ConnectParams:
+        """How to reach the server's `postgres` database as superuser (Unix socket, no password)."""
+        running = self._running()
+        return ConnectParams(str(running.socket_dir), running.port, ADMIN_DATABASE, SUPERUSER)
+
+    @property
+    def pid(self) -> int | None:
+        """The postmaster's pid while started (it may have died since: see `alive`)."""
+        return self._serving.pid if self._serving is not None else None
+
+    def alive(self) -> bool:
+        """Whether the postmaster this object started or adopted still runs (it may be busy
+        recovering from a crash of one of its backends: that is its own business)."""
+        running = self._serving
+        return running is not None and is_postmaster_of(running.pid, self.datadir)
+
+    def uri(self, database: str = ADMIN_DATABASE) -> str:
+        """A `postgresql://` URI for `database` over the Unix socket (for psql and logs)."""
+        running = self._running()
+        return f"postgresql://{SUPERUSER}:@/{database}?host={running.socket_dir}"
+
+    def start(self) -> ConnectParams:
+        """Start the server (or adopt the one already serving `datadir`); blocking."""
+        self.datadir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        clear_stale_pidfile(self.datadir)
+        settings.apply(self.datadir)
+        started, log_offset = time.perf_counter(), self._log_size()
+        try:
+            self._serving = self._launch(log_offset)
+        except (subprocess.SubprocessError, OSError, RuntimeError, AssertionError) as exc:
+            raise UnavailableError(
+                f"cannot start embedded Postgres in {self.datadir}: "
+                f"{self._reason(exc, log_offset)}; see {self.log_file}"
+            ) from exc
+        _log.info(
+            "embedded Postgres ready in %.2fs at %s", time.perf_counter() - started, self.uri()
+        )
+        return self.params
+
+    def stop(self) -> None:
+        """Stop the server (fast shutdown: sessions are disconnected, data is flushed); blocking."""
+        running, self._serving = self._serving, None
+        if running is None:
+            return
+        stop_postmaster(self.datadir)
+
+    async def __aenter__(self) -> Self:
+        await asyncio.to_thread(self.start)
+        try:
+            await wait_until_ready(self.params)
+        except BaseException:
+            await asyncio.to_thread(self.stop)
+            raise
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if self.stop_on_exit:
+            await asyncio.to_thread(self.stop)
+
+    def _launch(self, log_offset: int) -> _Serving:
+        try:
+            return self._adopt_or_start()
+        except subprocess.CalledProcessError:
+            if "still in use" not in self._log_tail(log_offset):
+                raise
+        # A killed postmaster's children can hold its shared memory for a moment.
+        deadline = time.monotonic() + SHMEM_RETRY_S
+        while True:
+            time.sleep(0.2)
+            try:
+                return self._adopt_or_start()
+            except subprocess.CalledProcessError:
+                if time.monotonic() > deadline:
+                    raise
+
+    def _adopt_or_start(self) -> _Serving:
+        if os.geteuid() == 0:
+            return self._adopt_or_start_as_root()
+        try:
+            info = _UnmanagedServer(self.datadir, cleanup_mode=None).get_postmaster_info()
+        finally:
+            PostgresServer._instances.pop(self.datadir, None)
+        assert info.socket_dir is not None
+        assert info.pid is not None
+        return _Serving(info.socket_dir, info.port or 5432, info.pid)
+
+    def _adopt_or_start_as_root(self) -> _Serving:
+        """The server already serving the directory, else one started by `RootServer`."""
+        root = RootServer(self.datadir, POSTGRES_BIN_PATH.parent)
+        found = live_postmaster(self.datadir)
+        if found is None:
+            root.start()
+            found = live_postmaster(self.datadir)
+        if found is None:
+            raise RuntimeError("pg_ctl said the server started, but no postmaster runs")
+        return _Serving(root.host_socket_dir(found.socket_dir), found.port, found.pid)
+
+    def _running(self) -> _Serving:
+        if self._serving is None:
+            raise RuntimeError(f"embedded Postgres in {self.datadir} is not started")
+        return self._serving
+
+    def _reason(self, exc: BaseException, log_offset: int) -> str:
+        """The server's own last words from this attempt, else the exception's first line."""
+        lines = [line for line in self._log_tail(log_offset).splitlines() if line.strip()]
+        if not lines and isinstance(exc, subprocess.CalledProcessError) and exc.stderr:
+            lines = [line for line in str(exc.stderr).splitlines() if line.strip()]
+        if lines:
+            return re.split(r"\b(?:FATAL|PANIC|ERROR):\s+", lines[-1])[-1].strip()
+        return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+
+    def _log_size(self) -> int:
+        try:
+            return self.log_file.stat().st_size
+        except OSError:
+            return 0
+
+    def _log_tail(self, offset: int = 0) -> str:
+        try:
+            with self.log_file.open("rb") as log:
+                log.seek(max(offset, self._log_size() - 4000))
+                return log.read().decode(errors="replace")
+        except OSError:
+            return ""

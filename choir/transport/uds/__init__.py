@@ -1,0 +1,1 @@
+"""The Unix-socket transport: server, client, socket files."""
