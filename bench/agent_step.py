@@ -2,7 +2,7 @@
 
     python -m bench.agent_step [--json] [--quick]
 
-In-process: the real kernel (seed tools), `LaneKit`, `EdgeLane` and `CoreJobs` of choir-agent,
+In-process: the real kernel (seed tools), `LaneKit`, `EdgeLane` and core jobs of choir-agent,
 talking to a zero-latency `ScriptedModelServer` over loopback HTTP. Only choird is left out (the
 status reports go to a sink): replication is asynchronous to the lanes and not on a step's path.
 
@@ -24,7 +24,7 @@ import json
 import shutil
 import tempfile
 import time
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
@@ -33,12 +33,13 @@ from bench.common import parse_args, percentile, report
 from choir.adapters.llm import Completion, CompletionRequest, LlmClient, RateLimitNotice
 from choir.agent.kernel.commitlog import CommitLog, LogEntry, event_json
 from choir.agent.kernel.dispatch import LaneHook
-from choir.agent.kernel.wiring import open_kernel
-from choir.agent.lanes.core.jobs import CoreJobs
+from choir.agent.lanes.core.jobs import CoreJobTools
+from choir.agent.lanes.core.runner import CoreJobRunner
 from choir.agent.lanes.edge import EdgeLane
 from choir.agent.lanes.support import DemoModel, Identity, LaneKit, StatusReporter
 from choir.agent.replication.control_plane import ControlPlane
 from choir.agent.replication.live_config import DynamicConfig, DynamicState
+from choir.agent.wiring import open_kernel
 from choir.config import Budgets
 from choir.core.budgets import BudgetLimits
 from choir.protocol import ModelOutput, ReportStatusRequest, UserMessagePush
@@ -81,11 +82,14 @@ class StatusSink:
     async def report_status(self, request: ReportStatusRequest) -> None:
         return None
 
+    def on_connected(self, listener: Callable[[], None]) -> Callable[[], None]:
+        return lambda: None  # never reconnects: nothing to resend
+
 
 @dataclass
 class Lanes:
     kit: LaneKit
-    jobs: CoreJobs
+    jobs: CoreJobRunner
     edge: EdgeLane
     llm: TimedLlm
 
@@ -155,10 +159,11 @@ async def open_lanes(
         status = StatusReporter(cast(ControlPlane, StatusSink()))
         kit = LaneKit(kernel, llm, session_config(endpoint), DemoModel(), Identity(), status)
         kit.start()
-        jobs = CoreJobs(kit)
-        table.update(jobs.hooks())
+        jobs = CoreJobRunner(kit)
+        tools = CoreJobTools(kit, jobs)
+        table.update(tools.hooks())
         table["choir.memory.compact"] = kit.compaction.hook
-        kernel.arbiter.add_gate(jobs.gate)
+        kernel.arbiter.add_gate(tools.gate)
         edge = EdgeLane(kit, jobs)
         try:
             yield Lanes(kit, jobs, edge, llm)

@@ -24,9 +24,9 @@ from pathlib import Path
 from typing import Any
 
 from bench.common import parse_args, percentile, report
-from choir.agent.kernel.arbiter import ToolProposal
 from choir.agent.kernel.commitlog import CommitLog, event_json
-from choir.agent.kernel.wiring import Kernel, open_kernel
+from choir.agent.kernel.proposal import ToolProposal
+from choir.agent.wiring import Kernel, open_kernel
 from choir.config import Budgets
 from choir.core.budgets import BudgetLimits
 from choir.logs.redaction import replace_secrets
@@ -95,7 +95,7 @@ async def _overhead(kernel: Kernel, calls: int, prefix: str = "noop") -> list[fl
 async def _jobs(kernel: Kernel, count: int, round_: int) -> float:
     names = [f"job-{round_}-{i}" for i in range(count)]
     for name in names:
-        kernel.arbiter.start_job(name)
+        kernel.arbiter.policy.start_job(name)
     started = time.perf_counter()
     await asyncio.gather(
         *(
@@ -107,7 +107,7 @@ async def _jobs(kernel: Kernel, count: int, round_: int) -> float:
     )
     elapsed = time.perf_counter() - started
     for name in names:
-        kernel.arbiter.end_job(name)
+        kernel.arbiter.policy.end_job(name)
     return elapsed
 
 
@@ -171,7 +171,7 @@ def _secrets_registered() -> Iterator[None]:
 
 
 def _unimplemented() -> frozenset[str]:
-    from choir.agent.tools import BUILTIN_TOOLS
+    from choir.agent.tools.builtin import BUILTIN_TOOLS
 
     names = set()
     for path in (SEEDS / "tools").glob("*.json"):

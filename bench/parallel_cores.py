@@ -2,7 +2,7 @@
 
     python -m bench.parallel_cores [--json] [--quick]
 
-The real lanes of `bench.agent_step` (kernel, `CoreJobs`, zero-latency scripted model): edge
+The real lanes of `bench.agent_step` (kernel, core jobs, zero-latency scripted model): edge
 spawns the jobs through the arbiter; each job's model calls one ~200 ms write tool (a lane-hook
 tool holding `file:{path}` exclusively), then answers. The figure is the wall time from the
 first spawn to the last `CoreStopped`, relative to one such job alone:
@@ -21,8 +21,8 @@ from typing import Any, Final
 
 from bench.agent_step import open_lanes
 from bench.common import median, parse_args, report
-from choir.agent.kernel.arbiter import ToolProposal
 from choir.agent.kernel.commitlog import LogEntry
+from choir.agent.kernel.proposal import ToolProposal
 from choir.protocol import ToolResult
 from choir.scripted import ReplyStep, Script, ScriptedCall, ScriptedModelServer, ToolCallsStep
 

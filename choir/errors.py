@@ -68,3 +68,11 @@ class ConflictError(ChoirError):
 
 class UnavailableError(ChoirError):
     exit_code = ExitCode.UNAVAILABLE
+
+
+def one_line(message: str) -> str:
+    """A multi-line message (a ConfigError's header and problems) as one line for stderr."""
+    lines = [line.strip() for line in message.splitlines() if line.strip()]
+    if len(lines) > 1 and lines[0].endswith(":"):
+        return f"{lines[0]} {'; '.join(lines[1:])}"
+    return "; ".join(lines)

@@ -18,11 +18,12 @@ from typing import ClassVar
 from textual import on
 from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
-from textual.widgets import Footer, Static, TabbedContent, TabPane
+from textual.widgets import Footer, TabbedContent, TabPane
 
 from choir.home import ChoirHome
 from tui.bridge import ChoirBridge
 from tui.commands import ChoirCommands
+from tui.dialogs.help import HelpScreen
 from tui.event_follow import EventFollower
 from tui.messages import (
     AgentSelected,
@@ -74,7 +75,7 @@ class ChoirApp(App[None]):
         self.follower = EventFollower(self, self.bridge)
         """Follows the selected agent's session events (the Events and Cores tabs)."""
         self.views: dict[str, ChoirView] = {}
-        """Mounted views by id (a view not built yet has none)."""
+        """Mounted views by id."""
         self._connect = connect
         self.health = HealthBar(id="health")
         self.banner = ConnectionBanner(id="banner")
@@ -87,17 +88,11 @@ class ChoirApp(App[None]):
         with TabbedContent(id="tabs"):
             for view in VIEWS:
                 with TabPane(f"{view.key} {view.title}", id=view.view_id):
-                    yield self._view_or_placeholder(view)
+                    yield self._view(view)
         yield Footer()
 
-    def _view_or_placeholder(self, spec: ViewSpec) -> ChoirView | Static:
-        view_class = spec.load()
-        if view_class is None:
-            return Static(
-                f"The {spec.title} view is not built yet ({spec.description}).",
-                classes="placeholder",
-            )
-        view = view_class(id=f"view-{spec.view_id}")
+    def _view(self, spec: ViewSpec) -> ChoirView:
+        view = spec.view(id=f"view-{spec.view_id}")
         self.views[spec.view_id] = view
         return view
 
@@ -220,13 +215,7 @@ class ChoirApp(App[None]):
         self.select_agent(ids[(index + step) % len(ids)])
 
     def action_help(self) -> None:
-        """The help screen (tui.dialogs.help, part B) or, until it exists, the key list."""
-        try:
-            from tui.dialogs.help import HelpScreen  # type: ignore[import-not-found,unused-ignore]
-        except ModuleNotFoundError:
-            keys = ", ".join(f"{view.key} {view.title}" for view in VIEWS)
-            self.notify(f"tabs: {keys}; [ ] agent; ctrl+p commands; q quit", title="keys")
-            return
+        """The help screen: every key binding, where it works."""
         self.push_screen(HelpScreen())
 
 

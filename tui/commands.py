@@ -22,12 +22,12 @@ from choir.errors import ChoirError, ConflictError, UsageError
 from tui.actions import ACTIONS, RECOVER_CHOICES, Arg, ConsoleAction
 from tui.dialogs import ConfirmDialog, TextPrompt
 from tui.dialogs.result import ResultScreen, as_lines
-from tui.views import VIEWS
+from tui.views import VIEWS, ConsoleHost
 
 if TYPE_CHECKING:
+    from textual.app import App
     from textual.worker import Worker
 
-    from tui.app import ChoirApp
 
 Payload = dict[str, Any]
 
@@ -47,7 +47,8 @@ class ChoirCommands(Provider):
     """Everything the console can do, by name (or by its choirctl command)."""
 
     def entries(self) -> Iterator[Entry]:
-        app = cast("ChoirApp", self.app)
+        app = self.app
+        host = console(app)
         for action in ACTIONS:
             keys = f" · keys: {action.key}" if action.key else ""
             yield Entry(
@@ -57,14 +58,14 @@ class ChoirCommands(Provider):
         for view in VIEWS:
             yield Entry(
                 f"Show {view.title}", f"({view.key}) {view.description}",
-                partial(app.action_show_tab, view.view_id),
+                partial(host.action_show_tab, view.view_id),
             )  # fmt: skip
-        for agent_id in app.state.agents:
+        for agent_id in host.state.agents:
             yield Entry(
                 f"Select agent {agent_id}", "per-agent views show it",
-                partial(app.select_agent, agent_id),
+                partial(host.select_agent, agent_id),
             )  # fmt: skip
-        for mounted in app.views.values():
+        for mounted in host.views.values():
             for command in mounted.palette_commands():
                 yield Entry(command.title, command.help, command.run)
 
@@ -80,12 +81,17 @@ class ChoirCommands(Provider):
                 yield Hit(score, matcher.highlight(entry.title), entry.run, help=entry.help)
 
 
-def start(app: ChoirApp, action: ConsoleAction) -> Worker[None]:
+def console(app: App[Any]) -> ConsoleHost:
+    """The app as the console host it is (`tui.app.ChoirApp`)."""
+    return cast("ConsoleHost", app)
+
+
+def start(app: App[Any], action: ConsoleAction) -> Worker[None]:
     """Run `action` in a worker (it may ask questions and wait for choird)."""
     return app.run_worker(partial(perform, app, action), name=action.title, group="palette")
 
 
-async def perform(app: ChoirApp, action: ConsoleAction) -> None:
+async def perform(app: App[Any], action: ConsoleAction) -> None:
     """Ask, confirm, call, show: one palette action from start to end."""
     if action.mode == "view":
         open_view(app, action)
@@ -101,30 +107,31 @@ async def perform(app: ChoirApp, action: ConsoleAction) -> None:
     assert action.verb is not None
     try:
         if action.mode == "show":
-            answer = await app.bridge.call(action.verb, **action.payload(answers))
+            answer = await console(app).bridge.call(action.verb, **action.payload(answers))
             await app.push_screen(ResultScreen(headline(action, answers), as_lines(answer)))
         elif action.mode == "report":
             await report(app, action, answers)
         else:
-            await app.bridge.call(action.verb, **action.payload(answers))
+            await console(app).bridge.call(action.verb, **action.payload(answers))
             app.notify(action.done.format(command=action.command, **answers), markup=False)
     except ChoirError as error:
         message, severity = explain(action, error)
         app.notify(message, title=action.title, severity=severity, timeout=10, markup=False)
 
 
-def open_view(app: ChoirApp, action: ConsoleAction) -> None:
+def open_view(app: App[Any], action: ConsoleAction) -> None:
     """Show the action's tab; run its `then` there."""
     assert action.view is not None
-    app.action_show_tab(action.view)
-    view = app.views.get(action.view)
+    host = console(app)
+    host.action_show_tab(action.view)
+    view = host.views.get(action.view)
     if action.then and view is not None:
         getattr(view, f"action_{action.then}")()
     elif action.then:
         app.notify(f"The {action.view} tab is not available in this console.", severity="warning")
 
 
-async def ask(app: ChoirApp, action: ConsoleAction) -> dict[str, str] | None:
+async def ask(app: App[Any], action: ConsoleAction) -> dict[str, str] | None:
     """Each argument, asked in turn; None when the operator cancels one."""
     answers: dict[str, str] = {}
     for arg in action.args:
@@ -140,9 +147,9 @@ async def ask(app: ChoirApp, action: ConsoleAction) -> dict[str, str] | None:
     return answers
 
 
-async def options(app: ChoirApp, arg: Arg, answers: dict[str, str]) -> tuple[str, list[str], bool]:
+async def options(app: App[Any], arg: Arg, answers: dict[str, str]) -> tuple[str, list[str], bool]:
     """An argument's default, its choices, and whether only a choice is accepted."""
-    state = app.state
+    state = console(app).state
     selected = state.selected_agent or ""
     if arg.pick == "agent":
         return selected, list(state.agents), True
@@ -168,7 +175,7 @@ async def options(app: ChoirApp, arg: Arg, answers: dict[str, str]) -> tuple[str
     return "", await listed(app, arg), True
 
 
-async def listed(app: ChoirApp, arg: Arg) -> list[str]:
+async def listed(app: App[Any], arg: Arg) -> list[str]:
     """Names choird lists for workspaces, models and voice profiles."""
     verb, key = {
         "workspace": ("workspace.list", "workspaces"),
@@ -176,17 +183,17 @@ async def listed(app: ChoirApp, arg: Arg) -> list[str]:
         "voice": ("voice.list", "voice_profiles"),
     }[arg.pick]
     try:
-        return [str(row["name"]) for row in (await app.bridge.call(verb))[key]]
+        return [str(row["name"]) for row in (await console(app).bridge.call(verb))[key]]
     except ChoirError:
         return []  # choird answers the call itself with the reason
 
 
-async def report(app: ChoirApp, action: ConsoleAction, answers: dict[str, str]) -> None:
+async def report(app: App[Any], action: ConsoleAction, answers: dict[str, str]) -> None:
     """A long verb: its progress lines as they come, then its result, on one screen."""
     assert action.verb is not None
     screen = ResultScreen(headline(action, answers), status="working…")
     await app.push_screen(screen)
-    async for item in app.bridge.stream(action.verb, **action.payload(answers)):
+    async for item in console(app).bridge.stream(action.verb, **action.payload(answers)):
         if item.get("kind") == "result":
             screen.add(as_lines(item.get("result")))
             screen.finish("done")

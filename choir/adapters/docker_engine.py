@@ -28,6 +28,7 @@ import docker
 import docker.errors
 import requests.exceptions
 
+from choir.adapters.docker_host import DEFAULT_SOCKET
 from choir.errors import ChoirError, NotFoundError, UnavailableError
 
 T = TypeVar("T")
@@ -36,8 +37,6 @@ CONNECT_TIMEOUT_S: Final = 5.0
 """How long `connect` waits for the engine to answer a ping."""
 API_TIMEOUT_S: Final = 600
 """Per-request timeout once connected; builds stream, so this bounds silence, not duration."""
-DEFAULT_SOCKET: Final = "unix:///var/run/docker.sock"
-"""Where the SDK looks when DOCKER_HOST is unset."""
 LOG_TAIL_LINES: Final = 30
 """Lines of build output a failed build reports."""
 NO_ENGINE: Final = (

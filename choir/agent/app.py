@@ -22,10 +22,11 @@ from typing import Any
 
 from choir.adapters.llm import LlmClient
 from choir.agent.git_identity import git_identity
-from choir.agent.kernel.arbiter import Arbiter, ToolProposal
+from choir.agent.kernel.arbiter import Arbiter
 from choir.agent.kernel.dispatch import LaneHook
-from choir.agent.kernel.wiring import open_kernel
-from choir.agent.lanes.core.jobs import CoreJobs
+from choir.agent.kernel.proposal import ToolProposal
+from choir.agent.lanes.core.jobs import CoreJobTools
+from choir.agent.lanes.core.runner import CoreJobRunner
 from choir.agent.lanes.edge import EdgeLane
 from choir.agent.lanes.summary import summarize_at_stop
 from choir.agent.lanes.support import (
@@ -38,7 +39,7 @@ from choir.agent.lanes.support import (
 )
 from choir.agent.lanes.working_query import working_query_hook
 from choir.agent.recovery.fetch import complete_handover
-from choir.agent.recovery.resume import RecoverableCoreJobs, settle_edge
+from choir.agent.recovery.resume import CoreJobRecovery, settle_edge
 from choir.agent.recovery.session import RestoredSession
 from choir.agent.replication.config_sync import ConfigSync
 from choir.agent.replication.control_plane import ControlPlane, ControlPlaneHostBridge
@@ -52,6 +53,7 @@ from choir.agent.startup import (
     runtime_tools,
 )
 from choir.agent.stopping import RESUMING_REASONS, Drain, lanes_stopped, settle
+from choir.agent.wiring import open_kernel
 from choir.errors import ChoirError
 from choir.failpoints import arm_from_env
 from choir.logs import get_logger, set_context
@@ -95,7 +97,7 @@ class ChoirAgent:
         self._summary_timeout_ms: int | None = None
         """The shutdown push's summary budget; None uses config's `summary_timeout_ms`."""
         self._background: set[asyncio.Task[bool]] = set()
-        self._recovery: RecoverableCoreJobs | None = None
+        self._recovery: CoreJobRecovery | None = None
         """The core jobs, holding those a crash left waiting for the operator's decision."""
         self._drain = Drain()
         """The lanes' view of the graceful stop; a second stop request hurries it."""
@@ -195,8 +197,10 @@ class ChoirAgent:
             identity = Identity.read(options.root)
             kit = LaneKit(kernel, llm, state, demo, identity, status, drain=self._drain)
             kit.start()
-            jobs = self._recovery = RecoverableCoreJobs(kit, restored.ledger)
-            table.update(jobs.hooks())
+            jobs = CoreJobRunner(kit)
+            tools = CoreJobTools(kit, jobs)
+            recovery = self._recovery = CoreJobRecovery(kit, jobs, restored.ledger)
+            table.update(tools.hooks())
 
             async def host_query(proposal: ToolProposal, arguments: dict[str, Any]) -> ToolResult:
                 return await bridge.execute_host_tool(proposal.tool, proposal.call_id, arguments)
@@ -206,13 +210,14 @@ class ChoirAgent:
             )
             table["choir.memory.compact"] = kit.compaction.hook
             kernel.arbiter.add_gate(self._drain.gate)
-            kernel.arbiter.add_gate(jobs.gate)
+            kernel.arbiter.add_gate(tools.gate)
             edge = EdgeLane(kit, jobs)
-            restored.attach(kit, edge, jobs)  # budgets, skills, memories: before any lane runs
-            resumed = jobs.resume_open()
-            jobs.announce_held(options.session_id)
-            if resumed or jobs.held:
-                log.info("core jobs recovered", fields={"resumed": resumed, "held": [*jobs.held]})
+            restored.attach(kit, edge, recovery)  # budgets, skills, memories: before lanes run
+            resumed = recovery.resume_open()
+            recovery.announce_held(options.session_id)
+            if resumed or recovery.held:
+                held = [*recovery.held]
+                log.info("core jobs recovered", fields={"resumed": resumed, "held": held})
             try:
                 await self._until_stopped(edge, jobs, kernel.arbiter, sync, control_plane)
                 lanes_stopped(kernel)
@@ -237,7 +242,7 @@ class ChoirAgent:
     async def _until_stopped(
         self,
         edge: EdgeLane,
-        jobs: CoreJobs,
+        jobs: CoreJobRunner,
         arbiter: Arbiter,
         sync: ConfigSync,
         control_plane: ControlPlane,
@@ -265,7 +270,7 @@ class ChoirAgent:
         self,
         control_plane: ControlPlane,
         edge: EdgeLane,
-        jobs: CoreJobs,
+        jobs: CoreJobRunner,
         arbiter: Arbiter,
         sync: ConfigSync,
     ) -> None:
@@ -281,7 +286,12 @@ class ChoirAgent:
             await asyncio.sleep(PUSH_RETRY_S)
 
     def _dispatch(
-        self, push: ServerPush, edge: EdgeLane, jobs: CoreJobs, arbiter: Arbiter, sync: ConfigSync
+        self,
+        push: ServerPush,
+        edge: EdgeLane,
+        jobs: CoreJobRunner,
+        arbiter: Arbiter,
+        sync: ConfigSync,
     ) -> None:
         match push:
             case UserMessagePush():

@@ -17,7 +17,7 @@ from typing import Final
 from choir.agent.kernel.commitlog import CommitLog, LogEntry, event_json
 from choir.agent.kernel.registry import ToolRegistry
 from choir.agent.replication.link import ReconnectingClient
-from choir.agent.tools import BUILTIN_TOOLS
+from choir.agent.tools.builtin import BUILTIN_TOOLS
 from choir.core.skills.registry import load_skills
 from choir.core.skills.runner import CONTROL_TOOLS
 from choir.errors import UsageError

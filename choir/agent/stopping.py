@@ -12,7 +12,7 @@ A second stop request (choird escalating with SIGTERM after its grace, or a seco
 *hurries* the stop: what is still waiting is cancelled at once and the summary is skipped.
 
 A stop for `restart` or `update` resumes the session (§17.4), so the jobs still running are left
-open — no `CoreStopped` — and the resumed agent continues them (`RecoverableCoreJobs`); any
+open — no `CoreStopped` — and the resumed agent continues them (`CoreJobRecovery`); any
 other stop ends them with a report to the user.
 """
 
@@ -24,8 +24,8 @@ from collections.abc import Awaitable, Mapping
 from typing import Any, Final, TypeVar
 
 from choir.agent.kernel.registry import RegisteredTool
-from choir.agent.kernel.wiring import Kernel
 from choir.agent.replication.live_config import DynamicState
+from choir.agent.wiring import Kernel
 from choir.logs import get_logger
 from choir.protocol import ToolResult
 

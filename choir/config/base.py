@@ -21,7 +21,11 @@ class ConfigModel(BaseModel):
     """Frozen, strict, `extra="forbid"`; attribute docstrings become JSON Schema descriptions."""
 
     model_config = ConfigDict(
-        frozen=True, extra="forbid", strict=True, use_attribute_docstrings=True
+        frozen=True,
+        extra="forbid",
+        strict=True,
+        use_attribute_docstrings=True,
+        defer_build=True,
     )
 
 

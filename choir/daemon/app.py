@@ -17,7 +17,7 @@ from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import Literal, Self
+from typing import TYPE_CHECKING, Literal, Self
 
 from choir import __version__
 from choir.config import ChoirConfig, EmbeddedPostgres, SecretStore, load_home
@@ -44,10 +44,12 @@ from choir.store.agent_schema import ensure_agent_schema
 from choir.store.postgres.database import Database, open_database
 from choir.store.postgres.failures import disk_failure
 from choir.store.postgres.target import EmbeddedTarget, ExternalTarget, PostgresTarget
-from choir.transport import Handler, HttpServer, PushHub, UdsServer
+from choir.transport import Handler, PushHub, UdsServer
 from choir.transport.limits import AGENT_SOCKET_LIMITS
-from choir.transport.tls import ensure_self_signed, server_context
 from choir.transport.uds.sockfile import claim
+
+if TYPE_CHECKING:  # aiohttp and cryptography load only for --transport http
+    from choir.transport import HttpServer
 
 log = get_logger("choird")
 
@@ -223,6 +225,8 @@ class ChoirDaemon:
             operator = UdsServer(self.home.operator_socket, self._operator(self), hub=self.hub)
             await self._stack.enter_async_context(operator)
         if self.options.transport == "http":
+            from choir.transport import HttpServer
+
             host, port = _host_port(self.options.listen)
             self.http = HttpServer(
                 AgentHandler(services.rpc, services.sessions),
@@ -241,6 +245,8 @@ class ChoirDaemon:
         )
 
     def _tls(self, host: str) -> ssl.SSLContext | None:
+        from choir.transport.tls import ensure_self_signed, server_context
+
         cert, key = self.options.tls_cert, self.options.tls_key
         if self.options.tls_self_signed:
             cert, key = self.home.root / "tls" / "choird.crt", self.home.root / "tls" / "choird.key"

@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from choir.errors import ChoirError, ExitCode
+from choir.errors import ChoirError, ExitCode, one_line
 
 if TYPE_CHECKING:
     from choir.home import ChoirHome
@@ -141,14 +141,6 @@ def raise_fd_limit() -> int:
     except (OSError, ValueError):
         return soft
     return hard
-
-
-def one_line(message: str) -> str:
-    """A multi-line message (a ConfigError's header and problems) as one line for stderr."""
-    lines = [line.strip() for line in message.splitlines() if line.strip()]
-    if len(lines) > 1 and lines[0].endswith(":"):
-        return f"{lines[0]} {'; '.join(lines[1:])}"
-    return "; ".join(lines)
 
 
 def _fail(message: str, code: ExitCode) -> None:

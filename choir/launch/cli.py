@@ -12,7 +12,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from choir.errors import ChoirError
+from choir.errors import ChoirError, one_line
 
 DESCRIPTION = "choir: run the embedded default (choird, the default agent, the console)."
 
@@ -83,7 +83,6 @@ def _run(command: str, work: Callable[[], None]) -> None:
         work()
     except ChoirError as error:
         from choir.ctl.render.visible import visible
-        from choir.daemon.choird import one_line
 
         # the message may quote an agent (a failed resume's reason): shown, never interpreted
         sys.stderr.write(f"choir {command}: error: {visible(one_line(error.message))}\n")

@@ -6,6 +6,11 @@ Pure: no I/O. Every model is a frozen `WireModel` that rejects unknown keys; tag
 
 Submodules load on first use (PEP 562): importing one model — as choirctl does at start-up —
 does not pay for building every other model's validator.
+
+The public names are listed once, in `_LAZY` (name -> the submodule defining it); `__all__`
+is derived from it. The `TYPE_CHECKING` imports are the same table for the type checker,
+which cannot follow `__getattr__`; `tests/protocol/test_public_names.py` keeps the two equal
+and checks every name resolves.
 """
 
 from __future__ import annotations
@@ -14,7 +19,10 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from choir.protocol.base import PROTOCOL_VERSION, WireModel
+    from choir.protocol.base import (
+        PROTOCOL_VERSION,
+        WireModel,
+    )
     from choir.protocol.log.chain import (
         GENESIS_HASH,
         canonical_json,
@@ -22,7 +30,10 @@ if TYPE_CHECKING:
         commit_hash,
         seal_record,
     )
-    from choir.protocol.log.committed import CommittedEvent, chain_break
+    from choir.protocol.log.committed import (
+        CommittedEvent,
+        chain_break,
+    )
     from choir.protocol.log.core_jobs import (
         ContextBundle,
         CoreError,
@@ -70,7 +81,12 @@ if TYPE_CHECKING:
         is_lane,
         job_name_of,
     )
-    from choir.protocol.log.snapshot import LaneState, OpenJob, SkillProgress, Snapshot
+    from choir.protocol.log.snapshot import (
+        LaneState,
+        OpenJob,
+        SkillProgress,
+        Snapshot,
+    )
     from choir.protocol.names import (
         SkillName,
         StateName,
@@ -79,10 +95,25 @@ if TYPE_CHECKING:
         is_tool_name,
         to_wire_name,
     )
-    from choir.protocol.problems import validation_problems
-    from choir.protocol.scalars import Sha256Hex, UtcTimestamp, format_ts
-    from choir.protocol.tooling.bindings import ResourceBindings, SecretResource
-    from choir.protocol.tooling.locks import HeldLock, LockMode, LockSpec, LockState, LockWaiter
+    from choir.protocol.problems import (
+        validation_problems,
+    )
+    from choir.protocol.scalars import (
+        Sha256Hex,
+        UtcTimestamp,
+        format_ts,
+    )
+    from choir.protocol.tooling.bindings import (
+        ResourceBindings,
+        SecretResource,
+    )
+    from choir.protocol.tooling.locks import (
+        HeldLock,
+        LockMode,
+        LockSpec,
+        LockState,
+        LockWaiter,
+    )
     from choir.protocol.tooling.manifest import (
         META_PREFIX,
         Exposure,
@@ -99,10 +130,24 @@ if TYPE_CHECKING:
         MemoryDeltaDocument,
         ReferenceSummary,
     )
-    from choir.protocol.tooling.skills import SkillSpec, SkillState, Transition, skill_problems
-    from choir.protocol.tooling.tools import ToolResult, ToolStatus
-    from choir.protocol.wire.envelope import RequestEnvelope, ResponseEnvelope, RpcError
-    from choir.protocol.wire.error_codes import ErrorCode
+    from choir.protocol.tooling.skills import (
+        SkillSpec,
+        SkillState,
+        Transition,
+        skill_problems,
+    )
+    from choir.protocol.tooling.tools import (
+        ToolResult,
+        ToolStatus,
+    )
+    from choir.protocol.wire.envelope import (
+        RequestEnvelope,
+        ResponseEnvelope,
+        RpcError,
+    )
+    from choir.protocol.wire.error_codes import (
+        ErrorCode,
+    )
     from choir.protocol.wire.payloads import (
         Ack,
         ApprovalRequestType,
@@ -141,7 +186,11 @@ if TYPE_CHECKING:
         parse_request_payload,
         parse_response_payload,
     )
-    from choir.protocol.wire.version import VersionInfo, skill_manifest_hash, tool_manifest_hash
+    from choir.protocol.wire.version import (
+        VersionInfo,
+        skill_manifest_hash,
+        tool_manifest_hash,
+    )
 
 _LAZY: dict[str, str] = {
     "PROTOCOL_VERSION": "choir.protocol.base",
@@ -273,6 +322,7 @@ _LAZY: dict[str, str] = {
     "skill_manifest_hash": "choir.protocol.wire.version",
     "tool_manifest_hash": "choir.protocol.wire.version",
 }
+"""Every public name of `choir.protocol` and the submodule that defines it."""
 
 
 def __getattr__(name: str) -> Any:
@@ -284,133 +334,4 @@ def __getattr__(name: str) -> Any:
     return value
 
 
-__all__ = [
-    "EDGE_LANE",
-    "GENESIS_HASH",
-    "META_PREFIX",
-    "PROTOCOL_VERSION",
-    "VERB_MODELS",
-    "Ack",
-    "AgentReplied",
-    "ApprovalRequestType",
-    "ApprovalResolved",
-    "ApprovalResolvedPush",
-    "Cancelled",
-    "CommittedEvent",
-    "CompactPush",
-    "ConfigChangedPush",
-    "ContextBundle",
-    "CoreCancelPush",
-    "CoreError",
-    "CoreEvent",
-    "CoreEventEmitted",
-    "CoreFinalResult",
-    "CoreInjection",
-    "CoreJobStart",
-    "CoreNeedInfo",
-    "CorePartialResult",
-    "CorePlan",
-    "CoreProgress",
-    "CoreStarted",
-    "CoreStatus",
-    "CoreStopped",
-    "CoreThoughtSummary",
-    "CoreToolProposal",
-    "EdgeStatus",
-    "ErrorCode",
-    "Event",
-    "ExecuteHostToolRequest",
-    "ExecuteHostToolResponse",
-    "Exposure",
-    "Fact",
-    "FactKey",
-    "FetchDynamicConfigRequest",
-    "FetchDynamicConfigResponse",
-    "GetSecretsRequest",
-    "GetSecretsResponse",
-    "HeartbeatRequest",
-    "HeartbeatResponse",
-    "HeldLock",
-    "Implementation",
-    "InitHelloRequest",
-    "InitHelloResponse",
-    "InjectPush",
-    "InjectedInstruction",
-    "JobName",
-    "LaneId",
-    "LaneState",
-    "LaneStatus",
-    "LlmView",
-    "LockMode",
-    "LockSpec",
-    "LockState",
-    "LockWaiter",
-    "MemoryDelta",
-    "MemoryDeltaDocument",
-    "MemoryWriteCommitted",
-    "ModelOutput",
-    "OpenJob",
-    "PlanStep",
-    "PushEnvelope",
-    "RecoverPush",
-    "ReferenceSummary",
-    "ReportStatusRequest",
-    "RequestApprovalRequest",
-    "RequestApprovalResponse",
-    "RequestEnvelope",
-    "ResourceBindings",
-    "ResponseEnvelope",
-    "RpcError",
-    "RuntimeView",
-    "SecretResource",
-    "SecretsRefreshedPush",
-    "ServerPush",
-    "SessionSummary",
-    "Sha256Hex",
-    "ShutdownPush",
-    "SideEffect",
-    "SkillName",
-    "SkillProgress",
-    "SkillSpec",
-    "SkillState",
-    "SkillTransitionCommitted",
-    "Snapshot",
-    "StateName",
-    "TerminateSelfRequest",
-    "ToolCall",
-    "ToolCallCommitted",
-    "ToolCallRequested",
-    "ToolConstraints",
-    "ToolManifest",
-    "ToolName",
-    "ToolResult",
-    "ToolResultCommitted",
-    "ToolStatus",
-    "Transition",
-    "Usage",
-    "UserMessagePush",
-    "UserMsg",
-    "UtcTimestamp",
-    "Verb",
-    "VerbModels",
-    "VersionInfo",
-    "WireModel",
-    "canonical_json",
-    "chain_break",
-    "chain_hash",
-    "commit_hash",
-    "core_lane",
-    "format_ts",
-    "from_wire_name",
-    "is_lane",
-    "is_tool_name",
-    "job_name_of",
-    "parse_request_payload",
-    "parse_response_payload",
-    "seal_record",
-    "skill_manifest_hash",
-    "skill_problems",
-    "to_wire_name",
-    "tool_manifest_hash",
-    "validation_problems",
-]
+__all__ = [*_LAZY]

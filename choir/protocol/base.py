@@ -12,5 +12,9 @@ class WireModel(BaseModel):
     """Frozen, `extra="forbid"`: a typo in a field name is an error, never silently dropped."""
 
     model_config = ConfigDict(
-        frozen=True, extra="forbid", populate_by_name=True, use_attribute_docstrings=True
+        frozen=True,
+        extra="forbid",
+        populate_by_name=True,
+        use_attribute_docstrings=True,
+        defer_build=True,
     )

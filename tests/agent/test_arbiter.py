@@ -18,10 +18,10 @@ from typing import Any
 
 import pytest
 
-from choir.agent.kernel.arbiter import ToolProposal
 from choir.agent.kernel.commitlog import LogEntry, event_json
-from choir.agent.kernel.wiring import Kernel, open_kernel
-from choir.agent.replication.types import IntentNotDurable
+from choir.agent.kernel.intents import IntentNotDurable
+from choir.agent.kernel.proposal import ToolProposal
+from choir.agent.wiring import Kernel, open_kernel
 from choir.config import Budgets
 from choir.core.budgets import BudgetLimits
 from choir.protocol import ModelOutput, ToolCallCommitted, ToolResult, Usage
@@ -123,7 +123,7 @@ async def kernel(tmp_path: Path) -> AsyncIterator[Kernel]:
         make_root(tmp_path), workspace, limits=limits(), runtime_tools=UNIMPLEMENTED
     ) as k:
         for job in JOBS:
-            assert k.arbiter.start_job(job) is None
+            assert k.arbiter.policy.start_job(job) is None
         yield k
 
 
@@ -301,8 +301,8 @@ async def test_budget_of_tool_calls_is_enforced_per_job(tmp_path: Path) -> None:
         limits=limits(per_job_max_tool_calls=2),
         runtime_tools=UNIMPLEMENTED,
     ) as k:
-        k.arbiter.start_job("job-a")
-        k.arbiter.start_job("job-b")
+        k.arbiter.policy.start_job("job-a")
+        k.arbiter.policy.start_job("job-b")
         results = [
             await k.arbiter.propose(call("core:job-a", "choir.fs.read", path="f")) for _ in range(3)
         ]
@@ -331,7 +331,7 @@ async def test_skill_allowlist_is_enforced_and_transitions_are_committed(kernel:
     assert done.status == "success"
     transitions = [e.event for e in kernel.log if e.kind == "skill_transition_committed"]
     assert [(t["from"], t["to"]) for t in transitions] == [(None, "read"), ("read", "done")]
-    run = kernel.arbiter.skill_runs["core:review"]
+    run = kernel.arbiter.policy.skill_runs["core:review"]
     assert run is not None
     assert run.outcome == "completed"
 
@@ -366,7 +366,7 @@ async def test_a_restored_log_answers_old_invocations_without_running_them(tmp_p
     root = make_root(tmp_path)
     proposal = call("core:job-a", "test.slow_write", path="once.txt", text="first")
     async with open_kernel(root, workspace, limits=limits(), runtime_tools=UNIMPLEMENTED) as k1:
-        k1.arbiter.start_job("job-a")
+        k1.arbiter.policy.start_job("job-a")
         first = await k1.arbiter.propose(proposal)
         saved = list(k1.log)
     from choir.agent.kernel.commitlog import CommitLog
@@ -375,7 +375,7 @@ async def test_a_restored_log_answers_old_invocations_without_running_them(tmp_p
     async with open_kernel(
         root, workspace, limits=limits(), runtime_tools=UNIMPLEMENTED, log=restored
     ) as k2:
-        k2.arbiter.start_job("job-a")
+        k2.arbiter.policy.start_job("job-a")
         assert await k2.arbiter.propose(proposal) == first
     assert (workspace / "once.txt").read_text() == "first\n"
 
@@ -389,7 +389,7 @@ async def test_ending_a_job_cancels_its_call_waiting_for_locks(kernel: Kernel) -
         kernel.arbiter.propose(call("core:job-b", "test.slow_write", path="a.txt"))
     )
     await until_waiting(kernel)
-    kernel.arbiter.end_job("job-b")
+    kernel.arbiter.policy.end_job("job-b")
     assert (await waiting).status == "cancelled"
     assert (await holder).status == "success"
     assert kernel.locks.idle
@@ -440,7 +440,7 @@ async def test_a_side_effect_whose_intent_is_not_durable_never_runs(tmp_path: Pa
     async with open_kernel(
         root, workspace, limits=limits(), runtime_tools=UNIMPLEMENTED, intent_sink=choird_away
     ) as k:
-        k.arbiter.start_job("job-a")
+        k.arbiter.policy.start_job("job-a")
         result = await k.arbiter.propose(call("core:job-a", "test.slow_write", path="x.txt"))
         assert result.error_code == "intent_not_durable"
         assert not (workspace / "x.txt").exists()
@@ -450,7 +450,7 @@ async def test_a_side_effect_whose_intent_is_not_durable_never_runs(tmp_path: Pa
     async with open_kernel(
         root, workspace, limits=limits(), runtime_tools=UNIMPLEMENTED, intent_sink=choird_here
     ) as k:
-        k.arbiter.start_job("job-a")
+        k.arbiter.policy.start_job("job-a")
         result = await k.arbiter.propose(call("core:job-a", "test.slow_write", path="x.txt"))
         assert result.status == "success"
         intent = next(e for e in k.log if e.kind == "tool_call_committed")
@@ -461,10 +461,10 @@ async def test_a_skill_ends_after_max_steps_with_a_committed_transition(kernel: 
     lane = "core:review"
     await kernel.arbiter.propose(call(lane, "choir.skill.start", skill="readonly-review"))
     for _ in range(SKILL["max_steps"]):
-        assert kernel.arbiter.begin_step(lane) is None
+        assert kernel.arbiter.policy.begin_step(lane) is None
         kernel.arbiter.commit(lane, ModelOutput(lane=lane, text="thinking", model="demo"))
-    assert kernel.arbiter.begin_step(lane) is None
-    run = kernel.arbiter.skill_runs[lane]
+    assert kernel.arbiter.policy.begin_step(lane) is None
+    run = kernel.arbiter.policy.skill_runs[lane]
     assert run is not None
     assert run.outcome == "max_steps"
     last = [e.event for e in kernel.log if e.kind == "skill_transition_committed"][-1]
@@ -474,8 +474,8 @@ async def test_a_skill_ends_after_max_steps_with_a_committed_transition(kernel: 
 async def test_interrupting_ends_an_interruptible_skill(kernel: Kernel) -> None:
     lane = "core:review"
     await kernel.arbiter.propose(call(lane, "choir.skill.start", skill="readonly-review"))
-    assert kernel.arbiter.interrupt_skill(lane) is None
-    run = kernel.arbiter.skill_runs[lane]
+    assert kernel.arbiter.policy.interrupt_skill(lane) is None
+    run = kernel.arbiter.policy.skill_runs[lane]
     assert run is not None
     assert run.outcome == "interrupted"
 
@@ -487,17 +487,17 @@ async def test_step_budget_and_session_tokens_are_enforced(tmp_path: Path) -> No
     async with open_kernel(
         make_root(tmp_path), workspace, limits=tight, runtime_tools=UNIMPLEMENTED
     ) as k:
-        k.arbiter.start_job("job-a")
-        assert k.arbiter.begin_step("core:job-a") is None
-        assert k.arbiter.begin_step("core:job-a") is None
-        assert "per_job_max_steps" in (k.arbiter.begin_step("core:job-a") or "")
-        assert k.arbiter.begin_step("edge") is None  # edge turns have no step budget
+        k.arbiter.policy.start_job("job-a")
+        assert k.arbiter.policy.begin_step("core:job-a") is None
+        assert k.arbiter.policy.begin_step("core:job-a") is None
+        assert "per_job_max_steps" in (k.arbiter.policy.begin_step("core:job-a") or "")
+        assert k.arbiter.policy.begin_step("edge") is None  # edge turns have no step budget
         k.arbiter.commit(
             "edge",
             ModelOutput(lane="edge", model="demo", usage=Usage(total_tokens=150)),
         )
-        assert "total_session_tokens" in (k.arbiter.begin_step("edge") or "")
-        assert k.arbiter.budgets.tokens == 150  # never reset
+        assert "total_session_tokens" in (k.arbiter.policy.begin_step("edge") or "")
+        assert k.arbiter.policy.budgets.tokens == 150  # never reset
 
 
 async def test_a_job_past_its_wall_time_gets_no_more_tools(tmp_path: Path) -> None:
@@ -507,7 +507,7 @@ async def test_a_job_past_its_wall_time_gets_no_more_tools(tmp_path: Path) -> No
     async with open_kernel(
         make_root(tmp_path), workspace, limits=limits(), runtime_tools=UNIMPLEMENTED
     ) as k:
-        k.arbiter.start_job("job-a", time_budget_ms=50)
+        k.arbiter.policy.start_job("job-a", time_budget_ms=50)
         assert (await k.arbiter.propose(call("core:job-a", "choir.fs.read", path="f"))).status == (
             "success"
         )
@@ -515,4 +515,4 @@ async def test_a_job_past_its_wall_time_gets_no_more_tools(tmp_path: Path) -> No
         late = await k.arbiter.propose(call("core:job-a", "choir.fs.read", path="f"))
         assert late.error_code == "budget_exceeded"
         assert "per_job_wall_time_ms" in late.summary
-        assert "per_job_wall_time_ms" in (k.arbiter.begin_step("core:job-a") or "")
+        assert "per_job_wall_time_ms" in (k.arbiter.policy.begin_step("core:job-a") or "")

@@ -15,9 +15,9 @@ from typing import Any
 
 import pytest
 
-from choir.agent.kernel.budget_follow import BudgetFollower, Remaining
-from choir.agent.kernel.wiring import Kernel, open_kernel
+from choir.agent.lanes.budget_follow import BudgetFollower, Remaining
 from choir.agent.replication.live_config import DynamicConfig, DynamicState
+from choir.agent.wiring import Kernel, open_kernel
 from choir.protocol import ModelOutput, Usage
 from tests.agent.test_arbiter import UNIMPLEMENTED, call, limits, make_root
 
@@ -55,7 +55,7 @@ async def rig(tmp_path: Path) -> AsyncIterator[Rig]:
     ) as kernel:
         follower = BudgetFollower(state, kernel.log, kernel.arbiter, refresh)
         follower.start()
-        assert kernel.arbiter.start_job("job-a") is None
+        assert kernel.arbiter.policy.start_job("job-a") is None
         try:
             yield Rig(kernel, state, refreshed)
         finally:
@@ -68,8 +68,8 @@ async def two_calls(rig: Rig) -> None:
 
 
 async def two_steps(rig: Rig) -> None:
-    assert rig.kernel.arbiter.begin_step("core:job-a") is None
-    assert rig.kernel.arbiter.begin_step("core:job-a") is None
+    assert rig.kernel.arbiter.policy.begin_step("core:job-a") is None
+    assert rig.kernel.arbiter.policy.begin_step("core:job-a") is None
 
 
 async def spend_tokens(rig: Rig) -> None:
@@ -78,7 +78,7 @@ async def spend_tokens(rig: Rig) -> None:
 
 
 async def one_injection(rig: Rig) -> None:
-    assert rig.kernel.arbiter.charge_injection("job-a") is None
+    assert rig.kernel.arbiter.policy.charge_injection("job-a") is None
 
 
 async def wait_a_little(rig: Rig) -> None:
@@ -90,19 +90,19 @@ async def refused_call(rig: Rig) -> str | None:
 
 
 async def refused_step(rig: Rig) -> str | None:
-    return rig.kernel.arbiter.begin_step("core:job-a")
+    return rig.kernel.arbiter.policy.begin_step("core:job-a")
 
 
 async def refused_edge_step(rig: Rig) -> str | None:
-    return rig.kernel.arbiter.begin_step("edge")
+    return rig.kernel.arbiter.policy.begin_step("edge")
 
 
 async def refused_job(rig: Rig) -> str | None:
-    return rig.kernel.arbiter.start_job("job-b")
+    return rig.kernel.arbiter.policy.start_job("job-b")
 
 
 async def refused_injection(rig: Rig) -> str | None:
-    return rig.kernel.arbiter.charge_injection("job-a")
+    return rig.kernel.arbiter.policy.charge_injection("job-a")
 
 
 Step = Callable[[Rig], Any]
@@ -129,15 +129,15 @@ async def test_a_lowered_budget_refuses_the_next_check(
     refused = await check(rig)
     assert refused is not None
     assert name in refused
-    assert getattr(rig.kernel.arbiter.limits, name) == budgets[name]
+    assert getattr(rig.kernel.arbiter.policy.limits, name) == budgets[name]
 
 
 async def test_a_raised_token_budget_lets_the_session_go_on(rig: Rig) -> None:
     await spend_tokens(rig)
     rig.reload(total_session_tokens=100)
-    assert "total_session_tokens" in (rig.kernel.arbiter.begin_step("edge") or "")
+    assert "total_session_tokens" in (rig.kernel.arbiter.policy.begin_step("edge") or "")
     rig.reload(total_session_tokens=1_000)
-    assert rig.kernel.arbiter.begin_step("edge") is None
+    assert rig.kernel.arbiter.policy.begin_step("edge") is None
 
 
 async def test_a_reload_reports_the_new_figures_and_charges_report_theirs(rig: Rig) -> None:
@@ -160,6 +160,6 @@ async def test_an_invalid_reload_keeps_the_last_valid_budgets(rig: Rig) -> None:
     rig.reload(per_job_max_tool_calls=2)
     rig.reload(per_job_max_tool_calls=0)
     rig.reload(no_such_budget=3)
-    assert rig.kernel.arbiter.limits.per_job_max_tool_calls == 2
+    assert rig.kernel.arbiter.policy.limits.per_job_max_tool_calls == 2
     await two_calls(rig)
     assert "per_job_max_tool_calls" in (await rig.read() or "")

@@ -13,7 +13,8 @@ import orjson
 import pytest
 
 from choir.agent.kernel.workspace import PathOutsideWorkspace, Workspace
-from choir.agent.tools import BUILTIN_TOOLS, _caps, fs_read, fs_search, fs_write
+from choir.agent.tools import _caps, fs_read, fs_search, fs_write
+from choir.agent.tools.builtin import BUILTIN_TOOLS
 from choir.agent.tools.fs_read import FsReadInput
 from choir.agent.tools.fs_search import FsSearchInput
 from choir.agent.tools.fs_write import FsWriteInput

@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 from choir.agent.kernel.dispatch import prepare_call
-from choir.agent.kernel.wiring import Kernel, open_kernel
 from choir.agent.kernel.workspace import PathOutsideWorkspace
+from choir.agent.wiring import Kernel, open_kernel
 from tests.agent.test_arbiter import UNIMPLEMENTED, call, limits, make_root, until_held
 
 SLOW_MS = 400
@@ -39,7 +39,7 @@ async def kernel(tmp_path: Path) -> AsyncIterator[Kernel]:
         make_root(tmp_path), ws, limits=limits(), runtime_tools=UNIMPLEMENTED
     ) as k:
         for job in ("a", "b"):
-            assert k.arbiter.start_job(job) is None
+            assert k.arbiter.policy.start_job(job) is None
         yield k
 
 

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from choir.agent.kernel.registry import ToolRegistry
-from choir.agent.tools import BUILTIN_TOOLS
+from choir.agent.tools.builtin import BUILTIN_TOOLS
 from choir.agent.tools.external import run_external
 from choir.errors import ConfigError, ExitCode
 from choir.protocol.tooling.manifest import ToolManifest

@@ -16,9 +16,7 @@ from typing import Any
 import pytest
 
 from choir.agent.kernel.commitlog import CommitLog, LogEntry
-from choir.agent.recovery.ledger import Ledger
-from choir.agent.recovery.session import RestoredSession, SnapshotRefused
-from choir.agent.recovery.state import (
+from choir.agent.recovery.capture import (
     Head,
     JobView,
     capture,
@@ -26,6 +24,8 @@ from choir.agent.recovery.state import (
     restore_memories,
     restore_skill_runs,
 )
+from choir.agent.recovery.ledger import Ledger
+from choir.agent.recovery.session import RestoredSession, SnapshotRefused
 from choir.agent.replication.snapshots import SnapshotSchedule
 from choir.core.skills.runner import SkillRun, is_active
 from choir.protocol import (

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from choir.agent.kernel.wiring import Kernel, open_kernel
 from choir.agent.replication.live_config import DynamicConfig, DynamicState
 from choir.agent.stopping import STOPPING, Drain, settle, unless_hurried
+from choir.agent.wiring import Kernel, open_kernel
 from tests.agent.test_arbiter import UNIMPLEMENTED, call, limits, make_root
 
 

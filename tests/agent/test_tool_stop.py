@@ -21,7 +21,7 @@ import pytest
 
 from choir import failpoints
 from choir.agent.kernel.commitlog import LogEntry
-from choir.agent.kernel.wiring import Kernel, open_kernel
+from choir.agent.wiring import Kernel, open_kernel
 from choir.failpoints import ENV_VAR
 from tests.agent.test_arbiter import (
     UNIMPLEMENTED,
@@ -65,7 +65,7 @@ async def kernel(tmp_path: Path) -> AsyncIterator[Kernel]:
     (workspace / "notes.txt").write_text(NOTES)
     async with open_kernel(root, workspace, limits=limits(), runtime_tools=UNIMPLEMENTED) as k:
         for job in ("reader", "writer"):
-            assert k.arbiter.start_job(job) is None
+            assert k.arbiter.policy.start_job(job) is None
         yield k
 
 

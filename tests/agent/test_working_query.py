@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
-from choir.agent.kernel.arbiter import ToolProposal
 from choir.agent.kernel.commitlog import CommitLog
-from choir.agent.kernel.wiring import open_kernel
+from choir.agent.kernel.proposal import ToolProposal
 from choir.agent.lanes.working_query import EXCERPT_CHARS, working_query_hook
+from choir.agent.wiring import open_kernel
 from choir.config import Budgets
 from choir.core.budgets import BudgetLimits
 from choir.protocol import (

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import importlib.util
 import io
+import re
 import tarfile
 from pathlib import Path
 
@@ -19,6 +21,15 @@ def test_choirs_own_dockerfiles_pass_the_checks():
 
     assert dockerfile.problems(SEEDED_BASE.read_text(), agent=False) == []
     assert dockerfile.problems(DOCKERFILE.format(agent_id="a1"), agent=True) == []
+
+
+def test_the_base_images_import_check_names_modules_that_exist():
+    """The build's last step imports choir-agent's runtime: a module renamed under it would fail
+    every image build on every host (it named `choir.agent.runtime` after the restructure)."""
+    checked = re.findall(r'python -c "import ([\w.]+)"', SEEDED_BASE.read_text())
+
+    assert checked
+    assert [name for name in checked if importlib.util.find_spec(name) is None] == []
 
 
 def test_continuations_comments_and_the_escape_directive_are_understood():

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from choir.agent.kernel.commitlog import CommitLog
 from choir.agent.kernel.registry import ToolRegistry
-from choir.agent.tools import BUILTIN_TOOLS
+from choir.agent.tools.builtin import BUILTIN_TOOLS
 from choir.core.memory.working import WorkingMemory
 from choir.core.prompt.build import core_prompt, edge_prompt
 from choir.core.prompt.text import CORE_INSTRUCTIONS, EDGE_INSTRUCTIONS, system_text

@@ -424,6 +424,23 @@ def test_control_tools_have_valid_llm_views():
     assert transition_view.parameters["required"] == ["on"]
 
 
+def test_control_tool_views_are_built_once_not_per_step(monkeypatch: pytest.MonkeyPatch):
+    """Every LLM step asks for them; building them checks each schema (slow) — once is enough."""
+    from jsonschema import Draft202012Validator
+
+    first = control_tool_views()
+    checked: list[object] = []
+    check = Draft202012Validator.check_schema
+    monkeypatch.setattr(
+        Draft202012Validator,
+        "check_schema",
+        staticmethod(lambda schema, **kw: (checked.append(schema), check(schema, **kw))),
+    )
+
+    assert control_tool_views() is first
+    assert checked == []
+
+
 def test_fold_replays_a_lane_log():
     events: list[Event] = [
         UserMsg(text="build the login page"),

@@ -21,12 +21,12 @@ import pytest
 
 from choir import failpoints
 from choir.agent.kernel.commitlog import CommitLog, LogEntry
+from choir.agent.kernel.intents import IntentNotDurable
 from choir.agent.replication.config_sync import ConfigSync
 from choir.agent.replication.control_plane import ControlPlane
 from choir.agent.replication.link import ReconnectingClient
 from choir.agent.replication.live_config import DynamicState
 from choir.agent.replication.replicator import (
-    IntentNotDurable,
     ReplicationFatal,
     ReplicationSettings,
     Replicator,

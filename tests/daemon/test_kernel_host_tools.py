@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from choir.agent.kernel.arbiter import ToolProposal
-from choir.agent.kernel.wiring import Kernel, open_kernel
+from choir.agent.kernel.proposal import ToolProposal
 from choir.agent.replication.control_plane import ControlPlane, ControlPlaneHostBridge
+from choir.agent.wiring import Kernel, open_kernel
 from choir.config import Budgets
 from choir.core.budgets import BudgetLimits
 from choir.daemon.agents.handler import AgentHandler

@@ -16,8 +16,10 @@ from tests.docker_support import require_docker
 from tests.harness.processes import run_choirctl
 from tests.lifecycle.support import commit_file
 from tests.lifecycle.test_up_down import choir, processes_of
+from tests.runtime.conftest import BUILD_TIMEOUT_S
 
-pytestmark = pytest.mark.slow
+# two image builds: minutes on a loaded machine
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(BUILD_TIMEOUT_S)]
 
 
 def containers_of(home: ChoirHome) -> list[str]:

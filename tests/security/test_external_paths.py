@@ -19,8 +19,8 @@ from typing import Any
 
 import pytest
 
-from choir.agent.kernel.arbiter import ToolProposal
-from choir.agent.kernel.wiring import Kernel, open_kernel
+from choir.agent.kernel.proposal import ToolProposal
+from choir.agent.wiring import Kernel, open_kernel
 from choir.config import Budgets
 from choir.core.budgets import BudgetLimits
 

@@ -29,8 +29,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from choir.agent.kernel.arbiter import ToolProposal
-from choir.agent.kernel.wiring import open_kernel
+from choir.agent.kernel.proposal import ToolProposal
+from choir.agent.wiring import open_kernel
 from choir.client import ChoirClient
 from choir.config import Budgets, SecretStore
 from choir.core.budgets import BudgetLimits

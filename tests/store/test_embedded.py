@@ -12,6 +12,7 @@ from choir.errors import UnavailableError
 from choir.store.postgres.embedded import EmbeddedPostgres
 from choir.store.postgres.pool import connect_plain
 from choir.store.postgres.postmaster import PIDFILE, clear_stale_pidfile, postmaster_pid
+from choir.store.postgres.settings import SETTINGS
 
 
 async def _write_marker(server: EmbeddedPostgres, value: str) -> None:
@@ -114,3 +115,22 @@ async def test_an_unusable_data_directory_is_a_one_line_error(scratch_dir: Path)
 def test_params_before_start_say_the_server_is_not_started(scratch_dir: Path) -> None:
     with pytest.raises(RuntimeError, match="is not started"):
         _ = EmbeddedPostgres(scratch_dir).params
+
+
+async def test_a_restarted_server_runs_with_choirs_small_host_settings(scratch_dir: Path) -> None:
+    datadir = scratch_dir / "pgdata"
+    async with EmbeddedPostgres(datadir):
+        pass  # initdb: the cluster gets choir.conf for its next start
+
+    async with EmbeddedPostgres(datadir) as server:
+        conn = await connect_plain(server.params)
+        try:
+            shown = {name: await conn.fetchval(f"SHOW {name}") for name in SETTINGS}
+            launcher = await conn.fetchval(
+                "SELECT count(*) FROM pg_stat_activity"
+                " WHERE backend_type = 'logical replication launcher'"
+            )
+        finally:
+            await conn.close()
+        assert shown == SETTINGS
+        assert launcher == 0

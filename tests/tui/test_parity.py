@@ -76,8 +76,7 @@ def test_every_tab_and_tab_action_named_exists():
     for action in ACTIONS:
         if action.view is None:
             continue
-        view = spec(action.view).load()
-        assert view is not None, action.view
+        view = spec(action.view).view
         if action.then:
             assert callable(getattr(view, f"action_{action.then}", None)), action
 

@@ -47,8 +47,7 @@ def help_rows(app: App[Any]) -> list[Row]:
     rows: list[Row] = [("everywhere", app.get_key_display(Binding("ctrl+p", "")), "Commands")]
     rows += [("everywhere", keys, what) for keys, what in grouped(app, app.BINDINGS)]
     for spec in VIEWS:
-        view = spec.load()
-        bindings = view.BINDINGS if view is not None else []
+        bindings = spec.view.BINDINGS
         rows += [(f"{spec.key} {spec.title}", keys, what) for keys, what in grouped(app, bindings)]
     rows += [("confirmations", k, w) for k, w in grouped(app, ConfirmDialog.BINDINGS)]
     rows += [("prompts", "enter", "Submit")]

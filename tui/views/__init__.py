@@ -40,71 +40,65 @@ arguments; it sets `VIEW_ID` and `TITLE` and is listed below in `VIEWS`.
 
 The registry
 ------------
-`VIEWS` lists every tab in order. A view's module is imported lazily by `ViewSpec.load()`; while
-it does not exist yet the tab shows a placeholder saying so.
+`VIEWS` lists every tab in order, with its view class.
 """
 
 from __future__ import annotations
 
-import importlib
 from dataclasses import dataclass
 
-from tui.views.base import ChoirView, PaletteCommand
+from tui.views.agents import AgentsView
+from tui.views.approvals import ApprovalsView
+from tui.views.base import ChoirView, ConsoleHost, PaletteCommand
+from tui.views.chat import ChatView
+from tui.views.config import ConfigView
+from tui.views.cores import CoresView
+from tui.views.events import EventsView
+from tui.views.lanes import LanesView
+from tui.views.locks import LocksView
+from tui.views.logs import LogsView
+from tui.views.workspaces import WorkspacesView
 
-__all__ = ["VIEWS", "ChoirView", "PaletteCommand", "ViewSpec", "spec"]
+__all__ = ["VIEWS", "ChoirView", "ConsoleHost", "PaletteCommand", "ViewSpec", "spec"]
 
 
 @dataclass(frozen=True)
 class ViewSpec:
-    """One tab: where its view class lives and the key that shows it."""
+    """One tab: its view class and the key that shows it."""
 
     view_id: str
     title: str
-    module: str
-    """`tui.views.<module>`, imported when the console starts."""
-    cls: str
-    """The `ChoirView` subclass in that module."""
+    view: type[ChoirView]
+    """The `ChoirView` subclass the tab shows."""
     key: str
     """The app-level key that switches to the tab."""
     description: str
     """One line for the help screen and the command palette."""
 
-    def load(self) -> type[ChoirView] | None:
-        """The view class, or None while its module is not written yet."""
-        name = f"tui.views.{self.module}"
-        try:
-            module = importlib.import_module(name)
-        except ModuleNotFoundError as error:
-            if error.name == name:
-                return None
-            raise
-        view: type[ChoirView] = getattr(module, self.cls)
-        return view
-
 
 VIEWS: tuple[ViewSpec, ...] = (
-    ViewSpec("agents", "Agents", "agents", "AgentsView", "1",
+    ViewSpec("agents", "Agents", AgentsView, "1",
              "agents: state, runtime, session, uptime; start, stop, restart"),
-    ViewSpec("lanes", "Lanes", "lanes", "LanesView", "2",
+    ViewSpec("lanes", "Lanes", LanesView, "2",
              "the selected agent's edge and core lanes: state, step, skill, budgets"),
-    ViewSpec("locks", "Locks", "locks", "LocksView", "3",
+    ViewSpec("locks", "Locks", LocksView, "3",
              "the selected agent's lock table: resource, mode, holders, waiters"),
-    ViewSpec("cores", "Cores", "cores", "CoresView", "4",
+    ViewSpec("cores", "Cores", CoresView, "4",
              "the selected agent's core jobs: state, step, latest event; inject, cancel"),
-    ViewSpec("events", "Events", "events", "EventsView", "5",
+    ViewSpec("events", "Events", EventsView, "5",
              "the live event timeline across edge and cores; filter, pause, jump, expand"),
-    ViewSpec("approvals", "Approvals", "approvals", "ApprovalsView", "6",
+    ViewSpec("approvals", "Approvals", ApprovalsView, "6",
              "pending approvals with countdown; approve or reject"),
-    ViewSpec("chat", "Chat", "chat", "ChatView", "7",
+    ViewSpec("chat", "Chat", ChatView, "7",
              "the console DM with the selected agent; /inject"),
-    ViewSpec("logs", "Logs", "logs", "LogsView", "8",
+    ViewSpec("logs", "Logs", LogsView, "8",
              "choird's and the selected agent's log tails"),
-    ViewSpec("config", "Config", "config", "ConfigView", "9",
+    ViewSpec("config", "Config", ConfigView, "9",
              "staged vs running config; load and apply"),
-    ViewSpec("workspaces", "Workspaces", "workspaces", "WorkspacesView", "0",
+    ViewSpec("workspaces", "Workspaces", WorkspacesView, "0",
              "workspace leases; reset"),
 )  # fmt: skip
-"""Every tab, in order. Agents..Events are part A of issue 7, the rest part B."""
+"""Every tab, in order."""
 
 
 def spec(view_id: str) -> ViewSpec:

@@ -24,10 +24,10 @@ from textual.containers import VerticalScroll
 from textual.css.query import NoMatches
 from textual.widgets import DataTable, Static
 
+import tui.views.approvals_detail as words
 from choir.errors import ChoirError, ConflictError
 from tui.dialogs import ConfirmDialog
 from tui.messages import ApprovalChanged, ConfigChanged
-from tui.views import approvals_detail as words
 from tui.views.base import ChoirView, PaletteCommand
 
 Payload = dict[str, Any]

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar, cast
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, cast
 
 from textual.widget import Widget
 
 from choir.errors import ChoirError
 
 if TYPE_CHECKING:
-    from tui.app import ChoirApp
     from tui.bridge import ChoirBridge
     from tui.state import ConsoleState
 
@@ -25,6 +25,24 @@ class PaletteCommand:
     help: str
     """One line shown under the title: what it does, and its choirctl equivalent."""
     run: Callable[[], object]
+
+
+class ConsoleHost(Protocol):
+    """What views and the command palette use of the console app beyond Textual's `App`.
+
+    `tui.app.ChoirApp` is the one host; views and the palette see it through this protocol, so
+    they never import the app that composes them (no app <-> views import cycle)."""
+
+    state: ConsoleState
+    bridge: ChoirBridge
+    views: dict[str, ChoirView]
+    """Mounted views by id."""
+    clock: Callable[[], datetime]
+    """Now, for ages and uptimes."""
+
+    def select_agent(self, agent_id: str | None) -> None: ...
+
+    def action_show_tab(self, view_id: str) -> None: ...
 
 
 class ChoirView(Widget):
@@ -45,9 +63,9 @@ class ChoirView(Widget):
     """The tab's label."""
 
     @property
-    def console(self) -> ChoirApp:
-        """The app, typed."""
-        return cast("ChoirApp", self.app)
+    def console(self) -> ConsoleHost:
+        """The app, as the console host it is."""
+        return cast("ConsoleHost", self.app)
 
     @property
     def state(self) -> ConsoleState:

@@ -32,16 +32,17 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Literal
 
 from choir.agent.kernel.commitlog import CommitLog, LogEntry
 from choir.agent.kernel.dispatch import Dispatcher, PreparedCall, prepare_call
+from choir.agent.kernel.intents import IntentNotDurable, IntentSink
 from choir.agent.kernel.lane_policy import LanePolicy
 from choir.agent.kernel.locks import Hold, LockManager, LocksRevokedError
+from choir.agent.kernel.proposal import ToolProposal
 from choir.agent.kernel.records import (
-    ToolProposal,
     cancelled,
     finished_anyway,
     intent,
@@ -50,9 +51,8 @@ from choir.agent.kernel.records import (
     result_committed,
 )
 from choir.agent.kernel.registry import RegisteredTool, ToolRegistry, lane_kind_of
+from choir.agent.kernel.tool_contract import StopOutcome, stop_outcome
 from choir.agent.kernel.workspace import Workspace
-from choir.agent.replication.types import IntentNotDurable
-from choir.agent.tools.base import StopOutcome, stop_outcome
 from choir.core.budgets import BudgetLimits
 from choir.core.skills import runner as skill_runner
 from choir.core.skills.runner import CONTROL_TOOLS, Decision
@@ -74,9 +74,6 @@ Gate = Callable[[str, RegisteredTool, Mapping[str, Any]], ToolResult | None]
 """A policy check run at admission: (lane, tool, arguments) → a rejection, or None to admit.
 Lanes own the state behind their gates (cores running, stopping), keeping lane logic out."""
 
-IntentSink = Callable[[LogEntry], Awaitable[None]]
-"""Makes a non-idempotent intent durable at choird before its tool runs (§13, design notes)."""
-
 _STOP: Final = object()
 RELOCATE_ATTEMPTS: Final = 3
 """How often a call whose lock keys moved while it waited asks for the new ones."""
@@ -90,10 +87,10 @@ class _Pending:
     result: asyncio.Future[ToolResult]
 
 
-class Arbiter(LanePolicy):
+class Arbiter:
     """Validates, locks, executes and commits tool calls; the only writer of `log`.
 
-    Budgets and skill runs (`begin_step`, `start_job`, `interrupt_skill`…): see `LanePolicy`.
+    Budgets and skill runs (`begin_step`, `start_job`, `interrupt_skill`…) are its `policy`'s.
     """
 
     def __init__(
@@ -109,7 +106,10 @@ class Arbiter(LanePolicy):
         gates: Sequence[Gate] = (),
         intent_sink: IntentSink | None = None,
     ) -> None:
-        super().__init__(log=log, locks=locks, limits=limits, skills=skills)
+        self.log = log
+        self.locks = locks
+        self.policy = LanePolicy(log=log, locks=locks, limits=limits, skills=skills)
+        """The session's budgets and skill runs: what each lane may still do."""
         self.registry = registry
         self.workspace = workspace
         self._dispatcher = dispatcher
@@ -160,7 +160,7 @@ class Arbiter(LanePolicy):
         A model output charges its tokens to the session budget (§7.6) as it is committed.
         """
         entry = self.log.commit(lane, event)
-        self._observe(lane, event)
+        self.policy.observe(lane, event)
         return entry
 
     def resolve_approval(
@@ -216,10 +216,11 @@ class Arbiter(LanePolicy):
             return
         proposal = pending.proposal
         self.log.append(proposal.lane, requested(proposal))
-        run = self.skill_runs.get(proposal.lane)
-        if self.skills and (skill_runner.is_active(run) or proposal.tool in CONTROL_TOOLS):
+        policy = self.policy
+        run = policy.skill_runs.get(proposal.lane)
+        if policy.skills and (skill_runner.is_active(run) or proposal.tool in CONTROL_TOOLS):
             call = ToolCall(id=proposal.call_id, name=proposal.tool, arguments=proposal.arguments)
-            verdict = skill_runner.propose(run, call, self.skills)
+            verdict = skill_runner.propose(run, call, policy.skills)
             if isinstance(verdict, Decision):
                 self._settle(pending, verdict)
                 return
@@ -250,13 +251,13 @@ class Arbiter(LanePolicy):
         invalid = tool.manifest.check_input(proposal.arguments)
         if invalid is not None:
             return invalid
-        refused = self._check_job(proposal.lane)
+        refused = self.policy.check_job(proposal.lane)
         if refused is not None:
             return refused
         prepared = prepare_call(tool, proposal.arguments, self.workspace)
         if isinstance(prepared, ToolResult):
             return prepared
-        return self._charge_call(proposal.lane) or prepared
+        return self.policy.charge_call(proposal.lane) or prepared
 
     async def _execute(self, pending: _Pending, call: PreparedCall) -> None:
         proposal = pending.proposal
@@ -361,7 +362,7 @@ class Arbiter(LanePolicy):
 
     def _settle(self, pending: _Pending, decision: Decision) -> None:
         """Commit what the skill runner decided for a call (its answer included)."""
-        self._apply(pending.proposal.lane, decision)
+        self.policy.apply(pending.proposal.lane, decision)
         result = decision.result or ToolResult.ok(f"{pending.proposal.tool} done")
         self._publish(pending, result)
 
@@ -387,4 +388,4 @@ class Arbiter(LanePolicy):
                 self._approvals.pop(str(event["approval_id"]), None)
 
 
-__all__ = ["Arbiter", "Gate", "IntentSink", "ToolProposal"]
+__all__ = ["Arbiter", "Gate"]

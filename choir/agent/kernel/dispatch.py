@@ -16,19 +16,19 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from pydantic import BaseModel, ValidationError
 
+from choir.agent.kernel.proposal import ToolProposal
+from choir.agent.kernel.tool_contract import LockKey, located_resource, resource_at
 from choir.agent.kernel.workspace import PathOutsideWorkspace, Workspace
-from choir.agent.tools.base import LockKey, located_resource, resource_at
-from choir.agent.tools.external import run_external
 from choir.core.locks.lockset import LockKeyError, LockRequest, Lockset
 from choir.protocol import ToolResult, validation_problems
 from choir.protocol.input_fix import invalid_input, pydantic_fix
 
 if TYPE_CHECKING:
-    from choir.agent.kernel.arbiter import ToolProposal
     from choir.agent.kernel.registry import RegisteredTool, ToolRegistry
 
 
@@ -42,6 +42,20 @@ class HostBridge(Protocol):
     async def request_approval(self, request_type: str, payload: dict[str, Any]) -> str:
         """Submit a proposal; returns the approval id. The outcome arrives later as a push."""
         ...
+
+
+class ExternalRunner(Protocol):
+    """Runs one call of an external tool's executable (`choir.agent.tools.external`)."""
+
+    async def __call__(
+        self,
+        exec_path: Path,
+        arguments: dict[str, Any],
+        *,
+        secrets: Mapping[str, str],
+        workspace_root: Path,
+        timeout_ms: int,
+    ) -> ToolResult: ...
 
 
 SecretsView = Callable[[], Mapping[str, Mapping[str, str]]]
@@ -129,12 +143,14 @@ class Dispatcher:
         *,
         registry: ToolRegistry,
         workspace: Workspace,
+        external: ExternalRunner,
         secrets: SecretsView = dict,
         host: HostBridge | None = None,
         lane_hooks: Mapping[str, LaneHook] | None = None,
     ) -> None:
         self._registry = registry
         self._workspace = workspace
+        self._external = external
         self._secrets = secrets
         self._host = host
         self._lane_hooks = dict(lane_hooks or {})
@@ -145,7 +161,7 @@ class Dispatcher:
     async def run(self, call: PreparedCall, proposal: ToolProposal) -> ToolResult:
         runtime = call.tool.manifest.runtime
         if runtime.implementation == "external" and call.tool.name not in self._lane_hooks:
-            # run_external enforces timeout_ms itself and keeps the tool's stderr in the result
+            # the external runner enforces timeout_ms itself and keeps the tool's stderr
             return await self._run(call, proposal)
         timeout_s = runtime.timeout_ms / 1000
         try:
@@ -167,7 +183,7 @@ class Dispatcher:
         if tool.builtin is not None and call.builtin_input is not None:
             return await tool.builtin.run(self._workspace, call.builtin_input)
         if runtime.implementation == "external":
-            return await run_external(
+            return await self._external(
                 self._registry.executable(tool),
                 call.arguments,
                 secrets=self._registry.secrets_for(name, self._secrets()),

@@ -1,10 +1,11 @@
 """The arbiter's budget and skill bookkeeping (§7.6, §10.2): what a lane may still do.
 
-Split from `arbiter.py` so the commit path reads on its own. `LanePolicy` holds the §7.6
-counters and each lane's skill run, and answers the questions lanes ask between tool calls:
-may I take another step, may edge inject once more, may this job start, may this call run.
-Only the arbiter charges the counters and nothing ever resets them; the skill effects it
-decides (transitions, endings) are committed to the log it shares with the arbiter.
+The arbiter holds one (`Arbiter.policy`), so the commit path reads on its own. `LanePolicy`
+holds the §7.6 counters and each lane's skill run, and answers the questions lanes ask between
+tool calls: may I take another step, may edge inject once more, may this job start, may this call
+run. The arbiter asks it at admission (`check_job`, `charge_call`) and tells it what was committed
+(`observe`); only the arbiter charges the counters and nothing ever resets them. The skill
+effects it decides (transitions, endings) are committed to the log it shares with the arbiter.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from choir.protocol import Event, SkillSpec, ToolResult, core_lane, job_name_of
 
 
 class LanePolicy:
-    """Budgets and skill runs of one session; the `Arbiter` is one (it inherits this)."""
+    """Budgets and skill runs of one session; the `Arbiter` holds one (`Arbiter.policy`)."""
 
     def __init__(
         self,
@@ -70,7 +71,7 @@ class LanePolicy:
             return exceeded.message
         if self.skills:
             decision = skill_runner.begin_step(self.skill_runs.get(lane), self.skills)
-            self._apply(lane, decision)
+            self.apply(lane, decision)
         return None
 
     def charge_injection(self, job_name: str) -> str | None:
@@ -88,7 +89,7 @@ class LanePolicy:
         verdict = skill_runner.interrupt(self.skill_runs.get(lane), self.skills)
         if isinstance(verdict, Refused):
             return verdict.summary
-        self._apply(lane, verdict)
+        self.apply(lane, verdict)
         return None
 
     def start_job(self, job_name: str, *, time_budget_ms: int | None = None) -> str | None:
@@ -108,7 +109,7 @@ class LanePolicy:
         """What `lane` has left of each budget that applies to it (status reports, waits)."""
         return budgets.remaining(self.budgets, self.limits, lane, time.monotonic())
 
-    def _observe(self, lane: str, event: Event) -> None:
+    def observe(self, lane: str, event: Event) -> None:
         """A lane's event was committed: advance its skill, charge a model output's tokens."""
         if self.skills:
             self.skill_runs[lane] = skill_runner.apply(
@@ -119,12 +120,12 @@ class LanePolicy:
                 self.budgets, event.usage.total_tokens, self.limits
             )
 
-    def _apply(self, lane: str, decision: Decision) -> None:
+    def apply(self, lane: str, decision: Decision) -> None:
         for effect in decision.effects:
             self.log.commit(lane, effect)
         self.skill_runs[lane] = decision.run
 
-    def _check_job(self, lane: str) -> ToolResult | None:
+    def check_job(self, lane: str) -> ToolResult | None:
         """A core job's call is refused once the job stopped or ran out of wall time."""
         job = job_name_of(lane)
         if job is None:
@@ -136,7 +137,7 @@ class LanePolicy:
             return ToolResult.fail("budget_exceeded", late.message, budget=late.budget)
         return None
 
-    def _charge_call(self, lane: str) -> ToolResult | None:
+    def charge_call(self, lane: str) -> ToolResult | None:
         """Charge an admitted call to the tool-call budgets; the refusal when over one."""
         self.budgets, exceeded = budgets.charge_tool_call(self.budgets, lane, self.limits)
         if exceeded is not None:

@@ -2,31 +2,18 @@
 
 `ToolCallRequested`, `ToolCallCommitted` and `ToolResultCommitted` are appended on every call; a
 pydantic round trip per commit would miss the arbiter's throughput goal, so they are built here
-directly in their JSON form (a test pins them to the models' form). Also the `ToolProposal` lanes
-submit, and the `cancelled` result a call gets when its lane is cancelled.
+directly in their JSON form (a test pins them to the models' form). Also the `cancelled` result a
+call gets when its lane is cancelled.
 """
 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
 from typing import Any
 
 from choir.agent.kernel.dispatch import PreparedCall
+from choir.agent.kernel.proposal import ToolProposal
 from choir.protocol import ToolResult
-
-
-@dataclass(frozen=True, slots=True)
-class ToolProposal:
-    """A lane's request to run one tool call."""
-
-    lane: str
-    """`edge` or `core:<job-name>`: the proposer and lock owner."""
-    call_id: str
-    """The invocation id; unique within the session."""
-    tool: str
-    """Canonical tool name."""
-    arguments: dict[str, Any] = field(default_factory=dict)
 
 
 def requested(proposal: ToolProposal) -> dict[str, Any]:
@@ -84,7 +71,6 @@ def ms_since(started: float) -> int:
 
 
 __all__ = [
-    "ToolProposal",
     "cancelled",
     "finished_anyway",
     "intent",

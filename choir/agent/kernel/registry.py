@@ -25,7 +25,7 @@ from typing import Any, Final, Literal, final
 
 from pydantic import ValidationError
 
-from choir.agent.tools.base import BuiltinTool
+from choir.agent.kernel.tool_contract import BuiltinTool
 from choir.config.jsonparse import parse_json_object
 from choir.errors import ConfigError
 from choir.protocol.log.lanes import EDGE_LANE

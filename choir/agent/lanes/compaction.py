@@ -16,11 +16,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, Final
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, Final
 
-from choir.adapters.llm import LlmError
-from choir.agent.kernel.arbiter import ToolProposal
+from choir.adapters.llm import Completion, LlmError
+from choir.agent.kernel.proposal import ToolProposal
+from choir.agent.lanes.memories import Memories
+from choir.agent.replication.live_config import DynamicState
+from choir.agent.wiring import Kernel
 from choir.core.memory.compaction import (
     CompactionApplied,
     CompactionPolicy,
@@ -33,20 +36,23 @@ from choir.errors import ChoirError
 from choir.logs import get_logger
 from choir.protocol import ToolResult
 
-if TYPE_CHECKING:
-    from choir.agent.lanes.support import LaneKit
-
 log = get_logger("choir.agent.compaction")
 
 DEFAULT_CONTEXT_TOKENS: Final = 128_000
 """Context window assumed for a model whose config does not give one."""
 
+Complete = Callable[[str, list[dict[str, Any]], list[dict[str, Any]]], Awaitable[Completion]]
+"""One LLM call of a lane with the current config's model: (lane, messages, tools)."""
+
 
 class CompactionDriver:
     """Starts, finishes and abandons the compactions of one session's lanes."""
 
-    def __init__(self, kit: LaneKit) -> None:
-        self._kit = kit
+    def __init__(
+        self, kernel: Kernel, state: DynamicState, memories: Memories, complete: Complete
+    ) -> None:
+        self._kernel, self._state, self._memories = kernel, state, memories
+        self._complete = complete
         self._tasks: dict[str, asyncio.Task[None]] = {}
         self._sizes: dict[str, PromptSize] = {}
         self.applied = 0
@@ -54,7 +60,7 @@ class CompactionDriver:
 
     def policy(self) -> CompactionPolicy:
         """The triggers of the current config: its window size, the bound model's context."""
-        config = self._kit.state.current()
+        config = self._state.current()
         size = config.data.get("event_window_size")
         bindings = config.bindings
         context = _context_window(config.data, bindings.llm if bindings is not None else None)
@@ -66,18 +72,18 @@ class CompactionDriver:
     def measure(self, lane: str, size: PromptSize) -> bool:
         """After a model response or tool result: start a fold when it is due; True if started."""
         self._sizes[lane] = size
-        memory = self._kit.memories.lanes.get(lane)
+        memory = self._memories.lanes.get(lane)
         if memory is None or lane in self._tasks:
             return False
         policy = self.policy()
         if not should_compact(memory, size, policy):
             return False
         request = compaction_request(
-            memory, size, policy, result_view=self._kit.kernel.registry.result_for_prompt
+            memory, size, policy, result_view=self._kernel.registry.result_for_prompt
         )
         if request is None:
             return False
-        self._kit.memories.lanes[lane] = memory.begin(request.upto_rev)
+        self._memories.lanes[lane] = memory.begin(request.upto_rev)
         task = asyncio.get_running_loop().create_task(
             self._fold(lane, request.upto_rev, list(request.messages), policy),
             name=f"compact:{lane}",
@@ -88,13 +94,13 @@ class CompactionDriver:
 
     def request(self, lane: str | None = None) -> list[str]:
         """A manual trigger for `lane` (every live lane when None); the lanes it reached."""
-        lanes = [lane] if lane is not None else list(self._kit.memories.lanes)
+        lanes = [lane] if lane is not None else list(self._memories.lanes)
         reached = []
         for name in lanes:
-            memory = self._kit.memories.lanes.get(name)
+            memory = self._memories.lanes.get(name)
             if memory is None:
                 continue
-            self._kit.memories.lanes[name] = memory.request_compaction()
+            self._memories.lanes[name] = memory.request_compaction()
             reached.append(name)
             size = self._sizes.get(name)
             if size is not None:
@@ -129,7 +135,7 @@ class CompactionDriver:
         self, lane: str, upto_rev: int, messages: list[dict[str, Any]], policy: CompactionPolicy
     ) -> None:
         try:
-            completion = await self._kit.complete(lane, messages, [])
+            completion = await self._complete(lane, messages, [])
         except (LlmError, ChoirError) as error:
             log.warning("compaction call failed", fields={"lane": lane, "error": error.message})
             self._abandon(lane)
@@ -137,25 +143,25 @@ class CompactionDriver:
         except BaseException:
             self._abandon(lane)
             raise
-        memory = self._kit.memories.lanes.get(lane)
+        memory = self._memories.lanes.get(lane)
         if memory is None:
             return  # the lane ended while the call was out
         outcome = apply_compaction(
             memory, completion.text, upto_rev, max_summary_chars=policy.max_summary_chars
         )
-        self._kit.memories.lanes[lane] = outcome.memory
+        self._memories.lanes[lane] = outcome.memory
         if not isinstance(outcome, CompactionApplied):
             why = {"lane": lane, "code": outcome.code, "why": outcome.message}
             log.warning("compaction refused", fields=why)
             return
-        self._kit.kernel.arbiter.commit(lane, outcome.event)
+        self._kernel.arbiter.commit(lane, outcome.event)
         self.applied += 1
         log.info("working memory compacted", fields={"lane": lane, "upto_rev": upto_rev})
 
     def _abandon(self, lane: str) -> None:
-        memory = self._kit.memories.lanes.get(lane)
+        memory = self._memories.lanes.get(lane)
         if memory is not None:
-            self._kit.memories.lanes[lane] = memory.abandon()
+            self._memories.lanes[lane] = memory.abandon()
 
 
 def _context_window(data: Mapping[str, Any], model_name: str | None) -> int:

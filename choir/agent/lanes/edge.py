@@ -20,9 +20,9 @@ from __future__ import annotations
 import asyncio
 
 from choir.adapters.llm import Completion, LlmError
-from choir.agent.kernel.arbiter import ToolProposal
 from choir.agent.kernel.commitlog import CommitLog
-from choir.agent.lanes.core.jobs import CoreJobs
+from choir.agent.kernel.proposal import ToolProposal
+from choir.agent.lanes.core.runner import CoreJobRunner
 from choir.agent.lanes.support import LaneKit
 from choir.core.lane_states import EdgeTrigger, edge_step, is_final
 from choir.core.memory.working import WorkingMemory
@@ -49,7 +49,7 @@ STOPPING_TEXT = (
 class EdgeLane:
     """The edge lane of one session; `run` is its task."""
 
-    def __init__(self, kit: LaneKit, jobs: CoreJobs) -> None:
+    def __init__(self, kit: LaneKit, jobs: CoreJobRunner) -> None:
         self._kit = kit
         self._jobs = jobs
         self.state: EdgeStatus = "EDGE_IDLE"
@@ -134,7 +134,7 @@ class EdgeLane:
                 self._finish("stopping", STOPPING_TEXT, "error", push.message_id)
                 return
             self._drain()
-            refused = arbiter.begin_step(EDGE_LANE)
+            refused = arbiter.policy.begin_step(EDGE_LANE)
             if refused is not None:
                 self._finish("llm_error", refused, "error", push.message_id)
                 return

@@ -24,19 +24,18 @@ from choir.adapters.llm import (
     ModelSettings,
     RateLimitNotice,
 )
-from choir.agent.kernel.budget_follow import BudgetFollower, Remaining, changed
-from choir.agent.kernel.commitlog import LogEntry
 from choir.agent.kernel.lock_report import LockWatch
 from choir.agent.kernel.locks import LockManager
 from choir.agent.kernel.registry import lane_kind_of
-from choir.agent.kernel.wiring import Kernel
+from choir.agent.lanes.budget_follow import BudgetFollower, Remaining, changed
 from choir.agent.lanes.compaction import CompactionDriver
+from choir.agent.lanes.memories import Memories
 from choir.agent.replication.control_plane import ControlPlane
 from choir.agent.replication.live_config import DynamicState, Secrets
 from choir.agent.stopping import Drain
+from choir.agent.wiring import Kernel
 from choir.config.resources import ModelConfig
 from choir.core import budgets
-from choir.core.memory.working import WorkingMemory
 from choir.core.prompt.build import DEFAULT_WINDOW_SIZE
 from choir.core.skills.runner import SkillView, control_tool_views, prompt_view
 from choir.errors import ConfigError
@@ -242,23 +241,6 @@ class StatusReporter:
 
 
 @dataclass(slots=True)
-class Memories:
-    """Each live lane's working memory, folded from every commit as it happens."""
-
-    lanes: dict[str, WorkingMemory] = field(default_factory=dict)
-
-    def track(self, memory: WorkingMemory) -> None:
-        self.lanes[memory.lane] = memory
-
-    def forget(self, lane: str) -> None:
-        self.lanes.pop(lane, None)
-
-    def observe(self, entry: LogEntry) -> None:
-        for lane, memory in list(self.lanes.items()):
-            self.lanes[lane] = memory.observe(entry)
-
-
-@dataclass(slots=True)
 class LaneKit:
     """The shared machinery of one session's lanes."""
 
@@ -278,7 +260,7 @@ class LaneKit:
     _unsubscribe: Callable[[], None] | None = None
 
     def __post_init__(self) -> None:
-        self.compaction = CompactionDriver(self)
+        self.compaction = CompactionDriver(self.kernel, self.state, self.memories, self.complete)
         kernel = self.kernel
         self.budgets = BudgetFollower(self.state, kernel.log, kernel.arbiter, self.status.refresh)
 
@@ -303,7 +285,7 @@ class LaneKit:
         return [(name, spec.description) for name, spec in self.kernel.skills.items()]
 
     def skill_view(self, lane: str) -> SkillView | None:
-        return prompt_view(self.kernel.arbiter.skill_runs.get(lane), self.kernel.skills)
+        return prompt_view(self.kernel.arbiter.policy.skill_runs.get(lane), self.kernel.skills)
 
     def tools(self, lane: str, only: Collection[str] | None = None) -> list[dict[str, Any]]:
         """The `tools` parameter of `lane`: its tools, or a skill state's only while one runs."""
@@ -378,8 +360,10 @@ class LaneKit:
 
     def report(self, lane: str, state: LaneStatus) -> None:
         arbiter = self.kernel.arbiter
-        run = arbiter.skill_runs.get(lane)
-        left = budgets.remaining(arbiter.budgets, arbiter.limits, lane, time.monotonic())
+        run = arbiter.policy.skill_runs.get(lane)
+        left = budgets.remaining(
+            arbiter.policy.budgets, arbiter.policy.limits, lane, time.monotonic()
+        )
         self.status.report(
             ReportStatusRequest(
                 lane=lane,

@@ -21,9 +21,9 @@ import re
 from collections.abc import Iterator, Mapping
 from typing import Any, Final
 
-from choir.agent.kernel.arbiter import ToolProposal
 from choir.agent.kernel.commitlog import CommitLog, LogEntry
 from choir.agent.kernel.dispatch import LaneHook
+from choir.agent.kernel.proposal import ToolProposal
 from choir.core.memory.working import HASH_REF_CHARS
 from choir.core.prompt.window import json_text
 from choir.protocol.log.lanes import EDGE_LANE

@@ -27,12 +27,13 @@ from __future__ import annotations
 import asyncio
 from typing import Final, Literal
 
-from choir.agent.kernel.arbiter import ToolProposal
 from choir.agent.kernel.commitlog import CommitLog
-from choir.agent.lanes.core.jobs import READ_ONLY, CoreJob, CoreJobs
+from choir.agent.kernel.proposal import ToolProposal
+from choir.agent.lanes.core.jobs import READ_ONLY
+from choir.agent.lanes.core.runner import CoreJob, CoreJobRunner
 from choir.agent.lanes.support import LaneKit
+from choir.agent.recovery.capture import JobView
 from choir.agent.recovery.ledger import Intent, Ledger, OpenJobEntry
-from choir.agent.recovery.state import JobView
 from choir.core.held_jobs import held_notice
 from choir.core.memory.working import WorkingMemory
 from choir.logs import get_logger
@@ -104,25 +105,27 @@ def settle_edge(commit_log: CommitLog, ledger: Ledger) -> None:
         commit_log.commit(EDGE_LANE, reply)
 
 
-class RecoverableCoreJobs(CoreJobs):
-    """`CoreJobs` that can re-create the jobs a crash interrupted, and hold the unsafe ones."""
+class CoreJobRecovery:
+    """Re-creates on the session's `CoreJobRunner` the jobs a crash interrupted, and holds the
+    unsafe ones until the operator decides."""
 
-    def __init__(self, kit: LaneKit, ledger: Ledger) -> None:
-        super().__init__(kit)
+    def __init__(self, kit: LaneKit, runner: CoreJobRunner, ledger: Ledger) -> None:
+        self._kit = kit
+        self._runner = runner
         self._ledger = ledger
         self.held: dict[str, tuple[OpenJobEntry, list[Intent]]] = {}
         """Jobs waiting for the operator: the job, and its calls with an unknown outcome."""
 
     def views(self) -> dict[str, JobView]:
         """Every open job's state, the held ones included (snapshots)."""
-        views = {name: JobView(job.state) for name, job in self._jobs.items()}
+        views = {name: JobView(job.state) for name, job in self._runner.jobs.items()}
         return views | {name: JobView(HELD_STATUS) for name in self.held}
 
     def resume_open(self) -> list[str]:
         """Re-create every interrupted job that can safely go on; returns their names."""
         resumed: list[str] = []
         for name, job in list(self._ledger.jobs.items()):
-            if name in self._jobs:
+            if name in self._runner.jobs:
                 continue
             intents = self._ledger.intents_of(core_lane(name))
             unsafe = [intent for intent in intents if not intent.idempotent]
@@ -185,7 +188,7 @@ class RecoverableCoreJobs(CoreJobs):
             text = f"core job {start.job_name} cancelled: {report}"
             arbiter.commit(EDGE_LANE, AgentReplied(text=text, category="core_report"))
             self._kit.report(lane, "CORE_TERMINATED")  # no longer shown as held
-            arbiter.end_job(start.job_name)
+            arbiter.policy.end_job(start.job_name)
             self._kit.memories.forget(lane)
             return
         mode = "resume"
@@ -208,15 +211,15 @@ class RecoverableCoreJobs(CoreJobs):
         """
         kit, name = self._kit, start.job_name
         arbiter = kit.kernel.arbiter
-        if name not in arbiter.budgets.jobs:
+        if name not in arbiter.policy.budgets.jobs:
             budget = start.tool_constraints.time_budget_ms or None
-            refused = arbiter.start_job(name, time_budget_ms=budget)
+            refused = arbiter.policy.start_job(name, time_budget_ms=budget)
             if refused is not None:
                 log.error("could not resume core job", fields={"job": name, "why": refused})
                 return
         job = CoreJob(start, core_lane(name), steps=open_job.steps)
-        self._jobs[name] = job
-        self._move(job, "job_start")
+        self._runner.jobs[name] = job
+        self._runner.move(job, "job_start")
         if job.lane not in kit.memories.lanes:
             memory = WorkingMemory(job.lane, window_start_rev=open_job.started_rev + 1)
             kit.memories.track(memory.observe_all(kit.kernel.log))
@@ -230,10 +233,10 @@ class RecoverableCoreJobs(CoreJobs):
             for call in self._ledger.unanswered_calls(job.lane):
                 await arbiter.propose(ToolProposal(job.lane, call.id, call.name, call.arguments))
         except asyncio.CancelledError:
-            self._move(job, "cancel")
-            self._stop(job, "cancelled", job.cancel_reason or "cancelled")
+            self._runner.move(job, "cancel")
+            self._runner.end(job, "cancelled", job.cancel_reason or "cancelled")
             raise
-        await self._run(job)
+        await self._runner.run(job)
 
 
 def _read_only(start: CoreJobStart, kit: LaneKit) -> CoreJobStart:
@@ -255,7 +258,7 @@ __all__ = [
     "INTERRUPTED",
     "OUTCOME_UNKNOWN",
     "Choice",
-    "RecoverableCoreJobs",
+    "CoreJobRecovery",
     "settle_edge",
     "unknown_outcome",
 ]

@@ -23,9 +23,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from choir.agent.kernel.commitlog import CommitLog, LogEntry
-from choir.agent.recovery.fetch import CONTENT_KINDS
-from choir.agent.recovery.ledger import Ledger
-from choir.agent.recovery.state import (
+from choir.agent.recovery.capture import (
     Head,
     JobView,
     capture,
@@ -33,6 +31,8 @@ from choir.agent.recovery.state import (
     restore_memories,
     restore_skill_runs,
 )
+from choir.agent.recovery.fetch import CONTENT_KINDS
+from choir.agent.recovery.ledger import Ledger
 from choir.agent.startup import restored_log
 from choir.core import budgets
 from choir.errors import ChoirError
@@ -44,7 +44,7 @@ from choir.protocol.tooling.locks import HeldLock
 if TYPE_CHECKING:
     from choir.agent.lanes.edge import EdgeLane
     from choir.agent.lanes.support import LaneKit
-    from choir.agent.recovery.resume import RecoverableCoreJobs
+    from choir.agent.recovery.resume import CoreJobRecovery
 
 log = get_logger("choir.agent.recovery.resume")
 
@@ -74,7 +74,7 @@ class RestoredSession:
         self.log.subscribe(lambda entry: self.ledger.observe(self._whole(entry)))
         self._kit: LaneKit | None = None
         self._edge: EdgeLane | None = None
-        self._jobs: RecoverableCoreJobs | None = None
+        self._jobs: CoreJobRecovery | None = None
         if answer.status == "resumed":
             log.info(
                 "session restored",
@@ -89,14 +89,15 @@ class RestoredSession:
         """`entry` as the ledger must read it: whole where it acts on a preview's content."""
         return self.log.resolved(entry) if entry.kind in CONTENT_KINDS else entry
 
-    def attach(self, kit: LaneKit, edge: EdgeLane, jobs: RecoverableCoreJobs) -> None:
+    def attach(self, kit: LaneKit, edge: EdgeLane, jobs: CoreJobRecovery) -> None:
         """Give the kernel and the lanes (built, not yet running) their restored state: the
         budgets, skill runs and open approvals, and every open lane's working memory."""
         arbiter, entries = kit.kernel.arbiter, list(self.log)
-        arbiter.budgets = self.ledger.counters(time.monotonic())
-        _, arbiter.tokens_exceeded = budgets.charge_tokens(arbiter.budgets, 0, arbiter.limits)
+        policy = arbiter.policy
+        policy.budgets = self.ledger.counters(time.monotonic())
+        _, policy.tokens_exceeded = budgets.charge_tokens(policy.budgets, 0, policy.limits)
         restored_runs = restore_skill_runs(self.snapshot, entries, kit.kernel.skills)
-        arbiter.skill_runs.update(restored_runs)
+        policy.skill_runs.update(restored_runs)
         arbiter.expect_approvals(self.ledger.approvals)
         memories = restore_memories(self.snapshot, entries)
         open_lanes = {EDGE_LANE, *(core_lane(name) for name in self.ledger.jobs)}
@@ -116,7 +117,7 @@ class RestoredSession:
             self._head(),
             self.ledger,
             dict(kit.memories.lanes),
-            kernel.arbiter.skill_runs,
+            kernel.arbiter.policy.skill_runs,
             kernel.skills,
             self._lanes(kit, edge.state, views),
             views,
@@ -139,8 +140,12 @@ class RestoredSession:
         states: dict[str, LaneState] = {}
         for lane, status in statuses.items():
             job = job_name_of(lane)
-            counted = job is None or job in arbiter.budgets.jobs
-            left = budgets.remaining(arbiter.budgets, arbiter.limits, lane, now) if counted else {}
+            counted = job is None or job in arbiter.policy.budgets.jobs
+            left = (
+                budgets.remaining(arbiter.policy.budgets, arbiter.policy.limits, lane, now)
+                if counted
+                else {}
+            )
             states[lane] = LaneState(status=status, budgets_remaining=left)
         return states
 

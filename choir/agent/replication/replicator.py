@@ -29,19 +29,17 @@ runtime, since going on would build a history that can never be made durable.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 from collections.abc import Callable
 from types import TracebackType
 from typing import Self
 
 from choir.agent.kernel.commitlog import CommitLog, LogEntry
+from choir.agent.kernel.intents import IntentNotDurable
 from choir.agent.replication.config_sync import ConfigSync
 from choir.agent.replication.control_plane import ControlPlane
 from choir.agent.replication.sender import HeartbeatSender
 from choir.agent.replication.types import (
     FatalHandler,
-    IntentNotDurable,
     ReplicationError,
     ReplicationFatal,
     ReplicationSettings,
@@ -50,11 +48,11 @@ from choir.agent.replication.types import (
 )
 
 
-class Replicator(HeartbeatSender):
+class Replicator:
     """Ships `log` to choird through `control_plane`; start it before the first commit.
 
-    The sender task and its bookkeeping are `HeartbeatSender`'s; this is the face the runtime
-    and the arbiter use: start and stop, durable intents, flush.
+    The face the runtime and the arbiter use: start and stop, durable intents, flush. The
+    sender task and replication's state are its `HeartbeatSender`'s.
     """
 
     def __init__(
@@ -68,7 +66,7 @@ class Replicator(HeartbeatSender):
         on_fatal: FatalHandler | None = None,
         acked_rev: int | None = None,
     ) -> None:
-        super().__init__(
+        self._sender = HeartbeatSender(
             log,
             control_plane,
             sync,
@@ -77,36 +75,33 @@ class Replicator(HeartbeatSender):
             on_fatal=on_fatal,
             acked_rev=acked_rev,
         )
-        self._task: asyncio.Task[None] | None = None
+        self.log = log
+        self.settings = self._sender.settings
+        self.stats = self._sender.stats
         self._unsubscribe: Callable[[], None] | None = None
 
     @property
     def acked_rev(self) -> int:
         """The highest revision choird has made durable."""
-        return self._acked
+        return self._sender.acked_rev
 
     @property
     def fatal(self) -> ReplicationFatal | None:
         """Why replication stopped for good, if it did."""
-        return self._fatal
+        return self._sender.fatal
 
     # -- lifecycle -------------------------------------------------------------------------------
 
     async def start(self) -> None:
-        if self._task is not None:
+        if self._sender.running:
             return
-        self._loop = loop = asyncio.get_running_loop()
-        self._last_sent = loop.time()
-        self._snapshots.started(loop.time())
-        if self.log.head_rev > self._acked:
-            self._pending_since = loop.time()
-        self._unsubscribe = self.log.subscribe(self._committed)
-        self._task = loop.create_task(self._run(), name="replicator")
+        self._sender.start()
+        self._unsubscribe = self.log.subscribe(self._sender.committed)
 
     async def stop(self, *, flush: bool = True) -> None:
         """Stop; with `flush`, first ship everything and wait for the ack (raises if it fails)."""
         try:
-            if flush and self._fatal is None and self._task is not None:
+            if flush and self._sender.fatal is None and self._sender.running:
                 await self.flush(self.settings.flush_timeout_s)
         finally:
             await self._halt(ReplicationError("replication stopped"))
@@ -127,44 +122,22 @@ class Replicator(HeartbeatSender):
 
     async def make_durable(self, entry: LogEntry) -> None:
         """The arbiter's intent sink: return once choird acknowledged `entry` (ships it now)."""
-        if self._acked >= entry.rev:
+        if self._sender.acked_rev >= entry.rev:
             return
         call = entry.event.get("call_id", "?")
         what = f"the intent of call {call} (rev {entry.rev})"
         try:
-            await self._wait_acked(entry.rev, self.settings.intent_timeout_s, what)
+            await self._sender.wait_acked(entry.rev, self.settings.intent_timeout_s, what)
         except ReplicationError as error:
             raise IntentNotDurable(f"{error.message}; the tool was not run") from None
 
     async def flush(self, timeout_s: float | None = None) -> None:
         """Ship every committed revision and wait for its ack (graceful stop, §17.7)."""
-        head = self.log.head_rev
-        if self._acked >= head:
+        head, acked = self.log.head_rev, self._sender.acked_rev
+        if acked >= head:
             return
         budget = self.settings.flush_timeout_s if timeout_s is None else timeout_s
-        await self._wait_acked(head, budget, f"revisions {self._acked + 1}..{head}")
-
-    async def _wait_acked(self, rev: int, limit_s: float, what: str) -> None:
-        if self._fatal is not None:
-            raise ReplicationError(f"{what} cannot be made durable: {self._fatal.message}")
-        if self._task is None:
-            raise ReplicationError(f"{what} cannot be made durable: replication is not running")
-        self._urgent_rev = max(self._urgent_rev, rev)
-        self._wake.set()
-        try:
-            await self._waiters.wait(rev, limit_s)
-        except TimeoutError:
-            outage = self._outage
-            why = f" (choird unreachable: {outage.last_error})" if outage.failures else ""
-            raise ReplicationError(
-                f"{what} was not acknowledged by choird within {limit_s:g} s{why}"
-            ) from None
-
-    def _committed(self, entry: LogEntry) -> None:
-        """Log listener; runs on every commit, so it does almost nothing."""
-        if self._pending_since is None and self._loop is not None:
-            self._pending_since = self._loop.time()
-            self._wake.set()
+        await self._sender.wait_acked(head, budget, f"revisions {acked + 1}..{head}")
 
     # -- ending ----------------------------------------------------------------------------------
 
@@ -172,16 +145,10 @@ class Replicator(HeartbeatSender):
         if self._unsubscribe is not None:
             self._unsubscribe()
             self._unsubscribe = None
-        task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
-        self._waiters.fail(error)
+        await self._sender.halt(error)
 
 
 __all__ = [
-    "IntentNotDurable",
     "ReplicationError",
     "ReplicationFatal",
     "ReplicationSettings",

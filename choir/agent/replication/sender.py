@@ -1,11 +1,12 @@
 """The replicator's sender task (§13.1): when a heartbeat is due, what it carries, what the answer
 means.
 
-Split from `replication.py`, which keeps the public face (lifecycle, durable intents, flush).
-One task runs `_run`, so one heartbeat is in flight at a time; every heartbeat carries the
-revisions after choird's ack (≤ the batch size), and the last one that reaches the log head
-carries a snapshot when one is due (`SnapshotSchedule`). State changes happen between awaits
-only, on the event loop, so the log listener and the durability waits see them whole.
+A `Replicator` holds one and keeps the public face (lifecycle, durable intents, flush); the sender
+owns replication's state (choird's ack, the outage, the snapshot schedule), its task and the waits
+on acks. One task runs `_run`, so one heartbeat is in flight at a time; every heartbeat carries the
+revisions after choird's ack (≤ the batch size), and the last one that reaches the log head carries
+a snapshot when one is due (`SnapshotSchedule`). State changes happen between awaits only, on the
+event loop, so the log listener and the durability waits see them whole.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from choir.agent.replication.types import (
     DEFAULT_SNAPSHOT_EVERY_EVENTS,
     DEFAULT_SNAPSHOT_EVERY_S,
     FatalHandler,
+    ReplicationError,
     ReplicationFatal,
     ReplicationSettings,
     ReplicationStats,
@@ -40,7 +42,7 @@ log = get_logger("choir.agent.replication.replicator")
 
 
 class HeartbeatSender:
-    """The state of replication and the task that ships heartbeats; `Replicator` is one."""
+    """The state of replication and the task that ships heartbeats; a `Replicator` holds one."""
 
     def __init__(
         self,
@@ -75,6 +77,65 @@ class HeartbeatSender:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._artifacts = ArtifactUploader(log, control_plane, self.settings.call_timeout_s)
         self._artifacts.held(log)  # a restored log holds what choird acknowledged
+        self._task: asyncio.Task[None] | None = None
+
+    @property
+    def acked_rev(self) -> int:
+        """The highest revision choird has made durable."""
+        return self._acked
+
+    @property
+    def fatal(self) -> ReplicationFatal | None:
+        """Why replication stopped for good, if it did."""
+        return self._fatal
+
+    @property
+    def running(self) -> bool:
+        return self._task is not None
+
+    def start(self) -> None:
+        """Start the sender task on the running loop (once)."""
+        if self._task is not None:
+            return
+        self._loop = loop = asyncio.get_running_loop()
+        self._last_sent = loop.time()
+        self._snapshots.started(loop.time())
+        if self.log.head_rev > self._acked:
+            self._pending_since = loop.time()
+        self._task = loop.create_task(self._run(), name="replicator")
+
+    async def halt(self, error: ReplicationError) -> None:
+        """Stop the task; every wait on an ack still open fails with `error`."""
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        self._waiters.fail(error)
+
+    def committed(self, entry: LogEntry) -> None:
+        """Log listener; runs on every commit, so it does almost nothing."""
+        if self._pending_since is None and self._loop is not None:
+            self._pending_since = self._loop.time()
+            self._wake.set()
+
+    async def wait_acked(self, rev: int, limit_s: float, what: str) -> None:
+        """Ship up to `rev` now and return once choird acknowledged it; ReplicationError if it
+        did not within `limit_s` or cannot (replication stopped or not running)."""
+        if self._fatal is not None:
+            raise ReplicationError(f"{what} cannot be made durable: {self._fatal.message}")
+        if self._task is None:
+            raise ReplicationError(f"{what} cannot be made durable: replication is not running")
+        self._urgent_rev = max(self._urgent_rev, rev)
+        self._wake.set()
+        try:
+            await self._waiters.wait(rev, limit_s)
+        except TimeoutError:
+            outage = self._outage
+            why = f" (choird unreachable: {outage.last_error})" if outage.failures else ""
+            raise ReplicationError(
+                f"{what} was not acknowledged by choird within {limit_s:g} s{why}"
+            ) from None
 
     async def _run(self) -> None:
         try:

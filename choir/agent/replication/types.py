@@ -26,10 +26,6 @@ class ReplicationError(ChoirError):
     """Committed events are not (yet) durable at choird."""
 
 
-class IntentNotDurable(ReplicationError):
-    """A non-idempotent intent was not acknowledged in time: its tool must not run."""
-
-
 class ReplicationFatal(ReplicationError):
     """Replication stopped for good (fork, session ended, choird ahead of this agent)."""
 

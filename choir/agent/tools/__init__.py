@@ -1,18 +1,4 @@
-"""The in-container built-in tools (§8.7): file read, write and search, and the shell.
+"""The in-container tools (§8.7): the built-ins (`builtin.BUILTIN_TOOLS`) and external tools.
 
-`BUILTIN_TOOLS` maps each canonical tool name to its `BuiltinTool` (input model, lock keys, run).
-Host tools and meta-tools live elsewhere.
+The package imports none of its modules: a tool module importing a sibling does not load them all.
 """
-
-from __future__ import annotations
-
-from typing import Any
-
-from choir.agent.tools import fs_read, fs_search, fs_write, shell
-from choir.agent.tools.base import BuiltinTool, LockKey, LockMode, ToolFailure, path_resource
-
-BUILTIN_TOOLS: dict[str, BuiltinTool[Any]] = {
-    tool.name: tool for tool in (fs_read.TOOL, fs_write.TOOL, fs_search.TOOL, shell.TOOL)
-}
-
-__all__ = ["BUILTIN_TOOLS", "BuiltinTool", "LockKey", "LockMode", "ToolFailure", "path_resource"]

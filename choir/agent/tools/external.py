@@ -31,8 +31,9 @@ from typing import Any, Final, Literal
 import orjson
 from pydantic import ValidationError
 
+from choir.agent.kernel.tool_contract import record_finished
 from choir.agent.tools._process import Capture, stop_tree, under_subreaper
-from choir.agent.tools.base import outlast_cancellation, record_finished, sandbox_env
+from choir.agent.tools.execution import outlast_cancellation, sandbox_env
 from choir.protocol.problems import validation_problems
 from choir.protocol.tooling.tools import ToolResult
 

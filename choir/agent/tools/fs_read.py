@@ -14,17 +14,11 @@ from typing import BinaryIO, Literal
 
 from pydantic import Field
 
+from choir.agent.kernel.tool_contract import BuiltinTool, LockKey, path_resource
 from choir.agent.kernel.workspace import Workspace, normalize
 from choir.agent.tools import _caps
 from choir.agent.tools._text import is_binary
-from choir.agent.tools.base import (
-    BuiltinTool,
-    LockKey,
-    Stop,
-    ToolFailure,
-    path_resource,
-    run_blocking,
-)
+from choir.agent.tools.execution import Stop, ToolFailure, run_blocking
 from choir.failpoints import failpoint_sync
 from choir.protocol.base import WireModel
 from choir.protocol.tooling.tools import ToolResult

@@ -17,18 +17,11 @@ from typing import Any
 
 from pydantic import Field
 
+from choir.agent.kernel.tool_contract import BuiltinTool, LockKey, path_resource
 from choir.agent.kernel.workspace import PathOutsideWorkspace, Workspace, normalize
 from choir.agent.tools import _caps
 from choir.agent.tools._process import Capture, stop_group
-from choir.agent.tools.base import (
-    SANDBOX_PATH,
-    BuiltinTool,
-    LockKey,
-    fs_failure,
-    outlast_cancellation,
-    path_resource,
-    sandbox_env,
-)
+from choir.agent.tools.execution import SANDBOX_PATH, fs_failure, outlast_cancellation, sandbox_env
 from choir.agent.tools.rg_json import Match, RgStream
 from choir.protocol.base import WireModel
 from choir.protocol.tooling.tools import ToolResult

@@ -16,11 +16,12 @@ import time
 
 from pydantic import Field
 
+from choir.agent.kernel.tool_contract import BuiltinTool, LockKey
 from choir.agent.kernel.workspace import Workspace
 from choir.agent.tools._caps import HeadTail
 from choir.agent.tools._disk import disk_note
 from choir.agent.tools._process import Capture, stop_tree, under_subreaper
-from choir.agent.tools.base import SANDBOX_PATH, BuiltinTool, LockKey, sandbox_env
+from choir.agent.tools.execution import SANDBOX_PATH, sandbox_env
 from choir.protocol.base import WireModel
 from choir.protocol.tooling.tools import ToolResult
 

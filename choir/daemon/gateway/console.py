@@ -16,17 +16,17 @@ import asyncio
 import uuid
 from collections import defaultdict, deque
 from collections.abc import AsyncIterator, Callable
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final
 
-from choir.config import ConsoleGateway
 from choir.daemon.agents.ingest import Durable
 from choir.daemon.gateway.inbox import Inbox
-from choir.errors import ConflictError, UsageError
-from choir.protocol import CommittedEvent, InjectPush, UserMessagePush
+from choir.errors import UsageError
+from choir.protocol import CommittedEvent, InjectPush, UserMessagePush, WireModel
 from choir.store.inbox import InboxMessage
+from choir.store.sessions import SessionRow
 
-if TYPE_CHECKING:
-    from choir.daemon.operator.context import OperatorContext
+PushFn = Callable[[str, WireModel], None]
+"""Push a ServerPush model to a session's agent (the daemon's PushHub, in JSON form)."""
 
 ID_PREFIX: Final = "console-"
 """Message ids of the console DM (the inbox holds every DM's)."""
@@ -76,25 +76,17 @@ class ConsoleDm:
             },
         )
 
-    async def send(self, ctx: OperatorContext, agent_id: str, text: str) -> dict[str, Any]:
-        """Deliver `text` to the agent bound to a console DM: a message, or `/inject …`."""
-        if not text.strip():
-            raise UsageError("empty message: type something to send")
-        session = await ctx.running_session(agent_id, hint=None)  # says how to start it
-        dm = str(session.resource_bindings.get("dm") or "")
-        dms = ctx.config.dms
-        if dm not in dms or not isinstance(
-            ctx.config.gateways.get(dms[dm].gateway), ConsoleGateway
-        ):
-            raise ConflictError(
-                f"{agent_id} is bound to DM {dm!r}, not a console DM: talk to it there, or "
-                f"start it with --dm <a console DM>"
-            )
+    async def send(
+        self, session: SessionRow, text: str, *, push: PushFn, inbox: Inbox
+    ) -> dict[str, Any]:
+        """Deliver `text` to the agent running `session` (bound to a console DM): a message,
+        stored in `inbox` first, or `/inject …`; `push` sends to a session's agent."""
+        agent_id = session.agent_id
         if text.startswith(INJECT + " ") or text == INJECT:
             instruction = text[len(INJECT) :].strip()
             if not instruction:
                 raise UsageError("/inject needs a message: /inject <instruction>")
-            ctx.push(session.session_id, InjectPush(text=instruction))
+            push(session.session_id, InjectPush(text=instruction))
             return {
                 "session_id": session.session_id,
                 "injected": True,
@@ -103,10 +95,10 @@ class ConsoleDm:
                 "durable": False,  # an injection is pushed only: it rides edge's next safe point
             }
         message_id = f"{ID_PREFIX}{uuid.uuid4().hex[:12]}"
-        push = UserMessagePush(message_id=message_id, text=text)
+        message = UserMessagePush(message_id=message_id, text=text)
         # durable before it is acknowledged; pushed once the acknowledgement is on its way
-        await ctx.services.inbox.accept(
-            session.session_id, agent_id, push, lambda: ctx.push(session.session_id, push)
+        await inbox.accept(
+            session.session_id, agent_id, message, lambda: push(session.session_id, message)
         )
         return {
             "session_id": session.session_id,

@@ -19,9 +19,6 @@ from typing import Any
 
 from choir.config import ChoirConfig
 from choir.daemon.images import repos
-from choir.daemon.images.agent_tree import materialize
-from choir.daemon.images.base import base_dockerfile
-from choir.daemon.images.build import agent_dockerfile
 from choir.errors import ConfigError
 from choir.home import ChoirHome
 from choir.logs import get_logger
@@ -42,6 +39,11 @@ class RepoRefresh:
 
 def refresh(home: ChoirHome, config: ChoirConfig) -> RepoRefresh:
     """Fetch every repo of `config`, then check each agent's inputs (blocking)."""
+    # Here, not at the top: choird imports this module to fetch at start, and the checks pull
+    # in the Docker SDK, which a choird on the process runtime never needs.
+    from choir.daemon.images.base import base_dockerfile
+    from choir.daemon.images.build import agent_dockerfile
+
     found, warnings = repos.checkouts(home, config)
     by_key = {checkout.key: checkout for checkout in found}
     global_repo = by_key.get(repos.GLOBAL)
@@ -94,6 +96,8 @@ def repo_status(home: ChoirHome, config: ChoirConfig) -> list[dict[str, Any]]:
 
 
 def _merge(agent_id: str, global_repo: repos.RepoCheckout, agent_repo: repos.RepoCheckout) -> None:
+    from choir.daemon.images.agent_tree import materialize
+
     with tempfile.TemporaryDirectory(prefix=f"choir-check-{agent_id}-") as scratch:
         materialize(
             global_repo.path,

@@ -25,6 +25,7 @@ from pydantic import ValidationError
 
 from choir.daemon.agents.refusals import rpc_error_of
 from choir.daemon.agents.services import AgentServices
+from choir.daemon.gateway.console import PushFn
 from choir.daemon.health.board import DaemonHealth
 from choir.daemon.operator import approvals as operator_approvals
 from choir.daemon.operator import chat as operator_chat
@@ -41,7 +42,8 @@ from choir.daemon.operator.agents import lifecycle as operator_lifecycle
 from choir.daemon.operator.agents import models as operator_models
 from choir.daemon.operator.agents import update as operator_update
 from choir.daemon.operator.agents import verify as operator_verify
-from choir.daemon.operator.context import OperatorContext, PushFn
+from choir.daemon.operator.agents.launches import Lifecycle
+from choir.daemon.operator.context import OperatorContext
 from choir.daemon.operator.feed import OperatorFeed
 from choir.daemon.sessions.state import Clock, utc_now
 from choir.errors import ChoirError
@@ -138,7 +140,7 @@ class OperatorApi:
         clock: Clock = utc_now,
         started_at: datetime | None = None,
         feed: OperatorFeed | None = None,
-        lifecycle: operator_lifecycle.Lifecycle | None = None,
+        lifecycle: Lifecycle | None = None,
         health: DaemonHealth | None = None,
     ) -> None:
         feed = feed if feed is not None else OperatorFeed()
@@ -212,9 +214,7 @@ def operator_handler(daemon: ChoirDaemon) -> OperatorApi:
 
     lifecycle = None
     if daemon.runtime is not None:
-        lifecycle = operator_lifecycle.Lifecycle(
-            daemon.runtime, daemon.open_agent_socket, shutdown=daemon.stop
-        )
+        lifecycle = Lifecycle(daemon.runtime, daemon.open_agent_socket, shutdown=daemon.stop)
     return OperatorApi(
         services, database.pool, push=push, lifecycle=lifecycle, health=daemon.health
     )

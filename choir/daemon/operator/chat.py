@@ -7,8 +7,11 @@ from typing import Any
 
 from pydantic import Field
 
+from choir.config import ChoirConfig, ConsoleGateway
 from choir.daemon.operator.context import OperatorContext
+from choir.errors import ConflictError, UsageError
 from choir.protocol import WireModel
+from choir.store.sessions import SessionRow
 
 
 class ChatSend(WireModel):
@@ -26,9 +29,24 @@ class ChatReplies(WireModel):
 
 
 async def chat_send(ctx: OperatorContext, request: ChatSend) -> dict[str, Any]:
-    return await ctx.console.send(ctx, request.agent_id, request.text)
+    """Deliver the text to the agent bound to a console DM: a message, or `/inject …`."""
+    if not request.text.strip():
+        raise UsageError("empty message: type something to send")
+    session = await ctx.running_session(request.agent_id, hint=None)  # says how to start it
+    _require_console_dm(ctx.config, request.agent_id, session)
+    return await ctx.console.send(session, request.text, push=ctx.push, inbox=ctx.services.inbox)
 
 
 async def chat_replies(ctx: OperatorContext, request: ChatReplies) -> AsyncIterator[dict[str, Any]]:
     ctx.require_agent(request.agent_id)
     return ctx.console.replies(request.agent_id, after_seq=request.after_seq)
+
+
+def _require_console_dm(config: ChoirConfig, agent_id: str, session: SessionRow) -> None:
+    dm = str(session.resource_bindings.get("dm") or "")
+    dms = config.dms
+    if dm not in dms or not isinstance(config.gateways.get(dms[dm].gateway), ConsoleGateway):
+        raise ConflictError(
+            f"{agent_id} is bound to DM {dm!r}, not a console DM: talk to it there, or "
+            f"start it with --dm <a console DM>"
+        )

@@ -7,15 +7,14 @@ handler (`operator_api`) only dispatches.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING
 
 from choir.config import ChoirConfig
 from choir.daemon.agents.services import AgentServices
-from choir.daemon.gateway.console import ConsoleDm
+from choir.daemon.gateway.console import ConsoleDm, PushFn
 from choir.daemon.health.board import DaemonHealth
+from choir.daemon.operator.agents.launches import Lifecycle
 from choir.daemon.operator.feed import OperatorFeed
 from choir.daemon.sessions.outage import not_running
 from choir.daemon.sessions.service import SessionService
@@ -23,15 +22,8 @@ from choir.daemon.sessions.state import Clock
 from choir.daemon.staging.stage import ConfigStage
 from choir.errors import ConflictError, NotFoundError
 from choir.home import ChoirHome
-from choir.protocol import WireModel
 from choir.store.postgres.pool import Pool
 from choir.store.sessions import SessionRow, SessionStatus, get_session, previous_session
-
-if TYPE_CHECKING:
-    from choir.daemon.operator.agents.lifecycle import Lifecycle
-
-PushFn = Callable[[str, WireModel], None]
-"""Push a ServerPush model to a session's agent (the daemon's PushHub, in JSON form)."""
 
 
 @dataclass(frozen=True)

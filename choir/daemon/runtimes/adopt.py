@@ -21,15 +21,14 @@ import asyncio
 import contextlib
 import json
 import os
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Final, Protocol
 
 import psutil
 
-from choir.daemon.runtimes.base import RunningAgent
+from choir.daemon.runtimes.base import Adopted, KeepFn, OpenSocket, RunningAgent
 from choir.daemon.sessions.service import SessionService
 from choir.daemon.sessions.state import utc_now
 from choir.home import ChoirHome
@@ -42,21 +41,6 @@ RECORD: Final = "process.json"
 START_TIME_TOLERANCE_S: Final = 0.05
 POLL_S: Final = 0.5
 """How often an adopted process is checked when the kernel offers no pidfd."""
-
-KeepFn = Callable[[str, str], bool]
-"""(agent id, session id) -> whether the agent found running for it is adopted."""
-OpenSocket = Callable[[str], Awaitable[Path]]
-"""The daemon's `open_agent_socket`: an adopted agent's socket, listening again."""
-
-
-@dataclass
-class Adopted:
-    """What a runtime did with what a previous choird left running."""
-
-    agents: list[RunningAgent] = field(default_factory=list)
-    """Re-attached: watched, followed, served again."""
-    removed: list[str] = field(default_factory=list)
-    """Stopped and removed (container names, `pid N`)."""
 
 
 class Adopter(Protocol):

@@ -1,10 +1,11 @@
 """Agent runtimes behind one interface: `docker` (sandboxed) and `process` (unsandboxed).
 
-The lifecycle verbs (`operator_lifecycle`) know an agent runtime only through `AgentRuntime`:
-prepare what the agent runs (an image, or a merged `/choir` tree), start it for a started
-session, stop it gracefully, list what runs, clean up after a previous choird, and check a
-running agent against the security profile (§15.3). Everything engine-specific stays behind it,
-so a Kubernetes runtime (design notes "Where users outgrow one host") is one more class.
+The lifecycle verbs (`daemon.operator.agents.lifecycle`) know an agent runtime only through
+`AgentRuntime`: prepare what the agent runs (an image, or a merged `/choir` tree), start it for
+a started session, stop it gracefully, list what runs, clean up after a previous choird, and
+check a running agent against the security profile (§15.3). Everything engine-specific stays
+behind it, so a Kubernetes runtime (design notes "Where users outgrow one host") is one more
+class.
 
 Both runtimes share the exit rule of §13.1: an agent that exits while its session is still
 active did not call TERMINATE_SELF, so the session is marked crashed — which releases its
@@ -16,10 +17,10 @@ config.json's `container.runtime`; `auto` means docker when an engine answers, e
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final, Literal, Protocol
+from typing import Any, Final, Literal, Protocol
 
 from choir.config import ChoirConfig, Tunables
 from choir.core.security.profile import ProfileReport
@@ -28,9 +29,6 @@ from choir.daemon.sessions.service import SessionService
 from choir.daemon.sessions.state import StartedSession
 from choir.logs import get_logger
 from choir.protocol import ShutdownPush, VersionInfo
-
-if TYPE_CHECKING:
-    from choir.daemon.runtimes.adopt import Adopted, KeepFn, OpenSocket
 
 log = get_logger("choird.runtime")
 
@@ -92,6 +90,22 @@ class RunningAgent:
     """The image it runs (docker runtime)."""
     verified: ProfileReport | None = field(default=None, repr=False)
     """The last security profile check of this agent (`agent verify`, and at start)."""
+
+
+KeepFn = Callable[[str, str], bool]
+"""(agent id, session id) -> whether the agent found running for it is adopted."""
+OpenSocket = Callable[[str], Awaitable[Path]]
+"""The daemon's `open_agent_socket`: an adopted agent's socket, listening again."""
+
+
+@dataclass
+class Adopted:
+    """What a runtime did with what a previous choird left running (`AgentRuntime.adopt`)."""
+
+    agents: list[RunningAgent] = field(default_factory=list)
+    """Re-attached: watched, followed, served again."""
+    removed: list[str] = field(default_factory=list)
+    """Stopped and removed (container names, `pid N`)."""
 
 
 class AgentRuntime(Protocol):

@@ -40,10 +40,13 @@ from choir.core.security.profile import (
     check_container,
     create_options,
 )
-from choir.daemon.runtimes.adopt import Adopted, KeepFn, OpenSocket, followed_since
+from choir.daemon.runtimes.adopt import followed_since
 from choir.daemon.runtimes.base import (
     TERM_GRACE_S,
+    Adopted,
     Artefact,
+    KeepFn,
+    OpenSocket,
     PushFn,
     RunningAgent,
     StopReason,

@@ -54,10 +54,7 @@ from choir.daemon.images import repos
 from choir.daemon.images.agent_tree import materialize
 from choir.daemon.images.agent_tree import merge_tree as merge_tree
 from choir.daemon.runtimes.adopt import (
-    Adopted,
     AdoptedProcess,
-    KeepFn,
-    OpenSocket,
     ProcessRecord,
     forget_process,
     record_process,
@@ -65,7 +62,10 @@ from choir.daemon.runtimes.adopt import (
 )
 from choir.daemon.runtimes.base import (
     TERM_GRACE_S,
+    Adopted,
     Artefact,
+    KeepFn,
+    OpenSocket,
     PushFn,
     RunningAgent,
     StopReason,

@@ -12,7 +12,6 @@ import os
 
 from choir.daemon.runtimes.base import AgentRuntime, PushFn, RuntimeChoice
 from choir.daemon.runtimes.container_spec import ConfigFn
-from choir.daemon.runtimes.docker import DockerRuntime
 from choir.daemon.runtimes.process import ProcessRuntime
 from choir.daemon.sessions.service import SessionService
 from choir.errors import UnavailableError
@@ -32,6 +31,8 @@ async def select_runtime(
     """The runtime for `choice`; UnavailableError when docker is required and absent."""
     if choice == "process":
         return ProcessRuntime(home, sessions, push)
+    from choir.daemon.runtimes.docker import DockerRuntime  # the Docker SDK: only when tried
+
     try:
         return await DockerRuntime.connect(home, sessions, push, config)
     except UnavailableError:

@@ -25,6 +25,7 @@ from types import TracebackType
 from typing import Final, Self
 
 from choir.errors import UnavailableError
+from choir.store.postgres import settings
 from choir.store.postgres.embedded_root import RootServer
 from choir.store.postgres.pool import wait_until_ready
 from choir.store.postgres.postmaster import (
@@ -104,6 +105,7 @@ class EmbeddedPostgres:
         """Start the server (or adopt the one already serving `datadir`); blocking."""
         self.datadir.mkdir(mode=0o700, parents=True, exist_ok=True)
         clear_stale_pidfile(self.datadir)
+        settings.apply(self.datadir)
         started, log_offset = time.perf_counter(), self._log_size()
         try:
             self._serving = self._launch(log_offset)

@@ -22,11 +22,12 @@ from typing import Any, Final
 
 from pydantic import ValidationError
 
-from choir.agent.kernel.arbiter import ToolProposal
 from choir.agent.kernel.dispatch import LaneHook
+from choir.agent.kernel.proposal import ToolProposal
 from choir.agent.kernel.registry import RegisteredTool
 from choir.agent.lanes.core.runner import CoreJob, CoreJobRunner
 from choir.agent.lanes.core.stream import REPORT_TOOL, relay, report_event
+from choir.agent.lanes.support import LaneKit
 from choir.agent.stopping import STOPPING
 from choir.core.memory.working import WorkingMemory
 from choir.logs import get_logger
@@ -49,8 +50,12 @@ CORE_PREFIX: Final = "choir.core."
 READ_ONLY: Final = frozenset({"none", "read"})
 
 
-class CoreJobs(CoreJobRunner):
-    """The session's core jobs and the lane hooks of `choir.core.*`."""
+class CoreJobTools:
+    """The lane hooks of `choir.core.*` and edge's gate, over the session's `CoreJobRunner`."""
+
+    def __init__(self, kit: LaneKit, runner: CoreJobRunner) -> None:
+        self._kit = kit
+        self._runner = runner
 
     def hooks(self) -> dict[str, LaneHook]:
         return {
@@ -68,18 +73,18 @@ class CoreJobs(CoreJobRunner):
         if lane == EDGE_LANE:
             side_effect = tool.manifest.runtime.side_effect
             if (
-                self._jobs
+                self._runner.jobs
                 and side_effect not in READ_ONLY
                 and not tool.name.startswith(CORE_PREFIX)
             ):
-                running = ", ".join(sorted(self._jobs))
+                running = ", ".join(sorted(self._runner.jobs))
                 return ToolResult.fail(
                     "edge_read_only",
                     f"{tool.name} changes things, and edge may only read while core jobs run "
                     f"({running}); hand the work to a core job or wait for it to finish",
                 )
             return None
-        job = self._jobs.get(job_name_of(lane) or "")
+        job = self._runner.jobs.get(job_name_of(lane) or "")
         allowed = job.start.tool_constraints.allowed_tools if job else []
         if allowed and tool.name not in allowed and tool.name != REPORT_TOOL:
             return ToolResult.fail(
@@ -98,30 +103,30 @@ class CoreJobs(CoreJobRunner):
         name = start.job_name
         arbiter = self._kit.kernel.arbiter
         budget = start.tool_constraints.time_budget_ms or None
-        refused = arbiter.start_job(name, time_budget_ms=budget)
+        refused = arbiter.policy.start_job(name, time_budget_ms=budget)
         if refused is not None:
             return ToolResult.fail("job_refused", refused)
         job = CoreJob(start, core_lane(name))
-        self._jobs[name] = job
-        self._move(job, "job_start")
+        self._runner.jobs[name] = job
+        self._runner.move(job, "job_start")
         entry = arbiter.commit(job.lane, CoreStarted(job=start))
         self._kit.memories.track(WorkingMemory(job.lane, window_start_rev=entry.rev + 1))
-        job.task = asyncio.get_running_loop().create_task(self._run(job), name=job.lane)
+        job.task = asyncio.get_running_loop().create_task(self._runner.run(job), name=job.lane)
         return ToolResult.ok(f"core job {name} started", job_name=name, job_id=start.job_id)
 
     async def _inject(self, proposal: ToolProposal, arguments: dict[str, Any]) -> ToolResult:
         name, content = str(arguments.get("job_name", "")), str(arguments.get("content", ""))
-        job = self._jobs.get(name)
+        job = self._runner.jobs.get(name)
         if job is None:
             return self._not_running(name)
-        refused = self._kit.kernel.arbiter.charge_injection(name)
+        refused = self._kit.kernel.arbiter.policy.charge_injection(name)
         if refused is not None:
             return ToolResult.fail("budget_exceeded", refused, budget="max_injections_per_job")
         job.injections.append(content)
         job.answered.set()
-        run = self._kit.kernel.arbiter.skill_runs.get(job.lane)
+        run = self._kit.kernel.arbiter.policy.skill_runs.get(job.lane)
         if run is not None and run.active:
-            refused = self._kit.kernel.arbiter.interrupt_skill(job.lane)
+            refused = self._kit.kernel.arbiter.policy.interrupt_skill(job.lane)
             if refused is not None:
                 log.info("skill not interrupted", fields={"job": name, "why": refused})
         if job.state == "CORE_WAITING_INFO":
@@ -130,7 +135,7 @@ class CoreJobs(CoreJobRunner):
 
     async def _cancel(self, proposal: ToolProposal, arguments: dict[str, Any]) -> ToolResult:
         name = str(arguments.get("job_name", ""))
-        if not self.cancel(name, "cancelled by edge"):
+        if not self._runner.cancel(name, "cancelled by edge"):
             return self._not_running(name)
         return ToolResult.ok(f"core job {name} is being cancelled; its report will follow")
 
@@ -138,12 +143,12 @@ class CoreJobs(CoreJobRunner):
         jobs = [
             {"job_name": name, "job_id": job.start.job_id, "state": job.state, "steps": job.steps}
             | ({"question": job.question} if job.question else {})
-            for name, job in sorted(self._jobs.items())
+            for name, job in sorted(self._runner.jobs.items())
         ]
         return ToolResult.ok(f"{len(jobs)} core job(s) running", jobs=jobs)
 
     def _not_running(self, name: str) -> ToolResult:
-        known = ", ".join(sorted(self._jobs)) or "none"
+        known = ", ".join(sorted(self._runner.jobs)) or "none"
         return ToolResult.fail(
             "job_not_running", f"no core job named {name!r} is running (running: {known})"
         )
@@ -151,13 +156,13 @@ class CoreJobs(CoreJobRunner):
     # -- choir.core.report (core lanes) -------------------------------------------------------
 
     async def _report_hook(self, proposal: ToolProposal, arguments: dict[str, Any]) -> ToolResult:
-        job = self._jobs.get(job_name_of(proposal.lane) or "")
+        job = self._runner.jobs.get(job_name_of(proposal.lane) or "")
         if job is None:
             return ToolResult.fail("job_not_running", f"{REPORT_TOOL} is for a running core job")
         event = report_event(arguments, self._kit.kernel.workspace)
         if isinstance(event, ToolResult):
             return event
-        self._emit(job, event)
+        self._runner.emit(job, event)
         told = relay(job.start.job_name, event, job.start.verbosity)
         if told is not None:
             category, text = told
@@ -169,11 +174,11 @@ class CoreJobs(CoreJobRunner):
 
     async def _await_answer(self, job: CoreJob, question: str) -> ToolResult:
         """CORE_WAITING_INFO until edge injects, the job's time runs out or the agent stops."""
-        self._move(job, "need_info")
+        self._runner.move(job, "need_info")
         job.question = question
         if not job.injections:
             job.answered.clear()
-        left_ms = self._kit.kernel.arbiter.remaining(job.lane).get("per_job_wall_time_ms", 0)
+        left_ms = self._kit.kernel.arbiter.policy.remaining(job.lane).get("per_job_wall_time_ms", 0)
         answered = asyncio.ensure_future(job.answered.wait())
         stopping = asyncio.ensure_future(self._kit.drain.wait())
         try:
@@ -185,7 +190,7 @@ class CoreJobs(CoreJobRunner):
                 waiter.cancel()
             job.question = None
             if job.state == "CORE_WAITING_INFO":
-                self._move(job, "info_received" if job.injections else "no_answer")
+                self._runner.move(job, "info_received" if job.injections else "no_answer")
         if job.injections:
             return ToolResult.ok("edge answered: the answer follows as an [INJECTED] instruction")
         if self._kit.drain.draining:
@@ -215,4 +220,4 @@ def briefing(arguments: Mapping[str, Any]) -> CoreJobStart:
     )
 
 
-__all__ = ["CORE_PREFIX", "READ_ONLY", "CoreJob", "CoreJobs", "briefing"]
+__all__ = ["CORE_PREFIX", "READ_ONLY", "CoreJobTools", "briefing"]

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Final
 
 from choir.adapters.llm import LlmError, RateLimitNotice
-from choir.agent.kernel.arbiter import ToolProposal
+from choir.agent.kernel.proposal import ToolProposal
 from choir.agent.lanes.core.stream import (
     BUDGET_EXCEEDED,
     FOCUS_CHARS,
@@ -81,29 +81,34 @@ class CoreJob:
 
 
 class CoreJobRunner:
-    """The session's running jobs and their tasks; `CoreJobs` adds edge's tools on top."""
+    """The session's running jobs and their tasks.
+
+    Edge's `choir.core.*` tools (`CoreJobTools`) and crash recovery (`CoreJobRecovery`) hold
+    the runner of their session and start, move and end jobs through it.
+    """
 
     def __init__(self, kit: LaneKit) -> None:
         self._kit = kit
-        self._jobs: dict[str, CoreJob] = {}
+        self.jobs: dict[str, CoreJob] = {}
+        """The running jobs by name."""
 
     @property
     def running(self) -> bool:
-        return bool(self._jobs)
+        return bool(self.jobs)
 
     def cancel(self, job_name: str, reason: str) -> bool:
         """Cancel a running job; False when there is none of that name."""
-        job = self._jobs.get(job_name)
+        job = self.jobs.get(job_name)
         if job is None or job.task is None:
             return False
         job.cancel_reason = reason
-        self._kit.kernel.arbiter.interrupt_skill(job.lane)
+        self._kit.kernel.arbiter.policy.interrupt_skill(job.lane)
         job.task.cancel()
         return True
 
     async def cancel_all(self, reason: str) -> None:
-        tasks = [job.task for job in self._jobs.values() if job.task is not None]
-        for name in list(self._jobs):
+        tasks = [job.task for job in self.jobs.values() if job.task is not None]
+        for name in list(self.jobs):
             self.cancel(name, reason)
         for task in tasks:
             with contextlib.suppress(asyncio.CancelledError):
@@ -111,28 +116,29 @@ class CoreJobRunner:
 
     async def settled(self) -> None:
         """Graceful stop: wait until every job has ended at its safe point."""
-        tasks = [job.task for job in self._jobs.values() if job.task is not None]
+        tasks = [job.task for job in self.jobs.values() if job.task is not None]
         if tasks:
             await asyncio.wait(tasks)
 
     # -- the job task ------------------------------------------------------------------------
 
-    async def _run(self, job: CoreJob) -> None:
+    async def run(self, job: CoreJob) -> None:
+        """The job's task: its steps until it ends, then `end` (committed and reported)."""
         try:
             ended = await self._loop(job)
         except asyncio.CancelledError:
-            self._move(job, "cancel")
-            self._stop(job, "cancelled", job.cancel_reason or "cancelled")
+            self.move(job, "cancel")
+            self.end(job, "cancelled", job.cancel_reason or "cancelled")
             raise
         except Exception as exc:  # a bug must end the job with a report, not silently
             log.exception("core job crashed", fields={"job": job.start.job_name})
-            self._move(job, "error")
+            self.move(job, "error")
             ended = Ended("terminated", f"the job failed: {exc}")
         if ended is None:
-            self._move(job, "shutdown")
-            self._stop(job, "cancelled", STOPPED_REPORT)
+            self.move(job, "shutdown")
+            self.end(job, "cancelled", STOPPED_REPORT)
         else:
-            self._stop(job, *ended)
+            self.end(job, *ended)
 
     async def _loop(self, job: CoreJob) -> Ended | None:
         """Steps until the job ends: its outcome and report, or None at a graceful stop.
@@ -141,20 +147,20 @@ class CoreJobRunner:
         refused for one (a budget lowered by a config reload included).
         """
         kit, arbiter = self._kit, self._kit.kernel.arbiter
-        self._move(job, "initialized")
+        self.move(job, "initialized")
         while True:
             if kit.drain.draining:
                 return None
             if job.state == "CORE_REASONING":
                 self._drain(job)
-            refused = arbiter.begin_step(job.lane)
+            refused = arbiter.policy.begin_step(job.lane)
             if refused is not None:
-                self._move(job, "budget_exceeded")
+                self.move(job, "budget_exceeded")
                 return Ended("terminated", refused, BUDGET_EXCEEDED)
             if job.state == "CORE_INITIALIZING":
-                self._move(job, "llm_called")
+                self.move(job, "llm_called")
             job.steps += 1
-            self._emit(job, CoreProgress(phase=f"step {job.steps}", focus=focus(job.start)))
+            self.emit(job, CoreProgress(phase=f"step {job.steps}", focus=focus(job.start)))
             allowed = job.start.tool_constraints.allowed_tools
             tools = kit.tools(job.lane, [*allowed, REPORT_TOOL] if allowed else None)
             prompt = core_prompt(
@@ -172,32 +178,32 @@ class CoreJobRunner:
                     job.lane, list(prompt.messages), tools, self._rate_limited(job)
                 )
             except (LlmError, ChoirError) as error:
-                self._move(job, "llm_error")
+                self.move(job, "llm_error")
                 return Ended("terminated", f"the model call failed: {error.message}")
             calls = kit.record(job.lane, completion)
             if not calls and not completion.invalid_tool_calls:
-                self._move(job, "final_result")
+                self.move(job, "final_result")
                 return Ended(
                     "completed", completion.text.strip() or "done (the job gave no summary)"
                 )
-            self._move(job, "tool_proposal")
+            self.move(job, "tool_proposal")
             text = completion.text.strip()
             if calls and text:
-                self._emit(job, CoreThoughtSummary(summary=clip(text, SUMMARY_CHARS)))
+                self.emit(job, CoreThoughtSummary(summary=clip(text, SUMMARY_CHARS)))
             over: str | None = None
             for call in calls:
                 if call.name != REPORT_TOOL:  # a report is its own event
                     why = clip(text, FOCUS_CHARS)
                     args = args_view(call.arguments)
-                    self._emit(job, CoreToolProposal(tool=call.name, args=args, why=why))
+                    self.emit(job, CoreToolProposal(tool=call.name, args=args, why=why))
                 proposal = ToolProposal(job.lane, call.id, call.name, call.arguments)
                 result = await arbiter.propose(proposal)
                 if result.error_code == BUDGET_EXCEEDED and over is None:
                     over = result.summary  # the step's other calls still get their answers
             if over is not None:
-                self._move(job, "budget_exceeded")
+                self.move(job, "budget_exceeded")
                 return Ended("terminated", over, BUDGET_EXCEEDED)
-            self._move(job, "tool_result")
+            self.move(job, "tool_result")
 
     def _rate_limited(self, job: CoreJob) -> RateLimitNotice:
         """One notice to the user per rate-limited call of the job, as edge gives (§10)."""
@@ -214,10 +220,10 @@ class CoreJobRunner:
             content = job.injections.pop(0)
             event = InjectedInstruction(target=job.lane, content=content, source="edge")
             self._kit.kernel.arbiter.commit(job.lane, event)
-            self._move(job, "instruction_injected")
+            self.move(job, "instruction_injected")
 
-    def _stop(self, job: CoreJob, outcome: Outcome, report: str, code: str | None = None) -> None:
-        """End the job: committed, reported to the user — or, at a stop the session resumes
+    def end(self, job: CoreJob, outcome: Outcome, report: str, code: str | None = None) -> None:
+        """End the job (once): committed, reported to the user — or, at a stop the session resumes
         from, left open (no `CoreStopped`) for the resumed agent to continue."""
         if job.stopped:
             return
@@ -228,17 +234,17 @@ class CoreJobRunner:
             log.info("core job left open for the resumed session", fields={"job": name})
         else:
             self._report(job, outcome, report, code)
-        arbiter.end_job(name)
-        self._jobs.pop(name, None)
+        arbiter.policy.end_job(name)
+        self.jobs.pop(name, None)
         self._kit.memories.forget(job.lane)
 
     def _report(self, job: CoreJob, outcome: Outcome, report: str, code: str | None) -> None:
         name, arbiter = job.start.job_name, self._kit.kernel.arbiter
         if outcome == "completed":
-            self._emit(job, CoreFinalResult(summary=report))
+            self.emit(job, CoreFinalResult(summary=report))
         else:
             code = code or error_code(outcome, report)
-            self._emit(job, CoreError(code=code, message=report))
+            self.emit(job, CoreError(code=code, message=report))
         stopped = CoreStopped(
             job_name=name, job_id=job.start.job_id, outcome=outcome, report=report
         )
@@ -246,12 +252,13 @@ class CoreJobRunner:
         text = f"core job {name} {outcome}: {report}"
         arbiter.commit(EDGE_LANE, AgentReplied(text=text, category="core_report"))
 
-    def _emit(self, job: CoreJob, event: CoreEvent) -> None:
+    def emit(self, job: CoreJob, event: CoreEvent) -> None:
         """A structured event of the job's stream (§12.7) — never raw model reasoning."""
         emitted = CoreEventEmitted(job_name=job.start.job_name, event=event)
         self._kit.kernel.arbiter.commit(job.lane, emitted)
 
-    def _move(self, job: CoreJob, trigger: CoreTrigger) -> None:
+    def move(self, job: CoreJob, trigger: CoreTrigger) -> None:
+        """Step the job's state machine and report the new state."""
         job.state = core_step(job.state, trigger)
         self._kit.report(job.lane, job.state)
 

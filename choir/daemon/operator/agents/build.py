@@ -10,13 +10,15 @@ The running config is built, the one `agent start` would use.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from choir.daemon.images.build import TOTAL_STEPS, BuildProgress, ImageRef, ensure_agent_image
 from choir.daemon.operator.context import OperatorContext
 from choir.daemon.operator.payloads import AgentRef
 from choir.daemon.operator.progress import Report, reporting
 from choir.transport import Payload
+
+if TYPE_CHECKING:  # the builder loads the Docker SDK: only when a build is asked for
+    from choir.daemon.images.build import BuildProgress, ImageRef
 
 
 async def agent_build(ctx: OperatorContext, request: AgentRef) -> AsyncIterator[Payload]:
@@ -26,6 +28,8 @@ async def agent_build(ctx: OperatorContext, request: AgentRef) -> AsyncIterator[
 
 
 async def build_one(ctx: OperatorContext, agent_id: str, report: Report) -> dict[str, Any]:
+    from choir.daemon.images.build import TOTAL_STEPS, ensure_agent_image
+
     def progress(item: BuildProgress) -> None:
         report({"agent_id": agent_id, "phase": "build", "total": TOTAL_STEPS, **vars(item)})
 

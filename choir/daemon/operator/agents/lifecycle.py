@@ -18,45 +18,28 @@ from __future__ import annotations
 import asyncio
 import os
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
 from choir.config.scaffolding.home_setup import SCRATCH_DIRS
 from choir.daemon.agents.resume_watch import until_resumed
+from choir.daemon.operator.agents.launches import Launched, Lifecycle, StartOverrides
 from choir.daemon.operator.context import OperatorContext
 from choir.daemon.operator.payloads import AgentRef, NoArguments
-from choir.daemon.runtimes.base import TERM_GRACE_S, AgentRuntime, StopReason, graceful_stop
+from choir.daemon.runtimes.base import TERM_GRACE_S, StopReason, graceful_stop
 from choir.daemon.sessions.bindings import resolve_bindings
 from choir.daemon.sessions.stop_summary import summary_view
 from choir.errors import ChoirError, UnavailableError, UsageError
 from choir.logs import get_logger
-from choir.protocol import VersionInfo, WireModel
+from choir.protocol import WireModel
 from choir.store.sessions import SessionRow, SessionStatus
 
 log = get_logger("choird.lifecycle")
 
-OpenSocket = Callable[[str], Awaitable[Path]]
-"""The daemon's `open_agent_socket`: the agent's own socket, listening."""
 TRANSIENT_ROLES: Final = ("llm", "voice_profile")
 """Roles `model set`/`voice set` may have changed in a session; a restart reverts them."""
 SHUTDOWN_DELAY_S: Final = 0.05
 """`shutdown` answers first, then choird begins stopping."""
-
-
-class StartOverrides(WireModel):
-    """Start-time bindings replacing the agent's defaults (§17.1 start flags); None keeps it."""
-
-    workspace: str | None = None
-    llm: str | None = None
-    voice_profile: str | None = None
-    git_identity: str | None = None
-    notion: str | None = None
-    email: str | None = None
-    dm: str | None = None
-    """Required from choirctl (it has no DM of its own); the gateway's /start passes its own."""
 
 
 class AgentStart(WireModel):
@@ -66,37 +49,6 @@ class AgentStart(WireModel):
     """Start a fresh session even when the previous one could be resumed."""
     resume: str | None = None
     """Resume this session instead of choosing one."""
-
-
-@dataclass(frozen=True)
-class Launched:
-    """How this choird last started an agent: what restart and update start it with again."""
-
-    overrides: StartOverrides
-    """The start's overrides: a restart reverts transient ones to these."""
-    version: VersionInfo
-    """The version.json of what it runs."""
-    root: Path | None
-    """Its `/choir` tree on the host (process runtime); None for an image."""
-
-
-@dataclass(frozen=True)
-class Lifecycle:
-    """What the lifecycle verbs need beyond the context: the runtime and the agent sockets."""
-
-    runtime: AgentRuntime
-    open_socket: OpenSocket
-    shutdown: Callable[[], None] | None = None
-    """Stop choird itself (`shutdown`); None where the daemon cannot be stopped this way."""
-    launched: dict[str, Launched] = field(default_factory=dict)
-    """Each agent's last start by this choird."""
-    locks: dict[str, asyncio.Lock] = field(default_factory=dict)
-
-    @asynccontextmanager
-    async def exclusive(self, agent_id: str) -> AsyncIterator[None]:
-        """One lifecycle verb at a time per agent."""
-        async with self.locks.setdefault(agent_id, asyncio.Lock()):
-            yield
 
 
 async def agent_start(ctx: OperatorContext, request: AgentStart) -> dict[str, Any]:

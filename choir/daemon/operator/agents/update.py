@@ -22,13 +22,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final, Literal
 
-from choir.daemon.choird import one_line
-from choir.daemon.operator.agents.lifecycle import Lifecycle, lifecycle_of, relaunch, stop_session
+from choir.daemon.operator.agents.launches import Lifecycle
+from choir.daemon.operator.agents.lifecycle import lifecycle_of, relaunch, stop_session
 from choir.daemon.operator.context import OperatorContext
 from choir.daemon.operator.payloads import AgentRef, NoArguments
 from choir.daemon.operator.progress import Report, reporting
 from choir.daemon.runtimes.process import ProcessRuntime
-from choir.errors import ChoirError
+from choir.errors import ChoirError, one_line
 from choir.protocol import VersionInfo
 from choir.store.sessions import SessionStatus
 from choir.transport import Payload

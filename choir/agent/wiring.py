@@ -1,6 +1,8 @@
 """The deterministic kernel of choir-agent: log, locks, tools, skills and the arbiter, wired.
 
-Everything here runs without a model (§3 "the LLM proposes, the control plane decides"). The
+The kernel (`choir.agent.kernel`) owns the tool and intent contracts and imports no tool; this
+module hands it the in-container implementations (`BUILTIN_TOOLS`, `run_external`). Everything
+here runs without a model (§3 "the LLM proposes, the control plane decides"). The
 runtime (lanes, LLM client, replication) is built on one `Kernel`; tests and benchmarks build
 the same thing against a `/choir`-like tree and a scratch workspace.
 """
@@ -13,13 +15,15 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from choir.agent.kernel.arbiter import Arbiter, IntentSink
+from choir.agent.kernel.arbiter import Arbiter
 from choir.agent.kernel.commitlog import CommitLog
 from choir.agent.kernel.dispatch import Dispatcher, HostBridge, LaneHook, SecretsView
+from choir.agent.kernel.intents import IntentSink
 from choir.agent.kernel.locks import LockManager
 from choir.agent.kernel.registry import ToolRegistry
 from choir.agent.kernel.workspace import Workspace
-from choir.agent.tools import BUILTIN_TOOLS
+from choir.agent.tools.builtin import BUILTIN_TOOLS
+from choir.agent.tools.external import run_external
 from choir.core.budgets import BudgetLimits
 from choir.core.skills.registry import SkillRegistry, load_skills
 from choir.core.skills.runner import CONTROL_TOOLS
@@ -64,7 +68,12 @@ async def open_kernel(
     with Workspace(workspace_root) as workspace:
         workspace.ensure_choirtmp()
         dispatcher = Dispatcher(
-            registry=registry, workspace=workspace, secrets=secrets, host=host, lane_hooks=hooks
+            registry=registry,
+            workspace=workspace,
+            external=run_external,
+            secrets=secrets,
+            host=host,
+            lane_hooks=hooks,
         )
         locks = LockManager()
         commit_log = log if log is not None else CommitLog()

@@ -1,9 +1,11 @@
-"""What a built-in tool hands the arbiter, and how filesystem failures become tool results.
+"""How a built-in tool's work runs: sandboxed subprocesses, stoppable threads, failures as results.
 
-The arbiter validates the raw arguments against the manifest's JSON schema, builds the tool's
-input model, takes the locks `lock_keys` names (§9.5), then awaits `run`. Failures the model can
-act on (bad path, missing file, bad line range) come back as `ToolResult`s with a stable
-`error_code`, never as exceptions; cancellation still propagates.
+The contract a tool implements (`BuiltinTool`, its lock keys, `stop_outcome`) is the kernel's
+(`choir.agent.kernel.tool_contract`). The arbiter validates the raw arguments against the
+manifest's JSON schema, builds the tool's input model, takes the locks `lock_keys` names (§9.5),
+then awaits `run`. Failures the model can act on (bad path, missing file, bad line range) come
+back as `ToolResult`s with a stable `error_code`, never as exceptions; cancellation still
+propagates.
 
 Cancellation (a cancelled lane, a timeout) propagates out of a tool only once its work has
 stopped, because the arbiter releases the call's locks when it does (§9.4): a blocking body in a
@@ -19,39 +21,20 @@ import functools
 import os
 import threading
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
-from typing import Any, Final, Generic, Literal, TypeVar
+from typing import Any, Final
 
-from pydantic import BaseModel
-
-from choir.agent.kernel.workspace import CHOIRTMP, PathOutsideWorkspace, Workspace, normalize
+from choir.agent.kernel.tool_contract import record_finished
+from choir.agent.kernel.workspace import PathOutsideWorkspace
 from choir.agent.tools._disk import disk_failure
 from choir.logs import get_logger
 from choir.protocol.tooling.tools import ToolResult
 
 log = get_logger("choir.agent.tools")
 
-LockMode = Literal["S", "X"]
-LockKey = tuple[str, LockMode]
-"""(resource key, mode) as in §9.2, e.g. `("file:src/a.py", "S")` or `("workspace", "X")`."""
-
-InputT = TypeVar("InputT", bound=BaseModel)
-
 SANDBOX_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 """PATH of every subprocess a tool starts."""
 STILL_RUNNING_NOTICE_S: Final = 5.0
 """After this long, work that outlives its cancellation is logged (its locks stay held)."""
-
-
-@dataclass(frozen=True)
-class BuiltinTool(Generic[InputT]):
-    """One runtime-backed tool (§8.8): its name, input model, locks and implementation."""
-
-    name: str
-    input_model: type[InputT]
-    run: Callable[[Workspace, InputT], Awaitable[ToolResult]]
-    lock_keys: Callable[[InputT], list[LockKey]]
-    """May raise `PathOutsideWorkspace`: the call is then refused before any lock is taken."""
 
 
 class ToolFailure(Exception):
@@ -61,32 +44,6 @@ class ToolFailure(Exception):
         super().__init__(summary)
         self.error_code = error_code
         self.summary = summary
-
-
-def path_resource(path: str) -> str:
-    """The lock resource of a workspace path as written: `file:<normalized path>`.
-
-    A tool names its locks with it; the dispatcher then keys them by where the path really is
-    (`located_resource`) before any lock is taken. Raises `PathOutsideWorkspace` for escapes.
-    """
-    return f"file:{normalize(path)}"
-
-
-def located_resource(workspace: Workspace, path: str) -> str:
-    """The lock resource of `path` by where it really is (§9.2, DESIGN-NOTES "Concurrency").
-
-    Inside symlinks are followed (`Workspace.locate`), so a symlink and its target share one
-    key; `.choirtmp/` has its own `choirtmp` lock, independent of the workspace hierarchy —
-    also when a symlink elsewhere leads into it.
-    """
-    return resource_at(workspace.locate(path))
-
-
-def resource_at(rel: str) -> str:
-    """The lock resource of located path `rel` (see `located_resource`)."""
-    if rel == CHOIRTMP or rel.startswith(CHOIRTMP + "/"):
-        return "choirtmp"
-    return f"file:{rel}"
 
 
 def sandbox_env(home: str) -> dict[str, str]:
@@ -155,28 +112,6 @@ class Stop:
         with self._lock:
             self.check()
             self._committed = True
-
-
-class StopOutcome:
-    """What a call's work did although the call was stopped (`stop_outcome`, set per call by
-    the arbiter): the work was past its point of no return, so its result is the truth."""
-
-    __slots__ = ("finished",)
-
-    def __init__(self) -> None:
-        self.finished: ToolResult | None = None
-
-
-stop_outcome: contextvars.ContextVar[StopOutcome | None] = contextvars.ContextVar(
-    "stop_outcome", default=None
-)
-
-
-def record_finished(result: ToolResult) -> None:
-    """Record that the current call's work finished with `result` although it was stopped."""
-    outcome = stop_outcome.get()
-    if outcome is not None:
-        outcome.finished = result
 
 
 async def run_blocking(path: str, body: Callable[[Stop], ToolResult]) -> ToolResult:

@@ -37,7 +37,7 @@ Refresh = Callable[[Remaining, bool], None]
 
 
 class BudgetFollower:
-    """Keeps `arbiter.limits` at the current config's budgets and the reported figures fresh."""
+    """Keeps the arbiter's limits at the current config's budgets and the reported figures fresh."""
 
     def __init__(
         self, state: DynamicState, log_: CommitLog, arbiter: Arbiter, refresh: Refresh
@@ -69,17 +69,17 @@ class BudgetFollower:
                 "budgets not reloaded: invalid in the new config", fields={"error": str(error)}
             )
             return
-        if limits == self._arbiter.limits:
+        if limits == self._arbiter.policy.limits:
             return
-        self._arbiter.set_limits(limits)
+        self._arbiter.policy.set_limits(limits)
         log.info("budgets reloaded", fields={"config_version": config.version})
         self._refresh(self.remaining, True)
 
     def remaining(self, lane: str) -> Mapping[str, int] | None:
         job = job_name_of(lane)
-        if job is not None and job not in self._arbiter.budgets.jobs:
+        if job is not None and job not in self._arbiter.policy.budgets.jobs:
             return None
-        return self._arbiter.remaining(lane)
+        return self._arbiter.policy.remaining(lane)
 
     def _committed(self, entry: LogEntry) -> None:
         # charges land just after the commit (tokens in `Arbiter.commit`): look a turn later,

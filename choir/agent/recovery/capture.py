@@ -1,4 +1,5 @@
-"""A live session's state as a `Snapshot`, and the state a snapshot plus a tail restore (§13.4).
+"""A live session's state captured as a `Snapshot`, and the state a snapshot plus a tail restore
+(§13.4).
 
 Pure conversions. Working memory and skill runs are folds over the log, so restoring is: start
 from the snapshot's values (or empty ones at rev 0) and fold every entry after it, exactly as the
