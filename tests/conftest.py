@@ -1,9 +1,17 @@
 """Fixtures every test package shares: one embedded Postgres per test session, a fresh database
-per test.
+per test; and the `serial` marker's pass selection.
 
 Starting the server costs about half a second (initdb on first use); creating a database costs
 about a tenth of a second, so each test gets its own and can never see another test's rows.
 Roles are cluster-wide, so tests that create agent roles use agent ids unique to the test.
+
+Under pytest-xdist every worker is its own session, so each worker starts its own server (in
+its own private directory, reached over a Unix socket there): workers never share a cluster,
+and a worker's crash cannot take another's databases with it.
+
+Tests marked `serial` measure timing or change what the whole host shares (its routes, its
+open-file headroom): `./dev test` runs everything else in parallel first
+(`--serial-tests=skip`), then the serial ones alone (`--serial-tests=only`).
 """
 
 from __future__ import annotations
@@ -23,6 +31,33 @@ from choir.store.postgres.embedded import EmbeddedPostgres
 from choir.store.postgres.idents import quote_ident
 from choir.store.postgres.pool import connect_plain, ensure_vector_extension, wait_until_ready
 from choir.store.postgres.target import ConnectParams
+
+SERIAL_CHOICES = ("include", "skip", "only")
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--serial-tests",
+        choices=SERIAL_CHOICES,
+        default="include",
+        help="run the tests marked serial with the others (include, the default), leave them "
+        "out (skip: the parallel pass of ./dev test) or run only them (only)",
+    )
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    which = config.getoption("--serial-tests")
+    if which == "include":
+        return
+    wanted = which == "only"
+    kept: list[pytest.Item] = []
+    dropped: list[pytest.Item] = []
+    for item in items:
+        serial = item.get_closest_marker("serial") is not None
+        (kept if serial == wanted else dropped).append(item)
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = kept
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -135,10 +135,12 @@ def free_port() -> int:
         return int(probe.getsockname()[1])
 
 
-@pytest.mark.parametrize(
-    "endpoint", [f"http://127.0.0.1:{free_port()}/v1", "not-a-url", "ftp://127.0.0.1/v1"]
-)
+@pytest.mark.parametrize("endpoint", ["closed-port", "not-a-url", "ftp://127.0.0.1/v1"])
 async def test_an_unreachable_endpoint(llm: LlmClient, endpoint: str) -> None:
+    # The port is picked when the test runs, not at collection: test ids must be the same in
+    # every pytest-xdist worker, and a port free at collection may be taken by then.
+    if endpoint == "closed-port":
+        endpoint = f"http://127.0.0.1:{free_port()}/v1"
     settings = ModelSettings(name="test-model", model="m", endpoint=endpoint, api_key=KEY)
     with pytest.raises(LlmError) as caught:
         await llm.complete(ask(settings))

@@ -135,6 +135,23 @@ def call(lane: str, tool: str, **arguments: Any) -> ToolProposal:
     return ToolProposal(lane=lane, call_id=f"call-{next(_ids)}", tool=tool, arguments=arguments)
 
 
+async def until_held(kernel: Kernel, lane: str, within: float = 10.0) -> None:
+    """Until `lane` holds a lock: the call it proposed is past its lock wait and running.
+
+    A fixed sleep guessed that the proposing task had run by then; under parallel test load it
+    sometimes had not, and the next call took the lock first."""
+    async with asyncio.timeout(within):
+        while not kernel.locks.holders_of(lane):  # noqa: ASYNC110 - the lock table has no event
+            await asyncio.sleep(0.005)
+
+
+async def until_waiting(kernel: Kernel, count: int = 1, within: float = 10.0) -> None:
+    """Until `count` lock requests are queued."""
+    async with asyncio.timeout(within):
+        while kernel.locks.waiting < count:  # noqa: ASYNC110 - the lock table has no event
+            await asyncio.sleep(0.005)
+
+
 def kinds(k: Kernel) -> list[str]:
     return [entry.kind for entry in k.log]
 
@@ -232,7 +249,7 @@ async def test_a_slow_tool_never_blocks_the_other_lanes_unrelated_tool(kernel: K
     slow = asyncio.create_task(
         kernel.arbiter.propose(call("core:job-a", "test.slow_write", path="a.txt", sleep_ms=800))
     )
-    await asyncio.sleep(0.1)
+    await until_held(kernel, "core:job-a")
     started = time.monotonic()
     read = await kernel.arbiter.propose(call("edge", "choir.fs.read", path="notes.txt"))
     assert read.status == "success"
@@ -245,7 +262,7 @@ async def test_exec_waits_for_file_writers_and_holds_the_workspace(kernel: Kerne
     writer = asyncio.create_task(
         kernel.arbiter.propose(call("core:job-a", "test.slow_write", path="a.txt", sleep_ms=400))
     )
-    await asyncio.sleep(0.1)
+    await until_held(kernel, "core:job-a")
     result = await kernel.arbiter.propose(call("core:job-b", "choir.exec", command="cat a.txt"))
     assert writer.done()
     assert result.status == "success"
@@ -367,11 +384,11 @@ async def test_ending_a_job_cancels_its_call_waiting_for_locks(kernel: Kernel) -
     holder = asyncio.create_task(
         kernel.arbiter.propose(call("core:job-a", "test.slow_write", path="a.txt", sleep_ms=400))
     )
-    await asyncio.sleep(0.1)
+    await until_held(kernel, "core:job-a")
     waiting = asyncio.create_task(
         kernel.arbiter.propose(call("core:job-b", "test.slow_write", path="a.txt"))
     )
-    await asyncio.sleep(0.05)
+    await until_waiting(kernel)
     kernel.arbiter.policy.end_job("job-b")
     assert (await waiting).status == "cancelled"
     assert (await holder).status == "success"

@@ -18,7 +18,7 @@ import pytest
 from choir.agent.kernel.dispatch import prepare_call
 from choir.agent.kernel.workspace import PathOutsideWorkspace
 from choir.agent.wiring import Kernel, open_kernel
-from tests.agent.test_arbiter import UNIMPLEMENTED, call, limits, make_root
+from tests.agent.test_arbiter import UNIMPLEMENTED, call, limits, make_root, until_held
 
 SLOW_MS = 400
 
@@ -112,7 +112,7 @@ async def test_a_directory_lock_covers_the_files_under_it(kernel: Kernel) -> Non
             call("core:a", "test.slow_write", path="src/pkg/mod.py", sleep_ms=SLOW_MS)
         )
     )
-    await asyncio.sleep(0.1)
+    await until_held(kernel, "core:a")
     started = time.monotonic()
     found = await kernel.arbiter.propose(call("core:b", "choir.fs.search", pattern="x", path="src"))
     assert time.monotonic() - started >= (SLOW_MS - 150) / 1000  # waited for the write
@@ -130,7 +130,7 @@ async def test_a_call_whose_symlink_moved_while_it_waited_takes_the_new_key(
     moving = asyncio.create_task(
         kernel.arbiter.propose(call("core:a", "choir.exec", command=relink, timeout_ms=5000))
     )
-    await asyncio.sleep(0.1)  # exec holds workspace:X: the write waits, keyed file:notes.txt
+    await until_held(kernel, "core:a")  # exec holds workspace:X: the write waits, file:notes.txt
     write = call("core:b", "choir.fs.write", path="alias.txt", op="append", content="more\n")
     result = await kernel.arbiter.propose(write)
     assert (await moving).status == "success"

@@ -15,7 +15,7 @@ import pytest
 
 from choir.agent.replication.link import ReconnectingClient
 from choir.transport import Payload, Request, TransportError, UdsServer
-from tests.e2e.homes import short_root
+from tests.harness.homes import short_root
 
 
 @pytest.fixture

@@ -29,7 +29,7 @@ from choir.daemon.agents.status_board import StatusBoard
 from choir.protocol import LockState, ReportStatusRequest
 from choir.protocol.wire.payloads import HeldCall
 from choir.transport import Payload, Request, TransportError, UdsServer
-from tests.e2e.homes import short_root
+from tests.harness.homes import short_root
 
 HELD = [HeldCall(call_id="core:report-3-0", tool="choir.exec")]
 LOCKS = [LockState(resource="file:notes.txt", mode="X", holders=["edge"], held_for_s=0.5)]

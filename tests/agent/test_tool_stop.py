@@ -23,7 +23,14 @@ from choir import failpoints
 from choir.agent.kernel.commitlog import LogEntry
 from choir.agent.wiring import Kernel, open_kernel
 from choir.failpoints import ENV_VAR
-from tests.agent.test_arbiter import UNIMPLEMENTED, call, limits, make_root
+from tests.agent.test_arbiter import (
+    UNIMPLEMENTED,
+    call,
+    limits,
+    make_root,
+    until_held,
+    until_waiting,
+)
 
 THREAD_MS = 600
 """How long a failpoint keeps the tool's thread busy."""
@@ -75,6 +82,21 @@ def locks_at_commit(kernel: Kernel, lane: str) -> dict[str, dict[str, str]]:
     return seen
 
 
+async def until_written(kernel: Kernel, content: str) -> None:
+    """Until `choir.fs.write`'s thread has flushed all of `content` to its temp file next to the
+    target: it is past its last cancellation check, into the fsync and the armed failpoint's
+    sleep. (A fixed sleep guessed that; parallel test load made the guess wrong.)"""
+    size = len(content.encode())
+
+    def written() -> bool:
+        found = kernel.workspace.root.glob(".choir-write-*.tmp")
+        return any(path.stat().st_size == size for path in found)
+
+    async with asyncio.timeout(10):
+        while not written():  # noqa: ASYNC110 - a file in a thread's hands has no event
+            await asyncio.sleep(0.005)
+
+
 def events_of(kernel: Kernel, call_id: str) -> list[str]:
     return [e.kind for e in kernel.log if e.event.get("call_id") == call_id]
 
@@ -87,7 +109,7 @@ async def test_a_timed_out_read_holds_its_lock_until_its_thread_returns(
     read = call("core:reader", "choir.fs.read", path="notes.txt")
     started = time.monotonic()
     reading = asyncio.create_task(kernel.arbiter.propose(read))
-    await asyncio.sleep(0.2)  # the read timed out at 100 ms; its thread sleeps on
+    await until_held(kernel, "core:reader")  # it times out at 100 ms; its thread sleeps on
 
     write = call("core:writer", "choir.fs.write", path="notes.txt", op="append", content="four\n")
     written = await kernel.arbiter.propose(write)
@@ -125,7 +147,7 @@ async def test_a_cancelled_write_stops_before_its_rename_and_holds_its_lock_unti
     write = call("core:writer", "choir.fs.write", path="notes.txt", op="overwrite", content="new")
     started = time.monotonic()
     writing = asyncio.create_task(kernel.arbiter.propose(write))
-    await asyncio.sleep(0.15)  # the thread has written its temp file and sleeps before renaming
+    await until_written(kernel, "new")  # the thread wrote its temp file; it sleeps before renaming
     writing.cancel()
 
     read = await kernel.arbiter.propose(call("core:reader", "choir.fs.read", path="notes.txt"))
@@ -162,9 +184,9 @@ async def test_a_second_cancel_does_not_cut_the_wait_for_the_thread_short(
     write = call("core:writer", "choir.fs.write", path="notes.txt", op="overwrite", content="new")
     started = time.monotonic()
     writing = asyncio.create_task(kernel.arbiter.propose(write))
-    await asyncio.sleep(0.1)
+    await until_written(kernel, "new")
     writing.cancel()
-    await asyncio.sleep(0.1)
+    await asyncio.sleep(0.1)  # a while later, the thread still asleep: cancel again
     writing.cancel()
     with pytest.raises(asyncio.CancelledError):
         await writing
@@ -182,10 +204,10 @@ async def test_a_call_cancelled_while_it_waits_for_locks_commits_cancelled(
             call("core:writer", "choir.fs.write", path="notes.txt", op="append", content="x")
         )
     )
-    await asyncio.sleep(0.05)
+    await until_held(kernel, "core:writer")
     read = call("core:reader", "choir.fs.read", path="notes.txt")
     waiting = asyncio.create_task(kernel.arbiter.propose(read))
-    await asyncio.sleep(0.05)
+    await until_waiting(kernel)
     waiting.cancel()
     with pytest.raises(asyncio.CancelledError):
         await waiting

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from bench.step_e2e import TOOL_CALLS, run
-from tests.e2e.homes import short_root
+from tests.harness.homes import short_root
 
 
 @pytest.mark.slow

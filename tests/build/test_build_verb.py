@@ -18,9 +18,9 @@ from choir.home import ChoirHome
 from choir.store.postgres.target import ConnectParams
 from tests.build.conftest import remove_agent_images
 from tests.build.support import bare_remote, commit, move_away, tool
-from tests.e2e.daemons import poll_until, running_daemon
-from tests.e2e.homes import external_postgres, make_home, read_config, short_root, write_config
-from tests.e2e.processes import BIN, environment
+from tests.harness.daemons import poll_until, running_daemon
+from tests.harness.homes import external_postgres, make_home, read_config, short_root, write_config
+from tests.harness.processes import BIN, environment
 
 pytestmark = pytest.mark.timeout(900)
 

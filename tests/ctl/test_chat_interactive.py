@@ -15,7 +15,7 @@ from pathlib import Path
 from tests.daemon.agent import AgentClient, Chain
 from tests.daemon.operator_served import Operator, served_operator  # noqa: F401  (fixture)
 from tests.daemon.test_console_chat import reply, ship
-from tests.e2e.daemons import poll_until
+from tests.harness.daemons import poll_until
 
 CHOIRCTL = Path(sys.executable).parent / "choirctl"
 PROMPT = "you> "

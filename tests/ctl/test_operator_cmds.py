@@ -165,16 +165,33 @@ async def test_session_events_follow_ends_with_the_session(operator: Operator):
     chain.commit(2)
     await agent.ok(Verb.HEARTBEAT, chain.heartbeat(0))
 
-    following = asyncio.create_task(choirctl(home, "session", "events", agent.session_id, "-f"))
-    await asyncio.sleep(1.5)
-    chain.commit(1)
-    await agent.ok(Verb.HEARTBEAT, chain.heartbeat(2))
-    await asyncio.sleep(0.5)
-    await services.sessions.stop(agent.session_id, "test")
-    run = await asyncio.wait_for(following, 30)
+    command, env = _command(home, "session", "events", agent.session_id, "-f")
+    follower = await asyncio.create_subprocess_exec(
+        *command,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert follower.stdout is not None
+    try:
+        # Each step waits for what the follower printed (a fixed sleep guessed how long
+        # choirctl takes to start, which parallel test load made wrong).
+        async with asyncio.timeout(30):
+            shown = [await follower.stdout.readline() for _ in range(2)]  # the history
+            chain.commit(1)
+            await agent.ok(Verb.HEARTBEAT, chain.heartbeat(2))
+            shown.append(await follower.stdout.readline())  # followed live
+            await services.sessions.stop(agent.session_id, "test")
+            rest, err = await follower.communicate()
+    finally:
+        if follower.returncode is None:
+            follower.kill()
+            await follower.wait()
 
-    assert run.code == 0, run.err
-    assert [line.split()[0] for line in run.out.splitlines()] == ["1", "2", "3"]
+    assert follower.returncode == 0, err.decode()
+    assert rest == b""
+    assert [line.split()[0] for line in shown] == [b"1", b"2", b"3"]
 
 
 async def test_approval_commands(operator: Operator):

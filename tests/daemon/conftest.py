@@ -7,7 +7,7 @@ so every exclusive lease and every secret scope can be exercised.
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -21,6 +21,7 @@ from choir.home import ChoirHome
 from choir.store.postgres.ddl import apply_control_schema
 from choir.store.postgres.pool import Pool, open_pool
 from choir.store.postgres.target import ConnectParams
+from tests.harness.homes import short_root
 
 SECRETS = {
     "openrouter-key": "sk-or-1",
@@ -94,11 +95,19 @@ def read_config(home: ChoirHome) -> dict[str, Any]:
 
 
 @pytest.fixture
-def home(tmp_path: Path) -> ChoirHome:
-    home = ChoirHome(tmp_path / "home")
+def short_tmp() -> Iterator[Path]:
+    """The test's own directory under /tmp: agent socket paths under pytest's tmp_path (which
+    pytest-xdist lengthens by a `popen-gwN/`) pass the 107-byte limit of Unix sockets."""
+    with short_root("cd-") as root:
+        yield root
+
+
+@pytest.fixture
+def home(short_tmp: Path) -> ChoirHome:
+    home = ChoirHome(short_tmp / "home")
     init_home(home)
     data = read_config(home)
-    extend_config(data, tmp_path)
+    extend_config(data, short_tmp)
     write_config(home, data)
     store = SecretStore.empty()
     for name, value in SECRETS.items():

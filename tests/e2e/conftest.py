@@ -15,8 +15,8 @@ from choir.client import ChoirClient
 from choir.daemon.app import ChoirDaemon
 from choir.home import ChoirHome
 from choir.store.postgres.target import ConnectParams
-from tests.e2e.daemons import TRANSPORTS, Transport, running_daemon
-from tests.e2e.homes import external_postgres, make_home, short_root
+from tests.harness.daemons import TRANSPORTS, Transport, running_daemon
+from tests.harness.homes import external_postgres, make_home, short_root
 
 
 @pytest.fixture

@@ -31,7 +31,7 @@ from choir.store.leases import Resource
 from choir.store.sessions import SessionStatus
 from choir.transport import RpcError, connect
 from tests.e2e.agent_side import commit_messages, heartbeat, hello
-from tests.e2e.daemons import (
+from tests.harness.daemons import (
     Transport,
     agent_control_plane,
     agent_target,
@@ -40,7 +40,7 @@ from tests.e2e.daemons import (
     session_row,
     stored_events,
 )
-from tests.e2e.homes import GIT_TOKEN
+from tests.harness.homes import GIT_TOKEN
 
 AGENT_1_LEASES = {
     Resource("agent", "agent-1"),

@@ -21,8 +21,8 @@ import pytest
 
 from choir.errors import ExitCode
 from choir.home import ChoirHome
-from tests.e2e.homes import make_home, read_config, short_root, write_config
-from tests.e2e.processes import (
+from tests.harness.homes import make_home, read_config, short_root, write_config
+from tests.harness.processes import (
     Choird,
     run_choirctl,
     run_choird,
@@ -117,6 +117,7 @@ def test_quiet_start_up_errors_are_exactly_one_line(root: Path) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.serial  # holds a first start to its readiness budget
 def test_a_clean_start_answers_status_and_sigterm_stops_everything(root: Path) -> None:
     home = make_home(root)
     choird = spawn_choird(home)

@@ -21,11 +21,13 @@ from choir.daemon.app import ChoirDaemon
 from choir.home import ChoirHome
 from choir.store.postgres.target import ConnectParams
 from choir.store.sessions import SessionStatus
-from tests.e2e.daemons import leased, poll_until, running_daemon, session_row
-from tests.e2e.homes import external_postgres, make_home, short_root
-from tests.e2e.processes import start_fake_agent, wait_for_ack
+from tests.harness.daemons import leased, poll_until, running_daemon, session_row
+from tests.harness.homes import external_postgres, make_home, short_root
+from tests.harness.processes import start_fake_agent, wait_for_ack
 
-pytestmark = pytest.mark.slow
+# serial: a session is crashed after 1.5 s without a heartbeat, counted from its start; under
+# parallel load the fake agent's Python start-up alone can take that long.
+pytestmark = [pytest.mark.slow, pytest.mark.serial]
 
 HEARTBEAT_MS = 100
 THRESHOLD_MS = 1500

@@ -31,7 +31,7 @@ from choir.daemon.operator.api import VERBS as OPERATOR_VERBS
 from choir.protocol import ReportStatusRequest, Verb
 from choir.transport.framing import encode_frame
 from choir.transport.tls import client_context
-from tests.e2e.daemons import agent_control_plane, certificate
+from tests.harness.daemons import agent_control_plane, certificate
 
 pytestmark = pytest.mark.slow
 

@@ -23,8 +23,8 @@ from choir.protocol import ErrorCode, ReportStatusRequest
 from choir.store.postgres.embedded import EmbeddedPostgres
 from choir.transport import RpcError
 from tests.e2e.agent_side import commit_messages, heartbeat, hello
-from tests.e2e.daemons import agent_control_plane, poll_until, running_daemon, stored_events
-from tests.e2e.homes import make_home, short_root
+from tests.harness.daemons import agent_control_plane, poll_until, running_daemon, stored_events
+from tests.harness.homes import make_home, short_root
 
 pytestmark = pytest.mark.slow
 

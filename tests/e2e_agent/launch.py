@@ -17,9 +17,9 @@ from pathlib import Path
 from choir.daemon.app import ChoirDaemon
 from choir.home import ChoirHome
 from choir.store.postgres.target import ConnectParams
-from tests.e2e.daemons import Transport, agent_target
-from tests.e2e.homes import external_postgres, make_home, read_config, write_config
-from tests.e2e.processes import environment
+from tests.harness.daemons import Transport, agent_target
+from tests.harness.homes import external_postgres, make_home, read_config, write_config
+from tests.harness.processes import environment
 
 CHOIR_AGENT = Path(sys.executable).parent / "choir-agent"
 

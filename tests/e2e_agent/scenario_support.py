@@ -19,7 +19,6 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from choir.client import ChoirClient
 from choir.daemon.app import ChoirDaemon
 from tests.e2e_agent.launch import launch_agent
 from tests.e2e_agent.test_agent_process import choir_root
@@ -91,27 +90,6 @@ async def launch(daemon: ChoirDaemon, root: Path, name: str) -> asyncio.subproce
     tree = scenario_tree(root)
     launched = await launch_agent(daemon, root, tree=tree, workspace=root / "ws", log_name=name)
     return launched.process
-
-
-async def replies_until(
-    operator: ChoirClient, after_seq: int, done: str, *also: str, within: float = 30
-) -> list[dict[str, Any]]:
-    """Replies after `after_seq` up to the first one by which every text of `done` and `also`
-    has appeared in some reply, in whatever order they came (the edge's answer and a core job's
-    report race each other)."""
-    wanted = {done, *also}
-    got: list[dict[str, Any]] = []
-    replies = operator.chat_replies("agent-1", after_seq=after_seq)
-    try:
-        async with asyncio.timeout(within):
-            async for reply in replies:
-                got.append(reply)
-                wanted = {w for w in wanted if w not in reply["text"]}
-                if not wanted:
-                    return got
-    finally:
-        await replies.aclose()
-    raise AssertionError(f"no reply with {sorted(wanted)!r}: {got}")
 
 
 def lines(path: Path) -> list[str]:

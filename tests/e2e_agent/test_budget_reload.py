@@ -13,8 +13,6 @@ from typing import Any
 import pytest
 
 from choir.scripted import ReplyStep, Script, ToolCallsStep
-from tests.e2e.daemons import poll_until, stored_events
-from tests.e2e.homes import read_config, write_config
 from tests.e2e_agent.test_agent_process import Agent
 from tests.e2e_agent.test_lanes import (  # noqa: F401 — `launch` and `root` are fixtures
     Launch,
@@ -25,6 +23,8 @@ from tests.e2e_agent.test_lanes import (  # noqa: F401 — `launch` and `root` a
     run,
     spawn,
 )
+from tests.harness.daemons import poll_until, stored_events
+from tests.harness.homes import read_config, write_config
 
 pytestmark = pytest.mark.slow
 
@@ -65,6 +65,7 @@ async def ended_with(agent: Agent, job: str) -> tuple[dict[str, Any], dict[str, 
     return stopped, emitted[-1]["event"]
 
 
+@pytest.mark.serial  # the reload must land within about one 0.5 s tick of the running job
 async def test_a_budget_lowered_mid_job_stops_it_and_binds_the_next_job(
     launch: Launch,  # noqa: F811
 ) -> None:

@@ -14,7 +14,6 @@ from typing import Any
 import pytest
 
 from choir.scripted import RateLimitStep, ReplyStep, Script, ScriptedCall, ToolCallsStep
-from tests.e2e.daemons import poll_until, stored_events
 from tests.e2e_agent.test_lanes import (  # noqa: F401 — `launch` and `root` are fixtures
     Launch,
     durable,
@@ -25,6 +24,7 @@ from tests.e2e_agent.test_lanes import (  # noqa: F401 — `launch` and `root` a
     spawn,
     system_texts,
 )
+from tests.harness.daemons import poll_until, stored_events
 
 pytestmark = pytest.mark.slow
 

@@ -1,7 +1,7 @@
 """The leased git identity reaches the running agent's git (§14.4), and its token stays in memory.
 
 A real choird starts the real choir-agent on the process runtime; agent-1's git identity has
-the `git-token` secret (tests/e2e/homes.py). Real git, run with the agent's HOME, must commit as
+the `git-token` secret (tests/harness/homes.py). Real git, run with the agent's HOME, must commit as
 the identity and get the token from `git credential fill` for github.com only — and the token
 must appear nowhere on disk: not in the agent's HOME, not in its log. The agent runs unsandboxed
 (`CHOIR_BWRAP=`), so that its HOME is a host directory this test's git can use; inside the
@@ -23,8 +23,8 @@ from choir.daemon.app import ChoirDaemon
 from choir.daemon.runtimes.bwrap import BWRAP_ENV
 from choir.home import ChoirHome
 from choir.store.postgres.target import ConnectParams
-from tests.e2e.daemons import poll_until, running_daemon
-from tests.e2e.homes import GIT_TOKEN, external_postgres, make_home, short_root
+from tests.harness.daemons import poll_until, running_daemon
+from tests.harness.homes import GIT_TOKEN, external_postgres, make_home, short_root
 
 pytestmark = pytest.mark.slow
 

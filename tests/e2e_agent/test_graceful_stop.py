@@ -25,7 +25,6 @@ from choir.daemon.agents.ingest import committed_of
 from choir.protocol import GENESIS_HASH, chain_break
 from choir.scripted import ReplyStep, Script, ScriptedCall, ToolCallsStep
 from choir.store.sessions import SessionStatus
-from tests.e2e.daemons import poll_until, session_row, stored_events
 from tests.e2e_agent.launch import launch_agent
 from tests.e2e_agent.test_agent_process import Agent
 from tests.e2e_agent.test_lanes import (  # noqa: F401 — `launch` and `root` are fixtures
@@ -37,6 +36,7 @@ from tests.e2e_agent.test_lanes import (  # noqa: F401 — `launch` and `root` a
     run,
     spawn,
 )
+from tests.harness.daemons import poll_until, session_row, stored_events
 
 pytestmark = pytest.mark.slow
 

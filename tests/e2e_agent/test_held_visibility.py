@@ -21,11 +21,11 @@ from choir.client import ChoirClient
 from choir.home import ChoirHome
 from choir.scripted import ScriptedModelServer
 from choir.store.postgres.target import ConnectParams
-from tests.e2e.daemons import poll_until, running_daemon
-from tests.e2e.homes import short_root
-from tests.e2e.processes import run_choirctl
 from tests.e2e_agent.launch import scripted_home
 from tests.e2e_agent.test_recovery import launch, model, replies_until  # noqa: F401 — fixture
+from tests.harness.daemons import poll_until, running_daemon
+from tests.harness.homes import short_root
+from tests.harness.processes import run_choirctl
 from tests.tui.conftest import column
 from tests.tui.pilot import console, show_tab, until
 from tui.widgets.health import health_text

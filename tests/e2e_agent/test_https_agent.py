@@ -24,12 +24,12 @@ from choir.scripted import ReplyStep, Script, ScriptedModelServer
 from choir.store.postgres.target import ConnectParams
 from choir.store.sessions import SessionStatus
 from choir.transport.tls import create_self_signed
-from tests.e2e.daemons import poll_until, running_daemon, session_row, stored_events
-from tests.e2e.homes import external_postgres, make_home, read_config, short_root, write_config
-from tests.e2e.processes import environment
 from tests.e2e_agent.launch import CHOIR_AGENT, agent_home, launch_agent
 from tests.e2e_agent.test_agent_process import Agent, choir_root
 from tests.e2e_agent.test_lanes import SUMMARY
+from tests.harness.daemons import poll_until, running_daemon, session_row, stored_events
+from tests.harness.homes import external_postgres, make_home, read_config, short_root, write_config
+from tests.harness.processes import environment
 
 pytestmark = pytest.mark.slow
 

@@ -23,8 +23,8 @@ from choir.errors import ConflictError, UsageError
 from choir.home import ChoirHome
 from choir.store.postgres.target import ConnectParams
 from choir.store.sessions import SessionStatus
-from tests.e2e.daemons import leased, poll_until, running_daemon, session_row
-from tests.e2e.homes import external_postgres, make_home, short_root
+from tests.harness.daemons import leased, poll_until, running_daemon, session_row
+from tests.harness.homes import external_postgres, make_home, short_root
 from tests.security.process_agents import bwrap_works
 
 pytestmark = pytest.mark.slow

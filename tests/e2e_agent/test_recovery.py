@@ -24,10 +24,11 @@ from choir.protocol import GENESIS_HASH, Snapshot
 from choir.scripted import ReplyStep, Script, ScriptedCall, ScriptedModelServer, ToolCallsStep
 from choir.store.postgres.target import ConnectParams
 from choir.store.snapshots import latest_snapshot
-from tests.e2e.daemons import poll_until, pool_of, running_daemon, stored_events
-from tests.e2e.homes import read_config, short_root, write_config
 from tests.e2e_agent.launch import launch_agent, scripted_home
 from tests.e2e_agent.test_agent_process import choir_root
+from tests.harness.chat import replies_until
+from tests.harness.daemons import poll_until, pool_of, running_daemon, stored_events
+from tests.harness.homes import read_config, short_root, write_config
 
 pytestmark = pytest.mark.slow
 
@@ -92,20 +93,6 @@ async def launch(daemon: ChoirDaemon, root: Path, name: str) -> asyncio.subproce
         choir_root(root)
     launched = await launch_agent(daemon, root, tree=tree, workspace=root / "ws", log_name=name)
     return launched.process
-
-
-async def replies_until(operator: ChoirClient, after_seq: int, done: str) -> list[dict[str, Any]]:
-    got: list[dict[str, Any]] = []
-    replies = operator.chat_replies("agent-1", after_seq=after_seq)
-    try:
-        async with asyncio.timeout(30):
-            async for reply in replies:
-                got.append(reply)
-                if done in reply["text"]:
-                    return got
-    finally:
-        await replies.aclose()
-    raise AssertionError(f"no reply with {done!r}: {got}")
 
 
 def chain_intact(events: list[Any]) -> bool:

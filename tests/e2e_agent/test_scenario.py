@@ -34,10 +34,11 @@ from choir.scripted import ReplyStep, Script, ScriptedCall, ScriptedModelServer,
 from choir.scripted.player import last_turn
 from choir.store.events import EventRecord
 from choir.store.postgres.target import ConnectParams
-from tests.e2e.daemons import poll_until, running_daemon, stored_events
-from tests.e2e.homes import short_root
 from tests.e2e_agent.launch import scripted_home
-from tests.e2e_agent.scenario_support import launch, lines, replies_until, stop_left_tools
+from tests.e2e_agent.scenario_support import launch, lines, stop_left_tools
+from tests.harness.chat import replies_until
+from tests.harness.daemons import poll_until, running_daemon, stored_events
+from tests.harness.homes import short_root
 
 pytestmark = pytest.mark.slow
 

@@ -36,10 +36,10 @@ from choir.scripted import (
 )
 from choir.store.events import EventRecord
 from choir.store.postgres.target import ConnectParams
-from tests.e2e.daemons import poll_until, pool_of, running_daemon, stored_events
-from tests.e2e.homes import external_postgres, make_home, read_config, short_root, write_config
 from tests.e2e_agent.launch import launch_agent
 from tests.e2e_agent.test_agent_process import choir_root
+from tests.harness.daemons import poll_until, pool_of, running_daemon, stored_events
+from tests.harness.homes import external_postgres, make_home, read_config, short_root, write_config
 
 pytestmark = pytest.mark.slow
 

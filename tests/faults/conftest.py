@@ -19,8 +19,8 @@ import pytest
 
 from choir.scripted import ReplyStep, Script, ToolCallsStep
 from choir.store.postgres.target import ConnectParams
-from tests.e2e.homes import short_root
-from tests.harness import Cluster, running_cluster
+from tests.harness.cluster import Cluster, running_cluster
+from tests.harness.homes import short_root
 
 ClusterOf = Callable[..., Awaitable[Cluster]]
 

@@ -7,7 +7,7 @@
         await cluster.restart_choird()     # a new `choird`, what systemd's Restart= would do
         cluster.kill_postmaster()          # SIGKILL; choird restarts it by itself
 
-Unlike `tests.harness.running_cluster` (choird in the test process, on the test session's
+Unlike `tests.harness.cluster.running_cluster` (choird in the test process, on the test session's
 Postgres), choird here is a real `choird --quiet` process on a `cluster_home` whose database is
 its own embedded server — the configuration whose choird and postmaster can both be killed.
 The operator's client and every agent's `Conversation` follow choird across restarts: after
@@ -35,9 +35,8 @@ from choir.scripted import ReplyStep, Script, ScriptedModelServer, ToolCallsStep
 from choir.store.postgres.pool import connect
 from choir.store.postgres.postmaster import postmaster_pid
 from choir.store.postgres.target import ConnectParams
-from tests.e2e.processes import Choird
 from tests.faults.support import embedded_params, kill9, spawn_choird, teardown
-from tests.harness import (
+from tests.harness.cluster import (
     PROBE,
     Conversation,
     SentMessage,
@@ -45,6 +44,7 @@ from tests.harness import (
     cluster_home,
     kill_left_tools,
 )
+from tests.harness.processes import Choird
 
 _ANSWER_SQL = """
 SELECT count(*) FROM choir_control.session_events e

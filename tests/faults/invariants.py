@@ -1,6 +1,6 @@
 """What every fault scenario holds choir to (issue 12), checked against what really happened.
 
-    cluster = await cluster_of(STEPS, agents=1)  # tests/faults/conftest.py, tests/harness.py
+    cluster = await cluster_of(STEPS, agents=1)  # tests/faults/conftest.py, tests/harness/
     checker = checker_for(cluster, context=f"seed={seed}")  # every agent and its effects.log
     await checker.observe()                      # now and then: what choird acknowledged so far
     checker.fault("kill -9 of agent-1")          # the instant the fault was injected
@@ -69,7 +69,7 @@ from choir.store.events import EventRecord, read_events
 from choir.store.postgres.pool import connect
 from choir.store.postgres.target import ConnectParams
 from choir.store.sessions import SessionRow, list_sessions
-from tests.harness import EFFECT_TOOL, Cluster, Conversation, SentMessage
+from tests.harness.cluster import EFFECT_TOOL, Cluster, Conversation, SentMessage
 
 REPORT_WITHIN_S: Final = 5.0
 HEALTHY_WITHIN_S: Final = 10.0

@@ -31,7 +31,7 @@ from choir.store.postgres.embedded import EmbeddedPostgres
 from choir.store.postgres.pool import connect
 from choir.store.postgres.postmaster import postmaster_pid, stop_postmaster
 from choir.store.postgres.target import DEFAULT_DATABASE, ConnectParams
-from tests.e2e.processes import BIN, Choird, environment, run_choirctl
+from tests.harness.processes import BIN, Choird, environment, run_choirctl
 
 IN_CONTAINER_PORT: Final = 18431
 """Where a docker scenario's model listens: the agent container's own loopback."""

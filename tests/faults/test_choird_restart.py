@@ -29,8 +29,6 @@ from choir.home import ChoirHome
 from choir.scripted import ReplyStep, Script, ScriptedCall, ScriptedModelServer, ToolCallsStep
 from choir.store.postgres.target import ConnectParams
 from tests.docker_support import require_docker
-from tests.e2e.homes import external_postgres, make_home, read_config, short_root, write_config
-from tests.e2e.processes import Choird, environment
 from tests.faults.invariants import InvariantChecker
 from tests.faults.support import (
     IN_CONTAINER_PORT,
@@ -44,6 +42,8 @@ from tests.faults.support import (
     stored_events,
     teardown,
 )
+from tests.harness.homes import external_postgres, make_home, read_config, short_root, write_config
+from tests.harness.processes import Choird, environment
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 

@@ -27,8 +27,6 @@ from choir.home import ChoirHome
 from choir.logs import get_logger, setup_logging, shutdown_logging
 from choir.scripted import ReplyStep, Script, ScriptedModelServer
 from choir.store.postgres.target import ConnectParams
-from tests.e2e.daemons import poll_until, running_daemon
-from tests.e2e.homes import external_postgres, make_home, read_config, short_root, write_config
 from tests.faults.filesystems import fill, small_tmpfs
 from tests.faults.invariants import InvariantChecker
 from tests.faults.support import (
@@ -40,6 +38,8 @@ from tests.faults.support import (
     stored_events,
     teardown,
 )
+from tests.harness.daemons import poll_until, running_daemon
+from tests.harness.homes import external_postgres, make_home, read_config, short_root, write_config
 
 
 @pytest.fixture

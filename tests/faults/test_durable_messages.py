@@ -29,13 +29,13 @@ from choir.scripted import ReplyStep, Script, ScriptedModelServer
 from choir.store.events import EventRecord
 from choir.store.postgres.pool import open_pool
 from choir.store.postgres.target import ConnectParams
-from tests.e2e.daemons import poll_until
-from tests.e2e.homes import short_root
-from tests.e2e.processes import BIN, environment
 from tests.e2e_agent.launch import scripted_home
 from tests.faults.conftest import ClusterOf
 from tests.faults.invariants import InvariantChecker, checker_for, crash_report
-from tests.harness import SentMessage, probe_step
+from tests.harness.cluster import SentMessage, probe_step
+from tests.harness.daemons import poll_until
+from tests.harness.homes import short_root
+from tests.harness.processes import BIN, environment
 
 pytestmark = pytest.mark.slow
 

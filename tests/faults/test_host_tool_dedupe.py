@@ -25,8 +25,8 @@ from choir.home import ChoirHome
 from choir.protocol import ExecuteHostToolRequest, ToolResult
 from choir.store.postgres.target import ConnectParams
 from tests.e2e.agent_side import hello
-from tests.e2e.daemons import agent_control_plane, running_daemon
-from tests.e2e.homes import external_postgres, make_home, short_root
+from tests.harness.daemons import agent_control_plane, running_daemon
+from tests.harness.homes import external_postgres, make_home, short_root
 
 pytestmark = pytest.mark.slow
 

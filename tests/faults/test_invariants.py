@@ -33,7 +33,7 @@ from choir.store.postgres.ddl import apply_control_schema
 from choir.store.postgres.pool import Connection, connect
 from choir.store.postgres.target import ConnectParams
 from tests.faults.invariants import InvariantChecker, InvariantViolation
-from tests.harness import EFFECT_TOOL, SentMessage
+from tests.harness.cluster import EFFECT_TOOL, SentMessage
 
 SESSION = "s-checker"
 AGENT = "agent-1"

@@ -1,6 +1,6 @@
 """Large model replies end to end (issue 12, point 1): nothing crashes, nothing becomes unreadable.
 
-The shared cluster (`tests.harness`): choird in the test process on the process runtime, the real
+The shared cluster (`tests/harness/`): choird in the test process on the process runtime, the real
 `choir-agent` it spawns, the scripted model answering with 2 MB and ~600 KB texts; the invariant
 checker holds every run to issue 12's invariants. Before the fix a 2 MB reply crashed the agent
 (its heartbeat exceeded the 1 MiB frame limit), and two 600 KB replies made every later resume
@@ -19,10 +19,10 @@ import json
 import pytest
 
 from choir.scripted import ReplyStep
-from tests.e2e.daemons import poll_until, pool_of, stored_events
 from tests.faults.conftest import ClusterOf
 from tests.faults.invariants import checker_for, crash_report
-from tests.harness import Cluster, probe_step
+from tests.harness.cluster import Cluster, probe_step
+from tests.harness.daemons import poll_until, pool_of, stored_events
 from tests.lifecycle.support import choirctl, one_error_line
 
 pytestmark = pytest.mark.slow

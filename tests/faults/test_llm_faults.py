@@ -27,11 +27,11 @@ from choir.scripted import (
     ScriptedCall,
     ToolCallsStep,
 )
-from tests.e2e.daemons import poll_until
-from tests.e2e.homes import read_config, write_config
 from tests.faults.conftest import ClusterOf
 from tests.faults.invariants import InvariantChecker, chat_error, checker_for
-from tests.harness import EFFECT_TOOL, Cluster, probe_step
+from tests.harness.cluster import EFFECT_TOOL, Cluster, probe_step
+from tests.harness.daemons import poll_until
+from tests.harness.homes import read_config, write_config
 
 pytestmark = pytest.mark.slow
 

@@ -32,10 +32,10 @@ from choir.client import ChoirClient
 from choir.home import ChoirHome
 from choir.scripted import ReplyStep, Script, ScriptedModelServer
 from choir.store.postgres.target import ConnectParams
-from tests.e2e.homes import external_postgres, make_home, read_config, short_root, write_config
 from tests.faults.filesystems import FailingExt4, failing_ext4
 from tests.faults.invariants import InvariantChecker
 from tests.faults.support import as_json, choirctl, spawn_choird, teardown
+from tests.harness.homes import external_postgres, make_home, read_config, short_root, write_config
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(150)]
 

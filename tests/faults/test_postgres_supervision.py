@@ -23,7 +23,6 @@ import pytest
 
 from choir.client import ChoirClient
 from choir.store.postgres.postmaster import postmaster_pid
-from tests.e2e.homes import make_home, short_root
 from tests.faults.invariants import InvariantChecker
 from tests.faults.support import (
     as_json,
@@ -34,8 +33,11 @@ from tests.faults.support import (
     stored_events,
     teardown,
 )
+from tests.harness.homes import make_home, short_root
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]
+# serial: the invariants hold each failure report to 5 s and each recovery to 10 s; under
+# parallel load on two cores the other workers' CPU use breaks those budgets, not choird.
+pytestmark = [pytest.mark.slow, pytest.mark.serial, pytest.mark.timeout(180)]
 
 HOLD_MS = 4000
 """How long the supervisor waits before restarting the server (the observable outage)."""

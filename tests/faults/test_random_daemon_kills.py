@@ -48,7 +48,7 @@ from choir.scripted import ReplyStep, ToolCallsStep
 from choir.transport import TransportError
 from tests.faults.daemon_cluster import DaemonCluster, daemon_cluster
 from tests.faults.invariants import InvariantChecker, Probe, Verdict
-from tests.harness import effect_turn, probe_step
+from tests.harness.cluster import effect_turn, probe_step
 
 pytestmark = pytest.mark.slow
 

@@ -28,7 +28,7 @@ from choir.errors import ChoirError
 from choir.scripted import ReplyStep, ToolCallsStep
 from tests.faults.conftest import ClusterOf
 from tests.faults.invariants import InvariantChecker, checker_for, crash_report
-from tests.harness import Cluster, effect_turn, probe_step
+from tests.harness.cluster import Cluster, effect_turn, probe_step
 
 pytestmark = pytest.mark.slow
 

@@ -25,9 +25,9 @@ from choir.client import ChoirClient
 from choir.home import ChoirHome
 from choir.scripted import ReplyStep, Script, ScriptedModelServer
 from choir.store.postgres.target import ConnectParams
-from tests.e2e.daemons import running_daemon, stored_events
-from tests.e2e.homes import read_config, short_root, write_config
 from tests.e2e_agent.launch import scripted_home
+from tests.harness.daemons import running_daemon, stored_events
+from tests.harness.homes import read_config, short_root, write_config
 from tests.lifecycle.support import chat, choirctl
 
 pytestmark = pytest.mark.slow

@@ -26,12 +26,12 @@ from choir.client import ChoirClient
 from choir.scripted import ReplyStep, Script, ScriptedCall, ToolCallsStep
 from choir.store.postgres.target import ConnectParams
 from tests.docker_support import require_docker
-from tests.e2e.homes import external_postgres, make_home, read_config, short_root, write_config
 from tests.faults.conftest import ClusterOf
 from tests.faults.filesystems import fill, small_tmpfs
 from tests.faults.invariants import InvariantChecker, Probe, checker_for
 from tests.faults.support import IN_CONTAINER_PORT, serve_model_in, spawn_choird, teardown
-from tests.harness import PROBE, Conversation, probe_step
+from tests.harness.cluster import PROBE, Conversation, probe_step
+from tests.harness.homes import external_postgres, make_home, read_config, short_root, write_config
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]
 

@@ -11,8 +11,8 @@ from choir.client import ChoirClient
 from choir.daemon.app import ChoirDaemon
 from choir.home import ChoirHome
 from choir.store.postgres.target import ConnectParams
-from tests.e2e.homes import external_postgres, make_home, read_config, short_root, write_config
-from tests.harness import serving
+from tests.harness.cluster import serving
+from tests.harness.homes import external_postgres, make_home, read_config, short_root, write_config
 
 Choird = tuple[ChoirDaemon, ChoirClient]
 

@@ -17,7 +17,7 @@ from typing import Any
 from choir.client import ChoirClient
 from choir.config.scaffolding.gitrepo import git
 from choir.home import ChoirHome
-from tests.e2e.processes import run_choirctl
+from tests.harness.processes import run_choirctl
 
 REPLY_TIMEOUT_S = 20
 

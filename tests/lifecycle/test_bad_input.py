@@ -12,9 +12,9 @@ import pytest
 
 from choir.client import ChoirClient
 from choir.home import ChoirHome
-from tests.e2e.daemons import running_daemon
-from tests.e2e.homes import read_config, write_config
-from tests.e2e.processes import environment
+from tests.harness.daemons import running_daemon
+from tests.harness.homes import read_config, write_config
+from tests.harness.processes import environment
 from tests.lifecycle.conftest import Choird
 from tests.lifecycle.support import choirctl, one_error_line
 

@@ -25,10 +25,10 @@ from choir.agent.lanes.summary import SUMMARY_MARKER
 from choir.home import ChoirHome
 from choir.scripted import HttpErrorStep, ReplyStep, Script, ScriptedModelServer
 from choir.store.postgres.target import ConnectParams
-from tests.e2e.homes import short_root
-from tests.e2e.processes import Choird, environment
 from tests.faults.support import as_json, choirctl, spawn_choird, teardown
-from tests.harness import cluster_home
+from tests.harness.cluster import cluster_home
+from tests.harness.homes import short_root
+from tests.harness.processes import Choird, environment
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 

@@ -14,7 +14,7 @@ import pytest
 
 from choir.daemon.runtimes.process import ProcessRuntime
 from choir.store.sessions import SessionStatus
-from tests.e2e.daemons import leased, poll_until, session_row, stored_events
+from tests.harness.daemons import leased, poll_until, session_row, stored_events
 from tests.lifecycle.conftest import Choird
 from tests.lifecycle.support import commit_file
 

@@ -6,7 +6,7 @@ import pytest
 
 from choir.errors import ConflictError, NotFoundError
 from choir.store.sessions import SessionStatus
-from tests.e2e.daemons import leased, session_row, stored_events
+from tests.harness.daemons import leased, session_row, stored_events
 from tests.lifecycle.conftest import Choird
 from tests.lifecycle.support import chat, choirctl, gone, one_error_line
 

@@ -23,7 +23,7 @@ from choir.launch.choird_process import alive
 from choir.store.postgres.embedded import EmbeddedPostgres
 from choir.store.postgres.pool import connect_plain, wait_until_ready
 from choir.store.postgres.target import DEFAULT_DATABASE
-from tests.e2e.processes import environment, run_choirctl
+from tests.harness.processes import environment, run_choirctl
 from tests.security.process_agents import bwrap_works, sandbox_word
 
 pytestmark = pytest.mark.slow

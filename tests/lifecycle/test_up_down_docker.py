@@ -13,7 +13,7 @@ import pytest
 
 from choir.home import ChoirHome
 from tests.docker_support import require_docker
-from tests.e2e.processes import run_choirctl
+from tests.harness.processes import run_choirctl
 from tests.lifecycle.support import commit_file
 from tests.lifecycle.test_up_down import choir, processes_of
 from tests.runtime.conftest import BUILD_TIMEOUT_S

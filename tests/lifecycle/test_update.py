@@ -17,8 +17,8 @@ from choir.config.scaffolding.skeleton import agent_entry
 from choir.daemon.app import ChoirDaemon
 from choir.errors import UsageError
 from choir.home import ChoirHome
-from tests.e2e.daemons import running_daemon
-from tests.e2e.homes import read_config, write_config
+from tests.harness.daemons import running_daemon
+from tests.harness.homes import read_config, write_config
 from tests.lifecycle.conftest import Choird
 from tests.lifecycle.support import chat, choirctl, commit_file, gone
 

@@ -10,7 +10,7 @@ import pytest
 
 from choir.home import ChoirHome
 from choir.store.sessions import SessionStatus
-from tests.e2e.daemons import leased, session_row
+from tests.harness.daemons import leased, session_row
 from tests.lifecycle.conftest import Choird
 from tests.lifecycle.support import chat, choirctl, gone
 

@@ -21,8 +21,9 @@ from choir.daemon.app import ChoirDaemon
 from choir.home import ChoirHome
 from choir.store.postgres.target import ConnectParams
 from tests.docker_support import require_docker
-from tests.e2e.daemons import running_daemon
-from tests.e2e.homes import external_postgres, make_home, short_root
+from tests.harness.chat import reply_to
+from tests.harness.daemons import running_daemon
+from tests.harness.homes import external_postgres, make_home, short_root
 
 BUILD_TIMEOUT_S = 600
 """The first build on a machine makes the base image (apt inside a container)."""
@@ -80,15 +81,4 @@ def containers_of(engine: docker.DockerClient, home: ChoirHome) -> list[Any]:
 
 async def chat(client: ChoirClient, text: str, agent_id: str = "agent-1") -> dict[str, Any]:
     """The agent's reply to `text`."""
-    import asyncio
-
-    sent = await client.chat_send(agent_id, text)
-    replies = client.chat_replies(agent_id, after_seq=sent["after_seq"])
-    try:
-        async with asyncio.timeout(30):
-            async for reply in replies:
-                if reply["category"] == "reply" and reply["in_reply_to"] == sent["message_id"]:
-                    return reply
-    finally:
-        await replies.aclose()
-    raise AssertionError("the reply stream ended without a reply")
+    return await reply_to(client, text, agent_id)

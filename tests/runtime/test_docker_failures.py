@@ -7,6 +7,7 @@ The docker runtime runs on a real engine with images made for the case — one w
 from __future__ import annotations
 
 import io
+import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
@@ -24,12 +25,14 @@ from choir.home import ChoirHome
 from choir.protocol import VersionInfo
 from choir.store.sessions import SessionStatus
 from tests.docker_support import BASE_IMAGE
-from tests.e2e.daemons import poll_until, running_daemon, session_row
+from tests.harness.daemons import poll_until, running_daemon, session_row
 from tests.runtime.conftest import containers_of
 
 pytestmark = pytest.mark.slow
 
-EXITS_AT_ONCE = "choir-rt-test-exits:latest"
+EXITS_AT_ONCE = "choir-rt-test-exits"
+"""The repository of the image whose entry point exits at once; each test tags its own (parallel
+workers and other checkouts share the engine)."""
 EXITED = "agent-1's container exited at once (code {code}): see choirctl logs agent-1"
 DOCKERFILE = f"""FROM {BASE_IMAGE}
 RUN printf '#!/bin/sh\\nexit 3\\n' > /usr/local/bin/choir-agent \\
@@ -39,11 +42,12 @@ RUN printf '#!/bin/sh\\nexit 3\\n' > /usr/local/bin/choir-agent \\
 
 @pytest.fixture
 def exiting_image(engine: docker.DockerClient) -> Iterator[str]:
-    engine.images.build(fileobj=io.BytesIO(DOCKERFILE.encode()), tag=EXITS_AT_ONCE, rm=True)
+    tag = f"{EXITS_AT_ONCE}:{uuid.uuid4().hex[:12]}"
+    engine.images.build(fileobj=io.BytesIO(DOCKERFILE.encode()), tag=tag, rm=True)
     try:
-        yield EXITS_AT_ONCE
+        yield tag
     finally:
-        engine.images.remove(EXITS_AT_ONCE, force=True)
+        engine.images.remove(tag, force=True)
 
 
 @pytest.fixture

@@ -18,8 +18,8 @@ from typing import Any
 import docker
 import pytest
 
-from tests.e2e.daemons import session_row
-from tests.e2e.homes import SECRETS
+from tests.harness.daemons import session_row
+from tests.harness.homes import SECRETS
 from tests.runtime.conftest import BUILD_TIMEOUT_S, Choird, chat, containers_of
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(BUILD_TIMEOUT_S)]

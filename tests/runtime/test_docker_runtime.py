@@ -20,8 +20,8 @@ from choir.core.security.agent_users import agent_uids
 from choir.core.security.profile import parse_proc_status
 from choir.daemon.runtimes.container_spec import MIB
 from choir.store.sessions import SessionStatus
-from tests.e2e.daemons import leased, poll_until, session_row
-from tests.e2e.processes import run_choirctl
+from tests.harness.daemons import leased, poll_until, session_row
+from tests.harness.processes import run_choirctl
 from tests.runtime.conftest import BUILD_TIMEOUT_S, Choird, chat, containers_of
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(BUILD_TIMEOUT_S)]

@@ -31,8 +31,8 @@ from choir.store.postgres.pool import connect_plain
 from choir.store.postgres.target import ConnectParams
 from choir.store.sessions import SessionStatus, get_session
 from tests.docker_support import BASE_IMAGE
-from tests.e2e.homes import read_config, write_config
-from tests.e2e.processes import Choird, spawn_choird, wait_until_ready
+from tests.harness.homes import read_config, write_config
+from tests.harness.processes import Choird, spawn_choird, wait_until_ready
 from tests.runtime.conftest import BUILD_TIMEOUT_S, containers_of
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(BUILD_TIMEOUT_S)]
@@ -130,7 +130,7 @@ def test_a_dead_docker_host_refuses_docker_naming_the_process_runtime(
 ) -> None:
     import subprocess
 
-    from tests.e2e.processes import BIN, environment
+    from tests.harness.processes import BIN, environment
 
     dead = f"unix://{root}/no-engine/docker.sock"  # not a parent of the workspaces
     began = time.monotonic()

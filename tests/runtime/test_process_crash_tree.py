@@ -24,8 +24,8 @@ import pytest
 
 from choir.store.postgres.target import ConnectParams
 from choir.store.sessions import SessionStatus
-from tests.e2e.daemons import poll_until, session_row
-from tests.e2e.homes import short_root
+from tests.harness.daemons import poll_until, session_row
+from tests.harness.homes import short_root
 from tests.security.process_agents import (
     SANDBOXES,
     Sandbox,

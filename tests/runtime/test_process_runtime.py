@@ -20,9 +20,9 @@ from choir.daemon.app import ChoirDaemon
 from choir.daemon.runtimes.base import RuntimeChoice
 from choir.daemon.runtimes.bwrap import BWRAP_ENV
 from choir.home import ChoirHome
-from tests.e2e.daemons import poll_until, running_daemon, session_row
-from tests.e2e.homes import read_config, write_config
-from tests.e2e.processes import run_choirctl
+from tests.harness.daemons import poll_until, running_daemon, session_row
+from tests.harness.homes import read_config, write_config
+from tests.harness.processes import run_choirctl
 
 pytestmark = pytest.mark.slow
 

@@ -32,9 +32,9 @@ from choir.daemon.app import ChoirDaemon
 from choir.daemon.runtimes.bwrap import BWRAP_ENV
 from choir.home import ChoirHome
 from choir.store.postgres.target import ConnectParams
-from tests.e2e.daemons import poll_until, running_daemon
-from tests.e2e.homes import read_config
-from tests.e2e.processes import run_choirctl, spawn_choird, wait_until_ready
+from tests.harness.daemons import poll_until, running_daemon
+from tests.harness.homes import read_config
+from tests.harness.processes import run_choirctl, spawn_choird, wait_until_ready
 from tests.security.process_agents import exec_script, process_agent, require_bwrap
 
 pytestmark = pytest.mark.slow

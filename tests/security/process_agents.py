@@ -27,9 +27,9 @@ from choir.daemon.runtimes.bwrap import BWRAP_ENV, find_sandbox
 from choir.home import ChoirHome
 from choir.scripted import ReplyStep, Script, ScriptedCall, ScriptedModelServer, ToolCallsStep
 from choir.store.postgres.target import ConnectParams
-from tests.e2e.daemons import running_daemon
-from tests.e2e.homes import read_config
 from tests.e2e_agent.launch import scripted_home
+from tests.harness.daemons import running_daemon
+from tests.harness.homes import read_config
 
 Sandbox = Literal["bwrap", "unsandboxed"]
 SANDBOXES: tuple[Sandbox, ...] = ("bwrap", "unsandboxed")

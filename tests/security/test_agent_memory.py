@@ -24,8 +24,8 @@ import docker
 import pytest
 
 from choir.store.postgres.target import ConnectParams
-from tests.e2e.daemons import poll_until
-from tests.e2e.homes import GIT_TOKEN, short_root
+from tests.harness.daemons import poll_until
+from tests.harness.homes import GIT_TOKEN, short_root
 from tests.runtime.conftest import BUILD_TIMEOUT_S, Choird, chat, containers_of
 from tests.security.process_agents import SANDBOXES, Sandbox, exec_script, process_agent
 

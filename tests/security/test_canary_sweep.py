@@ -47,8 +47,8 @@ from choir.scripted.demo import SUMMARY, SUMMARY_REQUEST
 from choir.store.postgres.embedded import EmbeddedPostgres
 from choir.store.postgres.target import ConnectParams
 from tests.docker_support import require_docker
-from tests.e2e.homes import short_root
-from tests.e2e.processes import BIN, environment
+from tests.harness.homes import short_root
+from tests.harness.processes import BIN, environment
 from tests.runtime.conftest import BUILD_TIMEOUT_S
 from tests.security.canaries import Sweep, canary
 from tests.security.process_agents import require_bwrap

@@ -22,9 +22,9 @@ from choir.client import ChoirClient
 from choir.daemon.app import ChoirDaemon
 from choir.home import ChoirHome
 from choir.store.postgres.target import ConnectParams
-from tests.e2e.daemons import running_daemon
-from tests.e2e.homes import external_postgres, make_home, read_config, short_root, write_config
-from tests.e2e.processes import run_choirctl
+from tests.harness.daemons import running_daemon
+from tests.harness.homes import external_postgres, make_home, read_config, short_root, write_config
+from tests.harness.processes import run_choirctl
 from tests.lifecycle.support import choirctl
 
 DEEP = "[" * 100_000 + "]" * 100_000

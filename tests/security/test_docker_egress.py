@@ -33,11 +33,13 @@ import pytest
 
 from choir.home import ChoirHome
 from choir.store.postgres.target import ConnectParams
-from tests.e2e.homes import external_postgres, make_home
+from tests.harness.homes import external_postgres, make_home
 from tests.runtime.conftest import BUILD_TIMEOUT_S
 from tests.security.conftest import Choird, exec_in, the_container
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(BUILD_TIMEOUT_S)]
+# serial: the fixtures put 169.254.169.254 on this host (a route, a dummy interface): two tests
+# at once would collide on it.
+pytestmark = [pytest.mark.slow, pytest.mark.serial, pytest.mark.timeout(BUILD_TIMEOUT_S)]
 
 METADATA = "169.254.169.254"
 PROBE = r"""
@@ -230,7 +232,7 @@ async def test_allow_metadata_opens_link_local_and_nothing_else(
     allowing_home: ChoirHome, engine: docker.DockerClient, outside: Outside
 ) -> None:
     from choir.client import ChoirClient
-    from tests.e2e.daemons import running_daemon
+    from tests.harness.daemons import running_daemon
     from tests.runtime.conftest import containers_of
 
     async with (

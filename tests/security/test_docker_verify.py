@@ -29,9 +29,9 @@ import pytest
 from choir.core.security.mountinfo import Mount, mount_at, parse_mountinfo
 from choir.errors import ChoirError
 from choir.home import ChoirHome
-from tests.e2e.daemons import poll_until
-from tests.e2e.processes import BIN, environment, run_choirctl, wait_until_ready
-from tests.e2e.processes import Choird as ChoirdProcess
+from tests.harness.daemons import poll_until
+from tests.harness.processes import BIN, environment, run_choirctl, wait_until_ready
+from tests.harness.processes import Choird as ChoirdProcess
 from tests.runtime.conftest import BUILD_TIMEOUT_S, chat
 from tests.security.conftest import Choird, containers_of, exec_in, the_container
 

@@ -25,8 +25,8 @@ from choir.agent.kernel.workspace import Workspace
 from choir.agent.tools import shell
 from choir.agent.tools.shell import ExecInput
 from choir.store.postgres.target import ConnectParams
-from tests.e2e.daemons import poll_until
-from tests.e2e.homes import short_root
+from tests.harness.daemons import poll_until
+from tests.harness.homes import short_root
 from tests.runtime.conftest import BUILD_TIMEOUT_S, Choird, chat, containers_of
 from tests.security.process_agents import (
     SANDBOXES,

@@ -18,8 +18,8 @@ import pytest
 from pgserver._commands import POSTGRES_BIN_PATH
 
 from choir.client import ChoirClient
-from tests.e2e.daemons import running_daemon
-from tests.e2e.homes import make_home, short_root
+from tests.harness.daemons import running_daemon
+from tests.harness.homes import make_home, short_root
 
 pytestmark = pytest.mark.slow
 

@@ -30,8 +30,8 @@ from choir.logs import get_logger, setup_logging, shutdown_logging
 from choir.logs.throttle import BURST, WINDOW_S, Throttle, ThrottledLog
 from choir.store.postgres.target import ConnectParams
 from choir.transport import RpcError, connect
-from tests.e2e.daemons import certificate, poll_until, running_daemon
-from tests.e2e.homes import external_postgres, make_home, short_root
+from tests.harness.daemons import certificate, poll_until, running_daemon
+from tests.harness.homes import external_postgres, make_home, short_root
 
 FLOOD = 1_500
 """Calls in each flood: bounded, and far more than the lines they may cost."""
@@ -113,6 +113,7 @@ async def flood(target: str | Path, session_id: str, token: str, **kw: Any) -> N
 
 
 @pytest.mark.slow
+@pytest.mark.serial  # a flood of connections: alone, so it meets only its own
 async def test_a_flood_of_refused_calls_costs_a_bounded_log(
     home: ChoirHome, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -39,15 +39,15 @@ from choir.scripted import (
 from choir.store.events import EventRecord
 from choir.store.postgres.target import ConnectParams
 from choir.store.snapshots import latest_snapshot
-from tests.e2e.daemons import (
+from tests.e2e_agent.launch import scripted_home
+from tests.harness.daemons import (
     agent_control_plane,
     poll_until,
     pool_of,
     running_daemon,
     stored_events,
 )
-from tests.e2e.homes import read_config, short_root, write_config
-from tests.e2e_agent.launch import scripted_home
+from tests.harness.homes import read_config, short_root, write_config
 from tests.lifecycle.support import choirctl
 
 pytestmark = pytest.mark.slow

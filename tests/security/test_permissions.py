@@ -52,8 +52,8 @@ import pytest
 
 from choir.home import ChoirHome
 from tests.docker_support import require_docker
-from tests.e2e.homes import short_root
-from tests.e2e.processes import Choird, run_choirctl, spawn_choird
+from tests.harness.homes import short_root
+from tests.harness.processes import Choird, run_choirctl, spawn_choird
 from tests.lifecycle.test_up_down import choir, processes_of
 from tests.runtime.conftest import BUILD_TIMEOUT_S
 from tests.security.process_agents import require_bwrap

@@ -23,8 +23,8 @@ from pathlib import Path
 import pytest
 
 from choir.store.postgres.target import ConnectParams
-from tests.e2e.daemons import poll_until
-from tests.e2e.homes import short_root
+from tests.harness.daemons import poll_until
+from tests.harness.homes import short_root
 from tests.security.process_agents import SANDBOXES, Sandbox, exec_script, process_agent
 
 pytestmark = pytest.mark.slow

@@ -40,10 +40,10 @@ from choir.logs.redaction import REDACTED, mentions_secret, redact, replace_secr
 from choir.protocol import TerminateSelfRequest
 from choir.scripted import ReplyStep, Script, ScriptedCall, ScriptedModelServer, ToolCallsStep
 from choir.store.postgres.target import ConnectParams
-from tests.e2e.daemons import agent_control_plane, poll_until, running_daemon, stored_events
-from tests.e2e.homes import GIT_TOKEN, short_root
 from tests.e2e_agent.launch import launch_agent, scripted_home
 from tests.e2e_agent.test_agent_process import Agent, choir_root
+from tests.harness.daemons import agent_control_plane, poll_until, running_daemon, stored_events
+from tests.harness.homes import GIT_TOKEN, short_root
 
 SEEDS = Path(__file__).parents[2] / "seeds" / "global"
 BIN = Path(sys.executable).parent

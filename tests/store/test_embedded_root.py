@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 
 from choir.store.postgres.embedded_root import SOCKET_PATH_MAX, RootServer, closed_parent, ns_data
-from tests.e2e.homes import short_root
+from tests.harness.homes import short_root
 
 
 def test_a_closed_parent_is_found_for_another_user() -> None:

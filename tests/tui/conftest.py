@@ -24,9 +24,9 @@ from choir.daemon.app import ChoirDaemon
 from choir.home import ChoirHome
 from choir.scripted import ReplyStep, Script, ScriptedCall, ScriptedModelServer, ToolCallsStep
 from choir.store.postgres.target import ConnectParams
-from tests.e2e.homes import short_root
 from tests.e2e_agent.launch import scripted_home
-from tests.harness import serving
+from tests.harness.cluster import serving
+from tests.harness.homes import short_root
 from tui.app import ChoirApp
 
 SLOW_S = 8

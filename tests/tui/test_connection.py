@@ -13,7 +13,7 @@ import pytest
 
 from choir.errors import UnavailableError
 from choir.home import ChoirHome
-from tests.e2e.daemons import running_daemon
+from tests.harness.daemons import running_daemon
 from tests.tui.pilot import until
 from tui.app import ChoirApp
 from tui.widgets.health import ConnectionBanner

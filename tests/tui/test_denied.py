@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from choir.home import ChoirHome
-from tests.e2e.homes import short_root
+from tests.harness.homes import short_root
 from tests.tui.pilot import until
 from tui.app import ChoirApp
 from tui.widgets.offline import OfflineScreen

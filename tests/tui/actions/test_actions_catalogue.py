@@ -25,7 +25,9 @@ from tui.app import ChoirApp
 from tui.dialogs import ConfirmDialog, TextPrompt
 from tui.dialogs.result import ResultScreen
 
-pytestmark = pytest.mark.slow
+# Long console flows: 120 s (the suite default) was too short on a loaded two-core machine
+# running the suite in parallel; the timeout guards hangs, it measures nothing.
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 
 
 async def run(pilot: Pilot[Any], title: str, *answers: str) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.e2e.homes import read_config, write_config
+from tests.harness.homes import read_config, write_config
 from tests.tui.actions.conftest import Choird, confirmation, notes
 from tests.tui.pilot import console, show_tab, until
 from tui.dialogs import ConfirmDialog

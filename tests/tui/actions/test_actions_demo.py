@@ -14,8 +14,8 @@ import pytest
 from choir.client import ChoirClient
 from choir.home import ChoirHome
 from choir.store.postgres.target import ConnectParams
-from tests.e2e.daemons import running_daemon
-from tests.e2e.homes import external_postgres, make_home, short_root
+from tests.harness.daemons import running_daemon
+from tests.harness.homes import external_postgres, make_home, short_root
 from tests.tui.actions.conftest import confirmation
 from tests.tui.pilot import console, show_tab, until
 from tui.views.approvals import ApprovalsView

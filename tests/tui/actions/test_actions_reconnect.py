@@ -16,7 +16,7 @@ import pytest
 from choir.client import ChoirClient
 from choir.home import ChoirHome
 from choir.logs import get_logger, setup_logging, shutdown_logging
-from tests.e2e.daemons import running_daemon
+from tests.harness.daemons import running_daemon
 from tests.tui.pilot import show_tab, until
 from tui.app import ChoirApp
 from tui.views.chat import ChatView

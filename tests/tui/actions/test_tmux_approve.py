@@ -22,10 +22,12 @@ from pathlib import Path
 import pytest
 
 from choir.home import ChoirHome
-from tests.e2e.processes import environment
+from tests.harness.processes import environment
 from tests.tui.actions.conftest import Choird
 
+# serial: the terminal is read on a clock (keys 0.1 s apart, polls with a deadline).
 pytestmark = [
+    pytest.mark.serial,
     pytest.mark.slow,
     pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed"),
 ]

@@ -41,8 +41,8 @@ from choir.failpoints import ENV_VAR as FAILPOINTS_ENV
 from choir.home import ChoirHome
 from choir.scripted import ReplyStep, Script, ScriptedCall, ScriptedModelServer, ToolCallsStep
 from choir.store.postgres.target import ConnectParams
-from tests.e2e.daemons import running_daemon
-from tests.e2e.homes import external_postgres, make_home, read_config, write_config
+from tests.harness.daemons import running_daemon
+from tests.harness.homes import external_postgres, make_home, read_config, write_config
 
 EFFECT_TOOL: Final = "test.effect"
 """The side-effect tool every cluster agent has."""
