@@ -44,8 +44,8 @@ async def test_status_reports_choirds_health(choird, services, home, clock):
     assert (status["config_version"], status["config_staged"]) == (1, False)
     assert status["postgres"]["state"] == "ok"
     assert status["gateways"] == [
-        {"name": "bot", "type": "telegram", "state": "not running"},
-        {"name": "console", "type": "console", "state": "not running"},
+        {"name": "bot", "type": "telegram", "state": "not implemented"},
+        {"name": "console", "type": "console", "state": "running"},
     ]
     assert status["agents"] == {"total": 2, "running": 1, "interrupted": []}
     assert status["approvals_pending"] == 1
