@@ -124,7 +124,7 @@ async def open_lanes(
     manifests: Mapping[str, dict[str, Any]] | None = None,
 ) -> AsyncIterator[Lanes]:
     """choir-agent's lanes over a fresh kernel in `tmp`, as the runtime wires them."""
-    from choir.agent.startup import LANE_TOOLS, runtime_tools
+    from choir.agent.startup import LANE_TOOLS, NOT_IN_THIS_VERSION, runtime_tools
 
     limits = BudgetLimits(
         **{
@@ -153,6 +153,7 @@ async def open_lanes(
             limits=limits,
             lane_hooks=lane_hooks,
             runtime_tools=runtime_tools(),
+            unavailable=NOT_IN_THIS_VERSION,
             log=log,
         ) as kernel,
     ):

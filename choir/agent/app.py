@@ -47,6 +47,7 @@ from choir.agent.replication.live_config import DynamicState
 from choir.agent.replication.replicator import ReplicationError, ReplicationFatal, Replicator
 from choir.agent.startup import (
     LANE_TOOLS,
+    NOT_IN_THIS_VERSION,
     AgentOptions,
     hello,
     open_client,
@@ -187,6 +188,7 @@ class ChoirAgent:
                 limits=state.current().budget_limits(),
                 lane_hooks=hooks,
                 runtime_tools=runtime_tools(),
+                unavailable=NOT_IN_THIS_VERSION,
                 host=bridge,
                 secrets=lambda: bound_secrets(state),
                 log=commit_log,

@@ -56,14 +56,19 @@ NOT_IN_THIS_VERSION: Final = frozenset(
         "choir.notion.query",
         "choir.tts.speak",
         "choir.web.search",
+        # host tools choird does not serve yet (memory tiers 2-4, the browser worker)
+        "choir.memory.upsert",
+        "choir.web.browse",
     }
 )
-"""Built-in manifests without an implementation yet: calls answer `not_implemented`."""
+"""Seed manifests without an implementation yet, in choir-agent or in choird: never offered to a
+lane (`open_kernel`'s `unavailable`), so no model is shown a tool that cannot run; a call by name
+anyway answers `not_implemented` (built-ins) or `unknown_host_tool` (host tools)."""
 
 
 def runtime_tools() -> frozenset[str]:
     """What `open_kernel` must accept as implemented elsewhere."""
-    return (LANE_TOOLS | NOT_IN_THIS_VERSION) - BUILTIN_TOOLS.keys()
+    return LANE_TOOLS - BUILTIN_TOOLS.keys()
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,7 +149,9 @@ def manifest_hashes(root: Path) -> tuple[str, str, str]:
     if version_file.is_file():
         info = VersionInfo.model_validate_json(version_file.read_bytes())
         return info.image_version, info.tool_manifest_hash, info.skill_manifest_hash
-    registry = ToolRegistry.load(root, BUILTIN_TOOLS, runtime_tools=runtime_tools())
+    registry = ToolRegistry.load(
+        root, BUILTIN_TOOLS, runtime_tools=runtime_tools(), unavailable=NOT_IN_THIS_VERSION
+    )
     skills = load_skills(root / "skills", known_tools=[*registry.names(), *CONTROL_TOOLS])
     return PROCESS_IMAGE, registry.manifest_hash(), skill_manifest_hash(skills.values())
 

@@ -50,6 +50,7 @@ async def open_kernel(
     limits: BudgetLimits,
     lane_hooks: Mapping[str, LaneHook] | None = None,
     runtime_tools: Collection[str] = (),
+    unavailable: Collection[str] = (),
     host: HostBridge | None = None,
     secrets: SecretsView = dict,
     log: CommitLog | None = None,
@@ -58,11 +59,15 @@ async def open_kernel(
     """Load tools and skills from `root` (fail fast, §8.8), open the workspace, run the arbiter.
 
     `lane_hooks` implement tools whose work belongs to a lane (choir.core.*, compaction…);
-    `runtime_tools` names further built-in manifests the caller implements elsewhere.
+    `runtime_tools` names further built-in manifests the caller implements elsewhere;
+    `unavailable` those no code implements yet (never offered to a lane).
     """
     hooks = dict(lane_hooks or {})
     registry = ToolRegistry.load(
-        root, BUILTIN_TOOLS, runtime_tools=frozenset(runtime_tools) | hooks.keys()
+        root,
+        BUILTIN_TOOLS,
+        runtime_tools=frozenset(runtime_tools) | hooks.keys(),
+        unavailable=unavailable,
     )
     skills = load_skills(root / "skills", known_tools=[*registry.names(), *CONTROL_TOOLS])
     with Workspace(workspace_root) as workspace:

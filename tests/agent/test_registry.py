@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from choir.agent.kernel.registry import ToolRegistry
+from choir.agent.startup import NOT_IN_THIS_VERSION
 from choir.agent.tools.builtin import BUILTIN_TOOLS
 from choir.agent.tools.external import run_external
 from choir.errors import ConfigError, ExitCode
@@ -114,6 +115,20 @@ def test_host_meta_and_runtime_tools_need_no_builtin_tool(root: Path) -> None:
         assert tool is not None
         assert tool.builtin is None
         assert name not in BUILTIN_TOOLS
+
+
+def test_unavailable_tools_are_registered_but_never_offered(root: Path) -> None:
+    registry = ToolRegistry.load(
+        root, BUILTIN_TOOLS, runtime_tools=RUNTIME_TOOLS, unavailable=NOT_IN_THIS_VERSION
+    )
+    offered = {
+        tool["function"]["name"] for tool in registry.llm_tools("edge") + registry.llm_tools("core")
+    }
+    for name in NOT_IN_THIS_VERSION:
+        assert registry.get(name) is not None  # skills may name it; the manifest hash covers it
+        assert SEEDS[name].wire_name not in offered
+        assert name not in registry.names_for_lane("edge") + registry.names_for_lane("core:j")
+    assert SEEDS["choir.fs.read"].wire_name in offered
 
 
 def test_agent_manifests_override_global_ones_and_say_so(root: Path) -> None:

@@ -106,11 +106,14 @@ class ToolSecrets(Mapping[str, str]):
 class ToolRegistry:
     """The immutable set of tools an agent can call, keyed by canonical name."""
 
-    __slots__ = ("_by_wire", "_tools")
+    __slots__ = ("_by_wire", "_tools", "_unavailable")
 
-    def __init__(self, tools: Mapping[str, RegisteredTool]) -> None:
+    def __init__(
+        self, tools: Mapping[str, RegisteredTool], unavailable: Collection[str] = ()
+    ) -> None:
         self._tools: Mapping[str, RegisteredTool] = MappingProxyType(dict(sorted(tools.items())))
         self._by_wire: Mapping[str, str] = {t.manifest.wire_name: name for name, t in tools.items()}
+        self._unavailable = frozenset(unavailable)
 
     @classmethod
     def load(
@@ -119,14 +122,18 @@ class ToolRegistry:
         builtins: Mapping[str, BuiltinTool[Any]],
         *,
         runtime_tools: Collection[str] = (),
+        unavailable: Collection[str] = (),
     ) -> ToolRegistry:
         """Scan `<root>/tools/{global,agent}`; raise ConfigError listing every problem found.
 
         `builtins` are the in-process implementations by tool name; `runtime_tools` names builtin
         tools the agent runtime implements itself rather than as a `BuiltinTool` (lane hooks such
-        as `choir.core.spawn`), which therefore need no entry in `builtins`.
+        as `choir.core.spawn`), which therefore need no entry in `builtins`. `unavailable` names
+        manifests without an implementation in this version: registered (skills may name them, the
+        manifest hash covers them) but never offered to a lane, so no model is shown a tool that
+        cannot run.
         """
-        scan = _Scan(root, builtins, frozenset(runtime_tools))
+        scan = _Scan(root, builtins, frozenset(runtime_tools) | frozenset(unavailable))
         problems: list[str] = []
         tools: dict[str, RegisteredTool] = {}
         for origin in ORIGINS:
@@ -137,7 +144,7 @@ class ToolRegistry:
                     tools[tool.name] = replace(tool, replaces=previous.source if previous else None)
         if problems:
             raise ConfigError(problems, header=HEADER)
-        return cls(tools)
+        return cls(tools, unavailable)
 
     def get(self, name: str) -> RegisteredTool | None:
         return self._tools.get(name)
@@ -179,7 +186,11 @@ class ToolRegistry:
 
     def _offered(self, lane_kind: LaneKind) -> Iterator[RegisteredTool]:
         exposures = _OFFERED[lane_kind]
-        return (t for t in self._tools.values() if t.manifest.runtime.exposure in exposures)
+        return (
+            t
+            for t in self._tools.values()
+            if t.manifest.runtime.exposure in exposures and t.name not in self._unavailable
+        )
 
     def from_wire_name(self, wire: str) -> str | None:
         """The canonical name of a function name the model called, or None if no such tool."""
