@@ -2,8 +2,14 @@
 
 `choirctl chat` and the TUI's chat pane use it through the operator API. Like any DM (§19) it is
 bound to one agent at a time: messages go to the agent whose running session holds the DM, as a
-`user_message` push (or `inject` for `/inject …`); what the agent says back are committed
-`agent_replied` events, delivered here as soon as heartbeats make them durable (~100 ms).
+`user_message` push; what the agent says back are committed `agent_replied` events, delivered
+here as soon as heartbeats make them durable (~100 ms).
+
+A `/…` line is a command (§19.3, `choir.commands`): `/inject …` is pushed to edge, the others run
+through the operator verbs (`gateway.commands`) in a task of their own, and their answers join
+the same replies stream as category `command` (`command_progress` for the steps of a long one),
+answering the command's id — never sent to the agent, never stored as its events. An unknown or
+malformed command gets a one-line usage reply, one the DM's scope may not run is refused.
 
 A message is stored in the inbox (`daemon.inbox`) before `chat.send` answers, so it survives a
 crash of the agent or of choird and is delivered once; if its session ends without reading it,
@@ -15,12 +21,14 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections import defaultdict, deque
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Coroutine
 from typing import Any, Final
 
+from choir.commands.dm import Invocation, Seat, Usage, as_message, parse, refusal
+from choir.commands.model import DmScope
 from choir.daemon.agents.ingest import Durable
+from choir.daemon.gateway.commands import DmCommands
 from choir.daemon.gateway.inbox import Inbox
-from choir.errors import UsageError
 from choir.protocol import CommittedEvent, InjectPush, UserMessagePush, WireModel
 from choir.store.inbox import InboxMessage
 from choir.store.sessions import SessionRow
@@ -34,13 +42,17 @@ ID_PREFIX: Final = "console-"
 KEPT_REPLIES: Final = 100
 """Replies kept per agent for a chat window opened after they were sent."""
 
-INJECT: Final = "/inject"
+COMMAND_PREFIX: Final = "command-"
+"""Ids of commands: their replies answer them (`in_reply_to`)."""
 
 
 class ConsoleDm:
-    """Routes console messages to agents and fans their replies out to open chat windows."""
+    """Routes console messages to agents and fans their replies out to open chat windows;
+    runs the DM's commands through `commands` (None: only `/inject` is served)."""
 
-    def __init__(self) -> None:
+    def __init__(self, commands: DmCommands | None = None) -> None:
+        self._commands = commands
+        self._tasks: set[asyncio.Task[None]] = set()
         self._recent: dict[str, deque[dict[str, Any]]] = defaultdict(
             lambda: deque(maxlen=KEPT_REPLIES)
         )
@@ -77,25 +89,24 @@ class ConsoleDm:
         )
 
     async def send(
-        self, session: SessionRow, text: str, *, push: PushFn, inbox: Inbox
+        self,
+        session: SessionRow,
+        text: str,
+        *,
+        push: PushFn,
+        inbox: Inbox,
+        dm: str,
+        scope: DmScope,
     ) -> dict[str, Any]:
-        """Deliver `text` to the agent running `session` (bound to a console DM): a message,
-        stored in `inbox` first, or `/inject …`; `push` sends to a session's agent."""
+        """Deliver `text` from DM `dm` (of `scope`) to the agent running `session`: a message,
+        stored in `inbox` first, or a command; `push` sends to a session's agent."""
+        parsed = parse(text, scope)
+        if parsed is not None:
+            seat = Seat(dm, scope, session.agent_id, session.session_id)
+            return self._command(parsed, seat, push)
         agent_id = session.agent_id
-        if text.startswith(INJECT + " ") or text == INJECT:
-            instruction = text[len(INJECT) :].strip()
-            if not instruction:
-                raise UsageError("/inject needs a message: /inject <instruction>")
-            push(session.session_id, InjectPush(text=instruction))
-            return {
-                "session_id": session.session_id,
-                "injected": True,
-                "message_id": None,
-                "after_seq": self._last_seq(agent_id),
-                "durable": False,  # an injection is pushed only: it rides edge's next safe point
-            }
         message_id = f"{ID_PREFIX}{uuid.uuid4().hex[:12]}"
-        message = UserMessagePush(message_id=message_id, text=text)
+        message = UserMessagePush(message_id=message_id, text=as_message(text))
         # durable before it is acknowledged; pushed once the acknowledgement is on its way
         await inbox.accept(
             session.session_id, agent_id, message, lambda: push(session.session_id, message)
@@ -107,6 +118,51 @@ class ConsoleDm:
             "after_seq": self._last_seq(agent_id),
             "durable": True,
         }
+
+    def _command(self, parsed: Invocation | Usage, seat: Seat, push: PushFn) -> dict[str, Any]:
+        """Push `/inject`; reply to a usage error or refusal; run anything else in a task."""
+        if isinstance(parsed, Invocation) and parsed.command.name == "inject":
+            push(seat.session_id, InjectPush(text=parsed.given["text"]))
+            return {
+                "session_id": seat.session_id,
+                "injected": True,
+                "message_id": None,
+                "after_seq": self._last_seq(seat.agent_id),
+                "durable": False,  # an injection is pushed only: it rides edge's next safe point
+            }
+        command_id = f"{COMMAND_PREFIX}{uuid.uuid4().hex[:12]}"
+        answer = {
+            "session_id": seat.session_id,
+            "injected": False,
+            "message_id": command_id,
+            "after_seq": self._last_seq(seat.agent_id),
+            "durable": False,
+            "command": parsed.command.name if isinstance(parsed, Invocation) else None,
+        }
+
+        def say(text: str, last: bool) -> None:
+            category = "command" if last else "command_progress"
+            self._publish(seat.agent_id, _said(seat, category, text, command_id))
+
+        if isinstance(parsed, Usage):
+            say(parsed.message, True)
+        elif (why := refusal(parsed, seat.scope)) is not None:
+            say(f"refused: {why}", True)
+        elif self._commands is None:
+            say("commands are not served by this console", True)
+        else:
+            self._spawn(self._commands.run(parsed, seat, say))
+        return answer
+
+    def _spawn(self, work: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.get_running_loop().create_task(work)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    def close(self) -> None:
+        """Cancel the commands still running (choird is stopping)."""
+        for task in list(self._tasks):
+            task.cancel()
 
     def _last_seq(self, agent_id: str) -> int:
         """The seq of the agent's latest kept reply (0 if none): a new subscriber's start."""
@@ -153,6 +209,21 @@ class ConsoleDm:
         self._recent[agent_id].append(reply)
         for queue in self._readers[agent_id]:
             queue.put_nowait(reply)
+
+
+def _said(seat: Seat, category: str, text: str, command_id: str) -> dict[str, Any]:
+    """A command's reply, shaped like the agent's."""
+    return {
+        "agent_id": seat.agent_id,
+        "session_id": seat.session_id,
+        "rev": None,
+        "lane": None,
+        "category": category,
+        "text": text,
+        "attachments": [],
+        "in_reply_to": command_id,
+        "artifact": None,
+    }
 
 
 def _ref(committed: CommittedEvent) -> dict[str, Any] | None:

@@ -25,7 +25,8 @@ from pydantic import ValidationError
 
 from choir.daemon.agents.refusals import rpc_error_of
 from choir.daemon.agents.services import AgentServices
-from choir.daemon.gateway.console import PushFn
+from choir.daemon.gateway.commands import DmCommands
+from choir.daemon.gateway.console import ConsoleDm, PushFn
 from choir.daemon.health.board import DaemonHealth
 from choir.daemon.operator import approvals as operator_approvals
 from choir.daemon.operator import chat as operator_chat
@@ -145,6 +146,10 @@ class OperatorApi:
     ) -> None:
         feed = feed if feed is not None else OperatorFeed()
         health = health if health is not None else DaemonHealth()
+
+        async def call(verb: str, payload: Payload) -> Answer:
+            return await call_verb(self.context, verb, payload)
+
         self.context = OperatorContext(
             services,
             pool,
@@ -152,6 +157,7 @@ class OperatorApi:
             feed,
             clock,
             started_at if started_at else clock(),
+            console=ConsoleDm(DmCommands(call)),  # a DM's commands run the verbs in-process
             lifecycle=lifecycle,
             health=health,
         )
@@ -175,8 +181,9 @@ class OperatorApi:
         return self.context.feed
 
     def close(self) -> None:
-        """Stop listening to the services."""
+        """Stop listening to the services and the DM commands still running."""
         self._detach()
+        self.context.console.close()
 
     async def handle(self, request: Request) -> Payload | Stream:
         _check_peer(request)
@@ -201,6 +208,12 @@ class OperatorApi:
     async def authorize_events(self, session_id: str, lease_token: str) -> bool:
         """Pushes are for agents; nobody subscribes to them on the operator socket."""
         return False
+
+
+async def call_verb(ctx: OperatorContext, verb: str, payload: Payload) -> Answer:
+    """Run one verb in-process, its payload validated as on the socket (a DM's commands)."""
+    route = VERBS[verb]
+    return await route.run(ctx, _parse(verb, route.payload, payload))
 
 
 def operator_handler(daemon: ChoirDaemon) -> OperatorApi:

@@ -29,10 +29,14 @@ async def approval_show(ctx: OperatorContext, request: ApprovalRef) -> dict[str,
 
 
 async def approval_approve(ctx: OperatorContext, request: ApprovalAnswer) -> dict[str, Any]:
-    row = await ctx.services.approvals.approve(request.approval_id, by=request.by)
+    row = await ctx.services.approvals.approve(
+        request.approval_id, by=request.by, agent_id=request.agent_id
+    )
     return approval_view(row)
 
 
 async def approval_reject(ctx: OperatorContext, request: ApprovalAnswer) -> dict[str, Any]:
-    row = await ctx.services.approvals.reject(request.approval_id, by=request.by)
+    row = await ctx.services.approvals.reject(
+        request.approval_id, by=request.by, agent_id=request.agent_id
+    )
     return approval_view(row)

@@ -7,6 +7,7 @@ from typing import Any
 
 from pydantic import Field
 
+from choir.commands.model import DmScope
 from choir.config import ChoirConfig, ConsoleGateway
 from choir.daemon.operator.context import OperatorContext
 from choir.errors import ConflictError, UsageError
@@ -18,7 +19,8 @@ class ChatSend(WireModel):
     agent_id: str
     """The agent to talk to; it must be running and bound to a console DM."""
     text: str = Field(min_length=1, max_length=32_000)
-    """A message, or `/inject <instruction>` for edge's next safe point (§12.8)."""
+    """A message, or a command (§19.3): `/inject <instruction>` for edge's next safe point
+    (§12.8), `/help` lists the others."""
 
 
 class ChatReplies(WireModel):
@@ -29,12 +31,16 @@ class ChatReplies(WireModel):
 
 
 async def chat_send(ctx: OperatorContext, request: ChatSend) -> dict[str, Any]:
-    """Deliver the text to the agent bound to a console DM: a message, or `/inject …`."""
+    """Deliver the text to the agent bound to a console DM: a message, or a command run with
+    the DM's scope (its `admin` flag in config.json; `choirctl init`'s console DM is admin)."""
     if not request.text.strip():
         raise UsageError("empty message: type something to send")
     session = await ctx.running_session(request.agent_id, hint=None)  # says how to start it
-    _require_console_dm(ctx.config, request.agent_id, session)
-    return await ctx.console.send(session, request.text, push=ctx.push, inbox=ctx.services.inbox)
+    dm = _require_console_dm(ctx.config, request.agent_id, session)
+    scope: DmScope = "admin" if ctx.config.dms[dm].admin else "regular"
+    return await ctx.console.send(
+        session, request.text, push=ctx.push, inbox=ctx.services.inbox, dm=dm, scope=scope
+    )
 
 
 async def chat_replies(ctx: OperatorContext, request: ChatReplies) -> AsyncIterator[dict[str, Any]]:
@@ -42,7 +48,8 @@ async def chat_replies(ctx: OperatorContext, request: ChatReplies) -> AsyncItera
     return ctx.console.replies(request.agent_id, after_seq=request.after_seq)
 
 
-def _require_console_dm(config: ChoirConfig, agent_id: str, session: SessionRow) -> None:
+def _require_console_dm(config: ChoirConfig, agent_id: str, session: SessionRow) -> str:
+    """The console DM the session is bound to (ConflictError if it is bound elsewhere)."""
     dm = str(session.resource_bindings.get("dm") or "")
     dms = config.dms
     if dm not in dms or not isinstance(config.gateways.get(dms[dm].gateway), ConsoleGateway):
@@ -50,3 +57,4 @@ def _require_console_dm(config: ChoirConfig, agent_id: str, session: SessionRow)
             f"{agent_id} is bound to DM {dm!r}, not a console DM: talk to it there, or "
             f"start it with --dm <a console DM>"
         )
+    return dm

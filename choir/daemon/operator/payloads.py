@@ -82,6 +82,8 @@ class ApprovalAnswer(WireModel):
     """The pending approval to answer."""
     by: str = Field(default="choirctl", min_length=1, max_length=64)
     """Who answers, recorded as `resolved_by` (`choirctl`, `console`, a DM name)."""
+    agent_id: str | None = None
+    """Only if it is this agent's (a regular DM answers only its bound agent's, §19.6)."""
 
 
 class WorkspaceRef(WireModel):

@@ -1,0 +1,355 @@
+"""Every operator command, once: choirctl's commands, the console DM's and (next) Telegram's.
+
+Each front end is derived from this list: choirctl takes its help texts from it (and
+`tests/commands/test_catalogue.py` holds choirctl's command tree to it both ways), the TUI's
+command palette (`tui.actions`) its names, arguments, verbs and help, and the DMs
+(`choir.commands.dm`, `choir.daemon.gateway.commands`) their §19.3 spellings and handlers.
+Adding a command is one entry here and, if it is new to choird, one operator verb.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Final
+
+from choir.commands.model import ADMIN, DMS, EVERYONE, Command, Param
+
+AGENT = Param("agent_id", "Agent", "agent")
+RUNNING = Param("agent_id", "Running agent", "running_agent")
+NAMED_RUNNING = Param("agent_id", "Running agent", "running_agent", fill="bound_or_named")
+"""The bound agent; an admin DM may name another (`/stop <agent-id>`)."""
+SESSION = Param("session_id", "Session", "session")
+APPROVAL = Param("approval_id", "Approval", "approval")
+ANSWERED = Param("approval_id", "Approval", "approval", optional=True)
+"""In a DM: none picks the only pending one, or answers with a numbered list to choose from."""
+ONLY_BOUND = Param("agent_id", "Agent", "agent", optional=True, fill="scoped", operator=False)
+"""A regular DM only sees and answers its bound agent's approvals (§19.6)."""
+RESOLVER = Param("by", "Answered by", "resolver", optional=True, operator=False)
+
+CATALOGUE: Final[tuple[Command, ...]] = (
+    # set-up and files (no choird)
+    Command(
+        "init",
+        "Set up $CHOIR_HOME so that `choir up` runs with no editing.\n\nEmbedded Postgres, a "
+        "console DM, a scripted demo model and the agent agent-1.\n\nWrites config.json, "
+        "secrets.json (0600), the global repo and agent-1's repo; all or nothing.",
+    ),
+    Command("schema", "Print the JSON Schema of a protocol model, or list the schema names."),
+    Command(
+        "status",
+        "Show choird's health: version, uptime, config version, Postgres, agents, approvals."
+        "\n\nExits 6 when choird is not running.",
+        verb="status",
+    ),
+    Command(
+        "chat",
+        "Chat with an agent over the console DM (no Telegram bot needed).",
+        verb="chat.send",
+        params=(AGENT, Param("text", "Message", "text")),
+    ),
+    Command(
+        "logs",
+        "Print choird's or an agent's log, then follow it like tail -f until Ctrl-C.\n\nWith "
+        "--json each stream item is printed as one JSON object per line.",
+        verb="logs",
+        params=(Param("source", "choird or an agent", "word"),),
+    ),
+    # config and secrets
+    Command(
+        "config check",
+        "Validate config.json and secrets.json offline, reporting every problem at once.\n\n"
+        "Exits 3 when there are errors; warnings (placeholders, unset secrets) do not fail.",
+    ),
+    Command(
+        "config load",
+        "Validate $CHOIR_HOME in choird and stage it; prints what would change.\n\nExits 3 "
+        "listing every problem when the config is invalid; then nothing is staged.",
+        ADMIN, "config.load", dm="config load",
+        dm_help="stage config.json and secrets.json; says what would change",
+    ),
+    Command(
+        "config diff",
+        "Show staged vs running config, each change tagged hot-reload or restart-required.\n\n"
+        "Exits 5 when nothing is staged (run choirctl config load first).",
+        ADMIN, "config.diff", dm="config diff", dm_help="staged vs running config",
+    ),
+    Command(
+        "config apply",
+        "Make the staged config the running one and push it to running agents.\n\n"
+        "Restart-required changes are listed with the command that applies them.",
+        ADMIN, "config.apply", dm="config apply",
+        dm_help="apply the staged config (hot-reloadable changes)",
+    ),
+    Command(
+        "config show",
+        "Print the config choird runs (secret names only, never values) and its version.",
+        verb="config.show",
+    ),
+    Command(
+        "secret set",
+        "Add or replace a secret; the value is never printed.\n\nRunning agents keep the old "
+        "value until choird pushes the new one.",
+    ),
+    Command(
+        "secret list",
+        "List secret names (never values) and the config paths that reference each.\n\n"
+        "Secrets that config.json references but secrets.json lacks are marked and warned about.",
+        ADMIN, "secret.list", dm="secret list", dm_help="secret names, never values",
+    ),
+    Command(
+        "secret delete",
+        "Delete a secret.\n\nConfig entries that still reference it are listed as a warning.",
+    ),
+    Command(
+        "secret apply",
+        "Reload secrets.json in choird and refresh the running agents that use a changed secret."
+        "\n\nExits 3 when secrets.json cannot be used (e.g. readable by others); 6 without choird.",
+        verb="secret.apply",
+    ),
+    # agents
+    Command(
+        "agent init",
+        "Add an agent to config.json with placeholder defaults and scaffold its repo.\n\n"
+        "The repo gets Dockerfile, identity/SOUL.md, identity/SOUL-CORE.md, tools/ and skills/."
+        "\n\nThe agent is not built or started; fill in its defaults, then run choirctl config "
+        "check.",
+    ),
+    Command(
+        "agent list",
+        "List every configured agent: state, session, uptime, config version, bindings (choird).",
+        ADMIN, "agent.list", dm="agent list", dm_help="every agent and its state",
+    ),
+    Command(
+        "agent status",
+        "Show one agent in detail: lanes, skill, budgets, bindings, uptime, config version,\n"
+        "runtime and image.",
+        EVERYONE, "agent.status", (AGENT,), dm="status",
+        dm_help="the agent's lanes, budgets, skill, uptime",
+    ),
+    Command(
+        "agent start",
+        "Start an agent: lease its resources, start (or resume) its session and its process.",
+        ADMIN, "agent.start",
+        (Param("agent_id", "Agent", "agent", fill="given"),
+         Param("overrides", "Bindings", "settings", optional=True, operator=False)),
+        dm="start",
+        dm_help="start an agent; key=value overrides its default bindings (workspace, llm, dm…)",
+        done="{agent_id} started",
+    ),
+    Command(
+        "agent stop",
+        "Stop an agent gracefully: it summarizes, flushes its events and ends its session.\n\n"
+        "A session summary that could not be made (§11.8) is a warning on stderr; the stop "
+        "still\nsucceeded (exit 0).",
+        EVERYONE, "agent.stop", (NAMED_RUNNING,), dm="stop",
+        dm_help="stop the agent gracefully (an admin DM may name any agent)",
+        done="{agent_id} stopped",
+    ),
+    Command(
+        "agent build",
+        "Build (or find up to date) the agent's image; does not start or restart the agent.\n\n"
+        "Fetches the global and agent repos, validates tools, skills and Dockerfiles, builds "
+        "the\nchoir-base image if its inputs changed and the agent image FROM it, tagged\n"
+        "choir-agent-<id>:<agent commit>-<global commit>. Needs a Docker engine.",
+        ADMIN, "agent.build", (Param("agent_id", "Agent", "agent", fill="given"),),
+        dm="agent build", dm_help="build an agent's image", streams=True,
+    ),
+    Command(
+        "agent restart",
+        "Stop an agent gracefully, then start it again resuming the same session.\n\n"
+        "Same bindings as its start; transient model set/voice set overrides revert.",
+        EVERYONE, "agent.restart", (NAMED_RUNNING,), dm="restart",
+        dm_help="stop and start the agent again, same session (an admin DM may name any agent)",
+        done="{agent_id} restarted",
+    ),
+    Command(
+        "agent update",
+        "Build the agent if its repos changed, then stop it and start it on the new build.\n\n"
+        "The session resumes. An agent that is not running is only built; one that runs the\n"
+        "latest build is left alone. A failed build leaves the agent running as it was.",
+        ADMIN, "agent.update", (Param("agent_id", "Agent", "agent", fill="bound_or_named"),),
+        dm="update",
+        dm_help="build if changed, then redeploy the agent (default: this DM's)", streams=True,
+    ),
+    Command(
+        "agent update-all",
+        "Build every agent that changed and redeploy the running ones, one after another.\n\n"
+        "Each agent is built, redeployed, skipped or failed (with the reason); a failure does "
+        "not\nstop the others. Exit code 1 if any failed.",
+        ADMIN, "agent.update_all", dm="update-all",
+        dm_help="build and redeploy every agent", streams=True,
+    ),
+    Command(
+        "agent verify",
+        "Check a running agent's container against the declared security profile.\n\n"
+        "Checks dropped capabilities, no-new-privileges, read-only root, tmpfs /tmp and /run,\n"
+        "CPU/memory/pids limits, default seccomp, no privileged mode, Docker socket, host\n"
+        "namespaces or devices, that only /workspace and the agent socket are mounted, a uid "
+        "other\nthan 0, a nosuid,nodev and private workspace, no Unix socket within reach, and "
+        "egress\nfiltering. On the process runtime's bwrap sandbox: its namespaces, "
+        "capabilities,\nno-new-privileges, the setuid filter, the workspace bind, writable "
+        "paths, nosuid mounts and\nhidden host paths, read back from the kernel. Exits 1 if any "
+        'item fails (an advisory "warn"\nitem does not count).',
+        verb="agent.verify", params=(RUNNING,),
+    ),
+    # sessions
+    Command(
+        "session list",
+        "List active and recent sessions, newest first.",
+        verb="session.list",
+        params=(Param("agent_id", "Agent (empty: all)", "agent", optional=True),),
+    ),
+    Command(
+        "session events",
+        "Print a session's committed events; --follow streams new ones as they are stored.\n\n"
+        "An event too large to travel whole is stored as a preview and its artifact; --full "
+        "reads\nsuch events back whole (with --json, the whole event is the `payload`). An "
+        "answer holds at\nmost 512 KiB of events: read on from the `next_rev` it gives.\n\n"
+        "With --json: one object when not following, one object per line when following.",
+        EVERYONE, "session.events", (SESSION,), dm="events",
+        dm_help="the session's last 20 events", dm_fixed={"limit": 20},
+    ),
+    Command(
+        "session cores",
+        "List a session's core jobs: name, state, skill and step, as they last reported.\n\n"
+        "A job held after a crash shows `held: unknown outcome of <tool>`, and the command "
+        "that\ndecides it follows the table.",
+        EVERYONE, "session.cores", (SESSION,), dm="cores",
+        dm_help="the core jobs: name, state, step",
+    ),
+    Command(
+        "session locks",
+        "Show a session's lock table (§9) as its agent last reported it: resource, mode, "
+        "holders,\nwaiters and how long each lock has been held.",
+        verb="session.locks", params=(SESSION,),
+    ),
+    Command(
+        "session cancel",
+        "Ask the agent to cancel one core job; it stops at its next safe point.",
+        EVERYONE, "session.cancel", (SESSION, Param("job_name", "Core job", "job")),
+        dm="cancel",
+        dm_help="cancel a core job at its next safe point",
+        done="asked {session_id} to cancel {job_name}",
+    ),
+    Command(
+        "session compact",
+        "Ask the agent to compact its working memory now.",
+        EVERYONE, "session.compact",
+        (SESSION, Param("lane", "Lane (empty: every lane)", "lane", optional=True, fill="none")),
+        dm="compact",
+        dm_help="compact the agent's working memory now", done="asked {session_id} to compact",
+    ),
+    Command(
+        "session recover",
+        "After a crash: list calls whose outcome is unknown, or decide what their jobs do.",
+        verb="session.recover",
+        params=(
+            SESSION,
+            Param("choice", "Decision", "recover_choice", optional=True),
+            Param("job_name", "Held job (empty: every one)", "job", optional=True),
+        ),
+    ),
+    # approvals
+    Command(
+        "approval list",
+        "List pending approvals, oldest first.",
+        EVERYONE, "approval.list", (ONLY_BOUND,), dm="approvals",
+        dm_help="pending approvals, numbered (a regular DM: its agent's only; admin: all)",
+    ),
+    Command(
+        "approval show",
+        "Show one approval: what was proposed, by which agent and session, when, and its "
+        "outcome.",
+        verb="approval.show", params=(APPROVAL,),
+    ),
+    Command(
+        "approval approve",
+        "Approve a pending approval; the agent is told at once. Exits 5 if already answered.",
+        EVERYONE, "approval.approve", (ANSWERED, ONLY_BOUND, RESOLVER), dm="approve",
+        dm_help="approve one: the only pending one, or a number from the list, or an id",
+        done="{approval_id} approved",
+    ),
+    Command(
+        "approval reject",
+        "Reject a pending approval; the agent is told at once. Exits 5 if already answered.",
+        EVERYONE, "approval.reject", (ANSWERED, ONLY_BOUND, RESOLVER), dm="reject",
+        dm_help="reject one: the only pending one, or a number from the list, or an id",
+        done="{approval_id} rejected",
+    ),
+    # workspaces
+    Command(
+        "workspace list",
+        "List workspaces with their path and the agent (session) holding each.",
+        ADMIN, "workspace.list", dm="workspace list", dm_help="workspaces and who holds each",
+    ),
+    Command(
+        "workspace reset",
+        "Delete everything inside a workspace, keeping the directory.\n\nAn agent holding the "
+        "workspace is stopped first, gracefully. Asks for confirmation on a\nterminal; "
+        "elsewhere pass --yes.",
+        ADMIN, "workspace.reset", (Param("name", "Workspace", "workspace"),),
+        dm="workspace reset",
+        dm_help="delete everything in a workspace (its holder is stopped first)",
+        done="workspace {name} reset",
+    ),
+    # models and voices
+    Command(
+        "model list",
+        "List the named LLM models and TTS providers of the running config.",
+        verb="model.list",
+    ),
+    Command(
+        "model get",
+        "Show an agent's current LLM model and voice profile.",
+        EVERYONE, "model.get", (AGENT,), dm="model", dm_help="the agent's current LLM model",
+    ),
+    Command(
+        "model set",
+        "Switch a running agent's LLM until its next start (exit 5 if it is not running).",
+        EVERYONE, "model.set", (RUNNING, Param("llm", "Model", "llm")), dm="model llm",
+        dm_help="switch the agent's LLM until its next start",
+        done="{agent_id} now uses {llm}",
+    ),
+    Command(
+        "voice list", "List the named voice profiles of the running config.", verb="voice.list"
+    ),
+    Command(
+        "voice get",
+        "Show an agent's current voice profile.",
+        EVERYONE, "voice.get", (AGENT,), dm="voice", dm_help="the agent's current voice profile",
+    ),
+    Command(
+        "voice set",
+        "Switch a running agent's voice profile until its next start (exit 5 if not running).",
+        EVERYONE, "voice.set", (RUNNING, Param("voice_profile", "Voice profile", "voice")),
+        dm="voice", dm_help="switch the agent's voice profile until its next start",
+        done="{agent_id} now speaks with {voice_profile}",
+    ),
+    # the DM's own
+    Command(
+        "inject",
+        "Inject a message into edge's context at its next safe point (§12.8).",
+        DMS, params=(Param("text", "Instruction", "text"),), dm="inject",
+        dm_help="inject an instruction into edge's context at its next safe point",
+    ),
+    Command("help", "List the commands this DM may run.", DMS, dm="help",
+        dm_help="the commands this DM may run"),
+)  # fmt: skip
+"""The catalogue, grouped by noun."""
+
+BY_NAME: Final[Mapping[str, Command]] = {command.name: command for command in CATALOGUE}
+
+
+def command(name: str) -> Command:
+    """The catalogued command `name` (KeyError naming it otherwise)."""
+    return BY_NAME[name]
+
+
+def help_of(name: str) -> str:
+    """choirctl's help text of `name`."""
+    return BY_NAME[name].help
+
+
+def operator_commands() -> frozenset[str]:
+    """Every command an operator runs: exactly choirctl's command tree."""
+    return frozenset(c.name for c in CATALOGUE if "operator" in c.scopes)
