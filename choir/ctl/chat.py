@@ -36,6 +36,8 @@ _LABELS = {
     "core_update": "[core update] ",
     "error": "[error] ",
     "notice": "[notice] ",
+    "command": "",
+    "command_progress": "  ",
 }
 
 
@@ -78,8 +80,8 @@ async def _one_shot(
                 if answers is not None and answers != sent["message_id"]:
                     continue  # another message's answer, e.g. one a restart interrupted
                 _show(await _whole(choird, reply), as_json)
-                if answers == sent["message_id"]:
-                    return
+                if answers == sent["message_id"] and reply["category"] != "command_progress":
+                    return  # the answer (a long command's steps come before it)
     except TimeoutError:
         raise UnavailableError(
             f"{agent_id} did not answer within {wait:g} s (see choirctl agent status {agent_id})"

@@ -18,7 +18,7 @@ import pytest
 
 from choir.client import ChoirClient
 from choir.daemon.agents.services import AgentServices
-from choir.errors import ConflictError, NotFoundError, UsageError
+from choir.errors import ConflictError, NotFoundError
 from choir.home import ChoirHome
 from choir.protocol import AgentReplied, CommittedEvent, Verb
 
