@@ -18,8 +18,9 @@ from typing import TYPE_CHECKING, Any, cast
 
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 
+from choir.commands import Param
 from choir.errors import ChoirError, ConflictError, UsageError
-from tui.actions import ACTIONS, RECOVER_CHOICES, Arg, ConsoleAction
+from tui.actions import ACTIONS, RECOVER_CHOICES, ConsoleAction
 from tui.dialogs import ConfirmDialog, TextPrompt
 from tui.dialogs.result import ResultScreen, as_lines
 from tui.views import VIEWS, ConsoleHost
@@ -52,8 +53,8 @@ class ChoirCommands(Provider):
         for action in ACTIONS:
             keys = f" · keys: {action.key}" if action.key else ""
             yield Entry(
-                action.title, f"choirctl {action.command}{keys}", partial(start, app, action),
-                action.command,
+                action.title, f"choirctl {action.command}{keys} · {action.help}",
+                partial(start, app, action), action.command,
             )  # fmt: skip
         for view in VIEWS:
             yield Entry(
@@ -138,7 +139,11 @@ async def ask(app: App[Any], action: ConsoleAction) -> dict[str, str] | None:
         default, choices, strict = await options(app, arg, answers)
         label = f"{action.title}: {arg.label.lower()}?"
         prompt = TextPrompt(
-            label, value=default, choices=choices, allow_empty=arg.optional, strict=strict
+            label,
+            value=default,
+            choices=choices,
+            allow_empty=action.optional(arg),
+            strict=strict,
         )
         answer = await app.push_screen_wait(prompt)
         if answer is None:
@@ -147,41 +152,43 @@ async def ask(app: App[Any], action: ConsoleAction) -> dict[str, str] | None:
     return answers
 
 
-async def options(app: App[Any], arg: Arg, answers: dict[str, str]) -> tuple[str, list[str], bool]:
+async def options(
+    app: App[Any], arg: Param, answers: dict[str, str]
+) -> tuple[str, list[str], bool]:
     """An argument's default, its choices, and whether only a choice is accepted."""
     state = console(app).state
     selected = state.selected_agent or ""
-    if arg.pick == "agent":
+    if arg.kind == "agent":
         return selected, list(state.agents), True
-    if arg.pick == "running_agent":
+    if arg.kind == "running_agent":
         running = [a for a, row in state.agents.items() if row.get("state") == "running"]
         return (selected if selected in running else next(iter(running), "")), running, True
-    if arg.pick == "session":
+    if arg.kind == "session":
         sessions = [
             str(row["session_id"]) for row in state.agents.values() if row.get("session_id")
         ]
         return state.session_of(selected) or "", sessions, False  # a crashed one counts too
-    if arg.pick in ("job", "lane"):
+    if arg.kind in ("job", "lane"):
         lanes = list(state.lanes.get(answers.get("session_id", ""), {}))
-        if arg.pick == "lane":
+        if arg.kind == "lane":
             return "", lanes, False
         jobs = [lane.removeprefix("core:") for lane in lanes if lane.startswith("core:")]
         return next(iter(jobs), ""), jobs, False
-    if arg.pick == "approval":
+    if arg.kind == "approval":
         pending = sorted(state.approvals, key=lambda a: str(state.approvals[a].get("created_at")))
         return next(iter(pending), ""), pending, True
-    if arg.pick == "recover_choice":
+    if arg.kind == "recover_choice":
         return "resume", list(RECOVER_CHOICES), True
     return "", await listed(app, arg), True
 
 
-async def listed(app: App[Any], arg: Arg) -> list[str]:
+async def listed(app: App[Any], arg: Param) -> list[str]:
     """Names choird lists for workspaces, models and voice profiles."""
     verb, key = {
         "workspace": ("workspace.list", "workspaces"),
         "llm": ("model.list", "models"),
         "voice": ("voice.list", "voice_profiles"),
-    }[arg.pick]
+    }[arg.kind]
     try:
         return [str(row["name"]) for row in (await console(app).bridge.call(verb))[key]]
     except ChoirError:

@@ -5,7 +5,14 @@ arguments; `text` renders answers as readable lines. Nothing here does I/O: the 
 through choird's operator verbs (`choir.daemon.gateway.commands`).
 """
 
-from choir.commands.catalogue import BY_NAME, CATALOGUE, command, help_of, operator_commands
+from choir.commands.catalogue import (
+    BY_NAME,
+    CATALOGUE,
+    command,
+    documented,
+    help_of,
+    operator_commands,
+)
 from choir.commands.model import Command, DmScope, Param, Scope
 
 __all__ = [
@@ -16,6 +23,7 @@ __all__ = [
     "Param",
     "Scope",
     "command",
+    "documented",
     "help_of",
     "operator_commands",
 ]

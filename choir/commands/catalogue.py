@@ -9,10 +9,12 @@ Adding a command is one entry here and, if it is new to choird, one operator ver
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Final
+from collections.abc import Callable, Mapping
+from typing import Any, Final, TypeVar
 
 from choir.commands.model import ADMIN, DMS, EVERYONE, Command, Param
+
+F = TypeVar("F", bound=Callable[..., Any])
 
 AGENT = Param("agent_id", "Agent", "agent")
 RUNNING = Param("agent_id", "Running agent", "running_agent")
@@ -20,7 +22,7 @@ NAMED_RUNNING = Param("agent_id", "Running agent", "running_agent", fill="bound_
 """The bound agent; an admin DM may name another (`/stop <agent-id>`)."""
 SESSION = Param("session_id", "Session", "session")
 APPROVAL = Param("approval_id", "Approval", "approval")
-ANSWERED = Param("approval_id", "Approval", "approval", optional=True)
+ANSWERED = Param("approval_id", "Approval", "approval", fill="pick")
 """In a DM: none picks the only pending one, or answers with a numbered list to choose from."""
 ONLY_BOUND = Param("agent_id", "Agent", "agent", optional=True, fill="scoped", operator=False)
 """A regular DM only sees and answers its bound agent's approvals (§19.6)."""
@@ -353,3 +355,14 @@ def help_of(name: str) -> str:
 def operator_commands() -> frozenset[str]:
     """Every command an operator runs: exactly choirctl's command tree."""
     return frozenset(c.name for c in CATALOGUE if "operator" in c.scopes)
+
+
+def documented(name: str) -> Callable[[F], F]:
+    """Give choirctl's command function its catalogued help (typer reads the docstring), so
+    the help lives here once: `@app.command("stop")` over `@documented("agent stop")`."""
+
+    def document(function: F) -> F:
+        function.__doc__ = BY_NAME[name].help
+        return function
+
+    return document

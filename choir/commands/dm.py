@@ -103,7 +103,7 @@ def _bind(command: Command, words: list[tuple[str, int]], line: str) -> Invocati
     given: dict[str, Any] = {}
     for param in command.params:
         fill = param.dm_fill
-        if fill in ("given", "bound_or_named"):
+        if fill in ("given", "pick", "bound_or_named"):
             if rest:
                 given[param.name] = rest.pop(0)[0]
             elif fill == "given" and not param.optional:

@@ -26,14 +26,15 @@ Kind = Literal[
 """What an argument's value is (a front end offers choices from it: the TUI's pick lists)."""
 
 Fill = Literal[
-    "given", "bound", "bound_or_named", "session", "scoped", "rest", "pairs", "dm", "none"
+    "given", "pick", "bound", "bound_or_named", "session", "scoped", "rest", "pairs", "dm", "none"
 ]
 """Where a DM takes an argument's value from:
-`given` the next word of the line; `bound` the DM's bound agent; `bound_or_named` the bound
-agent, or (admin DMs only) the agent named by the next word; `session` the bound agent's active
-session; `scoped` the bound agent in a regular DM, nothing (every agent) in an admin DM; `rest`
-the rest of the line; `pairs` every remaining `key=value` word; `dm` the DM's own name; `none`
-never from a DM."""
+`given` the next word of the line; `pick` the next word, or the DM picks (the only pending
+approval, else a numbered list to choose from); `bound` the DM's bound agent;
+`bound_or_named` the bound agent, or (admin DMs only) the agent named by the next word;
+`session` the bound agent's active session; `scoped` the bound agent in a regular DM, nothing
+(every agent) in an admin DM; `rest` the rest of the line; `pairs` every remaining `key=value`
+word; `dm` the DM's own name; `none` never from a DM."""
 
 _DEFAULT_FILL: Final[Mapping[Kind, Fill]] = {
     "agent": "bound", "running_agent": "bound", "session": "session", "text": "rest",
@@ -112,10 +113,11 @@ class Command:
         words = [f"/{self.dm}"]
         for param in self.params:
             fill = param.dm_fill
-            if fill == "bound_or_named" and scope == "admin":
+            bracketed = fill in ("given", "rest", "pairs") and param.optional
+            if (fill == "bound_or_named" and scope == "admin") or fill == "pick" or bracketed:
                 words.append(f"[{param.word}]")
             elif fill in ("given", "rest", "pairs"):
-                words.append(f"[{param.word}]" if param.optional else f"<{param.word}>")
+                words.append(f"<{param.word}>")
         return " ".join(words)
 
     def payload(self, values: Mapping[str, Any]) -> dict[str, Any]:

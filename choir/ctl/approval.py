@@ -6,6 +6,7 @@ from typing import Annotated, Any
 
 import typer
 
+from choir.commands import documented
 from choir.ctl.options import HomeOption, JsonOption
 from choir.ctl.render.output import emit, table
 
@@ -21,6 +22,7 @@ ApprovalArgument = Annotated[
 
 
 @app.command("list")
+@documented("approval list")
 def list_approvals(
     include_all: Annotated[
         bool, typer.Option("--all", help="Also show approved, rejected and timed-out ones.")
@@ -29,7 +31,6 @@ def list_approvals(
     home: HomeOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """List pending approvals, oldest first."""
     from choir.ctl.remote import with_choird
     from choir.ctl.render.humanize import moment
 
@@ -61,10 +62,10 @@ def summary(payload: dict[str, Any]) -> str:
 
 
 @app.command("show")
+@documented("approval show")
 def show(
     approval_id: ApprovalArgument, home: HomeOption = None, as_json: JsonOption = False
 ) -> None:
-    """Show one approval: what was proposed, by which agent and session, when, and its outcome."""
     from choir.ctl.remote import with_choird
 
     data = with_choird(home, lambda choird: choird.approval_show(approval_id))
@@ -94,10 +95,10 @@ def _show(data: dict[str, Any]) -> None:
 
 
 @app.command("approve")
+@documented("approval approve")
 def approve(
     approval_id: ApprovalArgument, home: HomeOption = None, as_json: JsonOption = False
 ) -> None:
-    """Approve a pending approval; the agent is told at once. Exits 5 if already answered."""
     from choir.ctl.remote import with_choird
 
     data = with_choird(home, lambda choird: choird.approval_approve(approval_id))
@@ -105,10 +106,10 @@ def approve(
 
 
 @app.command("reject")
+@documented("approval reject")
 def reject(
     approval_id: ApprovalArgument, home: HomeOption = None, as_json: JsonOption = False
 ) -> None:
-    """Reject a pending approval; the agent is told at once. Exits 5 if already answered."""
     from choir.ctl.remote import with_choird
 
     data = with_choird(home, lambda choird: choird.approval_reject(approval_id))

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from choir.commands import documented
 from choir.ctl.options import HomeOption, JsonOption
 
 if TYPE_CHECKING:
@@ -41,6 +42,7 @@ _LABELS = {
 }
 
 
+@documented("chat")
 def chat(
     agent_id: AgentArgument,
     message: MessageArgument = None,
@@ -48,7 +50,6 @@ def chat(
     home: HomeOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Chat with an agent over the console DM (no Telegram bot needed)."""
     from choir.ctl.remote import with_choird
 
     async def talk(choird: ChoirClient) -> None:

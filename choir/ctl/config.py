@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
+from choir.commands import documented
 from choir.ctl.options import HomeOption, JsonOption, home_of
 from choir.ctl.render.output import emit, emit_json, warn
 
@@ -25,11 +26,8 @@ app = typer.Typer(
 
 
 @app.command("check")
+@documented("config check")
 def check(home: HomeOption = None, as_json: JsonOption = False) -> None:
-    """Validate config.json and secrets.json offline, reporting every problem at once.
-
-    Exits 3 when there are errors; warnings (placeholders, unset secrets) do not fail.
-    """
     from choir.config import check_home, config_hash, problems_header
     from choir.errors import ConfigError
 
@@ -90,11 +88,8 @@ def _show(counts: dict[str, int], data: dict[str, Any]) -> None:
 
 
 @app.command("load")
+@documented("config load")
 def load(home: HomeOption = None, as_json: JsonOption = False) -> None:
-    """Validate $CHOIR_HOME in choird and stage it; prints what would change.
-
-    Exits 3 listing every problem when the config is invalid; then nothing is staged.
-    """
     from choir.ctl.remote import with_choird
 
     data = with_choird(home, lambda choird: choird.config_load())
@@ -110,11 +105,8 @@ def load(home: HomeOption = None, as_json: JsonOption = False) -> None:
 
 
 @app.command("diff")
+@documented("config diff")
 def diff(home: HomeOption = None, as_json: JsonOption = False) -> None:
-    """Show staged vs running config, each change tagged hot-reload or restart-required.
-
-    Exits 5 when nothing is staged (run choirctl config load first).
-    """
     from choir.ctl.remote import with_choird
 
     data = with_choird(home, lambda choird: choird.config_diff())
@@ -128,11 +120,8 @@ def diff(home: HomeOption = None, as_json: JsonOption = False) -> None:
 
 
 @app.command("apply")
+@documented("config apply")
 def apply(home: HomeOption = None, as_json: JsonOption = False) -> None:
-    """Make the staged config the running one and push it to running agents.
-
-    Restart-required changes are listed with the command that applies them.
-    """
     from choir.ctl.remote import with_choird
 
     data = with_choird(home, lambda choird: choird.config_apply())
@@ -149,8 +138,8 @@ def apply(home: HomeOption = None, as_json: JsonOption = False) -> None:
 
 
 @app.command("show")
+@documented("config show")
 def show(home: HomeOption = None, as_json: JsonOption = False) -> None:
-    """Print the config choird runs (secret names only, never values) and its version."""
     from choir.ctl.remote import with_choird
 
     data = with_choird(home, lambda choird: choird.config_show())

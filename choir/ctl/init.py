@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from choir.commands import documented
 from choir.ctl.options import HomeOption, JsonOption, home_of
 from choir.ctl.render.output import emit
 
@@ -43,18 +44,13 @@ NEXT_STEPS = [
 ]
 
 
+@documented("init")
 def init(
     home: HomeOption = None,
     force: ForceOption = False,
     global_repo: GlobalRepoOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Set up $CHOIR_HOME so that `choir up` runs with no editing.
-
-    Embedded Postgres, a console DM, a scripted demo model and the agent agent-1.
-
-    Writes config.json, secrets.json (0600), the global repo and agent-1's repo; all or nothing.
-    """
     from choir.config import init_home
 
     repo = Path(global_repo).expanduser().absolute() if global_repo else None

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from choir.commands import documented
 from choir.ctl.options import HomeOption, JsonOption
 
 if TYPE_CHECKING:
@@ -22,16 +23,13 @@ NoFollowOption = Annotated[
 ]
 
 
+@documented("logs")
 def logs(
     source: SourceArgument,
     no_follow: NoFollowOption = False,
     home: HomeOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Print choird's or an agent's log, then follow it like tail -f until Ctrl-C.
-
-    With --json each stream item is printed as one JSON object per line.
-    """
     from choir.ctl.remote import with_choird
 
     async def follow(choird: ChoirClient) -> None:

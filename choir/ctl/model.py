@@ -9,6 +9,7 @@ from typing import Annotated, Any
 
 import typer
 
+from choir.commands import documented
 from choir.ctl.options import HomeOption, JsonOption
 from choir.ctl.render.output import emit, table
 
@@ -22,8 +23,8 @@ AgentArgument = Annotated[str, typer.Argument(help="Agent id.", show_default=Fal
 
 
 @app.command("list")
+@documented("model list")
 def list_models(home: HomeOption = None, as_json: JsonOption = False) -> None:
-    """List the named LLM models and TTS providers of the running config."""
     from choir.ctl.remote import with_choird
 
     data = with_choird(home, lambda choird: choird.model_list())
@@ -46,8 +47,8 @@ def _show_list(data: dict[str, Any]) -> None:
 
 
 @app.command("get")
+@documented("model get")
 def get(agent_id: AgentArgument, home: HomeOption = None, as_json: JsonOption = False) -> None:
-    """Show an agent's current LLM model and voice profile."""
     from choir.ctl.remote import with_choird
 
     data = with_choird(home, lambda choird: choird.model_get(agent_id))
@@ -74,13 +75,13 @@ def current_lines(data: dict[str, Any], *, llm: bool = True) -> list[str]:
 
 
 @app.command("set")
+@documented("model set")
 def set_model(
     agent_id: AgentArgument,
     llm: Annotated[str, typer.Option("--llm", help="Model name from `choirctl model list`.")],
     home: HomeOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Switch a running agent's LLM until its next start (exit 5 if it is not running)."""
     from choir.ctl.remote import with_choird
 
     data = with_choird(home, lambda choird: choird.model_set(agent_id, llm))

@@ -11,17 +11,18 @@ from typing import Annotated
 
 import typer
 
+from choir.commands import documented
 from choir.ctl.render.output import emit_json
 from choir.errors import NotFoundError
 
 
+@documented("schema")
 def schema(
     name: Annotated[
         str | None,
         typer.Argument(help="Schema to print, e.g. tool-manifest; omit to list every name."),
     ] = None,
 ) -> None:
-    """Print the JSON Schema of a protocol model, or list the schema names."""
     from choir.protocol import schemas
 
     names = schemas.schema_names()

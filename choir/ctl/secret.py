@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from choir.commands import documented
 from choir.ctl.options import HomeOption, JsonOption, home_of
 from choir.ctl.render.output import emit, table, warn
 
@@ -66,16 +67,13 @@ def _outcome(home: ChoirHome, name: str, action: str) -> dict[str, Any]:
 
 
 @app.command("set")
+@documented("secret set")
 def set_secret(
     name: NameArgument,
     value: ValueArgument = None,
     home: HomeOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Add or replace a secret; the value is never printed.
-
-    Running agents keep the old value until choird pushes the new one.
-    """
     from choir.config import validate_secret_name
     from choir.errors import UsageError
 
@@ -99,11 +97,8 @@ def _show_set(data: dict[str, Any]) -> None:
 
 
 @app.command("list")
+@documented("secret list")
 def list_secrets(home: HomeOption = None, as_json: JsonOption = False) -> None:
-    """List secret names (never values) and the config paths that reference each.
-
-    Secrets that config.json references but secrets.json lacks are marked and warned about.
-    """
     from choir.config import read_secret_references
 
     where = home_of(home)
@@ -132,11 +127,8 @@ def _show_list(rows: list[dict[str, Any]], missing: list[str], no_config: bool) 
 
 
 @app.command("delete")
+@documented("secret delete")
 def delete_secret(name: NameArgument, home: HomeOption = None, as_json: JsonOption = False) -> None:
-    """Delete a secret.
-
-    Config entries that still reference it are listed as a warning.
-    """
     from choir.errors import NotFoundError
 
     where = home_of(home)
@@ -158,11 +150,8 @@ def _show_delete(data: dict[str, Any]) -> None:
 
 
 @app.command("apply")
+@documented("secret apply")
 def apply(home: HomeOption = None, as_json: JsonOption = False) -> None:
-    """Reload secrets.json in choird and refresh the running agents that use a changed secret.
-
-    Exits 3 when secrets.json cannot be used (e.g. readable by others); 6 without choird.
-    """
     from choir.ctl.remote import with_choird
 
     data = with_choird(home, lambda choird: choird.secret_apply())

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from choir.commands import documented
 from choir.ctl.options import HomeOption, JsonOption
 from choir.ctl.render.output import emit, table
 
@@ -25,6 +26,7 @@ SessionArgument = Annotated[
 
 
 @app.command("list")
+@documented("session list")
 def list_sessions(
     agent_id: Annotated[
         str | None, typer.Argument(help="Only this agent's sessions.", show_default=False)
@@ -33,7 +35,6 @@ def list_sessions(
     home: HomeOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """List active and recent sessions, newest first."""
     from choir.ctl.remote import with_choird
     from choir.ctl.render.humanize import duration, moment
 
@@ -54,6 +55,7 @@ def list_sessions(
 
 
 @app.command("events")
+@documented("session events")
 def events(
     session_id: SessionArgument,
     follow: Annotated[
@@ -75,14 +77,6 @@ def events(
     home: HomeOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Print a session's committed events; --follow streams new ones as they are stored.
-
-    An event too large to travel whole is stored as a preview and its artifact; --full reads
-    such events back whole (with --json, the whole event is the `payload`). An answer holds at
-    most 512 KiB of events: read on from the `next_rev` it gives.
-
-    With --json: one object when not following, one object per line when following.
-    """
     from choir.ctl.remote import with_choird
 
     if not follow:
@@ -163,13 +157,10 @@ def _indented(payload: dict[str, Any]) -> str:
 
 
 @app.command("cores")
+@documented("session cores")
 def cores(
     session_id: SessionArgument, home: HomeOption = None, as_json: JsonOption = False
 ) -> None:
-    """List a session's core jobs: name, state, skill and step, as they last reported.
-
-    A job held after a crash shows `held: unknown outcome of <tool>`, and the command that
-    decides it follows the table."""
     from choir.ctl.remote import with_choird
     from choir.ctl.render.humanize import dash, moment
 
@@ -195,11 +186,10 @@ def cores(
 
 
 @app.command("locks")
+@documented("session locks")
 def locks(
     session_id: SessionArgument, home: HomeOption = None, as_json: JsonOption = False
 ) -> None:
-    """Show a session's lock table (§9) as its agent last reported it: resource, mode, holders,
-    waiters and how long each lock has been held."""
     from choir.ctl.remote import with_choird
     from choir.ctl.render.humanize import dash
 
@@ -219,13 +209,13 @@ def locks(
 
 
 @app.command("cancel")
+@documented("session cancel")
 def cancel(
     session_id: SessionArgument,
     job_name: Annotated[str, typer.Argument(help="The core job's name (see session cores).")],
     home: HomeOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Ask the agent to cancel one core job; it stops at its next safe point."""
     from choir.ctl.remote import with_choird
 
     data = with_choird(home, lambda choird: choird.session_cancel(session_id, job_name))
@@ -233,6 +223,7 @@ def cancel(
 
 
 @app.command("compact")
+@documented("session compact")
 def compact(
     session_id: SessionArgument,
     lane: Annotated[
@@ -242,7 +233,6 @@ def compact(
     home: HomeOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Ask the agent to compact its working memory now."""
     from choir.ctl.remote import with_choird
 
     data = with_choird(home, lambda choird: choird.session_compact(session_id, lane))
@@ -251,6 +241,7 @@ def compact(
 
 
 @app.command("recover")
+@documented("session recover")
 def recover(
     session_id: SessionArgument,
     job: Annotated[
@@ -267,7 +258,6 @@ def recover(
     home: HomeOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """After a crash: list calls whose outcome is unknown, or decide what their jobs do."""
     from choir.ctl.remote import with_choird
     from choir.errors import UsageError
 

@@ -4,15 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from choir.commands import documented
 from choir.ctl.options import HomeOption, JsonOption
 from choir.ctl.render.output import emit
 
 
+@documented("status")
 def status(home: HomeOption = None, as_json: JsonOption = False) -> None:
-    """Show choird's health: version, uptime, config version, Postgres, agents, approvals.
-
-    Exits 6 when choird is not running.
-    """
     from choir.ctl.remote import with_choird
 
     data = with_choird(home, lambda choird: choird.status())

@@ -6,6 +6,7 @@ from typing import Annotated
 
 import typer
 
+from choir.commands import documented
 from choir.ctl.options import HomeOption, JsonOption
 from choir.ctl.render.output import emit, table
 
@@ -19,8 +20,8 @@ AgentArgument = Annotated[str, typer.Argument(help="Agent id.", show_default=Fal
 
 
 @app.command("list")
+@documented("voice list")
 def list_voices(home: HomeOption = None, as_json: JsonOption = False) -> None:
-    """List the named voice profiles of the running config."""
     from choir.ctl.remote import with_choird
 
     data = with_choird(home, lambda choird: choird.voice_list())
@@ -31,8 +32,8 @@ def list_voices(home: HomeOption = None, as_json: JsonOption = False) -> None:
 
 
 @app.command("get")
+@documented("voice get")
 def get(agent_id: AgentArgument, home: HomeOption = None, as_json: JsonOption = False) -> None:
-    """Show an agent's current voice profile."""
     from choir.ctl.model import current_lines
     from choir.ctl.remote import with_choird
 
@@ -41,13 +42,13 @@ def get(agent_id: AgentArgument, home: HomeOption = None, as_json: JsonOption = 
 
 
 @app.command("set")
+@documented("voice set")
 def set_voice(
     agent_id: AgentArgument,
     name: Annotated[str, typer.Argument(help="Profile name from `choirctl voice list`.")],
     home: HomeOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Switch a running agent's voice profile until its next start (exit 5 if not running)."""
     from choir.ctl.model import switched_line
     from choir.ctl.remote import with_choird
 

@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from choir.commands import documented
 from choir.ctl.options import HomeOption, JsonOption
 from choir.ctl.render.output import emit, table
 
@@ -18,8 +19,8 @@ app = typer.Typer(
 
 
 @app.command("list")
+@documented("workspace list")
 def list_workspaces(home: HomeOption = None, as_json: JsonOption = False) -> None:
-    """List workspaces with their path and the agent (session) holding each."""
     from choir.ctl.remote import with_choird
     from choir.ctl.render.humanize import dash
 
@@ -37,6 +38,7 @@ def list_workspaces(home: HomeOption = None, as_json: JsonOption = False) -> Non
 
 
 @app.command("reset")
+@documented("workspace reset")
 def reset(
     name: Annotated[str, typer.Argument(help="Workspace name from config.json.")],
     yes: Annotated[
@@ -45,11 +47,6 @@ def reset(
     home: HomeOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Delete everything inside a workspace, keeping the directory.
-
-    An agent holding the workspace is stopped first, gracefully. Asks for confirmation on a
-    terminal; elsewhere pass --yes.
-    """
     from choir.ctl.remote import confirmed, with_choird
 
     async def work(choird: ChoirClient) -> dict[str, Any] | None:

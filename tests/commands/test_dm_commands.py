@@ -58,7 +58,8 @@ async def cluster(root: Path, pg_params: ConnectParams) -> AsyncIterator[Cluster
 async def command(client: ChoirClient, agent_id: str, text: str, within: float = 30) -> str:
     """Send a command from `agent_id`'s DM; the text of its (last) reply."""
     sent = await client.chat_send(agent_id, text)
-    assert sent["injected"] is False and sent["durable"] is False, sent
+    assert sent["injected"] is False, sent
+    assert sent["durable"] is False, sent
     replies = client.chat_replies(agent_id, after_seq=sent["after_seq"])
     try:
         async with asyncio.timeout(within):
@@ -81,11 +82,12 @@ async def test_regular_commands_answer_in_the_chat_and_never_reach_the_agent(
 ) -> None:
     client = cluster.client
     status = await command(client, "agent-2", "/status")
-    assert "agent_id: agent-2" in status and "state: running" in status
+    assert "agent_id: agent-2" in status
+    assert "state: running" in status
     session = (await client.agent_status("agent-2"))["session_id"]
     assert "cores: none" in await command(client, "agent-2", "/cores")
     assert await command(client, "agent-2", "/cancel nosuch") == (
-        (await _refusal(client.session_cancel(session, "nosuch")))
+        await _refusal(client.session_cancel(session, "nosuch"))
     )
     assert await command(client, "agent-2", "/compact") == f"asked {session} to compact"
     model = await command(client, "agent-2", "/model")
@@ -100,13 +102,15 @@ async def test_regular_commands_answer_in_the_chat_and_never_reach_the_agent(
     assert await command(client, "agent-2", "/cancel") == "usage: /cancel <name>"
     assert await command(client, "agent-2", "/model llm") == "usage: /model or /model llm <name>"
     helped = await command(client, "agent-2", "/help")
-    assert "/cancel <name>" in helped and "/agent list" not in helped
+    assert "/cancel <name>" in helped
+    assert "/agent list" not in helped
     injected = await client.chat_send("agent-2", "/inject keep it short")
     assert injected["injected"] is True
     _, reply = await cluster.say("agent-2", "are you there?")
     assert reply["text"] == "pong"
     events = await command(client, "agent-2", "/events")
-    assert "user_msg: are you there?" in events and "agent_replied: pong" in events
+    assert "user_msg: are you there?" in events
+    assert "agent_replied: pong" in events
     said = await agent_said(client, session)
     assert said == ["are you there?"], "a command reached the agent"
     assert await command(client, "agent-2", "/restart") == "agent-2 restarted"
@@ -143,13 +147,15 @@ async def test_a_regular_dm_is_refused_admin_commands_and_other_agents(cluster: 
         "refused: a regular DM acts only on its bound agent: send /stop without an agent id"
     )
     assert await cluster.state("agent-1") == "running"
-    assert kept.exists() and await cluster.state("agent-2") == "running"
+    assert kept.exists()
+    assert await cluster.state("agent-2") == "running"
 
 
 async def test_an_admin_dm_runs_admin_commands_on_any_agent(cluster: Cluster) -> None:
     client = cluster.client
     listed = await command(client, "agent-1", "/agent list")
-    assert "agent_id=agent-1" in listed and "agent_id=agent-2" in listed
+    assert "agent_id=agent-1" in listed
+    assert "agent_id=agent-2" in listed
     assert "name=agent-2" in await command(client, "agent-1", "/workspace list")
     assert "secrets:" in await command(client, "agent-1", "/secret list")
     assert "/agent list" in await command(client, "agent-1", "/help")
@@ -171,15 +177,18 @@ async def test_approve_and_reject_pick_the_only_one_or_by_number(cluster: Cluste
     pending = (await client.approval_list())["approvals"]
     mine = [a["approval_id"] for a in pending if a["agent_id"] == "agent-1"]
     theirs = [a["approval_id"] for a in pending if a["agent_id"] == "agent-2"]
-    assert len(mine) == 2 and len(theirs) == 1
+    assert len(mine) == 2
+    assert len(theirs) == 1
     # a regular DM sees and answers only its own agent's approvals
     listed = await command(client, "agent-2", "/approvals")
-    assert listed.startswith(f"1. {theirs[0]} agent-2") and mine[0] not in listed
+    assert listed.startswith(f"1. {theirs[0]} agent-2")
+    assert mine[0] not in listed
     refused = await command(client, "agent-2", f"/approve {mine[0]}")
     assert refused.startswith(f"approval {mine[0]} belongs to agent-1, not agent-2")
     # admin: several pending -> a numbered list, then a number picks from it
     offered = (await command(client, "agent-1", "/approve")).splitlines()
-    assert len(offered) == 4 and offered[-1] == "send /approve <number> to answer one"
+    assert len(offered) == 4
+    assert offered[-1] == "send /approve <number> to answer one"
     second = offered[1].split()[1]
     assert await command(client, "agent-1", "/approve 2") == f"{second} approved"
     assert (await client.approval_show(second))["status"] == "approved"
@@ -202,5 +211,6 @@ async def test_choirctl_chat_prints_a_command_reply_as_text(cluster: Cluster) ->
     out, err = await asyncio.wait_for(choirctl.communicate(), 60)
     assert choirctl.returncode == 0, err.decode()
     lines = out.decode().splitlines()
-    assert "agent_id: agent-1" in lines and "state: running" in lines
+    assert "agent_id: agent-1" in lines
+    assert "state: running" in lines
     assert not lines[0].startswith("{")

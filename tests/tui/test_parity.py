@@ -1,9 +1,11 @@
 """Parity: every choirctl command that talks to choird is in the console, and back.
 
 choirctl's command tree is read from its typer app (every noun registered, as `choirctl --help`
-sees it); the console's side is the action catalogue (`tui.actions`) as the command palette
-offers it, and the README's "choir tui ↔ choirctl" table. Commands left out of the console are
-listed with a reason in `tui.actions.OFFLINE`: they work on files, not on choird.
+sees it); the console's side is its actions (`tui.actions`) as the command palette offers them,
+each a way of doing one command of the catalogue (`choir.commands`, held to choirctl in
+`tests/commands/test_catalogue.py`), and the README's "choir tui ↔ choirctl" table. Commands left
+out of the console are listed with a reason in `tui.actions.OFFLINE`: they work on files, not on
+choird.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from typing import Any
 
 import typer.main
 
+from choir.commands import command as catalogued
 from choir.daemon.operator.api import VERBS
 from choir.home import ChoirHome
 from tui.actions import ACTIONS, OFFLINE, commands
@@ -65,6 +68,16 @@ def test_every_console_action_is_a_choirctl_command_and_exclusions_exist():
     assert commands() - choirctl_commands() == set()
     assert set(OFFLINE) <= choirctl_commands()
     assert not set(OFFLINE) & commands()
+
+
+def test_every_console_action_is_a_catalogued_command_with_its_arguments():
+    for action in ACTIONS:
+        assert action.spec is catalogued(action.command), action.title
+        assert "operator" in action.spec.scopes, action.title
+        names = {param.name for param in action.spec.params}
+        assert set(action.asks or ()) <= names, action.title
+        assert set(action.required) <= names, action.title
+        assert action.verb is not None or action.mode == "view", action.title
 
 
 def test_every_verb_the_console_calls_is_served_by_this_choird():

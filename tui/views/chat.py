@@ -29,7 +29,8 @@ from tui.views.base import ChoirView, PaletteCommand
 
 Payload = dict[str, Any]
 Line = tuple[str, str]
-"""(category, text): `you`, `injected`, `reply`, `core_report`, `error`, `notice`."""
+"""(category, text): `you`, `injected`, `reply`, `core_report`, `error`, `notice`, `command`
+(choird's answer to a `/…` command; `command_progress` for a long one's steps)."""
 
 KEPT_LINES: Final = 500
 """Transcript lines kept per agent (the RichLog keeps the same)."""
@@ -45,9 +46,19 @@ LABELS: Final = {
     "core_report": ("[core report] ", "bold green"),
     "error": ("[error] ", "bold red"),
     "notice": ("[notice] ", "yellow"),
+    "command": ("choird  ", "bold blue"),
+    "command_progress": ("choird  ", "blue"),
 }
 NO_AGENT: Final = "No agent selected: pick one in the Agents tab (or [ and ])."
-HINT: Final = "enter sends · /inject <text> steers edge at its next safe point"
+HINT: Final = "enter sends · /inject <text> steers edge at its next safe point · /help"
+
+
+def _identity(reply: Payload) -> tuple[str, int]:
+    """What tells a reply apart when a reopened stream repeats it: the event carrying it, or
+    (a command's answer, an undelivered message's error: no event) what it answers and its seq."""
+    if reply.get("rev") is not None:
+        return str(reply.get("session_id")), int(reply["rev"])
+    return str(reply.get("in_reply_to")), int(reply.get("seq") or 0)
 
 
 def line_text(category: str, text: str, agent_id: str) -> Text:
@@ -145,7 +156,7 @@ class ChatView(ChoirView):
     async def _read(self, agent_id: str) -> None:
         seen = self.seen[agent_id]
         async for reply in self.bridge.stream("chat.replies", agent_id=agent_id, after_seq=0):
-            event = (str(reply.get("session_id")), int(reply.get("rev") or 0))
+            event = _identity(reply)
             if event in seen:
                 continue
             seen[event] = None

@@ -13,6 +13,7 @@ from typing import Annotated, Any
 
 import typer
 
+from choir.commands import documented
 from choir.ctl.options import HomeOption, JsonOption
 from choir.ctl.render.output import emit, write_visible
 
@@ -23,18 +24,13 @@ VerboseOption = Annotated[
 ]
 
 
+@documented("agent build")
 def build(
     agent_id: AgentArgument,
     verbose: VerboseOption = False,
     home: HomeOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Build (or find up to date) the agent's image; does not start or restart the agent.
-
-    Fetches the global and agent repos, validates tools, skills and Dockerfiles, builds the
-    choir-base image if its inputs changed and the agent image FROM it, tagged
-    choir-agent-<id>:<agent commit>-<global commit>. Needs a Docker engine.
-    """
     from choir.ctl.remote import with_choird
 
     progress = None if as_json else Printer(verbose)

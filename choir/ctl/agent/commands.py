@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from choir.commands import documented
 from choir.ctl.agent import build as agent_build
 from choir.ctl.agent import lifecycle as agent_lifecycle
 from choir.ctl.agent import verify as agent_verify
@@ -47,6 +48,7 @@ RepoOption = Annotated[
 
 
 @app.command("init")
+@documented("agent init")
 def init(
     agent_id: AgentIdArgument,
     repo: RepoOption = "",
@@ -60,12 +62,6 @@ def init(
     home: HomeOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Add an agent to config.json with placeholder defaults and scaffold its repo.
-
-    The repo gets Dockerfile, identity/SOUL.md, identity/SOUL-CORE.md, tools/ and skills/.
-
-    The agent is not built or started; fill in its defaults, then run choirctl config check.
-    """
     from choir.config import init_agent
 
     defaults = {
@@ -132,8 +128,8 @@ def _show(result: AgentInitResult) -> None:
 
 
 @app.command("list")
+@documented("agent list")
 def list_agents(home: HomeOption = None, as_json: JsonOption = False) -> None:
-    """List every configured agent: state, session, uptime, config version, bindings (choird)."""
     from choir.ctl.agent.views import outage_lines, runtime_label
     from choir.ctl.remote import with_choird
     from choir.ctl.render.humanize import dash, duration
@@ -165,13 +161,12 @@ def list_agents(home: HomeOption = None, as_json: JsonOption = False) -> None:
 
 
 @app.command("status")
+@documented("agent status")
 def status(
     agent_id: Annotated[str, typer.Argument(help="Agent id.", show_default=False)],
     home: HomeOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Show one agent in detail: lanes, skill, budgets, bindings, uptime, config version,
-    runtime and image."""
     from choir.ctl.agent.views import show_status
     from choir.ctl.remote import with_choird
 
@@ -186,6 +181,7 @@ def _override(flag: str, what: str) -> Any:
 
 
 @app.command("start")
+@documented("agent start")
 def start(
     agent_id: Annotated[str, typer.Argument(help="Agent id.", show_default=False)],
     dm: Annotated[
@@ -212,7 +208,6 @@ def start(
     home: HomeOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Start an agent: lease its resources, start (or resume) its session and its process."""
     from choir.ctl.remote import with_choird
 
     overrides = {
@@ -237,16 +232,12 @@ def start(
 
 
 @app.command("stop")
+@documented("agent stop")
 def stop(
     agent_id: Annotated[str, typer.Argument(help="Agent id.", show_default=False)],
     home: HomeOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Stop an agent gracefully: it summarizes, flushes its events and ends its session.
-
-    A session summary that could not be made (§11.8) is a warning on stderr; the stop still
-    succeeded (exit 0).
-    """
     from choir.ctl.agent.views import stopped_lines, summary_warning
     from choir.ctl.remote import with_choird
     from choir.ctl.render.output import warn

@@ -12,17 +12,15 @@ from typing import Annotated, Any
 
 import typer
 
+from choir.commands import documented
 from choir.ctl.options import HomeOption, JsonOption
 from choir.ctl.render.output import emit, write_visible
 
 AgentArgument = Annotated[str, typer.Argument(help="Agent id.", show_default=False)]
 
 
+@documented("agent restart")
 def restart(agent_id: AgentArgument, home: HomeOption = None, as_json: JsonOption = False) -> None:
-    """Stop an agent gracefully, then start it again resuming the same session.
-
-    Same bindings as its start; transient model set/voice set overrides revert.
-    """
     from choir.ctl.agent.views import started_lines, stopped_lines, summary_warning
     from choir.ctl.remote import with_choird
     from choir.ctl.render.output import warn
@@ -38,12 +36,8 @@ def restart(agent_id: AgentArgument, home: HomeOption = None, as_json: JsonOptio
         warn(warning)
 
 
+@documented("agent update")
 def update(agent_id: AgentArgument, home: HomeOption = None, as_json: JsonOption = False) -> None:
-    """Build the agent if its repos changed, then stop it and start it on the new build.
-
-    The session resumes. An agent that is not running is only built; one that runs the
-    latest build is left alone. A failed build leaves the agent running as it was.
-    """
     from choir.ctl.remote import with_choird
 
     progress = None if as_json else show_progress
@@ -53,12 +47,8 @@ def update(agent_id: AgentArgument, home: HomeOption = None, as_json: JsonOption
     emit(data, as_json, lambda: print(outcome_line(data)))
 
 
+@documented("agent update-all")
 def update_all(home: HomeOption = None, as_json: JsonOption = False) -> None:
-    """Build every agent that changed and redeploy the running ones, one after another.
-
-    Each agent is built, redeployed, skipped or failed (with the reason); a failure does not
-    stop the others. Exit code 1 if any failed.
-    """
     from choir.ctl.remote import with_choird
     from choir.ctl.render.output import table
 

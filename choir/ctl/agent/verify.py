@@ -12,26 +12,17 @@ from typing import Annotated, Any
 
 import typer
 
+from choir.commands import documented
 from choir.ctl.options import HomeOption, JsonOption
 from choir.ctl.render.output import emit
 
 
+@documented("agent verify")
 def verify(
     agent_id: Annotated[str, typer.Argument(help="Agent id (running).", show_default=False)],
     home: HomeOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Check a running agent's container against the declared security profile.
-
-    Checks dropped capabilities, no-new-privileges, read-only root, tmpfs /tmp and /run,
-    CPU/memory/pids limits, default seccomp, no privileged mode, Docker socket, host
-    namespaces or devices, that only /workspace and the agent socket are mounted, a uid other
-    than 0, a nosuid,nodev and private workspace, no Unix socket within reach, and egress
-    filtering. On the process runtime's bwrap sandbox: its namespaces, capabilities,
-    no-new-privileges, the setuid filter, the workspace bind, writable paths, nosuid mounts and
-    hidden host paths, read back from the kernel. Exits 1 if any item fails (an advisory "warn"
-    item does not count).
-    """
     from choir.ctl.remote import with_choird
 
     data = with_choird(home, lambda choird: choird.call("agent.verify", agent_id=agent_id))

@@ -73,3 +73,25 @@ async def test_an_agent_that_is_not_running_answers_with_the_fix(choird: Choird)
             lambda: ("reply", "Hello from the script.") in transcript(view),
             what="agent-1's reply",
         )
+
+
+async def test_commands_answer_in_the_transcript_every_answer_shown(choird: Choird):
+    await choird.start_agent()
+    async with console(choird.home) as (app, pilot):
+        await until(pilot, lambda: app.state.selected_agent == "agent-1", what="the selection")
+        await show_tab(pilot, "chat")
+        view = app.query_one(ChatView)
+
+        def answers() -> list[str]:
+            return [t for c, t in transcript(view) if c == "command"]
+
+        for number, line in enumerate(("/status", "/cores", "/frobnicate"), start=1):
+            await pilot.press(*line, "enter")
+            await until(pilot, lambda n=number: len(answers()) == n, what=f"{line}'s answer")
+        status, cores, unknown = answers()
+        assert "agent_id: agent-1" in status
+        assert "cores: none" in cores  # no event carries these: each is still shown
+        assert unknown.startswith("unknown command /frobnicate")
+        shown = "\n".join(str(line.text) for line in view.log_widget.lines)
+        assert "choird  agent_id: agent-1" in shown
+        assert not [t for c, t in transcript(view) if c == "reply"], "a command reached the agent"

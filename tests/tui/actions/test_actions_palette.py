@@ -6,6 +6,7 @@ import pytest
 from textual.binding import Binding
 from textual.command import CommandPalette
 
+from choir.commands import Command
 from tests.tui.actions.conftest import Choird, confirmation, notes
 from tests.tui.pilot import console, until
 from tui.actions import ConsoleAction
@@ -69,7 +70,8 @@ async def test_read_only_commands_show_choirds_answer(choird: Choird):
 
 async def test_a_verb_this_choird_lacks_is_not_available_not_a_crash(choird: Choird):
     async with console(choird.home) as (app, pilot):
-        action = ConsoleAction("agent teleport", "Agent: teleport", "show", "agent.teleport")
+        teleport = Command("agent teleport", "Move an agent.", verb="agent.teleport")
+        action = ConsoleAction(teleport, "Agent: teleport", "show")
         await perform(app, action)
         await pilot.pause()
         [(severity, message)] = notes(app)
