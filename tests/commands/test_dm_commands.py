@@ -170,6 +170,30 @@ async def test_an_admin_dm_runs_admin_commands_on_any_agent(cluster: Cluster) ->
     assert "staged" in loaded or "version" in loaded, loaded
 
 
+async def test_update_says_its_steps_as_they_come_then_its_outcome(cluster: Cluster) -> None:
+    client = cluster.client
+    sent = await client.chat_send("agent-1", "/update agent-2")
+    said: list[tuple[str, str]] = []
+    replies = client.chat_replies("agent-1", after_seq=sent["after_seq"])
+    try:
+        async with asyncio.timeout(60):
+            async for reply in replies:
+                if reply["in_reply_to"] == sent["message_id"]:
+                    said.append((reply["category"], reply["text"]))
+                    if reply["category"] == "command":
+                        break
+    finally:
+        await replies.aclose()
+    assert said[0] == ("command_progress", "agent-2: building if needed")
+    category, outcome = said[-1]
+    assert category == "command"
+    assert "outcome: skipped" in outcome.splitlines()
+    assert "reason: up to date: it runs the latest build" in outcome.splitlines()
+    assert await command(client, "agent-2", "/update") == (
+        "refused: /update is an admin command: this DM may not run it"
+    )
+
+
 async def test_approve_and_reject_pick_the_only_one_or_by_number(cluster: Cluster) -> None:
     client = cluster.client
     await cluster.say("agent-2", "[propose-one]")
