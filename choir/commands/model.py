@@ -1,14 +1,15 @@
 """What a catalogued command is: its name, arguments, who may run it, help, and its handler.
 
 Pure data, no I/O and no imports beyond the standard library: choirctl imports the catalogue at
-start (its help texts) and `choirctl --help` must stay fast.
+start (its help texts) and `choirctl --help` must stay fast — hence `NamedTuple`s, which Python
+makes several times faster than frozen dataclasses.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
-from typing import Any, Final, Literal
+from types import MappingProxyType
+from typing import Any, Final, Literal, NamedTuple
 
 Scope = Literal["operator", "admin", "regular"]
 """Who may run a command: the operator (choirctl, the TUI), an admin DM, a regular DM (§19.3)."""
@@ -42,8 +43,7 @@ _DEFAULT_FILL: Final[Mapping[Kind, Fill]] = {
 }  # fmt: skip
 
 
-@dataclass(frozen=True)
-class Param:
+class Param(NamedTuple):
     """One argument: the payload field it fills, and where each front end takes its value."""
 
     name: str
@@ -76,8 +76,7 @@ _METAVARS: Final[Mapping[Kind, str]] = {
 }  # fmt: skip
 
 
-@dataclass(frozen=True)
-class Command:
+class Command(NamedTuple):
     """One operator command, as every front end offers it."""
 
     name: str
@@ -92,7 +91,7 @@ class Command:
     """Its DM spelling without the slash (`model llm`); None: not a DM command."""
     dm_help: str = ""
     """What it does, in a DM's words (`/help`, the README's table)."""
-    dm_fixed: Mapping[str, Any] = field(default_factory=dict)
+    dm_fixed: Mapping[str, Any] = MappingProxyType({})
     """Payload fields a DM always sends (e.g. how many events `/events` shows)."""
     done: str | None = None
     """What a front end says after it succeeded, formatted with the arguments; None: the answer
