@@ -166,8 +166,25 @@ async def test_an_admin_dm_runs_admin_commands_on_any_agent(cluster: Cluster) ->
     assert await command(client, "agent-1", "/start agent-2 nonsense") == (
         "usage: /start <agent-id> [key=value…]"
     )
-    loaded = await command(client, "agent-1", "/config load")
-    assert "staged" in loaded or "version" in loaded, loaded
+    assert "staged: yes" in (await command(client, "agent-1", "/config load")).splitlines()
+    assert "changes: none" in (await command(client, "agent-1", "/config diff")).splitlines()
+    applied = (await command(client, "agent-1", "/config apply")).splitlines()
+    assert "config_version: 2" in applied
+    assert await command(client, "agent-1", "/restart agent-2") == "agent-2 restarted"
+    updated = (await command(client, "agent-1", "/update-all")).splitlines()
+    assert updated[0] == "agents:"
+    assert "- agent_id=agent-2 · outcome=skipped · reason=up to date: it runs the latest build" in (
+        updated
+    )
+    assert await command(client, "agent-1", "/agent build nosuch") == (
+        "no agent named 'nosuch' in the running config (known: agent-1, agent-2); "
+        "see choirctl agent list"
+    )
+    kept = cluster.workspace("agent-2") / "kept.txt"
+    kept.write_text("reset deletes this\n")
+    reset = await command(client, "agent-1", "/workspace reset agent-2")
+    assert reset == "workspace agent-2 reset"
+    assert not kept.exists()
 
 
 async def test_update_says_its_steps_as_they_come_then_its_outcome(cluster: Cluster) -> None:
