@@ -158,5 +158,6 @@ def payload(invocation: Invocation, seat: Seat) -> dict[str, Any]:
 
 
 def help_lines(scope: DmScope) -> list[str]:
-    """`/help`: every command `scope` may run, with its usage and summary."""
-    return [f"{c.usage(scope)} — {c.dm_help or c.summary}" for c in spoken(scope)]
+    """`/help`: every command `scope` may run (an agent's own first), its usage and summary."""
+    ordered = sorted(spoken(scope), key=lambda c: "regular" not in c.scopes)
+    return [f"{c.usage(scope)} — {c.dm_help or c.summary}" for c in ordered]

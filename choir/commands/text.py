@@ -14,7 +14,10 @@ WIDTH: Final = 160
 
 
 def cut(text: str, width: int = WIDTH) -> str:
-    text = " ".join(str(text).split())
+    """One line: inner whitespace collapsed (the indentation kept), cut at `width`."""
+    text = str(text)
+    indent = text[: len(text) - len(text.lstrip(" "))]
+    text = indent + " ".join(text.split())
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
@@ -49,6 +52,35 @@ def readable(answer: Any, indent: str = "") -> list[str]:
 
 def item_line(item: Mapping[str, Any]) -> str:
     return " · ".join(f"{key}={scalar(value)}" for key, value in item.items())
+
+
+def status_lines(status: Mapping[str, Any]) -> list[str]:
+    """`agent.status` in a few lines: state, session, runtime, bindings, skill, lanes, budget."""
+    session = status.get("session_id")
+    head = f"{status.get('agent_id')}: {status.get('state')}"
+    if session:
+        head += f", session {session} ({status.get('session_status')})"
+    if status.get("uptime_s") is not None:
+        head += f", up {float(status['uptime_s']):.0f} s"
+    lines = [head]
+    runtime = [f"runtime {status['runtime']}"] if status.get("runtime") else []
+    bindings = status.get("bindings") or {}
+    lines.append(" · ".join(runtime + [f"{k} {v}" for k, v in bindings.items() if v]))
+    lines.append(f"skill: {status.get('skill') or '-'}")
+    for lane in status.get("lanes") or []:
+        step = f", step {lane['step']}" if lane.get("step") is not None else ""
+        skill = f", skill {lane['skill']}" if lane.get("skill") else ""
+        lines.append(f"- {lane.get('lane')}: {lane.get('state')}{skill}{step}")
+    budgets, left = status.get("budgets") or {}, status.get("budget_remaining") or {}
+    if "total_session_tokens" in left:
+        lines.append(
+            f"tokens left: {left['total_session_tokens']} of {budgets.get('total_session_tokens')}"
+        )
+    if status.get("config_behind"):
+        lines.append(f"config: behind (runs {status.get('config_version')})")
+    if status.get("held_jobs"):
+        lines.append(f"held jobs: {scalar(status['held_jobs'])} (see choirctl session recover)")
+    return [cut(line) for line in lines if line]
 
 
 def event_lines(events: Sequence[Mapping[str, Any]]) -> list[str]:

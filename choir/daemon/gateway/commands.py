@@ -17,7 +17,13 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, Final
 
 from choir.commands.dm import Invocation, Seat, help_lines, payload
-from choir.commands.text import approval_lines, event_lines, progress_line, readable
+from choir.commands.text import (
+    approval_lines,
+    event_lines,
+    progress_line,
+    readable,
+    status_lines,
+)
 from choir.errors import ChoirError
 from choir.logs import get_logger
 
@@ -70,6 +76,8 @@ class DmCommands:
             return self._numbered(seat, answer["approvals"], "no pending approvals")
         if cmd.name == "session events":
             return event_lines(answer["events"])
+        if cmd.name == "agent status":
+            return status_lines(answer)
         return readable(answer)
 
     async def _pick(self, seat: Seat, given: str | None, verb: str) -> str | list[str]:

@@ -89,9 +89,9 @@ async def test_commands_answer_in_the_transcript_every_answer_shown(choird: Choi
             await pilot.press(*line, "enter")
             await until(pilot, lambda n=number: len(answers()) == n, what=f"{line}'s answer")
         status, cores, unknown = answers()
-        assert "agent_id: agent-1" in status
+        assert status.startswith("agent-1: running")
         assert "cores: none" in cores  # no event carries these: each is still shown
         assert unknown.startswith("unknown command /frobnicate")
         shown = "\n".join(str(line.text) for line in view.log_widget.lines)
-        assert "choird  agent_id: agent-1" in shown
+        assert "choird  agent-1: running" in shown
         assert not [t for c, t in transcript(view) if c == "reply"], "a command reached the agent"
