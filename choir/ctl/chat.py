@@ -39,6 +39,7 @@ _LABELS = {
     "notice": "[notice] ",
     "command": "",
     "command_progress": "  ",
+    "command_error": "[refused] ",
 }
 
 
@@ -66,7 +67,7 @@ async def _one_shot(
 ) -> None:
     import asyncio
 
-    from choir.errors import UnavailableError
+    from choir.errors import ChoirError, UnavailableError
 
     sent = await choird.chat_send(agent_id, message)
     if sent["injected"]:
@@ -80,6 +81,8 @@ async def _one_shot(
                 answers = reply.get("in_reply_to")
                 if answers is not None and answers != sent["message_id"]:
                     continue  # another message's answer, e.g. one a restart interrupted
+                if answers is not None and reply["category"] == "command_error":
+                    raise ChoirError(str(reply["text"]))  # a refused command fails the call
                 _show(await _whole(choird, reply), as_json)
                 if answers == sent["message_id"] and reply["category"] != "command_progress":
                     return  # the answer (a long command's steps come before it)
@@ -99,7 +102,9 @@ async def _interactive(choird: ChoirClient, agent_id: str, as_json: bool) -> Non
             _show(await _whole(choird, reply), as_json)
 
     shown: asyncio.Task[None] | None = None
-    sys.stderr.write(f"chatting with {agent_id}; /inject <text> to steer, Ctrl-D to leave\n")
+    sys.stderr.write(
+        f"chatting with {agent_id}; /inject <text> to steer, /help for commands, Ctrl-D to leave\n"
+    )
     try:
         while True:
             line = await asyncio.to_thread(_prompt)

@@ -55,8 +55,12 @@ async def cluster(root: Path, pg_params: ConnectParams) -> AsyncIterator[Cluster
         yield running
 
 
-async def command(client: ChoirClient, agent_id: str, text: str, within: float = 30) -> str:
-    """Send a command from `agent_id`'s DM; the text of its (last) reply."""
+async def command(
+    client: ChoirClient, agent_id: str, text: str, *, refused: bool = False, within: float = 30
+) -> str:
+    """Send a command from `agent_id`'s DM; the text of its answer (`refused`: of its refusal,
+    a usage error included)."""
+    wanted = "command_error" if refused else "command"
     sent = await client.chat_send(agent_id, text)
     assert sent["injected"] is False, sent
     assert sent["durable"] is False, sent
@@ -64,7 +68,10 @@ async def command(client: ChoirClient, agent_id: str, text: str, within: float =
     try:
         async with asyncio.timeout(within):
             async for reply in replies:
-                if reply["in_reply_to"] == sent["message_id"] and reply["category"] == "command":
+                if reply["in_reply_to"] == sent["message_id"] and reply["category"] != (
+                    "command_progress"
+                ):
+                    assert reply["category"] == wanted, reply
                     return str(reply["text"])
     finally:
         await replies.aclose()
@@ -86,21 +93,23 @@ async def test_regular_commands_answer_in_the_chat_and_never_reach_the_agent(
     assert "runtime process · dm dm-agent-2 · llm demo" in status
     session = (await client.agent_status("agent-2"))["session_id"]
     assert "cores: none" in await command(client, "agent-2", "/cores")
-    assert await command(client, "agent-2", "/cancel nosuch") == (
+    assert await command(client, "agent-2", "/cancel nosuch", refused=True) == (
         await _refusal(client.session_cancel(session, "nosuch"))
     )
     assert await command(client, "agent-2", "/compact") == f"asked {session} to compact"
     model = await command(client, "agent-2", "/model")
     assert "llm: demo" in model
     assert await command(client, "agent-2", "/model llm demo") == "agent-2 now uses demo"
-    assert "unknown-voice" in await command(client, "agent-2", "/voice unknown-voice")
+    assert "unknown-voice" in await command(client, "agent-2", "/voice unknown-voice", refused=True)
     assert "voice_profile:" in await command(client, "agent-2", "/voice")
     assert await command(client, "agent-2", "/approvals") == "no pending approvals"
-    assert await command(client, "agent-2", "/frobnicate") == (
+    assert await command(client, "agent-2", "/frobnicate", refused=True) == (
         "unknown command /frobnicate: /help lists the commands this DM can run"
     )
-    assert await command(client, "agent-2", "/cancel") == "usage: /cancel <name>"
-    assert await command(client, "agent-2", "/model llm") == "usage: /model or /model llm <name>"
+    assert await command(client, "agent-2", "/cancel", refused=True) == "usage: /cancel <name>"
+    assert await command(client, "agent-2", "/model llm", refused=True) == (
+        "usage: /model or /model llm <name>"
+    )
     helped = await command(client, "agent-2", "/help")
     assert "/cancel <name>" in helped
     assert "/agent list" not in helped
@@ -140,10 +149,10 @@ async def test_a_regular_dm_is_refused_admin_commands_and_other_agents(cluster: 
         "/workspace reset agent-2": "/workspace reset",
     }
     for text, spelled in admin.items():
-        assert await command(client, "agent-2", text) == (
+        assert await command(client, "agent-2", text, refused=True) == (
             f"refused: {spelled} is an admin command: this DM may not run it"
         ), text
-    assert await command(client, "agent-2", "/stop agent-1") == (
+    assert await command(client, "agent-2", "/stop agent-1", refused=True) == (
         "refused: a regular DM acts only on its bound agent: send /stop without an agent id"
     )
     assert await cluster.state("agent-1") == "running"
@@ -163,7 +172,7 @@ async def test_an_admin_dm_runs_admin_commands_on_any_agent(cluster: Cluster) ->
     assert await cluster.state("agent-2") == "stopped"
     assert await command(client, "agent-1", "/start agent-2") == "agent-2 started"
     assert await cluster.state("agent-2") == "running"
-    assert await command(client, "agent-1", "/start agent-2 nonsense") == (
+    assert await command(client, "agent-1", "/start agent-2 nonsense", refused=True) == (
         "usage: /start <agent-id> [key=value…]"
     )
     assert "staged: yes" in (await command(client, "agent-1", "/config load")).splitlines()
@@ -176,7 +185,7 @@ async def test_an_admin_dm_runs_admin_commands_on_any_agent(cluster: Cluster) ->
     assert "- agent_id=agent-2 · outcome=skipped · reason=up to date: it runs the latest build" in (
         updated
     )
-    assert await command(client, "agent-1", "/agent build nosuch") == (
+    assert await command(client, "agent-1", "/agent build nosuch", refused=True) == (
         "no agent named 'nosuch' in the running config (known: agent-1, agent-2); "
         "see choirctl agent list"
     )
@@ -206,7 +215,7 @@ async def test_update_says_its_steps_as_they_come_then_its_outcome(cluster: Clus
     assert category == "command"
     assert "outcome: skipped" in outcome.splitlines()
     assert "reason: up to date: it runs the latest build" in outcome.splitlines()
-    assert await command(client, "agent-2", "/update") == (
+    assert await command(client, "agent-2", "/update", refused=True) == (
         "refused: /update is an admin command: this DM may not run it"
     )
 
@@ -224,7 +233,7 @@ async def test_approve_and_reject_pick_the_only_one_or_by_number(cluster: Cluste
     listed = await command(client, "agent-2", "/approvals")
     assert listed.startswith(f"1. {theirs[0]} agent-2")
     assert mine[0] not in listed
-    refused = await command(client, "agent-2", f"/approve {mine[0]}")
+    refused = await command(client, "agent-2", f"/approve {mine[0]}", refused=True)
     assert refused.startswith(f"approval {mine[0]} belongs to agent-1, not agent-2")
     # admin: several pending -> a numbered list, then a number picks from it
     offered = (await command(client, "agent-1", "/approve")).splitlines()
@@ -234,23 +243,36 @@ async def test_approve_and_reject_pick_the_only_one_or_by_number(cluster: Cluste
     assert await command(client, "agent-1", "/approve 2") == f"{second} approved"
     assert (await client.approval_show(second))["status"] == "approved"
     assert (await client.approval_show(second))["resolved_by"] == "console"
-    assert await command(client, "agent-1", "/approve 9") == (
-        "no approval numbered 9: /approvals lists the pending ones"
+    assert await command(client, "agent-1", "/approve 9", refused=True) == (
+        "no approval numbered 9: /approvals lists pending ones"
     )
     # exactly one pending for the regular DM: /reject takes it
     assert await command(client, "agent-2", "/reject") == f"{theirs[0]} rejected"
     assert (await client.approval_show(theirs[0]))["status"] == "rejected"
 
 
-async def test_choirctl_chat_prints_a_command_reply_as_text(cluster: Cluster) -> None:
+async def choirctl_chat(cluster: Cluster, agent_id: str, text: str) -> tuple[int, str, str]:
+    """`choirctl chat <agent> <text>` as the operator runs it: exit code, stdout, stderr."""
     choirctl = await asyncio.create_subprocess_exec(
-        str(CHOIRCTL), "chat", "agent-1", "/status", "--wait", "20",
+        str(CHOIRCTL), "chat", agent_id, text, "--wait", "20",
         env={**os.environ, "CHOIR_HOME": str(cluster.home.root)},
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
     )  # fmt: skip
     out, err = await asyncio.wait_for(choirctl.communicate(), 60)
-    assert choirctl.returncode == 0, err.decode()
-    lines = out.decode().splitlines()
+    assert choirctl.returncode is not None
+    return choirctl.returncode, out.decode(), err.decode()
+
+
+async def test_choirctl_chat_prints_a_command_reply_as_text_and_fails_a_refused_one(
+    cluster: Cluster,
+) -> None:
+    code, out, err = await choirctl_chat(cluster, "agent-1", "/status")
+    assert code == 0, err
+    lines = out.splitlines()
     assert lines[0].startswith("agent-1: running, session ")
-    assert not lines[0].startswith("{")
+    code, out, err = await choirctl_chat(cluster, "agent-2", "/agent list")
+    assert code == 1
+    assert out == ""
+    assert "refused: /agent list is an admin command: this DM may not run it" in err
+    assert "Traceback" not in err

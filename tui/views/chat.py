@@ -30,7 +30,8 @@ from tui.views.base import ChoirView, PaletteCommand
 Payload = dict[str, Any]
 Line = tuple[str, str]
 """(category, text): `you`, `injected`, `reply`, `core_report`, `error`, `notice`, `command`
-(choird's answer to a `/…` command; `command_progress` for a long one's steps)."""
+(choird's answer to a `/…` command; `command_progress` a long one's steps, `command_error` its
+refusal)."""
 
 KEPT_LINES: Final = 500
 """Transcript lines kept per agent (the RichLog keeps the same)."""
@@ -48,6 +49,7 @@ LABELS: Final = {
     "notice": ("[notice] ", "yellow"),
     "command": ("choird  ", "bold blue"),
     "command_progress": ("choird  ", "blue"),
+    "command_error": ("choird  ", "bold red"),
 }
 NO_AGENT: Final = "No agent selected: pick one in the Agents tab (or [ and ])."
 HINT: Final = "enter sends · /inject <text> steers edge at its next safe point · /help"

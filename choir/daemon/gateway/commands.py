@@ -14,7 +14,7 @@ was last shown. A regular DM only sees and answers its bound agent's approvals.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any, Final
+from typing import Any, Final, Literal
 
 from choir.commands.dm import Invocation, Seat, help_lines, payload
 from choir.commands.text import (
@@ -24,7 +24,7 @@ from choir.commands.text import (
     readable,
     status_lines,
 )
-from choir.errors import ChoirError
+from choir.errors import ChoirError, ConflictError, UsageError
 from choir.logs import get_logger
 
 log = get_logger("choird.commands")
@@ -32,8 +32,10 @@ log = get_logger("choird.commands")
 Answer = dict[str, Any] | AsyncIterator[dict[str, Any]]
 VerbCall = Callable[[str, dict[str, Any]], Awaitable[Answer]]
 """Run an operator verb with a payload (`OperatorApi`'s route table)."""
-Say = Callable[[str, bool], None]
-"""Reply with a text; the flag says whether it is the command's last reply."""
+ReplyCategory = Literal["command", "command_progress", "command_error"]
+"""A command's answer, a step of a long one, or its refusal or failure (its last reply)."""
+Say = Callable[[str, ReplyCategory], None]
+"""Reply with a text in a category."""
 
 ANSWERS: Final = ("approval approve", "approval reject")
 
@@ -49,12 +51,13 @@ class DmCommands:
     async def run(self, invocation: Invocation, seat: Seat, say: Say) -> None:
         """Run the command and say its answer; every failure is a one-line reply."""
         try:
-            say("\n".join(await self._answer(invocation, seat, say)), True)
+            say("\n".join(await self._answer(invocation, seat, say)), "command")
         except ChoirError as error:
-            say(error.message, True)
+            say(error.message, "command_error")
         except Exception:
             log.exception("a DM command failed", fields={"command": invocation.command.name})
-            say(f"/{invocation.command.dm} failed inside choird: see choirctl logs choird", True)
+            failed = f"/{invocation.command.dm} failed inside choird: see choirctl logs choird"
+            say(failed, "command_error")
 
     async def _answer(self, invocation: Invocation, seat: Seat, say: Say) -> list[str]:
         cmd = invocation.command
@@ -86,7 +89,7 @@ class DmCommands:
         if given is not None and given.isdigit() and len(given) < 4:
             number = int(given)
             if not 1 <= number <= len(listed):
-                return [f"no approval numbered {number}: /approvals lists the pending ones"]
+                raise UsageError(f"no approval numbered {number}: /approvals lists pending ones")
             return listed[number - 1]
         if given is not None:
             return given
@@ -96,8 +99,9 @@ class DmCommands:
         pending = answer["approvals"]
         if len(pending) == 1:
             return str(pending[0]["approval_id"])
-        lines = self._numbered(seat, pending, "no pending approvals to answer")
-        return lines if not pending else [*lines, f"send /{verb} <number> to answer one"]
+        if not pending:
+            raise ConflictError("no pending approvals to answer")
+        return [*self._numbered(seat, pending, ""), f"send /{verb} <number> to answer one"]
 
     def _numbered(self, seat: Seat, approvals: list[dict[str, Any]], empty: str) -> list[str]:
         self._listed[(seat.dm, seat.agent_id)] = [str(a["approval_id"]) for a in approvals]
@@ -111,5 +115,5 @@ async def _followed(items: AsyncIterator[dict[str, Any]], say: Say) -> dict[str,
         if item.get("kind") == "result":
             result = dict(item.get("result") or {})
         elif item.get("log") is None:  # build output stays in choirctl logs
-            say(progress_line(item), False)
+            say(progress_line(item), "command_progress")
     return result

@@ -7,9 +7,10 @@ here as soon as heartbeats make them durable (~100 ms).
 
 A `/…` line is a command (§19.3, `choir.commands`): `/inject …` is pushed to edge, the others run
 through the operator verbs (`gateway.commands`) in a task of their own, and their answers join
-the same replies stream as category `command` (`command_progress` for the steps of a long one),
-answering the command's id — never sent to the agent, never stored as its events. An unknown or
-malformed command gets a one-line usage reply, one the DM's scope may not run is refused.
+the same replies stream, answering the command's id: category `command`, `command_progress` for
+the steps of a long one, `command_error` for a usage error, a refusal or a failure. They are
+never sent to the agent, never stored as its events. A command the DM's scope may not run is
+refused, never run.
 
 A message is stored in the inbox (`daemon.inbox`) before `chat.send` answers, so it survives a
 crash of the agent or of choird and is delivered once; if its session ends without reading it,
@@ -27,7 +28,7 @@ from typing import Any, Final
 from choir.commands.dm import Invocation, Seat, Usage, as_message, parse, refusal
 from choir.commands.model import DmScope
 from choir.daemon.agents.ingest import Durable
-from choir.daemon.gateway.commands import DmCommands
+from choir.daemon.gateway.commands import DmCommands, ReplyCategory
 from choir.daemon.gateway.inbox import Inbox
 from choir.protocol import CommittedEvent, InjectPush, UserMessagePush, WireModel
 from choir.store.inbox import InboxMessage
@@ -140,16 +141,15 @@ class ConsoleDm:
             "command": parsed.command.name if isinstance(parsed, Invocation) else None,
         }
 
-        def say(text: str, last: bool) -> None:
-            category = "command" if last else "command_progress"
+        def say(text: str, category: ReplyCategory) -> None:
             self._publish(seat.agent_id, _said(seat, category, text, command_id))
 
         if isinstance(parsed, Usage):
-            say(parsed.message, True)
+            say(parsed.message, "command_error")
         elif (why := refusal(parsed, seat.scope)) is not None:
-            say(f"refused: {why}", True)
+            say(f"refused: {why}", "command_error")
         elif self._commands is None:
-            say("commands are not served by this console", True)
+            say("commands are not served by this console", "command_error")
         else:
             self._spawn(self._commands.run(parsed, seat, say))
         return answer

@@ -83,7 +83,7 @@ async def test_commands_answer_in_the_transcript_every_answer_shown(choird: Choi
         view = app.query_one(ChatView)
 
         def answers() -> list[str]:
-            return [t for c, t in transcript(view) if c == "command"]
+            return [t for c, t in transcript(view) if c.startswith("command")]
 
         for number, line in enumerate(("/status", "/cores", "/frobnicate"), start=1):
             await pilot.press(*line, "enter")
@@ -94,4 +94,5 @@ async def test_commands_answer_in_the_transcript_every_answer_shown(choird: Choi
         assert unknown.startswith("unknown command /frobnicate")
         shown = "\n".join(str(line.text) for line in view.log_widget.lines)
         assert "choird  agent-1: running" in shown
+        assert ("command_error", unknown) in transcript(view)
         assert not [t for c, t in transcript(view) if c == "reply"], "a command reached the agent"
