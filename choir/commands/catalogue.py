@@ -125,7 +125,7 @@ CATALOGUE: Final[tuple[Command, ...]] = (
         "agent status",
         "Show one agent in detail: lanes, skill, budgets, bindings, uptime, config version,\n"
         "runtime and image.",
-        EVERYONE, "agent.status", (AGENT,), dm="status",
+        EVERYONE, "agent.status", (AGENT,), dm="status", shows="status",
         dm_help="the agent's lanes, budgets, skill, uptime",
     ),
     Command(
@@ -209,7 +209,7 @@ CATALOGUE: Final[tuple[Command, ...]] = (
         "answer holds at\nmost 512 KiB of events: read on from the `next_rev` it gives.\n\n"
         "With --json: one object when not following, one object per line when following.",
         EVERYONE, "session.events", (SESSION,), dm="events",
-        dm_help="the session's last 20 events", dm_fixed={"limit": 20},
+        dm_help="the session's last 20 events", dm_fixed={"limit": 20}, shows="events",
     ),
     Command(
         "session cores",
@@ -255,7 +255,7 @@ CATALOGUE: Final[tuple[Command, ...]] = (
     Command(
         "approval list",
         "List pending approvals, oldest first.",
-        EVERYONE, "approval.list", (ONLY_BOUND,), dm="approvals",
+        EVERYONE, "approval.list", (ONLY_BOUND,), dm="approvals", shows="approvals",
         dm_help="pending approvals, numbered (a regular DM: its agent's only; admin: all)",
     ),
     Command(

@@ -37,6 +37,10 @@ approval, else a numbered list to choose from); `bound` the DM's bound agent;
 (every agent) in an admin DM; `rest` the rest of the line; `pairs` every remaining `key=value`
 word; `dm` the DM's own name; `none` never from a DM."""
 
+Shows = Literal["fields", "status", "events", "approvals"]
+"""How a DM says a command's answer (`choir.commands.text`): every field, an agent's status in
+a few lines, events one a line, approvals numbered."""
+
 _DEFAULT_FILL: Final[Mapping[Kind, Fill]] = {
     "agent": "bound", "running_agent": "bound", "session": "session", "text": "rest",
     "settings": "pairs", "resolver": "dm",
@@ -96,6 +100,8 @@ class Command(NamedTuple):
     done: str | None = None
     """What a front end says after it succeeded, formatted with the arguments; None: the answer
     itself is what to show."""
+    shows: Shows = "fields"
+    """How a DM says the answer when there is no `done`."""
     streams: bool = False
     """The verb streams progress items, then `{"kind": "result", …}`."""
 

@@ -185,3 +185,12 @@ def test_the_readme_table_lists_every_dm_command() -> None:
     for c in CATALOGUE:
         if c.dm is not None:
             assert f"`/{c.dm}" in section, c.dm
+
+
+def test_dm_answers_are_shown_the_way_the_catalogue_says() -> None:
+    shows = {c.name: c.shows for c in CATALOGUE if c.shows != "fields"}
+    assert shows == {
+        "agent status": "status",
+        "session events": "events",
+        "approval list": "approvals",
+    }

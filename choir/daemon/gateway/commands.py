@@ -75,11 +75,11 @@ class DmCommands:
             answer = await _followed(answer, say)
         if cmd.done is not None:
             return [cmd.done.format(**request)]
-        if cmd.name == "approval list":
+        if cmd.shows == "approvals":
             return self._numbered(seat, answer["approvals"], "no pending approvals")
-        if cmd.name == "session events":
+        if cmd.shows == "events":
             return event_lines(answer["events"])
-        if cmd.name == "agent status":
+        if cmd.shows == "status":
             return status_lines(answer)
         return readable(answer)
 
