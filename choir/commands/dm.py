@@ -78,12 +78,12 @@ def parse(text: str, scope: DmScope) -> Invocation | Usage | None:
     candidates = [c for c in CATALOGUE if c.dm is not None and c.dm.split()[0] == keyword]
     if not candidates:
         return Usage(f"unknown command /{keyword}: /help lists the commands this DM can run")
-    spelled = [c for c in candidates if _spelled(c, words)] or candidates
+    spelled = [c for c in candidates if _spelled(c, words)]
     for command in spelled:
         invocation = _bind(command, words, line)
         if invocation is not None:
             return invocation
-    usages = " or ".join(sorted({c.usage(scope) for c in spelled}))
+    usages = " or ".join(sorted({c.usage(scope) for c in spelled or candidates}))
     return Usage(f"usage: {usages}")
 
 
