@@ -83,7 +83,10 @@ def parse(text: str, scope: DmScope) -> Invocation | Usage | None:
         invocation = _bind(command, words, line)
         if invocation is not None:
             return invocation
-    usages = " or ".join(sorted({c.usage(scope) for c in spelled or candidates}))
+    meant = spelled or candidates
+    if not any(scope in c.scopes for c in meant):  # no usage lesson for what it may not run
+        return Usage(f"refused: {_admin_only(meant[0])}")
+    usages = " or ".join(sorted({c.usage(scope) for c in meant if scope in c.scopes}))
     return Usage(f"usage: {usages}")
 
 
@@ -128,7 +131,7 @@ def refusal(invocation: Invocation, scope: DmScope) -> str | None:
     """Why a DM of `scope` may not run `invocation` (None: it may)."""
     command = invocation.command
     if scope not in command.scopes:
-        return f"/{command.dm} is an admin command: this DM may not run it"
+        return _admin_only(command)
     if scope == "regular":
         for param in command.params:
             if param.dm_fill == "bound_or_named" and param.name in invocation.given:
@@ -137,6 +140,10 @@ def refusal(invocation: Invocation, scope: DmScope) -> str | None:
                     "without an agent id"
                 )
     return None
+
+
+def _admin_only(command: Command) -> str:
+    return f"/{command.dm} is an admin command: this DM may not run it"
 
 
 def payload(invocation: Invocation, seat: Seat) -> dict[str, Any]:

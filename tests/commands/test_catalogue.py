@@ -170,6 +170,11 @@ def test_unknown_and_malformed_commands_get_one_usage_line(text: str, usage: str
 def test_usage_shows_what_the_scope_may_give() -> None:
     assert parse("/stop a b", "admin") == Usage("usage: /stop [agent-id]")
     assert parse("/stop a b", "regular") == Usage("usage: /stop")
+    refused = "refused: /start is an admin command: this DM may not run it"
+    assert parse("/start", "regular") == Usage(refused)
+    assert parse("/config", "regular") == Usage(
+        "refused: /config load is an admin command: this DM may not run it"
+    )
 
 
 def test_messages_are_not_commands_and_a_double_slash_sends_a_slash() -> None:
