@@ -148,6 +148,12 @@ if TYPE_CHECKING:
     from choir.protocol.wire.error_codes import (
         ErrorCode,
     )
+    from choir.protocol.wire.error_details import (
+        BaseRevConflict,
+        ChainForked,
+        ErrorDetails,
+        error_details,
+    )
     from choir.protocol.wire.payloads import (
         Ack,
         ApprovalRequestType,
@@ -219,6 +225,10 @@ _LAZY: dict[str, str] = {
     "PlanStep": "choir.protocol.log.core_jobs",
     "ToolConstraints": "choir.protocol.log.core_jobs",
     "ErrorCode": "choir.protocol.wire.error_codes",
+    "BaseRevConflict": "choir.protocol.wire.error_details",
+    "ChainForked": "choir.protocol.wire.error_details",
+    "ErrorDetails": "choir.protocol.wire.error_details",
+    "error_details": "choir.protocol.wire.error_details",
     "RequestEnvelope": "choir.protocol.wire.envelope",
     "ResponseEnvelope": "choir.protocol.wire.envelope",
     "RpcError": "choir.protocol.wire.envelope",

@@ -35,6 +35,8 @@ from choir.daemon.staging.stage import ConfigStage
 from choir.logs import get_logger
 from choir.protocol import (
     GENESIS_HASH,
+    BaseRevConflict,
+    ChainForked,
     CommittedEvent,
     ErrorCode,
     HeartbeatRequest,
@@ -139,7 +141,7 @@ class EventIngest:
         return lambda: self._listeners.remove(listener)
 
     async def heartbeat(self, ctx: SessionContext, request: HeartbeatRequest) -> HeartbeatResponse:
-        live = await self._sessions.live(ctx.session_id)
+        live = ctx.live
         async with live.lock:
             ack_rev = await self._replicate_on_stored_head(live, request)
         return HeartbeatResponse(ack_rev=ack_rev, config_version_latest=self._stage.running.version)
@@ -200,6 +202,7 @@ class EventIngest:
                 ErrorCode.CONFLICT,
                 f"expected base_rev {live.ack_rev}, got {request.base_rev}: resend the "
                 f"revisions after {live.ack_rev}; nothing was stored",
+                BaseRevConflict(expected_base_rev=live.ack_rev, got_base_rev=request.base_rev),
             )
         problem = chain_break(
             request.patches,
@@ -270,6 +273,7 @@ class EventIngest:
             f"{reason}: the agent's chain differs from the one choird stored; session "
             f"{live.session_id} was stopped (start a new one with choirctl agent start "
             f"{live.agent_id} --new-session)",
+            ChainForked(rev=rev),
         )
 
 
