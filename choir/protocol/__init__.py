@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from choir.protocol.log.committed import (
         CommittedEvent,
         chain_break,
+        event_json,
     )
     from choir.protocol.log.core_jobs import (
         ContextBundle,
@@ -210,6 +211,7 @@ _LAZY: dict[str, str] = {
     "seal_record": "choir.protocol.log.chain",
     "CommittedEvent": "choir.protocol.log.committed",
     "chain_break": "choir.protocol.log.committed",
+    "event_json": "choir.protocol.log.committed",
     "ContextBundle": "choir.protocol.log.core_jobs",
     "CoreError": "choir.protocol.log.core_jobs",
     "CoreEvent": "choir.protocol.log.core_jobs",

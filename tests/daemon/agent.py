@@ -6,6 +6,8 @@ import uuid
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import orjson
+
 from choir.daemon.agents.handler import AgentHandler
 from choir.daemon.agents.services import AgentServices
 from choir.daemon.sessions.state import StartedSession
@@ -100,7 +102,8 @@ def hello(session: str, **changes: Any) -> InitHelloRequest:
 
 class AgentClient:
     """Calls choird's agent handler exactly as the HTTP listener would (the lease alone names
-    the session), answering with the response envelope the wire would carry."""
+    the session, the request's size is its body's), answering with the response envelope the
+    wire would carry."""
 
     def __init__(self, services: AgentServices, started: StartedSession) -> None:
         self.services = services
@@ -117,6 +120,7 @@ class AgentClient:
             lease_token=self.token,
             payload=body,
             peer=Peer("http", "127.0.0.1:1"),
+            size=len(orjson.dumps(body)),
         )
         try:
             answer = await self.handler.handle(request)

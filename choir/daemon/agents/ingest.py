@@ -42,6 +42,7 @@ from choir.protocol import (
     HeartbeatRequest,
     HeartbeatResponse,
     Snapshot,
+    event_json,
 )
 from choir.protocol.log.committed import chain_break
 from choir.store.artifacts import complete_artifacts, link_artifacts
@@ -90,13 +91,14 @@ def _sealed(live: LiveSession, snapshot: Snapshot) -> bool:
     return problem is None
 
 
-def record_of(event: CommittedEvent) -> EventRecord:
-    """The `session_events` row of a committed event (payload: the event's JSON form)."""
+def record_of(event: CommittedEvent, payload: dict[str, Any] | None = None) -> EventRecord:
+    """The `session_events` row of a committed event; `payload` is its event's JSON form
+    (`event_json`) when the caller already has it."""
     return EventRecord(
         rev=event.rev,
         event_type=event.event.kind,
         lane=event.lane,
-        payload=event.event.model_dump(mode="json"),
+        payload=payload if payload is not None else event_json(event.event),
         hash_prev=event.hash_prev,
         hash=event.hash,
         created_at=event.ts,
@@ -175,9 +177,12 @@ class EventIngest:
 
     async def _replicate(self, live: LiveSession, request: HeartbeatRequest) -> int:
         fresh = request.new_rev > live.ack_rev
+        # Each event is serialized once: the hash is checked over the form that is stored.
+        payloads = [event_json(patch.event) for patch in request.patches]
         try:
-            self._check_chain(live, request)
-            records = [record_of(patch) for patch in request.patches]
+            self._check_chain(live, request, payloads)
+            patches = zip(request.patches, payloads, strict=True)
+            records = [record_of(patch, payload) for patch, payload in patches]
             await self._store(live, request, records, fresh=fresh)
         except _Forked as fork:
             await self._stop_forked(live, fork.rev)
@@ -196,7 +201,9 @@ class EventIngest:
             except Exception:
                 log.exception("replication listener failed", fields={"session": live.session_id})
 
-    def _check_chain(self, live: LiveSession, request: HeartbeatRequest) -> None:
+    def _check_chain(
+        self, live: LiveSession, request: HeartbeatRequest, payloads: Sequence[dict[str, Any]]
+    ) -> None:
         if request.base_rev > live.ack_rev:
             raise RpcFault(
                 ErrorCode.CONFLICT,
@@ -209,6 +216,7 @@ class EventIngest:
             base_rev=request.base_rev,
             hash_prev=request.hash_prev,
             check_hashes=True,
+            events=payloads,
         )
         if problem:
             raise RpcFault(
