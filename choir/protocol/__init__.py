@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from choir.protocol.log.committed import (
         CommittedEvent,
         chain_break,
+        event_json,
     )
     from choir.protocol.log.core_jobs import (
         ContextBundle,
@@ -148,6 +149,12 @@ if TYPE_CHECKING:
     from choir.protocol.wire.error_codes import (
         ErrorCode,
     )
+    from choir.protocol.wire.error_details import (
+        BaseRevConflict,
+        ChainForked,
+        ErrorDetails,
+        error_details,
+    )
     from choir.protocol.wire.payloads import (
         Ack,
         ApprovalRequestType,
@@ -204,6 +211,7 @@ _LAZY: dict[str, str] = {
     "seal_record": "choir.protocol.log.chain",
     "CommittedEvent": "choir.protocol.log.committed",
     "chain_break": "choir.protocol.log.committed",
+    "event_json": "choir.protocol.log.committed",
     "ContextBundle": "choir.protocol.log.core_jobs",
     "CoreError": "choir.protocol.log.core_jobs",
     "CoreEvent": "choir.protocol.log.core_jobs",
@@ -219,6 +227,10 @@ _LAZY: dict[str, str] = {
     "PlanStep": "choir.protocol.log.core_jobs",
     "ToolConstraints": "choir.protocol.log.core_jobs",
     "ErrorCode": "choir.protocol.wire.error_codes",
+    "BaseRevConflict": "choir.protocol.wire.error_details",
+    "ChainForked": "choir.protocol.wire.error_details",
+    "ErrorDetails": "choir.protocol.wire.error_details",
+    "error_details": "choir.protocol.wire.error_details",
     "RequestEnvelope": "choir.protocol.wire.envelope",
     "ResponseEnvelope": "choir.protocol.wire.envelope",
     "RpcError": "choir.protocol.wire.envelope",

@@ -52,7 +52,7 @@ class FrameProtocol(asyncio.Protocol, ABC):
             except FrameError as error:
                 self.frame_invalid(error)
                 continue
-            self.frame_received(frame)
+            self.frame_received(frame, len(body))
         self._watch_partial(progressed)
 
     def connection_lost(self, exc: Exception | None) -> None:
@@ -94,8 +94,8 @@ class FrameProtocol(asyncio.Protocol, ABC):
             self.transport.close()
 
     @abstractmethod
-    def frame_received(self, frame: dict[str, Any]) -> None:
-        """A decoded frame with a string `t`."""
+    def frame_received(self, frame: dict[str, Any], size: int) -> None:
+        """A decoded frame with a string `t`; `size` is its body's length in bytes."""
 
     def frame_too_large(self, error: FrameTooLarge) -> None:
         """A header announced an oversized body; it is being skipped."""

@@ -2,9 +2,14 @@
 
 Both are `ChoirError`s, so a CLI that lets one escape prints one line and exits with a code that
 matches the reason. Handlers raise `RpcError` too: the listener turns it into the error response.
+An `RpcError` may carry `details`, a JSON object the transport passes through untouched; what
+they mean is the protocol's business (`choir.protocol.error_details` reads them typed).
 """
 
 from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
 
 from choir.errors import ChoirError, ExitCode, UnavailableError
 from choir.protocol.wire.error_codes import ErrorCode
@@ -20,11 +25,15 @@ _EXIT_CODES = {
 
 
 class RpcError(ChoirError):
-    """The server refused or failed a call; `code` is stable, the message is one line."""
+    """The server refused or failed a call; `code` is stable, the message is one line, and
+    `details` (a JSON object, or None) says what the refusal means as data."""
 
-    def __init__(self, code: ErrorCode, message: str) -> None:
+    def __init__(
+        self, code: ErrorCode, message: str, details: Mapping[str, Any] | None = None
+    ) -> None:
         super().__init__(message, exit_code=_EXIT_CODES.get(code, ExitCode.ERROR))
         self.code = code
+        self.details = details
 
     def __repr__(self) -> str:
         return f"RpcError({self.code.value!r}, {self.message!r})"

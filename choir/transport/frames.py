@@ -73,8 +73,9 @@ def decode_frame(body: bytes) -> dict[str, Any]:
     return frame
 
 
-def parse_request(frame: dict[str, Any], peer: Peer) -> Request:
-    """The `Request` a `req` frame carries; FrameError naming the first problem."""
+def parse_request(frame: dict[str, Any], peer: Peer, size: int | None = None) -> Request:
+    """The `Request` a `req` frame carries (`size`: the frame body's length, if known);
+    FrameError naming the first problem."""
     request_id = _identifier(frame, "request_id", None)
     if not _REQUEST_KEYS_WITH_STREAM.issuperset(frame):
         unknown = sorted(set(frame) - _REQUEST_KEYS_WITH_STREAM)
@@ -93,6 +94,7 @@ def parse_request(frame: dict[str, Any], peer: Peer) -> Request:
         payload=payload,
         peer=peer,
         stream=stream,
+        size=size,
     )
 
 
@@ -200,8 +202,13 @@ def protocol_error_frame(code: ErrorCode, message: str, size: int | None = None)
     return frame
 
 
-def error_body(error: RpcError) -> dict[str, str]:
-    return {"code": error.code.value, "message": error.message}
+def error_body(error: RpcError) -> dict[str, Any]:
+    """`{code, message}`, and `details` when the error has them (left out otherwise, so a body
+    without them is what it always was)."""
+    body: dict[str, Any] = {"code": error.code.value, "message": error.message}
+    if error.details is not None:
+        body["details"] = error.details
+    return body
 
 
 def error_from_body(body: object) -> RpcError:
@@ -212,4 +219,9 @@ def error_from_body(body: object) -> RpcError:
     codes = ErrorCode.__members__.values()
     code = next((c for c in codes if c.value == raw_code), ErrorCode.INTERNAL)
     message = body.get("message")
-    return RpcError(code, message if isinstance(message, str) else f"{code.value} error")
+    details = body.get("details")
+    return RpcError(
+        code,
+        message if isinstance(message, str) else f"{code.value} error",
+        details if isinstance(details, dict) else None,
+    )

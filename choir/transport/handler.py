@@ -52,6 +52,10 @@ class Request:
     """Where the call came from."""
     stream: bool = False
     """The client asked for a stream (`Client.stream`); a plain answer is sent as one item."""
+    size: int | None = None
+    """Bytes of the frame body (socket) or request body (HTTP) that carried the call, when the
+    listener knows them. The payload arrived within them, so a handler capping payloads need not
+    encode a payload again to measure one that arrived small enough."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -4,6 +4,7 @@ config and secrets snapshots."""
 from __future__ import annotations
 
 import copy
+from typing import Any
 
 import pytest
 from hypothesis import given
@@ -62,28 +63,53 @@ def test_a_snapshot_rides_at_the_new_revision() -> None:
     assert request.snapshot == snapshot
 
 
+def _behind(expected: int, got: int = 7) -> dict[str, Any]:
+    return {"kind": "base_rev_conflict", "expected_base_rev": expected, "got_base_rev": got}
+
+
 @pytest.mark.parametrize(
-    ("code", "message", "batch", "action", "rev"),
+    ("code", "details", "batch", "action", "rev"),
     [
-        (ErrorCode.UNAVAILABLE, "postgres is down", 10, "retry", 0),
-        (ErrorCode.RATE_LIMITED, "slow down", 10, "retry", 0),
-        (ErrorCode.INTERNAL, "internal error in choird", 10, "retry", 0),
-        (ErrorCode.PAYLOAD_TOO_LARGE, "too big", 10, "shrink", 0),
-        (ErrorCode.PAYLOAD_TOO_LARGE, "too big", 1, "fatal", 0),
-        (ErrorCode.CONFLICT, "expected base_rev 4, got 7: resend", 10, "resync", 4),
-        (ErrorCode.CONFLICT, "expected base_rev 12, got 7: resend", 10, "fatal", 0),
-        (ErrorCode.CONFLICT, "expected base_rev 1, got 7: resend", 10, "fatal", 0),
-        (ErrorCode.CONFLICT, "fork detected at rev 3: …", 10, "fatal", 0),
-        (ErrorCode.UNAUTHORIZED, "unknown session or wrong lease token", 10, "fatal", 0),
-        (ErrorCode.INVALID_REQUEST, "broken chain", 10, "fatal", 0),
+        (ErrorCode.UNAVAILABLE, None, 10, "retry", 0),
+        (ErrorCode.RATE_LIMITED, None, 10, "retry", 0),
+        (ErrorCode.INTERNAL, None, 10, "retry", 0),
+        (ErrorCode.PAYLOAD_TOO_LARGE, None, 10, "shrink", 0),
+        (ErrorCode.PAYLOAD_TOO_LARGE, None, 1, "fatal", 0),
+        (ErrorCode.CONFLICT, _behind(4), 10, "resync", 4),
+        (ErrorCode.CONFLICT, _behind(2), 10, "resync", 2),
+        (ErrorCode.CONFLICT, _behind(12), 10, "fatal", 0),
+        (ErrorCode.CONFLICT, _behind(1), 10, "fatal", 0),
+        (ErrorCode.CONFLICT, {"kind": "chain_forked", "rev": 3}, 10, "fatal", 0),
+        (ErrorCode.CONFLICT, None, 10, "fatal", 0),
+        (ErrorCode.CONFLICT, {"kind": "from_a_newer_choird", "rev": 3}, 10, "fatal", 0),
+        (ErrorCode.CONFLICT, {"kind": "base_rev_conflict"}, 10, "fatal", 0),
+        (ErrorCode.UNAUTHORIZED, None, 10, "fatal", 0),
+        (ErrorCode.INVALID_REQUEST, _behind(4), 10, "fatal", 0),
     ],
 )
 def test_each_refusal_has_one_verdict(
-    code: ErrorCode, message: str, batch: int, action: str, rev: int
+    code: ErrorCode, details: dict[str, Any] | None, batch: int, action: str, rev: int
 ) -> None:
-    verdict = judge(RpcError(code, message), head_rev=10, floor_rev=2, batch=batch)
+    error = RpcError(code, f"{code.value}: one line for people", details)
+    verdict = judge(error, head_rev=10, floor_rev=2, batch=batch)
     assert (verdict.action, verdict.rev) == (action, rev)
     assert verdict.reason
+
+
+def test_the_verdict_reads_the_details_never_the_message() -> None:
+    """A base_rev refusal is read from its typed details; its message is only for people."""
+    message = "expected base_rev 4, got 7: resend the revisions after 4; nothing was stored"
+
+    with_details = judge(
+        RpcError(ErrorCode.CONFLICT, "choird's wording may change", _behind(4)),
+        head_rev=10,
+        floor_rev=2,
+        batch=10,
+    )
+    message_only = judge(RpcError(ErrorCode.CONFLICT, message), head_rev=10, floor_rev=2, batch=10)
+
+    assert (with_details.action, with_details.rev) == ("resync", 4)
+    assert (message_only.action, message_only.reason) == ("fatal", message)
 
 
 def test_an_ended_session_says_what_to_do() -> None:

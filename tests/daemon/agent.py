@@ -6,6 +6,9 @@ import uuid
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import orjson
+
+from choir.daemon.agents.handler import AgentHandler
 from choir.daemon.agents.services import AgentServices
 from choir.daemon.sessions.state import StartedSession
 from choir.protocol import (
@@ -14,7 +17,6 @@ from choir.protocol import (
     CommittedEvent,
     HeartbeatRequest,
     InitHelloRequest,
-    RequestEnvelope,
     ResponseEnvelope,
     RpcError,
     Snapshot,
@@ -22,7 +24,10 @@ from choir.protocol import (
     Verb,
     VersionInfo,
     WireModel,
+    error_details,
 )
+from choir.transport import Peer, Request
+from choir.transport import RpcError as Refused
 
 T0 = datetime(2025, 6, 1, 12, 0, tzinfo=UTC)
 IMAGE = VersionInfo(
@@ -96,23 +101,36 @@ def hello(session: str, **changes: Any) -> InitHelloRequest:
 
 
 class AgentClient:
-    """Calls choird's agent RPC entry point exactly as a transport would."""
+    """Calls choird's agent handler exactly as the HTTP listener would (the lease alone names
+    the session, the request's size is its body's), answering with the response envelope the
+    wire would carry."""
 
     def __init__(self, services: AgentServices, started: StartedSession) -> None:
         self.services = services
+        self.handler = AgentHandler(services.rpc, services.sessions)
         self.session_id = started.session_id
         self.token = started.lease_token
 
     async def call(self, verb: Verb, payload: WireModel | dict[str, Any]) -> ResponseEnvelope:
         body = payload if isinstance(payload, dict) else payload.model_dump(mode="json")
-        envelope = RequestEnvelope(
+        request = Request(
+            verb=verb.value,
             request_id=str(uuid.uuid4()),
             session_id=self.session_id,
             lease_token=self.token,
-            verb=verb,
             payload=body,
+            peer=Peer("http", "127.0.0.1:1"),
+            size=len(orjson.dumps(body)),
         )
-        return await self.services.rpc.handle(envelope)
+        try:
+            answer = await self.handler.handle(request)
+        except Refused as refused:
+            details = error_details(refused.details)
+            return ResponseEnvelope.failure(
+                request.request_id, refused.code, refused.message, details
+            )
+        assert isinstance(answer, dict)
+        return ResponseEnvelope(request_id=request.request_id, ok=True, payload=answer)
 
     async def ok(self, verb: Verb, payload: WireModel | dict[str, Any]) -> dict[str, Any]:
         response = await self.call(verb, payload)

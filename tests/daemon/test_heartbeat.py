@@ -9,7 +9,7 @@ import pytest
 
 from choir.daemon.agents.ingest import record_of
 from choir.daemon.agents.services import AgentServices
-from choir.protocol import ErrorCode, UserMsg, Verb
+from choir.protocol import BaseRevConflict, ChainForked, ErrorCode, UserMsg, Verb
 from choir.store.events import insert_events, read_events
 from choir.store.leases import all_leases
 from choir.store.postgres.pool import Pool
@@ -64,6 +64,7 @@ async def test_a_base_rev_ahead_of_the_ack_is_refused_with_nothing_stored(agent,
 
     assert error.code == ErrorCode.CONFLICT
     assert error.message.startswith("expected base_rev 0, got 5")
+    assert error.details == BaseRevConflict(expected_base_rev=0, got_base_rev=5)
     assert await stored_revs(pool, agent.session_id) == []
 
 
@@ -148,6 +149,7 @@ async def test_a_fork_stops_the_session(agent, pool, services, caplog, resend_fr
     fork_rev = 1 if resend_from == 0 else 3
     assert error.message.startswith(f"fork detected at rev {fork_rev}: the agent's chain differs")
     assert f"session {agent.session_id} was stopped" in error.message
+    assert error.details == ChainForked(rev=fork_rev)
     assert await stored_revs(pool, agent.session_id) == [1, 2, 3]
     row = await services.sessions.get(agent.session_id)
     assert (row.status, row.ack_rev, row.lease_id) == (SessionStatus.FORKED, 3, None)

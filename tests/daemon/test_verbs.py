@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
+import orjson
 import pytest
 
 from choir.daemon.agents.host_tools import HostToolCall
@@ -297,10 +298,12 @@ async def test_a_payload_over_the_cap_is_refused(services, home):
     chain = Chain()
     chain.commit(10)
 
-    error = await agent.refused(Verb.HEARTBEAT, chain.heartbeat(0))
+    heartbeat = chain.heartbeat(0)
+    error = await agent.refused(Verb.HEARTBEAT, heartbeat)
 
     assert error.code == ErrorCode.PAYLOAD_TOO_LARGE
-    assert "exceeds rpc.max_payload_bytes (1000)" in error.message
+    size = len(orjson.dumps(heartbeat.model_dump(mode="json")))  # the payload's, measured exactly
+    assert error.message.startswith(f"payload of {size} bytes exceeds rpc.max_payload_bytes (1000)")
 
 
 async def test_a_malformed_payload_is_an_invalid_request(services):

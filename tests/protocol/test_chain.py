@@ -18,6 +18,7 @@ from choir.protocol import (
     chain_break,
     chain_hash,
     commit_hash,
+    event_json,
     format_ts,
     seal_record,
 )
@@ -119,6 +120,24 @@ def test_tampered_content_is_caught_only_when_hashes_are_checked():
     assert chain_break(records, base_rev=0, hash_prev=GENESIS_HASH, check_hashes=True) == (
         "patches[1].hash: does not match the content of rev 2"
     )
+
+
+def test_hashes_are_checked_over_the_event_forms_given():
+    """choird hands over the JSON forms it is about to store: the hash is checked over exactly
+    those, so what is stored is what was verified."""
+    records = _chain(3)
+    forms = [event_json(record.event) for record in records]
+    forged = [*forms[:1], {**forms[1], "text": "forged"}, *forms[2:]]
+
+    assert chain_break(records, base_rev=0, hash_prev=GENESIS_HASH, check_hashes=True) is None
+    assert (
+        chain_break(records, base_rev=0, hash_prev=GENESIS_HASH, check_hashes=True, events=forms)
+        is None
+    )
+    assert chain_break(
+        records, base_rev=0, hash_prev=GENESIS_HASH, check_hashes=True, events=forged
+    ) == ("patches[1].hash: does not match the content of rev 2")
+    assert forms == [record.event.model_dump(mode="json") for record in records]
 
 
 def test_gap_in_revisions_is_a_break():

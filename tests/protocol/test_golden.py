@@ -20,6 +20,7 @@ from choir.protocol import (
     CoreEvent,
     CoreInjection,
     CoreJobStart,
+    ErrorDetails,
     Event,
     MemoryDeltaDocument,
     PushEnvelope,
@@ -44,6 +45,8 @@ FAMILIES: dict[str, dict[str, Any]] = {
         "request": RequestEnvelope,
         "response_ok": ResponseEnvelope,
         "response_error": ResponseEnvelope,
+        "response_error_base_rev": ResponseEnvelope,
+        "response_error_forked": ResponseEnvelope,
     },
     "events.json": {"committed_events": list[CommittedEvent]},
     "core_jobs.json": {
@@ -116,11 +119,27 @@ def test_golden_event_log_is_an_intact_hash_chain():
     assert chain_break(records, base_rev=0, hash_prev=GENESIS_HASH, check_hashes=True) is None
 
 
-def test_goldens_cover_every_event_core_event_and_push_kind():
+def test_goldens_cover_every_event_core_event_push_and_error_details_kind():
     events = {e["event"]["kind"] for e in _load(1, "events.json")["committed_events"]}
     core_events = {e["kind"] for e in _load(1, "core_jobs.json")["core_events"]}
     pushes = {p["push"]["kind"] for p in _load(1, "pushes.json")["push_envelopes"]}
+    responses = _load(1, "envelope.json").values()
+    errors = [document.get("error") or {} for document in responses]
+    details = {error["details"]["kind"] for error in errors if "details" in error}
 
     assert events == _kinds(Event)
     assert core_events == _kinds(CoreEvent)
     assert pushes == _kinds(ServerPush)
+    assert details == _kinds(ErrorDetails)
+
+
+def test_an_error_without_details_keeps_its_old_form():
+    """Details are optional and left out when absent: an error from before them parses to no
+    details and re-serializes without the key."""
+    document = _load(1, "envelope.json")["response_error"]
+
+    parsed = ResponseEnvelope.model_validate(document)
+
+    assert parsed.error is not None
+    assert parsed.error.details is None
+    assert "details" not in parsed.model_dump(mode="json")["error"]

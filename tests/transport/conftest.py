@@ -56,13 +56,14 @@ class EchoHandler:
                 "session_id": request.session_id,
                 "lease_token": request.lease_token,
                 "transport": request.peer.transport,
+                "size": request.size,
             }
         if verb == "secure":
             if request.lease_token != f"lease-{request.session_id}":
                 raise RpcError(ErrorCode.UNAUTHORIZED, "unknown session or wrong lease token")
             return {"ok": True}
         if verb == "fail":
-            raise RpcError(ErrorCode(payload["code"]), payload["message"])
+            raise RpcError(ErrorCode(payload["code"]), payload["message"], payload.get("details"))
         if verb == "boom":
             raise RuntimeError("handler bug")
         if verb == "not_a_dict":

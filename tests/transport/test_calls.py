@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import asyncio
 
+import orjson
 import pytest
 
 from choir.errors import ExitCode
 from choir.protocol.wire.envelope import ErrorCode
 from choir.transport import CallTimeout, RpcError
+from choir.transport.frames import error_body, error_from_body
 from tests.transport.conftest import Served, until
 
 
@@ -56,6 +58,37 @@ async def test_handler_errors_reach_the_client_with_code_and_message(
             await client.call("fail", {"code": code.value, "message": f"no: {code.value}"})
         assert await client.call("empty") == {}
     assert (caught.value.code, caught.value.message) == (code, f"no: {code.value}")
+
+
+async def test_error_details_reach_the_client_as_sent_and_are_left_out_when_none(
+    served: Served,
+) -> None:
+    details = {"kind": "base_rev_conflict", "expected_base_rev": 4, "got_base_rev": 7}
+    async with await served.client() as client:
+        with pytest.raises(RpcError) as detailed:
+            await client.call("fail", {"code": "conflict", "message": "m", "details": details})
+        with pytest.raises(RpcError) as plain:
+            await client.call("fail", {"code": "conflict", "message": "m"})
+    assert (detailed.value.code, detailed.value.details) == (ErrorCode.CONFLICT, details)
+    assert plain.value.details is None
+
+
+def test_an_error_body_has_details_only_when_the_error_has_them() -> None:
+    plain = RpcError(ErrorCode.CONFLICT, "m")
+    detailed = RpcError(ErrorCode.CONFLICT, "m", {"kind": "chain_forked", "rev": 3})
+
+    assert error_body(plain) == {"code": "conflict", "message": "m"}
+    assert error_from_body(error_body(detailed)).details == {"kind": "chain_forked", "rev": 3}
+    assert error_from_body({"code": "conflict", "message": "m", "details": [1]}).details is None
+
+
+async def test_a_request_says_how_many_bytes_carried_it(served: Served) -> None:
+    payload = {"text": "é" * 1000, "n": list(range(100))}
+    async with await served.client(session_id="s-1", lease_token="t") as client:
+        answer = await client.call("echo", payload)
+    # The payload's own JSON arrived within them (on the socket, with the envelope around it).
+    assert answer["size"] >= len(orjson.dumps(payload))
+    assert answer["size"] < len(orjson.dumps(payload)) + 300
 
 
 async def test_unknown_verb_is_the_handlers_not_found(served: Served) -> None:

@@ -5,7 +5,6 @@ Kept free of I/O so the `EventIngest` is only plumbing, and so each rule is test
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Final, Literal
@@ -13,7 +12,13 @@ from typing import Final, Literal
 import orjson
 
 from choir.agent.kernel.commitlog import LogEntry
-from choir.protocol import ErrorCode, HeartbeatRequest, Snapshot
+from choir.protocol import (
+    BaseRevConflict,
+    ErrorCode,
+    HeartbeatRequest,
+    Snapshot,
+    error_details,
+)
 from choir.transport import RpcError
 
 MAX_BATCH: Final = 256
@@ -21,9 +26,6 @@ MAX_BATCH: Final = 256
 
 RECORD_OVERHEAD: Final = 256
 """Bytes a patch adds around its event (rev, lane, ts, two hashes, an artifact reference)."""
-
-_EXPECTED_BASE = re.compile(r"^expected base_rev (\d+), got (\d+)")
-"""choird's refusal of a base_rev ahead of its ack (choir.daemon.agents.ingest)."""
 
 _RETRYABLE: Final = frozenset({ErrorCode.UNAVAILABLE, ErrorCode.RATE_LIMITED, ErrorCode.INTERNAL})
 
@@ -92,14 +94,17 @@ class Verdict:
 
 
 def judge(error: RpcError, *, head_rev: int, floor_rev: int, batch: int) -> Verdict:
-    """The verdict on `error`, for a log holding revisions `floor_rev`+1 … `head_rev`."""
+    """The verdict on `error`, for a log holding revisions `floor_rev`+1 … `head_rev`.
+
+    What choird's refusal means comes from its code and typed details, never from its message,
+    which is for people and may change."""
     if error.code in _RETRYABLE:
         return Verdict("retry", reason=error.message)
     if error.code == ErrorCode.PAYLOAD_TOO_LARGE and batch > 1:
         return Verdict("shrink", reason=error.message)
-    expected = _EXPECTED_BASE.match(error.message) if error.code == ErrorCode.CONFLICT else None
-    if expected is not None:
-        rev = int(expected[1])
+    details = error_details(error.details) if error.code == ErrorCode.CONFLICT else None
+    if isinstance(details, BaseRevConflict):
+        rev = details.expected_base_rev
         if floor_rev <= rev <= head_rev:
             return Verdict("resync", rev=rev, reason=error.message)
         return Verdict(

@@ -1,4 +1,8 @@
-"""The transport `Handler` for agents: decoded requests in, `AgentRpc` envelopes through.
+"""The transport `Handler` for agents: the one place an agent call is authenticated.
+
+Each call's lease token is checked once, here (`SessionService.authenticate`, constant time),
+and the `SessionContext` found — the session's live state — goes with the call to `AgentRpc`
+and the verb, which never check the token or look the session up again.
 
 One instance serves each agent's own socket (`bound_agent` set: a container can only ever speak
 for its own agent, so agent A's token on agent B's socket is refused), and one unbound instance
@@ -10,24 +14,23 @@ socket with forged or stolen leases costs a few lines and a count, never one lin
 
 from __future__ import annotations
 
-from pydantic import ValidationError
-
+from choir.daemon.agents.refusals import RpcFault
 from choir.daemon.agents.rpc import AgentRpc
 from choir.daemon.sessions.service import SessionService
-from choir.errors import ChoirError
+from choir.daemon.sessions.state import SessionContext
 from choir.logs import get_logger
 from choir.logs.throttle import ThrottledLog
-from choir.protocol import ErrorCode, RequestEnvelope, Verb
+from choir.protocol import ErrorCode, Verb
 from choir.transport import Payload, Request, RpcError, Stream
 from choir.transport.dispatch import peer_key
 
 log = get_logger("choird.agent_socket")
 
-_VERBS = frozenset(v.value for v in Verb)
+_VERBS = {v.value: v for v in Verb}
 
 
 class AgentHandler:
-    """Accepts only the 8 agent verbs, each with a valid lease for its session."""
+    """Accepts only the agent verbs, each with a valid lease for its session."""
 
     def __init__(
         self, rpc: AgentRpc, sessions: SessionService, *, bound_agent: str | None = None
@@ -39,41 +42,40 @@ class AgentHandler:
         self._foreign = ThrottledLog(log, "refused another agent's lease")
 
     async def handle(self, request: Request) -> Payload | Stream:
-        if request.verb not in _VERBS:
+        verb = _VERBS.get(request.verb)
+        if verb is None:
             known = ", ".join(sorted(_VERBS))
             raise RpcError(ErrorCode.NOT_FOUND, f"unknown verb {request.verb!r} (known: {known})")
-        await self._check_binding(request.session_id, request.lease_token, peer_key(request.peer))
-        try:
-            envelope = RequestEnvelope(
-                request_id=request.request_id,
-                session_id=request.session_id,
-                lease_token=request.lease_token,
-                verb=Verb(request.verb),
-                payload=request.payload,
-            )
-        except ValidationError:
-            raise RpcError(ErrorCode.INVALID_REQUEST, "malformed envelope") from None
-        response = await self._rpc.handle(envelope)
-        if response.error is not None:
-            raise RpcError(response.error.code, response.error.message)
-        return response.payload or {}
+        peer = peer_key(request.peer)
+        ctx = await self._authenticate(request.session_id, request.lease_token, verb.value, peer)
+        return await self._rpc.call(ctx, verb, request.payload, carried=request.size)
 
     async def authorize_events(self, session_id: str, lease_token: str) -> bool:
         try:
-            await self._check_binding(session_id, lease_token)
-        except ChoirError:
-            return False
+            await self._authenticate(session_id, lease_token, "events")
+        except RpcError as refused:
+            if refused.code == ErrorCode.UNAUTHORIZED:
+                return False
+            raise
         return True
 
-    async def _check_binding(self, session_id: str, lease_token: str, peer: str = "") -> None:
-        """On an agent's own socket, the session must belong to that agent."""
+    async def _authenticate(
+        self, session_id: str, lease_token: str, verb: str, peer: str = ""
+    ) -> SessionContext:
+        """The caller's context if `lease_token` is its session's lease and, on an agent's own
+        socket, the session is that agent's; `RpcError` otherwise (`unavailable` when choird
+        cannot tell, e.g. its database is down while it loads the session)."""
         try:
             ctx = await self._sessions.authenticate(session_id, lease_token)
-        except ChoirError:
-            fields = {"agent": self._agent, "peer": peer}
-            self._invalid.emit(peer, fields)
-            raise RpcError(ErrorCode.UNAUTHORIZED, "invalid session or lease token") from None
+        except RpcFault as fault:
+            if fault.code != ErrorCode.UNAUTHORIZED:
+                raise self._rpc.refusal(fault, session_id, verb) from None
+            self._invalid.emit(peer, {"agent": self._agent, "peer": peer})
+            raise RpcError(fault.code, fault.message) from None
+        except Exception as exc:
+            raise self._rpc.refusal(exc, session_id, verb) from None
         if self._agent is not None and ctx.agent_id != self._agent:
             fields = {"socket_agent": self._agent, "lease_agent": ctx.agent_id}
             self._foreign.emit((peer, ctx.agent_id), fields)
             raise RpcError(ErrorCode.UNAUTHORIZED, "this socket serves another agent")
+        return ctx

@@ -16,7 +16,6 @@ from typing import Final
 from choir.daemon.agents.handover import handover, read_page
 from choir.daemon.agents.refusals import RpcFault
 from choir.daemon.gateway.inbox import Inbox
-from choir.daemon.sessions.service import SessionService
 from choir.daemon.sessions.state import LiveSession, SessionContext
 from choir.daemon.staging.stage import ConfigStage
 from choir.protocol import PROTOCOL_VERSION, ErrorCode, InitHelloRequest, InitHelloResponse
@@ -27,18 +26,15 @@ IMAGE_FIELDS: Final = ("image_version", "tool_manifest_hash", "skill_manifest_ha
 
 
 class Greeter:
-    """Answers INIT_HELLO for the sessions of `sessions`."""
+    """Answers INIT_HELLO (and the FETCH_EVENTS pages after it) for authenticated sessions."""
 
-    def __init__(
-        self, pool: Pool, sessions: SessionService, stage: ConfigStage, inbox: Inbox
-    ) -> None:
+    def __init__(self, pool: Pool, stage: ConfigStage, inbox: Inbox) -> None:
         self._pool = pool
-        self._sessions = sessions
         self._stage = stage
         self._inbox = inbox
 
     async def init_hello(self, ctx: SessionContext, request: InitHelloRequest) -> InitHelloResponse:
-        live = await self._sessions.live(ctx.session_id)
+        live = ctx.live
         check_hello(live, request)
         async with live.lock:
             snapshot, first = await handover(self._pool, live)
@@ -58,7 +54,7 @@ class Greeter:
         self, ctx: SessionContext, request: FetchEventsRequest
     ) -> FetchEventsResponse:
         """The next page of the caller's handover: acknowledged events after `after_rev`."""
-        live = await self._sessions.live(ctx.session_id)
+        live = ctx.live
         if request.after_rev > live.ack_rev:
             raise RpcFault(
                 ErrorCode.INVALID_REQUEST,

@@ -35,11 +35,14 @@ from choir.daemon.staging.stage import ConfigStage
 from choir.logs import get_logger
 from choir.protocol import (
     GENESIS_HASH,
+    BaseRevConflict,
+    ChainForked,
     CommittedEvent,
     ErrorCode,
     HeartbeatRequest,
     HeartbeatResponse,
     Snapshot,
+    event_json,
 )
 from choir.protocol.log.committed import chain_break
 from choir.store.artifacts import complete_artifacts, link_artifacts
@@ -88,13 +91,14 @@ def _sealed(live: LiveSession, snapshot: Snapshot) -> bool:
     return problem is None
 
 
-def record_of(event: CommittedEvent) -> EventRecord:
-    """The `session_events` row of a committed event (payload: the event's JSON form)."""
+def record_of(event: CommittedEvent, payload: dict[str, Any] | None = None) -> EventRecord:
+    """The `session_events` row of a committed event; `payload` is its event's JSON form
+    (`event_json`) when the caller already has it."""
     return EventRecord(
         rev=event.rev,
         event_type=event.event.kind,
         lane=event.lane,
-        payload=event.event.model_dump(mode="json"),
+        payload=payload if payload is not None else event_json(event.event),
         hash_prev=event.hash_prev,
         hash=event.hash,
         created_at=event.ts,
@@ -139,7 +143,7 @@ class EventIngest:
         return lambda: self._listeners.remove(listener)
 
     async def heartbeat(self, ctx: SessionContext, request: HeartbeatRequest) -> HeartbeatResponse:
-        live = await self._sessions.live(ctx.session_id)
+        live = ctx.live
         async with live.lock:
             ack_rev = await self._replicate_on_stored_head(live, request)
         return HeartbeatResponse(ack_rev=ack_rev, config_version_latest=self._stage.running.version)
@@ -173,9 +177,12 @@ class EventIngest:
 
     async def _replicate(self, live: LiveSession, request: HeartbeatRequest) -> int:
         fresh = request.new_rev > live.ack_rev
+        # Each event is serialized once: the hash is checked over the form that is stored.
+        payloads = [event_json(patch.event) for patch in request.patches]
         try:
-            self._check_chain(live, request)
-            records = [record_of(patch) for patch in request.patches]
+            self._check_chain(live, request, payloads)
+            patches = zip(request.patches, payloads, strict=True)
+            records = [record_of(patch, payload) for patch, payload in patches]
             await self._store(live, request, records, fresh=fresh)
         except _Forked as fork:
             await self._stop_forked(live, fork.rev)
@@ -194,18 +201,22 @@ class EventIngest:
             except Exception:
                 log.exception("replication listener failed", fields={"session": live.session_id})
 
-    def _check_chain(self, live: LiveSession, request: HeartbeatRequest) -> None:
+    def _check_chain(
+        self, live: LiveSession, request: HeartbeatRequest, payloads: Sequence[dict[str, Any]]
+    ) -> None:
         if request.base_rev > live.ack_rev:
             raise RpcFault(
                 ErrorCode.CONFLICT,
                 f"expected base_rev {live.ack_rev}, got {request.base_rev}: resend the "
                 f"revisions after {live.ack_rev}; nothing was stored",
+                BaseRevConflict(expected_base_rev=live.ack_rev, got_base_rev=request.base_rev),
             )
         problem = chain_break(
             request.patches,
             base_rev=request.base_rev,
             hash_prev=request.hash_prev,
             check_hashes=True,
+            events=payloads,
         )
         if problem:
             raise RpcFault(
@@ -270,6 +281,7 @@ class EventIngest:
             f"{reason}: the agent's chain differs from the one choird stored; session "
             f"{live.session_id} was stopped (start a new one with choirctl agent start "
             f"{live.agent_id} --new-session)",
+            ChainForked(rev=rev),
         )
 
 

@@ -15,15 +15,17 @@ from choir.errors import (
     UnavailableError,
     UsageError,
 )
-from choir.protocol import ErrorCode, RpcError
+from choir.protocol import ErrorCode, ErrorDetails, RpcError
 
 
 class RpcFault(ChoirError):
-    """An agent call refused with a stable `code`; `message` is one line without secrets."""
+    """An agent call refused with a stable `code`; `message` is one line without secrets, and
+    `details` what the agent acts on, as data (it never parses the message)."""
 
-    def __init__(self, code: ErrorCode, message: str) -> None:
+    def __init__(self, code: ErrorCode, message: str, details: ErrorDetails | None = None) -> None:
         super().__init__(message)
         self.code = code
+        self.details = details
 
 
 UNAUTHORIZED_MESSAGE = "unknown session or wrong lease token"
@@ -62,7 +64,7 @@ def rpc_error_of(exc: BaseException) -> RpcError:
         message = DISK_FAILING if disk_failure(exc) else DATABASE_DOWN
         return RpcError(code=ErrorCode.UNAVAILABLE, message=message)
     if isinstance(exc, RpcFault):
-        return RpcError(code=exc.code, message=exc.message)
+        return RpcError(code=exc.code, message=exc.message, details=exc.details)
     if isinstance(exc, ChoirError):
         code = next((code for kind, code in _CODES if isinstance(exc, kind)), ErrorCode.INTERNAL)
         return RpcError(code=code, message="; ".join(exc.message.splitlines()))

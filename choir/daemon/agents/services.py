@@ -1,8 +1,9 @@
 """The agent-facing control plane wired together: sessions, verbs, approvals, host tools.
 
 The daemon builds this once its database pool and running config are up, hands `rpc` to the
-listeners, and runs `sessions.reap()` and `approvals.expire_overdue()` periodically. When a
-session ends, the per-session state of the other services is dropped with it.
+listeners (each through an `AgentHandler`, which authenticates every call), and runs
+`sessions.reap()` and `approvals.expire_overdue()` periodically. When a session ends, the
+per-session state of the other services is dropped with it.
 """
 
 from __future__ import annotations
@@ -50,7 +51,7 @@ class AgentServices:
         verbs = AgentVerbs(
             stage=stage,
             sessions=sessions,
-            greeter=Greeter(pool, sessions, stage, inbox),
+            greeter=Greeter(pool, stage, inbox),
             replicator=replicator,
             approvals=approvals,
             host_tools=host_tools,
@@ -66,7 +67,7 @@ class AgentServices:
             status,
             limiter,
             verbs,
-            AgentRpc(verbs, sessions, stage, limiter),
+            AgentRpc(verbs, stage, limiter),
             replicator,
             inbox,
         )

@@ -129,8 +129,8 @@ class AgentVerbs:
         """End the session: leases released, token revoked (this call is its last). An agent
         that could not start or resume ends it crashed, so it stays resumable."""
         if request.failed:
-            resumed = (await self._sessions.live(ctx.session_id)).resumed
-            await self._sessions.mark_crashed(ctx.session_id, failed_start(resumed, request.reason))
+            reason = failed_start(ctx.live.resumed, request.reason)
+            await self._sessions.mark_crashed(ctx.session_id, reason)
         else:
             await self._sessions.terminate(ctx.session_id, request.reason, request.summary)
         return Ack()

@@ -75,14 +75,25 @@ class StartedSession:
     """True when an earlier session was resumed rather than a new one created."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class SessionContext:
-    """Who is calling, from an envelope whose token matched (§12.3)."""
+    """Who is calling, from an envelope whose token matched (§12.3): the session's live state
+    itself, so a verb acts on what authentication found instead of looking the session up again."""
 
-    session_id: str
-    agent_id: str
-    bindings: ResourceBindings
+    live: LiveSession
     lease_token: str = field(repr=False)
+
+    @property
+    def session_id(self) -> str:
+        return self.live.session_id
+
+    @property
+    def agent_id(self) -> str:
+        return self.live.agent_id
+
+    @property
+    def bindings(self) -> ResourceBindings:
+        return self.live.bindings
 
 
 @dataclass(frozen=True)
@@ -113,4 +124,4 @@ class LiveSession:
     """Serializes heartbeats, so two cannot race from the same base."""
 
     def context(self, token: str) -> SessionContext:
-        return SessionContext(self.session_id, self.agent_id, self.bindings, token)
+        return SessionContext(self, token)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Self
+from typing import Any, Self
 
 from pydantic import Field, TypeAdapter
 
@@ -19,6 +19,12 @@ from choir.protocol.log.lanes import LaneId
 from choir.protocol.scalars import Sha256Hex, UtcTimestamp, format_ts
 
 _EVENT: TypeAdapter[Event] = TypeAdapter(Event)
+
+
+def event_json(event: Event) -> dict[str, Any]:
+    """`event` in its JSON form: what a chain hash covers, and what a store keeps of it."""
+    form: dict[str, Any] = _EVENT.dump_python(event, mode="json")
+    return form
 
 
 class ArtifactRef(WireModel):
@@ -74,9 +80,11 @@ class CommittedEvent(WireModel):
             artifact=artifact,
         )
 
-    def computed_hash(self) -> str:
-        """The hash this record should carry, recomputed from its content."""
-        event = _EVENT.dump_python(self.event, mode="json")
+    def computed_hash(self, event: dict[str, Any] | None = None) -> str:
+        """The hash this record should carry, recomputed from its content; `event` is the JSON
+        form of its event (`event_json`) when the caller already has it."""
+        if event is None:
+            event = event_json(self.event)
         ref = self.artifact.model_dump(mode="json") if self.artifact is not None else None
         return commit_hash(self.hash_prev, self.rev, self.lane, format_ts(self.ts), event, ref)
 
@@ -88,11 +96,14 @@ def chain_break(
     hash_prev: str,
     check_hashes: bool = False,
     where: str = "patches",
+    events: Sequence[dict[str, Any]] | None = None,
 ) -> str | None:
     """Why `records` do not continue a chain at (`base_rev`, `hash_prev`); None if they do.
 
     Always checks contiguous revisions and `hash_prev` links; with `check_hashes`, also
-    recomputes every hash (what choird does before acknowledging a heartbeat).
+    recomputes every hash (what choird does before acknowledging a heartbeat) — over `events`,
+    the records' events in JSON form, when the caller has them (choird stores those very forms,
+    so each event is serialized once).
     """
     expected_rev, expected_prev = base_rev + 1, hash_prev
     for index, record in enumerate(records):
@@ -100,7 +111,8 @@ def chain_break(
             return f"{where}[{index}].rev: expected {expected_rev}, got {record.rev}"
         if record.hash_prev != expected_prev:
             return f"{where}[{index}].hash_prev: does not match the hash of rev {record.rev - 1}"
-        if check_hashes and record.computed_hash() != record.hash:
+        event = events[index] if events is not None else None
+        if check_hashes and record.computed_hash(event) != record.hash:
             return f"{where}[{index}].hash: does not match the content of rev {record.rev}"
         expected_rev, expected_prev = record.rev + 1, record.hash
     return None

@@ -14,6 +14,7 @@ from pydantic import Field, model_validator
 from choir.protocol.base import WireModel
 from choir.protocol.problems import invalid
 from choir.protocol.wire.error_codes import ErrorCode
+from choir.protocol.wire.error_details import ErrorDetails
 from choir.protocol.wire.verbs import Verb
 
 
@@ -35,6 +36,8 @@ class RpcError(WireModel):
     """Stable reason the agent can act on."""
     message: str
     """One line for logs and operators; never contains secret values."""
+    details: ErrorDetails | None = Field(default=None, exclude_if=lambda details: details is None)
+    """What the refusal means as data, for a caller that acts on it (left out when none)."""
 
 
 class ResponseEnvelope(WireModel):
@@ -62,5 +65,8 @@ class ResponseEnvelope(WireModel):
         return cls(request_id=request_id, ok=True, payload=payload.model_dump(mode="json"))
 
     @classmethod
-    def failure(cls, request_id: str, code: ErrorCode, message: str) -> Self:
-        return cls(request_id=request_id, ok=False, error=RpcError(code=code, message=message))
+    def failure(
+        cls, request_id: str, code: ErrorCode, message: str, details: ErrorDetails | None = None
+    ) -> Self:
+        error = RpcError(code=code, message=message, details=details)
+        return cls(request_id=request_id, ok=False, error=error)

@@ -2,7 +2,7 @@
 
     POST /rpc/<verb>    body = payload JSON; X-Choir-Request-Id, X-Choir-Session-Id and
                         `Authorization: Bearer <lease>` carry the envelope. 200 with the answer
-                        payload, or an error status with {code, message} (see `http_status`).
+                        payload, or an error status with {code, message, details?} (see `status`).
                         With `Accept: application/x-ndjson` the answer streams: one `item`
                         frame per line, then an `end` frame, exactly the socket's frames.
     GET /events?session_id=…   SSE stream of the session's pushes (`event: push`, `id: <seq>`,
@@ -209,17 +209,20 @@ class HttpServer:
         session_id = http_request.headers.get(SESSION_ID_HEADER, "")
         if len(session_id) > MAX_ID_LENGTH:
             raise RpcError(ErrorCode.INVALID_REQUEST, f"{SESSION_ID_HEADER} is too long")
+        payload, size = await self._read_payload(http_request)
         return Request(
             verb=http_request.match_info["verb"],
             request_id=request_id,
             session_id=session_id,
             lease_token=bearer_token(http_request.headers.get("Authorization")),
-            payload=await self._read_payload(http_request),
+            payload=payload,
             peer=Peer("http", _remote(http_request)),
             stream=NDJSON in http_request.headers.get("Accept", ""),
+            size=size,
         )
 
-    async def _read_payload(self, http_request: web.Request) -> Payload:
+    async def _read_payload(self, http_request: web.Request) -> tuple[Payload, int]:
+        """The body's JSON object and the body's length in bytes."""
         limit = self.limits.max_frame
         if (http_request.content_length or 0) > limit:
             raise _too_large(http_request.content_length or 0, limit)
@@ -232,14 +235,14 @@ class HttpServer:
             message = f"request body did not arrive within {self.limits.frame_timeout} s"
             raise RpcError(ErrorCode.INVALID_REQUEST, message) from None
         if not body:
-            return {}
+            return {}, 0
         try:
             payload = orjson.loads(body)
         except orjson.JSONDecodeError:
             raise RpcError(ErrorCode.INVALID_REQUEST, "request body is not valid JSON") from None
         if type(payload) is not dict:
             raise RpcError(ErrorCode.INVALID_REQUEST, "request body must be a JSON object")
-        return payload
+        return payload, len(body)
 
     async def _send_stream(
         self, http_request: web.Request, request: Request, stream: Stream
@@ -311,7 +314,7 @@ class _TaskTracker:
 
 
 def error_response(error: RpcError, request_id: str, status: int | None = None) -> web.Response:
-    """The JSON error answer: status from the code (unless given), body {code, message}."""
+    """The JSON error answer: status from the code (unless given), body `error_body`."""
     return web.Response(
         status=status or STATUS_OF[error.code],
         body=orjson.dumps(error_body(error)),

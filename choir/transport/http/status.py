@@ -1,4 +1,4 @@
-"""HTTP status codes for `ErrorCode`s, both ways; the JSON body `{code, message}` is the truth."""
+"""HTTP status codes for `ErrorCode`s, both ways; the JSON body (`error_body`) is the truth."""
 
 from __future__ import annotations
 

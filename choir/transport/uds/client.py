@@ -245,7 +245,7 @@ class _ClientConnection(FrameProtocol):
         self.done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._reason = "closed"
 
-    def frame_received(self, frame: dict[str, Any]) -> None:
+    def frame_received(self, frame: dict[str, Any], size: int) -> None:
         request_id = frame.get("request_id")
         if type(request_id) is str:
             call = self.calls.pop(request_id, None)

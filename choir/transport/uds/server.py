@@ -169,11 +169,11 @@ class _ServerConnection(FrameProtocol):
         if self.transport is not None:
             self.transport.resume_reading()
 
-    def frame_received(self, frame: dict[str, Any]) -> None:
+    def frame_received(self, frame: dict[str, Any], size: int) -> None:
         kind = frame["t"]
         try:
             if kind == REQUEST:
-                request = parse_request(frame, self.peer)
+                request = parse_request(frame, self.peer, size)
                 self._spawn(request.request_id, self._answer(request), request.stream)
             elif kind == SUBSCRIBE:
                 subscription = parse_subscribe(frame)
