@@ -10,15 +10,13 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Self
 
-from pydantic import Field, TypeAdapter
+from pydantic import Field
 
 from choir.protocol.base import WireModel
 from choir.protocol.log.chain import commit_hash
-from choir.protocol.log.events import Event
+from choir.protocol.log.events import EVENT_ADAPTER, Event
 from choir.protocol.log.lanes import LaneId
 from choir.protocol.scalars import Sha256Hex, UtcTimestamp, format_ts
-
-_EVENT: TypeAdapter[Event] = TypeAdapter(Event)
 
 
 class ArtifactRef(WireModel):
@@ -62,7 +60,7 @@ class CommittedEvent(WireModel):
         """A committed event with its chain hash computed."""
         ref = artifact.model_dump(mode="json") if artifact is not None else None
         digest = commit_hash(
-            hash_prev, rev, lane, format_ts(ts), _EVENT.dump_python(event, mode="json"), ref
+            hash_prev, rev, lane, format_ts(ts), EVENT_ADAPTER.dump_python(event, mode="json"), ref
         )
         return cls(
             rev=rev,
@@ -76,7 +74,7 @@ class CommittedEvent(WireModel):
 
     def computed_hash(self) -> str:
         """The hash this record should carry, recomputed from its content."""
-        event = _EVENT.dump_python(self.event, mode="json")
+        event = EVENT_ADAPTER.dump_python(self.event, mode="json")
         ref = self.artifact.model_dump(mode="json") if self.artifact is not None else None
         return commit_hash(self.hash_prev, self.rev, self.lane, format_ts(self.ts), event, ref)
 
