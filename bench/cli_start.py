@@ -22,7 +22,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
-from bench.common import median, parse_args, report
+from bench.common import compile_bytecode, median, parse_args, report
 
 BIN = Path(sys.executable).parent
 GOALS = {
@@ -72,6 +72,7 @@ def measure(quick: bool) -> dict[str, float]:
 
 def main() -> None:
     args = parse_args(__doc__ or "")
+    compile_bytecode()
     report("choirctl wall time per command (ms)", measure(args.quick), GOALS, args.json)
 
 

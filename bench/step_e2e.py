@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, Any
 
 import psutil
 
-from bench.common import parse_args, report
+from bench.common import compile_bytecode, parse_args, report
 
 if TYPE_CHECKING:
     from aiohttp import web
@@ -287,6 +287,7 @@ async def measure(quick: bool) -> dict[str, float]:
 
 def main() -> None:
     args = parse_args(__doc__ or "")
+    compile_bytecode()
     os.environ.pop("CHOIR_HOME", None)
     figures = asyncio.run(measure(args.quick))
     report("step end to end", figures, GOALS, args.json)

@@ -41,3 +41,23 @@ def test_choir_agent_skips_the_setup_commands_logic() -> None:
 def test_choird_on_the_process_runtime_skips(heavy: str) -> None:
     imports = "import choir.daemon.choird, choir.daemon.app, choir.daemon.operator.api"
     assert loaded(imports, (heavy,)) == []
+
+
+def test_choir_agent_skips_the_command_line_tool_of_httpx() -> None:
+    """`import httpx` would load its CLI (click, rich, pygments: ~70 ms); `choir` blocks it."""
+    imports = "import choir.agent.app, choir.adapters.llm, httpx"
+    assert loaded(imports, ("click", "rich", "pygments")) == []
+
+
+def test_choir_agent_builds_no_event_validator_at_import() -> None:
+    """One `EVENT_ADAPTER`, built on first use: each `TypeAdapter(Event)` built at import cost
+    choir-agent's start ~50 ms."""
+    probe = (
+        "import sys, choir.agent.app\n"
+        "from choir.protocol.log.events import EVENT_ADAPTER\n"
+        "print(repr(type(EVENT_ADAPTER.validator).__name__))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe], cwd=REPO_ROOT, capture_output=True, text=True, check=True
+    )
+    assert ast.literal_eval(done.stdout) == "MockValSer"

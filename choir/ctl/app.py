@@ -1,72 +1,34 @@
-"""choirctl: the scripted admin CLI. One module per noun; this module only wires them up."""
+"""choirctl: the scripted admin CLI. One module per noun (`choir.ctl.tree` wires them up).
+
+The root help page needs none of them, nor typer: `choir.ctl.root_help` prints it.
+"""
 
 from __future__ import annotations
 
 import sys
-
-import typer
-
-from choir.ctl.render.output import print_error
-from choir.errors import ChoirError
-
-app = typer.Typer(
-    rich_markup_mode=None,
-    name="choirctl",
-    help="Administer choir: set up $CHOIR_HOME, validate config, manage secrets and agents.\n\n"
-    "Exit codes: 0 ok, 1 error, 2 usage, 3 invalid config, 4 not found, 5 conflict, "
-    "6 service unavailable.",
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
-    context_settings={"help_option_names": ["-h", "--help"]},
-)
-
-
-@app.callback()
-def _root() -> None:
-    """Keeps choirctl a group of commands even when only one noun is registered."""
-
-
-OFFLINE_NOUNS = ("init", "config", "secret", "agent", "schema")
-
-
-def _register(only: str | None = None) -> None:
-    """Register every noun, or just `only` when the command line names a known one: each noun
-    module costs import time, and choirctl must start fast."""
-    from choir.ctl.operator_nouns import OPERATOR_NOUNS, register_operator_nouns
-
-    if only is not None and only not in OFFLINE_NOUNS and only not in OPERATOR_NOUNS:
-        only = None
-    if only in (None, "init"):
-        from choir.ctl import init
-
-        app.command("init")(init.init)
-    if only in (None, "config"):
-        from choir.ctl import config
-
-        app.add_typer(config.app, name="config")
-    if only in (None, "secret"):
-        from choir.ctl import secret
-
-        app.add_typer(secret.app, name="secret")
-    if only in (None, "agent"):
-        from choir.ctl.agent import commands as agent
-
-        app.add_typer(agent.app, name="agent")
-    if only in (None, "schema"):
-        from choir.ctl import schema
-
-        app.command("schema")(schema.schema)
-    register_operator_nouns(app, only=only)
+from typing import Any
 
 
 def main() -> None:
-    words = [arg for arg in sys.argv[1:] if not arg.startswith("-")]
-    _register(words[0] if words else None)
-    try:
-        app()
-    except ChoirError as err:
-        print_error(err)
-        sys.exit(int(err.exit_code))
-    except KeyboardInterrupt:
-        sys.exit(130)
+    args = sys.argv[1:]
+    if args in ([], ["-h"], ["--help"]):
+        from choir.ctl import root_help
+
+        if root_help.fits():
+            # As click does: asked for, the page goes to stdout; for no arguments, a usage
+            # error, to stderr with exit code 2.
+            (sys.stdout if args else sys.stderr).write(root_help.page())
+            sys.exit(0 if args else 2)
+    from choir.ctl.tree import run
+
+    run()
+
+
+def __getattr__(name: str) -> Any:
+    """`app` and `_register` still resolve here, from `choir.ctl.tree`, for the code that
+    walks the typer tree (tests, docs)."""
+    if name in ("app", "_register"):
+        from choir.ctl import tree
+
+        return getattr(tree, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

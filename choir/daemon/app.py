@@ -10,6 +10,7 @@ failure half-way through start-up unwinds what was already started.
 from __future__ import annotations
 
 import asyncio
+import importlib
 import ssl
 import time
 from collections.abc import Callable
@@ -17,30 +18,20 @@ from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Literal, Self
+from typing import TYPE_CHECKING, Final, Literal, Self
 
 from choir import __version__
 from choir.config import ChoirConfig, EmbeddedPostgres, SecretStore, load_home
-from choir.daemon.agents.handler import AgentHandler
-from choir.daemon.agents.pushes import wire_pushes
-from choir.daemon.agents.services import AgentServices
 from choir.daemon.health.board import DaemonHealth, HealthView
 from choir.daemon.health.disk import CHECK_EVERY_S as DISK_CHECK_EVERY_S
 from choir.daemon.health.disk import DiskWatch
-from choir.daemon.health.postgres import PostgresSupervisor
 from choir.daemon.health.store import StoreWatch
-from choir.daemon.images.repo_refresh import fetch_at_start
 from choir.daemon.instance_lock import InstanceLock
-from choir.daemon.runtimes.adopt import adopt_agents
-from choir.daemon.runtimes.base import AgentRuntime, RuntimeChoice
-from choir.daemon.runtimes.select import select_runtime
-from choir.daemon.sessions.state import SessionEnded, utc_now
 from choir.daemon.staging.stage import ConfigStage, arm_log_redaction
 from choir.errors import UnavailableError, UsageError
 from choir.home import ChoirHome
 from choir.logs import get_logger
 from choir.logs.handler import set_write_error_hook
-from choir.store.agent_schema import ensure_agent_schema
 from choir.store.postgres.database import Database, open_database
 from choir.store.postgres.failures import disk_failure
 from choir.store.postgres.target import EmbeddedTarget, ExternalTarget, PostgresTarget
@@ -49,9 +40,28 @@ from choir.transport.limits import AGENT_SOCKET_LIMITS
 from choir.transport.uds.sockfile import claim
 
 if TYPE_CHECKING:  # aiohttp and cryptography load only for --transport http
+    from choir.daemon.agents.services import AgentServices
+    from choir.daemon.health.postgres import PostgresSupervisor
+    from choir.daemon.runtimes.base import AgentRuntime, RuntimeChoice
+    from choir.daemon.sessions.state import SessionEnded
     from choir.transport import HttpServer
 
 log = get_logger("choird")
+
+AFTER_DATABASE: Final = (
+    "choir.daemon.agents.handler",
+    "choir.daemon.agents.pushes",
+    "choir.daemon.agents.services",
+    "choir.daemon.health.postgres",
+    "choir.daemon.images.repo_refresh",
+    "choir.daemon.operator.api",
+    "choir.daemon.runtimes.adopt",
+    "choir.daemon.runtimes.select",
+    "choir.daemon.sessions.state",
+    "choir.store.agent_schema",
+)
+"""What start-up needs only once Postgres is up, about half of choird's imports: imported while
+the embedded server starts (`_start`), which it does in a process of its own, on another core."""
 
 DEFAULT_EMBEDDING_DIMS = 1536
 """§11.9's default (text-embedding-3-small) when no embedding model is configured."""
@@ -152,9 +162,22 @@ class ChoirDaemon:
         self._stack.callback(self._watch_log_writes())
         target = _target(self.home, config, loaded.secrets)
         observe = StoreWatch(self.health, self.disk, _where(target))
-        self.database = await self._stack.enter_async_context(
-            open_database(target, observe=observe)
+        opening = asyncio.ensure_future(
+            self._stack.enter_async_context(open_database(target, observe=observe))
         )
+        await asyncio.sleep(0)  # the task runs up to the server's start, in a thread of its own
+        try:
+            for module in AFTER_DATABASE:
+                importlib.import_module(module)
+        finally:
+            self.database = await opening
+        from choir.daemon.agents.pushes import wire_pushes
+        from choir.daemon.agents.services import AgentServices
+        from choir.daemon.health.postgres import PostgresSupervisor
+        from choir.daemon.runtimes.adopt import adopt_agents
+        from choir.daemon.runtimes.select import select_runtime
+        from choir.daemon.sessions.state import utc_now
+
         log.info("step 3+5: postgres ready", fields={"where": self.database.params.where})
         await self._agent_schemas(config)
         stage = ConfigStage(loaded)
@@ -212,6 +235,8 @@ class ChoirDaemon:
         )
 
     async def _agent_schemas(self, config: ChoirConfig) -> None:
+        from choir.store.agent_schema import ensure_agent_schema
+
         assert self.database is not None
         dims = config.embedding.dimensions if config.embedding else DEFAULT_EMBEDDING_DIMS
         async with self.database.pool.acquire() as conn:
@@ -220,6 +245,8 @@ class ChoirDaemon:
         log.info("step 4: agent schemas and roles ready", fields={"agents": len(config.agents)})
 
     async def _listen(self, services: AgentServices) -> None:
+        from choir.daemon.agents.handler import AgentHandler
+
         self.home.create_directories()  # only narrows existing private directories' modes
         if self._operator is not None:
             operator = UdsServer(self.home.operator_socket, self._operator(self), hub=self.hub)
@@ -268,6 +295,8 @@ class ChoirDaemon:
         a directory of its own that a container mounts at /run/choir. The directory is
         traverse-only (0711): an agent running as its own uid reaches the socket the runtime
         hands to it, and can neither list nor put anything beside it."""
+        from choir.daemon.agents.handler import AgentHandler
+
         assert self.services is not None
         path = self.home.agent_socket(agent_id)
         if agent_id not in self._agent_sockets:
@@ -294,6 +323,8 @@ class ChoirDaemon:
     def _on_health(self, view: HealthView) -> None:
         """A problem cleared: heartbeats could not be recorded until now, so nobody is stale
         for missing them (the threshold counts from here)."""
+        from choir.daemon.sessions.state import utc_now
+
         if self.services is not None and self.health.healthy:
             self.services.sessions.excuse(utc_now())
 
@@ -336,6 +367,8 @@ class ChoirDaemon:
     # -- timers ----------------------------------------------------------------------------
 
     def _start_timers(self, services: AgentServices) -> list[asyncio.Task[None]]:
+        from choir.daemon.images.repo_refresh import fetch_at_start
+
         config = services.stage.running.config
         reap_every = min(max(config.crash_detection_threshold_ms / 4000, 0.25), 2.0)
         database = self._healthy_database

@@ -20,7 +20,9 @@ from typing import TYPE_CHECKING
 from choir.errors import ChoirError, ExitCode, one_line
 
 if TYPE_CHECKING:
+    from choir.daemon.app import ChoirDaemon
     from choir.home import ChoirHome
+    from choir.transport import Handler
 
 DESCRIPTION = "choir's host daemon: config, secrets, sessions, leases, Postgres, operator API."
 
@@ -60,7 +62,6 @@ def _parser() -> argparse.ArgumentParser:
 
 async def _serve(args: argparse.Namespace) -> None:
     from choir.daemon.app import ChoirDaemon, DaemonOptions
-    from choir.daemon.operator.api import operator_handler
     from choir.home import ChoirHome
 
     options = DaemonOptions(
@@ -72,13 +73,21 @@ async def _serve(args: argparse.Namespace) -> None:
         tls_self_signed=args.tls_self_signed,
         runtime=args.runtime,
     )
-    daemon = ChoirDaemon(options, operator=operator_handler)
+    daemon = ChoirDaemon(options, operator=_operator_handler)
     # Before "choird ready" is logged: a supervisor may signal as soon as it reads that line.
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, daemon.stop)
     async with daemon:
         await daemon.wait_stopped()
+
+
+def _operator_handler(daemon: ChoirDaemon) -> Handler:
+    """The operator API, imported once choird starts listening: its modules load while the
+    embedded Postgres starts (`choir.daemon.app.AFTER_DATABASE`)."""
+    from choir.daemon.operator.api import operator_handler
+
+    return operator_handler(daemon)
 
 
 def main(argv: list[str] | None = None) -> None:

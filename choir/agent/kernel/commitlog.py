@@ -21,10 +21,9 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterable, Iterator
 from datetime import UTC, datetime
-from typing import Any, Final, NamedTuple
+from typing import Any, NamedTuple
 
 import orjson
-from pydantic import TypeAdapter
 
 from choir.agent.kernel.event_bounds import externalize, oversized
 from choir.errors import ChoirError
@@ -32,8 +31,7 @@ from choir.logs.redaction import mentions_secret, redact_data
 from choir.protocol import GENESIS_HASH, Event, chain_hash, commit_hash
 from choir.protocol.lenient_json import without_lone_surrogates
 from choir.protocol.log.chain import record_bytes
-
-_EVENT: Final[TypeAdapter[Event]] = TypeAdapter(Event)
+from choir.protocol.log.events import EVENT_ADAPTER
 
 Listener = Callable[["LogEntry"], None]
 
@@ -57,7 +55,7 @@ def now_ts() -> str:
 
 def event_json(event: Event) -> dict[str, Any]:
     """An event model in its JSON form, the form that is hashed and replicated."""
-    dumped: dict[str, Any] = _EVENT.dump_python(event, mode="json")
+    dumped: dict[str, Any] = EVENT_ADAPTER.dump_python(event, mode="json")
     return dumped
 
 
@@ -97,7 +95,7 @@ class LogEntry(NamedTuple):
 
     def model(self) -> Event:
         """The event as its typed model (parsing costs; keep it off hot paths)."""
-        return _EVENT.validate_python(self.event)
+        return EVENT_ADAPTER.validate_python(self.event)
 
 
 class ChainError(ChoirError):

@@ -18,12 +18,11 @@ from __future__ import annotations
 import hashlib
 from typing import Any, Final, NamedTuple
 
-from pydantic import TypeAdapter, ValidationError
+from pydantic import ValidationError
 
-from choir.protocol import Event, canonical_json
+from choir.protocol import canonical_json
+from choir.protocol.log.events import EVENT_ADAPTER
 from choir.protocol.wire.artifacts import EVENT_INLINE_MAX
-
-_EVENT: Final[TypeAdapter[Event]] = TypeAdapter(Event)
 
 PREVIEW_MAX: Final = 32 * 1024
 """A preview's canonical JSON stays under this many bytes (when any cut gets it there)."""
@@ -78,7 +77,9 @@ def preview_of(event: dict[str, Any], digest: str) -> dict[str, Any]:
 def _valid(candidate: Any) -> dict[str, Any] | None:
     """`candidate` in its complete JSON form if it is a valid event, else None."""
     try:
-        dumped: dict[str, Any] = _EVENT.dump_python(_EVENT.validate_python(candidate), mode="json")
+        dumped: dict[str, Any] = EVENT_ADAPTER.dump_python(
+            EVENT_ADAPTER.validate_python(candidate), mode="json"
+        )
     except ValidationError:
         return None
     return dumped

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from functools import cache
 from typing import Final
 
 from pydantic import ValidationError
@@ -48,6 +49,13 @@ _REWRITE: Final = """
 - The summary is long: use mode "overwrite" and rewrite it whole, under {words} words."""
 
 
+@cache
+def _delta_schema() -> str:
+    """The memory delta's JSON Schema as the instructions show it: the same every fold, and
+    generating it cost each fold a few milliseconds."""
+    return json_text(MemoryDeltaDocument.model_json_schema())
+
+
 def compaction_messages(
     lane: str,
     summary: ReferenceSummary,
@@ -65,7 +73,7 @@ def compaction_messages(
         if edge
         else f"core job {job_name_of(lane)}",
         perspective="edge lane" if edge else "core job",
-        schema=json_text(MemoryDeltaDocument.model_json_schema()),
+        schema=_delta_schema(),
         rewrite=rewrite,
     )
     lines = [_event_line(item, result_view) for item in folded]

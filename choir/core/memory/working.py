@@ -28,9 +28,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any, Final, Protocol
 
-from pydantic import TypeAdapter
-
-from choir.protocol.log.events import Event, MemoryWriteCommitted
+from choir.protocol.log.events import EVENT_ADAPTER, Event, MemoryWriteCommitted
 from choir.protocol.log.lanes import EDGE_LANE
 from choir.protocol.tooling.memory import ReferenceSummary
 
@@ -56,8 +54,6 @@ _EDGE_OWN: Final = frozenset({"user_msg", "model_output", "tool_result_committed
 """Kinds of edge's own events that belong in its window."""
 _CORE_OWN: Final = frozenset({"model_output", "tool_result_committed"})
 """Kinds of a core job's own events that belong in its window."""
-
-_EVENT: Final[TypeAdapter[Event]] = TypeAdapter(Event)
 
 
 class CommittedRecord(Protocol):
@@ -124,7 +120,7 @@ class WorkingMemory:
         if not is_user and (record.rev < self.window_start_rev or not in_window(self.lane, record)):
             return self
         item = WindowEvent(
-            record.rev, record.lane, record.hash, _EVENT.validate_python(record.event)
+            record.rev, record.lane, record.hash, EVENT_ADAPTER.validate_python(record.event)
         )
         latest_user = item if is_user else self.latest_user
         if record.rev < self.window_start_rev:

@@ -195,12 +195,28 @@ async def _build(
         await _prune(engine, mine, keep=image_id)
         await _prune(engine, {**MANAGED, "choir.role": "base"}, keep=base.id)
     report.step(9, "store", "local image cache only (no registry)")
+    await asyncio.to_thread(note_latest_image, home, agent_id, image_id)
     report.step(10, "done", f"not started: choirctl agent start|update {agent_id}")
     log.info(
         "agent image ready",
         fields={"agent_id": agent_id, "tag": tag, "built": built, "image_id": image_id},
     )
     return ImageRef(tag, image_id, version, built)
+
+
+def latest_image_file(home: ChoirHome, agent_id: str) -> Path:
+    """Holds the id of the image this home's latest build made ready for the agent: a start
+    compares its own with it (a file read) instead of listing images (a scan of every image on
+    the engine, seconds on a host with hundreds)."""
+    return home.root / "runtime" / agent_id / "image-id"
+
+
+def note_latest_image(home: ChoirHome, agent_id: str, image_id: str) -> None:
+    path = latest_image_file(home, agent_id)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_name(f".{path.name}.partial")
+    partial.write_text(image_id)
+    partial.replace(path)  # whole or not at all: a start never reads half an id
 
 
 def _prepare(home: ChoirHome, config: ChoirConfig, agent_id: str, report: _Reporter) -> _Prepared:

@@ -40,6 +40,7 @@ from choir.core.security.profile import (
     check_container,
     create_options,
 )
+from choir.daemon.images.build import latest_image_file
 from choir.daemon.runtimes.adopt import followed_since
 from choir.daemon.runtimes.base import (
     TERM_GRACE_S,
@@ -169,10 +170,7 @@ class DockerRuntime:
         newest built for the agent (a start needs no build check, §17.3 step 10); otherwise
         `ensure_agent_image`, which builds only when something changed."""
         ready = self._ready.get(agent_id)
-        newest = await self._engine.engine.images(
-            {MANAGED: "true", "choir.agent": agent_id, "choir.home": str(self._home.root)}
-        )
-        if ready is not None and newest and newest[0].id == ready[0]:
+        if ready is not None and await self._still_latest(agent_id, ready[0]):
             return ready[1]
         artefact = await self._images(self._home, config, agent_id)
         if artefact.image is not None:
@@ -180,6 +178,18 @@ class DockerRuntime:
             if image is not None:
                 self._ready[agent_id] = (image.id, artefact)
         return artefact
+
+    async def _still_latest(self, agent_id: str, image_id: str) -> bool:
+        """Whether `image_id` is what the latest build for the agent made ready (every build
+        notes it: `latest_image_file`) and the engine still has it."""
+        path = latest_image_file(self._home, agent_id)
+        try:
+            latest = await asyncio.to_thread(path.read_text)
+        except OSError:
+            return False
+        if latest.strip() != image_id:
+            return False
+        return await self._engine.engine.image(image_id) is not None
 
     async def start(
         self,

@@ -10,20 +10,18 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any, Self
 
-from pydantic import Field, TypeAdapter
+from pydantic import Field
 
 from choir.protocol.base import WireModel
 from choir.protocol.log.chain import commit_hash
-from choir.protocol.log.events import Event
+from choir.protocol.log.events import EVENT_ADAPTER, Event
 from choir.protocol.log.lanes import LaneId
 from choir.protocol.scalars import Sha256Hex, UtcTimestamp, format_ts
-
-_EVENT: TypeAdapter[Event] = TypeAdapter(Event)
 
 
 def event_json(event: Event) -> dict[str, Any]:
     """`event` in its JSON form: what a chain hash covers, and what a store keeps of it."""
-    form: dict[str, Any] = _EVENT.dump_python(event, mode="json")
+    form: dict[str, Any] = EVENT_ADAPTER.dump_python(event, mode="json")
     return form
 
 
@@ -68,7 +66,7 @@ class CommittedEvent(WireModel):
         """A committed event with its chain hash computed."""
         ref = artifact.model_dump(mode="json") if artifact is not None else None
         digest = commit_hash(
-            hash_prev, rev, lane, format_ts(ts), _EVENT.dump_python(event, mode="json"), ref
+            hash_prev, rev, lane, format_ts(ts), EVENT_ADAPTER.dump_python(event, mode="json"), ref
         )
         return cls(
             rev=rev,

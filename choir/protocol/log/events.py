@@ -13,9 +13,9 @@ summary of §11.8 shipped in the final heartbeat.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Final, Literal
 
-from pydantic import ConfigDict, Field
+from pydantic import ConfigDict, Field, TypeAdapter
 
 from choir.protocol.base import WireModel
 from choir.protocol.log.core_jobs import CoreEvent, CoreJobStart
@@ -265,3 +265,7 @@ Event = Annotated[
     Field(discriminator="kind"),
 ]
 """Any authoritative event, tagged by `kind`."""
+
+EVENT_ADAPTER: Final[TypeAdapter[Event]] = TypeAdapter(Event, config=ConfigDict(defer_build=True))
+"""Validates and dumps any `Event`: one adapter for every user, its validator built on first use
+(building it costs choir-agent's start ~50 ms, and each copy would cost that again)."""
