@@ -129,3 +129,12 @@ async def pg_params(pg_server: EmbeddedPostgres) -> AsyncIterator[ConnectParams]
     finally:
         await admin.execute(f"DROP DATABASE IF EXISTS {quote_ident(name)} WITH (FORCE)")
         await admin.close()
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """Once per run (not per xdist worker): drop the agent images of homes the tests removed."""
+    if hasattr(session.config, "workerinput"):
+        return
+    from tests.docker_support import prune_orphan_images
+
+    prune_orphan_images()

@@ -12,6 +12,7 @@ there is a failure, never a silent skip.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 from typing import Final
@@ -53,3 +54,30 @@ def require_docker() -> None:
     if os.environ.get(REQUIRE_ENV) == "1":
         pytest.fail(f"{REQUIRE_ENV}=1 but {problem}", pytrace=False)
     pytest.skip(problem)
+
+
+def prune_orphan_images() -> int:
+    """Remove the agent images built for homes that no longer exist; how many went.
+
+    Every Docker test builds agent images labelled with its (temporary) home. Left behind they
+    pile up by the hundred, and each label-filtered list choird makes (a no-op build's check,
+    the base-image lookup) scans them all: seconds per call after a few suite runs.
+    """
+    if engine_problem() is not None:
+        return 0
+    import docker
+    import docker.errors
+
+    client = docker.from_env(timeout=30)
+    removed = 0
+    try:
+        for image in client.images.list(filters={"label": "choir.role=agent"}):
+            home = image.labels.get("choir.home")
+            if not home or os.path.exists(home):
+                continue
+            with contextlib.suppress(docker.errors.APIError):
+                client.images.remove(str(image.id), force=True)
+                removed += 1
+    finally:
+        client.close()
+    return removed
