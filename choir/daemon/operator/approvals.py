@@ -10,8 +10,8 @@ from __future__ import annotations
 from typing import Any
 
 from choir.daemon.operator.context import OperatorContext
-from choir.daemon.operator.payloads import ApprovalAnswer, ApprovalList, ApprovalRef
 from choir.daemon.operator.views import approval_view
+from choir.protocol.operator.requests import ApprovalAnswer, ApprovalList, ApprovalRef
 
 
 async def approval_list(ctx: OperatorContext, request: ApprovalList) -> dict[str, Any]:

@@ -5,27 +5,11 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Any
 
-from pydantic import Field
-
 from choir.config import ChoirConfig, ConsoleGateway
 from choir.daemon.operator.context import OperatorContext
 from choir.errors import ConflictError, UsageError
-from choir.protocol import WireModel
+from choir.protocol.operator.requests import ChatReplies, ChatSend
 from choir.store.sessions import SessionRow
-
-
-class ChatSend(WireModel):
-    agent_id: str
-    """The agent to talk to; it must be running and bound to a console DM."""
-    text: str = Field(min_length=1, max_length=32_000)
-    """A message, or `/inject <instruction>` for edge's next safe point (§12.8)."""
-
-
-class ChatReplies(WireModel):
-    agent_id: str
-    """Whose replies to follow."""
-    after_seq: int = Field(default=0, ge=0)
-    """Skip kept replies up to this sequence number."""
 
 
 async def chat_send(ctx: OperatorContext, request: ChatSend) -> dict[str, Any]:

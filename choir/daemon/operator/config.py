@@ -19,11 +19,11 @@ from choir.config import problems_header
 from choir.config.validation.references import secret_references
 from choir.daemon.images.repo_refresh import refresh
 from choir.daemon.operator.context import OperatorContext
-from choir.daemon.operator.payloads import NoArguments
 from choir.daemon.sessions.bindings import allowed_secrets
 from choir.daemon.staging.diff import ConfigChange, render_changes, secret_changes
 from choir.errors import ConfigError
 from choir.protocol import ConfigChangedPush, ResourceBindings, SecretsRefreshedPush
+from choir.protocol.operator.requests import NoArguments
 from choir.store.sessions import SessionRow, active_sessions
 
 

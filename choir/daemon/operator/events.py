@@ -16,14 +16,11 @@ import asyncio
 from collections.abc import AsyncIterator
 from typing import Any, Final
 
-from pydantic import Field
-
 from choir.daemon.agents.handover import record_size
 from choir.daemon.operator.context import OperatorContext
-from choir.daemon.operator.payloads import MAX_EVENTS, SessionEvents
 from choir.daemon.operator.views import event_view
 from choir.errors import ChoirError, NotFoundError
-from choir.protocol import WireModel
+from choir.protocol.operator.requests import MAX_EVENTS, SessionArtifact, SessionEvents
 from choir.protocol.wire.artifacts import ARTIFACT_CHUNK_BYTES, PAGE_MAX_BYTES, encode_chunk
 from choir.store.artifacts import read_chunk
 from choir.store.events import EventRecord, head, read_events
@@ -32,15 +29,6 @@ from choir.transport import Payload
 
 FOLLOW_POLL_S: Final = 0.25
 """How often a follower looks at the session's acknowledged revision."""
-
-
-class SessionArtifact(WireModel):
-    session_id: str = Field(min_length=1)
-    """The session holding the event."""
-    rev: int = Field(ge=1)
-    """The revision of an event committed as a preview."""
-    offset: int = Field(default=0, ge=0)
-    """First byte of its artifact wanted."""
 
 
 async def read_window(ctx: OperatorContext, request: SessionEvents) -> list[EventRecord]:

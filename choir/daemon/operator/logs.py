@@ -22,9 +22,9 @@ from watchfiles import awatch
 
 from choir.config import AGENT_ID_PATTERN
 from choir.daemon.operator.context import OperatorContext
-from choir.daemon.operator.payloads import LogsRequest
 from choir.errors import NotFoundError
 from choir.logs import log_path
+from choir.protocol.operator.requests import LogsRequest
 from choir.transport import Payload
 
 CHUNK_BYTES: Final = 256 * 1024

@@ -11,26 +11,17 @@ job — the log then records the decision, and the call leaves the list.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any, Literal
+from typing import Any
 
 from choir.daemon.operator.context import OperatorContext
 from choir.errors import ConflictError
-from choir.protocol import WireModel
 from choir.protocol.log.lanes import job_name_of
+from choir.protocol.operator.requests import SessionRecover
 from choir.protocol.wire.pushes import RecoverPush
 from choir.store.events import EventRecord, read_events
 
 PAGE = 1000
 """Events read per query."""
-
-
-class SessionRecover(WireModel):
-    session_id: str
-    """The session to inspect or decide for."""
-    job_name: str | None = None
-    """Decide for this held job only; None decides every held job."""
-    choice: Literal["resume", "read_only", "abort"] | None = None
-    """The decision; None only lists the interrupted calls."""
 
 
 def interrupted_calls(events: Iterable[EventRecord]) -> list[dict[str, Any]]:

@@ -12,11 +12,11 @@ from __future__ import annotations
 from typing import Any, Final
 
 from choir.daemon.operator.context import OperatorContext
-from choir.daemon.operator.payloads import SessionCancel, SessionCompact, SessionList, SessionRef
 from choir.daemon.operator.views import lane_view, locks_view, session_view
 from choir.errors import ConflictError, NotFoundError
 from choir.protocol import CompactPush, CoreCancelPush
 from choir.protocol.log.lanes import CORE_LANE_PREFIX, EDGE_LANE, core_lane, job_name_of
+from choir.protocol.operator.requests import SessionCancel, SessionCompact, SessionList, SessionRef
 
 FINISHED_CORE_STATES: Final = frozenset({"CORE_COMPLETED", "CORE_TERMINATED"})
 

@@ -24,9 +24,9 @@ from choir import __version__
 from choir.core.held_jobs import recover_command
 from choir.daemon.images.repo_refresh import repo_status
 from choir.daemon.operator.context import OperatorContext
-from choir.daemon.operator.payloads import AgentRef, NoArguments
 from choir.daemon.operator.views import agent_state, held_view, iso, lane_view, seconds_between
 from choir.daemon.sessions.outage import outage_view
+from choir.protocol.operator.requests import AgentRef, NoArguments
 from choir.store.agents import image_of
 from choir.store.sessions import SessionRow, SessionStatus
 

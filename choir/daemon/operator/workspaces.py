@@ -24,9 +24,9 @@ from choir.config.scaffolding.home_setup import SCRATCH_DIRS
 from choir.config.validation.workspace_paths import dangerous_workspaces
 from choir.daemon.operator.agents.lifecycle import stop_session
 from choir.daemon.operator.context import OperatorContext
-from choir.daemon.operator.payloads import NoArguments, WorkspaceRef
 from choir.daemon.operator.views import iso
 from choir.errors import ChoirError, ConfigError, ConflictError, NotFoundError
+from choir.protocol.operator.requests import NoArguments, WorkspaceRef
 from choir.store.leases import Lease, all_leases
 from choir.store.postgres.pool import Connection
 from choir.store.sessions import SessionStatus

@@ -13,8 +13,8 @@ from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
 from choir.daemon.operator.context import OperatorContext
-from choir.daemon.operator.payloads import AgentRef
 from choir.daemon.operator.progress import Report, reporting
+from choir.protocol.operator.requests import AgentRef
 from choir.transport import Payload
 
 if TYPE_CHECKING:  # the builder loads the Docker SDK: only when a build is asked for

@@ -23,15 +23,14 @@ from typing import Any, Final
 
 from choir.config.scaffolding.home_setup import SCRATCH_DIRS
 from choir.daemon.agents.resume_watch import until_resumed
-from choir.daemon.operator.agents.launches import Launched, Lifecycle, StartOverrides
+from choir.daemon.operator.agents.launches import Launched, Lifecycle
 from choir.daemon.operator.context import OperatorContext
-from choir.daemon.operator.payloads import AgentRef, NoArguments
 from choir.daemon.runtimes.base import TERM_GRACE_S, StopReason, graceful_stop
 from choir.daemon.sessions.bindings import resolve_bindings
 from choir.daemon.sessions.stop_summary import summary_view
 from choir.errors import ChoirError, UnavailableError, UsageError
 from choir.logs import get_logger
-from choir.protocol import WireModel
+from choir.protocol.operator.requests import AgentRef, AgentStart, NoArguments, StartOverrides
 from choir.store.sessions import SessionRow, SessionStatus
 
 log = get_logger("choird.lifecycle")
@@ -40,15 +39,6 @@ TRANSIENT_ROLES: Final = ("llm", "voice_profile")
 """Roles `model set`/`voice set` may have changed in a session; a restart reverts them."""
 SHUTDOWN_DELAY_S: Final = 0.05
 """`shutdown` answers first, then choird begins stopping."""
-
-
-class AgentStart(WireModel):
-    agent_id: str
-    overrides: StartOverrides = StartOverrides()
-    new_session: bool = False
-    """Start a fresh session even when the previous one could be resumed."""
-    resume: str | None = None
-    """Resume this session instead of choosing one."""
 
 
 async def agent_start(ctx: OperatorContext, request: AgentStart) -> dict[str, Any]:

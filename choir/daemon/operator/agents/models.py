@@ -12,8 +12,8 @@ from typing import Any, Final
 
 from choir.daemon.operator.agents.overrides import Role, override_binding
 from choir.daemon.operator.context import OperatorContext
-from choir.daemon.operator.payloads import AgentRef, ModelSet, NoArguments, VoiceSet
 from choir.errors import NotFoundError
+from choir.protocol.operator.requests import AgentRef, ModelSet, NoArguments, VoiceSet
 from choir.store.sessions import SessionStatus
 
 DEMO_PROVIDER: Final = "scripted"

@@ -25,11 +25,11 @@ from typing import Any, Final, Literal
 from choir.daemon.operator.agents.launches import Lifecycle
 from choir.daemon.operator.agents.lifecycle import lifecycle_of, relaunch, stop_session
 from choir.daemon.operator.context import OperatorContext
-from choir.daemon.operator.payloads import AgentRef, NoArguments
 from choir.daemon.operator.progress import Report, reporting
 from choir.daemon.runtimes.process import ProcessRuntime
 from choir.errors import ChoirError, one_line
 from choir.protocol import VersionInfo
+from choir.protocol.operator.requests import AgentRef, NoArguments
 from choir.store.sessions import SessionStatus
 from choir.transport import Payload
 

@@ -12,7 +12,7 @@ from typing import Any
 
 from choir.daemon.operator.agents.lifecycle import lifecycle_of
 from choir.daemon.operator.context import OperatorContext
-from choir.daemon.operator.payloads import AgentRef
+from choir.protocol.operator.requests import AgentRef
 
 
 async def agent_verify(ctx: OperatorContext, request: AgentRef) -> dict[str, Any]:
