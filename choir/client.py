@@ -19,35 +19,19 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Self
 
-from choir.errors import (
-    ChoirError,
-    ConfigError,
-    ConflictError,
-    NotFoundError,
-    UnavailableError,
-    UsageError,
-)
+from choir.errors import ChoirError, ConfigError, UnavailableError, error_class
 from choir.home import ChoirHome
-from choir.protocol.wire.error_codes import ErrorCode
 from choir.transport import Client, RpcError, TransportError, connect
 
 Payload = dict[str, Any]
 Progress = Callable[[Payload], None]
 """Receives the progress items of a long verb (`agent_update`…) as they arrive."""
 
-_ERRORS: dict[ErrorCode, type[ChoirError]] = {
-    ErrorCode.NOT_FOUND: NotFoundError,
-    ErrorCode.CONFLICT: ConflictError,
-    ErrorCode.INVALID_REQUEST: UsageError,
-    ErrorCode.PAYLOAD_TOO_LARGE: UsageError,
-    ErrorCode.UNAVAILABLE: UnavailableError,
-    ErrorCode.RATE_LIMITED: UnavailableError,
-}
-
 
 def operator_error(error: RpcError) -> ChoirError:
-    """The `choir.errors` class matching a refusal's code, with its one-line message."""
-    return _ERRORS.get(error.code, ChoirError)(error.message)
+    """The `choir.errors` class matching a refusal's code (`choir.errors.error_class`), with
+    its one-line message."""
+    return error_class(error.code)(error.message)
 
 
 class ChoirClient:

@@ -6,24 +6,15 @@ matches the reason. Handlers raise `RpcError` too: the listener turns it into th
 
 from __future__ import annotations
 
-from choir.errors import ChoirError, ExitCode, UnavailableError
+from choir.errors import ChoirError, UnavailableError, error_class
 from choir.protocol.wire.error_codes import ErrorCode
-
-_EXIT_CODES = {
-    ErrorCode.INVALID_REQUEST: ExitCode.USAGE,
-    ErrorCode.PAYLOAD_TOO_LARGE: ExitCode.USAGE,
-    ErrorCode.NOT_FOUND: ExitCode.NOT_FOUND,
-    ErrorCode.CONFLICT: ExitCode.CONFLICT,
-    ErrorCode.UNAVAILABLE: ExitCode.UNAVAILABLE,
-    ErrorCode.RATE_LIMITED: ExitCode.UNAVAILABLE,
-}
 
 
 class RpcError(ChoirError):
     """The server refused or failed a call; `code` is stable, the message is one line."""
 
     def __init__(self, code: ErrorCode, message: str) -> None:
-        super().__init__(message, exit_code=_EXIT_CODES.get(code, ExitCode.ERROR))
+        super().__init__(message, exit_code=error_class(code).exit_code)
         self.code = code
 
     def __repr__(self) -> str:

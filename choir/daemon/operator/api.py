@@ -223,7 +223,8 @@ def operator_handler(daemon: ChoirDaemon) -> OperatorApi:
 
 
 def as_rpc_error(error: ChoirError) -> RpcError:
-    """The wire refusal for an operator-facing error: same one-line message, matching code."""
+    """The wire refusal for an operator-facing error, translated as the agent socket does it
+    (`rpc_error_of`); an `RpcError` goes out as raised, whatever it carries."""
     if isinstance(error, RpcError):
         return error
     wire = rpc_error_of(error)
