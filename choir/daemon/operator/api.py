@@ -49,6 +49,7 @@ from choir.daemon.sessions.state import Clock, utc_now
 from choir.errors import ChoirError
 from choir.protocol import ErrorCode, WireModel, validation_problems
 from choir.protocol.operator import requests as r
+from choir.protocol.operator.items import HealthItem, HealthView
 from choir.protocol.operator.verbs import OPERATOR_MODELS, OperatorVerb
 from choir.store.postgres.failures import classify
 from choir.store.postgres.pool import Pool
@@ -57,7 +58,8 @@ from choir.transport import Payload, Request, RpcError, Stream
 if TYPE_CHECKING:
     from choir.daemon.app import ChoirDaemon
 
-Answer = dict[str, Any] | AsyncIterator[Payload]
+Answer = WireModel | AsyncIterator[WireModel]
+"""A verb's answer, or the items it streams; serialized here, once, as JSON."""
 
 
 @dataclass(frozen=True)
@@ -161,7 +163,9 @@ class OperatorApi:
         detach_feed = feed.attach(services)
         detach_console = self.context.console.attach(services.replicator.subscribe)
         detach_inbox = self.context.console.attach_inbox(services.inbox)
-        detach_health = health.subscribe(lambda view: feed.publish("health", view))
+        detach_health = health.subscribe(
+            lambda view: feed.publish(HealthItem(data=HealthView.model_validate(view)))
+        )
 
         def detach() -> None:
             detach_feed()
@@ -196,8 +200,8 @@ class OperatorApi:
             raise as_rpc_error(error) from None
         except Exception as error:
             raise unavailable_store(error) from None
-        if isinstance(answer, dict):
-            return answer
+        if isinstance(answer, WireModel):
+            return answer.model_dump(mode="json")
         return Stream(_translated(answer))
 
     async def authorize_events(self, session_id: str, lease_token: str) -> bool:
@@ -278,11 +282,11 @@ def _parse(verb: str, model: type[WireModel], payload: Payload) -> WireModel:
         raise RpcError(ErrorCode.INVALID_REQUEST, f"{verb}: {problems}") from None
 
 
-async def _translated(items: AsyncIterator[Payload]) -> AsyncGenerator[Payload, None]:
-    """`items`, with operator-facing errors turned into wire refusals; closes `items`."""
+async def _translated(items: AsyncIterator[WireModel]) -> AsyncGenerator[Payload, None]:
+    """`items` as JSON, with operator-facing errors turned into wire refusals; closes `items`."""
     try:
         async for item in items:
-            yield item
+            yield item.model_dump(mode="json")
     except ChoirError as error:
         raise as_rpc_error(error) from None
     except Exception as error:

@@ -8,22 +8,35 @@ from typing import Any
 from choir.config import ChoirConfig, ConsoleGateway
 from choir.daemon.operator.context import OperatorContext
 from choir.errors import ConflictError, UsageError
+from choir.protocol.operator.answers import ChatReply, ChatSent
 from choir.protocol.operator.requests import ChatReplies, ChatSend
 from choir.store.sessions import SessionRow
 
 
-async def chat_send(ctx: OperatorContext, request: ChatSend) -> dict[str, Any]:
+async def chat_send(ctx: OperatorContext, request: ChatSend) -> ChatSent:
     """Deliver the text to the agent bound to a console DM: a message, or `/inject …`."""
     if not request.text.strip():
         raise UsageError("empty message: type something to send")
     session = await ctx.running_session(request.agent_id, hint=None)  # says how to start it
     _require_console_dm(ctx.config, request.agent_id, session)
-    return await ctx.console.send(session, request.text, push=ctx.push, inbox=ctx.services.inbox)
+    sent = await ctx.console.send(session, request.text, push=ctx.push, inbox=ctx.services.inbox)
+    return ChatSent.model_validate(sent)
 
 
-async def chat_replies(ctx: OperatorContext, request: ChatReplies) -> AsyncIterator[dict[str, Any]]:
+async def chat_replies(ctx: OperatorContext, request: ChatReplies) -> AsyncIterator[ChatReply]:
     ctx.require_agent(request.agent_id)
-    return ctx.console.replies(request.agent_id, after_seq=request.after_seq)
+    return _typed(ctx.console.replies(request.agent_id, after_seq=request.after_seq))
+
+
+async def _typed(replies: AsyncIterator[dict[str, Any]]) -> AsyncIterator[ChatReply]:
+    """The console's replies as models; closes `replies` (its reader detaches)."""
+    try:
+        async for reply in replies:
+            yield ChatReply.model_validate(reply)
+    finally:
+        close = getattr(replies, "aclose", None)
+        if close is not None:
+            await close()
 
 
 def _require_console_dm(config: ChoirConfig, agent_id: str, session: SessionRow) -> None:

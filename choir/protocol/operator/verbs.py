@@ -8,10 +8,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from enum import StrEnum
-from typing import Final, NamedTuple
+from typing import Any, Final, NamedTuple
 
 from choir.protocol.base import WireModel
+from choir.protocol.operator import answers as a
+from choir.protocol.operator import items as i
 from choir.protocol.operator import requests as r
+from choir.protocol.operator import views as v
 
 
 class OperatorVerb(StrEnum):
@@ -63,52 +66,56 @@ class OperatorVerb(StrEnum):
 class OperatorModels(NamedTuple):
     request: type[WireModel]
     """The payload the verb takes."""
-    streams: bool = False
-    """Whether the answer is a stream of items (`session.events` only with `follow`)."""
+    answer: type[WireModel] | None
+    """Its answer; for a verb reporting progress, the result its last item carries. None for
+    a verb that only streams."""
+    item: Any = None
+    """The type of its stream's items (a model or a union tagged by `kind`); None when it
+    answers once (`session.events` streams only with `follow`)."""
 
 
 V = OperatorVerb
 OPERATOR_MODELS: Final[Mapping[OperatorVerb, OperatorModels]] = {
-    V.STATUS: OperatorModels(r.NoArguments),
-    V.AGENT_LIST: OperatorModels(r.NoArguments),
-    V.AGENT_STATUS: OperatorModels(r.AgentRef),
-    V.AGENT_START: OperatorModels(r.AgentStart),
-    V.AGENT_STOP: OperatorModels(r.AgentRef),
-    V.AGENT_VERIFY: OperatorModels(r.AgentRef),
-    V.AGENT_RESTART: OperatorModels(r.AgentRef),
-    V.AGENT_BUILD: OperatorModels(r.AgentRef, streams=True),
-    V.AGENT_UPDATE: OperatorModels(r.AgentRef, streams=True),
-    V.AGENT_UPDATE_ALL: OperatorModels(r.NoArguments, streams=True),
-    V.SHUTDOWN: OperatorModels(r.NoArguments),
-    V.SESSION_LIST: OperatorModels(r.SessionList),
-    V.SESSION_EVENTS: OperatorModels(r.SessionEvents, streams=True),
-    V.SESSION_ARTIFACT: OperatorModels(r.SessionArtifact),
-    V.SESSION_CORES: OperatorModels(r.SessionRef),
-    V.SESSION_LOCKS: OperatorModels(r.SessionRef),
-    V.SESSION_CANCEL: OperatorModels(r.SessionCancel),
-    V.SESSION_COMPACT: OperatorModels(r.SessionCompact),
-    V.SESSION_RECOVER: OperatorModels(r.SessionRecover),
-    V.APPROVAL_LIST: OperatorModels(r.ApprovalList),
-    V.APPROVAL_SHOW: OperatorModels(r.ApprovalRef),
-    V.APPROVAL_APPROVE: OperatorModels(r.ApprovalAnswer),
-    V.APPROVAL_REJECT: OperatorModels(r.ApprovalAnswer),
-    V.WORKSPACE_LIST: OperatorModels(r.NoArguments),
-    V.WORKSPACE_RESET: OperatorModels(r.WorkspaceRef),
-    V.MODEL_LIST: OperatorModels(r.NoArguments),
-    V.MODEL_GET: OperatorModels(r.AgentRef),
-    V.MODEL_SET: OperatorModels(r.ModelSet),
-    V.VOICE_LIST: OperatorModels(r.NoArguments),
-    V.VOICE_GET: OperatorModels(r.AgentRef),
-    V.VOICE_SET: OperatorModels(r.VoiceSet),
-    V.LOGS: OperatorModels(r.LogsRequest, streams=True),
-    V.SECRET_LIST: OperatorModels(r.NoArguments),
-    V.SECRET_APPLY: OperatorModels(r.NoArguments),
-    V.CONFIG_LOAD: OperatorModels(r.NoArguments),
-    V.CONFIG_DIFF: OperatorModels(r.NoArguments),
-    V.CONFIG_APPLY: OperatorModels(r.NoArguments),
-    V.CONFIG_SHOW: OperatorModels(r.NoArguments),
-    V.SUBSCRIBE: OperatorModels(r.NoArguments, streams=True),
-    V.CHAT_SEND: OperatorModels(r.ChatSend),
-    V.CHAT_REPLIES: OperatorModels(r.ChatReplies, streams=True),
+    V.STATUS: OperatorModels(r.NoArguments, a.StatusAnswer),
+    V.AGENT_LIST: OperatorModels(r.NoArguments, a.AgentList),
+    V.AGENT_STATUS: OperatorModels(r.AgentRef, a.AgentStatus),
+    V.AGENT_START: OperatorModels(r.AgentStart, a.AgentStarted),
+    V.AGENT_STOP: OperatorModels(r.AgentRef, a.AgentStopped),
+    V.AGENT_VERIFY: OperatorModels(r.AgentRef, v.VerifyReport),
+    V.AGENT_RESTART: OperatorModels(r.AgentRef, a.AgentRestarted),
+    V.AGENT_BUILD: OperatorModels(r.AgentRef, a.ImageBuilt, i.BuildItem),
+    V.AGENT_UPDATE: OperatorModels(r.AgentRef, a.UpdateOutcome, i.UpdateItem),
+    V.AGENT_UPDATE_ALL: OperatorModels(r.NoArguments, a.UpdateAll, i.UpdateAllItem),
+    V.SHUTDOWN: OperatorModels(r.NoArguments, a.ChoirdShutdown),
+    V.SESSION_LIST: OperatorModels(r.SessionList, a.SessionList),
+    V.SESSION_EVENTS: OperatorModels(r.SessionEvents, a.SessionEvents, v.EventView),
+    V.SESSION_ARTIFACT: OperatorModels(r.SessionArtifact, a.ArtifactChunk),
+    V.SESSION_CORES: OperatorModels(r.SessionRef, a.SessionCores),
+    V.SESSION_LOCKS: OperatorModels(r.SessionRef, v.LocksView),
+    V.SESSION_CANCEL: OperatorModels(r.SessionCancel, a.CancelRequested),
+    V.SESSION_COMPACT: OperatorModels(r.SessionCompact, a.CompactRequested),
+    V.SESSION_RECOVER: OperatorModels(r.SessionRecover, a.SessionRecovery),
+    V.APPROVAL_LIST: OperatorModels(r.ApprovalList, a.ApprovalList),
+    V.APPROVAL_SHOW: OperatorModels(r.ApprovalRef, v.ApprovalView),
+    V.APPROVAL_APPROVE: OperatorModels(r.ApprovalAnswer, v.ApprovalView),
+    V.APPROVAL_REJECT: OperatorModels(r.ApprovalAnswer, v.ApprovalView),
+    V.WORKSPACE_LIST: OperatorModels(r.NoArguments, a.WorkspaceList),
+    V.WORKSPACE_RESET: OperatorModels(r.WorkspaceRef, a.WorkspaceReset),
+    V.MODEL_LIST: OperatorModels(r.NoArguments, a.ModelList),
+    V.MODEL_GET: OperatorModels(r.AgentRef, a.AgentChoices),
+    V.MODEL_SET: OperatorModels(r.ModelSet, a.BindingSwitched),
+    V.VOICE_LIST: OperatorModels(r.NoArguments, a.VoiceList),
+    V.VOICE_GET: OperatorModels(r.AgentRef, a.AgentChoices),
+    V.VOICE_SET: OperatorModels(r.VoiceSet, a.BindingSwitched),
+    V.LOGS: OperatorModels(r.LogsRequest, None, i.LogItem),
+    V.SECRET_LIST: OperatorModels(r.NoArguments, a.SecretList),
+    V.SECRET_APPLY: OperatorModels(r.NoArguments, a.SecretsApplied),
+    V.CONFIG_LOAD: OperatorModels(r.NoArguments, a.ConfigLoaded),
+    V.CONFIG_DIFF: OperatorModels(r.NoArguments, a.ConfigChanges),
+    V.CONFIG_APPLY: OperatorModels(r.NoArguments, a.ConfigApplied),
+    V.CONFIG_SHOW: OperatorModels(r.NoArguments, a.ConfigShown),
+    V.SUBSCRIBE: OperatorModels(r.NoArguments, None, i.FeedItem),
+    V.CHAT_SEND: OperatorModels(r.ChatSend, a.ChatSent),
+    V.CHAT_REPLIES: OperatorModels(r.ChatReplies, None, a.ChatReply),
 }
 """Every operator verb's models; `tests/protocol/test_operator_golden.py` pins their wire form."""
