@@ -16,7 +16,7 @@ from choir.protocol.log.committed import CommittedEvent
 from choir.protocol.log.core_jobs import CoreEvent, CoreInjection, CoreJobStart
 from choir.protocol.log.events import Event
 from choir.protocol.log.snapshot import Snapshot
-from choir.protocol.operator.verbs import OPERATOR_MODELS
+from choir.protocol.operator.contract import OPERATOR_MODELS
 from choir.protocol.tooling.bindings import ResourceBindings
 from choir.protocol.tooling.manifest import ToolManifest
 from choir.protocol.tooling.memory import MemoryDeltaDocument, ReferenceSummary

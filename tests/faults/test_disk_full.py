@@ -138,7 +138,7 @@ async def full_disk_scenario(home: ChoirHome, model: ScriptedModelServer) -> Non
     checker = InvariantChecker(await asyncio.to_thread(embedded_params, home), ["agent-1"])
     await checker.observe()
     async with await ChoirClient.connect(home, call_timeout=30) as client:
-        feed = client.subscribe()
+        feed = client.stream("subscribe")
         assert (await anext(feed))["kind"] == "subscribed"
         # accepted while there is room; its reply comes (and must be stored) once the disk is full
         slow = await client.chat_send("agent-1", "the slow one")
@@ -221,8 +221,8 @@ async def reply_to(client: ChoirClient, sent: dict[str, Any]) -> dict[str, Any]:
     try:
         async with asyncio.timeout(45):
             async for reply in replies:
-                if reply["category"] == "reply" and reply["in_reply_to"] == sent["message_id"]:
-                    return reply
+                if reply.category == "reply" and reply.in_reply_to == sent.message_id:
+                    return reply.model_dump(mode="json")
     finally:
         await replies.aclose()
     raise AssertionError("no reply")

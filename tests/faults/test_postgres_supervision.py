@@ -80,7 +80,7 @@ async def scenario(home: Any) -> None:
     checker = InvariantChecker(await asyncio.to_thread(embedded_params, home), ["agent-1"])
     await checker.observe()
     async with await ChoirClient.connect(home, call_timeout=30) as client:
-        feed = client.subscribe()
+        feed = client.stream("subscribe")
         assert (await anext(feed))["kind"] == "subscribed"
         sent = await client.chat_send("agent-1", "demo")  # pushed: the agent works on it now
         postmaster = postmaster_pid(home.pgdata)
@@ -152,12 +152,12 @@ async def next_health(feed: Any, wanted: Callable[[dict[str, Any]], bool]) -> di
 
 
 async def reply_to(client: ChoirClient, sent: dict[str, Any]) -> dict[str, Any]:
-    replies = client.chat_replies("agent-1", after_seq=sent["after_seq"])
+    replies = client.chat_replies("agent-1", after_seq=sent.after_seq)
     try:
         async with asyncio.timeout(30):
             async for reply in replies:
-                if reply["category"] == "reply" and reply["in_reply_to"] == sent["message_id"]:
-                    return reply
+                if reply.category == "reply" and reply.in_reply_to == sent.message_id:
+                    return reply.model_dump(mode="json")
     finally:
         await replies.aclose()
     raise AssertionError("no reply")

@@ -15,8 +15,9 @@ from typing import Any, get_args
 import pytest
 from pydantic import TypeAdapter
 
+from choir.protocol.operator.contract import OPERATOR_MODELS
 from choir.protocol.operator.items import FeedItem, LogItem, UpdateAllItem
-from choir.protocol.operator.verbs import OPERATOR_MODELS, OperatorVerb
+from choir.protocol.operator.verbs import OperatorVerb
 
 GOLDEN: dict[str, dict[str, Any]] = json.loads(
     (Path(__file__).parent / "golden" / "v1" / "operator.json").read_text()

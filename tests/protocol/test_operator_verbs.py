@@ -6,8 +6,9 @@ import pytest
 from pydantic import ValidationError
 
 from choir.daemon.operator.api import VERBS
+from choir.protocol.operator.contract import OPERATOR_MODELS
 from choir.protocol.operator.requests import AgentStart, SessionEvents
-from choir.protocol.operator.verbs import OPERATOR_MODELS, OperatorVerb
+from choir.protocol.operator.verbs import OperatorVerb
 
 
 def test_every_verb_has_models_and_a_route_and_nothing_else_does():

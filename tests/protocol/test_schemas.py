@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 from choir.ctl.schema import schema
 from choir.errors import ExitCode, NotFoundError
 from choir.protocol import Verb
-from choir.protocol.operator.verbs import OPERATOR_MODELS
+from choir.protocol.operator.contract import OPERATOR_MODELS
 from choir.protocol.schemas import SCHEMAS, json_schema, schema_names
 
 app = typer.Typer()

@@ -49,8 +49,9 @@ from choir.daemon.sessions.state import Clock, utc_now
 from choir.errors import ChoirError
 from choir.protocol import ErrorCode, WireModel, validation_problems
 from choir.protocol.operator import requests as r
+from choir.protocol.operator.contract import OPERATOR_MODELS
 from choir.protocol.operator.items import HealthItem, HealthView
-from choir.protocol.operator.verbs import OPERATOR_MODELS, OperatorVerb
+from choir.protocol.operator.verbs import OperatorVerb
 from choir.store.postgres.failures import classify
 from choir.store.postgres.pool import Pool
 from choir.transport import Payload, Request, RpcError, Stream

@@ -108,7 +108,7 @@ def held_view(session_id: str, lane: str, calls: list[HeldCall]) -> HeldView:
     return HeldView(
         session_id=session_id,
         job_name=job,
-        calls=calls,
+        calls=[call.model_dump(mode="json") for call in calls],
         state=held_state([call.tool for call in calls]),
         hint=recover_command(session_id, job),
     )
@@ -119,7 +119,7 @@ def locks_view(session_id: str, table: LockReport | None) -> LocksView:
     return LocksView(
         session_id=session_id,
         reported_at=iso(table.at) if table is not None else None,
-        locks=list(table.locks) if table else [],
+        locks=[lock.model_dump(mode="json") for lock in table.locks] if table else [],
     )
 
 

@@ -5,7 +5,6 @@ Field order is wire order. `tests/protocol/golden/v1/operator.json` pins every a
 
 from __future__ import annotations
 
-from choir.protocol.base import WireModel
 from choir.protocol.operator.views import (
     AgentSummary,
     ApprovalView,
@@ -13,30 +12,42 @@ from choir.protocol.operator.views import (
     EventView,
     JsonObject,
     LaneView,
+    OperatorModel,
     OutageView,
     ProblemFields,
     SessionView,
     Sparse,
 )
-from choir.protocol.wire.version import VersionInfo
 
 # -- choird and agents ------------------------------------------------------------------------
 
 
-class GatewayView(WireModel):
+class ImageVersion(OperatorModel):
+    """The version.json of what an agent runs (`VersionInfo`'s fields, repeated here so that
+    choirctl does not load the agent wire's models)."""
+
+    agent_id: str
+    image_version: str
+    global_repo_commit: str
+    agent_repo_commit: str
+    tool_manifest_hash: str
+    skill_manifest_hash: str
+
+
+class GatewayView(OperatorModel):
     name: str
     type: str
     state: str
 
 
-class AgentCounts(WireModel):
+class AgentCounts(OperatorModel):
     total: int
     running: int | None
     """None while Postgres is not answering."""
     interrupted: list[OutageView] | None
 
 
-class HeldJobView(WireModel):
+class HeldJobView(OperatorModel):
     """A held core job in `status`, with its agent when known."""
 
     agent_id: str | None
@@ -47,13 +58,13 @@ class HeldJobView(WireModel):
     hint: str
 
 
-class HeldJobs(WireModel):
+class HeldJobs(OperatorModel):
     count: int
     jobs: list[HeldJobView]
     hint: str | None
 
 
-class RepoView(WireModel):
+class RepoView(OperatorModel):
     key: str
     url: str
     ref: str
@@ -64,12 +75,12 @@ class RepoView(WireModel):
     fetched_at: str | None
 
 
-class Sockets(WireModel):
+class Sockets(OperatorModel):
     operator: str
     agents: str
 
 
-class StatusAnswer(WireModel):
+class StatusAnswer(OperatorModel):
     """choird's health: version, uptime, config, Postgres, gateways, agents, approvals."""
 
     version: str
@@ -88,7 +99,7 @@ class StatusAnswer(WireModel):
     sockets: Sockets
 
 
-class AgentList(WireModel):
+class AgentList(OperatorModel):
     agents: list[AgentSummary]
 
 
@@ -107,7 +118,7 @@ class AgentStatus(AgentSummary):
     image: JsonObject | None
 
 
-class AgentStarted(WireModel):
+class AgentStarted(OperatorModel):
     agent_id: str
     session_id: str
     resumed: bool
@@ -115,10 +126,10 @@ class AgentStarted(WireModel):
     runtime: str
     sandboxed: bool
     pid: int | None
-    image: VersionInfo
+    image: ImageVersion
 
 
-class StopSummary(WireModel):
+class StopSummary(OperatorModel):
     """How the stopped session's summary went (§11.8)."""
 
     stored: bool
@@ -128,7 +139,7 @@ class StopSummary(WireModel):
     detail: str
 
 
-class AgentStopped(WireModel):
+class AgentStopped(OperatorModel):
     agent_id: str
     session_id: str
     status: str
@@ -140,19 +151,19 @@ class AgentRestarted(AgentStarted):
     stopped: AgentStopped
 
 
-class ChoirdShutdown(WireModel):
+class ChoirdShutdown(OperatorModel):
     pid: int
     agents_running: int
 
 
-class ImageBuilt(WireModel):
+class ImageBuilt(OperatorModel):
     """The result of `agent build`."""
 
     agent_id: str
     tag: str
     image_id: str
     built: bool
-    version: VersionInfo
+    version: ImageVersion
 
 
 class UpdateOutcome(Sparse):
@@ -166,7 +177,7 @@ class UpdateOutcome(Sparse):
     started: AgentStarted | None = None
 
 
-class UpdateAll(WireModel):
+class UpdateAll(OperatorModel):
     agents: list[UpdateOutcome]
     failed: int
 
@@ -174,18 +185,18 @@ class UpdateAll(WireModel):
 # -- sessions ---------------------------------------------------------------------------------
 
 
-class SessionList(WireModel):
+class SessionList(OperatorModel):
     sessions: list[SessionView]
 
 
-class SessionEvents(WireModel):
+class SessionEvents(OperatorModel):
     session_id: str
     events: list[EventView]
     next_rev: int
     """Read on from here for what came after."""
 
 
-class ArtifactChunk(WireModel):
+class ArtifactChunk(OperatorModel):
     """A chunk of the whole event behind a preview; `data` is base64."""
 
     session_id: str
@@ -198,25 +209,25 @@ class ArtifactChunk(WireModel):
     """None once the end is reached."""
 
 
-class SessionCores(WireModel):
+class SessionCores(OperatorModel):
     session_id: str
     status: str
     cores: list[CoreView]
 
 
-class CancelRequested(WireModel):
+class CancelRequested(OperatorModel):
     session_id: str
     job_name: str
     requested: bool
 
 
-class CompactRequested(WireModel):
+class CompactRequested(OperatorModel):
     session_id: str
     lane: str | None
     requested: bool
 
 
-class InterruptedCall(WireModel):
+class InterruptedCall(OperatorModel):
     """A call a crash left with an unknown outcome."""
 
     rev: int
@@ -241,11 +252,11 @@ class SessionRecovery(Sparse):
 # -- approvals, workspaces, models ------------------------------------------------------------
 
 
-class ApprovalList(WireModel):
+class ApprovalList(OperatorModel):
     approvals: list[ApprovalView]
 
 
-class WorkspaceView(WireModel):
+class WorkspaceView(OperatorModel):
     name: str
     path: str
     exists: bool
@@ -254,7 +265,7 @@ class WorkspaceView(WireModel):
     leased_at: str | None
 
 
-class WorkspaceList(WireModel):
+class WorkspaceList(OperatorModel):
     workspaces: list[WorkspaceView]
 
 
@@ -267,7 +278,7 @@ class WorkspaceReset(Sparse):
     """The agent that held the workspace, stopped first (only when there was one)."""
 
 
-class ModelView(WireModel):
+class ModelView(OperatorModel):
     name: str
     provider: str
     model: str
@@ -276,25 +287,25 @@ class ModelView(WireModel):
     secret: str | None
 
 
-class TtsView(WireModel):
+class TtsView(OperatorModel):
     name: str
     provider: str
     model_id: str | None
 
 
-class ModelList(WireModel):
+class ModelList(OperatorModel):
     models: list[ModelView]
     tts: list[TtsView]
 
 
-class VoiceProfileView(WireModel):
+class VoiceProfileView(OperatorModel):
     name: str
     tts: str
     voice_id: str
     output_format: str | None
 
 
-class VoiceList(WireModel):
+class VoiceList(OperatorModel):
     voice_profiles: list[VoiceProfileView]
 
 
@@ -313,7 +324,7 @@ class AgentChoices(Sparse):
     llm_demo: bool | None = None
 
 
-class BindingSwitched(WireModel):
+class BindingSwitched(OperatorModel):
     agent_id: str
     session_id: str
     role: str
@@ -325,7 +336,7 @@ class BindingSwitched(WireModel):
 # -- config and secrets -----------------------------------------------------------------------
 
 
-class ChangeView(WireModel):
+class ChangeView(OperatorModel):
     op: str
     source: str
     path: str
@@ -333,7 +344,7 @@ class ChangeView(WireModel):
     action: str
 
 
-class ConfigChanges(WireModel):
+class ConfigChanges(OperatorModel):
     changes: list[ChangeView]
     lines: list[str]
     """The changes as §17.6's aligned lines."""
@@ -351,7 +362,7 @@ class ConfigLoaded(Sparse):
     lines: list[str] | None = None
 
 
-class ConfigApplied(WireModel):
+class ConfigApplied(OperatorModel):
     config_version: int
     pushed: list[str]
     """The sessions told."""
@@ -359,7 +370,7 @@ class ConfigApplied(WireModel):
     lines: list[str]
 
 
-class ConfigShown(WireModel):
+class ConfigShown(OperatorModel):
     config_version: int
     config_hash: str
     staged: bool
@@ -367,18 +378,18 @@ class ConfigShown(WireModel):
     """The running config (names of secrets only)."""
 
 
-class SecretView(WireModel):
+class SecretView(OperatorModel):
     name: str
     set: bool
     referenced_by: list[str]
 
 
-class SecretList(WireModel):
+class SecretList(OperatorModel):
     secrets: list[SecretView]
     missing: list[str]
 
 
-class SecretsPushed(WireModel):
+class SecretsPushed(OperatorModel):
     session_id: str
     agent_id: str
     secrets: list[str]
@@ -398,7 +409,7 @@ class SecretsApplied(Sparse):
 # -- the console DM ---------------------------------------------------------------------------
 
 
-class ChatSent(WireModel):
+class ChatSent(OperatorModel):
     session_id: str
     injected: bool
     message_id: str | None
@@ -407,7 +418,7 @@ class ChatSent(WireModel):
     durable: bool
 
 
-class ChatReply(WireModel):
+class ChatReply(OperatorModel):
     """An agent's reply, core report or error to a console DM (a `chat.replies` item)."""
 
     seq: int

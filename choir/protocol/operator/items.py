@@ -13,12 +13,12 @@ from typing import Annotated, Literal
 
 from pydantic import Field
 
-from choir.protocol.base import WireModel
 from choir.protocol.operator.answers import ImageBuilt, UpdateAll, UpdateOutcome
 from choir.protocol.operator.views import (
     ApprovalView,
     LaneView,
     LocksView,
+    OperatorModel,
     ProblemFields,
     SessionEndedView,
     Sparse,
@@ -27,77 +27,77 @@ from choir.protocol.operator.views import (
 # -- subscribe --------------------------------------------------------------------------------
 
 
-class Subscribed(WireModel):
+class Subscribed(OperatorModel):
     config_version: int
 
 
-class ConfigChanged(WireModel):
+class ConfigChanged(OperatorModel):
     config_version: int
     reason: str
 
 
-class SecretsChanged(WireModel):
+class SecretsChanged(OperatorModel):
     changed: list[str]
     """The secret paths that changed."""
 
 
-class HealthView(WireModel):
+class HealthView(OperatorModel):
     """choird's own problems; None where all is well."""
 
     postgres: ProblemFields | None
     disk: ProblemFields | None
 
 
-class SubscribedItem(WireModel):
+class SubscribedItem(OperatorModel):
     """First item of every stream: the reader is attached."""
 
     kind: Literal["subscribed"] = "subscribed"
     data: Subscribed
 
 
-class SessionItem(WireModel):
+class SessionItem(OperatorModel):
     """A session ended."""
 
     kind: Literal["session"] = "session"
     data: SessionEndedView
 
 
-class ApprovalItem(WireModel):
+class ApprovalItem(OperatorModel):
     """An approval was requested or resolved."""
 
     kind: Literal["approval"] = "approval"
     data: ApprovalView
 
 
-class LaneItem(WireModel):
+class LaneItem(OperatorModel):
     """A lane reported its state."""
 
     kind: Literal["lane"] = "lane"
     data: LaneView
 
 
-class LocksItem(WireModel):
+class LocksItem(OperatorModel):
     """An agent's lock table changed."""
 
     kind: Literal["locks"] = "locks"
     data: LocksView
 
 
-class ConfigItem(WireModel):
+class ConfigItem(OperatorModel):
     """config_version changed."""
 
     kind: Literal["config"] = "config"
     data: ConfigChanged
 
 
-class SecretsItem(WireModel):
+class SecretsItem(OperatorModel):
     """Secrets were applied."""
 
     kind: Literal["secrets"] = "secrets"
     data: SecretsChanged
 
 
-class HealthItem(WireModel):
+class HealthItem(OperatorModel):
     """choird's health changed."""
 
     kind: Literal["health"] = "health"
@@ -120,20 +120,20 @@ FeedItem = Annotated[
 # -- logs -------------------------------------------------------------------------------------
 
 
-class LogLines(WireModel):
+class LogLines(OperatorModel):
     """Whole lines, as written (JSON lines)."""
 
     kind: Literal["lines"] = "lines"
     lines: list[str]
 
 
-class LogSnapshotEnd(WireModel):
+class LogSnapshotEnd(OperatorModel):
     """The file's contents when the stream began have all been sent."""
 
     kind: Literal["snapshot_end"] = "snapshot_end"
 
 
-class LogRotated(WireModel):
+class LogRotated(OperatorModel):
     """The file was archived or replaced while followed; lines from the new file follow."""
 
     kind: Literal["rotated"] = "rotated"
@@ -161,17 +161,17 @@ class Progress(Sparse):
     outcome: UpdateOutcome | None = None
 
 
-class BuildResult(WireModel):
+class BuildResult(OperatorModel):
     kind: Literal["result"] = "result"
     result: ImageBuilt
 
 
-class UpdateResult(WireModel):
+class UpdateResult(OperatorModel):
     kind: Literal["result"] = "result"
     result: UpdateOutcome
 
 
-class UpdateAllResult(WireModel):
+class UpdateAllResult(OperatorModel):
     kind: Literal["result"] = "result"
     result: UpdateAll
 

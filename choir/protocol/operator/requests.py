@@ -1,7 +1,7 @@
 """The request payloads of the operator verbs (choirctl, the TUI, the gateway -> choird).
 
 One model per verb shape, `extra="forbid"` like every wire model: a misspelled option is an
-error naming the field, never silently ignored. `choir.protocol.operator.verbs` says which
+error naming the field, never silently ignored. `choir.protocol.operator.contract` says which
 verb takes which.
 """
 

@@ -14,17 +14,23 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import SerializerFunctionWrapHandler, model_serializer
+from pydantic import ConfigDict, SerializerFunctionWrapHandler, model_serializer
 
 from choir.protocol.base import WireModel
-from choir.protocol.tooling.locks import LockState
-from choir.protocol.wire.payloads import HeldCall
 
 JsonObject = dict[str, Any]
 """A JSON object passed through as is (its keys are not the operator API's)."""
 
 
-class Sparse(WireModel):
+class OperatorModel(WireModel):
+    """An answer or item of the operator API: a `WireModel` whose attribute docstrings stay
+    comments — reading them means parsing this module's source, and choirctl loads it on every
+    command (`choirctl status` answers within 150 ms)."""
+
+    model_config = ConfigDict(use_attribute_docstrings=False)
+
+
+class Sparse(OperatorModel):
     """A model whose wire form has exactly the fields it was built or parsed with (and its
     `kind` tag, if it has one)."""
 
@@ -36,18 +42,46 @@ class Sparse(WireModel):
         return {key: value for key, value in data.items() if key in given or key == "kind"}
 
 
-class HeldView(WireModel):
+class HeldCallView(OperatorModel):
+    """A call of unknown outcome (as REPORT_STATUS's `HeldCall`)."""
+
+    call_id: str
+    tool: str
+
+
+class LockWaiterView(OperatorModel):
+    """A queued request naming a resource (as `LockWaiter`)."""
+
+    owner: str
+    mode: str
+    waiting_s: float
+
+
+class LockView(OperatorModel):
+    """A held or awaited resource of an agent's lock table (as REPORT_STATUS's `LockState`).
+
+    Views repeat the agent-side models' fields rather than import them: choirctl loads this
+    module on every command, the agent wire's models only when it needs them."""
+
+    resource: str
+    mode: str
+    holders: list[str]
+    waiters: list[LockWaiterView]
+    held_for_s: float | None
+
+
+class HeldView(OperatorModel):
     """A core job held after a crash: its calls of unknown outcome, and what decides it."""
 
     session_id: str
     job_name: str
-    calls: list[HeldCall]
+    calls: list[HeldCallView]
     state: str
     hint: str
     """The `choirctl session recover` command that decides it."""
 
 
-class LaneView(WireModel):
+class LaneView(OperatorModel):
     """A lane as it last reported (`session cores`, `agent status`, the `lane` feed item)."""
 
     session_id: str
@@ -60,7 +94,7 @@ class LaneView(WireModel):
     held: HeldView | None
 
 
-class CoreView(WireModel):
+class CoreView(OperatorModel):
     """A core lane in `session cores`: its job name, then the lane."""
 
     job_name: str
@@ -74,15 +108,15 @@ class CoreView(WireModel):
     held: HeldView | None
 
 
-class LocksView(WireModel):
+class LocksView(OperatorModel):
     """A session's lock table as its agent last reported it; durations as of `reported_at`."""
 
     session_id: str
     reported_at: str | None
-    locks: list[LockState]
+    locks: list[LockView]
 
 
-class SessionView(WireModel):
+class SessionView(OperatorModel):
     session_id: str
     agent_id: str
     status: str
@@ -95,7 +129,7 @@ class SessionView(WireModel):
     bindings: JsonObject
 
 
-class SessionEndedView(WireModel):
+class SessionEndedView(OperatorModel):
     """A session that ended (the `session` feed item)."""
 
     session_id: str
@@ -104,7 +138,7 @@ class SessionEndedView(WireModel):
     reason: str | None
 
 
-class ApprovalView(WireModel):
+class ApprovalView(OperatorModel):
     approval_id: str
     agent_id: str
     session_id: str
@@ -116,7 +150,7 @@ class ApprovalView(WireModel):
     payload: JsonObject
 
 
-class EventView(WireModel):
+class EventView(OperatorModel):
     """A committed event (`session events`, each item of a followed session)."""
 
     rev: int
@@ -129,7 +163,7 @@ class EventView(WireModel):
     """Set for an event committed as a preview: where `session.artifact` reads it whole."""
 
 
-class OutageView(WireModel):
+class OutageView(OperatorModel):
     """Why an agent is interrupted (its latest session crashed, forked or was suspended)."""
 
     agent_id: str
@@ -144,7 +178,7 @@ class OutageView(WireModel):
     hint: str
 
 
-class CheckView(WireModel):
+class CheckView(OperatorModel):
     """One item of the security profile (§15.3)."""
 
     item: str
@@ -154,7 +188,7 @@ class CheckView(WireModel):
     actual: Any
 
 
-class VerifyReport(WireModel):
+class VerifyReport(OperatorModel):
     """An agent checked against the declared security profile (`agent verify`)."""
 
     agent_id: str
@@ -165,7 +199,7 @@ class VerifyReport(WireModel):
     checks: list[CheckView]
 
 
-class AgentSummary(WireModel):
+class AgentSummary(OperatorModel):
     """An agent in `agent list`: state, session, uptime, bindings, where it runs."""
 
     agent_id: str

@@ -49,5 +49,5 @@ def image_view(agent_id: str, image: ImageRef) -> ImageBuilt:
         tag=image.tag,
         image_id=image.id,
         built=image.built,
-        version=image.version,
+        version=image.version.model_dump(mode="json"),
     )

@@ -128,7 +128,7 @@ async def launch(ctx: OperatorContext, request: AgentStart) -> AgentStarted:
         runtime=lifecycle.runtime.name,
         sandboxed=lifecycle.runtime.sandboxed,
         pid=agent.pid,
-        image=version,
+        image=version.model_dump(mode="json"),
     )
 
 
