@@ -23,24 +23,28 @@ from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self, TypeAlias, TypeVar
 
-from pydantic import TypeAdapter
-
 from choir.errors import ChoirError, ConfigError, UnavailableError, error_class
 from choir.home import ChoirHome
-from choir.protocol.base import WireModel
-from choir.protocol.operator import answers as a
-from choir.protocol.operator import views as v
+from choir.lazy import LazyModule
 from choir.protocol.operator.verbs import OperatorVerb
-
-if TYPE_CHECKING:  # stream items and the verb table load with the first stream
-    from choir.protocol.operator import items as i
-    from choir.protocol.operator.requests import RecoverChoice
 from choir.transport import Client, RpcError, TransportError, connect
+
+if TYPE_CHECKING:
+    from pydantic import TypeAdapter
+
+    from choir.protocol.base import WireModel
+    from choir.protocol.operator import answers as a
+    from choir.protocol.operator import items as i
+    from choir.protocol.operator import views as v
+    from choir.protocol.operator.requests import RecoverChoice
+else:  # the models (and pydantic) load with the first typed answer, not with the client
+    a = LazyModule("choir.protocol.operator.answers")
+    v = LazyModule("choir.protocol.operator.views")
 
 Payload = dict[str, Any]
 Progress: TypeAlias = "Callable[[i.Progress], None]"
 """Receives the progress items of a long verb (`agent_update`…) as they arrive."""
-A = TypeVar("A", bound=WireModel)
+A = TypeVar("A", bound="WireModel")
 I = TypeVar("I")  # noqa: E741
 V = OperatorVerb
 
@@ -394,6 +398,8 @@ def _items() -> Any:
 @cache
 def _adapter(verb: OperatorVerb) -> TypeAdapter[Any]:
     """The validator of `verb`'s stream items, built on first use."""
+    from pydantic import TypeAdapter
+
     from choir.protocol.operator.contract import OPERATOR_MODELS
 
     return TypeAdapter(OPERATOR_MODELS[verb].item)

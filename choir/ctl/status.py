@@ -2,11 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from choir.protocol.operator.answers import HeldJobs, RepoView, StatusAnswer
-    from choir.protocol.operator.views import OutageView
+from typing import Any
 
 from choir.ctl.options import HomeOption, JsonOption
 from choir.ctl.render.output import emit
@@ -18,65 +14,77 @@ def status(home: HomeOption = None, as_json: JsonOption = False) -> None:
     Exits 6 when choird is not running.
     """
     from choir.ctl.remote import with_choird
+    from choir.protocol.operator.verbs import OperatorVerb
 
-    data = with_choird(home, lambda choird: choird.status())
+    # the answer as JSON, not `StatusAnswer`: importing pydantic and the answer models would
+    # cost this command a third of its 150 ms budget (bench.cli_start); its shape is
+    # `choir.protocol.operator.answers.StatusAnswer` (golden: operator.json)
+    data = with_choird(home, lambda choird: choird.call(OperatorVerb.STATUS))
     emit(data, as_json, lambda: print("\n".join(status_lines(data))))
 
 
-def status_lines(data: StatusAnswer) -> list[str]:
+def status_lines(data: dict[str, Any]) -> list[str]:
     from choir.ctl.render.humanize import duration
 
-    postgres = data.postgres
-    agents = data.agents
-    running = "?" if agents.running is None else agents.running
-    pending = data.approvals_pending
-    gateways = "; ".join(f"{g.name} ({g.type}): {g.state}" for g in data.gateways)
+    postgres = data["postgres"]
+    agents = data["agents"]
+    running = "?" if agents["running"] is None else agents["running"]
+    pending = data["approvals_pending"]
+    gateways = "; ".join(f"{g['name']} ({g['type']}): {g['state']}" for g in data["gateways"])
     health = (
-        f"ok ({postgres.latency_ms} ms)"
-        if postgres.state == "ok"
-        else f"DEGRADED: {postgres.reason}"
+        f"ok ({postgres['latency_ms']} ms)"
+        if postgres["state"] == "ok"
+        else f"DEGRADED: {postgres['reason']}"
     )
-    disk = data.disk
-    staged = "a config is staged (choirctl config diff)" if data.config_staged else "none staged"
+    disk = data.get("disk") or {"state": "ok"}
+    staged = "a config is staged (choirctl config diff)" if data["config_staged"] else "none staged"
     return [
-        f"choird {data.version}, up {duration(data.uptime_s)}",
-        f"{'config':<10}v{data.config_version} (hash {data.config_hash[:12]}), {staged}",
+        f"choird {data['version']}, up {duration(data['uptime_s'])}",
+        f"{'config':<10}v{data['config_version']} (hash {data['config_hash'][:12]}), {staged}",
         f"{'postgres':<10}{health}",
-        *([f"{'disk':<10}{disk.state.upper()}: {disk.reason}"] if disk.state != "ok" else []),
-        f"{'agents':<10}{running} of {agents.total} running",
+        *(
+            [f"{'disk':<10}{disk['state'].upper()}: {disk['reason']}"]
+            if disk["state"] != "ok"
+            else []
+        ),
+        f"{'agents':<10}{running} of {agents['total']} running",
         f"{'approvals':<10}{'?' if pending is None else pending} pending",
-        *held_lines(data.held_jobs),
-        *interrupted_lines(agents.interrupted),
+        *held_lines(data.get("held_jobs")),
+        *interrupted_lines(agents.get("interrupted")),
         f"{'gateways':<10}{gateways or 'none configured'}",
-        *([f"{'repos':<10}{repos_line(data.repos)}"] if data.repos else []),
-        f"{'socket':<10}{data.sockets.operator}",
+        *([f"{'repos':<10}{repos_line(data['repos'])}"] if data.get("repos") else []),
+        f"{'socket':<10}{data['sockets']['operator']}",
     ]
 
 
-def interrupted_lines(interrupted: list[OutageView] | None) -> list[str]:
+def interrupted_lines(interrupted: list[dict[str, Any]] | None) -> list[str]:
     """Agents down after a crash (or a fork, or a restart that did not start them): each with
     its cause, when, and the command that brings it back."""
-    from choir.ctl.agent.views import outage_line
+    from choir.ctl.agent.views import down_line
 
-    return [f"{'DOWN':<10}{outage_line(outage)}" for outage in interrupted or []]
+    return [
+        f"{'DOWN':<10}"
+        + down_line(o["agent_id"], o["status"], o.get("ended_at"), o["reason"], o["hint"])
+        for o in interrupted or []
+    ]
 
 
-def held_lines(held: HeldJobs | None) -> list[str]:
+def held_lines(held: dict[str, Any] | None) -> list[str]:
     """Core jobs held after a crash: how many, each one, and the command that decides."""
-    if not held or not held.count:
+    if not held or not held["count"]:
         return []
-    lines = [f"{'held':<10}{held.count} core job(s) wait for a decision: {held.hint}"]
-    for job in held.jobs:
-        who = f"{job.agent_id} " if job.agent_id else ""
-        lines.append(f"{'':<10}{who}{job.session_id} {job.job_name}: {job.state}")
+    lines = [f"{'held':<10}{held['count']} core job(s) wait for a decision: {held['hint']}"]
+    for job in held["jobs"]:
+        who = f"{job['agent_id']} " if job["agent_id"] else ""
+        lines.append(f"{'':<10}{who}{job['session_id']} {job['job_name']}: {job['state']}")
     return lines
 
 
-def repos_line(repos: list[RepoView]) -> str:
+def repos_line(repos: list[dict[str, Any]]) -> str:
     """How many repos, and which clones are stale (their last fetch failed)."""
-    local = sum(bool(repo.local) for repo in repos)
+    local = sum(bool(repo["local"]) for repo in repos)
     line = f"{len(repos)} ({local} local, {len(repos) - local} cloned)"
-    stale = [repo.key for repo in repos if repo.stale]
+    stale = [repo["key"] for repo in repos if repo["stale"]]
     if stale:
         line += f"; STALE: {', '.join(stale)} (last fetch failed; choirctl config load retries)"
     return line

@@ -84,10 +84,15 @@ def show_status(data: AgentStatus) -> None:
 
 def outage_line(outage: OutageView) -> str:
     """`agent-1 crashed 4 s ago (why): <the command> resumes session s-… (…)`: one agent down."""
+    return down_line(outage.agent_id, outage.status, outage.ended_at, outage.reason, outage.hint)
+
+
+def down_line(agent_id: str, status: str, ended_at: str | None, reason: str, hint: str) -> str:
+    """`outage_line` from its fields (`choirctl status` reads them from the JSON answer)."""
     from choir.ctl.render.humanize import ago
 
-    when = f" {ago(outage.ended_at)}" if outage.ended_at else ""
-    return f"{outage.agent_id} {outage.status}{when} ({outage.reason}): {outage.hint}"
+    when = f" {ago(ended_at)}" if ended_at else ""
+    return f"{agent_id} {status}{when} ({reason}): {hint}"
 
 
 def outage_lines(agents: list[AgentSummary]) -> list[str]:
