@@ -501,7 +501,7 @@ def crash_report(client: ChoirClient, agent_id: str) -> Probe:
             chat = "accepted"
         if start not in chat:
             return None  # talking to it does not say how to bring it back (yet)
-        return f"{agent_id} {outage['status']} ({outage['reason']}): {outage['hint']}; chat: {chat}"
+        return f"{agent_id} {outage.status} ({outage.reason}): {outage.hint}; chat: {chat}"
 
     return probe
 

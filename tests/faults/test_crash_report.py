@@ -100,16 +100,16 @@ async def test_a_killed_agent_is_reported_everywhere_with_the_step_that_resumes_
             rf"DOWN      agent-1 crashed \d+s ago \({KILLED.pattern}\): {step}", down
         )
         [outage] = json.loads(status_json)["agents"]["interrupted"]
-        assert (outage.agent_id, outage.session_id, outage.status) == (
+        assert (outage["agent_id"], outage["session_id"], outage["status"]) == (
             "agent-1",
             session,
             "crashed",
         )
-        assert KILLED.fullmatch(outage.reason), outage.reason
-        assert outage.ended_at is not None
-        assert outage.next_step == "choirctl agent start agent-1 --dm console"
-        assert outage.new_session == "choirctl agent start agent-1 --dm console --new-session"
-        assert outage.resumes is True
+        assert KILLED.fullmatch(outage["reason"]), outage["reason"]
+        assert outage["ended_at"] is not None
+        assert outage["next_step"] == "choirctl agent start agent-1 --dm console"
+        assert outage["new_session"] == "choirctl agent start agent-1 --dm console --new-session"
+        assert outage["resumes"] is True
         # agent status, agent list: the same, for this agent only
         assert "DOWN       agent-1 crashed" in agent_status
         listed = [line for line in agent_list.splitlines() if resumes(session) in line]

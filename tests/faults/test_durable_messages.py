@@ -252,7 +252,7 @@ class Transcript:
             async with asyncio.timeout(30):
                 async for reply in replies:
                     if reply.in_reply_to == sent.message_id:
-                        self.replies.append(reply)
+                        self.replies.append(reply.model_dump(mode="json"))
                         return reply.model_dump(mode="json")
         finally:
             await replies.aclose()

@@ -218,8 +218,8 @@ async def test_choirctl_shows_an_agents_escapes_and_keeps_json_exact(
     assert unsafe_in(followed) == [], followed
 
     [approval] = json.loads(await choirctl(home, "approval", "list", "--json"))["approvals"]
-    assert approval.payload["rationale"] == RATIONALE
-    shown = await choirctl(home, "approval", "show", approval.approval_id)
+    assert approval["payload"]["rationale"] == RATIONALE
+    shown = await choirctl(home, "approval", "show", approval["approval_id"])
     assert unsafe_in(shown) == [], shown
     listed = await choirctl(home, "approval", "list")
     assert unsafe_in(listed) == [], listed
