@@ -107,7 +107,7 @@ async def test_agent_build_streams_its_steps_and_choirctl_prints_them(docker_hom
     assert (answer["built"], answer["tag"], answer["version"]) == (
         False,
         result.tag,
-        result.version,
+        result.version.model_dump(mode="json"),
     )
 
 

@@ -25,6 +25,7 @@ from choir.client import ChoirClient
 from choir.errors import UnavailableError
 from choir.home import ChoirHome
 from choir.logs import get_logger, setup_logging, shutdown_logging
+from choir.protocol.operator.answers import ChatSent
 from choir.scripted import ReplyStep, Script, ScriptedModelServer
 from choir.store.postgres.target import ConnectParams
 from tests.faults.filesystems import fill, small_tmpfs
@@ -216,8 +217,8 @@ async def next_health(feed: Any, wanted: Callable[[dict[str, Any]], bool]) -> di
                 return data
 
 
-async def reply_to(client: ChoirClient, sent: dict[str, Any]) -> dict[str, Any]:
-    replies = client.chat_replies("agent-1", after_seq=sent["after_seq"])
+async def reply_to(client: ChoirClient, sent: ChatSent) -> dict[str, Any]:
+    replies = client.chat_replies("agent-1", after_seq=sent.after_seq)
     try:
         async with asyncio.timeout(45):
             async for reply in replies:

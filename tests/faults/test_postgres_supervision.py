@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 
 from choir.client import ChoirClient
+from choir.protocol.operator.answers import ChatSent
 from choir.store.postgres.postmaster import postmaster_pid
 from tests.faults.invariants import InvariantChecker
 from tests.faults.support import (
@@ -151,7 +152,7 @@ async def next_health(feed: Any, wanted: Callable[[dict[str, Any]], bool]) -> di
                 return data
 
 
-async def reply_to(client: ChoirClient, sent: dict[str, Any]) -> dict[str, Any]:
+async def reply_to(client: ChoirClient, sent: ChatSent) -> dict[str, Any]:
     replies = client.chat_replies("agent-1", after_seq=sent.after_seq)
     try:
         async with asyncio.timeout(30):
