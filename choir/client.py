@@ -1,12 +1,15 @@
 """The async client of choird's operator socket, shared by choirctl and the TUI.
 
-One method per operator verb (see `choir.daemon.operator.api`), answers as the JSON objects
-choird sends. Refusals arrive as the operator-facing errors of `choir.errors`, so a caller can
+One method per operator verb, typed by the contract in `choir.protocol.operator`: each answer
+(and stream item) is parsed into its model, so callers read attributes, and `--json` prints the
+model's `model_dump(mode="json")` — the bytes choird sent. `call`/`stream` take any verb (by its
+`OperatorVerb` or its string) and return the JSON as is. Refusals arrive as the operator-facing
+errors of `choir.errors`, so a caller can
 `except NotFoundError` and choirctl exits with the documented code: not found 4, conflict 5,
 invalid arguments 2, invalid config 3, choird unreachable 6.
 
     async with await ChoirClient.connect(ChoirHome.resolve()) as choird:
-        print((await choird.status())["config_version"])
+        print((await choird.status()).config_version)
         async for item in choird.logs("choird"):
             ...
 """
@@ -15,39 +18,41 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import AsyncGenerator, Callable, Mapping
+from functools import cache
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Self
+from typing import TYPE_CHECKING, Any, Self, TypeAlias, TypeVar
 
-from choir.errors import (
-    ChoirError,
-    ConfigError,
-    ConflictError,
-    NotFoundError,
-    UnavailableError,
-    UsageError,
-)
+from choir.errors import ChoirError, ConfigError, UnavailableError, error_class
 from choir.home import ChoirHome
-from choir.protocol.wire.error_codes import ErrorCode
+from choir.lazy import LazyModule
+from choir.protocol.operator.verbs import OperatorVerb
 from choir.transport import Client, RpcError, TransportError, connect
 
-Payload = dict[str, Any]
-Progress = Callable[[Payload], None]
-"""Receives the progress items of a long verb (`agent_update`…) as they arrive."""
+if TYPE_CHECKING:
+    from pydantic import TypeAdapter
 
-_ERRORS: dict[ErrorCode, type[ChoirError]] = {
-    ErrorCode.NOT_FOUND: NotFoundError,
-    ErrorCode.CONFLICT: ConflictError,
-    ErrorCode.INVALID_REQUEST: UsageError,
-    ErrorCode.PAYLOAD_TOO_LARGE: UsageError,
-    ErrorCode.UNAVAILABLE: UnavailableError,
-    ErrorCode.RATE_LIMITED: UnavailableError,
-}
+    from choir.protocol.base import WireModel
+    from choir.protocol.operator import answers as a
+    from choir.protocol.operator import items as i
+    from choir.protocol.operator import views as v
+    from choir.protocol.operator.requests import RecoverChoice
+else:  # the models (and pydantic) load with the first typed answer, not with the client
+    a = LazyModule("choir.protocol.operator.answers")
+    v = LazyModule("choir.protocol.operator.views")
+
+Payload = dict[str, Any]
+Progress: TypeAlias = "Callable[[i.Progress], None]"
+"""Receives the progress items of a long verb (`agent_update`…) as they arrive."""
+A = TypeVar("A", bound="WireModel")
+I = TypeVar("I")  # noqa: E741
+V = OperatorVerb
 
 
 def operator_error(error: RpcError) -> ChoirError:
-    """The `choir.errors` class matching a refusal's code, with its one-line message."""
-    return _ERRORS.get(error.code, ChoirError)(error.message)
+    """The `choir.errors` class matching a refusal's code (`choir.errors.error_class`), with
+    its one-line message."""
+    return error_class(error.code)(error.message)
 
 
 class ChoirClient:
@@ -90,14 +95,16 @@ class ChoirClient:
     ) -> None:
         await self.close()
 
-    async def call(self, verb: str, **payload: Any) -> Payload:
+    async def call(self, verb: OperatorVerb | str, **payload: Any) -> Payload:
         """Any operator verb; arguments that are None are left out."""
         try:
             return await self._client.call(verb, _present(payload))
         except RpcError as error:
             raise operator_error(error) from None
 
-    async def stream(self, verb: str, **payload: Any) -> AsyncGenerator[Payload, None]:
+    async def stream(
+        self, verb: OperatorVerb | str, **payload: Any
+    ) -> AsyncGenerator[Payload, None]:
         """A streaming verb's items; close the generator to stop choird's side."""
         items = self._client.stream(verb, _present(payload))
         async with contextlib.aclosing(items):
@@ -107,16 +114,28 @@ class ChoirClient:
             except RpcError as error:
                 raise operator_error(error) from None
 
+    async def ask(self, verb: OperatorVerb, answer: type[A], **payload: Any) -> A:
+        """A verb's answer parsed as `answer` (its model in `OPERATOR_MODELS`)."""
+        return answer.model_validate(await self.call(verb, **payload))
+
+    async def items(
+        self, verb: OperatorVerb, item: TypeAdapter[I], **payload: Any
+    ) -> AsyncGenerator[I, None]:
+        """A streaming verb's items parsed with `item`; close the generator to stop it."""
+        async with contextlib.aclosing(self.stream(verb, **payload)) as items:
+            async for raw in items:
+                yield item.validate_python(raw)
+
     # choird and agents
 
-    async def status(self) -> Payload:
-        return await self.call("status")
+    async def status(self) -> a.StatusAnswer:
+        return await self.ask(V.STATUS, a.StatusAnswer)
 
-    async def agent_list(self) -> Payload:
-        return await self.call("agent.list")
+    async def agent_list(self) -> a.AgentList:
+        return await self.ask(V.AGENT_LIST, a.AgentList)
 
-    async def agent_status(self, agent_id: str) -> Payload:
-        return await self.call("agent.status", agent_id=agent_id)
+    async def agent_status(self, agent_id: str) -> a.AgentStatus:
+        return await self.ask(V.AGENT_STATUS, a.AgentStatus, agent_id=agent_id)
 
     async def agent_start(
         self,
@@ -125,52 +144,71 @@ class ChoirClient:
         *,
         new_session: bool = False,
         resume: str | None = None,
-    ) -> Payload:
+    ) -> a.AgentStarted:
         """Start the agent (§17.1); `overrides` maps a role (`dm`, `llm`…) to a name."""
         chosen = {role: name for role, name in (overrides or {}).items() if name is not None}
-        return await self.call(
-            "agent.start",
+        return await self.ask(
+            V.AGENT_START,
+            a.AgentStarted,
             agent_id=agent_id,
             overrides=chosen,
             new_session=new_session,
             resume=resume,
         )
 
-    async def agent_stop(self, agent_id: str) -> Payload:
+    async def agent_stop(self, agent_id: str) -> a.AgentStopped:
         """Graceful stop (§17.2); answers when the agent's process has exited."""
-        return await self.call("agent.stop", agent_id=agent_id)
+        return await self.ask(V.AGENT_STOP, a.AgentStopped, agent_id=agent_id)
 
-    async def agent_restart(self, agent_id: str) -> Payload:
-        """Stop, then start the same session with the same bindings; `{…start, stopped}`."""
-        return await self.call("agent.restart", agent_id=agent_id)
+    async def agent_verify(self, agent_id: str) -> v.VerifyReport:
+        """The running agent checked against the declared security profile (§15.3)."""
+        return await self.ask(V.AGENT_VERIFY, v.VerifyReport, agent_id=agent_id)
 
-    async def agent_build(self, agent_id: str, progress: Progress | None = None) -> Payload:
-        """Build the agent's image if anything changed (§17.3): `{tag, image_id, built, version}`.
+    async def agent_restart(self, agent_id: str) -> a.AgentRestarted:
+        """Stop, then start the same session with the same bindings."""
+        return await self.ask(V.AGENT_RESTART, a.AgentRestarted, agent_id=agent_id)
+
+    async def agent_build(self, agent_id: str, progress: Progress | None = None) -> a.ImageBuilt:
+        """Build the agent's image if anything changed (§17.3).
 
         `progress` receives each of the ten steps and the docker build's output lines."""
-        return await self._reported(self.stream("agent.build", agent_id=agent_id), progress)
+        items = self.items(V.AGENT_BUILD, _adapter(V.AGENT_BUILD), agent_id=agent_id)
+        result = await self._reported(items, progress)
+        assert isinstance(result, _items().BuildResult)
+        answer: a.ImageBuilt = result.result
+        return answer
 
-    async def agent_update(self, agent_id: str, progress: Progress | None = None) -> Payload:
-        """Build if needed, then redeploy resuming the session (§17.4): `{outcome, reason…}`.
+    async def agent_update(
+        self, agent_id: str, progress: Progress | None = None
+    ) -> a.UpdateOutcome:
+        """Build if needed, then redeploy resuming the session (§17.4).
 
         `progress` receives each step (a build's output lines too) as it happens."""
-        return await self._reported(self.stream("agent.update", agent_id=agent_id), progress)
+        items = self.items(V.AGENT_UPDATE, _adapter(V.AGENT_UPDATE), agent_id=agent_id)
+        result = await self._reported(items, progress)
+        assert isinstance(result, _items().UpdateResult)
+        answer: a.UpdateOutcome = result.result
+        return answer
 
-    async def agent_update_all(self, progress: Progress | None = None) -> Payload:
-        """`agent_update` for every agent in turn (§17.5): `{agents: [{outcome…}], failed}`."""
-        return await self._reported(self.stream("agent.update_all"), progress)
+    async def agent_update_all(self, progress: Progress | None = None) -> a.UpdateAll:
+        """`agent_update` for every agent in turn (§17.5)."""
+        items = self.items(V.AGENT_UPDATE_ALL, _adapter(V.AGENT_UPDATE_ALL))
+        result = await self._reported(items, progress)
+        assert isinstance(result, _items().UpdateAllResult)
+        answer: a.UpdateAll = result.result
+        return answer
 
-    async def shutdown(self) -> Payload:
-        """Stop choird (it stops its agents gracefully first): `{pid, agents_running}`."""
-        return await self.call("shutdown")
+    async def shutdown(self) -> a.ChoirdShutdown:
+        """Stop choird (it stops its agents gracefully first)."""
+        return await self.ask(V.SHUTDOWN, a.ChoirdShutdown)
 
     @staticmethod
-    async def _reported(items: AsyncGenerator[Payload, None], progress: Progress | None) -> Payload:
-        """The result of a reporting stream, handing its progress items to `progress`."""
+    async def _reported(items: AsyncGenerator[Any, None], progress: Progress | None) -> WireModel:
+        """The result item of a reporting stream, handing its progress items to `progress`."""
         async with contextlib.aclosing(items):
             async for item in items:
-                if item.get("kind") == "result":
-                    result: Payload = item["result"]
+                if not isinstance(item, _items().Progress):
+                    result: WireModel = item
                     return result
                 if progress is not None:
                     progress(item)
@@ -178,28 +216,35 @@ class ChoirClient:
 
     # sessions
 
-    async def session_list(self, agent_id: str | None = None, *, limit: int = 50) -> Payload:
-        return await self.call("session.list", agent_id=agent_id, limit=limit)
+    async def session_list(self, agent_id: str | None = None, *, limit: int = 50) -> a.SessionList:
+        return await self.ask(V.SESSION_LIST, a.SessionList, agent_id=agent_id, limit=limit)
 
     async def session_events(
         self, session_id: str, *, from_rev: int | None = None, limit: int = 100
-    ) -> Payload:
-        """`{session_id, events, next_rev}`: `limit` events from `from_rev`, else the last."""
-        return await self.call(
-            "session.events", session_id=session_id, from_rev=from_rev, limit=limit
+    ) -> a.SessionEvents:
+        """`limit` events from `from_rev`, else the last; read on from `next_rev`."""
+        return await self.ask(
+            V.SESSION_EVENTS, a.SessionEvents, session_id=session_id, from_rev=from_rev, limit=limit
         )
 
     def follow_session_events(
         self, session_id: str, *, from_rev: int | None = None, limit: int = 100
-    ) -> AsyncGenerator[Payload, None]:
+    ) -> AsyncGenerator[v.EventView, None]:
         """Each event: the snapshot, then new ones until the session ends."""
-        return self.stream(
-            "session.events", session_id=session_id, from_rev=from_rev, limit=limit, follow=True
+        return self.items(
+            V.SESSION_EVENTS,
+            _adapter(V.SESSION_EVENTS),
+            session_id=session_id,
+            from_rev=from_rev,
+            limit=limit,
+            follow=True,
         )
 
-    async def session_artifact(self, session_id: str, rev: int, offset: int = 0) -> Payload:
+    async def session_artifact(self, session_id: str, rev: int, offset: int = 0) -> a.ArtifactChunk:
         """A chunk of the whole event behind the preview at `rev` (see `session_event`)."""
-        return await self.call("session.artifact", session_id=session_id, rev=rev, offset=offset)
+        return await self.ask(
+            V.SESSION_ARTIFACT, a.ArtifactChunk, session_id=session_id, rev=rev, offset=offset
+        )
 
     async def session_event(self, session_id: str, rev: int) -> dict[str, Any]:
         """The event at `rev` whole: its stored payload, or — for an event committed as a
@@ -208,120 +253,156 @@ class ChoirClient:
 
         return await whole_event(self.call, session_id, rev)
 
-    async def session_cores(self, session_id: str) -> Payload:
-        return await self.call("session.cores", session_id=session_id)
+    async def session_cores(self, session_id: str) -> a.SessionCores:
+        return await self.ask(V.SESSION_CORES, a.SessionCores, session_id=session_id)
 
-    async def session_locks(self, session_id: str) -> Payload:
-        """`{session_id, reported_at, locks}`: the lock table the agent last reported."""
-        return await self.call("session.locks", session_id=session_id)
+    async def session_locks(self, session_id: str) -> v.LocksView:
+        """The lock table the agent last reported."""
+        return await self.ask(V.SESSION_LOCKS, v.LocksView, session_id=session_id)
 
-    async def session_cancel(self, session_id: str, job_name: str) -> Payload:
-        return await self.call("session.cancel", session_id=session_id, job_name=job_name)
+    async def session_cancel(self, session_id: str, job_name: str) -> a.CancelRequested:
+        return await self.ask(
+            V.SESSION_CANCEL, a.CancelRequested, session_id=session_id, job_name=job_name
+        )
 
-    async def session_compact(self, session_id: str, lane: str | None = None) -> Payload:
-        return await self.call("session.compact", session_id=session_id, lane=lane)
+    async def session_compact(self, session_id: str, lane: str | None = None) -> a.CompactRequested:
+        return await self.ask(
+            V.SESSION_COMPACT, a.CompactRequested, session_id=session_id, lane=lane
+        )
 
     async def session_recover(
-        self, session_id: str, *, job_name: str | None = None, choice: str | None = None
-    ) -> Payload:
+        self, session_id: str, *, job_name: str | None = None, choice: RecoverChoice | None = None
+    ) -> a.SessionRecovery:
         """Calls a crash left with unknown outcomes; with `choice`, the decision on them."""
-        return await self.call(
-            "session.recover", session_id=session_id, job_name=job_name, choice=choice
+        return await self.ask(
+            V.SESSION_RECOVER,
+            a.SessionRecovery,
+            session_id=session_id,
+            job_name=job_name,
+            choice=choice,
         )
 
     # approvals
 
     async def approval_list(
         self, *, include_resolved: bool = False, agent_id: str | None = None
-    ) -> Payload:
+    ) -> a.ApprovalList:
         """Pending approvals; with `include_resolved`, answered and timed-out ones too."""
-        return await self.call("approval.list", all=include_resolved, agent_id=agent_id)
+        return await self.ask(
+            V.APPROVAL_LIST, a.ApprovalList, all=include_resolved, agent_id=agent_id
+        )
 
-    async def approval_show(self, approval_id: str) -> Payload:
-        return await self.call("approval.show", approval_id=approval_id)
+    async def approval_show(self, approval_id: str) -> v.ApprovalView:
+        return await self.ask(V.APPROVAL_SHOW, v.ApprovalView, approval_id=approval_id)
 
-    async def approval_approve(self, approval_id: str, *, by: str = "choirctl") -> Payload:
-        return await self.call("approval.approve", approval_id=approval_id, by=by)
+    async def approval_approve(self, approval_id: str, *, by: str = "choirctl") -> v.ApprovalView:
+        return await self.ask(V.APPROVAL_APPROVE, v.ApprovalView, approval_id=approval_id, by=by)
 
-    async def approval_reject(self, approval_id: str, *, by: str = "choirctl") -> Payload:
-        return await self.call("approval.reject", approval_id=approval_id, by=by)
+    async def approval_reject(self, approval_id: str, *, by: str = "choirctl") -> v.ApprovalView:
+        return await self.ask(V.APPROVAL_REJECT, v.ApprovalView, approval_id=approval_id, by=by)
 
     # workspaces
 
-    async def workspace_list(self) -> Payload:
-        return await self.call("workspace.list")
+    async def workspace_list(self) -> a.WorkspaceList:
+        return await self.ask(V.WORKSPACE_LIST, a.WorkspaceList)
 
-    async def workspace_reset(self, name: str) -> Payload:
-        return await self.call("workspace.reset", name=name)
+    async def workspace_reset(self, name: str) -> a.WorkspaceReset:
+        return await self.ask(V.WORKSPACE_RESET, a.WorkspaceReset, name=name)
 
     # models and voices
 
-    async def model_list(self) -> Payload:
-        return await self.call("model.list")
+    async def model_list(self) -> a.ModelList:
+        return await self.ask(V.MODEL_LIST, a.ModelList)
 
-    async def model_get(self, agent_id: str) -> Payload:
-        return await self.call("model.get", agent_id=agent_id)
+    async def model_get(self, agent_id: str) -> a.AgentChoices:
+        return await self.ask(V.MODEL_GET, a.AgentChoices, agent_id=agent_id)
 
-    async def model_set(self, agent_id: str, llm: str) -> Payload:
-        return await self.call("model.set", agent_id=agent_id, llm=llm)
+    async def model_set(self, agent_id: str, llm: str) -> a.BindingSwitched:
+        return await self.ask(V.MODEL_SET, a.BindingSwitched, agent_id=agent_id, llm=llm)
 
-    async def voice_list(self) -> Payload:
-        return await self.call("voice.list")
+    async def voice_list(self) -> a.VoiceList:
+        return await self.ask(V.VOICE_LIST, a.VoiceList)
 
-    async def voice_get(self, agent_id: str) -> Payload:
-        return await self.call("voice.get", agent_id=agent_id)
+    async def voice_get(self, agent_id: str) -> a.AgentChoices:
+        return await self.ask(V.VOICE_GET, a.AgentChoices, agent_id=agent_id)
 
-    async def voice_set(self, agent_id: str, voice_profile: str) -> Payload:
-        return await self.call("voice.set", agent_id=agent_id, voice_profile=voice_profile)
+    async def voice_set(self, agent_id: str, voice_profile: str) -> a.BindingSwitched:
+        return await self.ask(
+            V.VOICE_SET, a.BindingSwitched, agent_id=agent_id, voice_profile=voice_profile
+        )
 
     # logs and live updates
 
-    def logs(self, source: str, *, follow: bool = True) -> AsyncGenerator[Payload, None]:
-        """`{kind: lines|snapshot_end|rotated}` items of `choird`'s or an agent's log."""
-        return self.stream("logs", source=source, follow=follow)
+    def logs(self, source: str, *, follow: bool = True) -> AsyncGenerator[i.LogItem, None]:
+        """Batches of lines of `choird`'s or an agent's log, the end of the snapshot, rotations."""
+        return self.items(V.LOGS, _adapter(V.LOGS), source=source, follow=follow)
 
-    def subscribe(self) -> AsyncGenerator[Payload, None]:
-        """Live `{kind, data}` updates, starting with `subscribed`."""
-        return self.stream("subscribe")
+    def subscribe(self) -> AsyncGenerator[i.FeedItem, None]:
+        """Live updates (`FeedItem`), starting with `subscribed`."""
+        return self.items(V.SUBSCRIBE, _adapter(V.SUBSCRIBE))
 
     # the console DM
 
-    async def chat_send(self, agent_id: str, text: str) -> Payload:
+    async def chat_send(self, agent_id: str, text: str) -> a.ChatSent:
         """A message (or `/inject …`) to the agent bound to a console DM."""
-        return await self.call("chat.send", agent_id=agent_id, text=text)
+        return await self.ask(V.CHAT_SEND, a.ChatSent, agent_id=agent_id, text=text)
 
-    def chat_replies(self, agent_id: str, *, after_seq: int = 0) -> AsyncGenerator[Payload, None]:
+    def chat_replies(
+        self, agent_id: str, *, after_seq: int = 0
+    ) -> AsyncGenerator[a.ChatReply, None]:
         """The agent's replies, core reports and errors, as they become durable."""
-        return self.stream("chat.replies", agent_id=agent_id, after_seq=after_seq)
+        return self.items(
+            V.CHAT_REPLIES, _adapter(V.CHAT_REPLIES), agent_id=agent_id, after_seq=after_seq
+        )
 
     # config and secrets
 
-    async def config_load(self) -> Payload:
+    async def config_load(self) -> a.ConfigLoaded:
         """Stage $CHOIR_HOME; ConfigError listing every problem when it is invalid."""
-        return _config_checked(await self.call("config.load"), "staged")
+        loaded = await self.ask(V.CONFIG_LOAD, a.ConfigLoaded)
+        _config_checked(loaded.staged, loaded.header, loaded.errors)
+        return loaded
 
-    async def config_diff(self) -> Payload:
-        return await self.call("config.diff")
+    async def config_diff(self) -> a.ConfigChanges:
+        return await self.ask(V.CONFIG_DIFF, a.ConfigChanges)
 
-    async def config_apply(self) -> Payload:
-        return await self.call("config.apply")
+    async def config_apply(self) -> a.ConfigApplied:
+        return await self.ask(V.CONFIG_APPLY, a.ConfigApplied)
 
-    async def config_show(self) -> Payload:
-        return await self.call("config.show")
+    async def config_show(self) -> a.ConfigShown:
+        return await self.ask(V.CONFIG_SHOW, a.ConfigShown)
 
-    async def secret_list(self) -> Payload:
-        return await self.call("secret.list")
+    async def secret_list(self) -> a.SecretList:
+        return await self.ask(V.SECRET_LIST, a.SecretList)
 
-    async def secret_apply(self) -> Payload:
+    async def secret_apply(self) -> a.SecretsApplied:
         """Reload secrets.json in choird; ConfigError when it cannot be used."""
-        return _config_checked(await self.call("secret.apply"), "applied")
+        applied = await self.ask(V.SECRET_APPLY, a.SecretsApplied)
+        _config_checked(applied.applied, applied.header, applied.errors)
+        return applied
 
 
-def _config_checked(answer: Payload, done: str) -> Payload:
-    """`answer`, unless it reports config problems instead of `done`: then ConfigError."""
-    if answer.get(done):
-        return answer
-    raise ConfigError(list(answer.get("errors", [])), header=answer.get("header"))
+def _config_checked(done: bool, header: str | None, errors: list[str] | None) -> None:
+    """Nothing if `done`; else the config problems the answer reports, as a ConfigError."""
+    if not done:
+        raise ConfigError(list(errors or []), header=header)
+
+
+def _items() -> Any:
+    """`choir.protocol.operator.items`, loaded with the first stream."""
+    from choir.protocol.operator import items
+
+    return items
+
+
+@cache
+def _adapter(verb: OperatorVerb) -> TypeAdapter[Any]:
+    """The validator of `verb`'s stream items, built on first use."""
+    from pydantic import TypeAdapter
+
+    from choir.protocol.operator.contract import OPERATOR_MODELS
+
+    return TypeAdapter(OPERATOR_MODELS[verb].item)
 
 
 def _present(payload: dict[str, Any]) -> Payload:

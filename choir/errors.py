@@ -2,11 +2,18 @@
 
 Every failure the operator can fix is a `ChoirError`: the CLI prints `error: <message>` and exits
 with the error's code, never a traceback. Messages name the problem and the fix.
+
+A refusal crosses the wire as an `ErrorCode`; `REFUSAL_CODES` is the one table between the two,
+read one way by choird (agent and operator sockets: `wire_code`) and the other by its clients
+(`error_class`), so `except NotFoundError` works on either side of the socket.
 """
 
 from __future__ import annotations
 
 from enum import IntEnum
+from typing import Final
+
+from choir.protocol.wire.error_codes import ErrorCode
 
 
 class ExitCode(IntEnum):
@@ -68,6 +75,37 @@ class ConflictError(ChoirError):
 
 class UnavailableError(ChoirError):
     exit_code = ExitCode.UNAVAILABLE
+
+
+REFUSAL_CODES: Final[tuple[tuple[type[ChoirError], ErrorCode], ...]] = (
+    (NotFoundError, ErrorCode.NOT_FOUND),
+    (ConflictError, ErrorCode.CONFLICT),
+    (UnavailableError, ErrorCode.UNAVAILABLE),
+    (UsageError, ErrorCode.INVALID_REQUEST),
+    # a config problem is the caller's to fix like a usage error: it leaves as invalid_request
+    (ConfigError, ErrorCode.INVALID_REQUEST),
+    # codes only choird's transport sends, received as the class the caller should handle
+    (UsageError, ErrorCode.PAYLOAD_TOO_LARGE),
+    (UnavailableError, ErrorCode.RATE_LIMITED),
+)
+"""Error class <-> wire code. Sending: the first row the error is an instance of; receiving:
+the first row with the code. Anything else is `internal` / a plain `ChoirError` (exit 1)."""
+
+
+def wire_code(error: ChoirError) -> ErrorCode:
+    """The code a refusal goes out with: its own `code` if it carries one (an RPC fault, a
+    relayed `RpcError`), else its class's."""
+    code = getattr(error, "code", None)
+    if isinstance(code, ErrorCode):
+        return code
+    return next(
+        (code for kind, code in REFUSAL_CODES if isinstance(error, kind)), ErrorCode.INTERNAL
+    )
+
+
+def error_class(code: ErrorCode) -> type[ChoirError]:
+    """The class a refusal with `code` is raised as on the receiving side."""
+    return next((kind for kind, known in REFUSAL_CODES if known == code), ChoirError)
 
 
 def one_line(message: str) -> str:

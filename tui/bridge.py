@@ -32,6 +32,7 @@ from choir.client import ChoirClient
 from choir.ctl.render.visible import visible, visible_data
 from choir.errors import ChoirError, UnavailableError
 from choir.home import ChoirHome
+from choir.protocol.operator.verbs import OperatorVerb
 from tui.messages import (
     AgentsUpdated,
     ApprovalChanged,
@@ -171,7 +172,7 @@ class ChoirBridge:
     async def _serve(self, client: ChoirClient) -> str:
         """Run the feed until it breaks; the reason it broke."""
         try:
-            async with contextlib.aclosing(client.subscribe()) as items:
+            async with contextlib.aclosing(client.stream(OperatorVerb.SUBSCRIBE)) as items:
                 async for item in items:
                     if item.get("kind") == "subscribed":
                         self._set_client(client)
@@ -190,10 +191,10 @@ class ChoirBridge:
 
     async def _resync(self, client: ChoirClient) -> None:
         """Read every listing again: what changed while we were away is in them."""
-        self._post(StatusUpdated(shown(await client.status())))
-        agents = shown(await client.agent_list())["agents"]
+        self._post(StatusUpdated(shown(await client.call(OperatorVerb.STATUS))))
+        agents = shown(await client.call(OperatorVerb.AGENT_LIST))["agents"]
         self._post(AgentsUpdated(agents))
-        for row in shown(await client.approval_list())["approvals"]:
+        for row in shown(await client.call(OperatorVerb.APPROVAL_LIST))["approvals"]:
             self._post(ApprovalChanged(row))
         for agent in agents:
             if agent.get("state") == "running" and agent.get("session_id"):
@@ -203,10 +204,11 @@ class ChoirBridge:
     async def read_session(self, client: ChoirClient, agent_id: str, session_id: str) -> None:
         """Post a running agent's lanes and locks (after a resync, or a session starting)."""
         with contextlib.suppress(ChoirError):
-            for lane in shown(await client.agent_status(agent_id)).get("lanes", []):
+            status = await client.call(OperatorVerb.AGENT_STATUS, agent_id=agent_id)
+            for lane in shown(status).get("lanes", []):
                 self._post(LaneReported(lane))
         with contextlib.suppress(ChoirError):
-            locks = await client.call("session.locks", session_id=session_id)
+            locks = await client.call(OperatorVerb.SESSION_LOCKS, session_id=session_id)
             self._post(LocksReported(shown(locks)))
 
     def _dispatch(self, item: Payload) -> None:
@@ -251,7 +253,7 @@ class ChoirBridge:
             while True:
                 await asyncio.sleep(STATUS_REFRESH_S)
                 with contextlib.suppress(ChoirError):
-                    self._post(StatusUpdated(shown(await client.status())))
+                    self._post(StatusUpdated(shown(await client.call(OperatorVerb.STATUS))))
 
         ticker: Worker[None] = self.app.run_worker(tick, group="bridge-status", exclusive=True)
         self.status_worker = ticker

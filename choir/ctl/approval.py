@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from choir.commands import documented
 from choir.ctl.options import HomeOption, JsonOption
 from choir.ctl.render.output import emit, table
+
+if TYPE_CHECKING:
+    from choir.protocol.operator.views import ApprovalView
 
 app = typer.Typer(
     rich_markup_mode=None,
@@ -40,14 +43,14 @@ def list_approvals(
     )
     rows = [
         (
-            a["approval_id"],
-            a["agent_id"],
-            a["request_type"],
-            a["status"],
-            moment(a["created_at"]),
-            summary(a["payload"]),
+            a.approval_id,
+            a.agent_id,
+            a.request_type,
+            a.status,
+            moment(a.created_at),
+            summary(a.payload),
         )
-        for a in data["approvals"]
+        for a in data.approvals
     ]
     headers = ("id", "agent", "type", "status", "created", "summary")
     emit(data, as_json, lambda: table(headers, rows))
@@ -72,24 +75,24 @@ def show(
     emit(data, as_json, lambda: _show(data))
 
 
-def _show(data: dict[str, Any]) -> None:
+def _show(data: ApprovalView) -> None:
     import orjson
 
     from choir.ctl.render.humanize import dash, moment
 
     resolved = (
-        f"{data['status']} by {data['resolved_by']} at {moment(data['resolved_at'])}"
-        if data["resolved_at"]
-        else data["status"]
+        f"{data.status} by {data.resolved_by} at {moment(data.resolved_at)}"
+        if data.resolved_at
+        else data.status
     )
     lines = [
-        f"{'approval':<10}{data['approval_id']}",
-        f"{'agent':<10}{data['agent_id']} (session {dash(data['session_id'])})",
-        f"{'type':<10}{data['request_type']}",
-        f"{'created':<10}{moment(data['created_at'])}",
+        f"{'approval':<10}{data.approval_id}",
+        f"{'agent':<10}{data.agent_id} (session {dash(data.session_id)})",
+        f"{'type':<10}{data.request_type}",
+        f"{'created':<10}{moment(data.created_at)}",
         f"{'status':<10}{resolved}",
         "payload:",
-        orjson.dumps(data["payload"], option=orjson.OPT_INDENT_2).decode(),
+        orjson.dumps(data.payload, option=orjson.OPT_INDENT_2).decode(),
     ]
     print("\n".join(lines))
 

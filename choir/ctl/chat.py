@@ -20,6 +20,7 @@ from choir.ctl.options import HomeOption, JsonOption
 
 if TYPE_CHECKING:
     from choir.client import ChoirClient
+    from choir.protocol.operator.answers import ChatReply
 
 AgentArgument = Annotated[str, typer.Argument(help="The agent to talk to.", show_default=False)]
 MessageArgument = Annotated[
@@ -70,21 +71,21 @@ async def _one_shot(
     from choir.errors import ChoirError, UnavailableError
 
     sent = await choird.chat_send(agent_id, message)
-    if sent["injected"]:
+    if sent.injected:
         _show({"category": "notice", "text": "injected"}, as_json)
         return
     # choird keeps recent replies, so subscribing after the send misses nothing
-    replies = choird.chat_replies(agent_id, after_seq=sent["after_seq"])
+    replies = choird.chat_replies(agent_id, after_seq=sent.after_seq)
     try:
         async with asyncio.timeout(wait):
             async for reply in replies:
-                answers = reply.get("in_reply_to")
-                if answers is not None and answers != sent["message_id"]:
+                answers = reply.in_reply_to
+                if answers is not None and answers != sent.message_id:
                     continue  # another message's answer, e.g. one a restart interrupted
-                if answers is not None and reply["category"] == "command_error":
-                    raise ChoirError(str(reply["text"]))  # a refused command fails the call
+                if answers is not None and reply.category == "command_error":
+                    raise ChoirError(reply.text)  # a refused command fails the call
                 _show(await _whole(choird, reply), as_json)
-                if answers == sent["message_id"] and reply["category"] != "command_progress":
+                if answers == sent.message_id and reply.category != "command_progress":
                     return  # the answer (a long command's steps come before it)
     except TimeoutError:
         raise UnavailableError(
@@ -114,18 +115,19 @@ async def _interactive(choird: ChoirClient, agent_id: str, as_json: bool) -> Non
                 continue
             sent = await choird.chat_send(agent_id, line)
             if shown is None:  # follow from this first message on: choird keeps what came since
-                shown = asyncio.create_task(printer(sent.get("after_seq") or 0))
+                shown = asyncio.create_task(printer(sent.after_seq))
     finally:
         if shown is not None:
             shown.cancel()
 
 
-async def _whole(choird: ChoirClient, reply: dict[str, Any]) -> dict[str, Any]:
-    """`reply` with its whole text when it arrived as a preview of a larger event."""
-    if not reply.get("artifact"):
-        return reply
-    event = await choird.session_event(str(reply["session_id"]), int(reply["rev"]))
-    return {**reply, "text": str(event.get("text", reply.get("text", "")))}
+async def _whole(choird: ChoirClient, reply: ChatReply) -> dict[str, Any]:
+    """`reply` as JSON, with its whole text when it arrived as a preview of a larger event."""
+    shown = reply.model_dump(mode="json")
+    if not reply.artifact or reply.rev is None:
+        return shown
+    event = await choird.session_event(reply.session_id, reply.rev)
+    return {**shown, "text": str(event.get("text", reply.text))}
 
 
 def _prompt() -> str | None:

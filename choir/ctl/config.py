@@ -17,6 +17,7 @@ from choir.ctl.render.output import emit, emit_json, warn
 
 if TYPE_CHECKING:
     from choir.config import ChoirConfig
+    from choir.protocol.operator.answers import ConfigApplied, ConfigChanges, ConfigLoaded
 
 app = typer.Typer(
     rich_markup_mode=None,
@@ -95,10 +96,10 @@ def load(home: HomeOption = None, as_json: JsonOption = False) -> None:
     data = with_choird(home, lambda choird: choird.config_load())
 
     def show() -> None:
-        _warn_all(data["warnings"], False)
-        print(f"config staged (hash {data['config_hash'][:12]}): {_changes(data)}")
-        _print_lines(data["lines"])
-        if data["lines"]:
+        _warn_all(data.warnings or [], False)
+        print(f"config staged (hash {(data.config_hash or '')[:12]}): {_changes(data)}")
+        _print_lines(data.lines or [])
+        if data.lines:
             print("next: choirctl config apply")
 
     emit(data, as_json, show)
@@ -112,9 +113,9 @@ def diff(home: HomeOption = None, as_json: JsonOption = False) -> None:
     data = with_choird(home, lambda choird: choird.config_diff())
 
     def show() -> None:
-        if not data["lines"]:
+        if not data.lines:
             print("no changes between the staged and the running config")
-        _print_lines(data["lines"])
+        _print_lines(data.lines)
 
     emit(data, as_json, show)
 
@@ -127,12 +128,12 @@ def apply(home: HomeOption = None, as_json: JsonOption = False) -> None:
     data = with_choird(home, lambda choird: choird.config_apply())
 
     def show() -> None:
-        sessions = len(data["pushed"])
+        sessions = len(data.pushed)
         print(
-            f"config v{data['config_version']} applied ({_changes(data)}); "
+            f"config v{data.config_version} applied ({_changes(data)}); "
             f"{sessions} running session(s) told to fetch it"
         )
-        _print_lines(data["lines"])
+        _print_lines(data.lines)
 
     emit(data, as_json, show)
 
@@ -145,15 +146,15 @@ def show(home: HomeOption = None, as_json: JsonOption = False) -> None:
     data = with_choird(home, lambda choird: choird.config_show())
 
     def human() -> None:
-        staged = "; a config is staged (choirctl config diff)" if data["staged"] else ""
-        print(f"# config v{data['config_version']}, hash {data['config_hash'][:12]}{staged}")
-        emit_json(data["config"])
+        staged = "; a config is staged (choirctl config diff)" if data.staged else ""
+        print(f"# config v{data.config_version}, hash {data.config_hash[:12]}{staged}")
+        emit_json(data.config)
 
     emit(data, as_json, human)
 
 
-def _changes(data: dict[str, Any]) -> str:
-    count = len(data["changes"])
+def _changes(data: ConfigChanges | ConfigApplied | ConfigLoaded) -> str:
+    count = len(data.changes or [])
     return "no changes" if not count else f"{count} change{'s' if count != 1 else ''}"
 
 

@@ -7,7 +7,7 @@ shown rather than sent to the terminal (`choir.ctl.render.visible`). Ctrl-C stop
 from __future__ import annotations
 
 import sys
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -16,6 +16,7 @@ from choir.ctl.options import HomeOption, JsonOption
 
 if TYPE_CHECKING:
     from choir.client import ChoirClient
+    from choir.protocol.operator.items import LogItem
 
 SourceArgument = Annotated[str, typer.Argument(help="`choird` or an agent id.", show_default=False)]
 NoFollowOption = Annotated[
@@ -39,13 +40,13 @@ def logs(
     with_choird(home, follow)
 
 
-def show(item: dict[str, Any], as_json: bool) -> None:
+def show(item: LogItem, as_json: bool) -> None:
     from choir.ctl.render.output import json_text, write_visible
 
     if as_json:
-        sys.stdout.write(json_text(item) + "\n")
-    elif item["kind"] == "lines":  # an agent writes its own log: nothing in it drives the terminal
-        write_visible("".join(f"{line}\n" for line in item["lines"]))
-    elif item["kind"] == "rotated":
+        sys.stdout.write(json_text(item.model_dump(mode="json")) + "\n")
+    elif item.kind == "lines":  # an agent writes its own log: nothing in it drives the terminal
+        write_visible("".join(f"{line}\n" for line in item.lines))
+    elif item.kind == "rotated":
         sys.stderr.write("-- the log was archived; following the new file --\n")
     sys.stdout.flush()

@@ -5,13 +5,16 @@ A switch lasts until the agent's next start; the agent picks it up on its next L
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from choir.commands import documented
 from choir.ctl.options import HomeOption, JsonOption
 from choir.ctl.render.output import emit, table
+
+if TYPE_CHECKING:
+    from choir.protocol.operator.answers import AgentChoices, BindingSwitched, ModelList
 
 app = typer.Typer(
     rich_markup_mode=None,
@@ -31,18 +34,18 @@ def list_models(home: HomeOption = None, as_json: JsonOption = False) -> None:
     emit(data, as_json, lambda: _show_list(data))
 
 
-def _show_list(data: dict[str, Any]) -> None:
+def _show_list(data: ModelList) -> None:
     table(
         ("name", "provider", "model", "note"),
         [
-            (m["name"], m["provider"], m["model"], "demo (not a real LLM)" if m["demo"] else "")
-            for m in data["models"]
+            (m.name, m.provider, m.model, "demo (not a real LLM)" if m.demo else "")
+            for m in data.models
         ],
     )
     print("\nTTS providers:")
     table(
         ("name", "provider", "model id"),
-        [(t["name"], t["provider"], t["model_id"]) for t in data["tts"]],
+        [(t.name, t.provider, t.model_id) for t in data.tts],
     )
 
 
@@ -55,22 +58,28 @@ def get(agent_id: AgentArgument, home: HomeOption = None, as_json: JsonOption = 
     emit(data, as_json, lambda: print("\n".join(current_lines(data))))
 
 
-def current_lines(data: dict[str, Any], *, llm: bool = True) -> list[str]:
+def current_lines(data: AgentChoices, *, llm: bool = True) -> list[str]:
     """The agent, then `llm demo (demo model…)` (unless not `llm`) and `voice calm (switched…)`."""
 
-    def line(label: str, role: str, note: str = "") -> str:
-        name, default = data[role] or "none", data[f"{role}_default"] or "none"
-        switched = (
-            f" (switched until restart; default {default})" if data[f"{role}_overridden"] else ""
-        )
-        return f"{label:<7}{name}{note}{switched}"
+    def line(
+        label: str, current: str | None, default: str | None, overridden: bool, note: str = ""
+    ) -> str:
+        switched = f" (switched until restart; default {default or 'none'})" if overridden else ""
+        return f"{label:<7}{current or 'none'}{note}{switched}"
 
-    state = "running" if data["running"] else "not running: showing its defaults"
-    demo = " (demo model, not a real LLM)" if data.get("llm_demo") else ""
-    lines = [f"{data['agent_id']} ({state})"]
+    state = "running" if data.running else "not running: showing its defaults"
+    demo = " (demo model, not a real LLM)" if data.llm_demo else ""
+    lines = [f"{data.agent_id} ({state})"]
     if llm:
-        lines.append(line("llm", "llm", demo))
-    lines.append(line("voice", "voice_profile"))
+        lines.append(line("llm", data.llm, data.llm_default, data.llm_overridden, demo))
+    lines.append(
+        line(
+            "voice",
+            data.voice_profile,
+            data.voice_profile_default,
+            data.voice_profile_overridden,
+        )
+    )
     return lines
 
 
@@ -88,8 +97,8 @@ def set_model(
     emit(data, as_json, lambda: print(switched_line(data)))
 
 
-def switched_line(data: dict[str, Any]) -> str:
+def switched_line(data: BindingSwitched) -> str:
     return (
-        f"{data['agent_id']} now uses {data['name']} (was {data['previous'] or 'none'}) "
-        f"until its next start; config v{data['config_version']}"
+        f"{data.agent_id} now uses {data.name} (was {data.previous or 'none'}) "
+        f"until its next start; config v{data.config_version}"
     )

@@ -1,7 +1,8 @@
 """`choirctl schema [NAME]`: print the JSON Schema of a protocol model.
 
 For authors of tools, skills and clients: `choirctl schema tool-manifest` shows exactly what a
-`tools/<name>.json` must look like. The protocol package is imported only when the command runs,
+`tools/<name>.json` must look like; `choirctl schema operator.agent.start.answer` what
+`choirctl agent start --json` prints. The protocol package is imported only when the command runs,
 so other commands start fast.
 """
 
@@ -20,7 +21,10 @@ from choir.errors import NotFoundError
 def schema(
     name: Annotated[
         str | None,
-        typer.Argument(help="Schema to print, e.g. tool-manifest; omit to list every name."),
+        typer.Argument(
+            help="Schema to print, e.g. tool-manifest or operator.status.answer; omit to list "
+            "every name."
+        ),
     ] = None,
 ) -> None:
     from choir.protocol import schemas

@@ -19,6 +19,7 @@ from choir.ctl.render.output import emit, table, warn
 if TYPE_CHECKING:
     from choir.config import SecretStore
     from choir.home import ChoirHome
+    from choir.protocol.operator.answers import SecretsApplied
 
 app = typer.Typer(
     rich_markup_mode=None,
@@ -158,9 +159,9 @@ def apply(home: HomeOption = None, as_json: JsonOption = False) -> None:
     emit(data, as_json, lambda: _show_apply(data))
 
 
-def _show_apply(data: dict[str, Any]) -> None:
-    changed = ", ".join(data["changed"]) or "none"
-    print(f"secrets reloaded in choird ({data['secrets']} set); changed: {changed}")
-    for push in data["pushed"]:
-        names = ", ".join(push["secrets"])
-        print(f"  {push['agent_id']} (session {push['session_id']}) refreshes {names}")
+def _show_apply(data: SecretsApplied) -> None:
+    changed = ", ".join(data.changed or []) or "none"
+    print(f"secrets reloaded in choird ({data.secrets} set); changed: {changed}")
+    for push in data.pushed or []:
+        names = ", ".join(push.secrets)
+        print(f"  {push.agent_id} (session {push.session_id}) refreshes {names}")

@@ -13,6 +13,9 @@ from choir.ctl.render.output import emit, table
 
 if TYPE_CHECKING:
     from choir.client import ChoirClient
+    from choir.protocol.operator.answers import SessionEvents
+    from choir.protocol.operator.requests import RecoverChoice
+    from choir.protocol.operator.views import EventView
 
 app = typer.Typer(
     rich_markup_mode=None,
@@ -41,14 +44,14 @@ def list_sessions(
     data = with_choird(home, lambda choird: choird.session_list(agent_id, limit=limit))
     rows = [
         (
-            s["session_id"],
-            s["agent_id"],
-            s["status"],
-            moment(s["started_at"]),
-            duration(s["uptime_s"]) if s["status"] == "active" else moment(s["ended_at"]),
-            s["ack_rev"],
+            s.session_id,
+            s.agent_id,
+            s.status,
+            moment(s.started_at),
+            duration(s.uptime_s) if s.status == "active" else moment(s.ended_at),
+            s.ack_rev,
         )
-        for s in data["sessions"]
+        for s in data.sessions
     ]
     headers = ("session", "agent", "status", "started", "up / ended", "rev")
     emit(data, as_json, lambda: table(headers, rows))
@@ -81,14 +84,15 @@ def events(
 
     if not follow:
 
-        async def read(choird: ChoirClient) -> dict[str, Any]:
-            data = dict(await choird.session_events(session_id, from_rev=from_rev, limit=limit))
+        async def read(choird: ChoirClient) -> SessionEvents:
+            data = await choird.session_events(session_id, from_rev=from_rev, limit=limit)
             if full:
-                data["events"] = [await _whole(choird, session_id, e) for e in data["events"]]
+                whole = [await _whole(choird, session_id, e) for e in data.events]
+                data = data.model_copy(update={"events": whole})
             return data
 
         data = with_choird(home, read)
-        emit(data, as_json, lambda: _print_events(session_id, data["events"], full=full))
+        emit(data, as_json, lambda: _print_events(session_id, data.events, full=full))
         return
 
     async def stream(choird: ChoirClient) -> None:
@@ -100,52 +104,52 @@ def events(
     with_choird(home, stream)
 
 
-async def _whole(choird: ChoirClient, session_id: str, event: dict[str, Any]) -> dict[str, Any]:
+async def _whole(choird: ChoirClient, session_id: str, event: EventView) -> EventView:
     """`event` with its whole payload when it is stored as a preview."""
-    if not event.get("artifact"):
+    if not event.artifact:
         return event
-    return {**event, "payload": await choird.session_event(session_id, int(event["rev"]))}
+    return event.model_copy(update={"payload": await choird.session_event(session_id, event.rev)})
 
 
-def event_line(event: dict[str, Any], session_id: str | None = None, *, full: bool = False) -> str:
+def event_line(event: EventView, session_id: str | None = None, *, full: bool = False) -> str:
     from choir.ctl.render.humanize import compact, moment
 
     payload = {
         key: value
-        for key, value in event["payload"].items()
+        for key, value in event.payload.items()
         if key != "kind" and value not in (None, "", [], {})
     }
     line = (
-        f"{event['rev']:>6}  {moment(event['created_at'])}  {event['lane']:<18} "
-        f"{event['event_type']:<20} {compact(payload)}"
+        f"{event.rev:>6}  {moment(event.created_at)}  {event.lane:<18} "
+        f"{event.event_type:<20} {compact(payload)}"
     )
-    artifact = event.get("artifact")
+    artifact = event.artifact
     if artifact and not full and session_id is not None:
         line += (
             f"  [preview of {artifact['size']} bytes; whole: choirctl session events "
-            f"{session_id} --from-rev {event['rev']} -n 1 --full]"
+            f"{session_id} --from-rev {event.rev} -n 1 --full]"
         )
     return line
 
 
-def _print_events(session_id: str, events: list[dict[str, Any]], *, full: bool) -> None:
+def _print_events(session_id: str, events: list[EventView], *, full: bool) -> None:
     if not events:
         print("(no events)")
     for event in events:
         print(event_line(event, session_id, full=full))
-        if full and event.get("artifact"):
-            print(_indented(event["payload"]))
+        if full and event.artifact:
+            print(_indented(event.payload))
 
 
-def _print_follow(session_id: str, event: dict[str, Any], as_json: bool, *, full: bool) -> None:
+def _print_follow(session_id: str, event: EventView, as_json: bool, *, full: bool) -> None:
     from choir.ctl.render.output import json_text, write_visible
 
     if as_json:
-        sys.stdout.write(json_text(event) + "\n")
+        sys.stdout.write(json_text(event.model_dump(mode="json")) + "\n")
     else:
         write_visible(event_line(event, session_id, full=full) + "\n")
-        if full and event.get("artifact"):
-            write_visible(_indented(event["payload"]) + "\n")
+        if full and event.artifact:
+            write_visible(_indented(event.payload) + "\n")
     sys.stdout.flush()
 
 
@@ -167,15 +171,15 @@ def cores(
     data = with_choird(home, lambda choird: choird.session_cores(session_id))
     rows = [
         (
-            c["job_name"],
-            c["held"]["state"] if c.get("held") else c["state"],
-            dash(c["skill"]),
-            dash(c["step"]),
-            moment(c["reported_at"]),
+            c.job_name,
+            c.held.state if c.held else c.state,
+            dash(c.skill),
+            dash(c.step),
+            moment(c.reported_at),
         )
-        for c in data["cores"]
+        for c in data.cores
     ]
-    hints = [f"decide {c['job_name']}: {c['held']['hint']}" for c in data["cores"] if c.get("held")]
+    hints = [f"decide {c.job_name}: {c.held.hint}" for c in data.cores if c.held]
 
     def show() -> None:
         table(("job", "state", "skill", "step", "reported"), rows)
@@ -196,13 +200,13 @@ def locks(
     data = with_choird(home, lambda choird: choird.session_locks(session_id))
     rows = [
         (
-            lock["resource"],
-            lock["mode"],
-            ", ".join(lock["holders"]) or "-",
-            ", ".join(f"{w['owner']}:{w['mode']}" for w in lock["waiters"]) or "-",
-            dash(None if lock["held_for_s"] is None else f"{lock['held_for_s']:.1f}s"),
+            lock.resource,
+            lock.mode,
+            ", ".join(lock.holders) or "-",
+            ", ".join(f"{w.owner}:{w.mode}" for w in lock.waiters) or "-",
+            dash(None if lock.held_for_s is None else f"{lock.held_for_s:.1f}s"),
         )
-        for lock in data["locks"]
+        for lock in data.locks
     ]
     headers = ("resource", "mode", "holders", "waiters", "held for")
     emit(data, as_json, lambda: table(headers, rows) if rows else print("(no locks)"))
@@ -264,12 +268,14 @@ def recover(
     choices = {"resume": "resume", "read-only": "read_only", "abort": "abort"}
     if choice is not None and choice not in choices:
         raise UsageError(f"--choice must be one of {', '.join(choices)}, not {choice!r}")
-    wire = choices[choice] if choice is not None else None
+    wire: RecoverChoice | None = None
+    if choice is not None:
+        wire = "resume" if choice == "resume" else "read_only" if choice == "read-only" else "abort"
     data = with_choird(
         home, lambda choird: choird.session_recover(session_id, job_name=job, choice=wire)
     )
     if choice is not None:
         emit(data, as_json, lambda: print(f"asked session {session_id} to {choice}"))
         return
-    rows = [(c["call_id"], c["tool"], c["lane"], str(c["rev"])) for c in data["interrupted"]]
+    rows = [(c.call_id, c.tool, c.lane, str(c.rev)) for c in data.interrupted]
     emit(data, as_json, lambda: table(("call", "tool", "lane", "rev"), rows))

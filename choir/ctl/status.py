@@ -12,8 +12,12 @@ from choir.ctl.render.output import emit
 @documented("status")
 def status(home: HomeOption = None, as_json: JsonOption = False) -> None:
     from choir.ctl.remote import with_choird
+    from choir.protocol.operator.verbs import OperatorVerb
 
-    data = with_choird(home, lambda choird: choird.status())
+    # the answer as JSON, not `StatusAnswer`: importing pydantic and the answer models would
+    # cost this command a third of its 150 ms budget (bench.cli_start); its shape is
+    # `choir.protocol.operator.answers.StatusAnswer` (golden: operator.json)
+    data = with_choird(home, lambda choird: choird.call(OperatorVerb.STATUS))
     emit(data, as_json, lambda: print("\n".join(status_lines(data))))
 
 
@@ -54,9 +58,13 @@ def status_lines(data: dict[str, Any]) -> list[str]:
 def interrupted_lines(interrupted: list[dict[str, Any]] | None) -> list[str]:
     """Agents down after a crash (or a fork, or a restart that did not start them): each with
     its cause, when, and the command that brings it back."""
-    from choir.ctl.agent.views import outage_line
+    from choir.ctl.agent.views import down_line
 
-    return [f"{'DOWN':<10}{outage_line(outage)}" for outage in interrupted or []]
+    return [
+        f"{'DOWN':<10}"
+        + down_line(o["agent_id"], o["status"], o.get("ended_at"), o["reason"], o["hint"])
+        for o in interrupted or []
+    ]
 
 
 def held_lines(held: dict[str, Any] | None) -> list[str]:

@@ -25,9 +25,7 @@ def list_voices(home: HomeOption = None, as_json: JsonOption = False) -> None:
     from choir.ctl.remote import with_choird
 
     data = with_choird(home, lambda choird: choird.voice_list())
-    rows = [
-        (v["name"], v["tts"], v["voice_id"], v["output_format"]) for v in data["voice_profiles"]
-    ]
+    rows = [(v.name, v.tts, v.voice_id, v.output_format) for v in data.voice_profiles]
     emit(data, as_json, lambda: table(("name", "tts", "voice id", "format"), rows))
 
 

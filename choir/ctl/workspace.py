@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -12,6 +12,7 @@ from choir.ctl.render.output import emit, table
 
 if TYPE_CHECKING:
     from choir.client import ChoirClient
+    from choir.protocol.operator.answers import WorkspaceReset
 
 app = typer.Typer(
     rich_markup_mode=None, help="List and reset workspaces (needs choird).", no_args_is_help=True
@@ -27,12 +28,12 @@ def list_workspaces(home: HomeOption = None, as_json: JsonOption = False) -> Non
     data = with_choird(home, lambda choird: choird.workspace_list())
     rows = [
         (
-            w["name"],
-            w["path"] + ("" if w["exists"] else " (missing)"),
-            dash(w["leased_to"]),
-            dash(w["session_id"]),
+            w.name,
+            w.path + ("" if w.exists else " (missing)"),
+            dash(w.leased_to),
+            dash(w.session_id),
         )
-        for w in data["workspaces"]
+        for w in data.workspaces
     ]
     emit(data, as_json, lambda: table(("name", "path", "leased to", "session"), rows))
 
@@ -49,11 +50,11 @@ def reset(
 ) -> None:
     from choir.ctl.remote import confirmed, with_choird
 
-    async def work(choird: ChoirClient) -> dict[str, Any] | None:
-        listed = {w["name"]: w for w in (await choird.workspace_list())["workspaces"]}
+    async def work(choird: ChoirClient) -> WorkspaceReset | None:
+        listed = {w.name: w for w in (await choird.workspace_list()).workspaces}
         if name not in listed:
             return await choird.workspace_reset(name)  # refused: names the known workspaces
-        path, holder = listed[name]["path"], listed[name]["leased_to"]
+        path, holder = listed[name].path, listed[name].leased_to
         stopping = f"stop {holder} and " if holder else ""
         question = f"{stopping}delete everything inside workspace {name} ({path})?"
         refusal = f"workspace reset deletes every file in {path}: pass --yes to confirm"
@@ -67,9 +68,9 @@ def reset(
         raise typer.Exit(1)
 
     def show() -> None:
-        stopped = data.get("stopped")
+        stopped = data.stopped
         if stopped:
-            print(f"{stopped['agent_id']} stopped first: session {stopped['session_id']}")
-        print(f"workspace {name} reset: {data['removed']} entries removed from {data['path']}")
+            print(f"{stopped.agent_id} stopped first: session {stopped.session_id}")
+        print(f"workspace {name} reset: {data.removed} entries removed from {data.path}")
 
     emit(data, as_json, show)

@@ -56,12 +56,12 @@ def summary_line(stopped: dict[str, Any]) -> str | None:
 
 async def _stop_all(home: ChoirHome, steps: Steps) -> tuple[list[dict[str, Any]], int]:
     async with await ChoirClient.connect(home, call_timeout=None) as choird:
-        listed = (await choird.agent_list())["agents"]
-        stopped = []
+        listed = (await choird.agent_list()).agents
+        stopped: list[dict[str, Any]] = []
         for agent in listed:
-            if agent["state"] != "running":
+            if agent.state != "running":
                 continue
-            agent_id = agent["agent_id"]
+            agent_id = agent.agent_id
             steps.line(agent_id, "stopping gracefully (session summary, final flush)")
             try:
                 result = await choird.agent_stop(agent_id)
@@ -69,10 +69,10 @@ async def _stop_all(home: ChoirHome, steps: Steps) -> tuple[list[dict[str, Any]]
                 steps.line(agent_id, f"did not stop: {error.message} (choird stops it next)")
                 stopped.append({"agent_id": agent_id, "error": error.message})
                 continue
-            steps.line(agent_id, f"stopped: session {result['session_id']} {result['status']}")
-            if (summary := summary_line(result)) is not None:
+            steps.line(agent_id, f"stopped: session {result.session_id} {result.status}")
+            stopped.append(result.model_dump(mode="json"))
+            if (summary := summary_line(stopped[-1])) is not None:
                 steps.line(agent_id, summary)
-            stopped.append(result)
         answer = await choird.shutdown()
-    pid: int = answer["pid"]
+    pid = answer.pid
     return stopped, pid

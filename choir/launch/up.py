@@ -13,7 +13,7 @@ import asyncio
 import socket
 import sys
 from dataclasses import dataclass, field
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from choir.client import ChoirClient, Payload
 from choir.config.scaffolding.skeleton import CONSOLE, DEFAULT_AGENT
@@ -22,6 +22,9 @@ from choir.errors import NotFoundError
 from choir.home import ChoirHome
 from choir.launch import choird_process
 from choir.launch.up_home import prepare_home
+
+if TYPE_CHECKING:
+    from choir.protocol.operator.items import Progress
 
 
 @dataclass(frozen=True)
@@ -127,26 +130,26 @@ def answers(home: ChoirHome) -> bool:
 
 async def _agent_up(home: ChoirHome, wanted: str | None, steps: Steps) -> Payload:
     async with await ChoirClient.connect(home, call_timeout=None) as choird:
-        agents = {a["agent_id"]: a for a in (await choird.agent_list())["agents"]}
+        agents = {a.agent_id: a for a in (await choird.agent_list()).agents}
         agent_id = default_agent(agents, wanted)
         listed = agents[agent_id]
-        if listed["state"] == "running":
-            steps.line(agent_id, f"already running (session {listed['session_id']})")
-            return await choird.agent_status(agent_id)
+        if listed.state == "running":
+            steps.line(agent_id, f"already running (session {listed.session_id})")
+            return (await choird.agent_status(agent_id)).model_dump(mode="json")
         steps.line(agent_id, "building if needed")
         built = await choird.agent_update(agent_id, lambda item: _build_line(steps, item))
-        steps.line(agent_id, "built" if built["outcome"] == "built" else "build up to date")
-        dm = listed["bindings"].get("dm") or CONSOLE
+        steps.line(agent_id, "built" if built.outcome == "built" else "build up to date")
+        dm = listed.bindings.get("dm") or CONSOLE
         started = await choird.agent_start(agent_id, {"dm": dm})
         steps.changed.append(agent_id)
-        how = "resumed" if started["resumed"] else "new"
-        sandbox = sandbox_word(started["runtime"], started["sandboxed"])
+        how = "resumed" if started.resumed else "new"
+        sandbox = sandbox_word(started.runtime, started.sandboxed)
         steps.line(
             agent_id,
-            f"started: session {started['session_id']} ({how}), "
-            f"{started['runtime']} runtime ({sandbox}), DM {dm}",
+            f"started: session {started.session_id} ({how}), "
+            f"{started.runtime} runtime ({sandbox}), DM {dm}",
         )
-        return await choird.agent_status(agent_id)
+        return (await choird.agent_status(agent_id)).model_dump(mode="json")
 
 
 def default_agent(agents: dict[str, Any], wanted: str | None) -> str:
@@ -167,9 +170,9 @@ def default_agent(agents: dict[str, Any], wanted: str | None) -> str:
     )
 
 
-def _build_line(steps: Steps, item: dict[str, Any]) -> None:
-    if item.get("phase") != "build" or item.get("log") is not None:
+def _build_line(steps: Steps, item: Progress) -> None:
+    if item.phase != "build" or item.log is not None:
         return
-    if isinstance(item.get("step"), int):
-        detail = f": {item['detail']}" if item.get("detail") else ""
-        steps.line(str(item["agent_id"]), f"  step {item['step']} {item['title']}{detail}")
+    if isinstance(item.step, int):
+        detail = f": {item.detail}" if item.detail else ""
+        steps.line(item.agent_id, f"  step {item.step} {item.title}{detail}")

@@ -1,4 +1,9 @@
-"""Named JSON Schemas of the protocol, for `choirctl schema <name>` and for tool/skill authors."""
+"""Named JSON Schemas of the protocol, for `choirctl schema <name>` and for tool/skill authors.
+
+The agent verbs' payloads are `<verb>-request`/`<verb>-response`; the operator verbs' (choirctl,
+the TUI) are `operator.<verb>.request`, `operator.<verb>.answer` and, for a verb that streams,
+`operator.<verb>.item`.
+"""
 
 from __future__ import annotations
 
@@ -11,6 +16,7 @@ from choir.protocol.log.committed import CommittedEvent
 from choir.protocol.log.core_jobs import CoreEvent, CoreInjection, CoreJobStart
 from choir.protocol.log.events import Event
 from choir.protocol.log.snapshot import Snapshot
+from choir.protocol.operator.contract import OPERATOR_MODELS
 from choir.protocol.tooling.bindings import ResourceBindings
 from choir.protocol.tooling.manifest import ToolManifest
 from choir.protocol.tooling.memory import MemoryDeltaDocument, ReferenceSummary
@@ -28,6 +34,17 @@ def _verb_schemas() -> dict[str, Any]:
         stem = verb.value.lower().replace("_", "-")
         named[f"{stem}-request"] = models.request
         named[f"{stem}-response"] = models.response
+    return named
+
+
+def _operator_schemas() -> dict[str, Any]:
+    named: dict[str, Any] = {}
+    for verb, models in OPERATOR_MODELS.items():
+        named[f"operator.{verb.value}.request"] = models.request
+        if models.answer is not None:
+            named[f"operator.{verb.value}.answer"] = models.answer
+        if models.item is not None:
+            named[f"operator.{verb.value}.item"] = models.item
     return named
 
 
@@ -50,6 +67,7 @@ SCHEMAS: Mapping[str, Any] = {
     "snapshot": Snapshot,
     "version": VersionInfo,
     "resource-bindings": ResourceBindings,
+    **_operator_schemas(),
 }
 """Schema name -> model (or tagged union)."""
 

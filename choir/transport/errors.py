@@ -11,17 +11,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from choir.errors import ChoirError, ExitCode, UnavailableError
+from choir.errors import ChoirError, UnavailableError, error_class
 from choir.protocol.wire.error_codes import ErrorCode
-
-_EXIT_CODES = {
-    ErrorCode.INVALID_REQUEST: ExitCode.USAGE,
-    ErrorCode.PAYLOAD_TOO_LARGE: ExitCode.USAGE,
-    ErrorCode.NOT_FOUND: ExitCode.NOT_FOUND,
-    ErrorCode.CONFLICT: ExitCode.CONFLICT,
-    ErrorCode.UNAVAILABLE: ExitCode.UNAVAILABLE,
-    ErrorCode.RATE_LIMITED: ExitCode.UNAVAILABLE,
-}
 
 
 class RpcError(ChoirError):
@@ -31,7 +22,7 @@ class RpcError(ChoirError):
     def __init__(
         self, code: ErrorCode, message: str, details: Mapping[str, Any] | None = None
     ) -> None:
-        super().__init__(message, exit_code=_EXIT_CODES.get(code, ExitCode.ERROR))
+        super().__init__(message, exit_code=error_class(code).exit_code)
         self.code = code
         self.details = details
 

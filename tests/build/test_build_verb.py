@@ -8,13 +8,13 @@ import json
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import docker
 import pytest
 
 from choir.client import ChoirClient
 from choir.home import ChoirHome
+from choir.protocol.operator.items import Progress
 from choir.store.postgres.target import ConnectParams
 from tests.build.conftest import remove_agent_images
 from tests.build.support import bare_remote, commit, move_away, tool
@@ -77,7 +77,7 @@ async def choirctl(home: ChoirHome, *args: str) -> tuple[int, str, str]:
 @pytest.mark.slow
 async def test_agent_build_streams_its_steps_and_choirctl_prints_them(docker_home):
     home, agent_id = docker_home
-    items: list[dict[str, Any]] = []
+    items: list[Progress] = []
     async with (
         running_daemon(home) as _,
         await ChoirClient.connect(home, call_timeout=None) as client,
@@ -86,28 +86,28 @@ async def test_agent_build_streams_its_steps_and_choirctl_prints_them(docker_hom
         code, out, err = await choirctl(home, "agent", "build", agent_id)
         json_code, json_out, json_err = await choirctl(home, "agent", "build", agent_id, "--json")
 
-    assert result["built"] is True
-    assert result["tag"].startswith(f"choir-agent-{agent_id}:")
-    assert result["version"]["agent_id"] == agent_id
-    steps = [item["step"] for item in items if item.get("log") is None]
+    assert result.built is True
+    assert result.tag.startswith(f"choir-agent-{agent_id}:")
+    assert result.version.agent_id == agent_id
+    steps = [item.step for item in items if item.log is None]
     assert sorted(set(steps)) == list(range(1, 11))
-    assert {(item["kind"], item["total"], item["agent_id"]) for item in items} == {
+    assert {(item.kind, item.total, item.agent_id) for item in items} == {
         ("progress", 10, agent_id)
     }
-    assert any(item.get("log") for item in items), "docker build output is streamed"
+    assert any(item.log for item in items), "docker build output is streamed"
 
     assert code == 0, err
-    assert out == f"{agent_id}: {result['tag']} up to date ({result['image_id'][7:19]})\n"
+    assert out == f"{agent_id}: {result.tag} up to date ({result.image_id[7:19]})\n"
     assert "[1/10] read the agent definition: " in err
-    assert f"[6/10] agent image (the agent repo's Dockerfile): up to date: {result['tag']}" in err
+    assert f"[6/10] agent image (the agent repo's Dockerfile): up to date: {result.tag}" in err
     assert "[10/10] done: not started" in err
 
     assert (json_code, json_err) == (0, "")
     answer = json.loads(json_out)
     assert (answer["built"], answer["tag"], answer["version"]) == (
         False,
-        result["tag"],
-        result["version"],
+        result.tag,
+        result.version.model_dump(mode="json"),
     )
 
 

@@ -57,18 +57,18 @@ async def test_a_message_reaches_the_agent_and_its_reply_streams_back(
     assert push[0] == started.session_id
     assert push[1] == {
         "kind": "user_message",
-        "message_id": sent["message_id"],
+        "message_id": sent.message_id,
         "text": "what is in notes.txt?",
         "attachments": [],
     }
-    replies = choird.chat_replies("agent-1", after_seq=sent["after_seq"])
-    reply(chain, "three lines", sent["message_id"])
+    replies = choird.chat_replies("agent-1", after_seq=sent.after_seq)
+    reply(chain, "three lines", sent.message_id)
     await ship(agent, chain, 0)
     got = await asyncio.wait_for(anext(replies), 5)
     await replies.aclose()
-    assert got["text"] == "three lines"
-    assert got["in_reply_to"] == sent["message_id"]
-    assert got["session_id"] == started.session_id
+    assert got.text == "three lines"
+    assert got.in_reply_to == sent.message_id
+    assert got.session_id == started.session_id
 
 
 async def test_inject_is_pushed_as_an_injection(
@@ -76,7 +76,7 @@ async def test_inject_is_pushed_as_an_injection(
 ) -> None:
     await services.sessions.start("agent-1", {})
     sent = await choird.chat_send("agent-1", "/inject use the staging database")
-    assert sent["injected"] is True
+    assert sent.injected is True
     assert pushes.sent[-1][1] == {"kind": "inject", "text": "use the staging database"}
     empty = await choird.chat_send("agent-1", "/inject")  # a usage reply, nothing pushed
     assert empty["injected"] is False
@@ -157,7 +157,7 @@ async def test_choirctl_chat_does_not_print_an_earlier_messages_answer_as_this_o
             await asyncio.sleep(0.02)
     message_id = pushes.sent[-1][1]["message_id"]
     restarted = "I was restarted while working on your message; please send it again."
-    reply(chain, restarted, earlier["message_id"], "error")
+    reply(chain, restarted, earlier.message_id, "error")
     reply(chain, "Hello again!", message_id)
     await ship(agent, chain, 0)
     out, err = await asyncio.wait_for(process.communicate(), 20)

@@ -87,7 +87,7 @@ async def test_a_preview_is_accepted_only_once_its_artifact_is_stored_whole(agen
     assert whole["text"] == BIG
     assert whole["in_reply_to"] == "m-1"
     listed = await choird.session_events(agent.session_id)
-    assert [e["artifact"] for e in listed["events"]] == [None, entry.artifact]
+    assert [e.artifact for e in listed.events] == [None, entry.artifact]
 
 
 async def test_an_artifact_that_does_not_match_its_digest_is_refused(agent):
@@ -142,12 +142,12 @@ async def test_a_resume_of_many_large_events_is_handed_over_in_pages(agent, serv
     assert max(sizes) < DEFAULT_MAX_FRAME
     assert [e["hash"] for e in tail] == [e.hash for e in log]
     window = await choird.session_events(resumed.session_id, limit=1000)
-    assert len(orjson.dumps(window)) < DEFAULT_MAX_FRAME
-    assert window["events"][-1]["rev"] == 24
-    assert len(window["events"]) < 24
+    assert len(orjson.dumps(window.model_dump(mode="json"))) < DEFAULT_MAX_FRAME
+    assert window.events[-1].rev == 24
+    assert len(window.events) < 24
     first = await choird.session_events(resumed.session_id, from_rev=1, limit=1000)
-    assert first["events"][0]["rev"] == 1
-    assert first["next_rev"] == len(first["events"]) + 1
+    assert first.events[0].rev == 1
+    assert first.next_rev == len(first.events) + 1
     # the console pages history with event_range: every revision, no gap between answers
     paged = await event_range(choird.call, resumed.session_id, 3, 20)
     assert [e["rev"] for e in paged] == list(range(3, 23))

@@ -7,13 +7,22 @@ import asyncio
 import json
 import os
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from choir.config import SecretStore
 from choir.errors import ConfigError, ConflictError, NotFoundError
 from choir.protocol import ReportStatusRequest, RequestApprovalRequest, Verb
+from choir.protocol.operator.answers import SecretsPushed, SecretView, TtsView
+from choir.protocol.operator.items import (
+    ConfigChanged,
+    FeedItem,
+    LogLines,
+    LogSnapshotEnd,
+    Subscribed,
+    SubscribedItem,
+)
+from choir.protocol.operator.views import ApprovalView, LaneView, SessionEndedView
 from choir.store.sessions import get_session
 
 from .conftest import read_config, write_config
@@ -24,15 +33,15 @@ from .test_operator_api import start, until
 async def test_workspace_list_shows_paths_and_lease_holders(choird, services, home):
     agent = await start(services)
 
-    listed = {w["name"]: w for w in (await choird.workspace_list())["workspaces"]}
+    listed = {w.name: w for w in (await choird.workspace_list()).workspaces}
 
     assert set(listed) == {"default", "other"}
-    assert listed["default"]["path"] == str(home.workspaces / "default")
-    assert (listed["default"]["leased_to"], listed["default"]["session_id"]) == (
+    assert listed["default"].path == str(home.workspaces / "default")
+    assert (listed["default"].leased_to, listed["default"].session_id) == (
         "agent-1",
         agent.session_id,
     )
-    assert listed["other"]["leased_to"] is None
+    assert listed["other"].leased_to is None
 
 
 async def test_workspace_reset_refuses_a_leased_workspace(choird, services, home):
@@ -45,7 +54,7 @@ async def test_workspace_reset_refuses_a_leased_workspace(choird, services, home
         await choird.workspace_reset("default")
     assert (workspace / "keep.txt").exists()
     await services.sessions.stop(agent.session_id, "test")
-    assert (await choird.workspace_reset("default"))["removed"] == 2  # keep.txt, .choirtmp
+    assert (await choird.workspace_reset("default")).removed == 2  # keep.txt, .choirtmp
 
 
 async def test_workspace_reset_empties_the_directory_without_following_links(
@@ -63,7 +72,11 @@ async def test_workspace_reset_empties_the_directory_without_following_links(
 
     answer = await choird.workspace_reset("default")
 
-    assert answer == {"name": "default", "path": str(workspace), "removed": 4}
+    assert answer.model_dump(mode="json") == {
+        "name": "default",
+        "path": str(workspace),
+        "removed": 4,
+    }
     left = sorted(str(path.relative_to(workspace)) for path in workspace.rglob("*"))
     assert left == [".choirtmp", ".choirtmp/recv", ".choirtmp/send"]
     assert (outside / "precious.txt").read_text() == "keep me"
@@ -74,12 +87,12 @@ async def test_workspace_reset_empties_the_directory_without_following_links(
 async def test_model_list_marks_the_demo_model(choird):
     listed = await choird.model_list()
 
-    models = {m["name"]: m for m in listed["models"]}
-    assert models["demo"]["demo"] is True
-    assert models["sonnet"]["demo"] is False
-    assert models["sonnet"]["model"] == "anthropic/claude-sonnet-4"
-    assert listed["tts"] == [
-        {"name": "eleven", "provider": "elevenlabs", "model_id": "eleven_multilingual_v2"}
+    models = {m.name: m for m in listed.models}
+    assert models["demo"].demo is True
+    assert models["sonnet"].demo is False
+    assert models["sonnet"].model == "anthropic/claude-sonnet-4"
+    assert listed.tts == [
+        TtsView(name="eleven", provider="elevenlabs", model_id="eleven_multilingual_v2")
     ]
 
 
@@ -89,11 +102,11 @@ async def test_model_set_switches_a_running_agent_until_its_next_start(
     with pytest.raises(ConflictError, match=r"agent-1 is not running: .* --llm sonnet"):
         await choird.model_set("agent-1", "sonnet")
     agent = await start(services)
-    assert (await choird.model_get("agent-1"))["llm"] == "demo"
+    assert (await choird.model_get("agent-1")).llm == "demo"
 
     answer = await choird.model_set("agent-1", "sonnet")
 
-    assert (answer["previous"], answer["name"], answer["config_version"]) == ("demo", "sonnet", 2)
+    assert (answer.previous, answer.name, answer.config_version) == ("demo", "sonnet", 2)
     assert pushes.sent[-1] == (agent.session_id, {"kind": "config_changed", "config_version": 2})
     fetched = await agent.ok(Verb.FETCH_DYNAMIC_CONFIG, {"current_config_version": 1})
     assert fetched["config_version"] == 2
@@ -105,7 +118,7 @@ async def test_model_set_switches_a_running_agent_until_its_next_start(
     assert row is not None
     assert row.resource_bindings["llm"] == "sonnet"
     current = await choird.model_get("agent-1")
-    assert (current["llm"], current["llm_default"], current["llm_overridden"]) == (
+    assert (current.llm, current.llm_default, current.llm_overridden) == (
         "sonnet",
         "demo",
         True,
@@ -113,7 +126,7 @@ async def test_model_set_switches_a_running_agent_until_its_next_start(
     await services.sessions.stop(agent.session_id, "test")
     restarted = await start(services)
     assert restarted.session_id != agent.session_id
-    assert (await choird.model_get("agent-1"))["llm"] == "demo"
+    assert (await choird.model_get("agent-1")).llm == "demo"
 
 
 async def test_model_set_refuses_unknown_names(choird, services):
@@ -132,13 +145,13 @@ async def test_voice_profiles_are_listed_and_switched(choird, services, home, pu
     await choird.config_apply()
     agent = await start(services, "agent-2")
 
-    names = [p["name"] for p in (await choird.voice_list())["voice_profiles"]]
+    names = [p.name for p in (await choird.voice_list()).voice_profiles]
     assert names == ["bright", "calm"]
-    assert (await choird.voice_get("agent-2"))["voice_profile"] == "calm"
+    assert (await choird.voice_get("agent-2")).voice_profile == "calm"
     answer = await choird.voice_set("agent-2", "bright")
-    assert (answer["previous"], answer["name"]) == ("calm", "bright")
+    assert (answer.previous, answer.name) == ("calm", "bright")
     assert pushes.kinds(agent.session_id)[-1] == "config_changed"
-    assert (await choird.voice_get("agent-2"))["voice_profile_overridden"] is True
+    assert (await choird.voice_get("agent-2")).voice_profile_overridden is True
     with pytest.raises(NotFoundError, match=r"no voice profile named 'loud'"):
         await choird.voice_set("agent-2", "loud")
 
@@ -154,22 +167,22 @@ async def test_config_load_diff_apply_show(choird, services, home, pushes):
 
     loaded = await choird.config_load()
 
-    assert loaded["staged"] is True
-    paths = [c["path"] for c in loaded["changes"]]
+    assert loaded.staged is True
+    paths = [c.path for c in loaded.changes or []]
     assert paths == ["heartbeat_interval_ms", "models.sonnet.temperature"]
-    assert all(c["scope"] == "hot-reload" for c in loaded["changes"])
-    assert (await choird.config_diff())["lines"] == loaded["lines"]
-    assert "[hot-reload]" in loaded["lines"][0]
+    assert all(c.scope == "hot-reload" for c in loaded.changes or [])
+    assert (await choird.config_diff()).lines == loaded.lines
+    assert "[hot-reload]" in (loaded.lines or [""])[0]
 
     applied = await choird.config_apply()
 
-    assert applied["config_version"] == 2
-    assert applied["pushed"] == [agent.session_id]
+    assert applied.config_version == 2
+    assert applied.pushed == [agent.session_id]
     assert pushes.sent[-1] == (agent.session_id, {"kind": "config_changed", "config_version": 2})
     shown = await choird.config_show()
-    assert shown["config_version"] == 2
-    assert shown["config"]["models"]["sonnet"]["temperature"] == 0.2
-    assert (await choird.status())["config_version"] == 2
+    assert shown.config_version == 2
+    assert shown.config["models"]["sonnet"]["temperature"] == 0.2
+    assert (await choird.status()).config_version == 2
 
 
 async def test_an_invalid_config_is_reported_whole_and_nothing_is_staged(choird, home):
@@ -191,14 +204,12 @@ async def test_an_invalid_config_is_reported_whole_and_nothing_is_staged(choird,
 async def test_secret_list_names_never_values(choird):
     listed = await choird.secret_list()
 
-    rows = {row["name"]: row for row in listed["secrets"]}
-    assert rows["openrouter-key"] == {
-        "name": "openrouter-key",
-        "set": True,
-        "referenced_by": ["models.sonnet.secret"],
-    }
-    assert "sk-or-1" not in json.dumps(listed)
-    assert listed["missing"] == []
+    rows = {row.name: row for row in listed.secrets}
+    assert rows["openrouter-key"] == SecretView(
+        name="openrouter-key", set=True, referenced_by=["models.sonnet.secret"]
+    )
+    assert "sk-or-1" not in json.dumps(listed.model_dump(mode="json"))
+    assert listed.missing == []
 
 
 async def test_secret_apply_pushes_to_sessions_using_a_changed_secret(choird, services, home):
@@ -209,11 +220,11 @@ async def test_secret_apply_pushes_to_sessions_using_a_changed_secret(choird, se
 
     answer = await choird.secret_apply()
 
-    assert answer["changed"] == ["git-token-2", "unused"]
-    assert answer["pushed"] == [
-        {"session_id": second.session_id, "agent_id": "agent-2", "secrets": ["git-token-2"]}
+    assert answer.changed == ["git-token-2", "unused"]
+    assert answer.pushed == [
+        SecretsPushed(session_id=second.session_id, agent_id="agent-2", secrets=["git-token-2"])
     ]
-    assert first.session_id not in {p["session_id"] for p in answer["pushed"]}
+    assert first.session_id not in {p.session_id for p in answer.pushed or []}
     fetched = await second.ok(Verb.GET_SECRETS, {"resources": ["git-token-2"]})
     assert fetched["secrets"] == {"git-token-2": "ghp-new"}
 
@@ -233,8 +244,9 @@ async def test_logs_sends_the_snapshot_then_follows_across_an_archive(choird, ho
 
     async def follow() -> None:
         async for item in choird.logs("agent-1"):
-            kinds.append(item["kind"])
-            lines.extend(item.get("lines", []))
+            kinds.append(item.kind)
+            if isinstance(item, LogLines):
+                lines.extend(item.lines)
 
     reader = asyncio.create_task(follow())
     await until(lambda: "snapshot_end" in kinds)
@@ -258,8 +270,8 @@ async def test_logs_without_follow_and_unknown_sources(choird, home):
 
     items = [item async for item in choird.logs("choird", follow=False)]
 
-    assert items == [{"kind": "lines", "lines": ['{"msg": "up"}']}, {"kind": "snapshot_end"}]
-    assert [i async for i in choird.logs("agent-2", follow=False)] == [{"kind": "snapshot_end"}]
+    assert items == [LogLines(lines=['{"msg": "up"}']), LogSnapshotEnd()]
+    assert [i async for i in choird.logs("agent-2", follow=False)] == [LogSnapshotEnd()]
     with pytest.raises(NotFoundError, match=r"no log source '../etc': use choird or an agent id"):
         async for _ in choird.logs("../etc", follow=False):
             pass
@@ -268,7 +280,7 @@ async def test_logs_without_follow_and_unknown_sources(choird, home):
 async def test_subscribe_streams_live_updates(choird, api, services, clock):
     agent = await start(services)
     ctx = await services.sessions.authenticate(agent.session_id, agent.token)
-    items: list[dict[str, Any]] = []
+    items: list[FeedItem] = []
 
     async def listen() -> None:
         async for item in choird.subscribe():
@@ -276,7 +288,7 @@ async def test_subscribe_streams_live_updates(choird, api, services, clock):
 
     reader = asyncio.create_task(listen())
     await until(lambda: bool(items))
-    assert items[0] == {"kind": "subscribed", "data": {"config_version": 1}}
+    assert items[0] == SubscribedItem(data=Subscribed(config_version=1))
     state = ReportStatusRequest(lane="edge", state="EDGE_REASONING")
     services.status.report(agent.session_id, state, clock())
     request = RequestApprovalRequest(request_type="tool", payload={})
@@ -287,18 +299,23 @@ async def test_subscribe_streams_live_updates(choird, api, services, clock):
     await until(lambda: len(items) == 6)
     reader.cancel()
 
-    kinds = [item["kind"] for item in items[1:]]
+    kinds = [item.kind for item in items[1:]]
     assert kinds == ["lane", "approval", "approval", "config", "session"]
-    assert items[1]["data"]["state"] == "EDGE_REASONING"
-    assert (items[2]["data"]["approval_id"], items[2]["data"]["status"]) == (approval, "pending")
-    assert (items[3]["data"]["approval_id"], items[3]["data"]["status"]) == (approval, "approved")
-    assert items[4]["data"]["config_version"] == 2
-    assert items[5]["data"] == {
-        "session_id": agent.session_id,
-        "agent_id": "agent-1",
-        "status": "stopped",
-        "reason": "operator stop",
-    }
+    lane, asked, answered, config, session = (item.data for item in items[1:])
+    assert isinstance(lane, LaneView)
+    assert lane.state == "EDGE_REASONING"
+    assert isinstance(asked, ApprovalView)
+    assert (asked.approval_id, asked.status) == (
+        approval,
+        "pending",
+    )
+    assert isinstance(answered, ApprovalView)
+    assert (answered.approval_id, answered.status) == (approval, "approved")
+    assert isinstance(config, ConfigChanged)
+    assert config.config_version == 2
+    assert session == SessionEndedView(
+        session_id=agent.session_id, agent_id="agent-1", status="stopped", reason="operator stop"
+    )
     await until(lambda: api.feed.reader_count == 0)
 
 

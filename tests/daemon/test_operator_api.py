@@ -16,6 +16,7 @@ from choir.daemon.agents.services import AgentServices
 from choir.daemon.operator.api import OperatorApi
 from choir.errors import ConflictError, NotFoundError, UnavailableError, UsageError
 from choir.protocol import ReportStatusRequest, RequestApprovalRequest, Verb
+from choir.protocol.operator.answers import AgentCounts, CancelRequested, GatewayView
 from choir.store.postgres.pool import open_pool
 from choir.transport import UdsServer
 
@@ -39,17 +40,17 @@ async def test_status_reports_choirds_health(choird, services, home, clock):
 
     status = await choird.status()
 
-    assert status["version"] == __version__
-    assert status["uptime_s"] == 90.0
-    assert (status["config_version"], status["config_staged"]) == (1, False)
-    assert status["postgres"]["state"] == "ok"
-    assert status["gateways"] == [
-        {"name": "bot", "type": "telegram", "state": "not implemented"},
-        {"name": "console", "type": "console", "state": "running"},
+    assert status.version == __version__
+    assert status.uptime_s == 90.0
+    assert (status.config_version, status.config_staged) == (1, False)
+    assert status.postgres.state == "ok"
+    assert status.gateways == [
+        GatewayView(name="bot", type="telegram", state="not implemented"),
+        GatewayView(name="console", type="console", state="running"),
     ]
-    assert status["agents"] == {"total": 2, "running": 1, "interrupted": []}
-    assert status["approvals_pending"] == 1
-    assert status["sockets"]["operator"] == str(home.operator_socket)
+    assert status.agents == AgentCounts(total=2, running=1, interrupted=[])
+    assert status.approvals_pending == 1
+    assert status.sockets.operator == str(home.operator_socket)
 
 
 async def test_status_answers_with_postgres_degraded(home, services, pg_params, pushes, clock):
@@ -61,33 +62,33 @@ async def test_status_answers_with_postgres_degraded(home, services, pg_params, 
         await ChoirClient.connect(home) as client,
     ):
         status = await client.status()
-    assert status["postgres"]["state"] == "degraded"
-    assert status["postgres"]["reason"]
-    assert status["agents"] == {"total": 2, "running": None, "interrupted": None}
+    assert status.postgres.state == "degraded"
+    assert status.postgres.reason
+    assert status.agents == AgentCounts(total=2, running=None, interrupted=None)
 
 
 async def test_agent_list_shows_every_configured_agent(choird, services, clock):
-    assert [(a["agent_id"], a["state"]) for a in (await choird.agent_list())["agents"]] == [
+    assert [(a.agent_id, a.state) for a in (await choird.agent_list()).agents] == [
         ("agent-1", "stopped"),
         ("agent-2", "stopped"),
     ]
     agent = await start(services)
     clock.advance(5_000)
 
-    first, second = (await choird.agent_list())["agents"]
+    first, second = (await choird.agent_list()).agents
 
-    assert first["state"] == "running"
-    assert first["session_id"] == agent.session_id
-    assert first["uptime_s"] == 5.0
-    assert first["config_version"] == 1
-    assert first["bindings"]["llm"] == "demo"
-    assert (second["state"], second["session_id"], second["bindings"]["llm"]) == (
+    assert first.state == "running"
+    assert first.session_id == agent.session_id
+    assert first.uptime_s == 5.0
+    assert first.config_version == 1
+    assert first.bindings["llm"] == "demo"
+    assert (second.state, second.session_id, second.bindings["llm"]) == (
         "stopped",
         None,
         "sonnet",
     )
     await services.sessions.mark_crashed(agent.session_id, "test")
-    assert (await choird.agent_list())["agents"][0]["state"] == "crashed"
+    assert (await choird.agent_list()).agents[0].state == "crashed"
 
 
 async def test_agent_status_has_lanes_skill_budgets_and_config_lag(choird, services, clock):
@@ -101,17 +102,17 @@ async def test_agent_status_has_lanes_skill_budgets_and_config_lag(choird, servi
 
     status = await choird.agent_status("agent-1")
 
-    assert status["state"] == "running"
-    assert status["skill"] == "code_review"
-    assert status["budget_remaining"] == {"tokens": 900}
-    assert status["budgets"]["max_core_jobs"] == 20
-    assert [(lane["lane"], lane["state"]) for lane in status["lanes"]] == [
+    assert status.state == "running"
+    assert status.skill == "code_review"
+    assert status.budget_remaining == {"tokens": 900}
+    assert status.budgets["max_core_jobs"] == 20
+    assert [(lane.lane, lane.state) for lane in status.lanes] == [
         ("edge", "EDGE_REASONING"),
         ("core:fix-bug", "CORE_REASONING"),
     ]
-    assert (status["config_version"], status["config_version_latest"]) == (1, 1)
-    assert status["config_behind"] is False
-    assert status["last_heartbeat_at"] == clock().isoformat()
+    assert (status.config_version, status.config_version_latest) == (1, 1)
+    assert status.config_behind is False
+    assert status.last_heartbeat_at == clock().isoformat()
 
 
 async def test_agent_status_of_an_unknown_agent_is_not_found(choird):
@@ -124,11 +125,11 @@ async def test_session_list_newest_first_and_by_agent(choird, services, clock):
     clock.advance(1_000)
     two = await start(services, "agent-2")
 
-    listed = (await choird.session_list())["sessions"]
-    assert [s["session_id"] for s in listed] == [two.session_id, one.session_id]
-    assert listed[0]["status"] == "active"
-    only = (await choird.session_list("agent-1"))["sessions"]
-    assert [s["session_id"] for s in only] == [one.session_id]
+    listed = (await choird.session_list()).sessions
+    assert [s.session_id for s in listed] == [two.session_id, one.session_id]
+    assert listed[0].status == "active"
+    only = (await choird.session_list("agent-1")).sessions
+    assert [s.session_id for s in only] == [one.session_id]
     with pytest.raises(NotFoundError):
         await choird.session_list("nobody")
 
@@ -140,13 +141,13 @@ async def test_session_events_reads_the_last_events_or_a_window(choird, services
     await agent.ok(Verb.HEARTBEAT, chain.heartbeat(0))
 
     tail = await choird.session_events(agent.session_id, limit=3)
-    assert [e["rev"] for e in tail["events"]] == [5, 6, 7]
-    assert tail["next_rev"] == 8
-    assert tail["events"][0]["event_type"] == "user_msg"
-    assert tail["events"][0]["payload"]["text"] == "hello 5"
+    assert [e.rev for e in tail.events] == [5, 6, 7]
+    assert tail.next_rev == 8
+    assert tail.events[0].event_type == "user_msg"
+    assert tail.events[0].payload["text"] == "hello 5"
     window = await choird.session_events(agent.session_id, from_rev=2, limit=2)
-    assert [e["rev"] for e in window["events"]] == [2, 3]
-    assert (await choird.session_events(agent.session_id, from_rev=9))["events"] == []
+    assert [e.rev for e in window.events] == [2, 3]
+    assert (await choird.session_events(agent.session_id, from_rev=9)).events == []
 
 
 async def test_session_events_refusals(choird, services):
@@ -168,7 +169,7 @@ async def test_following_events_sends_the_snapshot_then_new_ones_until_the_end(c
 
     async def follow() -> None:
         async for event in choird.follow_session_events(agent.session_id):
-            seen.append(event["rev"])
+            seen.append(event.rev)
 
     reader = asyncio.create_task(follow())
     await until(lambda: seen == [1, 2])
@@ -197,8 +198,8 @@ async def test_session_cores_lists_core_lanes(choird, services, clock):
 
     cores = await choird.session_cores(agent.session_id)
 
-    assert cores["status"] == "active"
-    assert [(c["job_name"], c["state"], c["skill"], c["step"]) for c in cores["cores"]] == [
+    assert cores.status == "active"
+    assert [(c.job_name, c.state, c.skill, c.step) for c in cores.cores] == [
         ("fix-bug", "CORE_WAITING_TOOL", "debug", 4)
     ]
 
@@ -210,7 +211,9 @@ async def test_cancel_pushes_to_the_agent(choird, services, pushes, clock):
 
     answer = await choird.session_cancel(agent.session_id, "fix-bug")
 
-    assert answer == {"session_id": agent.session_id, "job_name": "fix-bug", "requested": True}
+    assert answer == CancelRequested(
+        session_id=agent.session_id, job_name="fix-bug", requested=True
+    )
     assert pushes.sent[-1] == (
         agent.session_id,
         {"kind": "core_cancel", "job_name": "fix-bug", "reason": "cancelled by the operator"},
@@ -249,23 +252,23 @@ async def test_approvals_are_listed_shown_and_answered_once(choird, services, cl
         request = RequestApprovalRequest(request_type=kind, payload={"summary": kind})
         ids.append((await services.approvals.request(ctx, request)).approval_id)
 
-    pending = (await choird.approval_list())["approvals"]
-    assert [a["approval_id"] for a in pending] == ids
+    pending = (await choird.approval_list()).approvals
+    assert [a.approval_id for a in pending] == ids
     shown = await choird.approval_show(ids[0])
-    assert (shown["agent_id"], shown["request_type"], shown["payload"]) == (
+    assert (shown.agent_id, shown.request_type, shown.payload) == (
         "agent-1",
         "tool",
         {"summary": "tool"},
     )
     approved = await choird.approval_approve(ids[0])
-    assert (approved["status"], approved["resolved_by"]) == ("approved", "choirctl")
-    assert (await choird.approval_reject(ids[1], by="console"))["resolved_by"] == "console"
+    assert (approved.status, approved.resolved_by) == ("approved", "choirctl")
+    assert (await choird.approval_reject(ids[1], by="console")).resolved_by == "console"
 
     with pytest.raises(ConflictError, match=f"approval {ids[0]} is already approved"):
         await choird.approval_reject(ids[0])
-    assert (await choird.approval_list())["approvals"] == []
+    assert (await choird.approval_list()).approvals == []
     everything = await choird.approval_list(include_resolved=True, agent_id="agent-1")
-    assert [a["status"] for a in everything["approvals"]] == ["approved", "rejected"]
+    assert [a.status for a in everything.approvals] == ["approved", "rejected"]
     with pytest.raises(NotFoundError, match=r"no approval 'ap-none'"):
         await choird.approval_show("ap-none")
 

@@ -4,12 +4,13 @@ latest, and the live feed publishes each new one as a `locks` item (the TUI's Lo
 from __future__ import annotations
 
 import asyncio
-from typing import Any
 
 import pytest
 
 from choir.errors import NotFoundError
 from choir.protocol import LockState, LockWaiter, ReportStatusRequest
+from choir.protocol.operator.items import FeedItem
+from choir.protocol.operator.views import LocksView
 
 from .operator_served import served_api, served_choird, served_home, served_pushes  # noqa: F401  (fixtures)
 from .test_operator_api import start, until
@@ -35,7 +36,7 @@ async def test_session_locks_is_empty_until_the_agent_reports_a_table(choird, se
 
     answer = await choird.session_locks(agent.session_id)
 
-    assert answer == {"session_id": agent.session_id, "reported_at": None, "locks": []}
+    assert answer == LocksView(session_id=agent.session_id, reported_at=None, locks=[])
 
 
 async def test_session_locks_answers_the_latest_table(choird, services, clock):
@@ -45,15 +46,15 @@ async def test_session_locks_answers_the_latest_table(choird, services, clock):
 
     answer = await choird.session_locks(agent.session_id)
 
-    assert answer["reported_at"] == clock().isoformat()
-    assert [(lock["resource"], lock["mode"], lock["holders"]) for lock in answer["locks"]] == [
+    assert answer.reported_at == clock().isoformat()
+    assert [(lock.resource, lock.mode, lock.holders) for lock in answer.locks] == [
         ("file:src/a.py", "X", ["core:fix"]),
         ("workspace", "S", ["core:fix", "edge"]),
     ]
-    assert answer["locks"][1]["waiters"] == [{"owner": "core:docs", "mode": "X", "waiting_s": 0.25}]
-    assert answer["locks"][1]["held_for_s"] == 2.0
+    assert answer.locks[1].model_dump() == TABLE[1].model_dump()
+    assert answer.locks[1].held_for_s == 2.0
     services.status.report(agent.session_id, with_locks([]), clock())
-    assert (await choird.session_locks(agent.session_id))["locks"] == []
+    assert (await choird.session_locks(agent.session_id)).locks == []
 
 
 async def test_a_report_without_locks_leaves_them_off_the_wire():
@@ -68,7 +69,7 @@ async def test_session_locks_of_an_unknown_session_is_not_found(choird):
 
 async def test_the_feed_publishes_each_new_lock_table(choird, services, clock):
     agent = await start(services)
-    items: list[dict[str, Any]] = []
+    items: list[FeedItem] = []
 
     async def listen() -> None:
         async for item in choird.subscribe():
@@ -81,7 +82,8 @@ async def test_the_feed_publishes_each_new_lock_table(choird, services, clock):
     await until(lambda: len(items) == 4)
     reader.cancel()
 
-    assert [item["kind"] for item in items] == ["subscribed", "lane", "lane", "locks"]
-    locks = items[3]["data"]
-    assert locks["session_id"] == agent.session_id
-    assert [lock["resource"] for lock in locks["locks"]] == ["file:src/a.py", "workspace"]
+    assert [item.kind for item in items] == ["subscribed", "lane", "lane", "locks"]
+    locks = items[3].data
+    assert isinstance(locks, LocksView)
+    assert locks.session_id == agent.session_id
+    assert [lock.resource for lock in locks.locks] == ["file:src/a.py", "workspace"]

@@ -145,7 +145,7 @@ async def test_an_approval_request_is_answered_by_the_operator_and_pushed_back(
     )
     assert asked.status == "pending"
     pending = await operator.approval_list()
-    assert [a["approval_id"] for a in pending["approvals"]] == [asked.approval_id]
+    assert [a.approval_id for a in pending.approvals] == [asked.approval_id]
 
     await operator.approval_approve(asked.approval_id)
     # Pushes made before the agent subscribes wait for it (the hub keeps a short history).
@@ -169,10 +169,10 @@ async def test_reported_lane_status_shows_in_agent_status(
     ack = await agent.control_plane.report_status(report)
     assert ack.ack is True
     status = await operator.agent_status("agent-1")
-    assert status["state"] == "running"
-    assert status["skill"] == "triage"
-    [lane] = status["lanes"]
-    assert (lane["lane"], lane["state"], lane["step"]) == ("edge", "EDGE_REASONING", 2)
+    assert status.state == "running"
+    assert status.skill == "triage"
+    [lane] = status.lanes
+    assert (lane.lane, lane.state, lane.step) == ("edge", "EDGE_REASONING", 2)
 
 
 async def test_an_unknown_host_tool_is_a_structured_error(agent: Agent) -> None:

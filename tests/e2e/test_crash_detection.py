@@ -72,8 +72,8 @@ async def running(home: ChoirHome) -> AsyncIterator[Running]:
 
 
 async def agent_state(operator: ChoirClient) -> str:
-    agents = (await operator.agent_list())["agents"]
-    state: str = next(a["state"] for a in agents if a["agent_id"] == "agent-1")
+    agents = (await operator.agent_list()).agents
+    state: str = next(a.state for a in agents if a.agent_id == "agent-1")
     return state
 
 
@@ -102,8 +102,8 @@ async def test_a_killed_agent_is_crashed_and_its_leases_released(running: Runnin
     took = time.monotonic() - killed
     assert took < DETECTION_BUDGET_S, f"crash noticed and leases released after {took:.2f} s"
 
-    [session] = (await running.operator.session_list("agent-1"))["sessions"]
-    assert (session["session_id"], session["status"]) == (running.session_id, "crashed")
+    [session] = (await running.operator.session_list("agent-1")).sessions
+    assert (session.session_id, session.status) == (running.session_id, "crashed")
     row = await session_row(running.daemon, running.session_id)
     assert row.lease_id is None
     await poll_until(lambda: not running.daemon.home.agent_socket("agent-1").exists())

@@ -58,7 +58,7 @@ class Listeners:
     async def still_answer(self) -> None:
         async with asyncio.timeout(5):
             status = await self.operator.status()
-            assert status["postgres"]["state"] == "ok"
+            assert status.postgres.state == "ok"
             for probe in self.probes:
                 report = ReportStatusRequest(lane="edge", state="EDGE_IDLE")
                 assert (await probe.report_status(report)).ack is True

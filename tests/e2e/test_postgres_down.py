@@ -59,7 +59,7 @@ async def stack() -> AsyncIterator[Stack]:
 
 
 async def postgres_state(operator: ChoirClient) -> str:
-    state: str = (await operator.status())["postgres"]["state"]
+    state: str = (await operator.status()).postgres.state
     return state
 
 
@@ -70,8 +70,8 @@ async def test_choird_degrades_while_postgres_is_down_and_recovers(stack: Stack)
 
     await asyncio.to_thread(stack.server.stop)
     status = await stack.operator.status()
-    assert status["postgres"]["state"] == "degraded"
-    assert status["postgres"]["reason"]
+    assert status.postgres.state == "degraded"
+    assert status.postgres.reason
 
     commit_messages(log, 3)
     with pytest.raises(RpcError) as refused:

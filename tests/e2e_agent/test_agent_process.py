@@ -92,16 +92,16 @@ class Agent:
     async def chat(self, text: str, *, until: str = "reply") -> list[dict[str, Any]]:
         """Send `text`; the replies up to the first of category `until` answering it."""
         sent = await self.operator.chat_send("agent-1", text)
-        replies = self.operator.chat_replies("agent-1", after_seq=sent["after_seq"])
+        replies = self.operator.chat_replies("agent-1", after_seq=sent.after_seq)
         got: list[dict[str, Any]] = []
         try:
             # A deadline against hangs, not a budget: a first reply includes the agent's start,
             # which takes several times longer while the suite runs on parallel workers.
             async with asyncio.timeout(60):
                 async for reply in replies:
-                    got.append(reply)
-                    if reply["category"] == until and (
-                        until != "reply" or reply["in_reply_to"] == sent["message_id"]
+                    got.append(reply.model_dump(mode="json"))
+                    if reply.category == until and (
+                        until != "reply" or reply.in_reply_to == sent.message_id
                     ):
                         return got
         finally:

@@ -77,7 +77,7 @@ async def test_a_budget_lowered_mid_job_stops_it_and_binds_the_next_job(
 
     await poll_until(two_calls_made, within=15)
     await reload_budgets(agent, per_job_max_tool_calls=3)
-    replies = await replies_until(agent, sent["after_seq"], "core_report", within=30)
+    replies = await replies_until(agent, sent.after_seq, "core_report", within=30)
     report = "core job grind-1 exceeded per_job_max_tool_calls (3)"
     assert replies[-1]["text"] == f"core job grind-1 terminated: {report}"
     await durable(agent, "core_stopped")
@@ -87,10 +87,10 @@ async def test_a_budget_lowered_mid_job_stops_it_and_binds_the_next_job(
     assert (error["kind"], error["code"]) == ("error", "budget_exceeded")
 
     status = await agent.operator.agent_status("agent-1")
-    assert status["budgets"]["per_job_max_tool_calls"] == 3
+    assert status.budgets["per_job_max_tool_calls"] == 3
 
     sent = await agent.operator.chat_send("agent-1", "grind two")
-    replies = await replies_until(agent, sent["after_seq"], "core_report", within=30)
+    replies = await replies_until(agent, sent.after_seq, "core_report", within=30)
     assert replies[-1]["text"].startswith("core job grind-2 terminated: ")
 
     async def three_calls_made() -> bool:
@@ -102,7 +102,7 @@ async def test_a_budget_lowered_mid_job_stops_it_and_binds_the_next_job(
 
     async def remaining_is_live() -> bool:
         status = await agent.operator.agent_status("agent-1")
-        return status["budget_remaining"].get("max_tool_calls_per_session") == left
+        return status.budget_remaining.get("max_tool_calls_per_session") == left
 
     await poll_until(remaining_is_live, within=5)
 
@@ -111,11 +111,11 @@ async def test_agent_status_shows_the_reloaded_budget_left(launch: Launch) -> No
     agent = await launch(GRIND_SCRIPT)
     await agent.chat("hello")
     status = await agent.operator.agent_status("agent-1")
-    assert status["budget_remaining"]["max_tool_calls_per_session"] == 500
+    assert status.budget_remaining["max_tool_calls_per_session"] == 500
     await reload_budgets(agent, max_tool_calls_per_session=40, max_core_jobs=7)
 
     async def reloaded() -> bool:
-        left = (await agent.operator.agent_status("agent-1"))["budget_remaining"]
+        left = (await agent.operator.agent_status("agent-1")).budget_remaining
         return (left["max_tool_calls_per_session"], left["max_core_jobs"]) == (40, 7)
 
     await poll_until(reloaded, within=5)

@@ -56,7 +56,7 @@ async def test_a_core_step_commits_its_thought_summary_and_tool_proposals(
 ) -> None:
     agent = await launch(SCOUT_SCRIPT)
     sent = await agent.operator.chat_send("agent-1", "please start the scout")
-    replies = await replies_until(agent, sent["after_seq"], "core_report")
+    replies = await replies_until(agent, sent.after_seq, "core_report")
     assert replies[-1]["text"] == "core job scout completed: Scouted: one long line."
     await durable(agent, "core_stopped")
     stream = await core_stream(agent, "core:scout")
@@ -93,7 +93,7 @@ async def test_a_rate_limited_core_call_sends_one_notice_then_completes(
 ) -> None:
     agent = await launch(WAIT_SCRIPT, rate_limit_retry_ms=50)
     sent = await agent.operator.chat_send("agent-1", "please start the waiter")
-    replies = await replies_until(agent, sent["after_seq"], "core_report")
+    replies = await replies_until(agent, sent.after_seq, "core_report")
     notices = [r["text"] for r in replies if r["category"] == "notice"]
     assert notices == ["core job waiter is rate-limited; retrying in 0 s"]
     assert replies[-1]["text"] == "core job waiter completed: Waited."
@@ -153,7 +153,7 @@ ASK_SCRIPT = Script(
 
 async def core_states(agent: Any) -> dict[str, str]:
     cores = await agent.operator.session_cores(agent.session_id)
-    return {core["job_name"]: core["state"] for core in cores["cores"]}
+    return {core.job_name: core.state for core in cores.cores}
 
 
 def core_requests_after(agent: Any, marker: str) -> list[dict[str, Any]]:
@@ -170,7 +170,7 @@ async def test_a_job_reports_its_plan_and_partial_result_and_waits_for_its_quest
 ) -> None:
     agent = await launch(ASK_SCRIPT)
     sent = await agent.operator.chat_send("agent-1", "please start the asker")
-    replies = await replies_until(agent, sent["after_seq"], "core_question")
+    replies = await replies_until(agent, sent.after_seq, "core_question")
     told = {(r["category"], r["text"]) for r in replies}
     assert ("reply", "Started asker.") in told
     assert ("core_update", "core job asker plan: 1. ask which colour; 2. write colour.txt") in told
@@ -186,7 +186,7 @@ async def test_a_job_reports_its_plan_and_partial_result_and_waits_for_its_quest
     assert core_requests_after(agent, "needs information") == []
 
     sent = await agent.operator.chat_send("agent-1", "the colour is teal")
-    replies = await replies_until(agent, sent["after_seq"], "core_report")
+    replies = await replies_until(agent, sent.after_seq, "core_report")
     assert ("reply", "Passed it on.") in {(r["category"], r["text"]) for r in replies}
     assert replies[-1]["text"] == "core job asker completed: Wrote teal to colour.txt."
     assert (agent.workspace / "colour.txt").read_text() == "teal\n"
@@ -229,9 +229,7 @@ async def test_a_job_reports_its_plan_and_partial_result_and_waits_for_its_quest
     }
     seen = await agent.operator.session_events(agent.session_id, from_rev=1, limit=500)
     operator_kinds = [
-        e["payload"]["event"]["kind"]
-        for e in seen["events"]
-        if e["event_type"] == "core_event_emitted"
+        e.payload["event"]["kind"] for e in seen.events if e.event_type == "core_event_emitted"
     ]
     assert operator_kinds == [e["kind"] for e in stream]  # choirctl session events shows them
 
@@ -266,7 +264,7 @@ async def test_a_brief_job_relays_no_updates_and_a_bad_report_is_refused(
 ) -> None:
     agent = await launch(BRIEF_SCRIPT)
     sent = await agent.operator.chat_send("agent-1", "please start the quiet job")
-    replies = await replies_until(agent, sent["after_seq"], "core_report")
+    replies = await replies_until(agent, sent.after_seq, "core_report")
     assert {r["category"] for r in replies} == {"reply", "core_report"}
     assert replies[-1]["text"] == "core job quiet completed: Planned quietly."
     await durable(agent, "core_stopped")
@@ -304,7 +302,7 @@ async def test_an_unanswered_question_ends_with_the_jobs_time_budget(
 ) -> None:
     agent = await launch(LATE_SCRIPT)
     sent = await agent.operator.chat_send("agent-1", "please start the late job")
-    replies = await replies_until(agent, sent["after_seq"], "core_report")
+    replies = await replies_until(agent, sent.after_seq, "core_report")
     assert "core job late needs information: Anyone there?" in [r["text"] for r in replies]
     assert replies[-1]["text"].startswith("core job late terminated:")
     await durable(agent, "core_stopped")

@@ -162,7 +162,7 @@ async def test_edge_ends_its_cycle_at_the_safe_point_and_runs_nothing_new(
     assert edge[3].payload["result"]["error_code"] == "agent_stopping"
     reply = edge[4].payload
     assert (reply["category"], reply["text"]) == ("error", STOPPING_TEXT)
-    assert reply["in_reply_to"] == sent["message_id"]
+    assert reply["in_reply_to"] == sent.message_id
     assert (await session_row(agent.daemon, agent.session_id)).status == SessionStatus.STOPPED
 
 
@@ -263,7 +263,7 @@ async def test_a_restart_leaves_the_job_open_and_the_resumed_agent_finishes_it(
     )
     try:
         assert again.session_id == agent.session_id
-        replies = await replies_until(agent, sent["after_seq"], "core_report")
+        replies = await replies_until(agent, sent.after_seq, "core_report")
         assert replies[-1]["text"] == "core job slow completed: Finished the slow job."
     finally:
         again.process.kill()

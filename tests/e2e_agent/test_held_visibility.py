@@ -19,6 +19,7 @@ import pytest
 
 from choir.client import ChoirClient
 from choir.home import ChoirHome
+from choir.protocol.operator.answers import HeldJobs
 from choir.scripted import ScriptedModelServer
 from choir.store.postgres.target import ConnectParams
 from tests.e2e_agent.launch import scripted_home
@@ -64,7 +65,7 @@ async def test_a_held_job_is_shown_everywhere_with_what_to_do(home: ChoirHome, r
         first = await launch(daemon, root, "first")
         try:
             sent = await operator.chat_send("agent-1", "please start the appender")
-            await replies_until(operator, sent["after_seq"], "Started appender.")
+            await replies_until(operator, sent.after_seq, "Started appender.")
             await poll_until(lambda: asyncio.to_thread(appended.exists), within=10)
         finally:
             first.kill()
@@ -79,7 +80,7 @@ async def test_a_held_job_is_shown_everywhere_with_what_to_do(home: ChoirHome, r
             decide += "resume|read-only|abort"
 
             # the user's DM
-            notice = (await replies_until(operator, sent["after_seq"], "is on hold"))[-1]
+            notice = (await replies_until(operator, sent.after_seq, "is on hold"))[-1]
             assert notice["category"] == "notice"
             assert notice["text"].startswith(
                 "Core job appender is on hold: the agent restarted while choir.exec ran"
@@ -87,28 +88,28 @@ async def test_a_held_job_is_shown_everywhere_with_what_to_do(home: ChoirHome, r
             assert decide in notice["text"]
 
             async def held_in_status() -> bool:
-                return bool((await operator.status())["held_jobs"]["count"])
+                return bool((await operator.status()).held_jobs.count)
 
             await poll_until(held_in_status, within=10)
 
             # status
-            held = (await operator.status())["held_jobs"]
-            assert held["count"] == 1
-            assert held["hint"] == f"choirctl session recover {session} --choice {CHOICES}"
-            [job] = held["jobs"]
-            assert (job["agent_id"], job["session_id"], job["job_name"]) == (
+            held = (await operator.status()).held_jobs
+            assert held.count == 1
+            assert held.hint == f"choirctl session recover {session} --choice {CHOICES}"
+            [job] = held.jobs
+            assert (job.agent_id, job.session_id, job.job_name) == (
                 "agent-1",
                 session,
                 "appender",
             )
-            assert (job["state"], job["hint"]) == (STATE, decide)
+            assert (job.state, job.hint) == (STATE, decide)
             shown = await choirctl(home, "status")
-            assert f"held      1 core job(s) wait for a decision: {held['hint']}" in shown
+            assert f"held      1 core job(s) wait for a decision: {held.hint}" in shown
             assert f"agent-1 {session} appender: {STATE}" in shown
 
             # agent status and agent list
             status = await operator.agent_status("agent-1")
-            assert [(j["job_name"], j["state"], j["hint"]) for j in status["held_jobs"]] == [
+            assert [(j.job_name, j.state, j.hint) for j in status.held_jobs] == [
                 ("appender", STATE, decide)
             ]
             shown = await choirctl(home, "agent", "status", "agent-1")
@@ -116,9 +117,10 @@ async def test_a_held_job_is_shown_everywhere_with_what_to_do(home: ChoirHome, r
             assert "running, 1 held" in await choirctl(home, "agent", "list")
 
             # session cores
-            [core] = (await operator.session_cores(session))["cores"]
-            assert core["held"]["state"] == STATE
-            assert core["held"]["calls"][0]["tool"] == "choir.exec"
+            [core] = (await operator.session_cores(session)).cores
+            assert core.held is not None
+            assert core.held.state == STATE
+            assert core.held.calls[0].tool == "choir.exec"
             shown = await choirctl(home, "session", "cores", session)
             assert STATE in shown
             assert f"decide appender: {decide}" in shown
@@ -141,10 +143,10 @@ async def test_a_held_job_is_shown_everywhere_with_what_to_do(home: ChoirHome, r
                 await operator.session_recover(session, job_name="appender", choice="abort")
                 await until(pilot, lambda: "held" not in health_text(app.state).plain)
                 await until(pilot, lambda: column(app, "cores-table", "state") == ["terminated"])
-            assert (await operator.status())["held_jobs"] == {"count": 0, "jobs": [], "hint": None}
-            assert (await operator.agent_status("agent-1"))["held_jobs"] == []
-            [core] = (await operator.session_cores(session))["cores"]
-            assert (core["state"], core["held"]) == ("CORE_TERMINATED", None)
+            assert (await operator.status()).held_jobs == HeldJobs(count=0, jobs=[], hint=None)
+            assert (await operator.agent_status("agent-1")).held_jobs == []
+            [core] = (await operator.session_cores(session)).cores
+            assert (core.state, core.held) == ("CORE_TERMINATED", None)
             assert appended.read_text() == "x\n"  # never run again
         finally:
             second.kill()

@@ -119,8 +119,8 @@ async def replies_until(
     try:
         async with asyncio.timeout(within):
             async for reply in stream:
-                got.append(reply)
-                if reply["category"] == category:
+                got.append(reply.model_dump(mode="json"))
+                if reply.category == category:
                     return got
     finally:
         await stream.aclose()
@@ -227,7 +227,7 @@ async def test_an_injected_instruction_reaches_the_core_at_its_next_step(launch:
     agent = await launch(INJECT_SCRIPT)
     await agent.chat("please start the slow job")
     sent = await agent.operator.chat_send("agent-1", "tell it blue")
-    replies = await replies_until(agent, sent["after_seq"], "core_report")
+    replies = await replies_until(agent, sent.after_seq, "core_report")
     texts = [r["text"] for r in replies]
     assert "Told slow." in texts
     assert texts[-1] == "core job slow completed: Done, in blue."
@@ -271,7 +271,7 @@ async def test_edge_is_read_only_while_a_core_runs_and_a_cancel_kills_the_tool(
     pid = int(pid_file.read_text())
 
     sent = await agent.operator.chat_send("agent-1", "write a note")
-    stream = agent.operator.chat_replies("agent-1", after_seq=sent["after_seq"])
+    stream = agent.operator.stream("chat.replies", agent_id="agent-1", after_seq=sent.after_seq)
     try:
         async with asyncio.timeout(20):
             refused = await anext(stream)

@@ -50,12 +50,12 @@ async def choird(home: ChoirHome) -> AsyncIterator[tuple[ChoirDaemon, ChoirClien
 async def chat(client: ChoirClient, text: str) -> dict[str, Any]:
     """The agent's reply to `text`."""
     sent = await client.chat_send("agent-1", text)
-    replies = client.chat_replies("agent-1", after_seq=sent["after_seq"])
+    replies = client.chat_replies("agent-1", after_seq=sent.after_seq)
     try:
         async with asyncio.timeout(20):
             async for reply in replies:
-                if reply["category"] == "reply" and reply["in_reply_to"] == sent["message_id"]:
-                    return reply
+                if reply.category == "reply" and reply.in_reply_to == sent.message_id:
+                    return reply.model_dump(mode="json")
     finally:
         await replies.aclose()
     raise AssertionError("the reply stream ended without a reply")
@@ -72,25 +72,25 @@ def gone(pid: int) -> bool:
 async def test_start_chat_and_graceful_stop(choird: tuple[ChoirDaemon, ChoirClient]) -> None:
     daemon, client = choird
     started = await client.agent_start("agent-1", {"dm": "console"})
-    assert (started["runtime"], started["sandboxed"], started["resumed"]) == (
+    assert (started.runtime, started.sandboxed, started.resumed) == (
         "process",
         bwrap_works(),
         False,
     )
-    session_id = started["session_id"]
+    session_id = started.session_id
 
     reply = await chat(client, "hello")
     assert reply["text"].startswith("Hello!")
-    listed = {a["agent_id"]: a for a in (await client.agent_list())["agents"]}
-    assert listed["agent-1"]["state"] == "running"
+    listed = {a.agent_id: a for a in (await client.agent_list()).agents}
+    assert listed["agent-1"].state == "running"
     with pytest.raises(ConflictError, match="already running"):
         await client.agent_start("agent-1", {"dm": "console"})
 
     stopped = await client.agent_stop("agent-1")
-    assert (stopped["status"], stopped["exit_code"]) == ("stopped", 0)
+    assert (stopped.status, stopped.exit_code) == ("stopped", 0)
     assert (await session_row(daemon, session_id)).status == SessionStatus.STOPPED
     assert await leased(daemon, session_id) == set()
-    assert gone(started["pid"])
+    assert gone(started.pid)
     assert daemon.home.agent_log("agent-1").stat().st_size > 0
     tree = daemon.home.root / "runtime" / "agent-1" / "choir"
     assert (tree / "version.json").is_file()
@@ -113,16 +113,16 @@ async def test_a_killed_agent_is_marked_crashed_and_its_leases_released(
     daemon, client = choird
     started = await client.agent_start("agent-1", {"dm": "console"})
     await chat(client, "hello")
-    os.kill(started["pid"], signal.SIGKILL)
+    os.kill(started.pid, signal.SIGKILL)
 
     async def crashed() -> bool:
-        row = await session_row(daemon, started["session_id"])
+        row = await session_row(daemon, started.session_id)
         return row.status == SessionStatus.CRASHED
 
     assert await poll_until(crashed, within=3) < 3
-    assert await leased(daemon, started["session_id"]) == set()
+    assert await leased(daemon, started.session_id) == set()
     resumed = await client.agent_start("agent-1", {"dm": "console"})
-    assert (resumed["session_id"], resumed["resumed"]) == (started["session_id"], True)
+    assert (resumed.session_id, resumed.resumed) == (started.session_id, True)
     await client.agent_stop("agent-1")
 
 

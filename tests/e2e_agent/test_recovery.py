@@ -114,7 +114,7 @@ async def test_a_crash_in_a_side_effect_holds_the_job_until_the_operator_decides
         first = await launch(daemon, root, "first")
         try:
             sent = await operator.chat_send("agent-1", "please start the appender")
-            await replies_until(operator, sent["after_seq"], "Started appender.")
+            await replies_until(operator, sent.after_seq, "Started appender.")
             await poll_until(lambda: asyncio.to_thread(appended.exists), within=10)
         finally:
             first.kill()
@@ -146,8 +146,8 @@ async def test_a_crash_in_a_side_effect_holds_the_job_until_the_operator_decides
         second = await launch(daemon, root, "second")
         try:
             listed = await operator.session_recover(session_id)
-            assert [c["call_id"] for c in listed["interrupted"]] == [intent.payload["call_id"]]
-            assert listed["interrupted"][0]["job_name"] == "appender"
+            assert [c.call_id for c in listed.interrupted] == [intent.payload["call_id"]]
+            assert listed.interrupted[0].job_name == "appender"
 
             async def status_seen() -> bool:
                 return "edge" in daemon.services.status.lanes(session_id)  # type: ignore[union-attr]
@@ -157,8 +157,8 @@ async def test_a_crash_in_a_side_effect_holds_the_job_until_the_operator_decides
             assert appended.read_text() == "x\n"  # held: not run again
 
             decided = await operator.session_recover(session_id, choice="resume")
-            assert decided["requested"] is True
-            await replies_until(operator, sent["after_seq"], "the line is there")
+            assert decided.requested is True
+            await replies_until(operator, sent.after_seq, "the line is there")
 
             async def resolved() -> bool:
                 events = await stored_events(daemon, session_id)
@@ -185,7 +185,7 @@ async def test_a_crash_in_a_side_effect_holds_the_job_until_the_operator_decides
             ]
             assert len(intents) == 1  # never re-run
             assert appended.read_text() == "x\n"
-            assert (await operator.session_recover(session_id))["interrupted"] == []
+            assert (await operator.session_recover(session_id)).interrupted == []
         finally:
             second.kill()
             await second.wait()

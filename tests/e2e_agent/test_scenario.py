@@ -154,19 +154,19 @@ async def test_parallel_jobs_a_responsive_edge_and_a_crash_lose_and_repeat_nothi
         try:
             # 1. two jobs, spawned from one user message, writing different files
             sent = await operator.chat_send("agent-1", "please refactor auth and write tests")
-            await replies_until(operator, sent["after_seq"], "Both jobs run.")
+            await replies_until(operator, sent.after_seq, "Both jobs run.")
             await poll_until(lambda: bool(lines(auth) and lines(tests)), within=10)
 
             # 2. edge answers a question while both jobs are in their writes
             asked = await operator.chat_send("agent-1", "what does notes.txt say?")
-            answer = await replies_until(operator, asked["after_seq"], "alpha beta gamma")
+            answer = await replies_until(operator, asked.after_seq, "alpha beta gamma")
             assert [r["category"] for r in answer] == ["reply"]
 
             # 3. inject into one job, cancel the other (once it is in its second write)
             await poll_until(lambda: len(lines(tests)) == 2, within=10)
             told = await operator.chat_send("agent-1", "use bcrypt and drop the tests")
             got = await replies_until(
-                operator, told["after_seq"], "core job write-tests", "Done as asked."
+                operator, told.after_seq, "core job write-tests", "Done as asked."
             )
             assert "Done as asked." in [r["text"] for r in got]
             [report] = [r for r in got if r["category"] == "core_report"]
@@ -194,12 +194,12 @@ async def test_parallel_jobs_a_responsive_edge_and_a_crash_lose_and_repeat_nothi
         try:
             # 5. the held call is shown to the operator, not run again; resuming finishes the job
             listed = await operator.session_recover(session_id)
-            assert [c["call_id"] for c in listed["interrupted"]] == [held.payload["call_id"]]
+            assert [c.call_id for c in listed.interrupted] == [held.payload["call_id"]]
             await asyncio.sleep(1)
             assert lines(auth) == ["def login", "hash with bcrypt"]
             decided = await operator.session_recover(session_id, choice="resume")
-            assert decided["requested"] is True
-            replies = await replies_until(operator, sent["after_seq"], "core job refactor-auth")
+            assert decided.requested is True
+            replies = await replies_until(operator, sent.after_seq, "core job refactor-auth")
 
             async def stopped() -> bool:
                 events = await stored_events(daemon, session_id)

@@ -115,11 +115,11 @@ class Session:
 
     async def chat(self, text: str) -> None:
         sent = await self.operator.chat_send("agent-1", text)
-        replies = self.operator.chat_replies("agent-1", after_seq=sent["after_seq"])
+        replies = self.operator.chat_replies("agent-1", after_seq=sent.after_seq)
         try:
             async with asyncio.timeout(20):
                 async for reply in replies:
-                    if reply["category"] == "reply" and reply["in_reply_to"] == sent["message_id"]:
+                    if reply.category == "reply" and reply.in_reply_to == sent.message_id:
                         return
         finally:
             await replies.aclose()

@@ -101,10 +101,10 @@ class DaemonCluster:
     # -- agents ------------------------------------------------------------------------------
 
     async def start(self, agent_id: str) -> dict[str, Any]:
-        return await self.client.agent_start(agent_id)
+        return (await self.client.agent_start(agent_id)).model_dump(mode="json")
 
     async def status(self, agent_id: str) -> dict[str, Any]:
-        return await self.client.agent_status(agent_id)
+        return (await self.client.agent_status(agent_id)).model_dump(mode="json")
 
     async def say(self, agent_id: str, text: str) -> tuple[SentMessage, dict[str, Any]]:
         conversation = self.conversation(agent_id)

@@ -484,15 +484,15 @@ def crash_report(client: ChoirClient, agent_id: str) -> Probe:
 
     async def probe() -> str | None:
         status = await client.agent_status(agent_id)
-        outage = status.get("interrupted")
-        if status["state"] != "crashed" or outage is None:
+        outage = status.interrupted
+        if status.state != "crashed" or outage is None:
             return None
-        down = (await client.status())["agents"]["interrupted"] or []
-        if not any(listed["agent_id"] == agent_id for listed in down):
+        down = (await client.status()).agents.interrupted or []
+        if not any(listed.agent_id == agent_id for listed in down):
             return None  # `status` does not say it yet
         start = f"choirctl agent start {agent_id}"
-        assert outage["hint"].startswith(start), outage
-        assert outage["reason"], outage
+        assert outage.hint.startswith(start), outage
+        assert outage.reason, outage
         try:
             await client.chat_send(agent_id, "is anyone there?")
         except ChoirError as refused:
@@ -501,7 +501,7 @@ def crash_report(client: ChoirClient, agent_id: str) -> Probe:
             chat = "accepted"
         if start not in chat:
             return None  # talking to it does not say how to bring it back (yet)
-        return f"{agent_id} {outage['status']} ({outage['reason']}): {outage['hint']}; chat: {chat}"
+        return f"{agent_id} {outage.status} ({outage.reason}): {outage.hint}; chat: {chat}"
 
     return probe
 

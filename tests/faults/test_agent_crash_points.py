@@ -205,12 +205,12 @@ async def effect_intent_stored(checker: InvariantChecker) -> bool:
 async def operator_decides(cluster: Cluster, checker: InvariantChecker, session_id: str) -> None:
     """The held job shows in `session recover`; the operator resumes it; it completes."""
     listed = await cluster.client.session_recover(session_id)
-    [held] = listed["interrupted"]
-    assert (held["tool"], held["job_name"]) == (EFFECT_TOOL, "effector")
+    [held] = listed.interrupted
+    assert (held.tool, held.job_name) == (EFFECT_TOOL, "effector")
     await asyncio.sleep(0.5)
     assert effect_lines(cluster) in (0, 1)  # held, not re-run while it waits
     decided = await cluster.client.session_recover(session_id, choice="resume")
-    assert decided["requested"] is True
+    assert decided.requested is True
     await cluster.conversation("agent-1").wait_for(
         lambda r: r["category"] == "core_report", what="the held job's report"
     )

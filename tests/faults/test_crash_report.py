@@ -143,8 +143,8 @@ async def test_a_killed_agent_is_reported_everywhere_with_the_step_that_resumes_
         assert f"session {session} (resumed)" in done.stdout
         await checker.healthy(lambda: cluster.answers("agent-1"))
         await until(pilot, lambda: "down" not in health_text(app.state).plain, within=10)
-    assert (await cluster.client.status())["agents"]["interrupted"] == []
-    assert (await cluster.client.agent_status("agent-1"))["interrupted"] is None
+    assert (await cluster.client.status()).agents.interrupted == []
+    assert (await cluster.client.agent_status("agent-1")).interrupted is None
     verdict = await checker.verify(cluster.conversations.values())
     print(verdict.timings)  # each surface's report, and the recovery, after the kill
 
@@ -164,10 +164,10 @@ async def test_a_failed_resume_is_reported_with_its_cause_and_a_fresh_start(
     failed = await choirctl(cluster.home, "agent", "start", "agent-1", "--dm", "console")
     assert failed.returncode == 1, failed.stderr
 
-    [outage] = (await cluster.client.status())["agents"]["interrupted"]
-    assert outage["reason"].startswith("resume failed: ")
-    assert "hash does not match" in outage["reason"]
-    assert outage["new_session"] == "choirctl agent start agent-1 --dm console --new-session"
+    [outage] = (await cluster.client.status()).agents.interrupted
+    assert outage.reason.startswith("resume failed: ")
+    assert "hash does not match" in outage.reason
+    assert outage.new_session == "choirctl agent start agent-1 --dm console --new-session"
     shown_text = (await choirctl(cluster.home, "status")).stdout
     assert "DOWN      agent-1 crashed " in shown_text
     assert "(resume failed: " in shown_text

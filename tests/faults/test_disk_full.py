@@ -25,6 +25,7 @@ from choir.client import ChoirClient
 from choir.errors import UnavailableError
 from choir.home import ChoirHome
 from choir.logs import get_logger, setup_logging, shutdown_logging
+from choir.protocol.operator.answers import ChatSent
 from choir.scripted import ReplyStep, Script, ScriptedModelServer
 from choir.store.postgres.target import ConnectParams
 from tests.faults.filesystems import fill, small_tmpfs
@@ -138,7 +139,7 @@ async def full_disk_scenario(home: ChoirHome, model: ScriptedModelServer) -> Non
     checker = InvariantChecker(await asyncio.to_thread(embedded_params, home), ["agent-1"])
     await checker.observe()
     async with await ChoirClient.connect(home, call_timeout=30) as client:
-        feed = client.subscribe()
+        feed = client.stream("subscribe")
         assert (await anext(feed))["kind"] == "subscribed"
         # accepted while there is room; its reply comes (and must be stored) once the disk is full
         slow = await client.chat_send("agent-1", "the slow one")
@@ -216,13 +217,13 @@ async def next_health(feed: Any, wanted: Callable[[dict[str, Any]], bool]) -> di
                 return data
 
 
-async def reply_to(client: ChoirClient, sent: dict[str, Any]) -> dict[str, Any]:
-    replies = client.chat_replies("agent-1", after_seq=sent["after_seq"])
+async def reply_to(client: ChoirClient, sent: ChatSent) -> dict[str, Any]:
+    replies = client.chat_replies("agent-1", after_seq=sent.after_seq)
     try:
         async with asyncio.timeout(45):
             async for reply in replies:
-                if reply["category"] == "reply" and reply["in_reply_to"] == sent["message_id"]:
-                    return reply
+                if reply.category == "reply" and reply.in_reply_to == sent.message_id:
+                    return reply.model_dump(mode="json")
     finally:
         await replies.aclose()
     raise AssertionError("no reply")

@@ -225,10 +225,10 @@ async def test_a_message_choird_acknowledged_reaches_the_agent_after_choird_is_k
         await asyncio.sleep(1.0)  # an answer given twice would have arrived by now
         await client.agent_stop("agent-1")
 
-    assert status["session_id"] == started["session_id"], "the same session, never restarted"
+    assert status.session_id == started.session_id, "the same session, never restarted"
     assert reply["text"] == "Answer to the message choird accepted."
     verdict = await checker.verify([seen])  # stored exactly once, chain intact
-    assert answers(verdict.sessions[started["session_id"]])[message_id] == 1
+    assert answers(verdict.sessions[started.session_id])[message_id] == 1
     assert await inbox_status(pg_params, message_id) == "delivered"
 
 
@@ -242,7 +242,7 @@ class Transcript:
 
     async def send(self, client: ChoirClient, text: str) -> SentMessage:
         answer = await client.chat_send(self.agent_id, text)
-        sent = SentMessage(self.agent_id, text, answer["message_id"], bool(answer["durable"]))
+        sent = SentMessage(self.agent_id, text, answer.message_id, bool(answer.durable))
         self.sent.append(sent)
         return sent
 
@@ -251,9 +251,9 @@ class Transcript:
         try:
             async with asyncio.timeout(30):
                 async for reply in replies:
-                    if reply["in_reply_to"] == sent.message_id:
-                        self.replies.append(reply)
-                        return reply
+                    if reply.in_reply_to == sent.message_id:
+                        self.replies.append(reply.model_dump(mode="json"))
+                        return reply.model_dump(mode="json")
         finally:
             await replies.aclose()
         raise AssertionError(f"no reply to {sent.text!r}")

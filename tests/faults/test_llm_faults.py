@@ -205,7 +205,7 @@ async def test_a_model_that_does_not_answer_is_given_up_on_after_its_timeout(
     await cluster.client.config_apply()
 
     async def reloaded() -> bool:
-        return not (await cluster.client.agent_status("agent-1"))["config_behind"]
+        return not (await cluster.client.agent_status("agent-1")).config_behind
 
     await poll_until(reloaded, within=10)
     conversation = cluster.conversation("agent-1")

@@ -75,17 +75,17 @@ async def scenario(home: ChoirHome, disk: FailingExt4, checker: InvariantChecker
     assert "Hello." in (await ctl(home, "chat", "agent-1", "hello")).stdout
     await checker.observe()
     async with await ChoirClient.connect(home, call_timeout=30) as client:
-        feed = client.subscribe()
+        feed = client.stream("subscribe")
         assert (await anext(feed))["kind"] == "subscribed"
         await asyncio.to_thread(disk.fail)
         checker.fault(f"the disk under {logs} failed")
         began = time.monotonic()
 
         async def reported() -> str | None:
-            disk = (await client.status())["disk"]
-            if disk["state"] != "io_error" or not disk["where"].startswith(str(logs)):
+            disk = (await client.status()).disk
+            if disk.state != "io_error" or not disk.where.startswith(str(logs)):
                 return None
-            return str(disk["reason"])
+            return str(disk.reason)
 
         report = await checker.reported(reported)  # named as what it is, with the fix
         assert str(logs) in report.text
@@ -100,15 +100,15 @@ async def scenario(home: ChoirHome, disk: FailingExt4, checker: InvariantChecker
         await asyncio.sleep(max(0.0, BROKEN_FOR_S - (time.monotonic() - began)))
         assert psutil.pid_exists(started["pid"])  # alive, long past its 3 s lease
         status = await client.agent_status("agent-1")
-        assert (status["state"], status["session_id"]) == ("running", started["session_id"])
-        assert (await client.status())["disk"]["state"] == "io_error"  # still, while it lasts
+        assert (status.state, status.session_id) == ("running", started["session_id"])
+        assert (await client.status()).disk.state == "io_error"  # still, while it lasts
 
         # The operator's repair: the broken file system out, a good one in its place.
         await asyncio.to_thread(replace_file_system, logs)
         checker.fault(f"a new file system at {logs}")
 
         async def clean() -> bool:
-            return bool((await client.status())["disk"]["state"] == "ok")
+            return bool((await client.status()).disk.state == "ok")
 
         await checker.healthy(clean)  # nobody did anything else
         await next_health(feed, lambda view: view["disk"] is None)

@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 
 from choir.client import ChoirClient
+from choir.protocol.operator.answers import ChatSent
 from choir.store.postgres.postmaster import postmaster_pid
 from tests.faults.invariants import InvariantChecker
 from tests.faults.support import (
@@ -80,7 +81,7 @@ async def scenario(home: Any) -> None:
     checker = InvariantChecker(await asyncio.to_thread(embedded_params, home), ["agent-1"])
     await checker.observe()
     async with await ChoirClient.connect(home, call_timeout=30) as client:
-        feed = client.subscribe()
+        feed = client.stream("subscribe")
         assert (await anext(feed))["kind"] == "subscribed"
         sent = await client.chat_send("agent-1", "demo")  # pushed: the agent works on it now
         postmaster = postmaster_pid(home.pgdata)
@@ -151,13 +152,13 @@ async def next_health(feed: Any, wanted: Callable[[dict[str, Any]], bool]) -> di
                 return data
 
 
-async def reply_to(client: ChoirClient, sent: dict[str, Any]) -> dict[str, Any]:
-    replies = client.chat_replies("agent-1", after_seq=sent["after_seq"])
+async def reply_to(client: ChoirClient, sent: ChatSent) -> dict[str, Any]:
+    replies = client.chat_replies("agent-1", after_seq=sent.after_seq)
     try:
         async with asyncio.timeout(30):
             async for reply in replies:
-                if reply["category"] == "reply" and reply["in_reply_to"] == sent["message_id"]:
-                    return reply
+                if reply.category == "reply" and reply.in_reply_to == sent.message_id:
+                    return reply.model_dump(mode="json")
     finally:
         await replies.aclose()
     raise AssertionError("no reply")

@@ -141,7 +141,7 @@ async def test_random_choird_and_postgres_kills_under_load_lose_nothing_and_run_
             assert not twice_delivered(cluster, agent)
         assert len(verdict.agent_of) == AGENTS  # sessions: one each
         health = await cluster.client.status()
-        assert (health["postgres"]["state"], health["disk"]["state"]) == ("ok", "ok"), health
+        assert (health.postgres.state, health.disk.state) == ("ok", "ok"), health
 
 
 async def killer(
@@ -197,7 +197,7 @@ async def serving(cluster: DaemonCluster, agent: str) -> bool:
         status = await cluster.client.status()
     except (ChoirError, TransportError, OSError):
         return False
-    if status["postgres"]["state"] != "ok" or status["disk"]["state"] != "ok":
+    if status.postgres.state != "ok" or status.disk.state != "ok":
         return False
     return await cluster.answers(agent)
 
@@ -223,8 +223,8 @@ def database_away(client: ChoirClient) -> Probe:
 
     async def probe() -> str | None:
         try:
-            postgres = (await client.status())["postgres"]
-            if postgres["state"] != "degraded":
+            postgres = (await client.status()).postgres
+            if postgres.state != "degraded":
                 return None
             await client.agent_status("agent-1")
         except UnavailableError as refused:

@@ -69,7 +69,7 @@ async def stop_after_hello(
             began = time.monotonic()
             done = await choirctl(home, "agent", "stop", "agent-1", "--json")
             took = time.monotonic() - began
-            events = await stored_events(daemon, started["session_id"])
+            events = await stored_events(daemon, started.session_id)
             assert any(SUMMARY_MARKER in json.dumps(r.body) for r in model.requests)
     return done, [e.event_type for e in events], took
 
@@ -134,7 +134,7 @@ async def test_stop_prints_the_stored_summary(root: Path, pg_params: ConnectPara
             done = await choirctl(home, "agent", "stop", "agent-1")
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
-    assert lines[0] == f"agent-1 stopped: session {started['session_id']} stopped"
+    assert lines[0] == f"agent-1 stopped: session {started.session_id} stopped"
     assert lines[1].startswith("summary: stored (rev ")
     assert done.stderr == ""
 

@@ -82,8 +82,10 @@ async def test_the_same_on_docker_where_the_workspace_is_a_bind_mount(
             try:
                 choird = await asyncio.to_thread(spawn_choird, home, "--runtime", "docker")
                 async with await ChoirClient.connect(home, call_timeout=None) as client:
-                    started = await client.agent_start("agent-1", {"dm": "console"})
-                    container = (await client.agent_status("agent-1"))["container"]
+                    started = (await client.agent_start("agent-1", {"dm": "console"})).model_dump(
+                        mode="json"
+                    )
+                    container = (await client.agent_status("agent-1")).container
                     await asyncio.to_thread(serve_model_in, container)
                     conversation = Conversation("agent-1", client)
                     await conversation.open()
@@ -160,7 +162,7 @@ async def full_then_read_only(scene: Scene, disk: Path, started: dict[str, Any])
     assert "read-only" in report.text
     assert "remount" in report.text
     status = await client.agent_status("agent-1")
-    assert (status["state"], status["session_id"]) == ("running", started["session_id"])
+    assert (status.state, status.session_id) == ("running", started["session_id"])
 
     await asyncio.to_thread(remount, disk, "rw")
     checker.fault(f"{workspace} writable again")
@@ -171,7 +173,7 @@ async def full_then_read_only(scene: Scene, disk: Path, started: dict[str, Any])
     verdict = await checker.verify([scene.conversation])
     assert verdict.open_intents == []
     status = await client.agent_status("agent-1")
-    assert (status["state"], status["session_id"], status["pid"]) == (
+    assert (status.state, status.session_id, status.pid) == (
         "running",
         started["session_id"],
         started["pid"],
@@ -183,16 +185,16 @@ def disk_problem(client: ChoirClient, state: str, path: Path) -> Probe:
     """`status` shows the disk problem `state` at `path`, with its reason."""
 
     async def probe() -> str | None:
-        disk = (await client.status())["disk"]
-        if disk["state"] != state or disk["where"] != str(path):
+        disk = (await client.status()).disk
+        if disk.state != state or disk.where != str(path):
             return None
-        return str(disk["reason"])
+        return str(disk.reason)
 
     return probe
 
 
 async def disk_clean(client: ChoirClient) -> bool:
-    return bool((await client.status())["disk"]["state"] == "ok")
+    return bool((await client.status()).disk.state == "ok")
 
 
 def remount(mountpoint: Path, mode: str) -> None:

@@ -13,12 +13,12 @@ async def reply_to(
 ) -> dict[str, Any]:
     """Send `text` to `agent_id`; its reply (category `reply`) to that message."""
     sent = await client.chat_send(agent_id, text)
-    replies = client.chat_replies(agent_id, after_seq=sent["after_seq"])
+    replies = client.chat_replies(agent_id, after_seq=sent.after_seq)
     try:
         async with asyncio.timeout(within):
             async for reply in replies:
-                if reply["category"] == "reply" and reply["in_reply_to"] == sent["message_id"]:
-                    return reply
+                if reply.category == "reply" and reply.in_reply_to == sent.message_id:
+                    return reply.model_dump(mode="json")
     finally:
         await replies.aclose()
     raise AssertionError(f"the reply stream ended without a reply to {text!r}")
@@ -41,8 +41,8 @@ async def replies_until(
     try:
         async with asyncio.timeout(within):
             async for reply in replies:
-                got.append(reply)
-                wanted = {w for w in wanted if w not in reply["text"]}
+                got.append(reply.model_dump(mode="json"))
+                wanted = {w for w in wanted if w not in reply.text}
                 if not wanted:
                     return got
     finally:

@@ -224,7 +224,7 @@ class Conversation:
             async with contextlib.aclosing(stream):
                 async for reply in stream:
                     async with self._arrived:
-                        self.replies.append(reply)
+                        self.replies.append(reply.model_dump(mode="json"))
                         self._arrived.notify_all()
 
         self._reader = asyncio.create_task(read(), name=f"replies-{self.agent_id}")
@@ -248,9 +248,7 @@ class Conversation:
         answer = await self.client.chat_send(self.agent_id, text)
         # chat.send answers `durable` once the message is stored in choird's inbox (issue 12,
         # item 2): from then on it must reach the agent exactly once
-        sent = SentMessage(
-            self.agent_id, text, answer.get("message_id"), bool(answer.get("durable"))
-        )
+        sent = SentMessage(self.agent_id, text, answer.message_id, bool(answer.durable))
         self.sent.append(sent)
         return sent
 
@@ -308,11 +306,11 @@ class Cluster:
     async def start(self, agent_id: str, *, failpoints: str | None = None) -> dict[str, Any]:
         """`agent start` (a crashed or suspended session resumes), `failpoints` armed in it."""
         with armed_failpoints(failpoints):
-            return await self.client.agent_start(agent_id)
+            return (await self.client.agent_start(agent_id)).model_dump(mode="json")
 
     async def pid(self, agent_id: str) -> int | None:
         """The agent's process id while it runs (`agent status`)."""
-        pid = (await self.client.agent_status(agent_id))["pid"]
+        pid = (await self.client.agent_status(agent_id)).pid
         return int(pid) if pid is not None else None
 
     async def kill(self, agent_id: str) -> int:
@@ -325,7 +323,7 @@ class Cluster:
 
     async def state(self, agent_id: str) -> str:
         """`running`, `crashed` or `stopped`, as `choirctl agent status` shows it."""
-        return str((await self.client.agent_status(agent_id))["state"])
+        return str((await self.client.agent_status(agent_id)).state)
 
     def conversation(self, agent_id: str) -> Conversation:
         return self.conversations[agent_id]
@@ -352,8 +350,8 @@ async def stop_agents(client: ChoirClient) -> None:
         with contextlib.suppress(Exception):  # the test stopped or broke it already
             await client.agent_stop(agent_id)
 
-    agents = (await client.agent_list())["agents"]
-    await asyncio.gather(*(stop(a["agent_id"]) for a in agents if a["state"] == "running"))
+    agents = (await client.agent_list()).agents
+    await asyncio.gather(*(stop(a.agent_id) for a in agents if a.state == "running"))
 
 
 @contextlib.asynccontextmanager

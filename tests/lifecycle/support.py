@@ -30,12 +30,12 @@ async def choirctl(home: ChoirHome, *args: str) -> subprocess.CompletedProcess[s
 async def chat(client: ChoirClient, text: str, agent_id: str = "agent-1") -> dict[str, Any]:
     """The agent's reply to `text` over the console DM."""
     sent = await client.chat_send(agent_id, text)
-    replies = client.chat_replies(agent_id, after_seq=sent["after_seq"])
+    replies = client.chat_replies(agent_id, after_seq=sent.after_seq)
     try:
         async with asyncio.timeout(REPLY_TIMEOUT_S):
             async for reply in replies:
-                if reply["category"] == "reply" and reply["in_reply_to"] == sent["message_id"]:
-                    return reply
+                if reply.category == "reply" and reply.in_reply_to == sent.message_id:
+                    return reply.model_dump(mode="json")
     finally:
         await replies.aclose()
     raise AssertionError("the reply stream ended without a reply")

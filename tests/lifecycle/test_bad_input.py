@@ -61,13 +61,13 @@ async def test_an_unknown_name_in_any_start_flag_lists_the_known_ones(choird: Ch
         assert one_error_line(done, 2) == (
             f"error: cannot start agent-1: {flag}: no {noun} named 'nope' (known: {known})"
         )
-    assert (await client.session_list("agent-1"))["sessions"] == []
+    assert (await client.session_list("agent-1")).sessions == []
 
 
 async def test_conflicts_name_each_resource_and_its_holder(choird: Choird) -> None:
     daemon, client = choird
     holder = await client.agent_start("agent-2", {"dm": "ops"})
-    session = holder["session_id"]
+    session = holder.session_id
     held_by = f"is leased to agent-2 (session {session}): stop agent-2 or pass"
 
     workspace = await start(daemon.home, "--dm", "console", "--workspace", "other")
@@ -85,7 +85,7 @@ async def test_conflicts_name_each_resource_and_its_holder(choird: Choird) -> No
         f"error: agent-2 is already running (session {session}): "
         "stop it first with choirctl agent stop agent-2"
     )
-    assert (await client.session_list("agent-1"))["sessions"] == []
+    assert (await client.session_list("agent-1")).sessions == []
     await client.agent_stop("agent-2")
 
 
@@ -124,14 +124,14 @@ async def test_a_missing_workspace_directory_leases_nothing(home: ChoirHome, roo
         done = await choirctl(
             home, "agent", "start", "agent-1", "--dm", "console", "--workspace", "gone"
         )
-        sessions = (await client.session_list("agent-1"))["sessions"]
-        leases = (await client.workspace_list())["workspaces"]
+        sessions = (await client.session_list("agent-1")).sessions
+        leases = (await client.workspace_list()).workspaces
     assert one_error_line(done, 2) == (
         f"error: workspace gone is missing ({root / 'not-there'}): create the directory or "
         "bind another with --workspace"
     )
     assert sessions == []
-    assert all(w["leased_to"] is None for w in leases)
+    assert all(w.leased_to is None for w in leases)
 
 
 async def test_choir_up_and_down_refusals(choird: Choird) -> None:

@@ -55,5 +55,5 @@ async def test_an_agent_whose_tree_changed_after_start_is_refused(choird: Choird
     assert await stored_events(daemon, started.session_id) == []
     # a start merges the tree again and records it: the agent runs
     restarted = await client.agent_start("agent-1", {"dm": "console"})
-    assert restarted["image"]["skill_manifest_hash"] != artefact.version.skill_manifest_hash
+    assert restarted.image.skill_manifest_hash != artefact.version.skill_manifest_hash
     await client.agent_stop("agent-1")

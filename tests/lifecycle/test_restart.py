@@ -18,30 +18,30 @@ async def test_restart_resumes_the_same_session_with_the_start_bindings(choird: 
     started = await client.agent_start("agent-1", {"dm": "console", "workspace": "other"})
     await chat(client, "hello")
     await client.model_set("agent-1", "demo-2")  # transient: a restart reverts it
-    before = len(await stored_events(daemon, started["session_id"]))
+    before = len(await stored_events(daemon, started.session_id))
 
     restarted = await client.agent_restart("agent-1")
 
-    stopped = restarted["stopped"]
-    assert stopped == {
+    stopped = restarted.stopped
+    assert stopped.model_dump(mode="json") == {
         "agent_id": "agent-1",
-        "session_id": started["session_id"],
+        "session_id": started.session_id,
         "status": "suspended",
         "exit_code": 0,
-        "summary": stopped["summary"],
+        "summary": stopped.summary.model_dump(mode="json"),
     }
-    assert (stopped["summary"]["stored"], stopped["summary"]["warn"]) == (True, False)
-    assert (restarted["session_id"], restarted["resumed"]) == (started["session_id"], True)
-    assert restarted["pid"] != started["pid"]
-    assert gone(started["pid"])
-    assert restarted["bindings"]["workspace"] == "other"
-    assert restarted["bindings"]["llm"] == "demo"
+    assert (stopped.summary.stored, stopped.summary.warn) == (True, False)
+    assert (restarted.session_id, restarted.resumed) == (started.session_id, True)
+    assert restarted.pid != started.pid
+    assert gone(started.pid)
+    assert restarted.bindings["workspace"] == "other"
+    assert restarted.bindings["llm"] == "demo"
     assert (await chat(client, "hello"))["text"].startswith("Hello!")
-    assert len(await stored_events(daemon, started["session_id"])) > before
-    row = await session_row(daemon, started["session_id"])
+    assert len(await stored_events(daemon, started.session_id)) > before
+    row = await session_row(daemon, started.session_id)
     assert row.status == SessionStatus.ACTIVE
     await client.agent_stop("agent-1")
-    assert await leased(daemon, started["session_id"]) == set()
+    assert await leased(daemon, started.session_id) == set()
 
 
 async def test_restart_by_choirctl_and_its_refusals(choird: Choird) -> None:
@@ -58,7 +58,7 @@ async def test_restart_by_choirctl_and_its_refusals(choird: Choird) -> None:
     assert unknown.startswith("error: no agent named 'nope'")
     assert "(known: agent-1, agent-2)" in unknown
     assert done.returncode == 0, done.stderr
-    assert '"session_id": "' + started["session_id"] + '"' in done.stdout
+    assert '"session_id": "' + started.session_id + '"' in done.stdout
     assert '"resumed": true' in done.stdout
     with pytest.raises(ConflictError, match="already running"):
         await client.agent_start("agent-1", {"dm": "console"})
@@ -74,12 +74,12 @@ async def test_new_session_and_resume_choose_the_session(choird: Choird) -> None
     second = await client.agent_start("agent-1", {"dm": "console"})
     await client.agent_restart("agent-1")  # suspended: the next start would resume it
     await client.agent_stop("agent-1")
-    resumed = await client.agent_start("agent-1", {"dm": "console"}, resume=first["session_id"])
+    resumed = await client.agent_start("agent-1", {"dm": "console"}, resume=first.session_id)
     await client.agent_stop("agent-1")
     fresh = await client.agent_start("agent-1", {"dm": "console"}, new_session=True)
     await client.agent_stop("agent-1")
 
-    assert second["session_id"] != first["session_id"]
-    assert (resumed["session_id"], resumed["resumed"]) == (first["session_id"], True)
-    assert fresh["resumed"] is False
-    assert fresh["session_id"] not in {first["session_id"], second["session_id"]}
+    assert second.session_id != first.session_id
+    assert (resumed.session_id, resumed.resumed) == (first.session_id, True)
+    assert fresh.resumed is False
+    assert fresh.session_id not in {first.session_id, second.session_id}

@@ -24,15 +24,15 @@ async def test_status_of_a_running_agent_shows_every_aspect(choird: Choird) -> N
 
     assert human.returncode == 0, human.stderr
     lines = human.stdout.splitlines()
-    assert lines[0] == f"agent-1  running  session {started['session_id']} (active)"
+    assert lines[0] == f"agent-1  running  session {started.session_id} (active)"
     labels = [line.split()[0] for line in lines[1:12]]
     for label in ("runtime", "image", "uptime", "config", "skill", "bindings", "budgets"):
         assert label in labels, label
-    assert f"runtime    process ({sandbox_word()}), pid {started['pid']}" in lines
+    assert f"runtime    process ({sandbox_word()}), pid {started.pid}" in lines
     assert any(line.startswith("edge ") and "EDGE_" in line for line in lines)
-    assert data["image"] == started["image"]
+    assert data["image"] == started.image.model_dump(mode="json")
     assert data["image"]["image_version"] == "process"
-    runtime = ("process", bwrap_works(), started["pid"])
+    runtime = ("process", bwrap_works(), started.pid)
     assert (data["runtime"], data["sandboxed"], data["pid"]) == runtime
     assert data["config_version"] == data["config_version_latest"]
     assert data["uptime_s"] >= 0
@@ -45,4 +45,4 @@ async def test_status_of_a_running_agent_shows_every_aspect(choird: Choird) -> N
         (await choirctl(daemon.home, "agent", "status", "agent-1", "--json")).stdout
     )
     assert (stopped["state"], stopped["runtime"], stopped["uptime_s"]) == ("stopped", None, None)
-    assert stopped["image"] == started["image"]  # what it last ran
+    assert stopped["image"] == started.image.model_dump(mode="json")  # what it last ran

@@ -45,23 +45,23 @@ async def test_update_redeploys_a_changed_build_and_resumes_the_session(choird: 
     head = commit_file(global_repo(daemon.home), "identity/USER.md", "The operator likes tea.\n")
     updated = await client.agent_update("agent-1", progress.append)
 
-    assert unchanged == {
+    assert unchanged.model_dump(mode="json") == {
         "agent_id": "agent-1",
         "outcome": "skipped",
         "reason": "up to date: it runs the latest build",
     }
-    assert updated["outcome"] == "redeployed"
-    assert updated["stopped"]["status"] == "suspended"
-    assert (updated["started"]["session_id"], updated["started"]["resumed"]) == (
-        started["session_id"],
+    assert updated.outcome == "redeployed"
+    assert updated.stopped.status == "suspended"
+    assert (updated.started.session_id, updated.started.resumed) == (
+        started.session_id,
         True,
     )
-    assert gone(started["pid"])
+    assert gone(started.pid)
     assert (tree(daemon.home) / "USER.md").read_text() == "The operator likes tea.\n"
     status = await client.agent_status("agent-1")
-    assert status["image"]["global_repo_commit"] == head
-    assert status["state"] == "running"
-    assert [p["phase"] for p in progress] == ["build", "build", "stop", "start"]
+    assert status.image["global_repo_commit"] == head
+    assert status.state == "running"
+    assert [p.phase for p in progress] == ["build", "build", "stop", "start"]
     assert (await chat(client, "hello"))["text"].startswith("Hello!")
     await client.agent_stop("agent-1")
 
@@ -78,8 +78,8 @@ async def test_a_failed_build_leaves_the_agent_running(choird: Choird) -> None:
     assert refused.returncode == 2, refused.stderr
     assert "broken.tool.json" in refused.stderr
     assert "Traceback" not in refused.stderr
-    listed = {a["agent_id"]: a for a in (await client.agent_list())["agents"]}
-    assert (listed["agent-1"]["state"], listed["agent-1"]["pid"]) == ("running", started["pid"])
+    listed = {a.agent_id: a for a in (await client.agent_list()).agents}
+    assert (listed["agent-1"].state, listed["agent-1"].pid) == ("running", started.pid)
     assert (await chat(client, "hello"))["text"].startswith("Hello!")
     assert not (daemon.home.root / "runtime" / "agent-1" / "choir.next").exists()
     await client.agent_stop("agent-1")
@@ -120,8 +120,8 @@ async def update_all_three(daemon: ChoirDaemon, client: ChoirClient) -> None:
     ]
     assert again.stderr == ""  # --json: no progress lines
     status = await client.agent_status("agent-1")
-    assert (status["session_id"], status["state"]) == (started["session_id"], "running")
-    assert (await client.agent_status("agent-2"))["state"] == "stopped"
+    assert (status.session_id, status.state) == (started.session_id, "running")
+    assert (await client.agent_status("agent-2")).state == "stopped"
     await client.agent_stop("agent-1")
 
 

@@ -39,22 +39,22 @@ async def test_reset_stops_the_agent_gracefully_then_empties_the_workspace(
 
     reset = await client.workspace_reset("default")
 
-    assert reset["stopped"] == {
+    assert reset.stopped.model_dump(mode="json") == {
         "agent_id": "agent-1",
-        "session_id": started["session_id"],
+        "session_id": started.session_id,
         "status": "stopped",
         "exit_code": 0,
-        "summary": reset["stopped"]["summary"],
+        "summary": reset.stopped.summary.model_dump(mode="json"),
     }
-    assert reset["stopped"]["summary"]["stored"] is True
-    assert reset["removed"] == 2  # notes.txt, .choirtmp
+    assert reset.stopped.summary.stored is True
+    assert reset.removed == 2  # notes.txt, .choirtmp
     assert entries(workspace(daemon.home)) == SCRATCH
-    assert gone(started["pid"])
-    row = await session_row(daemon, started["session_id"])
+    assert gone(started.pid)
+    row = await session_row(daemon, started.session_id)
     assert row.status == SessionStatus.STOPPED
-    assert await leased(daemon, started["session_id"]) == set()
-    listed = {w["name"]: w for w in (await client.workspace_list())["workspaces"]}
-    assert listed["default"]["leased_to"] is None
+    assert await leased(daemon, started.session_id) == set()
+    listed = {w.name: w for w in (await client.workspace_list()).workspaces}
+    assert listed["default"].leased_to is None
 
 
 async def test_choirctl_reset_names_the_agent_it_stopped(choird: Choird) -> None:
@@ -66,10 +66,10 @@ async def test_choirctl_reset_names_the_agent_it_stopped(choird: Choird) -> None
 
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines() == [
-        f"agent-1 stopped first: session {started['session_id']}",
+        f"agent-1 stopped first: session {started.session_id}",
         f"workspace default reset: 1 entries removed from {workspace(daemon.home)}",
     ]
-    listed = {a["agent_id"]: a["state"] for a in (await client.agent_list())["agents"]}
+    listed = {a.agent_id: a.state for a in (await client.agent_list()).agents}
     assert listed == {"agent-1": "stopped", "agent-2": "running"}  # only the holder stops
-    assert other["session_id"] == (await client.agent_status("agent-2"))["session_id"]
+    assert other.session_id == (await client.agent_status("agent-2")).session_id
     await client.agent_stop("agent-2")

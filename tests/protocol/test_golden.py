@@ -84,7 +84,7 @@ def test_there_is_a_golden_directory_per_protocol_version():
 
 def test_every_golden_file_belongs_to_a_family():
     names = {path.name for path in (GOLDEN / "v1").iterdir()}
-    assert names == {*FAMILIES, "verbs.json"}
+    assert names == {*FAMILIES, "verbs.json", "operator.json"}
 
 
 @pytest.mark.parametrize(

@@ -36,7 +36,8 @@ class Choird:
     home: ChoirHome
 
     async def start(self, agent_id: str = "agent-1", **overrides: Any) -> dict[str, Any]:
-        return await self.client.agent_start(agent_id, {"dm": "console", **overrides})
+        started = await self.client.agent_start(agent_id, {"dm": "console", **overrides})
+        return started.model_dump(mode="json")
 
 
 @pytest.fixture

@@ -98,8 +98,8 @@ async def test_a_started_agent_has_every_item_of_the_profile(
     assert len(verified["checks"]) == 21
     assert all("kernel" in c["actual"] for c in verified["checks"][:2])
     status = await choird.client.agent_status("agent-1")
-    assert status["verified"]["ok"]
-    assert status["container"] == container.id
+    assert status.verified.ok
+    assert status.container == container.id
 
     shown = await asyncio.to_thread(run_choirctl, choird.home, "agent", "verify", "agent-1")
     assert shown.returncode == 0, shown.stderr
@@ -123,7 +123,7 @@ async def test_chat_then_graceful_stop_leaves_nothing_behind(
     reply = await chat(choird.client, "hello")
     assert reply["text"].startswith("Hello!")
     stopped = await choird.client.agent_stop("agent-1")
-    assert (stopped["status"], stopped["exit_code"]) == ("stopped", 0)
+    assert (stopped.status, stopped.exit_code) == ("stopped", 0)
     assert await leased(choird.daemon, started["session_id"]) == set()
     await poll_until(lambda: not containers_of(engine, choird.home), within=5)
     lines = [json.loads(line) for line in choird.home.agent_log("agent-1").read_text().splitlines()]

@@ -96,13 +96,13 @@ async def test_a_killed_choirds_container_is_removed_by_the_next_one(
         await asyncio.to_thread(wait_until_ready, first)
         async with await ChoirClient.connect(home) as client:
             started = await client.agent_start("agent-1", {"dm": "console"})
-        assert started["runtime"] == "docker"
+        assert started.runtime == "docker"
     finally:
         first.process.kill()
         first.process.wait(timeout=30)
     (orphan,) = containers_of(engine, home)
     assert orphan.status == "running"
-    assert orphan.labels["choir.session"] == started["session_id"]
+    assert orphan.labels["choir.session"] == started.session_id
     workspace = str((home.workspaces / "default").resolve())
     root_choird = os.geteuid() == 0
     assert (workspace_mount(workspace) is not None) == root_choird  # its nosuid bind, left
@@ -115,7 +115,7 @@ async def test_a_killed_choirds_container_is_removed_by_the_next_one(
         assert containers_of(engine, home) == []
         decoy.reload()
         assert decoy.status == "running"
-        status = await session_status(pg_params, started["session_id"])
+        status = await session_status(pg_params, started.session_id)
         assert status == SessionStatus.CRASHED
         (removed,) = step_6(home)
         assert removed["removed"] == [orphan.name]

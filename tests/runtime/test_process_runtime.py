@@ -56,7 +56,7 @@ async def test_verify_says_unsandboxed_and_the_token_is_in_no_environment(
 ) -> None:
     daemon, client = process_choird
     started = await client.agent_start("agent-1", {"dm": "console"})
-    assert (started["runtime"], started["sandboxed"]) == ("process", False)
+    assert (started.runtime, started.sandboxed) == ("process", False)
     before = await asyncio.to_thread(run_choirctl, daemon.home, "agent", "status", "agent-1")
     assert "security   none: a host process (unsandboxed)" in before.stdout
 
@@ -64,16 +64,16 @@ async def test_verify_says_unsandboxed_and_the_token_is_in_no_environment(
     assert verified["ok"] is False
     assert [check["item"] for check in verified["checks"]] == ["sandbox"]
     status = await client.agent_status("agent-1")
-    assert status["verified"]["checks"][0]["item"] == "sandbox"
+    assert status.verified.checks[0].item == "sandbox"
     shown = await asyncio.to_thread(run_choirctl, daemon.home, "agent", "verify", "agent-1")
     assert shown.returncode == 1
     assert "FAILS sandbox" in shown.stdout
     assert "  FAIL  sandbox  a host process (process runtime, unsandboxed)" in shown.stdout
 
-    environ = environ_of(started["pid"])
+    environ = environ_of(started.pid)
     names = {variable.partition("=")[0] for variable in environ if variable}
     assert names == {"PATH", "HOME", "LANG", "CHOIR_AGENT_ID", "CHOIR_SESSION_ID"}
-    row = await session_row(daemon, started["session_id"])
+    row = await session_row(daemon, started.session_id)
     values = {variable.partition("=")[2] for variable in environ}
     assert row.lease_id not in {hashlib.sha256(v.encode()).hexdigest() for v in values}
     await client.agent_stop("agent-1")

@@ -108,8 +108,8 @@ async def test_a_sandboxed_agent_is_confined_and_every_view_says_so(
 ) -> None:
     daemon, client = sandboxed
     started = await client.agent_start("agent-1", {"dm": "console"})
-    assert (started["runtime"], started["sandboxed"]) == ("process", True)
-    pid = started["pid"]
+    assert (started.runtime, started.sandboxed) == ("process", True)
+    pid = started.pid
     assert "choir-agent" in " ".join(psutil.Process(pid).cmdline())
     assert os.getpgid(pid) == pid  # it leads its group: what choird signals to end an orphan
     workspace = Path(read_config(daemon.home)["workspaces"]["default"]["path"])

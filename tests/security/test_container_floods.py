@@ -475,7 +475,7 @@ async def test_a_flood_from_a_choir_exec_in_the_bwrap_sandbox_wedges_nothing(
             with running_choird(home, (OPEN_FILES, OPEN_FILES), "--runtime", "process") as choird:
                 async with await ChoirClient.connect(home) as client:
                     started = await client.agent_start("agent-1", {"dm": "console"})
-                    assert (started["runtime"], started["sandboxed"]) == ("process", True)
+                    assert (started.runtime, started.sandboxed) == ("process", True)
                     scene = Scene(home, choird, pg_params, workspace, str(socket_path))
 
                     async def run() -> object:

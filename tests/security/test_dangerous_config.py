@@ -61,7 +61,7 @@ def one_error(done: subprocess.CompletedProcess[str], code: int = 3) -> list[str
 async def staged(client: ChoirClient) -> tuple[object, ...]:
     """What choird runs and has staged: a refused load must change none of it."""
     status = await client.status()
-    return status["config_version"], status["config_hash"], status["config_staged"]
+    return status.config_version, status.config_hash, status.config_staged
 
 
 # -- workspaces ----------------------------------------------------------------------------

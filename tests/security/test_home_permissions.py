@@ -43,7 +43,7 @@ async def test_choird_as_root_leaves_home_and_every_parent_as_the_operator_set_t
         before = modes(watched)
 
         async with running_daemon(home) as daemon, await ChoirClient.connect(home) as client:
-            assert (await client.status())["postgres"]["state"] == "ok"
+            assert (await client.status()).postgres.state == "ok"
             assert daemon.database is not None
             server = daemon.database.embedded
             assert server is not None

@@ -139,12 +139,12 @@ async def served(home: ChoirHome) -> AsyncIterator[tuple[ChoirDaemon, ChoirClien
 
 async def reply_to(client: ChoirClient, text: str, within: float = 30) -> str:
     sent = await client.chat_send("agent-1", text)
-    replies = client.chat_replies("agent-1", after_seq=sent["after_seq"])
+    replies = client.chat_replies("agent-1", after_seq=sent.after_seq)
     try:
         async with asyncio.timeout(within):
             async for reply in replies:
-                if reply["category"] == "reply" and reply["in_reply_to"] == sent["message_id"]:
-                    return str(reply["text"])
+                if reply.category == "reply" and reply.in_reply_to == sent.message_id:
+                    return str(reply.text)
     finally:
         await replies.aclose()
     raise AssertionError("the reply stream ended without a reply")
@@ -181,7 +181,7 @@ async def test_awkward_text_from_every_source_survives_storage_and_a_resume(
     daemon, client = served
     home = daemon.home
     started = await client.agent_start("agent-1", {"dm": "console"})
-    session_id = started["session_id"]
+    session_id = started.session_id
 
     # a NUL in a console chat message; the model answers with NUL, a lone surrogate, 0xFF
     assert await reply_to(client, "please poke \x00 it") == FINAL_REPLY
@@ -219,10 +219,10 @@ async def test_awkward_text_from_every_source_survives_storage_and_a_resume(
         assert snapshot.content_problem() is None  # its digest, recomputed from what came back
         assert any(FINAL_REPLY in text for text in _strings(latest.snapshot))
 
-    os.kill(started["pid"], signal.SIGKILL)
+    os.kill(started.pid, signal.SIGKILL)
     await poll_until(lambda: _crashed(daemon, session_id), within=15)
     resumed = await client.agent_start("agent-1", {"dm": "console"})
-    assert (resumed["session_id"], resumed["resumed"]) == (session_id, True)
+    assert (resumed.session_id, resumed.resumed) == (session_id, True)
     assert await reply_to(client, "again") == "still here\x00after the resume"
     after = verified(await stored_events(daemon, session_id))
     assert [(r.rev, r.hash, r.payload) for r in after[: len(records)]] == [
@@ -249,10 +249,10 @@ async def test_an_approval_payload_with_nul_is_stored_and_shown(
         request = RequestApprovalRequest(request_type="config_change", payload=proposal)
         answer = await plane.request_approval(request)
         shown = await client.approval_show(answer.approval_id)
-        assert shown["payload"] == proposal
-        [listed] = (await client.approval_list())["approvals"]
-        assert listed["payload"] == proposal
+        assert shown.payload == proposal
+        [listed] = (await client.approval_list()).approvals
+        assert listed.payload == proposal
         await client.approval_reject(answer.approval_id, by="ops\x00")
-        assert (await client.approval_show(answer.approval_id))["resolved_by"] == "ops\x00"
+        assert (await client.approval_show(answer.approval_id)).resolved_by == "ops\x00"
     finally:
         await plane.close()

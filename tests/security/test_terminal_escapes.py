@@ -144,17 +144,17 @@ async def escaped(root: Path, pg_params: ConnectParams) -> AsyncIterator[tuple[C
             started = await client.agent_start("agent-1", {"dm": "console"})
             reply = await reply_to(client, "show me escapes")
             assert reply["text"] == REPLY
-            yield home, str(started["session_id"])
+            yield home, str(started.session_id)
 
 
 async def reply_to(client: ChoirClient, text: str) -> dict[str, Any]:
     sent = await client.chat_send("agent-1", text)
-    replies = client.chat_replies("agent-1", after_seq=sent["after_seq"])
+    replies = client.chat_replies("agent-1", after_seq=sent.after_seq)
     try:
         async with asyncio.timeout(30):
             async for reply in replies:
-                if reply["category"] == "reply" and reply["in_reply_to"] == sent["message_id"]:
-                    return reply
+                if reply.category == "reply" and reply.in_reply_to == sent.message_id:
+                    return reply.model_dump(mode="json")
     finally:
         await replies.aclose()
     raise AssertionError("no reply")

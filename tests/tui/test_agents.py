@@ -20,7 +20,7 @@ async def test_agents_lists_every_agent_and_starts_and_stops_one(live: Live):
         runtime = column(app, "agents-table", "runtime")[0]
         assert runtime == f"process ({sandbox_word()})"
         session = column(app, "agents-table", "session")[0]
-        assert session == (await live.client.agent_list())["agents"][0]["session_id"]
+        assert session == (await live.client.agent_list()).agents[0].session_id
         assert "llm=demo" in column(app, "agents-table", "bindings")[0]
 
         await pilot.press("x")  # asks first
@@ -28,10 +28,10 @@ async def test_agents_lists_every_agent_and_starts_and_stops_one(live: Live):
         assert type(app.screen).__name__ == "ConfirmDialog"
         await pilot.press("n")
         await pilot.pause(0.3)
-        assert (await live.client.agent_list())["agents"][0]["state"] == "running"
+        assert (await live.client.agent_list()).agents[0].state == "running"
 
         await pilot.press("x")
         await pilot.pause()
         await pilot.press("y")
         await until(pilot, lambda: column(app, "agents-table", "state")[0] == "stopped")
-        assert (await live.client.agent_list())["agents"][0]["state"] == "stopped"
+        assert (await live.client.agent_list()).agents[0].state == "stopped"

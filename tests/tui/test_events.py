@@ -22,7 +22,7 @@ def lanes_shown(app: ChoirApp) -> set[str]:
 
 
 async def stored_count(live: Live, session_id: str) -> int:
-    return len((await live.client.session_events(session_id, limit=1000))["events"])
+    return len((await live.client.session_events(session_id, limit=1000)).events)
 
 
 async def chat_and_wait(live: Live, session_id: str, text: str) -> None:
@@ -37,7 +37,7 @@ async def chat_and_wait(live: Live, session_id: str, text: str) -> None:
 
 
 async def test_the_timeline_follows_edge_and_cores_live(live: Live):
-    session_id = (await live.client.agent_start("agent-1"))["session_id"]
+    session_id = (await live.client.agent_start("agent-1")).session_id
     async with console(live.home) as (app, pilot):
         await tab(pilot, "events")
         view = app.query_one(EventsView)
@@ -86,10 +86,10 @@ async def test_the_timeline_follows_edge_and_cores_live(live: Live):
 
 
 async def test_older_events_are_paged_in_from_choird(live: Live):
-    session_id = (await live.client.agent_start("agent-1"))["session_id"]
+    session_id = (await live.client.agent_start("agent-1")).session_id
     for index in range(4):
         await chat_and_wait(live, session_id, f"hello {index}")
-    stored = (await live.client.session_events(session_id, limit=1000))["events"]
+    stored = (await live.client.session_events(session_id, limit=1000)).events
     async with console(live.home) as (app, pilot):
         await tab(pilot, "events")
         view = app.query_one(EventsView)
@@ -101,6 +101,6 @@ async def test_older_events_are_paged_in_from_choird(live: Live):
         assert first > 1
         await pilot.press("home")
         await until(pilot, lambda: line.first_rev == 1, what="older events paged in")
-        assert [row[REV] for row in line.rows][: len(stored)] == [e["rev"] for e in stored][
+        assert [row[REV] for row in line.rows][: len(stored)] == [e.rev for e in stored][
             : len(line.rows)
         ]

@@ -3,8 +3,7 @@ lock, shows its latest event, takes an injected instruction and is cancelled fro
 
 from __future__ import annotations
 
-from typing import Any
-
+from choir.protocol.operator.views import EventView
 from tests.tui.conftest import Live, column
 from tests.tui.pilot import console, until
 from tests.tui.pilot import show_tab as tab
@@ -16,13 +15,13 @@ def rows(app: ChoirApp, table_id: str, *keys: str) -> list[tuple[str, ...]]:
     return list(zip(*columns, strict=True))
 
 
-async def events_of(live: Live, session_id: str, kind: str) -> list[dict[str, Any]]:
+async def events_of(live: Live, session_id: str, kind: str) -> list[EventView]:
     answer = await live.client.session_events(session_id, limit=1000)
-    return [event for event in answer["events"] if event["event_type"] == kind]
+    return [event for event in answer.events if event.event_type == kind]
 
 
 async def test_a_core_job_shows_in_lanes_locks_and_cores_and_is_cancelled(live: Live):
-    session_id = (await live.client.agent_start("agent-1"))["session_id"]
+    session_id = (await live.client.agent_start("agent-1")).session_id
     async with console(live.home) as (app, pilot):
         await until(pilot, lambda: app.state.session_of("agent-1") == session_id)
         await tab(pilot, "lanes")
@@ -69,4 +68,4 @@ LOCK_COLUMNS = ("resource", "mode", "holders")
 
 async def _injected(live: Live, session_id: str) -> bool:
     injected = await events_of(live, session_id, "injected_instruction")
-    return any("for core job slow: use fewer seconds" in e["payload"]["content"] for e in injected)
+    return any("for core job slow: use fewer seconds" in e.payload["content"] for e in injected)

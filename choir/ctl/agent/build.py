@@ -9,13 +9,17 @@ A failed build exits 1 with the build's last lines; the previous image stays the
 from __future__ import annotations
 
 import sys
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from choir.commands import documented
 from choir.ctl.options import HomeOption, JsonOption
 from choir.ctl.render.output import emit, write_visible
+
+if TYPE_CHECKING:
+    from choir.protocol.operator.answers import ImageBuilt
+    from choir.protocol.operator.items import Progress
 
 AgentArgument = Annotated[str, typer.Argument(help="Agent id.", show_default=False)]
 VerboseOption = Annotated[
@@ -40,9 +44,9 @@ def build(
     emit(data, as_json, lambda: print(result_line(data)))
 
 
-def result_line(data: dict[str, Any]) -> str:
-    state = "built" if data["built"] else "up to date"
-    return f"{data['agent_id']}: {data['tag']} {state} ({data['image_id'][7:19]})"
+def result_line(data: ImageBuilt) -> str:
+    state = "built" if data.built else "up to date"
+    return f"{data.agent_id}: {data.tag} {state} ({data.image_id[7:19]})"
 
 
 class Printer:
@@ -51,16 +55,16 @@ class Printer:
     def __init__(self, verbose: bool) -> None:
         self._verbose = verbose
 
-    def __call__(self, item: dict[str, Any]) -> None:
+    def __call__(self, item: Progress) -> None:
         line = self.line(item)
         if line is not None:
             write_visible(line + "\n", sys.stderr)
             sys.stderr.flush()
 
-    def line(self, item: dict[str, Any]) -> str | None:
-        log = item.get("log")
+    def line(self, item: Progress) -> str | None:
+        log = item.log
         if log is not None:
-            return f"    {log}" if self._verbose or str(log).startswith("Step ") else None
-        if not item.get("detail"):
+            return f"    {log}" if self._verbose or log.startswith("Step ") else None
+        if not item.detail:
             return None  # a step starting; its detail follows
-        return f"[{item['step']}/{item.get('total', 10)}] {item['title']}: {item['detail']}"
+        return f"[{item.step}/{item.total or 10}] {item.title}: {item.detail}"

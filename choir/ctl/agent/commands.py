@@ -138,23 +138,23 @@ def list_agents(home: HomeOption = None, as_json: JsonOption = False) -> None:
     data = with_choird(home, lambda choird: choird.agent_list())
     rows = [
         (
-            a["agent_id"],
-            a["state"] + (f", {len(a['held_jobs'])} held" if a.get("held_jobs") else ""),
-            dash(a["session_id"]),
-            duration(a["uptime_s"]),
-            f"v{a['config_version']}" if a["config_version"] is not None else "-",
-            dash(a["bindings"].get("workspace")),
-            dash(a["bindings"].get("llm")),
-            dash(a["bindings"].get("dm")),
+            a.agent_id,
+            a.state + (f", {len(a.held_jobs)} held" if a.held_jobs else ""),
+            dash(a.session_id),
+            duration(a.uptime_s),
+            f"v{a.config_version}" if a.config_version is not None else "-",
+            dash(a.bindings.get("workspace")),
+            dash(a.bindings.get("llm")),
+            dash(a.bindings.get("dm")),
             runtime_label(a),
         )
-        for a in data["agents"]
+        for a in data.agents
     ]
     headers = ("agent", "state", "session", "uptime", "config", "workspace", "llm", "dm", "runtime")
 
     def show() -> None:
         table(headers, rows)
-        for line in outage_lines(data["agents"]):  # what brings a crashed agent back
+        for line in outage_lines(data.agents):  # what brings a crashed agent back
             print(line)
 
     emit(data, as_json, show)

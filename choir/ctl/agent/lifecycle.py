@@ -8,13 +8,17 @@ JSON object on stdout). Update-all exits 1 when any agent failed, after reportin
 from __future__ import annotations
 
 import sys
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from choir.commands import documented
 from choir.ctl.options import HomeOption, JsonOption
 from choir.ctl.render.output import emit, write_visible
+
+if TYPE_CHECKING:
+    from choir.protocol.operator.answers import UpdateOutcome
+    from choir.protocol.operator.items import Progress
 
 AgentArgument = Annotated[str, typer.Argument(help="Agent id.", show_default=False)]
 
@@ -26,7 +30,7 @@ def restart(agent_id: AgentArgument, home: HomeOption = None, as_json: JsonOptio
     from choir.ctl.render.output import warn
 
     data = with_choird(home, lambda choird: choird.agent_restart(agent_id), call_timeout=None)
-    stopped = data["stopped"]
+    stopped = data.stopped
 
     def show() -> None:
         print("\n".join([*stopped_lines(stopped), *started_lines(data)]))
@@ -54,28 +58,28 @@ def update_all(home: HomeOption = None, as_json: JsonOption = False) -> None:
 
     progress = None if as_json else show_progress
     data = with_choird(home, lambda choird: choird.agent_update_all(progress), call_timeout=None)
-    rows = [(a["agent_id"], a["outcome"], a["reason"]) for a in data["agents"]]
+    rows = [(a.agent_id, a.outcome, a.reason) for a in data.agents]
     emit(data, as_json, lambda: table(("agent", "outcome", "reason"), rows))
-    if data["failed"]:
+    if data.failed:
         raise typer.Exit(1)
 
 
-def outcome_line(outcome: dict[str, Any]) -> str:
-    return f"{outcome['agent_id']} {outcome['outcome']}: {outcome['reason']}"
+def outcome_line(outcome: UpdateOutcome) -> str:
+    return f"{outcome.agent_id} {outcome.outcome}: {outcome.reason}"
 
 
-def show_progress(item: dict[str, Any]) -> None:
+def show_progress(item: Progress) -> None:
     """One progress item of an update as a line on stderr."""
-    agent = item.get("agent_id", "")
-    if item.get("phase") == "outcome":
-        line = outcome_line(item["outcome"])
-    elif item.get("log") is not None:
-        line = f"  | {item['log']}"
-    elif isinstance(item.get("step"), int):
-        detail = f": {item['detail']}" if item.get("detail") else ""
-        total = f"/{item['total']}" if item.get("total") else ""
-        line = f"{agent}: build step {item['step']}{total} {item.get('title', '')}{detail}"
+    agent = item.agent_id
+    if item.phase == "outcome" and item.outcome is not None:
+        line = outcome_line(item.outcome)
+    elif item.log is not None:
+        line = f"  | {item.log}"
+    elif isinstance(item.step, int):
+        detail = f": {item.detail}" if item.detail else ""
+        total = f"/{item.total}" if item.total else ""
+        line = f"{agent}: build step {item.step}{total} {item.title or ''}{detail}"
     else:
-        line = f"{agent}: {item.get('title', '')}"
+        line = f"{agent}: {item.title or ''}"
     write_visible(line + "\n", sys.stderr)
     sys.stderr.flush()

@@ -2,16 +2,24 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from choir.protocol.operator.answers import (
+        AgentStarted,
+        AgentStatus,
+        AgentStopped,
+    )
+    from choir.protocol.operator.views import AgentSummary, HeldView, OutageView
 
 
-def runtime_label(agent: dict[str, Any]) -> str:
+def runtime_label(agent: AgentSummary) -> str:
     """`process (bwrap)`, `process (unsandboxed)`, `docker (sandboxed)`; `-` when the agent is
     not running here."""
-    runtime = agent.get("runtime")
+    runtime = agent.runtime
     if not runtime:
         return "-"
-    return f"{runtime} ({sandbox_word(runtime, agent.get('sandboxed'))})"
+    return f"{runtime} ({sandbox_word(runtime, agent.sandboxed)})"
 
 
 def sandbox_word(runtime: str | None, sandboxed: bool | None) -> str:
@@ -30,37 +38,32 @@ def image_label(image: dict[str, Any] | None) -> str:
     return f"{image['image_version']} ({commits})"
 
 
-def show_status(data: dict[str, Any]) -> None:
+def show_status(data: AgentStatus) -> None:
     """`agent status` for an operator: one line per aspect, then the lanes."""
     from choir.ctl.agent.verify import verified_label
     from choir.ctl.render.humanize import dash, duration, moment
     from choir.ctl.render.output import table
 
-    behind = " (behind: it fetches on its next heartbeat)" if data["config_behind"] else ""
-    version = data["config_version"]
-    bindings = " ".join(f"{role}={name}" for role, name in data["bindings"].items() if name)
-    remaining = ", ".join(f"{k} {v}" for k, v in data["budget_remaining"].items())
+    behind = " (behind: it fetches on its next heartbeat)" if data.config_behind else ""
+    version = data.config_version
+    bindings = " ".join(f"{role}={name}" for role, name in data.bindings.items() if name)
+    remaining = ", ".join(f"{k} {v}" for k, v in data.budget_remaining.items())
     lines = [
-        f"{data['agent_id']}  {data['state']}"
-        + (
-            f"  session {data['session_id']} ({data['session_status']})"
-            if data["session_id"]
-            else ""
-        ),
-        f"{'runtime':<11}{runtime_label(data)}"
-        + (f", pid {data['pid']}" if data.get("pid") else ""),
-        f"{'image':<11}{image_label(data.get('image'))}",
-        f"{'security':<11}{verified_label(data.get('verified'), sandboxed=data.get('sandboxed'))}",
-        f"{'uptime':<11}{duration(data['uptime_s'])}",
+        f"{data.agent_id}  {data.state}"
+        + (f"  session {data.session_id} ({data.session_status})" if data.session_id else ""),
+        f"{'runtime':<11}{runtime_label(data)}" + (f", pid {data.pid}" if data.pid else ""),
+        f"{'image':<11}{image_label(data.image)}",
+        f"{'security':<11}{verified_label(data.verified, sandboxed=data.sandboxed)}",
+        f"{'uptime':<11}{duration(data.uptime_s)}",
         f"{'config':<11}{'v' + str(version) if version is not None else '-'} "
-        f"(latest v{data['config_version_latest']}){behind}",
-        f"{'heartbeat':<11}{moment(data['last_heartbeat_at'])} (rev {dash(data['ack_rev'])})",
-        f"{'skill':<11}{dash(data['skill'])}",
+        f"(latest v{data.config_version_latest}){behind}",
+        f"{'heartbeat':<11}{moment(data.last_heartbeat_at)} (rev {dash(data.ack_rev)})",
+        f"{'skill':<11}{dash(data.skill)}",
         f"{'bindings':<11}{bindings}",
-        f"{'budgets':<11}" + ", ".join(f"{k} {v}" for k, v in data["budgets"].items()),
+        f"{'budgets':<11}" + ", ".join(f"{k} {v}" for k, v in data.budgets.items()),
         f"{'remaining':<11}{remaining or '-'}",
-        *held_job_lines(data.get("held_jobs") or []),
-        *([f"{'DOWN':<11}{outage_line(data['interrupted'])}"] if data.get("interrupted") else []),
+        *held_job_lines(data.held_jobs or []),
+        *([f"{'DOWN':<11}{outage_line(data.interrupted)}"] if data.interrupted else []),
         "lanes:",
     ]
     print("\n".join(lines))
@@ -68,63 +71,67 @@ def show_status(data: dict[str, Any]) -> None:
         ("lane", "state", "skill", "step", "reported"),
         [
             (
-                lane["lane"],
-                lane["state"],
-                dash(lane["skill"]),
-                dash(lane["step"]),
-                moment(lane["reported_at"]),
+                lane.lane,
+                lane.state,
+                dash(lane.skill),
+                dash(lane.step),
+                moment(lane.reported_at),
             )
-            for lane in data["lanes"]
+            for lane in data.lanes
         ],
     )
 
 
-def outage_line(outage: dict[str, Any]) -> str:
+def outage_line(outage: OutageView) -> str:
     """`agent-1 crashed 4 s ago (why): <the command> resumes session s-… (…)`: one agent down."""
+    return down_line(outage.agent_id, outage.status, outage.ended_at, outage.reason, outage.hint)
+
+
+def down_line(agent_id: str, status: str, ended_at: str | None, reason: str, hint: str) -> str:
+    """`outage_line` from its fields (`choirctl status` reads them from the JSON answer)."""
     from choir.ctl.render.humanize import ago
 
-    when = f" {ago(outage['ended_at'])}" if outage.get("ended_at") else ""
-    return f"{outage['agent_id']} {outage['status']}{when} ({outage['reason']}): {outage['hint']}"
+    when = f" {ago(ended_at)}" if ended_at else ""
+    return f"{agent_id} {status}{when} ({reason}): {hint}"
 
 
-def outage_lines(agents: list[dict[str, Any]]) -> list[str]:
+def outage_lines(agents: list[AgentSummary]) -> list[str]:
     """Under `agent list`: every agent that is down, and what brings it back."""
-    return [outage_line(agent["interrupted"]) for agent in agents if agent.get("interrupted")]
+    return [outage_line(agent.interrupted) for agent in agents if agent.interrupted]
 
 
-def stopped_lines(stopped: dict[str, Any]) -> list[str]:
+def stopped_lines(stopped: AgentStopped) -> list[str]:
     """What a stop prints: the session's end, and its summary (§11.8) unless it needs a warning
     (`summary_warning`)."""
-    lines = [f"{stopped['agent_id']} stopped: session {stopped['session_id']} {stopped['status']}"]
-    summary = stopped.get("summary")
-    if summary and not summary["warn"]:
-        lines.append(f"summary: {summary['detail']}")
+    lines = [f"{stopped.agent_id} stopped: session {stopped.session_id} {stopped.status}"]
+    summary = stopped.summary
+    if summary and not summary.warn:
+        lines.append(f"summary: {summary.detail}")
     return lines
 
 
-def summary_warning(stopped: dict[str, Any]) -> str | None:
+def summary_warning(stopped: AgentStopped) -> str | None:
     """The warning for a stop whose session summary went missing, if it did."""
-    summary = stopped.get("summary")
-    if not summary or not summary["warn"]:
+    summary = stopped.summary
+    if not summary or not summary.warn:
         return None
-    return f"{stopped['agent_id']} has no session summary: {summary['detail']}"
+    return f"{stopped.agent_id} has no session summary: {summary.detail}"
 
 
-def held_job_lines(held: list[dict[str, Any]]) -> list[str]:
+def held_job_lines(held: list[HeldView]) -> list[str]:
     """An agent's core jobs held after a crash, each with the command that decides it."""
     return [
-        f"{'HELD':<11}core job {job['job_name']}: {job['state']}; decide with {job['hint']}"
-        for job in held
+        f"{'HELD':<11}core job {job.job_name}: {job.state}; decide with {job.hint}" for job in held
     ]
 
 
-def started_lines(data: dict[str, Any]) -> list[str]:
+def started_lines(data: AgentStarted) -> list[str]:
     """What `agent start` prints: the session, the runtime (and whether it is sandboxed)."""
-    how = "resumed" if data["resumed"] else "new"
-    sandbox = sandbox_word(data["runtime"], data["sandboxed"])
-    bindings = " ".join(f"{role}={name}" for role, name in data["bindings"].items() if name)
+    how = "resumed" if data.resumed else "new"
+    sandbox = sandbox_word(data.runtime, data.sandboxed)
+    bindings = " ".join(f"{role}={name}" for role, name in data.bindings.items() if name)
     return [
-        f"{data['agent_id']} started: session {data['session_id']} ({how})",
-        f"runtime: {data['runtime']} ({sandbox}), pid {data['pid']}",
+        f"{data.agent_id} started: session {data.session_id} ({how})",
+        f"runtime: {data.runtime} ({sandbox}), pid {data.pid}",
         f"bindings: {bindings}",
     ]

@@ -24,16 +24,23 @@ def json_text(data: Any, option: int = 0) -> str:
     return visible_json(orjson.dumps(data, option=option).decode())
 
 
+def wire(data: Any) -> Any:
+    """An answer model as the JSON choird sent (`model_dump(mode="json")`); anything else as is."""
+    dump = getattr(data, "model_dump", None)
+    return dump(mode="json") if dump is not None else data
+
+
 def emit_json(data: Any) -> None:
     sys.stdout.write(json_text(data, orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS))
     sys.stdout.write("\n")
 
 
 def emit(data: Any, as_json: bool, human: Callable[[], None]) -> None:
-    """Print `data` as JSON when asked, else what the human renderer prints, made `visible`
-    (renderers print agents' text among their own: this is the one place it is escaped)."""
+    """Print `data` (an answer model as its wire JSON) as JSON when asked, else what the human
+    renderer prints, made `visible` (renderers print agents' text among their own: this is the
+    one place it is escaped)."""
     if as_json:
-        emit_json(data)
+        emit_json(wire(data))
         return
     shown = io.StringIO()
     with contextlib.redirect_stdout(shown):

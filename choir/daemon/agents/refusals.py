@@ -1,20 +1,14 @@
 """Refusals of agent calls, and how any error becomes the RPC error the agent sees (§12.5).
 
 A verb raises `RpcFault` when the refusal has a specific wire code (a stale `base_rev`, a
-forged token), or a `ChoirError` when the operator-facing class says enough. The transport
-turns either into an error response with `rpc_error_of`, so no handler formats wire errors.
+forged token), or a `ChoirError` when the operator-facing class says enough. The agent and the
+operator socket turn either into an error response with `rpc_error_of`, so no handler formats
+wire errors; the class <-> code table is `choir.errors.REFUSAL_CODES`.
 """
 
 from __future__ import annotations
 
-from choir.errors import (
-    ChoirError,
-    ConfigError,
-    ConflictError,
-    NotFoundError,
-    UnavailableError,
-    UsageError,
-)
+from choir.errors import ChoirError, wire_code
 from choir.protocol import ErrorCode, ErrorDetails, RpcError
 
 
@@ -30,14 +24,6 @@ class RpcFault(ChoirError):
 
 UNAUTHORIZED_MESSAGE = "unknown session or wrong lease token"
 """Deliberately the same for both cases, so a caller cannot probe which sessions exist."""
-
-_CODES: tuple[tuple[type[ChoirError], ErrorCode], ...] = (
-    (NotFoundError, ErrorCode.NOT_FOUND),
-    (ConflictError, ErrorCode.CONFLICT),
-    (UnavailableError, ErrorCode.UNAVAILABLE),
-    (UsageError, ErrorCode.INVALID_REQUEST),
-    (ConfigError, ErrorCode.INVALID_REQUEST),
-)
 
 
 def unauthorized() -> RpcFault:
@@ -57,7 +43,8 @@ def database_down(exc: BaseException) -> bool:
 
 
 def rpc_error_of(exc: BaseException) -> RpcError:
-    """The wire error for `exc`; anything unexpected is `internal` with no detail leaked."""
+    """The wire error for `exc`, on the agent and the operator socket alike (codes:
+    `choir.errors.REFUSAL_CODES`); anything unexpected is `internal` with no detail leaked."""
     from choir.store.postgres.failures import disk_failure
 
     if database_down(exc):
@@ -66,6 +53,5 @@ def rpc_error_of(exc: BaseException) -> RpcError:
     if isinstance(exc, RpcFault):
         return RpcError(code=exc.code, message=exc.message, details=exc.details)
     if isinstance(exc, ChoirError):
-        code = next((code for kind, code in _CODES if isinstance(exc, kind)), ErrorCode.INTERNAL)
-        return RpcError(code=code, message="; ".join(exc.message.splitlines()))
+        return RpcError(code=wire_code(exc), message="; ".join(exc.message.splitlines()))
     return RpcError(code=ErrorCode.INTERNAL, message="internal error in choird (see choird.log)")

@@ -1,9 +1,10 @@
 """choird's operator API: the verbs choirctl, the TUI and the gateway call (§17.1, §19.3).
 
 Served on `$CHOIR_HOME/socks/choird.sock` (mode 0600, never mounted into a container; design
-notes "Sockets and security") by a `UdsServer` with this handler. Verbs are dotted strings
-(`session.events`); payloads are JSON objects validated per verb; refusals are `RpcError`s with
-one-line messages naming the fix. The verbs themselves live one noun per `operator_*` module.
+notes "Sockets and security") by a `UdsServer` with this handler. The verbs and their models
+are the contract in `choir.protocol.operator`; payloads are validated per verb; refusals are
+`RpcError`s with one-line messages naming the fix. The verbs themselves live one noun per module
+of `choir.daemon.operator`.
 
     api = OperatorApi(services, pool, push=lambda sid, push: hub.push(sid, push.model_dump(...)))
     async with UdsServer(home.operator_socket, api, owner="choird"):
@@ -33,7 +34,6 @@ from choir.daemon.operator import chat as operator_chat
 from choir.daemon.operator import config as operator_config
 from choir.daemon.operator import events as operator_events
 from choir.daemon.operator import logs as operator_logs
-from choir.daemon.operator import payloads as p
 from choir.daemon.operator import recover as operator_recover
 from choir.daemon.operator import sessions as operator_sessions
 from choir.daemon.operator import status as operator_status
@@ -49,6 +49,10 @@ from choir.daemon.operator.feed import OperatorFeed
 from choir.daemon.sessions.state import Clock, utc_now
 from choir.errors import ChoirError
 from choir.protocol import ErrorCode, WireModel, validation_problems
+from choir.protocol.operator import requests as r
+from choir.protocol.operator.contract import OPERATOR_MODELS
+from choir.protocol.operator.items import HealthItem, HealthView
+from choir.protocol.operator.verbs import OperatorVerb
 from choir.store.postgres.failures import classify
 from choir.store.postgres.pool import Pool
 from choir.transport import Payload, Request, RpcError, Stream
@@ -56,72 +60,73 @@ from choir.transport import Payload, Request, RpcError, Stream
 if TYPE_CHECKING:
     from choir.daemon.app import ChoirDaemon
 
-Answer = dict[str, Any] | AsyncIterator[Payload]
+Answer = WireModel | AsyncIterator[WireModel]
+"""A verb's answer, or the items it streams; serialized here, once, as JSON."""
 
 
 @dataclass(frozen=True)
 class Route:
-    """How a verb's payload is parsed and who answers it."""
+    """Who answers a verb; its payload model comes from `OPERATOR_MODELS`."""
 
-    payload: type[WireModel]
     run: Callable[[OperatorContext, Any], Awaitable[Answer]]
 
 
-async def _session_events(ctx: OperatorContext, request: p.SessionEvents) -> Answer:
+async def _session_events(ctx: OperatorContext, request: r.SessionEvents) -> Answer:
     if request.follow:
         return await operator_events.follow_events(ctx, request)
     return await operator_events.session_events(ctx, request)
 
 
-async def _subscribe(ctx: OperatorContext, _: p.NoArguments) -> Answer:
+async def _subscribe(ctx: OperatorContext, _: r.NoArguments) -> Answer:
     return ctx.feed.items(ctx.stage.running.version)
 
 
-VERBS: Final[Mapping[str, Route]] = {
-    "status": Route(p.NoArguments, operator_status.status),
-    "agent.list": Route(p.NoArguments, operator_status.agent_list),
-    "agent.status": Route(p.AgentRef, operator_status.agent_status),
-    "agent.start": Route(operator_lifecycle.AgentStart, operator_lifecycle.agent_start),
-    "agent.stop": Route(p.AgentRef, operator_lifecycle.agent_stop),
-    "agent.verify": Route(p.AgentRef, operator_verify.agent_verify),
-    "agent.restart": Route(p.AgentRef, operator_lifecycle.agent_restart),
-    "agent.build": Route(p.AgentRef, operator_build.agent_build),
-    "agent.update": Route(p.AgentRef, operator_update.agent_update),
-    "agent.update_all": Route(p.NoArguments, operator_update.agent_update_all),
-    "shutdown": Route(p.NoArguments, operator_lifecycle.choird_shutdown),
-    "session.list": Route(p.SessionList, operator_sessions.session_list),
-    "session.events": Route(p.SessionEvents, _session_events),
-    "session.artifact": Route(operator_events.SessionArtifact, operator_events.session_artifact),
-    "session.cores": Route(p.SessionRef, operator_sessions.session_cores),
-    "session.locks": Route(p.SessionRef, operator_sessions.session_locks),
-    "session.cancel": Route(p.SessionCancel, operator_sessions.session_cancel),
-    "session.compact": Route(p.SessionCompact, operator_sessions.session_compact),
-    "session.recover": Route(operator_recover.SessionRecover, operator_recover.session_recover),
-    "approval.list": Route(p.ApprovalList, operator_approvals.approval_list),
-    "approval.show": Route(p.ApprovalRef, operator_approvals.approval_show),
-    "approval.approve": Route(p.ApprovalAnswer, operator_approvals.approval_approve),
-    "approval.reject": Route(p.ApprovalAnswer, operator_approvals.approval_reject),
-    "workspace.list": Route(p.NoArguments, operator_workspaces.workspace_list),
-    "workspace.reset": Route(p.WorkspaceRef, operator_workspaces.workspace_reset),
-    "model.list": Route(p.NoArguments, operator_models.model_list),
-    "model.get": Route(p.AgentRef, operator_models.model_get),
-    "model.set": Route(p.ModelSet, operator_models.model_set),
-    "voice.list": Route(p.NoArguments, operator_models.voice_list),
-    "voice.get": Route(p.AgentRef, operator_models.voice_get),
-    "voice.set": Route(p.VoiceSet, operator_models.voice_set),
-    "logs": Route(p.LogsRequest, operator_logs.logs),
-    "secret.list": Route(p.NoArguments, operator_config.secret_list),
-    "secret.apply": Route(p.NoArguments, operator_config.secret_apply),
-    "config.load": Route(p.NoArguments, operator_config.config_load),
-    "config.diff": Route(p.NoArguments, operator_config.config_diff),
-    "config.apply": Route(p.NoArguments, operator_config.config_apply),
-    "config.show": Route(p.NoArguments, operator_config.config_show),
-    "subscribe": Route(p.NoArguments, _subscribe),
-    "chat.send": Route(operator_chat.ChatSend, operator_chat.chat_send),
-    "chat.replies": Route(operator_chat.ChatReplies, operator_chat.chat_replies),
+V = OperatorVerb
+VERBS: Final[Mapping[OperatorVerb, Route]] = {
+    V.STATUS: Route(operator_status.status),
+    V.AGENT_LIST: Route(operator_status.agent_list),
+    V.AGENT_STATUS: Route(operator_status.agent_status),
+    V.AGENT_START: Route(operator_lifecycle.agent_start),
+    V.AGENT_STOP: Route(operator_lifecycle.agent_stop),
+    V.AGENT_VERIFY: Route(operator_verify.agent_verify),
+    V.AGENT_RESTART: Route(operator_lifecycle.agent_restart),
+    V.AGENT_BUILD: Route(operator_build.agent_build),
+    V.AGENT_UPDATE: Route(operator_update.agent_update),
+    V.AGENT_UPDATE_ALL: Route(operator_update.agent_update_all),
+    V.SHUTDOWN: Route(operator_lifecycle.choird_shutdown),
+    V.SESSION_LIST: Route(operator_sessions.session_list),
+    V.SESSION_EVENTS: Route(_session_events),
+    V.SESSION_ARTIFACT: Route(operator_events.session_artifact),
+    V.SESSION_CORES: Route(operator_sessions.session_cores),
+    V.SESSION_LOCKS: Route(operator_sessions.session_locks),
+    V.SESSION_CANCEL: Route(operator_sessions.session_cancel),
+    V.SESSION_COMPACT: Route(operator_sessions.session_compact),
+    V.SESSION_RECOVER: Route(operator_recover.session_recover),
+    V.APPROVAL_LIST: Route(operator_approvals.approval_list),
+    V.APPROVAL_SHOW: Route(operator_approvals.approval_show),
+    V.APPROVAL_APPROVE: Route(operator_approvals.approval_approve),
+    V.APPROVAL_REJECT: Route(operator_approvals.approval_reject),
+    V.WORKSPACE_LIST: Route(operator_workspaces.workspace_list),
+    V.WORKSPACE_RESET: Route(operator_workspaces.workspace_reset),
+    V.MODEL_LIST: Route(operator_models.model_list),
+    V.MODEL_GET: Route(operator_models.model_get),
+    V.MODEL_SET: Route(operator_models.model_set),
+    V.VOICE_LIST: Route(operator_models.voice_list),
+    V.VOICE_GET: Route(operator_models.voice_get),
+    V.VOICE_SET: Route(operator_models.voice_set),
+    V.LOGS: Route(operator_logs.logs),
+    V.SECRET_LIST: Route(operator_config.secret_list),
+    V.SECRET_APPLY: Route(operator_config.secret_apply),
+    V.CONFIG_LOAD: Route(operator_config.config_load),
+    V.CONFIG_DIFF: Route(operator_config.config_diff),
+    V.CONFIG_APPLY: Route(operator_config.config_apply),
+    V.CONFIG_SHOW: Route(operator_config.config_show),
+    V.SUBSCRIBE: Route(_subscribe),
+    V.CHAT_SEND: Route(operator_chat.chat_send),
+    V.CHAT_REPLIES: Route(operator_chat.chat_replies),
 }
-"""Every operator verb. `session.events` (with follow), `logs`, `subscribe`, `agent.build`,
-`agent.update` and `agent.update_all` stream."""
+"""Who answers every operator verb. `session.events` (with follow), `logs`, `subscribe`,
+`agent.build`, `agent.update`, `agent.update_all` and `chat.replies` stream."""
 
 
 class OperatorApi:
@@ -165,7 +170,9 @@ class OperatorApi:
         detach_feed = feed.attach(services)
         detach_console = self.context.console.attach(services.replicator.subscribe)
         detach_inbox = self.context.console.attach_inbox(services.inbox)
-        detach_health = health.subscribe(lambda view: feed.publish("health", view))
+        detach_health = health.subscribe(
+            lambda view: feed.publish(HealthItem(data=HealthView.model_validate(view)))
+        )
 
         def detach() -> None:
             detach_feed()
@@ -187,22 +194,22 @@ class OperatorApi:
 
     async def handle(self, request: Request) -> Payload | Stream:
         _check_peer(request)
-        route = VERBS.get(request.verb)
-        if route is None:
+        verb = _verb(request.verb)
+        if verb is None:
             raise RpcError(
                 ErrorCode.INVALID_REQUEST,
                 f"unknown operator verb {request.verb!r}: is choirctl the same version as "
                 f"choird? (known: {', '.join(sorted(VERBS))})",
             )
-        payload = _parse(request.verb, route.payload, request.payload)
+        payload = _parse(verb, OPERATOR_MODELS[verb].request, request.payload)
         try:
-            answer = await route.run(self.context, payload)
+            answer = await VERBS[verb].run(self.context, payload)
         except ChoirError as error:
             raise as_rpc_error(error) from None
         except Exception as error:
             raise unavailable_store(error) from None
-        if isinstance(answer, dict):
-            return answer
+        if isinstance(answer, WireModel):
+            return answer.model_dump(mode="json")
         return Stream(_translated(answer))
 
     async def authorize_events(self, session_id: str, lease_token: str) -> bool:
@@ -234,7 +241,8 @@ def operator_handler(daemon: ChoirDaemon) -> OperatorApi:
 
 
 def as_rpc_error(error: ChoirError) -> RpcError:
-    """The wire refusal for an operator-facing error: same one-line message, matching code."""
+    """The wire refusal for an operator-facing error, translated as the agent socket does it
+    (`rpc_error_of`); an `RpcError` goes out as raised, whatever it carries."""
     if isinstance(error, RpcError):
         return error
     wire = rpc_error_of(error)
@@ -273,6 +281,13 @@ def _check_peer(request: Request) -> None:
         )
 
 
+def _verb(name: str) -> OperatorVerb | None:
+    try:
+        return OperatorVerb(name)
+    except ValueError:
+        return None
+
+
 def _parse(verb: str, model: type[WireModel], payload: Payload) -> WireModel:
     try:
         return model.model_validate(payload)
@@ -281,11 +296,11 @@ def _parse(verb: str, model: type[WireModel], payload: Payload) -> WireModel:
         raise RpcError(ErrorCode.INVALID_REQUEST, f"{verb}: {problems}") from None
 
 
-async def _translated(items: AsyncIterator[Payload]) -> AsyncGenerator[Payload, None]:
-    """`items`, with operator-facing errors turned into wire refusals; closes `items`."""
+async def _translated(items: AsyncIterator[WireModel]) -> AsyncGenerator[Payload, None]:
+    """`items` as JSON, with operator-facing errors turned into wire refusals; closes `items`."""
     try:
         async for item in items:
-            yield item
+            yield item.model_dump(mode="json")
     except ChoirError as error:
         raise as_rpc_error(error) from None
     except Exception as error:

@@ -5,32 +5,16 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Any
 
-from pydantic import Field
-
 from choir.commands.model import DmScope
 from choir.config import ChoirConfig, ConsoleGateway
 from choir.daemon.operator.context import OperatorContext
 from choir.errors import ConflictError, UsageError
-from choir.protocol import WireModel
+from choir.protocol.operator.answers import ChatReply, ChatSent
+from choir.protocol.operator.requests import ChatReplies, ChatSend
 from choir.store.sessions import SessionRow
 
 
-class ChatSend(WireModel):
-    agent_id: str
-    """The agent to talk to; it must be running and bound to a console DM."""
-    text: str = Field(min_length=1, max_length=32_000)
-    """A message, or a command (§19.3): `/inject <instruction>` for edge's next safe point
-    (§12.8), `/help` lists the others."""
-
-
-class ChatReplies(WireModel):
-    agent_id: str
-    """Whose replies to follow."""
-    after_seq: int = Field(default=0, ge=0)
-    """Skip kept replies up to this sequence number."""
-
-
-async def chat_send(ctx: OperatorContext, request: ChatSend) -> dict[str, Any]:
+async def chat_send(ctx: OperatorContext, request: ChatSend) -> ChatSent:
     """Deliver the text to the agent bound to a console DM: a message, or a command run with
     the DM's scope (its `admin` flag in config.json; `choirctl init`'s console DM is admin)."""
     if not request.text.strip():
@@ -38,14 +22,26 @@ async def chat_send(ctx: OperatorContext, request: ChatSend) -> dict[str, Any]:
     session = await ctx.running_session(request.agent_id, hint=None)  # says how to start it
     dm = _require_console_dm(ctx.config, request.agent_id, session)
     scope: DmScope = "admin" if ctx.config.dms[dm].admin else "regular"
-    return await ctx.console.send(
+    sent = await ctx.console.send(
         session, request.text, push=ctx.push, inbox=ctx.services.inbox, dm=dm, scope=scope
     )
+    return ChatSent.model_validate(sent)
 
 
-async def chat_replies(ctx: OperatorContext, request: ChatReplies) -> AsyncIterator[dict[str, Any]]:
+async def chat_replies(ctx: OperatorContext, request: ChatReplies) -> AsyncIterator[ChatReply]:
     ctx.require_agent(request.agent_id)
-    return ctx.console.replies(request.agent_id, after_seq=request.after_seq)
+    return _typed(ctx.console.replies(request.agent_id, after_seq=request.after_seq))
+
+
+async def _typed(replies: AsyncIterator[dict[str, Any]]) -> AsyncIterator[ChatReply]:
+    """The console's replies as models; closes `replies` (its reader detaches)."""
+    try:
+        async for reply in replies:
+            yield ChatReply.model_validate(reply)
+    finally:
+        close = getattr(replies, "aclose", None)
+        if close is not None:
+            await close()
 
 
 def _require_console_dm(config: ChoirConfig, agent_id: str, session: SessionRow) -> str:

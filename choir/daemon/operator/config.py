@@ -19,32 +19,38 @@ from choir.config import problems_header
 from choir.config.validation.references import secret_references
 from choir.daemon.images.repo_refresh import refresh
 from choir.daemon.operator.context import OperatorContext
-from choir.daemon.operator.payloads import NoArguments
 from choir.daemon.sessions.bindings import allowed_secrets
 from choir.daemon.staging.diff import ConfigChange, render_changes, secret_changes
 from choir.errors import ConfigError
 from choir.protocol import ConfigChangedPush, ResourceBindings, SecretsRefreshedPush
+from choir.protocol.operator.answers import (
+    ChangeView,
+    ConfigApplied,
+    ConfigChanges,
+    ConfigLoaded,
+    ConfigShown,
+    SecretList,
+    SecretsApplied,
+    SecretsPushed,
+    SecretView,
+)
+from choir.protocol.operator.items import ConfigChanged, ConfigItem, SecretsChanged, SecretsItem
+from choir.protocol.operator.requests import NoArguments
 from choir.store.sessions import SessionRow, active_sessions
 
 
-def change_views(changes: list[ConfigChange]) -> dict[str, Any]:
+def change_views(changes: list[ConfigChange]) -> ConfigChanges:
     """The changes as objects and as §17.6's aligned lines."""
-    return {
-        "changes": [
-            {
-                "op": c.op,
-                "source": c.source,
-                "path": c.path,
-                "scope": c.scope,
-                "action": c.action,
-            }
+    return ConfigChanges(
+        changes=[
+            ChangeView(op=c.op, source=c.source, path=c.path, scope=c.scope, action=c.action)
             for c in changes
         ],
-        "lines": render_changes(changes),
-    }
+        lines=render_changes(changes),
+    )
 
 
-async def config_load(ctx: OperatorContext, _: NoArguments) -> dict[str, Any]:
+async def config_load(ctx: OperatorContext, _: NoArguments) -> ConfigLoaded:
     """Validate $CHOIR_HOME and stage it; every problem is reported and nothing is staged.
 
     The repos are fetched and checked too (§17.6): a failed fetch is a warning, an invalid
@@ -52,62 +58,65 @@ async def config_load(ctx: OperatorContext, _: NoArguments) -> dict[str, Any]:
     try:
         changes = await ctx.stage.load()
     except ConfigError as error:
-        return {"staged": False, **_problems(error)}
+        return ConfigLoaded(staged=False, **_problems(error))
     staged = ctx.stage.staged
     warnings = staged.warnings if staged is not None else []
     if staged is not None:
         refreshed = await asyncio.to_thread(refresh, ctx.home, staged.config)
         if refreshed.errors:
             ctx.stage.discard()
-            return {"staged": False, **_problems(ConfigError(refreshed.errors))}
+            return ConfigLoaded(staged=False, **_problems(ConfigError(refreshed.errors)))
         warnings = [*warnings, *refreshed.warnings]
     hash_ = staged.config_hash if staged is not None else None
-    return {"staged": True, "config_hash": hash_, "warnings": warnings, **change_views(changes)}
+    return ConfigLoaded(
+        staged=True, config_hash=hash_, warnings=warnings, **dict(change_views(changes))
+    )
 
 
-async def config_diff(ctx: OperatorContext, _: NoArguments) -> dict[str, Any]:
+async def config_diff(ctx: OperatorContext, _: NoArguments) -> ConfigChanges:
     """Staged vs running, each change tagged hot-reload or restart-required."""
     return change_views(ctx.stage.diff())
 
 
-async def config_apply(ctx: OperatorContext, _: NoArguments) -> dict[str, Any]:
+async def config_apply(ctx: OperatorContext, _: NoArguments) -> ConfigApplied:
     """Publish the staged config under a new version and tell every active session."""
     applied = ctx.stage.apply()
     sessions = await _active(ctx)
     for row in sessions:
         ctx.push(row.session_id, ConfigChangedPush(config_version=applied.version))
-    ctx.feed.publish("config", {"config_version": applied.version, "reason": "config apply"})
-    return {
-        "config_version": applied.version,
-        "pushed": [row.session_id for row in sessions],
-        **change_views(applied.changes),
-    }
+    changed = ConfigChanged(config_version=applied.version, reason="config apply")
+    ctx.feed.publish(ConfigItem(data=changed))
+    return ConfigApplied(
+        config_version=applied.version,
+        pushed=[row.session_id for row in sessions],
+        **dict(change_views(applied.changes)),
+    )
 
 
-async def config_show(ctx: OperatorContext, _: NoArguments) -> dict[str, Any]:
+async def config_show(ctx: OperatorContext, _: NoArguments) -> ConfigShown:
     """The running config (secret names only), its version and hash."""
-    return ctx.stage.show()
+    return ConfigShown.model_validate(ctx.stage.show())
 
 
-async def secret_list(ctx: OperatorContext, _: NoArguments) -> dict[str, Any]:
+async def secret_list(ctx: OperatorContext, _: NoArguments) -> SecretList:
     """The secret names choird serves (never values) and the config fields naming each."""
     served = ctx.stage.secrets
     references = secret_references(ctx.config.model_dump(mode="json"))
     names = sorted(set(served.names()) | set(references))
     rows = [
-        {"name": name, "set": name in served, "referenced_by": references.get(name, [])}
+        SecretView(name=name, set=name in served, referenced_by=references.get(name, []))
         for name in names
     ]
-    return {"secrets": rows, "missing": [row["name"] for row in rows if not row["set"]]}
+    return SecretList(secrets=rows, missing=[row.name for row in rows if not row.set])
 
 
-async def secret_apply(ctx: OperatorContext, _: NoArguments) -> dict[str, Any]:
+async def secret_apply(ctx: OperatorContext, _: NoArguments) -> SecretsApplied:
     """Reload secrets.json and push `secrets_refreshed` to the sessions it affects."""
     before = ctx.stage.secrets
     try:
         after = await ctx.stage.reload_secrets()
     except ConfigError as error:
-        return {"applied": False, "header": None, "errors": error.problems or [error.message]}
+        return SecretsApplied(applied=False, header=None, errors=error.problems or [error.message])
     changed = [change.path for change in secret_changes(before, after)]
     pushed = []
     for row in await _active(ctx):
@@ -115,10 +124,12 @@ async def secret_apply(ctx: OperatorContext, _: NoArguments) -> dict[str, Any]:
         used = sorted(set(allowed_secrets(ctx.config, bindings)) & set(changed))
         if used:
             ctx.push(row.session_id, SecretsRefreshedPush(secrets=used))
-            pushed.append({"session_id": row.session_id, "agent_id": row.agent_id, "secrets": used})
+            pushed.append(
+                SecretsPushed(session_id=row.session_id, agent_id=row.agent_id, secrets=used)
+            )
     if changed:
-        ctx.feed.publish("secrets", {"changed": changed})
-    return {"applied": True, "secrets": len(after), "changed": changed, "pushed": pushed}
+        ctx.feed.publish(SecretsItem(data=SecretsChanged(changed=changed)))
+    return SecretsApplied(applied=True, secrets=len(after), changed=changed, pushed=pushed)
 
 
 def _problems(error: ConfigError) -> dict[str, Any]:

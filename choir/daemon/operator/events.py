@@ -14,33 +14,23 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
-from typing import Any, Final
-
-from pydantic import Field
+from typing import Final
 
 from choir.daemon.agents.handover import record_size
 from choir.daemon.operator.context import OperatorContext
-from choir.daemon.operator.payloads import MAX_EVENTS, SessionEvents
 from choir.daemon.operator.views import event_view
 from choir.errors import ChoirError, NotFoundError
-from choir.protocol import WireModel
+from choir.protocol.operator.answers import ArtifactChunk
+from choir.protocol.operator.answers import SessionEvents as SessionEventsAnswer
+from choir.protocol.operator.requests import MAX_EVENTS, SessionArtifact, SessionEvents
+from choir.protocol.operator.views import EventView
 from choir.protocol.wire.artifacts import ARTIFACT_CHUNK_BYTES, PAGE_MAX_BYTES, encode_chunk
 from choir.store.artifacts import read_chunk
 from choir.store.events import EventRecord, head, read_events
 from choir.store.sessions import SessionStatus, get_session
-from choir.transport import Payload
 
 FOLLOW_POLL_S: Final = 0.25
 """How often a follower looks at the session's acknowledged revision."""
-
-
-class SessionArtifact(WireModel):
-    session_id: str = Field(min_length=1)
-    """The session holding the event."""
-    rev: int = Field(ge=1)
-    """The revision of an event committed as a preview."""
-    offset: int = Field(default=0, ge=0)
-    """First byte of its artifact wanted."""
 
 
 async def read_window(ctx: OperatorContext, request: SessionEvents) -> list[EventRecord]:
@@ -70,7 +60,7 @@ def bounded(records: list[EventRecord], *, newest: bool) -> list[EventRecord]:
     return kept[::-1] if newest else kept
 
 
-async def session_artifact(ctx: OperatorContext, request: SessionArtifact) -> dict[str, Any]:
+async def session_artifact(ctx: OperatorContext, request: SessionArtifact) -> ArtifactChunk:
     """A chunk of the whole event behind a preview: `{…, size, offset, data, next_offset}`,
     `data` base64, `next_offset` None once the end is reached."""
     async with ctx.pool.acquire() as conn:
@@ -90,31 +80,31 @@ async def session_artifact(ctx: OperatorContext, request: SessionArtifact) -> di
         raise NotFoundError(f"the artifact of rev {request.rev} is not stored")
     size, data = found
     end = request.offset + len(data)
-    return {
-        "session_id": request.session_id,
-        "rev": request.rev,
-        "sha256": sha256,
-        "size": size,
-        "offset": request.offset,
-        "data": encode_chunk(data),
-        "next_offset": end if data and end < size else None,
-    }
+    return ArtifactChunk(
+        session_id=request.session_id,
+        rev=request.rev,
+        sha256=sha256,
+        size=size,
+        offset=request.offset,
+        data=encode_chunk(data),
+        next_offset=end if data and end < size else None,
+    )
 
 
-async def session_events(ctx: OperatorContext, request: SessionEvents) -> dict[str, Any]:
+async def session_events(ctx: OperatorContext, request: SessionEvents) -> SessionEventsAnswer:
     """`{session_id, events, next_rev}`; read again from `next_rev` for what came after."""
     events = await read_window(ctx, request)
     next_rev = events[-1].rev + 1 if events else (request.from_rev or 1)
-    return {
-        "session_id": request.session_id,
-        "events": [event_view(record) for record in events],
-        "next_rev": next_rev,
-    }
+    return SessionEventsAnswer(
+        session_id=request.session_id,
+        events=[event_view(record) for record in events],
+        next_rev=next_rev,
+    )
 
 
 async def follow_events(
     ctx: OperatorContext, request: SessionEvents, *, poll_s: float = FOLLOW_POLL_S
-) -> AsyncIterator[Payload]:
+) -> AsyncIterator[EventView]:
     """Each event as an item: the snapshot, then new ones until the session has ended.
 
     The snapshot is read before this returns, so an unknown session is refused as a call.
@@ -130,7 +120,7 @@ async def _follow(
     window: list[EventRecord],
     next_rev: int,
     poll_s: float,
-) -> AsyncIterator[Payload]:
+) -> AsyncIterator[EventView]:
     for record in window:
         yield event_view(record)
     while True:

@@ -1,4 +1,5 @@
-"""`subscribe`: the live updates a console (the TUI) redraws from, as `{kind, data}` items.
+"""`subscribe`: the live updates a console (the TUI) redraws from, as `{kind, data}` items
+(`choir.protocol.operator.items.FeedItem`).
 
 The feed listens to choird's services once — sessions ending, approvals resolved, lane reports —
 and fans each update out to every attached reader; the operator verbs that change config
@@ -21,7 +22,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Callable
-from typing import Any, Final
+from typing import Final
 
 from choir.daemon.agents.services import AgentServices
 from choir.daemon.agents.status_board import LaneReport, LockReport
@@ -33,8 +34,17 @@ from choir.daemon.operator.views import (
 )
 from choir.daemon.sessions.state import SessionEnded
 from choir.protocol import ErrorCode
+from choir.protocol.operator.items import (
+    ApprovalItem,
+    FeedItem,
+    LaneItem,
+    LocksItem,
+    SessionItem,
+    Subscribed,
+    SubscribedItem,
+)
 from choir.store.approvals import ApprovalRow
-from choir.transport import Payload, RpcError
+from choir.transport import RpcError
 
 DEFAULT_BACKLOG: Final = 1000
 """Updates a reader may fall behind before it is cut off."""
@@ -45,7 +55,7 @@ class OperatorFeed:
 
     def __init__(self, *, backlog: int = DEFAULT_BACKLOG) -> None:
         self._backlog = backlog
-        self._readers: set[asyncio.Queue[Payload | None]] = set()
+        self._readers: set[asyncio.Queue[FeedItem | None]] = set()
 
     @property
     def reader_count(self) -> int:
@@ -67,9 +77,8 @@ class OperatorFeed:
 
         return detach
 
-    def publish(self, kind: str, data: dict[str, Any]) -> None:
-        """Send `{kind, data}` to every reader; a reader too far behind is cut off."""
-        item = {"kind": kind, "data": data}
+    def publish(self, item: FeedItem) -> None:
+        """Send `item` to every reader; a reader too far behind is cut off."""
         for reader in tuple(self._readers):
             try:
                 reader.put_nowait(item)
@@ -81,14 +90,14 @@ class OperatorFeed:
 
     def approval(self, row: ApprovalRow) -> None:
         """Publish an approval that was requested or resolved."""
-        self.publish("approval", approval_view(row))
+        self.publish(ApprovalItem(data=approval_view(row)))
 
-    async def items(self, config_version: int) -> AsyncIterator[Payload]:
+    async def items(self, config_version: int) -> AsyncIterator[FeedItem]:
         """One reader's stream; it detaches when the reader goes away (the generator closes)."""
-        reader: asyncio.Queue[Payload | None] = asyncio.Queue(maxsize=self._backlog)
+        reader: asyncio.Queue[FeedItem | None] = asyncio.Queue(maxsize=self._backlog)
         self._readers.add(reader)
         try:
-            yield {"kind": "subscribed", "data": {"config_version": config_version}}
+            yield SubscribedItem(data=Subscribed(config_version=config_version))
             while (item := await reader.get()) is not None:
                 yield item
             raise RpcError(
@@ -99,10 +108,10 @@ class OperatorFeed:
             self._readers.discard(reader)
 
     def _session_ended(self, ended: SessionEnded) -> None:
-        self.publish("session", session_ended_view(ended))
+        self.publish(SessionItem(data=session_ended_view(ended)))
 
     def _lane(self, session_id: str, lane: LaneReport) -> None:
-        self.publish("lane", lane_view(session_id, lane))
+        self.publish(LaneItem(data=lane_view(session_id, lane)))
 
     def _locks(self, session_id: str, table: LockReport) -> None:
-        self.publish("locks", locks_view(session_id, table))
+        self.publish(LocksItem(data=locks_view(session_id, table)))

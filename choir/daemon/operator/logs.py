@@ -22,10 +22,11 @@ from watchfiles import awatch
 
 from choir.config import AGENT_ID_PATTERN
 from choir.daemon.operator.context import OperatorContext
-from choir.daemon.operator.payloads import LogsRequest
 from choir.errors import NotFoundError
 from choir.logs import log_path
-from choir.transport import Payload
+from choir.protocol.base import WireModel
+from choir.protocol.operator.items import LogLines, LogRotated, LogSnapshotEnd
+from choir.protocol.operator.requests import LogsRequest
 
 CHUNK_BYTES: Final = 256 * 1024
 """Most bytes read (and sent as one item) at a time."""
@@ -46,19 +47,19 @@ def log_source(ctx: OperatorContext, source: str) -> Path:
     raise NotFoundError(f"no log source {source!r}: use choird or an agent id ({agents})")
 
 
-async def logs(ctx: OperatorContext, request: LogsRequest) -> AsyncIterator[Payload]:
+async def logs(ctx: OperatorContext, request: LogsRequest) -> AsyncIterator[WireModel]:
     """The stream for `request`; an unknown source is refused before it starts."""
     return tail_log(log_source(ctx, request.source), follow=request.follow)
 
 
-async def tail_log(path: Path, *, follow: bool) -> AsyncIterator[Payload]:
+async def tail_log(path: Path, *, follow: bool) -> AsyncIterator[WireModel]:
     """Snapshot then (when `follow`) new lines of the log at `path`, like `tail -f -n +1`."""
     tail = LogTail(path)
     stop = asyncio.Event()
     try:
         for lines in tail.drain():
-            yield {"kind": "lines", "lines": lines}
-        yield {"kind": "snapshot_end"}
+            yield LogLines(lines=lines)
+        yield LogSnapshotEnd()
         if not follow:
             return
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -101,20 +102,20 @@ class LogTail:
             if lines:
                 yield [line.decode(errors="replace") for line in lines]
 
-    def catch_up(self) -> Iterator[Payload]:
+    def catch_up(self) -> Iterator[WireModel]:
         """Items for what was written since the last look, following a rotation."""
         for lines in self.drain():
-            yield {"kind": "lines", "lines": lines}
+            yield LogLines(lines=lines)
         if self._replaced():
             if self._partial:
-                yield {"kind": "lines", "lines": [self._partial.decode(errors="replace")]}
+                yield LogLines(lines=[self._partial.decode(errors="replace")])
             rotated = self._file is not None
             self.close()
             self._open()
             if rotated:
-                yield {"kind": "rotated"}
+                yield LogRotated()
             for lines in self.drain():
-                yield {"kind": "lines", "lines": lines}
+                yield LogLines(lines=lines)
 
     def close(self) -> None:
         if self._file is not None:

@@ -11,12 +11,12 @@ job — the log then records the decision, and the call leaves the list.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any, Literal
 
 from choir.daemon.operator.context import OperatorContext
 from choir.errors import ConflictError
-from choir.protocol import WireModel
 from choir.protocol.log.lanes import job_name_of
+from choir.protocol.operator.answers import InterruptedCall, SessionRecovery
+from choir.protocol.operator.requests import SessionRecover
 from choir.protocol.wire.pushes import RecoverPush
 from choir.store.events import EventRecord, read_events
 
@@ -24,16 +24,7 @@ PAGE = 1000
 """Events read per query."""
 
 
-class SessionRecover(WireModel):
-    session_id: str
-    """The session to inspect or decide for."""
-    job_name: str | None = None
-    """Decide for this held job only; None decides every held job."""
-    choice: Literal["resume", "read_only", "abort"] | None = None
-    """The decision; None only lists the interrupted calls."""
-
-
-def interrupted_calls(events: Iterable[EventRecord]) -> list[dict[str, Any]]:
+def interrupted_calls(events: Iterable[EventRecord]) -> list[InterruptedCall]:
     """Non-idempotent intents without a result, oldest first, as the operator sees them."""
     open_intents: dict[str, EventRecord] = {}
     for event in events:
@@ -43,26 +34,28 @@ def interrupted_calls(events: Iterable[EventRecord]) -> list[dict[str, Any]]:
         elif event.event_type == "tool_result_committed":
             open_intents.pop(call_id, None)
     return [
-        {
-            "rev": event.rev,
-            "lane": event.lane,
-            "job_name": job_name_of(event.lane),
-            "call_id": event.payload["call_id"],
-            "tool": event.payload["tool"],
-            "side_effect": event.payload.get("side_effect"),
-        }
+        InterruptedCall(
+            rev=event.rev,
+            lane=event.lane,
+            job_name=job_name_of(event.lane),
+            call_id=event.payload["call_id"],
+            tool=event.payload["tool"],
+            side_effect=event.payload.get("side_effect"),
+        )
         for event in open_intents.values()
     ]
 
 
-async def session_recover(ctx: OperatorContext, request: SessionRecover) -> dict[str, Any]:
+async def session_recover(ctx: OperatorContext, request: SessionRecover) -> SessionRecovery:
     """List the session's interrupted calls, or send the operator's decision on them."""
     row = await ctx.sessions.get(request.session_id)
     calls = interrupted_calls(await _events(ctx, row.session_id))
     if request.choice is None:
-        return {"session_id": row.session_id, "status": row.status.value, "interrupted": calls}
+        return SessionRecovery(
+            session_id=row.session_id, status=row.status.value, interrupted=calls
+        )
     row = await ctx.active_session(request.session_id)
-    held = [c for c in calls if request.job_name is None or c["job_name"] == request.job_name]
+    held = [c for c in calls if request.job_name is None or c.job_name == request.job_name]
     if not held:
         which = f"core job {request.job_name}" if request.job_name else "session"
         raise ConflictError(
@@ -70,13 +63,13 @@ async def session_recover(ctx: OperatorContext, request: SessionRecover) -> dict
             f"recover (see choirctl session recover {row.session_id})"
         )
     ctx.push(row.session_id, RecoverPush(choice=request.choice, job_name=request.job_name))
-    return {
-        "session_id": row.session_id,
-        "choice": request.choice,
-        "job_name": request.job_name,
-        "requested": True,
-        "interrupted": held,
-    }
+    return SessionRecovery(
+        session_id=row.session_id,
+        choice=request.choice,
+        job_name=request.job_name,
+        requested=True,
+        interrupted=held,
+    )
 
 
 async def _events(ctx: OperatorContext, session_id: str) -> list[EventRecord]:

@@ -9,47 +9,54 @@ cancelled by name.
 
 from __future__ import annotations
 
-from typing import Any, Final
+from typing import Final
 
 from choir.daemon.operator.context import OperatorContext
-from choir.daemon.operator.payloads import SessionCancel, SessionCompact, SessionList, SessionRef
 from choir.daemon.operator.views import lane_view, locks_view, session_view
 from choir.errors import ConflictError, NotFoundError
 from choir.protocol import CompactPush, CoreCancelPush
 from choir.protocol.log.lanes import CORE_LANE_PREFIX, EDGE_LANE, core_lane, job_name_of
+from choir.protocol.operator.answers import (
+    CancelRequested,
+    CompactRequested,
+    SessionCores,
+)
+from choir.protocol.operator.answers import SessionList as SessionListAnswer
+from choir.protocol.operator.requests import SessionCancel, SessionCompact, SessionList, SessionRef
+from choir.protocol.operator.views import CoreView, LocksView
 
 FINISHED_CORE_STATES: Final = frozenset({"CORE_COMPLETED", "CORE_TERMINATED"})
 
 
-async def session_list(ctx: OperatorContext, request: SessionList) -> dict[str, Any]:
+async def session_list(ctx: OperatorContext, request: SessionList) -> SessionListAnswer:
     """Newest first, of one agent or all: active and recent sessions."""
     if request.agent_id is not None:
         ctx.require_agent(request.agent_id)
     rows = await ctx.sessions.recent(request.agent_id, request.limit)
     now = ctx.clock()
-    return {"sessions": [session_view(row, now) for row in rows]}
+    return SessionListAnswer(sessions=[session_view(row, now) for row in rows])
 
 
-async def session_cores(ctx: OperatorContext, request: SessionRef) -> dict[str, Any]:
+async def session_cores(ctx: OperatorContext, request: SessionRef) -> SessionCores:
     """The session's core jobs as their lanes last reported: name, state, skill, step."""
     row = await ctx.sessions.get(request.session_id)
     lanes = ctx.services.status.lanes(row.session_id)
     cores = [
-        {"job_name": job_name_of(lane_id), **lane_view(row.session_id, lane)}
+        CoreView(job_name=job_name_of(lane_id), **dict(lane_view(row.session_id, lane)))
         for lane_id, lane in lanes.items()
         if lane_id.startswith(CORE_LANE_PREFIX)
     ]
-    return {"session_id": row.session_id, "status": row.status.value, "cores": cores}
+    return SessionCores(session_id=row.session_id, status=row.status.value, cores=cores)
 
 
-async def session_locks(ctx: OperatorContext, request: SessionRef) -> dict[str, Any]:
+async def session_locks(ctx: OperatorContext, request: SessionRef) -> LocksView:
     """The session's lock table as its agent last reported it (§9): resource, mode, holders,
     waiters, held for. Empty until the agent reports one, and once the session ended."""
     row = await ctx.sessions.get(request.session_id)
     return locks_view(row.session_id, ctx.services.status.locks(row.session_id))
 
 
-async def session_cancel(ctx: OperatorContext, request: SessionCancel) -> dict[str, Any]:
+async def session_cancel(ctx: OperatorContext, request: SessionCancel) -> CancelRequested:
     """Ask the agent to cancel one core job (CoreCancelPush)."""
     row = await ctx.active_session(request.session_id)
     lane = ctx.services.status.lanes(row.session_id).get(core_lane(request.job_name))
@@ -63,10 +70,10 @@ async def session_cancel(ctx: OperatorContext, request: SessionCancel) -> dict[s
             f"core job {request.job_name} already finished ({lane.report.state}): nothing to cancel"
         )
     ctx.push(row.session_id, CoreCancelPush(job_name=request.job_name))
-    return {"session_id": row.session_id, "job_name": request.job_name, "requested": True}
+    return CancelRequested(session_id=row.session_id, job_name=request.job_name, requested=True)
 
 
-async def session_compact(ctx: OperatorContext, request: SessionCompact) -> dict[str, Any]:
+async def session_compact(ctx: OperatorContext, request: SessionCompact) -> CompactRequested:
     """Ask the agent to compact working memory now (CompactPush), one lane or all."""
     row = await ctx.active_session(request.session_id)
     lane = request.lane
@@ -80,4 +87,4 @@ async def session_compact(ctx: OperatorContext, request: SessionCompact) -> dict
             f"(see choirctl session cores {row.session_id})"
         )
     ctx.push(row.session_id, CompactPush(lane=lane))
-    return {"session_id": row.session_id, "lane": lane, "requested": True}
+    return CompactRequested(session_id=row.session_id, lane=lane, requested=True)

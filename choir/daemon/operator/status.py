@@ -24,9 +24,21 @@ from choir import __version__
 from choir.core.held_jobs import recover_command
 from choir.daemon.images.repo_refresh import repo_status
 from choir.daemon.operator.context import OperatorContext
-from choir.daemon.operator.payloads import AgentRef, NoArguments
 from choir.daemon.operator.views import agent_state, held_view, iso, lane_view, seconds_between
 from choir.daemon.sessions.outage import outage_view
+from choir.protocol.operator.answers import (
+    AgentCounts,
+    AgentList,
+    AgentStatus,
+    GatewayView,
+    HeldJobs,
+    HeldJobView,
+    RepoView,
+    Sockets,
+    StatusAnswer,
+)
+from choir.protocol.operator.requests import AgentRef, NoArguments
+from choir.protocol.operator.views import AgentSummary, HeldView, OutageView, ProblemFields
 from choir.store.agents import image_of
 from choir.store.sessions import SessionRow, SessionStatus
 
@@ -34,49 +46,53 @@ POSTGRES_PROBE_TIMEOUT_S: Final = 1.0
 """`status` answers within about this long even when Postgres hangs."""
 
 
-async def status(ctx: OperatorContext, _: NoArguments) -> dict[str, Any]:
+async def status(ctx: OperatorContext, _: NoArguments) -> StatusAnswer:
     """choird's health: version, uptime, config, Postgres, gateways, agents, approvals."""
     running = ctx.stage.running
     postgres = await _postgres(ctx)
-    agents: dict[str, Any] = {"total": len(ctx.config.agents), "running": None, "interrupted": None}
+    agents = AgentCounts(total=len(ctx.config.agents), running=None, interrupted=None)
     pending: int | None = None
     latest: dict[str, SessionRow | None] = {}
-    if postgres["state"] == "ok":
+    if postgres.state == "ok":
         latest = await _latest_sessions(ctx)
-        agents["running"] = sum(agent_state(row) == "running" for row in latest.values())
-        agents["interrupted"] = [view for row in latest.values() if (view := outage_view(row))]
+        agents = AgentCounts(
+            total=agents.total,
+            running=sum(agent_state(row) == "running" for row in latest.values()),
+            interrupted=[_outage(view) for row in latest.values() if (view := outage_view(row))],
+        )
         pending = len(await ctx.services.approvals.list())
     now = ctx.clock()
-    return {
-        "version": __version__,
-        "started_at": iso(ctx.started_at),
-        "uptime_s": seconds_between(ctx.started_at, now),
-        "config_version": running.version,
-        "config_hash": running.loaded.config_hash,
-        "config_staged": ctx.stage.staged is not None,
-        "postgres": postgres,
-        "disk": _disk(ctx),
-        "gateways": [
-            {"name": name, "type": gateway.type, "state": GATEWAY_STATES[gateway.type]}
+    return StatusAnswer(
+        version=__version__,
+        started_at=iso(ctx.started_at),
+        uptime_s=seconds_between(ctx.started_at, now),
+        config_version=running.version,
+        config_hash=running.loaded.config_hash,
+        config_staged=ctx.stage.staged is not None,
+        postgres=postgres,
+        disk=_disk(ctx),
+        gateways=[
+            GatewayView(name=name, type=gateway.type, state=GATEWAY_STATES[gateway.type])
             for name, gateway in sorted(ctx.config.gateways.items())
         ],
-        "agents": agents,
-        "approvals_pending": pending,
-        "held_jobs": _held_jobs(ctx, latest),
-        "repos": repo_status(ctx.home, ctx.config),
-        "sockets": {
-            "operator": str(ctx.home.operator_socket),
-            "agents": str(ctx.home.agent_socks),
-        },
-    }
+        agents=agents,
+        approvals_pending=pending,
+        held_jobs=_held_jobs(ctx, latest),
+        repos=[RepoView.model_validate(repo) for repo in repo_status(ctx.home, ctx.config)],
+        sockets=Sockets(operator=str(ctx.home.operator_socket), agents=str(ctx.home.agent_socks)),
+    )
 
 
-async def _postgres(ctx: OperatorContext) -> dict[str, Any]:
+def _outage(view: dict[str, Any] | None) -> OutageView | None:
+    return OutageView.model_validate(view) if view is not None else None
+
+
+async def _postgres(ctx: OperatorContext) -> ProblemFields:
     """The known problem if there is one (no probe: it would only time out), else a probe."""
     problem = ctx.health.problem("postgres")
     if problem is None:
         return await probe_postgres(ctx)
-    return {"state": "degraded", "problem": problem.state, **_problem_fields(problem.view())}
+    return ProblemFields(state="degraded", problem=problem.state, **_problem_fields(problem.view()))
 
 
 GATEWAY_STATES: Final = {
@@ -87,34 +103,37 @@ GATEWAY_STATES: Final = {
 }
 
 
-def _disk(ctx: OperatorContext) -> dict[str, Any]:
+def _disk(ctx: OperatorContext) -> ProblemFields:
     problem = ctx.health.problem("disk")
     if problem is None:
-        return {"state": "ok"}
-    return {"state": problem.state, **_problem_fields(problem.view())}
+        return ProblemFields(state="ok")
+    return ProblemFields(state=problem.state, **_problem_fields(problem.view()))
 
 
 def _problem_fields(view: dict[str, Any]) -> dict[str, Any]:
     return {key: view[key] for key in ("reason", "since", "where", "restarts")}
 
 
-def _held_jobs(ctx: OperatorContext, latest: dict[str, SessionRow | None]) -> dict[str, Any]:
+def _held_jobs(ctx: OperatorContext, latest: dict[str, SessionRow | None]) -> HeldJobs:
     """Core jobs held after a crash in every session: how many, which, and what decides them
     (from the agents' reports, so it answers while Postgres is down too — without agent ids)."""
     agent_of = {row.session_id: agent_id for agent_id, row in latest.items() if row is not None}
     jobs = [
-        {"agent_id": agent_of.get(session_id), **held_view(session_id, lane, calls)}
+        HeldJobView(
+            agent_id=agent_of.get(session_id),
+            **held_view(session_id, lane, calls).model_dump(mode="json"),
+        )
         for session_id, lanes in ctx.services.status.held().items()
         for lane, calls in lanes.items()
     ]
-    sessions = sorted({job["session_id"] for job in jobs})
+    sessions = sorted({job.session_id for job in jobs})
     hint = None
     if jobs:
         hint = recover_command(sessions[0]) if len(sessions) == 1 else recover_command("<session>")
-    return {"count": len(jobs), "jobs": jobs, "hint": hint}
+    return HeldJobs(count=len(jobs), jobs=jobs, hint=hint)
 
 
-async def probe_postgres(ctx: OperatorContext) -> dict[str, Any]:
+async def probe_postgres(ctx: OperatorContext) -> ProblemFields:
     """`SELECT 1` within a second: `ok` with its latency, or `degraded` with the reason."""
     began = time.perf_counter()
     try:
@@ -122,20 +141,23 @@ async def probe_postgres(ctx: OperatorContext) -> dict[str, Any]:
             await conn.fetchval("SELECT 1")
     except TimeoutError:
         reason = f"no answer to SELECT 1 within {POSTGRES_PROBE_TIMEOUT_S:g} s"
-        return {"state": "degraded", "reason": reason}
+        return ProblemFields(state="degraded", reason=reason)
     except Exception as error:  # any driver or socket failure means the same to the operator
-        return {"state": "degraded", "reason": str(error).splitlines()[0] or type(error).__name__}
+        reason = str(error).splitlines()[0] or type(error).__name__
+        return ProblemFields(state="degraded", reason=reason)
     latency = round((time.perf_counter() - began) * 1000, 2)
-    return {"state": "ok", "latency_ms": latency}
+    return ProblemFields(state="ok", latency_ms=latency)
 
 
-async def agent_list(ctx: OperatorContext, _: NoArguments) -> dict[str, Any]:
+async def agent_list(ctx: OperatorContext, _: NoArguments) -> AgentList:
     """Every configured agent with its state, session, uptime, config version and bindings."""
     latest = await _latest_sessions(ctx)
-    return {"agents": [_agent_summary(ctx, agent_id, latest[agent_id]) for agent_id in latest]}
+    return AgentList(
+        agents=[_agent_summary(ctx, agent_id, latest[agent_id]) for agent_id in latest]
+    )
 
 
-async def agent_status(ctx: OperatorContext, request: AgentRef) -> dict[str, Any]:
+async def agent_status(ctx: OperatorContext, request: AgentRef) -> AgentStatus:
     """One agent in detail (§17.1): lanes, skill, budgets, bindings, uptime, config version,
     runtime and image."""
     ctx.require_agent(request.agent_id)
@@ -144,8 +166,9 @@ async def agent_status(ctx: OperatorContext, request: AgentRef) -> dict[str, Any
     lanes = ctx.services.status.lanes(active.session_id) if active is not None else {}
     edge = lanes.get("edge")
     latest_version = ctx.stage.running.version
-    data = _agent_summary(ctx, request.agent_id, row)
-    data.update(
+    summary = _agent_summary(ctx, request.agent_id, row)
+    return AgentStatus(
+        **dict(summary),
         config_version_latest=latest_version,
         config_behind=active is not None and active.config_version != latest_version,
         last_heartbeat_at=iso(row.last_heartbeat_at) if row is not None else None,
@@ -157,7 +180,6 @@ async def agent_status(ctx: OperatorContext, request: AgentRef) -> dict[str, Any
         lanes=[lane_view(active.session_id, lane) for lane in lanes.values()] if active else [],
         image=await _image(ctx, request.agent_id),
     )
-    return data
 
 
 async def _image(ctx: OperatorContext, agent_id: str) -> dict[str, Any] | None:
@@ -174,25 +196,25 @@ def _active(row: SessionRow | None) -> SessionRow | None:
     return row if row is not None and row.status == SessionStatus.ACTIVE else None
 
 
-def _agent_summary(ctx: OperatorContext, agent_id: str, row: SessionRow | None) -> dict[str, Any]:
+def _agent_summary(ctx: OperatorContext, agent_id: str, row: SessionRow | None) -> AgentSummary:
     active = _active(row)
     defaults = ctx.config.agents[agent_id].defaults.model_dump(mode="json")
-    return {
-        "agent_id": agent_id,
-        "state": agent_state(row),
-        "session_id": row.session_id if row is not None else None,
-        "session_status": row.status.value if row is not None else None,
-        "started_at": iso(active.started_at) if active else None,
-        "uptime_s": seconds_between(active.started_at, ctx.clock()) if active else None,
-        "config_version": row.config_version if row is not None else None,
-        "bindings": active.resource_bindings if active else defaults,
-        "held_jobs": _held_of(ctx, active) if active else [],
-        "interrupted": outage_view(row),
+    return AgentSummary(
+        agent_id=agent_id,
+        state=agent_state(row),
+        session_id=row.session_id if row is not None else None,
+        session_status=row.status.value if row is not None else None,
+        started_at=iso(active.started_at) if active else None,
+        uptime_s=seconds_between(active.started_at, ctx.clock()) if active else None,
+        config_version=row.config_version if row is not None else None,
+        bindings=active.resource_bindings if active else defaults,
+        held_jobs=_held_of(ctx, active) if active else [],
+        interrupted=_outage(outage_view(row)),
         **_runtime_of(ctx, agent_id),
-    }
+    )
 
 
-def _held_of(ctx: OperatorContext, active: SessionRow) -> list[dict[str, Any]]:
+def _held_of(ctx: OperatorContext, active: SessionRow) -> list[HeldView]:
     """The session's core jobs held after a crash, each with the command that decides it."""
     lanes = ctx.services.status.held().get(active.session_id, {})
     return [held_view(active.session_id, lane, calls) for lane, calls in lanes.items()]

@@ -18,15 +18,20 @@ import asyncio
 import os
 import shutil
 from pathlib import Path
-from typing import Any
 
 from choir.config.scaffolding.home_setup import SCRATCH_DIRS
 from choir.config.validation.workspace_paths import dangerous_workspaces
 from choir.daemon.operator.agents.lifecycle import stop_session
 from choir.daemon.operator.context import OperatorContext
-from choir.daemon.operator.payloads import NoArguments, WorkspaceRef
 from choir.daemon.operator.views import iso
 from choir.errors import ChoirError, ConfigError, ConflictError, NotFoundError
+from choir.protocol.operator.answers import (
+    AgentStopped,
+    WorkspaceList,
+    WorkspaceReset,
+    WorkspaceView,
+)
+from choir.protocol.operator.requests import NoArguments, WorkspaceRef
 from choir.store.leases import Lease, all_leases
 from choir.store.postgres.pool import Connection
 from choir.store.sessions import SessionStatus
@@ -34,7 +39,7 @@ from choir.store.sessions import SessionStatus
 WORKSPACE_KIND = "workspace"
 
 
-async def workspace_list(ctx: OperatorContext, _: NoArguments) -> dict[str, Any]:
+async def workspace_list(ctx: OperatorContext, _: NoArguments) -> WorkspaceList:
     """Every configured workspace: path, whether it exists, who holds its lease."""
     async with ctx.pool.acquire() as conn:
         holders = await _holders(conn)
@@ -44,19 +49,19 @@ async def workspace_list(ctx: OperatorContext, _: NoArguments) -> dict[str, Any]
     for name, workspace in workspaces:
         lease = holders.get(name)
         rows.append(
-            {
-                "name": name,
-                "path": workspace.path,
-                "exists": workspace.path in existing,
-                "leased_to": lease.agent_id if lease else None,
-                "session_id": lease.session_id if lease else None,
-                "leased_at": iso(lease.acquired_at) if lease else None,
-            }
+            WorkspaceView(
+                name=name,
+                path=workspace.path,
+                exists=workspace.path in existing,
+                leased_to=lease.agent_id if lease else None,
+                session_id=lease.session_id if lease else None,
+                leased_at=iso(lease.acquired_at) if lease else None,
+            )
         )
-    return {"workspaces": rows}
+    return WorkspaceList(workspaces=rows)
 
 
-async def workspace_reset(ctx: OperatorContext, request: WorkspaceRef) -> dict[str, Any]:
+async def workspace_reset(ctx: OperatorContext, request: WorkspaceRef) -> WorkspaceReset:
     """Empty the workspace directory unless an agent holds it; returns how much was removed."""
     workspace = ctx.config.workspaces.get(request.name)
     if workspace is None:
@@ -80,11 +85,12 @@ async def workspace_reset(ctx: OperatorContext, request: WorkspaceRef) -> dict[s
                 f"(choirctl agent stop {lease.agent_id}), then reset"
             )
         removed = await asyncio.to_thread(clear_directory, Path(workspace.path))
-    answer = {"name": request.name, "path": workspace.path, "removed": removed}
-    return {**answer, "stopped": stopped} if stopped else answer
+    if stopped is None:
+        return WorkspaceReset(name=request.name, path=workspace.path, removed=removed)
+    return WorkspaceReset(name=request.name, path=workspace.path, removed=removed, stopped=stopped)
 
 
-async def _stop_holder(ctx: OperatorContext, name: str) -> dict[str, Any] | None:
+async def _stop_holder(ctx: OperatorContext, name: str) -> AgentStopped | None:
     """Stop the agent leasing workspace `name` gracefully; what `agent stop` would answer.
 
     None when nobody holds it, or when this choird runs no agents (the reset then refuses)."""

@@ -102,16 +102,16 @@ class Choird:
     async def start_agent(self, agent_id: str = "agent-1") -> str:
         """Start `agent_id` on the process runtime; its session id."""
         started = await self.client.agent_start(agent_id)
-        return str(started["session_id"])
+        return str(started.session_id)
 
     async def propose(self, what: str = "tool", agent_id: str = "agent-1") -> dict[str, Any]:
         """Have the agent propose something; the pending approval choird stored."""
-        before = {a["approval_id"] for a in (await self.client.approval_list())["approvals"]}
+        before = {a.approval_id for a in (await self.client.approval_list()).approvals}
         await self.client.chat_send(agent_id, f"please propose a {what}")
         began = time.monotonic()
         while time.monotonic() - began < 20:
-            for approval in (await self.client.approval_list())["approvals"]:
-                if approval["approval_id"] not in before:
+            for approval in (await self.client.approval_list()).approvals:
+                if approval.approval_id not in before:
                     return dict(approval)
             await asyncio.sleep(0.05)
         raise AssertionError(f"{agent_id} proposed no {what} within 20 s")

@@ -36,7 +36,7 @@ async def test_an_approval_appears_live_and_is_approved_after_confirmation(choir
         await until(pilot, lambda: key not in view.table.rows, what="the row to leave")
         assert ("information", f"{key} approved; the agent is told.") in notes(app)
     shown = await choird.client.approval_show(key)
-    assert (shown["status"], shown["resolved_by"]) == ("approved", "choir tui")
+    assert (shown.status, shown.resolved_by) == ("approved", "choir tui")
 
 
 async def test_declining_the_confirmation_leaves_it_pending_and_reject_rejects(choird: Choird):
@@ -52,14 +52,14 @@ async def test_declining_the_confirmation_leaves_it_pending_and_reject_rejects(c
         dialog = await confirmation(pilot)
         await pilot.press("n")
         await pilot.pause()
-        assert (await choird.client.approval_show(first))["status"] == "pending"
+        assert (await choird.client.approval_show(first)).status == "pending"
         await pilot.press("down", "r")
         dialog = await confirmation(pilot)
         assert dialog.danger
         await pilot.press("y")
         await until(pilot, lambda: second not in view.table.rows, what="the rejected row to go")
-    assert (await choird.client.approval_show(second))["status"] == "rejected"
-    assert (await choird.client.approval_show(first))["status"] == "pending"
+    assert (await choird.client.approval_show(second)).status == "rejected"
+    assert (await choird.client.approval_show(first)).status == "pending"
 
 
 async def test_resolved_elsewhere_while_the_dialog_is_open_closes_it_unanswered(choird: Choird):
@@ -80,7 +80,7 @@ async def test_resolved_elsewhere_while_the_dialog_is_open_closes_it_unanswered(
         assert key not in view.table.rows
         assert any("already rejected by choirctl" in text for _, text in notes(app))
     shown = await choird.client.approval_show(key)
-    assert (shown["status"], shown["resolved_by"]) == ("rejected", "choirctl")
+    assert (shown.status, shown.resolved_by) == ("rejected", "choirctl")
 
 
 async def test_an_answer_racing_another_is_a_polite_notice_not_a_second_resolution(
@@ -98,7 +98,7 @@ async def test_an_answer_racing_another_is_a_polite_notice_not_a_second_resoluti
         assert any("already approved" in text for text in warnings), notes(app)
         assert not [text for severity, text in notes(app) if severity == "error"]
     shown = await choird.client.approval_show(key)
-    assert (shown["status"], shown["resolved_at"]) == ("approved", approved["resolved_at"])
+    assert (shown.status, shown.resolved_at) == ("approved", approved.resolved_at)
 
 
 async def test_ages_and_countdowns_tick_locally_and_config_changes_show_as_a_diff(

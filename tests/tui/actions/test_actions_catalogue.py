@@ -124,7 +124,7 @@ async def test_changing_actions_on_a_session_do_it_or_say_why_not(choird: Choird
         await noted(pilot, f"{rejected} rejected")
         await run(pilot, "Workspace: reset (delete its files)", "other")
         await noted(pilot, "workspace other reset")
-    assert (await choird.client.approval_show(rejected))["status"] == "rejected"
+    assert (await choird.client.approval_show(rejected)).status == "rejected"
 
 
 async def test_agent_lifecycle_actions_start_restart_and_stop(choird: Choird, other: Path):
@@ -136,9 +136,9 @@ async def test_agent_lifecycle_actions_start_restart_and_stop(choird: Choird, ot
         await noted(pilot, "agent-1 restarted")
         await run(pilot, "Agent: stop (graceful)", "agent-2")
         await noted(pilot, "agent-2 stopped")
-    assert (await choird.client.agent_status("agent-2"))["state"] == "stopped"
+    assert (await choird.client.agent_status("agent-2")).state == "stopped"
     restarted = await choird.client.agent_status("agent-1")
-    assert (restarted["state"], restarted["session_id"]) == ("running", first)
+    assert (restarted.state, restarted.session_id) == ("running", first)
 
 
 async def test_updates_show_their_progress_and_outcome(choird: Choird):

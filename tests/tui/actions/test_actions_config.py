@@ -47,7 +47,7 @@ async def test_load_shows_tagged_changes_and_apply_publishes_them(choird: Choird
         assert not view.shown["staged"]
         assert any("config v2 applied" in text for _, text in notes(app))
     shown = await choird.client.config_show()
-    assert (shown["config_version"], shown["config"]["approval_timeout_ms"]) == (2, 600_000)
+    assert (shown.config_version, shown.config["approval_timeout_ms"]) == (2, 600_000)
 
 
 async def test_a_broken_config_lists_every_problem_and_stages_nothing(choird: Choird):
@@ -69,7 +69,7 @@ async def test_a_broken_config_lists_every_problem_and_stages_nothing(choird: Ch
         await pilot.pause()
         assert not isinstance(app.screen, ConfirmDialog)
         assert any("Nothing staged" in text for _, text in notes(app))
-    assert (await choird.client.config_show())["staged"] is False
+    assert (await choird.client.config_show()).staged is False
 
 
 async def test_applied_elsewhere_refreshes_and_secret_apply_asks_first(choird: Choird):

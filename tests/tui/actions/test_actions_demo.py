@@ -66,4 +66,4 @@ async def test_the_demo_model_proposes_and_the_operator_approves_in_the_console(
         await pilot.press("y")
         await until(pilot, lambda: view.table.row_count == 0, what="the approval to go")
     shown = await client.approval_show(approval_id)
-    assert (shown["status"], shown["resolved_by"]) == ("approved", "choir tui")
+    assert (shown.status, shown.resolved_by) == ("approved", "choir tui")

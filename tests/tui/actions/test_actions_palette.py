@@ -52,7 +52,7 @@ async def test_approving_from_the_palette_asks_which_then_confirms(choird: Choir
         await pilot.press("y")
         await until(pilot, lambda: key not in app.state.approvals, what="the approval to go")
     shown = await choird.client.approval_show(key)
-    assert (shown["status"], shown["resolved_by"]) == ("approved", "choir tui")
+    assert (shown.status, shown.resolved_by) == ("approved", "choir tui")
 
 
 async def test_read_only_commands_show_choirds_answer(choird: Choird):
@@ -97,7 +97,7 @@ async def test_stopping_from_the_palette_confirms_and_stops(choird: Choird):
         assert dialog.question.startswith("Stop agent-1?")
         await pilot.press("y")
         await until(pilot, lambda: ("information", "agent-1 stopped") in notes(app), within=30)
-    assert (await choird.client.agent_status("agent-1"))["state"] == "stopped"
+    assert (await choird.client.agent_status("agent-1")).state == "stopped"
 
 
 async def test_the_help_screen_lists_every_views_keys(choird: Choird):

@@ -62,4 +62,4 @@ async def test_resetting_a_leased_workspace_names_the_holder_and_stops_it_first(
         await until(
             pilot, lambda: not view.workspaces["default"].get("leased_to"), what="the lease gone"
         )
-    assert (await choird.client.agent_status("agent-1"))["state"] == "stopped"
+    assert (await choird.client.agent_status("agent-1")).state == "stopped"

@@ -105,4 +105,4 @@ async def test_choir_tui_in_a_terminal_approves_a_pending_approval(choird: Choir
         await terminal.keys("q")
 
     shown = await choird.client.approval_show(approval_id)
-    assert (shown["status"], shown["resolved_by"]) == ("approved", "choir tui")
+    assert (shown.status, shown.resolved_by) == ("approved", "choir tui")

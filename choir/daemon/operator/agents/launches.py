@@ -14,20 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from choir.daemon.runtimes.base import AgentRuntime, OpenSocket
-from choir.protocol import VersionInfo, WireModel
-
-
-class StartOverrides(WireModel):
-    """Start-time bindings replacing the agent's defaults (§17.1 start flags); None keeps it."""
-
-    workspace: str | None = None
-    llm: str | None = None
-    voice_profile: str | None = None
-    git_identity: str | None = None
-    notion: str | None = None
-    email: str | None = None
-    dm: str | None = None
-    """Required from choirctl (it has no DM of its own); the gateway's /start passes its own."""
+from choir.protocol import VersionInfo
+from choir.protocol.operator.requests import StartOverrides
 
 
 @dataclass(frozen=True)

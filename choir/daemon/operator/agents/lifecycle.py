@@ -19,19 +19,25 @@ import asyncio
 import os
 import time
 from pathlib import Path
-from typing import Any, Final
+from typing import Final
 
 from choir.config.scaffolding.home_setup import SCRATCH_DIRS
 from choir.daemon.agents.resume_watch import until_resumed
-from choir.daemon.operator.agents.launches import Launched, Lifecycle, StartOverrides
+from choir.daemon.operator.agents.launches import Launched, Lifecycle
 from choir.daemon.operator.context import OperatorContext
-from choir.daemon.operator.payloads import AgentRef, NoArguments
 from choir.daemon.runtimes.base import TERM_GRACE_S, StopReason, graceful_stop
 from choir.daemon.sessions.bindings import resolve_bindings
 from choir.daemon.sessions.stop_summary import summary_view
 from choir.errors import ChoirError, UnavailableError, UsageError
 from choir.logs import get_logger
-from choir.protocol import WireModel
+from choir.protocol.operator.answers import (
+    AgentRestarted,
+    AgentStarted,
+    AgentStopped,
+    ChoirdShutdown,
+    StopSummary,
+)
+from choir.protocol.operator.requests import AgentRef, AgentStart, NoArguments, StartOverrides
 from choir.store.sessions import SessionRow, SessionStatus
 
 log = get_logger("choird.lifecycle")
@@ -42,52 +48,43 @@ SHUTDOWN_DELAY_S: Final = 0.05
 """`shutdown` answers first, then choird begins stopping."""
 
 
-class AgentStart(WireModel):
-    agent_id: str
-    overrides: StartOverrides = StartOverrides()
-    new_session: bool = False
-    """Start a fresh session even when the previous one could be resumed."""
-    resume: str | None = None
-    """Resume this session instead of choosing one."""
-
-
-async def agent_start(ctx: OperatorContext, request: AgentStart) -> dict[str, Any]:
+async def agent_start(ctx: OperatorContext, request: AgentStart) -> AgentStarted:
     """Start the agent's session and its process; undo the session if the process fails."""
     async with lifecycle_of(ctx).exclusive(request.agent_id):
         return await launch(ctx, request)
 
 
-async def agent_stop(ctx: OperatorContext, request: AgentRef) -> dict[str, Any]:
+async def agent_stop(ctx: OperatorContext, request: AgentRef) -> AgentStopped:
     """Graceful stop (§17.2); answers once the process exited, with the session's end status."""
     async with lifecycle_of(ctx).exclusive(request.agent_id):
         row = await ctx.running_session(request.agent_id, hint="nothing to stop")
         return await stop_session(ctx, row, "stop")
 
 
-async def agent_restart(ctx: OperatorContext, request: AgentRef) -> dict[str, Any]:
+async def agent_restart(ctx: OperatorContext, request: AgentRef) -> AgentRestarted:
     """Stop, then start the same session with the same bindings (§17.1)."""
     lifecycle = lifecycle_of(ctx)
     async with lifecycle.exclusive(request.agent_id):
         row = await ctx.running_session(request.agent_id, hint=None)  # says how to start it
         stopped = await stop_session(ctx, row, "restart")
         started = await relaunch(ctx, row)
-        return {**started, "stopped": stopped}
+        return AgentRestarted(**dict(started), stopped=stopped)
 
 
-async def choird_shutdown(ctx: OperatorContext, _: NoArguments) -> dict[str, Any]:
+async def choird_shutdown(ctx: OperatorContext, _: NoArguments) -> ChoirdShutdown:
     """Stop choird: it stops every agent it runs gracefully, then exits (`choir down`)."""
     lifecycle = lifecycle_of(ctx)
     if lifecycle.shutdown is None:
         raise UnavailableError("this choird cannot be stopped over its socket: send it SIGTERM")
     running = sum(lifecycle.runtime.running(agent) is not None for agent in ctx.config.agents)
     asyncio.get_running_loop().call_later(SHUTDOWN_DELAY_S, lifecycle.shutdown)
-    return {"pid": os.getpid(), "agents_running": running}
+    return ChoirdShutdown(pid=os.getpid(), agents_running=running)
 
 
 # -- the steps the verbs share ---------------------------------------------------------------
 
 
-async def launch(ctx: OperatorContext, request: AgentStart) -> dict[str, Any]:
+async def launch(ctx: OperatorContext, request: AgentStart) -> AgentStarted:
     """Start (or resume) the agent's session and spawn it; every lease undone on failure."""
     lifecycle = lifecycle_of(ctx)
     ctx.require_agent(request.agent_id)
@@ -123,19 +120,19 @@ async def launch(ctx: OperatorContext, request: AgentStart) -> dict[str, Any]:
         await ctx.sessions.stop(started.session_id, f"the agent did not start: {error}", status)
         raise
     lifecycle.launched[request.agent_id] = Launched(request.overrides, version, root)
-    return {
-        "agent_id": request.agent_id,
-        "session_id": started.session_id,
-        "resumed": started.resumed,
-        "bindings": started.bindings.model_dump(mode="json"),
-        "runtime": lifecycle.runtime.name,
-        "sandboxed": lifecycle.runtime.sandboxed,
-        "pid": agent.pid,
-        "image": version.model_dump(mode="json"),
-    }
+    return AgentStarted(
+        agent_id=request.agent_id,
+        session_id=started.session_id,
+        resumed=started.resumed,
+        bindings=started.bindings.model_dump(mode="json"),
+        runtime=lifecycle.runtime.name,
+        sandboxed=lifecycle.runtime.sandboxed,
+        pid=agent.pid,
+        image=version.model_dump(mode="json"),
+    )
 
 
-async def relaunch(ctx: OperatorContext, row: SessionRow) -> dict[str, Any]:
+async def relaunch(ctx: OperatorContext, row: SessionRow) -> AgentStarted:
     """Start `row`'s stopped session again with its bindings (transient overrides reverted)."""
     try:
         return await launch(
@@ -152,7 +149,7 @@ async def relaunch(ctx: OperatorContext, row: SessionRow) -> dict[str, Any]:
         ) from None
 
 
-async def stop_session(ctx: OperatorContext, row: SessionRow, reason: StopReason) -> dict[str, Any]:
+async def stop_session(ctx: OperatorContext, row: SessionRow, reason: StopReason) -> AgentStopped:
     """Stop the agent running `row` gracefully (§17.2); its session's end status and how its
     session summary went (§11.8)."""
     lifecycle = lifecycle_of(ctx)
@@ -171,13 +168,13 @@ async def stop_session(ctx: OperatorContext, row: SessionRow, reason: StopReason
         log.warning("agent stopped without a session summary", fields=fields)
     else:
         log.info("agent stopped", fields=fields)
-    return {
-        "agent_id": row.agent_id,
-        "session_id": row.session_id,
-        "status": ended.status.value,
-        "exit_code": exit_code,
-        "summary": summary,
-    }
+    return AgentStopped(
+        agent_id=row.agent_id,
+        session_id=row.session_id,
+        status=ended.status.value,
+        exit_code=exit_code,
+        summary=StopSummary.model_validate(summary),
+    )
 
 
 def ensure_scratch(workspace: Path) -> None:

@@ -12,67 +12,75 @@ from typing import Any, Final
 
 from choir.daemon.operator.agents.overrides import Role, override_binding
 from choir.daemon.operator.context import OperatorContext
-from choir.daemon.operator.payloads import AgentRef, ModelSet, NoArguments, VoiceSet
 from choir.errors import NotFoundError
+from choir.protocol.operator.answers import (
+    AgentChoices,
+    BindingSwitched,
+    ModelList,
+    ModelView,
+    TtsView,
+    VoiceList,
+    VoiceProfileView,
+)
+from choir.protocol.operator.requests import AgentRef, ModelSet, NoArguments, VoiceSet
 from choir.store.sessions import SessionStatus
 
 DEMO_PROVIDER: Final = "scripted"
 
 
-async def model_list(ctx: OperatorContext, _: NoArguments) -> dict[str, Any]:
+async def model_list(ctx: OperatorContext, _: NoArguments) -> ModelList:
     """Named LLM models and TTS providers."""
     config = ctx.config
     models = [
-        {
-            "name": name,
-            "provider": model.provider,
-            "model": model.model,
-            "label": model.label,
-            "demo": model.provider == DEMO_PROVIDER,
-            "secret": model.secret,
-        }
+        ModelView(
+            name=name,
+            provider=model.provider,
+            model=model.model,
+            label=model.label,
+            demo=model.provider == DEMO_PROVIDER,
+            secret=model.secret,
+        )
         for name, model in sorted(config.models.items())
     ]
     tts = [
-        {"name": name, "provider": entry.provider, "model_id": entry.model_id}
+        TtsView(name=name, provider=entry.provider, model_id=entry.model_id)
         for name, entry in sorted(config.tts.items())
     ]
-    return {"models": models, "tts": tts}
+    return ModelList(models=models, tts=tts)
 
 
-async def model_get(ctx: OperatorContext, request: AgentRef) -> dict[str, Any]:
+async def model_get(ctx: OperatorContext, request: AgentRef) -> AgentChoices:
     """The agent's current LLM and voice profile, and its defaults."""
     data = await _current(ctx, request.agent_id)
     model = ctx.config.models.get(data["llm"] or "")
-    data["llm_demo"] = model is not None and model.provider == DEMO_PROVIDER
-    return data
+    return AgentChoices(**data, llm_demo=model is not None and model.provider == DEMO_PROVIDER)
 
 
-async def model_set(ctx: OperatorContext, request: ModelSet) -> dict[str, Any]:
+async def model_set(ctx: OperatorContext, request: ModelSet) -> BindingSwitched:
     """Switch a running agent's LLM until its next start."""
     _require_name(ctx.config.models, request.llm, "model", "choirctl model list")
     return await _override(ctx, request.agent_id, "llm", request.llm, "--llm")
 
 
-async def voice_list(ctx: OperatorContext, _: NoArguments) -> dict[str, Any]:
+async def voice_list(ctx: OperatorContext, _: NoArguments) -> VoiceList:
     """Named voice profiles with their TTS provider."""
     profiles = [
-        {
-            "name": name,
-            "tts": profile.tts,
-            "voice_id": profile.voice_id,
-            "output_format": profile.output_format,
-        }
+        VoiceProfileView(
+            name=name,
+            tts=profile.tts,
+            voice_id=profile.voice_id,
+            output_format=profile.output_format,
+        )
         for name, profile in sorted(ctx.config.voice_profiles.items())
     ]
-    return {"voice_profiles": profiles}
+    return VoiceList(voice_profiles=profiles)
 
 
-async def voice_get(ctx: OperatorContext, request: AgentRef) -> dict[str, Any]:
-    return await _current(ctx, request.agent_id)
+async def voice_get(ctx: OperatorContext, request: AgentRef) -> AgentChoices:
+    return AgentChoices(**await _current(ctx, request.agent_id))
 
 
-async def voice_set(ctx: OperatorContext, request: VoiceSet) -> dict[str, Any]:
+async def voice_set(ctx: OperatorContext, request: VoiceSet) -> BindingSwitched:
     """Switch a running agent's voice profile until its next start."""
     profiles = ctx.config.voice_profiles
     _require_name(profiles, request.voice_profile, "voice profile", "choirctl voice list")
@@ -104,7 +112,7 @@ async def _current(ctx: OperatorContext, agent_id: str) -> dict[str, Any]:
 
 async def _override(
     ctx: OperatorContext, agent_id: str, role: Role, name: str, flag: str
-) -> dict[str, Any]:
+) -> BindingSwitched:
     hint = (
         "a switch applies to a running agent until its next start; "
         f"to start it with this choice use choirctl agent start {agent_id} {flag} {name}"

@@ -18,6 +18,8 @@ from choir.daemon.operator.context import OperatorContext
 from choir.daemon.staging.stage import ConfigStage, RunningConfig
 from choir.errors import ConflictError
 from choir.protocol import ConfigChangedPush
+from choir.protocol.operator.answers import BindingSwitched
+from choir.protocol.operator.items import ConfigChanged, ConfigItem
 from choir.store.postgres.pool import Connection
 from choir.store.sessions import SessionRow
 
@@ -26,7 +28,7 @@ Role = Literal["llm", "voice_profile"]
 
 async def override_binding(
     ctx: OperatorContext, session: SessionRow, role: Role, name: str
-) -> dict[str, Any]:
+) -> BindingSwitched:
     """Bind `role` of the active `session` to `name`, publish, and tell the agent."""
     live = await ctx.sessions.live(session.session_id)
     previous = getattr(live.bindings, role)
@@ -40,20 +42,20 @@ async def override_binding(
     live.bindings = bindings
     version = publish_version(ctx, f"{session.agent_id}: {role} set to {name}")
     ctx.push(session.session_id, ConfigChangedPush(config_version=version))
-    return {
-        "agent_id": session.agent_id,
-        "session_id": session.session_id,
-        "role": role,
-        "name": name,
-        "previous": previous,
-        "config_version": version,
-    }
+    return BindingSwitched(
+        agent_id=session.agent_id,
+        session_id=session.session_id,
+        role=role,
+        name=name,
+        previous=previous,
+        config_version=version,
+    )
 
 
 def publish_version(ctx: OperatorContext, reason: str) -> int:
     """A new config_version for the same running config; told to the live feed."""
     version = bump_config_version(ctx.stage)
-    ctx.feed.publish("config", {"config_version": version, "reason": reason})
+    ctx.feed.publish(ConfigItem(data=ConfigChanged(config_version=version, reason=reason)))
     return version
 
 

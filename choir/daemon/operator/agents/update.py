@@ -9,7 +9,7 @@ resuming that session with the same bindings. A stopped agent is built, never st
 
 Update-all goes agent by agent, sequentially, and keeps going past a failure; each agent's
 outcome is `built`, `redeployed`, `skipped` or `failed`, with the reason. Both verbs stream
-progress (`operator_progress`), since a docker build takes a while.
+progress (`progress`), since a docker build takes a while.
 """
 
 from __future__ import annotations
@@ -20,18 +20,20 @@ import shutil
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Final, Literal
+from typing import Final, Literal
 
 from choir.daemon.operator.agents.launches import Lifecycle
 from choir.daemon.operator.agents.lifecycle import lifecycle_of, relaunch, stop_session
 from choir.daemon.operator.context import OperatorContext
-from choir.daemon.operator.payloads import AgentRef, NoArguments
 from choir.daemon.operator.progress import Report, reporting
 from choir.daemon.runtimes.process import ProcessRuntime
 from choir.errors import ChoirError, one_line
 from choir.protocol import VersionInfo
+from choir.protocol.base import WireModel
+from choir.protocol.operator.answers import UpdateAll, UpdateOutcome
+from choir.protocol.operator.items import Progress, UpdateAllResult, UpdateResult
+from choir.protocol.operator.requests import AgentRef, NoArguments
 from choir.store.sessions import SessionStatus
-from choir.transport import Payload
 
 Outcome = Literal["built", "redeployed", "skipped", "failed"]
 STAGING: Final = "choir.next"
@@ -49,39 +51,44 @@ class Candidate:
     """The candidate tree's content digest (process runtime): catches edits no commit shows."""
 
 
-async def agent_update(ctx: OperatorContext, request: AgentRef) -> AsyncIterator[Payload]:
+async def agent_update(ctx: OperatorContext, request: AgentRef) -> AsyncIterator[WireModel]:
     """Build if needed, then stop and start the agent resuming its session (§17.4)."""
     ctx.require_agent(request.agent_id)
     lifecycle_of(ctx)
-    return reporting(lambda report: update_one(ctx, request.agent_id, report))
+    return reporting(
+        lambda report: update_one(ctx, request.agent_id, report),
+        lambda outcome: UpdateResult(result=outcome),
+    )
 
 
-async def agent_update_all(ctx: OperatorContext, _: NoArguments) -> AsyncIterator[Payload]:
+async def agent_update_all(ctx: OperatorContext, _: NoArguments) -> AsyncIterator[WireModel]:
     """Every configured agent in turn (§17.5); a failure is reported and the next one goes."""
     lifecycle_of(ctx)
-    return reporting(lambda report: _update_all(ctx, report))
+    return reporting(
+        lambda report: _update_all(ctx, report), lambda outcomes: UpdateAllResult(result=outcomes)
+    )
 
 
-async def _update_all(ctx: OperatorContext, report: Report) -> dict[str, Any]:
+async def _update_all(ctx: OperatorContext, report: Report) -> UpdateAll:
     outcomes = []
     for agent_id in sorted(ctx.config.agents):
         try:
             outcome = await update_one(ctx, agent_id, report)
         except ChoirError as error:
             outcome = _outcome(agent_id, "failed", one_line(error.message))
-        report({"agent_id": agent_id, "phase": "outcome", "outcome": outcome})
+        report(Progress(agent_id=agent_id, phase="outcome", outcome=outcome))
         outcomes.append(outcome)
-    failed = sum(outcome["outcome"] == "failed" for outcome in outcomes)
-    return {"agents": outcomes, "failed": failed}
+    failed = sum(outcome.outcome == "failed" for outcome in outcomes)
+    return UpdateAll(agents=outcomes, failed=failed)
 
 
-async def update_one(ctx: OperatorContext, agent_id: str, report: Report) -> dict[str, Any]:
+async def update_one(ctx: OperatorContext, agent_id: str, report: Report) -> UpdateOutcome:
     """Build `agent_id` and, if it runs something else, redeploy it; its outcome."""
     lifecycle = lifecycle_of(ctx)
     async with lifecycle.exclusive(agent_id):
         latest = await ctx.latest_session(agent_id)
         running = latest if latest and latest.status == SessionStatus.ACTIVE else None
-        report({"agent_id": agent_id, "phase": "build", "title": "building if needed"})
+        report(Progress(agent_id=agent_id, phase="build", title="building if needed"))
         candidate = await _build(ctx, lifecycle, agent_id, running is not None, report)
         if running is None and not candidate.built:
             return _outcome(agent_id, "skipped", "not running; its build is up to date")
@@ -89,16 +96,22 @@ async def update_one(ctx: OperatorContext, agent_id: str, report: Report) -> dic
             return _outcome(agent_id, "built", "not running: the next start uses the new build")
         if not _changed(lifecycle, agent_id, candidate):
             return _outcome(agent_id, "skipped", "up to date: it runs the latest build")
-        report({"agent_id": agent_id, "phase": "stop", "title": "stopping gracefully"})
+        report(Progress(agent_id=agent_id, phase="stop", title="stopping gracefully"))
         stopped = await stop_session(ctx, running, "update")
-        report({"agent_id": agent_id, "phase": "start", "title": "starting, resuming its session"})
+        report(Progress(agent_id=agent_id, phase="start", title="starting, resuming its session"))
         started = await relaunch(ctx, running)
-        reason = f"session {started['session_id']} resumed on the new build"
-        return {**_outcome(agent_id, "redeployed", reason), "stopped": stopped, "started": started}
+        reason = f"session {started.session_id} resumed on the new build"
+        return UpdateOutcome(
+            agent_id=agent_id,
+            outcome="redeployed",
+            reason=reason,
+            stopped=stopped,
+            started=started,
+        )
 
 
-def _outcome(agent_id: str, outcome: Outcome, reason: str) -> dict[str, Any]:
-    return {"agent_id": agent_id, "outcome": outcome, "reason": reason}
+def _outcome(agent_id: str, outcome: Outcome, reason: str) -> UpdateOutcome:
+    return UpdateOutcome(agent_id=agent_id, outcome=outcome, reason=reason)
 
 
 async def _build(
@@ -109,7 +122,7 @@ async def _build(
         from choir.daemon.images.build import TOTAL_STEPS, BuildProgress, ensure_agent_image
 
         def progress(item: BuildProgress) -> None:
-            report({"agent_id": agent_id, "phase": "build", "total": TOTAL_STEPS, **vars(item)})
+            report(Progress(agent_id=agent_id, phase="build", total=TOTAL_STEPS, **vars(item)))
 
         image = await ensure_agent_image(ctx.home, ctx.config, agent_id, progress)
         return Candidate(image.version, image.built)

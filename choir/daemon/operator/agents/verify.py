@@ -8,16 +8,15 @@ so `agent.status` shows the last one (the docker runtime also checks at every st
 
 from __future__ import annotations
 
-from typing import Any
-
 from choir.daemon.operator.agents.lifecycle import lifecycle_of
 from choir.daemon.operator.context import OperatorContext
-from choir.daemon.operator.payloads import AgentRef
+from choir.protocol.operator.requests import AgentRef
+from choir.protocol.operator.views import VerifyReport
 
 
-async def agent_verify(ctx: OperatorContext, request: AgentRef) -> dict[str, Any]:
+async def agent_verify(ctx: OperatorContext, request: AgentRef) -> VerifyReport:
     """Each profile item with what it must be, what the agent has, and whether it passes."""
     ctx.require_agent(request.agent_id)
     await ctx.running_session(request.agent_id, hint="start it, then verify it")
     report = await lifecycle_of(ctx).runtime.verify(request.agent_id)
-    return report.as_dict()
+    return VerifyReport.model_validate(report.as_dict())

@@ -1,13 +1,13 @@
 """The request payloads of the operator verbs (choirctl, the TUI, the gateway -> choird).
 
 One model per verb shape, `extra="forbid"` like every wire model: a misspelled option is an
-error naming the field, never silently ignored. Answers are plain JSON objects documented on the
-handlers that build them.
+error naming the field, never silently ignored. `choir.protocol.operator.contract` says which
+verb takes which.
 """
 
 from __future__ import annotations
 
-from typing import Final
+from typing import Final, Literal
 
 from pydantic import Field
 
@@ -25,6 +25,28 @@ class NoArguments(WireModel):
 class AgentRef(WireModel):
     agent_id: str = Field(min_length=1)
     """An agent id from config.json."""
+
+
+class StartOverrides(WireModel):
+    """Start-time bindings replacing the agent's defaults (§17.1 start flags); None keeps it."""
+
+    workspace: str | None = None
+    llm: str | None = None
+    voice_profile: str | None = None
+    git_identity: str | None = None
+    notion: str | None = None
+    email: str | None = None
+    dm: str | None = None
+    """Required from choirctl (it has no DM of its own); the gateway's /start passes its own."""
+
+
+class AgentStart(WireModel):
+    agent_id: str
+    overrides: StartOverrides = StartOverrides()
+    new_session: bool = False
+    """Start a fresh session even when the previous one could be resumed."""
+    resume: str | None = None
+    """Resume this session instead of choosing one."""
 
 
 class SessionRef(WireModel):
@@ -51,6 +73,15 @@ class SessionEvents(WireModel):
     """Stream: the snapshot, then new events as heartbeats store them, until the session ends."""
 
 
+class SessionArtifact(WireModel):
+    session_id: str = Field(min_length=1)
+    """The session holding the event."""
+    rev: int = Field(ge=1)
+    """The revision of an event committed as a preview."""
+    offset: int = Field(default=0, ge=0)
+    """First byte of its artifact wanted."""
+
+
 class SessionCancel(WireModel):
     session_id: str = Field(min_length=1)
     """The active session running the job."""
@@ -63,6 +94,19 @@ class SessionCompact(WireModel):
     """The active session to compact."""
     lane: LaneId | None = None
     """Only this lane (`edge` or `core:<job>`); None compacts every lane."""
+
+
+RecoverChoice = Literal["resume", "read_only", "abort"]
+"""What the operator decides for calls of unknown outcome."""
+
+
+class SessionRecover(WireModel):
+    session_id: str
+    """The session to inspect or decide for."""
+    job_name: str | None = None
+    """Decide for this held job only; None decides every held job."""
+    choice: RecoverChoice | None = None
+    """The decision; None only lists the interrupted calls."""
 
 
 class ApprovalList(WireModel):
@@ -110,3 +154,18 @@ class LogsRequest(WireModel):
     """`choird` or an agent id."""
     follow: bool = True
     """After the snapshot, keep sending lines as they are written (tail -f)."""
+
+
+class ChatSend(WireModel):
+    agent_id: str
+    """The agent to talk to; it must be running and bound to a console DM."""
+    text: str = Field(min_length=1, max_length=32_000)
+    """A message, or a command (§19.3): `/inject <instruction>` for edge's next safe point
+    (§12.8), `/help` lists the others."""
+
+
+class ChatReplies(WireModel):
+    agent_id: str
+    """Whose replies to follow."""
+    after_seq: int = Field(default=0, ge=0)
+    """Skip kept replies up to this sequence number."""

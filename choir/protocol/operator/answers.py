@@ -1,0 +1,437 @@
+"""The answer of each operator verb, as choird sends it and choirctl `--json` prints it.
+
+Field order is wire order. `tests/protocol/golden/v1/operator.json` pins every answer's form.
+"""
+
+from __future__ import annotations
+
+from choir.protocol.operator.views import (
+    AgentSummary,
+    ApprovalView,
+    CoreView,
+    EventView,
+    JsonObject,
+    LaneView,
+    OperatorModel,
+    OutageView,
+    ProblemFields,
+    SessionView,
+    Sparse,
+)
+
+# -- choird and agents ------------------------------------------------------------------------
+
+
+class ImageVersion(OperatorModel):
+    """The version.json of what an agent runs (`VersionInfo`'s fields, repeated here so that
+    choirctl does not load the agent wire's models)."""
+
+    agent_id: str
+    image_version: str
+    global_repo_commit: str
+    agent_repo_commit: str
+    tool_manifest_hash: str
+    skill_manifest_hash: str
+
+
+class GatewayView(OperatorModel):
+    name: str
+    type: str
+    state: str
+
+
+class AgentCounts(OperatorModel):
+    total: int
+    running: int | None
+    """None while Postgres is not answering."""
+    interrupted: list[OutageView] | None
+
+
+class HeldJobView(OperatorModel):
+    """A held core job in `status`, with its agent when known."""
+
+    agent_id: str | None
+    session_id: str
+    job_name: str
+    calls: list[JsonObject]
+    state: str
+    hint: str
+
+
+class HeldJobs(OperatorModel):
+    count: int
+    jobs: list[HeldJobView]
+    hint: str | None
+
+
+class RepoView(OperatorModel):
+    key: str
+    url: str
+    ref: str
+    local: bool
+    commit: str | None
+    stale: bool
+    error: str | None
+    fetched_at: str | None
+
+
+class Sockets(OperatorModel):
+    operator: str
+    agents: str
+
+
+class StatusAnswer(OperatorModel):
+    """choird's health: version, uptime, config, Postgres, gateways, agents, approvals."""
+
+    version: str
+    started_at: str | None
+    uptime_s: float
+    config_version: int
+    config_hash: str
+    config_staged: bool
+    postgres: ProblemFields
+    disk: ProblemFields
+    gateways: list[GatewayView]
+    agents: AgentCounts
+    approvals_pending: int | None
+    held_jobs: HeldJobs
+    repos: list[RepoView]
+    sockets: Sockets
+
+
+class AgentList(OperatorModel):
+    agents: list[AgentSummary]
+
+
+class AgentStatus(AgentSummary):
+    """One agent in detail (§17.1): its summary, then lanes, skill, budgets, image."""
+
+    config_version_latest: int
+    config_behind: bool
+    last_heartbeat_at: str | None
+    ack_rev: int | None
+    ended_at: str | None
+    skill: str | None
+    budgets: JsonObject
+    budget_remaining: JsonObject
+    lanes: list[LaneView]
+    image: JsonObject | None
+
+
+class AgentStarted(OperatorModel):
+    agent_id: str
+    session_id: str
+    resumed: bool
+    bindings: JsonObject
+    runtime: str
+    sandboxed: bool
+    pid: int | None
+    image: ImageVersion
+
+
+class StopSummary(OperatorModel):
+    """How the stopped session's summary went (§11.8)."""
+
+    stored: bool
+    rev: int | None
+    skipped: str | None
+    warn: bool
+    detail: str
+
+
+class AgentStopped(OperatorModel):
+    agent_id: str
+    session_id: str
+    status: str
+    exit_code: int | None
+    summary: StopSummary
+
+
+class AgentRestarted(AgentStarted):
+    stopped: AgentStopped
+
+
+class ChoirdShutdown(OperatorModel):
+    pid: int
+    agents_running: int
+
+
+class ImageBuilt(OperatorModel):
+    """The result of `agent build`."""
+
+    agent_id: str
+    tag: str
+    image_id: str
+    built: bool
+    version: ImageVersion
+
+
+class UpdateOutcome(Sparse):
+    """One agent's update: `skipped`, `built`, `redeployed` (with its stop and start) or
+    `failed`, and why."""
+
+    agent_id: str
+    outcome: str
+    reason: str
+    stopped: AgentStopped | None = None
+    started: AgentStarted | None = None
+
+
+class UpdateAll(OperatorModel):
+    agents: list[UpdateOutcome]
+    failed: int
+
+
+# -- sessions ---------------------------------------------------------------------------------
+
+
+class SessionList(OperatorModel):
+    sessions: list[SessionView]
+
+
+class SessionEvents(OperatorModel):
+    session_id: str
+    events: list[EventView]
+    next_rev: int
+    """Read on from here for what came after."""
+
+
+class ArtifactChunk(OperatorModel):
+    """A chunk of the whole event behind a preview; `data` is base64."""
+
+    session_id: str
+    rev: int
+    sha256: str
+    size: int
+    offset: int
+    data: str
+    next_offset: int | None
+    """None once the end is reached."""
+
+
+class SessionCores(OperatorModel):
+    session_id: str
+    status: str
+    cores: list[CoreView]
+
+
+class CancelRequested(OperatorModel):
+    session_id: str
+    job_name: str
+    requested: bool
+
+
+class CompactRequested(OperatorModel):
+    session_id: str
+    lane: str | None
+    requested: bool
+
+
+class InterruptedCall(OperatorModel):
+    """A call a crash left with an unknown outcome."""
+
+    rev: int
+    lane: str
+    job_name: str | None
+    call_id: str
+    tool: str
+    side_effect: str | None
+
+
+class SessionRecovery(Sparse):
+    """Without a choice: the interrupted calls; with one: the decision sent to the agent."""
+
+    session_id: str
+    status: str | None = None
+    choice: str | None = None
+    job_name: str | None = None
+    requested: bool | None = None
+    interrupted: list[InterruptedCall]
+
+
+# -- approvals, workspaces, models ------------------------------------------------------------
+
+
+class ApprovalList(OperatorModel):
+    approvals: list[ApprovalView]
+
+
+class WorkspaceView(OperatorModel):
+    name: str
+    path: str
+    exists: bool
+    leased_to: str | None
+    session_id: str | None
+    leased_at: str | None
+
+
+class WorkspaceList(OperatorModel):
+    workspaces: list[WorkspaceView]
+
+
+class WorkspaceReset(Sparse):
+    name: str
+    path: str
+    removed: int
+    """Top-level entries removed."""
+    stopped: AgentStopped | None = None
+    """The agent that held the workspace, stopped first (only when there was one)."""
+
+
+class ModelView(OperatorModel):
+    name: str
+    provider: str
+    model: str
+    label: str | None
+    demo: bool
+    secret: str | None
+
+
+class TtsView(OperatorModel):
+    name: str
+    provider: str
+    model_id: str | None
+
+
+class ModelList(OperatorModel):
+    models: list[ModelView]
+    tts: list[TtsView]
+
+
+class VoiceProfileView(OperatorModel):
+    name: str
+    tts: str
+    voice_id: str
+    output_format: str | None
+
+
+class VoiceList(OperatorModel):
+    voice_profiles: list[VoiceProfileView]
+
+
+class AgentChoices(Sparse):
+    """An agent's current LLM and voice profile, and its defaults (`llm_demo` for `model get`)."""
+
+    agent_id: str
+    running: bool
+    session_id: str | None
+    llm: str | None
+    llm_default: str | None
+    llm_overridden: bool
+    voice_profile: str | None
+    voice_profile_default: str | None
+    voice_profile_overridden: bool
+    llm_demo: bool | None = None
+
+
+class BindingSwitched(OperatorModel):
+    agent_id: str
+    session_id: str
+    role: str
+    name: str
+    previous: str | None
+    config_version: int
+
+
+# -- config and secrets -----------------------------------------------------------------------
+
+
+class ChangeView(OperatorModel):
+    op: str
+    source: str
+    path: str
+    scope: str
+    action: str
+
+
+class ConfigChanges(OperatorModel):
+    changes: list[ChangeView]
+    lines: list[str]
+    """The changes as §17.6's aligned lines."""
+
+
+class ConfigLoaded(Sparse):
+    """Staged, with the changes; or not, with every problem."""
+
+    staged: bool
+    header: str | None = None
+    errors: list[str] | None = None
+    config_hash: str | None = None
+    warnings: list[str] | None = None
+    changes: list[ChangeView] | None = None
+    lines: list[str] | None = None
+
+
+class ConfigApplied(OperatorModel):
+    config_version: int
+    pushed: list[str]
+    """The sessions told."""
+    changes: list[ChangeView]
+    lines: list[str]
+
+
+class ConfigShown(OperatorModel):
+    config_version: int
+    config_hash: str
+    staged: bool
+    config: JsonObject
+    """The running config (names of secrets only)."""
+
+
+class SecretView(OperatorModel):
+    name: str
+    set: bool
+    referenced_by: list[str]
+
+
+class SecretList(OperatorModel):
+    secrets: list[SecretView]
+    missing: list[str]
+
+
+class SecretsPushed(OperatorModel):
+    session_id: str
+    agent_id: str
+    secrets: list[str]
+
+
+class SecretsApplied(Sparse):
+    """Applied (how many secrets, which changed, who was told), or not, with the problems."""
+
+    applied: bool
+    header: str | None = None
+    errors: list[str] | None = None
+    secrets: int | None = None
+    changed: list[str] | None = None
+    pushed: list[SecretsPushed] | None = None
+
+
+# -- the console DM ---------------------------------------------------------------------------
+
+
+class ChatSent(Sparse):
+    session_id: str
+    injected: bool
+    message_id: str | None
+    """The message's id; for a command, the id its replies answer (`in_reply_to`)."""
+    after_seq: int
+    """The latest kept reply's seq: follow `chat.replies` from here."""
+    durable: bool
+    command: str | None = None
+    """Only for a command: the catalogue command it ran (None: a usage error); its answer
+    comes as `command…` replies."""
+
+
+class ChatReply(OperatorModel):
+    """An agent's reply, core report or error to a console DM (a `chat.replies` item)."""
+
+    seq: int
+    agent_id: str
+    session_id: str
+    rev: int | None
+    lane: str | None
+    category: str
+    text: str
+    attachments: list[JsonObject]
+    in_reply_to: str | None
+    artifact: JsonObject | None

@@ -1,0 +1,74 @@
+"""Each operator verb's models: its request, its answer, the items it streams.
+
+`tests/protocol/test_operator_golden.py` pins their wire form; `choirctl schema` lists them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Final, NamedTuple
+
+from choir.protocol.base import WireModel
+from choir.protocol.operator import answers as a
+from choir.protocol.operator import items as i
+from choir.protocol.operator import requests as r
+from choir.protocol.operator import views as v
+from choir.protocol.operator.verbs import OperatorVerb
+
+
+class OperatorModels(NamedTuple):
+    request: type[WireModel]
+    """The payload the verb takes."""
+    answer: type[WireModel] | None
+    """Its answer; for a verb reporting progress, the result its last item carries. None for
+    a verb that only streams."""
+    item: Any = None
+    """The type of its stream's items (a model or a union tagged by `kind`); None when it
+    answers once (`session.events` streams only with `follow`)."""
+
+
+V = OperatorVerb
+OPERATOR_MODELS: Final[Mapping[OperatorVerb, OperatorModels]] = {
+    V.STATUS: OperatorModels(r.NoArguments, a.StatusAnswer),
+    V.AGENT_LIST: OperatorModels(r.NoArguments, a.AgentList),
+    V.AGENT_STATUS: OperatorModels(r.AgentRef, a.AgentStatus),
+    V.AGENT_START: OperatorModels(r.AgentStart, a.AgentStarted),
+    V.AGENT_STOP: OperatorModels(r.AgentRef, a.AgentStopped),
+    V.AGENT_VERIFY: OperatorModels(r.AgentRef, v.VerifyReport),
+    V.AGENT_RESTART: OperatorModels(r.AgentRef, a.AgentRestarted),
+    V.AGENT_BUILD: OperatorModels(r.AgentRef, a.ImageBuilt, i.BuildItem),
+    V.AGENT_UPDATE: OperatorModels(r.AgentRef, a.UpdateOutcome, i.UpdateItem),
+    V.AGENT_UPDATE_ALL: OperatorModels(r.NoArguments, a.UpdateAll, i.UpdateAllItem),
+    V.SHUTDOWN: OperatorModels(r.NoArguments, a.ChoirdShutdown),
+    V.SESSION_LIST: OperatorModels(r.SessionList, a.SessionList),
+    V.SESSION_EVENTS: OperatorModels(r.SessionEvents, a.SessionEvents, v.EventView),
+    V.SESSION_ARTIFACT: OperatorModels(r.SessionArtifact, a.ArtifactChunk),
+    V.SESSION_CORES: OperatorModels(r.SessionRef, a.SessionCores),
+    V.SESSION_LOCKS: OperatorModels(r.SessionRef, v.LocksView),
+    V.SESSION_CANCEL: OperatorModels(r.SessionCancel, a.CancelRequested),
+    V.SESSION_COMPACT: OperatorModels(r.SessionCompact, a.CompactRequested),
+    V.SESSION_RECOVER: OperatorModels(r.SessionRecover, a.SessionRecovery),
+    V.APPROVAL_LIST: OperatorModels(r.ApprovalList, a.ApprovalList),
+    V.APPROVAL_SHOW: OperatorModels(r.ApprovalRef, v.ApprovalView),
+    V.APPROVAL_APPROVE: OperatorModels(r.ApprovalAnswer, v.ApprovalView),
+    V.APPROVAL_REJECT: OperatorModels(r.ApprovalAnswer, v.ApprovalView),
+    V.WORKSPACE_LIST: OperatorModels(r.NoArguments, a.WorkspaceList),
+    V.WORKSPACE_RESET: OperatorModels(r.WorkspaceRef, a.WorkspaceReset),
+    V.MODEL_LIST: OperatorModels(r.NoArguments, a.ModelList),
+    V.MODEL_GET: OperatorModels(r.AgentRef, a.AgentChoices),
+    V.MODEL_SET: OperatorModels(r.ModelSet, a.BindingSwitched),
+    V.VOICE_LIST: OperatorModels(r.NoArguments, a.VoiceList),
+    V.VOICE_GET: OperatorModels(r.AgentRef, a.AgentChoices),
+    V.VOICE_SET: OperatorModels(r.VoiceSet, a.BindingSwitched),
+    V.LOGS: OperatorModels(r.LogsRequest, None, i.LogItem),
+    V.SECRET_LIST: OperatorModels(r.NoArguments, a.SecretList),
+    V.SECRET_APPLY: OperatorModels(r.NoArguments, a.SecretsApplied),
+    V.CONFIG_LOAD: OperatorModels(r.NoArguments, a.ConfigLoaded),
+    V.CONFIG_DIFF: OperatorModels(r.NoArguments, a.ConfigChanges),
+    V.CONFIG_APPLY: OperatorModels(r.NoArguments, a.ConfigApplied),
+    V.CONFIG_SHOW: OperatorModels(r.NoArguments, a.ConfigShown),
+    V.SUBSCRIBE: OperatorModels(r.NoArguments, None, i.FeedItem),
+    V.CHAT_SEND: OperatorModels(r.ChatSend, a.ChatSent),
+    V.CHAT_REPLIES: OperatorModels(r.ChatReplies, None, a.ChatReply),
+}
+"""Every operator verb's models; `tests/protocol/test_operator_golden.py` pins their wire form."""

@@ -1,0 +1,56 @@
+"""The operator verbs (choirctl, the TUI, the gateway -> choird, §17.1, §19.3).
+
+Dotted names (`session.events`) on `$CHOIR_HOME/socks/choird.sock`. `OperatorVerb` is a
+`StrEnum`, so a plain string names a verb as well as the member does. Free of pydantic:
+`choir.protocol.operator.contract` maps each verb to its models.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class OperatorVerb(StrEnum):
+    """Everything choirctl and the console may ask of choird."""
+
+    STATUS = "status"
+    AGENT_LIST = "agent.list"
+    AGENT_STATUS = "agent.status"
+    AGENT_START = "agent.start"
+    AGENT_STOP = "agent.stop"
+    AGENT_VERIFY = "agent.verify"
+    AGENT_RESTART = "agent.restart"
+    AGENT_BUILD = "agent.build"
+    AGENT_UPDATE = "agent.update"
+    AGENT_UPDATE_ALL = "agent.update_all"
+    SHUTDOWN = "shutdown"
+    SESSION_LIST = "session.list"
+    SESSION_EVENTS = "session.events"
+    SESSION_ARTIFACT = "session.artifact"
+    SESSION_CORES = "session.cores"
+    SESSION_LOCKS = "session.locks"
+    SESSION_CANCEL = "session.cancel"
+    SESSION_COMPACT = "session.compact"
+    SESSION_RECOVER = "session.recover"
+    APPROVAL_LIST = "approval.list"
+    APPROVAL_SHOW = "approval.show"
+    APPROVAL_APPROVE = "approval.approve"
+    APPROVAL_REJECT = "approval.reject"
+    WORKSPACE_LIST = "workspace.list"
+    WORKSPACE_RESET = "workspace.reset"
+    MODEL_LIST = "model.list"
+    MODEL_GET = "model.get"
+    MODEL_SET = "model.set"
+    VOICE_LIST = "voice.list"
+    VOICE_GET = "voice.get"
+    VOICE_SET = "voice.set"
+    LOGS = "logs"
+    SECRET_LIST = "secret.list"
+    SECRET_APPLY = "secret.apply"
+    CONFIG_LOAD = "config.load"
+    CONFIG_DIFF = "config.diff"
+    CONFIG_APPLY = "config.apply"
+    CONFIG_SHOW = "config.show"
+    SUBSCRIBE = "subscribe"
+    CHAT_SEND = "chat.send"
+    CHAT_REPLIES = "chat.replies"

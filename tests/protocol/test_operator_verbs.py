@@ -1,0 +1,33 @@
+"""The operator API's contract: one enum of verbs, one table of their models, one route each."""
+
+from __future__ import annotations
+
+import pytest
+from pydantic import ValidationError
+
+from choir.daemon.operator.api import VERBS
+from choir.protocol.operator.contract import OPERATOR_MODELS
+from choir.protocol.operator.requests import AgentStart, SessionEvents
+from choir.protocol.operator.verbs import OperatorVerb
+
+
+def test_every_verb_has_models_and_a_route_and_nothing_else_does():
+    assert set(OPERATOR_MODELS) == set(OperatorVerb)
+    assert set(VERBS) == set(OperatorVerb)
+
+
+def test_a_verb_is_its_wire_string():
+    assert OperatorVerb("agent.start") is OperatorVerb.AGENT_START
+    assert OperatorVerb.SESSION_EVENTS == "session.events"
+    assert "session.events" in VERBS
+
+
+def test_request_models_refuse_unknown_fields_and_keep_their_defaults():
+    with pytest.raises(ValidationError, match="agent_idd"):
+        AgentStart.model_validate({"agent_id": "a", "agent_idd": "b"})
+    assert SessionEvents(session_id="s").model_dump(mode="json") == {
+        "session_id": "s",
+        "from_rev": None,
+        "limit": 100,
+        "follow": False,
+    }
