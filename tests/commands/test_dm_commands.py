@@ -62,17 +62,17 @@ async def command(
     a usage error included)."""
     wanted = "command_error" if refused else "command"
     sent = await client.chat_send(agent_id, text)
-    assert sent["injected"] is False, sent
-    assert sent["durable"] is False, sent
-    replies = client.chat_replies(agent_id, after_seq=sent["after_seq"])
+    assert sent.injected is False, sent
+    assert sent.durable is False, sent
+    replies = client.chat_replies(agent_id, after_seq=sent.after_seq)
     try:
         async with asyncio.timeout(within):
             async for reply in replies:
-                if reply["in_reply_to"] == sent["message_id"] and reply["category"] != (
+                if reply.in_reply_to == sent.message_id and reply.category != (
                     "command_progress"
                 ):
-                    assert reply["category"] == wanted, reply
-                    return str(reply["text"])
+                    assert reply.category == wanted, reply
+                    return str(reply.text)
     finally:
         await replies.aclose()
     raise AssertionError(f"no reply to {text!r}")
@@ -80,8 +80,8 @@ async def command(
 
 async def agent_said(client: ChoirClient, session_id: str) -> list[str]:
     """Every user message the agent committed in `session_id` (commands must not be there)."""
-    events = (await client.session_events(session_id, limit=1000))["events"]
-    return [str(e["payload"].get("text")) for e in events if e["event_type"] == "user_msg"]
+    events = (await client.session_events(session_id, limit=1000)).events
+    return [str(e.payload.get("text")) for e in events if e.event_type == "user_msg"]
 
 
 async def test_regular_commands_answer_in_the_chat_and_never_reach_the_agent(
@@ -91,7 +91,7 @@ async def test_regular_commands_answer_in_the_chat_and_never_reach_the_agent(
     status = await command(client, "agent-2", "/status")
     assert status.startswith("agent-2: running, session ")
     assert "runtime process · dm dm-agent-2 · llm demo" in status
-    session = (await client.agent_status("agent-2"))["session_id"]
+    session = (await client.agent_status("agent-2")).session_id
     assert "cores: none" in await command(client, "agent-2", "/cores")
     assert await command(client, "agent-2", "/cancel nosuch", refused=True) == (
         await _refusal(client.session_cancel(session, "nosuch"))
@@ -114,7 +114,7 @@ async def test_regular_commands_answer_in_the_chat_and_never_reach_the_agent(
     assert "/cancel <name>" in helped
     assert "/agent list" not in helped
     injected = await client.chat_send("agent-2", "/inject keep it short")
-    assert injected["injected"] is True
+    assert injected.injected is True
     _, reply = await cluster.say("agent-2", "are you there?")
     assert reply["text"] == "pong"
     events = await command(client, "agent-2", "/events")
@@ -200,13 +200,13 @@ async def test_update_says_its_steps_as_they_come_then_its_outcome(cluster: Clus
     client = cluster.client
     sent = await client.chat_send("agent-1", "/update agent-2")
     said: list[tuple[str, str]] = []
-    replies = client.chat_replies("agent-1", after_seq=sent["after_seq"])
+    replies = client.chat_replies("agent-1", after_seq=sent.after_seq)
     try:
         async with asyncio.timeout(60):
             async for reply in replies:
-                if reply["in_reply_to"] == sent["message_id"]:
-                    said.append((reply["category"], reply["text"]))
-                    if reply["category"] == "command":
+                if reply.in_reply_to == sent.message_id:
+                    said.append((reply.category, reply.text))
+                    if reply.category == "command":
                         break
     finally:
         await replies.aclose()
@@ -224,9 +224,9 @@ async def test_approve_and_reject_pick_the_only_one_or_by_number(cluster: Cluste
     client = cluster.client
     await cluster.say("agent-2", "[propose-one]")
     await cluster.say("agent-1", "[propose-two]")
-    pending = (await client.approval_list())["approvals"]
-    mine = [a["approval_id"] for a in pending if a["agent_id"] == "agent-1"]
-    theirs = [a["approval_id"] for a in pending if a["agent_id"] == "agent-2"]
+    pending = (await client.approval_list()).approvals
+    mine = [a.approval_id for a in pending if a.agent_id == "agent-1"]
+    theirs = [a.approval_id for a in pending if a.agent_id == "agent-2"]
     assert len(mine) == 2
     assert len(theirs) == 1
     # a regular DM sees and answers only its own agent's approvals
@@ -241,14 +241,14 @@ async def test_approve_and_reject_pick_the_only_one_or_by_number(cluster: Cluste
     assert offered[-1] == "send /approve <number> to answer one"
     second = offered[1].split()[1]
     assert await command(client, "agent-1", "/approve 2") == f"{second} approved"
-    assert (await client.approval_show(second))["status"] == "approved"
-    assert (await client.approval_show(second))["resolved_by"] == "console"
+    assert (await client.approval_show(second)).status == "approved"
+    assert (await client.approval_show(second)).resolved_by == "console"
     assert await command(client, "agent-1", "/approve 9", refused=True) == (
         "no approval numbered 9: /approvals lists pending ones"
     )
     # exactly one pending for the regular DM: /reject takes it
     assert await command(client, "agent-2", "/reject") == f"{theirs[0]} rejected"
-    assert (await client.approval_show(theirs[0]))["status"] == "rejected"
+    assert (await client.approval_show(theirs[0])).status == "rejected"
 
 
 async def choirctl_chat(cluster: Cluster, agent_id: str, text: str) -> tuple[int, str, str]:

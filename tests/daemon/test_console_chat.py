@@ -79,12 +79,12 @@ async def test_inject_is_pushed_as_an_injection(
     assert sent.injected is True
     assert pushes.sent[-1][1] == {"kind": "inject", "text": "use the staging database"}
     empty = await choird.chat_send("agent-1", "/inject")  # a usage reply, nothing pushed
-    assert empty["injected"] is False
-    replies = choird.chat_replies("agent-1", after_seq=empty["after_seq"])
+    assert empty.injected is False
+    replies = choird.chat_replies("agent-1", after_seq=empty.after_seq)
     usage = await asyncio.wait_for(anext(replies), 5)
     await replies.aclose()
-    assert (usage["category"], usage["text"]) == ("command_error", "usage: /inject <message>")
-    assert usage["in_reply_to"] == empty["message_id"]
+    assert (usage.category, usage.text) == ("command_error", "usage: /inject <message>")
+    assert usage.in_reply_to == empty.message_id
     assert pushes.sent[-1][1]["text"] == "use the staging database"
 
 

@@ -152,7 +152,7 @@ class OperatorApi:
         feed = feed if feed is not None else OperatorFeed()
         health = health if health is not None else DaemonHealth()
 
-        async def call(verb: str, payload: Payload) -> Answer:
+        async def call(verb: str, payload: Payload) -> Payload | AsyncIterator[Payload]:
             return await call_verb(self.context, verb, payload)
 
         self.context = OperatorContext(
@@ -217,10 +217,19 @@ class OperatorApi:
         return False
 
 
-async def call_verb(ctx: OperatorContext, verb: str, payload: Payload) -> Answer:
-    """Run one verb in-process, its payload validated as on the socket (a DM's commands)."""
-    route = VERBS[verb]
-    return await route.run(ctx, _parse(verb, route.payload, payload))
+async def call_verb(
+    ctx: OperatorContext, verb: str, payload: Payload
+) -> Payload | AsyncIterator[Payload]:
+    """Run one verb in-process, its payload validated and its answer in JSON form as on the
+    socket (a DM's commands render that JSON as text)."""
+    known = _verb(verb)
+    if known is None:
+        raise RpcError(ErrorCode.INVALID_REQUEST, f"unknown operator verb {verb!r}")
+    request = _parse(known, OPERATOR_MODELS[known].request, payload)
+    answer = await VERBS[known].run(ctx, request)
+    if isinstance(answer, WireModel):
+        return answer.model_dump(mode="json")
+    return _translated(answer)
 
 
 def operator_handler(daemon: ChoirDaemon) -> OperatorApi:
