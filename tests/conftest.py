@@ -32,6 +32,8 @@ from choir.store.postgres.idents import quote_ident
 from choir.store.postgres.pool import connect_plain, ensure_vector_extension, wait_until_ready
 from choir.store.postgres.target import ConnectParams
 
+pytest_plugins = ("tests.harness.fixtures",)
+
 SERIAL_CHOICES = ("include", "skip", "only")
 
 
