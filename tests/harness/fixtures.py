@@ -32,7 +32,7 @@ from tests.harness.homes import scripted_home, short_root
 @pytest.fixture
 def root(request: pytest.FixtureRequest) -> Iterator[Path]:
     """A fresh directory under /tmp, named after the test's package (`/tmp/faul-…`)."""
-    package = request.module.__name__.split(".")[1]
+    package = request.path.parent.name
     with short_root(f"{package[:4]}-") as root:
         yield root
 

@@ -14,12 +14,14 @@ import atexit
 import json
 import shutil
 import tempfile
+import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from choir.config import SecretStore, init_home
+from choir.config.scaffolding.gitrepo import git
 from choir.home import ChoirHome
 from choir.store.postgres.target import ConnectParams
 
@@ -47,7 +49,7 @@ _made: ChoirHome | None = None
 def initialized(home: ChoirHome) -> ChoirHome:
     """`home` as `choirctl init` (`init_home`) makes it: a copy of one made by it in this
     process, with the paths in config.json pointing into `home` (the repos' history is the
-    same in every copy; nothing else names the home's path)."""
+    same in every copy but for each repo's last commit, amended to be the copy's own)."""
     global _made
     if _made is None:
         made = ChoirHome(Path(tempfile.mkdtemp(prefix="choir-init-", dir="/tmp")) / "h")
@@ -57,6 +59,11 @@ def initialized(home: ChoirHome) -> ChoirHome:
     shutil.copytree(_made.root, home.root, symlinks=True, dirs_exist_ok=True)
     text = home.config_file.read_text()
     home.config_file.write_text(text.replace(f'"{_made.root}/', f'"{home.root}/'))
+    # choird names agent images by the repos' commits: every copy's must be its own, as two
+    # `choirctl init`s' are, or homes on parallel workers would share image tags
+    trailer = f"Test-Home: {uuid.uuid4().hex}"
+    for repo in (home.sources / "global", home.sources / "agents" / "agent-1"):
+        git(repo, "commit", "--amend", "--no-edit", "--quiet", "--no-verify", "--trailer", trailer)
     return home
 
 
