@@ -16,7 +16,6 @@ from pathlib import Path
 
 from choir.daemon.app import ChoirDaemon
 from tests.harness.daemons import Transport, agent_target
-from tests.harness.homes import scripted_home as scripted_home  # moved to the harness
 from tests.harness.processes import environment
 
 CHOIR_AGENT = Path(sys.executable).parent / "choir-agent"
