@@ -133,10 +133,10 @@ async def _rounds(count: int, home: ChoirHome, root: Path) -> list[float]:
 async def chat(operator: ChoirClient, text: str) -> None:
     """Send `text` to agent-1 and wait for its reply."""
     sent = await operator.chat_send("agent-1", text)
-    replies = operator.chat_replies("agent-1", after_seq=sent["after_seq"])
+    replies = operator.chat_replies("agent-1", after_seq=sent.after_seq)
     try:
         async for reply in replies:
-            if reply.get("in_reply_to") == sent["message_id"]:
+            if reply.in_reply_to == sent.message_id:
                 return
     finally:
         await replies.aclose()

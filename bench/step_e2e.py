@@ -157,14 +157,14 @@ async def choird(home: ChoirHome) -> AsyncIterator[tuple[psutil.Process, ChoirCl
 async def chat(client: ChoirClient, text: str) -> None:
     """Send `text` to agent-1 and wait for its reply."""
     sent = await client.chat_send("agent-1", text)
-    replies = client.chat_replies("agent-1", after_seq=sent["after_seq"])
+    replies = client.chat_replies("agent-1", after_seq=sent.after_seq)
     async with contextlib.aclosing(replies), asyncio.timeout(REPLY_TIMEOUT_S):
         async for reply in replies:
-            if reply["in_reply_to"] != sent["message_id"]:
+            if reply.in_reply_to != sent.message_id:
                 continue
-            if reply["category"] == "error":
-                raise RuntimeError(f"agent-1 answered {text!r} with an error: {reply['text']}")
-            if reply["category"] == "reply":
+            if reply.category == "error":
+                raise RuntimeError(f"agent-1 answered {text!r} with an error: {reply.text}")
+            if reply.category == "reply":
                 return
     raise RuntimeError(f"the reply stream ended before agent-1 answered {text!r}")
 

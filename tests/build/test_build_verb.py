@@ -19,16 +19,10 @@ from choir.store.postgres.target import ConnectParams
 from tests.build.conftest import remove_agent_images
 from tests.build.support import bare_remote, commit, move_away, tool
 from tests.harness.daemons import poll_until, running_daemon
-from tests.harness.homes import external_postgres, make_home, read_config, short_root, write_config
+from tests.harness.homes import external_postgres, make_home, read_config, write_config
 from tests.harness.processes import BIN, environment
 
 pytestmark = pytest.mark.timeout(900)
-
-
-@pytest.fixture
-def root() -> Iterator[Path]:
-    with short_root("bv-") as root:
-        yield root
 
 
 def _home(root: Path, pg_params: ConnectParams) -> tuple[ChoirHome, str]:

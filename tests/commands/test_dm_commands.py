@@ -68,9 +68,7 @@ async def command(
     try:
         async with asyncio.timeout(within):
             async for reply in replies:
-                if reply.in_reply_to == sent.message_id and reply.category != (
-                    "command_progress"
-                ):
+                if reply.in_reply_to == sent.message_id and reply.category != ("command_progress"):
                     assert reply.category == wanted, reply
                     return str(reply.text)
     finally:

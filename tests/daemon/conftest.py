@@ -14,14 +14,14 @@ from typing import Any
 
 import pytest
 
-from choir.config import SecretStore, init_home, load_home
+from choir.config import SecretStore, load_home
 from choir.daemon.agents.services import AgentServices
 from choir.daemon.staging.stage import ConfigStage
 from choir.home import ChoirHome
 from choir.store.postgres.ddl import apply_control_schema
 from choir.store.postgres.pool import Pool, open_pool
 from choir.store.postgres.target import ConnectParams
-from tests.harness.homes import short_root
+from tests.harness.homes import initialized, short_root
 
 SECRETS = {
     "openrouter-key": "sk-or-1",
@@ -102,18 +102,23 @@ def short_tmp() -> Iterator[Path]:
         yield root
 
 
-@pytest.fixture
-def home(short_tmp: Path) -> ChoirHome:
-    home = ChoirHome(short_tmp / "home")
-    init_home(home)
+def daemon_home(root: Path, name: str = "home") -> ChoirHome:
+    """`choirctl init`'s home at `root/name` with agent-2, one resource of every kind and their
+    secrets."""
+    home = initialized(ChoirHome(root / name))
     data = read_config(home)
-    extend_config(data, short_tmp)
+    extend_config(data, root)
     write_config(home, data)
     store = SecretStore.empty()
-    for name, value in SECRETS.items():
-        store = store.with_secret(name, value)
+    for secret, value in SECRETS.items():
+        store = store.with_secret(secret, value)
     store.save(home.secrets_file)
     return home
+
+
+@pytest.fixture
+def home(short_tmp: Path) -> ChoirHome:
+    return daemon_home(short_tmp)
 
 
 @pytest.fixture

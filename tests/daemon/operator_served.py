@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from choir.client import ChoirClient
-from choir.config import SecretStore, init_home, load_home
+from choir.config import load_home
 from choir.daemon.agents.services import AgentServices
 from choir.daemon.operator.api import OperatorApi
 from choir.daemon.staging.stage import ConfigStage
@@ -28,7 +28,7 @@ from choir.store.postgres.pool import Pool, open_pool
 from choir.store.postgres.target import ConnectParams
 from choir.transport import UdsServer
 
-from .conftest import SECRETS, Clock, extend_config, read_config, write_config
+from .conftest import Clock, daemon_home
 
 
 @contextmanager
@@ -36,15 +36,7 @@ def short_home() -> Iterator[ChoirHome]:
     """The daemon tests' home (agent-1, agent-2, every resource kind) under a short /tmp path."""
     root = Path(tempfile.mkdtemp(prefix="co-", dir="/tmp"))
     try:
-        home = ChoirHome(root / "h")
-        init_home(home)
-        data = read_config(home)
-        extend_config(data, root)
-        write_config(home, data)
-        store = SecretStore.empty()
-        for name, value in SECRETS.items():
-            store = store.with_secret(name, value)
-        store.save(home.secrets_file)
+        home = daemon_home(root, "h")
         yield home
     finally:
         shutil.rmtree(root, ignore_errors=True)

@@ -8,6 +8,7 @@ replication, config stage, push hub) and the agent's side as it runs in a contai
 from __future__ import annotations
 
 import asyncio
+import functools
 import os
 import sys
 import time
@@ -50,6 +51,7 @@ from choir.store.postgres.pool import Pool
 from choir.store.sessions import SessionStatus
 from choir.store.snapshots import latest_snapshot
 from choir.transport import PushHub, UdsServer
+from tests.harness.waits import poll_until
 
 from .conftest import Clock, read_config, write_config
 
@@ -149,13 +151,7 @@ async def make_agent(choird: Choird) -> AsyncIterator[AgentFactory]:
         yield make
 
 
-async def until(condition: Callable[[], bool], limit_s: float = 5.0) -> float:
-    """Seconds until `condition()` held (polling every millisecond); fails after `limit_s`."""
-    started = time.monotonic()
-    async with asyncio.timeout(limit_s):
-        while not condition():  # noqa: ASYNC110 - the state polled has no event to wait on
-            await asyncio.sleep(0.001)
-    return time.monotonic() - started
+until = functools.partial(poll_until, every=0.001)  # the replication path is sub-ms
 
 
 async def stored(pool: Pool, session_id: str) -> list[tuple[int, str, str]]:
@@ -170,6 +166,7 @@ def chain_of(log: CommitLog) -> list[tuple[int, str, str]]:
 # -- replication -----------------------------------------------------------------------------
 
 
+@pytest.mark.serial  # a 100 ms budget: alone, it measures replication, not the other workers
 async def test_commits_reach_postgres_within_100ms_with_the_chain_intact(
     make_agent: AgentFactory, choird: Choird, pool: Pool
 ) -> None:

@@ -24,10 +24,11 @@ from choir.protocol.operator.items import (
 )
 from choir.protocol.operator.views import ApprovalView, LaneView, SessionEndedView
 from choir.store.sessions import get_session
+from tests.harness.waits import poll_until
 
 from .conftest import read_config, write_config
 from .operator_served import served_api, served_choird, served_home, served_pushes  # noqa: F401  (fixtures)
-from .test_operator_api import start, until
+from .test_operator_api import start
 
 
 async def test_workspace_list_shows_paths_and_lease_holders(choird, services, home):
@@ -249,16 +250,16 @@ async def test_logs_sends_the_snapshot_then_follows_across_an_archive(choird, ho
                 lines.extend(item.lines)
 
     reader = asyncio.create_task(follow())
-    await until(lambda: "snapshot_end" in kinds)
+    await poll_until(lambda: "snapshot_end" in kinds)
     assert lines == ['{"n": 1}', '{"n": 2}']
     append(log, '{"n": 3}\n{"n": ')
-    await until(lambda: len(lines) == 3)
+    await poll_until(lambda: len(lines) == 3)
     append(log, '4}\n{"n": 5}\n')
     archived = home.log_archive / "agent-1" / "x.log"
     archived.parent.mkdir(parents=True)
     os.replace(log, archived)
     log.write_text('{"n": 6}\n')
-    await until(lambda: len(lines) == 6)
+    await poll_until(lambda: len(lines) == 6)
     reader.cancel()
     assert lines == [f'{{"n": {n}}}' for n in range(1, 7)]
     assert "rotated" in kinds
@@ -287,7 +288,7 @@ async def test_subscribe_streams_live_updates(choird, api, services, clock):
             items.append(item)
 
     reader = asyncio.create_task(listen())
-    await until(lambda: bool(items))
+    await poll_until(lambda: bool(items))
     assert items[0] == SubscribedItem(data=Subscribed(config_version=1))
     state = ReportStatusRequest(lane="edge", state="EDGE_REASONING")
     services.status.report(agent.session_id, state, clock())
@@ -296,7 +297,7 @@ async def test_subscribe_streams_live_updates(choird, api, services, clock):
     await choird.approval_approve(approval)
     await choird.model_set("agent-1", "sonnet")
     await services.sessions.stop(agent.session_id, "operator stop")
-    await until(lambda: len(items) == 6)
+    await poll_until(lambda: len(items) == 6)
     reader.cancel()
 
     kinds = [item.kind for item in items[1:]]
@@ -316,7 +317,7 @@ async def test_subscribe_streams_live_updates(choird, api, services, clock):
     assert session == SessionEndedView(
         session_id=agent.session_id, agent_id="agent-1", status="stopped", reason="operator stop"
     )
-    await until(lambda: api.feed.reader_count == 0)
+    await poll_until(lambda: api.feed.reader_count == 0)
 
 
 def append(path: Path, text: str) -> None:

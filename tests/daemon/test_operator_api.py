@@ -19,6 +19,7 @@ from choir.protocol import ReportStatusRequest, RequestApprovalRequest, Verb
 from choir.protocol.operator.answers import AgentCounts, CancelRequested, GatewayView
 from choir.store.postgres.pool import open_pool
 from choir.transport import UdsServer
+from tests.harness.waits import poll_until
 
 from .agent import AgentClient, Chain
 from .operator_served import Pushes, served_api, served_choird, served_home, served_pushes  # noqa: F401  (fixtures)
@@ -172,10 +173,10 @@ async def test_following_events_sends_the_snapshot_then_new_ones_until_the_end(c
             seen.append(event.rev)
 
     reader = asyncio.create_task(follow())
-    await until(lambda: seen == [1, 2])
+    await poll_until(lambda: seen == [1, 2])
     chain.commit(3)
     await agent.ok(Verb.HEARTBEAT, chain.heartbeat(2))
-    await until(lambda: seen == [1, 2, 3, 4, 5])
+    await poll_until(lambda: seen == [1, 2, 3, 4, 5])
     await services.sessions.stop(agent.session_id, "test")
     await asyncio.wait_for(reader, 5)
     assert seen == [1, 2, 3, 4, 5]
@@ -289,12 +290,3 @@ async def test_connecting_without_choird_says_how_to_start_it(home):
     home.operator_socket.touch()
     with pytest.raises(UnavailableError, match=r"nothing listens on"):
         await ChoirClient.connect(home)
-
-
-async def until(condition, seconds: float = 5.0) -> None:
-    """Wait (polling every 20 ms) until `condition()` holds; fail after `seconds`."""
-    for _ in range(int(seconds / 0.02)):
-        if condition():
-            return
-        await asyncio.sleep(0.02)
-    assert condition()

@@ -11,9 +11,10 @@ from choir.errors import NotFoundError
 from choir.protocol import LockState, LockWaiter, ReportStatusRequest
 from choir.protocol.operator.items import FeedItem
 from choir.protocol.operator.views import LocksView
+from tests.harness.waits import poll_until
 
 from .operator_served import served_api, served_choird, served_home, served_pushes  # noqa: F401  (fixtures)
-from .test_operator_api import start, until
+from .test_operator_api import start
 
 TABLE = [
     LockState(resource="file:src/a.py", mode="X", holders=["core:fix"], held_for_s=1.5),
@@ -76,10 +77,10 @@ async def test_the_feed_publishes_each_new_lock_table(choird, services, clock):
             items.append(item)
 
     reader = asyncio.create_task(listen())
-    await until(lambda: bool(items))
+    await poll_until(lambda: bool(items))
     services.status.report(agent.session_id, with_locks(None), clock())
     services.status.report(agent.session_id, with_locks(TABLE), clock())
-    await until(lambda: len(items) == 4)
+    await poll_until(lambda: len(items) == 4)
     reader.cancel()
 
     assert [item.kind for item in items] == ["subscribed", "lane", "lane", "locks"]

@@ -13,7 +13,6 @@ import signal
 import socket
 import subprocess
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import psutil
@@ -21,7 +20,7 @@ import pytest
 
 from choir.errors import ExitCode
 from choir.home import ChoirHome
-from tests.harness.homes import make_home, read_config, short_root, write_config
+from tests.harness.homes import make_home, read_config, write_config
 from tests.harness.processes import (
     Choird,
     run_choirctl,
@@ -51,12 +50,6 @@ def assert_one_error_line(run: subprocess.CompletedProcess[str], code: ExitCode)
     [line] = error_lines(run.stderr)
     assert line.startswith("choird: error: ")
     return line
-
-
-@pytest.fixture
-def root() -> Iterator[Path]:
-    with short_root("cc-") as root:
-        yield root
 
 
 def test_without_a_config_it_says_to_run_choirctl_init(root: Path) -> None:

@@ -15,10 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from choir.daemon.app import ChoirDaemon
-from choir.home import ChoirHome
-from choir.store.postgres.target import ConnectParams
 from tests.harness.daemons import Transport, agent_target
-from tests.harness.homes import external_postgres, make_home, read_config, write_config
 from tests.harness.processes import environment
 
 CHOIR_AGENT = Path(sys.executable).parent / "choir-agent"
@@ -28,15 +25,6 @@ CHOIR_AGENT = Path(sys.executable).parent / "choir-agent"
 class Launched:
     session_id: str
     process: asyncio.subprocess.Process
-
-
-def scripted_home(root: Path, pg_params: ConnectParams, model_url: str) -> ChoirHome:
-    """A choir home on the test's Postgres whose `demo` model is the test's scripted server."""
-    home = make_home(root, postgres=external_postgres(pg_params))
-    data = read_config(home)
-    data["models"]["demo"] = {"provider": "scripted", "model": "e2e", "endpoint": model_url}
-    write_config(home, data)
-    return home
 
 
 def agent_home(root: Path) -> Path:

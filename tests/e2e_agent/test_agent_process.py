@@ -13,7 +13,8 @@ import asyncio
 import json
 import shutil
 import signal
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -32,11 +33,10 @@ from choir.scripted import (
     ScriptedModelServer,
     ToolCallsStep,
 )
-from choir.store.postgres.target import ConnectParams
 from choir.store.sessions import SessionStatus
-from tests.e2e_agent.launch import launch_agent, scripted_home
+from tests.e2e_agent.launch import launch_agent
+from tests.harness.chat import answers, replies_through
 from tests.harness.daemons import poll_until, running_daemon, session_row, stored_events
-from tests.harness.homes import short_root
 
 pytestmark = pytest.mark.slow
 
@@ -92,21 +92,28 @@ class Agent:
     async def chat(self, text: str, *, until: str = "reply") -> list[dict[str, Any]]:
         """Send `text`; the replies up to the first of category `until` answering it."""
         sent = await self.operator.chat_send("agent-1", text)
-        replies = self.operator.chat_replies("agent-1", after_seq=sent.after_seq)
-        got: list[dict[str, Any]] = []
+        # A deadline against hangs, not a budget: a first reply includes the agent's start,
+        # which takes several times longer while the suite runs on parallel workers.
+        last = answers(sent) if until == "reply" else lambda r: r["category"] == until
+        return await replies_through(self.operator, sent.after_seq, last, within=60)
+
+
+@asynccontextmanager
+async def running_agent(
+    home: ChoirHome, root: Path, model: ScriptedModelServer, workspace: Path, *, tree: Path
+) -> AsyncIterator[Agent]:
+    """choird serving `home` in this process and agent-1's choir-agent launched on `tree` and
+    `workspace`; the agent is killed at the end if it still runs."""
+    async with running_daemon(home) as daemon, await ChoirClient.connect(home) as operator:
+        assert daemon.services is not None
+        launched = await launch_agent(daemon, root, tree=tree, workspace=workspace)
+        process = launched.process
         try:
-            # A deadline against hangs, not a budget: a first reply includes the agent's start,
-            # which takes several times longer while the suite runs on parallel workers.
-            async with asyncio.timeout(60):
-                async for reply in replies:
-                    got.append(reply.model_dump(mode="json"))
-                    if reply.category == until and (
-                        until != "reply" or reply.in_reply_to == sent.message_id
-                    ):
-                        return got
+            yield Agent(daemon, operator, model, launched.session_id, process, workspace)
         finally:
-            await replies.aclose()
-        raise AssertionError(f"no {until} came: {got}")
+            if process.returncode is None:
+                process.kill()
+            await process.wait()
 
 
 def choir_root(root: Path) -> Path:
@@ -121,20 +128,8 @@ def choir_root(root: Path) -> Path:
 
 
 @pytest.fixture
-def root() -> Iterator[Path]:
-    with short_root("ca-") as root:
-        yield root
-
-
-@pytest.fixture
-async def model() -> AsyncIterator[ScriptedModelServer]:
-    async with ScriptedModelServer(SCRIPT) as server:
-        yield server
-
-
-@pytest.fixture
-def home(root: Path, pg_params: ConnectParams, model: ScriptedModelServer) -> ChoirHome:
-    return scripted_home(root, pg_params, model.url)
+def script() -> Script:
+    return SCRIPT
 
 
 @pytest.fixture
@@ -142,16 +137,8 @@ async def agent(home: ChoirHome, root: Path, model: ScriptedModelServer) -> Asyn
     workspace = root / "ws"
     workspace.mkdir()
     (workspace / "notes.txt").write_text("alpha beta gamma\n")
-    async with running_daemon(home) as daemon, await ChoirClient.connect(home) as operator:
-        assert daemon.services is not None
-        launched = await launch_agent(daemon, root, tree=choir_root(root), workspace=workspace)
-        process = launched.process
-        try:
-            yield Agent(daemon, operator, model, launched.session_id, process, workspace)
-        finally:
-            if process.returncode is None:
-                process.kill()
-            await process.wait()
+    async with running_agent(home, root, model, workspace, tree=choir_root(root)) as agent:
+        yield agent
 
 
 async def test_a_message_gets_the_scripted_reply_and_the_events_are_durable(agent: Agent) -> None:

@@ -14,12 +14,11 @@ from typing import Any
 import pytest
 
 from choir.scripted import RateLimitStep, ReplyStep, Script, ScriptedCall, ToolCallsStep
-from tests.e2e_agent.test_lanes import (  # noqa: F401 — `launch` and `root` are fixtures
+from tests.e2e_agent.test_lanes import (  # noqa: F401 — `launch` is a fixture
     Launch,
     durable,
     launch,
     replies_until,
-    root,
     run,
     spawn,
     system_texts,

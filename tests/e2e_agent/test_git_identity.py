@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import os
 import subprocess
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -24,15 +24,9 @@ from choir.daemon.runtimes.bwrap import BWRAP_ENV
 from choir.home import ChoirHome
 from choir.store.postgres.target import ConnectParams
 from tests.harness.daemons import poll_until, running_daemon
-from tests.harness.homes import GIT_TOKEN, external_postgres, make_home, short_root
+from tests.harness.homes import GIT_TOKEN, external_postgres, make_home
 
 pytestmark = pytest.mark.slow
-
-
-@pytest.fixture
-def root() -> Iterator[Path]:
-    with short_root("cg-") as root:
-        yield root
 
 
 @pytest.fixture

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import signal
 import time
 from pathlib import Path
@@ -27,16 +26,16 @@ from choir.scripted import ReplyStep, Script, ScriptedCall, ToolCallsStep
 from choir.store.sessions import SessionStatus
 from tests.e2e_agent.launch import launch_agent
 from tests.e2e_agent.test_agent_process import Agent
-from tests.e2e_agent.test_lanes import (  # noqa: F401 — `launch` and `root` are fixtures
+from tests.e2e_agent.test_lanes import (  # noqa: F401 — `launch` is a fixture
     SUMMARY,
     Launch,
     launch,
     replies_until,
-    root,
     run,
     spawn,
 )
 from tests.harness.daemons import poll_until, session_row, stored_events
+from tests.harness.processes import gone
 
 pytestmark = pytest.mark.slow
 
@@ -97,7 +96,7 @@ SLOW_SCRIPT = Script(
 
 async def test_a_tool_call_in_flight_completes_and_no_next_step_starts(
     launch: Launch,  # noqa: F811
-    root: Path,  # noqa: F811
+    root: Path,
 ) -> None:
     agent = await launch(SLOW_SCRIPT)
     await agent.chat("please start the slow job")
@@ -176,14 +175,6 @@ STUCK_SCRIPT = Script(
 )
 
 
-def gone(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
-    return False
-
-
 async def running_pid(agent: Agent) -> int:
     pid_file = agent.workspace / "pid.txt"
     await poll_until(lambda: pid_file.is_file() and pid_file.read_text().strip() != "", within=15)
@@ -192,7 +183,7 @@ async def running_pid(agent: Agent) -> int:
 
 async def test_a_safe_point_past_the_deadline_is_cancelled_cleanly(
     launch: Launch,  # noqa: F811
-    root: Path,  # noqa: F811
+    root: Path,
 ) -> None:
     agent = await launch(STUCK_SCRIPT, stop_timeout_ms=500)
     await agent.chat("please start the stuck job")
@@ -244,7 +235,7 @@ async def test_a_second_sigterm_hurries_the_stop(launch: Launch) -> None:  # noq
 
 async def test_a_restart_leaves_the_job_open_and_the_resumed_agent_finishes_it(
     launch: Launch,  # noqa: F811
-    root: Path,  # noqa: F811
+    root: Path,
 ) -> None:
     agent = await launch(SLOW_SCRIPT)
     sent = await agent.operator.chat_send("agent-1", "please start the slow job")

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -22,10 +21,9 @@ from choir.home import ChoirHome
 from choir.protocol.operator.answers import HeldJobs
 from choir.scripted import ScriptedModelServer
 from choir.store.postgres.target import ConnectParams
-from tests.e2e_agent.launch import scripted_home
-from tests.e2e_agent.test_recovery import launch, model, replies_until  # noqa: F401 — fixture
+from tests.e2e_agent.test_recovery import killed_mid_append, launch, replies_until, script  # noqa: F401 — fixture
 from tests.harness.daemons import poll_until, running_daemon
-from tests.harness.homes import short_root
+from tests.harness.homes import scripted_home
 from tests.harness.processes import run_choirctl
 from tests.tui.conftest import column
 from tests.tui.pilot import console, show_tab, until
@@ -37,16 +35,10 @@ STATE = "held: unknown outcome of choir.exec"
 
 
 @pytest.fixture
-def root() -> Iterator[Path]:
-    with short_root("hv-") as root:
-        yield root
-
-
-@pytest.fixture
 def home(
     root: Path,
     pg_params: ConnectParams,
-    model: ScriptedModelServer,  # noqa: F811
+    model: ScriptedModelServer,
 ) -> ChoirHome:
     return scripted_home(root, pg_params, model.url)
 
@@ -62,16 +54,7 @@ async def test_a_held_job_is_shown_everywhere_with_what_to_do(home: ChoirHome, r
     appended = root / "ws" / "appended.txt"
     async with running_daemon(home) as daemon, await ChoirClient.connect(home) as operator:
         assert daemon.services is not None
-        first = await launch(daemon, root, "first")
-        try:
-            sent = await operator.chat_send("agent-1", "please start the appender")
-            await replies_until(operator, sent.after_seq, "Started appender.")
-            await poll_until(lambda: asyncio.to_thread(appended.exists), within=10)
-        finally:
-            first.kill()
-            await first.wait()
-        [row] = await daemon.services.sessions.recent("agent-1", 1)
-        session = row.session_id
+        sent, session = await killed_mid_append(daemon, operator, root)
         await daemon.services.sessions.mark_crashed(session, "killed by the test")
 
         second = await launch(daemon, root, "second")

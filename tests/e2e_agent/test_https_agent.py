@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import subprocess
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
 import pytest
@@ -28,7 +28,7 @@ from tests.e2e_agent.launch import CHOIR_AGENT, agent_home, launch_agent
 from tests.e2e_agent.test_agent_process import Agent, choir_root
 from tests.e2e_agent.test_lanes import SUMMARY
 from tests.harness.daemons import poll_until, running_daemon, session_row, stored_events
-from tests.harness.homes import external_postgres, make_home, read_config, short_root, write_config
+from tests.harness.homes import external_postgres, make_home, read_config, write_config
 from tests.harness.processes import environment
 
 pytestmark = pytest.mark.slow
@@ -42,15 +42,8 @@ SCRIPT = Script(
 
 
 @pytest.fixture
-def root() -> Iterator[Path]:
-    with short_root("ch-") as root:
-        yield root
-
-
-@pytest.fixture
-async def model() -> AsyncIterator[ScriptedModelServer]:
-    async with ScriptedModelServer(SCRIPT) as server:
-        yield server
+def script() -> Script:
+    return SCRIPT
 
 
 @pytest.fixture

@@ -11,15 +11,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import os
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from choir.agent.lanes.summary import SUMMARY_MARKER
-from choir.client import ChoirClient
 from choir.home import ChoirHome
 from choir.scripted import (
     RateLimitStep,
@@ -32,10 +30,11 @@ from choir.scripted import (
 )
 from choir.store.postgres.target import ConnectParams
 from choir.store.sessions import SessionStatus
-from tests.e2e_agent.launch import launch_agent
-from tests.e2e_agent.test_agent_process import Agent, choir_root
-from tests.harness.daemons import poll_until, running_daemon, session_row, stored_events
-from tests.harness.homes import external_postgres, make_home, read_config, short_root, write_config
+from tests.e2e_agent.test_agent_process import Agent, choir_root, running_agent
+from tests.harness.chat import replies_through
+from tests.harness.daemons import poll_until, session_row, stored_events
+from tests.harness.homes import external_postgres, make_home, read_config, write_config
+from tests.harness.processes import gone
 
 pytestmark = pytest.mark.slow
 
@@ -77,26 +76,12 @@ async def launch(root: Path, pg_params: ConnectParams) -> AsyncIterator[Launch]:
         yield start
 
 
-@pytest.fixture
-def root() -> Iterator[Path]:
-    with short_root("cl-") as root:
-        yield root
-
-
 @contextlib.asynccontextmanager
 async def _agent(home: ChoirHome, root: Path, model: ScriptedModelServer) -> AsyncIterator[Agent]:
     workspace = root / "ws"
     workspace.mkdir()
-    async with running_daemon(home) as daemon, await ChoirClient.connect(home) as operator:
-        assert daemon.services is not None
-        launched = await launch_agent(daemon, root, tree=choir_root(root), workspace=workspace)
-        process = launched.process
-        try:
-            yield Agent(daemon, operator, model, launched.session_id, process, workspace)
-        finally:
-            if process.returncode is None:
-                process.kill()
-            await process.wait()
+    async with running_agent(home, root, model, workspace, tree=choir_root(root)) as agent:
+        yield agent
 
 
 async def kinds_of(agent: Agent, lane: str | None = None) -> list[str]:
@@ -114,17 +99,10 @@ async def durable(agent: Agent, kind: str, within: float = 10) -> None:
 async def replies_until(
     agent: Agent, after_seq: int, category: str, within: float = 20
 ) -> list[dict[str, Any]]:
-    stream = agent.operator.chat_replies("agent-1", after_seq=after_seq)
-    got: list[dict[str, Any]] = []
-    try:
-        async with asyncio.timeout(within):
-            async for reply in stream:
-                got.append(reply.model_dump(mode="json"))
-                if reply.category == category:
-                    return got
-    finally:
-        await stream.aclose()
-    raise AssertionError(f"no {category} came: {got}")
+    """The replies after `after_seq` up to the first of `category`."""
+    return await replies_through(
+        agent.operator, after_seq, lambda r: r["category"] == category, within=within
+    )
 
 
 def system_texts(body: dict[str, Any]) -> str:
@@ -285,14 +263,7 @@ async def test_edge_is_read_only_while_a_core_runs_and_a_cancel_kills_the_tool(
     assert report["category"] == "core_report"
     assert report["text"].startswith("core job sleeper cancelled")
 
-    def gone() -> bool:
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return True
-        return False
-
-    await poll_until(gone, within=10)
+    await poll_until(lambda: gone(pid), within=10)
     await durable(agent, "core_stopped")
     events = await stored_events(agent.daemon, agent.session_id)
     [result] = [

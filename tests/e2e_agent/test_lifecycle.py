@@ -7,12 +7,10 @@ and the real `choir-agent` spawned by choird's process runtime.
 
 from __future__ import annotations
 
-import asyncio
 import os
 import signal
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -23,17 +21,13 @@ from choir.errors import ConflictError, UsageError
 from choir.home import ChoirHome
 from choir.store.postgres.target import ConnectParams
 from choir.store.sessions import SessionStatus
+from tests.harness.chat import reply_to
 from tests.harness.daemons import leased, poll_until, running_daemon, session_row
-from tests.harness.homes import external_postgres, make_home, short_root
+from tests.harness.homes import external_postgres, make_home
+from tests.harness.processes import gone
 from tests.security.process_agents import bwrap_works
 
 pytestmark = pytest.mark.slow
-
-
-@pytest.fixture
-def root() -> Iterator[Path]:
-    with short_root("cl-") as root:
-        yield root
 
 
 @pytest.fixture
@@ -47,28 +41,6 @@ async def choird(home: ChoirHome) -> AsyncIterator[tuple[ChoirDaemon, ChoirClien
         yield daemon, client
 
 
-async def chat(client: ChoirClient, text: str) -> dict[str, Any]:
-    """The agent's reply to `text`."""
-    sent = await client.chat_send("agent-1", text)
-    replies = client.chat_replies("agent-1", after_seq=sent.after_seq)
-    try:
-        async with asyncio.timeout(20):
-            async for reply in replies:
-                if reply.category == "reply" and reply.in_reply_to == sent.message_id:
-                    return reply.model_dump(mode="json")
-    finally:
-        await replies.aclose()
-    raise AssertionError("the reply stream ended without a reply")
-
-
-def gone(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
-    return False
-
-
 async def test_start_chat_and_graceful_stop(choird: tuple[ChoirDaemon, ChoirClient]) -> None:
     daemon, client = choird
     started = await client.agent_start("agent-1", {"dm": "console"})
@@ -79,7 +51,7 @@ async def test_start_chat_and_graceful_stop(choird: tuple[ChoirDaemon, ChoirClie
     )
     session_id = started.session_id
 
-    reply = await chat(client, "hello")
+    reply = await reply_to(client, "hello", within=20)
     assert reply["text"].startswith("Hello!")
     listed = {a.agent_id: a for a in (await client.agent_list()).agents}
     assert listed["agent-1"].state == "running"
@@ -112,7 +84,7 @@ async def test_a_killed_agent_is_marked_crashed_and_its_leases_released(
 ) -> None:
     daemon, client = choird
     started = await client.agent_start("agent-1", {"dm": "console"})
-    await chat(client, "hello")
+    await reply_to(client, "hello", within=20)
     os.kill(started.pid, signal.SIGKILL)
 
     async def crashed() -> bool:

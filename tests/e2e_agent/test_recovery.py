@@ -11,7 +11,6 @@ event or starts from a snapshot that already holds the interrupted intent.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -21,14 +20,15 @@ from choir.client import ChoirClient
 from choir.daemon.app import ChoirDaemon
 from choir.home import ChoirHome
 from choir.protocol import GENESIS_HASH, Snapshot
+from choir.protocol.operator.answers import ChatSent
 from choir.scripted import ReplyStep, Script, ScriptedCall, ScriptedModelServer, ToolCallsStep
 from choir.store.postgres.target import ConnectParams
 from choir.store.snapshots import latest_snapshot
-from tests.e2e_agent.launch import launch_agent, scripted_home
+from tests.e2e_agent.launch import launch_agent
 from tests.e2e_agent.test_agent_process import choir_root
 from tests.harness.chat import replies_until
 from tests.harness.daemons import poll_until, pool_of, running_daemon, stored_events
-from tests.harness.homes import read_config, short_root, write_config
+from tests.harness.homes import read_config, scripted_home, write_config
 
 pytestmark = pytest.mark.slow
 
@@ -58,15 +58,8 @@ SCRIPT = Script(
 
 
 @pytest.fixture
-def root() -> Iterator[Path]:
-    with short_root("cr-") as root:
-        yield root
-
-
-@pytest.fixture
-async def model() -> AsyncIterator[ScriptedModelServer]:
-    async with ScriptedModelServer(SCRIPT) as server:
-        yield server
+def script() -> Script:
+    return SCRIPT
 
 
 @pytest.fixture(params=[None, 1], ids=["no-snapshot", "snapshot-every-event"])
@@ -95,6 +88,25 @@ async def launch(daemon: ChoirDaemon, root: Path, name: str) -> asyncio.subproce
     return launched.process
 
 
+async def killed_mid_append(
+    daemon: ChoirDaemon, operator: ChoirClient, root: Path
+) -> tuple[ChatSent, str]:
+    """agent-1 asked to start the appender, killed -9 once the appender wrote to
+    `ws/appended.txt`: the message sent and the session."""
+    appended = root / "ws" / "appended.txt"
+    first = await launch(daemon, root, "first")
+    try:
+        sent = await operator.chat_send("agent-1", "please start the appender")
+        await replies_until(operator, sent.after_seq, "Started appender.")
+        await poll_until(lambda: asyncio.to_thread(appended.exists), within=10)
+    finally:
+        first.kill()
+        await first.wait()
+    assert daemon.services is not None
+    rows = await daemon.services.sessions.recent("agent-1", 1)
+    return sent, rows[0].session_id
+
+
 def chain_intact(events: list[Any]) -> bool:
     previous = GENESIS_HASH
     for index, event in enumerate(events, start=1):
@@ -111,16 +123,7 @@ async def test_a_crash_in_a_side_effect_holds_the_job_until_the_operator_decides
     appended = root / "ws" / "appended.txt"
     async with running_daemon(home) as daemon, await ChoirClient.connect(home) as operator:
         assert daemon.services is not None
-        first = await launch(daemon, root, "first")
-        try:
-            sent = await operator.chat_send("agent-1", "please start the appender")
-            await replies_until(operator, sent.after_seq, "Started appender.")
-            await poll_until(lambda: asyncio.to_thread(appended.exists), within=10)
-        finally:
-            first.kill()
-            await first.wait()
-        rows = await daemon.services.sessions.recent("agent-1", 1)
-        session_id = rows[0].session_id
+        sent, session_id = await killed_mid_append(daemon, operator, root)
         before = await stored_events(daemon, session_id)
         assert chain_intact(before)
         [intent] = [

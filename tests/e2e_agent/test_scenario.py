@@ -19,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from dataclasses import astuple
 from pathlib import Path
 from typing import Any
@@ -34,11 +34,10 @@ from choir.scripted import ReplyStep, Script, ScriptedCall, ScriptedModelServer,
 from choir.scripted.player import last_turn
 from choir.store.events import EventRecord
 from choir.store.postgres.target import ConnectParams
-from tests.e2e_agent.launch import scripted_home
 from tests.e2e_agent.scenario_support import launch, lines, stop_left_tools
 from tests.harness.chat import replies_until
 from tests.harness.daemons import poll_until, running_daemon, stored_events
-from tests.harness.homes import short_root
+from tests.harness.homes import scripted_home, short_root
 
 pytestmark = pytest.mark.slow
 
@@ -116,9 +115,8 @@ def root() -> Iterator[Path]:
 
 
 @pytest.fixture
-async def model() -> AsyncIterator[ScriptedModelServer]:
-    async with ScriptedModelServer(SCRIPT) as server:
-        yield server
+def script() -> Script:
+    return SCRIPT
 
 
 @pytest.fixture

@@ -14,7 +14,7 @@ import asyncio
 import contextlib
 import itertools
 import json
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -38,8 +38,9 @@ from choir.store.events import EventRecord
 from choir.store.postgres.target import ConnectParams
 from tests.e2e_agent.launch import launch_agent
 from tests.e2e_agent.test_agent_process import choir_root
+from tests.harness.chat import answer_to
 from tests.harness.daemons import poll_until, pool_of, running_daemon, stored_events
-from tests.harness.homes import external_postgres, make_home, read_config, short_root, write_config
+from tests.harness.homes import external_postgres, make_home, read_config, write_config
 
 pytestmark = pytest.mark.slow
 
@@ -115,14 +116,7 @@ class Session:
 
     async def chat(self, text: str) -> None:
         sent = await self.operator.chat_send("agent-1", text)
-        replies = self.operator.chat_replies("agent-1", after_seq=sent.after_seq)
-        try:
-            async with asyncio.timeout(20):
-                async for reply in replies:
-                    if reply.category == "reply" and reply.in_reply_to == sent.message_id:
-                        return
-        finally:
-            await replies.aclose()
+        await answer_to(self.operator, sent, within=20)
 
     async def events(self) -> list[EventRecord]:
         return await stored_events(self.daemon, self.session_id)
@@ -161,12 +155,6 @@ def messages(request: RecordedRequest) -> list[dict[str, Any]]:
 def _last(request: RecordedRequest) -> str:
     said = [m for m in request.body["messages"] if m["role"] in ("user", "tool")]
     return str(said[-1]["content"]) if said else ""
-
-
-@pytest.fixture
-def root() -> Iterator[Path]:
-    with short_root("sr-") as root:
-        yield root
 
 
 @pytest.fixture

@@ -16,7 +16,7 @@ import os
 import signal
 import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any, Final
 
@@ -32,6 +32,7 @@ from choir.store.postgres.pool import connect
 from choir.store.postgres.postmaster import postmaster_pid, stop_postmaster
 from choir.store.postgres.target import DEFAULT_DATABASE, ConnectParams
 from tests.harness.processes import BIN, Choird, environment, run_choirctl
+from tests.harness.waits import wait_for
 
 IN_CONTAINER_PORT: Final = 18431
 """Where a docker scenario's model listens: the agent container's own loopback."""
@@ -89,16 +90,6 @@ def choirctl(home: ChoirHome, *args: str) -> subprocess.CompletedProcess[str]:
 def as_json(done: subprocess.CompletedProcess[str]) -> Any:
     assert done.returncode == 0, (done.returncode, done.stdout, done.stderr)
     return json.loads(done.stdout)
-
-
-def wait_for(condition: Callable[[], bool], within: float, every: float = 0.1) -> float:
-    """Poll `condition` until true; the seconds it took. Fails after `within` s."""
-    began = time.monotonic()
-    while not condition():
-        if time.monotonic() - began > within:
-            raise AssertionError(f"condition not met within {within} s")
-        time.sleep(every)
-    return time.monotonic() - began
 
 
 def stored_events(
@@ -215,3 +206,19 @@ def serve_model_in(container: str) -> None:
         capture_output=True,
         timeout=60,
     )
+
+
+async def next_health(
+    feed: AsyncIterator[dict[str, Any]],
+    wanted: Callable[[dict[str, Any]], bool],
+    *,
+    within: float = 30,
+) -> dict[str, Any]:
+    """The next `health` item of the operator feed whose view is `wanted`; fails after `within`
+    s."""
+    async with asyncio.timeout(within):
+        while True:
+            item = await anext(feed)
+            if item["kind"] == "health" and wanted(item["data"]):
+                data: dict[str, Any] = item["data"]
+                return data

@@ -17,7 +17,6 @@ import asyncio
 import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -42,8 +41,9 @@ from tests.faults.support import (
     stored_events,
     teardown,
 )
-from tests.harness.homes import external_postgres, make_home, read_config, short_root, write_config
-from tests.harness.processes import Choird, environment
+from tests.harness.homes import external_postgres, make_home, read_config, write_config
+from tests.harness.processes import Choird, environment, run_choir
+from tests.harness.waits import poll_until
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
@@ -56,7 +56,6 @@ SCRIPT = Script(
         ReplyStep(repeat=True, text="hello back"),
     ]
 )
-CHOIR = Path(sys.executable).parent / "choir"
 
 
 @dataclass
@@ -74,12 +73,6 @@ class Scene:
         return stored_events(self.home, session_id, self.params)
 
 
-@pytest.fixture
-def root() -> Iterator[Path]:
-    with short_root("cr-") as root:
-        yield root
-
-
 def home_for(root: Path, params: ConnectParams, model_url: str, **settings: Any) -> ChoirHome:
     home = make_home(root, postgres=external_postgres(params), **settings)
     data = read_config(home)
@@ -92,9 +85,8 @@ def home_for(root: Path, params: ConnectParams, model_url: str, **settings: Any)
 
 
 @pytest.fixture
-async def model() -> AsyncIterator[ScriptedModelServer]:
-    async with ScriptedModelServer(SCRIPT) as server:
-        yield server
+def script() -> Script:
+    return SCRIPT
 
 
 async def run(scene: Scene, *args: str) -> subprocess.CompletedProcess[str]:
@@ -103,14 +95,6 @@ async def run(scene: Scene, *args: str) -> subprocess.CompletedProcess[str]:
 
 async def start_choird(scene: Scene) -> None:
     scene.choird = await asyncio.to_thread(spawn_choird, scene.home, "--runtime", scene.runtime)
-
-
-async def until(check: Any, within: float, every: float = 0.2) -> None:
-    began = time.monotonic()
-    while not await check():
-        if time.monotonic() - began > within:
-            raise AssertionError(f"not within {within} s")
-        await asyncio.sleep(every)
 
 
 async def kinds_stored(scene: Scene, session_id: str) -> list[str]:
@@ -160,7 +144,7 @@ async def test_an_agent_whose_lease_expired_while_choird_was_down_is_stopped(
         assert psutil.pid_exists(started["pid"])  # alive, but its lease ran out
         await start_choird(scene)
 
-        await until(lambda: asyncio.to_thread(gone, started["pid"]), within=10)
+        await poll_until(lambda: asyncio.to_thread(gone, started["pid"]), within=10, every=0.2)
         status = as_json(await run(scene, "agent", "status", "agent-1", "--json"))
         assert (status["state"], status["session_status"]) == ("crashed", "crashed")
         assert status["session_id"] == started["session_id"]
@@ -197,7 +181,7 @@ async def rides_out_a_kill(scene: Scene) -> None:
     async def first_read_stored() -> bool:
         return "tool_result_committed" in await kinds_stored(scene, session_id)
 
-    await until(first_read_stored, within=30)
+    await poll_until(first_read_stored, within=30, every=0.2)
     checker = InvariantChecker(scene.params, ["agent-1"])
     await checker.observe()
     assert scene.choird is not None
@@ -222,7 +206,7 @@ async def rides_out_a_kill(scene: Scene) -> None:
             if r.created_at.timestamp() > killed_at
         ]
 
-    await until(replied, within=60)
+    await poll_until(replied, within=60, every=0.2)
     verdict = await checker.verify()  # chain, acknowledged events kept, calls once
     assert verdict.open_intents == []
     records = await asyncio.to_thread(scene.events, session_id)
@@ -250,7 +234,7 @@ async def rides_out_a_kill(scene: Scene) -> None:
     assert hello.returncode == 0, hello.stderr
     assert "hello back" in hello.stdout
 
-    down = await asyncio.to_thread(choir_down, scene.home)
+    down = await asyncio.to_thread(run_choir, scene.home, "down", "--json", timeout=120)
     assert down.returncode == 0, down.stdout + down.stderr
     assert scene.choird is not None
     assert scene.choird.process.wait(timeout=30) == 0
@@ -261,18 +245,6 @@ async def rides_out_a_kill(scene: Scene) -> None:
         assert await asyncio.to_thread(containers_of, scene.home) == []
     status_after = await asyncio.to_thread(scene.ctl, "status")
     assert status_after.returncode == 6  # choird is gone too
-
-
-def choir_down(home: ChoirHome) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [str(CHOIR), "down", "--json"],
-        env=environment(CHOIR_HOME=str(home.root)),
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
 
 
 def containers_of(home: ChoirHome) -> list[str]:

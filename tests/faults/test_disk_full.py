@@ -13,7 +13,7 @@ import logging
 import secrets
 import subprocess
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +25,6 @@ from choir.client import ChoirClient
 from choir.errors import UnavailableError
 from choir.home import ChoirHome
 from choir.logs import get_logger, setup_logging, shutdown_logging
-from choir.protocol.operator.answers import ChatSent
 from choir.scripted import ReplyStep, Script, ScriptedModelServer
 from choir.store.postgres.target import ConnectParams
 from tests.faults.filesystems import fill, small_tmpfs
@@ -35,10 +34,12 @@ from tests.faults.support import (
     assert_chain,
     choirctl,
     embedded_params,
+    next_health,
     spawn_choird,
     stored_events,
     teardown,
 )
+from tests.harness.chat import answer_to
 from tests.harness.daemons import poll_until, running_daemon
 from tests.harness.homes import external_postgres, make_home, read_config, short_root, write_config
 
@@ -158,7 +159,7 @@ async def full_disk_scenario(home: ChoirHome, model: ScriptedModelServer) -> Non
                 refusals.append(refused.message)
         assert all("disk is full" in message for message in refusals)
 
-        view = await next_health(feed, lambda view: view["disk"] is not None)
+        view = await next_health(feed, lambda view: view["disk"] is not None, within=45)
         assert view["disk"]["state"] == "full"
 
         async def disk_report() -> str | None:
@@ -180,10 +181,10 @@ async def full_disk_scenario(home: ChoirHome, model: ScriptedModelServer) -> Non
             return bool(as_json(await ctl(home, "status", "--json"))["disk"]["state"] == "ok")
 
         await checker.healthy(disk_ok)  # within 10 s, nobody doing anything
-        await next_health(feed, lambda view: view["disk"] is None)
-        assert (await reply_to(client, slow))["text"] == SLOW_REPLY  # kept, then stored
+        await next_health(feed, lambda view: view["disk"] is None, within=45)
+        assert (await answer_to(client, slow, within=45))["text"] == SLOW_REPLY  # kept, then stored
         for message in sent:
-            await reply_to(client, message)  # every buffered reply reaches the user
+            await answer_to(client, message, within=45)  # every buffered reply reaches the user
         await feed.aclose()
 
     verdict = await checker.verify()
@@ -206,27 +207,6 @@ async def full_disk_scenario(home: ChoirHome, model: ScriptedModelServer) -> Non
 
 async def asked(model: ScriptedModelServer, text: str) -> bool:
     return any(text in str(request.body) for request in model.requests)
-
-
-async def next_health(feed: Any, wanted: Callable[[dict[str, Any]], bool]) -> dict[str, Any]:
-    async with asyncio.timeout(45):
-        while True:
-            item = await anext(feed)
-            if item["kind"] == "health" and wanted(item["data"]):
-                data: dict[str, Any] = item["data"]
-                return data
-
-
-async def reply_to(client: ChoirClient, sent: ChatSent) -> dict[str, Any]:
-    replies = client.chat_replies("agent-1", after_seq=sent.after_seq)
-    try:
-        async with asyncio.timeout(45):
-            async for reply in replies:
-                if reply.category == "reply" and reply.in_reply_to == sent.message_id:
-                    return reply.model_dump(mode="json")
-    finally:
-        await replies.aclose()
-    raise AssertionError("no reply")
 
 
 async def test_an_agent_socket_that_cannot_be_created_is_a_disk_problem(

@@ -15,9 +15,8 @@ import os
 import signal
 import subprocess
 from collections import Counter
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -29,12 +28,10 @@ from choir.scripted import ReplyStep, Script, ScriptedModelServer
 from choir.store.events import EventRecord
 from choir.store.postgres.pool import open_pool
 from choir.store.postgres.target import ConnectParams
-from tests.e2e_agent.launch import scripted_home
 from tests.faults.conftest import ClusterOf
 from tests.faults.invariants import InvariantChecker, checker_for, crash_report
 from tests.harness.cluster import SentMessage, probe_step
 from tests.harness.daemons import poll_until
-from tests.harness.homes import short_root
 from tests.harness.processes import BIN, environment
 
 pytestmark = pytest.mark.slow
@@ -54,20 +51,8 @@ SCRIPT = Script(
 
 
 @pytest.fixture
-def root() -> Iterator[Path]:
-    with short_root("dm-") as root:
-        yield root
-
-
-@pytest.fixture
-async def model() -> AsyncIterator[ScriptedModelServer]:
-    async with ScriptedModelServer(SCRIPT) as server:
-        yield server
-
-
-@pytest.fixture
-def home(root: Path, pg_params: ConnectParams, model: ScriptedModelServer) -> ChoirHome:
-    return scripted_home(root, pg_params, model.url)
+def script() -> Script:
+    return SCRIPT
 
 
 def answers(events: list[EventRecord]) -> Counter[str]:

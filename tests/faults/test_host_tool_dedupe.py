@@ -13,7 +13,6 @@ when choird stopped is answered `outcome_unknown`, and not run again either.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -26,17 +25,11 @@ from choir.protocol import ExecuteHostToolRequest, ToolResult
 from choir.store.postgres.target import ConnectParams
 from tests.e2e.agent_side import hello
 from tests.harness.daemons import agent_control_plane, running_daemon
-from tests.harness.homes import external_postgres, make_home, short_root
+from tests.harness.homes import external_postgres, make_home
 
 pytestmark = pytest.mark.slow
 
 TOOL = "choir.web.browse"
-
-
-@pytest.fixture
-def root() -> Iterator[Path]:
-    with short_root("hd-") as root:
-        yield root
 
 
 @pytest.fixture

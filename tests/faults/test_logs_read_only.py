@@ -20,7 +20,6 @@ from __future__ import annotations
 import asyncio
 import subprocess
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +33,7 @@ from choir.scripted import ReplyStep, Script, ScriptedModelServer
 from choir.store.postgres.target import ConnectParams
 from tests.faults.filesystems import FailingExt4, failing_ext4
 from tests.faults.invariants import InvariantChecker
-from tests.faults.support import as_json, choirctl, spawn_choird, teardown
+from tests.faults.support import as_json, choirctl, next_health, spawn_choird, teardown
 from tests.harness.homes import external_postgres, make_home, read_config, short_root, write_config
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(150)]
@@ -128,15 +127,6 @@ async def scenario(home: ChoirHome, disk: FailingExt4, checker: InvariantChecker
 def parsed(path: Path) -> list[dict[str, Any]]:
     """Every line of `path` as JSON: fails on a torn line."""
     return [orjson.loads(line) for line in path.read_bytes().splitlines() if line]
-
-
-async def next_health(feed: Any, wanted: Callable[[dict[str, Any]], bool]) -> dict[str, Any]:
-    async with asyncio.timeout(30):
-        while True:
-            item = await anext(feed)
-            if item["kind"] == "health" and wanted(item["data"]):
-                data: dict[str, Any] = item["data"]
-                return data
 
 
 def unmount(mountpoint: Path) -> None:

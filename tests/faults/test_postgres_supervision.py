@@ -16,13 +16,11 @@ import asyncio
 import os
 import signal
 import time
-from collections.abc import Callable
 from typing import Any
 
 import pytest
 
 from choir.client import ChoirClient
-from choir.protocol.operator.answers import ChatSent
 from choir.store.postgres.postmaster import postmaster_pid
 from tests.faults.invariants import InvariantChecker
 from tests.faults.support import (
@@ -30,11 +28,14 @@ from tests.faults.support import (
     assert_chain,
     choirctl,
     embedded_params,
+    next_health,
     spawn_choird,
     stored_events,
     teardown,
 )
+from tests.harness.chat import answer_to
 from tests.harness.homes import make_home, short_root
+from tests.harness.waits import poll_until
 
 # serial: the invariants hold each failure report to 5 s and each recovery to 10 s; under
 # parallel load on two cores the other workers' CPU use breaks those budgets, not choird.
@@ -46,15 +47,6 @@ HOLD_MS = 4000
 
 async def ctl(home: Any, *args: str) -> Any:
     return await asyncio.to_thread(choirctl, home, *args)
-
-
-async def until(check: Any, within: float) -> float:
-    began = time.monotonic()
-    while not await check():
-        if time.monotonic() - began > within:
-            raise AssertionError(f"not within {within} s")
-        await asyncio.sleep(0.1)
-    return time.monotonic() - began
 
 
 async def test_a_killed_postmaster_is_restarted_and_the_agent_loses_nothing() -> None:
@@ -102,7 +94,7 @@ async def scenario(home: Any) -> None:
             status = as_json(await ctl(home, "status", "--json"))
             return bool(status["postgres"]["state"] == "degraded")
 
-        assert await until(degraded, within=3) < 3
+        assert await poll_until(degraded, within=3, every=0.1) < 3
         health = await next_health(feed, lambda view: view["postgres"] is not None)
         assert health["postgres"]["state"] in ("down", "restarting")
         for command in (("agent", "status", "agent-1"), ("chat", "agent-1", "hello")):
@@ -120,7 +112,7 @@ async def scenario(home: Any) -> None:
 
         await checker.healthy(healthy)  # by itself, within 10 s of the kill
         await next_health(feed, lambda view: view["postgres"] is None)
-        reply = await reply_to(client, sent)
+        reply = await answer_to(client, sent)
         assert "real tool call" in reply["text"]
         await feed.aclose()
 
@@ -140,25 +132,3 @@ async def scenario(home: Any) -> None:
         "choird unreachable; committing locally and retrying"
         in home.agent_log("agent-1").read_text()
     )
-
-
-async def next_health(feed: Any, wanted: Callable[[dict[str, Any]], bool]) -> dict[str, Any]:
-    """The next `health` item of the operator feed that is `wanted`."""
-    async with asyncio.timeout(30):
-        while True:
-            item = await anext(feed)
-            if item["kind"] == "health" and wanted(item["data"]):
-                data: dict[str, Any] = item["data"]
-                return data
-
-
-async def reply_to(client: ChoirClient, sent: ChatSent) -> dict[str, Any]:
-    replies = client.chat_replies("agent-1", after_seq=sent.after_seq)
-    try:
-        async with asyncio.timeout(30):
-            async for reply in replies:
-                if reply.category == "reply" and reply.in_reply_to == sent.message_id:
-                    return reply.model_dump(mode="json")
-    finally:
-        await replies.aclose()
-    raise AssertionError("no reply")

@@ -32,8 +32,6 @@ plan, gaps and tool pauses (the instants still depend on timing).
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import os
 import random
 from collections import Counter
 from datetime import UTC, datetime
@@ -44,11 +42,10 @@ import pytest
 
 from choir.client import ChoirClient
 from choir.errors import ChoirError, UnavailableError
-from choir.scripted import ReplyStep, ToolCallsStep
 from choir.transport import TransportError
 from tests.faults.daemon_cluster import DaemonCluster, daemon_cluster
 from tests.faults.invariants import InvariantChecker, Probe, Verdict
-from tests.harness.cluster import effect_turn, probe_step
+from tests.faults.load import MAX_ROUNDS, all_answer, load_script, run_load, seeded
 
 pytestmark = pytest.mark.slow
 
@@ -57,9 +54,6 @@ FAULTS: tuple[Literal["choird", "postgres"], ...] = ("choird", "choird", "postgr
 """The plan, shuffled by the seed."""
 MIN_ROUNDS = 3
 """Messages each agent's user sends at least; more while the killer is still at work."""
-MAX_ROUNDS = 30
-"""Messages scripted per agent: the bound on how long a user keeps talking."""
-MAX_TOOL_PAUSE_MS = 600
 FAULT_GAP_S = (0.3, 2.5)
 """The killer waits this long (uniformly at random) before each fault."""
 ANSWER_WITHIN_S = 45.0
@@ -68,26 +62,16 @@ SETTINGS: dict[str, Any] = {"heartbeat_interval_ms": 1000, "snapshot_every_event
 """Idle agents beat every second (the lease threshold stays the default 10 s)."""
 
 
-def script(rng: random.Random, agents: list[str]) -> list[ReplyStep | ToolCallsStep]:
-    steps: list[ReplyStep | ToolCallsStep] = [probe_step()]
-    for agent in agents:
-        for n in range(MAX_ROUNDS):
-            steps += effect_turn(f"{agent}/{n}", rng.randrange(MAX_TOOL_PAUSE_MS))
-    return steps
-
-
 @pytest.mark.timeout(300)
 async def test_random_choird_and_postgres_kills_under_load_lose_nothing_and_run_nothing_twice(
     fault_root: Path,
 ) -> None:
-    seed = int(os.environ.get("CHOIR_FAULT_SEED") or random.randrange(2**32))
-    print(f"random daemon kills: CHOIR_FAULT_SEED={seed}")
-    rng = random.Random(seed)
+    seed, rng = seeded("random daemon kills")
     agents = [f"agent-{n}" for n in range(1, AGENTS + 1)]
     plan = list(FAULTS)
     rng.shuffle(plan)
     async with daemon_cluster(
-        fault_root, script(rng, agents), agents=AGENTS, **SETTINGS
+        fault_root, load_script(rng, agents), agents=AGENTS, **SETTINGS
     ) as cluster:
         checker = InvariantChecker(
             cluster.pg,
@@ -97,9 +81,8 @@ async def test_random_choird_and_postgres_kills_under_load_lose_nothing_and_run_
             require_answers=True,
         )
         started = {agent: await cluster.start(agent) for agent in agents}
-        checker.fault("5 agents started")
-        for agent in agents:  # the load starts once all of them serve
-            await checker.healthy(lambda agent=agent: cluster.answers(agent))  # type: ignore[misc]
+        # the load starts once all of them serve
+        await all_answer(checker, cluster, agents, "5 agents started")
 
         up = asyncio.Event()
         up.set()
@@ -108,18 +91,10 @@ async def test_random_choird_and_postgres_kills_under_load_lose_nothing_and_run_
         users = [
             asyncio.create_task(user(cluster, agent, up, killing, answered)) for agent in agents
         ]
-        try:
-            await killing
-            await asyncio.gather(*users)
-        finally:
-            for task in (killing, *users):
-                task.cancel()
-                with contextlib.suppress(asyncio.CancelledError, Exception):
-                    await task
+        await run_load(killing, users)
 
         for agent in agents:
-            checker.fault(f"the end: {agent} still answers")
-            await checker.healthy(lambda agent=agent: cluster.answers(agent))  # type: ignore[misc]
+            await all_answer(checker, cluster, [agent], f"the end: {agent} still answers")
         verdict = await checker.verify(cluster.conversations.values())
         print(f"plan: {plan}; timings: {verdict.timings}")
         print(f"answers seen on the chat stream / only in the store: {dict(answered)}")

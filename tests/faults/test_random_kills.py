@@ -17,18 +17,16 @@ choices (the instants still depend on timing).
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import os
 import random
 from dataclasses import dataclass, field
 
 import pytest
 
 from choir.errors import ChoirError
-from choir.scripted import ReplyStep, ToolCallsStep
 from tests.faults.conftest import ClusterOf
 from tests.faults.invariants import InvariantChecker, checker_for, crash_report
-from tests.harness.cluster import Cluster, effect_turn, probe_step
+from tests.faults.load import MAX_ROUNDS, all_answer, load_script, run_load, seeded
+from tests.harness.cluster import Cluster
 
 pytestmark = pytest.mark.slow
 
@@ -36,9 +34,6 @@ AGENTS = 5
 KILLS = 4
 MIN_ROUNDS = 4
 """Messages each agent's user sends at least; more while the killer is still at work."""
-MAX_ROUNDS = 30
-"""Messages scripted per agent: the bound on how long a user keeps talking."""
-MAX_TOOL_PAUSE_MS = 600
 KILL_GAP_S = (0.3, 2.0)
 """The killer waits this long (uniformly at random) before each kill."""
 
@@ -51,46 +46,27 @@ class Life:
     killed: asyncio.Event = field(default_factory=asyncio.Event)
 
 
-def script(rng: random.Random, agents: list[str]) -> list[ReplyStep | ToolCallsStep]:
-    steps: list[ReplyStep | ToolCallsStep] = [probe_step()]
-    for agent in agents:
-        for n in range(MAX_ROUNDS):
-            steps += effect_turn(f"{agent}/{n}", rng.randrange(MAX_TOOL_PAUSE_MS))
-    return steps
-
-
 @pytest.mark.timeout(150)
 async def test_random_kills_under_load_lose_nothing_acknowledged_and_run_nothing_twice(
     cluster_of: ClusterOf,
 ) -> None:
-    seed = int(os.environ.get("CHOIR_FAULT_SEED") or random.randrange(2**32))
-    print(f"random kills: CHOIR_FAULT_SEED={seed}")
-    rng = random.Random(seed)
+    seed, rng = seeded("random kills")
     agents = [f"agent-{n}" for n in range(1, AGENTS + 1)]
-    cluster = await cluster_of(script(rng, agents), agents=AGENTS, snapshot_every_events=7)
+    cluster = await cluster_of(load_script(rng, agents), agents=AGENTS, snapshot_every_events=7)
     checker = checker_for(cluster, context=f"CHOIR_FAULT_SEED={seed}", require_answers=True)
     lives = {agent: Life() for agent in agents}
     for agent in agents:
         await cluster.start(agent)
         lives[agent].up.set()
-    checker.fault("5 agents started")
-    for agent in agents:  # the load starts once all of them serve
-        await checker.healthy(lambda agent=agent: cluster.answers(agent))  # type: ignore[misc]
+    # the load starts once all of them serve
+    await all_answer(checker, cluster, agents, "5 agents started")
 
     killing = asyncio.create_task(killer(cluster, checker, lives, rng))
     users = [asyncio.create_task(user(cluster, agent, lives[agent], killing)) for agent in agents]
-    try:
-        await killing
-        await asyncio.gather(*users)
-    finally:
-        for task in (killing, *users):
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
+    await run_load(killing, users)
 
     for agent in agents:
-        checker.fault(f"the end: {agent} still answers")
-        await checker.healthy(lambda agent=agent: cluster.answers(agent))  # type: ignore[misc]
+        await all_answer(checker, cluster, [agent], f"the end: {agent} still answers")
     verdict = await checker.verify(cluster.conversations.values())
     print(f"timings: {verdict.timings}")
     print(f"unacknowledged messages lost: {[m.text for m in verdict.lost_messages]}")

@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -25,9 +24,8 @@ from choir.client import ChoirClient
 from choir.home import ChoirHome
 from choir.scripted import ReplyStep, Script, ScriptedModelServer
 from choir.store.postgres.target import ConnectParams
-from tests.e2e_agent.launch import scripted_home
 from tests.harness.daemons import running_daemon, stored_events
-from tests.harness.homes import read_config, short_root, write_config
+from tests.harness.homes import read_config, scripted_home, write_config
 from tests.lifecycle.support import chat, choirctl
 
 pytestmark = pytest.mark.slow
@@ -44,12 +42,6 @@ def slow_summary(delay_ms: int) -> Script:
             ReplyStep(match="hello", repeat=True, text="Hello from the script."),
         ]
     )
-
-
-@pytest.fixture
-def root() -> Iterator[Path]:
-    with short_root("ss-") as root:
-        yield root
 
 
 async def stop_after_hello(

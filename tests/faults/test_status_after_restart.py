@@ -24,20 +24,19 @@ from tests.faults.test_choird_restart import (
     START,
     Scene,
     home_for,
-    model,  # noqa: F401 — the fixture
-    root,  # noqa: F401 — the fixture
     run,
+    script,  # noqa: F401 — the fixture
     start_choird,
-    until,
 )
+from tests.harness.waits import poll_until
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 
 
 async def test_an_adopted_agent_reports_its_lanes_again_without_moving(
-    root: Path,  # noqa: F811
+    root: Path,
     pg_params: ConnectParams,
-    model: ScriptedModelServer,  # noqa: F811
+    model: ScriptedModelServer,
 ) -> None:
     home = home_for(root, pg_params, model.url, **GENEROUS)
     scene = Scene(home, root, pg_params, "process")
@@ -61,7 +60,7 @@ async def test_an_adopted_agent_reports_its_lanes_again_without_moving(
             data = as_json(status)
             return data["state"] == "running" and bool(data["lanes"])
 
-        await until(lanes_shown, within=10)
+        await poll_until(lanes_shown, within=10, every=0.2)
         after = as_json(await run(scene, "agent", "status", "agent-1", "--json"))
         assert (after["session_id"], after["pid"]) == (started["session_id"], started["pid"])
         assert [lane["lane"] for lane in after["lanes"]] == ["edge"]

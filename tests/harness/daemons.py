@@ -8,9 +8,7 @@ free loopback port with a self-signed certificate the client trusts explicitly.
 
 from __future__ import annotations
 
-import asyncio
-import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Literal
@@ -25,6 +23,7 @@ from choir.store.leases import Resource, leases_of
 from choir.store.postgres.pool import Pool
 from choir.store.sessions import SessionRow, get_session
 from tests.e2e.agent_side import open_control_plane
+from tests.harness.waits import poll_until as poll_until  # re-exported: tests import it here
 
 Transport = Literal["uds", "https"]
 TRANSPORTS: tuple[Transport, ...] = ("uds", "https")
@@ -96,19 +95,3 @@ async def leased(daemon: ChoirDaemon, session_id: str) -> set[Resource]:
     """The resources the session holds leases on."""
     async with pool_of(daemon).acquire() as conn:
         return {lease.resource for lease in await leases_of(conn, session_id)}
-
-
-async def poll_until(
-    condition: Callable[[], bool | Awaitable[bool]], within: float = 5.0, every: float = 0.02
-) -> float:
-    """Poll `condition` until true; the seconds it took. Fails the test after `within` s."""
-    began = time.monotonic()
-    while True:
-        outcome = condition()
-        if not isinstance(outcome, bool):
-            outcome = await outcome
-        if outcome:
-            return time.monotonic() - began
-        if time.monotonic() - began > within:
-            raise AssertionError(f"condition not met within {within} s")
-        await asyncio.sleep(every)

@@ -29,6 +29,15 @@ def environment(**extra: str) -> dict[str, str]:
     return env
 
 
+def gone(pid: int) -> bool:
+    """Whether process `pid` has exited (and been reaped)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    return False
+
+
 # -- the fake agent ------------------------------------------------------------------------
 
 
@@ -158,5 +167,20 @@ def run_choirctl(home: ChoirHome, *args: str) -> subprocess.CompletedProcess[str
         capture_output=True,
         text=True,
         timeout=60,
+        check=False,
+    )
+
+
+def run_choir(
+    home: ChoirHome, *args: str, timeout: float = 180.0
+) -> subprocess.CompletedProcess[str]:
+    """`choir args` (`up`, `down`, …) run to completion on `home`."""
+    return subprocess.run(
+        [str(BIN / "choir"), *args],
+        env=environment(CHOIR_HOME=str(home.root)),
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
         check=False,
     )

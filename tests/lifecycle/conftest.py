@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -12,15 +12,9 @@ from choir.daemon.app import ChoirDaemon
 from choir.home import ChoirHome
 from choir.store.postgres.target import ConnectParams
 from tests.harness.cluster import serving
-from tests.harness.homes import external_postgres, make_home, read_config, short_root, write_config
+from tests.harness.homes import external_postgres, make_home, read_config, write_config
 
 Choird = tuple[ChoirDaemon, ChoirClient]
-
-
-@pytest.fixture
-def root() -> Iterator[Path]:
-    with short_root("lc-") as root:
-        yield root
 
 
 @pytest.fixture

@@ -9,7 +9,6 @@ keeps serving choird meanwhile.
 from __future__ import annotations
 
 import asyncio
-import os
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -17,6 +16,7 @@ from typing import Any
 from choir.client import ChoirClient
 from choir.config.scaffolding.gitrepo import git
 from choir.home import ChoirHome
+from tests.harness.chat import reply_to
 from tests.harness.processes import run_choirctl
 
 REPLY_TIMEOUT_S = 20
@@ -29,25 +29,7 @@ async def choirctl(home: ChoirHome, *args: str) -> subprocess.CompletedProcess[s
 
 async def chat(client: ChoirClient, text: str, agent_id: str = "agent-1") -> dict[str, Any]:
     """The agent's reply to `text` over the console DM."""
-    sent = await client.chat_send(agent_id, text)
-    replies = client.chat_replies(agent_id, after_seq=sent.after_seq)
-    try:
-        async with asyncio.timeout(REPLY_TIMEOUT_S):
-            async for reply in replies:
-                if reply.category == "reply" and reply.in_reply_to == sent.message_id:
-                    return reply.model_dump(mode="json")
-    finally:
-        await replies.aclose()
-    raise AssertionError("the reply stream ended without a reply")
-
-
-def gone(pid: int) -> bool:
-    """Whether process `pid` has exited (and been reaped)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
-    return False
+    return await reply_to(client, text, agent_id, within=REPLY_TIMEOUT_S)
 
 
 def commit_file(repo: Path, relative: str, text: str) -> str:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -14,25 +13,15 @@ from choir.client import ChoirClient
 from choir.home import ChoirHome
 from tests.harness.daemons import running_daemon
 from tests.harness.homes import read_config, write_config
-from tests.harness.processes import environment
+from tests.harness.processes import run_choir
 from tests.lifecycle.conftest import Choird
 from tests.lifecycle.support import choirctl, one_error_line
 
 pytestmark = pytest.mark.slow
 
-CHOIR = Path(sys.executable).parent / "choir"
-
 
 def choir(home: ChoirHome, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [str(CHOIR), *args],
-        env=environment(CHOIR_HOME=str(home.root)),
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    return run_choir(home, *args, timeout=120)
 
 
 async def start(home: ChoirHome, *flags: str) -> str:

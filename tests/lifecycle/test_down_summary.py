@@ -14,21 +14,16 @@ from __future__ import annotations
 import asyncio
 import json
 import re
-import subprocess
-import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from choir.agent.lanes.summary import SUMMARY_MARKER
-from choir.home import ChoirHome
 from choir.scripted import HttpErrorStep, ReplyStep, Script, ScriptedModelServer
 from choir.store.postgres.target import ConnectParams
 from tests.faults.support import as_json, choirctl, spawn_choird, teardown
 from tests.harness.cluster import cluster_home
-from tests.harness.homes import short_root
-from tests.harness.processes import Choird, environment
+from tests.harness.processes import Choird, run_choir
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 
@@ -42,25 +37,6 @@ SCRIPT = Script(
         ReplyStep(match="hello", repeat=True, text="Hello from the script."),
     ]
 )
-CHOIR = Path(sys.executable).parent / "choir"
-
-
-@pytest.fixture
-def root() -> Iterator[Path]:
-    with short_root("ds-") as root:
-        yield root
-
-
-def choir_down(home: ChoirHome) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [str(CHOIR), "down", "--json"],
-        env=environment(CHOIR_HOME=str(home.root)),
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        timeout=180,
-        check=False,
-    )
 
 
 async def test_down_says_whether_each_agents_summary_was_stored(
@@ -80,7 +56,7 @@ async def test_down_says_whether_each_agents_summary_was_stored(
                 said = await asyncio.to_thread(choirctl, home, "chat", agent_id, "hello")
                 assert said.stdout == "Hello from the script.\n", said.stderr
 
-            down = await asyncio.to_thread(choir_down, home)
+            down = await asyncio.to_thread(run_choir, home, "down", "--json")
 
             assert down.returncode == 0, down.stderr
             lines = down.stderr.splitlines()

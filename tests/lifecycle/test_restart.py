@@ -7,8 +7,9 @@ import pytest
 from choir.errors import ConflictError, NotFoundError
 from choir.store.sessions import SessionStatus
 from tests.harness.daemons import leased, session_row, stored_events
+from tests.harness.processes import gone
 from tests.lifecycle.conftest import Choird
-from tests.lifecycle.support import chat, choirctl, gone, one_error_line
+from tests.lifecycle.support import chat, choirctl, one_error_line
 
 pytestmark = pytest.mark.slow
 

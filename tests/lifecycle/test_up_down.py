@@ -12,8 +12,6 @@ import asyncio
 import json
 import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -23,24 +21,11 @@ from choir.launch.choird_process import alive
 from choir.store.postgres.embedded import EmbeddedPostgres
 from choir.store.postgres.pool import connect_plain, wait_until_ready
 from choir.store.postgres.target import DEFAULT_DATABASE
-from tests.harness.processes import environment, run_choirctl
+from tests.harness.processes import run_choir as choir
+from tests.harness.processes import run_choirctl
 from tests.security.process_agents import bwrap_works, sandbox_word
 
 pytestmark = pytest.mark.slow
-
-CHOIR = Path(sys.executable).parent / "choir"
-
-
-def choir(home: ChoirHome, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [str(CHOIR), *args],
-        env=environment(CHOIR_HOME=str(home.root)),
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        timeout=180,
-        check=False,
-    )
 
 
 def processes_of(home: ChoirHome) -> list[str]:

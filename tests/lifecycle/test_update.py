@@ -19,8 +19,9 @@ from choir.errors import UsageError
 from choir.home import ChoirHome
 from tests.harness.daemons import running_daemon
 from tests.harness.homes import read_config, write_config
+from tests.harness.processes import gone
 from tests.lifecycle.conftest import Choird
-from tests.lifecycle.support import chat, choirctl, commit_file, gone
+from tests.lifecycle.support import chat, choirctl, commit_file
 
 pytestmark = pytest.mark.slow
 

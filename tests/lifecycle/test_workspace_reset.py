@@ -11,8 +11,9 @@ import pytest
 from choir.home import ChoirHome
 from choir.store.sessions import SessionStatus
 from tests.harness.daemons import leased, session_row
+from tests.harness.processes import gone
 from tests.lifecycle.conftest import Choird
-from tests.lifecycle.support import chat, choirctl, gone
+from tests.lifecycle.support import chat, choirctl
 
 pytestmark = pytest.mark.slow
 

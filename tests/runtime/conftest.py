@@ -21,9 +21,9 @@ from choir.daemon.app import ChoirDaemon
 from choir.home import ChoirHome
 from choir.store.postgres.target import ConnectParams
 from tests.docker_support import require_docker
-from tests.harness.chat import reply_to
+from tests.harness.chat import reply_to as chat  # noqa: F401  (the runtime tests' chat)
 from tests.harness.daemons import running_daemon
-from tests.harness.homes import external_postgres, make_home, short_root
+from tests.harness.homes import external_postgres, make_home
 
 BUILD_TIMEOUT_S = 600
 """The first build on a machine makes the base image (apt inside a container)."""
@@ -51,12 +51,6 @@ def engine() -> Iterator[docker.DockerClient]:
 
 
 @pytest.fixture
-def root() -> Iterator[Path]:
-    with short_root("rt-") as root:
-        yield root
-
-
-@pytest.fixture
 def home(root: Path, pg_params: ConnectParams) -> ChoirHome:
     return make_home(root, postgres=external_postgres(pg_params))
 
@@ -78,8 +72,3 @@ def containers_of(engine: docker.DockerClient, home: ChoirHome) -> list[Any]:
     """Every container (running or not) choird made for `home`."""
     wanted: dict[str, str | list[str] | bool] = {"label": f"choir.home={home.root}"}
     return list(engine.containers.list(all=True, filters=wanted, ignore_removed=True))
-
-
-async def chat(client: ChoirClient, text: str, agent_id: str = "agent-1") -> dict[str, Any]:
-    """The agent's reply to `text`."""
-    return await reply_to(client, text, agent_id)

@@ -16,7 +16,6 @@ import asyncio
 import os
 import secrets
 import signal
-from collections.abc import Iterator
 from pathlib import Path
 
 import psutil
@@ -25,7 +24,6 @@ import pytest
 from choir.store.postgres.target import ConnectParams
 from choir.store.sessions import SessionStatus
 from tests.harness.daemons import poll_until, session_row
-from tests.harness.homes import short_root
 from tests.security.process_agents import (
     SANDBOXES,
     Sandbox,
@@ -36,12 +34,6 @@ from tests.security.process_agents import (
 )
 
 pytestmark = pytest.mark.slow
-
-
-@pytest.fixture
-def root() -> Iterator[Path]:
-    with short_root("pc-") as root:
-        yield root
 
 
 def command(marker: str) -> str:

@@ -17,7 +17,6 @@ from tests.runtime.conftest import (  # noqa: F401  (fixtures)
     containers_of,
     engine,
     home,
-    root,
 )
 
 NOBODY = 65534

@@ -27,9 +27,8 @@ from choir.daemon.runtimes.bwrap import BWRAP_ENV, find_sandbox
 from choir.home import ChoirHome
 from choir.scripted import ReplyStep, Script, ScriptedCall, ScriptedModelServer, ToolCallsStep
 from choir.store.postgres.target import ConnectParams
-from tests.e2e_agent.launch import scripted_home
 from tests.harness.daemons import running_daemon
-from tests.harness.homes import read_config
+from tests.harness.homes import read_config, scripted_home
 
 Sandbox = Literal["bwrap", "unsandboxed"]
 SANDBOXES: tuple[Sandbox, ...] = ("bwrap", "unsandboxed")

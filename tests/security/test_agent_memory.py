@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +24,7 @@ import pytest
 
 from choir.store.postgres.target import ConnectParams
 from tests.harness.daemons import poll_until
-from tests.harness.homes import GIT_TOKEN, short_root
+from tests.harness.homes import GIT_TOKEN
 from tests.runtime.conftest import BUILD_TIMEOUT_S, Choird, chat, containers_of
 from tests.security.process_agents import SANDBOXES, Sandbox, exec_script, process_agent
 
@@ -33,12 +32,6 @@ pytestmark = pytest.mark.slow
 
 PROBE = Path(__file__).with_name("memory_probe.py")
 CANARY = GIT_TOKEN.encode().hex()
-
-
-@pytest.fixture
-def root() -> Iterator[Path]:
-    with short_root("am-") as root:
-        yield root
 
 
 def refused_everywhere(report: dict[str, Any]) -> None:

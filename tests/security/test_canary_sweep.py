@@ -32,7 +32,6 @@ import os
 import signal
 import subprocess
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote, quote_plus
@@ -47,7 +46,6 @@ from choir.scripted.demo import SUMMARY, SUMMARY_REQUEST
 from choir.store.postgres.embedded import EmbeddedPostgres
 from choir.store.postgres.target import ConnectParams
 from tests.docker_support import require_docker
-from tests.harness.homes import short_root
 from tests.harness.processes import BIN, environment
 from tests.runtime.conftest import BUILD_TIMEOUT_S
 from tests.security.canaries import Sweep, canary
@@ -295,12 +293,6 @@ async def sweep_console(sweep: Sweep, home: ChoirHome) -> None:
 
 
 # -- the run -----------------------------------------------------------------------------------
-
-
-@pytest.fixture
-def root() -> Iterator[Path]:
-    with short_root("cs-") as root:
-        yield root
 
 
 async def model_address(runtime: str) -> str:

@@ -33,7 +33,6 @@ import os
 import shutil
 import socket
 import struct
-import subprocess
 import threading
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
@@ -50,18 +49,23 @@ import pytest
 from choir.client import ChoirClient
 from choir.home import ChoirHome
 from choir.scripted import ScriptedModelServer
-from choir.store.postgres.pool import connect_plain
 from choir.store.postgres.target import ConnectParams
 from choir.transport.limits import AGENT_SOCKET_LIMITS
-from tests.e2e_agent.launch import scripted_home
 from tests.harness.daemons import poll_until
-from tests.harness.homes import external_postgres, make_home, read_config, short_root, write_config
-from tests.harness.processes import BIN, Choird, environment, run_choirctl
+from tests.harness.homes import (
+    external_postgres,
+    make_home,
+    read_config,
+    scripted_home,
+    short_root,
+    write_config,
+)
+from tests.harness.processes import run_choirctl
 from tests.runtime.conftest import BUILD_TIMEOUT_S, containers_of
 from tests.security import sandbox_flood
 from tests.security.conftest import exec_in
 from tests.security.process_agents import exec_script, require_bwrap
-from tests.security.test_socket_floods import running_choird
+from tests.security.test_socket_floods import Running, running_choird
 
 # serial: a flood of connections and open files; under parallel load the recovery budgets
 # measure the other workers, not choird.
@@ -111,12 +115,9 @@ class Watch:
 
 
 @dataclass
-class Scene:
+class Scene(Running):
     """choird, its one agent, and where the agent's sandbox sees its socket."""
 
-    home: ChoirHome
-    choird: Choird
-    pg: ConnectParams
     workspace: Path
     """The agent's workspace on the host: the flood's working directory."""
     socket: str
@@ -133,58 +134,11 @@ class Scene:
     def fds(self) -> int:
         return len(os.listdir(f"/proc/{self.pid}/fd"))
 
-    def status(self) -> tuple[float, str | None]:
-        """How long `choirctl status` took, and what went wrong (None: it answered)."""
-        began = time.monotonic()
-        try:
-            done = subprocess.run(
-                [str(BIN / "choirctl"), "status"],
-                env=environment(CHOIR_HOME=str(self.home.root)),
-                stdin=subprocess.DEVNULL,
-                capture_output=True,
-                text=True,
-                timeout=STATUS_WITHIN_S,
-                check=False,
-            )
-        except subprocess.TimeoutExpired:
-            return STATUS_WITHIN_S, f"no answer within {STATUS_WITHIN_S} s"
-        took = time.monotonic() - began
-        if done.returncode != 0 or "agents    1 of 2 running" not in done.stdout:
-            return took, f"exit {done.returncode}: {done.stdout}{done.stderr}"
-        return took, None
-
-    async def heartbeat(self) -> tuple[str, datetime]:
-        conn = await connect_plain(self.pg)
-        try:
-            row = await conn.fetchrow(
-                "SELECT status, last_heartbeat_at FROM choir_control.sessions "
-                "WHERE agent_id = 'agent-1' ORDER BY started_at DESC LIMIT 1"
-            )
-        finally:
-            await conn.close()
-        assert row is not None
-        return row["status"], row["last_heartbeat_at"]
-
-    async def heartbeats_go_on(self) -> None:
-        """The session is active and a heartbeat arrives within 3 s."""
-        status, before = await self.heartbeat()
-        assert status == "active"
-        for _ in range(30):
-            await asyncio.sleep(0.1)
-            status, now = await self.heartbeat()
-            if now > before:
-                assert status == "active"
-                return
-        raise AssertionError("the agent's heartbeats stopped")
-
     def agent_state(self) -> str:
         shown = run_choirctl(self.home, "agent", "status", "agent-1", "--json")
         assert shown.returncode == 0, shown.stderr
         state: str = json.loads(shown.stdout)["state"]
         return state
-
-    def log(self) -> str:
-        return self.home.choird_log.read_text(errors="replace")
 
 
 @contextmanager
@@ -244,7 +198,7 @@ async def watching(scene: Scene) -> AsyncIterator[Watch]:
 
     async def heartbeats() -> None:
         while True:
-            state, beat = await scene.heartbeat()
+            state, beat = await scene.last_heartbeat()
             watch.session_states.add(state)
             watch.heartbeats.append(beat)
             await asyncio.sleep(0.1)

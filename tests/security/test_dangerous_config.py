@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
 import pytest
@@ -23,18 +23,12 @@ from choir.daemon.app import ChoirDaemon
 from choir.home import ChoirHome
 from choir.store.postgres.target import ConnectParams
 from tests.harness.daemons import running_daemon
-from tests.harness.homes import external_postgres, make_home, read_config, short_root, write_config
+from tests.harness.homes import external_postgres, make_home, read_config, write_config
 from tests.harness.processes import run_choirctl
 from tests.lifecycle.support import choirctl
 
 DEEP = "[" * 100_000 + "]" * 100_000
 HUGE = "1" + "0" * 5000
-
-
-@pytest.fixture
-def root() -> Iterator[Path]:
-    with short_root("dc-") as root:
-        yield root
 
 
 @pytest.fixture

@@ -26,7 +26,6 @@ from choir.agent.tools import shell
 from choir.agent.tools.shell import ExecInput
 from choir.store.postgres.target import ConnectParams
 from tests.harness.daemons import poll_until
-from tests.harness.homes import short_root
 from tests.runtime.conftest import BUILD_TIMEOUT_S, Choird, chat, containers_of
 from tests.security.process_agents import (
     SANDBOXES,
@@ -38,12 +37,6 @@ from tests.security.process_agents import (
 )
 
 Ending = Literal["exit", "timeout", "cancel"]
-
-
-@pytest.fixture
-def root() -> Iterator[Path]:
-    with short_root("et-") as root:
-        yield root
 
 
 @pytest.fixture

@@ -13,11 +13,10 @@ before an event is hashed).
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import signal
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -39,7 +38,7 @@ from choir.scripted import (
 from choir.store.events import EventRecord
 from choir.store.postgres.target import ConnectParams
 from choir.store.snapshots import latest_snapshot
-from tests.e2e_agent.launch import scripted_home
+from tests.harness.chat import reply_to
 from tests.harness.daemons import (
     agent_control_plane,
     poll_until,
@@ -47,7 +46,7 @@ from tests.harness.daemons import (
     running_daemon,
     stored_events,
 )
-from tests.harness.homes import read_config, short_root, write_config
+from tests.harness.homes import read_config, scripted_home, write_config
 from tests.lifecycle.support import choirctl
 
 pytestmark = pytest.mark.slow
@@ -98,15 +97,8 @@ MIXED_LINE = b"n\x00l\xffz\n"
 
 
 @pytest.fixture
-def root() -> Iterator[Path]:
-    with short_root("ne-") as root:
-        yield root
-
-
-@pytest.fixture
-async def model() -> AsyncIterator[ScriptedModelServer]:
-    async with ScriptedModelServer(SCRIPT) as server:
-        yield server
+def script() -> Script:
+    return SCRIPT
 
 
 @pytest.fixture
@@ -135,19 +127,6 @@ def cadence(request: pytest.FixtureRequest, home: ChoirHome) -> int | None:
 async def served(home: ChoirHome) -> AsyncIterator[tuple[ChoirDaemon, ChoirClient]]:
     async with running_daemon(home) as daemon, await ChoirClient.connect(home) as client:
         yield daemon, client
-
-
-async def reply_to(client: ChoirClient, text: str, within: float = 30) -> str:
-    sent = await client.chat_send("agent-1", text)
-    replies = client.chat_replies("agent-1", after_seq=sent.after_seq)
-    try:
-        async with asyncio.timeout(within):
-            async for reply in replies:
-                if reply.category == "reply" and reply.in_reply_to == sent.message_id:
-                    return str(reply.text)
-    finally:
-        await replies.aclose()
-    raise AssertionError("the reply stream ended without a reply")
 
 
 def verified(records: list[EventRecord]) -> list[EventRecord]:
@@ -184,7 +163,7 @@ async def test_awkward_text_from_every_source_survives_storage_and_a_resume(
     session_id = started.session_id
 
     # a NUL in a console chat message; the model answers with NUL, a lone surrogate, 0xFF
-    assert await reply_to(client, "please poke \x00 it") == FINAL_REPLY
+    assert (await reply_to(client, "please poke \x00 it"))["text"] == FINAL_REPLY
     records = verified(await stored_events(daemon, session_id))
     stored = texts(records)
     assert "please poke \x00 it" in stored  # the chat message
@@ -223,7 +202,7 @@ async def test_awkward_text_from_every_source_survives_storage_and_a_resume(
     await poll_until(lambda: _crashed(daemon, session_id), within=15)
     resumed = await client.agent_start("agent-1", {"dm": "console"})
     assert (resumed.session_id, resumed.resumed) == (session_id, True)
-    assert await reply_to(client, "again") == "still here\x00after the resume"
+    assert (await reply_to(client, "again"))["text"] == "still here\x00after the resume"
     after = verified(await stored_events(daemon, session_id))
     assert [(r.rev, r.hash, r.payload) for r in after[: len(records)]] == [
         (r.rev, r.hash, r.payload) for r in records

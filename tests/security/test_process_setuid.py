@@ -17,14 +17,12 @@ import asyncio
 import os
 import stat
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from choir.store.postgres.target import ConnectParams
 from tests.harness.daemons import poll_until
-from tests.harness.homes import short_root
 from tests.security.process_agents import SANDBOXES, Sandbox, exec_script, process_agent
 
 pytestmark = pytest.mark.slow
@@ -38,12 +36,6 @@ ATTEMPTS = (
     'os.write(fd, open("/bin/bash", "rb").read())\'; '
     "chmod 0777 .; echo attempts-done"
 )
-
-
-@pytest.fixture
-def root() -> Iterator[Path]:
-    with short_root("su-") as root:
-        yield root
 
 
 def open_path_to(path: Path) -> None:

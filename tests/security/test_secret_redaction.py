@@ -40,10 +40,9 @@ from choir.logs.redaction import REDACTED, mentions_secret, redact, replace_secr
 from choir.protocol import TerminateSelfRequest
 from choir.scripted import ReplyStep, Script, ScriptedCall, ScriptedModelServer, ToolCallsStep
 from choir.store.postgres.target import ConnectParams
-from tests.e2e_agent.launch import launch_agent, scripted_home
-from tests.e2e_agent.test_agent_process import Agent, choir_root
+from tests.e2e_agent.test_agent_process import Agent, choir_root, running_agent
 from tests.harness.daemons import agent_control_plane, poll_until, running_daemon, stored_events
-from tests.harness.homes import GIT_TOKEN, short_root
+from tests.harness.homes import GIT_TOKEN, scripted_home
 
 SEEDS = Path(__file__).parents[2] / "seeds" / "global"
 BIN = Path(sys.executable).parent
@@ -183,28 +182,15 @@ SCRIPT = Script(
 
 
 @pytest.fixture
-def root() -> Iterator[Path]:
-    with short_root("cr-") as root:
-        yield root
-
-
-@pytest.fixture
 async def agent(root: Path, pg_params: ConnectParams) -> AsyncIterator[Agent]:
     async with ScriptedModelServer(SCRIPT) as model:
         home = scripted_home(root, pg_params, model.url)
         workspace = root / "ws"
         workspace.mkdir()
-        async with running_daemon(home) as daemon, await ChoirClient.connect(home) as operator:
-            assert daemon.services is not None
-            tree = install_leak(choir_root(root))
-            launched = await launch_agent(daemon, root, tree=tree, workspace=workspace)
-            process = launched.process
-            try:
-                yield Agent(daemon, operator, model, launched.session_id, process, workspace)
-            finally:
-                if process.returncode is None:
-                    process.kill()
-                await process.wait()
+        async with running_agent(
+            home, root, model, workspace, tree=install_leak(choir_root(root))
+        ) as agent:
+            yield agent
 
 
 async def choirctl(home: ChoirHome, *args: str) -> str:

@@ -77,9 +77,10 @@ class Running:
                 return
         raise AssertionError("the agent's heartbeats stopped")
 
-    def status_fails(self) -> str:
-        """Why `choirctl status` did not answer (exit 0, the agent listed) within
-        STATUS_WITHIN_S; empty when it did."""
+    def status(self) -> tuple[float, str | None]:
+        """How long `choirctl status` took, and why it did not answer (exit 0, the agent
+        listed) within STATUS_WITHIN_S (None: it did)."""
+        began = time.monotonic()
         try:
             done = subprocess.run(
                 [str(BIN / "choirctl"), "status"],
@@ -91,10 +92,15 @@ class Running:
                 check=False,
             )
         except subprocess.TimeoutExpired:
-            return f"no answer within {STATUS_WITHIN_S} s"
+            return STATUS_WITHIN_S, f"no answer within {STATUS_WITHIN_S} s"
+        took = time.monotonic() - began
         if done.returncode == 0 and "agents    1 of 2 running" in done.stdout:
-            return ""
-        return f"exit {done.returncode}: {done.stdout.strip()} {done.stderr.strip()}"
+            return took, None
+        return took, f"exit {done.returncode}: {done.stdout.strip()} {done.stderr.strip()}"
+
+    def status_fails(self) -> str:
+        """Why `choirctl status` did not answer (`status`); empty when it did."""
+        return self.status()[1] or ""
 
     def status_recovers(self, within: float = 20.0) -> str:
         """`status_fails` once choird has had up to `within` seconds to close what a flood left

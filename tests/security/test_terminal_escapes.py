@@ -19,7 +19,7 @@ import base64
 import json
 import re
 import subprocess
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -27,16 +27,15 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from choir.client import ChoirClient
 from choir.ctl.render.output import json_text
 from choir.ctl.render.visible import visible, visible_data, visible_json, visible_line
 from choir.home import ChoirHome
 from choir.scripted import ReplyStep, Script, ScriptedCall, ScriptedModelServer, ToolCallsStep
 from choir.scripted.demo import PROPOSAL, SUMMARY, SUMMARY_REQUEST
 from choir.store.postgres.target import ConnectParams
-from tests.e2e_agent.launch import scripted_home
+from tests.harness.chat import reply_to
 from tests.harness.cluster import serving
-from tests.harness.homes import short_root
+from tests.harness.homes import scripted_home
 from tests.harness.processes import BIN, environment, run_choirctl
 from tests.tui.pilot import console, show_tab, until
 
@@ -128,12 +127,6 @@ SCRIPT = Script(
 
 
 @pytest.fixture
-def root() -> Iterator[Path]:
-    with short_root("te-") as root:
-        yield root
-
-
-@pytest.fixture
 async def escaped(root: Path, pg_params: ConnectParams) -> AsyncIterator[tuple[ChoirHome, str]]:
     """choird serving a home whose agent-1 has answered "show me escapes" (the exec ran and
     the proposal is pending); the session id."""
@@ -145,19 +138,6 @@ async def escaped(root: Path, pg_params: ConnectParams) -> AsyncIterator[tuple[C
             reply = await reply_to(client, "show me escapes")
             assert reply["text"] == REPLY
             yield home, str(started.session_id)
-
-
-async def reply_to(client: ChoirClient, text: str) -> dict[str, Any]:
-    sent = await client.chat_send("agent-1", text)
-    replies = client.chat_replies("agent-1", after_seq=sent.after_seq)
-    try:
-        async with asyncio.timeout(30):
-            async for reply in replies:
-                if reply.category == "reply" and reply.in_reply_to == sent.message_id:
-                    return reply.model_dump(mode="json")
-    finally:
-        await replies.aclose()
-    raise AssertionError("no reply")
 
 
 async def choirctl(home: ChoirHome, *args: str) -> str:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import shutil
 import tempfile
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -28,6 +28,7 @@ from choir.transport import (
     connect,
     tls,
 )
+from tests.harness.waits import poll_until
 
 
 @dataclass
@@ -105,16 +106,7 @@ class EchoHandler:
     async def wait_closed(self, verb: str) -> None:
         """Until every stream of `verb` started so far has been closed on the server."""
         ids = [r.request_id for r in self.seen if r.verb == verb]
-        await until(lambda: all(i in self.closed and self.closed[i].is_set() for i in ids))
-
-
-async def until(condition: Callable[[], bool], seconds: float = 5.0) -> None:
-    """Poll `condition` until it holds; fail the test after `seconds`."""
-    for _ in range(int(seconds / 0.01)):
-        if condition():
-            return
-        await asyncio.sleep(0.01)
-    raise AssertionError(f"condition still false after {seconds} s")
+        await poll_until(lambda: all(i in self.closed and self.closed[i].is_set() for i in ids))
 
 
 @dataclass

@@ -11,7 +11,8 @@ from choir.errors import ExitCode
 from choir.protocol.wire.envelope import ErrorCode
 from choir.transport import CallTimeout, RpcError
 from choir.transport.frames import error_body, error_from_body
-from tests.transport.conftest import Served, until
+from tests.harness.waits import poll_until
+from tests.transport.conftest import Served
 
 
 async def test_round_trip_carries_the_envelope_unchanged(served: Served) -> None:
@@ -166,4 +167,4 @@ async def test_a_call_whose_client_gives_up_still_runs_to_completion(served: Ser
         with pytest.raises(TimeoutError):
             async with asyncio.timeout(0.05):
                 await client.call("slow", {"delay": 0.2, "n": 5})
-    await until(lambda: served.handler.finished_calls == ["5"])
+    await poll_until(lambda: served.handler.finished_calls == ["5"])

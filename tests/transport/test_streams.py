@@ -10,7 +10,8 @@ import pytest
 from choir.protocol.wire.envelope import ErrorCode
 from choir.protocol.wire.pushes import PushEnvelope
 from choir.transport import Client, RpcError
-from tests.transport.conftest import Served, until
+from tests.harness.waits import poll_until
+from tests.transport.conftest import Served
 
 CONFIG_CHANGED = {"kind": "config_changed", "config_version": 7}
 
@@ -116,7 +117,7 @@ async def test_closing_the_session_ends_the_push_stream_normally(served: Served)
             return [envelope["seq"] async for envelope in client.pushes()]
 
         reader = asyncio.create_task(drain())
-        await until(lambda: served.hub.subscriber_count("s-1") == 1)
+        await poll_until(lambda: served.hub.subscriber_count("s-1") == 1)
         served.hub.close_session("s-1")
         async with asyncio.timeout(5):
             assert await reader == [1]
@@ -137,4 +138,4 @@ async def test_a_reader_going_away_unsubscribes(served: Served) -> None:
         async with contextlib.aclosing(client.pushes()) as pushes:
             await anext(pushes)
             assert served.hub.subscriber_count("s-1") == 1
-    await until(lambda: served.hub.subscriber_count("s-1") == 0)
+    await poll_until(lambda: served.hub.subscriber_count("s-1") == 0)

@@ -17,7 +17,8 @@ import pytest
 from choir.errors import ConflictError
 from choir.protocol.wire.envelope import ErrorCode
 from choir.transport import Limits, RpcError, TransportError, UdsClient, UdsServer, connect
-from tests.transport.conftest import EchoHandler, Served, until
+from tests.harness.waits import poll_until
+from tests.transport.conftest import EchoHandler, Served
 
 
 class RawConnection:
@@ -122,7 +123,7 @@ async def test_close_lets_a_running_call_finish(short_dir: Path) -> None:
     await server.start()
     async with await connect(path) as client:
         call = asyncio.create_task(client.call("slow", {"delay": 0.2, "n": 7}))
-        await until(lambda: bool(handler.seen))
+        await poll_until(lambda: bool(handler.seen))
         await server.close()
         assert await call == {"n": 7}
 
@@ -279,14 +280,14 @@ async def test_connections_beyond_the_listener_cap_are_closed_at_once(short_dir:
     limits = Limits(max_connections=3, max_connections_per_peer=None)
     async with UdsServer(path, EchoHandler(), limits=limits) as server:
         kept = [await RawConnection.open(path) for _ in range(3)]
-        await until(lambda: len(server.connections) == 3)
+        await poll_until(lambda: len(server.connections) == 3)
         async with await RawConnection.open(path) as extra:
             assert await extra.closed_by_server()
         for raw in kept:
             await raw.send_json(request())
             assert (await raw.receive())["ok"] is True
         await kept.pop().close()
-        await until(lambda: len(server.connections) == 2)
+        await poll_until(lambda: len(server.connections) == 2)
         async with await RawConnection.open(path) as again:
             await again.send_json(request())
             assert (await again.receive())["ok"] is True
@@ -301,7 +302,7 @@ async def test_one_process_is_held_to_the_per_peer_cap_and_others_still_get_in(
     limits = Limits(max_connections=10, max_connections_per_peer=2)
     async with UdsServer(path, EchoHandler(), limits=limits) as server:
         kept = [await RawConnection.open(path) for _ in range(2)]
-        await until(lambda: len(server.connections) == 2)
+        await poll_until(lambda: len(server.connections) == 2)
         async with await RawConnection.open(path) as extra:
             assert await extra.closed_by_server()
         other = await asyncio.create_subprocess_exec(

@@ -12,7 +12,7 @@ The script: "start the slow job" spawns core job `slow`, whose first step runs `
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -23,10 +23,7 @@ from choir.client import ChoirClient
 from choir.daemon.app import ChoirDaemon
 from choir.home import ChoirHome
 from choir.scripted import ReplyStep, Script, ScriptedCall, ScriptedModelServer, ToolCallsStep
-from choir.store.postgres.target import ConnectParams
-from tests.e2e_agent.launch import scripted_home
 from tests.harness.cluster import serving
-from tests.harness.homes import short_root
 from tui.app import ChoirApp
 
 SLOW_S = 8
@@ -68,30 +65,15 @@ class Live:
 
 
 @pytest.fixture
-def tui_root() -> Iterator[Path]:
-    with short_root("tu-") as root:
-        yield root
+def script() -> Script:
+    return SCRIPT
 
 
 @pytest.fixture
-async def tui_model() -> AsyncIterator[ScriptedModelServer]:
-    async with ScriptedModelServer(SCRIPT) as server:
-        yield server
-
-
-@pytest.fixture
-def tui_home(tui_root: Path, pg_params: ConnectParams, tui_model: ScriptedModelServer) -> ChoirHome:
-    """`choirctl init`'s home (plus agent-2) whose demo model is the test's scripted server."""
-    return scripted_home(tui_root, pg_params, tui_model.url)
-
-
-@pytest.fixture
-async def live(
-    tui_home: ChoirHome, tui_root: Path, tui_model: ScriptedModelServer
-) -> AsyncIterator[Live]:
-    """choird serving `tui_home`; agents still running at the end are stopped."""
-    async with serving(tui_home) as (daemon, client):
-        yield Live(daemon, client, tui_home, tui_model, tui_root)
+async def live(home: ChoirHome, root: Path, model: ScriptedModelServer) -> AsyncIterator[Live]:
+    """choird serving `home` (the harness's); agents still running at the end are stopped."""
+    async with serving(home) as (daemon, client):
+        yield Live(daemon, client, home, model, root)
 
 
 def cell_text(value: object) -> str:

@@ -24,27 +24,27 @@ def screen_text(app: ChoirApp) -> str:
     return str(app.screen.query_one("#offline-text").render())
 
 
-async def test_without_choird_a_screen_says_how_to_start_it_until_it_runs(tui_home: ChoirHome):
-    app = ChoirApp(tui_home)
+async def test_without_choird_a_screen_says_how_to_start_it_until_it_runs(home: ChoirHome):
+    app = ChoirApp(home)
     async with app.run_test(size=(100, 30)) as pilot:
         await until(pilot, lambda: isinstance(app.screen, OfflineScreen), what="offline screen")
         text = screen_text(app)
         assert "choird is not running" in text
         assert "choir up" in text
         assert "choird" in text
-        assert str(tui_home.operator_socket) in text
+        assert str(home.operator_socket) in text
         assert app.state.connection == "not_running"
 
-        async with running_daemon(tui_home):
+        async with running_daemon(home):
             await until(pilot, lambda: app.state.connection == "connected", what="connected")
             await until(pilot, lambda: not isinstance(app.screen, OfflineScreen))
             await until(pilot, lambda: list(app.state.agents) == ["agent-1", "agent-2"])
 
 
-async def test_losing_choird_shows_the_banner_and_recovers_by_itself(tui_home: ChoirHome):
-    app = ChoirApp(tui_home)
+async def test_losing_choird_shows_the_banner_and_recovers_by_itself(home: ChoirHome):
+    app = ChoirApp(home)
     async with app.run_test(size=(100, 30)) as pilot:
-        async with running_daemon(tui_home):
+        async with running_daemon(home):
             await until(pilot, lambda: app.state.connection == "connected", what="connected")
             banner = app.query_one(ConnectionBanner)
             assert not banner.has_class("shown")
@@ -57,7 +57,7 @@ async def test_losing_choird_shows_the_banner_and_recovers_by_itself(tui_home: C
         first_start = app.state.status["started_at"]
         app.state.agents.clear()  # forget them: only a re-read brings them back
 
-        async with running_daemon(tui_home):
+        async with running_daemon(home):
             await until(pilot, lambda: app.state.connection == "connected", what="reconnected")
             assert not banner.has_class("shown")
             assert app.state.status["started_at"] != first_start  # the new choird's status

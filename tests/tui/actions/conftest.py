@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -23,10 +23,8 @@ from choir.client import ChoirClient
 from choir.daemon.app import ChoirDaemon
 from choir.home import ChoirHome
 from choir.scripted import ReplyStep, Script, ScriptedCall, ScriptedModelServer, ToolCallsStep
-from choir.store.postgres.target import ConnectParams
-from tests.e2e_agent.launch import scripted_home
 from tests.harness.cluster import serving
-from tests.harness.homes import read_config, short_root
+from tests.harness.homes import read_config
 from tests.tui.pilot import until
 from tui.app import ChoirApp
 from tui.dialogs import ConfirmDialog
@@ -118,21 +116,8 @@ class Choird:
 
 
 @pytest.fixture
-def root() -> Iterator[Path]:
-    with short_root("ct-") as root:
-        yield root
-
-
-@pytest.fixture
-async def model() -> AsyncIterator[ScriptedModelServer]:
-    async with ScriptedModelServer(SCRIPT) as server:
-        yield server
-
-
-@pytest.fixture
-def home(root: Path, pg_params: ConnectParams, model: ScriptedModelServer) -> ChoirHome:
-    """`choirctl init`'s home (plus agent-2) whose demo model is the test's scripted server."""
-    return scripted_home(root, pg_params, model.url)
+def script() -> Script:
+    return SCRIPT
 
 
 @pytest.fixture

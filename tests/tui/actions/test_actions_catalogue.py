@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from textual.command import CommandPalette
 from textual.pilot import Pilot
-from textual.widgets import TabbedContent
+from textual.widgets import Input, TabbedContent
 
 from tests.security.process_agents import bwrap_works
 from tests.tui.actions.conftest import Choird, notes
@@ -35,7 +35,10 @@ async def run(pilot: Pilot[Any], title: str, *answers: str) -> None:
     app = pilot.app
     await pilot.press("ctrl+p")
     await until(pilot, lambda: isinstance(app.screen, CommandPalette), what="the palette")
-    await pilot.press(*title)
+    # the title as one edit, not a key at a time: each key makes the palette search the whole
+    # catalogue again and the pilot waits for it (a minute of a test's run); typing into the
+    # palette is test_actions_palette's subject
+    app.screen.query_one(Input).value = title
     await pilot.pause(0.3)
     await pilot.press("enter")
     for answer in answers:
