@@ -44,13 +44,13 @@ async def test_patches_become_durable_and_acknowledged(agent, pool, services):
     assert (first.event_type, first.lane, first.payload["text"]) == ("user_msg", "edge", "hello 1")
 
     chain.commit(3)
-    assert (await agent.ok(Verb.HEARTBEAT, chain.heartbeat(5))).ack_rev == 8
+    assert (await agent.ok(Verb.HEARTBEAT, chain.heartbeat(5)))["ack_rev"] == 8
 
 
 async def test_an_empty_heartbeat_is_a_sign_of_life(agent, services, clock):
     clock.advance(9_000)
 
-    assert (await agent.ok(Verb.HEARTBEAT, Chain().heartbeat(0))).ack_rev == 0
+    assert (await agent.ok(Verb.HEARTBEAT, Chain().heartbeat(0)))["ack_rev"] == 0
 
     clock.advance(9_000)
     assert await services.sessions.reap() == []
@@ -74,12 +74,12 @@ async def test_a_resend_of_acknowledged_revisions_is_a_no_op(agent, pool):
     first = chain.heartbeat(0)
     await agent.ok(Verb.HEARTBEAT, first)
 
-    assert (await agent.ok(Verb.HEARTBEAT, first)).ack_rev == 4
+    assert (await agent.ok(Verb.HEARTBEAT, first))["ack_rev"] == 4
     assert await stored_revs(pool, agent.session_id) == [1, 2, 3, 4]
 
     # The reply was lost: the agent resends from its last known ack, with newer commits.
     chain.commit(2)
-    assert (await agent.ok(Verb.HEARTBEAT, chain.heartbeat(2))).ack_rev == 6
+    assert (await agent.ok(Verb.HEARTBEAT, chain.heartbeat(2)))["ack_rev"] == 6
     assert await stored_revs(pool, agent.session_id) == [1, 2, 3, 4, 5, 6]
 
 
@@ -108,10 +108,10 @@ async def test_a_heartbeat_stored_although_its_answer_was_lost_is_acknowledged_o
             now=datetime.now(UTC),
         )
 
-    assert (await agent.ok(Verb.HEARTBEAT, lost)).ack_rev == 5  # the agent's resend
+    assert (await agent.ok(Verb.HEARTBEAT, lost))["ack_rev"] == 5  # the agent's resend
     assert told == [3, 4, 5]  # replies among them still reach the user, once
     chain.commit(1)
-    assert (await agent.ok(Verb.HEARTBEAT, chain.heartbeat(5))).ack_rev == 6
+    assert (await agent.ok(Verb.HEARTBEAT, chain.heartbeat(5)))["ack_rev"] == 6
     assert told == [3, 4, 5, 6]
     assert await stored_revs(pool, agent.session_id) == [1, 2, 3, 4, 5, 6]
 
@@ -131,7 +131,7 @@ async def test_a_patch_whose_hash_does_not_match_its_content_stores_nothing(agen
     assert await stored_revs(pool, agent.session_id) == []
     honest = Chain()
     honest.commit(3)
-    assert (await agent.ok(Verb.HEARTBEAT, honest.heartbeat(0))).ack_rev == 3
+    assert (await agent.ok(Verb.HEARTBEAT, honest.heartbeat(0)))["ack_rev"] == 3
 
 
 @pytest.mark.parametrize("resend_from", [0, 3])
@@ -182,7 +182,7 @@ async def test_a_snapshot_and_the_tail_after_it_come_back_on_resume(agent, pool,
     assert reply["lease_token"] == resumed.token
     # The agent carries on from the acknowledged head.
     chain.commit(1)
-    assert (await resumed.ok(Verb.HEARTBEAT, chain.heartbeat(10))).ack_rev == 11
+    assert (await resumed.ok(Verb.HEARTBEAT, chain.heartbeat(10)))["ack_rev"] == 11
 
 
 async def test_a_snapshot_that_does_not_match_hash_new_is_refused(agent):

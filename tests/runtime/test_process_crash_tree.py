@@ -70,7 +70,7 @@ async def test_a_killed_agent_leaves_no_process_and_no_writer(
             assert writer.stat().st_size == size, "something still writes to the workspace"
 
             async def crashed() -> bool:
-                row = await session_row(agent.daemon, agent.started["session_id"])
+                row = await session_row(agent.daemon, agent.started.session_id)
                 return row.status == SessionStatus.CRASHED
 
             await poll_until(crashed, within=5)
@@ -96,7 +96,7 @@ async def test_a_hung_agent_the_reaper_declares_crashed_has_its_whole_tree_kille
             await poll_until(lambda: writer.exists() and writer.stat().st_size > 40, within=20)
             os.kill(agent.pid, signal.SIGSTOP)
             sessions = agent.daemon.services.sessions  # type: ignore[union-attr]
-            assert await sessions.mark_crashed(agent.started["session_id"], "no heartbeat (test)")
+            assert await sessions.mark_crashed(agent.started.session_id, "no heartbeat (test)")
             await poll_until(lambda: not processes_with(marker), within=5)
             await poll_until(lambda: not psutil.pid_exists(agent.pid), within=5)
             assert agent.daemon.runtime is not None

@@ -25,6 +25,7 @@ from choir.client import ChoirClient
 from choir.daemon.app import ChoirDaemon
 from choir.daemon.runtimes.bwrap import BWRAP_ENV, find_sandbox
 from choir.home import ChoirHome
+from choir.protocol.operator.answers import AgentStarted
 from choir.scripted import ReplyStep, Script, ScriptedCall, ScriptedModelServer, ToolCallsStep
 from choir.store.postgres.target import ConnectParams
 from tests.harness.daemons import running_daemon
@@ -95,13 +96,14 @@ class ProcessAgent:
     daemon: ChoirDaemon
     client: ChoirClient
     home: ChoirHome
-    started: dict[str, Any]
+    started: AgentStarted
     workspace: Path
 
     @property
     def pid(self) -> int:
         """choir-agent's own pid (inside its wrapper)."""
-        return int(self.started["pid"])
+        assert self.started.pid is not None, "a process agent has a pid"
+        return self.started.pid
 
     async def start_worker(self) -> None:
         await self.client.chat_send("agent-1", "please start the worker")

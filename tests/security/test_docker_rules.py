@@ -367,6 +367,7 @@ def test_a_socket_is_bound_under_a_name_that_says_nothing_of_the_host(tmp_path: 
 
 def test_an_advisory_failure_is_a_warning_not_a_failure() -> None:
     from choir.ctl.agent.verify import report_lines, verified_label
+    from choir.protocol.operator.views import VerifyReport
 
     checks = [
         {"item": "user_not_root", "ok": True, "required": True, "expected": "x", "actual": "y"},
@@ -380,9 +381,12 @@ def test_an_advisory_failure_is_a_warning_not_a_failure() -> None:
         "ok": True,
         "checks": checks,
     }
-    lines = report_lines(data)
+    lines = report_lines(VerifyReport.model_validate(data))
     assert lines[0].endswith("matches the security profile (warning: egress_filtered)")
     assert lines[2].startswith("  warn  egress_filtered")
-    assert verified_label(data) == "matches the profile (checked T, warning: egress_filtered)"
+    assert verified_label(VerifyReport.model_validate(data)) == (
+        "matches the profile (checked T, warning: egress_filtered)"
+    )
     checks[0]["ok"] = False
-    assert report_lines(data)[0].endswith("FAILS user_not_root (warning: egress_filtered)")
+    failing = VerifyReport.model_validate(data)
+    assert report_lines(failing)[0].endswith("FAILS user_not_root (warning: egress_filtered)")

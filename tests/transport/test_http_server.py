@@ -53,6 +53,7 @@ async def test_envelope_headers_reach_the_handler_and_the_id_is_echoed(plain: Ht
         "session_id": "s-1",
         "lease_token": "lease-s-1",
         "transport": "http",
+        "size": 9,  # the body's bytes, as the listener measured them
     }
 
 
