@@ -148,36 +148,27 @@ def run_choird(
     home: ChoirHome, *args: str, timeout: float = 60.0
 ) -> subprocess.CompletedProcess[str]:
     """`choird` run to completion (a start-up that fails)."""
-    return subprocess.run(
-        [str(BIN / "choird"), *args],
-        env=environment(CHOIR_HOME=str(home.root)),
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
-    )
+    return _run("choird", home, args, timeout)
 
 
 def run_choirctl(home: ChoirHome, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [str(BIN / "choirctl"), *args],
-        env=environment(CHOIR_HOME=str(home.root), COLUMNS="200"),
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    """`choirctl args` on `home`, at a width that keeps its tables on one line each."""
+    return _run("choirctl", home, args, 60, COLUMNS="200")
 
 
 def run_choir(
     home: ChoirHome, *args: str, timeout: float = 180.0
 ) -> subprocess.CompletedProcess[str]:
     """`choir args` (`up`, `down`, …) run to completion on `home`."""
+    return _run("choir", home, args, timeout)
+
+
+def _run(
+    command: str, home: ChoirHome, args: tuple[str, ...], timeout: float, **env: str
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [str(BIN / "choir"), *args],
-        env=environment(CHOIR_HOME=str(home.root)),
+        [str(BIN / command), *args],
+        env=environment(CHOIR_HOME=str(home.root), **env),
         stdin=subprocess.DEVNULL,
         capture_output=True,
         text=True,
