@@ -26,6 +26,9 @@ from textual.widgets import DataTable, Static
 
 import tui.views.approvals_detail as words
 from choir.errors import ChoirError, ConflictError
+from choir.protocol.operator.answers import ConfigShown
+from choir.protocol.operator.verbs import OperatorVerb
+from choir.protocol.operator.views import ApprovalView
 from tui.dialogs import ConfirmDialog
 from tui.messages import ApprovalChanged, ConfigChanged
 from tui.views.base import ChoirView, PaletteCommand
@@ -82,7 +85,7 @@ class ApprovalsView(ChoirView):
         """Whether the detail shows long payload blocks in full."""
         self.shown: str | None = None
         """The approval id in the detail pane."""
-        self.ended: dict[str, Payload] = {}
+        self.ended: dict[str, ApprovalView] = {}
         """Approvals resolved while this console watched, by id (to say how they ended)."""
         self._asking: tuple[str, ConfirmDialog] | None = None
 
@@ -117,28 +120,28 @@ class ApprovalsView(ChoirView):
         table, keep = self.table, self.highlighted()
         table.clear()
         for approval in self.pending():
-            table.add_row(*self.cells(approval), key=approval["approval_id"])
+            table.add_row(*self.cells(approval), key=approval.approval_id)
         self._after_change(keep)
 
-    def pending(self) -> list[Payload]:
-        return sorted(self.state.approvals.values(), key=lambda a: str(a.get("created_at")))
+    def pending(self) -> list[ApprovalView]:
+        return sorted(self.state.approvals.values(), key=lambda a: str(a.created_at))
 
-    def cells(self, approval: Payload) -> tuple[str, ...]:
+    def cells(self, approval: ApprovalView) -> tuple[str, ...]:
         now = self.console.clock()
         return (
-            approval["approval_id"],
-            str(approval.get("agent_id")),
-            str(approval.get("request_type")),
+            approval.approval_id,
+            approval.agent_id,
+            approval.request_type,
             words.age(approval, now),
             words.countdown(approval, now, self.timeout_ms),
-            words.summary(approval.get("payload") or {}),
+            words.summary(approval.payload),
         )
 
     def tick(self) -> None:
         """Advance every age and countdown by the clock; no call to choird."""
         now = self.console.clock()
         for approval in self.pending():
-            key = approval["approval_id"]
+            key = approval.approval_id
             if key in self.table.rows:
                 self.table.update_cell(key, "age", words.age(approval, now))
                 left = words.countdown(approval, now, self.timeout_ms)
@@ -174,7 +177,7 @@ class ApprovalsView(ChoirView):
         widget.update(notice)
         widget.display = bool(notice)
 
-    def render_detail(self, approval: Payload) -> Text:
+    def render_detail(self, approval: ApprovalView) -> Text:
         text = Text()
         for title, lines in words.detail_blocks(approval, self.running_config):
             text.append(f"{title}\n", "bold")
@@ -190,9 +193,9 @@ class ApprovalsView(ChoirView):
 
     def on_approval_changed(self, message: ApprovalChanged) -> None:
         approval, table = message.data, self.table
-        key = approval["approval_id"]
+        key = approval.approval_id
         keep = self.highlighted()
-        if approval.get("status") == "pending":
+        if approval.status == "pending":
             if key not in table.rows:
                 table.add_row(*self.cells(approval), key=key)
         else:
@@ -201,9 +204,9 @@ class ApprovalsView(ChoirView):
             self._resolved_elsewhere(approval)
         self._after_change(keep if keep != key else None)
 
-    def _resolved_elsewhere(self, approval: Payload) -> None:
+    def _resolved_elsewhere(self, approval: ApprovalView) -> None:
         """Note how an approval the operator had open ended; close its dialog unanswered."""
-        key = approval["approval_id"]
+        key = approval.approval_id
         self.ended[key] = approval
         while len(self.ended) > KEPT_ENDED:
             del self.ended[next(iter(self.ended))]
@@ -241,9 +244,8 @@ class ApprovalsView(ChoirView):
             return
         verb = "Approve" if how == "approve" else "Reject"
         dialog = ConfirmDialog(
-            f"{verb} {approval_id} ({approval.get('request_type')}) from "
-            f"{approval.get('agent_id')}?",
-            f"{words.summary(approval.get('payload') or {}, 70)}\n"
+            f"{verb} {approval_id} ({approval.request_type}) from {approval.agent_id}?",
+            f"{words.summary(approval.payload, 70)}\n"
             f"The agent is told at once. choirctl: choirctl approval {how} {approval_id}",
             yes=verb,
             danger=how == "reject",
@@ -264,7 +266,10 @@ class ApprovalsView(ChoirView):
             self.notify(self._already(approval_id), severity="warning")
             return
         try:
-            await self.bridge.call(f"approval.{how}", approval_id=approval_id, by=RESOLVER)
+            verb = (
+                OperatorVerb.APPROVAL_APPROVE if how == "approve" else OperatorVerb.APPROVAL_REJECT
+            )
+            await self.bridge.ask(verb, ApprovalView, approval_id=approval_id, by=RESOLVER)
         except ConflictError as error:
             self.notify(f"{error.message}: nothing to do.", severity="warning")
             return
@@ -283,10 +288,10 @@ class ApprovalsView(ChoirView):
     async def read_config(self) -> None:
         """The running config, for the timeout and config-change diffs."""
         try:
-            shown = await self.bridge.call("config.show")
+            shown = await self.bridge.ask(OperatorVerb.CONFIG_SHOW, ConfigShown)
         except ChoirError:
             return  # not connected: the next resync reads it
-        self.running_config = shown.get("config") or {}
+        self.running_config = shown.config
         timeout = self.running_config.get("approval_timeout_ms")
         self.timeout_ms = int(timeout) if timeout is not None else None
         if self.is_attached:  # the console may have closed while the call ran

@@ -23,6 +23,8 @@ from textual.binding import Binding, BindingType
 from textual.widgets import Log, Static
 
 from choir.errors import ChoirError, UnavailableError
+from choir.protocol.operator.items import LogLines, LogRotated, LogSnapshotEnd
+from choir.protocol.operator.verbs import OperatorVerb
 from tui.views.base import ChoirView, PaletteCommand
 
 Payload = dict[str, Any]
@@ -143,15 +145,15 @@ class LogsView(ChoirView):
                 return
 
     async def _follow(self, source: str) -> None:
-        async for item in self.bridge.stream("logs", source=source, follow=True):
-            kind = item.get("kind")
-            if kind == "lines":
-                self.add(item.get("lines") or [])
-            elif kind == "snapshot_end":
-                self.live = True
-                self.draw_title()
-            elif kind == "rotated":
-                self.add(["-- the log was archived; following the new file --"])
+        async for item in self.bridge.items(OperatorVerb.LOGS, source=source, follow=True):
+            match item:
+                case LogLines(lines=lines):
+                    self.add(lines)
+                case LogSnapshotEnd():
+                    self.live = True
+                    self.draw_title()
+                case LogRotated():
+                    self.add(["-- the log was archived; following the new file --"])
 
     def add(self, lines: Iterable[str]) -> None:
         batch = list(lines)

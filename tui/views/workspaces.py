@@ -19,11 +19,11 @@ from textual.css.query import NoMatches
 from textual.widgets import DataTable, Static
 
 from choir.errors import ChoirError, ConflictError
+from choir.protocol.operator.answers import WorkspaceList, WorkspaceReset, WorkspaceView
+from choir.protocol.operator.verbs import OperatorVerb
 from tui.dialogs import ConfirmDialog
 from tui.messages import AgentsUpdated, SessionChanged
 from tui.views.base import ChoirView, PaletteCommand
-
-Payload = dict[str, Any]
 
 EMPTY: Final = 'No workspaces configured: add one under "workspaces" in config.json.'
 
@@ -46,7 +46,7 @@ class WorkspacesView(ChoirView):
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
-        self.workspaces: dict[str, Payload] = {}
+        self.workspaces: dict[str, WorkspaceView] = {}
         """name -> its `workspace.list` row."""
 
     def compose(self) -> ComposeResult:
@@ -77,16 +77,16 @@ class WorkspacesView(ChoirView):
         keep = self.highlighted()
         table.clear()
         for name, row in sorted(self.workspaces.items()):
-            path = Text(str(row.get("path")))
-            if not row.get("exists"):
+            path = Text(row.path)
+            if not row.exists:
                 path.append(" (missing)", "red")
-            holder = row.get("leased_to")
+            holder = row.leased_to
             table.add_row(
                 name,
                 path,
-                Text(str(holder), "bold") if holder else Text("-", "dim"),
-                str(row.get("session_id") or "-"),
-                str(row.get("leased_at") or "-")[:19].replace("T", " "),
+                Text(holder, "bold") if holder else Text("-", "dim"),
+                row.session_id or "-",
+                (row.leased_at or "-")[:19].replace("T", " "),
                 key=name,
             )
         if keep is not None and keep in table.rows:
@@ -103,10 +103,10 @@ class WorkspacesView(ChoirView):
     @work(group="workspaces-read", exclusive=True)
     async def read(self) -> None:
         try:
-            rows = (await self.bridge.call("workspace.list"))["workspaces"]
+            rows = (await self.bridge.ask(OperatorVerb.WORKSPACE_LIST, WorkspaceList)).workspaces
         except ChoirError:
             return  # not connected: the resync reads it again
-        self.workspaces = {row["name"]: row for row in rows}
+        self.workspaces = {row.name: row for row in rows}
         if self.is_attached:  # the console may have closed while the call ran
             with contextlib.suppress(NoMatches):  # ...and already removed the table
                 self.redraw()
@@ -124,29 +124,29 @@ class WorkspacesView(ChoirView):
     @work(group="workspace-reset", exclusive=True)
     async def reset(self, name: str) -> None:
         """Confirm, then `workspace.reset`: choird stops the holder first, then empties it."""
-        row = self.workspaces.get(name, {})
-        path = row.get("path", "?")
+        row = self.workspaces.get(name)
+        path = row.path if row else "?"
         detail = f"Deletes every file in {path} (the directory itself stays)."
-        if row.get("leased_to"):
+        if row and row.leased_to:
             detail += (
-                f"\n{row['leased_to']} holds it (session {row.get('session_id')}): choird "
-                f"stops {row['leased_to']} gracefully first."
+                f"\n{row.leased_to} holds it (session {row.session_id}): choird "
+                f"stops {row.leased_to} gracefully first."
             )
         dialog = ConfirmDialog(f"Reset workspace {name}?", detail, yes="Reset", danger=True)
         if not await self.app.push_screen_wait(dialog):
             return
         try:
-            answer = await self.bridge.call("workspace.reset", name=name)
+            answer = await self.bridge.ask(OperatorVerb.WORKSPACE_RESET, WorkspaceReset, name=name)
         except ConflictError as error:
             self.notify(error.message, title="workspace reset", severity="warning", markup=False)
             return
         except ChoirError as error:
             self.notify(error.message, title="workspace reset", severity="error", markup=False)
             return
-        stopped = answer.get("stopped")
-        after = f" (stopped {stopped.get('agent_id', 'its agent')} first)" if stopped else ""
+        stopped = answer.stopped
+        after = f" (stopped {stopped.agent_id} first)" if stopped else ""
         self.notify(
-            f"workspace {name} reset: {answer['removed']} entries removed{after}",
+            f"workspace {name} reset: {answer.removed} entries removed{after}",
             title="workspace reset",
             markup=False,
         )
