@@ -33,17 +33,11 @@ from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
-from pydantic import TypeAdapter
-
 from choir.client import ChoirClient
 from choir.ctl.render.visible import visible, visible_data
 from choir.errors import ChoirError, UnavailableError
 from choir.home import ChoirHome
-from choir.protocol.base import WireModel
-from choir.protocol.operator import answers as a
-from choir.protocol.operator import items as i
-from choir.protocol.operator import views as v
-from choir.protocol.operator.contract import OPERATOR_MODELS
+from choir.lazy import LazyModule
 from choir.protocol.operator.verbs import OperatorVerb
 from tui.messages import (
     AgentsUpdated,
@@ -60,12 +54,22 @@ from tui.messages import (
 )
 
 if TYPE_CHECKING:
+    from pydantic import TypeAdapter
     from textual.app import App
     from textual.message import Message
     from textual.worker import Worker
 
+    from choir.protocol.base import WireModel
+    from choir.protocol.operator import answers as a
+    from choir.protocol.operator import items as i
+    from choir.protocol.operator import views as v
+else:  # the models (and pydantic) load with the first answer: the console paints first
+    a = LazyModule("choir.protocol.operator.answers")
+    i = LazyModule("choir.protocol.operator.items")
+    v = LazyModule("choir.protocol.operator.views")
+
 Payload = dict[str, Any]
-A = TypeVar("A", bound=WireModel)
+A = TypeVar("A", bound="WireModel")
 
 FIRST_BACKOFF_S: Final = 0.5
 MAX_BACKOFF_S: Final = 5.0
@@ -327,12 +331,18 @@ async def _ask(client: ChoirClient, verb: OperatorVerb, answer: type[A], **paylo
 @cache
 def item_adapter(verb: OperatorVerb) -> TypeAdapter[Any]:
     """The validator of `verb`'s stream items (`OPERATOR_MODELS`), built on first use."""
+    from pydantic import TypeAdapter
+
+    from choir.protocol.operator.contract import OPERATOR_MODELS
+
     return TypeAdapter(OPERATOR_MODELS[verb].item)
 
 
 def parsed_answer(verb: str, answer: Payload) -> Any:
     """A catalogue verb's answer parsed as its model (when `verb` is one of choird's verbs
     and has one): what reaches the screen is what the API promises."""
+    from choir.protocol.operator.contract import OPERATOR_MODELS
+
     try:
         models = OPERATOR_MODELS[OperatorVerb(verb)]
     except ValueError:

@@ -20,8 +20,7 @@ from textual.command import DiscoveryHit, Hit, Hits, Provider
 
 from choir.commands import Param
 from choir.errors import ChoirError, ConflictError, UsageError
-from choir.protocol.operator.answers import ModelList, VoiceList, WorkspaceList
-from choir.protocol.operator.items import Progress
+from choir.lazy import LazyModule
 from choir.protocol.operator.verbs import OperatorVerb
 from tui.actions import ACTIONS, RECOVER_CHOICES, ConsoleAction
 from tui.bridge import parsed_answer
@@ -33,6 +32,11 @@ if TYPE_CHECKING:
     from textual.app import App
     from textual.worker import Worker
 
+    from choir.protocol.operator import answers as a
+    from choir.protocol.operator import items as i
+else:  # the models (and pydantic) load with the first answer: the console paints first
+    a = LazyModule("choir.protocol.operator.answers")
+    i = LazyModule("choir.protocol.operator.items")
 
 Payload = dict[str, Any]
 
@@ -190,13 +194,13 @@ async def listed(app: App[Any], arg: Param) -> list[str]:
     bridge = console(app).bridge
     try:
         if arg.kind == "workspace":
-            workspaces = await bridge.ask(OperatorVerb.WORKSPACE_LIST, WorkspaceList)
+            workspaces = await bridge.ask(OperatorVerb.WORKSPACE_LIST, a.WorkspaceList)
             return [row.name for row in workspaces.workspaces]
         if arg.kind == "llm":
             return [
-                row.name for row in (await bridge.ask(OperatorVerb.MODEL_LIST, ModelList)).models
+                row.name for row in (await bridge.ask(OperatorVerb.MODEL_LIST, a.ModelList)).models
             ]
-        voices = await bridge.ask(OperatorVerb.VOICE_LIST, VoiceList)
+        voices = await bridge.ask(OperatorVerb.VOICE_LIST, a.VoiceList)
         return [row.name for row in voices.voice_profiles]
     except ChoirError:
         return []  # choird answers the call itself with the reason
@@ -209,7 +213,7 @@ async def report(app: App[Any], action: ConsoleAction, answers: dict[str, str]) 
     await app.push_screen(screen)
     verb = OperatorVerb(action.verb)
     async for item in console(app).bridge.items(verb, **action.payload(answers)):
-        if isinstance(item, Progress):
+        if isinstance(item, i.Progress):
             screen.add([progress_line(item)])
             continue
         screen.add(as_lines(item.result))  # the result item (BuildResult, UpdateResult…)
@@ -218,7 +222,7 @@ async def report(app: App[Any], action: ConsoleAction, answers: dict[str, str]) 
     screen.finish("choird closed the stream before answering: see the Logs tab")
 
 
-def progress_line(item: Progress) -> str:
+def progress_line(item: i.Progress) -> str:
     """One progress item of an update, as `choirctl agent update` prints it."""
     agent = item.agent_id
     if item.phase == "outcome":

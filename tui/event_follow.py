@@ -15,12 +15,12 @@ from typing import TYPE_CHECKING, Any, Final
 
 from choir.errors import ChoirError, NotFoundError, UnavailableError
 from choir.protocol.operator.verbs import OperatorVerb
-from choir.protocol.operator.views import EventView
 
 if TYPE_CHECKING:
     from textual.app import App
     from textual.worker import Worker
 
+    from choir.protocol.operator.views import EventView
     from tui.bridge import ChoirBridge
 
 from tui.messages import EventsArrived

@@ -10,20 +10,21 @@ row from a feed item with the same code that drew it from a listing.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from textual.message import Message
 
-from choir.protocol.operator import items as i
-from choir.protocol.operator.answers import StatusAnswer
-from choir.protocol.operator.views import (
-    AgentSummary,
-    ApprovalView,
-    EventView,
-    LaneView,
-    LocksView,
-    SessionEndedView,
-)
+if TYPE_CHECKING:
+    from choir.protocol.operator import items as i
+    from choir.protocol.operator.answers import StatusAnswer
+    from choir.protocol.operator.views import (
+        AgentSummary,
+        ApprovalView,
+        EventView,
+        LaneView,
+        LocksView,
+        SessionEndedView,
+    )
 
 
 class ConsoleNews(Message, bubble=False):

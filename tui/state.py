@@ -8,18 +8,21 @@ before forwarding the message to the views; views read it, never write it.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-from choir.protocol.operator.answers import StatusAnswer
-from choir.protocol.operator.views import (
-    AgentSummary,
-    ApprovalView,
-    HeldView,
-    LaneView,
-    LocksView,
-    OutageView,
-    SessionEndedView,
-)
 from tui.messages import ConnectionState
+
+if TYPE_CHECKING:
+    from choir.protocol.operator.answers import StatusAnswer
+    from choir.protocol.operator.views import (
+        AgentSummary,
+        ApprovalView,
+        HeldView,
+        LaneView,
+        LocksView,
+        OutageView,
+        SessionEndedView,
+    )
 
 
 @dataclass

@@ -12,7 +12,6 @@ import json
 from collections.abc import Iterable
 from typing import Any, ClassVar
 
-from pydantic import BaseModel
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Vertical
@@ -23,6 +22,8 @@ from textual.widgets import Log, Static
 def as_lines(answer: Any) -> list[str]:
     """An answer (a model of `choir.protocol.operator`, or JSON data) as indented JSON lines
     (keys sorted, as `choirctl --json` prints)."""
+    from pydantic import BaseModel  # loaded by then: the answer was parsed with it
+
     if isinstance(answer, BaseModel):
         answer = answer.model_dump(mode="json")  # its wire form
     return json.dumps(answer, indent=2, sort_keys=True, ensure_ascii=False).splitlines()

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import contextlib
 from datetime import datetime
-from typing import Any, ClassVar, Final
+from typing import TYPE_CHECKING, Any, ClassVar, Final
 
 from rich.text import Text
 from textual import on, work
@@ -25,14 +25,21 @@ from textual.css.query import NoMatches
 from textual.widgets import DataTable, Static
 
 from choir.errors import ChoirError
-from choir.protocol.operator.answers import AgentRestarted, AgentStatus, AgentStopped
+from choir.lazy import LazyModule
 from choir.protocol.operator.verbs import OperatorVerb
-from choir.protocol.operator.views import AgentSummary
 from tui.dialogs import ConfirmDialog
 from tui.messages import AgentsUpdated, LaneReported
 from tui.views.base import ChoirView, PaletteCommand
 from tui.widgets.format import age, bindings_text, image_text, runtime_text, state_text
 from tui.widgets.tables import Cell, sync_rows
+
+if TYPE_CHECKING:
+    from choir.protocol.operator import answers as a
+    from choir.protocol.operator import views as v
+else:  # the models (and pydantic) load with the first answer: the console paints first
+    a = LazyModule("choir.protocol.operator.answers")
+    v = LazyModule("choir.protocol.operator.views")
+
 
 COLUMNS: Final = (
     ("agent", "agent"),
@@ -64,7 +71,7 @@ class AgentsView(ChoirView):
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
-        self._details: dict[str, AgentStatus] = {}
+        self._details: dict[str, a.AgentStatus] = {}
         """agent id -> its last `agent.status` answer."""
         self._held: dict[str, int] = {}
         """session id -> how many of its core jobs were held at its last lane report."""
@@ -92,7 +99,7 @@ class AgentsView(ChoirView):
         self._move_cursor_to_selection()
         self._draw_detail()
 
-    def _cells(self, agent: AgentSummary) -> list[Cell]:
+    def _cells(self, agent: v.AgentSummary) -> list[Cell]:
         details = self._details.get(agent.agent_id)
         return [
             Text(agent.agent_id, style="bold"),
@@ -105,7 +112,7 @@ class AgentsView(ChoirView):
             bindings_text(agent.bindings),
         ]
 
-    def _state(self, agent: AgentSummary) -> Text:
+    def _state(self, agent: v.AgentSummary) -> Text:
         """The agent's state, and how many of its core jobs a crash left held."""
         text = state_text(agent.state)
         held = self.state.held_jobs(self.state.session_of(agent.agent_id) or "")
@@ -113,7 +120,7 @@ class AgentsView(ChoirView):
             text.append(f", {len(held)} held", style="bold #e06c75")
         return text
 
-    def _uptime(self, agent: AgentSummary) -> str:
+    def _uptime(self, agent: v.AgentSummary) -> str:
         started = agent.started_at
         if agent.state != "running" or not started:
             return "—"
@@ -177,7 +184,7 @@ class AgentsView(ChoirView):
             return
         try:
             verb = OperatorVerb.AGENT_STATUS
-            self._details[agent_id] = await self.bridge.ask(verb, AgentStatus, agent_id=agent_id)
+            self._details[agent_id] = await self.bridge.ask(verb, a.AgentStatus, agent_id=agent_id)
         except ChoirError:
             return
         if agent_id == self.selected_agent and self.is_attached:  # the console may have closed
@@ -239,8 +246,8 @@ class AgentsView(ChoirView):
         if answer is None:
             return
         self.bridge.refresh_agents()
-        stopped = answer.stopped if isinstance(answer, AgentRestarted) else answer
-        summary = stopped.summary if isinstance(stopped, AgentStopped) else None
+        stopped = answer.stopped if isinstance(answer, a.AgentRestarted) else answer
+        summary = stopped.summary if isinstance(stopped, a.AgentStopped) else None
         if summary and summary.warn:  # the stop went on without its session summary (§11.8)
             self.notify(f"{agent_id}: no session summary — {summary.detail}", severity="warning")
 
@@ -258,7 +265,7 @@ class AgentsView(ChoirView):
         ]
 
 
-def detail_text(status: AgentSummary, now: datetime) -> Text:
+def detail_text(status: v.AgentSummary, now: datetime) -> Text:
     """One or two lines of `agent.status` (or the `agent.list` row until it is read): pid,
     heartbeat, skill, config lag, image."""
     text = Text()
@@ -266,7 +273,7 @@ def detail_text(status: AgentSummary, now: datetime) -> Text:
     text.append_text(state_text(status.state))
     if status.pid:
         text.append(f"  pid {status.pid}")
-    detailed = status if isinstance(status, AgentStatus) else None
+    detailed = status if isinstance(status, a.AgentStatus) else None
     if detailed and detailed.last_heartbeat_at:
         beat = datetime.fromisoformat(detailed.last_heartbeat_at)
         text.append(f"  heartbeat {age(beat, now)} ago")

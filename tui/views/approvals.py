@@ -14,7 +14,7 @@ for one resolved in between, and that is shown as a notice, not an error.
 from __future__ import annotations
 
 import contextlib
-from typing import Any, ClassVar, Final
+from typing import TYPE_CHECKING, Any, ClassVar, Final
 
 from rich.text import Text
 from textual import on, work
@@ -26,12 +26,19 @@ from textual.widgets import DataTable, Static
 
 import tui.views.approvals_detail as words
 from choir.errors import ChoirError, ConflictError
-from choir.protocol.operator.answers import ConfigShown
+from choir.lazy import LazyModule
 from choir.protocol.operator.verbs import OperatorVerb
-from choir.protocol.operator.views import ApprovalView
 from tui.dialogs import ConfirmDialog
 from tui.messages import ApprovalChanged, ConfigChanged
 from tui.views.base import ChoirView, PaletteCommand
+
+if TYPE_CHECKING:
+    from choir.protocol.operator import answers as a
+    from choir.protocol.operator import views as v
+else:  # the models (and pydantic) load with the first answer: the console paints first
+    a = LazyModule("choir.protocol.operator.answers")
+    v = LazyModule("choir.protocol.operator.views")
+
 
 Payload = dict[str, Any]
 
@@ -85,7 +92,7 @@ class ApprovalsView(ChoirView):
         """Whether the detail shows long payload blocks in full."""
         self.shown: str | None = None
         """The approval id in the detail pane."""
-        self.ended: dict[str, ApprovalView] = {}
+        self.ended: dict[str, v.ApprovalView] = {}
         """Approvals resolved while this console watched, by id (to say how they ended)."""
         self._asking: tuple[str, ConfirmDialog] | None = None
 
@@ -123,10 +130,10 @@ class ApprovalsView(ChoirView):
             table.add_row(*self.cells(approval), key=approval.approval_id)
         self._after_change(keep)
 
-    def pending(self) -> list[ApprovalView]:
+    def pending(self) -> list[v.ApprovalView]:
         return sorted(self.state.approvals.values(), key=lambda a: str(a.created_at))
 
-    def cells(self, approval: ApprovalView) -> tuple[str, ...]:
+    def cells(self, approval: v.ApprovalView) -> tuple[str, ...]:
         now = self.console.clock()
         return (
             approval.approval_id,
@@ -177,7 +184,7 @@ class ApprovalsView(ChoirView):
         widget.update(notice)
         widget.display = bool(notice)
 
-    def render_detail(self, approval: ApprovalView) -> Text:
+    def render_detail(self, approval: v.ApprovalView) -> Text:
         text = Text()
         for title, lines in words.detail_blocks(approval, self.running_config):
             text.append(f"{title}\n", "bold")
@@ -204,7 +211,7 @@ class ApprovalsView(ChoirView):
             self._resolved_elsewhere(approval)
         self._after_change(keep if keep != key else None)
 
-    def _resolved_elsewhere(self, approval: ApprovalView) -> None:
+    def _resolved_elsewhere(self, approval: v.ApprovalView) -> None:
         """Note how an approval the operator had open ended; close its dialog unanswered."""
         key = approval.approval_id
         self.ended[key] = approval
@@ -269,7 +276,7 @@ class ApprovalsView(ChoirView):
             verb = (
                 OperatorVerb.APPROVAL_APPROVE if how == "approve" else OperatorVerb.APPROVAL_REJECT
             )
-            await self.bridge.ask(verb, ApprovalView, approval_id=approval_id, by=RESOLVER)
+            await self.bridge.ask(verb, v.ApprovalView, approval_id=approval_id, by=RESOLVER)
         except ConflictError as error:
             self.notify(f"{error.message}: nothing to do.", severity="warning")
             return
@@ -288,7 +295,7 @@ class ApprovalsView(ChoirView):
     async def read_config(self) -> None:
         """The running config, for the timeout and config-change diffs."""
         try:
-            shown = await self.bridge.ask(OperatorVerb.CONFIG_SHOW, ConfigShown)
+            shown = await self.bridge.ask(OperatorVerb.CONFIG_SHOW, a.ConfigShown)
         except ChoirError:
             return  # not connected: the next resync reads it
         self.running_config = shown.config

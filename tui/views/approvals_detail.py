@@ -12,9 +12,11 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator, Mapping
 from datetime import datetime
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
-from choir.protocol.operator.views import ApprovalView
+if TYPE_CHECKING:
+    from choir.protocol.operator.views import ApprovalView
+
 
 COLLAPSED_LINES: Final = 12
 """Lines of each JSON block shown before the operator expands the detail."""

@@ -12,7 +12,7 @@ The tab re-reads `config.show`/`config.diff` on mount, after a resync and on `co
 from __future__ import annotations
 
 import contextlib
-from typing import Any, ClassVar, Final
+from typing import TYPE_CHECKING, Any, ClassVar, Final
 
 from rich.text import Text
 from textual import work
@@ -22,18 +22,17 @@ from textual.css.query import NoMatches
 from textual.widgets import DataTable, Static
 
 from choir.errors import ChoirError, ConflictError
-from choir.protocol.operator.answers import (
-    ChangeView,
-    ConfigApplied,
-    ConfigChanges,
-    ConfigLoaded,
-    ConfigShown,
-    SecretsApplied,
-)
+from choir.lazy import LazyModule
 from choir.protocol.operator.verbs import OperatorVerb
 from tui.dialogs import ConfirmDialog
 from tui.messages import ConfigChanged, SecretsChanged
 from tui.views.base import ChoirView
+
+if TYPE_CHECKING:
+    from choir.protocol.operator import answers as a
+else:  # the models (and pydantic) load with the first answer: the console paints first
+    a = LazyModule("choir.protocol.operator.answers")
+
 
 NOTHING_STAGED: Final = (
     "Nothing staged. Edit config.json in $CHOIR_HOME, then press l to load and validate it "
@@ -65,9 +64,9 @@ class ConfigView(ChoirView):
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
-        self.shown: ConfigShown | None = None
+        self.shown: a.ConfigShown | None = None
         """The last `config.show` (version, hash, staged), without the config itself."""
-        self.changes: list[ChangeView] = []
+        self.changes: list[a.ChangeView] = []
         """The staged changes (`config.diff`), empty when nothing is staged."""
 
     def compose(self) -> ComposeResult:
@@ -142,9 +141,11 @@ class ConfigView(ChoirView):
     async def refresh_config(self) -> None:
         """Re-read `config.show` and, when something is staged, `config.diff`."""
         try:
-            shown: ConfigShown | None = await self.bridge.ask(OperatorVerb.CONFIG_SHOW, ConfigShown)
+            shown: a.ConfigShown | None = await self.bridge.ask(
+                OperatorVerb.CONFIG_SHOW, a.ConfigShown
+            )
             changes = (
-                (await self.bridge.ask(OperatorVerb.CONFIG_DIFF, ConfigChanges)).changes
+                (await self.bridge.ask(OperatorVerb.CONFIG_DIFF, a.ConfigChanges)).changes
                 if shown and shown.staged
                 else []
             )
@@ -170,7 +171,7 @@ class ConfigView(ChoirView):
     async def load(self) -> None:
         """`config.load`: validate $CHOIR_HOME and stage it, or list every problem."""
         try:
-            answer = await self.bridge.ask(OperatorVerb.CONFIG_LOAD, ConfigLoaded)
+            answer = await self.bridge.ask(OperatorVerb.CONFIG_LOAD, a.ConfigLoaded)
         except ChoirError as error:
             self.notify(error.message, title="config load", severity="error", markup=False)
             return
@@ -201,7 +202,7 @@ class ConfigView(ChoirView):
         if not await self.app.push_screen_wait(ConfirmDialog(question, detail, yes="Apply")):
             return
         try:
-            applied = await self.bridge.ask(OperatorVerb.CONFIG_APPLY, ConfigApplied)
+            applied = await self.bridge.ask(OperatorVerb.CONFIG_APPLY, a.ConfigApplied)
         except ConflictError as error:
             self.notify(f"{error.message}.", title="config apply", severity="warning", markup=False)
             self.refresh_config()
@@ -225,7 +226,7 @@ class ConfigView(ChoirView):
         if not await self.app.push_screen_wait(ConfirmDialog(question, detail, yes="Reload")):
             return
         try:
-            secrets = await self.bridge.ask(OperatorVerb.SECRET_APPLY, SecretsApplied)
+            secrets = await self.bridge.ask(OperatorVerb.SECRET_APPLY, a.SecretsApplied)
         except ChoirError as error:
             self.notify(error.message, title="secret apply", severity="error", markup=False)
             return

@@ -12,7 +12,7 @@ and edge hands them to the job with `choir.core.inject` (§12.8), so the text na
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, Final
+from typing import TYPE_CHECKING, Any, ClassVar, Final
 
 from rich.text import Text
 from textual import work
@@ -20,7 +20,6 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.widgets import DataTable
 
-from choir.protocol.operator.views import EventView, LaneView
 from tui.dialogs import ConfirmDialog, TextPrompt
 from tui.messages import EventsArrived, LaneReported
 from tui.views.base import ChoirView, PaletteCommand
@@ -28,6 +27,9 @@ from tui.widgets.caption import Caption
 from tui.widgets.event_text import clip, core_event_text
 from tui.widgets.lane_state import lane_text
 from tui.widgets.tables import Cell, sync_rows
+
+if TYPE_CHECKING:
+    from choir.protocol.operator.views import EventView, LaneView
 
 COLUMNS: Final = (
     ("job", "job"),

@@ -11,7 +11,7 @@ expand the row (`a` then shows a huge payload whole), `end` back to the live tai
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, Final
+from typing import TYPE_CHECKING, Any, ClassVar, Final
 
 from textual import on, work
 from textual.app import ComposeResult
@@ -21,9 +21,8 @@ from textual.widgets import Input, Static
 
 from choir.artifact_read import event_range, whole_event
 from choir.errors import ChoirError
-from choir.protocol.operator.answers import SessionEvents
+from choir.lazy import LazyModule
 from choir.protocol.operator.verbs import OperatorVerb
-from choir.protocol.operator.views import EventView
 from tui.bridge import shown
 from tui.dialogs import TextPrompt
 from tui.messages import EventsArrived
@@ -31,6 +30,14 @@ from tui.views.base import ChoirView, PaletteCommand
 from tui.widgets.caption import Caption
 from tui.widgets.event_text import DETAIL_CHARS, detail
 from tui.widgets.timeline import EventFilter, Row, Timeline, row_of
+
+if TYPE_CHECKING:
+    from choir.protocol.operator import answers as a
+    from choir.protocol.operator import views as v
+else:  # the models (and pydantic) load with the first answer: the console paints first
+    a = LazyModule("choir.protocol.operator.answers")
+    v = LazyModule("choir.protocol.operator.views")
+
 
 Payload = dict[str, Any]
 
@@ -64,7 +71,7 @@ class EventsView(ChoirView):
         self.session_id: str | None = None
         """The session the timeline shows."""
         self._capacity = capacity
-        self._expanded: EventView | None = None
+        self._expanded: v.EventView | None = None
 
     def compose(self) -> ComposeResult:
         yield Input(placeholder="filter: lane=edge,core:fix type=tool  (enter)", id="event-filter")
@@ -102,7 +109,7 @@ class EventsView(ChoirView):
             self.timeline.clear()
         self.ingest(message.events)
 
-    def ingest(self, events: list[EventView]) -> None:
+    def ingest(self, events: list[v.EventView]) -> None:
         """Add a batch of events (rev order) to the timeline."""
         self.timeline.append([row_of(event) for event in events])
         self._draw_status()
@@ -154,7 +161,7 @@ class EventsView(ChoirView):
             self._show_detail(self._expanded, everything=True)
 
     @work(exclusive=True, group="events-expand")
-    async def _show_whole(self, event: EventView) -> None:
+    async def _show_whole(self, event: v.EventView) -> None:
         if self.session_id is None:
             return
         try:
@@ -208,7 +215,7 @@ class EventsView(ChoirView):
             self._expanded = events[0]
             self._show_detail(events[0], everything=False)
 
-    def _show_detail(self, event: EventView, *, everything: bool) -> None:
+    def _show_detail(self, event: v.EventView, *, everything: bool) -> None:
         text, left_out = detail(event, everything=everything)
         if left_out:
             text += f"\n… {left_out} more characters (a shows the whole event)"
@@ -219,16 +226,16 @@ class EventsView(ChoirView):
         events = await self._events(from_rev=from_rev, limit=limit)
         return None if events is None else [row_of(event) for event in events]
 
-    async def _events(self, *, from_rev: int | None, limit: int) -> list[EventView] | None:
+    async def _events(self, *, from_rev: int | None, limit: int) -> list[v.EventView] | None:
         if self.session_id is None or limit < 1:
             return None
         try:
             if from_rev is not None:  # answers are bounded by bytes: read on until `limit`
                 events = await event_range(self.bridge.call, self.session_id, from_rev, limit)
-                return [EventView.model_validate(event) for event in events]
+                return [v.EventView.model_validate(event) for event in events]
             answer = await self.bridge.ask(
                 OperatorVerb.SESSION_EVENTS,
-                SessionEvents,
+                a.SessionEvents,
                 session_id=self.session_id,
                 from_rev=from_rev,
                 limit=limit,

@@ -8,19 +8,21 @@ lane-state kinds (idle / reasoning / waiting-tool / completed / terminated).
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.widgets import DataTable, Static
 
-from choir.protocol.operator.views import CoreView, LaneView
 from tui.messages import LaneReported
 from tui.views.base import ChoirView
 from tui.widgets.caption import Caption
 from tui.widgets.format import age, budgets_text
 from tui.widgets.lane_state import STYLES, lane_text
 from tui.widgets.tables import sync_rows
+
+if TYPE_CHECKING:
+    from choir.protocol.operator.views import CoreView, LaneView
 
 COLUMNS: Final = (
     ("lane", "lane"),

@@ -9,18 +9,20 @@ at `reported_at`.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.widgets import DataTable
 
-from choir.protocol.operator.views import LockView
 from tui.messages import LocksReported
 from tui.views.base import ChoirView
 from tui.widgets.caption import Caption
 from tui.widgets.format import seconds_text
 from tui.widgets.tables import sync_rows
+
+if TYPE_CHECKING:
+    from choir.protocol.operator.views import LockView
 
 COLUMNS: Final = (
     ("resource", "resource"),

@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 from collections import deque
 from collections.abc import Iterable
-from typing import Any, ClassVar, Final
+from typing import TYPE_CHECKING, Any, ClassVar, Final
 
 import orjson
 from textual import work
@@ -23,9 +23,15 @@ from textual.binding import Binding, BindingType
 from textual.widgets import Log, Static
 
 from choir.errors import ChoirError, UnavailableError
-from choir.protocol.operator.items import LogLines, LogRotated, LogSnapshotEnd
+from choir.lazy import LazyModule
 from choir.protocol.operator.verbs import OperatorVerb
 from tui.views.base import ChoirView, PaletteCommand
+
+if TYPE_CHECKING:
+    from choir.protocol.operator import items as i
+else:  # the models (and pydantic) load with the first answer: the console paints first
+    i = LazyModule("choir.protocol.operator.items")
+
 
 Payload = dict[str, Any]
 
@@ -147,12 +153,12 @@ class LogsView(ChoirView):
     async def _follow(self, source: str) -> None:
         async for item in self.bridge.items(OperatorVerb.LOGS, source=source, follow=True):
             match item:
-                case LogLines(lines=lines):
+                case i.LogLines(lines=lines):
                     self.add(lines)
-                case LogSnapshotEnd():
+                case i.LogSnapshotEnd():
                     self.live = True
                     self.draw_title()
-                case LogRotated():
+                case i.LogRotated():
                     self.add(["-- the log was archived; following the new file --"])
 
     def add(self, lines: Iterable[str]) -> None:

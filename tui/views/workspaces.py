@@ -9,7 +9,7 @@ when sessions start or end (leases change only then) — never on a timer.
 from __future__ import annotations
 
 import contextlib
-from typing import Any, ClassVar, Final
+from typing import TYPE_CHECKING, Any, ClassVar, Final
 
 from rich.text import Text
 from textual import work
@@ -19,11 +19,17 @@ from textual.css.query import NoMatches
 from textual.widgets import DataTable, Static
 
 from choir.errors import ChoirError, ConflictError
-from choir.protocol.operator.answers import WorkspaceList, WorkspaceReset, WorkspaceView
+from choir.lazy import LazyModule
 from choir.protocol.operator.verbs import OperatorVerb
 from tui.dialogs import ConfirmDialog
 from tui.messages import AgentsUpdated, SessionChanged
 from tui.views.base import ChoirView, PaletteCommand
+
+if TYPE_CHECKING:
+    from choir.protocol.operator import answers as a
+else:  # the models (and pydantic) load with the first answer: the console paints first
+    a = LazyModule("choir.protocol.operator.answers")
+
 
 EMPTY: Final = 'No workspaces configured: add one under "workspaces" in config.json.'
 
@@ -46,7 +52,7 @@ class WorkspacesView(ChoirView):
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
-        self.workspaces: dict[str, WorkspaceView] = {}
+        self.workspaces: dict[str, a.WorkspaceView] = {}
         """name -> its `workspace.list` row."""
 
     def compose(self) -> ComposeResult:
@@ -103,7 +109,7 @@ class WorkspacesView(ChoirView):
     @work(group="workspaces-read", exclusive=True)
     async def read(self) -> None:
         try:
-            rows = (await self.bridge.ask(OperatorVerb.WORKSPACE_LIST, WorkspaceList)).workspaces
+            rows = (await self.bridge.ask(OperatorVerb.WORKSPACE_LIST, a.WorkspaceList)).workspaces
         except ChoirError:
             return  # not connected: the resync reads it again
         self.workspaces = {row.name: row for row in rows}
@@ -136,7 +142,9 @@ class WorkspacesView(ChoirView):
         if not await self.app.push_screen_wait(dialog):
             return
         try:
-            answer = await self.bridge.ask(OperatorVerb.WORKSPACE_RESET, WorkspaceReset, name=name)
+            answer = await self.bridge.ask(
+                OperatorVerb.WORKSPACE_RESET, a.WorkspaceReset, name=name
+            )
         except ConflictError as error:
             self.notify(error.message, title="workspace reset", severity="warning", markup=False)
             return

@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
-from choir.protocol.operator.views import EventView
+if TYPE_CHECKING:
+    from choir.protocol.operator.views import EventView
+
 
 Payload = dict[str, Any]
 

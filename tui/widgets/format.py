@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from rich.text import Text
 
-from choir.protocol.operator.views import AgentSummary
+if TYPE_CHECKING:
+    from choir.protocol.operator.views import AgentSummary
+
 
 AGENT_STATE_STYLES: Final = {
     "running": "bold #7ec16e",

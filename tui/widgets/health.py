@@ -6,12 +6,16 @@ the agent listing or the connection changed.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from rich.text import Text
 from textual.widgets import Static
 
-from choir.protocol.operator.answers import GatewayView
-from choir.protocol.operator.views import ProblemFields
 from tui.state import ConsoleState
+
+if TYPE_CHECKING:
+    from choir.protocol.operator.answers import GatewayView
+    from choir.protocol.operator.views import ProblemFields
 
 _CONNECTION = {
     "connected": ("●", "connected", "health-ok"),

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import ClassVar, Final
+from typing import TYPE_CHECKING, ClassVar, Final
 
 from rich.segment import Segment
 from rich.style import Style
@@ -25,8 +25,10 @@ from textual.message import Message
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
-from choir.protocol.operator.views import EventView
 from tui.widgets.event_text import summary
+
+if TYPE_CHECKING:
+    from choir.protocol.operator.views import EventView
 
 DEFAULT_CAPACITY: Final = 200_000
 LANE_WIDTH: Final = 18
