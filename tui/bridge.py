@@ -115,6 +115,11 @@ class ChoirBridge:
         )
         self.feed_worker = feed  # given the function, not a coroutine: none is left un-awaited
 
+    @property
+    def connected(self) -> bool:
+        """Whether choird answers now (a read started before is read again on resync)."""
+        return self.client is not None
+
     async def wait_connected(self) -> ChoirClient:
         """The client, once connected (waits through reconnects)."""
         while self.client is None:
@@ -166,6 +171,8 @@ class ChoirBridge:
         """A streaming verb's items parsed as its item type in `OPERATOR_MODELS` (the tagged
         union of `choir.protocol.operator.items`, an `EventView`, a `ChatReply`): each item is
         validated once, after it was made `visible`."""
+        if self.client is None:  # before the models load: the console paints first
+            raise Disconnected("not connected to choird (retrying)")
         parse = item_adapter(verb).validate_python
         async with contextlib.aclosing(self.stream(verb, **payload)) as items:
             async for item in items:

@@ -180,8 +180,8 @@ class AgentsView(ChoirView):
     @work(exclusive=True, group="agent-detail")
     async def _read_detail(self) -> None:
         agent_id = self.selected_agent
-        if agent_id is None:
-            return
+        if agent_id is None or not self.bridge.connected:
+            return  # (not connected: the resync reads it)
         try:
             verb = OperatorVerb.AGENT_STATUS
             self._details[agent_id] = await self.bridge.ask(verb, a.AgentStatus, agent_id=agent_id)

@@ -294,6 +294,8 @@ class ApprovalsView(ChoirView):
     @work(group="approvals-config", exclusive=True)
     async def read_config(self) -> None:
         """The running config, for the timeout and config-change diffs."""
+        if not self.bridge.connected:
+            return  # the resync reads it once connected
         try:
             shown = await self.bridge.ask(OperatorVerb.CONFIG_SHOW, a.ConfigShown)
         except ChoirError:

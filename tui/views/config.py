@@ -140,6 +140,8 @@ class ConfigView(ChoirView):
     @work(group="config-read", exclusive=True)
     async def refresh_config(self) -> None:
         """Re-read `config.show` and, when something is staged, `config.diff`."""
+        if not self.bridge.connected:
+            return  # the resync reads it once connected
         try:
             shown: a.ConfigShown | None = await self.bridge.ask(
                 OperatorVerb.CONFIG_SHOW, a.ConfigShown

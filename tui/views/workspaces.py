@@ -108,6 +108,8 @@ class WorkspacesView(ChoirView):
 
     @work(group="workspaces-read", exclusive=True)
     async def read(self) -> None:
+        if not self.bridge.connected:
+            return  # the resync reads it once connected
         try:
             rows = (await self.bridge.ask(OperatorVerb.WORKSPACE_LIST, a.WorkspaceList)).workspaces
         except ChoirError:
