@@ -28,10 +28,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import re
 from collections.abc import AsyncGenerator, Iterator
 from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, TypeVar
+
+import orjson
 
 from choir.client import ChoirClient
 from choir.ctl.render.visible import visible, visible_data
@@ -324,8 +327,23 @@ class ChoirBridge:
         self.app.post_message(message)
 
 
+_MAYBE_UNSAFE: Final = re.compile(rb"\\[rbfu]|\x7f|\xc2[\x80-\x9f]")
+"""What a control `visible` changes looks like in orjson's output: a C0 control but newline and
+tab is an escape (`\\r`, `\\b`, `\\f`, `\\u0007`), DEL and C1 controls are written as they are
+(UTF-8). A literal backslash before r, b, f or u matches too: only the slow path then runs."""
+
+
 def shown(answer: Payload) -> Payload:
-    """choird's answer with every string `visible` (see the module's docstring)."""
+    """choird's answer with every string `visible` (see the module's docstring).
+
+    Almost nothing choird sends holds a control character: one scan of the encoded answer
+    (orjson, in C) finds that out, and only an answer that may hold one is walked and copied."""
+    try:
+        clean = _MAYBE_UNSAFE.search(orjson.dumps(answer)) is None
+    except (orjson.JSONEncodeError, TypeError):  # not JSON-shaped after all: walk it
+        clean = False
+    if clean:
+        return answer
     result: Payload = visible_data(answer)
     return result
 
