@@ -33,6 +33,7 @@ import psutil
 from textual import events
 
 from bench.common import median, parse_args, percentile, report
+from choir.protocol.operator.views import AgentSummary, EventView
 from tui.app import ChoirApp
 from tui.messages import AgentsUpdated, EventsArrived
 from tui.views.events import EventsView
@@ -89,25 +90,47 @@ TEMPLATES: list[dict[str, Any]] = [
 ]
 
 
-def make_events(first_rev: int, count: int) -> list[dict[str, Any]]:
+def make_events(first_rev: int, count: int) -> list[EventView]:
+    """Events as the follower posts them: each parsed once from its JSON object (the parse is
+    part of the per-event cost measured)."""
     return [
-        {
-            **TEMPLATES[rev % len(TEMPLATES)],
-            "rev": rev,
-            "created_at": "2026-03-14T09:26:53.123000+00:00",
-            "hash": f"{rev:064x}",
-        }
+        EventView.model_validate(
+            {
+                **TEMPLATES[rev % len(TEMPLATES)],
+                "rev": rev,
+                "created_at": "2026-03-14T09:26:53.123000+00:00",
+                "hash": f"{rev:064x}",
+                "artifact": None,
+            }
+        )
         for rev in range(first_rev, first_rev + count)
     ]
+
+
+BENCH_AGENT: dict[str, Any] = {
+    "agent_id": "bench",
+    "state": "running",
+    "session_id": SESSION,
+    "session_status": "active",
+    "started_at": None,
+    "uptime_s": None,
+    "config_version": None,
+    "bindings": {},
+    "held_jobs": [],
+    "interrupted": None,
+    "runtime": None,
+    "sandboxed": None,
+    "pid": None,
+    "container": None,
+    "verified": None,
+}
 
 
 async def console(pilot_body: Callable[[ChoirApp, Any], Any]) -> Any:
     """Run `pilot_body(app, pilot)` on a console showing the Events tab of `SESSION`."""
     app = ChoirApp(connect=False)
     async with app.run_test(size=SIZE) as pilot:
-        app.post_message(
-            AgentsUpdated([{"agent_id": "bench", "state": "running", "session_id": SESSION}])
-        )
+        app.post_message(AgentsUpdated([AgentSummary.model_validate(BENCH_AGENT)]))
         await pilot.pause()
         await pilot.press("5")
         await pilot.pause()

@@ -71,7 +71,7 @@ class ChoirApp(App[None]):
         self.state = ConsoleState()
         """Everything the console knows about choird (read by views, written by `_news`)."""
         self.bridge = ChoirBridge(self, self.home)
-        """The link to choird; views call `self.bridge.call(verb, **payload)` in workers."""
+        """The link to choird; views call `self.bridge.ask(verb, Model, **payload)` in workers."""
         self.follower = EventFollower(self, self.bridge)
         """Follows the selected agent's session events (the Events and Cores tabs)."""
         self.views: dict[str, ChoirView] = {}
@@ -138,9 +138,9 @@ class ChoirApp(App[None]):
                 if len(state.held_jobs()) != held:
                     self._draw_health()
             case LocksReported(data):
-                state.locks[data["session_id"]] = data
+                state.locks[data.session_id] = data
             case ConfigChanged(data):
-                state.config_version = data.get("config_version", state.config_version)
+                state.config_version = data.config_version
                 self._draw_health()
 
     def _draw_health(self) -> None:
@@ -178,7 +178,7 @@ class ChoirApp(App[None]):
     def _follow_selected(self) -> None:
         """Follow the events of the selected agent's latest session (a stopped one's too)."""
         agent = self.state.agents.get(self.state.selected_agent or "")
-        session_id = agent.get("session_id") if agent else None
+        session_id = agent.session_id if agent else None
         if self._connect:
             self.follower.follow(str(session_id) if session_id else None)
 
@@ -186,7 +186,7 @@ class ChoirApp(App[None]):
         agents = self.state.agents
         if self.state.selected_agent in agents or not agents:
             return
-        running = [agent_id for agent_id, agent in agents.items() if agent["state"] == "running"]
+        running = [agent_id for agent_id, agent in agents.items() if agent.state == "running"]
         self.select_agent((running or list(agents))[0])
 
     # actions

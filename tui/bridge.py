@@ -1,12 +1,15 @@
 """The console's one link to choird: a worker that keeps the operator socket and its feed alive.
 
-All I/O of the console happens here or in view workers calling `bridge.call` / `bridge.stream`
-— never in a message handler — so the UI thread never waits on choird. The feed worker:
+All I/O of the console happens here or in view workers calling `bridge.ask` / `bridge.items`
+(answers and stream items parsed as their `choir.protocol.operator` models) or the generic
+`bridge.call` / `bridge.stream` — never in a message handler — so the UI thread never waits on
+choird. The feed worker:
 
 1. connects (`ChoirClient`) — no socket: `not_running`; socket not ours: `denied`;
 2. subscribes, then re-reads the listings (`status`, `agent.list`, `approval.list`, lanes and
    locks of running sessions) so nothing that happened while away is missed;
-3. turns each feed item into a `tui.messages` message posted to the app;
+3. parses each feed item (the `FeedItem` union tagged by `kind`) and posts it, matched on its
+   class, as a `tui.messages` message to the app;
 4. when the stream breaks (choird stopped, or we fell behind) it says `disconnected` and starts
    again after a backoff that grows to `MAX_BACKOFF_S` and resets once connected.
 
@@ -15,8 +18,9 @@ rest is pushed. Uptimes are counted up locally from `started_at`.
 
 Everything choird answers may hold an agent's words (replies, tool output, core reports, log
 lines, a refusal's reason), and Textual writes a widget's text to the terminal as it is: so
-every answer, stream item and error message is made `visible` here, on its way in, and no
-control character an agent wrote can drive the operator's terminal (`choir.ctl.render.visible`).
+every answer, stream item and error message is made `visible` here, on its way in (before it is
+parsed: each is walked once and validated once), and no control character an agent wrote can
+drive the operator's terminal (`choir.ctl.render.visible`).
 """
 
 from __future__ import annotations
@@ -24,14 +28,19 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import re
 from collections.abc import AsyncGenerator, Iterator
+from functools import cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, TypeVar
+
+import orjson
 
 from choir.client import ChoirClient
 from choir.ctl.render.visible import visible, visible_data
 from choir.errors import ChoirError, UnavailableError
 from choir.home import ChoirHome
+from choir.lazy import LazyModule
 from choir.protocol.operator.verbs import OperatorVerb
 from tui.messages import (
     AgentsUpdated,
@@ -48,11 +57,22 @@ from tui.messages import (
 )
 
 if TYPE_CHECKING:
+    from pydantic import TypeAdapter
     from textual.app import App
     from textual.message import Message
     from textual.worker import Worker
 
+    from choir.protocol.base import WireModel
+    from choir.protocol.operator import answers as a
+    from choir.protocol.operator import items as i
+    from choir.protocol.operator import views as v
+else:  # the models (and pydantic) load with the first answer: the console paints first
+    a = LazyModule("choir.protocol.operator.answers")
+    i = LazyModule("choir.protocol.operator.items")
+    v = LazyModule("choir.protocol.operator.views")
+
 Payload = dict[str, Any]
+A = TypeVar("A", bound="WireModel")
 
 FIRST_BACKOFF_S: Final = 0.5
 MAX_BACKOFF_S: Final = 5.0
@@ -98,6 +118,11 @@ class ChoirBridge:
         )
         self.feed_worker = feed  # given the function, not a coroutine: none is left un-awaited
 
+    @property
+    def connected(self) -> bool:
+        """Whether choird answers now (a read started before is read again on resync)."""
+        return self.client is not None
+
     async def wait_connected(self) -> ChoirClient:
         """The client, once connected (waits through reconnects)."""
         while self.client is None:
@@ -136,6 +161,26 @@ class ChoirBridge:
                 async for item in items:
                     yield shown(item)
 
+    async def ask(self, verb: OperatorVerb, answer: type[A], **payload: Any) -> A:
+        """`verb`'s answer parsed as `answer` (its model in `OPERATOR_MODELS`), strings made
+        `visible` before parsing: one pass of each."""
+        return answer.model_validate(await self.call(verb, **payload))
+
+    async def ask_long(self, verb: OperatorVerb, answer: type[A], **payload: Any) -> A:
+        """`ask` on its own connection without a call timeout (see `call_long`)."""
+        return answer.model_validate(await self.call_long(verb, **payload))
+
+    async def items(self, verb: OperatorVerb, **payload: Any) -> AsyncGenerator[Any, None]:
+        """A streaming verb's items parsed as its item type in `OPERATOR_MODELS` (the tagged
+        union of `choir.protocol.operator.items`, an `EventView`, a `ChatReply`): each item is
+        validated once, after it was made `visible`."""
+        if self.client is None:  # before the models load: the console paints first
+            raise Disconnected("not connected to choird (retrying)")
+        parse = item_adapter(verb).validate_python
+        async with contextlib.aclosing(self.stream(verb, **payload)) as items:
+            async for item in items:
+                yield parse(item)
+
     # the feed worker
 
     async def _run(self) -> None:
@@ -172,15 +217,17 @@ class ChoirBridge:
     async def _serve(self, client: ChoirClient) -> str:
         """Run the feed until it breaks; the reason it broke."""
         try:
+            parse = item_adapter(OperatorVerb.SUBSCRIBE).validate_python
             async with contextlib.aclosing(client.stream(OperatorVerb.SUBSCRIBE)) as items:
-                async for item in items:
-                    if item.get("kind") == "subscribed":
+                async for raw in items:
+                    item: i.FeedItem = parse(shown(raw))
+                    if isinstance(item, i.SubscribedItem):
                         self._set_client(client)
                         await self._resync(client)
                         self._post_state("connected", "")
                         self._status_ticker(client)
                     else:
-                        self._dispatch(shown(item))
+                        self._dispatch(item)
         except ChoirError as error:
             return visible(error.message)
         except (OSError, EOFError) as error:
@@ -191,47 +238,50 @@ class ChoirBridge:
 
     async def _resync(self, client: ChoirClient) -> None:
         """Read every listing again: what changed while we were away is in them."""
-        self._post(StatusUpdated(shown(await client.call(OperatorVerb.STATUS))))
-        agents = shown(await client.call(OperatorVerb.AGENT_LIST))["agents"]
+        self._post(StatusUpdated(await _ask(client, OperatorVerb.STATUS, a.StatusAnswer)))
+        agents = (await _ask(client, OperatorVerb.AGENT_LIST, a.AgentList)).agents
         self._post(AgentsUpdated(agents))
-        for row in shown(await client.call(OperatorVerb.APPROVAL_LIST))["approvals"]:
+        approvals = await _ask(client, OperatorVerb.APPROVAL_LIST, a.ApprovalList)
+        for row in approvals.approvals:
             self._post(ApprovalChanged(row))
         for agent in agents:
-            if agent.get("state") == "running" and agent.get("session_id"):
-                await self.read_session(client, agent["agent_id"], agent["session_id"])
+            if agent.state == "running" and agent.session_id:
+                await self.read_session(client, agent.agent_id, agent.session_id)
         self._post(Resynced())
 
     async def read_session(self, client: ChoirClient, agent_id: str, session_id: str) -> None:
         """Post a running agent's lanes and locks (after a resync, or a session starting)."""
         with contextlib.suppress(ChoirError):
-            status = await client.call(OperatorVerb.AGENT_STATUS, agent_id=agent_id)
-            for lane in shown(status).get("lanes", []):
+            status = await _ask(client, OperatorVerb.AGENT_STATUS, a.AgentStatus, agent_id=agent_id)
+            for lane in status.lanes:
                 self._post(LaneReported(lane))
         with contextlib.suppress(ChoirError):
-            locks = await client.call(OperatorVerb.SESSION_LOCKS, session_id=session_id)
-            self._post(LocksReported(shown(locks)))
+            verb = OperatorVerb.SESSION_LOCKS
+            self._post(LocksReported(await _ask(client, verb, v.LocksView, session_id=session_id)))
 
-    def _dispatch(self, item: Payload) -> None:
-        kind, data = item.get("kind"), item.get("data") or {}
-        if kind == "lane":
-            self._post(LaneReported(data))
-        elif kind == "locks":
-            self._post(LocksReported(data))
-        elif kind == "approval":
-            self._post(ApprovalChanged(data))
-        elif kind == "session":
-            self._post(SessionChanged(data))
-            self.refresh_agents()
-        elif kind == "config":
-            self._post(ConfigChanged(data))
-        elif kind == "secrets":
-            self._post(SecretsChanged(data))
-        elif kind == "health":  # Postgres or the disk changed: the header shows it now
-            self.refresh_status()
+    def _dispatch(self, item: i.FeedItem) -> None:
+        match item:
+            case i.LaneItem(data=lane):
+                self._post(LaneReported(lane))
+            case i.LocksItem(data=locks):
+                self._post(LocksReported(locks))
+            case i.ApprovalItem(data=approval):
+                self._post(ApprovalChanged(approval))
+            case i.SessionItem(data=session):
+                self._post(SessionChanged(session))
+                self.refresh_agents()
+            case i.ConfigItem(data=config):
+                self._post(ConfigChanged(config))
+            case i.SecretsItem(data=secrets):
+                self._post(SecretsChanged(secrets))
+            case i.HealthItem():  # Postgres or the disk changed: the header shows it now
+                self.refresh_status()
+            case i.SubscribedItem():
+                pass
 
     async def _reread_status(self) -> None:
         with contextlib.suppress(ChoirError):
-            self._post(StatusUpdated(await self.call("status")))
+            self._post(StatusUpdated(await self.ask(OperatorVerb.STATUS, a.StatusAnswer)))
 
     def refresh_status(self) -> Worker[None]:
         """Re-read `status` now (choird's health changed), not at the next 5 s tick."""
@@ -239,7 +289,7 @@ class ChoirBridge:
 
     async def _reread_agents(self) -> None:
         with contextlib.suppress(ChoirError):
-            self._post(AgentsUpdated((await self.call("agent.list"))["agents"]))
+            self._post(AgentsUpdated((await self.ask(OperatorVerb.AGENT_LIST, a.AgentList)).agents))
 
     def refresh_agents(self) -> Worker[None]:
         """Re-read `agent.list` soon (after a start/stop, or a lane of an unknown session).
@@ -253,7 +303,9 @@ class ChoirBridge:
             while True:
                 await asyncio.sleep(STATUS_REFRESH_S)
                 with contextlib.suppress(ChoirError):
-                    self._post(StatusUpdated(shown(await client.call(OperatorVerb.STATUS))))
+                    self._post(
+                        StatusUpdated(await _ask(client, OperatorVerb.STATUS, a.StatusAnswer))
+                    )
 
         ticker: Worker[None] = self.app.run_worker(tick, group="bridge-status", exclusive=True)
         self.status_worker = ticker
@@ -275,10 +327,52 @@ class ChoirBridge:
         self.app.post_message(message)
 
 
+_MAYBE_UNSAFE: Final = re.compile(rb"\\[rbfu]|\x7f|\xc2[\x80-\x9f]")
+"""What a control `visible` changes looks like in orjson's output: a C0 control but newline and
+tab is an escape (`\\r`, `\\b`, `\\f`, `\\u0007`), DEL and C1 controls are written as they are
+(UTF-8). A literal backslash before r, b, f or u matches too: only the slow path then runs."""
+
+
 def shown(answer: Payload) -> Payload:
-    """choird's answer with every string `visible` (see the module's docstring)."""
+    """choird's answer with every string `visible` (see the module's docstring).
+
+    Almost nothing choird sends holds a control character: one scan of the encoded answer
+    (orjson, in C) finds that out, and only an answer that may hold one is walked and copied."""
+    try:
+        clean = _MAYBE_UNSAFE.search(orjson.dumps(answer)) is None
+    except (orjson.JSONEncodeError, TypeError):  # not JSON-shaped after all: walk it
+        clean = False
+    if clean:
+        return answer
     result: Payload = visible_data(answer)
     return result
+
+
+async def _ask(client: ChoirClient, verb: OperatorVerb, answer: type[A], **payload: Any) -> A:
+    """`verb`'s answer on `client`, made `visible`, then parsed once as `answer`."""
+    return answer.model_validate(shown(await client.call(verb, **payload)))
+
+
+@cache
+def item_adapter(verb: OperatorVerb) -> TypeAdapter[Any]:
+    """The validator of `verb`'s stream items (`OPERATOR_MODELS`), built on first use."""
+    from pydantic import TypeAdapter
+
+    from choir.protocol.operator.contract import OPERATOR_MODELS
+
+    return TypeAdapter(OPERATOR_MODELS[verb].item)
+
+
+def parsed_answer(verb: str, answer: Payload) -> Any:
+    """A catalogue verb's answer parsed as its model (when `verb` is one of choird's verbs
+    and has one): what reaches the screen is what the API promises."""
+    from choir.protocol.operator.contract import OPERATOR_MODELS
+
+    try:
+        models = OPERATOR_MODELS[OperatorVerb(verb)]
+    except ValueError:
+        return answer
+    return answer if models.answer is None else models.answer.model_validate(answer)
 
 
 @contextlib.contextmanager

@@ -20,7 +20,10 @@ from textual.command import DiscoveryHit, Hit, Hits, Provider
 
 from choir.commands import Param
 from choir.errors import ChoirError, ConflictError, UsageError
+from choir.lazy import LazyModule
+from choir.protocol.operator.verbs import OperatorVerb
 from tui.actions import ACTIONS, RECOVER_CHOICES, ConsoleAction
+from tui.bridge import parsed_answer
 from tui.dialogs import ConfirmDialog, TextPrompt
 from tui.dialogs.result import ResultScreen, as_lines
 from tui.views import VIEWS, ConsoleHost
@@ -29,6 +32,11 @@ if TYPE_CHECKING:
     from textual.app import App
     from textual.worker import Worker
 
+    from choir.protocol.operator import answers as a
+    from choir.protocol.operator import items as i
+else:  # the models (and pydantic) load with the first answer: the console paints first
+    a = LazyModule("choir.protocol.operator.answers")
+    i = LazyModule("choir.protocol.operator.items")
 
 Payload = dict[str, Any]
 
@@ -109,7 +117,8 @@ async def perform(app: App[Any], action: ConsoleAction) -> None:
     try:
         if action.mode == "show":
             answer = await console(app).bridge.call(action.verb, **action.payload(answers))
-            await app.push_screen(ResultScreen(headline(action, answers), as_lines(answer)))
+            shown = as_lines(parsed_answer(action.verb, answer))
+            await app.push_screen(ResultScreen(headline(action, answers), shown))
         elif action.mode == "report":
             await report(app, action, answers)
         else:
@@ -161,12 +170,10 @@ async def options(
     if arg.kind == "agent":
         return selected, list(state.agents), True
     if arg.kind == "running_agent":
-        running = [a for a, row in state.agents.items() if row.get("state") == "running"]
+        running = [a for a, row in state.agents.items() if row.state == "running"]
         return (selected if selected in running else next(iter(running), "")), running, True
     if arg.kind == "session":
-        sessions = [
-            str(row["session_id"]) for row in state.agents.values() if row.get("session_id")
-        ]
+        sessions = [row.session_id for row in state.agents.values() if row.session_id]
         return state.session_of(selected) or "", sessions, False  # a crashed one counts too
     if arg.kind in ("job", "lane"):
         lanes = list(state.lanes.get(answers.get("session_id", ""), {}))
@@ -175,7 +182,7 @@ async def options(
         jobs = [lane.removeprefix("core:") for lane in lanes if lane.startswith("core:")]
         return next(iter(jobs), ""), jobs, False
     if arg.kind == "approval":
-        pending = sorted(state.approvals, key=lambda a: str(state.approvals[a].get("created_at")))
+        pending = sorted(state.approvals, key=lambda a: str(state.approvals[a].created_at))
         return next(iter(pending), ""), pending, True
     if arg.kind == "recover_choice":
         return "resume", list(RECOVER_CHOICES), True
@@ -184,13 +191,17 @@ async def options(
 
 async def listed(app: App[Any], arg: Param) -> list[str]:
     """Names choird lists for workspaces, models and voice profiles."""
-    verb, key = {
-        "workspace": ("workspace.list", "workspaces"),
-        "llm": ("model.list", "models"),
-        "voice": ("voice.list", "voice_profiles"),
-    }[arg.kind]
+    bridge = console(app).bridge
     try:
-        return [str(row["name"]) for row in (await console(app).bridge.call(verb))[key]]
+        if arg.kind == "workspace":
+            workspaces = await bridge.ask(OperatorVerb.WORKSPACE_LIST, a.WorkspaceList)
+            return [row.name for row in workspaces.workspaces]
+        if arg.kind == "llm":
+            return [
+                row.name for row in (await bridge.ask(OperatorVerb.MODEL_LIST, a.ModelList)).models
+            ]
+        voices = await bridge.ask(OperatorVerb.VOICE_LIST, a.VoiceList)
+        return [row.name for row in voices.voice_profiles]
     except ChoirError:
         return []  # choird answers the call itself with the reason
 
@@ -200,28 +211,32 @@ async def report(app: App[Any], action: ConsoleAction, answers: dict[str, str]) 
     assert action.verb is not None
     screen = ResultScreen(headline(action, answers), status="working…")
     await app.push_screen(screen)
-    async for item in console(app).bridge.stream(action.verb, **action.payload(answers)):
-        if item.get("kind") == "result":
-            screen.add(as_lines(item.get("result")))
-            screen.finish("done")
-            return
-        screen.add([progress_line(item)])
+    verb = OperatorVerb(action.verb)
+    async for item in console(app).bridge.items(verb, **action.payload(answers)):
+        if isinstance(item, i.Progress):
+            screen.add([progress_line(item)])
+            continue
+        screen.add(as_lines(item.result))  # the result item (BuildResult, UpdateResult…)
+        screen.finish("done")
+        return
     screen.finish("choird closed the stream before answering: see the Logs tab")
 
 
-def progress_line(item: Payload) -> str:
+def progress_line(item: i.Progress) -> str:
     """One progress item of an update, as `choirctl agent update` prints it."""
-    agent = item.get("agent_id", "")
-    if item.get("phase") == "outcome":
-        outcome = item.get("outcome") or {}
-        return f"{outcome.get('agent_id')} {outcome.get('outcome')}: {outcome.get('reason')}"
-    if item.get("log") is not None:
-        return f"  | {item['log']}"
-    if isinstance(item.get("step"), int):
-        total = f"/{item['total']}" if item.get("total") else ""
-        detail = f": {item['detail']}" if item.get("detail") else ""
-        return f"{agent}: build step {item['step']}{total} {item.get('title', '')}{detail}"
-    return f"{agent}: {item.get('title', '')}"
+    agent = item.agent_id
+    if item.phase == "outcome":
+        outcome = item.outcome
+        if outcome is None:
+            return "None None: None"
+        return f"{outcome.agent_id} {outcome.outcome}: {outcome.reason}"
+    if item.log is not None:
+        return f"  | {item.log}"
+    if item.step is not None:
+        total = f"/{item.total}" if item.total else ""
+        detail = f": {item.detail}" if item.detail else ""
+        return f"{agent}: build step {item.step}{total} {item.title or ''}{detail}"
+    return f"{agent}: {item.title or ''}"
 
 
 def headline(action: ConsoleAction, answers: dict[str, str]) -> str:

@@ -14,16 +14,16 @@ from functools import partial
 from typing import TYPE_CHECKING, Any, Final
 
 from choir.errors import ChoirError, NotFoundError, UnavailableError
+from choir.protocol.operator.verbs import OperatorVerb
 
 if TYPE_CHECKING:
     from textual.app import App
     from textual.worker import Worker
 
+    from choir.protocol.operator.views import EventView
     from tui.bridge import ChoirBridge
 
 from tui.messages import EventsArrived
-
-Payload = dict[str, Any]
 
 FLUSH_HZ: Final = 30
 """Batches per second at most (the event view redraws no faster)."""
@@ -71,7 +71,7 @@ class EventFollower:
 
     async def _stream(self, session_id: str) -> None:
         """Read the stream; a flusher task posts what was gathered, `FLUSH_HZ` times a second."""
-        batch: list[Payload] = []
+        batch: list[EventView] = []
         restart = self.next_rev is None
 
         async def flush_periodically() -> None:
@@ -84,19 +84,19 @@ class EventFollower:
 
         flusher = asyncio.create_task(flush_periodically())
         try:
-            async for event in self.bridge.stream(
-                "session.events",
+            async for event in self.bridge.items(
+                OperatorVerb.SESSION_EVENTS,
                 session_id=session_id,
                 follow=True,
                 from_rev=self.next_rev,
                 limit=SNAPSHOT,
             ):
                 batch.append(event)
-                self.next_rev = int(event["rev"]) + 1
+                self.next_rev = event.rev + 1
         finally:
             flusher.cancel()
             if batch:
                 self._post(session_id, batch, restart)
 
-    def _post(self, session_id: str, events: list[Payload], restart: bool) -> None:
+    def _post(self, session_id: str, events: list[EventView], restart: bool) -> None:
         self.app.post_message(EventsArrived(session_id, events, restart))

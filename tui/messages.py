@@ -2,19 +2,29 @@
 
 The bridge (`tui.bridge`) posts these to the app; the app folds them into `ConsoleState` and
 forwards a copy to every mounted view (`ChoirApp.forward`), so a view reacts with an ordinary
-`on_<message>` handler (`on_lane_reported`, `on_approval_changed`…). Data stays the plain JSON
-objects choird sends (`choir.daemon.operator.views` documents their fields), so a view draws a
+`on_<message>` handler (`on_lane_reported`, `on_approval_changed`…). Data are the operator API's
+models (`choir.protocol.operator`), a feed item's the same as a listing's row, so a view draws a
 row from a feed item with the same code that drew it from a listing.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Literal
 
 from textual.message import Message
 
-Payload = dict[str, Any]
+if TYPE_CHECKING:
+    from choir.protocol.operator import items as i
+    from choir.protocol.operator.answers import StatusAnswer
+    from choir.protocol.operator.views import (
+        AgentSummary,
+        ApprovalView,
+        EventView,
+        LaneView,
+        LocksView,
+        SessionEndedView,
+    )
 
 
 class ConsoleNews(Message, bubble=False):
@@ -46,56 +56,56 @@ class Resynced(ConsoleNews):
 class StatusUpdated(ConsoleNews):
     """choird's `status` answer (Postgres, gateways, agents running, config version)."""
 
-    status: Payload
+    status: StatusAnswer
 
 
 @dataclass
 class AgentsUpdated(ConsoleNews):
     """`agent.list`'s agents, read again (after start/stop, or a session starting or ending)."""
 
-    agents: list[Payload]
+    agents: list[AgentSummary]
 
 
 @dataclass
 class SessionChanged(ConsoleNews):
     """A feed `session` item: a session became active or ended."""
 
-    data: Payload
+    data: SessionEndedView
 
 
 @dataclass
 class ApprovalChanged(ConsoleNews):
     """A feed `approval` item: an approval was requested or resolved."""
 
-    data: Payload
+    data: ApprovalView
 
 
 @dataclass
 class LaneReported(ConsoleNews):
     """A feed `lane` item: one lane's latest REPORT_STATUS (as `session cores` shows a lane)."""
 
-    data: Payload
+    data: LaneView
 
 
 @dataclass
 class LocksReported(ConsoleNews):
     """A feed `locks` item: a session's lock table (`session.locks`)."""
 
-    data: Payload
+    data: LocksView
 
 
 @dataclass
 class ConfigChanged(ConsoleNews):
     """A feed `config` item: config_version changed (data: config_version, reason)."""
 
-    data: Payload
+    data: i.ConfigChanged
 
 
 @dataclass
 class SecretsChanged(ConsoleNews):
     """A feed `secrets` item: secrets were applied (data: changed)."""
 
-    data: Payload
+    data: i.SecretsChanged
 
 
 @dataclass
@@ -112,7 +122,7 @@ class EventsArrived(ConsoleNews):
     order. Batches are coalesced to at most `tui.event_follow.FLUSH_HZ` a second."""
 
     session_id: str
-    events: list[Payload]
+    events: list[EventView]
     restart: bool = False
     """True for the first batch of a (re)opened stream: a view drops what it had of other
     sessions and fills any gap since the last rev it holds."""

@@ -1,11 +1,16 @@
 """Fixed console data for snapshots, layout tests and the stream benchmark: what choird would
-send about two agents, one running with an edge lane, two core jobs, locks and some events."""
+send about two agents, one running with an edge lane, two core jobs, locks and some events.
+
+The constants are the wire form (JSON objects); the functions below parse them into the operator
+API's models, as the bridge does before it posts them."""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime
 from typing import Any
 
+from choir.protocol.operator.answers import StatusAnswer
+from choir.protocol.operator.views import AgentSummary, EventView, LaneView, LocksView
 from tui.app import ChoirApp
 from tui.messages import (
     AgentsUpdated,
@@ -30,11 +35,22 @@ STATUS: dict[str, Any] = {
     "started_at": "2026-03-14T08:00:00+00:00",
     "uptime_s": 5213.0,
     "config_version": 3,
+    "config_hash": "9f2c4e1ab7d05e66",
     "config_staged": False,
     "postgres": {"state": "ok", "latency_ms": 0.42},
+    "disk": {"state": "ok"},
     "gateways": [{"name": "console", "type": "console", "state": "running"}],
-    "agents": {"total": 2, "running": 1},
+    "agents": {"total": 2, "running": 1, "interrupted": None},
     "approvals_pending": 0,
+    "held_jobs": {"count": 0, "jobs": [], "hint": None},
+    "repos": [],
+    "sockets": {"operator": "/run/choir/operator.sock", "agents": "/run/choir/agents.sock"},
+}
+NOT_RUNNING: dict[str, Any] = {
+    "held_jobs": [],
+    "interrupted": None,
+    "container": None,
+    "verified": None,
 }
 AGENTS: list[dict[str, Any]] = [
     {
@@ -49,6 +65,7 @@ AGENTS: list[dict[str, Any]] = [
         "runtime": "process",
         "sandboxed": False,
         "pid": 4242,
+        **NOT_RUNNING,
     },
     {
         "agent_id": "reviewer",
@@ -62,6 +79,7 @@ AGENTS: list[dict[str, Any]] = [
         "runtime": None,
         "sandboxed": None,
         "pid": None,
+        **NOT_RUNNING,
     },
 ]
 
@@ -77,6 +95,7 @@ def lane(
         "step": step,
         "budget_remaining": BUDGETS,
         "reported_at": "2026-03-14T09:26:51+00:00",
+        "held": None,
     }
 
 
@@ -117,6 +136,7 @@ def event(rev: int, lane_id: str, kind: str, payload: dict[str, Any]) -> dict[st
         "created_at": f"2026-03-14T09:26:{second:02d}.{rev % 1000:03d}000+00:00",
         "hash": f"{rev:08x}" + "ab" * 28,
         "payload": payload,
+        "artifact": None,
     }
 
 
@@ -187,6 +207,29 @@ def events() -> list[dict[str, Any]]:
     ]
 
 
+def status(**changes: Any) -> StatusAnswer:
+    """`STATUS` with `changes`, parsed."""
+    return StatusAnswer.model_validate({**STATUS, **changes})
+
+
+def agents(rows: list[dict[str, Any]] | None = None) -> list[AgentSummary]:
+    """`AGENTS` (or `rows`), parsed."""
+    return [AgentSummary.model_validate(row) for row in (AGENTS if rows is None else rows)]
+
+
+def lanes() -> list[LaneView]:
+    return [LaneView.model_validate(row) for row in LANES]
+
+
+def locks() -> LocksView:
+    return LocksView.model_validate(LOCKS)
+
+
+def event_views(rows: list[dict[str, Any]] | None = None) -> list[EventView]:
+    """`events()` (or `rows`), parsed."""
+    return [EventView.model_validate(row) for row in (events() if rows is None else rows)]
+
+
 def sample_app() -> ChoirApp:
     """A console that never connects, with `NOW` as its clock."""
     app = ChoirApp(connect=False)
@@ -196,11 +239,11 @@ def sample_app() -> ChoirApp:
 
 def feed(app: ChoirApp) -> None:
     """Post what the bridge would after connecting, and a batch of events."""
-    app.post_message(StatusUpdated(STATUS))
-    app.post_message(AgentsUpdated(AGENTS))
-    for report in LANES:
+    app.post_message(StatusUpdated(status()))
+    app.post_message(AgentsUpdated(agents()))
+    for report in lanes():
         app.post_message(LaneReported(report))
-    app.post_message(LocksReported(LOCKS))
+    app.post_message(LocksReported(locks()))
     app.post_message(ConnectionChanged("connected"))
     app.post_message(Resynced())
-    app.post_message(EventsArrived(SESSION, events(), restart=True))
+    app.post_message(EventsArrived(SESSION, event_views(), restart=True))

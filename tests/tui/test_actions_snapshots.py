@@ -15,6 +15,8 @@ from typing import Any
 import orjson
 from textual.pilot import Pilot
 
+from choir.protocol.operator.answers import ChangeView, ConfigShown, WorkspaceView
+from choir.protocol.operator.views import ApprovalView
 from tests.tui.sample import NOW, SESSION, feed, sample_app
 from tui.app import ChoirApp
 from tui.messages import ApprovalChanged
@@ -74,34 +76,39 @@ def with_approvals(app: ChoirApp) -> None:
     view.timeout_ms = 1_800_000
     view.running_config = {"approval_timeout_ms": 1_800_000, "event_window_size": 50}
     for row in APPROVALS:
-        app.post_message(ApprovalChanged(row))
+        app.post_message(ApprovalChanged(ApprovalView.model_validate(row)))
 
 
 def with_config(app: ChoirApp) -> None:
     view = app.query_one(ConfigView)
-    view.shown = {"config_version": 3, "config_hash": "9f2c4e1ab7d05e66", "staged": True}
+    view.shown = ConfigShown(
+        config_version=3, config_hash="9f2c4e1ab7d05e66", staged=True, config={}
+    )
     view.changes = [
-        {
-            "op": "~",
-            "source": "config.json",
-            "path": "approval_timeout_ms",
-            "scope": "hot-reload",
-            "action": "choirctl config apply",
-        },
-        {
-            "op": "+",
-            "source": "config.json",
-            "path": "workspaces.extra",
-            "scope": "restart-required",
-            "action": "the next choirctl agent start that binds it",
-        },
-        {
-            "op": "~",
-            "source": "config.json",
-            "path": "gateways.console",
-            "scope": "restart-required",
-            "action": "restart choird",
-        },
+        ChangeView.model_validate(change)
+        for change in [
+            {
+                "op": "~",
+                "source": "config.json",
+                "path": "approval_timeout_ms",
+                "scope": "hot-reload",
+                "action": "choirctl config apply",
+            },
+            {
+                "op": "+",
+                "source": "config.json",
+                "path": "workspaces.extra",
+                "scope": "restart-required",
+                "action": "the next choirctl agent start that binds it",
+            },
+            {
+                "op": "~",
+                "source": "config.json",
+                "path": "gateways.console",
+                "scope": "restart-required",
+                "action": "restart choird",
+            },
+        ]
     ]
     view.redraw()
     view.problems("warnings", ["model demo is the scripted demo model, not a real LLM"], "yellow")
@@ -110,22 +117,25 @@ def with_config(app: ChoirApp) -> None:
 def with_workspaces(app: ChoirApp) -> None:
     view = app.query_one(WorkspacesView)
     view.workspaces = {
-        "default": {
-            "name": "default",
-            "path": "/home/op/.choir.d/workspaces/default",
-            "exists": True,
-            "leased_to": "default",
-            "session_id": SESSION,
-            "leased_at": "2026-03-14T09:02:41+00:00",
-        },
-        "review": {
-            "name": "review",
-            "path": "/srv/review",
-            "exists": False,
-            "leased_to": None,
-            "session_id": None,
-            "leased_at": None,
-        },
+        name: WorkspaceView.model_validate(row)
+        for name, row in {
+            "default": {
+                "name": "default",
+                "path": "/home/op/.choir.d/workspaces/default",
+                "exists": True,
+                "leased_to": "default",
+                "session_id": SESSION,
+                "leased_at": "2026-03-14T09:02:41+00:00",
+            },
+            "review": {
+                "name": "review",
+                "path": "/srv/review",
+                "exists": False,
+                "leased_to": None,
+                "session_id": None,
+                "leased_at": None,
+            },
+        }.items()
     }
     view.redraw()
 

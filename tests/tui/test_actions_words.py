@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
 
+from choir.protocol.operator.views import ApprovalView
 from tui.actions import ACTIONS, RESOLVER
 from tui.views.approvals_detail import (
     COLLAPSED_LINES,
@@ -22,6 +24,22 @@ from tui.views.approvals_detail import (
 NOW = datetime(2026, 3, 14, 9, 0, tzinfo=UTC)
 
 
+def approval_at(created_at: str | None, **fields: Any) -> ApprovalView:
+    """An approval created at `created_at`; `fields` replace the rest."""
+    row: dict[str, Any] = {
+        "approval_id": "ap-1",
+        "agent_id": "agent-1",
+        "session_id": "s-1",
+        "request_type": "config_change",
+        "status": "pending",
+        "created_at": created_at,
+        "resolved_at": None,
+        "resolved_by": None,
+        "payload": {},
+    }
+    return ApprovalView.model_validate({**row, **fields})
+
+
 @pytest.mark.parametrize(
     ("seconds", "shown"),
     [(0, "0s"), (59.9, "59s"), (60, "1m00s"), (3599, "59m59s"), (3600, "1h00m"), (-5, "0s")],
@@ -31,12 +49,12 @@ def test_durations_show_the_two_largest_units(seconds: float, shown: str):
 
 
 def test_age_and_countdown_run_from_created_at():
-    approval = {"created_at": (NOW - timedelta(minutes=2)).isoformat()}
+    approval = approval_at((NOW - timedelta(minutes=2)).isoformat())
     assert age(approval, NOW) == "2m00s"
     assert countdown(approval, NOW, 300_000) == "3m00s"
     assert countdown(approval, NOW, 120_000) == "due"
     assert countdown(approval, NOW, None) == "?"
-    assert age({"created_at": None}, NOW) == "?"
+    assert age(approval_at(None), NOW) == "?"
 
 
 def test_summaries_prefer_the_proposals_own_words():
@@ -73,16 +91,12 @@ def test_long_blocks_collapse_until_expanded():
 
 
 def test_the_detail_lists_prose_first_then_structured_fields():
-    approval = {
-        "approval_id": "ap-1",
-        "agent_id": "agent-1",
-        "session_id": None,
-        "request_type": "config_change",
-        "status": "timed_out",
-        "created_at": NOW.isoformat(),
-        "resolved_by": "timeout",
-        "payload": {"patch": {"a": 1}, "rationale": "why", "summary": "what"},
-    }
+    approval = approval_at(
+        NOW.isoformat(),
+        status="timed_out",
+        resolved_by="timeout",
+        payload={"patch": {"a": 1}, "rationale": "why", "summary": "what"},
+    )
     blocks = detail_blocks(approval, {"a": 0})
     assert [title for title, _ in blocks] == [
         "ap-1",
@@ -93,7 +107,8 @@ def test_the_detail_lists_prose_first_then_structured_fields():
     assert blocks[0][1][3] == "status    timed out"
     assert blocks[-1][1] == ["~ a: 0 → 1"]
     assert detail_blocks(approval, None)[-1] == ("patch", ["{", '  "a": 1', "}"])
-    assert resolution({"status": "approved", "resolved_by": "choirctl"}) == "approved by choirctl"
+    approved = approval_at(None, status="approved", resolved_by="choirctl")
+    assert resolution(approved) == "approved by choirctl"
 
 
 def test_payloads_carry_the_answers_and_the_fixed_fields():

@@ -54,13 +54,14 @@ async def test_losing_choird_shows_the_banner_and_recovers_by_itself(home: Choir
         assert "disconnected — retrying" in str(banner.render())
         assert not isinstance(app.screen, OfflineScreen)  # it was up: a banner, not a screen
         assert "disconnected" in str(app.query_one("#health").render())
-        first_start = app.state.status["started_at"]
+        assert app.state.status is not None
+        first_start = app.state.status.started_at
         app.state.agents.clear()  # forget them: only a re-read brings them back
 
         async with running_daemon(home):
             await until(pilot, lambda: app.state.connection == "connected", what="reconnected")
             assert not banner.has_class("shown")
-            assert app.state.status["started_at"] != first_start  # the new choird's status
+            assert app.state.status.started_at != first_start  # the new choird's status
             assert list(app.state.agents) == ["agent-1", "agent-2"]
 
 

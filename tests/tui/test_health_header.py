@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from tests.tui.sample import STATUS
+from tests.tui.sample import status as sample_status
 from tui.state import ConsoleState
 from tui.widgets.health import health_text
 
 
 def header(**status: object) -> str:
     state = ConsoleState(connection="connected")
-    state.set_status({**STATUS, **status})
+    state.set_status(sample_status(**status))
     return health_text(state).plain
 
 

@@ -7,19 +7,21 @@ from typing import Any
 
 from textual.app import App, ComposeResult
 
+from choir.protocol.operator.views import EventView
 from tui.widgets.event_text import DETAIL_CHARS, SUMMARY_CHARS, detail, summary
 from tui.widgets.timeline import KIND, LANE, REV, EventFilter, Timeline, row_of
 
 
-def event(rev: int, lane: str = "edge", kind: str = "user_msg", **payload: Any) -> dict[str, Any]:
-    return {
-        "rev": rev,
-        "lane": lane,
-        "event_type": kind,
-        "created_at": "2026-03-14T09:26:53.123456+00:00",
-        "hash": "ab" * 32,
-        "payload": payload or {"text": f"message {rev}"},
-    }
+def event(rev: int, lane: str = "edge", kind: str = "user_msg", **payload: Any) -> EventView:
+    return EventView(
+        rev=rev,
+        lane=lane,
+        event_type=kind,
+        created_at="2026-03-14T09:26:53.123456+00:00",
+        hash="ab" * 32,
+        payload=payload or {"text": f"message {rev}"},
+        artifact=None,
+    )
 
 
 class Holder(App[None]):

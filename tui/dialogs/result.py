@@ -20,7 +20,12 @@ from textual.widgets import Log, Static
 
 
 def as_lines(answer: Any) -> list[str]:
-    """An answer as indented JSON lines (keys sorted, as `choirctl --json` prints)."""
+    """An answer (a model of `choir.protocol.operator`, or JSON data) as indented JSON lines
+    (keys sorted, as `choirctl --json` prints)."""
+    from pydantic import BaseModel  # loaded by then: the answer was parsed with it
+
+    if isinstance(answer, BaseModel):
+        answer = answer.model_dump(mode="json")  # its wire form
     return json.dumps(answer, indent=2, sort_keys=True, ensure_ascii=False).splitlines()
 
 

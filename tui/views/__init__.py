@@ -23,10 +23,12 @@ arguments; it sets `VIEW_ID` and `TITLE` and is listed below in `VIEWS`.
                              approval_id=approval_id, by="console")
 
   `self.act(verb, done, **payload)` calls `self.bridge.call(verb, **payload)` and notifies the
-  result or choird's one-line refusal; use `self.bridge.call` directly to read answers.
+  result or choird's one-line refusal; read an answer as its model with
+  `await self.bridge.ask(OperatorVerb.X, Model, **payload)` (`choir.protocol.operator`).
   Streams (`session.events` follow, `logs`, `chat.replies`): `async for item in
-  self.bridge.stream(verb, **payload)` in a worker; on `UnavailableError` await
-  `self.bridge.wait_connected()` and reopen from the last item seen.
+  self.bridge.items(OperatorVerb.X, **payload)` in a worker — items parsed once, a tagged union
+  matched by class; on `UnavailableError` await `self.bridge.wait_connected()` and reopen from
+  the last item seen.
 - **Confirmation** uses `tui.dialogs.ConfirmDialog` (a `ModalScreen[bool]`); every action also
   has a choirctl command (README table).
 - **Keys and palette.** View `BINDINGS` work while focus is inside the view; show=True ones

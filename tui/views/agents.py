@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import contextlib
 from datetime import datetime
-from typing import Any, ClassVar, Final
+from typing import TYPE_CHECKING, Any, ClassVar, Final
 
 from rich.text import Text
 from textual import on, work
@@ -25,13 +25,21 @@ from textual.css.query import NoMatches
 from textual.widgets import DataTable, Static
 
 from choir.errors import ChoirError
+from choir.lazy import LazyModule
+from choir.protocol.operator.verbs import OperatorVerb
 from tui.dialogs import ConfirmDialog
 from tui.messages import AgentsUpdated, LaneReported
 from tui.views.base import ChoirView, PaletteCommand
 from tui.widgets.format import age, bindings_text, image_text, runtime_text, state_text
 from tui.widgets.tables import Cell, sync_rows
 
-Payload = dict[str, Any]
+if TYPE_CHECKING:
+    from choir.protocol.operator import answers as a
+    from choir.protocol.operator import views as v
+else:  # the models (and pydantic) load with the first answer: the console paints first
+    a = LazyModule("choir.protocol.operator.answers")
+    v = LazyModule("choir.protocol.operator.views")
+
 
 COLUMNS: Final = (
     ("agent", "agent"),
@@ -63,7 +71,7 @@ class AgentsView(ChoirView):
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
-        self._details: dict[str, Payload] = {}
+        self._details: dict[str, a.AgentStatus] = {}
         """agent id -> its last `agent.status` answer."""
         self._held: dict[str, int] = {}
         """session id -> how many of its core jobs were held at its last lane report."""
@@ -91,37 +99,37 @@ class AgentsView(ChoirView):
         self._move_cursor_to_selection()
         self._draw_detail()
 
-    def _cells(self, agent: Payload) -> list[Cell]:
-        session = str(agent.get("session_id") or "—")
+    def _cells(self, agent: v.AgentSummary) -> list[Cell]:
+        details = self._details.get(agent.agent_id)
         return [
-            Text(agent["agent_id"], style="bold"),
+            Text(agent.agent_id, style="bold"),
             self._state(agent),
             runtime_text(agent),
-            image_text(agent.get("image") or self._details.get(agent["agent_id"], {}).get("image")),
+            image_text(details.image if details else None),
             self._uptime(agent),
-            session,
-            str(agent.get("config_version") or "—"),
-            bindings_text(agent.get("bindings") or {}),
+            agent.session_id or "—",
+            str(agent.config_version or "—"),
+            bindings_text(agent.bindings),
         ]
 
-    def _state(self, agent: Payload) -> Text:
+    def _state(self, agent: v.AgentSummary) -> Text:
         """The agent's state, and how many of its core jobs a crash left held."""
-        text = state_text(agent.get("state"))
-        held = self.state.held_jobs(self.state.session_of(agent["agent_id"]) or "")
+        text = state_text(agent.state)
+        held = self.state.held_jobs(self.state.session_of(agent.agent_id) or "")
         if held:
             text.append(f", {len(held)} held", style="bold #e06c75")
         return text
 
-    def _uptime(self, agent: Payload) -> str:
-        started = agent.get("started_at")
-        if agent.get("state") != "running" or not started:
+    def _uptime(self, agent: v.AgentSummary) -> str:
+        started = agent.started_at
+        if agent.state != "running" or not started:
             return "—"
         return age(datetime.fromisoformat(started), self.console.clock())
 
     def _tick_uptimes(self) -> None:
         table = self.table
         for agent_id, agent in self.state.agents.items():
-            if agent.get("state") == "running" and agent_id in table.rows:
+            if agent.state == "running" and agent_id in table.rows:
                 table.update_cell(agent_id, "uptime", self._uptime(agent))
 
     def _move_cursor_to_selection(self) -> None:
@@ -140,8 +148,8 @@ class AgentsView(ChoirView):
         if agent_id is None:
             widget.update("No agents configured: add one with choirctl agent init.")
             return
-        detail = self._details.get(agent_id) or self.state.agents.get(agent_id, {})
-        widget.update(detail_text(detail, self.console.clock()))
+        detail = self._details.get(agent_id) or self.state.agents.get(agent_id)
+        widget.update(detail_text(detail, self.console.clock()) if detail else Text(""))
 
     # news
 
@@ -154,16 +162,14 @@ class AgentsView(ChoirView):
         self._read_detail()
 
     def on_lane_reported(self, message: LaneReported) -> None:
-        session_id = str(message.data.get("session_id"))
+        session_id = message.data.session_id
         held = len(self.state.held_jobs(session_id))
         held_changed = held != self._held.get(session_id, 0)
         self._held[session_id] = held
         agent_id = self.state.agent_of(session_id)
         if held_changed and agent_id is not None and agent_id in self.table.rows:
             self.table.update_cell(agent_id, "state", self._state(self.state.agents[agent_id]))
-        if session_id == self.selected_session and (
-            message.data.get("lane") == "edge" or held_changed
-        ):
+        if session_id == self.selected_session and (message.data.lane == "edge" or held_changed):
             self._read_detail()
 
     @on(DataTable.RowHighlighted, "#agents-table")
@@ -174,10 +180,11 @@ class AgentsView(ChoirView):
     @work(exclusive=True, group="agent-detail")
     async def _read_detail(self) -> None:
         agent_id = self.selected_agent
-        if agent_id is None:
-            return
+        if agent_id is None or not self.bridge.connected:
+            return  # (not connected: the resync reads it)
         try:
-            self._details[agent_id] = await self.bridge.call("agent.status", agent_id=agent_id)
+            verb = OperatorVerb.AGENT_STATUS
+            self._details[agent_id] = await self.bridge.ask(verb, a.AgentStatus, agent_id=agent_id)
         except ChoirError:
             return
         if agent_id == self.selected_agent and self.is_attached:  # the console may have closed
@@ -188,7 +195,7 @@ class AgentsView(ChoirView):
         self._draw_detail()
         agent = self.state.agents.get(agent_id)
         if agent is not None and agent_id in self.table.rows:
-            image = image_text(self._details[agent_id].get("image"))
+            image = image_text(self._details[agent_id].image)
             self.table.update_cell(agent_id, "image", image)
 
     # actions
@@ -239,9 +246,10 @@ class AgentsView(ChoirView):
         if answer is None:
             return
         self.bridge.refresh_agents()
-        summary = (answer.get("stopped") or answer).get("summary") or {}
-        if summary.get("warn"):  # the stop went on without its session summary (§11.8)
-            self.notify(f"{agent_id}: no session summary — {summary['detail']}", severity="warning")
+        stopped = answer.stopped if isinstance(answer, a.AgentRestarted) else answer
+        summary = stopped.summary if isinstance(stopped, a.AgentStopped) else None
+        if summary and summary.warn:  # the stop went on without its session summary (§11.8)
+            self.notify(f"{agent_id}: no session summary — {summary.detail}", severity="warning")
 
     def palette_commands(self) -> list[PaletteCommand]:
         return [
@@ -257,38 +265,38 @@ class AgentsView(ChoirView):
         ]
 
 
-def detail_text(status: Payload, now: datetime) -> Text:
-    """One or two lines of `agent.status`: pid, heartbeat, skill, config lag, image."""
+def detail_text(status: v.AgentSummary, now: datetime) -> Text:
+    """One or two lines of `agent.status` (or the `agent.list` row until it is read): pid,
+    heartbeat, skill, config lag, image."""
     text = Text()
-    text.append(f"{status.get('agent_id', '?')} ", style="bold")
-    text.append_text(state_text(status.get("state")))
-    if status.get("pid"):
-        text.append(f"  pid {status['pid']}")
-    if status.get("last_heartbeat_at"):
-        beat = datetime.fromisoformat(status["last_heartbeat_at"])
+    text.append(f"{status.agent_id} ", style="bold")
+    text.append_text(state_text(status.state))
+    if status.pid:
+        text.append(f"  pid {status.pid}")
+    detailed = status if isinstance(status, a.AgentStatus) else None
+    if detailed and detailed.last_heartbeat_at:
+        beat = datetime.fromisoformat(detailed.last_heartbeat_at)
         text.append(f"  heartbeat {age(beat, now)} ago")
-    if status.get("skill"):
-        text.append(f"  skill {status['skill']}")
-    if status.get("config_behind"):
+    if detailed and detailed.skill:
+        text.append(f"  skill {detailed.skill}")
+    if detailed and detailed.config_behind:
         text.append(
-            f"  config v{status.get('config_version')} (latest v"
-            f"{status.get('config_version_latest')}: restart to catch up)",
+            f"  config v{detailed.config_version} (latest v"
+            f"{detailed.config_version_latest}: restart to catch up)",
             style="#e5c07b",
         )
-    if status.get("image"):
-        text.append(f"\nimage {image_text(status['image'])}")
-    outage = status.get("interrupted")
+    if detailed and detailed.image:
+        text.append(f"\nimage {image_text(detailed.image)}")
+    outage = status.interrupted
     if outage:  # why it is down, since when, and what brings it back
-        text.append(
-            f"\n{outage['status']} at {_clock(outage.get('ended_at'))}: ", style="bold #e06c75"
-        )
-        text.append(f"{outage['reason']}")
+        text.append(f"\n{outage.status} at {_clock(outage.ended_at)}: ", style="bold #e06c75")
+        text.append(outage.reason)
         text.append("\n")
-        step = "resume it" if outage["resumes"] else "start a new session"
-        text.append(f"press s to {step}, or run {outage['hint']}")
-    for held in status.get("held_jobs") or []:
-        text.append(f"\ncore job {held['job_name']} {held['state']}: ", style="bold #e06c75")
-        text.append(f"decide with {held['hint']}")
+        step = "resume it" if outage.resumes else "start a new session"
+        text.append(f"press s to {step}, or run {outage.hint}")
+    for held in status.held_jobs:
+        text.append(f"\ncore job {held.job_name} {held.state}: ", style="bold #e06c75")
+        text.append(f"decide with {held.hint}")
     return text
 
 

@@ -14,7 +14,7 @@ for one resolved in between, and that is shown as a notice, not an error.
 from __future__ import annotations
 
 import contextlib
-from typing import Any, ClassVar, Final
+from typing import TYPE_CHECKING, Any, ClassVar, Final
 
 from rich.text import Text
 from textual import on, work
@@ -26,9 +26,19 @@ from textual.widgets import DataTable, Static
 
 import tui.views.approvals_detail as words
 from choir.errors import ChoirError, ConflictError
+from choir.lazy import LazyModule
+from choir.protocol.operator.verbs import OperatorVerb
 from tui.dialogs import ConfirmDialog
 from tui.messages import ApprovalChanged, ConfigChanged
 from tui.views.base import ChoirView, PaletteCommand
+
+if TYPE_CHECKING:
+    from choir.protocol.operator import answers as a
+    from choir.protocol.operator import views as v
+else:  # the models (and pydantic) load with the first answer: the console paints first
+    a = LazyModule("choir.protocol.operator.answers")
+    v = LazyModule("choir.protocol.operator.views")
+
 
 Payload = dict[str, Any]
 
@@ -82,7 +92,7 @@ class ApprovalsView(ChoirView):
         """Whether the detail shows long payload blocks in full."""
         self.shown: str | None = None
         """The approval id in the detail pane."""
-        self.ended: dict[str, Payload] = {}
+        self.ended: dict[str, v.ApprovalView] = {}
         """Approvals resolved while this console watched, by id (to say how they ended)."""
         self._asking: tuple[str, ConfirmDialog] | None = None
 
@@ -117,28 +127,28 @@ class ApprovalsView(ChoirView):
         table, keep = self.table, self.highlighted()
         table.clear()
         for approval in self.pending():
-            table.add_row(*self.cells(approval), key=approval["approval_id"])
+            table.add_row(*self.cells(approval), key=approval.approval_id)
         self._after_change(keep)
 
-    def pending(self) -> list[Payload]:
-        return sorted(self.state.approvals.values(), key=lambda a: str(a.get("created_at")))
+    def pending(self) -> list[v.ApprovalView]:
+        return sorted(self.state.approvals.values(), key=lambda a: str(a.created_at))
 
-    def cells(self, approval: Payload) -> tuple[str, ...]:
+    def cells(self, approval: v.ApprovalView) -> tuple[str, ...]:
         now = self.console.clock()
         return (
-            approval["approval_id"],
-            str(approval.get("agent_id")),
-            str(approval.get("request_type")),
+            approval.approval_id,
+            approval.agent_id,
+            approval.request_type,
             words.age(approval, now),
             words.countdown(approval, now, self.timeout_ms),
-            words.summary(approval.get("payload") or {}),
+            words.summary(approval.payload),
         )
 
     def tick(self) -> None:
         """Advance every age and countdown by the clock; no call to choird."""
         now = self.console.clock()
         for approval in self.pending():
-            key = approval["approval_id"]
+            key = approval.approval_id
             if key in self.table.rows:
                 self.table.update_cell(key, "age", words.age(approval, now))
                 left = words.countdown(approval, now, self.timeout_ms)
@@ -174,7 +184,7 @@ class ApprovalsView(ChoirView):
         widget.update(notice)
         widget.display = bool(notice)
 
-    def render_detail(self, approval: Payload) -> Text:
+    def render_detail(self, approval: v.ApprovalView) -> Text:
         text = Text()
         for title, lines in words.detail_blocks(approval, self.running_config):
             text.append(f"{title}\n", "bold")
@@ -190,9 +200,9 @@ class ApprovalsView(ChoirView):
 
     def on_approval_changed(self, message: ApprovalChanged) -> None:
         approval, table = message.data, self.table
-        key = approval["approval_id"]
+        key = approval.approval_id
         keep = self.highlighted()
-        if approval.get("status") == "pending":
+        if approval.status == "pending":
             if key not in table.rows:
                 table.add_row(*self.cells(approval), key=key)
         else:
@@ -201,9 +211,9 @@ class ApprovalsView(ChoirView):
             self._resolved_elsewhere(approval)
         self._after_change(keep if keep != key else None)
 
-    def _resolved_elsewhere(self, approval: Payload) -> None:
+    def _resolved_elsewhere(self, approval: v.ApprovalView) -> None:
         """Note how an approval the operator had open ended; close its dialog unanswered."""
-        key = approval["approval_id"]
+        key = approval.approval_id
         self.ended[key] = approval
         while len(self.ended) > KEPT_ENDED:
             del self.ended[next(iter(self.ended))]
@@ -241,9 +251,8 @@ class ApprovalsView(ChoirView):
             return
         verb = "Approve" if how == "approve" else "Reject"
         dialog = ConfirmDialog(
-            f"{verb} {approval_id} ({approval.get('request_type')}) from "
-            f"{approval.get('agent_id')}?",
-            f"{words.summary(approval.get('payload') or {}, 70)}\n"
+            f"{verb} {approval_id} ({approval.request_type}) from {approval.agent_id}?",
+            f"{words.summary(approval.payload, 70)}\n"
             f"The agent is told at once. choirctl: choirctl approval {how} {approval_id}",
             yes=verb,
             danger=how == "reject",
@@ -264,7 +273,10 @@ class ApprovalsView(ChoirView):
             self.notify(self._already(approval_id), severity="warning")
             return
         try:
-            await self.bridge.call(f"approval.{how}", approval_id=approval_id, by=RESOLVER)
+            verb = (
+                OperatorVerb.APPROVAL_APPROVE if how == "approve" else OperatorVerb.APPROVAL_REJECT
+            )
+            await self.bridge.ask(verb, v.ApprovalView, approval_id=approval_id, by=RESOLVER)
         except ConflictError as error:
             self.notify(f"{error.message}: nothing to do.", severity="warning")
             return
@@ -282,11 +294,13 @@ class ApprovalsView(ChoirView):
     @work(group="approvals-config", exclusive=True)
     async def read_config(self) -> None:
         """The running config, for the timeout and config-change diffs."""
+        if not self.bridge.connected:
+            return  # the resync reads it once connected
         try:
-            shown = await self.bridge.call("config.show")
+            shown = await self.bridge.ask(OperatorVerb.CONFIG_SHOW, a.ConfigShown)
         except ChoirError:
             return  # not connected: the next resync reads it
-        self.running_config = shown.get("config") or {}
+        self.running_config = shown.config
         timeout = self.running_config.get("approval_timeout_ms")
         self.timeout_ms = int(timeout) if timeout is not None else None
         if self.is_attached:  # the console may have closed while the call ran

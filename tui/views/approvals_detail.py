@@ -12,7 +12,11 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator, Mapping
 from datetime import datetime
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
+
+if TYPE_CHECKING:
+    from choir.protocol.operator.views import ApprovalView
+
 
 COLLAPSED_LINES: Final = 12
 """Lines of each JSON block shown before the operator expands the detail."""
@@ -37,14 +41,14 @@ def duration(seconds: float) -> str:
     return f"{secs}s"
 
 
-def age(approval: Mapping[str, Any], now: datetime) -> str:
-    created = parse_time(approval.get("created_at"))
+def age(approval: ApprovalView, now: datetime) -> str:
+    created = parse_time(approval.created_at)
     return "?" if created is None else duration((now - created).total_seconds())
 
 
-def countdown(approval: Mapping[str, Any], now: datetime, timeout_ms: int | None) -> str:
+def countdown(approval: ApprovalView, now: datetime, timeout_ms: int | None) -> str:
     """Time left before the approval times out (a rejection, §19.6), or `due` once it is."""
-    created = parse_time(approval.get("created_at"))
+    created = parse_time(approval.created_at)
     if created is None or timeout_ms is None:
         return "?"
     left = timeout_ms / 1000 - (now - created).total_seconds()
@@ -66,10 +70,10 @@ def summary(payload: Mapping[str, Any], width: int = 60) -> str:
     return _cut(json.dumps(payload, sort_keys=True), width)
 
 
-def resolution(approval: Mapping[str, Any]) -> str:
+def resolution(approval: ApprovalView) -> str:
     """`approved by choirctl`, `timed out`…: how a resolved approval ended."""
-    status = str(approval.get("status", "?")).replace("_", " ")
-    by = approval.get("resolved_by")
+    status = approval.status.replace("_", " ")
+    by = approval.resolved_by
     return f"{status} by {by}" if by and by != "timeout" else status
 
 
@@ -99,17 +103,17 @@ def _patch_lines(current: Any, patch: Mapping[str, Any], prefix: str) -> Iterato
 
 
 def detail_blocks(
-    approval: Mapping[str, Any], config: Mapping[str, Any] | None
+    approval: ApprovalView, config: Mapping[str, Any] | None
 ) -> list[tuple[str, list[str]]]:
     """The detail pane's sections as (title, lines): header, prose, then structured fields."""
-    payload = approval.get("payload") or {}
+    payload = approval.payload
     head = [
-        f"agent     {approval.get('agent_id')}  (session {approval.get('session_id') or '-'})",
-        f"type      {approval.get('request_type')}",
-        f"created   {approval.get('created_at')}",
+        f"agent     {approval.agent_id}  (session {approval.session_id or '-'})",
+        f"type      {approval.request_type}",
+        f"created   {approval.created_at}",
         f"status    {resolution(approval)}",
     ]
-    blocks: list[tuple[str, list[str]]] = [(str(approval.get("approval_id")), head)]
+    blocks: list[tuple[str, list[str]]] = [(approval.approval_id, head)]
     for key in PROSE:
         text = payload.get(key)
         if isinstance(text, str) and text.strip():

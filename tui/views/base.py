@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol, cast
 from textual.widget import Widget
 
 from choir.errors import ChoirError
+from tui.bridge import parsed_answer
 
 if TYPE_CHECKING:
     from tui.bridge import ChoirBridge
@@ -108,15 +109,14 @@ class ChoirView(Widget):
         """The commands this view adds to the command palette (ctrl+p)."""
         return ()
 
-    async def act(
-        self, verb: str, done: str, *, long_running: bool = False, **payload: Any
-    ) -> dict[str, Any] | None:
-        """Call `verb` (from a worker), notify `done` or choird's refusal; the answer or None.
+    async def act(self, verb: str, done: str, *, long_running: bool = False, **payload: Any) -> Any:
+        """Call `verb` (from a worker), notify `done` or choird's refusal; the answer parsed as
+        the verb's model (`OPERATOR_MODELS`), or None when refused.
 
         `long_running` verbs (a graceful stop) get a connection without a call timeout."""
         call = self.bridge.call_long if long_running else self.bridge.call
         try:
-            answer = await call(verb, **payload)
+            answer = parsed_answer(verb, await call(verb, **payload))
         except ChoirError as error:
             self.notify(error.message, title=verb, severity="error", timeout=8)
             return None

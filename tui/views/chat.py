@@ -3,6 +3,12 @@
 What the operator types goes out with `chat.send`; what the agent says (replies, core job
 completion reports, errors, notices) arrives on the `chat.replies` stream, which choird serves
 from the moment it becomes durable (~100 ms). choird keeps an agent's recent replies, so opening
+
+if TYPE_CHECKING:
+    from choir.protocol.operator import answers as a
+else:  # the models (and pydantic) load with the first answer: the console paints first
+    a = LazyModule("choir.protocol.operator.answers")
+
 the tab late or reconnecting misses nothing: the stream is reopened and replies already shown
 (by their session and event revision) are skipped.
 
@@ -16,7 +22,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import defaultdict, deque
-from typing import Any, ClassVar, Final
+from typing import TYPE_CHECKING, ClassVar, Final
 
 from rich.text import Text
 from textual import on, work
@@ -25,9 +31,15 @@ from textual.binding import Binding, BindingType
 from textual.widgets import Input, RichLog, Static
 
 from choir.errors import ChoirError, UnavailableError
+from choir.lazy import LazyModule
+from choir.protocol.operator.verbs import OperatorVerb
 from tui.views.base import ChoirView, PaletteCommand
 
-Payload = dict[str, Any]
+if TYPE_CHECKING:
+    from choir.protocol.operator import answers as a
+else:  # the models (and pydantic) load with the first answer: the console paints first
+    a = LazyModule("choir.protocol.operator.answers")
+
 Line = tuple[str, str]
 """(category, text): `you`, `injected`, `reply`, `core_report`, `error`, `notice`, `command`
 (choird's answer to a `/…` command; `command_progress` a long one's steps, `command_error` its
@@ -55,12 +67,12 @@ NO_AGENT: Final = "No agent selected: pick one in the Agents tab (or [ and ])."
 HINT: Final = "enter sends · /inject <text> steers edge at its next safe point · /help"
 
 
-def _identity(reply: Payload) -> tuple[str, int]:
+def _identity(reply: a.ChatReply) -> tuple[str, int]:
     """What tells a reply apart when a reopened stream repeats it: the event carrying it, or
     (a command's answer, an undelivered message's error: no event) what it answers and its seq."""
-    if reply.get("rev") is not None:
-        return str(reply.get("session_id")), int(reply["rev"])
-    return str(reply.get("in_reply_to")), int(reply.get("seq") or 0)
+    if reply.rev is not None:
+        return reply.session_id, reply.rev
+    return str(reply.in_reply_to), reply.seq
 
 
 def line_text(category: str, text: str, agent_id: str) -> Text:
@@ -157,17 +169,18 @@ class ChatView(ChoirView):
 
     async def _read(self, agent_id: str) -> None:
         seen = self.seen[agent_id]
-        async for reply in self.bridge.stream("chat.replies", agent_id=agent_id, after_seq=0):
+        replies = self.bridge.items(OperatorVerb.CHAT_REPLIES, agent_id=agent_id, after_seq=0)
+        async for reply in replies:
             event = _identity(reply)
             if event in seen:
                 continue
             seen[event] = None
             if len(seen) > KEPT_SEEN:
                 del seen[next(iter(seen))]  # the oldest: choird no longer keeps it
-            text = str(reply.get("text") or "")
-            for path in reply.get("attachments") or []:
+            text = reply.text
+            for path in reply.attachments:
                 text += f"\n  attachment: {path}"
-            self.add(agent_id, str(reply.get("category") or "reply"), text)
+            self.add(agent_id, reply.category or "reply", text)
 
     # sending
 
@@ -190,7 +203,7 @@ class ChatView(ChoirView):
         shown = text[len(INJECT) :].strip() if injected else text
         self.add(agent_id, "injected" if injected else "you", shown or text)
         try:
-            await self.bridge.call("chat.send", agent_id=agent_id, text=text)
+            await self.bridge.ask(OperatorVerb.CHAT_SEND, a.ChatSent, agent_id=agent_id, text=text)
         except ChoirError as error:
             self.add(agent_id, "error", error.message)
 

@@ -12,7 +12,7 @@ The tab re-reads `config.show`/`config.diff` on mount, after a resync and on `co
 from __future__ import annotations
 
 import contextlib
-from typing import Any, ClassVar, Final
+from typing import TYPE_CHECKING, Any, ClassVar, Final
 
 from rich.text import Text
 from textual import work
@@ -22,11 +22,17 @@ from textual.css.query import NoMatches
 from textual.widgets import DataTable, Static
 
 from choir.errors import ChoirError, ConflictError
+from choir.lazy import LazyModule
+from choir.protocol.operator.verbs import OperatorVerb
 from tui.dialogs import ConfirmDialog
 from tui.messages import ConfigChanged, SecretsChanged
 from tui.views.base import ChoirView
 
-Payload = dict[str, Any]
+if TYPE_CHECKING:
+    from choir.protocol.operator import answers as a
+else:  # the models (and pydantic) load with the first answer: the console paints first
+    a = LazyModule("choir.protocol.operator.answers")
+
 
 NOTHING_STAGED: Final = (
     "Nothing staged. Edit config.json in $CHOIR_HOME, then press l to load and validate it "
@@ -58,9 +64,9 @@ class ConfigView(ChoirView):
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
-        self.shown: Payload = {}
+        self.shown: a.ConfigShown | None = None
         """The last `config.show` (version, hash, staged), without the config itself."""
-        self.changes: list[Payload] = []
+        self.changes: list[a.ChangeView] = []
         """The staged changes (`config.diff`), empty when nothing is staged."""
 
     def compose(self) -> ComposeResult:
@@ -86,7 +92,7 @@ class ConfigView(ChoirView):
         self.refresh_config()
 
     def on_secrets_changed(self, message: SecretsChanged) -> None:
-        changed = ", ".join(message.data.get("changed") or []) or "none"
+        changed = ", ".join(message.data.changed) or "none"
         self.notify(f"secrets applied; changed: {changed}", title="secrets", markup=False)
 
     # drawing
@@ -96,23 +102,23 @@ class ConfigView(ChoirView):
         if not shown:
             summary = "running config: not read yet"
         else:
-            staged = "a staged config is waiting" if shown.get("staged") else "nothing staged"
-            digest = str(shown.get("config_hash") or "")[:12]
-            summary = f"running config v{shown.get('config_version')} ({digest}) · {staged}"
+            staged = "a staged config is waiting" if shown.staged else "nothing staged"
+            digest = shown.config_hash[:12]
+            summary = f"running config v{shown.config_version} ({digest}) · {staged}"
         self.query_one("#config-summary", Static).update(summary)
         table = self.table
         table.clear()
         for change in self.changes:
-            scope = str(change.get("scope"))
+            scope = change.scope
             table.add_row(
-                str(change.get("op")),
-                str(change.get("source")),
-                str(change.get("path")),
+                change.op,
+                change.source,
+                change.path,
                 Text(scope, _SCOPE_STYLES.get(scope, "")),
-                str(change.get("action")),
+                change.action,
             )
         note = self.query_one("#config-note", Static)
-        if not shown.get("staged"):
+        if not (shown and shown.staged):
             note.update(NOTHING_STAGED)
         elif not self.changes:
             note.update(NO_CHANGES)
@@ -134,14 +140,24 @@ class ConfigView(ChoirView):
     @work(group="config-read", exclusive=True)
     async def refresh_config(self) -> None:
         """Re-read `config.show` and, when something is staged, `config.diff`."""
+        if not self.bridge.connected:
+            return  # the resync reads it once connected
         try:
-            shown = await self.bridge.call("config.show")
-            changes = (await self.bridge.call("config.diff"))["changes"] if shown["staged"] else []
-        except ConflictError:
-            shown, changes = {**self.shown, "staged": False}, []  # unstaged meanwhile
+            shown: a.ConfigShown | None = await self.bridge.ask(
+                OperatorVerb.CONFIG_SHOW, a.ConfigShown
+            )
+            changes = (
+                (await self.bridge.ask(OperatorVerb.CONFIG_DIFF, a.ConfigChanges)).changes
+                if shown and shown.staged
+                else []
+            )
+        except ConflictError:  # unstaged meanwhile
+            shown = self.shown.model_copy(update={"staged": False}) if self.shown else None
+            changes = []
         except ChoirError:
             return  # not connected: the resync reads it again
-        shown.pop("config", None)
+        if shown is not None:
+            shown = shown.model_copy(update={"config": {}})  # the view never shows it
         self.shown, self.changes = shown, changes
         if self.is_attached:  # the console may have closed while the call ran
             with contextlib.suppress(NoMatches):  # ...and already removed the widgets
@@ -157,16 +173,16 @@ class ConfigView(ChoirView):
     async def load(self) -> None:
         """`config.load`: validate $CHOIR_HOME and stage it, or list every problem."""
         try:
-            answer = await self.bridge.call("config.load")
+            answer = await self.bridge.ask(OperatorVerb.CONFIG_LOAD, a.ConfigLoaded)
         except ChoirError as error:
             self.notify(error.message, title="config load", severity="error", markup=False)
             return
-        if not answer.get("staged"):
-            self.problems(answer.get("header"), list(answer.get("errors") or []))
+        if not answer.staged:
+            self.problems(answer.header, list(answer.errors or []))
             self.notify("config.json has problems: nothing staged", severity="error")
         else:
-            self.problems("warnings", list(answer.get("warnings") or []), "yellow")
-            count = len(answer.get("changes") or [])
+            self.problems("warnings", list(answer.warnings or []), "yellow")
+            count = len(answer.changes or [])
             self.notify(f"config staged: {count} change(s); press a to apply", title="config")
         self.refresh_config()
 
@@ -176,11 +192,11 @@ class ConfigView(ChoirView):
     @work(group="config-act", exclusive=True)
     async def apply(self) -> None:
         """Confirm, then `config.apply`: a new config_version, pushed to every active session."""
-        if not self.shown.get("staged"):
+        if not (self.shown and self.shown.staged):
             self.notify("Nothing staged: press l to load config.json first.", severity="warning")
             return
-        hot = sum(c.get("scope") == "hot-reload" for c in self.changes)
-        later = sorted({str(c.get("action")) for c in self.changes} - {"choirctl config apply"})
+        hot = sum(c.scope == "hot-reload" for c in self.changes)
+        later = sorted({c.action for c in self.changes} - {"choirctl config apply"})
         detail = f"{hot} hot-reload change(s) reach running agents at once."
         if later:
             detail += "\nRestart-required changes then need: " + "; ".join(later)
@@ -188,7 +204,7 @@ class ConfigView(ChoirView):
         if not await self.app.push_screen_wait(ConfirmDialog(question, detail, yes="Apply")):
             return
         try:
-            answer = await self.bridge.call("config.apply")
+            applied = await self.bridge.ask(OperatorVerb.CONFIG_APPLY, a.ConfigApplied)
         except ConflictError as error:
             self.notify(f"{error.message}.", title="config apply", severity="warning", markup=False)
             self.refresh_config()
@@ -196,9 +212,9 @@ class ConfigView(ChoirView):
         except ChoirError as error:
             self.notify(error.message, title="config apply", severity="error", markup=False)
             return
-        pushed = len(answer.get("pushed") or [])
+        pushed = len(applied.pushed)
         self.problems(None, [])
-        self.notify(f"config v{answer['config_version']} applied; told {pushed} session(s)")
+        self.notify(f"config v{applied.config_version} applied; told {pushed} session(s)")
         self.refresh_config()
 
     def action_secret_apply(self) -> None:
@@ -212,12 +228,12 @@ class ConfigView(ChoirView):
         if not await self.app.push_screen_wait(ConfirmDialog(question, detail, yes="Reload")):
             return
         try:
-            answer = await self.bridge.call("secret.apply")
+            secrets = await self.bridge.ask(OperatorVerb.SECRET_APPLY, a.SecretsApplied)
         except ChoirError as error:
             self.notify(error.message, title="secret apply", severity="error", markup=False)
             return
-        if not answer.get("applied"):
-            self.problems("secrets.json was not applied", list(answer.get("errors") or []))
+        if not secrets.applied:
+            self.problems("secrets.json was not applied", list(secrets.errors or []))
             return
-        changed = ", ".join(answer.get("changed") or []) or "none"
-        self.notify(f"{answer['secrets']} secret(s) served; changed: {changed}", markup=False)
+        changed = ", ".join(secrets.changed or []) or "none"
+        self.notify(f"{secrets.secrets} secret(s) served; changed: {changed}", markup=False)

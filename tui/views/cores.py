@@ -12,7 +12,7 @@ and edge hands them to the job with `choir.core.inject` (§12.8), so the text na
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, Final
+from typing import TYPE_CHECKING, Any, ClassVar, Final
 
 from rich.text import Text
 from textual import work
@@ -28,7 +28,8 @@ from tui.widgets.event_text import clip, core_event_text
 from tui.widgets.lane_state import lane_text
 from tui.widgets.tables import Cell, sync_rows
 
-Payload = dict[str, Any]
+if TYPE_CHECKING:
+    from choir.protocol.operator.views import EventView, LaneView
 
 COLUMNS: Final = (
     ("job", "job"),
@@ -47,10 +48,10 @@ def inject_text(job_name: str, instruction: str) -> str:
     return f"/inject for core job {job_name}: {instruction}"
 
 
-def latest_event(event: Payload) -> tuple[str, str] | None:
+def latest_event(event: EventView) -> tuple[str, str] | None:
     """(job name, what it said) for the core events of a batch; None for other events."""
-    payload = event.get("payload") or {}
-    kind = event.get("event_type")
+    payload = event.payload
+    kind = event.event_type
     if kind == "core_event_emitted":
         inner = payload.get("event") or {}
         return str(payload.get("job_name")), f"{inner.get('kind')}: {core_event_text(inner)}"
@@ -62,8 +63,8 @@ def latest_event(event: Payload) -> tuple[str, str] | None:
     return None
 
 
-def job_name_of_lane(job: Payload) -> str:
-    return str(job["lane"]).removeprefix("core:")
+def job_name_of_lane(job: LaneView) -> str:
+    return job.lane.removeprefix("core:")
 
 
 class CoresView(ChoirView):
@@ -99,9 +100,9 @@ class CoresView(ChoirView):
     def table(self) -> DataTable[Any]:
         return self.query_one("#cores-table", DataTable)
 
-    def jobs(self) -> list[Payload]:
+    def jobs(self) -> list[LaneView]:
         lanes = self.state.session_lanes(self.selected_session)
-        return [lane for lane in lanes if str(lane["lane"]).startswith("core:")]
+        return [lane for lane in lanes if lane.lane.startswith("core:")]
 
     def redraw(self) -> None:
         session_id = self.selected_session
@@ -112,29 +113,29 @@ class CoresView(ChoirView):
         if session_id is None:
             caption.show(f"{self.selected_agent or 'No agent'} is not running: no core jobs.")
         else:
-            running = sum(job.get("state") not in FINISHED for job in jobs)
+            running = sum(job.state not in FINISHED for job in jobs)
             line = f"session {session_id}: {len(jobs)} core jobs, {running} running"
             held = self.state.held_jobs(session_id)
             if held:  # after a crash: what the operator runs to let them go on
-                line += f"; {len(held)} held — decide with {held[0]['hint']}"
+                line += f"; {len(held)} held — decide with {held[0].hint}"
             caption.show(line)
         rows = [(job_name_of_lane(job), self._cells(job)) for job in jobs]
         sync_rows(self.table, [key for _, key in COLUMNS], rows)
 
-    def _cells(self, job: Payload) -> list[Cell]:
-        step = job.get("step")
+    def _cells(self, job: LaneView) -> list[Cell]:
+        step = job.step
         name = job_name_of_lane(job)
-        held = job.get("held")
+        held = job.held
         return [
             Text(name, style="bold"),
-            Text(held["state"], style="bold #e06c75") if held else lane_text(job.get("state")),
+            Text(held.state, style="bold #e06c75") if held else lane_text(job.state),
             "—" if step is None else str(step),
-            str(job.get("skill") or "—"),
+            job.skill or "—",
             clip(self._latest.get(name, "—"), 120),
         ]
 
     def on_lane_reported(self, message: LaneReported) -> None:
-        if message.data.get("session_id") == self.selected_session:
+        if message.data.session_id == self.selected_session:
             self.redraw()
 
     def on_events_arrived(self, message: EventsArrived) -> None:
@@ -142,7 +143,7 @@ class CoresView(ChoirView):
             return
         changed = False
         for event in message.events:
-            if event.get("event_type") in CORE_EVENT_TYPES:
+            if event.event_type in CORE_EVENT_TYPES:
                 latest = latest_event(event)
                 if latest is not None:
                     self._latest[latest[0]] = latest[1]

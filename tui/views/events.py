@@ -11,7 +11,7 @@ expand the row (`a` then shows a huge payload whole), `end` back to the live tai
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, Final
+from typing import TYPE_CHECKING, Any, ClassVar, Final
 
 from textual import on, work
 from textual.app import ComposeResult
@@ -21,6 +21,8 @@ from textual.widgets import Input, Static
 
 from choir.artifact_read import event_range, whole_event
 from choir.errors import ChoirError
+from choir.lazy import LazyModule
+from choir.protocol.operator.verbs import OperatorVerb
 from tui.bridge import shown
 from tui.dialogs import TextPrompt
 from tui.messages import EventsArrived
@@ -28,6 +30,14 @@ from tui.views.base import ChoirView, PaletteCommand
 from tui.widgets.caption import Caption
 from tui.widgets.event_text import DETAIL_CHARS, detail
 from tui.widgets.timeline import EventFilter, Row, Timeline, row_of
+
+if TYPE_CHECKING:
+    from choir.protocol.operator import answers as a
+    from choir.protocol.operator import views as v
+else:  # the models (and pydantic) load with the first answer: the console paints first
+    a = LazyModule("choir.protocol.operator.answers")
+    v = LazyModule("choir.protocol.operator.views")
+
 
 Payload = dict[str, Any]
 
@@ -61,7 +71,7 @@ class EventsView(ChoirView):
         self.session_id: str | None = None
         """The session the timeline shows."""
         self._capacity = capacity
-        self._expanded: Payload | None = None
+        self._expanded: v.EventView | None = None
 
     def compose(self) -> ComposeResult:
         yield Input(placeholder="filter: lane=edge,core:fix type=tool  (enter)", id="event-filter")
@@ -89,7 +99,7 @@ class EventsView(ChoirView):
     def _last_session(self) -> str | None:
         """A stopped agent's last session, so its history stays browsable."""
         agent = self.state.agents.get(self.selected_agent or "")
-        return str(agent["session_id"]) if agent and agent.get("session_id") else None
+        return agent.session_id if agent and agent.session_id else None
 
     def on_events_arrived(self, message: EventsArrived) -> None:
         if message.session_id != self.session_id:
@@ -99,7 +109,7 @@ class EventsView(ChoirView):
             self.timeline.clear()
         self.ingest(message.events)
 
-    def ingest(self, events: list[Payload]) -> None:
+    def ingest(self, events: list[v.EventView]) -> None:
         """Add a batch of events (rev order) to the timeline."""
         self.timeline.append([row_of(event) for event in events])
         self._draw_status()
@@ -145,21 +155,22 @@ class EventsView(ChoirView):
     def action_show_all(self) -> None:
         if self._expanded is None:
             return
-        if self._expanded.get("artifact"):  # a preview: read the whole event back first
+        if self._expanded.artifact:  # a preview: read the whole event back first
             self._show_whole(self._expanded)
         else:
             self._show_detail(self._expanded, everything=True)
 
     @work(exclusive=True, group="events-expand")
-    async def _show_whole(self, event: Payload) -> None:
+    async def _show_whole(self, event: v.EventView) -> None:
         if self.session_id is None:
             return
         try:
-            whole = await whole_event(self.bridge.call, self.session_id, int(event["rev"]))
+            whole = await whole_event(self.bridge.call, self.session_id, event.rev)
         except ChoirError as error:
             self.notify(error.message, title="session.artifact", severity="error")
             return
-        self._show_detail({**event, "payload": shown(whole)}, everything=True)  # decoded here
+        whole_shown = event.model_copy(update={"payload": shown(whole)})  # decoded here
+        self._show_detail(whole_shown, everything=True)
 
     @work(exclusive=True, group="events-jump")
     async def action_jump(self) -> None:
@@ -204,7 +215,7 @@ class EventsView(ChoirView):
             self._expanded = events[0]
             self._show_detail(events[0], everything=False)
 
-    def _show_detail(self, event: Payload, *, everything: bool) -> None:
+    def _show_detail(self, event: v.EventView, *, everything: bool) -> None:
         text, left_out = detail(event, everything=everything)
         if left_out:
             text += f"\n… {left_out} more characters (a shows the whole event)"
@@ -215,20 +226,24 @@ class EventsView(ChoirView):
         events = await self._events(from_rev=from_rev, limit=limit)
         return None if events is None else [row_of(event) for event in events]
 
-    async def _events(self, *, from_rev: int | None, limit: int) -> list[Payload] | None:
+    async def _events(self, *, from_rev: int | None, limit: int) -> list[v.EventView] | None:
         if self.session_id is None or limit < 1:
             return None
         try:
             if from_rev is not None:  # answers are bounded by bytes: read on until `limit`
-                return await event_range(self.bridge.call, self.session_id, from_rev, limit)
-            answer = await self.bridge.call(
-                "session.events", session_id=self.session_id, from_rev=from_rev, limit=limit
+                events = await event_range(self.bridge.call, self.session_id, from_rev, limit)
+                return [v.EventView.model_validate(event) for event in events]
+            answer = await self.bridge.ask(
+                OperatorVerb.SESSION_EVENTS,
+                a.SessionEvents,
+                session_id=self.session_id,
+                from_rev=from_rev,
+                limit=limit,
             )
         except ChoirError as error:
             self.notify(error.message, title="session.events", severity="error")
             return None
-        events: list[Payload] = answer["events"]
-        return events
+        return answer.events
 
     def palette_commands(self) -> list[PaletteCommand]:
         return [

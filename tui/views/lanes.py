@@ -8,7 +8,7 @@ lane-state kinds (idle / reasoning / waiting-tool / completed / terminated).
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from rich.text import Text
 from textual.app import ComposeResult
@@ -21,7 +21,8 @@ from tui.widgets.format import age, budgets_text
 from tui.widgets.lane_state import STYLES, lane_text
 from tui.widgets.tables import sync_rows
 
-Payload = dict[str, Any]
+if TYPE_CHECKING:
+    from choir.protocol.operator.views import CoreView, LaneView
 
 COLUMNS: Final = (
     ("lane", "lane"),
@@ -78,23 +79,23 @@ class LanesView(ChoirView):
         else:
             caption.show(f"{self.selected_agent} · session {session_id} · {len(lanes)} lanes")
         now = self.console.clock()
-        rows = [(lane["lane"], cells(lane, now)) for lane in lanes]
+        rows = [(lane.lane, cells(lane, now)) for lane in lanes]
         sync_rows(self.table, [key for _, key in COLUMNS], rows)
 
     def on_lane_reported(self, message: LaneReported) -> None:
-        if message.data.get("session_id") == self.selected_session:
+        if message.data.session_id == self.selected_session:
             self.redraw()
 
 
-def cells(lane: Payload, now: datetime) -> list[Text | str]:
-    step = lane.get("step")
-    reported = lane.get("reported_at")
+def cells(lane: LaneView | CoreView, now: datetime) -> list[Text | str]:
+    step = lane.step
+    reported = lane.reported_at
     when = age(datetime.fromisoformat(reported), now) + " ago" if reported else "—"
     return [
-        Text(str(lane["lane"]), style="bold" if lane["lane"] == "edge" else ""),
-        lane_text(lane.get("state")),
-        str(lane.get("skill") or "—"),
+        Text(lane.lane, style="bold" if lane.lane == "edge" else ""),
+        lane_text(lane.state),
+        lane.skill or "—",
         "—" if step is None else str(step),
-        budgets_text(lane.get("budget_remaining") or {}),
+        budgets_text(lane.budget_remaining),
         when,
     ]

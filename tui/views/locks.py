@@ -9,7 +9,7 @@ at `reported_at`.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from rich.text import Text
 from textual.app import ComposeResult
@@ -21,7 +21,8 @@ from tui.widgets.caption import Caption
 from tui.widgets.format import seconds_text
 from tui.widgets.tables import sync_rows
 
-Payload = dict[str, Any]
+if TYPE_CHECKING:
+    from choir.protocol.operator.views import LockView
 
 COLUMNS: Final = (
     ("resource", "resource"),
@@ -56,25 +57,26 @@ class LocksView(ChoirView):
 
     def redraw(self) -> None:
         session_id = self.selected_session
-        table_data = self.state.locks.get(session_id or "") or {}
-        locks: list[Payload] = table_data.get("locks") or []
+        table_data = self.state.locks.get(session_id or "")
+        locks = table_data.locks if table_data else []
         caption = self.query_one("#locks-caption", Caption)
         if session_id is None:
             caption.show(f"{self.selected_agent or 'No agent'} is not running: no locks.")
         elif not locks:
             caption.show(f"session {session_id}: no locks held or awaited")
         else:
-            waiting = sum(len(lock.get("waiters") or []) for lock in locks)
+            waiting = sum(len(lock.waiters) for lock in locks)
             caption.show(f"session {session_id}: {len(locks)} resources, {waiting} waiting")
-        elapsed = _since(table_data.get("reported_at"), self.console.clock())
+        reported_at = table_data.reported_at if table_data else None
+        elapsed = _since(reported_at, self.console.clock())
         sync_rows(
             self.query_one("#locks-table", DataTable),
             [key for _, key in COLUMNS],
-            [(lock["resource"], cells(lock, elapsed)) for lock in locks],
+            [(lock.resource, cells(lock, elapsed)) for lock in locks],
         )
 
     def on_locks_reported(self, message: LocksReported) -> None:
-        if message.data.get("session_id") == self.selected_session:
+        if message.data.session_id == self.selected_session:
             self.redraw()
 
 
@@ -84,17 +86,16 @@ def _since(reported_at: str | None, now: datetime) -> float:
     return max((now - datetime.fromisoformat(reported_at)).total_seconds(), 0.0)
 
 
-def cells(lock: Payload, elapsed: float) -> list[Text | str]:
+def cells(lock: LockView, elapsed: float) -> list[Text | str]:
     """A row; ages are the reported ones plus the time since the report."""
-    mode = str(lock.get("mode", "?"))
-    waiters = lock.get("waiters") or []
-    held = lock.get("held_for_s")
+    mode = lock.mode
+    held = lock.held_for_s
     return [
-        Text(str(lock["resource"]), style="bold"),
+        Text(lock.resource, style="bold"),
         Text(mode, style=MODE_STYLES.get(mode, "")),
-        ", ".join(lock.get("holders") or []) or "—",
+        ", ".join(lock.holders) or "—",
         ", ".join(
-            f"{w['owner']}:{w['mode']} ({seconds_text(w['waiting_s'] + elapsed)})" for w in waiters
+            f"{w.owner}:{w.mode} ({seconds_text(w.waiting_s + elapsed)})" for w in lock.waiters
         )
         or "—",
         "—" if held is None else seconds_text(held + elapsed),

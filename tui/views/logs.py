@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 from collections import deque
 from collections.abc import Iterable
-from typing import Any, ClassVar, Final
+from typing import TYPE_CHECKING, Any, ClassVar, Final
 
 import orjson
 from textual import work
@@ -23,7 +23,15 @@ from textual.binding import Binding, BindingType
 from textual.widgets import Log, Static
 
 from choir.errors import ChoirError, UnavailableError
+from choir.lazy import LazyModule
+from choir.protocol.operator.verbs import OperatorVerb
 from tui.views.base import ChoirView, PaletteCommand
+
+if TYPE_CHECKING:
+    from choir.protocol.operator import items as i
+else:  # the models (and pydantic) load with the first answer: the console paints first
+    i = LazyModule("choir.protocol.operator.items")
+
 
 Payload = dict[str, Any]
 
@@ -143,15 +151,15 @@ class LogsView(ChoirView):
                 return
 
     async def _follow(self, source: str) -> None:
-        async for item in self.bridge.stream("logs", source=source, follow=True):
-            kind = item.get("kind")
-            if kind == "lines":
-                self.add(item.get("lines") or [])
-            elif kind == "snapshot_end":
-                self.live = True
-                self.draw_title()
-            elif kind == "rotated":
-                self.add(["-- the log was archived; following the new file --"])
+        async for item in self.bridge.items(OperatorVerb.LOGS, source=source, follow=True):
+            match item:
+                case i.LogLines(lines=lines):
+                    self.add(lines)
+                case i.LogSnapshotEnd():
+                    self.live = True
+                    self.draw_title()
+                case i.LogRotated():
+                    self.add(["-- the log was archived; following the new file --"])
 
     def add(self, lines: Iterable[str]) -> None:
         batch = list(lines)

@@ -9,7 +9,7 @@ when sessions start or end (leases change only then) — never on a timer.
 from __future__ import annotations
 
 import contextlib
-from typing import Any, ClassVar, Final
+from typing import TYPE_CHECKING, Any, ClassVar, Final
 
 from rich.text import Text
 from textual import work
@@ -19,11 +19,17 @@ from textual.css.query import NoMatches
 from textual.widgets import DataTable, Static
 
 from choir.errors import ChoirError, ConflictError
+from choir.lazy import LazyModule
+from choir.protocol.operator.verbs import OperatorVerb
 from tui.dialogs import ConfirmDialog
 from tui.messages import AgentsUpdated, SessionChanged
 from tui.views.base import ChoirView, PaletteCommand
 
-Payload = dict[str, Any]
+if TYPE_CHECKING:
+    from choir.protocol.operator import answers as a
+else:  # the models (and pydantic) load with the first answer: the console paints first
+    a = LazyModule("choir.protocol.operator.answers")
+
 
 EMPTY: Final = 'No workspaces configured: add one under "workspaces" in config.json.'
 
@@ -46,7 +52,7 @@ class WorkspacesView(ChoirView):
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
-        self.workspaces: dict[str, Payload] = {}
+        self.workspaces: dict[str, a.WorkspaceView] = {}
         """name -> its `workspace.list` row."""
 
     def compose(self) -> ComposeResult:
@@ -77,16 +83,16 @@ class WorkspacesView(ChoirView):
         keep = self.highlighted()
         table.clear()
         for name, row in sorted(self.workspaces.items()):
-            path = Text(str(row.get("path")))
-            if not row.get("exists"):
+            path = Text(row.path)
+            if not row.exists:
                 path.append(" (missing)", "red")
-            holder = row.get("leased_to")
+            holder = row.leased_to
             table.add_row(
                 name,
                 path,
-                Text(str(holder), "bold") if holder else Text("-", "dim"),
-                str(row.get("session_id") or "-"),
-                str(row.get("leased_at") or "-")[:19].replace("T", " "),
+                Text(holder, "bold") if holder else Text("-", "dim"),
+                row.session_id or "-",
+                (row.leased_at or "-")[:19].replace("T", " "),
                 key=name,
             )
         if keep is not None and keep in table.rows:
@@ -102,11 +108,13 @@ class WorkspacesView(ChoirView):
 
     @work(group="workspaces-read", exclusive=True)
     async def read(self) -> None:
+        if not self.bridge.connected:
+            return  # the resync reads it once connected
         try:
-            rows = (await self.bridge.call("workspace.list"))["workspaces"]
+            rows = (await self.bridge.ask(OperatorVerb.WORKSPACE_LIST, a.WorkspaceList)).workspaces
         except ChoirError:
             return  # not connected: the resync reads it again
-        self.workspaces = {row["name"]: row for row in rows}
+        self.workspaces = {row.name: row for row in rows}
         if self.is_attached:  # the console may have closed while the call ran
             with contextlib.suppress(NoMatches):  # ...and already removed the table
                 self.redraw()
@@ -124,29 +132,31 @@ class WorkspacesView(ChoirView):
     @work(group="workspace-reset", exclusive=True)
     async def reset(self, name: str) -> None:
         """Confirm, then `workspace.reset`: choird stops the holder first, then empties it."""
-        row = self.workspaces.get(name, {})
-        path = row.get("path", "?")
+        row = self.workspaces.get(name)
+        path = row.path if row else "?"
         detail = f"Deletes every file in {path} (the directory itself stays)."
-        if row.get("leased_to"):
+        if row and row.leased_to:
             detail += (
-                f"\n{row['leased_to']} holds it (session {row.get('session_id')}): choird "
-                f"stops {row['leased_to']} gracefully first."
+                f"\n{row.leased_to} holds it (session {row.session_id}): choird "
+                f"stops {row.leased_to} gracefully first."
             )
         dialog = ConfirmDialog(f"Reset workspace {name}?", detail, yes="Reset", danger=True)
         if not await self.app.push_screen_wait(dialog):
             return
         try:
-            answer = await self.bridge.call("workspace.reset", name=name)
+            answer = await self.bridge.ask(
+                OperatorVerb.WORKSPACE_RESET, a.WorkspaceReset, name=name
+            )
         except ConflictError as error:
             self.notify(error.message, title="workspace reset", severity="warning", markup=False)
             return
         except ChoirError as error:
             self.notify(error.message, title="workspace reset", severity="error", markup=False)
             return
-        stopped = answer.get("stopped")
-        after = f" (stopped {stopped.get('agent_id', 'its agent')} first)" if stopped else ""
+        stopped = answer.stopped
+        after = f" (stopped {stopped.agent_id} first)" if stopped else ""
         self.notify(
-            f"workspace {name} reset: {answer['removed']} entries removed{after}",
+            f"workspace {name} reset: {answer.removed} entries removed{after}",
             title="workspace reset",
             markup=False,
         )

@@ -11,7 +11,11 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
+
+if TYPE_CHECKING:
+    from choir.protocol.operator.views import EventView
+
 
 Payload = dict[str, Any]
 
@@ -106,10 +110,10 @@ _SUMMARIES: Final[dict[str, Callable[[Payload], str]]] = {
 }
 
 
-def summary(event: Payload) -> str:
+def summary(event: EventView) -> str:
     """The event's one-line gist (without rev, lane or type)."""
-    payload = event.get("payload") or {}
-    describe = _SUMMARIES.get(str(event.get("event_type")))
+    payload = event.payload
+    describe = _SUMMARIES.get(event.event_type)
     try:
         text = describe(payload) if describe else json.dumps(payload, default=str)
     except (AttributeError, KeyError, TypeError, ValueError):  # an odd payload still shows
@@ -117,10 +121,16 @@ def summary(event: Payload) -> str:
     return clip(str(text))
 
 
-def detail(event: Payload, *, everything: bool = False) -> tuple[str, int]:
+def detail(event: EventView, *, everything: bool = False) -> tuple[str, int]:
     """The event pretty-printed, and how many characters were left out (0: all shown)."""
-    head = {key: event.get(key) for key in ("rev", "lane", "event_type", "created_at", "hash")}
-    text = json.dumps({**head, "payload": event.get("payload")}, indent=2, default=str)
+    head = {
+        "rev": event.rev,
+        "lane": event.lane,
+        "event_type": event.event_type,
+        "created_at": event.created_at,
+        "hash": event.hash,
+    }
+    text = json.dumps({**head, "payload": event.payload}, indent=2, default=str)
     if everything or len(text) <= DETAIL_CHARS:
         return text, 0
     return text[:DETAIL_CHARS], len(text) - DETAIL_CHARS

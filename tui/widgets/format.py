@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from rich.text import Text
+
+if TYPE_CHECKING:
+    from choir.protocol.operator.views import AgentSummary
+
 
 AGENT_STATE_STYLES: Final = {
     "running": "bold #7ec16e",
@@ -38,13 +42,13 @@ def state_text(state: str | None) -> Text:
     return Text(name, style=AGENT_STATE_STYLES.get(name, "italic"))
 
 
-def runtime_text(agent: dict[str, Any]) -> Text:
+def runtime_text(agent: AgentSummary) -> Text:
     """`docker`, `process (bwrap)`, or `process (unsandboxed)` in warning colours; `—` while
     not running."""
-    runtime = agent.get("runtime")
+    runtime = agent.runtime
     if not runtime:
         return Text("—", style="dim")
-    if agent.get("sandboxed") is False:
+    if agent.sandboxed is False:
         return Text(f"{runtime} (unsandboxed)", style="bold #e5c07b")
     if runtime == "process":
         return Text("process (bwrap)")

@@ -6,12 +6,16 @@ the agent listing or the connection changed.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from rich.text import Text
 from textual.widgets import Static
 
 from tui.state import ConsoleState
+
+if TYPE_CHECKING:
+    from choir.protocol.operator.answers import GatewayView
+    from choir.protocol.operator.views import ProblemFields
 
 _CONNECTION = {
     "connected": ("●", "connected", "health-ok"),
@@ -40,25 +44,25 @@ def health_text(state: ConsoleState) -> Text:
     text = Text()
     text.append(f"{dot} ", style=_dot_style(state.connection))
     text.append("choird ", style="bold")
-    text.append(str(status.get("version", "")) if status else "", style="dim")
+    text.append(status.version if status else "", style="dim")
     if state.connection != "connected":
         return text.append(f"  {label}", style="bold #e06c75")
-    _field(text, "postgres", *_postgres(status.get("postgres") or {}))
-    disk = status.get("disk") or {}
-    if disk.get("state", "ok") != "ok":
-        _field(text, "disk", str(disk["state"]).replace("_", " "), "bold #e06c75")
-    _field(text, "gateways", *_gateways(status.get("gateways") or []))
+    _field(text, "postgres", *_postgres(status.postgres if status else None))
+    disk = status.disk if status else None
+    if disk is not None and disk.state != "ok":
+        _field(text, "disk", disk.state.replace("_", " "), "bold #e06c75")
+    _field(text, "gateways", *_gateways(status.gateways if status else []))
     agents = f"{state.running_count()}/{len(state.agents)} running"
     _field(text, "agents", agents, "#56b6f7" if state.running_count() else "")
     version = f"v{state.config_version}" if state.config_version is not None else "?"
-    if status.get("config_staged"):
+    if status and status.config_staged:
         version += " (staged)"
     _field(text, "config", version, "")
     pending = len(state.approvals)
     _field(text, "approvals", str(pending), "bold #e5c07b" if pending else "")
     down = state.interrupted()
     if down:  # an agent crashed: the Agents tab says why and how to bring it back (s)
-        names = ", ".join(f"{outage['agent_id']} {outage['status']}" for outage in down)
+        names = ", ".join(f"{outage.agent_id} {outage.status}" for outage in down)
         _field(text, "down", f"{names} — press s in Agents to resume", "bold #e06c75")
     held = len(state.held_jobs())
     if held:  # a core job waits for the operator after a crash (Agents/Cores say how to decide)
@@ -72,18 +76,21 @@ def _field(text: Text, name: str, value: str, style: str) -> None:
     text.append(value, style=style)
 
 
-def _postgres(postgres: dict[str, Any]) -> tuple[str, str]:
-    if postgres.get("state") == "ok":
-        return f"ok {postgres.get('latency_ms', '')} ms", "#7ec16e"
-    if postgres.get("problem") == "restarting":
+def _postgres(postgres: ProblemFields | None) -> tuple[str, str]:
+    if postgres is None:  # no `status` read yet
+        return "?", "bold #e06c75"
+    if postgres.state == "ok":
+        latency = "" if postgres.latency_ms is None else postgres.latency_ms
+        return f"ok {latency} ms", "#7ec16e"
+    if postgres.problem == "restarting":
         return "restarting", "bold #e5c07b"
-    return str(postgres.get("state", "?")), "bold #e06c75"
+    return postgres.state, "bold #e06c75"
 
 
-def _gateways(gateways: list[dict[str, Any]]) -> tuple[str, str]:
+def _gateways(gateways: list[GatewayView]) -> tuple[str, str]:
     if not gateways:
         return "none", "dim"
-    running = sum(gateway.get("state") == "running" for gateway in gateways)
+    running = sum(gateway.state == "running" for gateway in gateways)
     return f"{running}/{len(gateways)} up", "#7ec16e" if running == len(gateways) else "#e5c07b"
 
 

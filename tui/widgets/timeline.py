@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import ClassVar, Final
+from typing import TYPE_CHECKING, ClassVar, Final
 
 from rich.segment import Segment
 from rich.style import Style
@@ -25,7 +25,10 @@ from textual.message import Message
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
-from tui.widgets.event_text import Payload, summary
+from tui.widgets.event_text import summary
+
+if TYPE_CHECKING:
+    from choir.protocol.operator.views import EventView
 
 DEFAULT_CAPACITY: Final = 200_000
 LANE_WIDTH: Final = 18
@@ -60,14 +63,14 @@ HASH: Final = 4
 TEXT: Final = 5
 
 
-def row_of(event: Payload) -> Row:
-    created = event.get("created_at") or ""
+def row_of(event: EventView) -> Row:
+    created = event.created_at or ""
     return (
-        event["rev"],
-        _interned(event.get("lane") or ""),
-        _interned(event.get("event_type") or ""),
+        event.rev,
+        _interned(event.lane),
+        _interned(event.event_type),
         created[11:23],
-        (event.get("hash") or "")[:8],
+        event.hash[:8],
         summary(event),
     )
 

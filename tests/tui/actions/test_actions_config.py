@@ -21,11 +21,16 @@ def rows(view: ConfigView) -> list[tuple[str, str, str]]:
     ]
 
 
+def version(view: ConfigView) -> int | None:
+    """The config version the view shows; None before `config.show` was read."""
+    return view.shown.config_version if view.shown else None
+
+
 async def test_load_shows_tagged_changes_and_apply_publishes_them(choird: Choird):
     async with console(choird.home) as (app, pilot):
         await show_tab(pilot, "config")
         view = app.query_one(ConfigView)
-        await until(pilot, lambda: view.shown.get("config_version") == 1, what="config.show")
+        await until(pilot, lambda: version(view) == 1, what="config.show")
         assert str(view.query_one("#config-note").render()) == NOTHING_STAGED
         data = read_config(choird.home)
         data["approval_timeout_ms"] = 600_000
@@ -43,8 +48,9 @@ async def test_load_shows_tagged_changes_and_apply_publishes_them(choird: Choird
         assert dialog.question == "Apply the staged config (2 change(s))?"
         assert "the next choirctl agent start that binds it" in dialog.detail
         await pilot.press("y")
-        await until(pilot, lambda: view.shown.get("config_version") == 2, what="v2")
-        assert not view.shown["staged"]
+        await until(pilot, lambda: version(view) == 2, what="v2")
+        assert view.shown is not None
+        assert not view.shown.staged
         assert any("config v2 applied" in text for _, text in notes(app))
     shown = await choird.client.config_show()
     assert (shown.config_version, shown.config["approval_timeout_ms"]) == (2, 600_000)
@@ -64,7 +70,7 @@ async def test_a_broken_config_lists_every_problem_and_stages_nothing(choird: Ch
         text = str(problems.render())
         assert "approval_timeout_ms" in text
         assert "no-such-model" in text
-        assert not view.shown.get("staged")
+        assert view.shown is None or not view.shown.staged
         await pilot.press("a")  # nothing staged: a notice, no dialog
         await pilot.pause()
         assert not isinstance(app.screen, ConfirmDialog)
@@ -76,13 +82,13 @@ async def test_applied_elsewhere_refreshes_and_secret_apply_asks_first(choird: C
     async with console(choird.home) as (app, pilot):
         await show_tab(pilot, "config")
         view = app.query_one(ConfigView)
-        await until(pilot, lambda: view.shown.get("config_version") == 1, what="config.show")
+        await until(pilot, lambda: version(view) == 1, what="config.show")
         data = read_config(choird.home)
         data["event_window_size"] = 60
         write_config(choird.home, data)
         await choird.client.config_load()
         await choird.client.config_apply()  # choirctl, elsewhere
-        await until(pilot, lambda: view.shown.get("config_version") == 2, what="the feed's v2")
+        await until(pilot, lambda: version(view) == 2, what="the feed's v2")
         await pilot.press("s")
         await confirmation(pilot)
         await pilot.press("y")

@@ -86,7 +86,9 @@ async def test_stopping_from_the_palette_confirms_and_stops(choird: Choird):
     async with console(choird.home) as (app, pilot):
         await until(
             pilot,
-            lambda: app.state.agents.get("agent-1", {}).get("state") == "running",
+            lambda: (
+                "agent-1" in app.state.agents and app.state.agents["agent-1"].state == "running"
+            ),
             what="agent-1 running",
         )
         await palette(pilot, "agent stop")

@@ -22,7 +22,7 @@ async def test_lease_holders_show_and_a_reset_empties_a_workspace(choird: Choird
         await until(pilot, lambda: view.table.row_count == 2, what="both workspaces")
         await until(
             pilot,
-            lambda: view.workspaces["default"].get("leased_to") == "agent-1",
+            lambda: view.workspaces["default"].leased_to == "agent-1",
             what="agent-1's lease",
         )
         assert str(view.table.get_cell("default", view.table.ordered_columns[2].key)) == "agent-1"
@@ -45,7 +45,9 @@ async def test_resetting_a_leased_workspace_names_the_holder_and_stops_it_first(
         view = app.query_one(WorkspacesView)
         await until(
             pilot,
-            lambda: view.workspaces.get("default", {}).get("leased_to") == "agent-1",
+            lambda: (
+                "default" in view.workspaces and view.workspaces["default"].leased_to == "agent-1"
+            ),
             what="agent-1's lease",
         )
         await pilot.press("r")
@@ -59,7 +61,5 @@ async def test_resetting_a_leased_workspace_names_the_holder_and_stops_it_first(
             what="the reset",
         )
         assert any("stopped agent-1 first" in t for _, t in notes(app))
-        await until(
-            pilot, lambda: not view.workspaces["default"].get("leased_to"), what="the lease gone"
-        )
+        await until(pilot, lambda: not view.workspaces["default"].leased_to, what="the lease gone")
     assert (await choird.client.agent_status("agent-1")).state == "stopped"
