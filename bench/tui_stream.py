@@ -204,12 +204,17 @@ async def press_keys(app: ChoirApp, line: Timeline, latencies: list[float] | Non
         key = "down" if key == "up" else "up"
 
 
+FILL_BATCH = 1000
+
+
 async def rss_after(lines: int) -> float:
     async def fill(app: ChoirApp, pilot: Any) -> float:
         line = app.query_one(Timeline)
-        for first in range(1, lines + 1, 5000):
+        # batches the size the follower posts under a flood (what 1/30 s of 20k events/s
+        # and a snapshot page add up to), not more events at once than the console ever gets
+        for first in range(1, lines + 1, FILL_BATCH):
             app.post_message(
-                EventsArrived(SESSION, make_events(first, min(5000, lines - first + 1)))
+                EventsArrived(SESSION, make_events(first, min(FILL_BATCH, lines - first + 1)))
             )
             await pilot.pause()
         while len(line.rows) < lines:
