@@ -16,7 +16,7 @@ from typing import Any
 import orjson
 
 from choir.errors import ChoirError, NotFoundError
-from choir.protocol.wire.artifacts import decode_chunk
+from choir.protocol.wire.chunks import decode_chunk
 
 Call = Callable[..., Awaitable[dict[str, Any]]]
 """An operator call: `await call(verb, **payload)`."""

@@ -77,6 +77,9 @@ async def choir_tui(home: ChoirHome, root: Path) -> AsyncIterator[Terminal]:
     operator_home = root / "operator-home"
     operator_home.mkdir(exist_ok=True)
     env = environment(HOME=str(operator_home), TERM="xterm-256color", COLORTERM="truecolor")
+    # pytest-xdist workers export COLUMNS=80/LINES=24, which Textual prefers to the pane's size
+    for variable in ("COLUMNS", "LINES"):
+        env.pop(variable, None)
     command = f"{CHOIR} tui --home {home.root}"
     await terminal.tmux(
         "new-session", "-d", "-s", "console", "-x", "120", "-y", "40", command, env=env
