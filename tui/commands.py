@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, cast
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 
 from choir.commands import Param
+from choir.commands.text import progress_line
 from choir.errors import ChoirError, ConflictError, UsageError
 from choir.lazy import LazyModule
 from choir.protocol.operator.verbs import OperatorVerb
@@ -214,29 +215,12 @@ async def report(app: App[Any], action: ConsoleAction, answers: dict[str, str]) 
     verb = OperatorVerb(action.verb)
     async for item in console(app).bridge.items(verb, **action.payload(answers)):
         if isinstance(item, i.Progress):
-            screen.add([progress_line(item)])
+            screen.add([progress_line(item.model_dump(mode="json"))])
             continue
         screen.add(as_lines(item.result))  # the result item (BuildResult, UpdateResult…)
         screen.finish("done")
         return
     screen.finish("choird closed the stream before answering: see the Logs tab")
-
-
-def progress_line(item: i.Progress) -> str:
-    """One progress item of an update, as `choirctl agent update` prints it."""
-    agent = item.agent_id
-    if item.phase == "outcome":
-        outcome = item.outcome
-        if outcome is None:
-            return "None None: None"
-        return f"{outcome.agent_id} {outcome.outcome}: {outcome.reason}"
-    if item.log is not None:
-        return f"  | {item.log}"
-    if item.step is not None:
-        total = f"/{item.total}" if item.total else ""
-        detail = f": {item.detail}" if item.detail else ""
-        return f"{agent}: build step {item.step}{total} {item.title or ''}{detail}"
-    return f"{agent}: {item.title or ''}"
 
 
 def headline(action: ConsoleAction, answers: dict[str, str]) -> str:

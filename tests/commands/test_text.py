@@ -2,7 +2,18 @@
 
 from __future__ import annotations
 
-from choir.commands.text import approval_lines, cut, event_lines, readable, status_lines
+import orjson
+
+from choir.commands.text import (
+    approval_lines,
+    cut,
+    event_lines,
+    progress_line,
+    readable,
+    status_lines,
+)
+from choir.protocol.operator.answers import UpdateOutcome
+from choir.protocol.operator.items import Progress
 
 
 def test_nested_answers_keep_their_indentation_and_lists_read_one_item_a_line() -> None:
@@ -61,3 +72,24 @@ def test_events_and_approvals_one_line_each_approvals_numbered() -> None:
         {"approval_id": "ap-2", "agent_id": "b", "request_type": "t", "payload": {}},
     ]
     assert approval_lines(approvals) == ["1. ap-1 a t: x", "2. ap-2 b t: -"]
+
+
+def test_progress_items_read_the_same_from_a_model_and_from_its_json() -> None:
+    items = [
+        Progress(agent_id="agent-1", phase="build", step=3, total=9, title="RUN pip", detail="ok"),
+        Progress(agent_id="agent-1", phase="build", log="Step 3/9 : RUN pip"),
+        Progress(agent_id="agent-1", phase="stop", title="stopping"),
+        Progress(
+            agent_id="agent-1",
+            phase="outcome",
+            outcome=UpdateOutcome(agent_id="agent-1", outcome="built", reason="image rebuilt"),
+        ),
+    ]
+    lines = [progress_line(item.model_dump(mode="json")) for item in items]
+    assert lines == [
+        "agent-1: build step 3/9 RUN pip: ok",
+        "  | Step 3/9 : RUN pip",
+        "agent-1: stopping",
+        "agent-1 built: image rebuilt",
+    ]
+    assert lines == [progress_line(orjson.loads(item.model_dump_json())) for item in items]

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from choir.commands import documented
+from choir.commands.text import progress_line
 from choir.ctl.options import HomeOption, JsonOption
 from choir.ctl.render.output import emit, write_visible
 
@@ -70,16 +71,6 @@ def outcome_line(outcome: UpdateOutcome) -> str:
 
 def show_progress(item: Progress) -> None:
     """One progress item of an update as a line on stderr."""
-    agent = item.agent_id
-    if item.phase == "outcome" and item.outcome is not None:
-        line = outcome_line(item.outcome)
-    elif item.log is not None:
-        line = f"  | {item.log}"
-    elif isinstance(item.step, int):
-        detail = f": {item.detail}" if item.detail else ""
-        total = f"/{item.total}" if item.total else ""
-        line = f"{agent}: build step {item.step}{total} {item.title or ''}{detail}"
-    else:
-        line = f"{agent}: {item.title or ''}"
+    line = progress_line(item.model_dump(mode="json"))
     write_visible(line + "\n", sys.stderr)
     sys.stderr.flush()
