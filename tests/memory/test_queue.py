@@ -10,7 +10,9 @@ from collections.abc import Sequence
 import numpy as np
 import pytest
 
+from choir.daemon.memory.backoff import Backoff
 from choir.daemon.memory.local_provider import LocalEmbeddings
+from choir.daemon.memory.openai_provider import EmbeddingSettings, OpenAIEmbeddings
 from choir.daemon.memory.provider import Vector
 from choir.daemon.memory.queue import EmbeddingQueue, EmbeddingResult
 from tests.memory import embeddings_server as fault
@@ -109,16 +111,23 @@ async def test_final_failure_means_no_vector_and_one_warning(server: EmbeddingsS
     assert KEY not in str(lines)
 
 
-async def test_enqueue_never_waits_for_a_slow_or_dead_endpoint():
+async def test_enqueue_never_waits_for_a_dead_endpoint():
     delivered = Delivered()
-    async with provider(refused_url()) as embedder, EmbeddingQueue(embedder, delivered) as queue:
+    settings = EmbeddingSettings("test-embed", refused_url(), 8, api_key=KEY)
+    slow_retries = Backoff(base_s=0.2, jitter=0.0)  # 0.2 + 0.4 + 0.8 s before giving up
+    async with (
+        OpenAIEmbeddings(settings, backoff=slow_retries) as embedder,
+        EmbeddingQueue(embedder, delivered) as queue,
+    ):
         started = time.perf_counter()
-        futures = [queue.enqueue(f"c{n}", f"text {n}") for n in range(100)]
+        futures = [queue.enqueue(f"c{n}", f"text {n}") for n in range(40)]
         queue.tick()
-        assert time.perf_counter() - started < 0.05  # the caller went on at once
-        results = await asyncio.wait_for(asyncio.gather(*futures), 10)
-    assert results == [None] * 100
-    assert sum(len(batch) for batch in delivered.batches) == 100
+        handed_back = time.perf_counter() - started
+        results = await asyncio.wait_for(asyncio.gather(*futures), 20)
+        failed_after = time.perf_counter() - started
+    assert handed_back < 0.5 < 1.4 <= failed_after  # the caller went on while the queue waited
+    assert results == [None] * 40
+    assert [len(batch) for batch in delivered.batches] == [32, 8]
 
 
 async def test_a_failing_sink_does_not_stop_the_queue(server: EmbeddingsServer):
