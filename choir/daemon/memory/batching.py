@@ -7,8 +7,8 @@ text: only the latest text of a knowledge item updated twice in one tick is embe
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from dataclasses import dataclass, field
-from itertools import islice
 from typing import Generic, TypeVar
 
 T = TypeVar("T")
@@ -20,7 +20,8 @@ class PendingChunks(Generic[T]):
 
     batch_size: int = 32
     """The most chunks per batch (§11.9)."""
-    _waiting: dict[str, T] = field(default_factory=dict)
+    _waiting: OrderedDict[str, T] = field(default_factory=OrderedDict)
+    """In queue order; an OrderedDict so taking from the front stays O(1) after many takes."""
     _flushing: bool = False
 
     def add(self, chunk_id: str, item: T) -> None:
@@ -44,8 +45,8 @@ class PendingChunks(Generic[T]):
         """The next batch to send, taken off the queue; None when none is due."""
         if not (self.full or self._flushing):
             return None
-        ids = list(islice(self._waiting, self.batch_size))
-        batch = [(chunk_id, self._waiting.pop(chunk_id)) for chunk_id in ids]
+        take = min(self.batch_size, len(self._waiting))
+        batch = [self._waiting.popitem(last=False) for _ in range(take)]
         self._flushing = self._flushing and bool(self._waiting)
         return batch
 
@@ -54,5 +55,5 @@ class PendingChunks(Generic[T]):
 
     def take_all(self) -> list[tuple[str, T]]:
         """Everything waiting, emptying the queue (at shutdown)."""
-        taken, self._waiting, self._flushing = list(self._waiting.items()), {}, False
+        taken, self._waiting, self._flushing = list(self._waiting.items()), OrderedDict(), False
         return taken
