@@ -51,6 +51,7 @@ HOST_ONLY: Final = frozenset(
         "textual",
         "typer",
         "watchfiles",
+        "wordllama",  # choird's local embedding model (daemon/memory), with numpy and tokenizers
     }
 )
 """choir's dependencies choir-agent never imports: left out of the image."""

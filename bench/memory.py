@@ -1,0 +1,107 @@
+"""Memory pipeline figures: `python -m bench.memory [--json] [--quick]`.
+
+- embed_local_texts_per_s: texts the embedded local model (wordllama, `LocalEmbeddings.embed`)
+  turns into 256-dim vectors per CPU-second, on short realistic memory chunks (a tool call and
+  its result, a chat line, a knowledge note; 6-40 words), in calls of 1,000 texts. CPU time of
+  the whole process (its threads included), so the figure is one core's and holds on a loaded
+  machine.
+- embed_queue_local_texts_per_s: the same texts through `EmbeddingQueue` (batches of 32, one
+  worker-thread hop per batch, results delivered per batch), per CPU-second.
+
+The other figures of issue 14 (session close, vector/text/hybrid search, the query tool) need the
+memory store, which is not built yet.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+from collections.abc import Sequence
+
+from bench.common import figures_dict, median, parse_args, report
+from choir.daemon.memory.local_provider import LocalEmbeddings
+from choir.daemon.memory.queue import EmbeddingQueue, EmbeddingResult
+
+GOALS = {
+    "embed_local_texts_per_s": "goal >= 20,000 (one core)",
+    "embed_queue_local_texts_per_s": "(batches of 32, no goal)",
+}
+CALL = 1_000
+
+TEMPLATES = (
+    "tool call fs.read path={path} returned {n} lines; the {thing} is defined near line {m}",
+    "tool call shell.run `pytest {path} -q` exited {code}: {n} passed, {m} failed in {t} s",
+    "user: can you {verb} the {thing} in {path} before the {day} release?",
+    "assistant: I {past} the {thing}; the {other} still needs a look, see {path}",
+    "note: the user prefers {pref} and wants answers short, in {lang}",
+    "skill {skill} phase {phase} finished: {n} files changed, tests green",
+    "the {thing} fails when {other} is empty because {path} reads it before the lock is taken",
+    "reminder: {day} meeting with {name} about the {thing} budget at {n}:{m:02d}",
+)
+WORDS = {
+    "path": ["src/app/config.py", "choir/daemon/app.py", "README.md", "tests/test_api.py"],
+    "thing": ["parser", "login form", "retry loop", "cache", "invoice export", "schema"],
+    "other": ["migration", "settings page", "queue", "index", "error message"],
+    "verb": ["refactor", "fix", "review", "document", "speed up"],
+    "past": ["refactored", "fixed", "reviewed", "documented", "rewrote"],
+    "day": ["Monday", "Thursday", "Friday", "next week's"],
+    "pref": ["tea over coffee", "dark mode", "metric units", "email over calls"],
+    "lang": ["French", "English", "German"],
+    "skill": ["deploy", "triage", "release-notes"],
+    "phase": ["plan", "apply", "verify"],
+    "name": ["Alice", "Bob", "Chen", "Dana"],
+}
+
+
+def realistic_texts(count: int, seed: int = 14) -> list[str]:
+    rng = random.Random(seed)
+    texts = []
+    for _ in range(count):
+        fields = {key: rng.choice(choices) for key, choices in WORDS.items()}
+        numbers = {"n": rng.randint(1, 500), "m": rng.randint(0, 59), "code": rng.choice((0, 1))}
+        texts.append(rng.choice(TEMPLATES).format(**fields, **numbers, t=rng.randint(1, 90)))
+    return texts
+
+
+async def provider_rate(texts: Sequence[str]) -> float:
+    embedder = LocalEmbeddings()
+    await embedder.load()
+    started = time.process_time()
+    for start in range(0, len(texts), CALL):
+        await embedder.embed(texts[start : start + CALL])
+    return len(texts) / (time.process_time() - started)
+
+
+async def queue_rate(texts: Sequence[str]) -> float:
+    embedder = LocalEmbeddings()
+    await embedder.load()
+    delivered = 0
+
+    async def count(results: Sequence[EmbeddingResult]) -> None:
+        nonlocal delivered
+        delivered += len(results)
+
+    started = time.process_time()
+    async with EmbeddingQueue(embedder, count) as queue:
+        for n, text in enumerate(texts):
+            queue.enqueue(f"chunk-{n}", text)
+        await queue.drain()
+    assert delivered == len(texts)
+    return len(texts) / (time.process_time() - started)
+
+
+def main() -> None:
+    args = parse_args(__doc__ or "")
+    count, repeats = (5_000, 1) if args.quick else (100_000, 3)
+    texts = realistic_texts(count)
+    provider = [asyncio.run(provider_rate(texts)) for _ in range(repeats)]
+    queued = [asyncio.run(queue_rate(texts)) for _ in range(repeats)]
+    figures = figures_dict(
+        embed_local_texts_per_s=median(provider), embed_queue_local_texts_per_s=median(queued)
+    )
+    report("memory: embedding pipeline (choir.daemon.memory)", figures, GOALS, args.json)
+
+
+if __name__ == "__main__":
+    main()
