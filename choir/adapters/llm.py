@@ -27,6 +27,7 @@ import asyncio
 import os
 import ssl
 import time
+import urllib.request
 from collections.abc import Awaitable, Callable
 from functools import cache
 from types import TracebackType
@@ -194,7 +195,10 @@ class LlmClient:
         import aiohttp
 
         if self._http is None:
-            self._http = aiohttp.ClientSession(trust_env=True)
+            # aiohttp's trust_env looks up proxies and ~/.netrc on a thread at every call; only
+            # an environment that names a proxy needs that (httpx read it once per client)
+            proxied = bool(urllib.request.getproxies_environment())
+            self._http = aiohttp.ClientSession(trust_env=proxied)
         return self._http
 
     async def aclose(self) -> None:

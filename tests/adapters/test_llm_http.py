@@ -89,3 +89,21 @@ async def test_a_body_that_cannot_be_decoded_is_malformed(llm: LlmClient) -> Non
             await llm.complete(ask(settings))
     assert caught.value.kind == LlmErrorKind.MALFORMED
     assert "could not be decoded" in caught.value.message
+
+
+async def test_a_proxy_named_in_the_environment_is_used(monkeypatch: pytest.MonkeyPatch) -> None:
+    asked: list[str] = []
+
+    async def proxy(request: web.Request) -> web.Response:
+        await request.read()
+        asked.append(f"{request.host}{request.path}")
+        return web.Response(body=COMPLETION, content_type="application/json")
+
+    async with serving({"/v1/chat/completions": proxy}) as proxy_settings:
+        proxy_url = proxy_settings.endpoint.removesuffix("/v1")
+        monkeypatch.setenv("HTTP_PROXY", proxy_url)
+        monkeypatch.setenv("http_proxy", proxy_url)
+        settings = ModelSettings(name="test-model", model="m", endpoint="http://model.test/v1")
+        async with LlmClient() as llm:
+            assert (await llm.complete(ask(settings))).text == "ok"
+    assert asked == ["model.test/v1/chat/completions"]
