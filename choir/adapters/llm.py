@@ -24,6 +24,7 @@ client at all.
 from __future__ import annotations
 
 import asyncio
+import importlib
 import os
 import ssl
 import time
@@ -153,7 +154,8 @@ class LlmClient:
 
     async def _attempt(self, request: CompletionRequest, body: bytes) -> _Answer:
         """One POST; transport failures become LlmError, any HTTP status is returned."""
-        import aiohttp
+        session = await self._session()
+        import aiohttp  # loaded by _session
 
         settings = request.settings
         timeout_s = request.timeout_s or settings.timeout_s
@@ -163,7 +165,7 @@ class LlmClient:
         try:
             async with (
                 asyncio.timeout(timeout_s),
-                self._session().post(
+                session.post(
                     url,
                     data=body,
                     headers=_headers(settings),
@@ -191,14 +193,15 @@ class LlmClient:
         except (aiohttp.ClientError, ValueError, OSError) as exc:
             raise _unreachable(settings, exc) from None
 
-    def _session(self) -> aiohttp.ClientSession:
-        import aiohttp
-
+    async def _session(self) -> aiohttp.ClientSession:
         if self._http is None:
+            # the first call loads aiohttp (~0.1 s of CPU) on a thread: the loop keeps beating
+            module = await asyncio.to_thread(importlib.import_module, "aiohttp")
             # aiohttp's trust_env looks up proxies and ~/.netrc on a thread at every call; only
             # an environment that names a proxy needs that (httpx read it once per client)
             proxied = bool(urllib.request.getproxies_environment())
-            self._http = aiohttp.ClientSession(trust_env=proxied)
+            if self._http is None:  # another call may have made it meanwhile
+                self._http = module.ClientSession(trust_env=proxied)
         return self._http
 
     async def aclose(self) -> None:

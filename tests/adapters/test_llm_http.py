@@ -7,8 +7,11 @@ answer anything, so each test runs a small aiohttp application on loopback.
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
+from pathlib import Path
 
 import orjson
 import pytest
@@ -107,3 +110,54 @@ async def test_a_proxy_named_in_the_environment_is_used(monkeypatch: pytest.Monk
         async with LlmClient() as llm:
             assert (await llm.complete(ask(settings))).text == "ok"
     assert asked == ["model.test/v1/chat/completions"]
+
+
+FIRST_CALL = """
+import asyncio, sys, threading
+from choir.adapters.llm import CompletionRequest, LlmClient, ModelSettings
+
+loaded_on = []
+
+
+class Watch:
+    def find_spec(self, name, path=None, target=None):
+        if name == "aiohttp":
+            loaded_on.append(threading.current_thread() is threading.main_thread())
+        return None
+
+
+BODY = b'{"choices": [{"message": {"role": "assistant", "content": "ok"}}]}'
+
+
+async def answer(reader, writer):
+    while (await reader.readline()) not in (b"\\r\\n", b""):
+        pass  # headers; the body is not needed
+    head = b"HTTP/1.1 200 OK\\r\\nContent-Type: application/json\\r\\n"
+    writer.write(head + b"Content-Length: %d\\r\\n\\r\\n" % len(BODY) + BODY)
+    await writer.drain()
+    writer.close()
+
+
+async def main():
+    server = await asyncio.start_server(answer, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    settings = ModelSettings(name="m", model="m", endpoint=f"http://127.0.0.1:{port}/v1")
+    request = CompletionRequest(settings, [{"role": "user", "content": "hi"}], lane="edge")
+    sys.meta_path.insert(0, Watch())
+    async with LlmClient() as llm:
+        print((await llm.complete(request)).text, loaded_on)
+
+
+asyncio.run(main())
+"""
+
+
+def test_the_first_call_loads_aiohttp_off_the_event_loop() -> None:
+    """Loading aiohttp takes ~0.1 s of CPU, more on a busy host: on the loop's thread it would
+    stall the agent's heartbeats during its first model call."""
+    root = Path(__file__).resolve().parents[2]
+    done = subprocess.run(
+        [sys.executable, "-c", FIRST_CALL], cwd=root, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["ok", "[False]"]
