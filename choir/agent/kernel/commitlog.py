@@ -42,15 +42,16 @@ _second_cache: list[tuple[int, str]] = [(-1, "")]
 def now_ts() -> str:
     """The current instant in the wire's one timestamp form (see `choir.protocol.format_ts`).
 
-    Commits are hot: the date-and-time prefix is formatted once per second, not per commit.
+    Commits are hot: the date-and-time prefix is formatted once per second, not per commit, and
+    the clock is read in integer nanoseconds (no float arithmetic, one %-format).
     """
-    now = time.time()
-    second = int(now)
+    now = time.time_ns()
+    second = now // 1_000_000_000
     cached_second, prefix = _second_cache[0]
     if second != cached_second:
-        prefix = datetime.fromtimestamp(second, UTC).strftime("%Y-%m-%dT%H:%M:%S")
+        prefix = datetime.fromtimestamp(second, UTC).strftime("%Y-%m-%dT%H:%M:%S.")
         _second_cache[0] = (second, prefix)
-    return f"{prefix}.{int((now - second) * 1_000_000):06d}Z"
+    return "%s%06dZ" % (prefix, now % 1_000_000_000 // 1000)  # noqa: UP031  # cheaper than f""
 
 
 def event_json(event: Event) -> dict[str, Any]:
