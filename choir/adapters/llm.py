@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import importlib
+import logging
 import os
 import ssl
 import time
@@ -267,6 +268,8 @@ def _elapsed_ms(started: float) -> int:
 
 
 def _log_success(completion: Completion) -> None:
+    if not _log.isEnabledFor(logging.INFO):  # CHOIR_LOG_LEVEL=warning: not even the fields
+        return
     usage = completion.usage
     with bind_context(lane=completion.lane):
         _log.info(
