@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import orjson
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -16,7 +17,14 @@ from choir.agent.tools.builtin import BUILTIN_TOOLS
 from choir.core.memory.working import WorkingMemory
 from choir.core.prompt.build import core_prompt, edge_prompt
 from choir.core.prompt.text import CORE_INSTRUCTIONS, EDGE_INSTRUCTIONS, system_text
-from choir.core.prompt.window import ShownEvents, event_messages, full_result, window_messages
+from choir.core.prompt.window import (
+    CHARS_PER_TOKEN,
+    ShownEvents,
+    estimate_tokens,
+    event_messages,
+    full_result,
+    window_messages,
+)
 from choir.core.skills.runner import SkillView
 from choir.protocol import (
     AgentReplied,
@@ -399,6 +407,24 @@ def test_every_tool_call_is_answered_right_after_it(
     memory = _memory("edge", *(("edge", e) for e in events), start=start)
     messages = edge_messages_of(memory, user_md="", soul_md="", window_size=size)
     _assert_paired(messages)
+
+
+JSON = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**63), 2**63 - 1)
+    | st.floats(allow_nan=False)
+    | st.text(),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(), inner, max_size=3),
+    max_leaves=8,
+)
+
+
+@given(st.lists(st.dictionaries(st.text(), JSON, max_size=4), max_size=6))
+def test_estimate_tokens_counts_each_messages_own_encoding(messages: list[dict[str, Any]]) -> None:
+    chars = sum(len(orjson.dumps(message)) for message in messages)
+    assert estimate_tokens(messages) == -(-chars // CHARS_PER_TOKEN)
+    assert estimate_tokens(iter(messages)) == estimate_tokens(messages)
 
 
 def _masked_view(tool: str, result: ToolResult) -> dict[str, Any]:

@@ -94,7 +94,10 @@ def json_text(value: object) -> str:
 
 def estimate_tokens(messages: Iterable[Message]) -> int:
     """Roughly how many tokens `messages` take (their JSON length / CHARS_PER_TOKEN)."""
-    chars = sum(len(orjson.dumps(message)) for message in messages)
+    listed = list(messages)
+    # one encoding of the list: `[` + the messages joined by `,` + `]`, so n + 1 more characters
+    # than the messages' own encodings
+    chars = len(orjson.dumps(listed)) - len(listed) - 1 if listed else 0
     return -(-chars // CHARS_PER_TOKEN)
 
 
