@@ -21,7 +21,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterable, Iterator
 from datetime import UTC, datetime
-from typing import Any, NamedTuple
+from typing import Any, Final, NamedTuple
 
 import orjson
 
@@ -97,6 +97,11 @@ class LogEntry(NamedTuple):
     def model(self) -> Event:
         """The event as its typed model (parsing costs; keep it off hot paths)."""
         return EVENT_ADAPTER.validate_python(self.event)
+
+
+_new_entry: Final = tuple.__new__
+"""Builds a `LogEntry` from all its fields in C: a NamedTuple's own `__new__` is a Python function
+(keywords, defaults) costing about 0.2 µs more, of a commit's 4."""
 
 
 class ChainError(ChoirError):
@@ -176,7 +181,7 @@ class CommitLog:
             self.artifacts[artifact["sha256"]] = content
             record = record_bytes(rev, lane, ts, event, artifact)
         digest = chain_hash(prev, record)
-        entry = LogEntry(rev, lane, ts, prev, digest, event, artifact)
+        entry = _new_entry(LogEntry, (rev, lane, ts, prev, digest, event, artifact))
         self._entries.append(entry)
         self._head_rev, self._head_hash = rev, digest
         for listener in self._listeners:
