@@ -31,7 +31,6 @@ import ssl
 import time
 import urllib.request
 from collections.abc import Awaitable, Callable
-from functools import cache
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, NamedTuple, Self
 from urllib.parse import urlsplit
@@ -96,6 +95,8 @@ class LlmClient:
         self._owned = http is None
         self._http = http
         """Made at the first call when not borrowed (a session needs the running loop)."""
+        self._verified: ssl.SSLContext | None = None
+        """The CAs https endpoints are checked against, read at the first https call."""
 
     async def complete(
         self, request: CompletionRequest, *, on_rate_limited: RateLimitNotice | None = None
@@ -172,7 +173,7 @@ class LlmClient:
                     headers=_headers(settings),
                     timeout=timeout,
                     allow_redirects=False,
-                    ssl=_verified_context() if url.startswith("https:") else True,
+                    ssl=self._verified_context() if url.startswith("https:") else True,
                 ) as response,
             ):
                 content = await response.read()
@@ -205,6 +206,11 @@ class LlmClient:
                 self._http = module.ClientSession(trust_env=proxied)
         return self._http
 
+    def _verified_context(self) -> ssl.SSLContext:
+        if self._verified is None:
+            self._verified = _trusted_cas()
+        return self._verified
+
     async def aclose(self) -> None:
         """Close the HTTP client if this client created it."""
         if self._owned and self._http is not None:
@@ -234,9 +240,9 @@ def _decode(settings: ModelSettings, response: _Answer) -> Any:
         ) from None
 
 
-@cache
-def _verified_context() -> ssl.SSLContext:
-    """The CA certificates https endpoints are verified against, chosen as httpx chose them."""
+def _trusted_cas() -> ssl.SSLContext:
+    """The CA certificates https endpoints are verified against, chosen as httpx chose them:
+    `SSL_CERT_FILE`, else `SSL_CERT_DIR`, else certifi's bundle."""
     import certifi  # only an https endpoint needs it
 
     if cafile := os.environ.get("SSL_CERT_FILE"):

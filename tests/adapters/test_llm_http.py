@@ -1,5 +1,5 @@
 """The LLM client's HTTP behaviour against a real local server: kept-alive connections, redirects
-not followed, a body that cannot be decoded.
+not followed, a body that cannot be decoded, environment proxies, verified https.
 
 The scripted model server answers only well-formed completions; these need a server that can
 answer anything, so each test runs a small aiohttp application on loopback.
@@ -18,6 +18,7 @@ import pytest
 from aiohttp import web
 
 from choir.adapters.llm import LlmClient, LlmError, LlmErrorKind, ModelSettings
+from choir.transport.tls import create_self_signed, server_context
 from tests.adapters.support import ask
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -161,3 +162,39 @@ def test_the_first_call_loads_aiohttp_off_the_event_loop() -> None:
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["ok", "[False]"]
+
+
+async def test_https_endpoints_are_verified_against_ssl_cert_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """certifi's CAs by default (a self-signed model server is refused), `SSL_CERT_FILE` when
+    set, as with httpx: each client reads them at its first https call."""
+    cert, key = tmp_path / "model.crt", tmp_path / "model.key"
+    create_self_signed(cert, key, names=("127.0.0.1",))
+
+    async def complete(request: web.Request) -> web.Response:
+        await request.read()
+        return web.Response(body=COMPLETION, content_type="application/json")
+
+    app = web.Application()
+    app.router.add_post("/v1/chat/completions", complete)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0, ssl_context=server_context(cert, key))
+    await site.start()
+    port = runner.addresses[0][1]
+    settings = ModelSettings(name="test-model", model="m", endpoint=f"https://127.0.0.1:{port}/v1")
+    try:
+        monkeypatch.delenv("SSL_CERT_FILE", raising=False)
+        monkeypatch.delenv("SSL_CERT_DIR", raising=False)
+        async with LlmClient() as llm:
+            with pytest.raises(LlmError) as caught:
+                await llm.complete(ask(settings))
+        assert caught.value.kind == LlmErrorKind.UNREACHABLE
+        assert "certificate" in caught.value.message.lower()
+
+        monkeypatch.setenv("SSL_CERT_FILE", str(cert))
+        async with LlmClient() as llm:
+            assert (await llm.complete(ask(settings))).text == "ok"
+    finally:
+        await runner.cleanup()
