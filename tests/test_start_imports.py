@@ -30,6 +30,13 @@ def test_choir_agent_skips_the_setup_commands_logic() -> None:
     assert loaded(imports, setup) == []
 
 
+def test_choir_agent_starts_without_an_http_client() -> None:
+    """The LLM client's aiohttp loads at the first model call (~0.1 s of CPU), not at start;
+    httpx is only choird's HTTP transport's."""
+    imports = "import choir.agent.choir_agent, choir.agent.app, choir.agent.startup"
+    assert loaded(imports, ("aiohttp", "httpx")) == []
+
+
 @pytest.mark.parametrize(
     "heavy",
     [

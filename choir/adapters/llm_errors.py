@@ -1,9 +1,9 @@
 """Why an LLM call failed (§7.7), as one typed error the lanes can act on.
 
-A lane never sees an httpx exception or a JSON error: every failure of a call — transport, status,
-body — becomes an `LlmError` whose `kind` drives what the lane does (edge: tell the user and go
-back to IDLE; core: terminate) and whose message is one line fit to show the user. Messages are
-scrubbed of the API key before the error exists, so no later `str(error)` can leak it.
+A lane never sees an HTTP client's exception or a JSON error: every failure of a call —
+transport, status, body — becomes an `LlmError` whose `kind` drives what the lane does (edge: tell
+the user and go back to IDLE; core: terminate) and whose message is one line fit to show the user.
+Messages are scrubbed of the API key before the error exists, so no later `str(error)` can leak it.
 """
 
 from __future__ import annotations

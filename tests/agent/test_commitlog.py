@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import itertools
+import time
+from datetime import UTC, datetime
 
 import pytest
 
-from choir.agent.kernel.commitlog import ChainError, CommitLog, entry_from_wire
-from choir.protocol import GENESIS_HASH, CommittedEvent, UserMsg, chain_break
+from choir.agent.kernel.commitlog import ChainError, CommitLog, entry_from_wire, now_ts
+from choir.protocol import GENESIS_HASH, CommittedEvent, UserMsg, chain_break, format_ts
 
 
 def _filled(n: int) -> CommitLog:
@@ -100,3 +102,15 @@ def test_a_lone_surrogate_is_committed_as_the_replacement_character() -> None:
     committed = CommittedEvent.model_validate(entry.wire())
     assert committed.computed_hash() == entry.hash
     log.verify()
+
+
+def test_commit_timestamps_are_the_wires_one_form_of_now() -> None:
+    before = datetime.now(UTC)
+    stamps = [now_ts() for _ in range(2000)]
+    time.sleep(0.002)
+    after = datetime.now(UTC)
+    for stamp in stamps[::97] + stamps[-1:]:
+        moment = datetime.strptime(stamp, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=UTC)
+        assert format_ts(moment) == stamp  # six digits, Z: re-serializes to the same bytes
+        assert before.replace(microsecond=0) <= moment <= after
+    assert stamps == sorted(stamps)

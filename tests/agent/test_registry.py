@@ -314,6 +314,24 @@ def test_llm_tools_are_exactly_the_llm_views_restricted_to_a_state(root: Path) -
         assert set(tool["function"]) == {"name", "description", "parameters"}
 
 
+def test_each_call_gets_its_own_list_of_the_same_views(root: Path) -> None:
+    """The views are built once per lane kind and state; a caller extending its list (the lane
+    adds the skill control tools) leaves the next caller's alone."""
+    registry = load(root)
+    only = ["choir.fs.write", "choir.fs.read"]
+
+    first = registry.llm_tools("edge")
+    first.append({"type": "function", "function": {"name": "extra"}})
+    restricted = registry.llm_tools("core", only=only)
+    restricted.clear()
+
+    assert registry.llm_tools("edge") == first[:-1]
+    assert registry.llm_tools("core", only=reversed(only)) == [
+        SEEDS["choir.fs.read"].llm_view(),
+        SEEDS["choir.fs.write"].llm_view(),
+    ]
+
+
 def test_wire_names_round_trip(root: Path) -> None:
     registry = load(root)
 

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import orjson
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -16,7 +17,14 @@ from choir.agent.tools.builtin import BUILTIN_TOOLS
 from choir.core.memory.working import WorkingMemory
 from choir.core.prompt.build import core_prompt, edge_prompt
 from choir.core.prompt.text import CORE_INSTRUCTIONS, EDGE_INSTRUCTIONS, system_text
-from choir.core.prompt.window import event_messages, window_messages
+from choir.core.prompt.window import (
+    CHARS_PER_TOKEN,
+    ShownEvents,
+    estimate_tokens,
+    event_messages,
+    full_result,
+    window_messages,
+)
 from choir.core.skills.runner import SkillView
 from choir.protocol import (
     AgentReplied,
@@ -399,6 +407,54 @@ def test_every_tool_call_is_answered_right_after_it(
     memory = _memory("edge", *(("edge", e) for e in events), start=start)
     messages = edge_messages_of(memory, user_md="", soul_md="", window_size=size)
     _assert_paired(messages)
+
+
+JSON = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**63), 2**63 - 1)
+    | st.floats(allow_nan=False)
+    | st.text(),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(), inner, max_size=3),
+    max_leaves=8,
+)
+
+
+@given(st.lists(st.dictionaries(st.text(), JSON, max_size=4), max_size=6))
+def test_estimate_tokens_counts_each_messages_own_encoding(messages: list[dict[str, Any]]) -> None:
+    chars = sum(len(orjson.dumps(message)) for message in messages)
+    assert estimate_tokens(messages) == -(-chars // CHARS_PER_TOKEN)
+    assert estimate_tokens(iter(messages)) == estimate_tokens(messages)
+
+
+def _masked_view(tool: str, result: ToolResult) -> dict[str, Any]:
+    return {"status": result.status}
+
+
+@settings(max_examples=200)
+@given(
+    events=st.lists(EVENTS, max_size=40),
+    size=st.integers(min_value=0, max_value=12),
+    switch=st.integers(min_value=0, max_value=40),
+)
+def test_a_lanes_kept_messages_give_the_prompt_built_afresh(
+    events: list[Event], size: int, switch: int
+) -> None:
+    """Step by step, as a lane calls the model while its log grows (the window sliding past
+    events, a reloaded registry masking results from step `switch`): the prompt built with the
+    lane's kept `ShownEvents` is the one built from nothing, messages and sizes alike."""
+    shown = ShownEvents()
+    log = CommitLog()
+    for step, event in enumerate(events):
+        log.commit("edge", event)
+        memory = WorkingMemory("edge").observe_all(log)
+        view = _masked_view if step >= switch else full_result
+        kept = edge_prompt(
+            memory, user_md="", soul_md="s", window_size=size, result_view=view, shown=shown
+        )
+        fresh = edge_prompt(memory, user_md="", soul_md="s", window_size=size, result_view=view)
+        assert kept == fresh
+        assert kept.size() == fresh.size()
 
 
 def _assert_paired(messages: list[dict[str, Any]]) -> None:

@@ -21,7 +21,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterable, Iterator
 from datetime import UTC, datetime
-from typing import Any, NamedTuple
+from typing import Any, Final, NamedTuple
 
 import orjson
 
@@ -42,15 +42,16 @@ _second_cache: list[tuple[int, str]] = [(-1, "")]
 def now_ts() -> str:
     """The current instant in the wire's one timestamp form (see `choir.protocol.format_ts`).
 
-    Commits are hot: the date-and-time prefix is formatted once per second, not per commit.
+    Commits are hot: the date-and-time prefix is formatted once per second, not per commit, and
+    the clock is read in integer nanoseconds (no float arithmetic, one %-format).
     """
-    now = time.time()
-    second = int(now)
+    now = time.time_ns()
+    second = now // 1_000_000_000
     cached_second, prefix = _second_cache[0]
     if second != cached_second:
-        prefix = datetime.fromtimestamp(second, UTC).strftime("%Y-%m-%dT%H:%M:%S")
+        prefix = datetime.fromtimestamp(second, UTC).strftime("%Y-%m-%dT%H:%M:%S.")
         _second_cache[0] = (second, prefix)
-    return f"{prefix}.{int((now - second) * 1_000_000):06d}Z"
+    return "%s%06dZ" % (prefix, now % 1_000_000_000 // 1000)  # noqa: UP031  # cheaper than f""
 
 
 def event_json(event: Event) -> dict[str, Any]:
@@ -96,6 +97,11 @@ class LogEntry(NamedTuple):
     def model(self) -> Event:
         """The event as its typed model (parsing costs; keep it off hot paths)."""
         return EVENT_ADAPTER.validate_python(self.event)
+
+
+_new_entry: Final = tuple.__new__
+"""Builds a `LogEntry` from all its fields in C: a NamedTuple's own `__new__` is a Python function
+(keywords, defaults) costing about 0.2 µs more, of a commit's 4."""
 
 
 class ChainError(ChoirError):
@@ -175,7 +181,7 @@ class CommitLog:
             self.artifacts[artifact["sha256"]] = content
             record = record_bytes(rev, lane, ts, event, artifact)
         digest = chain_hash(prev, record)
-        entry = LogEntry(rev, lane, ts, prev, digest, event, artifact)
+        entry = _new_entry(LogEntry, (rev, lane, ts, prev, digest, event, artifact))
         self._entries.append(entry)
         self._head_rev, self._head_hash = rev, digest
         for listener in self._listeners:

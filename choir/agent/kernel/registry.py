@@ -106,7 +106,7 @@ class ToolSecrets(Mapping[str, str]):
 class ToolRegistry:
     """The immutable set of tools an agent can call, keyed by canonical name."""
 
-    __slots__ = ("_by_wire", "_tools", "_unavailable")
+    __slots__ = ("_by_wire", "_tools", "_unavailable", "_views")
 
     def __init__(
         self, tools: Mapping[str, RegisteredTool], unavailable: Collection[str] = ()
@@ -114,6 +114,8 @@ class ToolRegistry:
         self._tools: Mapping[str, RegisteredTool] = MappingProxyType(dict(sorted(tools.items())))
         self._by_wire: Mapping[str, str] = {t.manifest.wire_name: name for name, t in tools.items()}
         self._unavailable = frozenset(unavailable)
+        self._views: dict[tuple[LaneKind, frozenset[str] | None], tuple[dict[str, Any], ...]] = {}
+        """`llm_tools` answers: every model call of a lane asks for the same list."""
 
     @classmethod
     def load(
@@ -175,14 +177,18 @@ class ToolRegistry:
         """The OpenAI `tools` parameter for a lane, sorted by name (stable prompts cache well).
 
         Only tools whose exposure offers them to `lane_kind`, and, when `only` is given (a skill
-        state's allowed tools), only those. Each entry is exactly `ToolManifest.llm_view()`.
+        state's allowed tools), only those. Each entry is exactly `ToolManifest.llm_view()`, built
+        once (the registry never changes) and shared by every list returned: never changed.
         """
         allowed = None if only is None else frozenset(only)
-        return [
-            tool.manifest.llm_view()
-            for tool in self._offered(lane_kind)
-            if allowed is None or tool.name in allowed
-        ]
+        views = self._views.get((lane_kind, allowed))
+        if views is None:
+            views = self._views[lane_kind, allowed] = tuple(
+                tool.manifest.llm_view()
+                for tool in self._offered(lane_kind)
+                if allowed is None or tool.name in allowed
+            )
+        return list(views)
 
     def _offered(self, lane_kind: LaneKind) -> Iterator[RegisteredTool]:
         exposures = _OFFERED[lane_kind]

@@ -27,6 +27,7 @@ from choir.agent.lanes.support import LaneKit
 from choir.core.lane_states import EdgeTrigger, edge_step, is_final
 from choir.core.memory.working import WorkingMemory
 from choir.core.prompt.build import edge_prompt
+from choir.core.prompt.window import ShownEvents
 from choir.errors import ChoirError
 from choir.logs import get_logger
 from choir.protocol import (
@@ -60,6 +61,8 @@ class EdgeLane:
         durable (`daemon.inbox`), so a resumed agent may be offered one its log already has."""
         self._answering: str | None = None
         """The message id of the cycle under way."""
+        self._shown = ShownEvents()
+        """The window's events as messages, kept from one call's prompt to the next."""
         kit.memories.track(WorkingMemory(EDGE_LANE).observe_all(kit.kernel.log))
 
     def submit(self, push: UserMessagePush) -> None:
@@ -169,6 +172,7 @@ class EdgeLane:
             skill_view=kit.skill_view(EDGE_LANE),
             window_size=kit.window_size,
             result_view=kit.kernel.registry.result_for_prompt,
+            shown=self._shown,
         )
         kit.compaction.measure(EDGE_LANE, prompt.size(tools))
         return list(prompt.messages)

@@ -31,7 +31,7 @@ from choir.agent.lanes.budget_follow import BudgetFollower, Remaining, changed
 from choir.agent.lanes.compaction import CompactionDriver
 from choir.agent.lanes.memories import Memories
 from choir.agent.replication.control_plane import ControlPlane
-from choir.agent.replication.live_config import DynamicState, Secrets
+from choir.agent.replication.live_config import DynamicConfig, DynamicState, Secrets
 from choir.agent.stopping import Drain
 from choir.agent.wiring import Kernel
 from choir.config.resources import ModelConfig
@@ -258,6 +258,9 @@ class LaneKit:
     budgets: BudgetFollower = field(init=False)
     """Hot-reloaded budgets into the arbiter, fresh budget figures into the status reports."""
     _unsubscribe: Callable[[], None] | None = None
+    _settings: tuple[DynamicConfig, Secrets, ModelSettings] | None = None
+    """The model settings of the config and secrets snapshots they were read from: both are
+    swapped whole on a reload, so the same pair gives the same settings at every call."""
 
     def __post_init__(self) -> None:
         self.compaction = CompactionDriver(self.kernel, self.state, self.memories, self.complete)
@@ -315,7 +318,7 @@ class LaneKit:
         on_rate_limited: RateLimitNotice | None = None,
     ) -> Completion:
         """One LLM call with the current config's model; LlmError or ConfigError on failure."""
-        settings = await model_settings(self.state, self.demo)
+        settings = await self._model_settings()
         retry_ms = self.state.current().data.get("rate_limit_retry_ms")
         request = CompletionRequest(
             settings,
@@ -325,6 +328,25 @@ class LaneKit:
             **({"rate_limit_retry_ms": retry_ms} if isinstance(retry_ms, int) else {}),
         )
         return await self.llm.complete(request, on_rate_limited=on_rate_limited)
+
+    async def _model_settings(self) -> ModelSettings:
+        config, secrets, cached = self.state.current(), self.state.secrets(), self._settings
+        if cached is not None and cached[0] is config and cached[1] is secrets:
+            return cached[2]
+        settings = await model_settings(self.state, self.demo)
+        if not self._demo_bound(config):
+            self._settings = (config, secrets, settings)
+        return settings
+
+    @staticmethod
+    def _demo_bound(config: DynamicConfig) -> bool:
+        """Whether the bound model is the in-process demo server, whose address is asked anew
+        at each call (`model_settings`)."""
+        bindings = config.bindings
+        model = (config.data.get("models") or {}).get(bindings.llm if bindings else "")
+        if not isinstance(model, Mapping):
+            return False
+        return model.get("provider") == SCRIPTED and model.get("endpoint") is None
 
     def record(self, lane: str, completion: Completion) -> list[ToolCall]:
         """Commit the model's answer; returns the calls to propose, with their session ids.

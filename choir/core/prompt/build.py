@@ -33,10 +33,11 @@ from choir.core.prompt.text import (
     system_text,
 )
 from choir.core.prompt.window import (
+    CHARS_PER_TOKEN,
     Message,
     ResultView,
+    ShownEvents,
     estimate_tokens,
-    event_messages,
     full_result,
     window_messages,
 )
@@ -89,15 +90,17 @@ def edge_prompt(
     skill_view: SkillView | None = None,
     window_size: int = DEFAULT_WINDOW_SIZE,
     result_view: ResultView = full_result,
+    shown: ShownEvents | None = None,
 ) -> LanePrompt:
-    """The edge lane's prompt: identity of user and edge, summary, window (§11.3)."""
+    """The edge lane's prompt: identity of user and edge, summary, window (§11.3); `shown`
+    keeps the window's messages for the lane's next prompt."""
     head = [
         _system(system_text(EDGE_INSTRUCTIONS, skills)),
         *_optional(identity_text("USER.md", "the user", user_md)),
         *_optional(identity_text("SOUL.md", "who you are", soul_md)),
         *_optional(summary_text(memory.summary)),
     ]
-    return _assemble(memory, head, [], skill_view, window_size, result_view)
+    return _assemble(memory, head, [], skill_view, window_size, result_view, shown)
 
 
 def core_prompt(
@@ -109,6 +112,7 @@ def core_prompt(
     skill_view: SkillView | None = None,
     window_size: int = DEFAULT_WINDOW_SIZE,
     result_view: ResultView = full_result,
+    shown: ShownEvents | None = None,
 ) -> LanePrompt:
     """A core job's prompt: SOUL-CORE.md only (never USER.md), summary, window, briefing."""
     head = [
@@ -116,9 +120,8 @@ def core_prompt(
         *_optional(identity_text("SOUL-CORE.md", "who you are", soul_core_md)),
         *_optional(summary_text(memory.summary)),
     ]
-    return _assemble(
-        memory, head, [_system(briefing_text(briefing))], skill_view, window_size, result_view
-    )
+    tail = [_system(briefing_text(briefing))]
+    return _assemble(memory, head, tail, skill_view, window_size, result_view, shown)
 
 
 def _assemble(
@@ -128,19 +131,26 @@ def _assemble(
     skill_view: SkillView | None,
     window_size: int,
     result_view: ResultView,
+    shown: ShownEvents | None,
 ) -> LanePrompt:
-    window = window_messages(memory.window(window_size), result_view)
+    shown = shown if shown is not None else ShownEvents()
+    window = window_messages(memory.window(window_size), result_view, shown)
     if skill_view is not None:
         tail = [*tail, _system(skill_view.render())]
     pinned = 0
     if memory.latest_user is not None:
-        pinned = estimate_tokens(event_messages(memory.latest_user.event))
-    window_tokens = estimate_tokens(window) - pinned
+        pinned = _tokens(shown.chars(shown.view(memory.latest_user).messages))
+    window_tokens = _tokens(shown.chars(window)) - pinned
     return LanePrompt(
         messages=(*head, *window, *tail),
         window_tokens=window_tokens,
         fixed_tokens=estimate_tokens(head) + estimate_tokens(tail) + pinned,
     )
+
+
+def _tokens(chars: int) -> int:
+    """`estimate_tokens` of messages `chars` long."""
+    return -(-chars // CHARS_PER_TOKEN)
 
 
 def _system(content: str) -> Message:

@@ -12,6 +12,11 @@ output, and a window boundary can fall between a call and its result. So `window
 holds other messages back until the open calls are answered, drops a result whose call is not in
 the window, and strips a call whose result is missing (dropping the assistant message if nothing
 is left of it). The transcript it returns always pairs calls and results.
+
+A lane's next prompt repeats its last one plus an event or two, so a lane keeps a `ShownEvents`:
+each window event's messages are encoded (and measured) once, not at every model call — that
+was most of what assembling a prompt cost. The messages it hands out are shared by successive
+prompts and never changed.
 """
 
 from __future__ import annotations
@@ -42,6 +47,7 @@ __all__ = [
     "CHARS_PER_TOKEN",
     "Message",
     "ResultView",
+    "ShownEvents",
     "estimate_tokens",
     "event_messages",
     "full_result",
@@ -88,7 +94,10 @@ def json_text(value: object) -> str:
 
 def estimate_tokens(messages: Iterable[Message]) -> int:
     """Roughly how many tokens `messages` take (their JSON length / CHARS_PER_TOKEN)."""
-    chars = sum(len(orjson.dumps(message)) for message in messages)
+    listed = list(messages)
+    # one encoding of the list: `[` + the messages joined by `,` + `]`, so n + 1 more characters
+    # than the messages' own encodings
+    chars = len(orjson.dumps(listed)) - len(listed) - 1 if listed else 0
     return -(-chars // CHARS_PER_TOKEN)
 
 
@@ -117,19 +126,99 @@ def event_messages(event: Event, result_view: ResultView = full_result) -> list[
 
 
 def window_messages(
-    events: Sequence[WindowEvent], result_view: ResultView = full_result
+    events: Sequence[WindowEvent],
+    result_view: ResultView = full_result,
+    shown: ShownEvents | None = None,
 ) -> list[Message]:
-    """The window as a valid transcript: every tool call answered right after its message."""
+    """The window as a valid transcript: every tool call answered right after its message.
+
+    `shown` keeps the events' messages for the lane's next call (a fresh one when None)."""
+    cache = shown if shown is not None else ShownEvents()
+    cache.use(result_view)
     builder = _Transcript()
     for item in events:
         event = item.event
+        view = cache.view(item)
         if isinstance(event, ToolResultCommitted):
-            builder.answer(event.call_id, event_messages(event, result_view))
-        elif isinstance(event, ModelOutput) and event.tool_calls:
-            builder.call(event.text, _unique(event.tool_calls))
+            builder.answer(event.call_id, view.messages)
+        elif view.calls:
+            builder.call(view.text, view.calls, view.whole)
         else:
-            builder.note(event_messages(event, result_view))
+            builder.note(view.messages)
+    cache.keep(events)
     return builder.finish()
+
+
+@dataclass(frozen=True, slots=True)
+class _EventView:
+    """One window event as a transcript shows it."""
+
+    messages: list[Message]
+    """What it becomes on its own (`event_messages`)."""
+    text: str = ""
+    calls: list[ToolCall] = field(default_factory=list)
+    """A model output's calls (distinct ids): the transcript pairs them with their results."""
+    whole: Message | None = None
+    """The assistant message with all of `calls`, for when each of them is answered."""
+
+
+class ShownEvents:
+    """A lane's window events as messages, built once per event and kept between its calls.
+
+    Entries are keyed by the event's chain hash and built for one result view (a reloaded tool
+    registry masks results differently: its first prompt starts afresh). Only the events of the
+    latest window are kept. `chars` measures a transcript, reading the sizes of the messages
+    held here instead of encoding them again.
+    """
+
+    __slots__ = ("_result_view", "_sizes", "_views")
+
+    def __init__(self) -> None:
+        self._result_view: ResultView | None = None
+        self._views: dict[str, _EventView] = {}
+        self._sizes: dict[int, int] = {}
+        """Encoded length by `id()` of each message held in `_views` (alive while held)."""
+
+    def use(self, result_view: ResultView) -> None:
+        """Build for `result_view` from now on (forgetting what was built for another)."""
+        if result_view != self._result_view:
+            self._result_view = result_view
+            self._views, self._sizes = {}, {}
+
+    def view(self, item: WindowEvent) -> _EventView:
+        found = self._views.get(item.hash)
+        if found is None:
+            found = self._views[item.hash] = self._build(item.event)
+            self._measure(found)
+        return found
+
+    def keep(self, items: Sequence[WindowEvent]) -> None:
+        """Forget events no longer in the window (once enough of them have left it)."""
+        if len(self._views) <= 2 * len(items) + 16:
+            return
+        views = self._views
+        self._views = {item.hash: views[item.hash] for item in items if item.hash in views}
+        self._sizes = {}
+        for view in self._views.values():
+            self._measure(view)
+
+    def chars(self, messages: Iterable[Message]) -> int:
+        """The encoded length of `messages`, as `estimate_tokens` counts it."""
+        sizes = self._sizes
+        return sum(sizes.get(id(message)) or len(orjson.dumps(message)) for message in messages)
+
+    def _build(self, event: Event) -> _EventView:
+        result_view = self._result_view or full_result
+        if isinstance(event, ModelOutput) and event.tool_calls:
+            calls = _unique(event.tool_calls)
+            whole = _assistant(event.text, calls)
+            return _EventView(event_messages(event, result_view), event.text, calls, whole)
+        return _EventView(event_messages(event, result_view))
+
+    def _measure(self, view: _EventView) -> None:
+        for message in (*view.messages, view.whole):
+            if message is not None:
+                self._sizes[id(message)] = len(orjson.dumps(message))
 
 
 @dataclass(slots=True)
@@ -139,16 +228,16 @@ class _Transcript:
     out: list[Message] = field(default_factory=list)
     text: str = ""
     calls: list[ToolCall] = field(default_factory=list)
+    whole: Message | None = None
     answers: dict[str, Message] = field(default_factory=dict)
     held: list[Message] = field(default_factory=list)
 
-    def call(self, text: str, calls: list[ToolCall]) -> None:
+    def call(self, text: str, calls: list[ToolCall], whole: Message | None = None) -> None:
         self._close()
-        self.text, self.calls = text, calls
+        self.text, self.calls, self.whole = text, calls, whole
 
     def answer(self, call_id: str, messages: list[Message]) -> None:
-        open_ids = {call.id for call in self.calls}
-        if call_id not in open_ids or call_id in self.answers:
+        if call_id in self.answers or all(call.id != call_id for call in self.calls):
             return  # its call is not in the window (or was answered already): an orphan
         self.answers[call_id] = messages[0]
         if len(self.answers) == len(self.calls):
@@ -167,9 +256,10 @@ class _Transcript:
         """Emit the open assistant message with its answered calls, then what was held back."""
         answered = [call for call in self.calls if call.id in self.answers]
         if answered or (self.calls and self.text):
-            self.out.append(_assistant(self.text, answered))
+            whole = self.whole if len(answered) == len(self.calls) else None
+            self.out.append(whole if whole is not None else _assistant(self.text, answered))
             self.out.extend(self.answers[call.id] for call in answered)
-        self.text, self.calls, self.answers = "", [], {}
+        self.text, self.calls, self.whole, self.answers = "", [], None, {}
         for message in self.held:
             self.out.append(message)
             self._dedupe_reply()

@@ -36,6 +36,7 @@ from choir.agent.lanes.core.stream import (
 from choir.agent.lanes.support import LaneKit
 from choir.core.lane_states import CoreTrigger, core_step
 from choir.core.prompt.build import core_prompt
+from choir.core.prompt.window import ShownEvents
 from choir.errors import ChoirError
 from choir.logs import get_logger
 from choir.protocol import (
@@ -78,6 +79,8 @@ class CoreJob:
     task: asyncio.Task[None] | None = None
     cancel_reason: str | None = None
     stopped: bool = False
+    shown: ShownEvents = field(default_factory=ShownEvents)
+    """The job's window events as messages, kept from one step's prompt to the next."""
 
 
 class CoreJobRunner:
@@ -171,6 +174,7 @@ class CoreJobRunner:
                 skill_view=kit.skill_view(job.lane),
                 window_size=kit.window_size,
                 result_view=kit.kernel.registry.result_for_prompt,
+                shown=job.shown,
             )
             kit.compaction.measure(job.lane, prompt.size(tools))
             try:
