@@ -69,9 +69,10 @@ AFTER_HELLO: Final = (
     "choir.agent.stopping",
     "choir.agent.wiring",
 )
-"""What serving needs beyond INIT_HELLO, about four fifths of choir-agent's start-up CPU (the
-lanes, the LLM client, the kernel and its tool registry): imported in a thread while INIT_HELLO
-is on its way, so choird hears from a new agent as soon as its interpreter and transport are up."""
+"""What serving needs beyond INIT_HELLO (the lanes, the LLM client and httpx, the kernel and its
+tool registry): imported once INIT_HELLO is answered, so choird hears from a new agent as soon
+as its interpreter, the transport and the wire models are up. Not in a thread during the
+handshake: the imports would hold the GIL the handshake needs, for a round trip of a few ms."""
 
 
 def _import_after_hello() -> None:
@@ -112,12 +113,9 @@ class ChoirAgent:
         options = self.options
         set_context(session_id=options.session_id)
         control_plane = ControlPlane(await open_client(options))
-        importing = asyncio.ensure_future(asyncio.to_thread(_import_after_hello))
         try:
-            try:
-                answer = await control_plane.init_hello(hello(options))
-            finally:
-                await importing  # before anything below imports: no module loads in two threads
+            answer = await control_plane.init_hello(hello(options))
+            _import_after_hello()
             from choir.agent.git_identity import git_identity
             from choir.agent.lanes.support import redact_secrets
             from choir.agent.recovery.fetch import complete_handover
