@@ -6,6 +6,8 @@ Each probe runs in a fresh interpreter and lists the heavy modules the entry poi
 from __future__ import annotations
 
 import ast
+import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -68,3 +70,85 @@ def test_choir_agent_builds_no_event_validator_at_import() -> None:
         [sys.executable, "-c", probe], cwd=REPO_ROOT, capture_output=True, text=True, check=True
     )
     assert ast.literal_eval(done.stdout) == "MockValSer"
+
+
+@pytest.mark.parametrize(
+    "heavy",
+    [
+        "choir.adapters.llm",  # the LLM client and httpx
+        "choir.agent.lanes.edge",  # the lanes
+        "choir.agent.kernel.registry",  # the tool registry and the kernel
+        "choir.agent.wiring",
+        "jsonschema",  # the tools' schemas are checked once the registry loads
+    ],
+)
+def test_choir_agent_says_init_hello_before_loading(heavy: str, tmp_path: Path) -> None:
+    """What choir-agent imports to reach INIT_HELLO, version.json at hand (an image, or the
+    process runtime's merged tree), leaves out the lanes, the LLM stack and the kernel
+    (`choir.agent.app.AFTER_HELLO`): choird hears from a new agent at about half of its
+    start-up CPU; the rest loads once INIT_HELLO is answered."""
+    version = {
+        "agent_id": "a",
+        "image_version": "process",
+        "global_repo_commit": "g",
+        "agent_repo_commit": "a",
+        "tool_manifest_hash": "0" * 64,
+        "skill_manifest_hash": "1" * 64,
+    }
+    (tmp_path / "version.json").write_text(json.dumps(version))
+    imports = (
+        "import choir.agent.choir_agent, choir.agent.app, choir.agent.startup\n"
+        "from choir.agent.startup import AgentOptions, hello\n"
+        "from pathlib import Path\n"
+        "env = {'CHOIR_AGENT_ID': 'a', 'CHOIR_SESSION_ID': 's', 'CHOIR_LEASE_TOKEN': 't'}\n"
+        f"hello(AgentOptions.from_env('/x.sock', root=Path({str(tmp_path)!r}), "
+        "workspace=Path('.'), environ=env))"
+    )
+    assert loaded(imports, (heavy,)) == []
+
+
+def test_what_loads_after_init_hello_is_what_serving_imports() -> None:
+    """Every module `ChoirAgent` imports inside its methods is in `AFTER_HELLO` (or imported
+    before INIT_HELLO), so nothing loads on the main thread while the agent serves."""
+    from choir.agent import app
+
+    tree = ast.parse(Path(app.__file__).read_text())
+    inside: set[str] = set()
+    for function in ast.walk(tree):
+        if isinstance(function, ast.FunctionDef | ast.AsyncFunctionDef):
+            for node in ast.walk(function):
+                if isinstance(node, ast.ImportFrom) and node.module:
+                    inside.add(node.module)
+    probe = "import sys, choir.agent.app as a\na._import_after_hello()\nprint(sorted(sys.modules))"
+    done = subprocess.run(
+        [sys.executable, "-c", probe], cwd=REPO_ROOT, capture_output=True, text=True, check=True
+    )
+    assert inside - set(ast.literal_eval(done.stdout)) == set()
+
+
+@pytest.mark.parametrize(
+    ("entry", "argv"),
+    [
+        ("choir.daemon.choird", "['--home', '/nonexistent/choir-home']"),
+        ("choir.agent.choir_agent", "None"),  # no CHOIR_AGENT_ID: a usage error
+    ],
+)
+def test_entry_points_skip_pydantics_plugin_scan(entry: str, argv: str) -> None:
+    """pydantic scans every installed distribution's entry points for plugins when it builds
+    its first model (30-45 ms of a start); choird and choir-agent use no plugin and skip it."""
+    probe = (
+        f"import sys, {entry} as entry\n"
+        f"sys.argv = ['x']\n"
+        f"try:\n    entry.main({argv}) if {argv!r} != 'None' else entry.main()\n"
+        "except SystemExit:\n    pass\n"
+        "from choir.protocol import Ack\n"
+        "Ack.model_validate({})\n"
+        "from pydantic.plugin import _loader\n"
+        "print(repr(_loader._plugins))\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "PYDANTIC_DISABLE_PLUGINS"}
+    env.pop("CHOIR_AGENT_ID", None)
+    done = subprocess.run(
+        [sys.executable, "-c", probe], cwd=REPO_ROOT, capture_output=True, text=True, env=env
+    )
+    assert done.stdout.strip().splitlines()[-1] == "None", done.stderr

@@ -17,63 +17,31 @@ before TERMINATE_SELF.
 from __future__ import annotations
 
 import asyncio
+import importlib
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Final
 
-from choir.adapters.llm import LlmClient
-from choir.agent.git_identity import git_identity
-from choir.agent.kernel.arbiter import Arbiter
-from choir.agent.kernel.dispatch import LaneHook
-from choir.agent.kernel.proposal import ToolProposal
-from choir.agent.lanes.core.jobs import CoreJobTools
-from choir.agent.lanes.core.runner import CoreJobRunner
-from choir.agent.lanes.edge import EdgeLane
-from choir.agent.lanes.summary import summarize_at_stop
-from choir.agent.lanes.support import (
-    DemoModel,
-    Identity,
-    LaneKit,
-    StatusReporter,
-    bound_secrets,
-    redact_secrets,
-)
-from choir.agent.lanes.working_query import working_query_hook
-from choir.agent.recovery.fetch import complete_handover
-from choir.agent.recovery.resume import CoreJobRecovery, settle_edge
-from choir.agent.recovery.session import RestoredSession
-from choir.agent.replication.config_sync import ConfigSync
-from choir.agent.replication.control_plane import ControlPlane, ControlPlaneHostBridge
-from choir.agent.replication.live_config import DynamicState
-from choir.agent.replication.replicator import ReplicationError, ReplicationFatal, Replicator
-from choir.agent.startup import (
-    LANE_TOOLS,
-    NOT_IN_THIS_VERSION,
-    AgentOptions,
-    hello,
-    open_client,
-    runtime_tools,
-)
-from choir.agent.stopping import RESUMING_REASONS, Drain, lanes_stopped, settle
-from choir.agent.wiring import open_kernel
+from choir.agent.replication.control_plane import ControlPlane
+from choir.agent.startup import AgentOptions, hello, open_client
+from choir.agent.stopping import Drain
 from choir.errors import ChoirError
 from choir.failpoints import arm_from_env
 from choir.logs import get_logger, set_context
-from choir.protocol import (
-    ApprovalResolvedPush,
-    CompactPush,
-    ConfigChangedPush,
-    CoreCancelPush,
-    InjectPush,
-    SecretsRefreshedPush,
-    ServerPush,
-    ShutdownPush,
-    TerminateSelfRequest,
-    ToolResult,
-    UserMessagePush,
-)
-from choir.protocol.wire.payloads import SummaryOutcome
-from choir.protocol.wire.pushes import RecoverPush
-from choir.transport import RpcError, TransportError
+from choir.protocol import TerminateSelfRequest
+
+if TYPE_CHECKING:
+    from choir.agent.kernel.arbiter import Arbiter
+    from choir.agent.kernel.dispatch import LaneHook
+    from choir.agent.kernel.proposal import ToolProposal
+    from choir.agent.lanes.core.runner import CoreJobRunner
+    from choir.agent.lanes.edge import EdgeLane
+    from choir.agent.lanes.support import LaneKit
+    from choir.agent.recovery.resume import CoreJobRecovery
+    from choir.agent.recovery.session import RestoredSession
+    from choir.agent.replication.config_sync import ConfigSync
+    from choir.agent.replication.replicator import ReplicationFatal, Replicator
+    from choir.protocol import ServerPush, ToolResult
+    from choir.protocol.wire.payloads import SummaryOutcome
 
 log = get_logger("choir.agent")
 
@@ -85,6 +53,31 @@ PUSH_RETRY_S = 0.5
 
 START_FAILED_TIMEOUT_S = 5.0
 """How long the agent tries to tell choird its start failed before it exits anyway."""
+
+AFTER_HELLO: Final = (
+    "choir.adapters.llm",
+    "choir.agent.git_identity",
+    "choir.agent.lanes.core.jobs",
+    "choir.agent.lanes.edge",
+    "choir.agent.lanes.summary",
+    "choir.agent.lanes.working_query",
+    "choir.agent.recovery.fetch",
+    "choir.agent.recovery.resume",
+    "choir.agent.recovery.session",
+    "choir.agent.replication.config_sync",
+    "choir.agent.replication.replicator",
+    "choir.agent.stopping",
+    "choir.agent.wiring",
+)
+"""What serving needs beyond INIT_HELLO (the lanes, the LLM client and httpx, the kernel and its
+tool registry): imported once INIT_HELLO is answered, so choird hears from a new agent as soon
+as its interpreter, the transport and the wire models are up. Not in a thread during the
+handshake: the imports would hold the GIL the handshake needs, for a round trip of a few ms."""
+
+
+def _import_after_hello() -> None:
+    for module in AFTER_HELLO:
+        importlib.import_module(module)
 
 
 class ChoirAgent:
@@ -122,6 +115,14 @@ class ChoirAgent:
         control_plane = ControlPlane(await open_client(options))
         try:
             answer = await control_plane.init_hello(hello(options))
+            _import_after_hello()
+            from choir.agent.git_identity import git_identity
+            from choir.agent.lanes.support import redact_secrets
+            from choir.agent.recovery.fetch import complete_handover
+            from choir.agent.recovery.session import RestoredSession
+            from choir.agent.replication.config_sync import ConfigSync
+            from choir.agent.replication.live_config import DynamicState
+
             log.info("session started", fields={"status": answer.status})
             answer, artifacts = await complete_handover(control_plane, answer)
             state = DynamicState()
@@ -148,6 +149,8 @@ class ChoirAgent:
     async def _replicate(
         self, control_plane: ControlPlane, sync: ConfigSync, restored: RestoredSession
     ) -> None:
+        from choir.agent.replication.replicator import ReplicationError, Replicator
+
         replicator = Replicator(
             restored.log,
             control_plane,
@@ -175,6 +178,24 @@ class ChoirAgent:
         restored: RestoredSession,
         replicator: Replicator,
     ) -> None:
+        from choir.adapters.llm import LlmClient
+        from choir.agent.lanes.core.jobs import CoreJobTools
+        from choir.agent.lanes.core.runner import CoreJobRunner
+        from choir.agent.lanes.edge import EdgeLane
+        from choir.agent.lanes.support import (
+            DemoModel,
+            Identity,
+            LaneKit,
+            StatusReporter,
+            bound_secrets,
+        )
+        from choir.agent.lanes.working_query import working_query_hook
+        from choir.agent.recovery.resume import CoreJobRecovery, settle_edge
+        from choir.agent.replication.control_plane import ControlPlaneHostBridge
+        from choir.agent.startup import LANE_TOOLS, NOT_IN_THIS_VERSION, runtime_tools
+        from choir.agent.stopping import lanes_stopped
+        from choir.agent.wiring import open_kernel
+
         options, state, commit_log = self.options, sync.state, restored.log
         table: dict[str, LaneHook] = {}
         hooks = {name: _late(table, name) for name in LANE_TOOLS}
@@ -232,6 +253,8 @@ class ChoirAgent:
 
     async def _summarize(self, kit: LaneKit) -> None:
         """Graceful stop, after the lanes ended: commit the session summary (§11.8), if any."""
+        from choir.agent.lanes.summary import summarize_at_stop
+
         await kit.compaction.close()
         if self._fatal is not None:
             return
@@ -249,6 +272,8 @@ class ChoirAgent:
         sync: ConfigSync,
         control_plane: ControlPlane,
     ) -> None:
+        from choir.agent.stopping import settle
+
         self._serving = True
         edge_task = asyncio.create_task(edge.run(), name="edge")
         pump = asyncio.create_task(
@@ -277,6 +302,8 @@ class ChoirAgent:
         sync: ConfigSync,
     ) -> None:
         """Dispatch choird's pushes for the life of the process, resubscribing after a loss."""
+        from choir.transport import RpcError, TransportError
+
         after_seq = 0
         while True:
             try:
@@ -295,6 +322,19 @@ class ChoirAgent:
         arbiter: Arbiter,
         sync: ConfigSync,
     ) -> None:
+        from choir.agent.stopping import RESUMING_REASONS
+        from choir.protocol import (
+            ApprovalResolvedPush,
+            CompactPush,
+            ConfigChangedPush,
+            CoreCancelPush,
+            InjectPush,
+            SecretsRefreshedPush,
+            ShutdownPush,
+            UserMessagePush,
+        )
+        from choir.protocol.wire.pushes import RecoverPush
+
         match push:
             case UserMessagePush():
                 edge.submit(push)

@@ -12,25 +12,16 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
-from choir.agent.kernel.commitlog import CommitLog, LogEntry, event_json
-from choir.agent.kernel.registry import ToolRegistry
 from choir.agent.replication.link import ReconnectingClient
-from choir.agent.tools.builtin import BUILTIN_TOOLS
-from choir.core.skills.registry import load_skills
-from choir.core.skills.runner import CONTROL_TOOLS
 from choir.errors import UsageError
-from choir.protocol import (
-    GENESIS_HASH,
-    PROTOCOL_VERSION,
-    InitHelloRequest,
-    InitHelloResponse,
-    VersionInfo,
-    format_ts,
-    skill_manifest_hash,
-)
-from choir.transport import Client
+from choir.protocol import PROTOCOL_VERSION, InitHelloRequest, VersionInfo
+
+if TYPE_CHECKING:  # the kernel, tools and skills load after INIT_HELLO (`choir.agent.app`)
+    from choir.agent.kernel.commitlog import CommitLog
+    from choir.protocol import InitHelloResponse
+    from choir.transport import Client
 
 PROCESS_IMAGE: Final = "process"
 """`image_version` of an agent run as a plain process (no image, no version.json)."""
@@ -68,6 +59,8 @@ anyway answers `not_implemented` (built-ins) or `unknown_host_tool` (host tools)
 
 def runtime_tools() -> frozenset[str]:
     """What `open_kernel` must accept as implemented elsewhere."""
+    from choir.agent.tools.builtin import BUILTIN_TOOLS
+
     return LANE_TOOLS - BUILTIN_TOOLS.keys()
 
 
@@ -144,11 +137,19 @@ def hello(options: AgentOptions) -> InitHelloRequest:
 
 
 def manifest_hashes(root: Path) -> tuple[str, str, str]:
-    """(image_version, tool_manifest_hash, skill_manifest_hash) of what this agent runs."""
+    """(image_version, tool_manifest_hash, skill_manifest_hash) of what this agent runs: from
+    version.json when there is one (an image, or the process runtime's merged tree) — the tool
+    registry and the skills load only after INIT_HELLO then."""
     version_file = root / "version.json"
     if version_file.is_file():
         info = VersionInfo.model_validate_json(version_file.read_bytes())
         return info.image_version, info.tool_manifest_hash, info.skill_manifest_hash
+    from choir.agent.kernel.registry import ToolRegistry
+    from choir.agent.tools.builtin import BUILTIN_TOOLS
+    from choir.core.skills.registry import load_skills
+    from choir.core.skills.runner import CONTROL_TOOLS
+    from choir.protocol import skill_manifest_hash
+
     registry = ToolRegistry.load(
         root, BUILTIN_TOOLS, runtime_tools=runtime_tools(), unavailable=NOT_IN_THIS_VERSION
     )
@@ -158,6 +159,9 @@ def manifest_hashes(root: Path) -> tuple[str, str, str]:
 
 def restored_log(answer: InitHelloResponse) -> CommitLog:
     """A fresh log, or the resumed session's: snapshot boundary plus tail, chain verified."""
+    from choir.agent.kernel.commitlog import CommitLog, LogEntry, event_json
+    from choir.protocol import GENESIS_HASH, format_ts
+
     if answer.status == "fresh":
         return CommitLog()
     snapshot = answer.snapshot

@@ -21,13 +21,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Awaitable, Mapping
-from typing import Any, Final, TypeVar
+from typing import TYPE_CHECKING, Any, Final, TypeVar
 
-from choir.agent.kernel.registry import RegisteredTool
-from choir.agent.replication.live_config import DynamicState
-from choir.agent.wiring import Kernel
 from choir.logs import get_logger
 from choir.protocol import ToolResult
+
+if TYPE_CHECKING:  # choir-agent builds a Drain before INIT_HELLO, the kernel loads after it
+    from choir.agent.kernel.registry import RegisteredTool
+    from choir.agent.replication.live_config import DynamicState
+    from choir.agent.wiring import Kernel
 
 log = get_logger("choir.agent.stopping")
 

@@ -63,6 +63,11 @@ AFTER_DATABASE: Final = (
 """What start-up needs only once Postgres is up, about half of choird's imports: imported while
 the embedded server starts (`_start`), which it does in a process of its own, on another core."""
 
+POOL_MIN_SIZE: Final = 1
+"""Connections the pool keeps open while idle. Each is a Postgres backend of ~14-19 MB
+resident; one serves a quiet choird, and the pool opens more (up to its max) while queries
+overlap."""
+
 DEFAULT_EMBEDDING_DIMS = 1536
 """§11.9's default (text-embedding-3-small) when no embedding model is configured."""
 
@@ -163,7 +168,9 @@ class ChoirDaemon:
         target = _target(self.home, config, loaded.secrets)
         observe = StoreWatch(self.health, self.disk, _where(target))
         opening = asyncio.ensure_future(
-            self._stack.enter_async_context(open_database(target, observe=observe))
+            self._stack.enter_async_context(
+                open_database(target, min_size=POOL_MIN_SIZE, observe=observe)
+            )
         )
         await asyncio.sleep(0)  # the task runs up to the server's start, in a thread of its own
         try:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import resource
 import signal
 import sys
@@ -91,6 +92,8 @@ def _operator_handler(daemon: ChoirDaemon) -> Handler:
 
 
 def main(argv: list[str] | None = None) -> None:
+    # pydantic's plugin lookup scans every installed distribution (30-45 ms); choir uses none
+    os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
     args = _parser().parse_args(argv)
     if bool(args.tls_cert) != bool(args.tls_key):
         _fail("--tls-cert and --tls-key go together: pass both or neither", ExitCode.USAGE)

@@ -8,7 +8,13 @@ the protocol at start-up and most commands never validate a schema.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+import math
+import re
+import sys
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any, Final
+
+import orjson
 
 from choir.protocol.problems import location
 
@@ -18,7 +24,61 @@ if TYPE_CHECKING:
 
 
 def ensure_json_schema(schema: dict[str, Any]) -> dict[str, Any]:
-    """Return `schema` unchanged, or raise ValueError saying where it breaks Draft 2020-12."""
+    """Return `schema` unchanged, or raise ValueError saying where it breaks Draft 2020-12.
+
+    `jsonschema` takes milliseconds per tool (tens of ms for a tool tree, paid by choird building
+    an agent's tree and by choir-agent loading its tools at every start). A schema already found
+    valid in this process is not checked again; where jsonschema-rs is loaded (`fast_checks`:
+    choir-agent, which validates every tool call with it) its meta-schema check answers in
+    microseconds, and its yes is taken when `jsonschema` would say yes too: the schema names no
+    other draft, and every regex compiles in Python's `re` (the one format `jsonschema` checks
+    in a schema). Every other case, and every no, is `jsonschema`'s. choird does not load
+    jsonschema-rs for this: 5 MB of resident memory for a check it makes once per schema."""
+    key = _key(schema)
+    if key is not None and key in _CHECKED:
+        return schema
+    if not _surely_valid(schema):
+        _explained_check(schema)
+    if key is not None:
+        if len(_CHECKED) >= MAX_CHECKED:
+            _CHECKED.clear()
+        _CHECKED.add(key)
+    return schema
+
+
+MAX_CHECKED: Final = 4096
+"""Schemas remembered as valid (a tool tree has dozens)."""
+_CHECKED: set[bytes] = set()
+
+
+def fast_checks() -> None:
+    """Load jsonschema-rs, so that `ensure_json_schema` takes its fast path (a process that
+    validates tool calls loads it anyway)."""
+    import jsonschema_rs  # noqa: F401
+
+
+def _key(schema: dict[str, Any]) -> bytes | None:
+    """The schema's canonical JSON; None unless it is plain JSON (a tuple, a key not a string,
+    NaN or an infinity would share their JSON with a different schema)."""
+    if not _plain(schema):
+        return None
+    try:
+        return orjson.dumps(schema, option=orjson.OPT_SORT_KEYS)
+    except TypeError:  # an integer beyond 64 bits
+        return None
+
+
+def _plain(node: Any) -> bool:
+    if isinstance(node, dict):
+        return all(isinstance(key, str) and _plain(value) for key, value in node.items())
+    if isinstance(node, list):
+        return all(_plain(item) for item in node)
+    if isinstance(node, float):
+        return math.isfinite(node)
+    return node is None or isinstance(node, str | int)  # bool is an int
+
+
+def _explained_check(schema: dict[str, Any]) -> None:
     from jsonschema import Draft202012Validator
     from jsonschema.exceptions import SchemaError
 
@@ -28,7 +88,35 @@ def ensure_json_schema(schema: dict[str, Any]) -> dict[str, Any]:
         where = "/".join(str(part) for part in err.absolute_path) or "the root"
         message = f"not a valid JSON Schema (Draft 2020-12) at {where}: {err.message}"
         raise ValueError(message) from None
-    return schema
+
+
+def _surely_valid(schema: dict[str, Any]) -> bool:
+    jsonschema_rs = sys.modules.get("jsonschema_rs")
+    if jsonschema_rs is None or not _plain(schema):  # it would read a tuple as an array
+        return False
+    try:
+        if "$schema" in schema or not jsonschema_rs.meta.is_valid(schema):
+            return False
+        for regex in _regexes(schema):
+            re.compile(regex)
+    except (re.error, ValueError, TypeError):  # no Python regex; no JSON (a key not a string)
+        return False
+    return True
+
+
+def _regexes(node: Any) -> Iterator[str]:
+    """Every `pattern` string and `patternProperties` key anywhere in `node` (a superset of
+    the schema's regexes: a `pattern` inside a `const` or `default` is checked too)."""
+    if isinstance(node, dict):
+        for key, value in node.items():
+            if key == "pattern" and isinstance(value, str):
+                yield value
+            elif key == "patternProperties" and isinstance(value, dict):
+                yield from (name for name in value if isinstance(name, str))
+            yield from _regexes(value)
+    elif isinstance(node, list):
+        for item in node:
+            yield from _regexes(item)
 
 
 class CompiledSchema:

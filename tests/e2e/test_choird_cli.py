@@ -132,6 +132,22 @@ def test_a_clean_start_answers_status_and_sigterm_stops_everything(root: Path) -
 
 
 @pytest.mark.slow
+def test_an_idle_choird_keeps_one_connection_to_its_postgres(root: Path) -> None:
+    """Each connection is a Postgres backend of ~14-19 MB resident: an idle choird keeps one
+    (`POOL_MIN_SIZE`), not two; the pool opens more only while queries overlap."""
+    home = make_home(root)
+    choird = spawn_choird(home)
+    try:
+        wait_until_ready(choird)
+        assert run_choirctl(home, "status", "--json").returncode == 0
+        titles = [" ".join(child.cmdline()) for child in _postmaster(home).children()]
+    finally:
+        _terminate(choird)
+    backends = [title for title in titles if "[local]" in title]
+    assert len(backends) == 1, titles
+
+
+@pytest.mark.slow
 def test_a_second_choird_on_the_same_home_is_refused_and_harms_nothing(root: Path) -> None:
     home = make_home(root)
     first = spawn_choird(home, "--quiet")

@@ -28,6 +28,7 @@ from pydantic import ValidationError
 from choir.agent.kernel.tool_contract import BuiltinTool
 from choir.config.jsonparse import parse_json_object
 from choir.errors import ConfigError
+from choir.protocol.json_schema import fast_checks
 from choir.protocol.log.lanes import EDGE_LANE
 from choir.protocol.problems import validation_problems
 from choir.protocol.tooling.manifest import Exposure, ToolManifest
@@ -135,6 +136,7 @@ class ToolRegistry:
         manifest hash covers them) but never offered to a lane, so no model is shown a tool that
         cannot run.
         """
+        fast_checks()  # every tool call is validated with jsonschema-rs: the manifests use it too
         scan = _Scan(root, builtins, frozenset(runtime_tools) | frozenset(unavailable))
         problems: list[str] = []
         tools: dict[str, RegisteredTool] = {}
