@@ -75,7 +75,7 @@ def test_choir_agent_builds_no_event_validator_at_import() -> None:
 @pytest.mark.parametrize(
     "heavy",
     [
-        "choir.adapters.llm",  # the LLM client and httpx
+        "choir.adapters.llm",  # the LLM client (its aiohttp loads at the first call)
         "choir.agent.lanes.edge",  # the lanes
         "choir.agent.kernel.registry",  # the tool registry and the kernel
         "choir.agent.wiring",

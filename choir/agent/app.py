@@ -69,7 +69,7 @@ AFTER_HELLO: Final = (
     "choir.agent.stopping",
     "choir.agent.wiring",
 )
-"""What serving needs beyond INIT_HELLO (the lanes, the LLM client and httpx, the kernel and its
+"""What serving needs beyond INIT_HELLO (the lanes, the LLM client, the kernel and its
 tool registry): imported once INIT_HELLO is answered, so choird hears from a new agent as soon
 as its interpreter, the transport and the wire models are up. Not in a thread during the
 handshake: the imports would hold the GIL the handshake needs, for a round trip of a few ms."""
