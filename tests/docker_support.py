@@ -8,21 +8,51 @@ there is a failure, never a silent skip.
 
     def test_x() -> None:
         require_docker()          # skip (or fail in CI) unless an engine answers
+
+The docker runtime's own tests start it on images made for the case rather than on a built
+agent image: `own_image` builds one (a test-unique tag, removed after) and `runtime_on` makes a
+`DockerRuntime` of a running choird's services that starts whatever image `images` names.
 """
 
 from __future__ import annotations
 
 import contextlib
 import functools
+import io
 import os
-from typing import Final
+import uuid
+from collections.abc import Awaitable, Callable, Iterator
+from typing import TYPE_CHECKING, Final
 
 import pytest
+
+from choir.protocol import VersionInfo
+
+if TYPE_CHECKING:
+    import docker
+
+    from choir.config import ChoirConfig
+    from choir.daemon.app import ChoirDaemon
+    from choir.daemon.runtimes.base import Artefact
+    from choir.daemon.runtimes.docker import DockerRuntime
+    from choir.home import ChoirHome
 
 REQUIRE_ENV: Final = "CHOIR_REQUIRE_DOCKER"
 """Set to 1 (CI) to turn "no Docker engine" into a failure."""
 BASE_IMAGE: Final = "debian:bookworm-slim"
 """The base OS image scripts/ensure-docker makes available locally."""
+VERSION: Final = VersionInfo(
+    agent_id="agent-1",
+    image_version="test",
+    global_repo_commit="none",
+    agent_repo_commit="none",
+    tool_manifest_hash="0" * 64,
+    skill_manifest_hash="0" * 64,
+)
+"""The version an image made for a test claims (no build made it)."""
+
+Images = Callable[["ChoirHome", "ChoirConfig", str], Awaitable["Artefact"]]
+"""What the docker runtime asks for the image to start (`ensure_agent_image`'s part)."""
 
 
 @functools.cache
@@ -81,3 +111,34 @@ def prune_orphan_images() -> int:
     finally:
         client.close()
     return removed
+
+
+@contextlib.contextmanager
+def own_image(engine: docker.DockerClient, repository: str, dockerfile: str) -> Iterator[str]:
+    """`dockerfile` built as `repository:<unique tag>`, labelled with that tag so that it is an
+    image of its own (parallel workers and other checkouts share the engine); its tag. Removed
+    afterwards."""
+    tag = f"{repository}:{uuid.uuid4().hex[:12]}"
+    text = f"{dockerfile.rstrip()}\nLABEL choir.test={tag}\n"
+    engine.images.build(fileobj=io.BytesIO(text.encode()), tag=tag, rm=True)
+    try:
+        yield tag
+    finally:
+        engine.images.remove(tag, force=True)
+
+
+async def runtime_on(daemon: ChoirDaemon, images: Images) -> tuple[DockerRuntime, ChoirConfig]:
+    """A docker runtime on `daemon`'s sessions and running config that asks `images` for the
+    image to start; (the runtime, that config). The caller closes the runtime."""
+    from choir.adapters.docker_containers import ContainerEngine
+    from choir.adapters.docker_engine import DockerEngine
+    from choir.daemon.runtimes.docker import DockerRuntime
+
+    services = daemon.services
+    assert services is not None
+    config = services.stage.running.config
+    engine = ContainerEngine(await DockerEngine.connect())
+    runtime = DockerRuntime(
+        daemon.home, services.sessions, daemon.hub.push, engine, lambda: config, images=images
+    )
+    return runtime, config

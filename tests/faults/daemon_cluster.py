@@ -37,7 +37,7 @@ from choir.store.postgres.postmaster import postmaster_pid
 from choir.store.postgres.target import ConnectParams
 from tests.faults.support import embedded_params, kill9, spawn_choird, teardown
 from tests.harness.cluster import (
-    PROBE,
+    ClusterAgents,
     Conversation,
     SentMessage,
     agent_ids,
@@ -54,7 +54,7 @@ WHERE s.agent_id = $1 AND e.event_type = 'agent_replied' AND e.payload->>'in_rep
 
 
 @dataclass
-class DaemonCluster:
+class DaemonCluster(ClusterAgents):
     """choird as a process, its operator client, the scripted model, N agents."""
 
     root: Path
@@ -66,15 +66,6 @@ class DaemonCluster:
     pg: ConnectParams = field(init=False)
     """Where choir's database is served (the same across postmaster restarts)."""
     conversations: dict[str, Conversation] = field(default_factory=dict)
-
-    def workspace(self, agent_id: str) -> Path:
-        return self.root / "ws" / agent_id
-
-    def effects(self, agent_id: str) -> Path:
-        return self.workspace(agent_id) / "effects.log"
-
-    def conversation(self, agent_id: str) -> Conversation:
-        return self.conversations[agent_id]
 
     # -- faults and the supervisor's one step ------------------------------------------------
 
@@ -105,19 +96,6 @@ class DaemonCluster:
 
     async def status(self, agent_id: str) -> dict[str, Any]:
         return (await self.client.agent_status(agent_id)).model_dump(mode="json")
-
-    async def say(self, agent_id: str, text: str) -> tuple[SentMessage, dict[str, Any]]:
-        conversation = self.conversation(agent_id)
-        sent = await conversation.send(text)
-        return sent, await conversation.reply_to(sent)
-
-    async def answers(self, agent_id: str) -> bool:
-        """Whether the agent answers a probe with a normal reply right now."""
-        try:
-            _, reply = await self.say(agent_id, f"are you there? {PROBE}")
-        except Exception:  # choird or the database away, no reply in time: not healthy yet
-            return False
-        return bool(reply["category"] == "reply")
 
     async def answer_stored(self, sent: SentMessage) -> bool:
         """Whether a reply (or error) to `sent` is in the durable log (False: Postgres away)."""

@@ -283,8 +283,41 @@ class Conversation:
 # -- the cluster ---------------------------------------------------------------------------
 
 
+class ClusterAgents:
+    """What every cluster offers on its agents, however its choird runs (`Cluster` here, in the
+    test process; `tests.faults.daemon_cluster.DaemonCluster`, a process a test can kill):
+    each agent's workspace and effects file, and its console DM followed as a `Conversation`."""
+
+    root: Path
+    conversations: dict[str, Conversation]
+
+    def workspace(self, agent_id: str) -> Path:
+        return self.root / "ws" / agent_id
+
+    def effects(self, agent_id: str) -> Path:
+        """The file `test.effect` appends to in `agent_id`'s workspace."""
+        return self.workspace(agent_id) / EFFECTS_FILE
+
+    def conversation(self, agent_id: str) -> Conversation:
+        return self.conversations[agent_id]
+
+    async def say(self, agent_id: str, text: str) -> tuple[SentMessage, dict[str, Any]]:
+        """Send `text` and wait for its reply (or error)."""
+        conversation = self.conversation(agent_id)
+        sent = await conversation.send(text)
+        return sent, await conversation.reply_to(sent)
+
+    async def answers(self, agent_id: str) -> bool:
+        """Whether the agent answers a probe message with a normal reply right now."""
+        try:
+            _, reply = await self.say(agent_id, f"are you there? {PROBE}")
+        except Exception:  # not running, choird or its database away, no reply in time
+            return False
+        return bool(reply["category"] == "reply")
+
+
 @dataclass
-class Cluster:
+class Cluster(ClusterAgents):
     """choird in the test process, its operator client, the scripted model, N agents."""
 
     root: Path
@@ -295,13 +328,6 @@ class Cluster:
     client: ChoirClient
     agents: tuple[str, ...]
     conversations: dict[str, Conversation] = field(default_factory=dict)
-
-    def workspace(self, agent_id: str) -> Path:
-        return self.root / "ws" / agent_id
-
-    def effects(self, agent_id: str) -> Path:
-        """The file `test.effect` appends to in `agent_id`'s workspace."""
-        return self.workspace(agent_id) / EFFECTS_FILE
 
     async def start(self, agent_id: str, *, failpoints: str | None = None) -> dict[str, Any]:
         """`agent start` (a crashed or suspended session resumes), `failpoints` armed in it."""
@@ -324,23 +350,6 @@ class Cluster:
     async def state(self, agent_id: str) -> str:
         """`running`, `crashed` or `stopped`, as `choirctl agent status` shows it."""
         return str((await self.client.agent_status(agent_id)).state)
-
-    def conversation(self, agent_id: str) -> Conversation:
-        return self.conversations[agent_id]
-
-    async def say(self, agent_id: str, text: str) -> tuple[SentMessage, dict[str, Any]]:
-        """Send `text` and wait for its reply (or error)."""
-        conversation = self.conversation(agent_id)
-        sent = await conversation.send(text)
-        return sent, await conversation.reply_to(sent)
-
-    async def answers(self, agent_id: str) -> bool:
-        """Whether the agent answers a probe message with a normal reply right now."""
-        try:
-            _, reply = await self.say(agent_id, f"are you there? {PROBE}")
-        except Exception:  # not running, no reply in time: not healthy yet
-            return False
-        return bool(reply["category"] == "reply")
 
 
 async def stop_agents(client: ChoirClient) -> None:

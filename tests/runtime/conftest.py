@@ -68,6 +68,17 @@ async def choird(home: ChoirHome, engine: docker.DockerClient) -> AsyncIterator[
     assert not leftovers, f"containers left behind: {[c.name for c in leftovers]}"
 
 
+@pytest.fixture
+async def daemon(home: ChoirHome, engine: docker.DockerClient) -> AsyncIterator[ChoirDaemon]:
+    """choird in the test process on the process runtime, for a test that makes its own docker
+    runtime on it (`tests.docker_support.runtime_on`); the containers made for the home are
+    removed after."""
+    async with running_daemon(home, runtime="process") as daemon:
+        yield daemon
+    for container in containers_of(engine, home):
+        container.remove(force=True)
+
+
 def containers_of(engine: docker.DockerClient, home: ChoirHome) -> list[Any]:
     """Every container (running or not) choird made for `home`."""
     wanted: dict[str, str | list[str] | bool] = {"label": f"choir.home={home.root}"}

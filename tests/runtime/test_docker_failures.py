@@ -6,33 +6,27 @@ The docker runtime runs on a real engine with images made for the case — one w
 
 from __future__ import annotations
 
-import io
-import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import docker
 import pytest
 
-from choir.adapters.docker_containers import ContainerEngine
-from choir.adapters.docker_engine import DockerEngine
 from choir.config import ChoirConfig
 from choir.daemon.app import ChoirDaemon
 from choir.daemon.runtimes.base import Artefact
 from choir.daemon.runtimes.docker import DockerRuntime
 from choir.errors import ChoirError
 from choir.home import ChoirHome
-from choir.protocol import VersionInfo
 from choir.store.sessions import SessionStatus
-from tests.docker_support import BASE_IMAGE
-from tests.harness.daemons import poll_until, running_daemon, session_row
+from tests.docker_support import BASE_IMAGE, VERSION, own_image, runtime_on
+from tests.harness.daemons import poll_until, session_row
 from tests.runtime.conftest import containers_of
 
 pytestmark = pytest.mark.slow
 
 EXITS_AT_ONCE = "choir-rt-test-exits"
-"""The repository of the image whose entry point exits at once; each test tags its own (parallel
-workers and other checkouts share the engine)."""
+"""The repository of the image whose entry point exits at once; each test tags its own."""
 EXITED = "agent-1's container exited at once (code {code}): see choirctl logs agent-1"
 DOCKERFILE = f"""FROM {BASE_IMAGE}
 RUN printf '#!/bin/sh\\nexit 3\\n' > /usr/local/bin/choir-agent \\
@@ -42,45 +36,21 @@ RUN printf '#!/bin/sh\\nexit 3\\n' > /usr/local/bin/choir-agent \\
 
 @pytest.fixture
 def exiting_image(engine: docker.DockerClient) -> Iterator[str]:
-    tag = f"{EXITS_AT_ONCE}:{uuid.uuid4().hex[:12]}"
-    engine.images.build(fileobj=io.BytesIO(DOCKERFILE.encode()), tag=tag, rm=True)
-    try:
+    with own_image(engine, EXITS_AT_ONCE, DOCKERFILE) as tag:
         yield tag
-    finally:
-        engine.images.remove(tag, force=True)
-
-
-@pytest.fixture
-async def daemon(home: ChoirHome, engine: docker.DockerClient) -> AsyncIterator[ChoirDaemon]:
-    async with running_daemon(home, runtime="process") as daemon:
-        yield daemon
-    for container in containers_of(engine, home):
-        container.remove(force=True)
 
 
 async def start_on(daemon: ChoirDaemon, image: str) -> tuple[DockerRuntime, str, str | None]:
     """Start agent-1's session on a docker runtime whose image is `image`: the runtime, the
     session and the refusal — None when the container was still running when checked (its
     exit is then noticed by the watcher)."""
-    services = daemon.services
-    assert services is not None
-    config = services.stage.running.config
-    version = VersionInfo(
-        agent_id="agent-1",
-        image_version="test",
-        global_repo_commit="none",
-        agent_repo_commit="none",
-        tool_manifest_hash="0" * 64,
-        skill_manifest_hash="0" * 64,
-    )
 
     async def images(_home: ChoirHome, _config: ChoirConfig, _agent: str) -> Artefact:
-        return Artefact(version, image=image)
+        return Artefact(VERSION, image=image)
 
-    engine = ContainerEngine(await DockerEngine.connect())
-    runtime = DockerRuntime(
-        daemon.home, services.sessions, daemon.hub.push, engine, lambda: config, images=images
-    )
+    runtime, config = await runtime_on(daemon, images)
+    services = daemon.services
+    assert services is not None
     started = await services.sessions.start("agent-1", {})
     artefact = await runtime.prepare("agent-1", config)
     workspace = Path(config.workspaces[started.bindings.workspace].path)

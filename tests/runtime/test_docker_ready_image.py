@@ -5,58 +5,29 @@ and asks for the image again as soon as a build made another or the image is gon
 from __future__ import annotations
 
 import io
-import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 
 import docker
 import pytest
 
-from choir.adapters.docker_containers import ContainerEngine
-from choir.adapters.docker_engine import DockerEngine
 from choir.config import ChoirConfig
 from choir.daemon.app import ChoirDaemon
 from choir.daemon.images.build import latest_image_file, note_latest_image
 from choir.daemon.runtimes.base import Artefact
-from choir.daemon.runtimes.docker import DockerRuntime
 from choir.home import ChoirHome
-from choir.protocol import VersionInfo
-from tests.docker_support import BASE_IMAGE
-from tests.harness.daemons import running_daemon
-
-VERSION = VersionInfo(
-    agent_id="agent-1",
-    image_version="test",
-    global_repo_commit="none",
-    agent_repo_commit="none",
-    tool_manifest_hash="0" * 64,
-    skill_manifest_hash="0" * 64,
-)
+from tests.docker_support import BASE_IMAGE, VERSION, own_image, runtime_on
 
 
 @pytest.fixture
 def built(engine: docker.DockerClient) -> Iterator[str]:
     """A small image of this test's own (removed after), standing for a newer build."""
-    tag = f"choir-rt-test-ready:{uuid.uuid4().hex[:12]}"
-    dockerfile = f"FROM {BASE_IMAGE}\nLABEL choir.test={tag}\n"
-    engine.images.build(fileobj=io.BytesIO(dockerfile.encode()), tag=tag, rm=True)
-    try:
+    with own_image(engine, "choir-rt-test-ready", f"FROM {BASE_IMAGE}\n") as tag:
         yield tag
-    finally:
-        engine.images.remove(tag, force=True)
-
-
-@pytest.fixture
-async def daemon(home: ChoirHome) -> AsyncIterator[ChoirDaemon]:
-    async with running_daemon(home, runtime="process") as daemon:
-        yield daemon
 
 
 async def test_a_start_reuses_the_latest_image_until_a_build_or_removal(
     daemon: ChoirDaemon, engine: docker.DockerClient, built: str
 ) -> None:
-    services = daemon.services
-    assert services is not None
-    config = services.stage.running.config
     made_ready: list[str] = []
     current = {"image": BASE_IMAGE}
 
@@ -67,14 +38,7 @@ async def test_a_start_reuses_the_latest_image_until_a_build_or_removal(
         made_ready.append(current["image"])
         return Artefact(VERSION, image=current["image"])
 
-    runtime = DockerRuntime(
-        daemon.home,
-        services.sessions,
-        daemon.hub.push,
-        ContainerEngine(await DockerEngine.connect()),
-        lambda: config,
-        images=images,
-    )
+    runtime, config = await runtime_on(daemon, images)
     assert (await runtime.prepare("agent-1", config)).image == BASE_IMAGE
     assert (await runtime.prepare("agent-1", config)).image == BASE_IMAGE
     assert made_ready == [BASE_IMAGE], "the second start asked for the image again"
