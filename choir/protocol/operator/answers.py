@@ -72,7 +72,8 @@ class RepoView(OperatorModel):
     commit: str | None
     stale: bool
     error: str | None
-    fetched_at: str | None
+    fetched_at: float | None
+    """When the last fetch succeeded, in seconds since the epoch (None: never fetched)."""
 
 
 class Sockets(OperatorModel):
