@@ -11,6 +11,11 @@ own, so this is one round trip with the same guarantees:
   `forked_rev` names the first one. Revs already stored with the same hash are skipped (a
   resend overlapping the ack).
 
+The batch travels as one jsonb array of rows (`jsonb_to_recordset`) rather than seven arrays:
+asyncpg's array encoder inspects every element (about 0.7 ms of choird's CPU for 100 events,
+against 0.2 ms for one orjson document), and the rows' payloads go through the same NUL-safe
+jsonb encoding as any other (`choir.store.postgres.jsonb_safe`).
+
 Revisions after the ack cannot already be stored — events and the head only ever advance
 together, and choird sends one heartbeat of a session at a time — so every one is inserted.
 Heartbeats that carry more (artifacts, deliveries, a snapshot) keep their transaction
@@ -22,25 +27,25 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Final
+from typing import Any, Final
 
-from choir.store.events import EventRecord, event_columns
+from choir.store.events import EventRecord
 from choir.store.postgres.pool import Connection
 
 _APPEND: Final = """
 WITH sent AS (
-    SELECT * FROM unnest(
-        $2::bigint[], $3::text[], $4::text[], $5::jsonb[], $6::text[], $7::text[],
-        $8::timestamptz[]
-    ) AS s (rev, event_type, lane, payload, hash_prev, hash, created_at)
+    SELECT * FROM jsonb_to_recordset($2::jsonb) AS s (
+        rev bigint, event_type text, lane text, payload jsonb, hash_prev text, hash text,
+        created_at timestamptz
+    )
 ), forked AS (
     SELECT min(e.rev) AS rev FROM choir_control.session_events e
     JOIN sent ON sent.rev = e.rev
     WHERE e.session_id = $1 AND e.hash <> sent.hash
 ), advanced AS (
     UPDATE choir_control.sessions
-    SET ack_rev = $10, head_hash = $11, config_version = $12, last_heartbeat_at = $13
-    WHERE session_id = $1 AND ack_rev = $9 AND status = 'active'
+    SET ack_rev = $4, head_hash = $5, config_version = $6, last_heartbeat_at = $7
+    WHERE session_id = $1 AND ack_rev = $3 AND status = 'active'
         AND (SELECT rev FROM forked) IS NULL
     RETURNING 1
 ), stored AS (
@@ -79,7 +84,7 @@ async def append_heartbeat(
     row = await conn.fetchrow(
         _APPEND,
         session_id,
-        *event_columns(events),
+        [_row(event) for event in events],
         expected_ack_rev,
         ack_rev,
         head_hash,
@@ -89,6 +94,19 @@ async def append_heartbeat(
     assert row is not None  # the outer SELECT always yields one row
     forked = row["forked_rev"]
     return Appended(advanced=bool(row["advanced"]), forked_rev=None if forked is None else forked)
+
+
+def _row(event: EventRecord) -> dict[str, Any]:
+    """`event` as one element of the statement's jsonb array (its columns by name)."""
+    return {
+        "rev": event.rev,
+        "event_type": event.event_type,
+        "lane": event.lane,
+        "payload": event.payload,
+        "hash_prev": event.hash_prev,
+        "hash": event.hash,
+        "created_at": event.created_at,
+    }
 
 
 __all__ = ["Appended", "append_heartbeat"]

@@ -12,8 +12,11 @@ from collections.abc import AsyncIterator
 
 import pytest
 
+from choir.daemon.agents.ingest import committed_of
 from choir.daemon.agents.services import AgentServices
-from choir.protocol import Verb
+from choir.protocol import GENESIS_HASH, Verb
+from choir.protocol.log.committed import chain_break
+from choir.store.events import read_events
 from choir.store.postgres.ddl import apply_control_schema
 from choir.store.postgres.pool import Pool, open_pool
 from choir.store.postgres.target import ConnectParams
@@ -48,3 +51,20 @@ async def test_a_heartbeat_of_new_events_is_one_statement(services: AgentService
     chain.commit(1)
     assert (await agent.ok(Verb.HEARTBEAT, chain.heartbeat(8)))["ack_rev"] == 9
     assert QUERIES == [None, None]
+
+
+async def test_events_stored_in_one_statement_read_back_exactly(
+    services: AgentServices, pool: Pool
+) -> None:
+    """The batch travels as one jsonb document: NUL, U+0001, an escaped-looking backslash and
+    non-ASCII text in an event, and the commit times, come back as the agent hashed them."""
+    agent = AgentClient(services, await services.sessions.start("agent-1", {}))
+    chain = Chain()
+    sent = chain.commit(3, text='nul\x00 soh\x01 \\u0000 "quoted" ünï 🎵')
+
+    assert (await agent.ok(Verb.HEARTBEAT, chain.heartbeat(0)))["ack_rev"] == 3
+
+    async with pool.acquire() as conn:
+        stored = [committed_of(record) for record in await read_events(conn, agent.session_id)]
+    assert stored == sent
+    assert chain_break(stored, base_rev=0, hash_prev=GENESIS_HASH, check_hashes=True) is None
