@@ -1,13 +1,15 @@
 """HEARTBEAT (§13.1, §13.3): make the agent's committed events durable and acknowledge them.
 
 One heartbeat is one transaction: the batch insert, the snapshot if any, and the advance of
-`ack_rev`/`head_hash`/`last_heartbeat_at`. A snapshot whose hash is not `hash_new` refuses the
-heartbeat; one whose content does not match its digest is only left out (a resume could never
-use it, and the events are still good). Before it, every patch's hash is recomputed and the
-batch must continue the stored chain. A heartbeat whose `base_rev` is behind `ack_rev` is a
-resend (its reply to the last one was lost): the already-stored revisions must match and are
-skipped, so resends are no-ops. A stored revision with another hash is a fork — two different
-histories of one session — which stops the session rather than keep either side silently.
+`ack_rev`/`head_hash`/`last_heartbeat_at`. The common one — new events and nothing else — is a
+single statement (`choir.store.heartbeats`), atomic by itself: one round trip to Postgres. A
+snapshot whose hash is not `hash_new` refuses the heartbeat; one whose content does not match its
+digest is only left out (a resume could never use it, and the events are still good). Before it,
+every patch's hash is recomputed and the batch must continue the stored chain. A heartbeat whose
+`base_rev` is behind `ack_rev` is a resend (its reply to the last one was lost): the already-stored
+revisions must match and are skipped, so resends are no-ops. A stored revision with another hash is
+a fork — two different histories of one session — which stops the session rather than keep either
+side silently.
 
 choird keeps each session's acknowledged head in memory, but a commit whose answer was lost
 (the database died, or the connection broke while it was handed back) may have landed after
