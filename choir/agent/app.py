@@ -33,7 +33,6 @@ from choir.agent.lanes.support import (
     DemoModel,
     Identity,
     LaneKit,
-    StatusReporter,
     bound_secrets,
     redact_secrets,
 )
@@ -45,6 +44,7 @@ from choir.agent.replication.config_sync import ConfigSync
 from choir.agent.replication.control_plane import ControlPlane, ControlPlaneHostBridge
 from choir.agent.replication.live_config import DynamicState
 from choir.agent.replication.replicator import ReplicationError, ReplicationFatal, Replicator
+from choir.agent.replication.status import StatusReporter
 from choir.agent.startup import (
     LANE_TOOLS,
     NOT_IN_THIS_VERSION,
