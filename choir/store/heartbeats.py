@@ -17,7 +17,10 @@ against 0.2 ms for one orjson document), and the rows' payloads go through the s
 jsonb encoding as any other (`choir.store.postgres.jsonb_safe`).
 
 Revisions after the ack cannot already be stored — events and the head only ever advance
-together, and choird sends one heartbeat of a session at a time — so every one is inserted.
+together, and choird sends one heartbeat of a session at a time — so every one is inserted, and
+the fork check reads only the stored revisions the batch overlaps (an index range, empty for a
+heartbeat that starts at the ack), never the whole session: a plan that joined the batch with
+all of a session's events grew slower with every event stored.
 Heartbeats that carry more (artifacts, deliveries, a snapshot) keep their transaction
 (`choir.daemon.agents.ingest`).
 """
@@ -41,7 +44,7 @@ WITH sent AS (
 ), forked AS (
     SELECT min(e.rev) AS rev FROM choir_control.session_events e
     JOIN sent ON sent.rev = e.rev
-    WHERE e.session_id = $1 AND e.hash <> sent.hash
+    WHERE e.session_id = $1 AND e.rev BETWEEN $8 AND $3 AND e.hash <> sent.hash
 ), advanced AS (
     UPDATE choir_control.sessions
     SET ack_rev = $4, head_hash = $5, config_version = $6, last_heartbeat_at = $7
@@ -90,6 +93,7 @@ async def append_heartbeat(
         head_hash,
         config_version,
         now,
+        events[0].rev if events else expected_ack_rev + 1,
     )
     assert row is not None  # the outer SELECT always yields one row
     forked = row["forked_rev"]
