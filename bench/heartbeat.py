@@ -13,7 +13,10 @@ from __future__ import annotations
 
 import asyncio
 import time
+from dataclasses import dataclass
 from datetime import UTC, datetime
+
+import psutil
 
 from bench.choird_server import choird_server
 from bench.common import parse_args, percentile, report
@@ -32,6 +35,7 @@ EVENTS = 100
 GOALS = {
     "heartbeat_100ev_durable_p50_ms": "(no goal)",
     "heartbeat_100ev_durable_p99_ms": "goal <= 10",
+    "choird_cpu_ms_per_heartbeat": "(no goal)",
 }
 CONFIG = {"rpc": {"rate_limit_per_s": 1_000_000}}
 """Back-to-back heartbeats would trip the per-session rate limit, which is not measured here."""
@@ -54,10 +58,29 @@ def next_heartbeat(log: CommitLog, ack_rev: int) -> HeartbeatRequest:
     )
 
 
-async def durable_latencies(control_plane: ControlPlane, count: int, warmup: int) -> list[float]:
-    """Milliseconds from send to ack of each of `count` heartbeats, after `warmup` more."""
+@dataclass
+class Samples:
+    latencies_ms: list[float]
+    """From send to ack, per measured heartbeat."""
+    choird_cpu_ms: float
+    """choird's CPU time (user + system) per measured heartbeat."""
+
+
+def cpu_s(process: psutil.Process) -> float:
+    times = process.cpu_times()
+    return times.user + times.system
+
+
+async def durable_latencies(
+    control_plane: ControlPlane, choird: psutil.Process, count: int, warmup: int
+) -> Samples:
+    """Milliseconds from send to ack of each of `count` heartbeats, after `warmup` more, and
+    choird's CPU time per heartbeat over those `count`."""
     log, ack_rev, samples = CommitLog(), 0, []
+    cpu_before = 0.0
     for index in range(warmup + count):
+        if index == warmup:
+            cpu_before = cpu_s(choird)
         request = next_heartbeat(log, ack_rev)
         started = time.perf_counter_ns()
         reply = await control_plane.heartbeat(request)
@@ -67,7 +90,7 @@ async def durable_latencies(control_plane: ControlPlane, count: int, warmup: int
         ack_rev = reply.ack_rev
         if index >= warmup:
             samples.append(elapsed)
-    return samples
+    return Samples(samples, (cpu_s(choird) - cpu_before) / count * 1000)
 
 
 async def measure(quick: bool) -> dict[str, float]:
@@ -88,13 +111,17 @@ async def measure(quick: bool) -> dict[str, float]:
                 )
             )
             samples = await durable_latencies(
-                control_plane, count=200 if quick else 2_000, warmup=20 if quick else 100
+                control_plane,
+                psutil.Process(server.pid),
+                count=200 if quick else 2_000,
+                warmup=20 if quick else 100,
             )
         finally:
             await control_plane.close()
     return {
-        "heartbeat_100ev_durable_p50_ms": percentile(samples, 50),
-        "heartbeat_100ev_durable_p99_ms": percentile(samples, 99),
+        "heartbeat_100ev_durable_p50_ms": percentile(samples.latencies_ms, 50),
+        "heartbeat_100ev_durable_p99_ms": percentile(samples.latencies_ms, 99),
+        "choird_cpu_ms_per_heartbeat": samples.choird_cpu_ms,
     }
 
 

@@ -66,6 +66,7 @@ AFTER_HELLO: Final = (
     "choir.agent.recovery.session",
     "choir.agent.replication.config_sync",
     "choir.agent.replication.replicator",
+    "choir.agent.replication.status",
     "choir.agent.stopping",
     "choir.agent.wiring",
 )
@@ -186,12 +187,12 @@ class ChoirAgent:
             DemoModel,
             Identity,
             LaneKit,
-            StatusReporter,
             bound_secrets,
         )
         from choir.agent.lanes.working_query import working_query_hook
         from choir.agent.recovery.resume import CoreJobRecovery, settle_edge
         from choir.agent.replication.control_plane import ControlPlaneHostBridge
+        from choir.agent.replication.status import StatusReporter
         from choir.agent.startup import LANE_TOOLS, NOT_IN_THIS_VERSION, runtime_tools
         from choir.agent.stopping import lanes_stopped
         from choir.agent.wiring import open_kernel

@@ -92,7 +92,7 @@ async def insert_events(
     """
     if not events:
         return InsertResult(inserted=0)
-    rows = await conn.fetch(_INSERT, session_id, *_columns(events))
+    rows = await conn.fetch(_INSERT, session_id, *event_columns(events))
     if len(rows) == len(events):
         return InsertResult(inserted=len(rows))
     inserted = {row["rev"] for row in rows}
@@ -128,7 +128,7 @@ async def head(conn: Connection, session_id: str) -> Head | None:
     return None if row is None else Head(row["rev"], row["hash"])
 
 
-def _columns(events: Sequence[EventRecord]) -> tuple[list[Any], ...]:
+def event_columns(events: Sequence[EventRecord]) -> tuple[list[Any], ...]:
     return (
         [e.rev for e in events],
         [e.event_type for e in events],

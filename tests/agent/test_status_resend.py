@@ -22,9 +22,9 @@ from pathlib import Path
 
 import pytest
 
-from choir.agent.lanes.support import StatusReporter
 from choir.agent.replication.control_plane import ControlPlane
 from choir.agent.replication.link import ReconnectingClient
+from choir.agent.replication.status import StatusReporter
 from choir.daemon.agents.status_board import StatusBoard
 from choir.protocol import LockState, ReportStatusRequest
 from choir.protocol.wire.payloads import HeldCall

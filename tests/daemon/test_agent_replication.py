@@ -40,6 +40,7 @@ from choir.daemon.sessions.bindings import allowed_secrets
 from choir.daemon.staging.stage import ConfigStage
 from choir.home import ChoirHome
 from choir.protocol import (
+    AgentReplied,
     ReferenceSummary,
     ResourceBindings,
     SecretsRefreshedPush,
@@ -237,6 +238,21 @@ async def test_an_intent_is_durable_when_make_durable_returns(
 
     assert time.monotonic() - started < 0.5
     assert agent.replicator.acked_rev >= intent.rev
+    assert [rev for rev, _, _ in await stored(pool, choird.session_id)] == [1, 2, 3]
+
+
+async def test_a_reply_ships_at_once_rather_than_after_the_coalescing_window(
+    make_agent: AgentFactory, choird: Choird, pool: Pool
+) -> None:
+    """Issue 13 point 7: choird delivers a reply to the DM once it is durable, and the reply
+    used to wait `coalesce_ms` (25 ms) like any commit — on every answer the user waits for."""
+    agent = await make_agent(coalesce_ms=10_000)  # only urgency can ship it in time
+    agent.commit(2)
+    reply = agent.log.commit("edge", AgentReplied(text="done", in_reply_to="m-1"))
+
+    elapsed = await until(lambda: agent.replicator.acked_rev >= reply.rev)
+
+    assert elapsed < 0.5
     assert [rev for rev, _, _ in await stored(pool, choird.session_id)] == [1, 2, 3]
 
 

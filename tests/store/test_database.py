@@ -87,3 +87,22 @@ async def test_a_missing_socket_directory_is_a_clear_error(scratch_dir: Path) ->
 
     with pytest.raises(UnavailableError, match="nowhere:5432/choir: no server socket there"):
         await connect(params)
+
+
+async def test_a_released_connection_costs_no_reset_round_trip(pg_params: ConnectParams) -> None:
+    """Issue 13 point 7: asyncpg's reset query ran on every release — a round trip per
+    acquire, one of a heartbeat's five. choir keeps no session state on a pooled connection,
+    and an open transaction is still rolled back."""
+    queries: list[BaseException | None] = []
+    async with open_pool(pg_params, min_size=1, max_size=1, observe=queries.append) as pool:
+        for _ in range(3):
+            async with pool.acquire() as conn:
+                assert await conn.fetchval("SELECT 1") == 1
+        assert len(queries) == 3  # the three SELECTs, nothing on release
+        async with pool.acquire() as conn:
+            transaction = conn.transaction()
+            await transaction.start()
+            await conn.execute("SET LOCAL statement_timeout = 1234")
+        async with pool.acquire() as conn:
+            assert await conn.fetchval("SHOW statement_timeout") == "0"
+            assert not conn.is_in_transaction()

@@ -10,7 +10,6 @@ the calls the model got wrong with a structured error, and reports lane states t
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
@@ -24,14 +23,12 @@ from choir.adapters.llm import (
     ModelSettings,
     RateLimitNotice,
 )
-from choir.agent.kernel.lock_report import LockWatch
-from choir.agent.kernel.locks import LockManager
 from choir.agent.kernel.registry import lane_kind_of
-from choir.agent.lanes.budget_follow import BudgetFollower, Remaining, changed
+from choir.agent.lanes.budget_follow import BudgetFollower
 from choir.agent.lanes.compaction import CompactionDriver
 from choir.agent.lanes.memories import Memories
-from choir.agent.replication.control_plane import ControlPlane
 from choir.agent.replication.live_config import DynamicConfig, DynamicState, Secrets
+from choir.agent.replication.status import StatusReporter
 from choir.agent.stopping import Drain
 from choir.agent.wiring import Kernel
 from choir.config.resources import ModelConfig
@@ -42,14 +39,12 @@ from choir.errors import ConfigError
 from choir.logs import get_logger, replace_secrets
 from choir.protocol import (
     LaneStatus,
-    LockState,
     ModelOutput,
     ReportStatusRequest,
     ToolCall,
     ToolResultCommitted,
     to_wire_name,
 )
-from choir.protocol.log.lanes import EDGE_LANE
 from choir.protocol.names import from_wire_name
 
 if TYPE_CHECKING:  # the demo server (aiohttp) loads only when a session uses it: faster starts
@@ -148,96 +143,6 @@ def redact_secrets(secrets: Secrets) -> None:
     redaction set stays the values the session really holds.
     """
     replace_secrets(secrets.reveal(name) for name in secrets.names())
-
-
-class StatusReporter:
-    """Sends REPORT_STATUS for every lane transition, in order, without blocking the lane.
-
-    A changed lock table (`report_locks`) rides on a report too: the edge lane's latest one sent
-    again with `locks`, or the next report when no lane has reported yet.
-
-    choird keeps lane states, held calls and budgets only in memory: whenever the connection to
-    choird is established again (a lost channel, a restarted choird adopting this agent), every
-    lane's latest report and the lock table are sent again at once (`resend`), so `status` does
-    not go blank until each lane happens to move.
-    """
-
-    def __init__(self, control_plane: ControlPlane) -> None:
-        self._cp = control_plane
-        self._queue: asyncio.Queue[ReportStatusRequest] = asyncio.Queue()
-        self._task: asyncio.Task[None] | None = None
-        self._latest: dict[str, ReportStatusRequest] = {}
-        self._pending_locks: list[LockState] | None = None
-        self._locks: list[LockState] | None = None
-        """The last lock table reported, for `resend`."""
-        self._lock_watch: LockWatch | None = None
-        self._unsubscribe = control_plane.on_connected(self.resend)
-
-    def report(self, request: ReportStatusRequest) -> None:
-        if self._task is None:
-            self._task = asyncio.get_running_loop().create_task(self._run(), name="status")
-        self._latest[request.lane] = request.model_copy(update={"locks": None})
-        if self._pending_locks is not None:
-            request = request.model_copy(update={"locks": self._pending_locks})
-            self._pending_locks = None
-        self._queue.put_nowait(request)
-
-    def refresh(self, remaining: Remaining, force: bool = False) -> None:
-        """Send each lane's latest report again with its budgets left now, where they changed
-        (or always, when `force`): `agent status` must never show a stale figure."""
-        for lane, latest in list(self._latest.items()):
-            left = remaining(lane)
-            if left is None or not (force or changed(latest.budget_remaining, left)):
-                continue
-            self.report(latest.model_copy(update={"budget_remaining": dict(left)}))
-
-    def report_locks(self, locks: list[LockState]) -> None:
-        """Send the agent's lock table (it changed) with the edge lane's latest report."""
-        latest = self._latest.get(EDGE_LANE) or next(iter(self._latest.values()), None)
-        self._pending_locks = self._locks = locks
-        if latest is not None:
-            self.report(latest)
-
-    def resend(self) -> None:
-        """Send every lane's latest report again — held calls and budgets left included — and
-        the lock table with the first: the connection to choird was just (re)established."""
-        if self._locks is not None:
-            self._pending_locks = self._locks
-        for latest in list(self._latest.values()):
-            self.report(latest)
-
-    def watch_locks(self, locks: LockManager) -> None:
-        """Report `locks`' table whenever it changes, until `close()`."""
-        if self._lock_watch is None:
-            self._lock_watch = LockWatch(locks, self.report_locks)
-            self._lock_watch.start()
-
-    async def _run(self) -> None:
-        while True:
-            request = await self._queue.get()
-            try:
-                await self._cp.report_status(request)
-            except Exception as exc:  # status is advisory: the log is the authority
-                log.warning(
-                    "status report failed", fields={"lane": request.lane, "error": str(exc)}
-                )
-            finally:
-                self._queue.task_done()
-
-    async def close(self) -> None:
-        """Send what is queued (briefly), then stop."""
-        self._unsubscribe()
-        if self._lock_watch is not None:
-            await self._lock_watch.close()
-            self._lock_watch = None
-        with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout(2):
-                await self._queue.join()
-        task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
 
 
 @dataclass(slots=True)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import random
+from typing import Final
 
 from choir.agent.kernel.commitlog import CommitLog, LogEntry, now_ts
 from choir.agent.replication.artifacts import ArtifactUploader
@@ -39,6 +40,11 @@ from choir.protocol import ErrorCode, HeartbeatRequest, HeartbeatResponse, Snaps
 from choir.transport import RpcError, TransportError
 
 log = get_logger("choir.agent.replication.replicator")
+
+URGENT_KINDS: Final = frozenset({"agent_replied"})
+"""Events someone is waiting for: choird delivers a reply to the user's DM only once it is
+durable, so a reply ships at once rather than after `coalesce_ms` (it usually ends a burst of
+commits anyway, so this seldom costs a heartbeat more)."""
 
 
 class HeartbeatSender:
@@ -117,6 +123,9 @@ class HeartbeatSender:
         """Log listener; runs on every commit, so it does almost nothing."""
         if self._pending_since is None and self._loop is not None:
             self._pending_since = self._loop.time()
+            self._wake.set()
+        if entry.event["kind"] in URGENT_KINDS:
+            self._urgent_rev = entry.rev
             self._wake.set()
 
     async def wait_acked(self, rev: int, limit_s: float, what: str) -> None:

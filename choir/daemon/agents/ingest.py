@@ -1,13 +1,15 @@
 """HEARTBEAT (§13.1, §13.3): make the agent's committed events durable and acknowledge them.
 
 One heartbeat is one transaction: the batch insert, the snapshot if any, and the advance of
-`ack_rev`/`head_hash`/`last_heartbeat_at`. A snapshot whose hash is not `hash_new` refuses the
-heartbeat; one whose content does not match its digest is only left out (a resume could never
-use it, and the events are still good). Before it, every patch's hash is recomputed and the
-batch must continue the stored chain. A heartbeat whose `base_rev` is behind `ack_rev` is a
-resend (its reply to the last one was lost): the already-stored revisions must match and are
-skipped, so resends are no-ops. A stored revision with another hash is a fork — two different
-histories of one session — which stops the session rather than keep either side silently.
+`ack_rev`/`head_hash`/`last_heartbeat_at`. The common one — new events and nothing else — is a
+single statement (`choir.store.heartbeats`), atomic by itself: one round trip to Postgres. A
+snapshot whose hash is not `hash_new` refuses the heartbeat; one whose content does not match its
+digest is only left out (a resume could never use it, and the events are still good). Before it,
+every patch's hash is recomputed and the batch must continue the stored chain. A heartbeat whose
+`base_rev` is behind `ack_rev` is a resend (its reply to the last one was lost): the already-stored
+revisions must match and are skipped, so resends are no-ops. A stored revision with another hash is
+a fork — two different histories of one session — which stops the session rather than keep either
+side silently.
 
 choird keeps each session's acknowledged head in memory, but a commit whose answer was lost
 (the database died, or the connection broke while it was handed back) may have landed after
@@ -26,6 +28,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from choir.daemon.agents.refusals import RpcFault, unauthorized
@@ -47,6 +50,7 @@ from choir.protocol import (
 from choir.protocol.log.committed import chain_break
 from choir.store.artifacts import complete_artifacts, link_artifacts
 from choir.store.events import EventRecord, insert_events, read_events
+from choir.store.heartbeats import append_heartbeat
 from choir.store.inbox import mark_delivered
 from choir.store.postgres.pool import Connection, Pool
 from choir.store.sessions import SessionStatus, get_session, record_heartbeat, touch_session
@@ -244,6 +248,9 @@ class EventIngest:
         fresh: bool,
     ) -> None:
         now = self._clock()
+        if fresh and _plain(request, records):
+            await self._append(live, request, records, now)
+            return
         async with self._pool.acquire() as conn, conn.transaction():
             linked = await _check_artifacts(conn, live.session_id, records)
             result = await insert_events(conn, live.session_id, records)
@@ -273,6 +280,30 @@ class EventIngest:
             if not alive:
                 raise unauthorized()
 
+    async def _append(
+        self,
+        live: LiveSession,
+        request: HeartbeatRequest,
+        records: Sequence[EventRecord],
+        now: datetime,
+    ) -> None:
+        """`_store` of a heartbeat with nothing but new events: one statement, one round trip."""
+        async with self._pool.acquire() as conn:
+            appended = await append_heartbeat(
+                conn,
+                live.session_id,
+                records,
+                expected_ack_rev=live.ack_rev,
+                ack_rev=request.new_rev,
+                head_hash=request.hash_new,
+                config_version=request.config_version,
+                now=now,
+            )
+        if appended.forked_rev is not None:
+            raise _Forked(appended.forked_rev)
+        if not appended.advanced:
+            raise _Moved  # or the session ended: `_catch_up` tells which
+
     async def _stop_forked(self, live: LiveSession, rev: int) -> None:
         reason = f"fork detected at rev {rev}"
         await self._sessions.mark_forked(live.session_id, reason)
@@ -300,6 +331,14 @@ async def _check_artifacts(
             "PUT_ARTIFACT first; nothing was stored",
         )
     return linked
+
+
+def _plain(request: HeartbeatRequest, records: Sequence[EventRecord]) -> bool:
+    """Whether a heartbeat carries nothing but events (no snapshot, no artifact, no user
+    message to mark delivered): the common case, stored in one statement."""
+    if request.snapshot is not None or any(r.artifact is not None for r in records):
+        return False
+    return not _user_messages(records)
 
 
 def _user_messages(records: Sequence[EventRecord]) -> list[tuple[str, int]]:

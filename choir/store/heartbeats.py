@@ -1,0 +1,116 @@
+"""One heartbeat in one statement: its new events stored and the session's head advanced (§13.1).
+
+The common heartbeat — new events after choird's ack, no artifact, no user message, no
+snapshot — used to take five round trips to Postgres (BEGIN, the insert, the head's update,
+COMMIT, and the pool's reset), each a wake-up of both processes. One statement is atomic on its
+own, so this is one round trip with the same guarantees:
+
+- the head advances only from the ack choird holds, of an active session (`expected_ack_rev`);
+  otherwise nothing is stored and `advanced` is False (the head moved, or the session ended);
+- a sent rev that is already stored with another hash is a fork: nothing is stored, and
+  `forked_rev` names the first one. Revs already stored with the same hash are skipped (a
+  resend overlapping the ack).
+
+The batch travels as one jsonb array of rows (`jsonb_to_recordset`) rather than seven arrays:
+asyncpg's array encoder inspects every element (about 0.7 ms of choird's CPU for 100 events,
+against 0.2 ms for one orjson document), and the rows' payloads go through the same NUL-safe
+jsonb encoding as any other (`choir.store.postgres.jsonb_safe`).
+
+Revisions after the ack cannot already be stored — events and the head only ever advance
+together, and choird sends one heartbeat of a session at a time — so every one is inserted, and
+the fork check reads only the stored revisions the batch overlaps (an index range, empty for a
+heartbeat that starts at the ack), never the whole session: a plan that joined the batch with
+all of a session's events grew slower with every event stored.
+Heartbeats that carry more (artifacts, deliveries, a snapshot) keep their transaction
+(`choir.daemon.agents.ingest`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Final
+
+from choir.store.events import EventRecord
+from choir.store.postgres.pool import Connection
+
+_APPEND: Final = """
+WITH sent AS (
+    SELECT * FROM jsonb_to_recordset($2::jsonb) AS s (
+        rev bigint, event_type text, lane text, payload jsonb, hash_prev text, hash text,
+        created_at timestamptz
+    )
+), forked AS (
+    SELECT min(e.rev) AS rev FROM choir_control.session_events e
+    JOIN sent ON sent.rev = e.rev
+    WHERE e.session_id = $1 AND e.rev BETWEEN $8 AND $3 AND e.hash <> sent.hash
+), advanced AS (
+    UPDATE choir_control.sessions
+    SET ack_rev = $4, head_hash = $5, config_version = $6, last_heartbeat_at = $7
+    WHERE session_id = $1 AND ack_rev = $3 AND status = 'active'
+        AND (SELECT rev FROM forked) IS NULL
+    RETURNING 1
+), stored AS (
+    INSERT INTO choir_control.session_events
+        (session_id, rev, event_type, lane, payload, hash_prev, hash, created_at)
+    SELECT $1, sent.* FROM sent WHERE EXISTS (SELECT 1 FROM advanced)
+    ON CONFLICT (session_id, rev) DO NOTHING
+)
+SELECT (SELECT rev FROM forked) AS forked_rev, EXISTS (SELECT 1 FROM advanced) AS advanced
+"""
+
+
+@dataclass(frozen=True, slots=True)
+class Appended:
+    """What one heartbeat's statement did."""
+
+    advanced: bool
+    """The events are stored and the head advanced; False: nothing was stored."""
+    forked_rev: int | None = None
+    """The first sent rev stored with another hash (nothing was stored)."""
+
+
+async def append_heartbeat(
+    conn: Connection,
+    session_id: str,
+    events: Sequence[EventRecord],
+    *,
+    expected_ack_rev: int,
+    ack_rev: int,
+    head_hash: str,
+    config_version: int,
+    now: datetime,
+) -> Appended:
+    """Store `events` and advance the session's head from `expected_ack_rev` to `ack_rev`, in
+    one statement (no transaction needed); see the module's docstring."""
+    row = await conn.fetchrow(
+        _APPEND,
+        session_id,
+        [_row(event) for event in events],
+        expected_ack_rev,
+        ack_rev,
+        head_hash,
+        config_version,
+        now,
+        events[0].rev if events else expected_ack_rev + 1,
+    )
+    assert row is not None  # the outer SELECT always yields one row
+    forked = row["forked_rev"]
+    return Appended(advanced=bool(row["advanced"]), forked_rev=None if forked is None else forked)
+
+
+def _row(event: EventRecord) -> dict[str, Any]:
+    """`event` as one element of the statement's jsonb array (its columns by name)."""
+    return {
+        "rev": event.rev,
+        "event_type": event.event_type,
+        "lane": event.lane,
+        "payload": event.payload,
+        "hash_prev": event.hash_prev,
+        "hash": event.hash,
+        "created_at": event.created_at,
+    }
+
+
+__all__ = ["Appended", "append_heartbeat"]

@@ -1,0 +1,70 @@
+"""A plain heartbeat is one round trip to Postgres (issue 13 point 7: the link's cost per call).
+
+A heartbeat carrying only new events used to take five: BEGIN, the insert, the head's update,
+COMMIT and the pool's reset query on release — each one a send and a wake-up of choird and of
+a Postgres backend. Now the events and the new head go in one statement
+(`choir.store.heartbeats`); heartbeats that carry more keep their transaction.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import pytest
+
+from choir.daemon.agents.ingest import committed_of
+from choir.daemon.agents.services import AgentServices
+from choir.protocol import GENESIS_HASH, Verb
+from choir.protocol.log.committed import chain_break
+from choir.store.events import read_events
+from choir.store.postgres.ddl import apply_control_schema
+from choir.store.postgres.pool import Pool, open_pool
+from choir.store.postgres.target import ConnectParams
+
+from .agent import AgentClient, Chain
+
+QUERIES: list[BaseException | None] = []
+
+
+@pytest.fixture
+async def pool(pg_params: ConnectParams) -> AsyncIterator[Pool]:
+    """The daemon tests' pool, with every query it runs counted in `QUERIES`."""
+    QUERIES.clear()
+    async with open_pool(pg_params, min_size=1, max_size=4, observe=QUERIES.append) as pool:
+        async with pool.acquire() as conn:
+            await apply_control_schema(conn)
+        yield pool
+
+
+async def test_a_heartbeat_of_new_events_is_one_statement(services: AgentServices) -> None:
+    agent = AgentClient(services, await services.sessions.start("agent-1", {}))
+    chain = Chain()
+    chain.commit(5)
+    # the first one prepares the statement (asyncpg looks its types up once per connection)
+    assert (await agent.ok(Verb.HEARTBEAT, chain.heartbeat(0)))["ack_rev"] == 5
+    QUERIES.clear()
+
+    chain.commit(3)
+    assert (await agent.ok(Verb.HEARTBEAT, chain.heartbeat(5)))["ack_rev"] == 8
+
+    assert QUERIES == [None]
+    chain.commit(1)
+    assert (await agent.ok(Verb.HEARTBEAT, chain.heartbeat(8)))["ack_rev"] == 9
+    assert QUERIES == [None, None]
+
+
+async def test_events_stored_in_one_statement_read_back_exactly(
+    services: AgentServices, pool: Pool
+) -> None:
+    """The batch travels as one jsonb document: NUL, U+0001, an escaped-looking backslash and
+    non-ASCII text in an event, and the commit times, come back as the agent hashed them."""
+    agent = AgentClient(services, await services.sessions.start("agent-1", {}))
+    chain = Chain()
+    sent = chain.commit(3, text='nul\x00 soh\x01 \\u0000 "quoted" ünï 🎵')
+
+    assert (await agent.ok(Verb.HEARTBEAT, chain.heartbeat(0)))["ack_rev"] == 3
+
+    async with pool.acquire() as conn:
+        stored = [committed_of(record) for record in await read_events(conn, agent.session_id)]
+    assert stored == sent
+    assert chain_break(stored, base_rev=0, hash_prev=GENESIS_HASH, check_hashes=True) is None
