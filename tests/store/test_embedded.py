@@ -134,3 +134,29 @@ async def test_a_restarted_server_runs_with_choirs_small_host_settings(scratch_d
             await conn.close()
         assert shown == SETTINGS
         assert launcher == 0
+
+
+async def test_concurrent_starts_of_one_server_launch_one_postmaster(scratch_dir: Path) -> None:
+    """choird's supervisor restarting a stopped server races whoever else starts it (an
+    operator's restart, a test): the second start adopts the first's postmaster instead of
+    launching a rival that dies on the lock file."""
+    datadir = scratch_dir / "pgdata"
+    async with EmbeddedPostgres(datadir):
+        pass  # the cluster exists, the server stopped
+    server = EmbeddedPostgres(datadir)
+    try:
+        first, second = await asyncio.gather(
+            asyncio.to_thread(server.start), asyncio.to_thread(server.start)
+        )
+        assert first == second
+        assert server.alive()
+        postmasters = [
+            p.pid
+            for p in psutil.process_iter(["name", "cmdline", "status"])
+            if p.info["name"] == "postgres"
+            and p.info["status"] != psutil.STATUS_ZOMBIE
+            and any(str(datadir) in part for part in p.info["cmdline"] or [])
+        ]
+        assert postmasters == [server.pid]
+    finally:
+        server.stop()

@@ -17,6 +17,7 @@ import logging
 import os
 import re
 import subprocess
+import threading
 import time
 import warnings
 from dataclasses import dataclass
@@ -74,6 +75,10 @@ class EmbeddedPostgres:
         self.datadir = datadir.expanduser().resolve()
         self.stop_on_exit = stop_on_exit
         self._serving: _Serving | None = None
+        # start and stop run on threads (asyncio.to_thread) and choird's supervisor may restart
+        # the server while someone else starts it: one at a time, so the second adopts the
+        # first's postmaster instead of launching a rival that dies on the lock file.
+        self._lifecycle = threading.Lock()
 
     @property
     def log_file(self) -> Path:
@@ -103,6 +108,10 @@ class EmbeddedPostgres:
 
     def start(self) -> ConnectParams:
         """Start the server (or adopt the one already serving `datadir`); blocking."""
+        with self._lifecycle:
+            return self._start()
+
+    def _start(self) -> ConnectParams:
         self.datadir.mkdir(mode=0o700, parents=True, exist_ok=True)
         clear_stale_pidfile(self.datadir)
         settings.apply(self.datadir)
@@ -121,10 +130,11 @@ class EmbeddedPostgres:
 
     def stop(self) -> None:
         """Stop the server (fast shutdown: sessions are disconnected, data is flushed); blocking."""
-        running, self._serving = self._serving, None
-        if running is None:
-            return
-        stop_postmaster(self.datadir)
+        with self._lifecycle:
+            running, self._serving = self._serving, None
+            if running is None:
+                return
+            stop_postmaster(self.datadir)
 
     async def __aenter__(self) -> Self:
         await asyncio.to_thread(self.start)
