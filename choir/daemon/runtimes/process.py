@@ -82,6 +82,7 @@ from choir.daemon.runtimes.bwrap import (
 from choir.daemon.runtimes.container_spec import now_iso
 from choir.daemon.runtimes.process_tree import descendant_running, find_agent, kill_tree
 from choir.daemon.runtimes.schema_memo import SchemaMemo
+from choir.daemon.runtimes.warmup import build_while_agents_boot
 from choir.daemon.runtimes.workspace_guard import narrow_mode
 from choir.daemon.sessions.service import SessionService
 from choir.daemon.sessions.state import SessionEnded, StartedSession
@@ -218,6 +219,7 @@ class ProcessRuntime:
                 env = agent_environment(agent_id, started, agent_home)
                 process = await _spawn_unsandboxed(command, env, workspace, stderr)
         await _hand_over(process, started.lease_token)
+        build_while_agents_boot()  # the models of the agent's first calls, while it boots
         await asyncio.to_thread(
             record_process, self._home, agent_id, started.session_id, process.pid, workspace
         )
