@@ -17,6 +17,7 @@ before TERMINATE_SELF.
 from __future__ import annotations
 
 import asyncio
+import gc
 import importlib
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
@@ -76,6 +77,15 @@ as its interpreter, the transport and the wire models are up. Not in a thread du
 handshake: the imports would hold the GIL the handshake needs, for a round trip of a few ms."""
 
 
+def collect_from_now() -> None:
+    """Garbage collection on again (`choir_agent.main` turns it off for the start-up's
+    imports), what they loaded frozen: it lives as long as the agent, and no collection needs
+    to scan it again."""
+    if not gc.isenabled():
+        gc.freeze()
+        gc.enable()
+
+
 def _import_after_hello() -> None:
     for module in AFTER_HELLO:
         importlib.import_module(module)
@@ -124,6 +134,7 @@ class ChoirAgent:
             from choir.agent.replication.config_sync import ConfigSync
             from choir.agent.replication.live_config import DynamicState
 
+            collect_from_now()
             log.info("session started", fields={"status": answer.status})
             answer, artifacts = await complete_handover(control_plane, answer)
             state = DynamicState()

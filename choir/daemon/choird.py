@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import os
 import resource
 import signal
@@ -80,6 +81,10 @@ async def _serve(args: argparse.Namespace) -> None:
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, daemon.stop)
     async with daemon:
+        # Ready: what the start-up allocated lives as long as choird (its garbage is a few
+        # hundred objects): frozen, no collection scans it again (a full pass: ~60 ms of CPU).
+        gc.freeze()
+        gc.enable()
         await daemon.wait_stopped()
 
 
@@ -92,6 +97,10 @@ def _operator_handler(daemon: ChoirDaemon) -> Handler:
 
 
 def main(argv: list[str] | None = None) -> None:
+    # The start-up allocates ~100k objects that live as long as choird (modules, models and
+    # their validators): the collector's passes over them cost ~10 % of its CPU and free
+    # nothing. It runs again once choird is ready (`_serve`).
+    gc.disable()
     # pydantic's plugin lookup scans every installed distribution (30-45 ms); choir uses none
     os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
     args = _parser().parse_args(argv)
@@ -120,6 +129,7 @@ def main(argv: list[str] | None = None) -> None:
     except KeyboardInterrupt:
         pass
     finally:
+        gc.enable()
         shutdown_logging()
 
 

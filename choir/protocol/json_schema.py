@@ -8,10 +8,11 @@ the protocol at start-up and most commands never validate a schema.
 
 from __future__ import annotations
 
+import hashlib
 import math
 import re
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any, Final
 
 import orjson
@@ -33,8 +34,9 @@ def ensure_json_schema(schema: dict[str, Any]) -> dict[str, Any]:
     microseconds, and its yes is taken when `jsonschema` would say yes too: the schema names no
     other draft, and every regex compiles in Python's `re` (the one format `jsonschema` checks
     in a schema). Every other case, and every no, is `jsonschema`'s. choird does not load
-    jsonschema-rs for this: 5 MB of resident memory for a check it makes once per schema."""
-    key = _key(schema)
+    jsonschema-rs for this: 5 MB of resident memory for a check it makes once per schema; it
+    remembers the schemas it found valid across its restarts instead (`remember_valid`)."""
+    key = schema_digest(schema)
     if key is not None and key in _CHECKED:
         return schema
     if not _surely_valid(schema):
@@ -46,9 +48,28 @@ def ensure_json_schema(schema: dict[str, Any]) -> dict[str, Any]:
     return schema
 
 
+CHECK_REVISION: Final = 1
+"""Raise when `ensure_json_schema` starts refusing a schema it used to accept: digests that
+earlier processes remembered (`remember_valid`) are then not taken any more."""
 MAX_CHECKED: Final = 4096
 """Schemas remembered as valid (a tool tree has dozens)."""
 _CHECKED: set[bytes] = set()
+"""SHA-256 digests of the canonical JSON of the schemas found valid."""
+
+
+def valid_digests() -> frozenset[bytes]:
+    """What `ensure_json_schema` remembers as valid, as digests another run can be given."""
+    return frozenset(_CHECKED)
+
+
+def remember_valid(digests: Iterable[bytes]) -> None:
+    """Take `digests` (from `valid_digests`, maybe of an earlier process) as schemas found
+    valid: the caller vouches that they were, by this same check."""
+    for digest in digests:
+        if len(_CHECKED) >= MAX_CHECKED:
+            return
+        if len(digest) == hashlib.sha256().digest_size:
+            _CHECKED.add(digest)
 
 
 def fast_checks() -> None:
@@ -57,13 +78,13 @@ def fast_checks() -> None:
     import jsonschema_rs  # noqa: F401
 
 
-def _key(schema: dict[str, Any]) -> bytes | None:
-    """The schema's canonical JSON; None unless it is plain JSON (a tuple, a key not a string,
-    NaN or an infinity would share their JSON with a different schema)."""
+def schema_digest(schema: dict[str, Any]) -> bytes | None:
+    """The digest of the schema's canonical JSON; None unless it is plain JSON (a tuple, a key
+    not a string, NaN or an infinity would share their JSON with a different schema)."""
     if not _plain(schema):
         return None
     try:
-        return orjson.dumps(schema, option=orjson.OPT_SORT_KEYS)
+        return hashlib.sha256(orjson.dumps(schema, option=orjson.OPT_SORT_KEYS)).digest()
     except TypeError:  # an integer beyond 64 bits
         return None
 

@@ -81,6 +81,8 @@ from choir.daemon.runtimes.bwrap import (
 )
 from choir.daemon.runtimes.container_spec import now_iso
 from choir.daemon.runtimes.process_tree import descendant_running, find_agent, kill_tree
+from choir.daemon.runtimes.schema_memo import SchemaMemo
+from choir.daemon.runtimes.warmup import build_while_agents_boot
 from choir.daemon.runtimes.workspace_guard import narrow_mode
 from choir.daemon.sessions.service import SessionService
 from choir.daemon.sessions.state import SessionEnded, StartedSession
@@ -135,6 +137,8 @@ class ProcessRuntime:
         self._sessions = sessions
         self._push = push
         self._agents: dict[str, _Process] = {}
+        self._schemas = SchemaMemo(home)
+        """Tool schemas found valid by an earlier choird: not checked again (`materialize`)."""
         self._sandbox, note = find_sandbox()
         if self._sandbox is None:
             log.warning("process runtime: agents run unsandboxed", fields={"reason": note})
@@ -167,6 +171,7 @@ class ProcessRuntime:
         `tree` elsewhere than the agent's own (`agent update` stages a candidate beside it)."""
         tree = tree or self._home.root / "runtime" / agent_id / "choir"
         shutil.rmtree(tree, ignore_errors=True)
+        self._schemas.load()
         agent_key = repos.repo_key(agent_id)
         with (
             repos.clone_lock(repos.clone_path(self._home, repos.GLOBAL)),
@@ -184,6 +189,7 @@ class ProcessRuntime:
                 image_version=PROCESS_IMAGE,
                 commits=(global_repo.commit, agent_repo.commit),
             )
+        self._schemas.save()
         return tree, version
 
     async def start(
@@ -213,6 +219,7 @@ class ProcessRuntime:
                 env = agent_environment(agent_id, started, agent_home)
                 process = await _spawn_unsandboxed(command, env, workspace, stderr)
         await _hand_over(process, started.lease_token)
+        build_while_agents_boot()  # the models of the agent's first calls, while it boots
         await asyncio.to_thread(
             record_process, self._home, agent_id, started.session_id, process.pid, workspace
         )

@@ -1,0 +1,44 @@
+"""choird builds the models of an agent's first calls while the agent boots, not while the
+agent waits for its INIT_HELLO answer (`runtimes/warmup`; bench.step_e2e `first_reply_s`)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+PROBE = """
+import asyncio, importlib
+import choir.daemon.app
+from choir.daemon.app import AFTER_DATABASE
+for module in AFTER_DATABASE:
+    importlib.import_module(module)
+from choir.daemon.runtimes import warmup
+print(sorted(m.__name__ for m in warmup.WIRE_MODELS if m.__pydantic_complete__))
+
+async def main():
+    warmup.build_while_agents_boot()
+    warmup.build_while_agents_boot()  # once per process
+    assert len(warmup._building) == 1
+    await asyncio.gather(*warmup._building)
+
+asyncio.run(main())
+print(sorted(m.__name__ for m in warmup.WIRE_MODELS if not m.__pydantic_complete__))
+"""
+
+
+def test_a_started_choird_has_them_to_build_and_the_warmup_builds_them_all() -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", PROBE],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    )
+    built_at_start, left = done.stdout.strip().splitlines()
+    assert "InitHelloResponse" not in built_at_start  # else there would be nothing to gain
+    assert "HeartbeatRequest" not in built_at_start
+    assert left == "[]"
