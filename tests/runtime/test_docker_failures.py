@@ -6,6 +6,8 @@ The docker runtime runs on a real engine with images made for the case — one w
 
 from __future__ import annotations
 
+import asyncio
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -13,6 +15,7 @@ import docker
 import pytest
 
 from choir.config import ChoirConfig
+from choir.core.security.mountinfo import Mount, mount_at, parse_mountinfo
 from choir.daemon.app import ChoirDaemon
 from choir.daemon.runtimes.base import Artefact
 from choir.daemon.runtimes.docker import DockerRuntime
@@ -117,5 +120,33 @@ async def test_an_agent_exiting_at_once_crashes_with_its_code(
         assert crash_reason(caplog, session_id) == (
             "choir-agent exited with code 3 without ending its session"
         )
+    finally:
+        runtime.close()
+
+
+def workspace_mount(path: str) -> Mount | None:
+    mounts = parse_mountinfo(Path("/proc/self/mountinfo").read_text())
+    return mount_at(mounts, os.path.realpath(path))
+
+
+async def test_a_container_that_cannot_be_created_leaves_no_mount_no_container_no_task(
+    daemon: ChoirDaemon,
+) -> None:
+    # the egress rules are installed while the container is created: a create that fails must
+    # still release the workspace and wait for the rules, never leave either behind
+    runtime, _, refusal = await start_on(daemon, "choir-rt-test-missing:none")
+    try:
+        assert refusal is not None
+        assert "choir-rt-test-missing" in refusal, refusal
+        assert runtime.running("agent-1") is None
+        engine = docker.from_env()
+        try:
+            assert not containers_of(engine, daemon.home)
+        finally:
+            engine.close()
+        assert daemon.services is not None
+        workspace = daemon.services.stage.running.config.workspaces["default"].path
+        assert workspace_mount(workspace) is None  # the nosuid bind of a root choird, undone
+        assert not [t for t in asyncio.all_tasks() if t.get_name().startswith("egress-")]
     finally:
         runtime.close()

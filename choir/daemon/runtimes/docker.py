@@ -66,7 +66,13 @@ from choir.daemon.runtimes.container_spec import (
     loopback_endpoint,
     now_iso,
 )
-from choir.daemon.runtimes.egress import EgressSetup, observe, prepare_egress
+from choir.daemon.runtimes.egress import (
+    EgressSetup,
+    egress_network,
+    filter_egress,
+    observe,
+    prepare_egress,
+)
 from choir.daemon.runtimes.workspace_guard import (
     WorkspaceGuard,
     guard_workspace,
@@ -205,14 +211,8 @@ class DockerRuntime:
         if artefact.image is None:
             raise UsageError(f"{agent_id} has no image to run: build it (choirctl agent build)")
         config = self._config()
-        egress = await prepare_egress(self._engine, config.container)
-        profile = agent_profile(config, agent_id, egress.network)
-        if not egress.enforced:
-            log.warning(
-                "agent egress is not filtered: the agent can reach this host's services and "
-                "link-local (cloud metadata) addresses",
-                fields={"agent_id": agent_id, "network": egress.network, "why": egress.detail},
-            )
+        network = await egress_network(self._engine, config.container)
+        profile = agent_profile(config, agent_id, network)
         if endpoint := loopback_endpoint(config, started.bindings.llm):
             log.warning(
                 "the agent's model endpoint is on loopback, which in a container is the "
@@ -220,7 +220,6 @@ class DockerRuntime:
                 "with container.allow_host_access",
                 fields={"agent_id": agent_id, "llm": started.bindings.llm, "endpoint": endpoint},
             )
-        guard = await asyncio.to_thread(_guard, profile, workspace, socket)
         spec = ContainerSpec(
             image=artefact.image,
             command=AGENT_COMMAND,
@@ -230,11 +229,26 @@ class DockerRuntime:
             working_dir=WORKSPACE_TARGET,
             options=create_options(profile, workspace=str(workspace), socket=str(socket)),
         )
+        # the firewall rules go in while the container is made: the start needs both, neither
+        # needs the other (the network exists), and each is a fair part of a start's time
+        rules = asyncio.create_task(filter_egress(config.container), name=f"egress-{agent_id}")
         try:
-            container = await self._engine.create(spec)
+            guard, container = await self._create(spec, profile, workspace, socket)
         except BaseException:
+            await asyncio.gather(rules, return_exceptions=True)  # never left behind
+            raise
+        try:
+            egress = await rules
+        except BaseException:
+            await self._engine.remove(container)
             guard.release()
             raise
+        if not egress.enforced:
+            log.warning(
+                "agent egress is not filtered: the agent can reach this host's services and "
+                "link-local (cloud metadata) addresses",
+                fields={"agent_id": agent_id, "network": egress.network, "why": egress.detail},
+            )
         held = _Container(
             RunningAgent(agent_id, started.session_id, None, container, artefact.image),
             profile,
@@ -262,6 +276,18 @@ class DockerRuntime:
             fields={"agent_id": agent_id, "session_id": started.session_id, "id": container[:12]},
         )
         return held.agent
+
+    async def _create(
+        self, spec: ContainerSpec, profile: SecurityProfile, workspace: Path, socket: Path
+    ) -> tuple[WorkspaceGuard, str]:
+        """The workspace handed to the container's uid, then the container created (not
+        started); the guard released when the create fails."""
+        guard = await asyncio.to_thread(_guard, profile, workspace, socket)
+        try:
+            return guard, await self._engine.create(spec)
+        except BaseException:
+            guard.release()
+            raise
 
     async def verify(self, agent_id: str) -> ProfileReport:
         held = self._agents.get(agent_id)

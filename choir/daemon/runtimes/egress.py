@@ -1,8 +1,9 @@
 """Egress filtering of agent containers: the choir network of config's policy and its rules.
 
-`prepare_egress` runs at every docker start: it makes sure the choir-managed network of the
-policy (`container.allow_host_access`, `allow_metadata`) exists, then (re)installs its iptables
-chains (`egress_rules`) — idempotent, and cheap enough to repair rules someone flushed. It never
+At every docker start `egress_network` makes sure the choir-managed network of the policy
+(`container.allow_host_access`, `allow_metadata`) exists, then `filter_egress` (re)installs its
+iptables chains (`egress_rules`) — idempotent, and cheap enough to repair rules someone flushed;
+`prepare_egress` is both in turn. It never
 fails a start on its own: when choird cannot filter (not root, no iptables, the operator's own
 network) it says why, choird warns, and `agent verify`'s `egress_filtered` item reports it as
 advisory. `observe` reads the rules back for `agent verify`: once choird filters, missing rules
@@ -51,6 +52,23 @@ class EgressSetup:
 
 async def prepare_egress(engine: ContainerEngine, config: ContainerConfig) -> EgressSetup:
     """The network agents start on now, with its rules installed when choird can."""
+    await egress_network(engine, config)
+    return await filter_egress(config)
+
+
+async def egress_network(engine: ContainerEngine, config: ContainerConfig) -> str:
+    """The network agents start on now, made when it is choir's and missing (no rules yet:
+    `filter_egress` installs them, and may run while a container is created on it)."""
+    if config.network != MANAGED_NETWORK:
+        return config.network
+    network = _policy(config).network()
+    await engine.ensure_network(network, NETWORK_LABELS)
+    return network
+
+
+async def filter_egress(config: ContainerConfig) -> EgressSetup:
+    """The rules of `egress_network`'s network installed when choird can: before any
+    container on it starts."""
     if config.network != MANAGED_NETWORK:
         return EgressSetup(
             config.network,
@@ -59,9 +77,8 @@ async def prepare_egress(engine: ContainerEngine, config: ContainerConfig) -> Eg
             detail=f"{config.network} is not choir's network: set container.network to "
             f"{MANAGED_NETWORK} to filter what agents reach",
         )
-    policy = EgressPolicy(config.allow_host_access, config.allow_metadata)
+    policy = _policy(config)
     network = policy.network()
-    await engine.ensure_network(network, NETWORK_LABELS)
     if not policy.blocks_anything:
         detail = "nothing to block (allow_host_access and allow_metadata)"
         return EgressSetup(network, policy, enforced=True, detail=detail)
@@ -73,6 +90,10 @@ async def prepare_egress(engine: ContainerEngine, config: ContainerConfig) -> Eg
     except ChoirError as error:
         return EgressSetup(network, policy, enforced=False, detail=error.message)
     return EgressSetup(network, policy, enforced=True, detail=RULES_IN_PLACE, forward=forward)
+
+
+def _policy(config: ContainerConfig) -> EgressPolicy:
+    return EgressPolicy(config.allow_host_access, config.allow_metadata)
 
 
 def observe(setup: EgressSetup) -> EgressView:
