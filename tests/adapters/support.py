@@ -2,18 +2,15 @@
 
 from __future__ import annotations
 
-import io
-import json
-import logging
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from choir.adapters.llm import CompletionRequest, ModelSettings
-from choir.logs import JsonLinesFormatter
 from choir.protocol.tooling.manifest import ToolManifest
 from choir.scripted import ScriptedModelServer
+from tests.harness.log_lines import log_lines
 
 SEED_TOOLS = Path(__file__).parents[2] / "choir" / "_seeds" / "global" / "tools"
 
@@ -43,17 +40,5 @@ def ask(
 @contextmanager
 def llm_log_lines() -> Iterator[list[dict[str, Any]]]:
     """The JSON lines the client logs while the block runs, as the agent log would hold them."""
-    buffer = io.StringIO()
-    handler = logging.StreamHandler(buffer)
-    handler.setFormatter(JsonLinesFormatter("agent-1"))
-    logger = logging.getLogger("choir.llm")
-    previous = logger.level
-    logger.addHandler(handler)
-    logger.setLevel(logging.INFO)
-    lines: list[dict[str, Any]] = []
-    try:
+    with log_lines("choir.llm", "agent-1") as lines:
         yield lines
-    finally:
-        logger.removeHandler(handler)
-        logger.setLevel(previous)
-        lines.extend(json.loads(line) for line in buffer.getvalue().splitlines())

@@ -14,39 +14,19 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Callable, Iterator
-from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 
 from choir.agent.replication.control_plane import ControlPlane
 from choir.agent.replication.status import StatusReporter
-from choir.daemon.agents.status_board import StatusBoard
 from choir.protocol import LockState, ReportStatusRequest
-from choir.transport import Payload, Request, UdsServer, connect
+from choir.transport import UdsServer, connect
+from tests.agent.status_listener import StatusListener
 from tests.harness.homes import short_root
 
 LOCKS = [LockState(resource="file:notes.txt", mode="X", holders=["edge"], held_for_s=0.5)]
 STATES = ["EDGE_REASONING", "EDGE_WAITING_TOOL"]
-
-
-class Choird:
-    """Stands in for choird's agent listener: counts REPORT_STATUS calls, keeps them on a
-    real `StatusBoard`."""
-
-    def __init__(self) -> None:
-        self.board = StatusBoard()
-        self.calls: list[ReportStatusRequest] = []
-
-    async def handle(self, request: Request) -> Payload:
-        if request.verb == "REPORT_STATUS":
-            report = ReportStatusRequest.model_validate(request.payload)
-            self.calls.append(report)
-            self.board.report(request.session_id, report, datetime.now(UTC))
-        return {"ack": True}
-
-    async def authorize_events(self, session_id: str, lease_token: str) -> bool:
-        return False
 
 
 @pytest.fixture
@@ -56,8 +36,8 @@ def socket() -> Iterator[Path]:
 
 
 @pytest.fixture
-async def choird(socket: Path) -> AsyncIterator[Choird]:
-    choird = Choird()
+async def choird(socket: Path) -> AsyncIterator[StatusListener]:
+    choird = StatusListener()
     server = UdsServer(socket, choird)
     await server.start()
     try:
@@ -67,7 +47,7 @@ async def choird(socket: Path) -> AsyncIterator[Choird]:
 
 
 @pytest.fixture
-async def control_plane(socket: Path, choird: Choird) -> AsyncIterator[ControlPlane]:
+async def control_plane(socket: Path, choird: StatusListener) -> AsyncIterator[ControlPlane]:
     control_plane = ControlPlane(await connect(socket, session_id="s-1", lease_token="t"))
     try:
         yield control_plane
@@ -90,7 +70,7 @@ async def until(condition: Callable[[], bool], within: float = 5.0) -> None:
 
 
 async def test_a_burst_of_moves_sends_each_lanes_latest_state_not_every_move(
-    choird: Choird, control_plane: ControlPlane
+    choird: StatusListener, control_plane: ControlPlane
 ) -> None:
     status = StatusReporter(control_plane, coalesce_s=0.2)
     try:
@@ -109,7 +89,7 @@ async def test_a_burst_of_moves_sends_each_lanes_latest_state_not_every_move(
 
 
 async def test_close_sends_the_last_state_inside_the_window(
-    choird: Choird, control_plane: ControlPlane
+    choird: StatusListener, control_plane: ControlPlane
 ) -> None:
     status = StatusReporter(control_plane, coalesce_s=60)
     status.report(state("edge", 1))
@@ -124,7 +104,7 @@ async def test_close_sends_the_last_state_inside_the_window(
 
 
 async def test_a_lock_table_rides_on_the_next_report_even_when_it_is_replaced(
-    choird: Choird, control_plane: ControlPlane
+    choird: StatusListener, control_plane: ControlPlane
 ) -> None:
     status = StatusReporter(control_plane, coalesce_s=60)
     status.report(state("edge", 1))
@@ -141,7 +121,7 @@ async def test_a_lock_table_rides_on_the_next_report_even_when_it_is_replaced(
 
 
 async def test_a_lone_move_after_a_quiet_spell_goes_at_once(
-    choird: Choird, control_plane: ControlPlane
+    choird: StatusListener, control_plane: ControlPlane
 ) -> None:
     status = StatusReporter(control_plane, coalesce_s=0.5)
     try:

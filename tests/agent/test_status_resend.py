@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Iterator
-from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -25,30 +24,14 @@ import pytest
 from choir.agent.replication.control_plane import ControlPlane
 from choir.agent.replication.link import ReconnectingClient
 from choir.agent.replication.status import StatusReporter
-from choir.daemon.agents.status_board import StatusBoard
 from choir.protocol import LockState, ReportStatusRequest
 from choir.protocol.wire.payloads import HeldCall
-from choir.transport import Payload, Request, TransportError, UdsServer
+from choir.transport import TransportError, UdsServer
+from tests.agent.status_listener import StatusListener
 from tests.harness.homes import short_root
 
 HELD = [HeldCall(call_id="core:report-3-0", tool="choir.exec")]
 LOCKS = [LockState(resource="file:notes.txt", mode="X", holders=["edge"], held_for_s=0.5)]
-
-
-class Choird:
-    """Stands in for choird's agent listener: REPORT_STATUS goes to a real `StatusBoard`."""
-
-    def __init__(self) -> None:
-        self.board = StatusBoard()
-
-    async def handle(self, request: Request) -> Payload:
-        if request.verb == "REPORT_STATUS":
-            report = ReportStatusRequest.model_validate(request.payload)
-            self.board.report(request.session_id, report, datetime.now(UTC))
-        return {"ack": True}
-
-    async def authorize_events(self, session_id: str, lease_token: str) -> bool:
-        return False
 
 
 @pytest.fixture
@@ -68,14 +51,14 @@ async def reporter(socket: Path) -> AsyncIterator[tuple[ReconnectingClient, Stat
         await client.close()
 
 
-async def serving(socket: Path) -> tuple[Choird, UdsServer]:
-    choird = Choird()
+async def serving(socket: Path) -> tuple[StatusListener, UdsServer]:
+    choird = StatusListener()
     server = UdsServer(socket, choird)
     await server.start()
     return choird, server
 
 
-async def until_reported(choird: Choird, lanes: set[str], within: float = 5.0) -> None:
+async def until_reported(choird: StatusListener, lanes: set[str], within: float = 5.0) -> None:
     async with asyncio.timeout(within):
         while True:
             if set(choird.board.lanes("s-1")) == lanes and choird.board.locks("s-1") is not None:

@@ -2,16 +2,13 @@
 
 from __future__ import annotations
 
-import io
-import json
-import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
 from choir.daemon.memory.backoff import Backoff
 from choir.daemon.memory.openai_provider import EmbeddingSettings, OpenAIEmbeddings
-from choir.logs import JsonLinesFormatter
+from tests.harness.log_lines import log_lines
 
 FAST = Backoff(base_s=0.01)
 """§11.9's schedule (doubling, three retries, jitter) at 1/100 of the waits."""
@@ -26,17 +23,5 @@ def provider(url: str, dims: int = 8, **fields: Any) -> OpenAIEmbeddings:
 @contextmanager
 def memory_log_lines() -> Iterator[list[dict[str, Any]]]:
     """The JSON lines the embedding pipeline logs while the block runs, as choird's log would."""
-    buffer = io.StringIO()
-    handler = logging.StreamHandler(buffer)
-    handler.setFormatter(JsonLinesFormatter("choird"))
-    logger = logging.getLogger("choir.memory.embeddings")
-    previous = logger.level
-    logger.addHandler(handler)
-    logger.setLevel(logging.INFO)
-    lines: list[dict[str, Any]] = []
-    try:
+    with log_lines("choir.memory.embeddings", "choird") as lines:
         yield lines
-    finally:
-        logger.removeHandler(handler)
-        logger.setLevel(previous)
-        lines.extend(json.loads(line) for line in buffer.getvalue().splitlines())
