@@ -46,6 +46,7 @@ KNOWN_FAILPOINTS: Final = frozenset(
         "fs.write.before_rename",
         "inbox.after_accept_before_push",
         "postgres.before_restart",
+        "choird.before_stop_agents",
     }
 )
 """Every placed failpoint. `arbiter.after_append_before_ack`: a non-idempotent intent is in the
@@ -57,7 +58,8 @@ before its point of no return) — `sleep` there is work that cannot be interrup
 `fs.write.before_rename`: past that point, before the rename that makes the write visible.
 `inbox.after_accept_before_push` (choird): a user message is durable and acknowledged, not yet
 pushed to its agent.
-`postgres.before_restart` (choird): its supervisor is about to restart the embedded server."""
+`postgres.before_restart` (choird): its supervisor is about to restart the embedded server.
+`choird.before_stop_agents` (choird): it is stopping and about to stop its agents."""
 
 _ENTRY = re.compile(r"^(?P<name>[a-z0-9_]+(?:\.[a-z0-9_]+)+)=(?P<action>.+)$")
 _SLEEP = re.compile(r"^sleep\((?P<ms>\d+)\)$")

@@ -29,6 +29,7 @@ from choir.daemon.health.store import StoreWatch
 from choir.daemon.instance_lock import InstanceLock
 from choir.daemon.staging.stage import ConfigStage, arm_log_redaction
 from choir.errors import UnavailableError, UsageError
+from choir.failpoints import failpoint
 from choir.home import ChoirHome
 from choir.logs import get_logger
 from choir.logs.handler import set_write_error_hook
@@ -130,13 +131,17 @@ class ChoirDaemon:
         tb: TracebackType | None,
     ) -> None:
         log.info("choird stopping")
-        if self.runtime is not None:
-            await self.runtime.stop_all()  # gracefully, while sockets and database still serve
-        if self.services is not None:
-            await self.services.inbox.close()  # settle what the stops left, database still up
-        for server in list(self._agent_sockets.values()):
-            await server.close()
-        await self._stack.aclose()
+        try:
+            await failpoint("choird.before_stop_agents")
+            if self.runtime is not None:
+                await self.runtime.stop_all()  # gracefully, while sockets and database serve
+            if self.services is not None:
+                await self.services.inbox.close()  # settle what the stops left, database up
+            for server in list(self._agent_sockets.values()):
+                await server.close()
+        finally:
+            # whatever failed above, the home is let go: its socket, database and instance lock
+            await self._stack.aclose()
         log.info("choird stopped")
 
     def stop(self) -> None:
