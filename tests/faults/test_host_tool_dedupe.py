@@ -27,7 +27,10 @@ from tests.e2e.agent_side import hello
 from tests.harness.daemons import agent_control_plane, running_daemon
 from tests.harness.homes import external_postgres, make_home
 
-pytestmark = pytest.mark.slow
+# serial: twice in three CI runs on xdist workers the second in-process choird found the first's
+# instance lock still held (same test process, the first exit clean); never alone. Cause not
+# found yet (issue 13 note of 2026-11-26); alone it checks what it means to.
+pytestmark = [pytest.mark.slow, pytest.mark.serial]
 
 TOOL = "choir.web.browse"
 
