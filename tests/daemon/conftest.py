@@ -7,13 +7,14 @@ so every exclusive lease and every secret scope can be exercised.
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from choir import failpoints
 from choir.config import SecretStore, load_home
 from choir.daemon.agents.services import AgentServices
 from choir.daemon.staging.stage import ConfigStage
@@ -142,3 +143,14 @@ def clock() -> Clock:
 @pytest.fixture
 def services(pool: Pool, stage: ConfigStage, clock: Clock) -> AgentServices:
     return AgentServices.build(pool, stage, clock=clock)
+
+
+@pytest.fixture
+def armed(monkeypatch: pytest.MonkeyPatch) -> Callable[[str], None]:
+    """Arm failpoints in this process for the test (`armed("name=panic")`); disarmed after."""
+    monkeypatch.setattr(failpoints, "_armed", None)
+
+    def arm(spec: str) -> None:
+        failpoints.arm_from_env({failpoints.ENV_VAR: spec})
+
+    return arm

@@ -493,16 +493,6 @@ def test_secret_names_follow_the_bindings(stage: ConfigStage) -> None:
 # -- failpoints ------------------------------------------------------------------------------
 
 
-@pytest.fixture
-def armed(monkeypatch: pytest.MonkeyPatch) -> Callable[[str], None]:
-    monkeypatch.setattr(failpoints, "_armed", None)
-
-    def arm(spec: str) -> None:
-        failpoints.arm_from_env({failpoints.ENV_VAR: spec})
-
-    return arm
-
-
 async def test_a_panic_before_a_heartbeat_is_fatal_and_propagates(
     choird: Choird, armed: Callable[[str], None]
 ) -> None:

@@ -7,20 +7,9 @@ from collections.abc import Callable
 
 import pytest
 
-from choir import failpoints
 from choir.failpoints import FailpointPanic
 from choir.home import ChoirHome
 from tests.harness.daemons import running_daemon
-
-
-@pytest.fixture
-def armed(monkeypatch: pytest.MonkeyPatch) -> Callable[[str], None]:
-    monkeypatch.setattr(failpoints, "_armed", None)
-
-    def arm(spec: str) -> None:
-        failpoints.arm_from_env({failpoints.ENV_VAR: spec})
-
-    return arm
 
 
 async def test_a_failure_stopping_the_agents_still_releases_the_home(
