@@ -23,7 +23,7 @@ from uuid import UUID
 
 from choir.core.memory.chunks import MemoryChunk, Tier
 from choir.daemon.memory.provider import Vector
-from choir.daemon.memory.search import MemoryQuery, ef_search, run_search
+from choir.daemon.memory.search import MemoryQuery, checked, ef_search, run_search
 from choir.errors import NotFoundError, UnavailableError
 from choir.store import knowledge, memory, memory_stats, memory_vectors
 from choir.store.agent_schema import run_as_agent
@@ -160,6 +160,7 @@ class PostgresMemoryStore:
         return await self._run(agent_id, lambda c: memory.promote(c, session_id, summary_chunks))
 
     async def search(self, agent_id: str, query: MemoryQuery) -> list[MemoryHit]:
+        checked(query)  # refused before a connection is taken
         return await self._run(
             agent_id, lambda c: run_search(c, agent_id, query), ef_search=ef_search(query)
         )
