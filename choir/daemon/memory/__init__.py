@@ -8,5 +8,10 @@ command or session close.
 - `queue`: `EmbeddingQueue`, flushed when a batch is full or on the heartbeat tick; a chunk whose
   embedding fails gets no vector and one warning, never an exception (`batching` holds its state).
 
-Nothing here imports the store: results leave through a callback the memory store will pass in.
+- `store`: the `MemoryStore` interface and `PostgresMemoryStore` (knowledge, session chunks,
+  vectors, promotion, stats), every call under the agent's own role; `search`: `MemoryQuery`,
+  its checks and modes.
+
+The embedding modules import no store: results leave through a callback the memory store's
+user passes in.
 """
