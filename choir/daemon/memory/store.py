@@ -22,7 +22,6 @@ from typing import Any, Protocol, TypeVar
 from uuid import UUID
 
 from choir.core.memory.chunks import MemoryChunk, Tier
-from choir.daemon.memory.provider import Vector
 from choir.daemon.memory.search import MemoryQuery, checked, ef_search, run_search
 from choir.errors import NotFoundError, UnavailableError
 from choir.store import knowledge, memory, memory_stats, memory_vectors
@@ -31,7 +30,7 @@ from choir.store.knowledge import KnowledgeItem
 from choir.store.memory import ChunkRef
 from choir.store.memory_search import MemoryHit
 from choir.store.memory_stats import MemoryStats
-from choir.store.memory_vectors import MissingVector, VectorTarget
+from choir.store.memory_vectors import MissingVector, VectorOf, VectorTarget
 from choir.store.postgres.failures import classify
 from choir.store.postgres.pool import Connection, Pool
 
@@ -74,9 +73,10 @@ class MemoryStore(Protocol):
         ...
 
     async def set_vectors(
-        self, agent_id: str, target: VectorTarget, vectors: Sequence[tuple[UUID | str, Vector]]
+        self, agent_id: str, target: VectorTarget, vectors: Sequence[VectorOf]
     ) -> int:
-        """Store embeddings; rows deleted or promoted meanwhile are skipped. A vector of the
+        """Store embeddings, each `(id, vector)` or `(id, vector, text it was computed from)`;
+        rows deleted, promoted or holding another text meanwhile are skipped. A vector of the
         wrong size refuses the whole batch."""
         ...
 
@@ -144,7 +144,7 @@ class PostgresMemoryStore:
         return await self._run(agent_id, lambda c: memory.add_chunks(c, session_id, tier, chunks))
 
     async def set_vectors(
-        self, agent_id: str, target: VectorTarget, vectors: Sequence[tuple[UUID | str, Vector]]
+        self, agent_id: str, target: VectorTarget, vectors: Sequence[VectorOf]
     ) -> int:
         return await self._run(agent_id, lambda c: memory_vectors.set_vectors(c, target, vectors))
 
