@@ -25,18 +25,17 @@ import asyncio
 import contextlib
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self
 
 from choir.config.resources import EMBEDDING_HOT_FIELDS, EmbeddingConfig
-from choir.daemon.memory.breaker import BreakerState, CircuitBreaker
 from choir.logs import get_logger
 
 if TYPE_CHECKING:  # numpy, httpx and the providers load at first use
     import httpx
 
     from choir.daemon.memory.backoff import Backoff
+    from choir.daemon.memory.breaker import CircuitBreaker
     from choir.daemon.memory.provider import EmbeddingProvider, Vector
     from choir.daemon.memory.queue import EmbeddingQueue, ResultSink
     from choir.daemon.memory.service_guard import GuardedProvider
@@ -50,12 +49,26 @@ DRAIN_TIMEOUT_S = 5.0
 """At shutdown, how long queued chunks may take to be embedded; the rest get no vector."""
 
 
-@dataclass(frozen=True, slots=True)
 class EmbeddingSource:
-    """The embedding section of the running config, with its secret's value."""
+    """The embedding section of the running config, with its secret's value (never repr'd).
 
-    config: EmbeddingConfig
-    api_key: str | None = field(default=None, repr=False)
+    A plain class, as `_Engine`: a dataclass costs choird's start ~2 ms to build."""
+
+    __slots__ = ("api_key", "config")
+
+    def __init__(self, config: EmbeddingConfig, api_key: str | None = None) -> None:
+        self.config = config
+        self.api_key = api_key
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, EmbeddingSource):
+            return NotImplemented
+        return (self.config, self.api_key) == (other.config, other.api_key)
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"EmbeddingSource(config={self.config!r})"
 
     def restart_fields(self) -> dict[str, Any]:
         """What only a restart may change (provider, model, dimensions: what a vector means)."""
@@ -75,14 +88,18 @@ def stage_source(stage: ConfigStage) -> Callable[[], EmbeddingSource]:
     return source
 
 
-@dataclass(slots=True)
 class _Engine:
     """What the first use builds."""
 
-    guard: GuardedProvider
-    queue: EmbeddingQueue
-    http: httpx.AsyncClient | None
-    loading: asyncio.Task[None] | None = None
+    __slots__ = ("guard", "http", "loading", "queue")
+
+    def __init__(
+        self, guard: GuardedProvider, queue: EmbeddingQueue, http: httpx.AsyncClient | None
+    ) -> None:
+        self.guard = guard
+        self.queue = queue
+        self.http = http
+        self.loading: asyncio.Task[None] | None = None
 
 
 class MemoryService:
@@ -143,7 +160,7 @@ class MemoryService:
         if engine is None:
             return None
         self._reload(engine)
-        if engine.guard.breaker.state is BreakerState.OPEN:  # known down: the search won't wait
+        if engine.guard.paused:  # known down: the search won't wait
             return None
         wait = timeout_s if timeout_s is not None else self._active.config.query_timeout_ms / 1000
         try:
@@ -176,7 +193,7 @@ class MemoryService:
     @property
     def paused(self) -> bool:
         """Whether the breaker keeps the provider from being called."""
-        return self._engine is not None and self._engine.guard.breaker.state is BreakerState.OPEN
+        return self._engine is not None and self._engine.guard.paused
 
     # -- first use ---------------------------------------------------------------------------
 
@@ -198,6 +215,7 @@ class MemoryService:
         return self._engine
 
     def _build(self) -> _Engine:
+        from choir.daemon.memory.breaker import CircuitBreaker
         from choir.daemon.memory.queue import EmbeddingQueue
         from choir.daemon.memory.service_guard import GuardedProvider
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 
-from choir.daemon.memory.breaker import Change, CircuitBreaker
+from choir.daemon.memory.breaker import BreakerState, Change, CircuitBreaker
 from choir.daemon.memory.errors import EmbeddingError, EmbeddingErrorKind
 from choir.daemon.memory.provider import EmbeddingProvider, Vector
 from choir.logs import get_logger
@@ -42,6 +42,11 @@ class GuardedProvider:
     @property
     def dimensions(self) -> int:
         return self.inner.dimensions
+
+    @property
+    def paused(self) -> bool:
+        """Whether calls are refused (the breaker is open)."""
+        return self.breaker.state is BreakerState.OPEN
 
     def replace(self, inner: EmbeddingProvider) -> None:
         """Embed with `inner` from the next batch on (a reloaded config), with a fresh breaker:
