@@ -13,7 +13,7 @@ queued; a timer runs only while something waits. A failing provider costs vector
 caller's time: the queue sends one batch at a time behind a circuit breaker (`service_guard`),
 and a query waits at most `embedding.query_timeout_ms`.
 
-The config is read again before each batch and each query: a change of a hot-reloadable field
+The config is read again at each flush and each query: a change of a hot-reloadable field
 (`EMBEDDING_HOT_FIELDS`: endpoint, key, timeouts — after `config apply` or `secret apply`) swaps
 the provider; a change of provider, model or dimensions would mix incomparable vectors and the
 stored ones' size, so it waits for choird's restart (one warning says so).
