@@ -126,7 +126,7 @@ class MemoryService:
         self._refused: EmbeddingSource | None = None
         """A restart-only change already warned about."""
         self._engine: _Engine | None = None
-        self._starting = asyncio.Lock()
+        self._building: asyncio.Task[_Engine | None] | None = None
         self._queued = asyncio.Event()
         self._flusher: asyncio.Task[None] | None = None
         self._closed = False
@@ -156,15 +156,15 @@ class MemoryService:
         (default `embedding.query_timeout_ms`), the provider fails or is paused."""
         if not text.strip():
             return None
-        engine = await self._ready()
-        if engine is None:
-            return None
-        self._reload(engine)
-        if engine.guard.paused:  # known down: the search won't wait
-            return None
         wait = timeout_s if timeout_s is not None else self._active.config.query_timeout_ms / 1000
         try:
-            async with asyncio.timeout(wait):
+            async with asyncio.timeout(wait):  # the first use's imports count too
+                engine = await self._ready()
+                if engine is None:
+                    return None
+                self._reload(engine)
+                if engine.guard.paused:  # known down: the search won't wait
+                    return None
                 vectors = await engine.guard.inner.embed([text])
         except TimeoutError:
             _log.info("query embedding timed out", fields={"timeout_s": wait})
@@ -198,21 +198,36 @@ class MemoryService:
     # -- first use ---------------------------------------------------------------------------
 
     async def _ready(self) -> _Engine | None:
-        """The engine, built at the first call; None once the service is closed."""
+        """The engine, built once at the first call; None once the service is closed (or its
+        provider could not be built). A caller that gives up waiting (a query's timeout) does
+        not cancel the build: the next caller gets it."""
         if self._engine is not None or self._closed:
             return self._engine
-        async with self._starting:
-            if self._engine is None and not self._closed:
-                engine = await asyncio.to_thread(self._build)  # numpy's imports off the loop
-                if self._closed:  # closed while building: nothing started yet but the client
-                    if engine.http is not None:
-                        await engine.http.aclose()
-                    return None
-                engine.queue.start()
-                engine.loading = self._preload(engine.guard.inner)
-                self._flusher = asyncio.create_task(self._flush_loop(), name="embedding-flush")
-                self._engine = engine
-        return self._engine
+        if self._building is None:
+            self._building = asyncio.create_task(self._start(), name="embedding-start")
+        return await asyncio.shield(self._building)
+
+    async def _start(self) -> _Engine | None:
+        try:
+            engine = await asyncio.to_thread(self._build)  # numpy's imports off the event loop
+        except Exception as exc:  # what config check cannot see (a broken install)
+            _log.error(
+                "embedding unavailable: chunks are stored without vectors",
+                fields={
+                    "provider": self._active.config.model_name,
+                    "error": f"{type(exc).__name__}: {exc}",
+                },
+            )
+            return None
+        if self._closed:  # closed while building: nothing runs yet but the HTTP client
+            if engine.http is not None:
+                await engine.http.aclose()
+            return None
+        engine.queue.start()
+        engine.loading = self._preload(engine.guard.inner)
+        self._flusher = asyncio.create_task(self._flush_loop(), name="embedding-flush")
+        self._engine = engine
+        return engine
 
     def _build(self) -> _Engine:
         from choir.daemon.memory.breaker import CircuitBreaker
@@ -299,6 +314,8 @@ class MemoryService:
         """Embed what is queued for at most `drain_timeout_s`, then stop; chunks still waiting
         get no vector (stored without one, for a backfill)."""
         self._closed = True
+        if self._building is not None:
+            await self._building  # returns at once, or after the build (then closes it)
         engine, self._engine = self._engine, None
         if self._flusher is not None:
             self._flusher.cancel()
