@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from choir.core.memory.chunking import MIN_CHARS, session_chunks, summary_chunks
+from choir.core.memory.chunking import MIN_CHARS, REDACTED, session_chunks, summary_chunks
 from choir.core.memory.chunks import ChunkKind, MemoryChunk
 from choir.protocol.log.core_jobs import CoreFinalResult, CoreJobStart
 from choir.protocol.log.events import (
@@ -117,6 +117,16 @@ def test_arguments_and_results_are_cut_and_secrets_under_their_keys_replaced():
     assert '"Authorization":"[REDACTED]"' in chunk.text
     assert len(chunk.text) < 800  # the 5,000-character body is cut to a few hundred
     assert "…" in chunk.text
+
+
+def test_keys_naming_a_secret_are_redacted_and_look_alikes_kept():
+    secret = {"accessToken": "a1", "X-Auth-Token": "a2", "client_secret": "a3", "apiKey": "a4"}
+    plain = {"passed": 12, "max_tokens": 300, "bypass": "cache", "tokenizer": "bpe"}
+    events = log(said("", call("c1", "choir.exec", **secret)), result("c1", "ok", **plain))
+    [chunk] = session_chunks(events, max_chars=CAP)
+    assert not any(value in chunk.text for value in secret.values())
+    assert chunk.text.count(REDACTED) == 4
+    assert '"bypass":"cache","max_tokens":300,"passed":12,"tokenizer":"bpe"' in chunk.text
 
 
 def test_a_skill_phase_is_the_events_of_one_state():

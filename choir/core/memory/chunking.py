@@ -24,6 +24,7 @@ because of it.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import re
 from collections.abc import Iterable, Iterator, Sequence
@@ -71,10 +72,25 @@ SMALL_FRACTION: Final = 4
 MIN_CHARS: Final = 200
 """The smallest cap that leaves room for a header and some content."""
 REDACTED: Final = "[REDACTED]"
-_SECRET_KEY: Final = re.compile(
-    r"pass(?:word|phrase)?|secret|token|api[_-]?key|authori[sz]ation|credential|private[_-]?key",
-    re.IGNORECASE,
+_SECRET_WORDS: Final = frozenset(
+    {
+        "password",
+        "passwd",
+        "passphrase",
+        "secret",
+        "token",
+        "apikey",
+        "authorization",
+        "credential",
+        "credentials",
+        "cookie",
+    }
 )
+"""A key holding one of these words (`refresh_token`, `accessToken`, `X-Auth-Token`) names a
+secret; `max_tokens`, `passed` or `bypass` do not."""
+_SECRET_PAIRS: Final = ("api_key", "private_key", "access_key", "secret_key")
+_CAMEL: Final = re.compile(r"([a-z0-9])([A-Z])")
+_NOT_WORD: Final = re.compile(r"[^a-z0-9]+")
 _IN_PLACE_ENDINGS: Final = frozenset({"max_steps", "interrupted"})
 """Transitions that end a skill where it stands (choir.core.skills.runner)."""
 
@@ -348,13 +364,20 @@ def _scrub(value: Any, depth: int = 0) -> Any:
     if isinstance(value, dict):
         return {
             key: REDACTED
-            if isinstance(key, str) and _SECRET_KEY.search(key)
+            if isinstance(key, str) and _names_secret(key)
             else _scrub(item, depth + 1)
             for key, item in value.items()
         }
     if isinstance(value, list):
         return [_scrub(item, depth + 1) for item in value]
     return value
+
+
+@functools.lru_cache(maxsize=1024)
+def _names_secret(key: str) -> bool:
+    words = _NOT_WORD.split(_CAMEL.sub(r"\1_\2", key).lower())
+    joined = "_".join(words)
+    return any(word in _SECRET_WORDS for word in words) or any(p in joined for p in _SECRET_PAIRS)
 
 
 def _json(value: Any, limit: int) -> str:
