@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Final, Literal, Self
 
 from choir import __version__
 from choir.config import ChoirConfig, EmbeddedPostgres, SecretStore, load_home
+from choir.config.resources import LOCAL_EMBEDDING_DIMENSIONS
 from choir.daemon.health.board import DaemonHealth, HealthView
 from choir.daemon.health.disk import CHECK_EVERY_S as DISK_CHECK_EVERY_S
 from choir.daemon.health.disk import DiskWatch
@@ -43,6 +44,7 @@ from choir.transport.uds.sockfile import claim
 if TYPE_CHECKING:  # aiohttp and cryptography load only for --transport http
     from choir.daemon.agents.services import AgentServices
     from choir.daemon.health.postgres import PostgresSupervisor
+    from choir.daemon.memory.service import MemoryService
     from choir.daemon.runtimes.base import AgentRuntime, RuntimeChoice
     from choir.daemon.sessions.state import SessionEnded
     from choir.transport import HttpServer
@@ -55,6 +57,7 @@ AFTER_DATABASE: Final = (
     "choir.daemon.agents.services",
     "choir.daemon.health.postgres",
     "choir.daemon.images.repo_refresh",
+    "choir.daemon.memory.service",
     "choir.daemon.operator.api",
     "choir.daemon.runtimes.adopt",
     "choir.daemon.runtimes.select",
@@ -69,8 +72,9 @@ POOL_MIN_SIZE: Final = 1
 resident; one serves a quiet choird, and the pool opens more (up to its max) while queries
 overlap."""
 
-DEFAULT_EMBEDDING_DIMS = 1536
-"""§11.9's default (text-embedding-3-small) when no embedding model is configured."""
+DEFAULT_EMBEDDING_DIMS: Final = LOCAL_EMBEDDING_DIMENSIONS
+"""The vectors' size when no embedding model is configured: the local model's (DESIGN-NOTES);
+a configured one's comes from `config.embedding.vector_dimensions`."""
 
 OperatorFactory = Callable[["ChoirDaemon"], Handler]
 
@@ -115,6 +119,8 @@ class ChoirDaemon:
         )
         self.postgres: PostgresSupervisor | None = None
         """Restarts the embedded server when it dies (None for an external Postgres)."""
+        self.memory: MemoryService | None = None
+        """Embeds memory chunks and queries (§11.9); its provider loads at first use."""
 
     async def __aenter__(self) -> Self:
         try:
@@ -186,6 +192,7 @@ class ChoirDaemon:
         from choir.daemon.agents.pushes import wire_pushes
         from choir.daemon.agents.services import AgentServices
         from choir.daemon.health.postgres import PostgresSupervisor
+        from choir.daemon.memory.service import MemoryService, stage_source
         from choir.daemon.runtimes.adopt import adopt_agents
         from choir.daemon.runtimes.select import select_runtime
         from choir.daemon.sessions.state import utc_now
@@ -195,6 +202,7 @@ class ChoirDaemon:
         stage = ConfigStage(loaded)
         services = AgentServices.build(self.database.pool, stage)
         self.services = services
+        self.memory = await self._stack.enter_async_context(MemoryService(stage_source(stage)))
         # Nobody could heartbeat while no choird ran: the threshold counts from now.
         services.sessions.excuse(utc_now())
         self._stack.callback(self.health.subscribe(self._on_health))
@@ -250,7 +258,7 @@ class ChoirDaemon:
         from choir.store.agent_schema import ensure_agent_schema
 
         assert self.database is not None
-        dims = config.embedding.dimensions if config.embedding else DEFAULT_EMBEDDING_DIMS
+        dims = config.embedding.vector_dimensions
         async with self.database.pool.acquire() as conn:
             for agent_id in config.agents:
                 await ensure_agent_schema(conn, agent_id, dims)
