@@ -8,8 +8,9 @@
 - embed_queue_local_texts_per_s: the same texts through `EmbeddingQueue` (batches of 32, one
   worker-thread hop per batch, results delivered per batch), per CPU-second.
 
-The other figures of issue 14 (session close, vector/text/hybrid search, the query tool) need the
-memory store, which is not built yet.
+- vector_top10_p99_ms, vector_recall_at_10, text_common_term_p99_ms, hybrid_top10_p99_ms: search
+  through the memory store over 100k session chunks (5k with --quick) on an embedded Postgres;
+  see `bench.memory_search`.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import random
 import time
 from collections.abc import Sequence
 
+from bench import memory_search
 from bench.common import figures_dict, median, parse_args, report
 from choir.daemon.memory.local_provider import LocalEmbeddings
 from choir.daemon.memory.queue import EmbeddingQueue, EmbeddingResult
@@ -26,6 +28,10 @@ from choir.daemon.memory.queue import EmbeddingQueue, EmbeddingResult
 GOALS = {
     "embed_local_texts_per_s": "goal >= 20,000 (one core)",
     "embed_queue_local_texts_per_s": "(batches of 32, no goal)",
+    "vector_top10_p99_ms": "goal <= 5",
+    "vector_recall_at_10": "goal >= 0.95 (vs exact search)",
+    "text_common_term_p99_ms": "goal <= 20",
+    "hybrid_top10_p99_ms": "goal <= 25",
 }
 CALL = 1_000
 
@@ -100,7 +106,8 @@ def main() -> None:
     figures = figures_dict(
         embed_local_texts_per_s=median(provider), embed_queue_local_texts_per_s=median(queued)
     )
-    report("memory: embedding pipeline (choir.daemon.memory)", figures, GOALS, args.json)
+    figures |= memory_search.run(*((5_000, 100) if args.quick else (100_000, 500)))
+    report("memory: embedding pipeline and search (choir.daemon.memory)", figures, GOALS, args.json)
 
 
 if __name__ == "__main__":

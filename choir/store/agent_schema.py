@@ -28,8 +28,10 @@ EMBEDDING_TABLES: Final = ("memory_embeddings", "knowledge_embeddings")
 async def ensure_agent_schema(conn: Connection, agent_id: str, embedding_dims: int) -> None:
     """Create (or upgrade) `agent_id`'s schema and role; idempotent.
 
-    Refuses when the schema exists with embeddings of another dimension: changing the
-    embedding model's dimensions needs the agent's embeddings rebuilt, not silently mixed.
+    When the schema's embeddings have other dimensions than the model's, empty embedding
+    tables are re-dimensioned (nothing would be lost: a home made before the local embedder
+    became the default has 1536-dim columns and no vectors). With vectors stored it refuses:
+    they must be rebuilt by the new model, not silently mixed.
     """
     _check_dims(embedding_dims)
     schema = quote_ident(agent_schema(agent_id))
@@ -40,12 +42,26 @@ async def ensure_agent_schema(conn: Connection, agent_id: str, embedding_dims: i
             conn, f"agent:{agent_id}", AGENT_MIGRATIONS, schema=schema, dims=embedding_dims
         )
         await _grant(conn, schema, role)
-        existing = await embedding_dims_of(conn, agent_id)
-    if existing != embedding_dims:
+        await _fit_dims(conn, agent_id, embedding_dims)
+
+
+async def _fit_dims(conn: Connection, agent_id: str, dims: int) -> None:
+    existing = await embedding_dims_of(conn, agent_id)
+    if existing == dims:
+        return
+    schema = quote_ident(agent_schema(agent_id))
+    tables = [f"{schema}.{table}" for table in EMBEDDING_TABLES]
+    # the lock keeps a vector from arriving between the emptiness check and the change
+    await conn.execute(f"LOCK TABLE {', '.join(tables)} IN ACCESS EXCLUSIVE MODE")
+    stored = " OR ".join(f"EXISTS (SELECT FROM {table})" for table in tables)
+    if await conn.fetchval(f"SELECT {stored}"):
         raise ConflictError(
             f"agent {agent_id}'s stored embeddings have {existing} dimensions but the embedding "
-            f"model has {embedding_dims}; use a {existing}-dimension model or rebuild its memory"
+            f"model has {dims}; use a {existing}-dimension model or rebuild its memory"
         )
+    for table in tables:
+        # changing the type rebuilds the column's HNSW index for the new dimensions
+        await conn.execute(f"ALTER TABLE {table} ALTER COLUMN embedding TYPE vector({dims:d})")
 
 
 async def embedding_dims_of(conn: Connection, agent_id: str) -> int | None:
@@ -61,19 +77,24 @@ async def embedding_dims_of(conn: Connection, agent_id: str) -> int | None:
 
 
 @asynccontextmanager
-async def run_as_agent(conn: Connection, agent_id: str) -> AsyncIterator[Connection]:
+async def run_as_agent(
+    conn: Connection, agent_id: str, *, ef_search: int | None = None
+) -> AsyncIterator[Connection]:
     """A transaction on `conn` running as `agent_id`'s role, with its schema first on the path.
 
     `SET LOCAL` ends with the transaction, so the connection returns to the pool as admin. It
     must not be nested in an open transaction: a released savepoint would keep the role.
+    `ef_search` sets the HNSW search breadth for the transaction's vector queries, in the same
+    round trip.
     """
     if conn.is_in_transaction():
         raise RuntimeError("run_as_agent needs a connection that is not inside a transaction")
     schema = quote_ident(agent_schema(agent_id))
+    settings = f"; SET LOCAL hnsw.ef_search = {ef_search:d}" if ef_search is not None else ""
     async with conn.transaction():
         await conn.execute(
             f"SET LOCAL ROLE {quote_ident(agent_role(agent_id))}; "
-            f"SET LOCAL search_path TO {schema}, public"
+            f"SET LOCAL search_path TO {schema}, public{settings}"
         )
         yield conn
 

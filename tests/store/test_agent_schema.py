@@ -5,7 +5,7 @@ import pytest
 
 from choir.errors import ConfigError, ConflictError
 from choir.store.agent_schema import embedding_dims_of, ensure_agent_schema, run_as_agent
-from choir.store.postgres.ddl import apply_control_schema
+from choir.store.postgres.ddl import AGENT_MIGRATIONS, apply_control_schema
 from choir.store.postgres.pool import Connection
 
 AGENT_TABLES = {
@@ -73,14 +73,51 @@ async def test_ensure_agent_schema_is_idempotent_and_versioned(
         "SELECT version FROM choir_control.schema_version WHERE scope = $1",
         f"agent:{two_agents[0]}",
     )
-    assert [r["version"] for r in versions] == [1]
+    assert [r["version"] for r in versions] == [m.version for m in AGENT_MIGRATIONS]
 
 
-async def test_changing_embedding_dimensions_is_refused(
+async def test_changing_embedding_dimensions_is_refused_once_vectors_are_stored(
     conn: Connection, two_agents: tuple[str, str]
 ) -> None:
+    async with run_as_agent(conn, two_agents[0]) as agent:
+        doc_id = await agent.fetchval(
+            "INSERT INTO knowledge_documents (text) VALUES ('a note') RETURNING id"
+        )
+        await agent.execute(
+            "INSERT INTO knowledge_embeddings VALUES ($1, $2)", doc_id, [1.0, 0.0, 0.0]
+        )
     with pytest.raises(ConflictError, match="have 3 dimensions but the embedding model has 8"):
         await ensure_agent_schema(conn, two_agents[0], embedding_dims=8)
+    assert await embedding_dims_of(conn, two_agents[0]) == 3
+
+
+async def test_empty_embedding_tables_take_the_new_dimensions(
+    conn: Connection, two_agents: tuple[str, str]
+) -> None:
+    await ensure_agent_schema(conn, two_agents[0], embedding_dims=8)
+
+    assert await embedding_dims_of(conn, two_agents[0]) == 8
+    types = await conn.fetch(
+        "SELECT format_type(a.atttypid, a.atttypmod) AS type FROM pg_attribute a "
+        "JOIN pg_class c ON c.oid = a.attrelid JOIN pg_namespace n ON n.oid = c.relnamespace "
+        "WHERE n.nspname = $1 AND a.attname = 'embedding' AND c.relkind = 'r'",
+        f"choir_{two_agents[0]}",
+    )
+    assert [r["type"] for r in types] == ["vector(8)", "vector(8)"]
+    # the HNSW indexes came back with the column, and the agent's role still uses the tables
+    async with run_as_agent(conn, two_agents[0]) as agent:
+        indexes = await agent.fetch(
+            "SELECT indexname FROM pg_indexes WHERE schemaname = current_schema() "
+            "AND indexdef LIKE '%USING hnsw%'"
+        )
+        doc_id = await agent.fetchval(
+            "INSERT INTO knowledge_documents (text) VALUES ('a note') RETURNING id"
+        )
+        await agent.execute("INSERT INTO knowledge_embeddings VALUES ($1, $2)", doc_id, [1.0] * 8)
+    assert {r["indexname"] for r in indexes} == {
+        "memory_embeddings_hnsw_idx",
+        "knowledge_embeddings_hnsw_idx",
+    }
 
 
 @pytest.mark.parametrize("dims", [0, 2001])

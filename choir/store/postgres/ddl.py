@@ -224,6 +224,21 @@ CREATE INDEX knowledge_embeddings_hnsw_idx
     ON {schema}.knowledge_embeddings USING hnsw (embedding vector_cosine_ops);
 """,
     ),
+    Migration(
+        2,
+        "session chunk provenance and idempotent chunk keys",
+        # `kind` is checked by choir (`ChunkKind`), not by a CHECK, so a new kind of chunk needs
+        # no migration. The unique key makes storing a session's chunks idempotent; its index
+        # replaces the plain (session_id, tier, chunk_index) one.
+        """
+ALTER TABLE {schema}.memory_documents
+    ADD COLUMN kind      text NOT NULL DEFAULT 'messages',
+    ADD COLUMN first_rev bigint,
+    ADD COLUMN last_rev  bigint,
+    ADD CONSTRAINT memory_documents_chunk_key UNIQUE (session_id, tier, chunk_index);
+DROP INDEX {schema}.memory_documents_session_idx;
+""",
+    ),
 )
 
 

@@ -1,0 +1,194 @@
+"""choird's `MemoryStore` (§11.9): an agent's session memory and knowledge, behind one interface.
+
+    store = PostgresMemoryStore(pool)
+    item = await store.put_knowledge("ada", "prefers dark mode", key="user.theme")
+    refs = await store.add_session_chunks("ada", session_id, Tier.MID_TERM, chunks)
+    await store.set_vectors("ada", "memory", [(ref.id, vector), ...])
+    hits = await store.search("ada", MemoryQuery(store="session", mode="text", text="deploy"))
+
+Every call runs in one transaction under the agent's own role with its schema on the search
+path (`run_as_agent`, §23.0): choird's admin role never touches an agent's memory, so a query
+built wrong cannot reach another agent's schema or the control plane. The SQL lives in
+`choir.store` (`memory`, `memory_vectors`, `memory_search`, `memory_stats`, `knowledge`). A lost
+connection or a server going away is an `UnavailableError` (retry later); whatever a call wrote
+before it is rolled back with its transaction.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from contextlib import asynccontextmanager
+from typing import Any, Protocol, TypeVar
+from uuid import UUID
+
+from choir.core.memory.chunks import MemoryChunk, Tier
+from choir.daemon.memory.provider import Vector
+from choir.daemon.memory.search import MemoryQuery, ef_search, run_search
+from choir.errors import NotFoundError, UnavailableError
+from choir.store import knowledge, memory, memory_stats, memory_vectors
+from choir.store.agent_schema import run_as_agent
+from choir.store.knowledge import KnowledgeItem
+from choir.store.memory import ChunkRef
+from choir.store.memory_search import MemoryHit
+from choir.store.memory_stats import MemoryStats
+from choir.store.memory_vectors import MissingVector, VectorTarget
+from choir.store.postgres.failures import classify
+from choir.store.postgres.pool import Connection, Pool
+
+T = TypeVar("T")
+
+
+class MemoryStore(Protocol):
+    """An agent's memory: knowledge (tier 4), session chunks (tiers 2-3), vectors, search."""
+
+    async def put_knowledge(
+        self,
+        agent_id: str,
+        text: str,
+        *,
+        key: str | None = None,
+        metadata: dict[str, Any] | None = None,
+    ) -> KnowledgeItem:
+        """Insert an item, or update the one with dedup `key` (a changed text loses its
+        vector until it is embedded again). Oversized content is refused, nothing written."""
+        ...
+
+    async def get_knowledge(self, agent_id: str, ref: UUID | str) -> KnowledgeItem:
+        """The item whose id or key is `ref`; `NotFoundError` when there is none."""
+        ...
+
+    async def list_knowledge(
+        self, agent_id: str, *, limit: int, after: UUID | str | None = None
+    ) -> list[KnowledgeItem]:
+        """A page of items, oldest first, after the item with id `after`."""
+        ...
+
+    async def delete_knowledge(self, agent_id: str, ref: UUID | str) -> bool:
+        """Delete the item whose id or key is `ref`; whether there was one."""
+        ...
+
+    async def add_session_chunks(
+        self, agent_id: str, session_id: str, tier: Tier, chunks: Sequence[MemoryChunk]
+    ) -> list[ChunkRef]:
+        """Store a session's chunks; idempotent (a rerun stores nothing, same ids back)."""
+        ...
+
+    async def set_vectors(
+        self, agent_id: str, target: VectorTarget, vectors: Sequence[tuple[UUID | str, Vector]]
+    ) -> int:
+        """Store embeddings; rows deleted or promoted meanwhile are skipped. A vector of the
+        wrong size refuses the whole batch."""
+        ...
+
+    async def missing_vectors(self, agent_id: str, *, limit: int) -> list[MissingVector]:
+        """Searchable rows still without a vector (never long-term detail): the backfill."""
+        ...
+
+    async def mid_term_sessions(self, agent_id: str) -> list[str]:
+        """Sessions with mid-term chunks, oldest first."""
+        ...
+
+    async def promote_session(
+        self, agent_id: str, session_id: str, summary_chunks: Sequence[MemoryChunk]
+    ) -> list[ChunkRef]:
+        """Move a session to long-term memory in one transaction; idempotent."""
+        ...
+
+    async def search(self, agent_id: str, query: MemoryQuery) -> list[MemoryHit]:
+        """Search the agent's session memory or knowledge."""
+        ...
+
+    async def stats(self, agent_id: str) -> MemoryStats:
+        """Counts per tier, knowledge items, vectors missing, index sizes."""
+        ...
+
+
+class PostgresMemoryStore:
+    """`MemoryStore` over the per-agent schemas of choird's database (§23.2-23.3)."""
+
+    def __init__(self, pool: Pool) -> None:
+        self._pool = pool
+
+    async def put_knowledge(
+        self,
+        agent_id: str,
+        text: str,
+        *,
+        key: str | None = None,
+        metadata: dict[str, Any] | None = None,
+    ) -> KnowledgeItem:
+        knowledge.check_item(text, key, metadata or {})  # refused before a connection is taken
+        return await self._run(
+            agent_id, lambda c: knowledge.put_item(c, text, key=key, metadata=metadata)
+        )
+
+    async def get_knowledge(self, agent_id: str, ref: UUID | str) -> KnowledgeItem:
+        item = await self._run(agent_id, lambda c: knowledge.get_item(c, ref))
+        if item is None:
+            raise NotFoundError(f"agent {agent_id} has no knowledge item {ref}")
+        return item
+
+    async def list_knowledge(
+        self, agent_id: str, *, limit: int, after: UUID | str | None = None
+    ) -> list[KnowledgeItem]:
+        return await self._run(
+            agent_id, lambda c: knowledge.list_items(c, limit=limit, after=after)
+        )
+
+    async def delete_knowledge(self, agent_id: str, ref: UUID | str) -> bool:
+        return await self._run(agent_id, lambda c: knowledge.delete_item(c, ref))
+
+    async def add_session_chunks(
+        self, agent_id: str, session_id: str, tier: Tier, chunks: Sequence[MemoryChunk]
+    ) -> list[ChunkRef]:
+        return await self._run(agent_id, lambda c: memory.add_chunks(c, session_id, tier, chunks))
+
+    async def set_vectors(
+        self, agent_id: str, target: VectorTarget, vectors: Sequence[tuple[UUID | str, Vector]]
+    ) -> int:
+        return await self._run(agent_id, lambda c: memory_vectors.set_vectors(c, target, vectors))
+
+    async def missing_vectors(self, agent_id: str, *, limit: int) -> list[MissingVector]:
+        return await self._run(agent_id, lambda c: memory_vectors.missing_vectors(c, limit=limit))
+
+    async def mid_term_sessions(self, agent_id: str) -> list[str]:
+        return await self._run(agent_id, memory.mid_term_sessions)
+
+    async def promote_session(
+        self, agent_id: str, session_id: str, summary_chunks: Sequence[MemoryChunk]
+    ) -> list[ChunkRef]:
+        return await self._run(agent_id, lambda c: memory.promote(c, session_id, summary_chunks))
+
+    async def search(self, agent_id: str, query: MemoryQuery) -> list[MemoryHit]:
+        return await self._run(
+            agent_id, lambda c: run_search(c, agent_id, query), ef_search=ef_search(query)
+        )
+
+    async def stats(self, agent_id: str) -> MemoryStats:
+        return await self._run(agent_id, memory_stats.memory_stats)
+
+    async def _run(
+        self,
+        agent_id: str,
+        work: Callable[[Connection], Awaitable[T]],
+        *,
+        ef_search: int | None = None,
+    ) -> T:
+        async with self._as_agent(agent_id, ef_search) as conn:
+            return await work(conn)
+
+    @asynccontextmanager
+    async def _as_agent(self, agent_id: str, ef: int | None) -> AsyncIterator[Connection]:
+        try:
+            async with (
+                self._pool.acquire() as conn,
+                run_as_agent(conn, agent_id, ef_search=ef) as agent,
+            ):
+                yield agent
+        except Exception as exc:
+            if classify(exc) is None:
+                raise
+            raise UnavailableError(
+                f"agent {agent_id}'s memory is unavailable: Postgres {classify(exc)} "
+                f"({type(exc).__name__}); retry when the database is back"
+            ) from exc

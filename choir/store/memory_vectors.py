@@ -1,0 +1,124 @@
+"""Embeddings of session chunks and knowledge items (§23.2-23.3): written, and found missing.
+
+Vectors arrive after their rows (the embedding queue, a backfill), so a row may have been
+deleted or promoted in between: such vectors are skipped, never an error, and a promoted
+(`long_term_detail`) chunk never gets one back. The rows are locked `FOR KEY SHARE` while the
+vectors go in, so a delete racing the write waits or is seen, never a foreign-key failure. A
+vector of the wrong size is refused before anything is written: a mixed-size column cannot be
+searched. Functions take a connection already running as the agent (`run_as_agent`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Final, Literal, TypeAlias
+from uuid import UUID
+
+import numpy as np
+import numpy.typing as npt
+from pgvector import Vector as PgVector
+
+from choir.errors import UsageError
+from choir.store.postgres.jsonb_safe import decode_text
+from choir.store.postgres.pool import Connection
+
+VectorTarget: TypeAlias = Literal["memory", "knowledge"]
+"""Which embeddings: session chunks (`memory_embeddings`) or knowledge items."""
+VECTOR_TARGETS: Final[tuple[VectorTarget, ...]] = ("memory", "knowledge")
+Array: TypeAlias = npt.NDArray[np.float32]
+
+# `vector[]` is bound as pgvector's own objects: asyncpg would walk a numpy array's floats as
+# one more array dimension.
+_UPSERT: Final = """
+INSERT INTO {target}_embeddings (document_id, embedding)
+SELECT d.id, v.embedding
+FROM unnest($1::uuid[], $2::vector[]) AS v (id, embedding)
+JOIN {target}_documents d ON d.id = v.id {only_searched}
+FOR KEY SHARE OF d
+ON CONFLICT (document_id) DO UPDATE SET embedding = EXCLUDED.embedding
+"""
+_UPSERTS: Final = {
+    "memory": _UPSERT.format(target="memory", only_searched="AND d.tier <> 'long_term_detail'"),
+    "knowledge": _UPSERT.format(target="knowledge", only_searched=""),
+}
+
+_DIMS: Final = """
+SELECT atttypmod FROM pg_attribute
+WHERE attrelid = to_regclass($1) AND attname = 'embedding'
+"""
+
+_MISSING: Final = """
+(SELECT 'memory' AS target, d.id, d.text FROM memory_documents d
+ WHERE d.tier IN ('mid_term', 'long_term_summary')
+   AND NOT EXISTS (SELECT FROM memory_embeddings e WHERE e.document_id = d.id)
+ ORDER BY d.created_at, d.id LIMIT $1)
+UNION ALL
+(SELECT 'knowledge', d.id, d.text FROM knowledge_documents d
+ WHERE NOT EXISTS (SELECT FROM knowledge_embeddings e WHERE e.document_id = d.id)
+ ORDER BY d.created_at, d.id LIMIT $1)
+LIMIT $1
+"""
+
+
+@dataclass(frozen=True, slots=True)
+class MissingVector:
+    """A searchable row without its embedding: what a backfill embeds."""
+
+    target: VectorTarget
+    id: UUID
+    text: str
+
+
+class VectorRefused(UsageError):
+    """Vectors that cannot be stored (wrong size, not finite, a bad id)."""
+
+
+async def set_vectors(
+    conn: Connection, target: VectorTarget, vectors: Sequence[tuple[UUID | str, npt.ArrayLike]]
+) -> int:
+    """Store (or replace) the embeddings of rows of `target`; how many were written (rows gone
+    or promoted meanwhile are skipped). All or nothing: one bad vector refuses the lot."""
+    if target not in _UPSERTS:
+        raise VectorRefused(f"unknown vector target {target!r}: use memory or knowledge")
+    latest = {_as_uuid(ref): _as_array(vector) for ref, vector in vectors}
+    if not latest:
+        return 0
+    await _check_dims(conn, target, latest.values())
+    status: str = await conn.execute(
+        _UPSERTS[target], list(latest), [PgVector(v) for v in latest.values()]
+    )
+    return int(status.rsplit(" ", 1)[1])
+
+
+async def missing_vectors(conn: Connection, *, limit: int) -> list[MissingVector]:
+    """Up to `limit` searchable rows without a vector, session chunks first, oldest first."""
+    rows = await conn.fetch(_MISSING, limit)
+    return [MissingVector(row["target"], row["id"], decode_text(row["text"])) for row in rows]
+
+
+async def _check_dims(conn: Connection, target: VectorTarget, vectors: Iterable[Array]) -> None:
+    sizes = {len(v) for v in vectors}
+    dims: int = await conn.fetchval(_DIMS, f"{target}_embeddings")
+    wrong = sizes - {dims}
+    if wrong:
+        raise VectorRefused(
+            f"vectors of {sorted(wrong)[0]} dimensions refused: the agent's {target} embeddings "
+            f"have {dims}; embed with the configured model"
+        )
+
+
+def _as_array(vector: npt.ArrayLike) -> Array:
+    array = np.asarray(vector, dtype=np.float32)
+    if array.ndim != 1:
+        raise VectorRefused(f"a vector must be one-dimensional, not of shape {array.shape}")
+    if not np.isfinite(array).all():
+        raise VectorRefused("a vector holds NaN or infinity; the embedder's answer is broken")
+    return array
+
+
+def _as_uuid(ref: UUID | str) -> UUID:
+    try:
+        return ref if isinstance(ref, UUID) else UUID(ref)
+    except ValueError:
+        raise VectorRefused(f"{ref!r} is not a memory or knowledge row id (a UUID)") from None
