@@ -217,6 +217,7 @@ class ChoirDaemon:
         stage = ConfigStage(loaded)
         services = AgentServices.build(self.database.pool, stage)
         self.services = services
+        self._stack.push_async_callback(self._close_memory_index)  # after the service drains
         self.memory = await self._stack.enter_async_context(MemoryService(stage_source(stage)))
         self._stack.push_async_callback(self._stop_memory)  # before the service drains
         # Nobody could heartbeat while no choird ran: the threshold counts from now.
@@ -305,6 +306,11 @@ class ChoirDaemon:
             await asyncio.gather(self._memory_start, return_exceptions=True)
         if self.memory_closer is not None:
             await self.memory_closer.aclose()
+        if self.memory_index is not None:
+            await self.memory_index.stop()
+
+    async def _close_memory_index(self) -> None:
+        """Store the vectors the embedding service's drain delivered (bounded)."""
         if self.memory_index is not None:
             await self.memory_index.aclose()
 

@@ -26,10 +26,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable
-from typing import Final
+from collections.abc import Callable, Collection
+from typing import Final, Protocol
 
-from choir.config import ChoirConfig
 from choir.core.memory.chunks import Tier
 from choir.daemon.memory.chunks import (
     StoredSession,
@@ -61,6 +60,19 @@ ALL: Final = "*"
 """A request to close every agent's pending sessions (choird's start)."""
 
 
+class CloseSettings(Protocol):
+    """What a close reads of the running config (`ChoirConfig`), anew at each close."""
+
+    @property
+    def agents(self) -> Collection[str]: ...
+
+    @property
+    def memory_chunk_chars(self) -> int: ...
+
+    @property
+    def mid_term_sessions(self) -> int: ...
+
+
 class SessionCloser:
     """Closes ended sessions into memory, in one background task."""
 
@@ -69,7 +81,7 @@ class SessionCloser:
         pool: Pool,
         store: MemoryStore,
         index: MemoryIndex,
-        config: Callable[[], ChoirConfig],
+        config: Callable[[], CloseSettings],
         *,
         clock: Clock = utc_now,
         retry_s: tuple[float, ...] = RETRY_S,

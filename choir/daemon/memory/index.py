@@ -36,6 +36,10 @@ _log = get_logger("choir.memory")
 
 BACKFILL_PAGE: Final = 512
 """Rows a backfill reads and queues at a time (16 batches of 32)."""
+WRITE_TIMEOUT_S: Final = 5.0
+"""At shutdown, how long delivered vectors may take to be stored."""
+WRITE_BATCH: Final = 512
+"""Vectors written per statement at most (results gathered while the previous write ran)."""
 RETRY_S: Final = (5.0, 15.0, 30.0, 60.0, 120.0, 300.0)
 """After rows went without vectors, when a backfill tries again (the last repeats) unless a
 batch with vectors comes first: an idle choird still notices the embedder is back."""
@@ -85,6 +89,9 @@ class MemoryIndex:
         self._settled = asyncio.Event()
         self._settled.set()
         self._feeder: asyncio.Task[None] | None = None
+        self._results: list[EmbeddingResult] = []
+        """Delivered results the writer has not stored yet."""
+        self._writer: asyncio.Task[None] | None = None
         self._backfilling: asyncio.Task[None] | None = None
         self._again = False
         """A backfill was asked for while one ran: run once more after it."""
@@ -132,7 +139,21 @@ class MemoryIndex:
     # -- results -----------------------------------------------------------------------------
 
     async def _deliver(self, results: Sequence[EmbeddingResult]) -> None:
-        """The service's sink: one `set_vectors` per (agent, target) of the batch."""
+        """The service's sink: results wait for the writer, so embedding the next batch
+        overlaps Postgres storing (and indexing) this one's vectors."""
+        self._results.extend(results)
+        if self._writer is None or self._writer.done():
+            self._writer = asyncio.get_running_loop().create_task(
+                self._write_loop(), name="memory-vectors"
+            )
+
+    async def _write_loop(self) -> None:
+        while self._results:
+            batch, self._results = self._results[:WRITE_BATCH], self._results[WRITE_BATCH:]
+            await self._write(batch)
+
+    async def _write(self, results: Sequence[EmbeddingResult]) -> None:
+        """One `set_vectors` per (agent, target) of the results."""
         groups: dict[tuple[str, VectorTarget], list[tuple[UUID, Vector]]] = defaultdict(list)
         missing = 0
         for result in results:
@@ -258,8 +279,9 @@ class MemoryIndex:
 
     # -- shutdown ----------------------------------------------------------------------------
 
-    async def aclose(self) -> None:
-        """Stop queueing and backfilling (what is missing is backfilled at the next start)."""
+    async def stop(self) -> None:
+        """Stop queueing and backfilling (what is missing is backfilled at the next start);
+        vectors the service still delivers are stored until `aclose`."""
         self._closed = True
         self._cancel_retry()
         for task in (self._backfilling, self._feeder):
@@ -268,5 +290,19 @@ class MemoryIndex:
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
         self._waiting.clear()
+
+    async def aclose(self, timeout_s: float = WRITE_TIMEOUT_S) -> None:
+        """Stop, then store the vectors delivered so far for at most `timeout_s` (after the
+        service drained its queue into them); the rest are backfilled at the next start."""
+        await self.stop()
+        writer = self._writer
+        if writer is not None and not writer.done():
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(timeout_s):
+                    await asyncio.shield(writer)
+            writer.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await writer
+        self._results.clear()
         self._outstanding.clear()
         self._settled.set()

@@ -36,9 +36,7 @@ def conversation(number: int, *, turns: int = 6, summary: bool = True) -> list[E
         events.append(UserMsg(text=f"session {number} turn {turn}: tell me how {topic}. " * 8))
         events.append(AgentReplied(text=f"In session {number}: {topic}, as configured. " * 8))
     if summary:
-        events.append(
-            SessionSummary(summary=f"Session {number} was about {TOPICS[number % 4]}.")
-        )
+        events.append(SessionSummary(summary=f"Session {number} was about {TOPICS[number % 4]}."))
     return events
 
 
@@ -75,8 +73,7 @@ async def store_ended_session(
 ) -> None:
     """A stopped session with its events, as a choird that has since gone stored it."""
     await conn.execute(
-        "INSERT INTO choir_control.agents (agent_id, name) VALUES ($1, $1) "
-        "ON CONFLICT DO NOTHING",
+        "INSERT INTO choir_control.agents (agent_id, name) VALUES ($1, $1) ON CONFLICT DO NOTHING",
         agent_id,
     )
     await conn.execute(
@@ -88,7 +85,9 @@ async def store_ended_session(
     )
     rows, previous, now = [], GENESIS_HASH, datetime.now(UTC)
     for rev, event in enumerate(events, start=1):
-        committed = CommittedEvent.seal(rev=rev, lane="edge", ts=now, hash_prev=previous, event=event)
+        committed = CommittedEvent.seal(
+            rev=rev, lane="edge", ts=now, hash_prev=previous, event=event
+        )
         rows.append(record_of(committed))
         previous = committed.hash
     await insert_events(conn, session_id, rows)
@@ -130,6 +129,9 @@ async def close_state(pool: Pool, session_id: str) -> str | None:
 
 async def wait_closed(pool: Pool, *session_ids: str, within: float = 30.0) -> None:
     async def closed() -> bool:
-        return all([await close_state(pool, s) == "closed" for s in session_ids])
+        try:
+            return all([await close_state(pool, s) == "closed" for s in session_ids])
+        except Exception:  # the server restarts (any connection error): ask again
+            return False  # the server restarts: ask again
 
     await poll_until(closed, within=within, every=0.05)
