@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from choir.daemon.app import ChoirDaemon
+from choir.daemon.memory.close import SessionCloser
 from choir.daemon.memory.search import MemoryQuery
 from choir.store.memory_closes import PendingClose
 from choir.store.postgres.target import ConnectParams
@@ -126,3 +127,21 @@ async def test_closing_a_session_twice_changes_nothing(daemon: ChoirDaemon):
 
     assert await memory_rows(pool_of(daemon)) == before
     assert [await close_state(pool_of(daemon), s) for s in sessions] == ["closed"] * 3
+
+
+async def test_a_resumed_close_cuts_with_the_size_it_began_with(daemon: ChoirDaemon):
+    store, index, _ = parts(daemon)
+    session_id = await run_session(daemon, conversation(6, turns=12))
+    await wait_closed(pool_of(daemon), session_id)
+    await index.settled()
+    before = await memory_rows(pool_of(daemon))
+    async with pool_of(daemon).acquire() as conn:  # cut short, then memory_chunk_chars changed
+        await conn.execute(
+            "UPDATE choir_control.memory_closes SET state = 'closing', closed_at = NULL"
+        )
+    assert daemon.services is not None
+    changed = daemon.services.stage.running.config.model_copy(update={"memory_chunk_chars": 300})
+    closer = SessionCloser(pool_of(daemon), store, index, lambda: changed)
+    assert await closer.close_pending() == 1
+    await index.settled()
+    assert await memory_rows(pool_of(daemon)) == before  # not cut again at 300

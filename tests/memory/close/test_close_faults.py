@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -133,6 +134,28 @@ async def test_postgres_restarted_during_a_close_is_waited_for_and_the_close_res
         again = await memory_rows(pool_of(daemon))
         assert [(r.id, r.index, r.text) for r in again] == [(r.id, r.index, r.text) for r in stored]
         assert postmaster_pid(home.pgdata) not in (None, pid)  # a new server
+
+
+async def test_choirds_stop_cuts_a_slow_close_short_and_the_next_start_finishes_it(
+    root: Path, pg_params: ConnectParams, armed: Callable[[str], None]
+) -> None:
+    home = make_home(root, postgres=external_postgres(pg_params))
+    armed("memory.close.after_chunks=sleep(60000)")
+    async with running_daemon(home) as daemon:
+        await daemon.memory_ready.wait()
+        pool = pool_of(daemon)
+        session_id = await run_session(daemon, conversation(3))
+
+        async def chunks_stored() -> bool:
+            return bool(await memory_rows(pool))
+
+        await poll_until(chunks_stored, within=30)
+        stopping = time.monotonic()
+    assert time.monotonic() - stopping < 15  # the close's grace (2 s), not its minute
+    armed("")
+    async with running_daemon(home) as daemon:
+        assert await close_state(pool_of(daemon), session_id) == "closing"
+        await wait_closed(pool_of(daemon), session_id)
 
 
 def embedding_home(root: Path, pg_params: ConnectParams, url: str) -> ChoirHome:
