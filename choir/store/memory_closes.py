@@ -29,6 +29,7 @@ LEFT JOIN choir_control.memory_closes c USING (session_id)
 WHERE (c.state IS NULL OR c.state = 'closing')
   AND s.agent_id = ANY($1::text[])
   AND ($2::text IS NULL OR s.agent_id = $2)
+  AND NOT s.session_id = ANY($4::text[])
   AND (s.status IN ('stopped', 'forked')
        OR (s.status IN ('crashed', 'suspended') AND EXISTS (
            SELECT FROM choir_control.sessions n
@@ -79,10 +80,16 @@ class Begun:
 
 
 async def pending_closes(
-    conn: Connection, agents: Collection[str], *, agent_id: str | None = None, limit: int = 100
+    conn: Connection,
+    agents: Collection[str],
+    *,
+    agent_id: str | None = None,
+    skip: Collection[str] = (),
+    limit: int = 100,
 ) -> list[PendingClose]:
-    """Ended sessions of `agents` (of `agent_id` only, when given) not closed yet, oldest first."""
-    rows = await conn.fetch(_PENDING, list(agents), agent_id, limit)
+    """Ended sessions of `agents` (of `agent_id` only, when given; none of `skip`) not closed
+    yet, oldest first."""
+    rows = await conn.fetch(_PENDING, list(agents), agent_id, limit, list(skip))
     return [PendingClose(row["session_id"], row["agent_id"], row["chunk_chars"]) for row in rows]
 
 

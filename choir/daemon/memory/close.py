@@ -55,6 +55,10 @@ SHUTDOWN_GRACE_S: Final = 2.0
 """How long choird's shutdown lets a close in progress finish before cancelling it."""
 PAGE: Final = 100
 """Pending sessions read at a time."""
+PROGRESS_EVERY: Final = 10
+"""A backlog's progress is logged every this many sessions."""
+BACKLOG_WAIT_S: Final = 60.0
+"""The longest the next close of a backlog waits for the previous one's vectors."""
 
 ALL: Final = "*"
 """A request to close every agent's pending sessions (choird's start)."""
@@ -159,30 +163,39 @@ class SessionCloser:
 
     async def close_pending(self, agent_id: str | None = None) -> int:
         """Close the pending sessions of `agent_id` (of every configured agent when None);
-        how many were closed."""
+        how many were closed. A backlog (choird's start on an old home) is worked off one
+        session at a time, each waiting for the vectors of the ones before (bounded), with
+        its progress logged every `PROGRESS_EVERY` sessions."""
         agents = list(self._config().agents)
         closed = 0
-        announced = False
+        backlog = False
         while True:
             async with self._pool.acquire() as conn:
-                pending = [
-                    p
-                    for p in await pending_closes(conn, agents, agent_id=agent_id, limit=PAGE)
-                    if p.session_id not in self._failed
-                ]
-            if not pending:
-                return closed
-            if agent_id is None and not announced:
-                announced = True
-                _log.info(
-                    f"memory: closing {len(pending)}{'+' if len(pending) == PAGE else ''} "
-                    "ended sessions in the background"
+                pending = await pending_closes(
+                    conn, agents, agent_id=agent_id, skip=self._failed, limit=PAGE
                 )
+            if not pending:
+                if backlog:
+                    _log.info(f"memory: {closed} ended sessions closed")
+                return closed
+            if not backlog and len(pending) > 1:
+                backlog = True
+                more = "+" if len(pending) == PAGE else ""
+                _log.info(f"memory: closing {len(pending)}{more} ended sessions in the background")
             for session in pending:
+                if closed:
+                    await self._index_caught_up()
                 if await self._close_logged(session):
                     closed += 1
-                    if agent_id is None:
-                        _log.info(f"memory: {closed} sessions closed")
+                    if backlog and closed % PROGRESS_EVERY == 0:
+                        _log.info(f"memory: {closed} ended sessions closed so far")
+
+    async def _index_caught_up(self) -> None:
+        """Let the vectors queued so far be stored before queueing more (bounded): a backlog
+        must not pile every old session's chunks into the embedding queue at once."""
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(BACKLOG_WAIT_S):
+                await self._index.settled()
 
     async def _close_logged(self, pending: PendingClose) -> bool:
         try:

@@ -14,15 +14,19 @@ from choir.daemon.app import ChoirDaemon
 from choir.daemon.memory.close import SessionCloser
 from choir.daemon.memory.search import MemoryQuery
 from choir.store.memory_closes import PendingClose
+from choir.store.postgres.ddl import apply_control_schema
+from choir.store.postgres.pool import connect
 from choir.store.postgres.target import ConnectParams
 from tests.harness.daemons import pool_of, running_daemon
 from tests.harness.homes import external_postgres, make_home
+from tests.harness.log_lines import log_lines
 from tests.memory.close.support import (
     TOPICS,
     close_state,
     conversation,
     memory_rows,
     run_session,
+    store_ended_session,
     wait_closed,
 )
 
@@ -145,3 +149,33 @@ async def test_a_resumed_close_cuts_with_the_size_it_began_with(daemon: ChoirDae
     assert await closer.close_pending() == 1
     await index.settled()
     assert await memory_rows(pool_of(daemon)) == before  # not cut again at 300
+
+
+async def test_sessions_ended_before_choird_started_are_worked_off_in_the_background(
+    root: Path, pg_params: ConnectParams
+):
+    home = make_home(root, postgres=external_postgres(pg_params), mid_term_sessions=3)
+    conn = await connect(pg_params)
+    try:
+        await apply_control_schema(conn)
+        sessions = [f"s-old-{n:02d}" for n in range(12)]
+        for n, session_id in enumerate(sessions):
+            await store_ended_session(conn, session_id, conversation(n, turns=2))
+    finally:
+        await conn.close()
+
+    with log_lines("choir.memory", "choird") as lines:
+        async with running_daemon(home) as daemon:
+            await wait_closed(pool_of(daemon), *sessions, within=120)
+            assert daemon.memory_index is not None
+            await daemon.memory_index.settled()
+            rows = await memory_rows(pool_of(daemon))
+    mid_term = sorted({r.session_id for r in rows if r.tier == "mid_term"})
+    assert mid_term == sessions[-3:]  # the oldest were promoted, in order
+    promoted = {r.session_id for r in rows if r.tier == "long_term_summary"}
+    assert promoted == set(sessions[:-3])
+    assert all(r.vector for r in rows if r.tier != "long_term_detail")
+    said = [line["message"] for line in lines]
+    assert "memory: closing 12 ended sessions in the background" in said
+    assert "memory: 10 ended sessions closed so far" in said
+    assert "memory: 12 ended sessions closed" in said

@@ -83,7 +83,7 @@ async def test_choird_killed_mid_close_resumes_it_at_the_next_start(
 
             choird = await asyncio.to_thread(spawn_choird, home, "--runtime", "process")
             await wait_closed(pool, "s-killed-mid-close", within=60)
-            await poll_until(lambda: "memory: 1 sessions closed" in log_text(home), within=30)
+            await poll_until(lambda: "session memory closed" in log_text(home), within=30)
 
             async def embedded() -> bool:
                 return all(r.vector for r in await memory_rows(pool))
