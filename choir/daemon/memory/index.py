@@ -237,6 +237,11 @@ class MemoryIndex:
             if not self._again:
                 return
 
+    async def backfilled(self) -> None:
+        """Wait for the backfill running now (if any) to end."""
+        while self._backfilling is not None and not self._backfilling.done():
+            await asyncio.shield(self._backfilling)
+
     async def backfill(self, agent_id: str) -> int:
         """Embed the agent's rows that have no vector, a page at a time; how many got one.
         Stops early when a page gets no vector at all (the embedder is down: its recovery
@@ -265,6 +270,7 @@ class MemoryIndex:
             await self.settled()
             embedded = self._stored[agent_id] - before
             done += embedded
+            total = max(total, done)  # rows stored meanwhile are embedded too
             _log.info(
                 f"memory: {done}/{total} vectors for {agent_id}",
                 fields={"agent_id": agent_id, "embedded": done, "missing": total},
