@@ -27,9 +27,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Callable, Collection
+from dataclasses import replace
 from typing import Final, Protocol
 
-from choir.core.memory.chunks import Tier
+from choir.core.memory.chunks import MemoryChunk, Tier
 from choir.daemon.memory.chunks import (
     StoredSession,
     event_chunks,
@@ -217,21 +218,23 @@ class SessionCloser:
         return True
 
     async def close_one(self, pending: PendingClose) -> int:
-        """Close one session (idempotent); how many event chunks it has."""
+        """Close one session (idempotent); how many event chunks this run stored or found."""
         agent_id, session_id = pending.agent_id, pending.session_id
         config = self._config()
         async with self._pool.acquire() as conn:
-            begun = await begin_close(conn, session_id, agent_id, config.memory_chunk_chars)
-            if begun.closed:
+            begun = await begin_close(
+                conn, session_id, agent_id, config.memory_chunk_chars, pending.ack_rev
+            )
+            if begun is None:
                 return 0
             if pending.interrupted:
                 _log.warning(
                     "memory: resuming the interrupted close of a session",
                     fields={"agent_id": agent_id, "session_id": session_id},
                 )
-            session = await read_session(conn, session_id)
+            session = await read_session(conn, session_id, after_rev=begun.from_rev)
         # CPU-bound for long sessions (~0.3 s per 5k events): off the event loop
-        chunks = await asyncio.to_thread(event_chunks, session, max_chars=begun.chunk_chars)
+        chunks = await asyncio.to_thread(_numbered, session, begun.chunk_chars, begun.first_index)
         refs = await self._store.add_session_chunks(agent_id, session_id, Tier.MID_TERM, chunks)
         await failpoint("memory.close.after_chunks")
         for ref in refs:
@@ -239,7 +242,7 @@ class SessionCloser:
                 self._index.index(agent_id, "memory", ref.id, ref.text)
         promoted = await self._promote(agent_id, config.mid_term_sessions, begun.chunk_chars)
         async with self._pool.acquire() as conn:
-            await finish_close(conn, session_id, len(refs), self._clock())
+            await finish_close(conn, session_id, len(refs), pending.ack_rev, self._clock())
         self.closed += 1
         _log.info(
             "session memory closed",
@@ -247,6 +250,7 @@ class SessionCloser:
                 "agent_id": agent_id,
                 "session_id": session_id,
                 "events": len(session.events),
+                "after_rev": begun.from_rev,
                 "chunks": len(refs),
                 "new_chunks": sum(ref.new for ref in refs),
                 "promoted": promoted,
@@ -296,6 +300,14 @@ class SessionCloser:
         worker.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await worker
+
+
+def _numbered(session: StoredSession, max_chars: int, first_index: int) -> list[MemoryChunk]:
+    """The session's chunks, numbered on from `first_index` (the chunks of a first close)."""
+    chunks = event_chunks(session, max_chars=max_chars)
+    if not first_index:
+        return chunks
+    return [replace(chunk, index=chunk.index + first_index) for chunk in chunks]
 
 
 def _unavailable(exc: BaseException) -> bool:
