@@ -44,6 +44,7 @@ from choir.daemon.sessions.state import Clock, SessionEnded, utc_now
 from choir.errors import UnavailableError
 from choir.failpoints import failpoint
 from choir.logs import get_logger
+from choir.store.memory import ChunkRef
 from choir.store.memory_closes import PendingClose, begin_close, finish_close, pending_closes
 from choir.store.postgres.failures import classify
 from choir.store.postgres.pool import Pool
@@ -56,6 +57,8 @@ SHUTDOWN_GRACE_S: Final = 2.0
 """How long choird's shutdown lets a close in progress finish before cancelling it."""
 PAGE: Final = 100
 """Pending sessions read at a time."""
+STORE_PAGE: Final = 500
+"""Chunks stored per transaction: each page is queued for vectors while the next is stored."""
 PROGRESS_EVERY: Final = 10
 """A backlog's progress is logged every this many sessions."""
 BACKLOG_WAIT_S: Final = 60.0
@@ -235,11 +238,15 @@ class SessionCloser:
             session = await read_session(conn, session_id, after_rev=begun.from_rev)
         # CPU-bound for long sessions (~0.3 s per 5k events): off the event loop
         chunks = await asyncio.to_thread(_numbered, session, begun.chunk_chars, begun.first_index)
-        refs = await self._store.add_session_chunks(agent_id, session_id, Tier.MID_TERM, chunks)
+        refs: list[ChunkRef] = []
+        for start in range(0, len(chunks), STORE_PAGE):  # embedding starts with the first page
+            page = chunks[start : start + STORE_PAGE]
+            stored = await self._store.add_session_chunks(agent_id, session_id, Tier.MID_TERM, page)
+            for ref in stored:
+                if ref.tier is Tier.MID_TERM:  # a promoted session's detail gets no vector
+                    self._index.index(agent_id, "memory", ref.id, ref.text)
+            refs += stored
         await failpoint("memory.close.after_chunks")
-        for ref in refs:
-            if ref.tier is Tier.MID_TERM:  # a promoted session's detail gets no vector
-                self._index.index(agent_id, "memory", ref.id, ref.text)
         promoted = await self._promote(agent_id, config.mid_term_sessions, begun.chunk_chars)
         async with self._pool.acquire() as conn:
             await finish_close(conn, session_id, len(refs), pending.ack_rev, self._clock())
