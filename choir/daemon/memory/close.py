@@ -173,10 +173,11 @@ class SessionCloser:
         agents = list(self._config().agents)
         closed = 0
         backlog = False
+        done: set[str] = set()  # each session once per call, whatever its close left behind
         while True:
             async with self._pool.acquire() as conn:
                 pending = await pending_closes(
-                    conn, agents, agent_id=agent_id, skip=self._failed, limit=PAGE
+                    conn, agents, agent_id=agent_id, skip=self._failed | done, limit=PAGE
                 )
             if not pending:
                 if backlog:
@@ -187,6 +188,7 @@ class SessionCloser:
                 more = "+" if len(pending) == PAGE else ""
                 _log.info(f"memory: closing {len(pending)}{more} ended sessions in the background")
             for session in pending:
+                done.add(session.session_id)
                 if closed:
                     await self._index_caught_up()
                 if await self._close_logged(session):
