@@ -26,6 +26,7 @@ CONTROL_TABLES = {
     "leases",
     "schema_version",
     "host_tool_calls",
+    "memory_closes",
 }
 
 

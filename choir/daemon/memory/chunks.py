@@ -25,6 +25,12 @@ from choir.protocol.log.events import EVENT_ADAPTER, Event, SessionSummary
 from choir.store.events import read_events
 from choir.store.postgres.pool import Connection
 
+_SUMMARY: Final = """
+SELECT payload FROM choir_control.session_events
+WHERE session_id = $1 AND event_type = 'session_summary'
+ORDER BY rev DESC LIMIT 1
+"""
+
 PAGE: Final = 2_000
 """Events read per query: a 10k-event session in five round trips, bounded memory per page."""
 
@@ -52,12 +58,15 @@ class StoredSession:
     """Rows left out because they no longer parse."""
 
 
-async def read_session(conn: Connection, session_id: str, *, page: int = PAGE) -> StoredSession:
-    """Every stored event of the session, in rev order, and its summary."""
+async def read_session(
+    conn: Connection, session_id: str, *, page: int = PAGE, after_rev: int = 0
+) -> StoredSession:
+    """Every stored event of the session (after `after_rev`), in rev order, and its summary
+    (the latest among them)."""
     events: list[StoredEvent] = []
     summary: SessionSummary | None = None
     unreadable = 0
-    next_rev = 1
+    next_rev = after_rev + 1
     while records := await read_events(conn, session_id, next_rev, page):
         for record in records:
             try:
@@ -75,6 +84,18 @@ async def read_session(conn: Connection, session_id: str, *, page: int = PAGE) -
             fields={"session_id": session_id, "events": unreadable},
         )
     return StoredSession(session_id, events, summary, unreadable)
+
+
+async def read_summary(conn: Connection, session_id: str) -> SessionSummary | None:
+    """The session's latest summary alone (a promotion needs no events); None without one."""
+    payload = await conn.fetchval(_SUMMARY, session_id)
+    if payload is None:
+        return None
+    try:
+        event = EVENT_ADAPTER.validate_python(payload)
+    except ValidationError:
+        return None
+    return event if isinstance(event, SessionSummary) else None
 
 
 def event_chunks(session: StoredSession, *, max_chars: int) -> list[MemoryChunk]:
