@@ -47,6 +47,7 @@ KNOWN_FAILPOINTS: Final = frozenset(
         "inbox.after_accept_before_push",
         "postgres.before_restart",
         "choird.before_stop_agents",
+        "memory.close.after_chunks",
     }
 )
 """Every placed failpoint. `arbiter.after_append_before_ack`: a non-idempotent intent is in the
@@ -59,7 +60,9 @@ before its point of no return) — `sleep` there is work that cannot be interrup
 `inbox.after_accept_before_push` (choird): a user message is durable and acknowledged, not yet
 pushed to its agent.
 `postgres.before_restart` (choird): its supervisor is about to restart the embedded server.
-`choird.before_stop_agents` (choird): it is stopping and about to stop its agents."""
+`choird.before_stop_agents` (choird): it is stopping and about to stop its agents.
+`memory.close.after_chunks` (choird): a session's memory chunks are stored, its close is not
+recorded yet."""
 
 _ENTRY = re.compile(r"^(?P<name>[a-z0-9_]+(?:\.[a-z0-9_]+)+)=(?P<action>.+)$")
 _SLEEP = re.compile(r"^sleep\((?P<ms>\d+)\)$")

@@ -6,7 +6,9 @@ Shape only: cross-references between sections, secrets and cross-field rules are
 
 from __future__ import annotations
 
-from pydantic import Field
+from typing import Any
+
+from pydantic import Field, field_validator
 
 from choir.config.base import ConfigModel, NonEmpty
 from choir.config.container import ContainerConfig
@@ -90,8 +92,8 @@ class ChoirConfig(Tunables):
     """Named email accounts (exclusive or shared, per account)."""
     search: dict[ResourceName, SearchConfig] = Field(default_factory=dict)
     """Named web search providers (shared)."""
-    embedding: EmbeddingConfig | None = None
-    """The embedding model; null means memory search falls back to full-text search."""
+    embedding: EmbeddingConfig = Field(default_factory=EmbeddingConfig)
+    """The embedding model of memory search; absent or null: the local model (§11.9)."""
     gateways: dict[ResourceName, GatewayConfig] = Field(default_factory=dict)
     """Named gateways: Telegram bots and the console."""
     dms: dict[ResourceName, DmConfig] = Field(default_factory=dict)
@@ -102,3 +104,9 @@ class ChoirConfig(Tunables):
     """Agent definitions by agent id."""
     container: ContainerConfig = Field(default_factory=ContainerConfig)
     """Where agents run (docker or process) and their containers' limits (§15.3)."""
+
+    @field_validator("embedding", mode="before")
+    @classmethod
+    def _null_embedding_is_local(cls, value: Any) -> Any:
+        """`"embedding": null` (what `choirctl init` writes) means the default, the local model."""
+        return {} if value is None else value

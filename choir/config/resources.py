@@ -5,7 +5,7 @@ Every `secret` field names an entry of secrets.json; values never appear in conf
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Final, Literal
 
 from pydantic import Field, Tag
 
@@ -145,19 +145,74 @@ class SearchConfig(ConfigModel):
     """Secret holding the API key."""
 
 
-class EmbeddingConfig(ConfigModel):
-    """The embedding model of memory search (§11.9); absent means full-text search only."""
+LOCAL_EMBEDDING_PROVIDER: Final = "local"
+"""The embedded default: wordllama's 256-dim model inside choir's own wheel, no key, no network."""
+LOCAL_EMBEDDING_DIMENSIONS: Final = 256
+"""The size of the local model's vectors (wordllama `l2_supercat`)."""
+DEFAULT_EMBEDDING_MODEL: Final = "text-embedding-3-small"
+"""§11.9's model when an OpenAI-compatible provider names none."""
+DEFAULT_EMBEDDING_DIMENSIONS: Final = 1536
+"""text-embedding-3-small's size: an OpenAI-compatible provider's default dimensions."""
+KNOWN_EMBEDDING_ENDPOINTS: Final = {
+    "openrouter": "https://openrouter.ai/api/v1",
+    "openai": "https://api.openai.com/v1",
+}
+"""Providers whose API base URL is known, so `endpoint` may be left out; both need a key."""
+MAX_INDEXED_DIMENSIONS: Final = 2000
+"""pgvector's HNSW index takes vectors of at most 2000 dimensions (choir.store.agent_schema)."""
+EMBEDDING_HOT_FIELDS: Final = frozenset({"endpoint", "secret", "timeout_s", "query_timeout_ms"})
+"""Fields choird applies at `config apply` (the endpoint moved, the key rotated): the vectors
+stay comparable. `provider`, `model` and `dimensions` change what a vector means: choird uses
+them from its next start, and the stored vectors need re-embedding."""
 
-    provider: NonEmpty
-    """Who serves it, e.g. `openrouter` (any OpenAI-compatible embeddings API)."""
-    model: NonEmpty = "text-embedding-3-small"
-    """Embedding model name."""
-    dimensions: Positive = 1536
-    """Vector size; the pgvector column is `vector(dimensions)`."""
+
+class EmbeddingConfig(ConfigModel):
+    """The embedding model of memory search (§11.9). Absent (or null): the local model."""
+
+    provider: NonEmpty = LOCAL_EMBEDDING_PROVIDER
+    """`local` (the default: wordllama, 256 dims, runs inside choird), or who serves an
+    OpenAI-compatible `/embeddings` API: `openrouter`, `openai`, or any name with an `endpoint`."""
+    model: NonEmpty | None = None
+    """The provider's model id; default `text-embedding-3-small`. Not used by `local`."""
+    dimensions: Positive | None = None
+    """Vector size; the pgvector column is `vector(dimensions)`. Default: 256 for `local`,
+    1536 otherwise. Changing it (or the model) needs choird restarted and memory re-embedded."""
     endpoint: HttpUrl | None = None
-    """Base URL of the embeddings API."""
+    """Base URL of the embeddings API (`/embeddings` is appended); default for `openrouter` and
+    `openai`, required for any other OpenAI-compatible provider. Hot-reloaded."""
     secret: SecretName | None = None
-    """Secret holding the API key."""
+    """Secret holding the API key; required for `openrouter` and `openai`. Hot-reloaded."""
+    timeout_s: Annotated[float, Field(gt=0.0, le=600.0)] = 30.0
+    """Longest wait for one embeddings request; past it the request is retried. Hot-reloaded."""
+    query_timeout_ms: Annotated[int, Field(ge=10, le=60_000)] = 1_000
+    """Longest a memory search waits for its query's vector; past it the search is a text
+    search. Hot-reloaded."""
+
+    @property
+    def local(self) -> bool:
+        """Whether the embedded local model embeds."""
+        return self.provider == LOCAL_EMBEDDING_PROVIDER
+
+    @property
+    def vector_dimensions(self) -> int:
+        """The size of every vector, configured or the provider's default."""
+        if self.dimensions is not None:
+            return self.dimensions
+        return LOCAL_EMBEDDING_DIMENSIONS if self.local else DEFAULT_EMBEDDING_DIMENSIONS
+
+    @property
+    def model_name(self) -> str:
+        """The model that embeds: `local`, or the OpenAI-compatible model id."""
+        if self.local:
+            return LOCAL_EMBEDDING_PROVIDER
+        return self.model or DEFAULT_EMBEDDING_MODEL
+
+    @property
+    def base_url(self) -> str | None:
+        """The API base URL: configured, or known for the provider; None for `local`."""
+        if self.local:
+            return None
+        return self.endpoint or KNOWN_EMBEDDING_ENDPOINTS.get(self.provider)
 
 
 class TelegramGateway(ConfigModel):

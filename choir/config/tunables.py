@@ -6,6 +6,8 @@ grouped objects. Every default is the spec's where it names one.
 
 from __future__ import annotations
 
+from typing import Annotated
+
 from pydantic import Field
 
 from choir.config.base import ConfigModel, Positive
@@ -66,7 +68,11 @@ class Tunables(ConfigModel):
     event_window_size: Positive = 50
     """Committed events kept verbatim in each lane's prompt (§11.3)."""
     mid_term_sessions: Positive = 10
-    """Sessions kept as mid-term memory before promotion to long-term (§11.4)."""
+    """Sessions kept as mid-term memory before promotion to long-term (§11.4); read by choird
+    at each session close."""
+    memory_chunk_chars: Annotated[int, Field(ge=200, le=16_000)] = 2_000
+    """The longest chunk a closed session is cut into (§11.4): a longer tool call, skill phase
+    or run of messages is split, shorter neighbours are merged up to it. Read at each close."""
     summary_timeout_ms: Positive = 30_000
     """Graceful stop skips the session summary if the LLM takes longer (§11.8)."""
     stop_timeout_ms: Positive = 10_000

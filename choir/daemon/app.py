@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Final, Literal, Self
 
 from choir import __version__
 from choir.config import ChoirConfig, EmbeddedPostgres, SecretStore, load_home
+from choir.config.resources import LOCAL_EMBEDDING_DIMENSIONS
 from choir.daemon.health.board import DaemonHealth, HealthView
 from choir.daemon.health.disk import CHECK_EVERY_S as DISK_CHECK_EVERY_S
 from choir.daemon.health.disk import DiskWatch
@@ -43,6 +44,10 @@ from choir.transport.uds.sockfile import claim
 if TYPE_CHECKING:  # aiohttp and cryptography load only for --transport http
     from choir.daemon.agents.services import AgentServices
     from choir.daemon.health.postgres import PostgresSupervisor
+    from choir.daemon.memory.close import SessionCloser
+    from choir.daemon.memory.index import MemoryIndex
+    from choir.daemon.memory.service import MemoryService
+    from choir.daemon.memory.store import MemoryStore
     from choir.daemon.runtimes.base import AgentRuntime, RuntimeChoice
     from choir.daemon.sessions.state import SessionEnded
     from choir.transport import HttpServer
@@ -55,6 +60,7 @@ AFTER_DATABASE: Final = (
     "choir.daemon.agents.services",
     "choir.daemon.health.postgres",
     "choir.daemon.images.repo_refresh",
+    "choir.daemon.memory.service",
     "choir.daemon.operator.api",
     "choir.daemon.runtimes.adopt",
     "choir.daemon.runtimes.select",
@@ -69,8 +75,13 @@ POOL_MIN_SIZE: Final = 1
 resident; one serves a quiet choird, and the pool opens more (up to its max) while queries
 overlap."""
 
-DEFAULT_EMBEDDING_DIMS = 1536
-"""§11.9's default (text-embedding-3-small) when no embedding model is configured."""
+MEMORY_START_DELAY_S: Final = 1.0
+"""How long after "choird ready" session memory starts (its store imports numpy): agents
+started at once get their first reply before it."""
+
+DEFAULT_EMBEDDING_DIMS: Final = LOCAL_EMBEDDING_DIMENSIONS
+"""The vectors' size when no embedding model is configured: the local model's (DESIGN-NOTES);
+a configured one's comes from `config.embedding.vector_dimensions`."""
 
 OperatorFactory = Callable[["ChoirDaemon"], Handler]
 
@@ -115,6 +126,16 @@ class ChoirDaemon:
         )
         self.postgres: PostgresSupervisor | None = None
         """Restarts the embedded server when it dies (None for an external Postgres)."""
+        self.memory: MemoryService | None = None
+        """Embeds memory chunks and queries (§11.9); its provider loads at first use."""
+        self.memory_store: MemoryStore | None = None
+        self.memory_index: MemoryIndex | None = None
+        """Agents' memory and its vectors: set `MEMORY_START_DELAY_S` after ready, in the
+        background (`memory_ready` is set then)."""
+        self.memory_closer: SessionCloser | None = None
+        """Puts ended sessions into memory (§11.8 steps 6-7)."""
+        self.memory_ready = asyncio.Event()
+        self._memory_start: asyncio.Task[None] | None = None
 
     async def __aenter__(self) -> Self:
         try:
@@ -186,6 +207,7 @@ class ChoirDaemon:
         from choir.daemon.agents.pushes import wire_pushes
         from choir.daemon.agents.services import AgentServices
         from choir.daemon.health.postgres import PostgresSupervisor
+        from choir.daemon.memory.service import MemoryService, stage_source
         from choir.daemon.runtimes.adopt import adopt_agents
         from choir.daemon.runtimes.select import select_runtime
         from choir.daemon.sessions.state import utc_now
@@ -195,6 +217,9 @@ class ChoirDaemon:
         stage = ConfigStage(loaded)
         services = AgentServices.build(self.database.pool, stage)
         self.services = services
+        self._stack.push_async_callback(self._close_memory_index)  # after the service drains
+        self.memory = await self._stack.enter_async_context(MemoryService(stage_source(stage)))
+        self._stack.push_async_callback(self._stop_memory)  # before the service drains
         # Nobody could heartbeat while no choird ran: the threshold counts from now.
         services.sessions.excuse(utc_now())
         self._stack.callback(self.health.subscribe(self._on_health))
@@ -233,6 +258,7 @@ class ChoirDaemon:
         for agent in adoption.adopted:  # accepted before the restart, maybe never pushed
             await services.inbox.redeliver(agent.session_id)
         services.sessions.subscribe(self._on_session_ended)
+        self._memory_start = asyncio.create_task(self._start_memory(stage), name="memory-start")
         log.info(
             "choird ready",
             fields={
@@ -246,11 +272,53 @@ class ChoirDaemon:
             },
         )
 
+    async def _start_memory(
+        self, stage: ConfigStage, delay_s: float = MEMORY_START_DELAY_S
+    ) -> None:
+        """Session memory, after start-up: close the sessions that ended while no choird ran
+        (or before it closed them), then backfill vectors missing, all in the background."""
+        await asyncio.sleep(delay_s)
+        modules = ("choir.daemon.memory.store", "choir.daemon.memory.close")
+        await asyncio.to_thread(lambda: [importlib.import_module(m) for m in modules])
+        from choir.daemon.memory.close import SessionCloser
+        from choir.daemon.memory.index import MemoryIndex
+        from choir.daemon.memory.store import PostgresMemoryStore
+
+        assert self.database is not None
+        assert self.memory is not None
+        assert self.services is not None
+        self.memory_store = PostgresMemoryStore(self.database.pool)
+        self.memory_index = MemoryIndex(
+            self.memory_store, self.memory, agents=lambda: stage.running.config.agents
+        )
+        self.memory_closer = SessionCloser(
+            self.database.pool, self.memory_store, self.memory_index, lambda: stage.running.config
+        )
+        self.services.sessions.subscribe(self.memory_closer.session_ended)
+        self.memory_closer.start()
+        self.memory_index.backfill_all()
+        self.memory_ready.set()
+
+    async def _stop_memory(self) -> None:
+        """Closes in progress get a bounded grace, then stop (resumed at the next start)."""
+        if self._memory_start is not None and not self._memory_start.done():
+            self._memory_start.cancel()
+            await asyncio.gather(self._memory_start, return_exceptions=True)
+        if self.memory_closer is not None:
+            await self.memory_closer.aclose()
+        if self.memory_index is not None:
+            await self.memory_index.stop()
+
+    async def _close_memory_index(self) -> None:
+        """Store the vectors the embedding service's drain delivered (bounded)."""
+        if self.memory_index is not None:
+            await self.memory_index.aclose()
+
     async def _agent_schemas(self, config: ChoirConfig) -> None:
         from choir.store.agent_schema import ensure_agent_schema
 
         assert self.database is not None
-        dims = config.embedding.dimensions if config.embedding else DEFAULT_EMBEDDING_DIMS
+        dims = config.embedding.vector_dimensions
         async with self.database.pool.acquire() as conn:
             for agent_id in config.agents:
                 await ensure_agent_schema(conn, agent_id, dims)

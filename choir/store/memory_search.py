@@ -1,7 +1,8 @@
 """Search over an agent's session memory or knowledge (§11.7, §23.4): the SQL of every mode.
 
 - semantic: the HNSW index's nearest vectors (cosine); score is the cosine similarity.
-- text: GIN full-text matches ranked by `ts_rank_cd`; `websearch_to_tsquery` syntax ("quoted
+- text: GIN full-text matches ranked by `ts_rank` over 1 + log(length) (`ts_rank_cd`, the
+  cover-density rank, cost ten times as much per match); `websearch_to_tsquery` syntax ("quoted
   phrases", -exclusions, or). At most `TEXT_CANDIDATES` matches are ranked, so a term found in
   every row costs the same as one found in a thousand: the rest are never read.
 - hybrid: reciprocal-rank fusion (Σ 1/(k + rank), k = 60) of the text and vector top lists.
@@ -62,7 +63,7 @@ class MemoryHit:
 
     text: str
     score: float
-    """Higher is better; its scale depends on the mode (cosine, ts_rank_cd, fused rank)."""
+    """Higher is better; its scale depends on the mode (cosine, ts_rank, fused rank)."""
     source: HitSource
 
 
@@ -104,7 +105,7 @@ ORDER BY n.distance
 # The innermost LIMIT stops reading matches at the cap; only those are ranked.
 _TEXT: Final = """
 SELECT {columns}, d.id, d.text, m.rank AS score
-FROM (SELECT c.id, ts_rank_cd(c.tsv, q.query) AS rank
+FROM (SELECT c.id, ts_rank(c.tsv, q.query, 1) AS rank
       FROM (SELECT d.id, d.tsv FROM {documents} d
             WHERE d.tsv @@ websearch_to_tsquery('english', $1) AND {searched}
             LIMIT {candidates}) AS c,
@@ -121,7 +122,7 @@ WITH near AS (
           ORDER BY embedding <=> $1 LIMIT $4) AS n
 ),
 matched AS (
-    SELECT c.id, row_number() OVER (ORDER BY ts_rank_cd(c.tsv, q.query) DESC, c.id) AS rank
+    SELECT c.id, row_number() OVER (ORDER BY ts_rank(c.tsv, q.query, 1) DESC, c.id) AS rank
     FROM (SELECT d.id, d.tsv FROM {documents} d
           WHERE d.tsv @@ websearch_to_tsquery('english', $2) AND {searched}
           LIMIT {candidates}) AS c,
@@ -140,7 +141,7 @@ ORDER BY f.score DESC, d.id
 """
 
 _DETAIL_TEXT: Final = """
-SELECT {columns}, d.id, d.text, ts_rank_cd(d.tsv, q.query) AS score
+SELECT {columns}, d.id, d.text, ts_rank(d.tsv, q.query, 1) AS score
 FROM memory_documents d, websearch_to_tsquery('english', $2) AS q (query)
 WHERE d.session_id = $1 AND d.tier = 'long_term_detail' AND d.tsv @@ q.query
 ORDER BY score DESC, d.chunk_index LIMIT $3

@@ -61,7 +61,7 @@ def test_tunable_defaults_are_the_spec_defaults() -> None:
 def test_minimal_config_gets_embedded_defaults() -> None:
     config = ChoirConfig.model_validate(_minimal())
     assert isinstance(config.postgres, EmbeddedPostgres)
-    assert config.embedding is None
+    assert (config.embedding.local, config.embedding.vector_dimensions) == (True, 256)
     assert config.agents == {}
 
 

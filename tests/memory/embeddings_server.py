@@ -84,6 +84,8 @@ class EmbeddingsServer:
     batches: list[list[str]] = field(default_factory=list)
     """The `input` of every request received, in order."""
     authorizations: list[str | None] = field(default_factory=list)
+    models: list[str] = field(default_factory=list)
+    """The `model` of every request received."""
     port: int = 0
     _runner: web.AppRunner | None = None
 
@@ -99,6 +101,7 @@ class EmbeddingsServer:
         texts: list[str] = body["input"]
         self.batches.append(texts)
         self.authorizations.append(request.headers.get("Authorization"))
+        self.models.append(body.get("model"))
         if self.faults and (response := await self.faults.popleft()(texts)) is not None:
             return response
         return web.json_response(_body(texts, self.dimensions))
@@ -110,7 +113,7 @@ class EmbeddingsServer:
             app, handler_cancellation=True, access_log=None, shutdown_timeout=1.0
         )
         await runner.setup()
-        await web.TCPSite(runner, "127.0.0.1", 0).start()
+        await web.TCPSite(runner, "127.0.0.1", self.port).start()  # 0: any free port
         self._runner = runner
         self.port = runner.addresses[0][1]
         return self

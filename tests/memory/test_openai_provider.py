@@ -213,5 +213,7 @@ def test_settings_come_from_the_embedding_section():
     settings = EmbeddingSettings.from_config(config, api_key=KEY)
     assert (settings.model, settings.dimensions) == ("text-embedding-3-small", 8)
     assert KEY not in repr(settings)
+    known = EmbeddingSettings.from_config(EmbeddingConfig(provider="openrouter"), api_key=KEY)
+    assert (known.endpoint, known.dimensions) == ("https://openrouter.ai/api/v1", 1536)
     with pytest.raises(ConfigError, match=r"embedding\.endpoint: required"):
-        EmbeddingSettings.from_config(EmbeddingConfig(provider="openrouter"), api_key=None)
+        EmbeddingSettings.from_config(EmbeddingConfig(provider="my-server"), api_key=None)

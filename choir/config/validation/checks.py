@@ -6,6 +6,7 @@ from collections.abc import Callable
 
 from choir.config.model import ChoirConfig
 from choir.config.resources import TelegramGateway
+from choir.config.validation.embedding import embedding_problems
 
 SCRIPTED_PROVIDER = "scripted"
 """The built-in demo provider: replays a script, needs no endpoint or key."""
@@ -67,6 +68,7 @@ RULES: tuple[Callable[[ChoirConfig], list[str]], ...] = (
     rpc_limits,
     distinct_dms,
     telegram_dms,
+    embedding_problems,
 )
 
 

@@ -32,6 +32,8 @@ class EmbeddingErrorKind(StrEnum):
     """The vectors are not of the configured size: storing them would corrupt the index."""
     MODEL_UNAVAILABLE = "model_unavailable"
     """The local model could not be loaded."""
+    PAUSED = "paused"
+    """Not called: the provider failed batch after batch and its circuit breaker is open."""
 
 
 RETRYABLE = frozenset(

@@ -61,12 +61,19 @@ class EmbeddingSettings:
     @classmethod
     def from_config(cls, config: EmbeddingConfig, *, api_key: str | None) -> EmbeddingSettings:
         """Settings of config.json's `embedding` section; its `secret`'s value is `api_key`."""
-        if config.endpoint is None:
+        if config.base_url is None:
             raise ConfigError(
                 ["embedding.endpoint: required for an OpenAI-compatible embedding model"],
                 header="cannot embed",
             )
-        return cls(config.model, config.endpoint, config.dimensions, api_key=api_key)
+        return cls(
+            config.model_name,
+            config.base_url,
+            config.vector_dimensions,
+            api_key=api_key,
+            timeout_s=config.timeout_s,
+            connect_timeout_s=min(10.0, config.timeout_s),
+        )
 
 
 class OpenAIEmbeddings:

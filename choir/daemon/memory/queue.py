@@ -62,9 +62,15 @@ class EmbeddingQueue:
         deliver: ResultSink | None = None,
         *,
         batch_size: int = 32,
+        warn: bool = True,
     ) -> None:
         self.provider = provider
-        self._deliver = deliver
+        """Who embeds; replaced as a whole when the configuration is reloaded."""
+        self.deliver = deliver
+        """Where each batch's results go; set later when the store comes after the queue."""
+        self._warn_failures = warn
+        """False when the provider reports its own failures (`service_guard`: one warning per
+        outage, not one per batch)."""
         self._pending: PendingChunks[_Waiting] = PendingChunks(batch_size)
         self._in_flight: list[tuple[str, _Waiting]] = []
         self._wake = asyncio.Event()
@@ -124,9 +130,9 @@ class EmbeddingQueue:
         for (_, waiting), vector in zip(batch, vectors, strict=True):
             if not waiting.future.done():
                 waiting.future.set_result(vector)
-        if self._deliver is not None:
+        if self.deliver is not None:
             try:
-                await self._deliver(results)
+                await self.deliver(results)
             except Exception as exc:  # a store fault must not stop the queue
                 _log.error(
                     "embedding results not delivered",
@@ -153,6 +159,8 @@ class EmbeddingQueue:
         return vectors
 
     def _warn(self, chunks: int, kind: str, error: str) -> None:
+        if not self._warn_failures:
+            return
         _log.warning(
             "embedding failed; chunks kept without vectors until a backfill",
             fields={"provider": self.provider.name, "chunks": chunks, "kind": kind, "error": error},
@@ -173,8 +181,13 @@ class EmbeddingQueue:
                 waiting.future.set_result(None)
         self._drained.set()
 
+    def start(self) -> None:
+        """Start sending (what entering the context does)."""
+        if self._sender is None:
+            self._sender = asyncio.create_task(self._send_loop(), name="embedding-queue")
+
     async def __aenter__(self) -> Self:
-        self._sender = asyncio.create_task(self._send_loop(), name="embedding-queue")
+        self.start()
         return self
 
     async def __aexit__(

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any, Final, Literal
 
 from choir.config import ChoirConfig, SecretStore, Tunables
+from choir.config.resources import EMBEDDING_HOT_FIELDS
 from choir.config.validation.references import AGENT_DEFAULTS
 
 Op = Literal["+", "-", "~"]
@@ -111,6 +112,8 @@ def _classify(op: Op, path: tuple[str, ...], staged: ChoirConfig) -> tuple[Scope
     section = path[0]
     if section in HOT_SECTIONS:
         return "hot-reload", APPLY
+    if section == "embedding" and len(path) > 1 and path[1] in EMBEDDING_HOT_FIELDS:
+        return "hot-reload", APPLY  # choird's memory service swaps its provider (§16.1)
     if section == "global_repo":
         return "restart-required", "choirctl agent update-all"
     if section == "agents" and len(path) > 1:

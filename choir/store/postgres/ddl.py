@@ -157,6 +157,22 @@ CREATE INDEX session_inbox_pending_idx
 ALTER TABLE choir_control.sessions ADD COLUMN end_reason text;
 """,
     ),
+    Migration(
+        5,
+        "session memory closes (§11.8 steps 6-7)",
+        """
+CREATE TABLE choir_control.memory_closes (
+    session_id  text PRIMARY KEY REFERENCES choir_control.sessions (session_id),
+    agent_id    text NOT NULL,
+    state       text NOT NULL CHECK (state IN ('closing', 'closed')),
+    chunk_chars int NOT NULL CHECK (chunk_chars > 0),
+    chunks      int,
+    started_at  timestamptz NOT NULL DEFAULT now(),
+    closed_at   timestamptz,
+    CHECK ((state = 'closed') = (closed_at IS NOT NULL))
+);
+""",
+    ),
 )
 
 HOST_TOOL_SCOPE: Final = "host_tool_calls"

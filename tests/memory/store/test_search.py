@@ -22,7 +22,9 @@ async def test_text_search_ranks_matches_and_cites_the_source(
         ada,
         "s1",
         Tier.MID_TERM,
-        event_chunks(["deploy failed: deploy key missing", "lunch order", "deploy went fine"]),
+        event_chunks(
+            ["deploy failed: deploy key missing", "lunch order", "deploy failed: ssh key missing"]
+        ),
     )
     hits = await store.search(ada, MemoryQuery(mode="text", text="deploy"))
 

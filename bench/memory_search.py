@@ -1,0 +1,146 @@
+"""Search figures of `bench.memory`: session memory of 100k chunks, searched through the store.
+
+An embedded Postgres (choird's own server settings) holds one agent's schema, filled with
+`bench.memory_corpus` texts and their local (wordllama) vectors through `PostgresMemoryStore`;
+the HNSW index is dropped while loading and created again from its own definition, as a bulk
+build. Every query then goes the way choird's will: pool, the agent's role, one statement.
+
+- vector_top10_p99_ms: `semantic` search, limit 10, wall clock per query (p99).
+- vector_recall_at_10: the share of the exact 10 nearest (cosine, numpy over all vectors) that
+  the HNSW search returns; a returned chunk as near as the exact 10th counts (duplicate texts).
+- text_common_term_p99_ms: `text` search for a term in about half the chunks (p99).
+- hybrid_top10_p99_ms: `hybrid` search (text + vector, reciprocal-rank fusion), limit 10 (p99).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import tempfile
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from pathlib import Path
+from typing import Final
+from uuid import UUID
+
+import numpy as np
+
+from bench.common import percentile
+from bench.memory_corpus import COMMON_TERM, query_texts, session_texts
+from choir.core.memory.chunks import ChunkKind, MemoryChunk, Tier
+from choir.daemon.memory.local_provider import DIMENSIONS, LocalEmbeddings
+from choir.daemon.memory.provider import Vector
+from choir.daemon.memory.search import MemoryQuery
+from choir.daemon.memory.store import PostgresMemoryStore
+from choir.store.agent_schema import ensure_agent_schema
+from choir.store.postgres.ddl import apply_control_schema
+from choir.store.postgres.embedded import EmbeddedPostgres
+from choir.store.postgres.pool import Pool, open_pool
+
+AGENT: Final = "bench"
+SESSION_CHUNKS: Final = 200
+"""Chunks per stored session (a long session's worth)."""
+VECTOR_BATCH: Final = 2_000
+INDEX: Final = "memory_embeddings_hnsw_idx"
+
+
+async def search_figures(count: int, queries: int) -> dict[str, float]:
+    """Build the corpus of `count` chunks, then time `queries` searches of each kind."""
+    texts, asked = session_texts(count), query_texts(queries)
+    embedder = LocalEmbeddings()
+    vectors = np.stack(await embedder.embed(texts))
+    query_vectors = await embedder.embed(asked)
+    root = Path(tempfile.mkdtemp(prefix="choir-bench-memory-"))
+    try:
+        server = EmbeddedPostgres(root / "pgdata")
+        server.start()
+        server.stop()  # the first start only creates the cluster: start again with choir.conf
+        async with server, open_pool(server.params, min_size=1, max_size=2) as pool:
+            ids = await _load(pool, texts, vectors)
+            store = PostgresMemoryStore(pool)
+            return await _measure(store, ids, vectors, asked, query_vectors)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+async def _load(pool: Pool, texts: Sequence[str], vectors: np.ndarray) -> list[UUID]:
+    async with pool.acquire() as conn:
+        await apply_control_schema(conn)
+        await ensure_agent_schema(conn, AGENT, DIMENSIONS)
+        definition = await conn.fetchval("SELECT pg_get_indexdef(to_regclass($1))", _index())
+        await conn.execute(f"DROP INDEX {_index()}")
+    store = PostgresMemoryStore(pool)
+    ids: list[UUID] = []
+    for start in range(0, len(texts), SESSION_CHUNKS):
+        chunks = [
+            MemoryChunk(n, text, ChunkKind.TOOL_CALL, start + n, start + n)
+            for n, text in enumerate(texts[start : start + SESSION_CHUNKS])
+        ]
+        refs = await store.add_session_chunks(AGENT, f"s{start:07d}", Tier.MID_TERM, chunks)
+        ids += [ref.id for ref in refs]
+    for start in range(0, len(ids), VECTOR_BATCH):
+        batch = list(zip(ids[start : start + VECTOR_BATCH], vectors[start:], strict=False))
+        await store.set_vectors(AGENT, "memory", batch)
+    async with pool.acquire() as conn:
+        await conn.execute("SET maintenance_work_mem = '512MB'")
+        await conn.execute(definition)
+        await conn.execute(f'VACUUM ANALYZE "choir_{AGENT}".memory_documents')
+        await conn.execute(f'VACUUM ANALYZE "choir_{AGENT}".memory_embeddings')
+    return ids
+
+
+def _index() -> str:
+    return f'"choir_{AGENT}".{INDEX}'
+
+
+async def _measure(
+    store: PostgresMemoryStore,
+    ids: list[UUID],
+    vectors: np.ndarray,
+    asked: Sequence[str],
+    query_vectors: Sequence[Vector],
+) -> dict[str, float]:
+    row_of = {chunk_id: n for n, chunk_id in enumerate(ids)}
+    found: dict[int, list[int]] = {}
+
+    async def semantic(n: int) -> None:
+        hits = await store.search(AGENT, MemoryQuery(mode="semantic", vector=query_vectors[n]))
+        found[n] = [row_of[hit.source.id] for hit in hits]
+
+    async def common_term(n: int) -> None:
+        await store.search(AGENT, MemoryQuery(mode="text", text=COMMON_TERM))
+
+    async def hybrid(n: int) -> None:
+        query = MemoryQuery(mode="hybrid", text=asked[n], vector=query_vectors[n])
+        await store.search(AGENT, query)
+
+    vector_p99 = await _p99_ms(semantic, len(asked))
+    unit = vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+    recalls = [_recall(unit, query_vectors[n], np.array(rows)) for n, rows in found.items()]
+    return {
+        "vector_top10_p99_ms": vector_p99,
+        "vector_recall_at_10": float(np.mean(recalls)),
+        "text_common_term_p99_ms": await _p99_ms(common_term, len(asked)),
+        "hybrid_top10_p99_ms": await _p99_ms(hybrid, len(asked)),
+    }
+
+
+def _recall(unit: np.ndarray, query: Vector, found: np.ndarray, k: int = 10) -> float:
+    distances = 1 - unit @ (query / np.linalg.norm(query))
+    kth = np.partition(distances, k - 1)[k - 1]
+    return min(k, int((distances[found] <= kth + 1e-6).sum())) / k
+
+
+async def _p99_ms(search: Callable[[int], Awaitable[None]], count: int) -> float:
+    for n in range(min(count, 20)):  # warm the caches and the prepared statements
+        await search(n)
+    samples = []
+    for n in range(count):
+        started = time.perf_counter()
+        await search(n)
+        samples.append((time.perf_counter() - started) * 1000)
+    return percentile(samples, 99)
+
+
+def run(count: int, queries: int) -> dict[str, float]:
+    return asyncio.run(search_figures(count, queries))
