@@ -40,6 +40,9 @@ QueryEmbedder = Callable[[str], Awaitable[Vector | None]]
 """The query text's vector, or None when no embedder answers in time."""
 Indexer = Callable[[str, VectorTarget, UUID, str], None]
 """Queue a stored row's text for embedding: (agent, target, row id, text)."""
+MemoryParts = Callable[[], Awaitable[tuple[MemoryStore, Indexer]]]
+"""The store and the indexer, once choird's memory has started (`UnavailableError` when it
+does not in time: the tools are served from choird's start, memory comes up just after)."""
 
 
 class _Refused(Exception):
@@ -54,9 +57,8 @@ class _Refused(Exception):
 class MemoryTools:
     """The two handlers, over one `MemoryStore`, an embedder for queries and the index queue."""
 
-    store: MemoryStore
+    parts: MemoryParts
     embed_query: QueryEmbedder
-    index: Indexer
     agents: Callable[[], Collection[str]]
     """The configured agents: whose memory exists to be read."""
 
@@ -116,7 +118,8 @@ class MemoryTools:
             session_id=_text(args, "session_id"),
             limit=_limit(args),
         )
-        hits = await self.store.search(target, query)
+        memory, _ = await self.parts()
+        hits = await memory.search(target, query)
         whose = "your" if target == caller else f"{target}'s"
         return ToolResult(
             status="success",
@@ -139,10 +142,11 @@ class MemoryTools:
             )
         op = _required(args, "op")
         key = _text(args, "key")
+        store, index = await self.parts()
         if op == "delete":
             if key is None:
                 raise _Refused("invalid_input", "op delete needs the key of the entry to remove")
-            if not await self.store.delete_knowledge(caller, key):
+            if not await store.delete_knowledge(caller, key):
                 raise _Refused("not_found", f"there is no knowledge entry with key {key!r}")
             return ToolResult.ok(f"deleted knowledge {key!r}", op=op, key=key)
         if op not in ("insert", "update"):
@@ -150,8 +154,8 @@ class MemoryTools:
         if op == "update" and key is None:
             raise _Refused("invalid_input", "op update needs the key of the entry to replace")
         text = _required(args, "text")
-        item = await self.store.put_knowledge(caller, text, key=key, metadata=_tags(args))
-        self.index(caller, "knowledge", item.id, item.text)
+        item = await store.put_knowledge(caller, text, key=key, metadata=_tags(args))
+        index(caller, "knowledge", item.id, item.text)
         named = repr(key) if key is not None else str(item.id)
         return ToolResult.ok(f"stored knowledge {named}", op=op, id=str(item.id), key=key)
 
