@@ -16,17 +16,18 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Collection, Mapping
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 from uuid import UUID
 
 from choir.daemon.agents.host_tools import HostToolCall, HostTools
-from choir.daemon.memory.provider import Vector
-from choir.daemon.memory.search import MemoryQuery, SearchMode
-from choir.daemon.memory.store import MemoryStore
 from choir.errors import UnavailableError, UsageError
 from choir.protocol import ToolResult
-from choir.store.memory_search import MemoryHit
-from choir.store.memory_vectors import VectorTarget
+
+if TYPE_CHECKING:  # numpy and pgvector load with memory, after choird's start (see `_query`)
+    from choir.daemon.memory.provider import Vector
+    from choir.daemon.memory.store import MemoryStore
+    from choir.store.memory_search import MemoryHit
+    from choir.store.memory_vectors import VectorTarget
 
 QUERY: Final = "choir.memory.query"
 UPSERT: Final = "choir.memory.upsert"
@@ -36,11 +37,11 @@ DEFAULT_LIMIT: Final = 10
 MAX_LIMIT: Final = 50
 """The tool schema's maximum (the store allows more for the operator)."""
 
-QueryEmbedder = Callable[[str], Awaitable[Vector | None]]
+QueryEmbedder = Callable[[str], Awaitable["Vector | None"]]
 """The query text's vector, or None when no embedder answers in time."""
-Indexer = Callable[[str, VectorTarget, UUID, str], None]
+Indexer = Callable[[str, "VectorTarget", UUID, str], None]
 """Queue a stored row's text for embedding: (agent, target, row id, text)."""
-MemoryParts = Callable[[], Awaitable[tuple[MemoryStore, Indexer]]]
+MemoryParts = Callable[[], Awaitable[tuple["MemoryStore", Indexer]]]
 """The store and the indexer, once choird's memory has started (`UnavailableError` when it
 does not in time: the tools are served from choird's start, memory comes up just after)."""
 
@@ -103,6 +104,8 @@ class MemoryTools:
                 f"there is no agent {target!r} whose memory could be read; known: "
                 + ", ".join(sorted(self.agents())),
             )
+        from choir.daemon.memory.search import MemoryQuery, SearchMode
+
         mode = _required(args, "mode")
         text = _text(args, "query") or ""
         vector, note = None, ""
