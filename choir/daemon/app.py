@@ -45,6 +45,7 @@ if TYPE_CHECKING:  # aiohttp and cryptography load only for --transport http
     from choir.daemon.agents.services import AgentServices
     from choir.daemon.health.postgres import PostgresSupervisor
     from choir.daemon.memory.service import MemoryService
+    from choir.daemon.memory.store import PostgresMemoryStore
     from choir.daemon.runtimes.base import AgentRuntime, RuntimeChoice
     from choir.daemon.sessions.state import SessionEnded
     from choir.transport import HttpServer
@@ -121,6 +122,8 @@ class ChoirDaemon:
         """Restarts the embedded server when it dies (None for an external Postgres)."""
         self.memory: MemoryService | None = None
         """Embeds memory chunks and queries (§11.9); its provider loads at first use."""
+        self.memory_store: PostgresMemoryStore | None = None
+        """The agents' session memory and knowledge (§11.9), as the operator verbs read it."""
 
     async def __aenter__(self) -> Self:
         try:
@@ -193,6 +196,7 @@ class ChoirDaemon:
         from choir.daemon.agents.services import AgentServices
         from choir.daemon.health.postgres import PostgresSupervisor
         from choir.daemon.memory.service import MemoryService, stage_source
+        from choir.daemon.memory.store import PostgresMemoryStore
         from choir.daemon.runtimes.adopt import adopt_agents
         from choir.daemon.runtimes.select import select_runtime
         from choir.daemon.sessions.state import utc_now
@@ -203,6 +207,7 @@ class ChoirDaemon:
         services = AgentServices.build(self.database.pool, stage)
         self.services = services
         self.memory = await self._stack.enter_async_context(MemoryService(stage_source(stage)))
+        self.memory_store = PostgresMemoryStore(self.database.pool)
         # Nobody could heartbeat while no choird ran: the threshold counts from now.
         services.sessions.excuse(utc_now())
         self._stack.callback(self.health.subscribe(self._on_health))

@@ -34,6 +34,7 @@ from choir.daemon.operator import chat as operator_chat
 from choir.daemon.operator import config as operator_config
 from choir.daemon.operator import events as operator_events
 from choir.daemon.operator import logs as operator_logs
+from choir.daemon.operator import memory as operator_memory
 from choir.daemon.operator import recover as operator_recover
 from choir.daemon.operator import sessions as operator_sessions
 from choir.daemon.operator import status as operator_status
@@ -59,6 +60,8 @@ from choir.transport import Payload, Request, RpcError, Stream
 
 if TYPE_CHECKING:
     from choir.daemon.app import ChoirDaemon
+    from choir.daemon.memory.service import MemoryService
+    from choir.daemon.memory.store import MemoryStore
 
 Answer = WireModel | AsyncIterator[WireModel]
 """A verb's answer, or the items it streams; serialized here, once, as JSON."""
@@ -124,6 +127,13 @@ VERBS: Final[Mapping[OperatorVerb, Route]] = {
     V.SUBSCRIBE: Route(_subscribe),
     V.CHAT_SEND: Route(operator_chat.chat_send),
     V.CHAT_REPLIES: Route(operator_chat.chat_replies),
+    V.MEMORY_SEARCH: Route(operator_memory.memory_search),
+    V.MEMORY_SHOW: Route(operator_memory.memory_show),
+    V.MEMORY_STATS: Route(operator_memory.memory_stats),
+    V.KNOWLEDGE_LIST: Route(operator_memory.knowledge_list),
+    V.KNOWLEDGE_SHOW: Route(operator_memory.knowledge_show),
+    V.KNOWLEDGE_PUT: Route(operator_memory.knowledge_put),
+    V.KNOWLEDGE_DELETE: Route(operator_memory.knowledge_delete),
 }
 """Who answers every operator verb. `session.events` (with follow), `logs`, `subscribe`,
 `agent.build`, `agent.update`, `agent.update_all` and `chat.replies` stream."""
@@ -148,6 +158,8 @@ class OperatorApi:
         feed: OperatorFeed | None = None,
         lifecycle: Lifecycle | None = None,
         health: DaemonHealth | None = None,
+        memory_store: MemoryStore | None = None,
+        memory: MemoryService | None = None,
     ) -> None:
         feed = feed if feed is not None else OperatorFeed()
         health = health if health is not None else DaemonHealth()
@@ -165,6 +177,8 @@ class OperatorApi:
             console=ConsoleDm(DmCommands(call)),  # a DM's commands run the verbs in-process
             lifecycle=lifecycle,
             health=health,
+            memory_store=memory_store,
+            memory=memory,
         )
         """What the verbs work with."""
         detach_feed = feed.attach(services)
@@ -245,7 +259,13 @@ def operator_handler(daemon: ChoirDaemon) -> OperatorApi:
     if daemon.runtime is not None:
         lifecycle = Lifecycle(daemon.runtime, daemon.open_agent_socket, shutdown=daemon.stop)
     return OperatorApi(
-        services, database.pool, push=push, lifecycle=lifecycle, health=daemon.health
+        services,
+        database.pool,
+        push=push,
+        lifecycle=lifecycle,
+        health=daemon.health,
+        memory_store=daemon.memory_store,
+        memory=daemon.memory,
     )
 
 
