@@ -173,10 +173,6 @@ class ChatReplies(WireModel):
 
 MEMORY_MAX_LIMIT: Final = 100
 """Most hits one `memory.search` answers (the store's own cap)."""
-MEMORY_STORES: Final = ("session", "knowledge")
-"""The stores `memory.search` reads (what front ends offer; choird checks)."""
-MEMORY_MODES: Final = ("hybrid", "semantic", "text", "session_detail")
-"""Its modes, the default first; `session_detail` is the session store's only."""
 
 
 class MemorySearch(WireModel):
