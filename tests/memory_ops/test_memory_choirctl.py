@@ -9,16 +9,18 @@ import asyncio
 import pytest
 
 from choir.protocol.operator import answers as a
+from choir.protocol.operator.views import OperatorModel
 from tests.ctl.cli import Run, choirctl
+from tests.harness.memory import TEXTS
 
-from .conftest import TEXTS, Filled
+from .conftest import Filled
 
 
 async def run(filled: Filled, *args: str) -> Run:
     return await asyncio.to_thread(choirctl, filled.home.root, *args)
 
 
-def fields(model: type[a.OperatorModel]) -> set[str]:
+def fields(model: type[OperatorModel]) -> set[str]:
     return set(model.model_fields)
 
 

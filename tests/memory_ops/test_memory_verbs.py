@@ -17,8 +17,9 @@ from choir.home import ChoirHome
 from choir.store.knowledge import KNOWLEDGE_MAX_BYTES
 from tests.daemon.conftest import read_config, write_config
 from tests.harness.cluster import serving
+from tests.harness.memory import TEXTS
 
-from .conftest import TEXTS, Filled
+from .conftest import Filled
 
 
 async def test_semantic_text_and_hybrid_search_find_the_chunk_asked_for(filled: Filled):

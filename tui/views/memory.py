@@ -11,6 +11,7 @@ back to text (no embedder answered) says so above the results.
 from __future__ import annotations
 
 import contextlib
+import json
 from typing import TYPE_CHECKING, Any, ClassVar, Final
 
 from rich.text import Text
@@ -290,7 +291,7 @@ def item_text(item: a.MemoryItem) -> Text:
     for event in item.events:
         body = event.payload.get("text") if isinstance(event.payload.get("text"), str) else None
         text.append(f"{event.rev:>5} {event.lane:<20} {event.event_type:<16} ", "dim")
-        text.append(flat(body) if body else flat(str(event.payload)))
+        text.append(flat(body) if body else flat(json.dumps(event.payload, ensure_ascii=False)))
         text.append("\n")
     if item.events_truncated:
         text.append("(more events: choirctl session events)", "dim")
