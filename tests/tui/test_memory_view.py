@@ -8,6 +8,8 @@ from typing import Any
 from textual.widgets import Input, Static
 
 from tests.harness.memory import TEXTS, fill_memory
+from tests.tui.actions.conftest import confirmation, notes
+from tests.tui.actions.test_actions_palette import palette, prompt
 from tests.tui.conftest import Live, column
 from tests.tui.pilot import console, show_tab, until
 from tui.views.memory import MemoryView
@@ -29,14 +31,14 @@ async def test_stats_search_open_and_knowledge(live: Live):
         assert "embedding local (256 dims) · queue 0 · breaker closed" in shown(app, "memory-stats")
 
         await pilot.press("slash")
-        assert isinstance(app.focused, Input)
+        assert isinstance(app.screen.focused, Input)
         await pilot.press(*"kubectl", "enter")
         await until(pilot, lambda: "hit(s) for 'kubectl'" in shown(app, "memory-what"))
         assert "3 hit(s) for 'kubectl' (hybrid)" in shown(app, "memory-what")
-        texts = column(app, "memory-results", view.table.ordered_columns[3].key)
+        texts = column(app, "memory-results", "text")
         assert texts[0] == TEXTS[0]  # the text match ranks first; the vectors bring the rest
         assert sorted(texts) == sorted(TEXTS)
-        assert app.focused is view.table
+        assert view.table.has_focus
 
         await pilot.press("enter")  # open the hit
         await until(pilot, lambda: "source events" in shown(app, "memory-detail"), what="item")
@@ -59,3 +61,35 @@ async def test_stats_search_open_and_knowledge(live: Live):
         await pilot.press("slash", *"internet access", "enter")
         await until(pilot, lambda: "(semantic)" in shown(app, "memory-what"), what="search")
         assert [row.value for row in view.table.rows] == [wifi.item.id]
+
+
+async def test_knowledge_from_the_palette_and_a_refusal_as_one_notification(live: Live):
+    async with console(live.home) as (app, pilot):
+        app.select_agent("agent-1")
+        await palette(pilot, "knowledge put")
+        assert (await prompt(pilot)).value == "agent-1"
+        await pilot.press("enter")
+        await prompt(pilot)
+        await pilot.press(*"the printer is on floor two", "enter")
+        await prompt(pilot)  # the key: none
+        await pilot.press("enter")
+        await until(
+            pilot,
+            lambda: any("stored in agent-1's knowledge" in t for _, t in notes(app)),
+            what="the notice",
+        )
+
+        await palette(pilot, "knowledge delete")
+        await pilot.press("enter")  # agent-1
+        await prompt(pilot)
+        await pilot.press(*"no.such.key", "enter")
+        dialog = await confirmation(pilot)
+        assert dialog.question == "Delete no.such.key from agent-1's knowledge?"
+        await pilot.press("y")
+        await until(
+            pilot,
+            lambda: any("has no knowledge item 'no.such.key'" in t for _, t in notes(app)),
+            what="the refusal",
+        )
+    items = (await live.client.knowledge_list("agent-1")).items
+    assert [item.text for item in items] == ["the printer is on floor two"]

@@ -88,7 +88,8 @@ class MemoryView(ChoirView):
         return self.query_one("#memory-results", DataTable)
 
     def on_mount(self) -> None:
-        self.table.add_columns("id", "score", "from", "text")
+        for column in ("id", "score", "from", "text"):
+            self.table.add_column(column, key=column)
         super().on_mount()
         self.read_stats()
 
