@@ -7,6 +7,7 @@ the console do; the memory was written through choird's own store and embedding 
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 import pytest
@@ -15,6 +16,7 @@ from choir.core.memory.chunks import ChunkKind, MemoryChunk
 from choir.errors import NotFoundError, UsageError
 from choir.home import ChoirHome
 from choir.store.knowledge import KNOWLEDGE_MAX_BYTES
+from tests.ctl.cli import choirctl
 from tests.daemon.conftest import read_config, write_config
 from tests.harness.cluster import serving
 from tests.harness.memory import TEXTS
@@ -204,12 +206,22 @@ async def test_without_an_embedder_search_falls_back_to_text_and_says_so(
         stored = await client.knowledge_put("agent-1", "the printer is on floor two")
         found = await client.memory_search("agent-1", "printer", store="knowledge")
         stats = await client.memory_stats("agent-1")
+        cli = await asyncio.to_thread(
+            choirctl, home.root, "memory", "search", "agent-1", "printer", "--store", "knowledge"
+        )
+
+    assert cli.code == 0
+    assert cli.err == f"warning: {found.fallback}\n"
+    assert cli.out.startswith("agent-1's knowledge memory, text search: 1 hit(s)\n")
 
     assert (stored.embedded, stored.item.has_vector) == (False, False)
     assert (found.mode, found.asked_mode) == ("text", "hybrid")
     assert found.fallback is not None
     assert "searched by text" in found.fallback
-    assert "text-embedding-3-small did not answer in time" in found.fallback
+    assert found.fallback == (
+        "no vector from the embedding provider text-embedding-3-small within 300 ms "
+        "(down, slow or failing): searched by text"
+    )
     assert [hit.id for hit in found.hits] == [stored.item.id]
     assert stats.agents[0].vectors_missing == 1
     assert stats.embedding.provider == "text-embedding-3-small"

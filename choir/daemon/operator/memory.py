@@ -64,7 +64,7 @@ async def memory_search(ctx: OperatorContext, request: r.MemorySearch) -> a.Memo
             raise UsageError(f"mode {mode} needs query text: what to search for")
         vector = await _embed(ctx.memory, request.query, None)
         if vector is None:
-            mode, fallback = "text", _why_no_vector(ctx.memory)
+            mode, fallback = "text", _why_no_vector(ctx)
     query = MemoryQuery(
         store=request.store,
         mode=mode,
@@ -91,7 +91,8 @@ async def _embed(service: MemoryService | None, text: str, timeout_s: float | No
     return await service.embed_query(text, timeout_s)
 
 
-def _why_no_vector(service: MemoryService | None) -> str:
+def _why_no_vector(ctx: OperatorContext) -> str:
+    service = ctx.memory
     if service is None:
         return "this choird has no embedding service: searched by text"
     if service.paused:
@@ -99,8 +100,10 @@ def _why_no_vector(service: MemoryService | None) -> str:
             f"the embedding provider {service.provider_name} is paused after failures: "
             "searched by text"
         )
+    wait_ms = ctx.config.embedding.query_timeout_ms
     return (
-        f"the embedding provider {service.provider_name} did not answer in time: searched by text"
+        f"no vector from the embedding provider {service.provider_name} within {wait_ms} ms "
+        "(down, slow or failing): searched by text"
     )
 
 
