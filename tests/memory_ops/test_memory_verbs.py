@@ -12,14 +12,14 @@ from pathlib import Path
 
 import pytest
 
-from choir.core.memory.chunks import ChunkKind, MemoryChunk
+from choir.core.memory.chunks import ChunkKind, MemoryChunk, Tier
 from choir.errors import NotFoundError, UsageError
 from choir.home import ChoirHome
 from choir.store.knowledge import KNOWLEDGE_MAX_BYTES
 from tests.ctl.cli import choirctl
 from tests.daemon.conftest import read_config, write_config
 from tests.harness.cluster import serving
-from tests.harness.memory import TEXTS
+from tests.harness.memory import TEXTS, committed_session
 
 from .conftest import Filled
 
@@ -225,3 +225,21 @@ async def test_without_an_embedder_search_falls_back_to_text_and_says_so(
     assert [hit.id for hit in found.hits] == [stored.item.id]
     assert stats.agents[0].vectors_missing == 1
     assert stats.embedding.provider == "text-embedding-3-small"
+
+
+async def test_show_carries_at_most_200_source_events_and_says_there_are_more(filled: Filled):
+    session_id = await committed_session(filled.daemon, events=230)
+    long_chunk = [MemoryChunk(0, "a long tool run", ChunkKind.TOOL_CALL, 1, 230)]
+    past_end = [MemoryChunk(1, "revs never stored", ChunkKind.TOOL_CALL, 229, 240)]
+    refs = await filled.store.add_session_chunks(
+        "agent-1", session_id, Tier.MID_TERM, long_chunk + past_end
+    )
+
+    long = await filled.client.memory_show(str(refs[0].id))
+    tail = await filled.client.memory_show(str(refs[1].id))
+    cli = await asyncio.to_thread(choirctl, filled.home.root, "memory", "show", str(refs[0].id))
+
+    assert [e.rev for e in long.events] == list(range(1, 201))
+    assert long.events_truncated
+    assert cli.out.endswith(f"(more: choirctl session events {session_id} --from-rev 201)\n")
+    assert ([e.rev for e in tail.events], tail.events_truncated) == ([229, 230], False)

@@ -177,15 +177,15 @@ def _uuid(text: str) -> UUID:
 
 async def _source_events(ctx: OperatorContext, chunk: StoredChunk) -> tuple[list[Any], bool]:
     """The stored events of the chunk's rev range (none for a summary chunk), and whether the
-    range holds more than one answer carries."""
+    range holds more than one answer carries (`SOURCE_EVENTS_MAX`, or `PAGE_MAX_BYTES`)."""
     first, last = chunk.first_rev, chunk.last_rev
     if first is None or last is None or last < first:
         return [], False
-    wanted = last - first + 1
+    wanted = min(last - first + 1, SOURCE_EVENTS_MAX + 1)  # one more: is there more?
     async with ctx.pool.acquire() as conn:
-        records = await read_events(conn, chunk.session_id, first, min(wanted, SOURCE_EVENTS_MAX))
-    kept = bounded(records, newest=False)
-    return [event_view(record) for record in kept], len(kept) < wanted
+        records = await read_events(conn, chunk.session_id, first, wanted)
+    kept = bounded(records[:SOURCE_EVENTS_MAX], newest=False)
+    return [event_view(record) for record in kept], len(kept) < len(records)
 
 
 def _chunk_view(chunk: StoredChunk) -> a.ChunkView:
