@@ -123,7 +123,8 @@ class ChoirDaemon:
         self.memory: MemoryService | None = None
         """Embeds memory chunks and queries (§11.9); its provider loads at first use."""
         self.memory_store: PostgresMemoryStore | None = None
-        """The agents' session memory and knowledge (§11.9), as the operator verbs read it."""
+        """The agents' session memory and knowledge (§11.9). Its modules load numpy (~90 ms of
+        CPU, 16 MB): the first memory verb builds it (`operator.api.memory_store_of`)."""
 
     async def __aenter__(self) -> Self:
         try:
@@ -196,7 +197,6 @@ class ChoirDaemon:
         from choir.daemon.agents.services import AgentServices
         from choir.daemon.health.postgres import PostgresSupervisor
         from choir.daemon.memory.service import MemoryService, stage_source
-        from choir.daemon.memory.store import PostgresMemoryStore
         from choir.daemon.runtimes.adopt import adopt_agents
         from choir.daemon.runtimes.select import select_runtime
         from choir.daemon.sessions.state import utc_now
@@ -207,7 +207,6 @@ class ChoirDaemon:
         services = AgentServices.build(self.database.pool, stage)
         self.services = services
         self.memory = await self._stack.enter_async_context(MemoryService(stage_source(stage)))
-        self.memory_store = PostgresMemoryStore(self.database.pool)
         # Nobody could heartbeat while no choird ran: the threshold counts from now.
         services.sessions.excuse(utc_now())
         self._stack.callback(self.health.subscribe(self._on_health))

@@ -13,6 +13,8 @@ from uuid import UUID
 from choir.core.memory.chunks import ChunkKind, MemoryChunk, Tier
 from choir.daemon.app import ChoirDaemon
 from choir.daemon.memory.provider import Vector
+from choir.daemon.memory.store import PostgresMemoryStore
+from choir.daemon.operator.api import memory_store_of
 from choir.protocol import Verb
 from choir.store.memory_vectors import VectorTarget
 from tests.daemon.agent import AgentClient, Chain
@@ -29,8 +31,7 @@ async def fill_memory(daemon: ChoirDaemon, agent: str = "agent-1") -> tuple[str,
     """A stopped session of `agent` with six events and `TEXTS` as its embedded mid-term
     chunks; its id and the chunks' ids, in order."""
     session_id = await committed_session(daemon, events=6, agent=agent)
-    store = daemon.memory_store
-    assert store is not None
+    store = memory_store(daemon)
     chunks = [
         MemoryChunk(i, text, ChunkKind.TOOL_CALL, first_rev=2 * i + 1, last_rev=2 * i + 2)
         for i, text in enumerate(TEXTS)
@@ -40,6 +41,13 @@ async def fill_memory(daemon: ChoirDaemon, agent: str = "agent-1") -> tuple[str,
     assert daemon.services is not None
     await daemon.services.sessions.stop(session_id, "test")
     return session_id, [ref.id for ref in refs]
+
+
+def memory_store(daemon: ChoirDaemon) -> PostgresMemoryStore:
+    """choird's memory store (the one its operator verbs use)."""
+    store = memory_store_of(daemon)
+    assert isinstance(store, PostgresMemoryStore)
+    return store
 
 
 async def committed_session(daemon: ChoirDaemon, *, events: int, agent: str = "agent-1") -> str:
@@ -57,9 +65,8 @@ async def embed(
     daemon: ChoirDaemon, agent: str, target: VectorTarget, rows: list[tuple[UUID, str]]
 ) -> None:
     """Vectors for `rows` from the memory service's queue, stored."""
-    memory, store = daemon.memory, daemon.memory_store
+    memory, store = daemon.memory, memory_store(daemon)
     assert memory is not None
-    assert store is not None
     futures = [await memory.enqueue(str(row_id), text) for row_id, text in rows]
     async with asyncio.timeout(60):
         vectors = await asyncio.gather(*futures)

@@ -21,7 +21,7 @@ from choir.daemon.memory.store import PostgresMemoryStore
 from choir.home import ChoirHome
 from choir.scripted import ReplyStep, Script
 from tests.harness.cluster import serving
-from tests.harness.memory import fill_memory
+from tests.harness.memory import fill_memory, memory_store
 
 
 @pytest.fixture
@@ -40,8 +40,7 @@ class Filled:
 
     @property
     def store(self) -> PostgresMemoryStore:
-        assert self.daemon.memory_store is not None
-        return self.daemon.memory_store
+        return memory_store(self.daemon)
 
     @property
     def memory(self) -> MemoryService:

@@ -158,7 +158,7 @@ class OperatorApi:
         feed: OperatorFeed | None = None,
         lifecycle: Lifecycle | None = None,
         health: DaemonHealth | None = None,
-        memory_store: MemoryStore | None = None,
+        memory_store: Callable[[], MemoryStore | None] | None = None,
         memory: MemoryService | None = None,
     ) -> None:
         feed = feed if feed is not None else OperatorFeed()
@@ -177,7 +177,7 @@ class OperatorApi:
             console=ConsoleDm(DmCommands(call)),  # a DM's commands run the verbs in-process
             lifecycle=lifecycle,
             health=health,
-            memory_store=memory_store,
+            memory_store=memory_store or (lambda: None),
             memory=memory,
         )
         """What the verbs work with."""
@@ -264,9 +264,19 @@ def operator_handler(daemon: ChoirDaemon) -> OperatorApi:
         push=push,
         lifecycle=lifecycle,
         health=daemon.health,
-        memory_store=daemon.memory_store,
+        memory_store=lambda: memory_store_of(daemon),
         memory=daemon.memory,
     )
+
+
+def memory_store_of(daemon: ChoirDaemon) -> MemoryStore | None:
+    """The daemon's memory store, built on first use (numpy and pgvector load with it, not
+    with choird's start); None before its database is up."""
+    if daemon.memory_store is None and daemon.database is not None:
+        from choir.daemon.memory.store import PostgresMemoryStore
+
+        daemon.memory_store = PostgresMemoryStore(daemon.database.pool)
+    return daemon.memory_store
 
 
 def as_rpc_error(error: ChoirError) -> RpcError:

@@ -7,6 +7,7 @@ handler (`operator_api`) only dispatches.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING
@@ -46,8 +47,9 @@ class OperatorContext:
     """The agent runtime `agent.start`/`agent.stop` use; None where choird runs no agents."""
     health: DaemonHealth = field(default_factory=DaemonHealth)
     """choird's database and disk problems (`status`, the feed's `health` items)."""
-    memory_store: MemoryStore | None = None
-    """The agents' memory (`memory.*`, `knowledge.*`); None where choird serves none."""
+    memory_store: Callable[[], MemoryStore | None] = lambda: None
+    """The agents' memory (`memory.*`, `knowledge.*`), built at first use; None where choird
+    serves none."""
     memory: MemoryService | None = None
     """choird's embedding service: query vectors, queue depth, breaker."""
 

@@ -44,9 +44,10 @@ _VECTOR_MODES: Final = ("semantic", "hybrid")
 
 
 def _store(ctx: OperatorContext) -> MemoryStore:
-    if ctx.memory_store is None:
+    store = ctx.memory_store()
+    if store is None:
         raise UnavailableError("this choird serves no memory store: restart choird")
-    return ctx.memory_store
+    return store
 
 
 # -- search -----------------------------------------------------------------------------------
