@@ -28,6 +28,7 @@ from choir.protocol.operator import requests as r
 from choir.store.events import read_events
 
 if TYPE_CHECKING:
+    from choir.daemon.memory.provider import Vector
     from choir.daemon.memory.service import MemoryService
     from choir.daemon.memory.store import MemoryStore
     from choir.store.knowledge import KnowledgeItem
@@ -85,7 +86,9 @@ async def memory_search(ctx: OperatorContext, request: r.MemorySearch) -> a.Memo
     )
 
 
-async def _embed(service: MemoryService | None, text: str, timeout_s: float | None) -> Any:
+async def _embed(
+    service: MemoryService | None, text: str, timeout_s: float | None
+) -> Vector | None:
     """The vector of `text`, or None when no embedder answers."""
     if service is None:
         return None
