@@ -17,6 +17,8 @@ OPERATOR_NOUNS = (
     "workspace",
     "model",
     "voice",
+    "memory",
+    "knowledge",
 )
 _COMMANDS = {"status", "chat", "logs"}
 

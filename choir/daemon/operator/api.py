@@ -34,6 +34,7 @@ from choir.daemon.operator import chat as operator_chat
 from choir.daemon.operator import config as operator_config
 from choir.daemon.operator import events as operator_events
 from choir.daemon.operator import logs as operator_logs
+from choir.daemon.operator import memory as operator_memory
 from choir.daemon.operator import recover as operator_recover
 from choir.daemon.operator import sessions as operator_sessions
 from choir.daemon.operator import status as operator_status
@@ -59,6 +60,8 @@ from choir.transport import Payload, Request, RpcError, Stream
 
 if TYPE_CHECKING:
     from choir.daemon.app import ChoirDaemon
+    from choir.daemon.memory.service import MemoryService
+    from choir.daemon.memory.store import MemoryStore
 
 Answer = WireModel | AsyncIterator[WireModel]
 """A verb's answer, or the items it streams; serialized here, once, as JSON."""
@@ -124,6 +127,13 @@ VERBS: Final[Mapping[OperatorVerb, Route]] = {
     V.SUBSCRIBE: Route(_subscribe),
     V.CHAT_SEND: Route(operator_chat.chat_send),
     V.CHAT_REPLIES: Route(operator_chat.chat_replies),
+    V.MEMORY_SEARCH: Route(operator_memory.memory_search),
+    V.MEMORY_SHOW: Route(operator_memory.memory_show),
+    V.MEMORY_STATS: Route(operator_memory.memory_stats),
+    V.KNOWLEDGE_LIST: Route(operator_memory.knowledge_list),
+    V.KNOWLEDGE_SHOW: Route(operator_memory.knowledge_show),
+    V.KNOWLEDGE_PUT: Route(operator_memory.knowledge_put),
+    V.KNOWLEDGE_DELETE: Route(operator_memory.knowledge_delete),
 }
 """Who answers every operator verb. `session.events` (with follow), `logs`, `subscribe`,
 `agent.build`, `agent.update`, `agent.update_all` and `chat.replies` stream."""
@@ -148,6 +158,8 @@ class OperatorApi:
         feed: OperatorFeed | None = None,
         lifecycle: Lifecycle | None = None,
         health: DaemonHealth | None = None,
+        memory_store: Callable[[], MemoryStore | None] | None = None,
+        memory: MemoryService | None = None,
     ) -> None:
         feed = feed if feed is not None else OperatorFeed()
         health = health if health is not None else DaemonHealth()
@@ -165,6 +177,8 @@ class OperatorApi:
             console=ConsoleDm(DmCommands(call)),  # a DM's commands run the verbs in-process
             lifecycle=lifecycle,
             health=health,
+            memory_store=memory_store or (lambda: None),
+            memory=memory,
         )
         """What the verbs work with."""
         detach_feed = feed.attach(services)
@@ -245,8 +259,24 @@ def operator_handler(daemon: ChoirDaemon) -> OperatorApi:
     if daemon.runtime is not None:
         lifecycle = Lifecycle(daemon.runtime, daemon.open_agent_socket, shutdown=daemon.stop)
     return OperatorApi(
-        services, database.pool, push=push, lifecycle=lifecycle, health=daemon.health
+        services,
+        database.pool,
+        push=push,
+        lifecycle=lifecycle,
+        health=daemon.health,
+        memory_store=lambda: memory_store_of(daemon),
+        memory=daemon.memory,
     )
+
+
+def memory_store_of(daemon: ChoirDaemon) -> MemoryStore | None:
+    """The daemon's memory store, built on first use (numpy and pgvector load with it, not
+    with choird's start); None before its database is up."""
+    if daemon.memory_store is None and daemon.database is not None:
+        from choir.daemon.memory.store import PostgresMemoryStore
+
+        daemon.memory_store = PostgresMemoryStore(daemon.database.pool)
+    return daemon.memory_store
 
 
 def as_rpc_error(error: ChoirError) -> RpcError:

@@ -7,8 +7,10 @@ handler (`operator_api`) only dispatches.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import TYPE_CHECKING
 
 from choir.config import ChoirConfig
 from choir.daemon.agents.services import AgentServices
@@ -24,6 +26,10 @@ from choir.errors import ConflictError, NotFoundError
 from choir.home import ChoirHome
 from choir.store.postgres.pool import Pool
 from choir.store.sessions import SessionRow, SessionStatus, get_session, previous_session
+
+if TYPE_CHECKING:  # numpy and pgvector load with the first memory verb
+    from choir.daemon.memory.service import MemoryService
+    from choir.daemon.memory.store import MemoryStore
 
 
 @dataclass(frozen=True)
@@ -41,6 +47,11 @@ class OperatorContext:
     """The agent runtime `agent.start`/`agent.stop` use; None where choird runs no agents."""
     health: DaemonHealth = field(default_factory=DaemonHealth)
     """choird's database and disk problems (`status`, the feed's `health` items)."""
+    memory_store: Callable[[], MemoryStore | None] = lambda: None
+    """The agents' memory (`memory.*`, `knowledge.*`), built at first use; None where choird
+    serves none."""
+    memory: MemoryService | None = None
+    """choird's embedding service: query vectors, queue depth, breaker."""
 
     @property
     def stage(self) -> ConfigStage:
