@@ -106,14 +106,14 @@ def demo_script() -> Script:
             # memory: what the tools answered ('remember', 'recall' below)
             ReplyStep(
                 after="tool",
-                match_regex='"status":"error","summary":' + _JSON_STRING,
+                match_regex='^\\{"status":"error","summary":' + _JSON_STRING,
                 templated=True,
                 repeat=True,
                 text="The tool answered with an error: {1}",
             ),
             ReplyStep(
                 after="tool",
-                match="stored knowledge",
+                match_regex=r'^\{"status":"success","summary":"stored knowledge',
                 repeat=True,
                 text=(
                     "Stored in my knowledge base, which outlives this session: restart me "
