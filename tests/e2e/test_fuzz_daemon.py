@@ -14,7 +14,7 @@ import asyncio
 import contextlib
 import ssl
 import struct
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -28,10 +28,13 @@ from choir.agent.replication.control_plane import ControlPlane
 from choir.client import ChoirClient
 from choir.daemon.app import ChoirDaemon
 from choir.daemon.operator.api import VERBS as OPERATOR_VERBS
+from choir.home import ChoirHome
 from choir.protocol import ReportStatusRequest, Verb
+from choir.store.postgres.target import ConnectParams
 from choir.transport.framing import encode_frame
 from choir.transport.tls import client_context
 from tests.harness.daemons import agent_control_plane, certificate
+from tests.harness.homes import external_postgres, make_home, short_root
 
 pytestmark = pytest.mark.slow
 
@@ -62,6 +65,17 @@ class Listeners:
             for probe in self.probes:
                 report = ReportStatusRequest(lane="edge", state="EDGE_IDLE")
                 assert (await probe.report_status(report)).ack is True
+
+
+@pytest.fixture
+def home(pg_params: ConnectParams) -> Iterator[ChoirHome]:
+    """tests/e2e's home, its crash detection far off: the probes send no heartbeat, and 250
+    examples on a loaded machine outlast the default 10 s after which choird would end agent-2's
+    session as crashed (the junk's doing is what is tested, not the reaper's)."""
+    with short_root() as root:
+        yield make_home(
+            root, postgres=external_postgres(pg_params), crash_detection_threshold_ms=3_600_000
+        )
 
 
 @pytest.fixture
