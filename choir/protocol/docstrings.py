@@ -7,13 +7,15 @@ model, about a quarter of choir-agent's import time with ~120 models. `WireModel
 class in it found by its qualified name. The rule is pydantic's: a string statement right after
 an annotated assignment in the class body documents that attribute, `inspect.cleandoc`ed, and
 an explicit `Field(description=...)` wins. `tests/protocol/test_docstrings.py` checks every
-model against pydantic's own extraction.
+model against pydantic's own extraction. What a file yields is kept beside its bytecode for the
+next process (`choir.protocol.docstring_cache`).
 """
 
 from __future__ import annotations
 
 import ast
 import inspect
+import os
 import sys
 import textwrap
 from dataclasses import dataclass
@@ -22,6 +24,8 @@ from types import FrameType
 from typing import Any
 
 from pydantic import BaseModel
+
+from choir.protocol.docstring_cache import Found, load, store
 
 
 def describe_fields(cls: type[BaseModel]) -> None:
@@ -80,29 +84,45 @@ def _parsed_alone(cls: type[Any]) -> _Statement | None:
 
 
 def _statement(node: ast.ClassDef) -> _Statement:
+    return _Statement(*_summary(node))
+
+
+def _summary(node: ast.ClassDef) -> tuple[int, int, dict[str, str]]:
     docs: dict[str, str] = {}
     _DocstringVisitor(docs).generic_visit(node)
-    return _Statement(node.lineno, node.end_lineno or node.lineno, docs)
+    return node.lineno, node.end_lineno or node.lineno, docs
 
 
 @cache
 def _classes(filename: str) -> dict[str, list[_Statement]]:
     """Qualified name -> the class statements of a source file that define it."""
     try:
+        stat = os.stat(filename)
+    except OSError:
+        return {}
+    found = load(filename, stat)
+    if found is None:
+        found = _parsed(filename)
+        store(filename, stat, found)
+    return {name: [_Statement(*each) for each in statements] for name, statements in found.items()}
+
+
+def _parsed(filename: str) -> Found:
+    try:
         with open(filename, "rb") as source:
             tree = ast.parse(source.read(), filename)
     except (OSError, SyntaxError, ValueError):
         return {}
-    found: dict[str, list[_Statement]] = {}
+    found: Found = {}
     _index(tree.body, "", found)
     return found
 
 
-def _index(body: list[ast.stmt], prefix: str, found: dict[str, list[_Statement]]) -> None:
+def _index(body: list[ast.stmt], prefix: str, found: Found) -> None:
     for node in body:
         if isinstance(node, ast.ClassDef):
             name = prefix + node.name
-            found.setdefault(name, []).append(_statement(node))
+            found.setdefault(name, []).append(_summary(node))
             _index(node.body, f"{name}.", found)
         elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
             _index(node.body, f"{prefix}{node.name}.<locals>.", found)
