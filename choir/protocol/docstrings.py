@@ -7,20 +7,25 @@ model, about a quarter of choir-agent's import time with ~120 models. `WireModel
 class in it found by its qualified name. The rule is pydantic's: a string statement right after
 an annotated assignment in the class body documents that attribute, `inspect.cleandoc`ed, and
 an explicit `Field(description=...)` wins. `tests/protocol/test_docstrings.py` checks every
-model against pydantic's own extraction.
+model against pydantic's own extraction. What a file yields is kept beside its bytecode for the
+next process (`choir.protocol.docstring_cache`).
 """
 
 from __future__ import annotations
 
 import ast
 import inspect
+import os
 import sys
 import textwrap
+from dataclasses import dataclass
 from functools import cache
 from types import FrameType
 from typing import Any
 
 from pydantic import BaseModel
+
+from choir.protocol.docstring_cache import Found, load, store
 
 
 def describe_fields(cls: type[BaseModel]) -> None:
@@ -33,15 +38,22 @@ def describe_fields(cls: type[BaseModel]) -> None:
 
 def attribute_docstrings(cls: type[Any]) -> dict[str, str]:
     """Attribute name -> docstring, from the body of `cls`'s own class statement."""
-    node = _class_node(cls)
-    if node is None:
-        return {}
-    docs: dict[str, str] = {}
-    _DocstringVisitor(docs).generic_visit(node)
-    return docs
+    statement = _class_statement(cls)
+    return dict(statement.docs) if statement is not None else {}
 
 
-def _class_node(cls: type[Any]) -> ast.ClassDef | None:
+@dataclass(frozen=True)
+class _Statement:
+    """One class statement of a source file: its lines and its attribute docstrings. Only
+    these are kept per file, not the syntax tree (~1.7 MB for choir-agent's models, held for
+    the life of the process by the cache)."""
+
+    first: int
+    last: int
+    docs: dict[str, str]
+
+
+def _class_statement(cls: type[Any]) -> _Statement | None:
     module = sys.modules.get(cls.__module__)
     filename = getattr(module, "__file__", None)
     if filename is None:
@@ -54,41 +66,63 @@ def _class_node(cls: type[Any]) -> ast.ClassDef | None:
     frame: FrameType | None = sys._getframe(1)
     while frame is not None:
         if frame.f_code.co_filename == filename:
-            for node in candidates:
-                if node.lineno <= frame.f_lineno <= (node.end_lineno or node.lineno):
-                    return node
+            for statement in candidates:
+                if statement.first <= frame.f_lineno <= statement.last:
+                    return statement
         frame = frame.f_back
     return _parsed_alone(cls)
 
 
-def _parsed_alone(cls: type[Any]) -> ast.ClassDef | None:
+def _parsed_alone(cls: type[Any]) -> _Statement | None:
     """The class statement from `inspect.getsource`, for a class whose file is unknown."""
     try:
         source = textwrap.dedent(inspect.getsource(cls))
-        statement = ast.parse(source).body[0]
+        node = ast.parse(source).body[0]
     except (OSError, TypeError, SyntaxError, IndexError):
         return None
-    return statement if isinstance(statement, ast.ClassDef) else None
+    return _statement(node) if isinstance(node, ast.ClassDef) else None
+
+
+def _statement(node: ast.ClassDef) -> _Statement:
+    return _Statement(*_summary(node))
+
+
+def _summary(node: ast.ClassDef) -> tuple[int, int, dict[str, str]]:
+    docs: dict[str, str] = {}
+    _DocstringVisitor(docs).generic_visit(node)
+    return node.lineno, node.end_lineno or node.lineno, docs
 
 
 @cache
-def _classes(filename: str) -> dict[str, list[ast.ClassDef]]:
+def _classes(filename: str) -> dict[str, list[_Statement]]:
     """Qualified name -> the class statements of a source file that define it."""
+    try:
+        stat = os.stat(filename)
+    except OSError:
+        return {}
+    found = load(filename, stat)
+    if found is None:
+        found = _parsed(filename)
+        store(filename, stat, found)
+    return {name: [_Statement(*each) for each in statements] for name, statements in found.items()}
+
+
+def _parsed(filename: str) -> Found:
     try:
         with open(filename, "rb") as source:
             tree = ast.parse(source.read(), filename)
     except (OSError, SyntaxError, ValueError):
         return {}
-    found: dict[str, list[ast.ClassDef]] = {}
+    found: Found = {}
     _index(tree.body, "", found)
     return found
 
 
-def _index(body: list[ast.stmt], prefix: str, found: dict[str, list[ast.ClassDef]]) -> None:
+def _index(body: list[ast.stmt], prefix: str, found: Found) -> None:
     for node in body:
         if isinstance(node, ast.ClassDef):
             name = prefix + node.name
-            found.setdefault(name, []).append(node)
+            found.setdefault(name, []).append(_summary(node))
             _index(node.body, f"{name}.", found)
         elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
             _index(node.body, f"{prefix}{node.name}.<locals>.", found)
