@@ -39,6 +39,9 @@ GOALS = {
     "session_close_10k_events_cpu_s": "(choird's + Postgres' CPU over the same span)",
     "session_close_10k_postgres_cpu_s": "(Postgres' part: storing and HNSW-indexing vectors)",
     "session_close_10k_chunks": "(chunks the session became)",
+    "vector_top10_cpu_ms": "(mean, client + Postgres backend)",
+    "text_common_term_cpu_ms": "(mean, client + Postgres backend)",
+    "hybrid_top10_cpu_ms": "(mean, client + Postgres backend)",
 }
 CALL = 1_000
 

@@ -15,7 +15,9 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Final
 
-from choir.errors import ConfigError, ConflictError
+import asyncpg
+
+from choir.errors import ConfigError, ConflictError, NotFoundError
 from choir.store.postgres.ddl import AGENT_MIGRATIONS, CONTROL_SCHEMA, apply_migrations
 from choir.store.postgres.idents import agent_role, agent_schema, quote_ident
 from choir.store.postgres.pool import Connection
@@ -92,10 +94,16 @@ async def run_as_agent(
     schema = quote_ident(agent_schema(agent_id))
     settings = f"; SET LOCAL hnsw.ef_search = {ef_search:d}" if ef_search is not None else ""
     async with conn.transaction():
-        await conn.execute(
-            f"SET LOCAL ROLE {quote_ident(agent_role(agent_id))}; "
-            f"SET LOCAL search_path TO {schema}, public{settings}"
-        )
+        try:
+            await conn.execute(
+                f"SET LOCAL ROLE {quote_ident(agent_role(agent_id))}; "
+                f"SET LOCAL search_path TO {schema}, public{settings}"
+            )
+        except asyncpg.InvalidParameterValueError:  # the role does not exist
+            raise NotFoundError(
+                f"agent {agent_id} has no memory schema: is it in config.json and has choird "
+                "started since it was added?"
+            ) from None
         yield conn
 
 

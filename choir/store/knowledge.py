@@ -27,6 +27,8 @@ content is split into items by the caller."""
 KNOWLEDGE_KEY_MAX_CHARS: Final = 200
 KNOWLEDGE_METADATA_MAX_BYTES: Final = 4 * 1024
 """Largest metadata (tags, source, category) as JSON."""
+LIST_MAX: Final = 1000
+"""Most items one page lists."""
 
 _FIELDS: Final = "d.id, d.key, d.text, d.metadata, d.created_at, d.updated_at"
 _HAS_VECTOR: Final = "EXISTS (SELECT FROM knowledge_embeddings e WHERE e.document_id = d.id)"
@@ -150,6 +152,8 @@ async def list_items(
 ) -> list[KnowledgeItem]:
     """Up to `limit` items, oldest first, after the item with id `after` (the previous page's
     last); an `after` that was deleted since is refused (list again from the start)."""
+    if not 1 <= limit <= LIST_MAX:
+        raise UsageError(f"a knowledge page lists 1 to {LIST_MAX} items, not {limit}")
     position: datetime | None = None
     after_id = _as_uuid(after) if after is not None else None
     if after is not None:

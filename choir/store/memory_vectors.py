@@ -1,11 +1,14 @@
 """Embeddings of session chunks and knowledge items (§23.2-23.3): written, and found missing.
 
 Vectors arrive after their rows (the embedding queue, a backfill), so a row may have been
-deleted or promoted in between: such vectors are skipped, never an error, and a promoted
-(`long_term_detail`) chunk never gets one back. The rows are locked `FOR KEY SHARE` while the
-vectors go in, so a delete racing the write waits or is seen, never a foreign-key failure. A
-vector of the wrong size is refused before anything is written: a mixed-size column cannot be
-searched. Functions take a connection already running as the agent (`run_as_agent`).
+deleted, promoted or given a new text in between: such vectors are skipped, never an error. A
+promoted (`long_term_detail`) chunk never gets one back, and a vector sent with the text it was
+computed from is written only if the row still holds that text: otherwise an updated item could
+keep its old text's vector for good (if the new text's embedding failed, nothing would tell).
+The rows are locked `FOR KEY SHARE` while the vectors go in, so a delete racing the write waits
+or is seen, never a foreign-key failure. A vector of the wrong size is refused before anything
+is written: a mixed-size column cannot be searched. Functions take a connection already running
+as the agent (`run_as_agent`).
 """
 
 from __future__ import annotations
@@ -20,21 +23,24 @@ import numpy.typing as npt
 from pgvector import Vector as PgVector
 
 from choir.errors import UsageError
-from choir.store.postgres.jsonb_safe import decode_text
+from choir.store.postgres.jsonb_safe import decode_text, encode_text
 from choir.store.postgres.pool import Connection
 
 VectorTarget: TypeAlias = Literal["memory", "knowledge"]
 """Which embeddings: session chunks (`memory_embeddings`) or knowledge items."""
 VECTOR_TARGETS: Final[tuple[VectorTarget, ...]] = ("memory", "knowledge")
 Array: TypeAlias = npt.NDArray[np.float32]
+VectorOf: TypeAlias = tuple[UUID | str, npt.ArrayLike] | tuple[UUID | str, npt.ArrayLike, str]
+"""A row's id and its vector, optionally with the text the vector was computed from."""
 
 # `vector[]` is bound as pgvector's own objects: asyncpg would walk a numpy array's floats as
 # one more array dimension.
 _UPSERT: Final = """
 INSERT INTO {target}_embeddings (document_id, embedding)
 SELECT d.id, v.embedding
-FROM unnest($1::uuid[], $2::vector[]) AS v (id, embedding)
-JOIN {target}_documents d ON d.id = v.id {only_searched}
+FROM unnest($1::uuid[], $2::vector[], $3::text[]) AS v (id, embedding, text)
+JOIN {target}_documents d
+    ON d.id = v.id AND (v.text IS NULL OR d.text = v.text) {only_searched}
 FOR KEY SHARE OF d
 ON CONFLICT (document_id) DO UPDATE SET embedding = EXCLUDED.embedding
 """
@@ -74,21 +80,28 @@ class VectorRefused(UsageError):
     """Vectors that cannot be stored (wrong size, not finite, a bad id)."""
 
 
-async def set_vectors(
-    conn: Connection, target: VectorTarget, vectors: Sequence[tuple[UUID | str, npt.ArrayLike]]
-) -> int:
-    """Store (or replace) the embeddings of rows of `target`; how many were written (rows gone
-    or promoted meanwhile are skipped). All or nothing: one bad vector refuses the lot."""
+async def set_vectors(conn: Connection, target: VectorTarget, vectors: Sequence[VectorOf]) -> int:
+    """Store (or replace) the embeddings of rows of `target`; how many were written (rows gone,
+    promoted or holding another text than the one given are skipped). All or nothing: one bad
+    vector refuses the lot."""
     if target not in _UPSERTS:
         raise VectorRefused(f"unknown vector target {target!r}: use memory or knowledge")
-    latest = {_as_uuid(ref): _as_array(vector) for ref, vector in vectors}
+    latest = {_as_uuid(item[0]): _parts(item) for item in vectors}
     if not latest:
         return 0
-    await _check_dims(conn, target, latest.values())
+    await _check_dims(conn, target, (array for array, _ in latest.values()))
     status: str = await conn.execute(
-        _UPSERTS[target], list(latest), [PgVector(v) for v in latest.values()]
+        _UPSERTS[target],
+        list(latest),
+        [PgVector(array) for array, _ in latest.values()],
+        [text for _, text in latest.values()],
     )
     return int(status.rsplit(" ", 1)[1])
+
+
+def _parts(item: VectorOf) -> tuple[Array, str | None]:
+    text = item[2] if len(item) == 3 else None  # (id, vector, text)
+    return _as_array(item[1]), encode_text(text) if text is not None else None
 
 
 async def missing_vectors(conn: Connection, *, limit: int) -> list[MissingVector]:

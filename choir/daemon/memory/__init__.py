@@ -14,5 +14,9 @@ into chunks; not yet offered to any tool or command, nor run at session close.
 - `queue`: `EmbeddingQueue`, flushed when a batch is full or on the heartbeat tick; a chunk whose
   embedding fails gets no vector, never an exception (`batching` holds its state).
 
-Nothing here writes to the store: vectors leave through a callback the memory store passes in.
+- `store`: the `MemoryStore` interface and `PostgresMemoryStore` (knowledge, session chunks,
+  vectors, promotion, stats), every call under the agent's own role; `search`: `MemoryQuery`,
+  its checks and modes.
+
+The embedding modules import no store: vectors leave through a callback the store's user passes in.
 """

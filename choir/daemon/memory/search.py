@@ -25,10 +25,11 @@ from choir.store.memory_search import MemoryHit, StoreName
 from choir.store.postgres.pool import Connection
 
 MAX_LIMIT: Final = 100
-EF_SEARCH: Final = 80
-"""HNSW candidate list per vector query. Recall@10 against exact search at 100k chunks of
-`bench.memory`'s corpus: 0.90 at pgvector's default 40, 0.955 at 64, 0.968 at 80, 0.978 at 100;
-its cost grows with it (index pages read per query: ~660 at 40, ~1200 at 80)."""
+EF_SEARCH: Final = 48
+"""HNSW candidate list per vector query; its cost grows with it. Recall@10 against exact search
+at 100k chunks of `bench.memory`'s corpus, on the indexes of agent migration 3
+(ef_construction 128): 0.957 at 40, 0.963 at 48, 0.979 at 64 (~940, ~1,060, ~1,300 index pages
+read per query). pgvector's default build needed 80 for 0.966 (~1,500 pages)."""
 STORES: Final[tuple[StoreName, ...]] = ("session", "knowledge")
 
 

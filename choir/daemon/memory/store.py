@@ -22,8 +22,7 @@ from typing import Any, Protocol, TypeVar
 from uuid import UUID
 
 from choir.core.memory.chunks import MemoryChunk, Tier
-from choir.daemon.memory.provider import Vector
-from choir.daemon.memory.search import MemoryQuery, ef_search, run_search
+from choir.daemon.memory.search import MemoryQuery, checked, ef_search, run_search
 from choir.errors import NotFoundError, UnavailableError
 from choir.store import knowledge, memory, memory_stats, memory_vectors
 from choir.store.agent_schema import run_as_agent
@@ -31,7 +30,7 @@ from choir.store.knowledge import KnowledgeItem
 from choir.store.memory import ChunkRef
 from choir.store.memory_search import MemoryHit
 from choir.store.memory_stats import MemoryStats
-from choir.store.memory_vectors import MissingVector, VectorTarget
+from choir.store.memory_vectors import MissingVector, VectorOf, VectorTarget
 from choir.store.postgres.failures import classify
 from choir.store.postgres.pool import Connection, Pool
 
@@ -74,9 +73,10 @@ class MemoryStore(Protocol):
         ...
 
     async def set_vectors(
-        self, agent_id: str, target: VectorTarget, vectors: Sequence[tuple[UUID | str, Vector]]
+        self, agent_id: str, target: VectorTarget, vectors: Sequence[VectorOf]
     ) -> int:
-        """Store embeddings; rows deleted or promoted meanwhile are skipped. A vector of the
+        """Store embeddings, each `(id, vector)` or `(id, vector, text it was computed from)`;
+        rows deleted, promoted or holding another text meanwhile are skipped. A vector of the
         wrong size refuses the whole batch."""
         ...
 
@@ -144,7 +144,7 @@ class PostgresMemoryStore:
         return await self._run(agent_id, lambda c: memory.add_chunks(c, session_id, tier, chunks))
 
     async def set_vectors(
-        self, agent_id: str, target: VectorTarget, vectors: Sequence[tuple[UUID | str, Vector]]
+        self, agent_id: str, target: VectorTarget, vectors: Sequence[VectorOf]
     ) -> int:
         return await self._run(agent_id, lambda c: memory_vectors.set_vectors(c, target, vectors))
 
@@ -160,6 +160,7 @@ class PostgresMemoryStore:
         return await self._run(agent_id, lambda c: memory.promote(c, session_id, summary_chunks))
 
     async def search(self, agent_id: str, query: MemoryQuery) -> list[MemoryHit]:
+        checked(query)  # refused before a connection is taken
         return await self._run(
             agent_id, lambda c: run_search(c, agent_id, query), ef_search=ef_search(query)
         )

@@ -255,6 +255,21 @@ ALTER TABLE {schema}.memory_documents
 DROP INDEX {schema}.memory_documents_session_idx;
 """,
     ),
+    Migration(
+        3,
+        "HNSW indexes built with ef_construction 128",
+        # A better-connected graph reaches recall@10 0.95 with a narrower search: at 100k chunks
+        # ef_search 48 reads ~1,050 index pages for 0.963 where pgvector's default build needs
+        # ~1,500 (ef_search 80) for 0.966 (`bench.memory`); building costs ~1.6x.
+        """
+DROP INDEX {schema}.memory_embeddings_hnsw_idx;
+CREATE INDEX memory_embeddings_hnsw_idx ON {schema}.memory_embeddings
+    USING hnsw (embedding vector_cosine_ops) WITH (m = 16, ef_construction = 128);
+DROP INDEX {schema}.knowledge_embeddings_hnsw_idx;
+CREATE INDEX knowledge_embeddings_hnsw_idx ON {schema}.knowledge_embeddings
+    USING hnsw (embedding vector_cosine_ops) WITH (m = 16, ef_construction = 128);
+""",
+    ),
 )
 
 

@@ -171,3 +171,29 @@ async def test_missing_vectors_lists_searchable_rows_only(
     }
     assert promoted[0].id not in {m.id for m in missing}
     assert len(await store.missing_vectors(ada, limit=2)) == 2
+
+
+async def test_a_vector_of_a_text_since_replaced_is_skipped(
+    store: PostgresMemoryStore, ada: str
+) -> None:
+    item = await store.put_knowledge(ada, "prefers dark mode", key="user.theme")
+    # the embedder is given the first text; the item changes before its vector comes back
+    await store.put_knowledge(ada, "prefers light mode", key="user.theme")
+
+    stale = await store.set_vectors(
+        ada, "knowledge", [(item.id, vec(1, 0, 0), "prefers dark mode")]
+    )
+    fresh = await store.set_vectors(
+        ada, "knowledge", [(item.id, vec(0, 1, 0), "prefers light mode")]
+    )
+
+    assert (stale, fresh) == (0, 1)
+    assert (await store.get_knowledge(ada, item.id)).has_vector
+
+
+async def test_the_text_check_holds_for_chunks_with_any_character(
+    store: PostgresMemoryStore, ada: str
+) -> None:
+    text = "tool output with a nul \x00 byte"
+    refs = await store.add_session_chunks(ada, "s1", Tier.MID_TERM, event_chunks([text]))
+    assert await store.set_vectors(ada, "memory", [(refs[0].id, vec(1, 0, 0), text)]) == 1

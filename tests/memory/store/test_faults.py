@@ -1,4 +1,5 @@
-"""A connection killed in the middle of a write: nothing half-written, and the rerun completes.
+"""A connection killed in the middle of a write: nothing half-written, and the rerun completes;
+and a delete racing a vector write.
 
 Each write is held at a chosen point by a lock an admin connection takes (a conflicting
 uncommitted chunk, a locked row), its backend is killed there with `pg_terminate_backend`,
@@ -21,20 +22,25 @@ TEXTS = [f"step {n} of the release" for n in range(10)]
 WAIT_S = 10.0
 
 
-async def kill_the_waiting_backend(admin: Connection) -> None:
-    """Kill the backend waiting on a lock in this database (bounded wait for it to block)."""
+async def wait_for_a_lock_waiter(admin: Connection) -> int:
+    """The pid of a backend waiting on a lock in this database (bounded wait for one)."""
     async with asyncio.timeout(WAIT_S):
         while True:
             # inside a transaction pg_stat_activity is read once; each poll needs a fresh look
             await admin.execute("SELECT pg_stat_clear_snapshot()")
-            pid = await admin.fetchval(
+            pid: int | None = await admin.fetchval(
                 "SELECT pid FROM pg_stat_activity WHERE datname = current_database() "
                 "AND wait_event_type = 'Lock' AND pid <> pg_backend_pid()"
             )
             if pid is not None:
-                assert await admin.fetchval("SELECT pg_terminate_backend($1)", pid)
-                return
+                return pid
             await asyncio.sleep(0.02)
+
+
+async def kill_the_waiting_backend(admin: Connection) -> None:
+    """Kill the backend waiting on a lock in this database."""
+    pid = await wait_for_a_lock_waiter(admin)
+    assert await admin.fetchval("SELECT pg_terminate_backend($1)", pid)
 
 
 async def memory_rows(admin: Connection, agent_id: str) -> list[tuple[str, int, bool]]:
@@ -107,3 +113,25 @@ async def test_killed_while_promoting_then_rerun(
             ("long_term_summary", 0, False),
             ("long_term_summary", 1, False),
         ]
+
+
+async def test_a_delete_racing_a_vector_write_is_skipped_not_a_foreign_key_error(
+    store: PostgresMemoryStore, pool: Pool, ada: str
+) -> None:
+    doomed = await store.put_knowledge(ada, "deleted while its vector is written")
+    kept = await store.put_knowledge(ada, "kept")
+    async with pool.acquire() as admin:
+        deleting = admin.transaction()
+        await deleting.start()
+        await admin.execute(
+            f'DELETE FROM "choir_{ada}".knowledge_documents WHERE id = $1', doomed.id
+        )
+        write = asyncio.create_task(
+            store.set_vectors(
+                ada, "knowledge", [(doomed.id, vec(1, 0, 0)), (kept.id, vec(0, 1, 0))]
+            )
+        )
+        await wait_for_a_lock_waiter(admin)
+        await deleting.commit()
+        assert await write == 1
+    assert [item.has_vector for item in await store.list_knowledge(ada, limit=10)] == [True]

@@ -8,6 +8,7 @@ import pytest
 from choir.core.memory.chunks import Tier
 from choir.daemon.memory.search import MemoryQuery
 from choir.daemon.memory.store import PostgresMemoryStore
+from choir.errors import NotFoundError
 from choir.store.agent_schema import run_as_agent
 from choir.store.postgres.pool import Pool
 from tests.memory.store.support import event_chunks
@@ -53,3 +54,8 @@ async def test_an_agents_role_cannot_read_another_agent_nor_the_control_plane(
         with pytest.raises(asyncpg.InsufficientPrivilegeError):
             async with run_as_agent(conn, ada) as agent:
                 await agent.fetch(query.format(other=bob))
+
+
+async def test_an_agent_without_a_schema_is_not_found(store: PostgresMemoryStore) -> None:
+    with pytest.raises(NotFoundError, match="agent nobody has no memory schema"):
+        await store.search("nobody", MemoryQuery(mode="text", text="x"))

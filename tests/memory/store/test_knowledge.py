@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from choir.daemon.memory.store import PostgresMemoryStore
-from choir.errors import NotFoundError
+from choir.errors import NotFoundError, UsageError
 from choir.store.knowledge import KNOWLEDGE_MAX_BYTES, KnowledgeRefused
 from tests.memory.store.support import vec
 
@@ -95,6 +95,8 @@ async def test_listing_pages_oldest_first(store: PostgresMemoryStore, ada: str) 
     third = await store.list_knowledge(ada, limit=2, after=second[-1].id)
 
     assert [i.id for i in first + second + third] == [i.id for i in items]
+    with pytest.raises(UsageError, match="1 to 1000 items, not 0"):
+        await store.list_knowledge(ada, limit=0)
     await store.delete_knowledge(ada, third[0].id)
     with pytest.raises(NotFoundError, match="list again from the start"):
         await store.list_knowledge(ada, limit=2, after=third[0].id)
