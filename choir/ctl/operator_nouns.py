@@ -17,6 +17,7 @@ OPERATOR_NOUNS = (
     "workspace",
     "model",
     "voice",
+    "memory",
 )
 _COMMANDS = {"status", "chat", "logs"}
 

@@ -30,6 +30,7 @@ NOUNS = (
     ("workspace", "List and reset workspaces (needs choird)."),
     ("model", "List models and switch an agent's model (needs choird)."),
     ("voice", "List voice profiles and switch an agent's (needs choird)."),
+    ("memory", "Search agents' memory and see what it holds (needs choird)."),
 )
 """Each noun and its one-line help as click shortens it for an 80-column page, in typer's order
 (commands, then groups)."""

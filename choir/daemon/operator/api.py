@@ -35,6 +35,7 @@ from choir.daemon.operator import config as operator_config
 from choir.daemon.operator import events as operator_events
 from choir.daemon.operator import logs as operator_logs
 from choir.daemon.operator import recover as operator_recover
+from choir.daemon.operator import reembed as operator_reembed
 from choir.daemon.operator import sessions as operator_sessions
 from choir.daemon.operator import status as operator_status
 from choir.daemon.operator import workspaces as operator_workspaces
@@ -59,6 +60,7 @@ from choir.transport import Payload, Request, RpcError, Stream
 
 if TYPE_CHECKING:
     from choir.daemon.app import ChoirDaemon
+    from choir.daemon.memory.reembed import Reembedder
 
 Answer = WireModel | AsyncIterator[WireModel]
 """A verb's answer, or the items it streams; serialized here, once, as JSON."""
@@ -124,9 +126,10 @@ VERBS: Final[Mapping[OperatorVerb, Route]] = {
     V.SUBSCRIBE: Route(_subscribe),
     V.CHAT_SEND: Route(operator_chat.chat_send),
     V.CHAT_REPLIES: Route(operator_chat.chat_replies),
+    V.MEMORY_REEMBED: Route(operator_reembed.memory_reembed),
 }
 """Who answers every operator verb. `session.events` (with follow), `logs`, `subscribe`,
-`agent.build`, `agent.update`, `agent.update_all` and `chat.replies` stream."""
+`agent.build`, `agent.update`, `agent.update_all`, `chat.replies` and `memory.reembed` stream."""
 
 
 class OperatorApi:
@@ -148,6 +151,7 @@ class OperatorApi:
         feed: OperatorFeed | None = None,
         lifecycle: Lifecycle | None = None,
         health: DaemonHealth | None = None,
+        reembedder: Callable[[], Awaitable[Reembedder | None]] | None = None,
     ) -> None:
         feed = feed if feed is not None else OperatorFeed()
         health = health if health is not None else DaemonHealth()
@@ -165,6 +169,7 @@ class OperatorApi:
             console=ConsoleDm(DmCommands(call)),  # a DM's commands run the verbs in-process
             lifecycle=lifecycle,
             health=health,
+            reembedder=reembedder,
         )
         """What the verbs work with."""
         detach_feed = feed.attach(services)
@@ -245,7 +250,12 @@ def operator_handler(daemon: ChoirDaemon) -> OperatorApi:
     if daemon.runtime is not None:
         lifecycle = Lifecycle(daemon.runtime, daemon.open_agent_socket, shutdown=daemon.stop)
     return OperatorApi(
-        services, database.pool, push=push, lifecycle=lifecycle, health=daemon.health
+        services,
+        database.pool,
+        push=push,
+        lifecycle=lifecycle,
+        health=daemon.health,
+        reembedder=daemon.reembedder,
     )
 
 

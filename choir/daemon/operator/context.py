@@ -7,8 +7,10 @@ handler (`operator_api`) only dispatches.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import TYPE_CHECKING
 
 from choir.config import ChoirConfig
 from choir.daemon.agents.services import AgentServices
@@ -24,6 +26,9 @@ from choir.errors import ConflictError, NotFoundError
 from choir.home import ChoirHome
 from choir.store.postgres.pool import Pool
 from choir.store.sessions import SessionRow, SessionStatus, get_session, previous_session
+
+if TYPE_CHECKING:  # the memory modules load with session memory, after choird is ready
+    from choir.daemon.memory.reembed import Reembedder
 
 
 @dataclass(frozen=True)
@@ -41,6 +46,8 @@ class OperatorContext:
     """The agent runtime `agent.start`/`agent.stop` use; None where choird runs no agents."""
     health: DaemonHealth = field(default_factory=DaemonHealth)
     """choird's database and disk problems (`status`, the feed's `health` items)."""
+    reembedder: Callable[[], Awaitable[Reembedder | None]] | None = None
+    """`memory.reembed`'s runner, once session memory started; None where choird has none."""
 
     @property
     def stage(self) -> ConfigStage:

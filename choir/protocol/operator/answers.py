@@ -436,3 +436,21 @@ class ChatReply(OperatorModel):
     attachments: list[JsonObject]
     in_reply_to: str | None
     artifact: JsonObject | None
+
+
+class AgentReembedded(OperatorModel):
+    """One agent's `memory reembed`: the model its vectors are now of, the one before."""
+
+    agent_id: str
+    model: str
+    dims: int
+    previous_model: str
+    previous_dims: int
+    embedded: int
+    """Vectors stored by this run."""
+
+
+class MemoryReembedded(OperatorModel):
+    """The result of `memory reembed`."""
+
+    agents: list[AgentReembedded]

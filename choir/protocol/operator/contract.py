@@ -70,5 +70,6 @@ OPERATOR_MODELS: Final[Mapping[OperatorVerb, OperatorModels]] = {
     V.SUBSCRIBE: OperatorModels(r.NoArguments, None, i.FeedItem),
     V.CHAT_SEND: OperatorModels(r.ChatSend, a.ChatSent),
     V.CHAT_REPLIES: OperatorModels(r.ChatReplies, None, a.ChatReply),
+    V.MEMORY_REEMBED: OperatorModels(r.MemoryReembed, a.MemoryReembedded, i.ReembedItem),
 }
 """Every operator verb's models; `tests/protocol/test_operator_golden.py` pins their wire form."""

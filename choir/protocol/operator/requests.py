@@ -169,3 +169,13 @@ class ChatReplies(WireModel):
     """Whose replies to follow."""
     after_seq: int = Field(default=0, ge=0)
     """Skip kept replies up to this sequence number."""
+
+
+class MemoryReembed(WireModel):
+    """`memory reembed`: one agent (`agent_id`) or every agent (`all`)."""
+
+    agent_id: str | None = Field(default=None, min_length=1)
+    all: bool = False
+    missing: bool = False
+    """Only the rows stored without a vector (after an embedding outage); refused for an agent
+    whose vectors are of another model."""

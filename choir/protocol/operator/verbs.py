@@ -54,3 +54,4 @@ class OperatorVerb(StrEnum):
     SUBSCRIBE = "subscribe"
     CHAT_SEND = "chat.send"
     CHAT_REPLIES = "chat.replies"
+    MEMORY_REEMBED = "memory.reembed"
