@@ -61,6 +61,7 @@ from choir.transport import Payload, Request, RpcError, Stream
 if TYPE_CHECKING:
     from choir.daemon.app import ChoirDaemon
     from choir.daemon.memory.reembed import Reembedder
+    from choir.daemon.memory.vector_models import VectorModels
 
 Answer = WireModel | AsyncIterator[WireModel]
 """A verb's answer, or the items it streams; serialized here, once, as JSON."""
@@ -152,6 +153,7 @@ class OperatorApi:
         lifecycle: Lifecycle | None = None,
         health: DaemonHealth | None = None,
         reembedder: Callable[[], Awaitable[Reembedder | None]] | None = None,
+        vector_models: VectorModels | None = None,
     ) -> None:
         feed = feed if feed is not None else OperatorFeed()
         health = health if health is not None else DaemonHealth()
@@ -170,6 +172,7 @@ class OperatorApi:
             lifecycle=lifecycle,
             health=health,
             reembedder=reembedder,
+            vector_models=vector_models,
         )
         """What the verbs work with."""
         detach_feed = feed.attach(services)
@@ -256,6 +259,7 @@ def operator_handler(daemon: ChoirDaemon) -> OperatorApi:
         lifecycle=lifecycle,
         health=daemon.health,
         reembedder=daemon.reembedder,
+        vector_models=daemon.vector_models,
     )
 
 

@@ -29,6 +29,7 @@ from choir.store.sessions import SessionRow, SessionStatus, get_session, previou
 
 if TYPE_CHECKING:  # the memory modules load with session memory, after choird is ready
     from choir.daemon.memory.reembed import Reembedder
+    from choir.daemon.memory.vector_models import VectorModels
 
 
 @dataclass(frozen=True)
@@ -48,6 +49,8 @@ class OperatorContext:
     """choird's database and disk problems (`status`, the feed's `health` items)."""
     reembedder: Callable[[], Awaitable[Reembedder | None]] | None = None
     """`memory.reembed`'s runner, once session memory started; None where choird has none."""
+    vector_models: VectorModels | None = None
+    """Which agents' memory vectors are another model's (`status`)."""
 
     @property
     def stage(self) -> ConfigStage:

@@ -81,6 +81,14 @@ class Sockets(OperatorModel):
     agents: str
 
 
+class MemoryStale(OperatorModel):
+    """An agent waiting for `memory reembed`: the model its stored vectors came from."""
+
+    agent_id: str
+    model: str
+    dims: int
+
+
 class StatusAnswer(OperatorModel):
     """choird's health: version, uptime, config, Postgres, gateways, agents, approvals."""
 
@@ -98,6 +106,9 @@ class StatusAnswer(OperatorModel):
     held_jobs: HeldJobs
     repos: list[RepoView]
     sockets: Sockets
+    memory_reembed: list[MemoryStale] = []
+    """Agents whose memory vectors are another embedding model's: searched by text until
+    `choirctl memory reembed` (§11.9)."""
 
 
 class AgentList(OperatorModel):
