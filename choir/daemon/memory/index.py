@@ -11,7 +11,10 @@ A row's text goes to the service's queue under a chunk id that names its agent, 
 backfill gives it one later — at choird's start, when the embedder works again after an outage
 (a batch with vectors delivered after batches without), and on a timer while rows wait (`RETRY_S`:
 an idle choird has no batch to notice the recovery with). Rows deleted or promoted meanwhile are
-skipped by the store, never an error.
+skipped by the store, never an error. An agent whose stored vectors are another model's
+(`vector_models`: the embedding model changed) gets no vector and no backfill until its
+`memory reembed` switches it; `backfill` runs one at a time per agent, so a re-embed and a
+retry never embed a row twice.
 """
 
 from __future__ import annotations

@@ -11,7 +11,9 @@ path (`run_as_agent`, §23.0): choird's admin role never touches an agent's memo
 built wrong cannot reach another agent's schema or the control plane. The SQL lives in
 `choir.store` (`memory`, `memory_vectors`, `memory_search`, `memory_stats`, `knowledge`). A lost
 connection or a server going away is an `UnavailableError` (retry later); whatever a call wrote
-before it is rolled back with its transaction.
+before it is rolled back with its transaction. Given `models` (choird's `VectorModels`), an
+agent whose stored vectors are another embedding model's is searched by text and gets no new
+vector until `memory reembed` switches it: two models' vectors are never compared.
 """
 
 from __future__ import annotations

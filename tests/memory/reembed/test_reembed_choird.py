@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from choir.client import ChoirClient
+from choir.errors import UsageError
 from choir.store.embedding_model import EmbeddingModel
 from choir.store.postgres.pool import open_pool
 from choir.store.postgres.target import ConnectParams
@@ -83,7 +85,8 @@ async def test_a_dimensions_change_and_back_resumes_after_a_kill_and_embeds_each
             assert "until choirctl memory reembed agent-1" in said
 
             killed = await choirctl(home, "memory", "reembed", AGENT)
-            assert killed.returncode != 0  # choird died under it
+            assert killed.returncode == 6, killed.stderr  # choird died under it
+            assert len(killed.stderr.strip().splitlines()) == 1, killed.stderr
             await poll_until(lambda: choird is not None and choird.process.poll() == 137, 30)
             midway = await memory_of(pool)
             assert midway.model == EmbeddingModel("embed-b", 1536)
@@ -151,6 +154,9 @@ async def test_refusals_change_nothing_and_missing_fills_an_outage(
             neither = await choirctl(home, "memory", "reembed")
             assert neither.returncode == 2
             assert "name one agent or pass --all" in neither.stderr
+            async with await ChoirClient.connect(home) as client:  # choird checks it too
+                with pytest.raises(UsageError, match="name one agent or pass --all"):
+                    await client.memory_reembed(AGENT, all_agents=True)
             down = await choirctl(home, "memory", "reembed", AGENT, "--missing")
             assert down.returncode == 6, down.stderr
             assert "no embedder answers (m1); nothing was changed" in down.stderr
