@@ -130,9 +130,9 @@ class Reembedder:
         """One vector from the embedder, or the refusal naming why none came."""
         if self._service.paused:
             raise UnavailableError(
-                f"the embedder ({self._service.provider_name}) is failing and paused by its "
-                "circuit breaker; nothing was changed: check embedding.endpoint and its key "
-                "(choirctl logs), then run the command again"
+                f"no embedder answers ({self._service.provider_name}: it failed repeatedly and "
+                "its circuit breaker pauses it); nothing was changed: check embedding.endpoint "
+                "and its key (choirctl logs), then run the command again"
             )
         vector = await self._service.embed_query(PROBE_TEXT, timeout_s=PROBE_TIMEOUT_S)
         if vector is None:
