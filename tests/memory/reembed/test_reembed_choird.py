@@ -191,8 +191,9 @@ async def test_refusals_change_nothing_and_missing_fills_an_outage(
             assert kept.missing == 0
             assert set(embedded_texts(server).values()) == {1}
             server.fail(slow(4))  # the first run's probe takes a while
+            asked = len(server.batches)
             first = asyncio.create_task(choirctl(home, "memory", "reembed", AGENT))
-            await poll_until(lambda: len(server.batches) > 0 and server.models[-1] == "m2", 20)
+            await poll_until(lambda: len(server.batches) > asked, 20)  # its probe is out
             second = await choirctl(home, "memory", "reembed", AGENT)
             assert second.returncode == 5
             assert "a re-embed of agent agent-1 is already running" in second.stderr
