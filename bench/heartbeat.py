@@ -14,18 +14,18 @@ from __future__ import annotations
 import asyncio
 import time
 from dataclasses import dataclass
-from datetime import UTC, datetime
 
 import psutil
 
 from bench.choird_server import choird_server
 from bench.common import parse_args, percentile, report
-from choir.agent.kernel.commitlog import CommitLog
+from choir.agent.kernel.commitlog import CommitLog, now_ts
 from choir.agent.replication.control_plane import ControlPlane
+from choir.agent.replication.outgoing import OutgoingHeartbeat
+from choir.agent.replication.policy import heartbeat_of
 from choir.protocol import (
     GENESIS_HASH,
     PROTOCOL_VERSION,
-    HeartbeatRequest,
     InitHelloRequest,
     UserMsg,
 )
@@ -41,20 +41,16 @@ CONFIG = {"rpc": {"rate_limit_per_s": 1_000_000}}
 """Back-to-back heartbeats would trip the per-session rate limit, which is not measured here."""
 
 
-def next_heartbeat(log: CommitLog, ack_rev: int) -> HeartbeatRequest:
+def next_heartbeat(log: CommitLog, ack_rev: int) -> OutgoingHeartbeat:
     """`EVENTS` new user messages after `ack_rev`, as the agent replicates them."""
     for _ in range(EVENTS):
         log.commit("edge", UserMsg(text=f"message {log.head_rev + 1}: " + "lorem ipsum " * 8))
-    return HeartbeatRequest.model_validate(
-        {
-            "base_rev": ack_rev,
-            "new_rev": log.head_rev,
-            "patches": [entry.wire() for entry in log.since(ack_rev)],
-            "config_version": 1,
-            "hash_prev": log.entry(ack_rev).hash if ack_rev else GENESIS_HASH,
-            "hash_new": log.head_hash,
-            "timestamp": datetime.now(UTC),
-        }
+    return heartbeat_of(
+        log.since(ack_rev),
+        base_rev=ack_rev,
+        hash_prev=log.entry(ack_rev).hash if ack_rev else GENESIS_HASH,
+        config_version=1,
+        timestamp=now_ts(),
     )
 
 

@@ -17,14 +17,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from datetime import UTC, datetime
 
 import psutil
 
 from bench.choird_server import choird_server
 from bench.common import parse_args, report
+from choir.agent.kernel.commitlog import now_ts
 from choir.agent.replication.control_plane import ControlPlane
-from choir.protocol import GENESIS_HASH, PROTOCOL_VERSION, HeartbeatRequest, InitHelloRequest
+from choir.agent.replication.policy import heartbeat_of
+from choir.protocol import GENESIS_HASH, PROTOCOL_VERSION, InitHelloRequest
 from choir.transport import connect
 
 HEARTBEAT_S = 5.0
@@ -39,13 +40,8 @@ async def idle_agent(control_plane: ControlPlane) -> None:
     """Empty heartbeats every HEARTBEAT_S: the agent is alive and has committed nothing."""
     while True:
         await control_plane.heartbeat(
-            HeartbeatRequest(
-                base_rev=0,
-                new_rev=0,
-                config_version=1,
-                hash_prev=GENESIS_HASH,
-                hash_new=GENESIS_HASH,
-                timestamp=datetime.now(UTC),
+            heartbeat_of(
+                [], base_rev=0, hash_prev=GENESIS_HASH, config_version=1, timestamp=now_ts()
             )
         )
         await asyncio.sleep(HEARTBEAT_S)

@@ -151,7 +151,7 @@ async def close_figures(size: int = 10_000) -> dict[str, float]:
                 closer = SessionCloser(pool, store, index, Settings)
                 assert server.pid is not None
                 wall, cpu, pg = time.perf_counter(), time.process_time(), _cpu(server.pid)
-                chunks = await closer.close_one(PendingClose(SESSION, AGENT, None))
+                chunks = await closer.close_one(PendingClose(SESSION, AGENT, len(events)))
                 await index.settled()
                 wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
                 pg = _cpu(server.pid) - pg

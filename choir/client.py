@@ -379,6 +379,61 @@ class ChoirClient:
             V.CHAT_REPLIES, _adapter(V.CHAT_REPLIES), agent_id=agent_id, after_seq=after_seq
         )
 
+    # memory and knowledge
+
+    async def memory_search(
+        self,
+        agent_id: str,
+        query: str,
+        *,
+        store: str = "session",
+        mode: str = "hybrid",
+        session_id: str | None = None,
+        limit: int = 10,
+    ) -> a.MemorySearch:
+        """Search an agent's session memory or knowledge; semantic and hybrid fall back to
+        text when no embedder answers (`fallback` says why)."""
+        return await self.ask(
+            V.MEMORY_SEARCH,
+            a.MemorySearch,
+            agent_id=agent_id,
+            query=query,
+            store=store,
+            mode=mode,
+            session_id=session_id,
+            limit=limit,
+        )
+
+    async def memory_show(self, item_id: str, *, agent_id: str | None = None) -> a.MemoryItem:
+        """A session chunk (with its source events) or a knowledge item, by id."""
+        return await self.ask(V.MEMORY_SHOW, a.MemoryItem, item_id=item_id, agent_id=agent_id)
+
+    async def memory_stats(self, agent_id: str | None = None) -> a.MemoryStats:
+        """One agent's memory counts (None: every agent's) and the embedding service's state."""
+        return await self.ask(V.MEMORY_STATS, a.MemoryStats, agent_id=agent_id)
+
+    async def knowledge_list(
+        self, agent_id: str, *, limit: int = 50, after: str | None = None
+    ) -> a.KnowledgeList:
+        return await self.ask(
+            V.KNOWLEDGE_LIST, a.KnowledgeList, agent_id=agent_id, limit=limit, after=after
+        )
+
+    async def knowledge_show(self, agent_id: str, ref: str) -> a.KnowledgeView:
+        """The item whose id or key is `ref`."""
+        return await self.ask(V.KNOWLEDGE_SHOW, a.KnowledgeView, agent_id=agent_id, ref=ref)
+
+    async def knowledge_put(
+        self, agent_id: str, text: str, *, key: str | None = None, tags: list[str] | None = None
+    ) -> a.KnowledgeStored:
+        """Insert an item, or update the one with `key`; embedded at once when possible."""
+        return await self.ask(
+            V.KNOWLEDGE_PUT, a.KnowledgeStored, agent_id=agent_id, text=text, key=key, tags=tags
+        )
+
+    async def knowledge_delete(self, agent_id: str, ref: str) -> a.KnowledgeDeleted:
+        return await self.ask(V.KNOWLEDGE_DELETE, a.KnowledgeDeleted, agent_id=agent_id, ref=ref)
+
     # config and secrets
 
     async def config_load(self) -> a.ConfigLoaded:

@@ -175,7 +175,19 @@ ACTIONS: tuple[ConsoleAction, ...] = (
     action("voice list", "Voices: list profiles", "show"),
     action("voice get", "Voice: the agent's current profile", "show"),
     action("voice set", "Voice: switch a running agent's profile", "call"),
-    # memory
+    # memory and knowledge
+    action("memory search", "Memory: search the selected agent's memory", "view", view="memory",
+           then="search", key="m /"),
+    action("memory show", "Memory: show an item and its source events", "show"),
+    action("memory stats", "Memory: stats per agent", "show", key="m"),
+    action("knowledge list", "Knowledge: list an agent's items", "view", view="memory",
+           then="knowledge", key="m k"),
+    action("knowledge show", "Knowledge: show an item", "show"),
+    action("knowledge put", "Knowledge: remember a text", "call"),
+    action(
+        "knowledge delete", "Knowledge: delete an item", "call",
+        confirm="Delete {ref} from {agent_id}'s knowledge?", danger=True,
+    ),
     action(
         "memory reembed", "Memory: re-embed an agent's memory (configured model)", "report",
         required=("agent_id",),

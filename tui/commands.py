@@ -22,7 +22,7 @@ from choir.commands import Param
 from choir.commands.text import progress_line
 from choir.errors import ChoirError, ConflictError, UsageError
 from choir.lazy import LazyModule
-from choir.protocol.operator.verbs import OperatorVerb
+from choir.protocol.operator.verbs import MEMORY_MODES, MEMORY_STORES, OperatorVerb
 from tui.actions import ACTIONS, RECOVER_CHOICES, ConsoleAction
 from tui.bridge import parsed_answer
 from tui.dialogs import ConfirmDialog, TextPrompt
@@ -187,6 +187,12 @@ async def options(
         return next(iter(pending), ""), pending, True
     if arg.kind == "recover_choice":
         return "resume", list(RECOVER_CHOICES), True
+    if arg.kind == "memory_store":
+        return MEMORY_STORES[0], list(MEMORY_STORES), False  # choird names the valid ones
+    if arg.kind == "memory_mode":
+        return MEMORY_MODES[0], list(MEMORY_MODES), False
+    if arg.kind in ("text", "word", "item"):
+        return "", [], False  # free text: choird checks it
     return "", await listed(app, arg), True
 
 

@@ -47,8 +47,7 @@ NOT_IN_THIS_VERSION: Final = frozenset(
         "choir.notion.query",
         "choir.tts.speak",
         "choir.web.search",
-        # host tools choird does not serve yet (memory tiers 2-4, the browser worker)
-        "choir.memory.upsert",
+        # host tools choird does not serve yet (the browser worker)
         "choir.web.browse",
     }
 )

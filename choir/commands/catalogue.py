@@ -27,6 +27,8 @@ ANSWERED = Param("approval_id", "Approval", "approval", fill="pick")
 ONLY_BOUND = Param("agent_id", "Agent", "agent", optional=True, fill="scoped", operator=False)
 """A regular DM only sees and answers its bound agent's approvals (§19.6)."""
 RESOLVER = Param("by", "Answered by", "resolver", optional=True, operator=False)
+MEMORY_ITEM = Param("item_id", "Memory item id", "item")
+KNOWLEDGE_ITEM = Param("ref", "Knowledge item (id or key)", "item")
 
 CATALOGUE: Final[tuple[Command, ...]] = (
     # set-up and files (no choird)
@@ -326,6 +328,65 @@ CATALOGUE: Final[tuple[Command, ...]] = (
         EVERYONE, "voice.set", (RUNNING, Param("voice_profile", "Voice profile", "voice")),
         dm="voice", dm_help="switch the agent's voice profile until its next start",
         done="{agent_id} now speaks with {voice_profile}",
+    ),
+    # memory and knowledge
+    Command(
+        "memory search",
+        "Search an agent's session memory or knowledge, best hits first.\n\n"
+        "Modes: hybrid (the default: text and vector ranks fused), semantic, text and, for "
+        "the\nsession store, session_detail (a promoted session's detail chunks: --session). "
+        "Semantic and\nhybrid search by text when no embedder answers, and say so.",
+        verb="memory.search",
+        params=(
+            AGENT,
+            Param("query", "Query", "text", optional=True),
+            Param("store", "Store (session or knowledge)", "memory_store", optional=True),
+            Param("mode", "Mode", "memory_mode", optional=True),
+            Param("session_id", "Promoted session (session_detail)", "word", optional=True),
+        ),
+    ),
+    Command(
+        "memory show",
+        "Show one memory item by id: a session chunk with the events it was cut from, or a\n"
+        "knowledge item.",
+        verb="memory.show",
+        params=(MEMORY_ITEM, Param("agent_id", "Agent (empty: any)", "agent", optional=True)),
+    ),
+    Command(
+        "memory stats",
+        "Show memory per agent: chunks and sessions per tier, knowledge items, vectors "
+        "missing,\nindex sizes; and the embedding queue and provider.",
+        verb="memory.stats",
+        params=(Param("agent_id", "Agent (empty: all)", "agent", optional=True),),
+    ),
+    Command(
+        "knowledge list",
+        "List an agent's knowledge items, oldest first.",
+        verb="knowledge.list", params=(AGENT,),
+    ),
+    Command(
+        "knowledge show",
+        "Show one knowledge item by id or key.",
+        verb="knowledge.show", params=(AGENT, KNOWLEDGE_ITEM),
+    ),
+    Command(
+        "knowledge put",
+        "Remember a text in an agent's knowledge; with --key, replace the item with that key."
+        "\n\nThe item is embedded at once when the embedder answers (else found by text "
+        "until a\nbackfill). Texts over 32 KiB are refused.",
+        verb="knowledge.put",
+        params=(
+            AGENT,
+            Param("text", "Text to remember", "text"),
+            Param("key", "Key (empty: a new item)", "word", optional=True),
+        ),
+        done="stored in {agent_id}'s knowledge",
+    ),
+    Command(
+        "knowledge delete",
+        "Delete one knowledge item by id or key. Exits 4 if there is none.",
+        verb="knowledge.delete", params=(AGENT, KNOWLEDGE_ITEM),
+        done="{ref} deleted from {agent_id}'s knowledge",
     ),
     Command(
         "memory reembed",

@@ -22,7 +22,8 @@ DMS: Final[frozenset[Scope]] = frozenset({"admin", "regular"})
 
 Kind = Literal[
     "agent", "running_agent", "session", "job", "lane", "approval", "workspace", "llm", "voice",
-    "recover_choice", "word", "text", "settings", "resolver",
+    "recover_choice", "word", "text", "settings", "resolver", "memory_store", "memory_mode",
+    "item",
 ]  # fmt: skip
 """What an argument's value is (a front end offers choices from it: the TUI's pick lists)."""
 
@@ -76,7 +77,7 @@ class Param(NamedTuple):
 _METAVARS: Final[Mapping[Kind, str]] = {
     "agent": "agent-id", "running_agent": "agent-id", "job": "name", "approval": "id",
     "workspace": "name", "llm": "name", "voice": "name", "text": "message",
-    "settings": "key=value…",
+    "settings": "key=value…", "item": "id",
 }  # fmt: skip
 
 

@@ -18,6 +18,7 @@ OPERATOR_NOUNS = (
     "model",
     "voice",
     "memory",
+    "knowledge",
 )
 _COMMANDS = {"status", "chat", "logs"}
 

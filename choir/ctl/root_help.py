@@ -31,6 +31,7 @@ NOUNS = (
     ("model", "List models and switch an agent's model (needs choird)."),
     ("voice", "List voice profiles and switch an agent's (needs choird)."),
     ("memory", "Search agents' memory and see what it holds (needs choird)."),
+    ("knowledge", "Read and write agents' knowledge (needs choird)."),
 )
 """Each noun and its one-line help as click shortens it for an 80-column page, in typer's order
 (commands, then groups)."""

@@ -50,6 +50,7 @@ if TYPE_CHECKING:  # aiohttp and cryptography load only for --transport http
     from choir.daemon.memory.reembed import Reembedder
     from choir.daemon.memory.service import MemoryService
     from choir.daemon.memory.store import MemoryStore
+    from choir.daemon.memory.tools import Indexer
     from choir.daemon.memory.vector_models import VectorModels
     from choir.daemon.runtimes.base import AgentRuntime, RuntimeChoice
     from choir.daemon.sessions.state import SessionEnded
@@ -81,6 +82,9 @@ overlap."""
 MEMORY_START_DELAY_S: Final = 1.0
 """How long after "choird ready" session memory starts (its store imports numpy): agents
 started at once get their first reply before it."""
+
+MEMORY_READY_WAIT_S: Final = 30.0
+"""How long a memory tool call made while memory is still starting waits for it."""
 
 DEFAULT_EMBEDDING_DIMS: Final = LOCAL_EMBEDDING_DIMENSIONS
 """The vectors' size when no embedding model is configured: the local model's (DESIGN-NOTES);
@@ -265,6 +269,7 @@ class ChoirDaemon:
         for agent in adoption.adopted:  # accepted before the restart, maybe never pushed
             await services.inbox.redeliver(agent.session_id)
         services.sessions.subscribe(self._on_session_ended)
+        self._serve_memory_tools(services, stage)
         self._memory_start = asyncio.create_task(self._start_memory(stage), name="memory-start")
         log.info(
             "choird ready",
@@ -314,6 +319,29 @@ class ChoirDaemon:
         self.memory_closer.start()
         self.memory_index.backfill_all()
         self.memory_ready.set()
+
+    def _serve_memory_tools(self, services: AgentServices, stage: ConfigStage) -> None:
+        """`choir.memory.query` (session, knowledge) and `choir.memory.upsert` from now on;
+        a call made before memory has started waits for it (`MEMORY_READY_WAIT_S`)."""
+        from choir.daemon.memory.tools import MemoryTools
+
+        assert self.memory is not None
+        tools = MemoryTools(
+            self._memory_parts, self.memory.embed_query, lambda: stage.running.config.agents
+        )
+        self._stack.callback(tools.register(services.host_tools))
+
+    async def _memory_parts(self) -> tuple[MemoryStore, Indexer]:
+        try:
+            await asyncio.wait_for(self.memory_ready.wait(), MEMORY_READY_WAIT_S)
+        except TimeoutError:
+            raise UnavailableError(
+                f"memory has not started within {MEMORY_READY_WAIT_S:.0f} s of the call; "
+                "retry shortly, and see choird's log if it persists"
+            ) from None
+        assert self.memory_store is not None
+        assert self.memory_index is not None
+        return self.memory_store, self.memory_index.index
 
     async def _stop_memory(self) -> None:
         """Closes in progress get a bounded grace, then stop (resumed at the next start)."""

@@ -2,7 +2,9 @@
 
 It is a script, not an LLM, and says so. It greets, explains how to connect a real model, and on
 request makes one real tool call (`choir.core.list`, harmless and always available to edge) so a
-new operator sees the whole loop work, or proposes a tool (`choir.propose.tool`) so there is an
+new operator sees the whole loop work, stores what it is told to remember in its knowledge base
+and finds it again later (`choir.memory.upsert`, `choir.memory.query`: memory outlives a
+session), or proposes a tool (`choir.propose.tool`) so there is an
 approval to answer in `choir tui` or with `choirctl approval`. Every step repeats and the last
 one matches anything, so it never runs out. Deterministic: the same message always gets the
 same answer.
@@ -20,6 +22,8 @@ DEMO_MODEL_ID: Final = "choir-demo"
 
 DEMO_TOOL: Final = "choir.core.list"
 """The tool the demo calls: read-only and offered to the edge lane."""
+MEMORY_WRITE: Final = "choir.memory.upsert"
+MEMORY_READ: Final = "choir.memory.query"
 
 INTRO: Final = (
     "I'm choir's demo model: a short script, not a real LLM, so I can't work on tasks yet."
@@ -34,8 +38,9 @@ SETUP: Final = (
 )
 
 MENU: Final = (
-    "Say 'demo' to watch me call a tool, 'propose' to get a proposal to approve, or 'help' to "
-    "learn how to connect a real model."
+    "Say 'demo' to watch me call a tool, 'propose' to get a proposal to approve, 'remember "
+    "<something>' and later 'recall <a word of it>' to see memory outlive a session, or 'help' "
+    "to learn how to connect a real model."
 )
 
 PROPOSAL: Final = {
@@ -77,6 +82,8 @@ SUMMARY: Final = json.dumps(
 """The demo's session summary: a valid one, so a stop never warns that it is missing."""
 
 _WORD_START = r"(?i)(?<![a-z])"
+_JSON_STRING = r'"((?:[^"\\]|\\.)*)"'
+"""A JSON string's content, as it appears in a tool message (compact JSON)."""
 
 
 def demo_script() -> Script:
@@ -96,6 +103,36 @@ def demo_script() -> Script:
                     "`choirctl approval list` and `choirctl approval approve <id>`."
                 ),
             ),
+            # memory: what the tools answered ('remember', 'recall' below)
+            ReplyStep(
+                after="tool",
+                match_regex='"status":"error","summary":' + _JSON_STRING,
+                templated=True,
+                repeat=True,
+                text="The tool answered with an error: {1}",
+            ),
+            ReplyStep(
+                after="tool",
+                match="stored knowledge",
+                repeat=True,
+                text=(
+                    "Stored in my knowledge base, which outlives this session: restart me "
+                    "(`choirctl agent restart agent-1`) and ask 'recall <a word of it>'."
+                ),
+            ),
+            ReplyStep(
+                after="tool",
+                match_regex='"hits":\\[\\{"text":' + _JSON_STRING,
+                templated=True,
+                repeat=True,
+                text="From my memory: {1}",
+            ),
+            ReplyStep(
+                after="tool",
+                match='"hits":[]',
+                repeat=True,
+                text="I found nothing like that in my memory. Say 'remember <something>' first.",
+            ),
             ReplyStep(
                 after="tool",
                 repeat=True,
@@ -110,6 +147,30 @@ def demo_script() -> Script:
                 r"openrouter|api key)",
                 repeat=True,
                 text=f"{INTRO} {SETUP}",
+            ),
+            ToolCallsStep(
+                match_regex=_WORD_START + r"remember(?: that)?[:,]?\s+(.+)",
+                templated=True,
+                repeat=True,
+                text="Storing that in my knowledge base.",
+                calls=[
+                    ScriptedCall(
+                        name=MEMORY_WRITE,
+                        arguments={"op": "insert", "text": "{1}", "tags": ["demo"]},
+                    )
+                ],
+            ),
+            ToolCallsStep(
+                match_regex=_WORD_START + r"recall[:,]?\s+(.+)",
+                templated=True,
+                repeat=True,
+                text="Searching my knowledge base.",
+                calls=[
+                    ScriptedCall(
+                        name=MEMORY_READ,
+                        arguments={"store": "knowledge", "mode": "hybrid", "query": "{1}"},
+                    )
+                ],
             ),
             ToolCallsStep(
                 match_regex=_WORD_START + r"(propos|approv)",

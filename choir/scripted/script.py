@@ -45,6 +45,9 @@ class _Step(ScriptModel):
     """Wait before answering (ignored in zero-latency mode)."""
     repeat: bool = False
     """Never used up: the step answers every request it matches."""
+    templated: bool = False
+    """Fill `{1}`, `{2}`… in the text and in string call arguments with `match_regex`'s groups
+    (from a tool message, JSON string escapes undone), so an answer can echo what was asked."""
 
     @field_validator("match_regex")
     @classmethod
@@ -55,6 +58,12 @@ class _Step(ScriptModel):
             except re.error as exc:
                 raise ValueError(f"invalid regular expression: {exc}") from None
         return pattern
+
+    @model_validator(mode="after")
+    def _template_needs_groups(self) -> Self:
+        if self.templated and (self.match_regex is None or not re.compile(self.match_regex).groups):
+            raise ValueError("templated needs a match_regex with at least one group")
+        return self
 
 
 class ReplyStep(_Step):

@@ -13,10 +13,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Final
 from uuid import UUID
 
-from choir.core.memory.chunks import MemoryChunk, Tier
+from choir.core.memory.chunks import ChunkKind, MemoryChunk, Tier
 from choir.errors import UsageError
 from choir.store.postgres.jsonb_safe import decode_text, encode_text
 from choir.store.postgres.pool import Connection
@@ -61,6 +62,30 @@ _MID_TERM_SESSIONS: Final = """
 SELECT session_id FROM memory_documents WHERE tier = 'mid_term'
 GROUP BY session_id ORDER BY min(created_at), session_id
 """
+
+_BY_ID: Final = """
+SELECT d.id, d.session_id, d.tier, d.chunk_index, d.text, d.kind, d.first_rev, d.last_rev,
+       d.created_at, EXISTS (SELECT FROM memory_embeddings e WHERE e.document_id = d.id)
+           AS has_vector
+FROM memory_documents d WHERE d.id = $1
+"""
+
+
+@dataclass(frozen=True, slots=True)
+class StoredChunk:
+    """One stored chunk, as an operator opens it (`memory show`)."""
+
+    id: UUID
+    session_id: str
+    tier: Tier
+    index: int
+    kind: ChunkKind
+    first_rev: int | None
+    last_rev: int | None
+    """The session events it was cut from (None for a summary chunk)."""
+    text: str
+    created_at: datetime
+    has_vector: bool
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,6 +151,25 @@ async def mid_term_sessions(conn: Connection) -> list[str]:
     """Sessions with mid-term chunks, the one stored first first (the next to promote)."""
     rows = await conn.fetch(_MID_TERM_SESSIONS)
     return [row["session_id"] for row in rows]
+
+
+async def get_chunk(conn: Connection, chunk_id: UUID) -> StoredChunk | None:
+    """The chunk with id `chunk_id`, or None."""
+    row = await conn.fetchrow(_BY_ID, chunk_id)
+    if row is None:
+        return None
+    return StoredChunk(
+        id=row["id"],
+        session_id=row["session_id"],
+        tier=Tier(row["tier"]),
+        index=row["chunk_index"],
+        kind=ChunkKind(row["kind"]),
+        first_rev=row["first_rev"],
+        last_rev=row["last_rev"],
+        text=decode_text(row["text"]),
+        created_at=row["created_at"],
+        has_vector=row["has_vector"],
+    )
 
 
 def _check_indexes(chunks: Sequence[MemoryChunk]) -> None:

@@ -9,7 +9,10 @@ from datetime import UTC, datetime
 import pytest
 
 from choir.agent.kernel.commitlog import ChainError, CommitLog, entry_from_wire, now_ts
-from choir.protocol import GENESIS_HASH, CommittedEvent, UserMsg, chain_break, format_ts
+from choir.agent.lanes.memories import Memories
+from choir.core.memory.working import WorkingMemory
+from choir.logs.redaction import REDACTED, replace_secrets
+from choir.protocol import EDGE_LANE, GENESIS_HASH, CommittedEvent, UserMsg, chain_break, format_ts
 
 
 def _filled(n: int) -> CommitLog:
@@ -114,3 +117,39 @@ def test_commit_timestamps_are_the_wires_one_form_of_now() -> None:
         assert format_ts(moment) == stamp  # six digits, Z: re-serializes to the same bytes
         assert before.replace(microsecond=0) <= moment <= after
     assert stamps == sorted(stamps)
+
+
+def test_a_listener_gets_the_committed_model_only_while_the_entry_is_exactly_its_json() -> None:
+    """`fresh_model` spares working memory a parse of what was just committed, but never hands
+    out a model the entry does not hold: a redacted event, a preview, an appended entry."""
+    log = CommitLog()
+    seen: list[tuple[str, object]] = []
+    log.subscribe(lambda entry: seen.append((entry.event.get("text", ""), log.fresh_model(entry))))
+    message = UserMsg(text="plain")
+    log.commit("edge", message)
+    assert seen[-1] == ("plain", message)
+    assert seen[-1][1] is message
+    replace_secrets(["hunter2-secret"])
+    try:
+        log.commit("edge", UserMsg(text="the key is hunter2-secret"))
+    finally:
+        replace_secrets([])
+    assert seen[-1] == (f"the key is {REDACTED}", None)
+    log.append("edge", UserMsg(text="by hand").model_dump(mode="json"))
+    assert seen[-1] == ("by hand", None)
+    assert log.fresh_model(log.entry(1)) is None  # once its commit returned
+
+
+def test_working_memory_shows_the_redacted_event_not_the_committed_model() -> None:
+    log = CommitLog()
+    memories = Memories()
+    memories.track(WorkingMemory(EDGE_LANE))
+    log.subscribe(lambda entry: memories.observe(entry, log.fresh_model(entry)))
+    replace_secrets(["hunter2-secret"])
+    try:
+        log.commit("edge", UserMsg(text="the key is hunter2-secret"))
+    finally:
+        replace_secrets([])
+    shown = memories.lanes[EDGE_LANE].events[-1].event
+    assert isinstance(shown, UserMsg)
+    assert shown.text == f"the key is {REDACTED}"

@@ -15,7 +15,7 @@ from choir.agent.kernel.commitlog import CommitLog
 from choir.agent.replication.live_config import DynamicConfig, DynamicState, Secrets
 from choir.agent.replication.policy import Backoff, heartbeat_of, judge
 from choir.errors import NotFoundError
-from choir.protocol import GENESIS_HASH, ErrorCode, Snapshot, UserMsg
+from choir.protocol import GENESIS_HASH, ErrorCode, HeartbeatRequest, Snapshot, UserMsg
 from choir.transport import RpcError
 
 TS = "2025-06-01T12:00:00.000000Z"
@@ -40,7 +40,27 @@ def test_a_heartbeat_carries_the_revisions_after_its_base() -> None:
     assert [p.rev for p in request.patches] == [3, 4, 5]
     assert request.hash_prev == log.entry(2).hash
     assert request.hash_new == log.entry(5).hash
-    assert request.model_dump(mode="json")["patches"] == [e.wire() for e in entries]
+    assert request.wire()["patches"] == [e.wire() for e in entries]
+
+
+def test_the_wire_form_is_the_heartbeat_request_choird_validates() -> None:
+    """The agent sends its log's JSON unvalidated: it must be exactly what a validated
+    `HeartbeatRequest` dumps to, snapshot included."""
+    log = _log(4)
+    snapshot = Snapshot(rev=4, hash=log.head_hash, latest_user=None)
+    for request in (
+        heartbeat_of(
+            log.since(1),
+            base_rev=1,
+            hash_prev=log.entry(2).hash_prev,
+            config_version=3,
+            timestamp=TS,
+            snapshot=snapshot,
+        ),
+        heartbeat_of([], base_rev=4, hash_prev=log.head_hash, config_version=3, timestamp=TS),
+    ):
+        wire = request.wire()
+        assert HeartbeatRequest.model_validate(wire).model_dump(mode="json") == wire
 
 
 def test_an_empty_heartbeat_is_a_sign_of_life_at_the_base() -> None:

@@ -378,6 +378,20 @@ def test_prompt_measures_window_and_fixed_parts() -> None:
     assert core.window_tokens == 0
 
 
+def test_the_tools_measured_again_count_the_same_and_new_ones_are_measured() -> None:
+    """The tools' size is remembered by the identity of the tool dicts (the registry's shared
+    views): the same dicts count what they counted, other dicts are encoded afresh."""
+    prompt = edge_prompt(WorkingMemory("edge"), user_md="", soul_md="")
+    short = [{"type": "function", "function": {"name": "t", "description": "d" * 40}}]
+    counted = prompt.size(short).fixed_tokens - prompt.fixed_tokens
+    assert counted == estimate_tokens(short)
+    assert prompt.size(list(short)).fixed_tokens - prompt.fixed_tokens == counted
+    longer = [{"type": "function", "function": {"name": "t", "description": "d" * 4000}}]
+    assert prompt.size(longer).fixed_tokens - prompt.fixed_tokens == estimate_tokens(longer)
+    both = [*short, *longer]
+    assert prompt.size(both).fixed_tokens - prompt.fixed_tokens == estimate_tokens(both)
+
+
 # -- the pairing invariant ------------------------------------------------------------------
 
 IDS = st.sampled_from(["a", "b", "c", "d"])

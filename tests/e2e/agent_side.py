@@ -6,15 +6,15 @@ choird: like choir-agent, it only speaks the protocol.
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
 from pathlib import Path
 
-from choir.agent.kernel.commitlog import CommitLog
+from choir.agent.kernel.commitlog import CommitLog, now_ts
 from choir.agent.replication.control_plane import ControlPlane
+from choir.agent.replication.outgoing import OutgoingHeartbeat
+from choir.agent.replication.policy import heartbeat_of
 from choir.protocol import (
     GENESIS_HASH,
     PROTOCOL_VERSION,
-    HeartbeatRequest,
     InitHelloRequest,
     UserMsg,
 )
@@ -43,19 +43,14 @@ def commit_messages(log: CommitLog, count: int, text: str = "hello") -> None:
         log.commit("edge", UserMsg(text=f"{text} {log.head_rev + 1}"))
 
 
-def heartbeat(log: CommitLog, base_rev: int = 0, config_version: int = 1) -> HeartbeatRequest:
+def heartbeat(log: CommitLog, base_rev: int = 0, config_version: int = 1) -> OutgoingHeartbeat:
     """The revisions of a fresh `log` after `base_rev`, as the agent replicates them (§13.1)."""
-    hash_prev = log.entry(base_rev).hash if base_rev else GENESIS_HASH
-    return HeartbeatRequest.model_validate(
-        {
-            "base_rev": base_rev,
-            "new_rev": log.head_rev,
-            "patches": [entry.wire() for entry in log.since(base_rev)],
-            "config_version": config_version,
-            "hash_prev": hash_prev,
-            "hash_new": log.head_hash,
-            "timestamp": datetime.now(UTC),
-        }
+    return heartbeat_of(
+        log.since(base_rev),
+        base_rev=base_rev,
+        hash_prev=log.entry(base_rev).hash if base_rev else GENESIS_HASH,
+        config_version=config_version,
+        timestamp=now_ts(),
     )
 
 

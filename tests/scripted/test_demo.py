@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from choir.adapters.llm import Completion, CompletionRequest, LlmClient, ModelSettings
+from choir.core.prompt.window import full_result, json_text
 from choir.protocol.tooling.tools import ToolResult
 from choir.scripted import DEMO_MODEL_ID, ScriptedModelServer, demo_script
 from tests.adapters.support import tool_view
@@ -16,6 +17,8 @@ TOOLS = [
     tool_view("choir.fs.read"),
     tool_view("choir.core.list"),
     tool_view("choir.propose.tool"),
+    tool_view("choir.memory.upsert"),
+    tool_view("choir.memory.query"),
 ]
 
 
@@ -118,3 +121,44 @@ async def test_it_answers_the_stop_summary_request_with_a_summary(chat: Chat) ->
     summary = parse_summary(completion.text)
     assert summary is not None
     assert summary.topics == ["demo"]
+
+
+async def answer_with(chat: Chat, call_id: str, tool: str, result: ToolResult) -> Completion:
+    """Send `result` back the way a lane's prompt shows it (compact JSON, nulls left out)."""
+    content = json_text(full_result(tool, result))
+    return await chat.send({"role": "tool", "tool_call_id": call_id, "content": content})
+
+
+async def test_it_remembers_what_it_is_told_in_its_knowledge_base(chat: Chat) -> None:
+    called = await chat.say('Remember that my editor is "helix"')
+    [call] = called.tool_calls
+    assert call.name == "choir.memory.upsert"
+    assert call.arguments == {"op": "insert", "text": 'my editor is "helix"', "tags": ["demo"]}
+    stored = ToolResult.ok("stored knowledge 0b5c", op="insert", id="0b5c", key=None)
+    answered = await answer_with(chat, call.id, call.name, stored)
+    assert "outlives this session" in answered.text
+    assert "recall" in answered.text
+
+
+async def test_it_recalls_what_memory_finds_and_says_when_nothing_is_found(chat: Chat) -> None:
+    called = await chat.say("recall editor")
+    [call] = called.tool_calls
+    assert call.name == "choir.memory.query"
+    assert call.arguments == {"store": "knowledge", "mode": "hybrid", "query": "editor"}
+    hit = {"text": 'my editor is "helix"', "score": 0.03, "agent": "agent-1", "store": "knowledge"}
+    found = ToolResult.ok("1 hit(s) in your knowledge memory for 'editor'", hits=[hit])
+    answered = await answer_with(chat, call.id, call.name, found)
+    assert answered.text == 'From my memory: my editor is "helix"'
+
+    again = (await chat.say("recall spaceships")).tool_calls[0]
+    empty = ToolResult.ok("0 hit(s) in your knowledge memory for 'spaceships'", hits=[])
+    assert "found nothing" in (await answer_with(chat, again.id, again.name, empty)).text
+
+
+async def test_a_memory_tool_error_is_read_out(chat: Chat) -> None:
+    call = (await chat.say("recall anything")).tool_calls[0]
+    failed = ToolResult.fail("memory_unavailable", "agent-1's memory is unavailable: retry later")
+    answered = await answer_with(chat, call.id, call.name, failed)
+    assert answered.text == (
+        "The tool answered with an error: agent-1's memory is unavailable: retry later"
+    )

@@ -5,8 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from pydantic import ValidationError
 
-from choir.scripted import ReplyStep, Script, Step
+from choir.scripted import ReplyStep, Script, ScriptedCall, Step, ToolCallsStep
 from choir.scripted.player import ScriptPlayer, Turn, last_turn
 
 
@@ -95,3 +96,30 @@ def test_call_ids_are_unique_per_script() -> None:
 )
 def test_last_turn(messages: list[dict[str, Any]], turn: Turn | None) -> None:
     assert last_turn(messages) == turn
+
+
+def test_a_templated_step_echoes_what_its_regex_captured() -> None:
+    player = play(
+        ToolCallsStep(
+            match_regex=r"remember (.+)",
+            templated=True,
+            repeat=True,
+            text="storing {1}",
+            calls=[ScriptedCall(name="choir.memory.upsert", arguments={"text": "{1}", "n": 2})],
+        ),
+        ReplyStep(match_regex=r'"text": "((?:[^"\\]|\\.)*)"', templated=True, text="found: {1}"),
+    )
+    step = player.next_step(user("please remember my editor is {vim}"))
+    assert isinstance(step, ToolCallsStep)
+    assert step.text == "storing my editor is {vim}"
+    assert step.calls[0].arguments == {"text": "my editor is {vim}", "n": 2}
+    # a tool message is JSON: the captured text comes back unescaped
+    found = replies(player, tool('{"text": "say \\"hi\\"\\nthen go"}'))
+    assert found == ['found: say "hi"\nthen go']
+
+
+def test_templated_needs_a_regex_with_a_group() -> None:
+    with pytest.raises(ValidationError, match="templated needs a match_regex"):
+        ReplyStep(match="x", templated=True, text="{1}")
+    with pytest.raises(ValidationError, match="templated needs a match_regex"):
+        ReplyStep(match_regex="x", templated=True, text="{1}")

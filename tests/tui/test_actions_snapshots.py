@@ -14,8 +14,17 @@ from typing import Any
 
 import orjson
 from textual.pilot import Pilot
+from textual.widgets import Static
 
-from choir.protocol.operator.answers import ChangeView, ConfigShown, WorkspaceView
+from choir.protocol.operator.answers import (
+    AgentMemoryStats,
+    ChangeView,
+    ConfigShown,
+    EmbeddingView,
+    MemoryHitView,
+    MemoryItem,
+    WorkspaceView,
+)
 from choir.protocol.operator.views import ApprovalView
 from tests.tui.sample import NOW, SESSION, feed, sample_app
 from tui.app import ChoirApp
@@ -25,6 +34,7 @@ from tui.views.approvals import ApprovalsView
 from tui.views.chat import ChatView
 from tui.views.config import ConfigView
 from tui.views.logs import LogsView
+from tui.views.memory import MemoryView, hit_row, item_text
 from tui.views.workspaces import WorkspacesView
 
 SIZE = (110, 30)
@@ -171,6 +181,61 @@ def with_logs(app: ChoirApp) -> None:
     view.draw_title()
 
 
+MEMORY_HITS = [
+    ("7c1e5a2f-0b6d-4c1e-9a55-3f1d2e4b6a01", 0.0328, 1, "ran the migrations on staging: "
+     "alembic upgrade head, 14 revisions applied, no errors"),
+    ("2b9d0c44-5e7f-4a3b-8c21-6d0e9f1a2b02", 0.0161, 5, "the user wants release notes in "
+     "British spelling, short bullet points"),
+]  # fmt: skip
+
+
+def with_memory(app: ChoirApp) -> None:
+    view = app.query_one(MemoryView)
+    view.stats = AgentMemoryStats.model_validate(
+        {
+            "agent_id": "default",
+            "chunks": {"mid_term": 42, "long_term_summary": 3, "long_term_detail": 118},
+            "sessions": {"mid_term": 10, "long_term_summary": 3, "long_term_detail": 3},
+            "knowledge_items": 7,
+            "vectors_missing": 2,
+            "index_bytes": {"memory_embeddings_hnsw_idx": 409_600, "x": 81_920},
+        }
+    )
+    view.embedding = EmbeddingView(
+        provider="local", dimensions=256, queue_depth=0, breaker="closed"
+    )
+    hits = [
+        MemoryHitView(
+            id=item_id, store="session", score=score, text=text, session_id=SESSION,
+            tier="mid_term", kind="tool_call", first_rev=rev, last_rev=rev + 1, key=None,
+        )
+        for item_id, score, rev, text in MEMORY_HITS
+    ]  # fmt: skip
+    view.show("2 hit(s) for 'migrations' (hybrid)", [hit_row(hit) for hit in hits])
+    item = MemoryItem.model_validate(
+        {
+            "agent_id": "default",
+            "store": "session",
+            "chunk": {
+                "id": MEMORY_HITS[0][0], "session_id": SESSION, "tier": "mid_term",
+                "kind": "tool_call", "chunk_index": 0, "first_rev": 1, "last_rev": 2,
+                "text": MEMORY_HITS[0][3], "has_vector": True, "created_at": NOW.isoformat(),
+            },
+            "knowledge": None,
+            "events": [
+                {"rev": rev, "lane": "edge", "event_type": kind, "created_at": NOW.isoformat(),
+                 "hash": "0" * 64, "payload": payload, "artifact": None}
+                for rev, kind, payload in [
+                    (1, "tool_call", {"tool": "choir.exec", "input": {"command": "alembic"}}),
+                    (2, "tool_result", {"text": "14 revisions applied"}),
+                ]
+            ],
+            "events_truncated": False,
+        }
+    )  # fmt: skip
+    app.query_one("#memory-detail", Static).update(item_text(item))
+
+
 def showing(view_id: str, setup: Setup, *keys: str) -> Callable[[Pilot[None]], Awaitable[None]]:
     async def run_before(pilot: Pilot[None]) -> None:
         app = pilot.app
@@ -221,6 +286,10 @@ def test_chat_snapshot(snap_compare: Any) -> None:
 
 def test_logs_snapshot(snap_compare: Any) -> None:
     assert snap_compare(sample_app(), terminal_size=SIZE, run_before=showing("logs", with_logs))
+
+
+def test_memory_snapshot(snap_compare: Any) -> None:
+    assert snap_compare(sample_app(), terminal_size=SIZE, run_before=showing("memory", with_memory))
 
 
 def test_help_snapshot(snap_compare: Any) -> None:

@@ -33,7 +33,7 @@ arguments; it sets `VIEW_ID` and `TITLE` and is listed below in `VIEWS`.
   has a choirctl command (README table).
 - **Keys and palette.** View `BINDINGS` work while focus is inside the view; show=True ones
   appear in the footer. `palette_commands()` returns `PaletteCommand`s for ctrl+p. Keys 1-9, 0
-  switch tabs (app level), so views bind letters only.
+  and `m` (Memory) switch tabs (app level), so views bind other letters only.
 - **Looks.** Lane-state colours come from `tui.widgets.lane_state` (`lane_style`); style in
   `tui/app.tcss` (one theme) or the view's `DEFAULT_CSS`. Views must fit 80x24 and never raise
   on a tiny terminal.
@@ -59,6 +59,7 @@ from tui.views.events import EventsView
 from tui.views.lanes import LanesView
 from tui.views.locks import LocksView
 from tui.views.logs import LogsView
+from tui.views.memory import MemoryView
 from tui.views.workspaces import WorkspacesView
 
 __all__ = ["VIEWS", "ChoirView", "ConsoleHost", "PaletteCommand", "ViewSpec", "spec"]
@@ -99,6 +100,8 @@ VIEWS: tuple[ViewSpec, ...] = (
              "staged vs running config; load and apply"),
     ViewSpec("workspaces", "Workspaces", WorkspacesView, "0",
              "workspace leases; reset"),
+    ViewSpec("memory", "Memory", MemoryView, "m",
+             "the selected agent's memory: stats, search, knowledge, an item's source events"),
 )  # fmt: skip
 """Every tab, in order."""
 

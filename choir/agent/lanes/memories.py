@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 
 from choir.agent.kernel.commitlog import LogEntry
 from choir.core.memory.working import WorkingMemory
+from choir.protocol import Event
 
 
 @dataclass(slots=True)
@@ -23,9 +24,11 @@ class Memories:
     def forget(self, lane: str) -> None:
         self.lanes.pop(lane, None)
 
-    def observe(self, entry: LogEntry) -> None:
+    def observe(self, entry: LogEntry, model: Event | None = None) -> None:
+        """Fold `entry` into every lane's memory; `model` is its event's model when the caller
+        has it (`CommitLog.fresh_model`), so it is not parsed again."""
         for lane, memory in list(self.lanes.items()):
-            self.lanes[lane] = memory.observe(entry)
+            self.lanes[lane] = memory.observe(entry, model)
 
 
 __all__ = ["Memories"]

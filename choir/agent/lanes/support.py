@@ -173,7 +173,10 @@ class LaneKit:
         self.budgets = BudgetFollower(self.state, kernel.log, kernel.arbiter, self.status.refresh)
 
     def start(self) -> None:
-        self._unsubscribe = self.kernel.log.subscribe(self.memories.observe)
+        log, memories = self.kernel.log, self.memories
+        self._unsubscribe = log.subscribe(
+            lambda entry: memories.observe(entry, log.fresh_model(entry))
+        )
         self.status.watch_locks(self.kernel.locks)
         self.budgets.start()
         self.budgets.config_swapped(self.state.current())  # a version swapped in before start

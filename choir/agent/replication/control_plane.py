@@ -13,6 +13,7 @@ from typing import Any, TypeVar
 from pydantic import ValidationError
 
 from choir.agent.replication.link import ReconnectingClient
+from choir.agent.replication.outgoing import OutgoingHeartbeat
 from choir.protocol import (
     Ack,
     ExecuteHostToolRequest,
@@ -21,7 +22,6 @@ from choir.protocol import (
     FetchDynamicConfigResponse,
     GetSecretsRequest,
     GetSecretsResponse,
-    HeartbeatRequest,
     HeartbeatResponse,
     InitHelloRequest,
     InitHelloResponse,
@@ -73,8 +73,10 @@ class ControlPlane:
     async def get_secrets(self, request: GetSecretsRequest) -> GetSecretsResponse:
         return await self._call(Verb.GET_SECRETS, request, GetSecretsResponse)
 
-    async def heartbeat(self, request: HeartbeatRequest) -> HeartbeatResponse:
-        return await self._call(Verb.HEARTBEAT, request, HeartbeatResponse)
+    async def heartbeat(self, request: OutgoingHeartbeat) -> HeartbeatResponse:
+        """choird validates the request in full; the agent sends its log's JSON as it is."""
+        answer = await self._client.call(Verb.HEARTBEAT.value, request.wire())
+        return _parsed(Verb.HEARTBEAT, answer, HeartbeatResponse)
 
     async def request_approval(self, request: RequestApprovalRequest) -> RequestApprovalResponse:
         return await self._call(Verb.REQUEST_APPROVAL, request, RequestApprovalResponse)
@@ -112,10 +114,14 @@ class ControlPlane:
 
     async def _call(self, verb: Verb, request: WireModel, response: type[ResponseT]) -> ResponseT:
         answer = await self._client.call(verb.value, request.model_dump(mode="json"))
-        try:
-            return response.model_validate(answer)
-        except ValidationError as exc:
-            raise TransportError(f"choird sent a malformed {verb.value} answer: {exc}") from None
+        return _parsed(verb, answer, response)
+
+
+def _parsed(verb: Verb, answer: Any, response: type[ResponseT]) -> ResponseT:
+    try:
+        return response.model_validate(answer)
+    except ValidationError as exc:
+        raise TransportError(f"choird sent a malformed {verb.value} answer: {exc}") from None
 
 
 class ControlPlaneHostBridge:

@@ -36,6 +36,11 @@ class DynamicConfig:
     """choird's config_version; 0 until the first fetch."""
     data: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
     """The blob, deep-frozen: mappings are read-only proxies, lists are tuples."""
+    _bindings: ResourceBindings | None = field(init=False, repr=False, compare=False)
+    """`bindings`, validated once per version: the lanes read them at every model call."""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_bindings", _bindings_of(self.data))
 
     @classmethod
     def of(cls, version: int, blob: Mapping[str, Any]) -> DynamicConfig:
@@ -46,13 +51,7 @@ class DynamicConfig:
     @property
     def bindings(self) -> ResourceBindings | None:
         """The session's resource bindings, as the blob carries them (None before a fetch)."""
-        raw = self.data.get("bindings")
-        if raw is None:
-            return None
-        try:
-            return ResourceBindings.model_validate(_thaw(raw))
-        except ValidationError:
-            return None
+        return self._bindings
 
     def budget_limits(self) -> BudgetLimits:
         """The session's budgets (§7.6): the blob's `budgets` over the defaults.
@@ -155,6 +154,16 @@ class DynamicState:
         """Call `listener` after each config swap; returns the unsubscribe callable."""
         self._listeners.append(listener)
         return lambda: self._listeners.remove(listener)
+
+
+def _bindings_of(data: Mapping[str, Any]) -> ResourceBindings | None:
+    raw = data.get("bindings")
+    if raw is None:
+        return None
+    try:
+        return ResourceBindings.model_validate(_thaw(raw))
+    except ValidationError:
+        return None
 
 
 def _freeze(value: Any) -> Any:

@@ -12,10 +12,10 @@ from typing import Final, Literal
 import orjson
 
 from choir.agent.kernel.commitlog import LogEntry
+from choir.agent.replication.outgoing import OutgoingHeartbeat
 from choir.protocol import (
     BaseRevConflict,
     ErrorCode,
-    HeartbeatRequest,
     Snapshot,
     error_details,
 )
@@ -38,19 +38,17 @@ def heartbeat_of(
     config_version: int,
     timestamp: str,
     snapshot: Snapshot | None = None,
-) -> HeartbeatRequest:
+) -> OutgoingHeartbeat:
     """The HEARTBEAT shipping `entries` (revisions base_rev+1 …), or a bare sign of life."""
-    return HeartbeatRequest.model_validate(
-        {
-            "base_rev": base_rev,
-            "new_rev": base_rev + len(entries),
-            "patches": [entry.wire() for entry in entries],
-            "config_version": config_version,
-            "hash_prev": hash_prev,
-            "hash_new": entries[-1].hash if entries else hash_prev,
-            "timestamp": timestamp,
-            "snapshot": snapshot,
-        }
+    return OutgoingHeartbeat(
+        base_rev=base_rev,
+        new_rev=base_rev + len(entries),
+        patches=entries,
+        config_version=config_version,
+        hash_prev=hash_prev,
+        hash_new=entries[-1].hash if entries else hash_prev,
+        timestamp=timestamp,
+        snapshot=snapshot,
     )
 
 

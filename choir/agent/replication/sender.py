@@ -20,6 +20,7 @@ from choir.agent.kernel.commitlog import CommitLog, LogEntry, now_ts
 from choir.agent.replication.artifacts import ArtifactUploader
 from choir.agent.replication.config_sync import ConfigSync
 from choir.agent.replication.control_plane import ControlPlane
+from choir.agent.replication.outgoing import OutgoingHeartbeat
 from choir.agent.replication.policy import Outage, heartbeat_of, judge, next_batch, patch_size
 from choir.agent.replication.snapshots import SnapshotSchedule
 from choir.agent.replication.types import (
@@ -36,7 +37,7 @@ from choir.agent.replication.types import (
 from choir.agent.replication.waiters import AckWaiters
 from choir.failpoints import failpoint
 from choir.logs import get_logger
-from choir.protocol import ErrorCode, HeartbeatRequest, HeartbeatResponse, Snapshot
+from choir.protocol import ErrorCode, HeartbeatResponse, Snapshot
 from choir.transport import RpcError, TransportError
 
 log = get_logger("choir.agent.replication.replicator")
@@ -254,7 +255,7 @@ class HeartbeatSender:
             return False
         return True
 
-    def _next_request(self) -> HeartbeatRequest:
+    def _next_request(self) -> OutgoingHeartbeat:
         """The heartbeat for the revisions after the ack, built with no await in between."""
         base = self._acked
         entries = next_batch(
@@ -290,7 +291,7 @@ class HeartbeatSender:
         assert self._loop is not None
         return self._snapshots.take(entries[-1].rev, entries[-1].hash, self._loop.time())
 
-    def _acknowledged(self, request: HeartbeatRequest, reply: HeartbeatResponse) -> None:
+    def _acknowledged(self, request: OutgoingHeartbeat, reply: HeartbeatResponse) -> None:
         assert self._loop is not None
         now = self._loop.time()
         if reply.ack_rev > self.log.head_rev:
@@ -325,7 +326,7 @@ class HeartbeatSender:
                 fields={"error": reason, "unreplicated": self.log.head_rev - self._acked},
             )
 
-    def _refused(self, error: RpcError, request: HeartbeatRequest) -> None:
+    def _refused(self, error: RpcError, request: OutgoingHeartbeat) -> None:
         if request.snapshot is not None and error.code == ErrorCode.PAYLOAD_TOO_LARGE:
             assert self._loop is not None
             self.stats.failures += 1

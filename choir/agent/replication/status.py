@@ -64,7 +64,9 @@ class StatusReporter:
         """Queue `request` as its lane's latest state (it replaces one not sent yet)."""
         if self._task is None:
             self._task = asyncio.get_running_loop().create_task(self._run(), name="status")
-        self._latest[request.lane] = request.model_copy(update={"locks": None})
+        # frozen models: the request itself is the latest unless it carries a lock table
+        latest = request if request.locks is None else request.model_copy(update={"locks": None})
+        self._latest[request.lane] = latest
         self._unsent.pop(request.lane, None)  # keeps lanes in the order of their latest move
         self._unsent[request.lane] = request
         self._idle.clear()

@@ -111,17 +111,17 @@ class WorkingMemory:
     forced: bool = False
     """A manual trigger (tool, choirctl, /compact) asked for a compaction."""
 
-    def observe(self, record: CommittedRecord) -> WorkingMemory:
-        """The memory after one committed record of the session (any lane's)."""
+    def observe(self, record: CommittedRecord, model: Event | None = None) -> WorkingMemory:
+        """The memory after one committed record of the session (any lane's); `model` is its
+        event parsed, when the caller has it already (else the record's JSON is parsed)."""
         kind = record.event.get("kind")
         if kind == "memory_write_committed":
             return self._replayed(record)
         is_user = kind == "user_msg" and self.lane == EDGE_LANE and record.lane == EDGE_LANE
         if not is_user and (record.rev < self.window_start_rev or not in_window(self.lane, record)):
             return self
-        item = WindowEvent(
-            record.rev, record.lane, record.hash, EVENT_ADAPTER.validate_python(record.event)
-        )
+        event = model if model is not None else EVENT_ADAPTER.validate_python(record.event)
+        item = WindowEvent(record.rev, record.lane, record.hash, event)
         latest_user = item if is_user else self.latest_user
         if record.rev < self.window_start_rev:
             return replace(self, latest_user=latest_user)

@@ -77,8 +77,40 @@ class LanePrompt:
 
     def size(self, tools: Sequence[dict[str, Any]] = ()) -> PromptSize:
         """The prompt's size, counting the `tools` parameter sent with it as fixed."""
-        tool_tokens = estimate_tokens(tools)
+        tool_tokens = _TOOL_TOKENS.of(tools)
         return PromptSize(self.window_tokens, self.fixed_tokens + tool_tokens)
+
+
+class _ToolTokens:
+    """`estimate_tokens` of the `tools` lists lately measured, by the identity of their entries.
+
+    A lane offers the same tools call after call, as the very same dicts (the registry builds
+    each tool's view once and never changes it), so encoding them all again at every call to
+    measure them (~20 µs for the seed tools) is waste. The entries are kept with their count:
+    an id cannot be reused while its dict is held here.
+    """
+
+    __slots__ = ("_counted",)
+
+    LIMIT: Final = 8
+    """Lists remembered (a lane's, each core job's, a skill state's); the oldest goes first."""
+
+    def __init__(self) -> None:
+        self._counted: dict[tuple[int, ...], tuple[tuple[dict[str, Any], ...], int]] = {}
+
+    def of(self, tools: Sequence[dict[str, Any]]) -> int:
+        key = tuple(map(id, tools))
+        found = self._counted.get(key)
+        if found is not None:
+            return found[1]
+        tokens = estimate_tokens(tools)
+        if len(self._counted) >= self.LIMIT:
+            del self._counted[next(iter(self._counted))]
+        self._counted[key] = (tuple(tools), tokens)
+        return tokens
+
+
+_TOOL_TOKENS: Final = _ToolTokens()
 
 
 def edge_prompt(

@@ -137,10 +137,9 @@ def window_messages(
     cache.use(result_view)
     builder = _Transcript()
     for item in events:
-        event = item.event
         view = cache.view(item)
-        if isinstance(event, ToolResultCommitted):
-            builder.answer(event.call_id, view.messages)
+        if view.answers is not None:
+            builder.answer(view.answers, view.messages)
         elif view.calls:
             builder.call(view.text, view.calls, view.whole)
         else:
@@ -160,6 +159,8 @@ class _EventView:
     """A model output's calls (distinct ids): the transcript pairs them with their results."""
     whole: Message | None = None
     """The assistant message with all of `calls`, for when each of them is answered."""
+    answers: str | None = None
+    """A tool result's call id: the call it answers."""
 
 
 class ShownEvents:
@@ -213,6 +214,8 @@ class ShownEvents:
             calls = _unique(event.tool_calls)
             whole = _assistant(event.text, calls)
             return _EventView(event_messages(event, result_view), event.text, calls, whole)
+        if isinstance(event, ToolResultCommitted):
+            return _EventView(event_messages(event, result_view), answers=event.call_id)
         return _EventView(event_messages(event, result_view))
 
     def _measure(self, view: _EventView) -> None:
@@ -221,62 +224,84 @@ class ShownEvents:
                 self._sizes[id(message)] = len(orjson.dumps(message))
 
 
-@dataclass(slots=True)
 class _Transcript:
-    """Messages so far, plus the assistant message whose calls are still being answered."""
+    """Messages so far, plus the assistant message whose calls are still being answered.
 
-    out: list[Message] = field(default_factory=list)
-    text: str = ""
-    calls: list[ToolCall] = field(default_factory=list)
-    whole: Message | None = None
-    answers: dict[str, Message] = field(default_factory=dict)
-    held: list[Message] = field(default_factory=list)
+    Built anew for every prompt over the whole window (tens of events), so it keeps to plain
+    lists and dicts and does nothing for a group that is not open.
+    """
+
+    __slots__ = ("answers", "calls", "held", "out", "text", "whole")
+
+    def __init__(self) -> None:
+        self.out: list[Message] = []
+        self.text = ""
+        self.calls: list[ToolCall] = []
+        """The open assistant message's calls (distinct ids); empty when none is open."""
+        self.whole: Message | None = None
+        self.answers: dict[str, Message] = {}
+        self.held: list[Message] = []
+        """Notes that came while calls were open: they follow the calls' answers."""
 
     def call(self, text: str, calls: list[ToolCall], whole: Message | None = None) -> None:
-        self._close()
+        if self.calls:
+            self._close()
         self.text, self.calls, self.whole = text, calls, whole
 
     def answer(self, call_id: str, messages: list[Message]) -> None:
-        if call_id in self.answers or all(call.id != call_id for call in self.calls):
+        calls, answers = self.calls, self.answers
+        if call_id in answers or all(call.id != call_id for call in calls):
             return  # its call is not in the window (or was answered already): an orphan
-        self.answers[call_id] = messages[0]
-        if len(self.answers) == len(self.calls):
+        answers[call_id] = messages[0]
+        if len(answers) == len(calls):
             self._close()
 
     def note(self, messages: list[Message]) -> None:
-        (self.held if self.calls else self.out).extend(messages)
-        if not self.calls:
-            self._dedupe_reply()
+        if self.calls:
+            self.held.extend(messages)
+            return
+        self.out.extend(messages)
+        self._dedupe_reply()
 
     def finish(self) -> list[Message]:
-        self._close()
+        if self.calls:
+            self._close()
         return self.out
 
     def _close(self) -> None:
         """Emit the open assistant message with its answered calls, then what was held back."""
-        answered = [call for call in self.calls if call.id in self.answers]
-        if answered or (self.calls and self.text):
-            whole = self.whole if len(answered) == len(self.calls) else None
-            self.out.append(whole if whole is not None else _assistant(self.text, answered))
-            self.out.extend(self.answers[call.id] for call in answered)
-        self.text, self.calls, self.whole, self.answers = "", [], None, {}
-        for message in self.held:
-            self.out.append(message)
-            self._dedupe_reply()
-        self.held = []
+        calls, answers, out = self.calls, self.answers, self.out
+        if len(answers) == len(calls) and self.whole is not None:
+            out.append(self.whole)
+            out.extend(answers[call.id] for call in calls)
+        else:
+            answered = [call for call in calls if call.id in answers]
+            if answered or self.text:
+                whole = self.whole if len(answered) == len(calls) else None
+                out.append(whole if whole is not None else _assistant(self.text, answered))
+                out.extend(answers[call.id] for call in answered)
+        self.text, self.calls, self.whole = "", [], None
+        if answers:
+            self.answers = {}
+        if self.held:
+            for message in self.held:
+                out.append(message)
+                self._dedupe_reply()
+            self.held = []
 
     def _dedupe_reply(self) -> None:
         """Drop an `AgentReplied` that repeats the assistant text right before it."""
-        if len(self.out) < 2:
+        out = self.out
+        if len(out) < 2:
             return
-        last, before = self.out[-1], self.out[-2]
+        last, before = out[-1], out[-2]
         if (
             last["role"] == before["role"] == "assistant"
             and "tool_calls" not in last
             and "tool_calls" not in before
             and last["content"] == before["content"]
         ):
-            self.out.pop()
+            out.pop()
 
 
 def _assistant(text: str, calls: Sequence[ToolCall]) -> Message:

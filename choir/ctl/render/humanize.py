@@ -44,6 +44,12 @@ def compact(value: Any, width: int = 100) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
+def one_line(text: str, width: int = 70) -> str:
+    """`text` with its whitespace runs as single spaces, cut to `width` with an ellipsis."""
+    flat = " ".join(text.split())
+    return flat if len(flat) <= width else flat[: width - 1] + "…"
+
+
 def dash(value: object) -> str:
     """`-` for None or empty, else the value as text."""
     return "-" if value is None or value == "" else str(value)

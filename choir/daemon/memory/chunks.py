@@ -58,12 +58,15 @@ class StoredSession:
     """Rows left out because they no longer parse."""
 
 
-async def read_session(conn: Connection, session_id: str, *, page: int = PAGE) -> StoredSession:
-    """Every stored event of the session, in rev order, and its summary."""
+async def read_session(
+    conn: Connection, session_id: str, *, page: int = PAGE, after_rev: int = 0
+) -> StoredSession:
+    """Every stored event of the session (after `after_rev`), in rev order, and its summary
+    (the latest among them)."""
     events: list[StoredEvent] = []
     summary: SessionSummary | None = None
     unreadable = 0
-    next_rev = 1
+    next_rev = after_rev + 1
     while records := await read_events(conn, session_id, next_rev, page):
         for record in records:
             try:

@@ -27,9 +27,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Callable, Collection
+from dataclasses import replace
 from typing import Final, Protocol
 
-from choir.core.memory.chunks import Tier
+from choir.core.memory.chunks import MemoryChunk, Tier
 from choir.daemon.memory.chunks import (
     StoredSession,
     event_chunks,
@@ -43,6 +44,7 @@ from choir.daemon.sessions.state import Clock, SessionEnded, utc_now
 from choir.errors import UnavailableError
 from choir.failpoints import failpoint
 from choir.logs import get_logger
+from choir.store.memory import ChunkRef
 from choir.store.memory_closes import PendingClose, begin_close, finish_close, pending_closes
 from choir.store.postgres.failures import classify
 from choir.store.postgres.pool import Pool
@@ -55,6 +57,8 @@ SHUTDOWN_GRACE_S: Final = 2.0
 """How long choird's shutdown lets a close in progress finish before cancelling it."""
 PAGE: Final = 100
 """Pending sessions read at a time."""
+STORE_PAGE: Final = 500
+"""Chunks stored per transaction: each page is queued for vectors while the next is stored."""
 PROGRESS_EVERY: Final = 10
 """A backlog's progress is logged every this many sessions."""
 BACKLOG_WAIT_S: Final = 60.0
@@ -169,10 +173,11 @@ class SessionCloser:
         agents = list(self._config().agents)
         closed = 0
         backlog = False
+        done: set[str] = set()  # each session once per call, whatever its close left behind
         while True:
             async with self._pool.acquire() as conn:
                 pending = await pending_closes(
-                    conn, agents, agent_id=agent_id, skip=self._failed, limit=PAGE
+                    conn, agents, agent_id=agent_id, skip=self._failed | done, limit=PAGE
                 )
             if not pending:
                 if backlog:
@@ -183,6 +188,7 @@ class SessionCloser:
                 more = "+" if len(pending) == PAGE else ""
                 _log.info(f"memory: closing {len(pending)}{more} ended sessions in the background")
             for session in pending:
+                done.add(session.session_id)
                 if closed:
                     await self._index_caught_up()
                 if await self._close_logged(session):
@@ -217,29 +223,35 @@ class SessionCloser:
         return True
 
     async def close_one(self, pending: PendingClose) -> int:
-        """Close one session (idempotent); how many event chunks it has."""
+        """Close one session (idempotent); how many event chunks this run stored or found."""
         agent_id, session_id = pending.agent_id, pending.session_id
         config = self._config()
         async with self._pool.acquire() as conn:
-            begun = await begin_close(conn, session_id, agent_id, config.memory_chunk_chars)
-            if begun.closed:
+            begun = await begin_close(
+                conn, session_id, agent_id, config.memory_chunk_chars, pending.ack_rev
+            )
+            if begun is None:
                 return 0
             if pending.interrupted:
                 _log.warning(
                     "memory: resuming the interrupted close of a session",
                     fields={"agent_id": agent_id, "session_id": session_id},
                 )
-            session = await read_session(conn, session_id)
+            session = await read_session(conn, session_id, after_rev=begun.from_rev)
         # CPU-bound for long sessions (~0.3 s per 5k events): off the event loop
-        chunks = await asyncio.to_thread(event_chunks, session, max_chars=begun.chunk_chars)
-        refs = await self._store.add_session_chunks(agent_id, session_id, Tier.MID_TERM, chunks)
+        chunks = await asyncio.to_thread(_numbered, session, begun.chunk_chars, begun.first_index)
+        refs: list[ChunkRef] = []
+        for start in range(0, len(chunks), STORE_PAGE):  # embedding starts with the first page
+            page = chunks[start : start + STORE_PAGE]
+            stored = await self._store.add_session_chunks(agent_id, session_id, Tier.MID_TERM, page)
+            for ref in stored:
+                if ref.tier is Tier.MID_TERM:  # a promoted session's detail gets no vector
+                    self._index.index(agent_id, "memory", ref.id, ref.text)
+            refs += stored
         await failpoint("memory.close.after_chunks")
-        for ref in refs:
-            if ref.tier is Tier.MID_TERM:  # a promoted session's detail gets no vector
-                self._index.index(agent_id, "memory", ref.id, ref.text)
         promoted = await self._promote(agent_id, config.mid_term_sessions, begun.chunk_chars)
         async with self._pool.acquire() as conn:
-            await finish_close(conn, session_id, len(refs), self._clock())
+            await finish_close(conn, session_id, len(refs), pending.ack_rev, self._clock())
         self.closed += 1
         _log.info(
             "session memory closed",
@@ -247,6 +259,7 @@ class SessionCloser:
                 "agent_id": agent_id,
                 "session_id": session_id,
                 "events": len(session.events),
+                "after_rev": begun.from_rev,
                 "chunks": len(refs),
                 "new_chunks": sum(ref.new for ref in refs),
                 "promoted": promoted,
@@ -296,6 +309,14 @@ class SessionCloser:
         worker.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await worker
+
+
+def _numbered(session: StoredSession, max_chars: int, first_index: int) -> list[MemoryChunk]:
+    """The session's chunks, numbered on from `first_index` (the chunks of a first close)."""
+    chunks = event_chunks(session, max_chars=max_chars)
+    if not first_index:
+        return chunks
+    return [replace(chunk, index=chunk.index + first_index) for chunk in chunks]
 
 
 def _unavailable(exc: BaseException) -> bool:

@@ -42,7 +42,9 @@ BACKFILL_PAGE: Final = 512
 WRITE_TIMEOUT_S: Final = 5.0
 """At shutdown, how long delivered vectors may take to be stored."""
 WRITE_BATCH: Final = 512
-"""Vectors written per statement at most (results gathered while the previous write ran)."""
+"""Vectors written per statement at most (results gathered while the previous write ran). One
+writer at a time: a row queued twice (a knowledge item edited) gets its vectors stored in the
+queue's order, its latest last; two writers measured no clear gain here and would race them."""
 RETRY_S: Final = (5.0, 15.0, 30.0, 60.0, 120.0, 300.0)
 """After rows went without vectors, when a backfill tries again (the last repeats) unless a
 batch with vectors comes first: an idle choird still notices the embedder is back."""

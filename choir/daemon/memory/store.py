@@ -31,7 +31,7 @@ from choir.errors import NotFoundError, UnavailableError
 from choir.store import knowledge, memory, memory_stats, memory_vectors
 from choir.store.agent_schema import run_as_agent
 from choir.store.knowledge import KnowledgeItem
-from choir.store.memory import ChunkRef
+from choir.store.memory import ChunkRef, StoredChunk
 from choir.store.memory_search import MemoryHit
 from choir.store.memory_stats import MemoryStats
 from choir.store.memory_vectors import MissingVector, VectorOf, VectorTarget
@@ -74,6 +74,10 @@ class MemoryStore(Protocol):
         self, agent_id: str, session_id: str, tier: Tier, chunks: Sequence[MemoryChunk]
     ) -> list[ChunkRef]:
         """Store a session's chunks; idempotent (a rerun stores nothing, same ids back)."""
+        ...
+
+    async def get_chunk(self, agent_id: str, chunk_id: UUID) -> StoredChunk | None:
+        """The session chunk with id `chunk_id`, or None (an operator opening a search hit)."""
         ...
 
     async def set_vectors(
@@ -149,6 +153,9 @@ class PostgresMemoryStore:
         self, agent_id: str, session_id: str, tier: Tier, chunks: Sequence[MemoryChunk]
     ) -> list[ChunkRef]:
         return await self._run(agent_id, lambda c: memory.add_chunks(c, session_id, tier, chunks))
+
+    async def get_chunk(self, agent_id: str, chunk_id: UUID) -> StoredChunk | None:
+        return await self._run(agent_id, lambda c: memory.get_chunk(c, chunk_id))
 
     async def set_vectors(
         self, agent_id: str, target: VectorTarget, vectors: Sequence[VectorOf]

@@ -34,6 +34,7 @@ from choir.daemon.operator import chat as operator_chat
 from choir.daemon.operator import config as operator_config
 from choir.daemon.operator import events as operator_events
 from choir.daemon.operator import logs as operator_logs
+from choir.daemon.operator import memory as operator_memory
 from choir.daemon.operator import recover as operator_recover
 from choir.daemon.operator import reembed as operator_reembed
 from choir.daemon.operator import sessions as operator_sessions
@@ -61,6 +62,8 @@ from choir.transport import Payload, Request, RpcError, Stream
 if TYPE_CHECKING:
     from choir.daemon.app import ChoirDaemon
     from choir.daemon.memory.reembed import Reembedder
+    from choir.daemon.memory.service import MemoryService
+    from choir.daemon.memory.store import MemoryStore
     from choir.daemon.memory.vector_models import VectorModels
 
 Answer = WireModel | AsyncIterator[WireModel]
@@ -127,6 +130,13 @@ VERBS: Final[Mapping[OperatorVerb, Route]] = {
     V.SUBSCRIBE: Route(_subscribe),
     V.CHAT_SEND: Route(operator_chat.chat_send),
     V.CHAT_REPLIES: Route(operator_chat.chat_replies),
+    V.MEMORY_SEARCH: Route(operator_memory.memory_search),
+    V.MEMORY_SHOW: Route(operator_memory.memory_show),
+    V.MEMORY_STATS: Route(operator_memory.memory_stats),
+    V.KNOWLEDGE_LIST: Route(operator_memory.knowledge_list),
+    V.KNOWLEDGE_SHOW: Route(operator_memory.knowledge_show),
+    V.KNOWLEDGE_PUT: Route(operator_memory.knowledge_put),
+    V.KNOWLEDGE_DELETE: Route(operator_memory.knowledge_delete),
     V.MEMORY_REEMBED: Route(operator_reembed.memory_reembed),
 }
 """Who answers every operator verb. `session.events` (with follow), `logs`, `subscribe`,
@@ -152,6 +162,8 @@ class OperatorApi:
         feed: OperatorFeed | None = None,
         lifecycle: Lifecycle | None = None,
         health: DaemonHealth | None = None,
+        memory_store: Callable[[], MemoryStore | None] | None = None,
+        memory: MemoryService | None = None,
         reembedder: Callable[[], Awaitable[Reembedder | None]] | None = None,
         vector_models: VectorModels | None = None,
     ) -> None:
@@ -171,6 +183,8 @@ class OperatorApi:
             console=ConsoleDm(DmCommands(call)),  # a DM's commands run the verbs in-process
             lifecycle=lifecycle,
             health=health,
+            memory_store=memory_store or (lambda: None),
+            memory=memory,
             reembedder=reembedder,
             vector_models=vector_models,
         )
@@ -258,9 +272,21 @@ def operator_handler(daemon: ChoirDaemon) -> OperatorApi:
         push=push,
         lifecycle=lifecycle,
         health=daemon.health,
+        memory_store=lambda: memory_store_of(daemon),
+        memory=daemon.memory,
         reembedder=daemon.reembedder,
         vector_models=daemon.vector_models,
     )
+
+
+def memory_store_of(daemon: ChoirDaemon) -> MemoryStore | None:
+    """The daemon's memory store, built on first use (numpy and pgvector load with it, not
+    with choird's start); None before its database is up."""
+    if daemon.memory_store is None and daemon.database is not None:
+        from choir.daemon.memory.store import PostgresMemoryStore
+
+        daemon.memory_store = PostgresMemoryStore(daemon.database.pool, models=daemon.vector_models)
+    return daemon.memory_store
 
 
 def as_rpc_error(error: ChoirError) -> RpcError:

@@ -27,8 +27,10 @@ from choir.home import ChoirHome
 from choir.store.postgres.pool import Pool
 from choir.store.sessions import SessionRow, SessionStatus, get_session, previous_session
 
-if TYPE_CHECKING:  # the memory modules load with session memory, after choird is ready
+if TYPE_CHECKING:  # numpy and pgvector load with the first memory verb
     from choir.daemon.memory.reembed import Reembedder
+    from choir.daemon.memory.service import MemoryService
+    from choir.daemon.memory.store import MemoryStore
     from choir.daemon.memory.vector_models import VectorModels
 
 
@@ -47,6 +49,11 @@ class OperatorContext:
     """The agent runtime `agent.start`/`agent.stop` use; None where choird runs no agents."""
     health: DaemonHealth = field(default_factory=DaemonHealth)
     """choird's database and disk problems (`status`, the feed's `health` items)."""
+    memory_store: Callable[[], MemoryStore | None] = lambda: None
+    """The agents' memory (`memory.*`, `knowledge.*`), built at first use; None where choird
+    serves none."""
+    memory: MemoryService | None = None
+    """choird's embedding service: query vectors, queue depth, breaker."""
     reembedder: Callable[[], Awaitable[Reembedder | None]] | None = None
     """`memory.reembed`'s runner, once session memory started; None where choird has none."""
     vector_models: VectorModels | None = None

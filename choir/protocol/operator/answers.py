@@ -449,6 +449,138 @@ class ChatReply(OperatorModel):
     artifact: JsonObject | None
 
 
+# -- memory and knowledge ---------------------------------------------------------------------
+
+
+class MemoryHitView(OperatorModel):
+    """One search result and where it comes from."""
+
+    id: str
+    store: str
+    score: float
+    """Higher is better; its scale depends on the mode (cosine, text rank, fused rank)."""
+    text: str
+    session_id: str | None
+    tier: str | None
+    kind: str | None
+    first_rev: int | None
+    last_rev: int | None
+    """The session events a chunk was cut from (None for summaries and knowledge)."""
+    key: str | None
+    """A knowledge item's dedup key."""
+
+
+class MemorySearch(OperatorModel):
+    agent_id: str
+    store: str
+    mode: str
+    """The mode that ran: `text` when semantic or hybrid had no query vector."""
+    asked_mode: str
+    fallback: str | None
+    """Why the mode that ran is not the one asked (None when it is)."""
+    hits: list[MemoryHitView]
+
+
+class ChunkView(OperatorModel):
+    """A session chunk (tiers 2-3)."""
+
+    id: str
+    session_id: str
+    tier: str
+    kind: str
+    chunk_index: int
+    first_rev: int | None
+    last_rev: int | None
+    text: str
+    has_vector: bool
+    created_at: str | None
+
+
+class KnowledgeView(OperatorModel):
+    """A knowledge item (tier 4)."""
+
+    agent_id: str
+    id: str
+    key: str | None
+    text: str
+    metadata: JsonObject
+    created_at: str | None
+    updated_at: str | None
+    has_vector: bool
+
+
+class MemoryItem(OperatorModel):
+    """`memory.show`: a session chunk with the events it was cut from, or a knowledge item."""
+
+    agent_id: str
+    store: str
+    chunk: ChunkView | None
+    knowledge: KnowledgeView | None
+    events: list[EventView]
+    """A chunk's source events (its rev range, from the session's stored events)."""
+    events_truncated: bool
+    """More events in the range than one answer carries: read them with `session events`."""
+
+
+class TierCounts(OperatorModel):
+    mid_term: int
+    long_term_summary: int
+    long_term_detail: int
+
+
+class AgentMemoryStats(OperatorModel):
+    agent_id: str
+    chunks: TierCounts
+    sessions: TierCounts
+    """Sessions with chunks in each tier."""
+    knowledge_items: int
+    vectors_missing: int
+    """Searchable rows (mid-term, summaries, knowledge) still without a vector."""
+    index_bytes: dict[str, int]
+    """On-disk size of each search index."""
+    reembed: str | None = None
+    """Why and how to re-embed, when the agent's vectors are another embedding model's
+    (searched by text until then); None when they are the configured model's."""
+
+
+class EmbeddingView(OperatorModel):
+    """choird's embedding service."""
+
+    provider: str
+    """`local` or the configured model id."""
+    dimensions: int
+    queue_depth: int
+    """Chunks waiting for (or in) a batch."""
+    breaker: str
+    """`closed` (calls go through) or `open` (the provider failed: paused, searches by text)."""
+
+
+class MemoryStats(OperatorModel):
+    agents: list[AgentMemoryStats]
+    embedding: EmbeddingView
+
+
+class KnowledgeList(OperatorModel):
+    agent_id: str
+    items: list[KnowledgeView]
+    next_after: str | None
+    """Pass as `after` for the next page; None after the last."""
+
+
+class KnowledgeStored(OperatorModel):
+    item: KnowledgeView
+    updated: bool
+    """An item with the same key existed and was replaced (same id)."""
+    embedded: bool
+    """Its vector is stored: semantic search finds it now (else by text, until a backfill)."""
+
+
+class KnowledgeDeleted(OperatorModel):
+    agent_id: str
+    ref: str
+    deleted: bool
+
+
 class AgentReembedded(OperatorModel):
     """One agent's `memory reembed`: the model its vectors are now of, the one before."""
 

@@ -70,6 +70,13 @@ OPERATOR_MODELS: Final[Mapping[OperatorVerb, OperatorModels]] = {
     V.SUBSCRIBE: OperatorModels(r.NoArguments, None, i.FeedItem),
     V.CHAT_SEND: OperatorModels(r.ChatSend, a.ChatSent),
     V.CHAT_REPLIES: OperatorModels(r.ChatReplies, None, a.ChatReply),
+    V.MEMORY_SEARCH: OperatorModels(r.MemorySearch, a.MemorySearch),
+    V.MEMORY_SHOW: OperatorModels(r.MemoryItemRef, a.MemoryItem),
+    V.MEMORY_STATS: OperatorModels(r.MemoryStatsRequest, a.MemoryStats),
+    V.KNOWLEDGE_LIST: OperatorModels(r.KnowledgeList, a.KnowledgeList),
+    V.KNOWLEDGE_SHOW: OperatorModels(r.KnowledgeRef, a.KnowledgeView),
+    V.KNOWLEDGE_PUT: OperatorModels(r.KnowledgePut, a.KnowledgeStored),
+    V.KNOWLEDGE_DELETE: OperatorModels(r.KnowledgeRef, a.KnowledgeDeleted),
     V.MEMORY_REEMBED: OperatorModels(r.MemoryReembed, a.MemoryReembedded, i.ReembedItem),
 }
 """Every operator verb's models; `tests/protocol/test_operator_golden.py` pins their wire form."""

@@ -171,6 +171,66 @@ class ChatReplies(WireModel):
     """Skip kept replies up to this sequence number."""
 
 
+MEMORY_MAX_LIMIT: Final = 100
+"""Most hits one `memory.search` answers (the store's own cap)."""
+
+
+class MemorySearch(WireModel):
+    agent_id: str = Field(min_length=1)
+    """Whose memory to search (any configured agent: the operator reads every store)."""
+    query: str = Field(default="", max_length=4000)
+    """The query text; may be empty only for `session_detail` (then every detail chunk)."""
+    store: str = "session"
+    """`session` (mid-term chunks, long-term summaries) or `knowledge`; checked by choird, which
+    names the valid ones."""
+    mode: str = "hybrid"
+    """`semantic`, `text`, `hybrid` or (session store) `session_detail`. Semantic and hybrid
+    search by text when no embedder answers; the answer says so."""
+    session_id: str | None = None
+    """The promoted session to open (`session_detail` only)."""
+    limit: int = Field(default=10, ge=1, le=MEMORY_MAX_LIMIT)
+    """Most hits, best first."""
+
+
+class MemoryItemRef(WireModel):
+    item_id: str = Field(min_length=1)
+    """A session chunk's or knowledge item's id (a UUID), as `memory search` shows it."""
+    agent_id: str | None = None
+    """Whose memory holds it; None looks in every configured agent's."""
+
+
+class MemoryStatsRequest(WireModel):
+    agent_id: str | None = None
+    """One agent's memory; None: every configured agent's."""
+
+
+class KnowledgeList(WireModel):
+    agent_id: str = Field(min_length=1)
+    """Whose knowledge."""
+    limit: int = Field(default=50, ge=1, le=1000)
+    """Most items, oldest first."""
+    after: str | None = None
+    """The previous page's last id (`next_after`): the page after it."""
+
+
+class KnowledgeRef(WireModel):
+    agent_id: str = Field(min_length=1)
+    """Whose knowledge."""
+    ref: str = Field(min_length=1)
+    """An item's id or its dedup key."""
+
+
+class KnowledgePut(WireModel):
+    agent_id: str = Field(min_length=1)
+    """Whose knowledge to write (the operator may write any agent's)."""
+    text: str = Field(min_length=1)
+    """What to remember; choird refuses more than 32 KiB, naming the limit."""
+    key: str | None = None
+    """A dedup key: the item with this key is updated in place (same id)."""
+    tags: list[str] = Field(default_factory=list)
+    """Labels stored in the item's metadata."""
+
+
 class MemoryReembed(WireModel):
     """`memory reembed`: one agent (`agent_id`) or every agent (`all`)."""
 

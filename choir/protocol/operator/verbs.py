@@ -8,6 +8,12 @@ Dotted names (`session.events`) on `$CHOIR_HOME/socks/choird.sock`. `OperatorVer
 from __future__ import annotations
 
 from enum import StrEnum
+from typing import Final
+
+MEMORY_STORES: Final = ("session", "knowledge")
+"""The stores `memory.search` reads, the default first (what front ends offer; choird checks)."""
+MEMORY_MODES: Final = ("hybrid", "semantic", "text", "session_detail")
+"""Its modes, the default first; `session_detail` is the session store's only."""
 
 
 class OperatorVerb(StrEnum):
@@ -54,4 +60,11 @@ class OperatorVerb(StrEnum):
     SUBSCRIBE = "subscribe"
     CHAT_SEND = "chat.send"
     CHAT_REPLIES = "chat.replies"
+    MEMORY_SEARCH = "memory.search"
+    MEMORY_SHOW = "memory.show"
+    MEMORY_STATS = "memory.stats"
+    KNOWLEDGE_LIST = "knowledge.list"
+    KNOWLEDGE_SHOW = "knowledge.show"
+    KNOWLEDGE_PUT = "knowledge.put"
+    KNOWLEDGE_DELETE = "knowledge.delete"
     MEMORY_REEMBED = "memory.reembed"

@@ -166,7 +166,10 @@ CREATE TABLE choir_control.memory_closes (
     agent_id    text NOT NULL,
     state       text NOT NULL CHECK (state IN ('closing', 'closed')),
     chunk_chars int NOT NULL CHECK (chunk_chars > 0),
-    chunks      int,
+    from_rev    bigint NOT NULL DEFAULT 0,
+    first_index int NOT NULL DEFAULT 0,
+    to_rev      bigint NOT NULL DEFAULT 0,
+    chunks      int NOT NULL DEFAULT 0,
     started_at  timestamptz NOT NULL DEFAULT now(),
     closed_at   timestamptz,
     CHECK ((state = 'closed') = (closed_at IS NOT NULL))

@@ -10,16 +10,27 @@ from pathlib import Path
 
 import pytest
 
+from choir.agent.kernel.commitlog import CommitLog
 from choir.daemon.app import ChoirDaemon
 from choir.daemon.memory.close import SessionCloser
 from choir.daemon.memory.search import MemoryQuery
+from choir.daemon.sessions.state import StartedSession
+from choir.protocol import TerminateSelfRequest
+from choir.protocol.log.events import AgentReplied, Event, UserMsg
 from choir.store.memory_closes import PendingClose
 from choir.store.postgres.ddl import apply_control_schema
 from choir.store.postgres.pool import connect
 from choir.store.postgres.target import ConnectParams
-from tests.harness.daemons import pool_of, running_daemon
+from tests.e2e.agent_side import heartbeat
+from tests.harness.daemons import (
+    agent_control_plane,
+    pool_of,
+    running_daemon,
+    session_row,
+)
 from tests.harness.homes import external_postgres, make_home
 from tests.harness.log_lines import log_lines
+from tests.harness.waits import poll_until
 from tests.memory.close.support import (
     TOPICS,
     close_state,
@@ -121,7 +132,8 @@ async def test_closing_a_session_twice_changes_nothing(daemon: ChoirDaemon):
     before = await memory_rows(pool_of(daemon))
 
     for session_id in sessions:  # closed: a second close finds the mark
-        assert await closer.close_one(PendingClose(session_id, "agent-1", None)) == 0
+        ack_rev = (await session_row(daemon, session_id)).ack_rev
+        assert await closer.close_one(PendingClose(session_id, "agent-1", ack_rev)) == 0
     async with pool_of(daemon).acquire() as conn:  # as if each close had been cut short
         await conn.execute(
             "UPDATE choir_control.memory_closes SET state = 'closing', closed_at = NULL"
@@ -179,3 +191,45 @@ async def test_sessions_ended_before_choird_started_are_worked_off_in_the_backgr
     assert "memory: closing 12 ended sessions in the background" in said
     assert "memory: 10 ended sessions closed so far" in said
     assert "memory: 12 ended sessions closed" in said
+
+
+async def test_a_session_resumed_after_its_close_adds_its_newer_events(daemon: ChoirDaemon):
+    _, index, _ = parts(daemon)
+    assert daemon.services is not None
+    log = CommitLog()  # the agent's log, kept across its stop and `agent start --resume`
+
+    async def work(started: StartedSession, events: list[Event]) -> None:
+        plane = await agent_control_plane(daemon, "uds", started.session_id, started.lease_token)
+        try:
+            base = log.head_rev
+            for event in events:
+                log.commit("edge", event)
+            await plane.heartbeat(heartbeat(log, base_rev=base))
+            await plane.terminate_self(TerminateSelfRequest(reason="stop"))
+        finally:
+            await plane.close()
+
+    started = await daemon.services.sessions.start("agent-1", {}, new_session=True)
+    session_id = started.session_id
+    await work(started, conversation(7, turns=6, summary=False))
+    await wait_closed(pool_of(daemon), session_id)
+    await index.settled()
+    before = await memory_rows(pool_of(daemon))
+
+    resumed = await daemon.services.sessions.start("agent-1", {}, resume=session_id)
+    more: list[Event] = [UserMsg(text="later: " + TOPICS[2]), AgentReplied(text="later, done.")]
+    await work(resumed, more)
+
+    async def reclosed() -> bool:
+        return len(await memory_rows(pool_of(daemon))) > len(before)
+
+    await poll_until(reclosed, within=30)
+    await wait_closed(pool_of(daemon), session_id)
+    await index.settled()
+    after = await memory_rows(pool_of(daemon))
+    assert after[: len(before)] == before  # the first close's chunks, untouched
+    added = after[len(before) :]
+    assert [r.index for r in added] == list(range(len(before), len(after)))
+    assert all(r.vector for r in added)
+    assert any("later:" in r.text for r in added)
+    assert not any("later:" in r.text for r in before)

@@ -8,11 +8,13 @@ from __future__ import annotations
 import asyncio
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from choir.client import ChoirClient
 from choir.errors import UsageError
+from choir.home import ChoirHome
 from choir.store.embedding_model import EmbeddingModel
 from choir.store.postgres.pool import open_pool
 from choir.store.postgres.target import ConnectParams
@@ -32,6 +34,20 @@ from tests.memory.reembed.support import (
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 
+
+async def search(home: ChoirHome, query: str) -> dict[str, Any]:
+    """`choirctl memory search --mode semantic` of agent-1's knowledge, its JSON answer."""
+    found = await choirctl(
+        home, "memory", "search", AGENT, query, "--store", "knowledge", "--mode", "semantic",
+        "--json",
+    )  # fmt: skip
+    assert found.returncode == 0, found.stderr
+    answer: dict[str, Any] = json.loads(found.stdout)
+    return answer
+
+
+NOTE_7 = "note 7: the deploy of service 7 runs at 7 o'clock"
+"""A knowledge item's text (`seeded_home`): searched for, semantic search finds it first."""
 KNOWLEDGE = 560
 """More rows than one backfill page (512): a kill after the first page leaves some."""
 
@@ -83,6 +99,15 @@ async def test_a_dimensions_change_and_back_resumes_after_a_kill_and_embeds_each
             said = (await choirctl(home, "status")).stdout
             assert "agent-1's vectors are embed-a (256 dimensions)" in said
             assert "until choirctl memory reembed agent-1" in said
+            stats = await choirctl(home, "memory", "stats", AGENT, "--json")
+            assert (
+                "choirctl memory reembed agent-1"
+                in json.loads(stats.stdout)["agents"][0]["reembed"]
+            )
+            stale = await search(home, NOTE_7)
+            assert stale["mode"] == "text"  # the 256-dim vectors are never compared
+            assert "memory reembed agent-1" in stale["fallback"]
+            assert stale["hits"]
 
             killed = await choirctl(home, "memory", "reembed", AGENT)
             assert killed.returncode == 6, killed.stderr  # choird died under it
@@ -106,6 +131,9 @@ async def test_a_dimensions_change_and_back_resumes_after_a_kill_and_embeds_each
             assert set(sent) == set(before.texts)
             assert set(sent.values()) == {1}  # across the kill, every row embedded once
             assert server.models[-1] == "embed-b"
+            current = await search(home, NOTE_7)
+            assert (current["mode"], current["fallback"]) == ("semantic", None)
+            assert current["hits"][0]["text"] == NOTE_7  # the same text: the same vector
 
             # and back: 1536 -> 256, with a progress line per page on stderr
             await asyncio.to_thread(stop, choird)

@@ -1,0 +1,216 @@
+"""The memory host tools (§11.7) choird serves over EXECUTE_HOST_TOOL, with §11.2's access rules.
+
+- `choir.memory.query` for the `session` and `knowledge` stores (the agent answers `working`
+  itself): any configured agent's memory may be read (`target_agent`, default the caller); an
+  unknown agent is an error the model sees, never an empty result. `semantic` and `hybrid`
+  embed the query text first; when no embedder answers in time the search runs as `text` and
+  the result says so (§11.9: search degrades, it never fails for want of a vector).
+- `choir.memory.upsert`: insert, update by key, delete — the caller's own knowledge only. A
+  stored item is queued for embedding (`index`); it is searchable by text at once.
+
+Arguments were checked by the agent against the tool's schema, but choird trusts nothing an
+agent sends: every argument is checked again here, and a bad one is a one-line tool error.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Collection, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Final
+from uuid import UUID
+
+from choir.daemon.agents.host_tools import HostToolCall, HostTools
+from choir.errors import UnavailableError, UsageError
+from choir.protocol import ToolResult
+
+if TYPE_CHECKING:  # numpy and pgvector load with memory, after choird's start (see `_query`)
+    from choir.daemon.memory.provider import Vector
+    from choir.daemon.memory.store import MemoryStore
+    from choir.store.memory_search import MemoryHit
+    from choir.store.memory_vectors import VectorTarget
+
+QUERY: Final = "choir.memory.query"
+UPSERT: Final = "choir.memory.upsert"
+HIT_CHARS: Final = 1_500
+"""Text of one hit shown to the model; the rest is a `session_detail` or `show` away."""
+DEFAULT_LIMIT: Final = 10
+MAX_LIMIT: Final = 50
+"""The tool schema's maximum (the store allows more for the operator)."""
+
+QueryEmbedder = Callable[[str], Awaitable["Vector | None"]]
+"""The query text's vector, or None when no embedder answers in time."""
+Indexer = Callable[[str, "VectorTarget", UUID, str], None]
+"""Queue a stored row's text for embedding: (agent, target, row id, text)."""
+MemoryParts = Callable[[], Awaitable[tuple["MemoryStore", Indexer]]]
+"""The store and the indexer, once choird's memory has started (`UnavailableError` when it
+does not in time: the tools are served from choird's start, memory comes up just after)."""
+
+
+class _Refused(Exception):
+    """A call that cannot run as asked: becomes the tool error `code` with `message`."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code, self.message = code, message
+
+
+@dataclass(frozen=True)
+class MemoryTools:
+    """The two handlers, over one `MemoryStore`, an embedder for queries and the index queue."""
+
+    parts: MemoryParts
+    embed_query: QueryEmbedder
+    agents: Callable[[], Collection[str]]
+    """The configured agents: whose memory exists to be read."""
+
+    def register(self, host_tools: HostTools) -> Callable[[], None]:
+        """Serve both tools on `host_tools`; returns the unregister callable."""
+        undo = [host_tools.register(QUERY, self.query), host_tools.register(UPSERT, self.upsert)]
+
+        def unregister() -> None:
+            for step in undo:
+                step()
+
+        return unregister
+
+    async def query(self, call: HostToolCall) -> ToolResult:
+        try:
+            return await self._query(call.context.agent_id, call.input)
+        except _Refused as refused:
+            return ToolResult.fail(refused.code, refused.message)
+        except UsageError as err:
+            return ToolResult.fail("invalid_input", err.message)
+        except UnavailableError as err:
+            return ToolResult.fail("memory_unavailable", err.message)
+
+    async def upsert(self, call: HostToolCall) -> ToolResult:
+        try:
+            return await self._upsert(call.context.agent_id, call.input)
+        except _Refused as refused:
+            return ToolResult.fail(refused.code, refused.message)
+        except UsageError as err:
+            return ToolResult.fail("invalid_input", err.message)
+        except UnavailableError as err:
+            return ToolResult.fail("memory_unavailable", err.message)
+
+    async def _query(self, caller: str, args: Mapping[str, Any]) -> ToolResult:
+        store = _required(args, "store")
+        if store == "working":
+            raise _Refused("invalid_input", 'store "working" is searched by the agent itself')
+        target = _text(args, "target_agent") or caller
+        if target not in self.agents():
+            raise _Refused(
+                "unknown_agent",
+                f"there is no agent {target!r} whose memory could be read; known: "
+                + ", ".join(sorted(self.agents())),
+            )
+        from choir.daemon.memory.search import MemoryQuery, SearchMode
+
+        mode = _required(args, "mode")
+        text = _text(args, "query") or ""
+        vector, note = None, ""
+        if mode in (SearchMode.SEMANTIC, SearchMode.HYBRID) and text.strip():
+            vector = await self.embed_query(text)
+            if vector is None:
+                mode, note = SearchMode.TEXT.value, " (no embedder answered: text search)"
+        query = MemoryQuery(
+            store=store,
+            mode=mode,
+            text=text,
+            vector=vector,
+            session_id=_text(args, "session_id"),
+            limit=_limit(args),
+        )
+        memory, _ = await self.parts()
+        hits = await memory.search(target, query)
+        whose = "your" if target == caller else f"{target}'s"
+        return ToolResult(
+            status="success",
+            summary=f"{len(hits)} hit(s) in {whose} {store} memory for {text!r}{note}",
+            data={
+                "store": store,
+                "mode": mode,
+                "target_agent": target,
+                "hits": [_hit(hit) for hit in hits],
+            },
+            truncated=any(len(hit.text) > HIT_CHARS for hit in hits),
+        )
+
+    async def _upsert(self, caller: str, args: Mapping[str, Any]) -> ToolResult:
+        target = _text(args, "target_agent")
+        if target is not None and target != caller:
+            raise _Refused(
+                "access_denied",
+                f"knowledge is written to your own store only, not {target!r}'s (§11.2)",
+            )
+        op = _required(args, "op")
+        key = _text(args, "key")
+        store, index = await self.parts()
+        if op == "delete":
+            if key is None:
+                raise _Refused("invalid_input", "op delete needs the key of the entry to remove")
+            if not await store.delete_knowledge(caller, key):
+                raise _Refused("not_found", f"there is no knowledge entry with key {key!r}")
+            return ToolResult.ok(f"deleted knowledge {key!r}", op=op, key=key)
+        if op not in ("insert", "update"):
+            raise _Refused("invalid_input", f"unknown op {op!r}: use insert, update or delete")
+        if op == "update" and key is None:
+            raise _Refused("invalid_input", "op update needs the key of the entry to replace")
+        text = _required(args, "text")
+        item = await store.put_knowledge(caller, text, key=key, metadata=_tags(args))
+        index(caller, "knowledge", item.id, item.text)
+        named = repr(key) if key is not None else str(item.id)
+        return ToolResult.ok(f"stored knowledge {named}", op=op, id=str(item.id), key=key)
+
+
+def _required(args: Mapping[str, Any], name: str) -> str:
+    value = _text(args, name)
+    if value is None:
+        raise _Refused("invalid_input", f"{name} is missing")
+    return value
+
+
+def _text(args: Mapping[str, Any], name: str) -> str | None:
+    value = args.get(name)
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value.strip():
+        raise _Refused("invalid_input", f"{name} must be a non-empty string")
+    return value
+
+
+def _limit(args: Mapping[str, Any]) -> int:
+    value = args.get("limit", DEFAULT_LIMIT)
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_LIMIT:
+        raise _Refused("invalid_input", f"limit must be an integer from 1 to {MAX_LIMIT}")
+    return value
+
+
+def _tags(args: Mapping[str, Any]) -> dict[str, Any]:
+    tags = args.get("tags")
+    if tags is None:
+        return {}
+    if not isinstance(tags, list) or not all(isinstance(tag, str) and tag for tag in tags):
+        raise _Refused("invalid_input", "tags must be a list of non-empty strings")
+    return {"tags": tags}
+
+
+def _hit(hit: MemoryHit) -> dict[str, Any]:
+    source = hit.source
+    found: dict[str, Any] = {
+        "text": hit.text[:HIT_CHARS],
+        "score": round(hit.score, 4),
+        "agent": source.agent_id,
+        "store": source.store,
+        "id": str(source.id),
+    }
+    extra = {
+        "session_id": source.session_id,
+        "tier": source.tier.value if source.tier else None,
+        "kind": source.kind.value if source.kind else None,
+        "first_rev": source.first_rev,
+        "last_rev": source.last_rev,
+        "key": source.key,
+    }
+    found.update((name, value) for name, value in extra.items() if value is not None)
+    return found

@@ -1,0 +1,143 @@
+"""The memory host tools end to end: an agent's EXECUTE_HOST_TOOL → choird → Postgres → back.
+
+A real choird (the production composition root, in this process) on a home `choirctl init`
+made, with the local embedder (no embedding configured); the agent side is the real
+`ControlPlane` client on the agent's own socket, calling as a leased session — what the
+kernel's host bridge sends when a model calls `choir.memory.upsert` or `choir.memory.query`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from choir.agent.replication.control_plane import ControlPlane
+from choir.daemon.app import ChoirDaemon
+from choir.home import ChoirHome
+from choir.protocol import ExecuteHostToolRequest
+from choir.store.postgres.target import ConnectParams
+from tests.e2e.agent_side import hello
+from tests.harness.daemons import agent_control_plane, running_daemon
+from tests.harness.homes import external_postgres, make_home
+
+pytestmark = pytest.mark.slow
+
+_ids = itertools.count(1)
+
+
+@pytest.fixture
+def home(root: Path, pg_params: ConnectParams) -> ChoirHome:
+    return make_home(root, postgres=external_postgres(pg_params))
+
+
+@pytest.fixture
+async def daemon(home: ChoirHome) -> AsyncIterator[ChoirDaemon]:
+    async with running_daemon(home) as running:
+        yield running
+
+
+async def as_agent(daemon: ChoirDaemon, agent_id: str) -> ControlPlane:
+    assert daemon.services is not None
+    started = await daemon.services.sessions.start(agent_id, {})
+    agent = await agent_control_plane(
+        daemon, "uds", started.session_id, started.lease_token, agent_id=agent_id
+    )
+    await agent.init_hello(hello(agent_id, started.session_id))
+    return agent
+
+
+async def call(agent: ControlPlane, tool: str, **arguments: Any) -> dict[str, Any]:
+    request = ExecuteHostToolRequest(tool_name=tool, call_id=f"c{next(_ids)}", input=arguments)
+    output: dict[str, Any] = (await agent.execute_host_tool(request)).output
+    return output
+
+
+async def upsert(agent: ControlPlane, **arguments: Any) -> dict[str, Any]:
+    return await call(agent, "choir.memory.upsert", **arguments)
+
+
+async def query(agent: ControlPlane, **arguments: Any) -> dict[str, Any]:
+    return await call(agent, "choir.memory.query", **arguments)
+
+
+def texts(result: dict[str, Any]) -> list[str]:
+    assert result["status"] == "success", result
+    return [hit["text"] for hit in result["data"]["hits"]]
+
+
+async def test_knowledge_is_written_updated_by_key_found_and_deleted(daemon: ChoirDaemon) -> None:
+    agent = await as_agent(daemon, "agent-1")
+    stored = await upsert(agent, op="insert", text="The deploy host is castor.", tags=["ops"])
+    assert stored["status"] == "success"
+    await upsert(agent, op="update", key="user.editor", text="The user edits with vim.")
+    await upsert(agent, op="update", key="user.editor", text="The user edits with helix.")
+
+    found = await query(agent, store="knowledge", mode="text", query="edits")
+    assert texts(found) == ["The user edits with helix."]  # updated in place, not added
+    [hit] = found["data"]["hits"]
+    assert (hit["agent"], hit["store"], hit["key"]) == ("agent-1", "knowledge", "user.editor")
+    assert isinstance(hit["score"], float)
+    # semantic search embeds the query with the local model; the item's vector may still be
+    # queued, so hybrid (text + vector) is what finds it at once either way
+    hybrid = await query(agent, store="knowledge", mode="hybrid", query="deploy host")
+    assert "The deploy host is castor." in texts(hybrid)
+
+    deleted = await upsert(agent, op="delete", key="user.editor")
+    assert deleted["status"] == "success"
+    assert texts(await query(agent, store="knowledge", mode="text", query="edits")) == []
+    again = await upsert(agent, op="delete", key="user.editor")
+    assert (again["status"], again["error_code"]) == ("error", "not_found")
+    await agent.close()
+
+
+async def test_another_agents_memory_is_read_never_written(daemon: ChoirDaemon) -> None:
+    one = await as_agent(daemon, "agent-1")
+    two = await as_agent(daemon, "agent-2")
+    await upsert(two, op="insert", text="agent-2 keeps the release checklist.")
+
+    read = await query(
+        one, store="knowledge", mode="text", query="checklist", target_agent="agent-2"
+    )
+    assert texts(read) == ["agent-2 keeps the release checklist."]
+    assert read["data"]["hits"][0]["agent"] == "agent-2"
+    assert texts(await query(one, store="knowledge", mode="text", query="checklist")) == []
+
+    denied = await upsert(one, op="insert", text="sneaky", target_agent="agent-2")
+    assert (denied["status"], denied["error_code"]) == ("error", "access_denied")
+    unknown = await query(one, store="knowledge", mode="text", query="x", target_agent="nobody")
+    assert (unknown["status"], unknown["error_code"]) == ("error", "unknown_agent")
+    assert "agent-1, agent-2" in unknown["summary"]
+    assert texts(await query(two, store="knowledge", mode="text", query="sneaky")) == []
+    await one.close()
+    await two.close()
+
+
+@pytest.mark.parametrize(
+    ("tool", "arguments", "needle"),
+    [
+        ("choir.memory.query", {"store": "session", "mode": "keyword", "query": "x"}, "keyword"),
+        ("choir.memory.query", {"store": "attic", "mode": "text", "query": "x"}, "attic"),
+        ("choir.memory.query", {"store": "session", "mode": "session_detail"}, "session_id"),
+        ("choir.memory.query", {"store": "knowledge", "mode": "text", "limit": 0}, "limit"),
+        ("choir.memory.upsert", {"op": "update", "text": "no key"}, "key"),
+        ("choir.memory.upsert", {"op": "insert"}, "text is missing"),
+        ("choir.memory.upsert", {"op": "merge", "text": "x"}, "unknown op"),
+        ("choir.memory.upsert", {"op": "insert", "text": "x" * 40_000}, "KiB"),
+    ],
+)
+async def test_a_bad_call_is_a_clear_tool_error_and_writes_nothing(
+    daemon: ChoirDaemon, tool: str, arguments: dict[str, Any], needle: str
+) -> None:
+    agent = await as_agent(daemon, "agent-1")
+    result = await call(agent, tool, **arguments)
+    assert (result["status"], result["error_code"]) == ("error", "invalid_input"), result
+    assert needle in result["summary"]
+    await asyncio.wait_for(daemon.memory_ready.wait(), 30)
+    assert daemon.memory_store is not None
+    assert (await daemon.memory_store.stats("agent-1")).knowledge_items == 0
+    await agent.close()

@@ -1,0 +1,129 @@
+"""`choirctl memory …` and `choirctl knowledge …` as an operator runs them: the real CLI in a
+subprocess against a real choird (in this process, still serving while choirctl runs), its
+output, `--json` shape and exit codes; a refusal is one line on stderr and writes nothing."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from choir.protocol.operator import answers as a
+from choir.protocol.operator.views import OperatorModel
+from tests.ctl.cli import Run, choirctl
+from tests.harness.memory import TEXTS
+
+from .conftest import Filled
+
+
+async def run(filled: Filled, *args: str) -> Run:
+    return await asyncio.to_thread(choirctl, filled.home.root, *args)
+
+
+def fields(model: type[OperatorModel]) -> set[str]:
+    return set(model.model_fields)
+
+
+async def test_memory_search_show_and_stats(filled: Filled):
+    deploy = str(filled.chunk_ids[0])
+
+    found = await run(filled, "memory", "search", "agent-1", "kubectl", "--mode", "text")
+    data = (await run(filled, "memory", "search", "agent-1", "kubectl", "--json")).json()
+    shown = await run(filled, "memory", "show", deploy)
+    shown_json = (await run(filled, "memory", "show", deploy, "--json")).json()
+    stats = await run(filled, "memory", "stats")
+    stats_json = (await run(filled, "memory", "stats", "agent-2", "--json")).json()
+
+    assert (found.code, found.err) == (0, "")
+    lines = found.out.splitlines()
+    assert lines[0] == "agent-1's session memory, text search: 1 hit(s)"
+    assert lines[1].split() == ["ID", "SCORE", "FROM", "TEXT"]
+    assert lines[2].startswith(f"{deploy}  0.")
+    assert f"{filled.session_id} mid_term revs 1-2  {TEXTS[0]}" in lines[2]
+    assert set(data) == fields(a.MemorySearch)
+    assert set(data["hits"][0]) == fields(a.MemoryHitView)
+    assert (data["mode"], data["hits"][0]["id"]) == ("hybrid", deploy)
+    assert shown.code == 0
+    assert f"session   {filled.session_id}" in shown.out
+    assert "tier      mid_term (tool_call, chunk 0)" in shown.out
+    assert "revs      1-2" in shown.out
+    assert TEXTS[0] in shown.out
+    assert "source events:" in shown.out
+    assert "memory event 1" in shown.out
+    assert "memory event 2" in shown.out
+    assert set(shown_json) == fields(a.MemoryItem)
+    assert [e["rev"] for e in shown_json["events"]] == [1, 2]
+    assert stats.code == 0
+    assert stats.out.splitlines()[1].split()[:4] == ["agent-1", "3", "(1", "sessions)"]
+    assert stats.out.splitlines()[-1] == "embedding: local (256 dims), queue 0, breaker closed"
+    assert [row["agent_id"] for row in stats_json["agents"]] == ["agent-2"]
+    assert set(stats_json["embedding"]) == fields(a.EmbeddingView)
+
+
+async def test_knowledge_put_list_show_delete(filled: Filled):
+    put = await run(
+        filled, "knowledge", "put", "agent-1", "standup is at nine", "--key", "team.standup",
+        "--tag", "team", "--tag", "schedule",
+    )  # fmt: skip
+    again = await run(
+        filled, "knowledge", "put", "agent-1", "standup is at ten", "--key", "team.standup",
+        "--json",
+    )  # fmt: skip
+    listed = await run(filled, "knowledge", "list", "agent-1")
+    shown = await run(filled, "knowledge", "show", "agent-1", "team.standup")
+    found = await run(
+        filled, "memory", "search", "agent-1", "daily meeting", "--store", "knowledge"
+    )
+    deleted = await run(filled, "knowledge", "delete", "agent-1", "team.standup")
+    gone = await run(filled, "knowledge", "list", "agent-1", "--json")
+
+    item_id = again.json()["item"]["id"]
+    assert (put.code, put.err) == (0, "")
+    assert put.out == (f"stored {item_id} (key team.standup) in agent-1's knowledge; embedded\n")
+    assert set(again.json()) == fields(a.KnowledgeStored)
+    assert again.json()["updated"] is True
+    assert listed.out.splitlines()[1].split()[:3] == [item_id, "team.standup", "yes"]
+    assert "standup is at ten" in listed.out
+    assert "key       team.standup" in shown.out
+    assert "metadata" not in shown.out  # the update carried no tags
+    assert shown.out.endswith("text:\nstandup is at ten\n")
+    assert item_id in found.out
+    assert deleted.out == "deleted team.standup from agent-1's knowledge\n"
+    assert gone.json() == {"agent_id": "agent-1", "items": [], "next_after": None}
+
+
+@pytest.mark.parametrize(
+    ("args", "code", "message"),
+    [
+        (("memory", "search", "nobody", "x"), 4, "no agent named 'nobody' in the running config"),
+        (("memory", "search", "agent-1", "x", "--store", "work"), 2,
+         "unknown memory store 'work': use session or knowledge"),
+        (("memory", "search", "agent-1", "x", "--mode", "fuzzy"), 2,
+         "unknown search mode 'fuzzy' for store session"),
+        (("memory", "search", "agent-1", "x", "--mode", "session_detail"), 2,
+         "mode session_detail needs a session_id"),
+        (("memory", "search", "agent-1", "x", "--limit", "0"), 2, "limit"),
+        (("memory", "show", "3f0c0000-0000-4000-8000-000000000000"), 4, "no memory item"),
+        (("memory", "show", "nope"), 2, "'nope' is not a memory item id"),
+        (("memory", "stats", "nobody"), 4, "no agent named 'nobody'"),
+        (("knowledge", "show", "agent-1", "nothing.here"), 4,
+         "agent agent-1 has no knowledge item 'nothing.here'"),
+        (("knowledge", "delete", "agent-1", "nothing.here"), 4,
+         "agent agent-1 has no knowledge item 'nothing.here'"),
+        (("knowledge", "put", "agent-1", "x" * 33_000), 2, "over the limit of 32768 bytes"),
+        (("knowledge", "put", "nobody", "x"), 4, "no agent named 'nobody'"),
+    ],
+)  # fmt: skip
+async def test_a_refusal_is_one_line_with_its_exit_code_and_writes_nothing(
+    filled: Filled, args: tuple[str, ...], code: int, message: str
+):
+    before = await filled.client.memory_stats()
+
+    refused = await run(filled, *args)
+
+    assert refused.code == code, refused.err
+    assert refused.out == ""
+    assert refused.err.startswith("error: ")
+    assert message in refused.err
+    assert refused.err.count("\n") == 1
+    assert await filled.client.memory_stats() == before

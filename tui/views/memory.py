@@ -1,0 +1,299 @@
+"""The Memory tab: the selected agent's memory at a glance, a search box, its knowledge, and
+one item opened with the session events it was cut from (§11, issue 14's operator surface).
+
+Nothing here polls: the stats line is read with `memory.stats` on mount, after a resync, when
+another agent is selected and with `f`; results come from `memory.search` (enter in the search
+box) or `knowledge.list` (`k`); enter on a row opens it with `memory.show`. `s` switches the
+store searched (session, knowledge), `o` the mode (hybrid, semantic, text). A search that fell
+back to text (no embedder answered) says so above the results.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from typing import TYPE_CHECKING, Any, ClassVar, Final
+
+from rich.text import Text
+from textual import on, work
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import VerticalScroll
+from textual.css.query import NoMatches
+from textual.widgets import DataTable, Input, Static
+
+from choir.errors import ChoirError
+from choir.lazy import LazyModule
+from choir.protocol.operator.verbs import MEMORY_MODES, MEMORY_STORES, OperatorVerb
+from tui.views.base import ChoirView
+
+if TYPE_CHECKING:
+    from choir.protocol.operator import answers as a
+else:  # the models (and pydantic) load with the first answer: the console paints first
+    a = LazyModule("choir.protocol.operator.answers")
+
+STORES: Final = MEMORY_STORES
+MODES: Final = tuple(mode for mode in MEMORY_MODES if mode != "session_detail")
+"""The modes `o` cycles through (`session_detail` is choirctl's `--mode session_detail`)."""
+TEXT_WIDTH: Final = 200
+EMPTY: Final = "Select an agent (1 or [ ]), then type a query and press enter; k lists knowledge."
+
+
+class MemoryView(ChoirView):
+    """Stats, search and knowledge of the selected agent; enter opens the highlighted item."""
+
+    VIEW_ID = "memory"
+    TITLE = "Memory"
+
+    DEFAULT_CSS = """
+    MemoryView #memory-stats { height: auto; padding: 0 1; }
+    MemoryView #memory-query { height: 3; }
+    MemoryView #memory-what { height: 1; padding: 0 1; color: $text-muted; }
+    MemoryView #memory-results { height: 1fr; min-height: 3; }
+    MemoryView #memory-detail-box {
+        height: 1fr; min-height: 3; border-top: solid $primary-darken-2; padding: 0 1;
+    }
+    """
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("slash", "search", "Search"),
+        Binding("s", "store", "Store"),
+        Binding("o", "mode", "Mode"),
+        Binding("k", "knowledge", "Knowledge"),
+        Binding("f", "refresh", "Refresh"),
+        Binding("escape", "leave", "Leave search", show=False),
+    ]
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.store = STORES[0]
+        self.mode = MODES[0]
+        self.stats: a.AgentMemoryStats | None = None
+        self.embedding: a.EmbeddingView | None = None
+        self.what = EMPTY
+        """The line above the results: what they are."""
+        self.rows: list[tuple[str, str, str, str]] = []
+        """(id, score, from, text) of the results shown."""
+
+    def compose(self) -> ComposeResult:
+        yield Static("", id="memory-stats", markup=False)
+        yield Input(placeholder="search memory (enter)", id="memory-query")
+        yield Static("", id="memory-what", markup=False)
+        yield DataTable(id="memory-results", cursor_type="row", zebra_stripes=True)
+        with VerticalScroll(id="memory-detail-box"):
+            yield Static("", id="memory-detail", markup=False)
+
+    @property
+    def table(self) -> DataTable[Any]:
+        return self.query_one("#memory-results", DataTable)
+
+    def on_mount(self) -> None:
+        for column in ("id", "score", "from", "text"):
+            self.table.add_column(column, key=column)
+        super().on_mount()
+        self.read_stats()
+
+    def on_resynced(self) -> None:
+        super().on_resynced()
+        self.read_stats()
+
+    def on_agent_selected(self) -> None:
+        self.rows, self.what = [], EMPTY
+        self.query_one("#memory-detail", Static).update("")
+        super().on_agent_selected()
+        self.read_stats()
+
+    # drawing
+
+    def redraw(self) -> None:
+        self.query_one("#memory-stats", Static).update(self.stats_text())
+        self.query_one("#memory-what", Static).update(f"{self.what}   [{self.store} · {self.mode}]")
+        table = self.table
+        table.clear()
+        for row in self.rows:
+            table.add_row(row[0][:8], row[1], row[2], row[3], key=row[0])
+
+    def stats_text(self) -> Text:
+        agent = self.selected_agent
+        if agent is None:
+            return Text("no agent selected", "dim")
+        stats = self.stats
+        if stats is None or stats.agent_id != agent:
+            return Text(f"{agent}: reading memory…", "dim")
+        chunks, sessions = stats.chunks, stats.sessions
+        text = Text(agent, "bold")
+        text.append(
+            f"  mid-term {chunks.mid_term} ({sessions.mid_term} sessions) · summaries "
+            f"{chunks.long_term_summary} · detail {chunks.long_term_detail} · knowledge "
+            f"{stats.knowledge_items} · no vector {stats.vectors_missing} · indexes "
+            f"{sum(stats.index_bytes.values()) // 1024} KiB"
+        )
+        embedding = self.embedding
+        if embedding is not None:
+            style = "red" if embedding.breaker == "open" else "dim"
+            text.append(
+                f"\nembedding {embedding.provider} ({embedding.dimensions} dims) · queue "
+                f"{embedding.queue_depth} · breaker {embedding.breaker}",
+                style,
+            )
+        return text
+
+    def show(self, what: str, rows: list[tuple[str, str, str, str]]) -> None:
+        self.what, self.rows = what, rows
+        if self.is_attached:  # the console may have closed while the call ran
+            with contextlib.suppress(NoMatches):
+                self.redraw()
+
+    # reading
+
+    @work(group="memory-stats", exclusive=True)
+    async def read_stats(self) -> None:
+        agent = self.selected_agent
+        if agent is None or not self.bridge.connected:
+            return  # the resync or the selection reads it
+        try:
+            answer = await self.bridge.ask(OperatorVerb.MEMORY_STATS, a.MemoryStats, agent_id=agent)
+        except ChoirError as error:
+            self.notify(error.message, title="memory stats", severity="error", markup=False)
+            return
+        self.stats, self.embedding = answer.agents[0], answer.embedding
+        self.show(self.what, self.rows)
+
+    @on(Input.Submitted, "#memory-query")
+    def _submitted(self, event: Input.Submitted) -> None:
+        if event.value.strip():
+            self.search(event.value)
+
+    @work(group="memory-search", exclusive=True)
+    async def search(self, query: str) -> None:
+        agent = self.selected_agent
+        if agent is None:
+            self.notify("Select an agent first.", severity="warning")
+            return
+        try:
+            found = await self.bridge.ask(
+                OperatorVerb.MEMORY_SEARCH,
+                a.MemorySearch,
+                agent_id=agent,
+                query=query,
+                store=self.store,
+                mode=self.mode,
+                limit=50,
+            )
+        except ChoirError as error:
+            self.notify(error.message, title="memory search", severity="error", markup=False)
+            return
+        what = f"{len(found.hits)} hit(s) for {query!r} ({found.mode})"
+        if found.fallback:
+            what += f" — {found.fallback}"
+        self.show(what, [hit_row(hit) for hit in found.hits])
+        self.table.focus()
+
+    @work(group="memory-search", exclusive=True)
+    async def list_knowledge(self) -> None:
+        agent = self.selected_agent
+        if agent is None:
+            self.notify("Select an agent first.", severity="warning")
+            return
+        try:
+            page = await self.bridge.ask(
+                OperatorVerb.KNOWLEDGE_LIST, a.KnowledgeList, agent_id=agent, limit=200
+            )
+        except ChoirError as error:
+            self.notify(error.message, title="knowledge list", severity="error", markup=False)
+            return
+        more = " (first 200: choirctl knowledge list for the rest)" if page.next_after else ""
+        self.show(f"{len(page.items)} knowledge item(s){more}", [item_row(i) for i in page.items])
+        self.table.focus()
+
+    @on(DataTable.RowSelected, "#memory-results")
+    def _selected(self, event: DataTable.RowSelected) -> None:
+        if event.row_key.value is not None:
+            self.open(str(event.row_key.value))
+
+    @work(group="memory-open", exclusive=True)
+    async def open(self, item_id: str) -> None:
+        try:
+            item = await self.bridge.ask(
+                OperatorVerb.MEMORY_SHOW,
+                a.MemoryItem,
+                item_id=item_id,
+                agent_id=self.selected_agent,
+            )
+        except ChoirError as error:
+            self.notify(error.message, title="memory show", severity="error", markup=False)
+            return
+        with contextlib.suppress(NoMatches):
+            self.query_one("#memory-detail", Static).update(item_text(item))
+
+    # actions (the palette's "Memory: search…" and "Knowledge: list…" run the first and third)
+
+    def focus_main(self) -> None:
+        """The results: the tab's letters work at once (`/` goes to the search box)."""
+        self.table.focus()
+
+    def action_leave(self) -> None:
+        self.table.focus()
+
+    def action_search(self) -> None:
+        self.query_one("#memory-query", Input).focus()
+
+    def action_store(self) -> None:
+        self.store = STORES[(STORES.index(self.store) + 1) % len(STORES)]
+        self.show(self.what, self.rows)
+
+    def action_mode(self) -> None:
+        self.mode = MODES[(MODES.index(self.mode) + 1) % len(MODES)]
+        self.show(self.what, self.rows)
+
+    def action_knowledge(self) -> None:
+        self.list_knowledge()
+
+    def action_refresh(self) -> None:
+        self.read_stats()
+
+
+def hit_row(hit: a.MemoryHitView) -> tuple[str, str, str, str]:
+    if hit.store == "knowledge":
+        where = f"key {hit.key}" if hit.key else "knowledge"
+    else:
+        revs = f" revs {hit.first_rev}-{hit.last_rev}" if hit.first_rev is not None else ""
+        where = f"{hit.tier}{revs}"
+    return hit.id, f"{hit.score:.4f}", where, flat(hit.text)
+
+
+def item_row(item: a.KnowledgeView) -> tuple[str, str, str, str]:
+    vector = "" if item.has_vector else " (no vector)"
+    return item.id, "", f"key {item.key}{vector}" if item.key else f"-{vector}", flat(item.text)
+
+
+def flat(text: str) -> str:
+    one = " ".join(text.split())
+    return one if len(one) <= TEXT_WIDTH else one[: TEXT_WIDTH - 1] + "…"
+
+
+def item_text(item: a.MemoryItem) -> Text:
+    """The opened item: its fields, its text, and a chunk's source events one a line."""
+    text = Text()
+    if item.knowledge is not None:
+        k = item.knowledge
+        text.append(f"knowledge {k.id}", "bold")
+        text.append(f"  key {k.key or '-'} · updated {(k.updated_at or '-')[:19]}\n")
+        text.append(k.text)
+        return text
+    chunk = item.chunk
+    assert chunk is not None
+    revs = f"revs {chunk.first_rev}-{chunk.last_rev}" if chunk.first_rev is not None else "summary"
+    text.append(f"chunk {chunk.id}", "bold")
+    text.append(f"  {chunk.session_id} · {chunk.tier} · {chunk.kind} · {revs}\n")
+    text.append(chunk.text)
+    if item.events:
+        text.append("\nsource events\n", "bold")
+    for event in item.events:
+        body = event.payload.get("text") if isinstance(event.payload.get("text"), str) else None
+        text.append(f"{event.rev:>5} {event.lane:<20} {event.event_type:<16} ", "dim")
+        text.append(flat(body) if body else flat(json.dumps(event.payload, ensure_ascii=False)))
+        text.append("\n")
+    if item.events_truncated:
+        text.append("(more events: choirctl session events)", "dim")
+    return text
