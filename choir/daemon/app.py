@@ -326,8 +326,12 @@ class ChoirDaemon:
         from choir.daemon.memory.tools import MemoryTools
 
         assert self.memory is not None
+        assert self.vector_models is not None
         tools = MemoryTools(
-            self._memory_parts, self.memory.embed_query, lambda: stage.running.config.agents
+            self._memory_parts,
+            self.memory.embed_query,
+            lambda: stage.running.config.agents,
+            current=self.vector_models.current,
         )
         self._stack.callback(tools.register(services.host_tools))
 
