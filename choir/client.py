@@ -198,6 +198,30 @@ class ChoirClient:
         answer: a.UpdateAll = result.result
         return answer
 
+    async def memory_reembed(
+        self,
+        agent_id: str | None,
+        *,
+        all_agents: bool = False,
+        missing: bool = False,
+        progress: Progress | None = None,
+    ) -> a.MemoryReembedded:
+        """Re-embed an agent's memory (every agent's: `all_agents`) with the configured model,
+        or only its rows without a vector (`missing`); resumable (§11.9).
+
+        `progress` receives the vectors stored so far after each page."""
+        items = self.items(
+            V.MEMORY_REEMBED,
+            _adapter(V.MEMORY_REEMBED),
+            **_present({"agent_id": agent_id}),
+            all=all_agents,
+            missing=missing,
+        )
+        result = await self._reported(items, progress)
+        assert isinstance(result, _items().ReembedResult)
+        answer: a.MemoryReembedded = result.result
+        return answer
+
     async def shutdown(self) -> a.ChoirdShutdown:
         """Stop choird (it stops its agents gracefully first)."""
         return await self.ask(V.SHUTDOWN, a.ChoirdShutdown)

@@ -48,6 +48,7 @@ KNOWN_FAILPOINTS: Final = frozenset(
         "postgres.before_restart",
         "choird.before_stop_agents",
         "memory.close.after_chunks",
+        "memory.reembed.after_page",
     }
 )
 """Every placed failpoint. `arbiter.after_append_before_ack`: a non-idempotent intent is in the
@@ -62,7 +63,8 @@ pushed to its agent.
 `postgres.before_restart` (choird): its supervisor is about to restart the embedded server.
 `choird.before_stop_agents` (choird): it is stopping and about to stop its agents.
 `memory.close.after_chunks` (choird): a session's memory chunks are stored, its close is not
-recorded yet."""
+recorded yet.
+`memory.reembed.after_page` (choird): a page of a re-embed's vectors is stored, more may wait."""
 
 _ENTRY = re.compile(r"^(?P<name>[a-z0-9_]+(?:\.[a-z0-9_]+)+)=(?P<action>.+)$")
 _SLEEP = re.compile(r"^sleep\((?P<ms>\d+)\)$")

@@ -188,6 +188,12 @@ ACTIONS: tuple[ConsoleAction, ...] = (
         "knowledge delete", "Knowledge: delete an item", "call",
         confirm="Delete {ref} from {agent_id}'s knowledge?", danger=True,
     ),
+    action(
+        "memory reembed", "Memory: re-embed an agent's memory (configured model)", "report",
+        required=("agent_id",),
+        confirm="Re-embed {agent_id}'s memory with the configured embedding model? Until it "
+        "is done, what is not re-embedded yet is found by text only.",
+    ),
     # logs and chat
     action("logs", "Logs: tail choird's or the selected agent's", "view", view="logs", key="8"),
     action("chat", "Chat: the console DM with the selected agent", "view", view="chat", key="7"),

@@ -388,6 +388,19 @@ CATALOGUE: Final[tuple[Command, ...]] = (
         verb="knowledge.delete", params=(AGENT, KNOWLEDGE_ITEM),
         done="{ref} deleted from {agent_id}'s knowledge",
     ),
+    Command(
+        "memory reembed",
+        "Re-embed an agent's memory (or every agent's: --all) with the configured embedding "
+        "model.\n\n"
+        "Run it after changing the embedding model or its dimensions: the old vectors go, "
+        "the\nvector columns take the new size, and every session chunk, summary and knowledge "
+        "item is\nembedded again, with a progress bar. Memory is searched by text meanwhile. "
+        "Stopped midway,\nthe next run resumes. --missing only embeds the rows an embedding "
+        "outage left without a\nvector.",
+        verb="memory.reembed",
+        params=(Param("agent_id", "Agent (empty: --all)", "agent", optional=True),),
+        streams=True,
+    ),
     # the DM's own
     Command(
         "inject",

@@ -119,8 +119,21 @@ def progress_line(item: Mapping[str, Any]) -> str:
         return f"{outcome.get('agent_id')} {outcome.get('outcome')}: {outcome.get('reason')}"
     if item.get("log") is not None:
         return f"  | {item['log']}"
+    if item.get("phase") == "reembed":
+        return f"{agent}: re-embedded {bar(item.get('step') or 0, item.get('total') or 0)}"
     if isinstance(item.get("step"), int):
         total = f"/{item['total']}" if item.get("total") else ""
         detail = f": {item['detail']}" if item.get("detail") else ""
         return f"{agent}: build step {item['step']}{total} {item.get('title', '')}{detail}"
     return f"{agent}: {item.get('title', '')}"
+
+
+BAR_WIDTH = 30
+
+
+def bar(done: int, total: int, width: int = BAR_WIDTH) -> str:
+    """`[#########.........]  300/900 vectors (33%)`: a progress bar as text, for any terminal
+    and a DM alike."""
+    share = min(done / total, 1.0) if total > 0 else 1.0
+    filled = round(share * width)
+    return f"[{'#' * filled}{'.' * (width - filled)}] {done}/{total} vectors ({share:.0%})"

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from choir.commands import documented
+from choir.ctl.memory_reembed import reembed
 from choir.ctl.options import HomeOption, JsonOption
 from choir.ctl.render.output import emit, table, warn
 
@@ -159,6 +160,9 @@ def _stats(data: MemoryStats) -> None:
     print(
         f"embedding: {e.provider} ({e.dimensions} dims), queue {e.queue_depth}, breaker {e.breaker}"
     )
+    for s in data.agents:
+        if s.reembed is not None:
+            warn(s.reembed)
 
 
 def _size(count: int) -> str:
@@ -167,3 +171,6 @@ def _size(count: int) -> str:
             return f"{count} {unit}"
         count //= 1024
     return f"{count} GiB"
+
+
+app.command("reembed")(reembed)  # `choir.ctl.memory_reembed`

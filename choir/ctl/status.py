@@ -49,6 +49,7 @@ def status_lines(data: dict[str, Any]) -> list[str]:
         f"{'approvals':<10}{'?' if pending is None else pending} pending",
         *held_lines(data.get("held_jobs")),
         *interrupted_lines(agents.get("interrupted")),
+        *reembed_lines(data.get("memory_reembed")),
         f"{'gateways':<10}{gateways or 'none configured'}",
         *([f"{'repos':<10}{repos_line(data['repos'])}"] if data.get("repos") else []),
         f"{'socket':<10}{data['sockets']['operator']}",
@@ -86,3 +87,13 @@ def repos_line(repos: list[dict[str, Any]]) -> str:
     if stale:
         line += f"; STALE: {', '.join(stale)} (last fetch failed; choirctl config load retries)"
     return line
+
+
+def reembed_lines(stale: list[dict[str, Any]] | None) -> list[str]:
+    """Agents whose memory vectors came from another embedding model, and the command."""
+    return [
+        f"{'memory':<10}{s['agent_id']}'s vectors are {s['model']} ({s['dims']} dimensions), "
+        f"not the configured model's: searched by text until choirctl memory reembed "
+        f"{s['agent_id']}"
+        for s in stale or []
+    ]

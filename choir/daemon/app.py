@@ -10,6 +10,7 @@ failure half-way through start-up unwinds what was already started.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import importlib
 import ssl
 import time
@@ -46,9 +47,11 @@ if TYPE_CHECKING:  # aiohttp and cryptography load only for --transport http
     from choir.daemon.health.postgres import PostgresSupervisor
     from choir.daemon.memory.close import SessionCloser
     from choir.daemon.memory.index import MemoryIndex
+    from choir.daemon.memory.reembed import Reembedder
     from choir.daemon.memory.service import MemoryService
     from choir.daemon.memory.store import MemoryStore
     from choir.daemon.memory.tools import Indexer
+    from choir.daemon.memory.vector_models import VectorModels
     from choir.daemon.runtimes.base import AgentRuntime, RuntimeChoice
     from choir.daemon.sessions.state import SessionEnded
     from choir.transport import HttpServer
@@ -136,6 +139,10 @@ class ChoirDaemon:
         self.memory_index: MemoryIndex | None = None
         """Agents' memory and its vectors: set `MEMORY_START_DELAY_S` after ready, in the
         background (`memory_ready` is set then)."""
+        self.vector_models: VectorModels | None = None
+        """Which agents' stored vectors are of another embedding model (step 4)."""
+        self.memory_reembed: Reembedder | None = None
+        """`memory reembed` (set with the memory index)."""
         self.memory_closer: SessionCloser | None = None
         """Puts ended sessions into memory (§11.8 steps 6-7)."""
         self.memory_ready = asyncio.Event()
@@ -287,14 +294,23 @@ class ChoirDaemon:
         await asyncio.to_thread(lambda: [importlib.import_module(m) for m in modules])
         from choir.daemon.memory.close import SessionCloser
         from choir.daemon.memory.index import MemoryIndex
+        from choir.daemon.memory.reembed import Reembedder
         from choir.daemon.memory.store import PostgresMemoryStore
 
         assert self.database is not None
         assert self.memory is not None
         assert self.services is not None
-        self.memory_store = PostgresMemoryStore(self.database.pool)
+        assert self.vector_models is not None
+        models = self.vector_models
+        self.memory_store = PostgresMemoryStore(self.database.pool, models=models)
         self.memory_index = MemoryIndex(
-            self.memory_store, self.memory, agents=lambda: stage.running.config.agents
+            self.memory_store,
+            self.memory,
+            agents=lambda: stage.running.config.agents,
+            current=models.current,
+        )
+        self.memory_reembed = Reembedder(
+            self.database.pool, self.memory_store, self.memory, self.memory_index, models
         )
         self.memory_closer = SessionCloser(
             self.database.pool, self.memory_store, self.memory_index, lambda: stage.running.config
@@ -310,8 +326,12 @@ class ChoirDaemon:
         from choir.daemon.memory.tools import MemoryTools
 
         assert self.memory is not None
+        assert self.vector_models is not None
         tools = MemoryTools(
-            self._memory_parts, self.memory.embed_query, lambda: stage.running.config.agents
+            self._memory_parts,
+            self.memory.embed_query,
+            lambda: stage.running.config.agents,
+            current=self.vector_models.current,
         )
         self._stack.callback(tools.register(services.host_tools))
 
@@ -343,14 +363,34 @@ class ChoirDaemon:
             await self.memory_index.aclose()
 
     async def _agent_schemas(self, config: ChoirConfig) -> None:
+        from choir.daemon.memory.vector_models import VectorModels
         from choir.store.agent_schema import ensure_agent_schema
+        from choir.store.embedding_model import EmbeddingModel
 
         assert self.database is not None
-        dims = config.embedding.vector_dimensions
+        configured = EmbeddingModel(config.embedding.model_name, config.embedding.vector_dimensions)
+        models = VectorModels(configured)
         async with self.database.pool.acquire() as conn:
             for agent_id in config.agents:
-                await ensure_agent_schema(conn, agent_id, dims)
+                stored = await ensure_agent_schema(conn, agent_id, configured.dims, configured.name)
+                models.record(agent_id, stored)
+        self.vector_models = models
         log.info("step 4: agent schemas and roles ready", fields={"agents": len(config.agents)})
+        for agent_id, stored in models.stale().items():
+            log.warning(
+                f"agent {agent_id}'s memory vectors are of {stored}, not the configured "
+                f"{configured}: its memory is searched by text until "
+                f"`choirctl memory reembed {agent_id}` re-embeds it",
+                fields={"agent_id": agent_id},
+            )
+
+    async def reembedder(self, timeout_s: float = 30.0) -> Reembedder | None:
+        """The re-embedder, once session memory started (`MEMORY_START_DELAY_S` after ready);
+        None if it does not within `timeout_s`."""
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(timeout_s):
+                await self.memory_ready.wait()
+        return self.memory_reembed
 
     async def _listen(self, services: AgentServices) -> None:
         from choir.daemon.agents.handler import AgentHandler

@@ -17,23 +17,27 @@ from typing import Final
 
 import asyncpg
 
-from choir.errors import ConfigError, ConflictError, NotFoundError
+from choir.errors import ConfigError, NotFoundError
+from choir.store.embedding_model import EMBEDDING_TABLES, EmbeddingModel, fit_embedding_model
 from choir.store.postgres.ddl import AGENT_MIGRATIONS, CONTROL_SCHEMA, apply_migrations
 from choir.store.postgres.idents import agent_role, agent_schema, quote_ident
 from choir.store.postgres.pool import Connection
 
 MAX_HNSW_DIMS: Final = 2000
 """pgvector's limit for an HNSW index on `vector`."""
-EMBEDDING_TABLES: Final = ("memory_embeddings", "knowledge_embeddings")
 
 
-async def ensure_agent_schema(conn: Connection, agent_id: str, embedding_dims: int) -> None:
-    """Create (or upgrade) `agent_id`'s schema and role; idempotent.
+async def ensure_agent_schema(
+    conn: Connection, agent_id: str, embedding_dims: int, model: str = "local"
+) -> EmbeddingModel:
+    """Create (or upgrade) `agent_id`'s schema and role; idempotent. Returns the model of the
+    agent's stored vectors: the configured one (`model`, `embedding_dims`), or another when
+    vectors of another model are stored (the agent needs `memory reembed`; its memory is
+    searched by text until then).
 
-    When the schema's embeddings have other dimensions than the model's, empty embedding
-    tables are re-dimensioned (nothing would be lost: a home made before the local embedder
-    became the default has 1536-dim columns and no vectors). With vectors stored it refuses:
-    they must be rebuilt by the new model, not silently mixed.
+    Empty embedding tables simply take the configured dimensions (nothing is lost: a home made
+    before the local embedder became the default has 1536-dim columns and no vectors);
+    `choir.store.embedding_model` keeps stored vectors from being mixed with another model's.
     """
     _check_dims(embedding_dims)
     schema = quote_ident(agent_schema(agent_id))
@@ -44,26 +48,7 @@ async def ensure_agent_schema(conn: Connection, agent_id: str, embedding_dims: i
             conn, f"agent:{agent_id}", AGENT_MIGRATIONS, schema=schema, dims=embedding_dims
         )
         await _grant(conn, schema, role)
-        await _fit_dims(conn, agent_id, embedding_dims)
-
-
-async def _fit_dims(conn: Connection, agent_id: str, dims: int) -> None:
-    existing = await embedding_dims_of(conn, agent_id)
-    if existing == dims:
-        return
-    schema = quote_ident(agent_schema(agent_id))
-    tables = [f"{schema}.{table}" for table in EMBEDDING_TABLES]
-    # the lock keeps a vector from arriving between the emptiness check and the change
-    await conn.execute(f"LOCK TABLE {', '.join(tables)} IN ACCESS EXCLUSIVE MODE")
-    stored = " OR ".join(f"EXISTS (SELECT FROM {table})" for table in tables)
-    if await conn.fetchval(f"SELECT {stored}"):
-        raise ConflictError(
-            f"agent {agent_id}'s stored embeddings have {existing} dimensions but the embedding "
-            f"model has {dims}; use a {existing}-dimension model or rebuild its memory"
-        )
-    for table in tables:
-        # changing the type rebuilds the column's HNSW index for the new dimensions
-        await conn.execute(f"ALTER TABLE {table} ALTER COLUMN embedding TYPE vector({dims:d})")
+        return await fit_embedding_model(conn, agent_id, EmbeddingModel(model, embedding_dims))
 
 
 async def embedding_dims_of(conn: Connection, agent_id: str) -> int | None:

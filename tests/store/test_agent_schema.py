@@ -3,8 +3,9 @@ from __future__ import annotations
 import asyncpg
 import pytest
 
-from choir.errors import ConfigError, ConflictError
+from choir.errors import ConfigError
 from choir.store.agent_schema import embedding_dims_of, ensure_agent_schema, run_as_agent
+from choir.store.embedding_model import EmbeddingModel
 from choir.store.postgres.ddl import AGENT_MIGRATIONS, apply_control_schema
 from choir.store.postgres.pool import Connection
 
@@ -13,6 +14,7 @@ AGENT_TABLES = {
     "memory_embeddings",
     "knowledge_documents",
     "knowledge_embeddings",
+    "embedding_model",
 }
 
 
@@ -76,7 +78,7 @@ async def test_ensure_agent_schema_is_idempotent_and_versioned(
     assert [r["version"] for r in versions] == [m.version for m in AGENT_MIGRATIONS]
 
 
-async def test_changing_embedding_dimensions_is_refused_once_vectors_are_stored(
+async def test_other_dimensions_keep_stored_vectors_and_report_them_stale(
     conn: Connection, two_agents: tuple[str, str]
 ) -> None:
     async with run_as_agent(conn, two_agents[0]) as agent:
@@ -86,8 +88,9 @@ async def test_changing_embedding_dimensions_is_refused_once_vectors_are_stored(
         await agent.execute(
             "INSERT INTO knowledge_embeddings VALUES ($1, $2)", doc_id, [1.0, 0.0, 0.0]
         )
-    with pytest.raises(ConflictError, match="have 3 dimensions but the embedding model has 8"):
-        await ensure_agent_schema(conn, two_agents[0], embedding_dims=8)
+    # choird starts (it used to refuse): the vectors stay, their model is named
+    stored = await ensure_agent_schema(conn, two_agents[0], embedding_dims=8)
+    assert stored == EmbeddingModel("local", 3)
     assert await embedding_dims_of(conn, two_agents[0]) == 3
 
 

@@ -11,7 +11,10 @@ A row's text goes to the service's queue under a chunk id that names its agent, 
 backfill gives it one later — at choird's start, when the embedder works again after an outage
 (a batch with vectors delivered after batches without), and on a timer while rows wait (`RETRY_S`:
 an idle choird has no batch to notice the recovery with). Rows deleted or promoted meanwhile are
-skipped by the store, never an error.
+skipped by the store, never an error. An agent whose stored vectors are another model's
+(`vector_models`: the embedding model changed) gets no vector and no backfill until its
+`memory reembed` switches it; `backfill` runs one at a time per agent, so a re-embed and a
+retry never embed a row twice.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections import defaultdict
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Awaitable, Callable, Collection, Sequence
 from typing import TYPE_CHECKING, Final
 from uuid import UUID
 
@@ -73,12 +76,16 @@ class MemoryIndex:
         service: MemoryService,
         *,
         agents: Callable[[], Collection[str]] = tuple,
+        current: Callable[[str], bool] = lambda agent_id: True,
         page: int = BACKFILL_PAGE,
         retry_s: tuple[float, ...] = RETRY_S,
     ) -> None:
         self._store = store
         self._service = service
         self._agents = agents
+        self._current = current
+        """Whether an agent's stored vectors are the configured model's: a stale agent's rows
+        wait for its re-embed (`memory reembed`) instead of being embedded next to them."""
         self._page = page
         self.retry_s = retry_s
         """The waits before a backfill retries rows left without vectors."""
@@ -101,6 +108,8 @@ class MemoryIndex:
         """Rows were delivered without vectors since the last batch with vectors."""
         self._stored: dict[str, int] = defaultdict(int)
         """Vectors written per agent since choird started (a backfill's progress)."""
+        self._backfill_locks: dict[str, asyncio.Lock] = defaultdict(asyncio.Lock)
+        """One backfill of an agent at a time (a re-embed and a retry would embed rows twice)."""
         self._closed = False
         service.connect(self._deliver)
 
@@ -108,7 +117,7 @@ class MemoryIndex:
 
     def index(self, agent_id: str, target: VectorTarget, row_id: UUID, text: str) -> None:
         """Queue the row's text for embedding; its vector is stored when it comes (or not)."""
-        if self._closed:
+        if self._closed or not self._current(agent_id):
             return
         key = chunk_id(agent_id, target, row_id)
         self._waiting.append((key, text))
@@ -228,7 +237,7 @@ class MemoryIndex:
     async def _backfill_all(self) -> None:
         while True:
             self._again = False
-            for agent_id in list(self._agents()):
+            for agent_id in [a for a in self._agents() if self._current(a)]:
                 try:
                     await self.backfill(agent_id)
                 except Exception as exc:  # the next start (or recovery) tries again
@@ -244,10 +253,19 @@ class MemoryIndex:
         while self._backfilling is not None and not self._backfilling.done():
             await asyncio.shield(self._backfilling)
 
-    async def backfill(self, agent_id: str) -> int:
+    async def backfill(
+        self, agent_id: str, progress: Callable[[int, int], Awaitable[None]] | None = None
+    ) -> int:
         """Embed the agent's rows that have no vector, a page at a time; how many got one.
         Stops early when a page gets no vector at all (the embedder is down: its recovery
-        starts another backfill)."""
+        starts another backfill). `progress(done, total)` is awaited after each page. One
+        backfill of an agent runs at a time: a second waits, then finds what is left."""
+        async with self._backfill_locks[agent_id]:
+            return await self._backfill(agent_id, progress)
+
+    async def _backfill(
+        self, agent_id: str, progress: Callable[[int, int], Awaitable[None]] | None
+    ) -> int:
         total = (await self._store.stats(agent_id)).vectors_missing
         if total == 0:
             return 0
@@ -277,6 +295,8 @@ class MemoryIndex:
                 f"memory: {done}/{total} vectors for {agent_id}",
                 fields={"agent_id": agent_id, "embedded": done, "missing": total},
             )
+            if progress is not None:
+                await progress(done, total)
             if embedded == 0:
                 _log.info(
                     "memory backfill paused: no vectors came back; it is retried later",

@@ -11,18 +11,22 @@ path (`run_as_agent`, §23.0): choird's admin role never touches an agent's memo
 built wrong cannot reach another agent's schema or the control plane. The SQL lives in
 `choir.store` (`memory`, `memory_vectors`, `memory_search`, `memory_stats`, `knowledge`). A lost
 connection or a server going away is an `UnavailableError` (retry later); whatever a call wrote
-before it is rolled back with its transaction.
+before it is rolled back with its transaction. Given `models` (choird's `VectorModels`), an
+agent whose stored vectors are another embedding model's is searched by text and gets no new
+vector until `memory reembed` switches it: two models' vectors are never compared.
 """
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
+from dataclasses import replace
 from typing import Any, Protocol, TypeVar
 from uuid import UUID
 
 from choir.core.memory.chunks import MemoryChunk, Tier
 from choir.daemon.memory.search import MemoryQuery, checked, ef_search, run_search
+from choir.daemon.memory.vector_models import VectorModels
 from choir.errors import NotFoundError, UnavailableError
 from choir.store import knowledge, memory, memory_stats, memory_vectors
 from choir.store.agent_schema import run_as_agent
@@ -110,8 +114,11 @@ class MemoryStore(Protocol):
 class PostgresMemoryStore:
     """`MemoryStore` over the per-agent schemas of choird's database (§23.2-23.3)."""
 
-    def __init__(self, pool: Pool) -> None:
+    def __init__(self, pool: Pool, *, models: VectorModels | None = None) -> None:
         self._pool = pool
+        self._models = models
+        """Agents whose vectors are of another model (`memory reembed` pending): their
+        searches go by text and no vector is stored next to the old ones. None: all current."""
 
     async def put_knowledge(
         self,
@@ -153,6 +160,8 @@ class PostgresMemoryStore:
     async def set_vectors(
         self, agent_id: str, target: VectorTarget, vectors: Sequence[VectorOf]
     ) -> int:
+        if self._models is not None and not self._models.current(agent_id):
+            return 0  # another model's vectors are stored: the re-embed gives these rows theirs
         return await self._run(agent_id, lambda c: memory_vectors.set_vectors(c, target, vectors))
 
     async def missing_vectors(self, agent_id: str, *, limit: int) -> list[MissingVector]:
@@ -168,6 +177,11 @@ class PostgresMemoryStore:
 
     async def search(self, agent_id: str, query: MemoryQuery) -> list[MemoryHit]:
         checked(query)  # refused before a connection is taken
+        if query.vector is not None and self._models and not self._models.current(agent_id):
+            # the stored vectors are another model's: comparing them would rank noise
+            if not query.text.strip():
+                return []
+            query = replace(query, mode="text", vector=None)
         return await self._run(
             agent_id, lambda c: run_search(c, agent_id, query), ef_search=ef_search(query)
         )

@@ -62,6 +62,9 @@ class MemoryTools:
     embed_query: QueryEmbedder
     agents: Callable[[], Collection[str]]
     """The configured agents: whose memory exists to be read."""
+    current: Callable[[str], bool] = lambda agent_id: True
+    """Whether an agent's vectors are the configured model's (`vector_models`): another
+    model's are never compared with a query's, the search runs as text."""
 
     def register(self, host_tools: HostTools) -> Callable[[], None]:
         """Serve both tools on `host_tools`; returns the unregister callable."""
@@ -109,7 +112,10 @@ class MemoryTools:
         mode = _required(args, "mode")
         text = _text(args, "query") or ""
         vector, note = None, ""
-        if mode in (SearchMode.SEMANTIC, SearchMode.HYBRID) and text.strip():
+        if mode in (SearchMode.SEMANTIC, SearchMode.HYBRID) and not self.current(target):
+            mode = SearchMode.TEXT.value
+            note = " (its vectors are another embedding model's until re-embedded: text search)"
+        elif mode in (SearchMode.SEMANTIC, SearchMode.HYBRID) and text.strip():
             vector = await self.embed_query(text)
             if vector is None:
                 mode, note = SearchMode.TEXT.value, " (no embedder answered: text search)"

@@ -36,6 +36,7 @@ from choir.daemon.operator import events as operator_events
 from choir.daemon.operator import logs as operator_logs
 from choir.daemon.operator import memory as operator_memory
 from choir.daemon.operator import recover as operator_recover
+from choir.daemon.operator import reembed as operator_reembed
 from choir.daemon.operator import sessions as operator_sessions
 from choir.daemon.operator import status as operator_status
 from choir.daemon.operator import workspaces as operator_workspaces
@@ -60,8 +61,10 @@ from choir.transport import Payload, Request, RpcError, Stream
 
 if TYPE_CHECKING:
     from choir.daemon.app import ChoirDaemon
+    from choir.daemon.memory.reembed import Reembedder
     from choir.daemon.memory.service import MemoryService
     from choir.daemon.memory.store import MemoryStore
+    from choir.daemon.memory.vector_models import VectorModels
 
 Answer = WireModel | AsyncIterator[WireModel]
 """A verb's answer, or the items it streams; serialized here, once, as JSON."""
@@ -134,9 +137,10 @@ VERBS: Final[Mapping[OperatorVerb, Route]] = {
     V.KNOWLEDGE_SHOW: Route(operator_memory.knowledge_show),
     V.KNOWLEDGE_PUT: Route(operator_memory.knowledge_put),
     V.KNOWLEDGE_DELETE: Route(operator_memory.knowledge_delete),
+    V.MEMORY_REEMBED: Route(operator_reembed.memory_reembed),
 }
 """Who answers every operator verb. `session.events` (with follow), `logs`, `subscribe`,
-`agent.build`, `agent.update`, `agent.update_all` and `chat.replies` stream."""
+`agent.build`, `agent.update`, `agent.update_all`, `chat.replies` and `memory.reembed` stream."""
 
 
 class OperatorApi:
@@ -160,6 +164,8 @@ class OperatorApi:
         health: DaemonHealth | None = None,
         memory_store: Callable[[], MemoryStore | None] | None = None,
         memory: MemoryService | None = None,
+        reembedder: Callable[[], Awaitable[Reembedder | None]] | None = None,
+        vector_models: VectorModels | None = None,
     ) -> None:
         feed = feed if feed is not None else OperatorFeed()
         health = health if health is not None else DaemonHealth()
@@ -179,6 +185,8 @@ class OperatorApi:
             health=health,
             memory_store=memory_store or (lambda: None),
             memory=memory,
+            reembedder=reembedder,
+            vector_models=vector_models,
         )
         """What the verbs work with."""
         detach_feed = feed.attach(services)
@@ -266,6 +274,8 @@ def operator_handler(daemon: ChoirDaemon) -> OperatorApi:
         health=daemon.health,
         memory_store=lambda: memory_store_of(daemon),
         memory=daemon.memory,
+        reembedder=daemon.reembedder,
+        vector_models=daemon.vector_models,
     )
 
 
@@ -275,7 +285,7 @@ def memory_store_of(daemon: ChoirDaemon) -> MemoryStore | None:
     if daemon.memory_store is None and daemon.database is not None:
         from choir.daemon.memory.store import PostgresMemoryStore
 
-        daemon.memory_store = PostgresMemoryStore(daemon.database.pool)
+        daemon.memory_store = PostgresMemoryStore(daemon.database.pool, models=daemon.vector_models)
     return daemon.memory_store
 
 

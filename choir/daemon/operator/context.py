@@ -7,7 +7,7 @@ handler (`operator_api`) only dispatches.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING
@@ -28,8 +28,10 @@ from choir.store.postgres.pool import Pool
 from choir.store.sessions import SessionRow, SessionStatus, get_session, previous_session
 
 if TYPE_CHECKING:  # numpy and pgvector load with the first memory verb
+    from choir.daemon.memory.reembed import Reembedder
     from choir.daemon.memory.service import MemoryService
     from choir.daemon.memory.store import MemoryStore
+    from choir.daemon.memory.vector_models import VectorModels
 
 
 @dataclass(frozen=True)
@@ -52,6 +54,10 @@ class OperatorContext:
     serves none."""
     memory: MemoryService | None = None
     """choird's embedding service: query vectors, queue depth, breaker."""
+    reembedder: Callable[[], Awaitable[Reembedder | None]] | None = None
+    """`memory.reembed`'s runner, once session memory started; None where choird has none."""
+    vector_models: VectorModels | None = None
+    """Which agents' memory vectors are another model's (`status`)."""
 
     @property
     def stage(self) -> ConfigStage:

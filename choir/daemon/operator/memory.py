@@ -64,8 +64,9 @@ async def memory_search(ctx: OperatorContext, request: r.MemorySearch) -> a.Memo
     if mode in _VECTOR_MODES:
         if not request.query.strip():
             raise UsageError(f"mode {mode} needs query text: what to search for")
-        vector = await _embed(ctx.memory, request.query, None)
-        if vector is None:
+        if (stale := _stale_vectors(ctx, request.agent_id)) is not None:
+            mode, fallback = "text", stale
+        elif (vector := await _embed(ctx.memory, request.query, None)) is None:
             mode, fallback = "text", _why_no_vector(ctx)
     query = MemoryQuery(
         store=request.store,
@@ -93,6 +94,17 @@ async def _embed(
     if service is None:
         return None
     return await service.embed_query(text, timeout_s)
+
+
+def _stale_vectors(ctx: OperatorContext, agent_id: str) -> str | None:
+    """Why the agent's vectors cannot answer this model's queries (None: they can)."""
+    models = ctx.vector_models
+    if models is None or models.current(agent_id):
+        return None
+    return (
+        f"{agent_id}'s memory vectors are of {models.stored(agent_id)}, not the configured "
+        f"model's: searched by text until choirctl memory reembed {agent_id}"
+    )
 
 
 def _why_no_vector(ctx: OperatorContext) -> str:
@@ -232,11 +244,16 @@ async def memory_stats(ctx: OperatorContext, request: r.MemoryStatsRequest) -> a
     if request.agent_id is not None:
         ctx.require_agent(request.agent_id)
     agents = [request.agent_id] if request.agent_id else sorted(ctx.config.agents)
-    rows = [_agent_stats(agent_id, await store.stats(agent_id)) for agent_id in agents]
+    rows = [
+        _agent_stats(agent_id, await store.stats(agent_id), _stale_vectors(ctx, agent_id))
+        for agent_id in agents
+    ]
     return a.MemoryStats(agents=rows, embedding=_embedding_view(ctx))
 
 
-def _agent_stats(agent_id: str, stats: MemoryStats) -> a.AgentMemoryStats:
+def _agent_stats(
+    agent_id: str, stats: MemoryStats, reembed: str | None = None
+) -> a.AgentMemoryStats:
     def per_tier(counts: dict[Any, int]) -> a.TierCounts:
         return a.TierCounts.model_validate({str(tier): count for tier, count in counts.items()})
 
@@ -247,6 +264,7 @@ def _agent_stats(agent_id: str, stats: MemoryStats) -> a.AgentMemoryStats:
         knowledge_items=stats.knowledge_items,
         vectors_missing=stats.vectors_missing,
         index_bytes=stats.index_bytes,
+        reembed=reembed,
     )
 
 

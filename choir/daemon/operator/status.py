@@ -33,6 +33,7 @@ from choir.protocol.operator.answers import (
     GatewayView,
     HeldJobs,
     HeldJobView,
+    MemoryStale,
     RepoView,
     Sockets,
     StatusAnswer,
@@ -80,7 +81,13 @@ async def status(ctx: OperatorContext, _: NoArguments) -> StatusAnswer:
         held_jobs=_held_jobs(ctx, latest),
         repos=[RepoView.model_validate(repo) for repo in repo_status(ctx.home, ctx.config)],
         sockets=Sockets(operator=str(ctx.home.operator_socket), agents=str(ctx.home.agent_socks)),
+        memory_reembed=_stale_memory(ctx),
     )
+
+
+def _stale_memory(ctx: OperatorContext) -> list[MemoryStale]:
+    stale = ctx.vector_models.stale() if ctx.vector_models is not None else {}
+    return [MemoryStale(agent_id=a, model=m.name, dims=m.dims) for a, m in sorted(stale.items())]
 
 
 def _outage(view: dict[str, Any] | None) -> OutageView | None:

@@ -81,6 +81,14 @@ class Sockets(OperatorModel):
     agents: str
 
 
+class MemoryStale(OperatorModel):
+    """An agent waiting for `memory reembed`: the model its stored vectors came from."""
+
+    agent_id: str
+    model: str
+    dims: int
+
+
 class StatusAnswer(OperatorModel):
     """choird's health: version, uptime, config, Postgres, gateways, agents, approvals."""
 
@@ -98,6 +106,9 @@ class StatusAnswer(OperatorModel):
     held_jobs: HeldJobs
     repos: list[RepoView]
     sockets: Sockets
+    memory_reembed: list[MemoryStale] = []
+    """Agents whose memory vectors are another embedding model's: searched by text until
+    `choirctl memory reembed` (§11.9)."""
 
 
 class AgentList(OperatorModel):
@@ -527,6 +538,9 @@ class AgentMemoryStats(OperatorModel):
     """Searchable rows (mid-term, summaries, knowledge) still without a vector."""
     index_bytes: dict[str, int]
     """On-disk size of each search index."""
+    reembed: str | None = None
+    """Why and how to re-embed, when the agent's vectors are another embedding model's
+    (searched by text until then); None when they are the configured model's."""
 
 
 class EmbeddingView(OperatorModel):
@@ -565,3 +579,21 @@ class KnowledgeDeleted(OperatorModel):
     agent_id: str
     ref: str
     deleted: bool
+
+
+class AgentReembedded(OperatorModel):
+    """One agent's `memory reembed`: the model its vectors are now of, the one before."""
+
+    agent_id: str
+    model: str
+    dims: int
+    previous_model: str
+    previous_dims: int
+    embedded: int
+    """Vectors stored by this run."""
+
+
+class MemoryReembedded(OperatorModel):
+    """The result of `memory reembed`."""
+
+    agents: list[AgentReembedded]

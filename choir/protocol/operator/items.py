@@ -13,7 +13,12 @@ from typing import Annotated, Literal
 
 from pydantic import Field
 
-from choir.protocol.operator.answers import ImageBuilt, UpdateAll, UpdateOutcome
+from choir.protocol.operator.answers import (
+    ImageBuilt,
+    MemoryReembedded,
+    UpdateAll,
+    UpdateOutcome,
+)
 from choir.protocol.operator.views import (
     ApprovalView,
     LaneView,
@@ -152,7 +157,7 @@ class Progress(Sparse):
     kind: Literal["progress"] = "progress"
     agent_id: str
     phase: str
-    """`build`, `stop`, `start` or `outcome`."""
+    """`build`, `stop`, `start`, `outcome` or `reembed`."""
     total: int | None = None
     step: int | None = None
     title: str | None = None
@@ -179,3 +184,12 @@ class UpdateAllResult(OperatorModel):
 BuildItem = Annotated[Progress | BuildResult, Field(discriminator="kind")]
 UpdateItem = Annotated[Progress | UpdateResult, Field(discriminator="kind")]
 UpdateAllItem = Annotated[Progress | UpdateAllResult, Field(discriminator="kind")]
+
+
+class ReembedResult(OperatorModel):
+    kind: Literal["result"] = "result"
+    result: MemoryReembedded
+
+
+ReembedItem = Annotated[Progress | ReembedResult, Field(discriminator="kind")]
+"""`memory.reembed`: `Progress` (phase `reembed`, `step` vectors of `total`) after each page."""

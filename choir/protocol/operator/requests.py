@@ -229,3 +229,13 @@ class KnowledgePut(WireModel):
     """A dedup key: the item with this key is updated in place (same id)."""
     tags: list[str] = Field(default_factory=list)
     """Labels stored in the item's metadata."""
+
+
+class MemoryReembed(WireModel):
+    """`memory reembed`: one agent (`agent_id`) or every agent (`all`)."""
+
+    agent_id: str | None = Field(default=None, min_length=1)
+    all: bool = False
+    missing: bool = False
+    """Only the rows stored without a vector (after an embedding outage); refused for an agent
+    whose vectors are of another model."""

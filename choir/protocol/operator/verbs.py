@@ -67,3 +67,4 @@ class OperatorVerb(StrEnum):
     KNOWLEDGE_SHOW = "knowledge.show"
     KNOWLEDGE_PUT = "knowledge.put"
     KNOWLEDGE_DELETE = "knowledge.delete"
+    MEMORY_REEMBED = "memory.reembed"

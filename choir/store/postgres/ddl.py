@@ -273,6 +273,20 @@ CREATE INDEX knowledge_embeddings_hnsw_idx ON {schema}.knowledge_embeddings
     USING hnsw (embedding vector_cosine_ops) WITH (m = 16, ef_construction = 128);
 """,
     ),
+    Migration(
+        4,
+        "the embedding model of the stored vectors",
+        # One row (written by `choir.store.embedding_model`, which knows the configured model):
+        # what computed the vectors stored, so a model change is seen even at equal dimensions
+        # and semantic search never compares vectors of two models.
+        """
+CREATE TABLE {schema}.embedding_model (
+    only_row boolean PRIMARY KEY DEFAULT true CHECK (only_row),
+    model    text NOT NULL,
+    dims     int NOT NULL
+);
+""",
+    ),
 )
 
 
