@@ -146,6 +146,9 @@ class ChoirDaemon:
         self.memory_closer: SessionCloser | None = None
         """Puts ended sessions into memory (§11.8 steps 6-7)."""
         self.memory_ready = asyncio.Event()
+        self._memory_wanted = asyncio.Event()
+        """Set by the first memory work (a session ending, a memory tool call, `reembed`): what
+        a choird with nothing to close or embed at its start waits for to load memory."""
         self._memory_start: asyncio.Task[None] | None = None
 
     async def __aenter__(self) -> Self:
@@ -270,6 +273,7 @@ class ChoirDaemon:
             await services.inbox.redeliver(agent.session_id)
         services.sessions.subscribe(self._on_session_ended)
         self._serve_memory_tools(services, stage)
+        services.sessions.subscribe(lambda ended: self._memory_wanted.set())
         self._memory_start = asyncio.create_task(self._start_memory(stage), name="memory-start")
         log.info(
             "choird ready",
@@ -290,6 +294,9 @@ class ChoirDaemon:
         """Session memory, after start-up: close the sessions that ended while no choird ran
         (or before it closed them), then backfill vectors missing, all in the background."""
         await asyncio.sleep(delay_s)
+        if not await self._memory_work_waiting(stage):
+            log.info("memory: nothing to close or embed; it loads with the first memory work")
+            await self._memory_wanted.wait()
         modules = ("choir.daemon.memory.store", "choir.daemon.memory.close")
         await asyncio.to_thread(lambda: [importlib.import_module(m) for m in modules])
         from choir.daemon.memory.close import SessionCloser
@@ -335,9 +342,29 @@ class ChoirDaemon:
         )
         self._stack.callback(tools.register(services.host_tools))
 
+    async def memory_started(self) -> None:
+        """Wait until session memory runs, loading it now if it was waiting for work."""
+        self._memory_wanted.set()
+        await self.memory_ready.wait()
+
+    async def _memory_work_waiting(self, stage: ConfigStage) -> bool:
+        """Whether an ended session awaits its close or a row its vector (no numpy needed)."""
+        from choir.store.memory_work import memory_work_waiting
+
+        assert self.database is not None
+        try:
+            async with self.database.pool.acquire() as conn:
+                return await memory_work_waiting(conn, list(stage.running.config.agents))
+        except Exception as exc:  # the database is away: memory starts and retries on its own
+            log.warning(
+                "memory: could not ask whether it has work; starting it",
+                fields={"error": f"{type(exc).__name__}: {exc}"},
+            )
+            return True
+
     async def _memory_parts(self) -> tuple[MemoryStore, Indexer]:
         try:
-            await asyncio.wait_for(self.memory_ready.wait(), MEMORY_READY_WAIT_S)
+            await asyncio.wait_for(self.memory_started(), MEMORY_READY_WAIT_S)
         except TimeoutError:
             raise UnavailableError(
                 f"memory has not started within {MEMORY_READY_WAIT_S:.0f} s of the call; "
@@ -389,7 +416,7 @@ class ChoirDaemon:
         None if it does not within `timeout_s`."""
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(timeout_s):
-                await self.memory_ready.wait()
+                await self.memory_started()
         return self.memory_reembed
 
     async def _listen(self, services: AgentServices) -> None:

@@ -137,7 +137,7 @@ async def test_a_bad_call_is_a_clear_tool_error_and_writes_nothing(
     result = await call(agent, tool, **arguments)
     assert (result["status"], result["error_code"]) == ("error", "invalid_input"), result
     assert needle in result["summary"]
-    await asyncio.wait_for(daemon.memory_ready.wait(), 30)
+    await asyncio.wait_for(daemon.memory_started(), 30)
     assert daemon.memory_store is not None
     assert (await daemon.memory_store.stats("agent-1")).knowledge_items == 0
     await agent.close()

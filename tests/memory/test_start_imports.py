@@ -60,3 +60,42 @@ def test_choird_is_ready_before_the_embedding_stack_loads(
     assert ready == []
     assert set(used) >= {"numpy", "wordllama", "choir.daemon.memory.local_provider"}
     assert shape == (256,)  # the local model, as configured by default
+
+
+IDLE_PROBE = """
+import asyncio, sys
+from pathlib import Path
+from choir.daemon.app import MEMORY_START_DELAY_S, ChoirDaemon, DaemonOptions
+from choir.home import ChoirHome
+
+async def main():
+    options = DaemonOptions(ChoirHome(Path({home!r})), runtime="process")
+    async with ChoirDaemon(options) as daemon:
+        await asyncio.sleep(MEMORY_START_DELAY_S + 1.5)
+        idle = (daemon.memory_ready.is_set(), "numpy" in sys.modules)
+        await asyncio.wait_for(daemon.memory_started(), 60)
+        wanted = (daemon.memory_ready.is_set(), "choir.daemon.memory.store" in sys.modules)
+    print(repr((idle, wanted)))
+
+asyncio.run(main())
+"""
+
+
+def test_memory_with_nothing_to_do_loads_with_its_first_work(
+    root: Path, pg_params: ConnectParams
+) -> None:
+    """A fresh home has no session to close and no row to embed: choird keeps numpy, the store
+    and their Postgres connections unloaded (~25 MB of the stack) until memory is wanted."""
+    home = make_home(root, postgres=external_postgres(pg_params))
+    done = subprocess.run(
+        [sys.executable, "-c", IDLE_PROBE.format(home=str(home.root))],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    idle, wanted = ast.literal_eval(done.stdout.strip().splitlines()[-1])
+    assert idle == (False, False)
+    assert wanted == (True, True)

@@ -48,7 +48,7 @@ pytestmark = pytest.mark.timeout(180)
 async def daemon(root: Path, pg_params: ConnectParams) -> AsyncIterator[ChoirDaemon]:
     home = make_home(root, postgres=external_postgres(pg_params), mid_term_sessions=2)
     async with running_daemon(home) as daemon:
-        await daemon.memory_ready.wait()
+        await daemon.memory_started()
         yield daemon
 
 

@@ -106,7 +106,7 @@ async def test_postgres_restarted_during_a_close_is_waited_for_and_the_close_res
     home = make_home(root)  # the embedded server, which choird restarts when it dies
     armed("memory.close.after_chunks=sleep(1500)")
     async with running_daemon(home) as daemon:
-        await daemon.memory_ready.wait()
+        await daemon.memory_started()
         assert daemon.database is not None
         assert daemon.database.embedded is not None
         session_id = await run_session(daemon, conversation(1, turns=10))
@@ -142,7 +142,7 @@ async def test_choirds_stop_cuts_a_slow_close_short_and_the_next_start_finishes_
     home = make_home(root, postgres=external_postgres(pg_params))
     armed("memory.close.after_chunks=sleep(60000)")
     async with running_daemon(home) as daemon:
-        await daemon.memory_ready.wait()
+        await daemon.memory_started()
         pool = pool_of(daemon)
         session_id = await run_session(daemon, conversation(3))
 
@@ -178,7 +178,7 @@ async def test_an_embedder_down_during_a_close_leaves_chunks_for_the_backfill(
         # §11.9's timings (1/2/4 s retries, a 30 s pause) at a test's scale
         daemon.memory._backoff = Backoff(base_s=0.01)
         daemon.memory._breaker = CircuitBreaker(threshold=3, cooldown_s=0.3)
-        await daemon.memory_ready.wait()
+        await daemon.memory_started()
         assert daemon.memory_index is not None
         daemon.memory_index.retry_s = (0.5,)
         session_id = await run_session(daemon, conversation(2, turns=12))

@@ -27,7 +27,7 @@ pytestmark = pytest.mark.timeout(120)
 async def daemon(root: Path, pg_params: ConnectParams) -> AsyncIterator[ChoirDaemon]:
     home = make_home(root, postgres=external_postgres(pg_params))
     async with running_daemon(home) as daemon:
-        await daemon.memory_ready.wait()
+        await daemon.memory_started()
         assert daemon.memory_index is not None
         await daemon.memory_index.backfilled()  # the start's, over an empty memory
         yield daemon

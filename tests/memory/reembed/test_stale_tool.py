@@ -69,7 +69,7 @@ async def test_a_stale_agents_semantic_query_runs_as_text_until_reembedded(
         assert "another embedding model's until re-embedded" in stale["summary"]
         assert [h["text"] for h in stale["data"]["hits"]] == [NOTES[0]]
 
-        await daemon.memory_ready.wait()
+        await daemon.memory_started()
         assert daemon.memory_reembed is not None
         seen: list[tuple[int, int]] = []
 
