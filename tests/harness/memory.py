@@ -18,6 +18,7 @@ from choir.daemon.operator.api import memory_store_of
 from choir.protocol import Verb
 from choir.store.memory_vectors import VectorTarget
 from tests.daemon.agent import AgentClient, Chain
+from tests.harness.waits import poll_until
 
 TEXTS = (
     "deployed the release to the staging cluster with kubectl rollout",
@@ -40,7 +41,28 @@ async def fill_memory(daemon: ChoirDaemon, agent: str = "agent-1") -> tuple[str,
     await embed(daemon, agent, "memory", [(ref.id, ref.text) for ref in refs])
     assert daemon.services is not None
     await daemon.services.sessions.stop(session_id, "test")
+    await settled_close(daemon, session_id)
     return session_id, [ref.id for ref in refs]
+
+
+async def settled_close(daemon: ChoirDaemon, session_id: str) -> None:
+    """Wait until choird's close of the stopped `session_id` is done and its vectors stored, so
+    a test compares memory that no longer changes underneath it."""
+    await daemon.memory_started()
+    assert daemon.database is not None
+    assert daemon.memory_index is not None
+    pool = daemon.database.pool
+
+    async def closed() -> bool:
+        async with pool.acquire() as conn:
+            state = await conn.fetchval(
+                "SELECT state FROM choir_control.memory_closes WHERE session_id = $1", session_id
+            )
+        return bool(state == "closed")
+
+    await poll_until(closed, within=60, every=0.05)
+    async with asyncio.timeout(60):
+        await daemon.memory_index.settled()
 
 
 def memory_store(daemon: ChoirDaemon) -> PostgresMemoryStore:
