@@ -20,7 +20,10 @@ import tempfile
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # the server process imports none of the agent side
+    from choir.agent.replication.control_plane import ControlPlane
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -102,3 +105,31 @@ async def choird_server(config: dict[str, Any] | None = None) -> AsyncIterator[S
         finally:
             process.stdin.close()
             await process.wait()
+
+
+async def hello_agent(server: Server) -> ControlPlane:
+    """agent-1's control plane on the server's agent socket, its INIT_HELLO said (an image
+    choird did not pin, as a bench's agent is); the caller closes it."""
+    from choir.agent.replication.control_plane import ControlPlane
+    from choir.protocol import PROTOCOL_VERSION, InitHelloRequest
+    from choir.transport import connect
+
+    client = await connect(
+        server.agent_socket, session_id=server.session_id, lease_token=server.lease_token
+    )
+    control_plane = ControlPlane(client)
+    try:
+        await control_plane.init_hello(
+            InitHelloRequest(
+                protocol_version=PROTOCOL_VERSION,
+                agent_id="agent-1",
+                session_id=server.session_id,
+                image_version="bench",
+                tool_manifest_hash="a" * 64,
+                skill_manifest_hash="b" * 64,
+            )
+        )
+    except BaseException:
+        await control_plane.close()
+        raise
+    return control_plane

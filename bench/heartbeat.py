@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import psutil
 
-from bench.choird_server import choird_server
+from bench.choird_server import choird_server, hello_agent
 from bench.common import parse_args, percentile, report
 from choir.agent.kernel.commitlog import CommitLog, now_ts
 from choir.agent.replication.control_plane import ControlPlane
@@ -25,11 +25,8 @@ from choir.agent.replication.outgoing import OutgoingHeartbeat
 from choir.agent.replication.policy import heartbeat_of
 from choir.protocol import (
     GENESIS_HASH,
-    PROTOCOL_VERSION,
-    InitHelloRequest,
     UserMsg,
 )
-from choir.transport import connect
 
 EVENTS = 100
 GOALS = {
@@ -91,21 +88,8 @@ async def durable_latencies(
 
 async def measure(quick: bool) -> dict[str, float]:
     async with choird_server(CONFIG) as server:
-        client = await connect(
-            server.agent_socket, session_id=server.session_id, lease_token=server.lease_token
-        )
-        control_plane = ControlPlane(client)
+        control_plane = await hello_agent(server)
         try:
-            await control_plane.init_hello(
-                InitHelloRequest(
-                    protocol_version=PROTOCOL_VERSION,
-                    agent_id="agent-1",
-                    session_id=server.session_id,
-                    image_version="bench",
-                    tool_manifest_hash="a" * 64,
-                    skill_manifest_hash="b" * 64,
-                )
-            )
             samples = await durable_latencies(
                 control_plane,
                 psutil.Process(server.pid),

@@ -20,13 +20,12 @@ import time
 
 import psutil
 
-from bench.choird_server import choird_server
+from bench.choird_server import choird_server, hello_agent
 from bench.common import parse_args, report
 from choir.agent.kernel.commitlog import now_ts
 from choir.agent.replication.control_plane import ControlPlane
 from choir.agent.replication.policy import heartbeat_of
-from choir.protocol import GENESIS_HASH, PROTOCOL_VERSION, InitHelloRequest
-from choir.transport import connect
+from choir.protocol import GENESIS_HASH
 
 HEARTBEAT_S = 5.0
 GOALS = {
@@ -66,20 +65,7 @@ async def measure(quick: bool) -> dict[str, float]:
     async with choird_server() as server:
         choird = psutil.Process(server.pid)
         postgres = postgres_processes((server.home / "pgdata" / "postmaster.pid").read_text())
-        client = await connect(
-            server.agent_socket, session_id=server.session_id, lease_token=server.lease_token
-        )
-        control_plane = ControlPlane(client)
-        await control_plane.init_hello(
-            InitHelloRequest(
-                protocol_version=PROTOCOL_VERSION,
-                agent_id="agent-1",
-                session_id=server.session_id,
-                image_version="bench",
-                tool_manifest_hash="a" * 64,
-                skill_manifest_hash="b" * 64,
-            )
-        )
+        control_plane = await hello_agent(server)
         agent = asyncio.create_task(idle_agent(control_plane))
         try:
             await asyncio.sleep(2.0)  # let start-up work (pool warm-up, first beats) settle

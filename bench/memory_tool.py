@@ -17,11 +17,10 @@ import itertools
 import time
 from typing import Any, Final
 
-from bench.choird_server import choird_server
+from bench.choird_server import choird_server, hello_agent
 from bench.common import percentile
 from choir.agent.replication.control_plane import ControlPlane
-from choir.protocol import PROTOCOL_VERSION, ExecuteHostToolRequest, InitHelloRequest
-from choir.transport import connect
+from choir.protocol import ExecuteHostToolRequest
 
 CONFIG: Final = {"rpc": {"rate_limit_per_s": 1_000_000}}
 """Back-to-back calls would trip the per-session rate limit, which is not measured here."""
@@ -50,21 +49,8 @@ async def query_figures(notes: list[str], queries: int) -> dict[str, float]:
     """Store `notes` as knowledge, then time `queries` memory queries (half semantic, half
     hybrid) after a few unmeasured ones (the embedder's first use loads its model)."""
     async with choird_server(CONFIG) as server:
-        client = await connect(
-            server.agent_socket, session_id=server.session_id, lease_token=server.lease_token
-        )
-        agent = ControlPlane(client)
+        agent = await hello_agent(server)
         try:
-            await agent.init_hello(
-                InitHelloRequest(
-                    protocol_version=PROTOCOL_VERSION,
-                    agent_id="agent-1",
-                    session_id=server.session_id,
-                    image_version="bench",
-                    tool_manifest_hash="a" * 64,
-                    skill_manifest_hash="b" * 64,
-                )
-            )
             for note in notes:
                 await tool(agent, "choir.memory.upsert", op="insert", text=note)
             samples = []

@@ -77,24 +77,10 @@ class MemoryTools:
         return unregister
 
     async def query(self, call: HostToolCall) -> ToolResult:
-        try:
-            return await self._query(call.context.agent_id, call.input)
-        except _Refused as refused:
-            return ToolResult.fail(refused.code, refused.message)
-        except UsageError as err:
-            return ToolResult.fail("invalid_input", err.message)
-        except UnavailableError as err:
-            return ToolResult.fail("memory_unavailable", err.message)
+        return await _answered(self._query(call.context.agent_id, call.input))
 
     async def upsert(self, call: HostToolCall) -> ToolResult:
-        try:
-            return await self._upsert(call.context.agent_id, call.input)
-        except _Refused as refused:
-            return ToolResult.fail(refused.code, refused.message)
-        except UsageError as err:
-            return ToolResult.fail("invalid_input", err.message)
-        except UnavailableError as err:
-            return ToolResult.fail("memory_unavailable", err.message)
+        return await _answered(self._upsert(call.context.agent_id, call.input))
 
     async def _query(self, caller: str, args: Mapping[str, Any]) -> ToolResult:
         store = _required(args, "store")
@@ -167,6 +153,18 @@ class MemoryTools:
         index(caller, "knowledge", item.id, item.text)
         named = repr(key) if key is not None else str(item.id)
         return ToolResult.ok(f"stored knowledge {named}", op=op, id=str(item.id), key=key)
+
+
+async def _answered(work: Awaitable[ToolResult]) -> ToolResult:
+    """`work`'s result, or the tool error a refusal, a bad argument or an absent store is."""
+    try:
+        return await work
+    except _Refused as refused:
+        return ToolResult.fail(refused.code, refused.message)
+    except UsageError as err:
+        return ToolResult.fail("invalid_input", err.message)
+    except UnavailableError as err:
+        return ToolResult.fail("memory_unavailable", err.message)
 
 
 def _required(args: Mapping[str, Any], name: str) -> str:
