@@ -334,6 +334,8 @@ async def test_secret_apply(operator: Operator):
     assert "chmod 600" in refused.err
 
 
+@pytest.mark.serial  # twice in the xdist pass (2026-11-26) choirctl outlived its SIGINT by 30 s;
+# never alone nor in a loaded loop of it: cause not found (see the issue 13 note of that night)
 async def test_logs_snapshot_and_follow_until_interrupted(operator: Operator):
     home = operator.home
     home.choird_log.parent.mkdir(parents=True, exist_ok=True)
@@ -349,7 +351,8 @@ async def test_logs_snapshot_and_follow_until_interrupted(operator: Operator):
         log.write('{"msg": "two"}\n')
     second = await asyncio.wait_for(process.stdout.readline(), 30)
     process.send_signal(signal.SIGINT)
-    code = await asyncio.wait_for(process.wait(), 30)
+    await asyncio.wait_for(process.communicate(), 30)  # drained: a full pipe cannot hold it
+    code = process.returncode
 
     assert snapshot.out == '{"msg": "one"}\n'
     assert (unknown.code, "use choird or an agent id" in unknown.err) == (4, True)
