@@ -221,6 +221,9 @@ class UdsClient:
                 kind = frame["t"]
                 if kind in (ITEM, PUSH):
                     yield frame
+                    # `queue.get` does not suspend while frames wait: without this a stream that
+                    # never runs dry (a busy log followed) would never let a cancellation in
+                    await asyncio.sleep(0)
                 elif kind == END or (kind == RESPONSE and frame.get("ok") is not True):
                     finished = True
                     if frame.get("ok") is True:
