@@ -86,8 +86,8 @@ async def run_as_agent(
             )
         except asyncpg.InvalidParameterValueError:  # the role does not exist
             raise NotFoundError(
-                f"agent {agent_id} has no memory schema: is it in config.json and has choird "
-                "started since it was added?"
+                f"agent {agent_id} has no memory schema: add it to config.json, then run "
+                "`choirctl config load` and `choirctl config apply`"
             ) from None
         yield conn
 

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from choir.client import ChoirClient
 from choir.core.memory.chunks import ChunkKind, MemoryChunk, Tier
 from choir.errors import NotFoundError, UsageError
 from choir.home import ChoirHome
@@ -243,3 +244,26 @@ async def test_show_carries_at_most_200_source_events_and_says_there_are_more(fi
     assert long.events_truncated
     assert cli.out.endswith(f"(more: choirctl session events {session_id} --from-rev 201)\n")
     assert ([e.rev for e in tail.events], tail.events_truncated) == ([229, 230], False)
+
+
+async def test_an_agent_added_by_config_apply_has_its_memory_at_once(
+    live: tuple[object, ChoirClient], home: ChoirHome, tmp_path: Path
+):
+    _, client = live
+    data = read_config(home)
+    data["workspaces"]["third"] = {"path": str(tmp_path / "ws-third")}
+    data["agents"]["agent-3"] = {
+        "repo": data["agents"]["agent-1"]["repo"],
+        "defaults": {**data["agents"]["agent-1"]["defaults"], "workspace": "third"},
+    }
+    write_config(home, data)
+    await client.config_load()
+
+    await client.config_apply()
+    stored = await client.knowledge_put("agent-3", "deploys go through staging", key="deploy")
+
+    assert (stored.item.key, stored.updated) == ("deploy", False)
+    listed = await client.knowledge_list("agent-3")
+    assert [item.key for item in listed.items] == ["deploy"]
+    (stats,) = (await client.memory_stats("agent-3")).agents
+    assert (stats.agent_id, stats.knowledge_items) == ("agent-3", 1)

@@ -8,8 +8,8 @@
 An agent is *stale* when its vectors came from another model (the model or its dimensions were
 changed in config.json and choird restarted): its query vectors and stored ones cannot be
 compared, so its memory is searched by text, no new vector is written next to the old ones, and
-`choirctl memory reembed <agent>` is what makes it current. An agent never recorded (added to
-the config after the start) is current: its schema was made for the configured model.
+`choirctl memory reembed <agent>` is what makes it current. An agent added by `config apply`
+is recorded then, with the schema made for the configured model.
 """
 
 from __future__ import annotations

@@ -80,6 +80,7 @@ async def config_diff(ctx: OperatorContext, _: NoArguments) -> ConfigChanges:
 
 async def config_apply(ctx: OperatorContext, _: NoArguments) -> ConfigApplied:
     """Publish the staged config under a new version and tell every active session."""
+    await _added_agent_schemas(ctx)
     applied = ctx.stage.apply()
     sessions = await _active(ctx)
     for row in sessions:
@@ -130,6 +131,26 @@ async def secret_apply(ctx: OperatorContext, _: NoArguments) -> SecretsApplied:
     if changed:
         ctx.feed.publish(SecretsItem(data=SecretsChanged(changed=changed)))
     return SecretsApplied(applied=True, secrets=len(after), changed=changed, pushed=pushed)
+
+
+async def _added_agent_schemas(ctx: OperatorContext) -> None:
+    """Schemas and roles (§23.0) of the agents the staged config adds, made before it runs:
+    `agent start` and the memory verbs need them at once, not after a choird restart. On a
+    failure nothing is applied (a schema already made is harmless: the next apply reuses it)."""
+    from choir.store.agent_schema import ensure_agent_schema
+
+    staged = ctx.stage.staged
+    if staged is None:
+        return  # apply refuses it
+    added = sorted(set(staged.config.agents) - set(ctx.config.agents))
+    embedding = ctx.config.embedding  # a model change waits for the restart it needs
+    async with ctx.pool.acquire() as conn:
+        for agent_id in added:
+            stored = await ensure_agent_schema(
+                conn, agent_id, embedding.vector_dimensions, embedding.model_name
+            )
+            if ctx.vector_models is not None:
+                ctx.vector_models.record(agent_id, stored)
 
 
 def _problems(error: ConfigError) -> dict[str, Any]:
