@@ -36,9 +36,10 @@ from choir.agent.kernel.dispatch import LaneHook
 from choir.agent.lanes.core.jobs import CoreJobTools
 from choir.agent.lanes.core.runner import CoreJobRunner
 from choir.agent.lanes.edge import EdgeLane
-from choir.agent.lanes.support import DemoModel, Identity, LaneKit, StatusReporter
+from choir.agent.lanes.support import DemoModel, Identity, LaneKit
 from choir.agent.replication.control_plane import ControlPlane
 from choir.agent.replication.live_config import DynamicConfig, DynamicState
+from choir.agent.replication.status import StatusReporter
 from choir.agent.wiring import open_kernel
 from choir.config import Budgets
 from choir.core.budgets import BudgetLimits
