@@ -4,22 +4,28 @@ The followed streams (`logs`, `session events --follow`) are interrupted while c
 to send, with the test process's own SIGINT default, ignored or blocked: a suite started in the
 background by a non-interactive shell (`.ci/run > ci.log &`) runs with it ignored and hands that
 to what it starts, and a choirctl started so ignores SIGINT (as Python and `tail -f` do), so
-tests start it as a terminal does (`tests.ctl.cli.as_foreground`).
+tests start it as a terminal does (`tests.ctl.cli.as_foreground`). Start-up is interrupted in the
+middle of its imports, at a chosen module (choirctl signals itself, so the moment is exact).
 """
 
 from __future__ import annotations
 
 import asyncio
 import signal
+import subprocess
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
 
 from choir.home import ChoirHome
 from choir.protocol import Verb
 from tests.daemon.agent import AgentClient, Chain
 from tests.daemon.operator_served import Operator, served_operator  # noqa: F401  (fixture)
 
-from .cli import start_choirctl
+from .cli import REPO_ROOT, as_foreground, start_choirctl
 
 INHERITED = ("default", "ignored", "blocked")
 """SIGINT's state in the test process when it starts choirctl."""
@@ -90,3 +96,40 @@ async def test_session_events_follow_stops_on_ctrl_c_with_nothing_to_send(operat
     outcomes = {state: await interrupted(operator.home, args, 2, state) for state in INHERITED}
 
     assert outcomes == dict.fromkeys(INHERITED, (130, ""))
+
+
+def interrupted_at_import(module: str) -> str:
+    """choirctl's entry point, sending itself SIGINT as `module` starts to be imported."""
+    return f"""
+import os, signal, sys
+
+class InterruptAt:
+    def find_spec(self, name, path=None, target=None):
+        if name == {module!r}:
+            sys.meta_path.remove(self)
+            os.kill(os.getpid(), signal.SIGINT)
+        return None
+
+sys.meta_path.insert(0, InterruptAt())
+sys.argv[0] = "choirctl"
+from choir.ctl.app import main
+main()
+"""
+
+
+@pytest.mark.parametrize(
+    "module",
+    [
+        "typer",  # the command-line parser, before any command is known
+        "choir.ctl.logs",  # the noun named on the command line, registered before it runs
+        "choir.client",  # the command runs: before it connects to choird
+    ],
+)
+def test_ctrl_c_while_choirctl_starts(tmp_path: Path, module: str) -> None:
+    env = {"PYTHONPATH": str(REPO_ROOT), "CHOIR_HOME": str(tmp_path), "PATH": "/usr/bin:/bin"}
+    argv = [sys.executable, "-c", interrupted_at_import(module), "logs", "choird"]
+    done = subprocess.run(
+        argv, env=env, capture_output=True, text=True, timeout=60, preexec_fn=as_foreground
+    )
+
+    assert (done.returncode, done.stderr) == (130, "")
