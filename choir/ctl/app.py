@@ -10,7 +10,15 @@ from typing import Any
 
 
 def main() -> None:
-    args = sys.argv[1:]
+    try:
+        _main(sys.argv[1:])
+    except KeyboardInterrupt:
+        # Ctrl-C at any moment, also during the imports before typer (which turns one raised
+        # while a command runs into exit 130 itself) could catch it: 130, no traceback
+        sys.exit(130)
+
+
+def _main(args: list[str]) -> None:
     if args in ([], ["-h"], ["--help"]):
         from choir.ctl import root_help
 

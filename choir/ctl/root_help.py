@@ -14,7 +14,7 @@ import textwrap
 ROOT_HELP = (
     "Administer choir: set up $CHOIR_HOME, validate config, manage secrets and agents.\n\n"
     "Exit codes: 0 ok, 1 error, 2 usage, 3 invalid config, 4 not found, 5 conflict, "
-    "6 service unavailable."
+    "6 service unavailable, 130 interrupted (Ctrl-C)."
 )
 NOUNS = (
     ("init", "Set up $CHOIR_HOME so that `choir up` runs with no editing."),

@@ -68,5 +68,3 @@ def run() -> None:
     except ChoirError as err:
         print_error(err)
         sys.exit(int(err.exit_code))
-    except KeyboardInterrupt:
-        sys.exit(130)

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 import fcntl
 import json
 import os
+import signal
 import stat
 import subprocess
 import sys
@@ -41,6 +43,36 @@ def choirctl(home: Path, *args: str, stdin: str | None = None) -> Run:
         timeout=60,
     )
     return Run(done.returncode, done.stdout, done.stderr)
+
+
+def as_foreground() -> None:
+    """`preexec_fn` of a choirctl a test will interrupt: SIGINT at its default and unblocked, as
+    a terminal's foreground job has it, whatever the test process inherited.
+
+    A suite started in the background by a non-interactive shell (`.ci/run > ci.log &`) runs with
+    SIGINT ignored, and so does every process it starts: Python then installs no KeyboardInterrupt
+    handler nor asyncio its Ctrl-C one, and choirctl ignores SIGINT as `tail -f` would (that is
+    exactly how `choirctl logs` outlived its SIGINT by 30 s in CI)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+
+
+async def start_choirctl(home: Path, *args: str) -> asyncio.subprocess.Process:
+    """`choirctl args` started as an operator's terminal starts it (see `as_foreground`), with
+    its stdout and stderr piped, for a test that reads it as it runs and interrupts it."""
+    env = {k: v for k, v in os.environ.items() if k != "CHOIR_HOME"}
+    env.update(CHOIR_HOME=str(home), PYTHONPATH=str(REPO_ROOT), COLUMNS="200")
+    return await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-c",
+        _ENTRY,
+        *args,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        preexec_fn=as_foreground,
+    )
 
 
 def snapshot(root: Path) -> dict[str, tuple[Any, ...]]:
