@@ -6,8 +6,8 @@
     with bind_context(session_id=session.id, lane="edge"):
         log.info("postgres ready", fields={"host": host})
 
-`archive_agent_log` archives an agent's log when its session ends; `read_log_lines` parses a log or
-archive back.
+`archive_agent_log` archives an agent's log when its process exits (choird's runtimes call it);
+`read_log_lines` parses a log or archive back.
 """
 
 from __future__ import annotations
@@ -19,7 +19,12 @@ from choir.logs.handler import ArchivingFileHandler
 from choir.logs.logger import ChoirLogger, get_logger
 from choir.logs.reader import read_log_lines
 from choir.logs.redaction import REDACTED, redact, redact_json, register_secrets, replace_secrets
-from choir.logs.setup import DEFAULT_ARCHIVE_THRESHOLD_LINES, setup_logging, shutdown_logging
+from choir.logs.setup import (
+    DEFAULT_ARCHIVE_THRESHOLD_LINES,
+    set_archive_threshold,
+    setup_logging,
+    shutdown_logging,
+)
 
 __all__ = [
     "DEFAULT_ARCHIVE_THRESHOLD_LINES",
@@ -39,6 +44,7 @@ __all__ = [
     "redact_json",
     "register_secrets",
     "replace_secrets",
+    "set_archive_threshold",
     "set_context",
     "setup_logging",
     "shutdown_logging",

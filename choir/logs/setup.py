@@ -67,6 +67,16 @@ def setup_logging(
     return handler
 
 
+def set_archive_threshold(lines: int) -> None:
+    """Archive this process's log past `lines` lines from the next record on (`config apply` of
+    `log_archive_threshold_lines`: a hot-reload tunable, so choird must not wait for a restart)."""
+    if lines < 0:
+        raise ValueError(f"archive threshold must be 0 (never) or positive, got {lines}")
+    for handler in logging.getLogger().handlers:
+        if getattr(handler, _OWNED, False) and isinstance(handler, ArchivingFileHandler):
+            handler.threshold = lines
+
+
 def shutdown_logging() -> None:
     """Remove and close the handlers `setup_logging` installed (waiting for pending archives)."""
     root = logging.getLogger()

@@ -22,6 +22,7 @@ from choir.daemon.operator.context import OperatorContext
 from choir.daemon.sessions.bindings import allowed_secrets
 from choir.daemon.staging.diff import ConfigChange, render_changes, secret_changes
 from choir.errors import ConfigError
+from choir.logs import set_archive_threshold
 from choir.protocol import ConfigChangedPush, ResourceBindings, SecretsRefreshedPush
 from choir.protocol.operator.answers import (
     ChangeView,
@@ -82,6 +83,8 @@ async def config_apply(ctx: OperatorContext, _: NoArguments) -> ConfigApplied:
     """Publish the staged config under a new version and tell every active session."""
     await _added_agent_schemas(ctx)
     applied = ctx.stage.apply()
+    # a hot-reload tunable (staging/diff.py): choird's own log handler takes it now
+    set_archive_threshold(ctx.config.log_archive_threshold_lines)
     sessions = await _active(ctx)
     for row in sessions:
         ctx.push(row.session_id, ConfigChangedPush(config_version=applied.version))

@@ -17,6 +17,7 @@ config.json's `container.runtime`; `auto` means docker when an engine answers, e
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,7 +28,8 @@ from choir.core.security.profile import ProfileReport
 from choir.daemon.sessions.outage import exit_words
 from choir.daemon.sessions.service import SessionService
 from choir.daemon.sessions.state import StartedSession
-from choir.logs import get_logger
+from choir.home import ChoirHome
+from choir.logs import archive_agent_log, get_logger
 from choir.protocol import ShutdownPush, VersionInfo
 
 log = get_logger("choird.runtime")
@@ -167,9 +169,15 @@ class AgentRuntime(Protocol):
 
 
 async def note_exit(
-    sessions: SessionService, agent: RunningAgent, code: int, runtime: RuntimeName
+    sessions: SessionService,
+    agent: RunningAgent,
+    code: int,
+    runtime: RuntimeName,
+    home: ChoirHome,
 ) -> None:
-    """§13.1 on exit: still active means no TERMINATE_SELF, so the session crashed."""
+    """§13.1 on exit: still active means no TERMINATE_SELF, so the session crashed. Then the
+    agent's log is archived (§22.2): called once its writer is gone (the process, or the copy
+    of the container's output), so no line can land in the archive after it was compressed."""
     log.info(
         "agent exited",
         fields={"agent_id": agent.agent_id, "exit_code": code, "runtime": runtime},
@@ -180,3 +188,12 @@ async def note_exit(
         )
     except Exception:  # the daemon may be closing its database; the reaper catches up
         log.exception("could not mark the session crashed", fields={"agent_id": agent.agent_id})
+    try:
+        archived = await asyncio.to_thread(archive_agent_log, home, agent.agent_id)
+    except OSError as error:  # a full disk: the log stays active and the next exit retries
+        log.error(
+            f"could not archive the agent's log: {error}", fields={"agent_id": agent.agent_id}
+        )
+        return
+    if archived is not None:
+        log.info("agent log archived", fields={"agent_id": agent.agent_id, "path": str(archived)})

@@ -458,7 +458,7 @@ class DockerRuntime:
         await asyncio.to_thread(held.guard.release)
         if self._agents.get(agent.agent_id) is held:
             del self._agents[agent.agent_id]
-        await note_exit(self._sessions, agent, code, self.name)
+        await note_exit(self._sessions, agent, code, self.name, self._home)
         with contextlib.suppress(ChoirError):
             await self._engine.remove(agent.container)
         return code

@@ -389,7 +389,7 @@ class ProcessRuntime:
                 held.main.kill()
         if self._agents.get(held.agent.agent_id) is held:
             del self._agents[held.agent.agent_id]
-        await note_exit(self._sessions, held.agent, code, self.name)
+        await note_exit(self._sessions, held.agent, code, self.name, self._home)
         return code
 
     async def _kill(self, held: _Process) -> None:

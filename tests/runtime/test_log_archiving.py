@@ -1,0 +1,168 @@
+"""Logs that do not grow forever (§22.2, issue 19): an agent's log is archived when its process
+exits, with `choirctl logs --follow` reading every line across the archive; choird's own log
+takes a new `log_archive_threshold_lines` at `config apply`.
+
+Real choird (in the test process for the agent case, a `choird` process for its own log), a
+real choir-agent on the process runtime, and `choirctl` as an operator runs it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import gzip
+import os
+import signal
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from choir.client import ChoirClient
+from choir.daemon.app import ChoirDaemon
+from choir.daemon.runtimes.bwrap import BWRAP_ENV
+from choir.home import ChoirHome
+from choir.logs import archived_logs
+from tests.harness.daemons import poll_until, running_daemon
+from tests.harness.homes import read_config, write_config
+from tests.harness.processes import (
+    BIN,
+    environment,
+    run_choirctl,
+    spawn_choird,
+    wait_until_ready,
+)
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture
+async def process_choird(
+    home: ChoirHome, monkeypatch: pytest.MonkeyPatch
+) -> AsyncIterator[tuple[ChoirDaemon, ChoirClient]]:
+    monkeypatch.setenv(BWRAP_ENV, "")
+    async with (
+        running_daemon(home, runtime="process") as daemon,
+        await ChoirClient.connect(home) as client,
+    ):
+        yield daemon, client
+
+
+class Follower:
+    """`choirctl logs <source>` (following) in a subprocess, its lines collected as they come."""
+
+    def __init__(self, process: asyncio.subprocess.Process) -> None:
+        self.process = process
+        self.lines: list[str] = []
+        self.notes: list[str] = []
+        self._tasks = [
+            asyncio.create_task(self._read(True)),
+            asyncio.create_task(self._read(False)),
+        ]
+
+    @classmethod
+    async def start(cls, home: ChoirHome, source: str) -> Follower:
+        process = await asyncio.create_subprocess_exec(
+            str(BIN / "choirctl"),
+            "logs",
+            source,
+            env=environment(CHOIR_HOME=str(home.root)),
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+        )
+        return cls(process)
+
+    async def _read(self, out: bool) -> None:
+        stream = self.process.stdout if out else self.process.stderr
+        assert stream is not None
+        while line := await stream.readline():
+            (self.lines if out else self.notes).append(line.decode().rstrip("\n"))
+
+    async def stop(self) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            self.process.send_signal(signal.SIGINT)
+        try:
+            await asyncio.wait_for(self.process.wait(), 20)
+        finally:
+            if self.process.returncode is None:
+                self.process.kill()
+                await self.process.wait()
+            await asyncio.gather(*self._tasks, return_exceptions=True)
+
+
+def archive_lines(path: Path) -> list[str]:
+    return gzip.decompress(path.read_bytes()).decode().splitlines()
+
+
+async def test_an_agent_log_is_archived_at_exit_and_a_follower_misses_no_line(
+    process_choird: tuple[ChoirDaemon, ChoirClient],
+) -> None:
+    daemon, client = process_choird
+    home = daemon.home
+    active = home.agent_log("agent-1")
+    await client.agent_start("agent-1", {"dm": "console"})
+    await poll_until(lambda: active.is_file() and active.stat().st_size > 0, within=30)
+    follower = await Follower.start(home, "agent-1")
+    try:
+        await poll_until(lambda: len(follower.lines) > 0, within=30)
+        await client.agent_stop("agent-1")  # the agent logs its stop until its very exit
+        await poll_until(lambda: len(archived_logs(home, "agent-1")) == 1, within=30)
+        first = archive_lines(archived_logs(home, "agent-1")[0])
+        await poll_until(lambda: len(follower.lines) >= len(first), within=30)
+        assert follower.lines == first  # every line, once, in order
+        assert not active.exists()
+        assert oct(archived_logs(home, "agent-1")[0].stat().st_mode & 0o777) == "0o600"
+        snapshot = await asyncio.to_thread(run_choirctl, home, "logs", "agent-1", "--no-follow")
+        assert (snapshot.returncode, snapshot.stdout) == (0, "")
+
+        # the next session writes a fresh log; the follower moves on to it
+        await client.agent_start("agent-1", {"dm": "console"})
+        await poll_until(lambda: len(follower.lines) > len(first), within=30)
+        await client.agent_stop("agent-1")
+        await poll_until(lambda: len(archived_logs(home, "agent-1")) == 2, within=30)
+        second = archive_lines(archived_logs(home, "agent-1")[1])
+        await poll_until(lambda: len(follower.lines) >= len(first) + len(second), within=30)
+        assert follower.lines == first + second
+        assert follower.notes == ["-- the log was archived; following the new file --"]
+    finally:
+        await follower.stop()
+
+
+async def test_choird_takes_a_new_archive_threshold_at_config_apply(home: ChoirHome) -> None:
+    """Before: the threshold choird started with held until a restart, while `config diff`
+    called the change hot-reload."""
+    choird = spawn_choird(home, "--quiet")
+    try:
+        await asyncio.to_thread(wait_until_ready, choird)
+        assert archived_logs(home, "choird") == []
+        data = read_config(home)
+        data["log_archive_threshold_lines"] = 5
+        write_config(home, data)
+        loaded = await asyncio.to_thread(run_choirctl, home, "config", "load")
+        assert "log_archive_threshold_lines  [hot-reload]" in loaded.stdout, loaded.stderr
+        follower = await Follower.start(home, "choird")
+        try:
+            applied = await asyncio.to_thread(run_choirctl, home, "config", "apply")
+            assert applied.returncode == 0, applied.stderr
+            for _ in range(4):  # each load logs a line or more
+                await asyncio.to_thread(run_choirctl, home, "config", "load")
+            await poll_until(lambda: len(archived_logs(home, "choird")) >= 1, within=30)
+            await poll_until(lambda: bool(follower.notes), within=30)
+        finally:
+            await follower.stop()
+        archived = [line for path in archived_logs(home, "choird") for line in archive_lines(path)]
+        active = home.choird_log.read_text().splitlines()
+        assert len(active) <= 5
+        # the follower started before the first archive: it read everything, in order, up to
+        # where it stopped (choird may log on after that)
+        everything, seen = archived + active, follower.lines
+        assert len(seen) > 5
+        assert everything[: len(seen)] == seen
+    finally:
+        choird.process.send_signal(signal.SIGTERM)
+        try:
+            await asyncio.to_thread(choird.process.wait, 30)
+        finally:
+            if choird.process.poll() is None:
+                os.kill(choird.process.pid, signal.SIGKILL)
