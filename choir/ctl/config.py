@@ -134,6 +134,7 @@ def apply(home: HomeOption = None, as_json: JsonOption = False) -> None:
             f"{sessions} running session(s) told to fetch it"
         )
         _print_lines(data.lines)
+        _print_pending(data.pending)
 
     emit(data, as_json, show)
 
@@ -148,9 +149,23 @@ def show(home: HomeOption = None, as_json: JsonOption = False) -> None:
     def human() -> None:
         staged = "; a config is staged (choirctl config diff)" if data.staged else ""
         print(f"# config v{data.config_version}, hash {data.config_hash[:12]}{staged}")
+        for line in _pending_lines(data.pending_lines):
+            print(f"# {line}")
         emit_json(data.config)
 
     emit(data, as_json, human)
+
+
+def _pending_lines(lines: list[str]) -> list[str]:
+    """Applied changes that run only after a choird restart, under a heading saying so."""
+    if not lines:
+        return []
+    return [f"pending until choird restarts ({len(lines)}; shown below as running now):", *lines]
+
+
+def _print_pending(lines: list[str]) -> None:
+    for line in _pending_lines(lines):
+        print(line)
 
 
 def _changes(data: ConfigChanges | ConfigApplied | ConfigLoaded) -> str:

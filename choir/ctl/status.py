@@ -39,6 +39,7 @@ def status_lines(data: dict[str, Any]) -> list[str]:
     return [
         f"choird {data['version']}, up {duration(data['uptime_s'])}",
         f"{'config':<10}v{data['config_version']} (hash {data['config_hash'][:12]}), {staged}",
+        *pending_lines(data.get("config_pending") or []),
         f"{'postgres':<10}{health}",
         *(
             [f"{'disk':<10}{disk['state'].upper()}: {disk['reason']}"]
@@ -53,6 +54,15 @@ def status_lines(data: dict[str, Any]) -> list[str]:
         f"{'gateways':<10}{gateways or 'none configured'}",
         *([f"{'repos':<10}{repos_line(data['repos'])}"] if data.get("repos") else []),
         f"{'socket':<10}{data['sockets']['operator']}",
+    ]
+
+
+def pending_lines(pending: list[str]) -> list[str]:
+    """Applied config changes that run only after a choird restart, each with its command."""
+    if not pending:
+        return []
+    return [f"{'':<10}{len(pending)} change(s) pending until choird restarts:"] + [
+        f"{'':<12}{line}" for line in pending
     ]
 
 

@@ -228,7 +228,11 @@ class ChoirDaemon:
 
         log.info("step 3+5: postgres ready", fields={"where": self.database.params.where})
         await self._agent_schemas(config)
-        stage = ConfigStage(loaded)
+        from choir.daemon.staging.persisted import restore_config_version
+
+        # the version an operator last saw survives the restart (issue 19)
+        version = await restore_config_version(self.database.pool, loaded)
+        stage = ConfigStage(loaded, version=version)
         services = AgentServices.build(self.database.pool, stage)
         self.services = services
         self._stack.push_async_callback(self._close_memory_index)  # after the service drains

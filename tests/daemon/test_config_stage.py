@@ -148,3 +148,37 @@ async def test_secret_apply_refuses_a_readable_secrets_file(stage, home):
         await stage.reload_secrets()
 
     assert stage.secrets.get("brave-key").get_secret_value() == "brave-1"
+
+
+async def test_restart_only_changes_are_pending_and_shown_as_they_run(stage, home):
+    """A choird section changed and one added to: pending, and `show` keeps what runs;
+    an apply that puts it back clears it."""
+    started = stage.show()["config"]
+
+    def edit_choird_sections(data):
+        data["rpc"] = {**data.get("rpc", {}), "read_timeout_ms": 20_000}
+        data["gateways"]["bot-new"] = {"type": "telegram", "secret": "tg-bot-token"}
+        data["models"]["demo"]["temperature"] = 0.2  # hot: runs at once
+
+    edit(home, edit_choird_sections)
+    await stage.load()
+    stage.apply()
+
+    pending = stage.pending()
+    assert [(c.op, c.path) for c in pending] == [
+        ("+", "gateways.bot-new"),
+        ("~", "rpc.read_timeout_ms"),
+    ]
+    assert {c.action for c in pending} == {"restart choird"}
+    shown = stage.show()["config"]
+    assert shown["rpc"] == started["rpc"]
+    assert shown["gateways"] == started["gateways"]
+    assert shown["models"]["demo"]["temperature"] == 0.2
+    assert stage.running.config.rpc.read_timeout_ms == 20_000  # applied: the next start's
+
+    write_config(
+        home, {**read_config(home), "rpc": started["rpc"], "gateways": started["gateways"]}
+    )
+    await stage.load()
+    stage.apply()
+    assert stage.pending() == []

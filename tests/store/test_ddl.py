@@ -27,6 +27,7 @@ CONTROL_TABLES = {
     "schema_version",
     "host_tool_calls",
     "memory_closes",
+    "config_state",
 }
 
 

@@ -82,7 +82,14 @@ async def config_diff(ctx: OperatorContext, _: NoArguments) -> ConfigChanges:
 async def config_apply(ctx: OperatorContext, _: NoArguments) -> ConfigApplied:
     """Publish the staged config under a new version and tell every active session."""
     await _added_agent_schemas(ctx)
+    staged = ctx.stage.staged
+    planned = ctx.stage.running.version + 1
+    if staged is not None:  # else apply refuses it
+        # recorded before anything answers: a choird killed after the answer comes back with it
+        await save_version(ctx, planned, staged.config_hash)
     applied = ctx.stage.apply()
+    if applied.version != planned:  # a `model set` bumped it meanwhile
+        await save_version(ctx, applied.version, ctx.stage.running.loaded.config_hash)
     # a hot-reload tunable (staging/diff.py): choird's own log handler takes it now
     set_archive_threshold(ctx.config.log_archive_threshold_lines)
     sessions = await _active(ctx)
@@ -94,12 +101,26 @@ async def config_apply(ctx: OperatorContext, _: NoArguments) -> ConfigApplied:
         config_version=applied.version,
         pushed=[row.session_id for row in sessions],
         **dict(change_views(applied.changes)),
+        pending=render_changes(ctx.stage.pending()),
     )
 
 
 async def config_show(ctx: OperatorContext, _: NoArguments) -> ConfigShown:
-    """The running config (secret names only), its version and hash."""
-    return ConfigShown.model_validate(ctx.stage.show())
+    """The running config (secret names only), its version and hash, and the applied changes
+    that wait for a choird restart."""
+    shown = ctx.stage.show()
+    pending = change_views(shown.pop("pending"))
+    return ConfigShown.model_validate(
+        {**shown, "pending": pending.changes, "pending_lines": pending.lines}
+    )
+
+
+async def save_version(ctx: OperatorContext, version: int, config_hash: str) -> None:
+    """Record the config_version choird is about to serve (`choir.store.operator_choices`)."""
+    from choir.store.operator_choices import save_config_version
+
+    async with ctx.pool.acquire() as conn:
+        await save_config_version(conn, version, config_hash)
 
 
 async def secret_list(ctx: OperatorContext, _: NoArguments) -> SecretList:

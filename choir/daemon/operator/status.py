@@ -26,6 +26,7 @@ from choir.daemon.images.repo_refresh import repo_status
 from choir.daemon.operator.context import OperatorContext
 from choir.daemon.operator.views import agent_state, held_view, iso, lane_view, seconds_between
 from choir.daemon.sessions.outage import outage_view
+from choir.daemon.staging.diff import render_changes
 from choir.protocol.operator.answers import (
     AgentCounts,
     AgentList,
@@ -82,6 +83,7 @@ async def status(ctx: OperatorContext, _: NoArguments) -> StatusAnswer:
         repos=[RepoView.model_validate(repo) for repo in repo_status(ctx.home, ctx.config)],
         sockets=Sockets(operator=str(ctx.home.operator_socket), agents=str(ctx.home.agent_socks)),
         memory_reembed=_stale_memory(ctx),
+        config_pending=render_changes(ctx.stage.pending()),
     )
 
 

@@ -74,6 +74,29 @@ def config_changes(running: ChoirConfig, staged: ChoirConfig) -> list[ConfigChan
     ]
 
 
+def choird_pending(started: ChoirConfig, applied: ChoirConfig) -> list[ConfigChange]:
+    """The changes `applied` makes to what choird started with that only a choird restart
+    puts into effect; the others run from the apply (hot) or wait for an agent's restart."""
+    return [c for c in config_changes(started, applied) if c.action == RESTART_CHOIRD]
+
+
+def as_running(started: ChoirConfig, applied: ChoirConfig) -> dict[str, Any]:
+    """`applied` as JSON with each change that waits for a choird restart undone: what runs."""
+    before, after = started.model_dump(mode="json"), applied.model_dump(mode="json")
+    for op, path in list(_leaf_changes(before, after, ())):
+        if _classify(op, path, applied)[1] != RESTART_CHOIRD:
+            continue
+        *parents, leaf = path
+        here, there = after, before
+        for key in parents:
+            here, there = here[key], there[key]
+        if op == "+":
+            del here[leaf]
+        else:
+            here[leaf] = there[leaf]
+    return after
+
+
 def secret_changes(running: SecretStore, staged: SecretStore) -> list[ConfigChange]:
     """Secrets added, removed or changed (names only): they land with `choirctl secret apply`."""
     ops: dict[str, Op] = {name: "+" for name in staged.names() if name not in running}

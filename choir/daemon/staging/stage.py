@@ -19,7 +19,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from choir.config import ChoirConfig, LoadedConfig, SecretStore, load_home
-from choir.daemon.staging.diff import ConfigChange, config_changes, secret_changes
+from choir.daemon.staging.diff import (
+    ConfigChange,
+    as_running,
+    choird_pending,
+    config_changes,
+    secret_changes,
+)
 from choir.errors import ConflictError
 from choir.logs import get_logger, register_secrets
 
@@ -81,6 +87,8 @@ class ConfigStage:
         self, loaded: LoadedConfig, *, version: int = 1, differs: Sequence[Differ] = DEFAULT_DIFFERS
     ) -> None:
         self._running = RunningConfig(loaded, version)
+        self._started = loaded.config
+        """What choird started with: sections read once at start run this until a restart."""
         self._staged: LoadedConfig | None = None
         self._secrets = loaded.secrets
         self._differs = tuple(differs)
@@ -130,13 +138,27 @@ class ConfigStage:
         )
         return AppliedConfig(self._running.version, changes)
 
+    def bump(self) -> int:
+        """Serve the running config under the next version, so heartbeats make agents refetch
+        (a `model set` changed what one session is served); the new version."""
+        self._running = RunningConfig(self._running.loaded, self._running.version + 1)
+        return self._running.version
+
+    def pending(self) -> list[ConfigChange]:
+        """Applied changes that wait for a choird restart (its database, listeners, gateways…):
+        the applied config against the one choird started with."""
+        return choird_pending(self._started, self._running.config)
+
     def show(self) -> dict[str, Any]:
-        """The running config as JSON, with its version and hash (names of secrets only)."""
+        """The config choird runs as JSON — a change waiting for a restart shown as it runs now,
+        and listed in `pending` — with its version and hash (names of secrets only)."""
+        pending = self.pending()
         return {
             "config_version": self._running.version,
             "config_hash": self._running.loaded.config_hash,
             "staged": self._staged is not None,
-            "config": self._running.config.model_dump(mode="json"),
+            "config": as_running(self._started, self._running.config),
+            "pending": pending,
         }
 
     async def reload_secrets(self) -> SecretStore:

@@ -109,6 +109,8 @@ class StatusAnswer(OperatorModel):
     memory_reembed: list[MemoryStale] = []
     """Agents whose memory vectors are another embedding model's: searched by text until
     `choirctl memory reembed` (§11.9)."""
+    config_pending: list[str] = []
+    """Applied changes waiting for a choird restart, as §17.6 lines naming that command."""
 
 
 class AgentList(OperatorModel):
@@ -380,6 +382,8 @@ class ConfigApplied(OperatorModel):
     """The sessions told."""
     changes: list[ChangeView]
     lines: list[str]
+    pending: list[str] = []
+    """Changes (of this apply or an earlier one) that run only after a choird restart."""
 
 
 class ConfigShown(OperatorModel):
@@ -388,6 +392,9 @@ class ConfigShown(OperatorModel):
     staged: bool
     config: JsonObject
     """The running config (names of secrets only)."""
+    pending: list[ChangeView] = []
+    """Applied changes that wait for a choird restart: `config` shows what runs until then."""
+    pending_lines: list[str] = []
 
 
 class SecretView(OperatorModel):

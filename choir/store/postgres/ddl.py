@@ -176,6 +176,21 @@ CREATE TABLE choir_control.memory_closes (
 );
 """,
     ),
+    Migration(
+        6,
+        "operator choices that survive a choird restart (issue 19)",
+        # config_version and the hash of the config it names; each agent's last start overrides
+        # (`agent restart` reverts a `model set` to them, also after a choird restart)
+        """
+CREATE TABLE choir_control.config_state (
+    only_row       boolean PRIMARY KEY DEFAULT true CHECK (only_row),
+    config_version int NOT NULL CHECK (config_version > 0),
+    config_hash    text NOT NULL,
+    updated_at     timestamptz NOT NULL DEFAULT now()
+);
+ALTER TABLE choir_control.agents ADD COLUMN start_overrides jsonb;
+""",
+    ),
 )
 
 HOST_TOOL_SCOPE: Final = "host_tool_calls"

@@ -19,7 +19,7 @@ import asyncio
 import os
 import time
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
 from choir.config.scaffolding.home_setup import SCRATCH_DIRS
 from choir.daemon.agents.resume_watch import until_resumed
@@ -38,6 +38,7 @@ from choir.protocol.operator.answers import (
     StopSummary,
 )
 from choir.protocol.operator.requests import AgentRef, AgentStart, NoArguments, StartOverrides
+from choir.store.operator_choices import save_start_overrides, start_overrides_of
 from choir.store.sessions import SessionRow, SessionStatus
 
 log = get_logger("choird.lifecycle")
@@ -102,6 +103,8 @@ async def launch(ctx: OperatorContext, request: AgentStart) -> AgentStarted:
         image=version,
     )
     try:
+        async with ctx.pool.acquire() as conn:  # what `agent restart` reverts to, even after
+            await save_start_overrides(conn, request.agent_id, overrides)  # a choird restart
         await asyncio.to_thread(ensure_scratch, workspace)
         socket = await lifecycle.open_socket(request.agent_id)
         agent = await lifecycle.runtime.start(
@@ -138,7 +141,9 @@ async def relaunch(ctx: OperatorContext, row: SessionRow) -> AgentStarted:
         return await launch(
             ctx,
             AgentStart(
-                agent_id=row.agent_id, overrides=_same_bindings(ctx, row), resume=row.session_id
+                agent_id=row.agent_id,
+                overrides=await _same_bindings(ctx, row),
+                resume=row.session_id,
             ),
         )
     except ChoirError as error:
@@ -191,11 +196,18 @@ def _require_directory(name: str, workspace: Path) -> None:
         )
 
 
-def _same_bindings(ctx: OperatorContext, row: SessionRow) -> StartOverrides:
+async def _same_bindings(ctx: OperatorContext, row: SessionRow) -> StartOverrides:
+    """`row`'s bindings with the transient roles back at the last start's choice — recorded in
+    Postgres, so a choird restarted meanwhile reverts to it too, not to the defaults."""
     bound = {role: name for role, name in row.resource_bindings.items() if name}
     launched = lifecycle_of(ctx).launched.get(row.agent_id)
+    if launched is not None:
+        chosen: dict[str, Any] = launched.overrides.model_dump()
+    else:
+        async with ctx.pool.acquire() as conn:
+            chosen = await start_overrides_of(conn, row.agent_id) or {}
     for role in TRANSIENT_ROLES:
-        bound[role] = getattr(launched.overrides, role) if launched is not None else None
+        bound[role] = chosen.get(role)
     return StartOverrides.model_validate(bound)
 
 

@@ -8,6 +8,8 @@ the agent reverts to its defaults").
 
 Agents refetch config only when `config_version` moves (§16.3), so an override publishes a new
 version and pushes `config_changed` to the session; other agents fetch an identical blob once.
+The new bindings and the new version are both in Postgres before the answer
+(`choir.store.operator_choices`), so a choird killed right after it changes neither.
 """
 
 from __future__ import annotations
@@ -15,11 +17,12 @@ from __future__ import annotations
 from typing import Any, Literal
 
 from choir.daemon.operator.context import OperatorContext
-from choir.daemon.staging.stage import ConfigStage, RunningConfig
+from choir.daemon.staging.stage import ConfigStage
 from choir.errors import ConflictError
 from choir.protocol import ConfigChangedPush
 from choir.protocol.operator.answers import BindingSwitched
 from choir.protocol.operator.items import ConfigChanged, ConfigItem
+from choir.store.operator_choices import save_config_version
 from choir.store.postgres.pool import Connection
 from choir.store.sessions import SessionRow
 
@@ -33,14 +36,21 @@ async def override_binding(
     live = await ctx.sessions.live(session.session_id)
     previous = getattr(live.bindings, role)
     bindings = live.bindings.model_copy(update={role: name})
-    async with ctx.pool.acquire() as conn:
+    planned = ctx.stage.running.version + 1
+    config_hash = ctx.stage.running.loaded.config_hash
+    async with ctx.pool.acquire() as conn, conn.transaction():  # both survive, or neither
         stored = await _store_bindings(conn, session.session_id, bindings.model_dump(mode="json"))
+        if stored:
+            await save_config_version(conn, planned, config_hash)
     if not stored:
         raise ConflictError(
             f"session {session.session_id} ended meanwhile: {session.agent_id} is not running"
         )
     live.bindings = bindings
     version = publish_version(ctx, f"{session.agent_id}: {role} set to {name}")
+    if version != planned:  # another bump came in meanwhile: record where it ended
+        async with ctx.pool.acquire() as conn:
+            await save_config_version(conn, version, config_hash)
     ctx.push(session.session_id, ConfigChangedPush(config_version=version))
     return BindingSwitched(
         agent_id=session.agent_id,
@@ -60,13 +70,8 @@ def publish_version(ctx: OperatorContext, reason: str) -> int:
 
 
 def bump_config_version(stage: ConfigStage) -> int:
-    """Serve the running config under the next version, so heartbeats make agents refetch.
-
-    ConfigStage has no public way to do this yet; it belongs there as `ConfigStage.bump()`.
-    """
-    running = stage.running
-    stage._running = RunningConfig(running.loaded, running.version + 1)
-    return stage.running.version
+    """Serve the running config under the next version, so heartbeats make agents refetch."""
+    return stage.bump()
 
 
 async def _store_bindings(conn: Connection, session_id: str, bindings: dict[str, Any]) -> bool:
