@@ -12,7 +12,7 @@
 
 from __future__ import annotations
 
-from choir.logs.archive import archive_agent_log, archived_logs, log_path
+from choir.logs.archive import archive_agent_log, archived_logs, last_archive, log_path
 from choir.logs.context import LogContext, bind_context, current_context, set_context
 from choir.logs.formatter import JsonLinesFormatter
 from choir.logs.handler import ArchivingFileHandler
@@ -38,6 +38,7 @@ __all__ = [
     "bind_context",
     "current_context",
     "get_logger",
+    "last_archive",
     "log_path",
     "read_log_lines",
     "redact",

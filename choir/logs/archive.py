@@ -50,6 +50,18 @@ def archived_logs(home: ChoirHome, source: str) -> list[Path]:
     return sorted(found, key=_order)
 
 
+def last_archive(home: ChoirHome, source: str) -> Path | None:
+    """The newest archive of `source`, finished (`.log.gz`) or still being compressed (the staged
+    `.log`, complete since its rename); None when there is none."""
+    folder = archive_dir(home, source)
+    if not folder.is_dir():
+        return None
+    found = [path for path in folder.iterdir() if _NAME.fullmatch(path.name)]
+    if not found:
+        return None
+    return max(found, key=lambda path: (*_order(path), path.name.endswith(".gz")))
+
+
 def stage(active: Path, folder: Path, moment: datetime | None = None) -> Path:
     """Move `active` into `folder` under a fresh `<timestamp>[_n].log` name; returns the new path.
 

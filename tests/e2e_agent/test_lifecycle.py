@@ -21,6 +21,7 @@ from choir.errors import ConflictError, UsageError
 from choir.home import ChoirHome
 from choir.store.postgres.target import ConnectParams
 from choir.store.sessions import SessionStatus
+from tests.harness.agent_logs import agent_log_text
 from tests.harness.chat import reply_to
 from tests.harness.daemons import leased, poll_until, running_daemon, session_row
 from tests.harness.homes import external_postgres, make_home
@@ -63,7 +64,7 @@ async def test_start_chat_and_graceful_stop(choird: tuple[ChoirDaemon, ChoirClie
     assert (await session_row(daemon, session_id)).status == SessionStatus.STOPPED
     assert await leased(daemon, session_id) == set()
     assert gone(started.pid)
-    assert daemon.home.agent_log("agent-1").stat().st_size > 0
+    assert agent_log_text(daemon.home, "agent-1")  # archived at the exit
     tree = daemon.home.root / "runtime" / "agent-1" / "choir"
     assert (tree / "version.json").is_file()
     assert (tree / "tools" / "global" / "choir.fs.read.json").is_file()

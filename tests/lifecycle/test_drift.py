@@ -14,6 +14,7 @@ import pytest
 
 from choir.daemon.runtimes.process import ProcessRuntime
 from choir.store.sessions import SessionStatus
+from tests.harness.agent_logs import agent_log_text
 from tests.harness.daemons import leased, poll_until, session_row, stored_events
 from tests.lifecycle.conftest import Choird
 from tests.lifecycle.support import commit_file
@@ -46,7 +47,7 @@ async def test_an_agent_whose_tree_changed_after_start_is_refused(choird: Choird
         return (await session_row(daemon, started.session_id)).status == SessionStatus.CRASHED
 
     await poll_until(crashed, within=15)
-    log = daemon.home.agent_log("agent-1").read_text()
+    log = agent_log_text(daemon.home, "agent-1")  # archived at the exit
     assert "image drift in agent-1: skill_manifest_hash" in log
     assert "choirctl agent update agent-1" in log
     await poll_until(lambda: runtime.running("agent-1") is None, within=10)  # it said why, exits

@@ -23,6 +23,7 @@ from choir.errors import ChoirError
 from choir.home import ChoirHome
 from choir.store.sessions import SessionStatus
 from tests.docker_support import BASE_IMAGE, VERSION, own_image, runtime_on
+from tests.harness.agent_logs import agent_log_text
 from tests.harness.daemons import poll_until, session_row
 from tests.runtime.conftest import containers_of
 
@@ -99,7 +100,7 @@ async def test_an_image_without_choir_agent_crashes_saying_why(
             None,
             "agent-1's container exited at once (code 127): see choirctl logs agent-1",
         )
-        assert "choir-agent" in daemon.home.agent_log("agent-1").read_text()  # docker-init's word
+        assert "choir-agent" in agent_log_text(daemon.home, "agent-1")  # docker-init's word
         assert crash_reason(caplog, session_id) == (
             "choir-agent exited with code 127 without ending its session"
         )

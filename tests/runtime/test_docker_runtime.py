@@ -20,6 +20,7 @@ from choir.core.security.agent_users import agent_uids
 from choir.core.security.profile import parse_proc_status
 from choir.daemon.runtimes.container_spec import MIB
 from choir.store.sessions import SessionStatus
+from tests.harness.agent_logs import agent_log_text
 from tests.harness.daemons import leased, poll_until, session_row
 from tests.harness.processes import run_choirctl
 from tests.runtime.conftest import BUILD_TIMEOUT_S, Choird, chat, containers_of
@@ -126,7 +127,7 @@ async def test_chat_then_graceful_stop_leaves_nothing_behind(
     assert (stopped.status, stopped.exit_code) == ("stopped", 0)
     assert await leased(choird.daemon, started["session_id"]) == set()
     await poll_until(lambda: not containers_of(engine, choird.home), within=5)
-    lines = [json.loads(line) for line in choird.home.agent_log("agent-1").read_text().splitlines()]
+    lines = [json.loads(line) for line in agent_log_text(choird.home, "agent-1").splitlines()]
     messages = {(line["source"], line["session_id"], line["message"]) for line in lines}
     assert ("agent-1", started["session_id"], "session started") in messages
 

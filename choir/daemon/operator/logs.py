@@ -5,16 +5,19 @@ Items: `{kind: "lines", lines: [...]}` batches (whole lines, as written: JSON li
 file was archived or replaced while followed. The follower keeps the open file and reads it to
 its end before switching to the new file at the same path, so a line written just before an
 archive rename is never lost; watchfiles (inotify) on the log directory says when to look, and a
-look every `RECHECK_MS` covers anything a notification could miss.
+look every `RECHECK_MS` covers anything a notification could miss. An agent's log is archived
+when its process exits: while no agent process writes one, the snapshot is the last archive (the
+last session's log, where "see choirctl logs <agent>" after a failed start points).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import gzip
 import os
 import re
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import BinaryIO, Final
 
@@ -23,7 +26,7 @@ from watchfiles import awatch
 from choir.config import AGENT_ID_PATTERN
 from choir.daemon.operator.context import OperatorContext
 from choir.errors import NotFoundError
-from choir.logs import log_path
+from choir.logs import last_archive, log_path
 from choir.protocol.base import WireModel
 from choir.protocol.operator.items import LogLines, LogRotated, LogSnapshotEnd
 from choir.protocol.operator.requests import LogsRequest
@@ -49,14 +52,28 @@ def log_source(ctx: OperatorContext, source: str) -> Path:
 
 async def logs(ctx: OperatorContext, request: LogsRequest) -> AsyncIterator[WireModel]:
     """The stream for `request`; an unknown source is refused before it starts."""
-    return tail_log(log_source(ctx, request.source), follow=request.follow)
+    path = log_source(ctx, request.source)
+    previous = None if request.source == "choird" else request.source
+    return tail_log(
+        path,
+        follow=request.follow,
+        previous=lambda: last_archive(ctx.home, previous) if previous else None,
+    )
 
 
-async def tail_log(path: Path, *, follow: bool) -> AsyncIterator[WireModel]:
-    """Snapshot then (when `follow`) new lines of the log at `path`, like `tail -f -n +1`."""
+async def tail_log(
+    path: Path, *, follow: bool, previous: Callable[[], Path | None] | None = None
+) -> AsyncIterator[WireModel]:
+    """Snapshot then (when `follow`) new lines of the log at `path`, like `tail -f -n +1`.
+
+    With no file at `path` (an agent's log is archived when its process exits), the snapshot is
+    `previous()`'s archive — the last session's log, which a "see choirctl logs" points to."""
     tail = LogTail(path)
     stop = asyncio.Event()
     try:
+        if not tail.is_open and previous is not None:
+            for lines in await asyncio.to_thread(_archived_batches, previous()):
+                yield LogLines(lines=lines)
         for lines in tail.drain():
             yield LogLines(lines=lines)
         yield LogSnapshotEnd()
@@ -79,6 +96,30 @@ async def tail_log(path: Path, *, follow: bool) -> AsyncIterator[WireModel]:
     finally:
         stop.set()
         tail.close()
+
+
+def _archived_batches(path: Path | None) -> list[list[str]]:
+    """The lines of an archive (gzipped, or staged and not yet compressed) in batches of about
+    CHUNK_BYTES; [] when there is none or it was compressed away meanwhile."""
+    if path is None:
+        return []
+    try:
+        raw = gzip.decompress(path.read_bytes()) if path.suffix == ".gz" else path.read_bytes()
+    except FileNotFoundError:  # a staged copy compressed meanwhile: read its archive
+        try:
+            raw = gzip.decompress(path.with_name(f"{path.name}.gz").read_bytes())
+        except FileNotFoundError:
+            return []
+    batches: list[list[str]] = []
+    batch: list[str] = []
+    size = 0
+    for line in raw.decode(errors="replace").splitlines():
+        batch.append(line)
+        size += len(line) + 1
+        if size >= CHUNK_BYTES:
+            batches.append(batch)
+            batch, size = [], 0
+    return [*batches, batch] if batch else batches
 
 
 class LogTail:
@@ -116,6 +157,11 @@ class LogTail:
                 yield LogRotated()
             for lines in self.drain():
                 yield LogLines(lines=lines)
+
+    @property
+    def is_open(self) -> bool:
+        """Whether a file was at the path when last looked at."""
+        return self._file is not None
 
     def close(self) -> None:
         if self._file is not None:
