@@ -149,18 +149,18 @@ def show(home: HomeOption = None, as_json: JsonOption = False) -> None:
     def human() -> None:
         staged = "; a config is staged (choirctl config diff)" if data.staged else ""
         print(f"# config v{data.config_version}, hash {data.config_hash[:12]}{staged}")
-        for line in _pending_lines(data.pending_lines):
+        for line in _pending_lines(data.pending_lines, "; below as they run now"):
             print(f"# {line}")
         emit_json(data.config)
 
     emit(data, as_json, human)
 
 
-def _pending_lines(lines: list[str]) -> list[str]:
+def _pending_lines(lines: list[str], note: str = "") -> list[str]:
     """Applied changes that run only after a choird restart, under a heading saying so."""
     if not lines:
         return []
-    return [f"pending until choird restarts ({len(lines)}; shown below as running now):", *lines]
+    return [f"pending until choird restarts ({len(lines)}{note}):", *lines]
 
 
 def _print_pending(lines: list[str]) -> None:

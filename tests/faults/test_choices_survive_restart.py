@@ -108,20 +108,25 @@ async def test_a_restart_only_change_is_pending_until_choird_restarts(daemon: Da
     data["heartbeat_interval_ms"] = 3000  # hot, and within crash_detection_threshold_ms / 2
     write_config(daemon.home, data)
     await daemon.ctl("config", "load")
-    applied = await daemon.ctl("config", "apply")
+    applied = await asyncio.to_thread(choirctl, daemon.home, "config", "apply")
     shown = await daemon.ctl("config", "show")
     status = await daemon.ctl("status")
     human = await asyncio.to_thread(choirctl, daemon.home, "config", "show")
 
     line = "~ config.json: rpc.read_timeout_ms  [restart-required] → use: restart choird"
-    assert applied["pending"] == [line]
+    assert applied.returncode == 0, applied.stderr
+    assert f"pending until choird restarts (1):\n{line}\n" in applied.stdout
     assert [change["path"] for change in shown["pending"]] == ["rpc.read_timeout_ms"]
     assert shown["pending_lines"] == [line]
     assert shown["config"]["rpc"]["read_timeout_ms"] == 30_000  # what choird's sockets use
     hot = data["heartbeat_interval_ms"]
     assert shown["config"]["heartbeat_interval_ms"] == hot  # a hot change runs at once
     assert status["config_pending"] == [line]
-    assert "# pending until choird restarts (1; shown below as running now):" in human.stdout
+    assert "# pending until choird restarts (1; below as they run now):" in human.stdout
+    assert f"# {line}" in human.stdout
+    human_status = await asyncio.to_thread(choirctl, daemon.home, "status")
+    assert "1 change(s) pending until choird restarts:" in human_status.stdout
+    assert line in human_status.stdout
     version = shown["config_version"]
 
     await daemon.stop()
