@@ -471,6 +471,36 @@ def test_a_lanes_kept_messages_give_the_prompt_built_afresh(
         assert kept.size() == fresh.size()
 
 
+@settings(max_examples=300)
+@given(
+    events=st.lists(EVENTS, max_size=60),
+    size=st.integers(min_value=0, max_value=12),
+    folds=st.sets(st.integers(min_value=0, max_value=60), max_size=4),
+    switch=st.integers(min_value=0, max_value=60),
+)
+def test_a_prompt_taking_over_the_last_transcript_is_the_one_built_afresh(
+    events: list[Event], size: int, folds: set[int], switch: int
+) -> None:
+    """As a lane really grows its memory — one observed commit at a time, so successive windows
+    share their events (the same objects), slide, and lose their oldest events to folds at
+    steps `folds` — the prompt built from the kept transcript is the one built from nothing."""
+    shown = ShownEvents()
+    log = CommitLog()
+    memory = WorkingMemory("edge")
+    for step, event in enumerate(events):
+        memory = memory.observe(log.commit("edge", event), event)
+        if step in folds and memory.events:
+            memory = memory.folded(memory.summary, memory.events[len(memory.events) // 2].rev)
+        view = _masked_view if step >= switch else full_result
+        kept = edge_prompt(
+            memory, user_md="", soul_md="s", window_size=size, result_view=view, shown=shown
+        )
+        fresh = edge_prompt(memory, user_md="", soul_md="s", window_size=size, result_view=view)
+        assert kept == fresh
+        assert kept.size() == fresh.size()
+        _assert_paired(list(kept.messages))
+
+
 def _assert_paired(messages: list[dict[str, Any]]) -> None:
     index = 0
     while index < len(messages):

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from operator import is_
 from typing import Any, Final
 
 import orjson
@@ -135,17 +136,9 @@ def window_messages(
     `shown` keeps the events' messages for the lane's next call (a fresh one when None)."""
     cache = shown if shown is not None else ShownEvents()
     cache.use(result_view)
-    builder = _Transcript()
-    for item in events:
-        view = cache.view(item)
-        if view.answers is not None:
-            builder.answer(view.answers, view.messages)
-        elif view.calls:
-            builder.call(view.text, view.calls, view.whole)
-        else:
-            builder.note(view.messages)
+    messages = cache.transcript(events)
     cache.keep(events)
-    return builder.finish()
+    return messages
 
 
 @dataclass(frozen=True, slots=True)
@@ -170,21 +163,104 @@ class ShownEvents:
     registry masks results differently: its first prompt starts afresh). Only the events of the
     latest window are kept. `chars` measures a transcript, reading the sizes of the messages
     held here instead of encoding them again.
+
+    The latest window's transcript is kept too (`transcript`): pairing a whole window of fifty
+    events at every model call was most of what a prompt still cost, and the next window is
+    mostly the same events — the same objects, as working memory only appends, drops the
+    oldest as the window slides, and folds.
     """
 
-    __slots__ = ("_result_view", "_sizes", "_views")
+    __slots__ = ("_built", "_last", "_marks", "_result_view", "_sizes", "_views")
 
     def __init__(self) -> None:
         self._result_view: ResultView | None = None
         self._views: dict[str, _EventView] = {}
         self._sizes: dict[int, int] = {}
         """Encoded length by `id()` of each message held in `_views` (alive while held)."""
+        self._last: tuple[WindowEvent, ...] = ()
+        """The latest window paired (held, so the `id()`s in `_marks` stay its events')."""
+        self._built: _Transcript | None = None
+        """`_last` paired, before `finish` closed its open calls."""
+        self._marks: dict[int, tuple[int, int]] = {}
+        """By `id()` of each event of `_last` after which no call was open: (its index in
+        `_last`, how many messages the transcript had then)."""
 
     def use(self, result_view: ResultView) -> None:
         """Build for `result_view` from now on (forgetting what was built for another)."""
         if result_view != self._result_view:
             self._result_view = result_view
             self._views, self._sizes = {}, {}
+            self._last, self._built, self._marks = (), None, {}
+
+    def transcript(self, events: Sequence[WindowEvent]) -> list[Message]:
+        """`events` paired into a transcript, taking over the latest window's where they agree.
+
+        Pairing is a scan whose state, wherever no call is open, is only the messages so far —
+        and what comes next depends on the last two of them alone (`_dedupe_reply`). So once
+        this window reaches such a point at an event where the latest one also was, with the
+        same last two messages, and the rest of the latest window follows in this one, the
+        rest pairs as it did then: its messages are taken over, and only the new events
+        after it are paired.
+        """
+        window = tuple(events)
+        builder, marks = _Transcript(), dict[int, tuple[int, int]]()
+        rest = len(window)
+        for index, item in enumerate(window):
+            self._pair(builder, item)
+            if builder.calls or builder.held:
+                continue
+            taken = self._take_over(builder, window, index, marks)
+            if taken is not None:
+                builder, rest = taken
+                break
+            marks[id(item)] = (index, len(builder.out))
+        for index in range(rest, len(window)):
+            self._pair(builder, window[index])
+            if not builder.calls and not builder.held:
+                marks[id(window[index])] = (index, len(builder.out))
+        self._last, self._built, self._marks = window, builder.copy(), marks
+        return builder.finish()
+
+    def _pair(self, builder: _Transcript, item: WindowEvent) -> None:
+        view = self.view(item)
+        if view.answers is not None:
+            builder.answer(view.answers, view.messages)
+        elif view.calls:
+            builder.call(view.text, view.calls, view.whole)
+        else:
+            builder.note(view.messages)
+
+    def _take_over(
+        self,
+        builder: _Transcript,
+        window: tuple[WindowEvent, ...],
+        index: int,
+        marks: dict[int, tuple[int, int]],
+    ) -> tuple[_Transcript, int] | None:
+        """The latest window's transcript continuing `builder` (no call open after
+        `window[index]`), and the index of this window's first event after the latest's end;
+        None when the two do not agree from here on."""
+        built, last = self._built, self._last
+        mark = self._marks.get(id(window[index]))  # an id in _marks is an event of _last
+        if built is None or mark is None:
+            return None
+        at, length = mark
+        after = len(last) - at - 1
+        if len(window) - index - 1 < after:
+            return None
+        if not all(map(is_, last[at + 1 :], window[index + 1 : index + 1 + after])):
+            return None
+        if builder.out[-2:] != built.out[max(length - 2, 0) : length]:
+            return None
+        shift, moved = index - at, len(builder.out) - length
+        for item in last[at + 1 :]:
+            found = self._marks.get(id(item))
+            if found is not None:
+                marks[id(item)] = (found[0] + shift, found[1] + moved)
+        marks[id(window[index])] = (index, len(builder.out))
+        built.out = builder.out + built.out[length:]
+        self._built = None  # taken over: the caller's to extend
+        return built, index + 1 + after
 
     def view(self, item: WindowEvent) -> _EventView:
         found = self._views.get(item.hash)
@@ -227,8 +303,9 @@ class ShownEvents:
 class _Transcript:
     """Messages so far, plus the assistant message whose calls are still being answered.
 
-    Built anew for every prompt over the whole window (tens of events), so it keeps to plain
-    lists and dicts and does nothing for a group that is not open.
+    Built over a lane's window whenever it changed beyond taking over the latest one
+    (`ShownEvents.transcript`), so it keeps to plain lists and dicts and does nothing for a
+    group that is not open.
     """
 
     __slots__ = ("answers", "calls", "held", "out", "text", "whole")
@@ -267,6 +344,13 @@ class _Transcript:
         if self.calls:
             self._close()
         return self.out
+
+    def copy(self) -> _Transcript:
+        """An independent copy (the messages themselves are shared: never changed)."""
+        other = _Transcript()
+        other.out, other.text, other.calls = self.out.copy(), self.text, self.calls.copy()
+        other.whole, other.answers, other.held = self.whole, self.answers.copy(), self.held.copy()
+        return other
 
     def _close(self) -> None:
         """Emit the open assistant message with its answered calls, then what was held back."""
