@@ -170,7 +170,7 @@ class ShownEvents:
     oldest as the window slides, and folds.
     """
 
-    __slots__ = ("_built", "_last", "_marks", "_result_view", "_sizes", "_views")
+    __slots__ = ("_built", "_last", "_marks", "_origin", "_result_view", "_sizes", "_views")
 
     def __init__(self) -> None:
         self._result_view: ResultView | None = None
@@ -178,19 +178,23 @@ class ShownEvents:
         self._sizes: dict[int, int] = {}
         """Encoded length by `id()` of each message held in `_views` (alive while held)."""
         self._last: tuple[WindowEvent, ...] = ()
-        """The latest window paired (held, so the `id()`s in `_marks` stay its events')."""
+        """The latest window paired (held: an event of it keeps its `id()`)."""
         self._built: _Transcript | None = None
         """`_last` paired, before `finish` closed its open calls."""
         self._marks: dict[int, tuple[int, int]] = {}
-        """By `id()` of each event of `_last` after which no call was open: (its index in
-        `_last`, how many messages the transcript had then)."""
+        """By `id()` of an event after which no call was open: its index in the window and how
+        many messages the transcript had then, both plus `_origin` — so a transcript taken
+        over, its events and messages now further ahead, keeps its marks by moving `_origin`.
+        Marks of events gone from the window linger until pruned: `_take_over` checks that
+        a mark's event is still the one at its index."""
+        self._origin = (0, 0)
 
     def use(self, result_view: ResultView) -> None:
         """Build for `result_view` from now on (forgetting what was built for another)."""
         if result_view != self._result_view:
             self._result_view = result_view
             self._views, self._sizes = {}, {}
-            self._last, self._built, self._marks = (), None, {}
+            self._last, self._built, self._marks, self._origin = (), None, {}, (0, 0)
 
     def transcript(self, events: Sequence[WindowEvent]) -> list[Message]:
         """`events` paired into a transcript, taking over the latest window's where they agree.
@@ -203,22 +207,30 @@ class ShownEvents:
         after it are paired.
         """
         window = tuple(events)
-        builder, marks = _Transcript(), dict[int, tuple[int, int]]()
+        builder, fresh = _Transcript(), list[tuple[int, int, int]]()
         rest = len(window)
         for index, item in enumerate(window):
             self._pair(builder, item)
             if builder.calls or builder.held:
                 continue
-            taken = self._take_over(builder, window, index, marks)
+            taken = self._take_over(builder, window, index)
             if taken is not None:
                 builder, rest = taken
                 break
-            marks[id(item)] = (index, len(builder.out))
+            fresh.append((id(item), index, len(builder.out)))
+        else:
+            self._marks, self._origin = {}, (0, 0)
+        marks, (events_at, messages_at) = self._marks, self._origin
+        for key, index, length in fresh:
+            marks[key] = (index + events_at, length + messages_at)
         for index in range(rest, len(window)):
             self._pair(builder, window[index])
             if not builder.calls and not builder.held:
-                marks[id(window[index])] = (index, len(builder.out))
-        self._last, self._built, self._marks = window, builder.copy(), marks
+                marks[id(window[index])] = (index + events_at, len(builder.out) + messages_at)
+        if len(marks) > 2 * len(window) + 16:
+            held = set(map(id, window))
+            self._marks = {key: mark for key, mark in marks.items() if key in held}
+        self._last, self._built = window, builder.copy()
         return builder.finish()
 
     def _pair(self, builder: _Transcript, item: WindowEvent) -> None:
@@ -231,34 +243,26 @@ class ShownEvents:
             builder.note(view.messages)
 
     def _take_over(
-        self,
-        builder: _Transcript,
-        window: tuple[WindowEvent, ...],
-        index: int,
-        marks: dict[int, tuple[int, int]],
+        self, builder: _Transcript, window: tuple[WindowEvent, ...], index: int
     ) -> tuple[_Transcript, int] | None:
         """The latest window's transcript continuing `builder` (no call open after
         `window[index]`), and the index of this window's first event after the latest's end;
-        None when the two do not agree from here on."""
-        built, last = self._built, self._last
-        mark = self._marks.get(id(window[index]))  # an id in _marks is an event of _last
+        None when the two do not agree from here on. Moves `_origin` when it takes over."""
+        built, last, item = self._built, self._last, window[index]
+        mark = self._marks.get(id(item))
         if built is None or mark is None:
             return None
-        at, length = mark
+        events_at, messages_at = self._origin
+        at, length = mark[0] - events_at, mark[1] - messages_at
         after = len(last) - at - 1
-        if len(window) - index - 1 < after:
+        if not 0 <= at < len(last) or last[at] is not item or len(window) - index - 1 < after:
             return None
         if not all(map(is_, last[at + 1 :], window[index + 1 : index + 1 + after])):
             return None
         if builder.out[-2:] != built.out[max(length - 2, 0) : length]:
             return None
-        shift, moved = index - at, len(builder.out) - length
-        for item in last[at + 1 :]:
-            found = self._marks.get(id(item))
-            if found is not None:
-                marks[id(item)] = (found[0] + shift, found[1] + moved)
-        marks[id(window[index])] = (index, len(builder.out))
         built.out = builder.out + built.out[length:]
+        self._origin = (events_at + at - index, messages_at + length - len(builder.out))
         self._built = None  # taken over: the caller's to extend
         return built, index + 1 + after
 
@@ -288,16 +292,17 @@ class ShownEvents:
         result_view = self._result_view or full_result
         if isinstance(event, ModelOutput) and event.tool_calls:
             calls = _unique(event.tool_calls)
-            whole = _assistant(event.text, calls)
-            return _EventView(event_messages(event, result_view), event.text, calls, whole)
+            whole = _assistant(event.text, calls)  # what `event_messages` makes of it
+            return _EventView([whole], event.text, calls, whole)
         if isinstance(event, ToolResultCommitted):
             return _EventView(event_messages(event, result_view), answers=event.call_id)
         return _EventView(event_messages(event, result_view))
 
     def _measure(self, view: _EventView) -> None:
-        for message in (*view.messages, view.whole):
-            if message is not None:
-                self._sizes[id(message)] = len(orjson.dumps(message))
+        whole = view.whole
+        shown_whole = whole is None or any(message is whole for message in view.messages)
+        for message in view.messages if shown_whole else (*view.messages, whole):
+            self._sizes[id(message)] = len(orjson.dumps(message))
 
 
 class _Transcript:
