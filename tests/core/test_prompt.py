@@ -270,6 +270,25 @@ def test_identity_and_latest_user_message_survive_compaction() -> None:
     assert "first question" not in json.dumps(messages)
 
 
+def test_a_head_is_built_again_only_when_what_it_shows_changed() -> None:
+    memory = _memory("edge", ("edge", UserMsg(text="hi")))
+    first = edge_prompt(memory, user_md="Ada", soul_md="Kind.", skills=[("a", "does a")])
+    again = edge_prompt(memory, user_md="Ada", soul_md="Kind.", skills=[("a", "does a")])
+    assert all(x is y for x, y in zip(first.messages[:3], again.messages[:3], strict=True))
+    assert first.fixed_tokens == again.fixed_tokens
+    user = edge_prompt(memory, user_md="Grace", soul_md="Kind.", skills=[("a", "does a")])
+    assert user.messages[1]["content"] == "[USER.md: the user]\nGrace"
+    skills = edge_prompt(memory, user_md="Ada", soul_md="Kind.", skills=[("b", "does b")])
+    assert "- b: does b" in skills.messages[0]["content"]
+    folded = memory.folded(ReferenceSummary(summary="Talked about x."), upto_rev=0)
+    summed = edge_prompt(folded, user_md="Ada", soul_md="Kind.", skills=[("a", "does a")])
+    assert "Talked about x." in summed.messages[3]["content"]
+    assert summed.fixed_tokens > first.fixed_tokens
+    refolded = folded.folded(ReferenceSummary(summary="Talked about y."), upto_rev=0)
+    resummed = edge_prompt(refolded, user_md="Ada", soul_md="Kind.", skills=[("a", "does a")])
+    assert "Talked about y." in resummed.messages[3]["content"]
+
+
 def test_latest_user_message_keeps_its_place_in_the_window() -> None:
     memory = _memory(
         "edge",
