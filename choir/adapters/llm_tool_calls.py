@@ -37,14 +37,44 @@ class ToolCalls:
     arguments an API would refuse in a history are replaced (invalid calls keep the originals)."""
 
 
-def offered_names(tools: Sequence[Mapping[str, Any]]) -> dict[str, str]:
+def offered_names(tools: Sequence[Mapping[str, Any]]) -> Mapping[str, str]:
     """Wire name -> canonical name of each tool offered to the model."""
-    names: dict[str, str] = {}
-    for tool in tools:
-        function = tool.get("function")
-        if isinstance(function, Mapping) and isinstance(function.get("name"), str):
-            names[function["name"]] = from_wire_name(function["name"])
-    return names
+    return _OFFERED.of(tools)
+
+
+class _OfferedNames:
+    """`offered_names` of the `tools` lists lately read, by the identity of their entries.
+
+    A lane offers the same entries call after call (the registry and the skill control tools
+    build each once and never change it), so their names are read once, not at every answer.
+    The entries are kept with their names: an id cannot be reused while its entry is held.
+    """
+
+    __slots__ = ("_read",)
+
+    LIMIT = 8
+    """Lists remembered (a lane's, each core job's, a skill state's); the oldest goes first."""
+
+    def __init__(self) -> None:
+        self._read: dict[tuple[int, ...], tuple[tuple[Mapping[str, Any], ...], dict[str, str]]] = {}
+
+    def of(self, tools: Sequence[Mapping[str, Any]]) -> Mapping[str, str]:
+        key = tuple(map(id, tools))
+        found = self._read.get(key)
+        if found is not None:
+            return found[1]
+        names: dict[str, str] = {}
+        for tool in tools:
+            function = tool.get("function")
+            if isinstance(function, Mapping) and isinstance(function.get("name"), str):
+                names[function["name"]] = from_wire_name(function["name"])
+        if len(self._read) >= self.LIMIT:
+            del self._read[next(iter(self._read))]
+        self._read[key] = (tuple(tools), names)
+        return names
+
+
+_OFFERED = _OfferedNames()
 
 
 def read_tool_calls(raw: Sequence[Any], offered: Mapping[str, str]) -> ToolCalls:

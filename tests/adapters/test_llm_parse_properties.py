@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from choir.adapters.llm import Completion, CompletionRequest, LlmError, ModelSettings
 from choir.adapters.llm_response import parse_completion
+from choir.adapters.llm_tool_calls import offered_names
 from choir.scripted.request import FUNCTION_NAME_PATTERN
 from tests.adapters.support import tool_view
 
@@ -95,3 +96,24 @@ def test_any_body_parses_or_fails_as_an_llm_error(body: Any) -> None:
     answered += [bad.id for bad in completion.invalid_tool_calls]
     assert sorted(call["id"] for call in echoed) == sorted(answered)
     assert all(re.fullmatch(FUNCTION_NAME_PATTERN, call["function"]["name"]) for call in echoed)
+
+
+def test_offered_names_follow_the_entries_offered() -> None:
+    """Names are read once per list of entries (by their identity), and a list whose entries
+    are other dicts — a tool renamed, one more offered — is read afresh."""
+
+    def entry(name: str) -> dict[str, Any]:
+        return {"type": "function", "function": {"name": name, "parameters": {}}}
+
+    read, write = entry("choir__fs__read"), entry("choir__fs__write")
+    assert offered_names([read, write]) == {
+        "choir__fs__read": "choir.fs.read",
+        "choir__fs__write": "choir.fs.write",
+    }
+    assert offered_names([read, write]) is offered_names([read, write])
+    assert offered_names([read]) == {"choir__fs__read": "choir.fs.read"}
+    assert offered_names([read, entry("choir__exec")]) == {
+        "choir__fs__read": "choir.fs.read",
+        "choir__exec": "choir.exec",
+    }
+    assert offered_names([]) == {}

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import os
 import shutil
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -155,6 +157,32 @@ async def test_read_failures_are_results(ws: Workspace, kwargs: dict[str, Any], 
     result = await read(ws, **kwargs)
     assert (result.status, result.error_code) == ("error", code)
     _no_host_path(result, ws)
+
+
+class CountingExecutor(ThreadPoolExecutor):
+    """The loop's default executor, counting what is handed to its threads."""
+
+    handed = 0
+
+    def submit(self, fn: Any, /, *args: Any, **kwargs: Any) -> Any:
+        self.handed += 1
+        return super().submit(fn, *args, **kwargs)
+
+
+async def test_a_small_file_is_read_on_the_loop_and_a_large_one_in_a_thread(
+    ws: Workspace,
+) -> None:
+    executor = CountingExecutor(max_workers=1)
+    asyncio.get_running_loop().set_default_executor(executor)
+    small = "x" * 99 + "\n"
+    (ws.root / "small.txt").write_text(small * (fs_read.INLINE_MAX_BYTES // len(small)))
+    (ws.root / "large.txt").write_text(small * (fs_read.INLINE_MAX_BYTES // len(small) + 1))
+    inline = await read(ws, path="small.txt", mode="tail", lines=1)
+    assert (inline.status, inline.data["content"], executor.handed) == ("success", small, 0)
+    threaded = await read(ws, path="large.txt", mode="tail", lines=1)
+    assert (threaded.status, threaded.data["content"], executor.handed) == ("success", small, 1)
+    failed = await read(ws, path="nope.txt")
+    assert (failed.error_code, executor.handed) == ("not_found", 1)
 
 
 async def test_read_refuses_a_fifo_without_blocking(ws: Workspace) -> None:

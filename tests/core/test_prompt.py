@@ -270,6 +270,25 @@ def test_identity_and_latest_user_message_survive_compaction() -> None:
     assert "first question" not in json.dumps(messages)
 
 
+def test_a_head_is_built_again_only_when_what_it_shows_changed() -> None:
+    memory = _memory("edge", ("edge", UserMsg(text="hi")))
+    first = edge_prompt(memory, user_md="Ada", soul_md="Kind.", skills=[("a", "does a")])
+    again = edge_prompt(memory, user_md="Ada", soul_md="Kind.", skills=[("a", "does a")])
+    assert all(x is y for x, y in zip(first.messages[:3], again.messages[:3], strict=True))
+    assert first.fixed_tokens == again.fixed_tokens
+    user = edge_prompt(memory, user_md="Grace", soul_md="Kind.", skills=[("a", "does a")])
+    assert user.messages[1]["content"] == "[USER.md: the user]\nGrace"
+    skills = edge_prompt(memory, user_md="Ada", soul_md="Kind.", skills=[("b", "does b")])
+    assert "- b: does b" in skills.messages[0]["content"]
+    folded = memory.folded(ReferenceSummary(summary="Talked about x."), upto_rev=0)
+    summed = edge_prompt(folded, user_md="Ada", soul_md="Kind.", skills=[("a", "does a")])
+    assert "Talked about x." in summed.messages[3]["content"]
+    assert summed.fixed_tokens > first.fixed_tokens
+    refolded = folded.folded(ReferenceSummary(summary="Talked about y."), upto_rev=0)
+    resummed = edge_prompt(refolded, user_md="Ada", soul_md="Kind.", skills=[("a", "does a")])
+    assert "Talked about y." in resummed.messages[3]["content"]
+
+
 def test_latest_user_message_keeps_its_place_in_the_window() -> None:
     memory = _memory(
         "edge",
@@ -469,6 +488,36 @@ def test_a_lanes_kept_messages_give_the_prompt_built_afresh(
         fresh = edge_prompt(memory, user_md="", soul_md="s", window_size=size, result_view=view)
         assert kept == fresh
         assert kept.size() == fresh.size()
+
+
+@settings(max_examples=300)
+@given(
+    events=st.lists(EVENTS, max_size=60),
+    size=st.integers(min_value=0, max_value=12),
+    folds=st.sets(st.integers(min_value=0, max_value=60), max_size=4),
+    switch=st.integers(min_value=0, max_value=60),
+)
+def test_a_prompt_taking_over_the_last_transcript_is_the_one_built_afresh(
+    events: list[Event], size: int, folds: set[int], switch: int
+) -> None:
+    """As a lane really grows its memory — one observed commit at a time, so successive windows
+    share their events (the same objects), slide, and lose their oldest events to folds at
+    steps `folds` — the prompt built from the kept transcript is the one built from nothing."""
+    shown = ShownEvents()
+    log = CommitLog()
+    memory = WorkingMemory("edge")
+    for step, event in enumerate(events):
+        memory = memory.observe(log.commit("edge", event), event)
+        if step in folds and memory.events:
+            memory = memory.folded(memory.summary, memory.events[len(memory.events) // 2].rev)
+        view = _masked_view if step >= switch else full_result
+        kept = edge_prompt(
+            memory, user_md="", soul_md="s", window_size=size, result_view=view, shown=shown
+        )
+        fresh = edge_prompt(memory, user_md="", soul_md="s", window_size=size, result_view=view)
+        assert kept == fresh
+        assert kept.size() == fresh.size()
+        _assert_paired(list(kept.messages))
 
 
 def _assert_paired(messages: list[dict[str, Any]]) -> None:

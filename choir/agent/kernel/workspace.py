@@ -26,6 +26,7 @@ import ctypes
 import errno
 import os
 import platform
+import stat
 from collections import deque
 from pathlib import Path
 
@@ -326,21 +327,22 @@ class _OpenHow(ctypes.Structure):
 
 def _without_symlinks(root_fd: int, rel: str) -> bool:
     """True when no existing component of normalized `rel` is a symlink, so its lexical form is
-    where it is: the cheap common case of `locate`, one readlink per component and no open.
-    Only a key is computed here (every open is confined on its own), so a component swapped
-    for a symlink between two readlinks costs a stale key, never an escape."""
+    where it is: the cheap common case of `locate`, one lstat per component and no open (an
+    lstat, not a readlink: a component that is no symlink then raises nothing, and raising
+    was most of what keying a call's path cost). Only a key is computed here (every open is
+    confined on its own), so a component swapped for a symlink between two lstats costs a
+    stale key, never an escape."""
     if rel == ".":
         return True
     prefix = ""
     for name in rel.split("/"):
         prefix = f"{prefix}/{name}" if prefix else name
         try:
-            os.readlink(prefix, dir_fd=root_fd)
+            mode = os.stat(prefix, dir_fd=root_fd, follow_symlinks=False).st_mode
         except OSError as exc:
-            if exc.errno == errno.EINVAL:
-                continue  # a component that is no symlink
             return exc.errno in (errno.ENOENT, errno.ENOTDIR)  # the rest does not exist
-        return False
+        if stat.S_ISLNK(mode):
+            return False
     return True
 
 

@@ -13,6 +13,7 @@ import asyncio
 import time
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
+from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
@@ -145,6 +146,27 @@ def redact_secrets(secrets: Secrets) -> None:
     replace_secrets(secrets.reveal(name) for name in secrets.names())
 
 
+@cache
+def _control_tools() -> tuple[tuple[str, dict[str, Any]], ...]:
+    """The skill control tools as `tools` entries (name, entry), built once and shared by every
+    list offered, like the registry's own: an entry that is the same dict at every call is
+    measured once (`LanePrompt.size`), where a fresh one was encoded again at every step."""
+    return tuple(
+        (
+            control.name,
+            {
+                "type": "function",
+                "function": {
+                    "name": to_wire_name(control.name),
+                    "description": control.description,
+                    "parameters": control.parameters,
+                },
+            },
+        )
+        for control in control_tool_views()
+    )
+
+
 @dataclass(slots=True)
 class LaneKit:
     """The shared machinery of one session's lanes."""
@@ -205,16 +227,7 @@ class LaneKit:
         offered = self.kernel.registry.llm_tools(lane_kind_of(lane), allowed)
         if self.kernel.skills:
             offered += [
-                {
-                    "type": "function",
-                    "function": {
-                        "name": to_wire_name(control.name),
-                        "description": control.description,
-                        "parameters": control.parameters,
-                    },
-                }
-                for control in control_tool_views()
-                if allowed is None or control.name in allowed
+                entry for name, entry in _control_tools() if allowed is None or name in allowed
             ]
         return offered
 

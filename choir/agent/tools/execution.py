@@ -139,14 +139,33 @@ async def run_blocking(path: str, body: Callable[[Stop], ToolResult]) -> ToolRes
     return _result_of(work, path)
 
 
+def run_inline(path: str, body: Callable[[Stop], ToolResult]) -> ToolResult:
+    """Run a short blocking body on the event loop, failures turned into results as
+    `run_blocking` turns them.
+
+    Only for work bounded by a small size (a small file's read): handing it to a thread cost
+    more than the work (an executor hand-off and two wake-ups), and nothing can cancel it midway,
+    so its `Stop` is never set.
+    """
+    try:
+        return body(Stop())
+    except (ToolFailure, PathOutsideWorkspace, OSError) as exc:
+        return failure_result(exc, path)
+
+
+def failure_result(exc: ToolFailure | PathOutsideWorkspace | OSError, path: str) -> ToolResult:
+    """A failure the model can act on, as its result."""
+    if isinstance(exc, ToolFailure):
+        return ToolResult.fail(exc.error_code, exc.summary)
+    return fs_failure(exc, path)
+
+
 def _result_of(work: asyncio.Future[ToolResult], path: str) -> ToolResult:
     """The result of a finished body; failures the model can act on become results."""
     try:
         return work.result()
-    except ToolFailure as exc:
-        return ToolResult.fail(exc.error_code, exc.summary)
-    except (PathOutsideWorkspace, OSError) as exc:
-        return fs_failure(exc, path)
+    except (ToolFailure, PathOutsideWorkspace, OSError) as exc:
+        return failure_result(exc, path)
 
 
 async def outlast_cancellation(work: Awaitable[Any], what: str) -> None:

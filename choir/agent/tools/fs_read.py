@@ -10,20 +10,29 @@ import io
 import itertools
 import os
 import stat
-from typing import BinaryIO, Literal
+from typing import BinaryIO, Final, Literal
 
 from pydantic import Field
 
 from choir.agent.kernel.tool_contract import BuiltinTool, LockKey, path_resource
-from choir.agent.kernel.workspace import Workspace, normalize
+from choir.agent.kernel.workspace import PathOutsideWorkspace, Workspace, normalize
 from choir.agent.tools import _caps
 from choir.agent.tools._text import is_binary
-from choir.agent.tools.execution import Stop, ToolFailure, run_blocking
-from choir.failpoints import failpoint_sync
+from choir.agent.tools.execution import (
+    Stop,
+    ToolFailure,
+    failure_result,
+    run_blocking,
+    run_inline,
+)
+from choir.failpoints import armed, failpoint_sync
 from choir.protocol.base import WireModel
 from choir.protocol.tooling.tools import ToolResult
 
 NAME = "choir.fs.read"
+INLINE_MAX_BYTES: Final = _caps.READ_MAX_BYTES
+"""A file at most this large is read on the event loop (`run`)."""
+IN_THREAD: Final = "fs.read.in_thread"
 
 
 class FsReadInput(WireModel):
@@ -44,7 +53,25 @@ def lock_keys(args: FsReadInput) -> list[LockKey]:
 
 
 async def run(ws: Workspace, args: FsReadInput) -> ToolResult:
-    return await run_blocking(args.path, lambda stop: _read(ws, args, stop))
+    """Read a small file on the event loop, a larger one in a thread.
+
+    Opening and checking the file are a few system calls. Reading a file of at most
+    `INLINE_MAX_BYTES` (what one call returns at most) takes a fraction of a millisecond, less
+    than handing it to a thread did (an executor hand-off, two wake-ups and the GIL passed back
+    and forth, on every read a model makes). A larger file goes to a thread, where a
+    cancellation stops it between blocks; so does any read while the `fs.read.in_thread`
+    failpoint is armed (tests use it to stand for slow work).
+    """
+    try:
+        file, size = _open(ws, args)
+    except (ToolFailure, PathOutsideWorkspace, OSError) as exc:
+        return failure_result(exc, args.path)
+    try:
+        if size <= INLINE_MAX_BYTES and IN_THREAD not in armed():
+            return run_inline(args.path, lambda stop: _read(file, args, stop))
+        return await run_blocking(args.path, lambda stop: _read(file, args, stop))
+    finally:
+        file.close()  # the body is done with it: run_blocking returns once its thread has
 
 
 def window(args: FsReadInput, total: int) -> tuple[int, int]:
@@ -68,19 +95,28 @@ def window(args: FsReadInput, total: int) -> tuple[int, int]:
     return args.start_line, end
 
 
-def _read(ws: Workspace, args: FsReadInput, stop: Stop) -> ToolResult:
-    with open(ws.open_file(args.path, os.O_RDONLY | os.O_NONBLOCK), "rb") as file:
-        mode = os.fstat(file.fileno()).st_mode
-        if stat.S_ISDIR(mode):
+def _open(ws: Workspace, args: FsReadInput) -> tuple[BinaryIO, int]:
+    """The file `args` names, open for reading, and its size; it must be a regular file."""
+    file = open(ws.open_file(args.path, os.O_RDONLY | os.O_NONBLOCK), "rb")  # noqa: SIM115
+    try:
+        st = os.fstat(file.fileno())
+        if stat.S_ISDIR(st.st_mode):
             raise IsADirectoryError
-        if not stat.S_ISREG(mode):
+        if not stat.S_ISREG(st.st_mode):
             raise ToolFailure("not_a_file", f"{args.path} is not a regular file")
-        if is_binary(file.read(_caps.BINARY_SNIFF_BYTES)):
-            raise ToolFailure("binary_file", f"{args.path} is a binary file; only text is read")
-        failpoint_sync("fs.read.in_thread")
-        total = _count_lines(file, stop)
-        start, end = window(args, total)
-        return _chunk(file, normalize(args.path), start, end, total)
+    except BaseException:
+        file.close()
+        raise
+    return file, st.st_size
+
+
+def _read(file: BinaryIO, args: FsReadInput, stop: Stop) -> ToolResult:
+    if is_binary(file.read(_caps.BINARY_SNIFF_BYTES)):
+        raise ToolFailure("binary_file", f"{args.path} is a binary file; only text is read")
+    failpoint_sync(IN_THREAD)
+    total = _count_lines(file, stop)
+    start, end = window(args, total)
+    return _chunk(file, normalize(args.path), start, end, total)
 
 
 def _count_lines(file: BinaryIO, stop: Stop) -> int:

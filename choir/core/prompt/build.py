@@ -19,7 +19,7 @@ compacted), which is what `compaction.should_compact` compares with its threshol
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -43,6 +43,7 @@ from choir.core.prompt.window import (
 )
 from choir.core.skills.runner import SkillView
 from choir.protocol.log.core_jobs import CoreJobStart
+from choir.protocol.tooling.memory import ReferenceSummary
 
 __all__ = [
     "DEFAULT_WINDOW_SIZE",
@@ -126,12 +127,16 @@ def edge_prompt(
 ) -> LanePrompt:
     """The edge lane's prompt: identity of user and edge, summary, window (§11.3); `shown`
     keeps the window's messages for the lane's next prompt."""
-    head = [
-        _system(system_text(EDGE_INSTRUCTIONS, skills)),
-        *_optional(identity_text("USER.md", "the user", user_md)),
-        *_optional(identity_text("SOUL.md", "who you are", soul_md)),
-        *_optional(summary_text(memory.summary)),
-    ]
+    head = _HEADS.of(
+        memory.summary,
+        (EDGE_INSTRUCTIONS, tuple(skills), user_md, soul_md),
+        lambda: [
+            _system(system_text(EDGE_INSTRUCTIONS, skills)),
+            *_optional(identity_text("USER.md", "the user", user_md)),
+            *_optional(identity_text("SOUL.md", "who you are", soul_md)),
+            *_optional(summary_text(memory.summary)),
+        ],
+    )
     return _assemble(memory, head, [], skill_view, window_size, result_view, shown)
 
 
@@ -147,18 +152,70 @@ def core_prompt(
     shown: ShownEvents | None = None,
 ) -> LanePrompt:
     """A core job's prompt: SOUL-CORE.md only (never USER.md), summary, window, briefing."""
-    head = [
-        _system(system_text(CORE_INSTRUCTIONS, skills)),
-        *_optional(identity_text("SOUL-CORE.md", "who you are", soul_core_md)),
-        *_optional(summary_text(memory.summary)),
-    ]
+    head = _HEADS.of(
+        memory.summary,
+        (CORE_INSTRUCTIONS, tuple(skills), soul_core_md),
+        lambda: [
+            _system(system_text(CORE_INSTRUCTIONS, skills)),
+            *_optional(identity_text("SOUL-CORE.md", "who you are", soul_core_md)),
+            *_optional(summary_text(memory.summary)),
+        ],
+    )
     tail = [_system(briefing_text(briefing))]
     return _assemble(memory, head, tail, skill_view, window_size, result_view, shown)
 
 
+@dataclass(frozen=True, slots=True)
+class _Head:
+    """A prompt's messages before the window, and their estimated tokens."""
+
+    messages: tuple[Message, ...]
+    tokens: int
+
+
+class _Heads:
+    """The heads lately built, by what they are made of: the instructions, skills and identity
+    texts, and the reference summary (by identity: working memory swaps in a new one at each
+    fold, and keeps it meanwhile).
+
+    A lane's head is the same from one model call to the next; building its system messages
+    again and encoding them to measure them (a system prompt, identity files and a summary of
+    some KB) was a good part of what a prompt cost. The summary is kept with its entry, so its
+    `id()` cannot be reused while the entry is held.
+    """
+
+    __slots__ = ("_built",)
+
+    LIMIT: Final = 8
+    """Heads remembered (edge's, each core job's); the oldest goes first."""
+
+    def __init__(self) -> None:
+        self._built: dict[tuple[object, ...], tuple[ReferenceSummary, _Head]] = {}
+
+    def of(
+        self,
+        summary: ReferenceSummary,
+        parts: tuple[object, ...],
+        build: Callable[[], list[Message]],
+    ) -> _Head:
+        key = (*parts, id(summary))
+        found = self._built.get(key)
+        if found is not None and found[0] is summary:
+            return found[1]
+        messages = build()
+        head = _Head(tuple(messages), estimate_tokens(messages))
+        if len(self._built) >= self.LIMIT:
+            del self._built[next(iter(self._built))]
+        self._built[key] = (summary, head)
+        return head
+
+
+_HEADS: Final = _Heads()
+
+
 def _assemble(
     memory: WorkingMemory,
-    head: list[Message],
+    head: _Head,
     tail: list[Message],
     skill_view: SkillView | None,
     window_size: int,
@@ -174,9 +231,9 @@ def _assemble(
         pinned = _tokens(shown.chars(shown.view(memory.latest_user).messages))
     window_tokens = _tokens(shown.chars(window)) - pinned
     return LanePrompt(
-        messages=(*head, *window, *tail),
+        messages=(*head.messages, *window, *tail),
         window_tokens=window_tokens,
-        fixed_tokens=estimate_tokens(head) + estimate_tokens(tail) + pinned,
+        fixed_tokens=head.tokens + estimate_tokens(tail) + pinned,
     )
 
 

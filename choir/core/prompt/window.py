@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from operator import is_
 from typing import Any, Final
 
 import orjson
@@ -135,17 +136,9 @@ def window_messages(
     `shown` keeps the events' messages for the lane's next call (a fresh one when None)."""
     cache = shown if shown is not None else ShownEvents()
     cache.use(result_view)
-    builder = _Transcript()
-    for item in events:
-        view = cache.view(item)
-        if view.answers is not None:
-            builder.answer(view.answers, view.messages)
-        elif view.calls:
-            builder.call(view.text, view.calls, view.whole)
-        else:
-            builder.note(view.messages)
+    messages = cache.transcript(events)
     cache.keep(events)
-    return builder.finish()
+    return messages
 
 
 @dataclass(frozen=True, slots=True)
@@ -170,21 +163,108 @@ class ShownEvents:
     registry masks results differently: its first prompt starts afresh). Only the events of the
     latest window are kept. `chars` measures a transcript, reading the sizes of the messages
     held here instead of encoding them again.
+
+    The latest window's transcript is kept too (`transcript`): pairing a whole window of fifty
+    events at every model call was most of what a prompt still cost, and the next window is
+    mostly the same events — the same objects, as working memory only appends, drops the
+    oldest as the window slides, and folds.
     """
 
-    __slots__ = ("_result_view", "_sizes", "_views")
+    __slots__ = ("_built", "_last", "_marks", "_origin", "_result_view", "_sizes", "_views")
 
     def __init__(self) -> None:
         self._result_view: ResultView | None = None
         self._views: dict[str, _EventView] = {}
         self._sizes: dict[int, int] = {}
         """Encoded length by `id()` of each message held in `_views` (alive while held)."""
+        self._last: tuple[WindowEvent, ...] = ()
+        """The latest window paired (held: an event of it keeps its `id()`)."""
+        self._built: _Transcript | None = None
+        """`_last` paired, before `finish` closed its open calls."""
+        self._marks: dict[int, tuple[int, int]] = {}
+        """By `id()` of an event after which no call was open: its index in the window and how
+        many messages the transcript had then, both plus `_origin` — so a transcript taken
+        over, its events and messages now further ahead, keeps its marks by moving `_origin`.
+        Marks of events gone from the window linger until pruned: `_take_over` checks that
+        a mark's event is still the one at its index."""
+        self._origin = (0, 0)
 
     def use(self, result_view: ResultView) -> None:
         """Build for `result_view` from now on (forgetting what was built for another)."""
         if result_view != self._result_view:
             self._result_view = result_view
             self._views, self._sizes = {}, {}
+            self._last, self._built, self._marks, self._origin = (), None, {}, (0, 0)
+
+    def transcript(self, events: Sequence[WindowEvent]) -> list[Message]:
+        """`events` paired into a transcript, taking over the latest window's where they agree.
+
+        Pairing is a scan whose state, wherever no call is open, is only the messages so far —
+        and what comes next depends on the last two of them alone (`_dedupe_reply`). So once
+        this window reaches such a point at an event where the latest one also was, with the
+        same last two messages, and the rest of the latest window follows in this one, the
+        rest pairs as it did then: its messages are taken over, and only the new events
+        after it are paired.
+        """
+        window = tuple(events)
+        builder, fresh = _Transcript(), list[tuple[int, int, int]]()
+        rest = len(window)
+        for index, item in enumerate(window):
+            self._pair(builder, item)
+            if builder.calls or builder.held:
+                continue
+            taken = self._take_over(builder, window, index)
+            if taken is not None:
+                builder, rest = taken
+                break
+            fresh.append((id(item), index, len(builder.out)))
+        else:
+            self._marks, self._origin = {}, (0, 0)
+        marks, (events_at, messages_at) = self._marks, self._origin
+        for key, index, length in fresh:
+            marks[key] = (index + events_at, length + messages_at)
+        for index in range(rest, len(window)):
+            self._pair(builder, window[index])
+            if not builder.calls and not builder.held:
+                marks[id(window[index])] = (index + events_at, len(builder.out) + messages_at)
+        if len(marks) > 2 * len(window) + 16:
+            held = set(map(id, window))
+            self._marks = {key: mark for key, mark in marks.items() if key in held}
+        self._last, self._built = window, builder.copy()
+        return builder.finish()
+
+    def _pair(self, builder: _Transcript, item: WindowEvent) -> None:
+        view = self.view(item)
+        if view.answers is not None:
+            builder.answer(view.answers, view.messages)
+        elif view.calls:
+            builder.call(view.text, view.calls, view.whole)
+        else:
+            builder.note(view.messages)
+
+    def _take_over(
+        self, builder: _Transcript, window: tuple[WindowEvent, ...], index: int
+    ) -> tuple[_Transcript, int] | None:
+        """The latest window's transcript continuing `builder` (no call open after
+        `window[index]`), and the index of this window's first event after the latest's end;
+        None when the two do not agree from here on. Moves `_origin` when it takes over."""
+        built, last, item = self._built, self._last, window[index]
+        mark = self._marks.get(id(item))
+        if built is None or mark is None:
+            return None
+        events_at, messages_at = self._origin
+        at, length = mark[0] - events_at, mark[1] - messages_at
+        after = len(last) - at - 1
+        if not 0 <= at < len(last) or last[at] is not item or len(window) - index - 1 < after:
+            return None
+        if not all(map(is_, last[at + 1 :], window[index + 1 : index + 1 + after])):
+            return None
+        if builder.out[-2:] != built.out[max(length - 2, 0) : length]:
+            return None
+        built.out = builder.out + built.out[length:]
+        self._origin = (events_at + at - index, messages_at + length - len(builder.out))
+        self._built = None  # taken over: the caller's to extend
+        return built, index + 1 + after
 
     def view(self, item: WindowEvent) -> _EventView:
         found = self._views.get(item.hash)
@@ -212,23 +292,25 @@ class ShownEvents:
         result_view = self._result_view or full_result
         if isinstance(event, ModelOutput) and event.tool_calls:
             calls = _unique(event.tool_calls)
-            whole = _assistant(event.text, calls)
-            return _EventView(event_messages(event, result_view), event.text, calls, whole)
+            whole = _assistant(event.text, calls)  # what `event_messages` makes of it
+            return _EventView([whole], event.text, calls, whole)
         if isinstance(event, ToolResultCommitted):
             return _EventView(event_messages(event, result_view), answers=event.call_id)
         return _EventView(event_messages(event, result_view))
 
     def _measure(self, view: _EventView) -> None:
-        for message in (*view.messages, view.whole):
-            if message is not None:
-                self._sizes[id(message)] = len(orjson.dumps(message))
+        whole = view.whole
+        shown_whole = whole is None or any(message is whole for message in view.messages)
+        for message in view.messages if shown_whole else (*view.messages, whole):
+            self._sizes[id(message)] = len(orjson.dumps(message))
 
 
 class _Transcript:
     """Messages so far, plus the assistant message whose calls are still being answered.
 
-    Built anew for every prompt over the whole window (tens of events), so it keeps to plain
-    lists and dicts and does nothing for a group that is not open.
+    Built over a lane's window whenever it changed beyond taking over the latest one
+    (`ShownEvents.transcript`), so it keeps to plain lists and dicts and does nothing for a
+    group that is not open.
     """
 
     __slots__ = ("answers", "calls", "held", "out", "text", "whole")
@@ -267,6 +349,13 @@ class _Transcript:
         if self.calls:
             self._close()
         return self.out
+
+    def copy(self) -> _Transcript:
+        """An independent copy (the messages themselves are shared: never changed)."""
+        other = _Transcript()
+        other.out, other.text, other.calls = self.out.copy(), self.text, self.calls.copy()
+        other.whole, other.answers, other.held = self.whole, self.answers.copy(), self.held.copy()
+        return other
 
     def _close(self) -> None:
         """Emit the open assistant message with its answered calls, then what was held back."""
