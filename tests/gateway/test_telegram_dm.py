@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import logging
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import pytest
 
+from choir import failpoints
 from choir.client import ChoirClient
 from choir.daemon.app import ChoirDaemon
 from choir.daemon.gateway.telegram.chunks import units
@@ -82,7 +84,7 @@ async def test_a_user_outside_the_allowlist_is_ignored_and_not_quoted_in_the_log
 
 
 async def test_commands_run_through_the_command_layer_with_the_dms_scope(
-    agent: ChoirClient, api: BotApiServer
+    agent: ChoirClient, api: BotApiServer, root: Path
 ) -> None:
     api.user_says(PHONE, "/status")
     [status] = await api.wait_sent(PHONE, 1, within=30)
@@ -106,6 +108,15 @@ async def test_commands_run_through_the_command_layer_with_the_dms_scope(
     api.user_says(BOSS, "hello")
     [nobody] = (await api.wait_sent(BOSS, 2, within=30))[1:]
     assert nobody.text.startswith("no agent is bound to this DM")
+
+    (root / "ws-other").mkdir()  # agent-2's workspace
+    api.user_says(BOSS, "/start agent-2")  # §19.4: the DM that sends /start is bound
+    [started] = (await api.wait_sent(BOSS, 3, within=30))[2:]
+    assert started.text == "agent-2 started"
+    api.user_says(BOSS, "echo boss")
+    [answer] = (await api.wait_sent(BOSS, 4, within=30))[3:]
+    assert answer.text == "echo: boss"
+    await agent.agent_stop("agent-2")
 
 
 async def test_a_message_to_an_agent_that_is_not_running_is_answered_with_how_to_start_it(
@@ -196,3 +207,20 @@ async def test_a_rejected_token_is_reported_and_choird_keeps_running(
     )
     assert all(BAD_TOKEN not in str(record.__dict__) for record in caplog.records)
     assert [c.method for c in api.calls] == ["getMe"]  # no polling with a rejected token
+
+
+async def test_a_message_its_session_never_read_is_reported_undelivered(
+    choird: tuple[ChoirDaemon, ChoirClient], api: BotApiServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _, client = choird
+    await client.agent_start("agent-1", {"dm": "phone"})
+    monkeypatch.setattr(failpoints, "_armed", None)  # choird holds the message back a while
+    failpoints.arm_from_env({failpoints.ENV_VAR: "inbox.after_accept_before_push=sleep(8000)"})
+    api.user_says(PHONE, "echo lost")
+    await api.wait_for(lambda: (PHONE, "typing") in api.actions)  # accepted, not yet pushed
+    await client.agent_stop("agent-1")
+    [notice] = await api.wait_sent(PHONE, 1, within=30)
+    assert notice.text == (
+        "Your message was not delivered: the session stopped before the agent read it. "
+        "Send it again once agent-1 runs."
+    )

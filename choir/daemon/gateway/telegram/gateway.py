@@ -35,6 +35,7 @@ from choir.daemon.gateway.telegram.polling import BotPoller
 from choir.daemon.operator.context import OperatorContext
 from choir.errors import ChoirError
 from choir.logs import get_logger
+from choir.store.inbox import InboxMessage
 from choir.store.sessions import SessionRow
 
 log = get_logger("choird.telegram")
@@ -129,7 +130,14 @@ class TelegramGateways:
             self.bots[name] = bot
             self._ctx.gateway_states[name] = self._state_of(bot)
         if self.bots:
-            self._detach = self._ctx.services.replicator.subscribe(self._replies.put_nowait)
+            detach_replies = self._ctx.services.replicator.subscribe(self._replies.put_nowait)
+            detach_inbox = self._ctx.services.inbox.subscribe_undelivered(self._undelivered)
+
+            def detach() -> None:
+                detach_replies()
+                detach_inbox()
+
+            self._detach = detach
             self._relaying = asyncio.get_running_loop().create_task(
                 self._relay_replies(), name="telegram-replies"
             )
@@ -290,6 +298,20 @@ class TelegramGateways:
             bot.outbox.send(chat_id, LABELS.get(event.category, "") + event.text)
             if event.category in ("reply", "error"):
                 bot.typing.answered(chat_id, event.in_reply_to)
+
+    def _undelivered(self, message: InboxMessage, why: str) -> None:
+        """A message whose session ended before the agent read it: its sender is told."""
+        if not message.message_id.startswith(ID_PREFIX):
+            return
+        target = self._targets.known.get(message.session_id)
+        if target is not None:
+            bot, chat_id = target
+            bot.typing.answered(chat_id, message.message_id)
+            bot.outbox.send(
+                chat_id,
+                f"Your message was not delivered: {why}. Send it again once "
+                f"{message.agent_id} runs.",
+            )
 
     async def _target(self, session_id: str) -> tuple[Bot, int] | None:
         if session_id not in self._targets.known:
