@@ -19,7 +19,7 @@ from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Final, Literal, Self
+from typing import TYPE_CHECKING, Final, Literal, Protocol, Self, runtime_checkable
 
 from choir import __version__
 from choir.config import ChoirConfig, EmbeddedPostgres, SecretStore, load_home
@@ -91,6 +91,14 @@ DEFAULT_EMBEDDING_DIMS: Final = LOCAL_EMBEDDING_DIMENSIONS
 a configured one's comes from `config.embedding.vector_dimensions`."""
 
 OperatorFactory = Callable[["ChoirDaemon"], Handler]
+
+
+@runtime_checkable
+class GatewayHost(Protocol):
+    """An operator API that also runs the Telegram bots (`OperatorApi`): their DMs' commands
+    are its verbs."""
+
+    async def start_gateways(self, stack: AsyncExitStack) -> list[str]: ...
 
 
 @dataclass(frozen=True)
@@ -453,9 +461,9 @@ class ChoirDaemon:
         """Step 8 (§6.2): the Telegram bots, which run the operator's commands for their DMs
         — hence once the operator API exists. Each connects and polls in the background: a
         bot Telegram does not answer, or whose token it rejects, is logged, never waited for."""
-        from choir.daemon.gateway.telegram.start import start_telegram
-
-        bots = await start_telegram(self.operator, self._stack)
+        bots: list[str] = []
+        if isinstance(self.operator, GatewayHost):
+            bots = await self.operator.start_gateways(self._stack)
         log.info("step 8: gateways", fields={"console": "ready", "telegram": bots})
 
     def _tls(self, host: str) -> ssl.SSLContext | None:

@@ -2,27 +2,19 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack
 
 from choir.config import TelegramGateway
-from choir.daemon.gateway.commands import DmCommands
-from choir.daemon.operator.api import OperatorApi, call_verb
-from choir.transport import Handler, Payload
+from choir.daemon.gateway.commands import DmCommands, VerbCall
+from choir.daemon.operator.context import OperatorContext
 
 
-async def start_telegram(operator: Handler | None, stack: AsyncExitStack) -> list[str]:
-    """Start every configured bot over the operator API's context, closed by `stack`; the
-    names of the bots started (none without an operator API: their commands need it)."""
-    if not isinstance(operator, OperatorApi):
-        return []
-    ctx = operator.context
+async def start_telegram(ctx: OperatorContext, call: VerbCall, stack: AsyncExitStack) -> list[str]:
+    """Start every configured bot over the operator API's context (`call` runs its verbs
+    in-process, as the console DM's commands do), closed by `stack`; the names started."""
     if not any(isinstance(g, TelegramGateway) for g in ctx.config.gateways.values()):
-        return []
+        return []  # python-telegram-bot is not even imported
     from choir.daemon.gateway.telegram.gateway import TelegramGateways
-
-    async def call(verb: str, payload: Payload) -> Payload | AsyncIterator[Payload]:
-        return await call_verb(ctx, verb, payload)  # in-process, as the console DM's commands
 
     gateways = TelegramGateways(ctx, DmCommands(call))
     stack.push_async_callback(gateways.close)
