@@ -17,6 +17,7 @@ from choir.daemon.gateway.telegram.chunks import units
 from choir.home import ChoirHome
 from tests.harness.botapi import MAX_TEXT, BotApiServer
 from tests.harness.daemons import poll_until, running_daemon
+from tests.harness.homes import read_config, write_config
 
 from .conftest import BOSS, LONG, PHONE, STARS, STRANGER, TOKEN, telegram_home
 
@@ -191,19 +192,27 @@ async def test_a_rejected_token_is_reported_and_choird_keeps_running(
 ) -> None:
     caplog.set_level(logging.DEBUG)
     telegram_home(home, api.url, token=BAD_TOKEN)
+    data = read_config(home)  # and a bot whose token was never set
+    data["gateways"]["tg2"] = {"type": "telegram", "secret": "tg2-token", "base_url": api.url}
+    write_config(home, data)
     async with running_daemon(home), await ChoirClient.connect(home) as client:
 
         async def rejected() -> bool:
             states = {g.name: g.state for g in (await client.status()).gateways}
-            return states["tg"] == "invalid_token"
+            return states["tg"] == "invalid_token" and states["tg2"] == "no_token"
 
         await poll_until(rejected, within=20)
         await client.agent_start("agent-1", {"dm": "phone"})  # choird serves on
         await client.agent_stop("agent-1")
-    [error] = [r for r in caplog.records if r.levelno >= logging.ERROR and "tg" in r.getMessage()]
-    assert error.getMessage().startswith(
+    errors = [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
+    assert errors == [
+        "telegram bot tg2: its token secret 'tg2-token' is not set; set it with "
+        "`choirctl secret set tg2-token` and restart choird",
+        errors[1],
+    ]
+    assert errors[1].startswith(
         "telegram bot tg: the Bot API rejected the bot's token (401 Unauthorized); "
-        "set the right token with `choirctl secret set <its secret>`"
+        "set the right token with `choirctl secret set tg-token` and restart choird"
     )
     assert all(BAD_TOKEN not in str(record.__dict__) for record in caplog.records)
     assert [c.method for c in api.calls] == ["getMe"]  # no polling with a rejected token

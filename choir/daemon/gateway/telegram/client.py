@@ -66,8 +66,10 @@ class Failure:
 class BotClient:
     """The Bot API as one configured bot (`gateway`) speaks it."""
 
-    def __init__(self, gateway: str, token: str, api_base_url: str | None) -> None:
+    def __init__(self, gateway: str, token: str, api_base_url: str | None, *, secret: str) -> None:
         self.gateway = gateway
+        self.secret = secret
+        """The name of the token's secret (for messages: never the token)."""
         self._token = token
         base = (api_base_url or DEFAULT_API).rstrip("/")
         self.app: Application[Any, Any, Any, Any, Any, Any] = (

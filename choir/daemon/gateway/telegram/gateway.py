@@ -118,8 +118,16 @@ class TelegramGateways:
         for name, gateway in sorted(config.gateways.items()):
             if not isinstance(gateway, TelegramGateway):
                 continue
+            if gateway.secret not in secrets.names():
+                log.error(
+                    f"telegram bot {name}: its token secret {gateway.secret!r} is not set; set "
+                    f"it with `choirctl secret set {gateway.secret}` and restart choird",
+                    fields={"gateway": name},
+                )
+                self._ctx.gateway_states[name] = lambda: "no_token"
+                continue
             token = secrets.get(gateway.secret).get_secret_value()
-            client = BotClient(name, token, gateway.base_url)
+            client = BotClient(name, token, gateway.base_url, secret=gateway.secret)
             bot = Bot(name, client, _allowlist(config, name), Outbox(client), Typing(client))
             for dm in bot.dms.values():
                 self._dm_of[dm.name] = (bot, dm)
