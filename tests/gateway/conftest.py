@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+import choir.daemon.gateway.telegram.client  # noqa: F401  PTB as choird configures it (PTB_TIMEDELTA)
 from choir.config import SecretStore
 from choir.home import ChoirHome
 from choir.scripted import ReplyStep, Script, ScriptedModelServer

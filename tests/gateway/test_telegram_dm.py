@@ -133,7 +133,7 @@ async def test_a_429_delays_the_reply_and_garbage_updates_are_skipped(
 ) -> None:
     caplog.set_level(logging.INFO)
     api.fail("getUpdates", 502)
-    api.fail("sendMessage", 429, retry_after=1)
+    api.fail("sendMessage", 429, retry_after=2)
     api.inject({"message": "not an object"})
     api.inject({"message": {"message_id": "x", "chat": 5}})
     api.inject({"something_new": {"a": 1}})
@@ -142,7 +142,7 @@ async def test_a_429_delays_the_reply_and_garbage_updates_are_skipped(
     assert reply.text == "echo: after"
     sends = [c for c in api.calls if c.method == "sendMessage"]
     assert len(sends) == 2
-    assert sends[1].at - sends[0].at >= 1.0  # retried after retry_after, not before
+    assert sends[1].at - sends[0].at >= 2.0  # retried after retry_after, not before
     skipped = [r for r in caplog.records if r.getMessage() == "malformed telegram update skipped"]
     assert len(skipped) == 2
     assert api.pending_updates == []  # every update confirmed, garbage included

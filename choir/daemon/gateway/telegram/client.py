@@ -13,7 +13,7 @@ httpx's per-request log lines (which carry the URL) are kept out of choird's log
 from __future__ import annotations
 
 import logging
-import warnings
+import os
 from dataclasses import dataclass
 from typing import Any, Final
 from urllib.parse import urlencode
@@ -45,6 +45,11 @@ DEFAULT_API: Final = "https://api.telegram.org"
 
 NO_PREVIEW: Final = LinkPreviewOptions(is_disabled=True)
 """Replies never unfurl links (§19.5 is silent; a chat full of previews is not a chat)."""
+
+# PTB 22 warns (PTBDeprecationWarning) whenever a duration such as a 429's `retry_after` is read
+# or built as an int; its documented opt-in to the coming timedelta form silences that. Only
+# choird's own process reads it: agents get an environment of their own.
+os.environ.setdefault("PTB_TIMEDELTA", "true")
 
 for _noisy in ("httpx", "httpcore"):  # an INFO line per request, URL (and token) included
     logging.getLogger(_noisy).setLevel(logging.WARNING)
@@ -95,8 +100,11 @@ class BotClient:
         return self.bot.id
 
     async def connect(self) -> None:
-        """Initialise the application: `getMe` proves the token (InvalidToken if rejected)."""
+        """Initialise the application: `getMe` proves the token (InvalidToken if rejected);
+        a webhook left on the bot is removed, as PTB's own polling does (getUpdates is refused
+        while one is set), its pending updates kept."""
         await self.app.initialize()
+        await self.bot.delete_webhook(drop_pending_updates=False)
         await self._poll.initialize()
         self.username = self.bot.username
 
@@ -159,8 +167,6 @@ class BotClient:
 
 
 def _retry_after_s(error: RetryAfter) -> float:
-    """`retry_after` in seconds (PTB warns about its int form on every read)."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        value = error.retry_after
+    """`retry_after` in seconds (a timedelta with PTB_TIMEDELTA, an int without)."""
+    value = error.retry_after
     return value if isinstance(value, int | float) else value.total_seconds()
