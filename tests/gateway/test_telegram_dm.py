@@ -52,6 +52,8 @@ async def test_a_dm_round_trip_shows_typing_and_sends_plain_text_without_preview
     api.user_says(PHONE, "echo second")
     second = await api.wait_sent(PHONE, 2, within=30)
     assert second[1].text == "echo: second"
+    states = {g.name: g.state for g in (await agent.status()).gateways}
+    assert states == {"console": "running", "tg": "running"}
 
 
 async def test_markup_characters_and_long_replies_always_get_through(

@@ -31,7 +31,7 @@ from choir.daemon.gateway.commands import DmCommands, ReplyCategory
 from choir.daemon.gateway.route import accept_message, run_command
 from choir.daemon.gateway.telegram.client import BotClient
 from choir.daemon.gateway.telegram.outbox import Outbox, Typing
-from choir.daemon.gateway.telegram.polling import BotPoller
+from choir.daemon.gateway.telegram.polling import BotPoller, BotState
 from choir.daemon.operator.context import OperatorContext
 from choir.errors import ChoirError
 from choir.logs import get_logger
@@ -170,7 +170,15 @@ class TelegramGateways:
 
     @staticmethod
     def _state_of(bot: Bot) -> Callable[[], str]:
-        return lambda: bot.poller.state.value if bot.poller else "stopped"
+        """The bot's state for `status`: `running` while it polls (what the console's header
+        counts as up, as for the console DM), else the poller's own (`backing_off`…)."""
+
+        def state() -> str:
+            if bot.poller is None:
+                return "stopped"
+            return "running" if bot.poller.state == BotState.POLLING else bot.poller.state.value
+
+        return state
 
     # -- inbound ---------------------------------------------------------------------------
 
