@@ -9,8 +9,9 @@ Each update is handed to `handle` in order; its offset is stored only after `han
 and `handle` returns once what the update asked for is durable (a message in the inbox) or
 under way (a command), so a choird that dies in between sees the update again at its next start
 and the inbox drops the message it already has: nothing is lost or doubled. A malformed update
-is logged (its id, never its content) and skipped. No error of the Bot API ends the loop but a
-rejected token.
+is logged (its id, never its content) and skipped. An update whose handling fails (Postgres
+away) is not confirmed: it is fetched and tried again after a pause, given up (logged) after
+`HANDLE_TRIES`. No error of the Bot API ends the loop but a rejected token.
 """
 
 from __future__ import annotations
@@ -32,6 +33,9 @@ log = get_logger("choird.telegram")
 
 BACKOFF_S: Final = (1.0, 2.0, 5.0, 10.0, 30.0)
 """Waits after consecutive failures to reach the Bot API; the last one repeats."""
+
+HANDLE_TRIES: Final = 5
+"""Tries of one update whose handling fails (the database away) before it is given up."""
 
 Handle = Callable[[Update], Awaitable[None]]
 
@@ -55,6 +59,7 @@ class BotPoller:
         self.last_error: str | None = None
         self.offset: int | None = None
         self._failures = 0
+        self._retries: dict[int, int] = {}
 
     @property
     def gateway(self) -> str:
@@ -96,16 +101,18 @@ class BotPoller:
                 log.info("telegram bot reached again", fields={"gateway": self.gateway})
             self.state, self.last_error, self._failures = BotState.POLLING, None, 0
         for item in items:
-            await self._one(item)
+            if not await self._one(item):
+                break  # fetched again from the same offset after a pause
         return True
 
-    async def _one(self, item: Any) -> None:
+    async def _one(self, item: Any) -> bool:
+        """Handle one update and store the offset past it; False to try it again later."""
         update_id = item.get("update_id") if isinstance(item, dict) else None
         if not isinstance(update_id, int):
             log.warning("telegram update without an id ignored", fields={"gateway": self.gateway})
-            return
+            return True
         if self.offset is not None and update_id < self.offset:
-            return  # confirmed before: a Bot API that repeats itself is not believed
+            return True  # confirmed before: a Bot API that repeats itself is not believed
         try:
             update = self.client.parse(item)
         except ValueError as error:
@@ -114,14 +121,28 @@ class BotPoller:
                 fields={"gateway": self.gateway, "update_id": update_id, "why": str(error)},
             )
         else:
-            try:
-                await self._handle(update)
-            except Exception:  # a bug in handling one update must not stop the bot
-                log.exception(
-                    "telegram update failed",
-                    fields={"gateway": self.gateway, "update_id": update_id},
-                )
+            if not await self._handled(update, update_id):
+                return False
         await self._store_offset(update_id + 1)
+        return True
+
+    async def _handled(self, update: Update, update_id: int) -> bool:
+        """Whether the update was handled or given up; False: try it again after a pause (the
+        database was away, say: the message must not be confirmed before it is stored)."""
+        try:
+            await self._handle(update)
+        except Exception as error:
+            self._retries[update_id] = tries = self._retries.get(update_id, 0) + 1
+            fields = {"gateway": self.gateway, "update_id": update_id, "tries": tries}
+            if tries < HANDLE_TRIES:
+                log.warning("telegram update not handled; trying again", fields={
+                    **fields, "error": f"{type(error).__name__}: {self.client.scrub(str(error))}"
+                })  # fmt: skip
+                await asyncio.sleep(BACKOFF_S[min(tries - 1, len(BACKOFF_S) - 1)])
+                return False
+            log.exception("telegram update given up", fields=fields)
+        self._retries.pop(update_id, None)
+        return True
 
     async def _failed(self, what: str, error: BaseException) -> bool:
         """Log `error` and wait before the next try; False when the bot must stop."""
