@@ -95,6 +95,7 @@ class BotApiServer:
         self._message_ids: dict[int, itertools.count[int]] = defaultdict(lambda: itertools.count(1))
         self._runner: web.AppRunner | None = None
         self._closing = False
+        self._notifying: set[asyncio.Task[None]] = set()
         self.injected: dict[int, dict[str, Any]] = {}
         """Every update queued, by id (`inject(injected[n], update_id=n)` offers it again, as
         a Telegram that never heard it confirmed would)."""
@@ -233,7 +234,9 @@ class BotApiServer:
             async with self._changed:
                 self._changed.notify_all()
 
-        asyncio.get_running_loop().create_task(notify())
+        task = asyncio.get_running_loop().create_task(notify())
+        self._notifying.add(task)  # a task nobody holds may be collected before it runs
+        task.add_done_callback(self._notifying.discard)
 
     async def _handle(self, request: web.Request) -> web.Response:
         method = request.match_info["method"].lower()
