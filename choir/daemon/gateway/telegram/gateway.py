@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Final
 
 from telegram import Message, Update
@@ -87,13 +87,6 @@ class Bot:
     task: asyncio.Task[None] | None = None
 
 
-@dataclass
-class _Targets:
-    """Which bot and chat a session's replies go to (None: not a Telegram DM)."""
-
-    known: dict[str, tuple[Bot, int] | None] = field(default_factory=dict)
-
-
 class TelegramGateways:
     """Every configured Telegram bot, started with choird and stopped with it."""
 
@@ -102,7 +95,8 @@ class TelegramGateways:
         self._commands = commands
         self.bots: dict[str, Bot] = {}
         self._dm_of: dict[str, tuple[Bot, Dm]] = {}
-        self._targets = _Targets()
+        self._targets: dict[str, tuple[Bot, int] | None] = {}
+        """Which bot and chat each session's replies go to (None: not a Telegram DM)."""
         self._replies: asyncio.Queue[Durable] = asyncio.Queue()
         self._tasks: set[asyncio.Task[None]] = set()
         self._detach: Callable[[], None] | None = None
@@ -219,7 +213,7 @@ class TelegramGateways:
         if session is None:
             bot.outbox.send(dm.chat_id, await self._not_running(dm))
             return
-        self._targets.known[session.session_id] = (bot, dm.chat_id)
+        self._targets[session.session_id] = (bot, dm.chat_id)
         fresh = await accept_message(
             self._ctx.services.inbox,
             self._ctx.push,
@@ -319,7 +313,7 @@ class TelegramGateways:
         """A message whose session ended before the agent read it: its sender is told."""
         if not message.message_id.startswith(ID_PREFIX):
             return
-        target = self._targets.known.get(message.session_id)
+        target = self._targets.get(message.session_id)
         if target is not None:
             bot, chat_id = target
             bot.typing.answered(chat_id, message.message_id)
@@ -330,11 +324,11 @@ class TelegramGateways:
             )
 
     async def _target(self, session_id: str) -> tuple[Bot, int] | None:
-        if session_id not in self._targets.known:
+        if session_id not in self._targets:
             row = await self._ctx.sessions.get(session_id)
             found = self._dm_of.get(str(row.resource_bindings.get("dm") or ""))
-            self._targets.known[session_id] = (found[0], found[1].chat_id) if found else None
-        return self._targets.known[session_id]
+            self._targets[session_id] = (found[0], found[1].chat_id) if found else None
+        return self._targets[session_id]
 
 
 _NO_AGENT: Final = (
