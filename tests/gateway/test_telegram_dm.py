@@ -235,3 +235,19 @@ async def test_a_message_its_session_never_read_is_reported_undelivered(
         "Your message was not delivered: the session stopped before the agent read it. "
         "Send it again once agent-1 runs."
     )
+
+
+async def test_files_get_a_clear_answer_and_group_chats_are_ignored(
+    choird: tuple[ChoirDaemon, ChoirClient], api: BotApiServer
+) -> None:
+    user = {"id": PHONE, "is_bot": False, "first_name": "Ada"}
+    photo = [{"file_id": "f-1", "file_unique_id": "u-1", "width": 9, "height": 9}]
+    group = {"id": -100123, "type": "group", "title": "family"}
+    api.inject({"message": {"message_id": 1, "date": 0, "chat": group, "from": user,
+                            "text": "echo in a group"}})  # fmt: skip
+    api.inject({"message": {"message_id": 2, "date": 0, "chat": {"id": PHONE, "type": "private"},
+                            "from": user, "photo": photo}})  # fmt: skip
+    [answer] = await api.wait_sent(PHONE, 1, within=30)
+    assert answer.text.startswith("Only text messages reach the agent for now")
+    await api.wait_for(lambda: not api.pending_updates, within=10)
+    assert list(api.all_sent) == [PHONE]  # nothing to the group

@@ -288,6 +288,7 @@ class BotApiServer:
         self._state.offsets.append(offset)
         if offset is not None:  # confirms every update before it, as Telegram does
             self._state.updates = [u for u in self._state.updates if u["update_id"] >= offset]
+            self._notify()  # waiters on `pending_updates` see it before the long poll ends
         timeout = float(params.get("timeout") or 0)
         limit = _int(params.get("limit")) or 100
         with _suppress_timeout():
