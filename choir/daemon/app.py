@@ -19,7 +19,7 @@ from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Final, Literal, Self
+from typing import TYPE_CHECKING, Final, Literal, Protocol, Self, runtime_checkable
 
 from choir import __version__
 from choir.config import ChoirConfig, EmbeddedPostgres, SecretStore, load_home
@@ -93,6 +93,14 @@ a configured one's comes from `config.embedding.vector_dimensions`."""
 OperatorFactory = Callable[["ChoirDaemon"], Handler]
 
 
+@runtime_checkable
+class GatewayHost(Protocol):
+    """An operator API that also runs the Telegram bots (`OperatorApi`): their DMs' commands
+    are its verbs."""
+
+    async def start_gateways(self, stack: AsyncExitStack) -> list[str]: ...
+
+
 @dataclass(frozen=True)
 class DaemonOptions:
     home: ChoirHome
@@ -124,6 +132,8 @@ class ChoirDaemon:
         self.database: Database | None = None
         self.services: AgentServices | None = None
         self.http: HttpServer | None = None
+        self.operator: Handler | None = None
+        """The operator API (None when started without one, as some tests do)."""
         self.runtime: AgentRuntime | None = None
         """Runs the agents `agent.start` starts: docker or process (`runtime_select`)."""
         self.health = DaemonHealth()
@@ -269,8 +279,8 @@ class ChoirDaemon:
             },
         )
         log.info("step 7: stale leases released", fields={"sessions": len(adoption.crashed)})
-        log.info("step 8: gateways", fields={"console": "ready", "telegram": "not implemented"})
         await self._listen(services)
+        await self._start_gateways()
         self._stack.push_async_callback(self._cancel_timers, self._start_timers(services))
         self._stack.callback(wire_pushes(services, self.hub))
         for agent in adoption.adopted:  # accepted before the restart, maybe never pushed
@@ -428,7 +438,8 @@ class ChoirDaemon:
 
         self.home.create_directories()  # only narrows existing private directories' modes
         if self._operator is not None:
-            operator = UdsServer(self.home.operator_socket, self._operator(self), hub=self.hub)
+            self.operator = self._operator(self)
+            operator = UdsServer(self.home.operator_socket, self.operator, hub=self.hub)
             await self._stack.enter_async_context(operator)
         if self.options.transport == "http":
             from choir.transport import HttpServer
@@ -449,6 +460,15 @@ class ChoirDaemon:
                 "agent_http": self.http.url if self.http else None,
             },
         )
+
+    async def _start_gateways(self) -> None:
+        """Step 8 (§6.2): the Telegram bots, which run the operator's commands for their DMs
+        — hence once the operator API exists. Each connects and polls in the background: a
+        bot Telegram does not answer, or whose token it rejects, is logged, never waited for."""
+        bots: list[str] = []
+        if isinstance(self.operator, GatewayHost):
+            bots = await self.operator.start_gateways(self._stack)
+        log.info("step 8: gateways", fields={"console": "ready", "telegram": bots})
 
     def _tls(self, host: str) -> ssl.SSLContext | None:
         from choir.transport.tls import ensure_self_signed, server_context

@@ -10,6 +10,7 @@ from choir.store.postgres.ddl import (
     AGENT_MIGRATIONS,
     CONTROL_MIGRATIONS,
     CONTROL_SCOPE,
+    GATEWAY_MIGRATIONS,
     HOST_TOOL_MIGRATIONS,
     apply_control_schema,
 )
@@ -28,10 +29,13 @@ CONTROL_TABLES = {
     "host_tool_calls",
     "memory_closes",
     "config_state",
+    "gateway_offsets",
 }
 
 
-@pytest.mark.parametrize("migrations", [CONTROL_MIGRATIONS, AGENT_MIGRATIONS, HOST_TOOL_MIGRATIONS])
+@pytest.mark.parametrize(
+    "migrations", [CONTROL_MIGRATIONS, AGENT_MIGRATIONS, HOST_TOOL_MIGRATIONS, GATEWAY_MIGRATIONS]
+)
 def test_migration_versions_count_up_from_one(migrations) -> None:
     assert [m.version for m in migrations] == list(range(1, len(migrations) + 1))
 

@@ -25,17 +25,15 @@ from collections import defaultdict, deque
 from collections.abc import AsyncIterator, Callable, Coroutine
 from typing import Any, Final
 
-from choir.commands.dm import Invocation, Seat, Usage, as_message, parse, refusal
+from choir.commands.dm import Invocation, Seat, Usage, parse
 from choir.commands.model import DmScope
 from choir.daemon.agents.ingest import Durable
 from choir.daemon.gateway.commands import DmCommands, ReplyCategory
 from choir.daemon.gateway.inbox import Inbox
-from choir.protocol import CommittedEvent, InjectPush, UserMessagePush, WireModel
+from choir.daemon.gateway.route import PushFn, accept_message, run_command
+from choir.protocol import CommittedEvent
 from choir.store.inbox import InboxMessage
 from choir.store.sessions import SessionRow
-
-PushFn = Callable[[str, WireModel], None]
-"""Push a ServerPush model to a session's agent (the daemon's PushHub, in JSON form)."""
 
 ID_PREFIX: Final = "console-"
 """Message ids of the console DM (the inbox holds every DM's)."""
@@ -107,11 +105,8 @@ class ConsoleDm:
             return self._command(parsed, seat, push)
         agent_id = session.agent_id
         message_id = f"{ID_PREFIX}{uuid.uuid4().hex[:12]}"
-        message = UserMessagePush(message_id=message_id, text=as_message(text))
         # durable before it is acknowledged; pushed once the acknowledgement is on its way
-        await inbox.accept(
-            session.session_id, agent_id, message, lambda: push(session.session_id, message)
-        )
+        await accept_message(inbox, push, session.session_id, agent_id, message_id, text)
         return {
             "session_id": session.session_id,
             "injected": False,
@@ -122,37 +117,31 @@ class ConsoleDm:
 
     def _command(self, parsed: Invocation | Usage, seat: Seat, push: PushFn) -> dict[str, Any]:
         """Push `/inject`; reply to a usage error or refusal; run anything else in a task."""
-        if isinstance(parsed, Invocation) and parsed.command.name == "inject":
-            push(seat.session_id, InjectPush(text=parsed.given["text"]))
-            return {
-                "session_id": seat.session_id,
-                "injected": True,
-                "message_id": None,
-                "after_seq": self._last_seq(seat.agent_id),
-                "durable": False,  # an injection is pushed only: it rides edge's next safe point
-            }
         command_id = f"{COMMAND_PREFIX}{uuid.uuid4().hex[:12]}"
-        answer = {
-            "session_id": seat.session_id,
-            "injected": False,
-            "message_id": command_id,
-            "after_seq": self._last_seq(seat.agent_id),
-            "durable": False,
-            "command": parsed.command.name if isinstance(parsed, Invocation) else None,
-        }
+        after_seq = self._last_seq(seat.agent_id)  # before the command's first reply
 
         def say(text: str, category: ReplyCategory) -> None:
             self._publish(seat.agent_id, _said(seat, category, text, command_id))
 
-        if isinstance(parsed, Usage):
-            say(parsed.message, "command_error")
-        elif (why := refusal(parsed, seat.scope)) is not None:
-            say(f"refused: {why}", "command_error")
-        elif self._commands is None:
-            say("commands are not served by this console", "command_error")
-        else:
-            self._spawn(self._commands.run(parsed, seat, say))
-        return answer
+        injected = run_command(
+            parsed, seat, push=push, commands=self._commands, say=say, spawn=self._spawn
+        )
+        if injected:
+            return {
+                "session_id": seat.session_id,
+                "injected": True,
+                "message_id": None,
+                "after_seq": after_seq,
+                "durable": False,  # an injection is pushed only: it rides edge's next safe point
+            }
+        return {
+            "session_id": seat.session_id,
+            "injected": False,
+            "message_id": command_id,
+            "after_seq": after_seq,
+            "durable": False,
+            "command": parsed.command.name if isinstance(parsed, Invocation) else None,
+        }
 
     def _spawn(self, work: Coroutine[Any, Any, None]) -> None:
         task = asyncio.get_running_loop().create_task(work)
@@ -230,3 +219,6 @@ def _ref(committed: CommittedEvent) -> dict[str, Any] | None:
     """The reply's artifact when `text` is only its preview: `session.artifact` reads it whole."""
     artifact = committed.artifact
     return artifact.model_dump(mode="json") if artifact is not None else None
+
+
+__all__ = ["COMMAND_PREFIX", "ID_PREFIX", "KEPT_REPLIES", "ConsoleDm", "PushFn"]

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping
+from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Final
@@ -173,6 +174,8 @@ class OperatorApi:
         async def call(verb: str, payload: Payload) -> Payload | AsyncIterator[Payload]:
             return await call_verb(self.context, verb, payload)
 
+        self._call = call
+
         self.context = OperatorContext(
             services,
             pool,
@@ -208,6 +211,13 @@ class OperatorApi:
     def feed(self) -> OperatorFeed:
         """Where choird publishes what `subscribe` streams show (e.g. a session starting)."""
         return self.context.feed
+
+    async def start_gateways(self, stack: AsyncExitStack) -> list[str]:
+        """Start the Telegram bots, whose DMs' commands run these verbs in-process (closed by
+        `stack`); the names of the bots started."""
+        from choir.daemon.gateway.telegram.start import start_telegram
+
+        return await start_telegram(self.context, self._call, stack)
 
     def close(self) -> None:
         """Stop listening to the services and the DM commands still running."""

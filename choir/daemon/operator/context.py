@@ -58,6 +58,9 @@ class OperatorContext:
     """`memory.reembed`'s runner, once session memory started; None where choird has none."""
     vector_models: VectorModels | None = None
     """Which agents' memory vectors are another model's (`status`)."""
+    gateway_states: dict[str, Callable[[], str]] = field(default_factory=dict)
+    """How each running gateway (a Telegram bot) is doing, by name (`status`); registered by
+    the gateway when it starts."""
 
     @property
     def stage(self) -> ConfigStage:

@@ -74,7 +74,7 @@ async def status(ctx: OperatorContext, _: NoArguments) -> StatusAnswer:
         postgres=postgres,
         disk=_disk(ctx),
         gateways=[
-            GatewayView(name=name, type=gateway.type, state=GATEWAY_STATES[gateway.type])
+            GatewayView(name=name, type=gateway.type, state=_gateway_state(ctx, name, gateway.type))
             for name, gateway in sorted(ctx.config.gateways.items())
         ],
         agents=agents,
@@ -107,9 +107,15 @@ async def _postgres(ctx: OperatorContext) -> ProblemFields:
 GATEWAY_STATES: Final = {
     # choird serves the console DM itself (`choirctl chat`, the console's Chat tab)
     "console": "running",
-    # the Telegram gateway (§19) is not written yet: nothing polls the bot
-    "telegram": "not implemented",
+    # a bot the running choird did not start (added by `config apply`: restart choird)
+    "telegram": "not started",
 }
+
+
+def _gateway_state(ctx: OperatorContext, name: str, kind: str) -> str:
+    """A Telegram bot's own state (`polling`, `backing_off`, `invalid_token`…), else the kind's."""
+    state = ctx.gateway_states.get(name)
+    return state() if state is not None else GATEWAY_STATES[kind]
 
 
 def _disk(ctx: OperatorContext) -> ProblemFields:

@@ -215,6 +215,24 @@ CREATE TABLE choir_control.host_tool_calls (
 )
 """Its own scope so it evolves apart from `CONTROL_MIGRATIONS`' numbering (`host_tool_calls`)."""
 
+GATEWAY_SCOPE: Final = "gateway"
+GATEWAY_MIGRATIONS: Final = (
+    Migration(
+        1,
+        "telegram update offsets (§19.2)",
+        """
+CREATE TABLE choir_control.gateway_offsets (
+    gateway        text NOT NULL,
+    bot_id         bigint NOT NULL,
+    next_update_id bigint NOT NULL CHECK (next_update_id >= 0),
+    updated_at     timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (gateway, bot_id)
+);
+""",
+    ),
+)
+"""The gateway's own scope, like `host_tool_calls`: it evolves apart from the control plane's."""
+
 AGENT_MIGRATIONS: Final = (
     Migration(
         1,
@@ -341,6 +359,7 @@ async def apply_control_schema(conn: Connection) -> list[int]:
     """Create or upgrade `choir_control` (§23.1); returns the control versions applied now."""
     applied = await apply_migrations(conn, CONTROL_SCOPE, CONTROL_MIGRATIONS)
     await apply_migrations(conn, HOST_TOOL_SCOPE, HOST_TOOL_MIGRATIONS)
+    await apply_migrations(conn, GATEWAY_SCOPE, GATEWAY_MIGRATIONS)
     return applied
 
 

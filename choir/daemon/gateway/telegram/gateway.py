@@ -1,0 +1,377 @@
+"""choird's Telegram bots (§19): their DMs' messages to the bound agents, replies back.
+
+One `Application` per configured bot (`client`), each polled by a task of its own
+(`polling`). The bot's configured DMs are its allowlist: an update from anyone else is
+dropped with no reply, logged with the user's id and never its content. A DM's line is what
+the console DM makes of it (`gateway.route`): a message goes through the durable inbox to the
+agent whose running session holds the DM (§19.4), named `tg-<bot>-<update id>` so that an
+update seen twice is accepted once; a `/…` command runs through the one command layer
+(`DmCommands`, `choir.commands`) with the DM's scope. The agent's replies (`agent_replied`
+events, delivered as heartbeats make them durable) go to the chat of the DM its session is
+bound to, as plain text cut at Telegram's limit (`outbox`), with "typing…" shown meanwhile.
+
+Bots and DMs are read at start (config.json's `gateways` and `dms` are restart-required).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, Final
+
+from telegram import Message, Update
+
+from choir.commands.dm import Invocation, Seat, Usage, parse
+from choir.commands.model import DmScope
+from choir.config import ChoirConfig, DmConfig, TelegramGateway
+from choir.daemon.agents.ingest import Durable
+from choir.daemon.gateway.commands import DmCommands, ReplyCategory
+from choir.daemon.gateway.route import accept_message, run_command
+from choir.daemon.gateway.telegram.client import BotClient
+from choir.daemon.gateway.telegram.outbox import Outbox, Typing
+from choir.daemon.gateway.telegram.polling import BotPoller, BotState
+from choir.daemon.operator.context import OperatorContext
+from choir.errors import ChoirError
+from choir.logs import get_logger
+from choir.store.inbox import InboxMessage
+from choir.store.sessions import SessionRow
+
+log = get_logger("choird.telegram")
+
+ID_PREFIX: Final = "tg-"
+"""Message ids of Telegram DMs: `tg-<gateway>-<update id>`."""
+
+DRAIN_S: Final = 5.0
+"""How long a stopping choird lets queued replies leave."""
+
+LABELS: Final = {
+    "core_report": "Core job report: ",
+    "core_question": "Core job asks: ",
+    "core_update": "Core job update: ",
+}
+"""How a reply that is not the edge's own answer is introduced."""
+
+UNSUPPORTED: Final = (
+    "Only text messages reach the agent for now: files, photos, voice and video are not "
+    "supported yet."
+)
+
+
+@dataclass(frozen=True)
+class Dm:
+    name: str
+    config: DmConfig
+
+    @property
+    def scope(self) -> DmScope:
+        return "admin" if self.config.admin else "regular"
+
+    @property
+    def chat_id(self) -> int:
+        return int(self.config.user_id)
+
+
+@dataclass
+class Bot:
+    """One configured bot and what runs for it."""
+
+    gateway: str
+    client: BotClient
+    dms: dict[str, Dm]
+    """Its allowlist: user id -> DM."""
+    outbox: Outbox
+    typing: Typing
+    poller: BotPoller | None = None
+    task: asyncio.Task[None] | None = None
+
+
+class TelegramGateways:
+    """Every configured Telegram bot, started with choird and stopped with it."""
+
+    def __init__(self, ctx: OperatorContext, commands: DmCommands) -> None:
+        self._ctx = ctx
+        self._commands = commands
+        self.bots: dict[str, Bot] = {}
+        self._dm_of: dict[str, tuple[Bot, Dm]] = {}
+        self._targets: dict[str, tuple[Bot, int] | None] = {}
+        """Which bot and chat each session's replies go to (None: not a Telegram DM)."""
+        self._replies: asyncio.Queue[Durable] = asyncio.Queue()
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._detach: Callable[[], None] | None = None
+        self._relaying: asyncio.Task[None] | None = None
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Start polling every bot (in the background: a bot that cannot connect is retried
+        or, with a rejected token, given up and logged; choird never waits for Telegram)."""
+        config = self._ctx.config
+        secrets = self._ctx.stage.running.loaded.secrets
+        for name, gateway in sorted(config.gateways.items()):
+            if not isinstance(gateway, TelegramGateway):
+                continue
+            if gateway.secret not in secrets.names():
+                log.error(
+                    f"telegram bot {name}: its token secret {gateway.secret!r} is not set; set "
+                    f"it with `choirctl secret set {gateway.secret}` and restart choird",
+                    fields={"gateway": name},
+                )
+                self._ctx.gateway_states[name] = lambda: "no_token"
+                continue
+            token = secrets.get(gateway.secret).get_secret_value()
+            client = BotClient(name, token, gateway.base_url, secret=gateway.secret)
+            bot = Bot(name, client, _allowlist(config, name), Outbox(client), Typing(client))
+            for dm in bot.dms.values():
+                self._dm_of[dm.name] = (bot, dm)
+            bot.poller = BotPoller(client, self._ctx.pool, self._handler(bot))
+            bot.task = asyncio.get_running_loop().create_task(
+                bot.poller.run(), name=f"telegram-{name}"
+            )
+            self.bots[name] = bot
+            self._ctx.gateway_states[name] = self._state_of(bot)
+        if self.bots:
+            detach_replies = self._ctx.services.replicator.subscribe(self._replies.put_nowait)
+            detach_inbox = self._ctx.services.inbox.subscribe_undelivered(self._undelivered)
+
+            def detach() -> None:
+                detach_replies()
+                detach_inbox()
+
+            self._detach = detach
+            self._relaying = asyncio.get_running_loop().create_task(
+                self._relay_replies(), name="telegram-replies"
+            )
+
+    async def close(self) -> None:
+        if self._detach is not None:
+            self._detach()
+        for task in [*(b.task for b in self.bots.values() if b.task), *self._tasks]:
+            task.cancel()
+        if self._relaying is not None:
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._relay_rest()
+        for bot in self.bots.values():
+            await bot.outbox.drain(DRAIN_S)
+            await bot.outbox.close()
+            await bot.typing.close()
+            if bot.task is not None:
+                await asyncio.gather(bot.task, return_exceptions=True)
+            with contextlib.suppress(Exception):
+                await bot.client.close()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+
+    @staticmethod
+    def _state_of(bot: Bot) -> Callable[[], str]:
+        """The bot's state for `status`: `running` while it polls (what the console's header
+        counts as up, as for the console DM), else the poller's own (`backing_off`…)."""
+
+        def state() -> str:
+            if bot.poller is None:
+                return "stopped"
+            return "running" if bot.poller.state == BotState.POLLING else bot.poller.state.value
+
+        return state
+
+    # -- inbound ---------------------------------------------------------------------------
+
+    def _handler(self, bot: Bot) -> Callable[[Update], Awaitable[None]]:
+        return lambda update: self._on_update(bot, update)
+
+    async def _on_update(self, bot: Bot, update: Update) -> None:
+        message = update.message
+        if message is None:
+            log.debug("telegram update of an unhandled kind ignored", fields=_about(bot, update))
+            return
+        user = message.from_user
+        dm = bot.dms.get(str(user.id)) if user is not None else None
+        if dm is None or message.chat.type != "private":
+            log.info(
+                "telegram update from outside the allowlist dropped",
+                fields={**_about(bot, update), "user_id": user.id if user else None,
+                        "chat_type": message.chat.type},
+            )  # fmt: skip
+            return
+        await self._from_dm(bot, dm, message, update.update_id)
+
+    async def _from_dm(self, bot: Bot, dm: Dm, message: Message, update_id: int) -> None:
+        text = message.text
+        if text is None:
+            bot.outbox.send(dm.chat_id, UNSUPPORTED)
+            return
+        session = await self._bound_session(dm.name)
+        parsed = parse(text, dm.scope)
+        if parsed is None:
+            await self._message(bot, dm, session, text, f"{ID_PREFIX}{bot.gateway}-{update_id}")
+        else:
+            await self._command(bot, dm, session, parsed)
+
+    async def _message(
+        self, bot: Bot, dm: Dm, session: SessionRow | None, text: str, message_id: str
+    ) -> None:
+        if session is None:
+            bot.outbox.send(dm.chat_id, await self._not_running(dm))
+            return
+        self._targets[session.session_id] = (bot, dm.chat_id)
+        fresh = await accept_message(
+            self._ctx.services.inbox,
+            self._ctx.push,
+            session.session_id,
+            session.agent_id,
+            message_id,
+            text,
+        )
+        if fresh:
+            bot.typing.start(dm.chat_id, message_id)
+
+    async def _command(
+        self, bot: Bot, dm: Dm, session: SessionRow | None, parsed: Invocation | Usage
+    ) -> None:
+        agent_id = session.agent_id if session else _default_agent(self._ctx.config, dm.name)
+
+        def say(text: str, category: ReplyCategory) -> None:
+            bot.outbox.send(dm.chat_id, text)
+
+        if isinstance(parsed, Invocation):
+            if session is None and _needs_session(parsed):
+                say(await self._not_running(dm), "command_error")
+                return
+            if agent_id is None and _needs_agent(parsed, dm.scope):
+                say(_NO_AGENT, "command_error")
+                return
+            parsed = _bound_here(parsed, dm)
+        seat = Seat(dm.name, dm.scope, agent_id or "", session.session_id if session else "")
+        if run_command(
+            parsed, seat, push=self._ctx.push, commands=self._commands, say=say, spawn=self._spawn
+        ):
+            say("injected: the agent sees it at its next safe point", "command")
+
+    async def _bound_session(self, dm: str) -> SessionRow | None:
+        """The running session that holds the DM (§19.4: one agent per DM)."""
+        for row in await self._ctx.sessions.active():
+            if row.resource_bindings.get("dm") == dm:
+                return row
+        return None
+
+    async def _not_running(self, dm: Dm) -> str:
+        agent_id = _default_agent(self._ctx.config, dm.name)
+        if agent_id is None:
+            return _NO_AGENT
+        hint = (
+            f"send /start {agent_id} to start it here"
+            if dm.scope == "admin"
+            else "ask the operator to start it"
+        )
+        try:
+            await self._ctx.running_session(agent_id, hint=hint)
+        except ChoirError as error:
+            return error.message
+        return f"{agent_id} runs bound to another DM: talk to it there"
+
+    def _spawn(self, work: Any) -> None:
+        task = asyncio.get_running_loop().create_task(work)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    # -- outbound --------------------------------------------------------------------------
+
+    async def _relay_replies(self) -> None:
+        while True:
+            durable = await self._replies.get()
+            try:
+                await self._relay(durable)
+            except Exception:
+                log.exception(
+                    "telegram replies not relayed", fields={"session": durable.session_id}
+                )
+
+    async def _relay_rest(self) -> None:
+        """At stop: what is already durable still goes out (bounded by the outbox drain)."""
+        assert self._relaying is not None
+        self._relaying.cancel()
+        await asyncio.gather(self._relaying, return_exceptions=True)
+        while not self._replies.empty():
+            with contextlib.suppress(Exception):
+                await self._relay(self._replies.get_nowait())
+
+    async def _relay(self, durable: Durable) -> None:
+        replies = [c.event for c in durable.events if c.event.kind == "agent_replied"]
+        if not replies:
+            return
+        target = await self._target(durable.session_id)
+        if target is None:
+            return
+        bot, chat_id = target
+        for event in replies:
+            assert event.kind == "agent_replied"
+            bot.outbox.send(chat_id, LABELS.get(event.category, "") + event.text)
+            if event.category in ("reply", "error"):
+                bot.typing.answered(chat_id, event.in_reply_to)
+
+    def _undelivered(self, message: InboxMessage, why: str) -> None:
+        """A message whose session ended before the agent read it: its sender is told."""
+        if not message.message_id.startswith(ID_PREFIX):
+            return
+        target = self._targets.get(message.session_id)
+        if target is not None:
+            bot, chat_id = target
+            bot.typing.answered(chat_id, message.message_id)
+            bot.outbox.send(
+                chat_id,
+                f"Your message was not delivered: {why}. Send it again once "
+                f"{message.agent_id} runs.",
+            )
+
+    async def _target(self, session_id: str) -> tuple[Bot, int] | None:
+        if session_id not in self._targets:
+            row = await self._ctx.sessions.get(session_id)
+            found = self._dm_of.get(str(row.resource_bindings.get("dm") or ""))
+            self._targets[session_id] = (found[0], found[1].chat_id) if found else None
+        return self._targets[session_id]
+
+
+_NO_AGENT: Final = (
+    "no agent is bound to this DM: an admin DM starts one here with /start <agent-id>"
+)
+
+
+def _allowlist(config: ChoirConfig, gateway: str) -> dict[str, Dm]:
+    """The DMs configured on `gateway`, by Telegram user id."""
+    return {
+        dm.user_id: Dm(name, dm) for name, dm in sorted(config.dms.items()) if dm.gateway == gateway
+    }
+
+
+def _default_agent(config: ChoirConfig, dm: str) -> str | None:
+    """The agent whose default DM this is (the one a command names when none runs here)."""
+    return next((a for a, agent in sorted(config.agents.items()) if agent.defaults.dm == dm), None)
+
+
+def _needs_session(invocation: Invocation) -> bool:
+    command = invocation.command
+    return command.name == "inject" or any(p.dm_fill == "session" for p in command.params)
+
+
+def _needs_agent(invocation: Invocation, scope: DmScope) -> bool:
+    """Whether the command acts on the DM's bound agent (none here to act on)."""
+    for param in invocation.command.params:
+        fill = param.dm_fill
+        if fill == "bound" or (fill == "bound_or_named" and param.name not in invocation.given):
+            return True
+        if fill == "scoped" and scope == "regular":
+            return True
+    return False
+
+
+def _bound_here(invocation: Invocation, dm: Dm) -> Invocation:
+    """`/start <agent>` binds the agent to the DM that sent it unless it names one (§19.4)."""
+    if invocation.command.name != "agent start":
+        return invocation
+    overrides = dict(invocation.given.get("overrides") or {})
+    overrides.setdefault("dm", dm.name)
+    return Invocation(invocation.command, {**invocation.given, "overrides": overrides})
+
+
+def _about(bot: Bot, update: Update) -> dict[str, Any]:
+    return {"gateway": bot.gateway, "update_id": update.update_id}

@@ -1,0 +1,417 @@
+"""A local Telegram Bot API server for tests: real HTTP (aiohttp), the real protocol.
+
+python-telegram-bot is pointed at it through the bot's `api_base_url` (design notes,
+"Telegram"), so the gateway runs its production code against it:
+
+    async with BotApiServer(TOKEN) as api:
+        config["gateways"]["tg"] = {"type": "telegram", "secret": "tg", "api_base_url": api.url}
+        api.user_says(USER, "hello")                     # an update from a user
+        [reply] = await api.wait_sent(USER, 1)           # what the bot sent to that chat
+
+It serves `getMe`, `getUpdates` (long polling: `offset` confirms earlier updates, `timeout`
+waits for new ones), `sendMessage`, `editMessageText`, `sendChatAction`,
+`answerCallbackQuery`, `deleteWebhook`, `getWebhookInfo`, `close`, `logOut`; other methods
+answer 404 as Telegram does. Requests may be form-encoded (what python-telegram-bot sends),
+multipart or JSON. A wrong token answers 401 Unauthorized.
+
+Tests read what the bot did (`sent`, `actions`, `calls`, `offsets`) and inject what Telegram
+may do (`fail` a method with a 429 and `retry_after`, a 5xx or a 400; `slow` a method down;
+`inject` a malformed update). `sendMessage` enforces Telegram's rules that a gateway can
+break: 4,096 UTF-16 code units at most, no empty text, and balanced entities when a
+`parse_mode` is given ("can't parse entities").
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+import time
+from collections import defaultdict
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import Any, Self
+
+from aiohttp import web
+
+MAX_TEXT = 4096
+"""Telegram's limit on a message's text, in UTF-16 code units (after entity parsing)."""
+
+BOT_ID = 7000001
+
+
+@dataclass(frozen=True)
+class Call:
+    """One request the bot made: its method (as Telegram spells it) and its parameters."""
+
+    method: str
+    params: dict[str, Any]
+    at: float
+
+
+@dataclass(frozen=True)
+class Sent:
+    """A message the bot sent (or its text as last edited)."""
+
+    chat_id: int
+    message_id: int
+    text: str
+    params: dict[str, Any]
+
+
+@dataclass
+class Fault:
+    """What the next `count` calls of `method` answer instead of the real thing."""
+
+    method: str
+    status: int
+    description: str
+    retry_after: int | None = None
+    count: int = 1
+
+
+@dataclass
+class _State:
+    updates: list[dict[str, Any]] = field(default_factory=list)
+    """Updates not yet confirmed by an offset past them."""
+    sent: dict[int, list[Sent]] = field(default_factory=lambda: defaultdict(list))
+    actions: list[tuple[int, str]] = field(default_factory=list)
+    calls: list[Call] = field(default_factory=list)
+    offsets: list[int | None] = field(default_factory=list)
+    faults: list[Fault] = field(default_factory=list)
+    delays: dict[str, float] = field(default_factory=dict)
+    held: dict[str, asyncio.Event] = field(default_factory=dict)
+
+
+class BotApiServer:
+    """The Bot API of one bot (`token`) on a free loopback port."""
+
+    def __init__(self, token: str, *, username: str = "choir_test_bot") -> None:
+        self.token = token
+        self.username = username
+        self._state = _State()
+        self._changed = asyncio.Condition()
+        self._update_ids = itertools.count(1001)
+        self._message_ids: dict[int, itertools.count[int]] = defaultdict(lambda: itertools.count(1))
+        self._runner: web.AppRunner | None = None
+        self._closing = False
+        self._notifying: set[asyncio.Task[None]] = set()
+        self.injected: dict[int, dict[str, Any]] = {}
+        """Every update queued, by id (`inject(injected[n], update_id=n)` offers it again, as
+        a Telegram that never heard it confirmed would)."""
+        self.url = ""
+        """The base URL to configure as the bot's `api_base_url` (no trailing slash)."""
+
+    async def __aenter__(self) -> Self:
+        app = web.Application()
+        app.router.add_route("*", "/bot{token}/{method}", self._handle)
+        self._runner = web.AppRunner(app, access_log=None)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, "127.0.0.1", 0)
+        await site.start()
+        port = self._runner.addresses[0][1]
+        self.url = f"http://127.0.0.1:{port}"
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self._closing = True  # long polls in flight answer now, not at their timeout
+        async with self._changed:
+            self._changed.notify_all()
+        for held in self._state.held.values():
+            held.set()
+        if self._runner is not None:
+            await self._runner.cleanup()
+
+    # -- what the tests inject -------------------------------------------------------------
+
+    def user_says(self, user_id: int, text: str, *, first_name: str = "Ada") -> int:
+        """A private-chat text message from `user_id`; its update id."""
+        user = {"id": user_id, "is_bot": False, "first_name": first_name}
+        message: dict[str, Any] = {
+            "message_id": next(self._message_ids[user_id]),
+            "date": int(time.time()),
+            "chat": {"id": user_id, "type": "private", "first_name": first_name},
+            "from": user,
+            "text": text,
+        }
+        if text.startswith("/"):
+            command = text.split()[0]
+            message["entities"] = [{"type": "bot_command", "offset": 0, "length": len(command)}]
+        return self.inject({"message": message})
+
+    def inject(self, update: dict[str, Any], *, update_id: int | None = None) -> int:
+        """Queue any update (malformed ones too); its update id (None: the next one)."""
+        number = next(self._update_ids) if update_id is None else update_id
+        self.injected[number] = update
+        self._state.updates.append({"update_id": number, **update})
+        self._notify()
+        return number
+
+    def fail(
+        self,
+        method: str,
+        status: int,
+        description: str = "",
+        *,
+        retry_after: int | None = None,
+        count: int = 1,
+    ) -> None:
+        """The next `count` calls of `method` answer `status` (a 429 with `retry_after`)."""
+        if not description:
+            description = {
+                429: f"Too Many Requests: retry after {retry_after}",
+                500: "Internal Server Error",
+                502: "Bad Gateway",
+            }.get(status, "Bad Request")
+        self._state.faults.append(Fault(method, status, description, retry_after, count))
+
+    def hold(self, method: str) -> None:
+        """Calls of `method` wait until `release` (a Telegram that does not answer)."""
+        self._state.held[method.lower()] = asyncio.Event()
+
+    def release(self, method: str) -> None:
+        held = self._state.held.pop(method.lower(), None)
+        if held is not None:
+            held.set()
+
+    def slow(self, method: str, seconds: float) -> None:
+        """Calls of `method` answer after `seconds` (0 turns it off)."""
+        self._state.delays[method] = seconds
+
+    # -- what the tests read ---------------------------------------------------------------
+
+    def sent(self, chat_id: int) -> list[Sent]:
+        return list(self._state.sent[chat_id])
+
+    def texts(self, chat_id: int) -> list[str]:
+        return [message.text for message in self._state.sent[chat_id]]
+
+    @property
+    def all_sent(self) -> dict[int, list[Sent]]:
+        return {chat: list(messages) for chat, messages in self._state.sent.items() if messages}
+
+    @property
+    def actions(self) -> list[tuple[int, str]]:
+        """`sendChatAction` calls: (chat id, action)."""
+        return list(self._state.actions)
+
+    @property
+    def calls(self) -> list[Call]:
+        return list(self._state.calls)
+
+    @property
+    def offsets(self) -> list[int | None]:
+        """The `offset` of every `getUpdates`, in order."""
+        return list(self._state.offsets)
+
+    @property
+    def pending_updates(self) -> list[int]:
+        """Update ids not yet confirmed by the bot."""
+        return [update["update_id"] for update in self._state.updates]
+
+    async def wait_sent(self, chat_id: int, count: int, *, within: float = 20) -> list[Sent]:
+        """The first `count` messages sent to `chat_id`, once there are that many."""
+        await self.wait_for(lambda: len(self._state.sent[chat_id]) >= count, within=within)
+        return self.sent(chat_id)[:count]
+
+    async def wait_for(self, condition: Any, *, within: float = 20) -> None:
+        """Until `condition()` holds; AssertionError after `within` s."""
+        try:
+            async with asyncio.timeout(within), self._changed:
+                await self._changed.wait_for(condition)
+        except TimeoutError:
+            raise AssertionError(f"not within {within} s; sent: {self.all_sent}") from None
+
+    # -- the protocol ----------------------------------------------------------------------
+
+    def _notify(self) -> None:
+        async def notify() -> None:
+            async with self._changed:
+                self._changed.notify_all()
+
+        task = asyncio.get_running_loop().create_task(notify())
+        self._notifying.add(task)  # a task nobody holds may be collected before it runs
+        task.add_done_callback(self._notifying.discard)
+
+    async def _handle(self, request: web.Request) -> web.Response:
+        method = request.match_info["method"].lower()
+        params = await _params(request)
+        self._state.calls.append(Call(request.match_info["method"], params, time.monotonic()))
+        if request.match_info["token"] != self.token:
+            return _error(401, "Unauthorized")
+        delay = self._state.delays.get(_KNOWN.get(method, method), 0)
+        if delay:
+            await asyncio.sleep(delay)
+        held = self._state.held.get(method)
+        if held is not None:
+            await held.wait()
+        fault = self._fault(method)
+        if fault is not None:
+            extra = {"retry_after": fault.retry_after} if fault.retry_after is not None else None
+            return _error(fault.status, fault.description, extra)
+        handler = getattr(self, f"_m_{method}", None)
+        if handler is None:
+            return _error(404, "Not Found: method not found")
+        answer: web.Response = await handler(params)
+        self._notify()
+        return answer
+
+    def _fault(self, method: str) -> Fault | None:
+        for fault in self._state.faults:
+            if fault.method.lower() == method:
+                fault.count -= 1
+                if fault.count <= 0:
+                    self._state.faults.remove(fault)
+                return fault
+        return None
+
+    async def _m_getme(self, params: dict[str, Any]) -> web.Response:
+        return _ok(
+            {
+                "id": BOT_ID,
+                "is_bot": True,
+                "first_name": "choir",
+                "username": self.username,
+                "can_join_groups": False,
+                "can_read_all_group_messages": False,
+                "supports_inline_queries": False,
+            }
+        )
+
+    async def _m_getupdates(self, params: dict[str, Any]) -> web.Response:
+        offset = _int(params.get("offset"))
+        self._state.offsets.append(offset)
+        if offset is not None:  # confirms every update before it, as Telegram does
+            self._state.updates = [u for u in self._state.updates if u["update_id"] >= offset]
+            self._notify()  # waiters on `pending_updates` see it before the long poll ends
+        timeout = float(params.get("timeout") or 0)
+        limit = _int(params.get("limit")) or 100
+        with _suppress_timeout():
+            async with asyncio.timeout(timeout), self._changed:
+                await self._changed.wait_for(lambda: bool(self._state.updates) or self._closing)
+        return _ok(self._state.updates[:limit])
+
+    async def _m_sendmessage(self, params: dict[str, Any]) -> web.Response:
+        text = str(params.get("text", ""))
+        problem = _text_problem(text, params.get("parse_mode"))
+        if problem is not None:
+            return _error(400, problem)
+        chat_id = int(params["chat_id"])
+        message_id = next(self._message_ids[chat_id])
+        self._state.sent[chat_id].append(Sent(chat_id, message_id, text, params))
+        return _ok(self._message(chat_id, message_id, text))
+
+    async def _m_editmessagetext(self, params: dict[str, Any]) -> web.Response:
+        text = str(params.get("text", ""))
+        problem = _text_problem(text, params.get("parse_mode"))
+        if problem is not None:
+            return _error(400, problem)
+        chat_id, message_id = int(params["chat_id"]), int(params["message_id"])
+        messages = self._state.sent[chat_id]
+        for index, message in enumerate(messages):
+            if message.message_id == message_id:
+                messages[index] = Sent(chat_id, message_id, text, params)
+                return _ok(self._message(chat_id, message_id, text))
+        return _error(400, "Bad Request: message to edit not found")
+
+    async def _m_sendchataction(self, params: dict[str, Any]) -> web.Response:
+        self._state.actions.append((int(params["chat_id"]), str(params["action"])))
+        return _ok(True)
+
+    async def _m_answercallbackquery(self, params: dict[str, Any]) -> web.Response:
+        return _ok(True)
+
+    async def _m_deletewebhook(self, params: dict[str, Any]) -> web.Response:
+        return _ok(True)
+
+    async def _m_getwebhookinfo(self, params: dict[str, Any]) -> web.Response:
+        pending = len(self._state.updates)
+        return _ok({"url": "", "has_custom_certificate": False, "pending_update_count": pending})
+
+    async def _m_close(self, params: dict[str, Any]) -> web.Response:
+        return _ok(True)
+
+    async def _m_logout(self, params: dict[str, Any]) -> web.Response:
+        return _ok(True)
+
+    def _message(self, chat_id: int, message_id: int, text: str) -> dict[str, Any]:
+        return {
+            "message_id": message_id,
+            "date": int(time.time()),
+            "chat": {"id": chat_id, "type": "private"},
+            "from": {"id": BOT_ID, "is_bot": True, "first_name": "choir"},
+            "text": text,
+        }
+
+
+_KNOWN = {
+    name.lower(): name
+    for name in (
+        "getMe", "getUpdates", "sendMessage", "editMessageText", "sendChatAction",
+        "answerCallbackQuery", "deleteWebhook", "getWebhookInfo",
+    )
+}  # fmt: skip
+"""`slow` takes Telegram's spelling; method names are case-insensitive on the wire."""
+
+
+class _suppress_timeout:
+    """Long polling ends quietly at its timeout."""
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, exc_type: type[BaseException] | None, *_: object) -> bool:
+        return exc_type is TimeoutError
+
+
+def _text_problem(text: str, parse_mode: Any) -> str | None:
+    """What Telegram answers 400 for in a message's text, or None."""
+    if not text.strip():
+        return "Bad Request: message text is empty"
+    if len(text.encode("utf-16-le")) // 2 > MAX_TEXT:
+        return "Bad Request: message is too long"
+    if parse_mode and any(text.count(mark) % 2 for mark in ("*", "_", "`")):
+        return "Bad Request: can't parse entities: can't find end of the entity"
+    return None
+
+
+async def _params(request: web.Request) -> dict[str, Any]:
+    """A request's parameters, whichever way they were sent; JSON-valued fields decoded."""
+    if request.content_type == "application/json":
+        body = await request.json()
+        return dict(body) if isinstance(body, dict) else {}
+    form = await request.post()
+    params: dict[str, Any] = {**request.query}
+    for key, value in form.items():
+        params[key] = _decoded(value) if isinstance(value, str) else value
+    return params
+
+
+def _decoded(value: str) -> Any:
+    """python-telegram-bot JSON-encodes objects and lists inside form fields."""
+    if value[:1] in ("{", "["):
+        try:
+            return json.loads(value)
+        except ValueError:
+            return value
+    return value
+
+
+def _int(value: Any) -> int | None:
+    return None if value in (None, "") else int(value)
+
+
+def _ok(result: Any) -> web.Response:
+    return web.json_response({"ok": True, "result": result})
+
+
+def _error(status: int, description: str, parameters: dict[str, Any] | None = None) -> web.Response:
+    body: dict[str, Any] = {"ok": False, "error_code": status, "description": description}
+    if parameters:
+        body["parameters"] = parameters
+    return web.json_response(body, status=status)
