@@ -122,7 +122,7 @@ def test_what_loads_after_init_hello_is_what_serving_imports() -> None:
             for node in ast.walk(function):
                 if isinstance(node, ast.ImportFrom) and node.module:
                     inside.add(node.module)
-    probe = "import sys, choir.agent.app as a\na._import_after_hello()\nprint(sorted(sys.modules))"
+    probe = "import sys, choir.agent.app as a\na.import_after_hello()\nprint(sorted(sys.modules))"
     done = subprocess.run(
         [sys.executable, "-c", probe], cwd=REPO_ROOT, capture_output=True, text=True, check=True
     )

@@ -89,7 +89,10 @@ def collect_from_now() -> None:
         gc.enable()
 
 
-def _import_after_hello() -> None:
+def import_after_hello() -> None:
+    """Load `AFTER_HELLO`. An image's build runs it too (Dockerfile.base): the first import of a
+    module with wire or config models leaves their field docstrings beside its bytecode
+    (`choir.protocol.docstring_cache`), which a container's read-only filesystem cannot."""
     for module in AFTER_HELLO:
         importlib.import_module(module)
 
@@ -130,7 +133,7 @@ class ChoirAgent:
         control_plane: ControlPlane | None = None
         try:
             said = await say_hello(client, options)
-            _import_after_hello()
+            import_after_hello()
             from choir.agent.git_identity import git_identity
             from choir.agent.lanes.support import redact_secrets
             from choir.agent.recovery.fetch import complete_handover
@@ -381,7 +384,7 @@ class ChoirAgent:
 
 def _control_plane(client: Client) -> ControlPlane:
     """The typed control plane over `client`, for a start that failed before it was made."""
-    _import_after_hello()
+    import_after_hello()
     from choir.agent.replication.control_plane import ControlPlane
 
     return ControlPlane(client)
