@@ -74,10 +74,9 @@ AFTER_HELLO: Final = (
     "choir.agent.wiring",
 )
 """What serving needs beyond INIT_HELLO (pydantic and the wire models, the lanes, the LLM
-client, the kernel and its tool registry): imported once INIT_HELLO is sent, so choird hears from
-a new agent as soon as its interpreter and the transport are up — and does its part of the
-handshake (the session's snapshot and tail, for a resume) while these load. Not in a thread:
-the answer is parsed with the wire models anyway, and nothing else runs meanwhile."""
+client, the kernel and its tool registry): imported once INIT_HELLO is answered, so choird hears
+from a new agent as soon as its interpreter and the transport are up; the answer is parsed once
+they are loaded. Not in a thread: nothing else would run meanwhile, and the answer needs them."""
 
 
 def collect_from_now() -> None:
