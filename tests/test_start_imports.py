@@ -80,13 +80,16 @@ def test_choir_agent_builds_no_event_validator_at_import() -> None:
         "choir.agent.kernel.registry",  # the tool registry and the kernel
         "choir.agent.wiring",
         "jsonschema",  # the tools' schemas are checked once the registry loads
+        "pydantic",  # INIT_HELLO goes out as plain JSON; its answer is parsed after
+        "choir.protocol.wire.payloads",  # the wire models (~90 classes)
+        "choir.protocol.log.events",
     ],
 )
 def test_choir_agent_says_init_hello_before_loading(heavy: str, tmp_path: Path) -> None:
     """What choir-agent imports to reach INIT_HELLO, version.json at hand (an image, or the
-    process runtime's merged tree), leaves out the lanes, the LLM stack and the kernel
-    (`choir.agent.app.AFTER_HELLO`): choird hears from a new agent at about half of its
-    start-up CPU; the rest loads once INIT_HELLO is answered."""
+    process runtime's merged tree), leaves out pydantic and the wire models, the lanes, the LLM
+    stack and the kernel (`choir.agent.app.AFTER_HELLO`): choird hears from a new agent at about
+    a third of its start-up CPU; the rest loads once INIT_HELLO is sent."""
     version = {
         "agent_id": "a",
         "image_version": "process",
@@ -98,10 +101,10 @@ def test_choir_agent_says_init_hello_before_loading(heavy: str, tmp_path: Path) 
     (tmp_path / "version.json").write_text(json.dumps(version))
     imports = (
         "import choir.agent.choir_agent, choir.agent.app, choir.agent.startup\n"
-        "from choir.agent.startup import AgentOptions, hello\n"
+        "from choir.agent.startup import AgentOptions, hello_payload\n"
         "from pathlib import Path\n"
         "env = {'CHOIR_AGENT_ID': 'a', 'CHOIR_SESSION_ID': 's', 'CHOIR_LEASE_TOKEN': 't'}\n"
-        f"hello(AgentOptions.from_env('/x.sock', root=Path({str(tmp_path)!r}), "
+        f"hello_payload(AgentOptions.from_env('/x.sock', root=Path({str(tmp_path)!r}), "
         "workspace=Path('.'), environ=env))"
     )
     assert loaded(imports, (heavy,)) == []
@@ -119,7 +122,7 @@ def test_what_loads_after_init_hello_is_what_serving_imports() -> None:
             for node in ast.walk(function):
                 if isinstance(node, ast.ImportFrom) and node.module:
                     inside.add(node.module)
-    probe = "import sys, choir.agent.app as a\na._import_after_hello()\nprint(sorted(sys.modules))"
+    probe = "import sys, choir.agent.app as a\na.import_after_hello()\nprint(sorted(sys.modules))"
     done = subprocess.run(
         [sys.executable, "-c", probe], cwd=REPO_ROOT, capture_output=True, text=True, check=True
     )

@@ -1,6 +1,7 @@
 """The choir-agent process (§7.1, §13.2, §17.2): start-up, the lanes, the pushes, graceful stop.
 
-    arm failpoints -> connect -> INIT_HELLO -> ConfigSync.load (config + secrets, memory only)
+    arm failpoints -> connect -> INIT_HELLO (plain JSON) -> the wire models, lanes and kernel load
+    -> the answer parsed -> ConfigSync.load (config + secrets, memory only)
     -> rehydrate the log when resuming -> git identity + credential socket (git_identity.py)
     -> Replicator -> kernel (intent sink = replicator)
     -> edge lane task (core jobs are its children) + push pump
@@ -22,13 +23,11 @@ import importlib
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
-from choir.agent.replication.control_plane import ControlPlane
-from choir.agent.startup import AgentOptions, hello, open_client
+from choir.agent.startup import AgentOptions, open_client, say_hello
 from choir.agent.stopping import Drain
 from choir.errors import ChoirError
 from choir.failpoints import arm_from_env
 from choir.logs import get_logger, set_context
-from choir.protocol import TerminateSelfRequest
 
 if TYPE_CHECKING:
     from choir.agent.kernel.arbiter import Arbiter
@@ -40,9 +39,11 @@ if TYPE_CHECKING:
     from choir.agent.recovery.resume import CoreJobRecovery
     from choir.agent.recovery.session import RestoredSession
     from choir.agent.replication.config_sync import ConfigSync
+    from choir.agent.replication.control_plane import ControlPlane
     from choir.agent.replication.replicator import ReplicationFatal, Replicator
     from choir.protocol import ServerPush, ToolResult
     from choir.protocol.wire.payloads import SummaryOutcome
+    from choir.transport import Client
 
 log = get_logger("choir.agent")
 
@@ -66,15 +67,16 @@ AFTER_HELLO: Final = (
     "choir.agent.recovery.resume",
     "choir.agent.recovery.session",
     "choir.agent.replication.config_sync",
+    "choir.agent.replication.control_plane",
     "choir.agent.replication.replicator",
     "choir.agent.replication.status",
     "choir.agent.stopping",
     "choir.agent.wiring",
 )
-"""What serving needs beyond INIT_HELLO (the lanes, the LLM client, the kernel and its
-tool registry): imported once INIT_HELLO is answered, so choird hears from a new agent as soon
-as its interpreter, the transport and the wire models are up. Not in a thread during the
-handshake: the imports would hold the GIL the handshake needs, for a round trip of a few ms."""
+"""What serving needs beyond INIT_HELLO (pydantic and the wire models, the lanes, the LLM
+client, the kernel and its tool registry): imported once INIT_HELLO is answered, so choird hears
+from a new agent as soon as its interpreter and the transport are up; the answer is parsed once
+they are loaded. Not in a thread: nothing else would run meanwhile, and the answer needs them."""
 
 
 def collect_from_now() -> None:
@@ -86,7 +88,10 @@ def collect_from_now() -> None:
         gc.enable()
 
 
-def _import_after_hello() -> None:
+def import_after_hello() -> None:
+    """Load `AFTER_HELLO`. An image's build runs it too (Dockerfile.base): the first import of a
+    module with wire or config models leaves their field docstrings beside its bytecode
+    (`choir.protocol.docstring_cache`), which a container's read-only filesystem cannot."""
     for module in AFTER_HELLO:
         importlib.import_module(module)
 
@@ -123,17 +128,22 @@ class ChoirAgent:
         arm_from_env()
         options = self.options
         set_context(session_id=options.session_id)
-        control_plane = ControlPlane(await open_client(options))
+        client = await open_client(options)
+        control_plane: ControlPlane | None = None
         try:
-            answer = await control_plane.init_hello(hello(options))
-            _import_after_hello()
+            said = await say_hello(client, options)
+            import_after_hello()
             from choir.agent.git_identity import git_identity
             from choir.agent.lanes.support import redact_secrets
             from choir.agent.recovery.fetch import complete_handover
             from choir.agent.recovery.session import RestoredSession
             from choir.agent.replication.config_sync import ConfigSync
+            from choir.agent.replication.control_plane import ControlPlane, init_hello_answer
             from choir.agent.replication.live_config import DynamicState
+            from choir.protocol import TerminateSelfRequest
 
+            control_plane = ControlPlane(client)
+            answer = init_hello_answer(said)
             collect_from_now()
             log.info("session started", fields={"status": answer.status})
             answer, artifacts = await complete_handover(control_plane, answer)
@@ -153,10 +163,10 @@ class ChoirAgent:
             return 0
         except ChoirError as error:
             if not self._serving:
-                await _start_failed(control_plane, error)
+                await _start_failed(control_plane or _control_plane(client), error)
             raise
         finally:
-            await control_plane.close()
+            await client.close()
 
     async def _replicate(
         self, control_plane: ControlPlane, sync: ConfigSync, restored: RestoredSession
@@ -371,9 +381,19 @@ class ChoirAgent:
                 log.info("compaction requested", fields={"lanes": reached})
 
 
+def _control_plane(client: Client) -> ControlPlane:
+    """The typed control plane over `client`, for a start that failed before it was made."""
+    import_after_hello()
+    from choir.agent.replication.control_plane import ControlPlane
+
+    return ControlPlane(client)
+
+
 async def _start_failed(control_plane: ControlPlane, error: ChoirError) -> None:
     """Tell choird why this session could not start or resume, so whoever started the agent
     hears it (best effort: choird may be what failed)."""
+    from choir.protocol import TerminateSelfRequest
+
     log.error("could not start the session", fields={"error": error.message})  # before choird
     request = TerminateSelfRequest(reason=error.message, failed=True)  # ends it (and this process)
     try:

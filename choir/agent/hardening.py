@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import ctypes
 import os
-import platform
 from typing import Final
 
 from choir.core.security.nosuid_filter import program
@@ -88,9 +87,10 @@ def _drop_capabilities(libc: ctypes.CDLL) -> list[str]:
 
 
 def _load_filter(libc: ctypes.CDLL) -> list[str]:
-    code = program(platform.machine())
+    machine = os.uname().machine  # what platform.machine() answers, without its import
+    code = program(machine)
     if code is None:
-        return [f"no setuid filter for {platform.machine()}"]
+        return [f"no setuid filter for {machine}"]
     if libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
         return [f"PR_SET_NO_NEW_PRIVS: {_errno()}"]
     prog = _SockFprog(len(code) // 8, code)

@@ -2,8 +2,11 @@
 
 INIT_HELLO carries the image version and the manifest hashes from `<root>/version.json`; the
 process runtime has no image, so without that file they are computed from the tools and skills
-actually loaded (the same functions the image builder uses). A resumed session's log is rebuilt
-from choird's snapshot boundary and tail, its chain verified before anything is committed.
+actually loaded (the same functions the image builder uses). With version.json at hand, INIT_HELLO
+goes out before pydantic and the wire models load (`say_hello`: plain JSON, which choird
+validates in full as `InitHelloRequest`); its answer is parsed once they have. A resumed
+session's log is rebuilt from choird's snapshot boundary and tail, its chain verified before
+anything is committed.
 """
 
 from __future__ import annotations
@@ -12,17 +15,21 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Any, Final
+
+import orjson
 
 from choir.agent.replication.link import ReconnectingClient
 from choir.errors import UsageError
-from choir.protocol import PROTOCOL_VERSION, InitHelloRequest, VersionInfo
+from choir.protocol.revision import PROTOCOL_VERSION
 
-if TYPE_CHECKING:  # the kernel, tools and skills load after INIT_HELLO (`choir.agent.app`)
+if TYPE_CHECKING:  # the wire models, kernel, tools and skills load after INIT_HELLO (`app`)
     from choir.agent.kernel.commitlog import CommitLog
     from choir.protocol import InitHelloResponse
     from choir.transport import Client
 
+INIT_HELLO: Final = "INIT_HELLO"
+"""`Verb.INIT_HELLO` as it goes on the wire: the verbs' module loads every wire model."""
 PROCESS_IMAGE: Final = "process"
 """`image_version` of an agent run as a plain process (no image, no version.json)."""
 
@@ -123,16 +130,27 @@ async def open_client(options: AgentOptions) -> Client:
     )
 
 
-def hello(options: AgentOptions) -> InitHelloRequest:
+async def say_hello(client: Client, options: AgentOptions) -> Any:
+    """INIT_HELLO sent; choird's answer as it came (`InitHelloResponse` once parsed)."""
+    return await client.call(INIT_HELLO, hello_payload(options))
+
+
+def hello_payload(options: AgentOptions) -> dict[str, Any]:
+    """INIT_HELLO's request in its wire form (`InitHelloRequest`), made without pydantic: choird
+    validates it in full, and refuses an image or session it does not expect."""
     image, tools_hash, skills_hash = manifest_hashes(options.root)
-    return InitHelloRequest(
-        protocol_version=PROTOCOL_VERSION,
-        agent_id=options.agent_id,
-        session_id=options.session_id,
-        image_version=image,
-        tool_manifest_hash=tools_hash,
-        skill_manifest_hash=skills_hash,
-    )
+    return {
+        "protocol_version": PROTOCOL_VERSION,
+        "agent_id": options.agent_id,
+        "session_id": options.session_id,
+        "image_version": image,
+        "tool_manifest_hash": tools_hash,
+        "skill_manifest_hash": skills_hash,
+    }
+
+
+VERSION_FIELDS: Final = ("image_version", "tool_manifest_hash", "skill_manifest_hash")
+"""What INIT_HELLO takes from version.json (`VersionInfo`)."""
 
 
 def manifest_hashes(root: Path) -> tuple[str, str, str]:
@@ -141,8 +159,7 @@ def manifest_hashes(root: Path) -> tuple[str, str, str]:
     registry and the skills load only after INIT_HELLO then."""
     version_file = root / "version.json"
     if version_file.is_file():
-        info = VersionInfo.model_validate_json(version_file.read_bytes())
-        return info.image_version, info.tool_manifest_hash, info.skill_manifest_hash
+        return _version_fields(version_file)
     from choir.agent.kernel.registry import ToolRegistry
     from choir.agent.tools.builtin import BUILTIN_TOOLS
     from choir.core.skills.registry import load_skills
@@ -154,6 +171,24 @@ def manifest_hashes(root: Path) -> tuple[str, str, str]:
     )
     skills = load_skills(root / "skills", known_tools=[*registry.names(), *CONTROL_TOOLS])
     return PROCESS_IMAGE, registry.manifest_hash(), skill_manifest_hash(skills.values())
+
+
+def _version_fields(path: Path) -> tuple[str, str, str]:
+    """`VERSION_FIELDS` of version.json; UsageError when it is not what choir writes there
+    (choird checks the values themselves at INIT_HELLO)."""
+    try:
+        data = orjson.loads(path.read_bytes())
+    except (OSError, orjson.JSONDecodeError) as error:
+        raise UsageError(f"{path}: unreadable ({error}); rebuild the agent") from None
+    values = [data.get(name) for name in VERSION_FIELDS] if isinstance(data, dict) else []
+    strings = [value for value in values if isinstance(value, str)]
+    if len(strings) != len(VERSION_FIELDS):
+        raise UsageError(
+            f"{path}: not a version.json choir wrote (it needs {', '.join(VERSION_FIELDS)} as "
+            "strings); rebuild the agent"
+        )
+    image, tools, skills = strings
+    return image, tools, skills
 
 
 def restored_log(answer: InitHelloResponse) -> CommitLog:

@@ -24,12 +24,12 @@ from collections.abc import Awaitable, Mapping
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 from choir.logs import get_logger
-from choir.protocol import ToolResult
 
 if TYPE_CHECKING:  # choir-agent builds a Drain before INIT_HELLO, the kernel loads after it
     from choir.agent.kernel.registry import RegisteredTool
     from choir.agent.replication.live_config import DynamicState
     from choir.agent.wiring import Kernel
+    from choir.protocol import ToolResult
 
 log = get_logger("choir.agent.stopping")
 
@@ -84,6 +84,8 @@ class Drain:
         """The arbiter gate: once stopping, a new tool call is answered, never run."""
         if not self.draining:
             return None
+        from choir.protocol import ToolResult  # loaded by then: the wire models load at start
+
         return ToolResult.fail(
             STOPPING, f"{tool.name} was not run: the agent is stopping ({self.reason})"
         )

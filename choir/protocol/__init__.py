@@ -20,7 +20,6 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from choir.protocol.base import (
-        PROTOCOL_VERSION,
         WireModel,
     )
     from choir.protocol.log.chain import (
@@ -99,6 +98,7 @@ if TYPE_CHECKING:
     from choir.protocol.problems import (
         validation_problems,
     )
+    from choir.protocol.revision import PROTOCOL_VERSION
     from choir.protocol.scalars import (
         Sha256Hex,
         UtcTimestamp,
@@ -200,7 +200,7 @@ if TYPE_CHECKING:
     )
 
 _LAZY: dict[str, str] = {
-    "PROTOCOL_VERSION": "choir.protocol.base",
+    "PROTOCOL_VERSION": "choir.protocol.revision",
     "WireModel": "choir.protocol.base",
     "ResourceBindings": "choir.protocol.tooling.bindings",
     "SecretResource": "choir.protocol.tooling.bindings",

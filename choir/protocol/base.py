@@ -7,9 +7,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from choir.protocol.docstrings import describe_fields
-
-PROTOCOL_VERSION = 1
-"""Bumped on any incompatible change to the wire models; checked at INIT_HELLO."""
+from choir.protocol.revision import PROTOCOL_VERSION as PROTOCOL_VERSION
 
 
 class WireModel(BaseModel):

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import ast
 import inspect
-import os
 import sys
 import textwrap
 from dataclasses import dataclass
@@ -97,21 +96,21 @@ def _summary(node: ast.ClassDef) -> tuple[int, int, dict[str, str]]:
 def _classes(filename: str) -> dict[str, list[_Statement]]:
     """Qualified name -> the class statements of a source file that define it."""
     try:
-        stat = os.stat(filename)
+        with open(filename, "rb") as file:
+            source = file.read()
     except OSError:
         return {}
-    found = load(filename, stat)
+    found = load(filename, source)
     if found is None:
-        found = _parsed(filename)
-        store(filename, stat, found)
+        found = _parsed(filename, source)
+        store(filename, source, found)
     return {name: [_Statement(*each) for each in statements] for name, statements in found.items()}
 
 
-def _parsed(filename: str) -> Found:
+def _parsed(filename: str, source: bytes) -> Found:
     try:
-        with open(filename, "rb") as source:
-            tree = ast.parse(source.read(), filename)
-    except (OSError, SyntaxError, ValueError):
+        tree = ast.parse(source, filename)
+    except (SyntaxError, ValueError):
         return {}
     found: Found = {}
     _index(tree.body, "", found)

@@ -136,6 +136,33 @@ async def test_a_build_with_nothing_changed_is_a_no_op_found_by_its_labels(build
     assert elapsed < 2.0, f"a no-op build took {elapsed:.2f} s"
 
 
+PARSED_AT_START = """
+import choir.protocol.docstrings as docstrings
+parsed = []
+parse = docstrings._parsed
+docstrings._parsed = lambda filename: (parsed.append(filename), parse(filename))[1]
+import choir.agent.app as app
+app.import_after_hello()
+print(len(parsed), parsed[:3])
+"""
+
+
+async def test_an_agent_container_parses_no_source_file_for_its_models(build_home, docker_sdk):
+    """The image's build loads everything choir-agent loads to serve, so the field docstrings of
+    its wire and config models are cached beside their bytecode: a container, whose filesystem
+    is read-only, reads them instead of parsing each model's source at every start."""
+    home, agent_id = build_home
+    ref = await build(home, agent_id)
+    output = docker_sdk.containers.run(
+        ref.tag,
+        ["python3", "-c", PARSED_AT_START],
+        remove=True,
+        network_mode="none",
+        read_only=True,
+    )
+    assert output.decode().strip() == "0 []"
+
+
 async def test_agent_overrides_reach_the_image_and_user_md_stays_global(build_home, docker_sdk):
     home, agent_id = build_home
     repo = agent_repo(home, agent_id)

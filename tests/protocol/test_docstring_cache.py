@@ -77,6 +77,26 @@ def test_a_changed_file_is_parsed_again(tmp_path: Path) -> None:
     assert describe(tmp_path, parse=False) == "How large."
 
 
+def test_a_file_changed_to_the_same_size_within_its_second_is_parsed_again(
+    tmp_path: Path,
+) -> None:
+    source = write(tmp_path, "How big.")
+    stat = source.stat()
+    assert describe(tmp_path) == "How big."
+    write(tmp_path, "How wee.")
+    os.utime(source, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    assert describe(tmp_path) == "How wee."
+
+
+def test_the_cache_holds_when_the_modification_time_loses_its_fraction(tmp_path: Path) -> None:
+    """As an image's layers keep it: the cache made at the build is read in every container."""
+    source = write(tmp_path, "How big.")
+    os.utime(source, ns=(1_795_738_377_022_212_816, 1_795_738_377_022_212_816))
+    assert describe(tmp_path) == "How big."
+    os.utime(source, ns=(1_795_738_377_000_000_000, 1_795_738_377_000_000_000))
+    assert describe(tmp_path, parse=False) == "How big."
+
+
 def test_no_cache_folder_is_made_where_no_bytecode_is(tmp_path: Path) -> None:
     write(tmp_path, "How big.")
     assert describe(tmp_path, bytecode=False) == "How big."

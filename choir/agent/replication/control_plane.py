@@ -68,7 +68,8 @@ class ControlPlane:
         return lambda: None
 
     async def init_hello(self, request: InitHelloRequest) -> InitHelloResponse:
-        return await self._call(Verb.INIT_HELLO, request, InitHelloResponse)
+        answer = await self._client.call(Verb.INIT_HELLO.value, request.model_dump(mode="json"))
+        return init_hello_answer(answer)
 
     async def get_secrets(self, request: GetSecretsRequest) -> GetSecretsResponse:
         return await self._call(Verb.GET_SECRETS, request, GetSecretsResponse)
@@ -115,6 +116,12 @@ class ControlPlane:
     async def _call(self, verb: Verb, request: WireModel, response: type[ResponseT]) -> ResponseT:
         answer = await self._client.call(verb.value, request.model_dump(mode="json"))
         return _parsed(verb, answer, response)
+
+
+def init_hello_answer(answer: Any) -> InitHelloResponse:
+    """choird's INIT_HELLO answer, parsed: choir-agent sends its hello before it loads the wire
+    models (`choir.agent.startup.say_hello`)."""
+    return _parsed(Verb.INIT_HELLO, answer, InitHelloResponse)
 
 
 def _parsed(verb: Verb, answer: Any, response: type[ResponseT]) -> ResponseT:
