@@ -18,8 +18,6 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import BinaryIO, Final
 
-from watchfiles import awatch
-
 from choir.config import AGENT_ID_PATTERN
 from choir.daemon.operator.context import OperatorContext
 from choir.errors import NotFoundError
@@ -63,6 +61,10 @@ async def tail_log(path: Path, *, follow: bool) -> AsyncIterator[WireModel]:
         if not follow:
             return
         path.parent.mkdir(parents=True, exist_ok=True)
+        # here, not at the top: watchfiles (and anyio under it) is 3 MB and ~40 ms of choird's
+        # start that only a followed log needs
+        from watchfiles import awatch
+
         watcher = awatch(
             path.parent,
             watch_filter=lambda _change, changed: Path(changed).name == path.name,
