@@ -52,6 +52,7 @@ if TYPE_CHECKING:  # aiohttp and cryptography load only for --transport http
     from choir.daemon.memory.store import MemoryStore
     from choir.daemon.memory.tools import Indexer
     from choir.daemon.memory.vector_models import VectorModels
+    from choir.daemon.prestart import EarlyStart
     from choir.daemon.runtimes.base import AgentRuntime, RuntimeChoice
     from choir.daemon.sessions.state import SessionEnded
     from choir.transport import HttpServer
@@ -119,12 +120,20 @@ class DaemonOptions:
 class ChoirDaemon:
     """The running daemon: database, services, listeners and timers."""
 
-    def __init__(self, options: DaemonOptions, operator: OperatorFactory | None = None) -> None:
+    def __init__(
+        self,
+        options: DaemonOptions,
+        operator: OperatorFactory | None = None,
+        early: EarlyStart | None = None,
+    ) -> None:
         self.options = options
         self.home = options.home
         self.hub = PushHub()
         self.started_at = time.monotonic()
         self._operator = operator
+        self._early = early
+        """The home's lock, taken, and its embedded server, starting: `choird` begins both
+        before it imports this module (`choir.daemon.prestart`)."""
         self._stack = AsyncExitStack()
         self._stopped = asyncio.Event()
         self._agent_sockets: dict[str, UdsServer] = {}
@@ -201,9 +210,15 @@ class ChoirDaemon:
         # Before touching Postgres: a second choird on this home would otherwise adopt the live
         # one's embedded server, crash its sessions as orphans (step 7) and stop the server as
         # it unwinds. The lock closes the race of two choirds starting at the same instant.
-        instance = InstanceLock(self.home.root)
-        instance.acquire()
-        self._stack.callback(instance.release)
+        early = self._early
+        if early is None:
+            instance = InstanceLock(self.home.root)
+            instance.acquire()
+            self._stack.callback(instance.release)
+        else:
+            self._stack.callback(early.lock.release)
+            if early.postgres is not None:  # the database stops it; this, if it is never used
+                self._stack.push_async_callback(asyncio.to_thread, early.postgres.stop)
         claim(self.home.operator_socket, "choird")
         loaded = load_home(self.home)
         arm_log_redaction(loaded.secrets)
@@ -217,15 +232,20 @@ class ChoirDaemon:
         self._stack.callback(self._watch_log_writes())
         target = _target(self.home, config, loaded.secrets)
         observe = StoreWatch(self.health, self.disk, _where(target))
+        server = early.postgres if early is not None else None
+        if not isinstance(target, EmbeddedTarget) or (
+            server and server.datadir != target.datadir.expanduser().resolve()
+        ):
+            server = None
         opening = asyncio.ensure_future(
             self._stack.enter_async_context(
-                open_database(target, min_size=POOL_MIN_SIZE, observe=observe)
+                open_database(target, min_size=POOL_MIN_SIZE, observe=observe, server=server)
             )
         )
-        await asyncio.sleep(0)  # the task runs up to the server's start, in a thread of its own
         try:
-            for module in AFTER_DATABASE:
-                importlib.import_module(module)
+            # On a thread: the loop meanwhile waits for the server and opens the pool (a dozen
+            # round trips to Postgres, a few ms of CPU between long waits).
+            await asyncio.to_thread(_import_all, AFTER_DATABASE)
         finally:
             self.database = await opening
         from choir.daemon.agents.pushes import wire_pushes
@@ -607,6 +627,11 @@ async def _every(
                 await result
         except Exception:
             log.exception("periodic task failed", fields={"task": getattr(job, "__name__", "")})
+
+
+def _import_all(modules: tuple[str, ...]) -> None:
+    for module in modules:
+        importlib.import_module(module)
 
 
 def _host_port(listen: str) -> tuple[str, int]:

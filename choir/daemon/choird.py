@@ -16,12 +16,13 @@ import resource
 import signal
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from choir.errors import ChoirError, ExitCode, one_line
 
 if TYPE_CHECKING:
     from choir.daemon.app import ChoirDaemon
+    from choir.daemon.prestart import EarlyStart
     from choir.home import ChoirHome
     from choir.transport import Handler
 
@@ -61,7 +62,7 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-async def _serve(args: argparse.Namespace) -> None:
+async def _serve(args: argparse.Namespace, early: EarlyStart) -> None:
     from choir.daemon.app import ChoirDaemon, DaemonOptions
     from choir.home import ChoirHome
 
@@ -74,7 +75,7 @@ async def _serve(args: argparse.Namespace) -> None:
         tls_self_signed=args.tls_self_signed,
         runtime=args.runtime,
     )
-    daemon = ChoirDaemon(options, operator=_operator_handler)
+    daemon = ChoirDaemon(options, operator=_operator_handler, early=early)
     # Before "choird ready" is logged: a supervisor may signal as soon as it reads that line.
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
@@ -114,16 +115,25 @@ def main(argv: list[str] | None = None) -> None:
     home = ChoirHome.resolve(args.home)
     if not home.config_file.is_file():
         _fail(f"no config at {home.config_file}: run `choirctl init` first", ExitCode.CONFIG)
+    config = config_data(home)
     setup_logging(
         home,
         "choird",
         level=args.log_level,
         also_stderr=not args.quiet,
-        archive_threshold_lines=archive_threshold(home),
+        archive_threshold_lines=archive_threshold(config),
     )
     get_logger("choird").info("open files allowed", fields={"limit": raise_fd_limit()})
+    early = None
+    # Until choird's loop handles it (`_serve`), SIGTERM unwinds like Ctrl-C: the server
+    # started early is stopped on the way out, not left running without its choird.
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
     try:
-        asyncio.run(_serve(args))
+        # Before the imports below: the embedded Postgres starts while they run.
+        from choir.daemon.prestart import start_early
+
+        early = start_early(home, config)
+        asyncio.run(_serve(args, early))
     except ChoirError as err:
         message = one_line(err.message)
         get_logger("choird").error(f"choird failed to start: {message}")
@@ -131,22 +141,28 @@ def main(argv: list[str] | None = None) -> None:
     except KeyboardInterrupt:
         pass
     finally:
+        if early is not None:  # stopped already, unless choird failed before it took over
+            early.close()
         gc.enable()
         shutdown_logging()
 
 
-def archive_threshold(home: ChoirHome) -> int:
-    """config.json's `log_archive_threshold_lines`, read before logging starts (which is before
-    the config is checked): the default when the file or the value is unusable — the check at
-    start then says why."""
+def config_data(home: ChoirHome) -> dict[str, Any]:
+    """config.json as read before logging starts (which is before the config is checked):
+    empty when the file is unusable — the check at start then says why."""
     from choir.config.jsonparse import parse_json_object
-    from choir.logs import DEFAULT_ARCHIVE_THRESHOLD_LINES
 
     try:
-        data = parse_json_object(home.config_file.read_text(), "config.json").data or {}
+        return parse_json_object(home.config_file.read_text(), "config.json").data or {}
     except (OSError, UnicodeDecodeError):
-        return DEFAULT_ARCHIVE_THRESHOLD_LINES
-    value = data.get("log_archive_threshold_lines")
+        return {}
+
+
+def archive_threshold(config: dict[str, Any]) -> int:
+    """config.json's `log_archive_threshold_lines`; the default when the value is unusable."""
+    from choir.logs import DEFAULT_ARCHIVE_THRESHOLD_LINES
+
+    value = config.get("log_archive_threshold_lines")
     return value if type(value) is int and value > 0 else DEFAULT_ARCHIVE_THRESHOLD_LINES
 
 

@@ -21,8 +21,6 @@ from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import BinaryIO, Final
 
-from watchfiles import awatch
-
 from choir.config import AGENT_ID_PATTERN
 from choir.daemon.operator.context import OperatorContext
 from choir.errors import NotFoundError
@@ -80,6 +78,10 @@ async def tail_log(
         if not follow:
             return
         path.parent.mkdir(parents=True, exist_ok=True)
+        # here, not at the top: watchfiles (and anyio under it) is 3 MB and ~40 ms of choird's
+        # start that only a followed log needs
+        from watchfiles import awatch
+
         watcher = awatch(
             path.parent,
             watch_filter=lambda _change, changed: Path(changed).name == path.name,

@@ -39,17 +39,19 @@ async def open_database(
     min_size: int = 2,
     max_size: int = 10,
     observe: QueryObserver | None = None,
+    server: EmbeddedPostgres | None = None,
 ) -> AsyncIterator[Database]:
     """Postgres ready for choird: server up, pool open, control schema current. `observe`
-    hears the outcome of every query on the pool (choird's fault detection)."""
+    hears the outcome of every query on the pool (choird's fault detection); `server` is the
+    embedded target's server when the caller began its start already (`start_soon`)."""
     async with AsyncExitStack() as stack:
-        server = None
         if isinstance(target, EmbeddedTarget):
-            server = await stack.enter_async_context(EmbeddedPostgres(target.datadir))
+            server = server if server is not None else EmbeddedPostgres(target.datadir)
+            server = await stack.enter_async_context(server)
             params = server.params.with_database(target.database)
             await create_database_if_missing(server.params, target.database)
         else:
-            params = target.params()
+            server, params = None, target.params()
         pool = await stack.enter_async_context(
             open_pool(params, min_size=min_size, max_size=max_size, observe=observe)
         )

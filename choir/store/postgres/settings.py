@@ -21,6 +21,16 @@ SETTINGS: Final[dict[str, str]] = {
     "max_logical_replication_workers": "0",
     "max_worker_processes": "4",
     "max_parallel_workers": "2",
+    # shared memory is sized per connection slot (locks, snapshots, the process array) and the
+    # postmaster touches all of it at start: 30 slots hold three pools at their 10 (2.5 MB less
+    # resident than the default 100)
+    "max_connections": "30",
+    # nothing streams choir's WAL: no slots kept for senders
+    "max_wal_senders": "0",
+    # pinned to what 16MB of shared buffers gives (1/32): left to scale with them, the WAL
+    # buffers the walwriter and every writing backend touch grow too (+1.5 MB resident each
+    # at 64MB of buffers)
+    "wal_buffers": "512kB",
 }
 CONF_NAME: Final = "choir.conf"
 INCLUDE: Final = f"include_if_exists = '{CONF_NAME}'"
