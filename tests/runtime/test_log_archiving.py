@@ -23,6 +23,7 @@ from choir.daemon.app import ChoirDaemon
 from choir.daemon.runtimes.bwrap import BWRAP_ENV
 from choir.home import ChoirHome
 from choir.logs import archived_logs
+from tests.ctl.cli import as_foreground
 from tests.harness.daemons import poll_until, running_daemon
 from tests.harness.homes import read_config, write_config
 from tests.harness.processes import (
@@ -71,6 +72,7 @@ class Follower:
             stdin=asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE,
+            preexec_fn=as_foreground,  # SIGINT stops it even in a suite started in the background
         )
         return cls(process)
 
