@@ -292,8 +292,8 @@ CREATE TABLE {schema}.embedding_model (
         "HNSW indexes built with m 8",
         # Each insert rewires its new neighbours (up to 2m), re-selecting every one's own list:
         # the work grows much faster than m. At m 8 storing a 10k-event session's 2,509
-        # vectors costs Postgres 1.6 s of CPU where m 16 cost 3.4 s, and a search reaches recall@10
-        # 0.962 at ef_search 80 reading ~1,070 index pages where m 16 read ~1,170 for 0.961 at
+        # vectors costs Postgres 1.6 s of CPU where m 16 cost 3.4 s; a search reaches recall@10
+        # 0.963 at ef_search 96 reading ~1,250 index pages, where m 16 read ~1,170 for 0.961 at
         # 48 (`bench.memory`, 100k chunks).
         """
 DROP INDEX {schema}.memory_embeddings_hnsw_idx;
