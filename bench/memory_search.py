@@ -3,7 +3,9 @@
 An embedded Postgres (choird's own server settings) holds one agent's schema, filled with
 `bench.memory_corpus` texts and their local (wordllama) vectors through `PostgresMemoryStore`;
 the HNSW index is dropped while loading and created again from its own definition, as a bulk
-build. Every query then goes the way choird's will: pool, the agent's role, one statement.
+build. The server then restarts, as under a choird started on a home holding that memory (its
+shared buffers are sized at start for the data), and every query goes the way choird's will:
+pool, the agent's role, one statement.
 
 - vector_top10_p99_ms: `semantic` search, limit 10, wall clock per query (p99).
 - vector_recall_at_10: the share of the exact 10 nearest (cosine, numpy over all vectors) that
@@ -61,6 +63,9 @@ async def search_figures(count: int, queries: int) -> dict[str, float]:
         server.stop()  # the first start only creates the cluster: start again with choir.conf
         async with server, open_pool(server.params, min_size=1, max_size=1) as pool:
             ids = await _load(pool, texts, vectors)
+        # served as choird serves a home holding this memory: from a start on it, whose
+        # server settings are sized for the data (`settings.shared_buffers_for`)
+        async with server, open_pool(server.params, min_size=1, max_size=1) as pool:
             async with pool.acquire() as conn:  # the pool's one connection: every query's
                 backend = await conn.fetchval("SELECT pg_backend_pid()")
             store = PostgresMemoryStore(pool)
