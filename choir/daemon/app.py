@@ -79,6 +79,10 @@ POOL_MIN_SIZE: Final = 1
 """Connections the pool keeps open while idle. Each is a Postgres backend of ~14-19 MB
 resident; one serves a quiet choird, and the pool opens more (up to its max) while queries
 overlap."""
+POOL_IDLE_CLOSE_S: Final = 10.0
+"""How long a connection the pool opened for overlapping queries stays idle before it closes:
+a burst (start-up's background work next to an operator's `status`) must not leave choird
+holding a second backend for asyncpg's default five minutes."""
 
 MEMORY_START_DELAY_S: Final = 1.0
 """How long after "choird ready" session memory starts (its store imports numpy): agents
@@ -239,7 +243,13 @@ class ChoirDaemon:
             server = None
         opening = asyncio.ensure_future(
             self._stack.enter_async_context(
-                open_database(target, min_size=POOL_MIN_SIZE, observe=observe, server=server)
+                open_database(
+                    target,
+                    min_size=POOL_MIN_SIZE,
+                    observe=observe,
+                    server=server,
+                    idle_close_s=POOL_IDLE_CLOSE_S,
+                )
             )
         )
         try:

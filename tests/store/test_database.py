@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import asyncio
 import socket
 import time
 from collections.abc import Iterator
@@ -106,3 +107,19 @@ async def test_a_released_connection_costs_no_reset_round_trip(pg_params: Connec
         async with pool.acquire() as conn:
             assert await conn.fetchval("SHOW statement_timeout") == "0"
             assert not conn.is_in_transaction()
+
+
+async def test_a_connection_opened_for_overlapping_queries_closes_once_idle(pg_params):
+    async with open_pool(pg_params, min_size=1, max_size=3, idle_close_s=0.3) as pool:
+
+        async def busy() -> None:
+            async with pool.acquire() as conn:
+                await conn.execute("SELECT pg_sleep(0.1)")
+
+        await asyncio.gather(busy(), busy())
+        assert pool.get_size() == 2
+
+        await asyncio.sleep(1.0)
+
+        assert pool.get_size() == 1  # the floor stays, for the next query without a connect
+        assert await pool.fetchval("SELECT 1") == 1

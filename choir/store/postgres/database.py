@@ -40,10 +40,12 @@ async def open_database(
     max_size: int = 10,
     observe: QueryObserver | None = None,
     server: EmbeddedPostgres | None = None,
+    idle_close_s: float = 300.0,
 ) -> AsyncIterator[Database]:
     """Postgres ready for choird: server up, pool open, control schema current. `observe`
     hears the outcome of every query on the pool (choird's fault detection); `server` is the
-    embedded target's server when the caller began its start already (`start_soon`)."""
+    embedded target's server when the caller began its start already (`start_soon`); a
+    connection above `min_size` idle for `idle_close_s` is closed."""
     async with AsyncExitStack() as stack:
         if isinstance(target, EmbeddedTarget):
             server = server if server is not None else EmbeddedPostgres(target.datadir)
@@ -53,7 +55,13 @@ async def open_database(
         else:
             server, params = None, target.params()
         pool = await stack.enter_async_context(
-            open_pool(params, min_size=min_size, max_size=max_size, observe=observe)
+            open_pool(
+                params,
+                min_size=min_size,
+                max_size=max_size,
+                observe=observe,
+                idle_close_s=idle_close_s,
+            )
         )
         async with pool.acquire() as conn:
             await apply_control_schema(conn)

@@ -99,9 +99,11 @@ async def open_pool(
     min_size: int = 2,
     max_size: int = 10,
     observe: QueryObserver | None = None,
+    idle_close_s: float = 300.0,
 ) -> AsyncIterator[Pool]:
     """A connection pool with choir's codecs on every connection, closed on exit; `observe`
-    hears the outcome of every query run on it."""
+    hears the outcome of every query run on it. A connection above `min_size` idle for
+    `idle_close_s` is closed."""
     await ensure_vector_extension(params)
 
     async def init(conn: asyncpg.Connection) -> None:
@@ -117,6 +119,7 @@ async def open_pool(
             timeout=CONNECT_TIMEOUT_S,
             init=init,
             reset=_keep_session,
+            max_inactive_connection_lifetime=idle_close_s,
         )
     except (OSError, TimeoutError, asyncpg.PostgresError) as exc:
         raise unreachable(params, exc) from exc
