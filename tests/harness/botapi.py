@@ -9,10 +9,12 @@ python-telegram-bot is pointed at it through the bot's `api_base_url` (design no
         [reply] = await api.wait_sent(USER, 1)           # what the bot sent to that chat
 
 It serves `getMe`, `getUpdates` (long polling: `offset` confirms earlier updates, `timeout`
-waits for new ones), `sendMessage`, `editMessageText`, `sendChatAction`,
-`answerCallbackQuery`, `deleteWebhook`, `getWebhookInfo`, `close`, `logOut`; other methods
-answer 404 as Telegram does. Requests may be form-encoded (what python-telegram-bot sends),
-multipart or JSON. A wrong token answers 401 Unauthorized.
+waits for new ones), `sendMessage` (inline keyboards included), `editMessageText` (which,
+as on Telegram, drops a keyboard it is not given), `editMessageReplyMarkup`,
+`sendChatAction`, `answerCallbackQuery`, `deleteWebhook`, `getWebhookInfo`, `close`,
+`logOut`; other methods answer 404 as Telegram does. `user_presses` is a user pressing an
+inline button (a callback query), `answers` what the bot answered to each. Requests may be
+form-encoded (what python-telegram-bot sends), multipart or JSON. A wrong token answers 401 Unauthorized.
 
 Tests read what the bot did (`sent`, `actions`, `calls`, `offsets`) and inject what Telegram
 may do (`fail` a method with a 429 and `retry_after`, a 5xx or a 400; `slow` a method down;
@@ -58,6 +60,22 @@ class Sent:
     text: str
     params: dict[str, Any]
 
+    @property
+    def buttons(self) -> list[tuple[str, str]]:
+        """The inline keyboard's buttons, (label, callback data), row after row."""
+        markup = self.params.get("reply_markup") or {}
+        rows = markup.get("inline_keyboard") if isinstance(markup, dict) else None
+        return [(b["text"], b.get("callback_data", "")) for row in rows or [] for b in row]
+
+
+@dataclass(frozen=True)
+class Answer:
+    """The bot's answer to a callback query."""
+
+    callback_id: str
+    text: str
+    at: float
+
 
 @dataclass
 class Fault:
@@ -81,6 +99,7 @@ class _State:
     faults: list[Fault] = field(default_factory=list)
     delays: dict[str, float] = field(default_factory=dict)
     held: dict[str, asyncio.Event] = field(default_factory=dict)
+    answers: list[Answer] = field(default_factory=list)
 
 
 class BotApiServer:
@@ -92,6 +111,7 @@ class BotApiServer:
         self._state = _State()
         self._changed = asyncio.Condition()
         self._update_ids = itertools.count(1001)
+        self._callback_ids = itertools.count(1)
         self._message_ids: dict[int, itertools.count[int]] = defaultdict(lambda: itertools.count(1))
         self._runner: web.AppRunner | None = None
         self._closing = False
@@ -143,6 +163,21 @@ class BotApiServer:
             command = text.split()[0]
             message["entities"] = [{"type": "bot_command", "offset": 0, "length": len(command)}]
         return self.inject({"message": message})
+
+    def user_presses(
+        self, user_id: int, message: Sent, data: str, *, first_name: str = "Ada"
+    ) -> str:
+        """`user_id` presses a button with callback `data` under `message` (any data: a
+        client can send what it likes); the callback query's id."""
+        callback_id = f"cb-{next(self._callback_ids)}"
+        shown = self._message(message.chat_id, message.message_id, message.text)
+        if message.params.get("reply_markup"):
+            shown["reply_markup"] = message.params["reply_markup"]
+        user = {"id": user_id, "is_bot": False, "first_name": first_name}
+        query = {"id": callback_id, "from": user, "chat_instance": f"ci-{message.chat_id}",
+                 "message": shown, "data": data}  # fmt: skip
+        self.inject({"callback_query": query})
+        return callback_id
 
     def inject(self, update: dict[str, Any], *, update_id: int | None = None) -> int:
         """Queue any update (malformed ones too); its update id (None: the next one)."""
@@ -199,6 +234,14 @@ class BotApiServer:
     def actions(self) -> list[tuple[int, str]]:
         """`sendChatAction` calls: (chat id, action)."""
         return list(self._state.actions)
+
+    @property
+    def answers(self) -> list[Answer]:
+        """`answerCallbackQuery` calls, in order."""
+        return list(self._state.answers)
+
+    def answer_to(self, callback_id: str) -> Answer | None:
+        return next((a for a in self._state.answers if a.callback_id == callback_id), None)
 
     @property
     def calls(self) -> list[Call]:
@@ -298,7 +341,7 @@ class BotApiServer:
 
     async def _m_sendmessage(self, params: dict[str, Any]) -> web.Response:
         text = str(params.get("text", ""))
-        problem = _text_problem(text, params.get("parse_mode"))
+        problem = _text_problem(text, params.get("parse_mode")) or _markup_problem(params)
         if problem is not None:
             return _error(400, problem)
         chat_id = int(params["chat_id"])
@@ -311,12 +354,36 @@ class BotApiServer:
         problem = _text_problem(text, params.get("parse_mode"))
         if problem is not None:
             return _error(400, problem)
+        problem = _markup_problem(params)
+        if problem is not None:
+            return _error(400, problem)
         chat_id, message_id = int(params["chat_id"]), int(params["message_id"])
         messages = self._state.sent[chat_id]
         for index, message in enumerate(messages):
             if message.message_id == message_id:
+                if message.text == text and message.params.get("reply_markup") == params.get(
+                    "reply_markup"
+                ):
+                    return _error(400, _NOT_MODIFIED)
                 messages[index] = Sent(chat_id, message_id, text, params)
                 return _ok(self._message(chat_id, message_id, text))
+        return _error(400, "Bad Request: message to edit not found")
+
+    async def _m_editmessagereplymarkup(self, params: dict[str, Any]) -> web.Response:
+        problem = _markup_problem(params)
+        if problem is not None:
+            return _error(400, problem)
+        chat_id, message_id = int(params["chat_id"]), int(params["message_id"])
+        messages = self._state.sent[chat_id]
+        for index, message in enumerate(messages):
+            if message.message_id == message_id:
+                kept = {k: v for k, v in message.params.items() if k != "reply_markup"}
+                if params.get("reply_markup"):
+                    kept["reply_markup"] = params["reply_markup"]
+                if kept == message.params:
+                    return _error(400, _NOT_MODIFIED)
+                messages[index] = Sent(chat_id, message_id, message.text, kept)
+                return _ok(self._message(chat_id, message_id, message.text))
         return _error(400, "Bad Request: message to edit not found")
 
     async def _m_sendchataction(self, params: dict[str, Any]) -> web.Response:
@@ -324,6 +391,12 @@ class BotApiServer:
         return _ok(True)
 
     async def _m_answercallbackquery(self, params: dict[str, Any]) -> web.Response:
+        callback_id = str(params.get("callback_query_id", ""))
+        if not callback_id.startswith("cb-") or self.answer_to(callback_id) is not None:
+            return _error(400, "Bad Request: query is too old and response timeout expired")
+        self._state.answers.append(
+            Answer(callback_id, str(params.get("text", "")), time.monotonic())
+        )
         return _ok(True)
 
     async def _m_deletewebhook(self, params: dict[str, Any]) -> web.Response:
@@ -352,8 +425,8 @@ class BotApiServer:
 _KNOWN = {
     name.lower(): name
     for name in (
-        "getMe", "getUpdates", "sendMessage", "editMessageText", "sendChatAction",
-        "answerCallbackQuery", "deleteWebhook", "getWebhookInfo",
+        "getMe", "getUpdates", "sendMessage", "editMessageText", "editMessageReplyMarkup",
+        "sendChatAction", "answerCallbackQuery", "deleteWebhook", "getWebhookInfo",
     )
 }  # fmt: skip
 """`slow` takes Telegram's spelling; method names are case-insensitive on the wire."""
@@ -377,6 +450,28 @@ def _text_problem(text: str, parse_mode: Any) -> str | None:
         return "Bad Request: message is too long"
     if parse_mode and any(text.count(mark) % 2 for mark in ("*", "_", "`")):
         return "Bad Request: can't parse entities: can't find end of the entity"
+    return None
+
+
+_NOT_MODIFIED = (
+    "Bad Request: message is not modified: specified new message content and reply markup "
+    "are exactly the same as a current content and reply markup of the message"
+)
+
+
+def _markup_problem(params: dict[str, Any]) -> str | None:
+    """What Telegram answers 400 for in an inline keyboard, or None."""
+    markup = params.get("reply_markup")
+    if markup is None:
+        return None
+    rows = markup.get("inline_keyboard") if isinstance(markup, dict) else None
+    if not isinstance(rows, list):
+        return "Bad Request: can't parse reply keyboard markup JSON object"
+    for row in rows:
+        for button in row:
+            data = button.get("callback_data")
+            if data is not None and not 1 <= len(str(data).encode()) <= 64:
+                return "Bad Request: BUTTON_DATA_INVALID"
     return None
 
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 from urllib.parse import urlencode
 
-from telegram import Bot, LinkPreviewOptions, Update
+from telegram import Bot, InlineKeyboardButton, InlineKeyboardMarkup, LinkPreviewOptions, Update
 from telegram.constants import ChatAction
 from telegram.error import (
     BadRequest,
@@ -142,6 +142,27 @@ class BotClient:
     async def send_text(self, chat_id: int, text: str) -> None:
         """One message, as plain text: no parse mode, so no character can fail it."""
         await self.bot.send_message(chat_id, text, link_preview_options=NO_PREVIEW)
+
+    async def send_buttons(self, chat_id: int, text: str, buttons: list[tuple[str, str]]) -> int:
+        """One plain-text message with a row of inline buttons (label, callback data); its
+        message id."""
+        keyboard = InlineKeyboardMarkup(
+            [[InlineKeyboardButton(label, callback_data=data) for label, data in buttons]]
+        )
+        message = await self.bot.send_message(
+            chat_id, text, link_preview_options=NO_PREVIEW, reply_markup=keyboard
+        )
+        return message.message_id
+
+    async def edit_text(self, chat_id: int, message_id: int, text: str) -> None:
+        """Replace a message's text; its inline buttons go (none is passed)."""
+        await self.bot.edit_message_text(
+            text, chat_id=chat_id, message_id=message_id, link_preview_options=NO_PREVIEW
+        )
+
+    async def answer_callback(self, callback_id: str, text: str) -> None:
+        """End the button's spinner with a short notice."""
+        await self.bot.answer_callback_query(callback_id, text=text)
 
     async def typing(self, chat_id: int) -> None:
         await self.bot.send_chat_action(chat_id, ChatAction.TYPING)

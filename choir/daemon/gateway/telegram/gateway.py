@@ -9,6 +9,8 @@ update seen twice is accepted once; a `/…` command runs through the one comman
 (`DmCommands`, `choir.commands`) with the DM's scope. The agent's replies (`agent_replied`
 events, delivered as heartbeats make them durable) go to the chat of the DM its session is
 bound to, as plain text cut at Telegram's limit (`outbox`), with "typing…" shown meanwhile.
+Approvals the agents request are messages with buttons (`approvals`); a press (a callback
+query) is handled in a task of its own, never queued behind the chat's messages.
 
 Bots and DMs are read at start (config.json's `gateways` and `dms` are restart-required).
 """
@@ -21,14 +23,15 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Final
 
-from telegram import Message, Update
+from telegram import CallbackQuery, Message, Update
 
 from choir.commands.dm import Invocation, Seat, Usage, parse
 from choir.commands.model import DmScope
 from choir.config import ChoirConfig, DmConfig, TelegramGateway
 from choir.daemon.agents.ingest import Durable
-from choir.daemon.gateway.commands import DmCommands, ReplyCategory
+from choir.daemon.gateway.commands import DmCommands, ReplyCategory, VerbCall
 from choir.daemon.gateway.route import accept_message, run_command
+from choir.daemon.gateway.telegram.approvals import ApprovalCards, Chat, load_key
 from choir.daemon.gateway.telegram.client import BotClient
 from choir.daemon.gateway.telegram.outbox import Outbox, Typing
 from choir.daemon.gateway.telegram.polling import BotPoller, BotState
@@ -90,9 +93,11 @@ class Bot:
 class TelegramGateways:
     """Every configured Telegram bot, started with choird and stopped with it."""
 
-    def __init__(self, ctx: OperatorContext, commands: DmCommands) -> None:
+    def __init__(self, ctx: OperatorContext, commands: DmCommands, call: VerbCall) -> None:
         self._ctx = ctx
         self._commands = commands
+        self._call = call
+        self._cards: ApprovalCards | None = None
         self.bots: dict[str, Bot] = {}
         self._dm_of: dict[str, tuple[Bot, Dm]] = {}
         self._targets: dict[str, tuple[Bot, int] | None] = {}
@@ -134,10 +139,22 @@ class TelegramGateways:
         if self.bots:
             detach_replies = self._ctx.services.replicator.subscribe(self._replies.put_nowait)
             detach_inbox = self._ctx.services.inbox.subscribe_undelivered(self._undelivered)
+            self._cards = cards = ApprovalCards(
+                self._call,
+                load_key(self._ctx.home.root),
+                self._chat_of,
+                lambda: self._ctx.config.approval_timeout_ms,
+            )
+            cards.start()
+            approvals = self._ctx.services.approvals
+            detach_asked = approvals.subscribe_requests(cards.changed)
+            detach_decided = approvals.subscribe(cards.changed)
 
             def detach() -> None:
                 detach_replies()
                 detach_inbox()
+                detach_asked()
+                detach_decided()
 
             self._detach = detach
             self._relaying = asyncio.get_running_loop().create_task(
@@ -152,6 +169,8 @@ class TelegramGateways:
         if self._relaying is not None:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._relay_rest()
+        if self._cards is not None:
+            await self._cards.close()
         for bot in self.bots.values():
             await bot.outbox.drain(DRAIN_S)
             await bot.outbox.close()
@@ -180,6 +199,9 @@ class TelegramGateways:
         return lambda update: self._on_update(bot, update)
 
     async def _on_update(self, bot: Bot, update: Update) -> None:
+        if update.callback_query is not None:
+            self._on_press(bot, update, update.callback_query)
+            return
         message = update.message
         if message is None:
             log.debug("telegram update of an unhandled kind ignored", fields=_about(bot, update))
@@ -194,6 +216,47 @@ class TelegramGateways:
             )  # fmt: skip
             return
         await self._from_dm(bot, dm, message, update.update_id)
+
+    def _on_press(self, bot: Bot, update: Update, query: CallbackQuery) -> None:
+        """A button pressed: decided in a task of its own (never behind the chat's queue)."""
+        dm = bot.dms.get(str(query.from_user.id))
+        if dm is None or self._cards is None:
+            log.info(
+                "telegram update from outside the allowlist dropped",
+                fields={**_about(bot, update), "user_id": query.from_user.id},
+            )
+            return
+        message = query.message
+        shown = message if isinstance(message, Message) else None
+        chat = Chat(bot.client, bot.outbox, dm.name, dm.scope, dm.chat_id)
+        if message is not None and message.chat.id != dm.chat_id:
+            chat = Chat(bot.client, bot.outbox, dm.name, dm.scope, message.chat.id)
+        cards = self._cards
+
+        async def press() -> None:
+            session = await self._bound_session(dm.name)
+            agent = session.agent_id if session else _default_agent(self._ctx.config, dm.name)
+            await cards.press(
+                chat,
+                agent,
+                query.id,
+                query.data or "",
+                shown.message_id if shown else None,
+                (shown.text or "") if shown else "",
+            )
+
+        self._spawn(press())
+
+    async def _chat_of(self, session_id: str | None) -> Chat | None:
+        """The Telegram chat of the DM a session is bound to, if it is one."""
+        if session_id is None:
+            return None
+        row = await self._ctx.sessions.get(session_id)
+        found = self._dm_of.get(str(row.resource_bindings.get("dm") or ""))
+        if found is None:
+            return None
+        bot, dm = found
+        return Chat(bot.client, bot.outbox, dm.name, dm.scope, dm.chat_id)
 
     async def _from_dm(self, bot: Bot, dm: Dm, message: Message, update_id: int) -> None:
         text = message.text

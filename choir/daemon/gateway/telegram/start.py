@@ -16,7 +16,7 @@ async def start_telegram(ctx: OperatorContext, call: VerbCall, stack: AsyncExitS
         return []  # python-telegram-bot is not even imported
     from choir.daemon.gateway.telegram.gateway import TelegramGateways
 
-    gateways = TelegramGateways(ctx, DmCommands(call))
+    gateways = TelegramGateways(ctx, DmCommands(call), call)
     stack.push_async_callback(gateways.close)
     await gateways.start()
     return sorted(gateways.bots)

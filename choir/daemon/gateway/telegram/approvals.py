@@ -1,0 +1,300 @@
+"""Approvals as Telegram messages with [Approve] [Reject] buttons (§19.6).
+
+Each approval an agent requests becomes one message in the DM its session is bound to (only
+there: config names no other recipients), its buttons carrying signed callback data
+(`callback_data`). A press is checked (its chat, the HMAC, the expiry) and decided through the
+operator verbs `approval.approve` / `approval.reject` — the path choirctl takes, the DM's
+scope included (a regular DM answers only its bound agent's). Anything else a press may be —
+forged, replayed, expired, from another chat, already decided — changes nothing and is
+answered "no longer valid".
+
+Presses are handled in a task of their own, never behind the chat's queued replies (`outbox`)
+or the agent's turn: the answer to the press and the edit of the message go straight to the
+Bot API. Every outcome, wherever it was decided (a button, `/approve`, choirctl, the console,
+the timeout), reaches `ApprovalService`'s subscribers once; from there the chat is told as
+§19.6 words it and the message is edited to say who decided and when, its buttons gone.
+
+Which message shows which approval is known in memory: after a choird restart, an older
+message's buttons still work (the key is kept in the home), and a press registers it again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import secrets
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Final, TypeVar
+
+from choir.commands.model import DmScope
+from choir.commands.text import cut, scalar
+from choir.daemon.gateway.commands import VerbCall
+from choir.daemon.gateway.telegram.callback_data import KEY_BYTES, Action, sign, verify
+from choir.daemon.gateway.telegram.client import BotClient
+from choir.daemon.gateway.telegram.outbox import ATTEMPTS, RETRY_S, Outbox
+from choir.errors import ChoirError
+from choir.logs import get_logger
+from choir.store.approvals import ApprovalRow
+
+log = get_logger("choird.telegram")
+
+KEY_FILE: Final = "telegram-callback.key"
+"""In the home, 0600: the HMAC key of the buttons' callback data (never in config, env or a
+container)."""
+NO_LONGER_VALID: Final = "no longer valid"
+SUMMARY_WIDTH: Final = 300
+
+_T = TypeVar("_T")
+
+
+@dataclass(frozen=True)
+class Chat:
+    """A DM's private chat on one bot."""
+
+    client: BotClient
+    outbox: Outbox
+    dm: str
+    scope: DmScope
+    chat_id: int
+
+
+@dataclass(frozen=True)
+class Card:
+    """A message that shows an approval."""
+
+    chat: Chat
+    message_id: int
+    text: str
+
+
+Where = Callable[[str | None], Awaitable[Chat | None]]
+"""The chat an approval of a session goes to (None: not a Telegram DM)."""
+
+
+class ApprovalCards:
+    """Sends approval messages, decides presses, and edits the messages once decided."""
+
+    def __init__(
+        self,
+        call: VerbCall,
+        key: bytes,
+        where: Where,
+        timeout_ms: Callable[[], int],
+        *,
+        now: Callable[[], float] = time.time,
+    ) -> None:
+        self._call = call
+        self._key = key
+        self._where = where
+        self._timeout_ms = timeout_ms
+        self._now = now
+        self._cards: dict[str, list[Card]] = {}
+        self._events: asyncio.Queue[ApprovalRow] = asyncio.Queue()
+        self._worker: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        self._worker = asyncio.get_running_loop().create_task(
+            self._work(), name="telegram-approvals"
+        )
+
+    async def close(self) -> None:
+        if self._worker is not None:
+            self._worker.cancel()
+            await asyncio.gather(self._worker, return_exceptions=True)
+
+    def changed(self, row: ApprovalRow) -> None:
+        """An approval was requested or resolved (`ApprovalService`'s listeners): handled in
+        order, so an outcome never overtakes its request's message."""
+        self._events.put_nowait(row)
+
+    async def press(
+        self,
+        chat: Chat,
+        bound_agent: str | None,
+        callback_id: str,
+        data: str,
+        message_id: int | None,
+        text: str,
+    ) -> None:
+        """A button pressed in `chat` on message `message_id` (showing `text`)."""
+        verified = verify(self._key, data, chat.chat_id, self._now())
+        if verified is None or (chat.scope == "regular" and bound_agent is None):
+            log.info("telegram approval button refused", fields={"dm": chat.dm})
+            await self._answer(chat, callback_id, NO_LONGER_VALID)
+            return
+        approval_id = verified.approval_id
+        card = Card(chat, message_id, text) if message_id is not None else None
+        if card is not None and not any(
+            (c.chat.chat_id, c.message_id) == (chat.chat_id, message_id)
+            for c in self._cards.get(approval_id, [])
+        ):
+            self._cards.setdefault(approval_id, []).append(card)  # a message from before a restart
+        request = {"approval_id": approval_id, "by": chat.dm}
+        if chat.scope == "regular":
+            request["agent_id"] = bound_agent or ""
+        try:
+            await self._call(f"approval.{verified.action}", request)
+        except ChoirError as error:
+            log.info(
+                "telegram approval button refused",
+                fields={"dm": chat.dm, "approval_id": approval_id, "why": error.message},
+            )
+            await self._answer(chat, callback_id, NO_LONGER_VALID)
+            return
+        except Exception:
+            log.exception("telegram approval not decided", fields={"approval_id": approval_id})
+            await self._answer(chat, callback_id, "not decided: see choirctl logs choird")
+            return
+        await self._answer(chat, callback_id, DONE[verified.action])
+
+    # -- the worker -------------------------------------------------------------------------
+
+    async def _work(self) -> None:
+        while True:
+            row = await self._events.get()
+            try:
+                if row.status == "pending":
+                    await self._requested(row)
+                else:
+                    await self._resolved(row)
+            except Exception:
+                log.exception("telegram approval message failed", fields={"approval_id": row.id})
+
+    async def _requested(self, row: ApprovalRow) -> None:
+        chat = await self._where(row.session_id)
+        if chat is None:
+            return
+        expires = row.created_at + timedelta(milliseconds=self._timeout_ms())
+        expires_at = int(expires.timestamp()) + 1
+        buttons = [
+            (label, sign(self._key, action, row.id, chat.chat_id, expires_at))
+            for label, action in BUTTONS
+        ]
+        text = request_text(row)
+
+        async def send() -> int:
+            return await chat.client.send_buttons(chat.chat_id, text, buttons)
+
+        message_id = await _tried(chat.client, send, "approval message")
+        if message_id is not None:
+            self._cards.setdefault(row.id, []).append(Card(chat, message_id, text))
+
+    async def _resolved(self, row: ApprovalRow) -> None:
+        for card in self._cards.pop(row.id, []):
+            card.chat.outbox.send(card.chat.chat_id, outcome_text(row))
+            edited = f"{card.text}\n\n{decided_line(row)}"
+
+            async def edit(card: Card = card, edited: str = edited) -> None:
+                await card.chat.client.edit_text(card.chat.chat_id, card.message_id, edited)
+
+            await _tried(card.chat.client, edit, "approval message edit")
+
+    async def _answer(self, chat: Chat, callback_id: str, text: str) -> None:
+        try:
+            await chat.client.answer_callback(callback_id, text)
+        except Exception as error:  # the spinner ends by itself after a while
+            log.info(
+                "telegram callback not answered",
+                fields={"dm": chat.dm, "error": chat.client.failure(error).why},
+            )
+
+
+BUTTONS: Final[tuple[tuple[str, Action], ...]] = (("Approve", "approve"), ("Reject", "reject"))
+DONE: Final[dict[Action, str]] = {"approve": "Approved", "reject": "Rejected"}
+
+
+async def _tried(client: BotClient, send: Callable[[], Awaitable[_T]], what: str) -> _T | None:
+    """`send` tried like the outbox tries a reply; None once given up (logged)."""
+    for attempt in range(ATTEMPTS):
+        try:
+            return await send()
+        except Exception as error:
+            failure = client.failure(error)
+            if failure.kind in ("permanent", "token") or attempt == ATTEMPTS - 1:
+                log.error(
+                    f"telegram {what} not delivered",
+                    fields={"gateway": client.gateway, "attempts": attempt + 1,
+                            "error": failure.why},
+                )  # fmt: skip
+                return None
+            await asyncio.sleep(failure.retry_after_s or RETRY_S[attempt])
+    return None
+
+
+# -- texts (pure) -------------------------------------------------------------------------
+
+
+def summary_of(row: ApprovalRow) -> str:
+    """One line saying what was proposed: its summary or description (a tool: its name too)."""
+    payload = row.payload
+    text = next(
+        (
+            value
+            for key in ("summary", "description", "intended_behavior")
+            if isinstance(value := payload.get(key), str) and value.strip()
+        ),
+        None,
+    )
+    if text is None:
+        text = scalar(payload)
+    manifest = payload.get("manifest")
+    llm = manifest.get("llm") if isinstance(manifest, dict) else None
+    name = llm.get("name") if isinstance(llm, dict) else None
+    if isinstance(name, str) and name:
+        text = f"{name}: {text}"
+    return cut(text, SUMMARY_WIDTH).rstrip(". ")
+
+
+def request_text(row: ApprovalRow) -> str:
+    return (
+        f"{row.agent_id} asks for approval ({row.request_type}): {summary_of(row)}.\n"
+        f"No buttons? Send /approve {row.id} or /reject {row.id}"
+    )
+
+
+def outcome_text(row: ApprovalRow) -> str:
+    """What §19.6 tells the chat once the approval is decided."""
+    summary = summary_of(row)
+    outcomes: dict[str, str] = {
+        "approved": f"Approved: {summary}. Executing.",
+        "rejected": f"Rejected: {summary}.",
+        "timed_out": f"Approval timed out: {summary}. Rejected automatically.",
+    }
+    return outcomes[row.status]
+
+
+def decided_line(row: ApprovalRow) -> str:
+    """Who decided and when, under the approval's message."""
+    at = row.resolved_at or datetime.now(UTC)
+    when = at.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+    lines: dict[str, str] = {
+        "approved": f"Approved by {row.resolved_by} at {when}.",
+        "rejected": f"Rejected by {row.resolved_by} at {when}.",
+        "timed_out": f"Timed out at {when}: rejected automatically.",
+    }
+    return lines[row.status]
+
+
+# -- the key ------------------------------------------------------------------------------
+
+
+def load_key(home: Path) -> bytes:
+    """choird's callback key, made on first use: random, in the home with mode 0600, so a
+    restarted choird still honours the buttons it sent before."""
+    path = home / KEY_FILE
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        key = path.read_bytes()
+        if len(key) == KEY_BYTES:
+            return key
+        fd = os.open(path, os.O_WRONLY | os.O_TRUNC, 0o600)  # damaged: a new key
+        os.fchmod(fd, 0o600)
+    key = secrets.token_bytes(KEY_BYTES)
+    with os.fdopen(fd, "wb") as out:
+        out.write(key)
+    return key
