@@ -14,7 +14,8 @@ as on Telegram, drops a keyboard it is not given), `editMessageReplyMarkup`,
 `sendChatAction`, `answerCallbackQuery`, `deleteWebhook`, `getWebhookInfo`, `close`,
 `logOut`; other methods answer 404 as Telegram does. `user_presses` is a user pressing an
 inline button (a callback query), `answers` what the bot answered to each. Requests may be
-form-encoded (what python-telegram-bot sends), multipart or JSON. A wrong token answers 401 Unauthorized.
+form-encoded (what python-telegram-bot sends), multipart or JSON.
+A wrong token answers 401 Unauthorized.
 
 Tests read what the bot did (`sent`, `actions`, `calls`, `offsets`) and inject what Telegram
 may do (`fail` a method with a 429 and `retry_after`, a 5xx or a 400; `slow` a method down;

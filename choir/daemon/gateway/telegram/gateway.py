@@ -226,11 +226,12 @@ class TelegramGateways:
                 fields={**_about(bot, update), "user_id": query.from_user.id},
             )
             return
+        # the signature is checked against the presser's own DM, whatever chat the message
+        # claims: a button signed for another chat fails, and only a message of this chat
+        # is ever edited
         message = query.message
-        shown = message if isinstance(message, Message) else None
+        shown = message if isinstance(message, Message) and message.chat.id == dm.chat_id else None
         chat = Chat(bot.client, bot.outbox, dm.name, dm.scope, dm.chat_id)
-        if message is not None and message.chat.id != dm.chat_id:
-            chat = Chat(bot.client, bot.outbox, dm.name, dm.scope, message.chat.id)
         cards = self._cards
 
         async def press() -> None:

@@ -1,0 +1,276 @@
+"""Approvals over Telegram (§19.6) end to end: a real choird, agent-1 (process runtime) whose
+scripted model proposes a tool when asked, python-telegram-bot against the local Bot API
+server, and presses of the approval message's buttons as Telegram delivers them."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from choir.client import ChoirClient
+from choir.daemon.gateway.telegram.approvals import KEY_FILE
+from choir.daemon.gateway.telegram.callback_data import sign
+from choir.home import ChoirHome
+from choir.scripted import ReplyStep, Script, ScriptedCall, ToolCallsStep
+from choir.scripted.demo import SUMMARY, SUMMARY_REQUEST
+from tests.harness.botapi import BotApiServer, Sent
+from tests.harness.daemons import poll_until, running_daemon
+from tests.harness.homes import read_config, write_config
+
+from .conftest import BOSS, PHONE, STRANGER
+
+pytestmark = pytest.mark.slow
+
+TOOL_PROPOSAL: dict[str, Any] = {
+    "manifest": {
+        "llm": {
+            "name": "weather.lookup",
+            "description": "Look up today's weather for a city.",
+            "parameters": {"type": "object", "properties": {"city": {"type": "string"}}},
+        },
+        "runtime": {"implementation": "external", "timeout_ms": 5000, "side_effect": "none"},
+    },
+    "intended_behavior": "Fetch the forecast for `city` and return temperature and sky.",
+    "rationale": "Operators keep asking about the weather.",
+}
+SUMMARY_LINE = "weather.lookup: Fetch the forecast for `city` and return temperature and sky"
+
+
+@pytest.fixture
+def script() -> Script:
+    return Script(
+        steps=[
+            ReplyStep(match=SUMMARY_REQUEST, repeat=True, text=SUMMARY),
+            ReplyStep(after="tool", match="proposal submitted", repeat=True, text="Proposed."),
+            ToolCallsStep(
+                match="propose a tool",
+                repeat=True,
+                calls=[ScriptedCall(name="choir.propose.tool", arguments=TOOL_PROPOSAL)],
+            ),
+            ReplyStep(match="slowly", repeat=True, delay_ms=6000, text="done, slowly"),
+            ReplyStep(repeat=True, text="I only echo."),
+        ]
+    )
+
+
+@pytest.fixture
+async def agent(home: ChoirHome) -> AsyncIterator[tuple[ChoirClient, str]]:
+    """choird, and agent-1 running bound to the DM `phone`: the client and the session."""
+    async with running_daemon(home), await ChoirClient.connect(home) as client:
+        started = await client.agent_start("agent-1", {"dm": "phone"})
+        yield client, str(started.session_id)
+        await client.agent_stop("agent-1")
+
+
+async def proposed(api: BotApiServer) -> Sent:
+    """Have agent-1 propose a tool from the phone; the approval message it gets."""
+    api.user_says(PHONE, "please propose a tool")
+    await api.wait_for(lambda: any(m.buttons for m in api.sent(PHONE)), within=30)
+    [card] = [m for m in api.sent(PHONE) if m.buttons]
+    return card
+
+
+def approval_id_of(card: Sent) -> str:
+    return card.text.rsplit("/reject ", 1)[1].strip()
+
+
+async def answered(api: BotApiServer, callback_id: str, within: float = 10) -> str:
+    await api.wait_for(lambda: api.answer_to(callback_id) is not None, within=within)
+    answer = api.answer_to(callback_id)
+    assert answer is not None
+    return answer.text
+
+
+def edited(api: BotApiServer, card: Sent) -> Sent:
+    [now] = [m for m in api.sent(card.chat_id) if m.message_id == card.message_id]
+    return now
+
+
+async def agent_told(client: ChoirClient, session_id: str, approval_id: str) -> str:
+    """The status the agent committed for the approval (once it is durable in choird)."""
+    found: list[str] = []
+
+    async def committed() -> bool:
+        events = (await client.session_events(session_id, limit=200)).events
+        found[:] = [
+            str(e.payload.get("status"))
+            for e in events
+            if e.event_type == "approval_resolved" and e.payload.get("approval_id") == approval_id
+        ]
+        return bool(found)
+
+    await poll_until(committed, within=30)
+    return found[0]
+
+
+async def test_approve_by_button_tells_the_chat_edits_the_message_and_the_agent_proceeds(
+    agent: tuple[ChoirClient, str], api: BotApiServer
+) -> None:
+    client, session_id = agent
+    card = await proposed(api)
+    approval_id = approval_id_of(card)
+    assert card.text.startswith(f"agent-1 asks for approval (tool): {SUMMARY_LINE}.")
+    assert [label for label, _ in card.buttons] == ["Approve", "Reject"]
+    assert all(len(data.encode()) <= 64 for _, data in card.buttons)
+
+    pressed = api.user_presses(PHONE, card, card.buttons[0][1])
+    assert await answered(api, pressed) == "Approved"
+    shown = await client.approval_show(approval_id)
+    assert (shown.status, shown.resolved_by) == ("approved", "phone")
+    await api.wait_for(lambda: f"Approved: {SUMMARY_LINE}. Executing." in api.texts(PHONE))
+    await api.wait_for(lambda: not edited(api, card).buttons)
+    assert edited(api, card).text.startswith(card.text + "\n\nApproved by phone at 20")
+    assert await agent_told(client, session_id, approval_id) == "approved"
+
+
+async def test_reject_by_button_rejects_and_a_replayed_press_changes_nothing(
+    agent: tuple[ChoirClient, str], api: BotApiServer
+) -> None:
+    client, session_id = agent
+    card = await proposed(api)
+    approval_id = approval_id_of(card)
+    reject = card.buttons[1][1]
+    assert await answered(api, api.user_presses(PHONE, card, reject)) == "Rejected"
+    await api.wait_for(lambda: f"Rejected: {SUMMARY_LINE}." in api.texts(PHONE))
+    assert await agent_told(client, session_id, approval_id) == "rejected"
+
+    # the same press again (a replay), and the other button of the same message
+    assert await answered(api, api.user_presses(PHONE, card, reject)) == "no longer valid"
+    approve = card.buttons[0][1]
+    assert await answered(api, api.user_presses(PHONE, card, approve)) == "no longer valid"
+    shown = await client.approval_show(approval_id)
+    assert (shown.status, shown.resolved_by) == ("rejected", "phone")
+    await api.wait_for(lambda: not edited(api, card).buttons)
+    assert "Rejected by phone at " in edited(api, card).text
+    assert sum(t.startswith(("Approved:", "Rejected:")) for t in api.texts(PHONE)) == 1
+
+
+async def test_a_press_is_answered_at_once_while_the_agent_is_busy_and_the_chat_is_stuck(
+    agent: tuple[ChoirClient, str], api: BotApiServer
+) -> None:
+    client, _ = agent
+    card = await proposed(api)
+    approval_id = approval_id_of(card)
+    api.hold("sendMessage")  # the chat's queued messages cannot leave
+    api.user_says(PHONE, "please answer slowly")  # the agent is mid-turn for 6 s
+    await api.wait_for(lambda: (PHONE, "typing") in api.actions)
+    began = time.monotonic()
+    pressed = api.user_presses(PHONE, card, card.buttons[0][1])
+    assert await answered(api, pressed, within=5) == "Approved"
+    answer = api.answer_to(pressed)
+    assert answer is not None
+    assert answer.at - began < 2.0  # not behind the turn (6 s) or the stuck chat
+    assert (await client.approval_show(approval_id)).status == "approved"
+    await api.wait_for(lambda: not edited(api, card).buttons, within=5)
+    assert "done, slowly" not in api.texts(PHONE)  # the agent was still working
+    api.release("sendMessage")
+    await api.wait_for(lambda: "done, slowly" in api.texts(PHONE), within=30)
+    assert f"Approved: {SUMMARY_LINE}. Executing." in api.texts(PHONE)
+
+
+async def test_forged_expired_and_foreign_presses_change_nothing_and_elsewhere_edits_it(
+    agent: tuple[ChoirClient, str], api: BotApiServer, home: ChoirHome
+) -> None:
+    client, _ = agent
+    card = await proposed(api)
+    approval_id = approval_id_of(card)
+    approve = card.buttons[0][1]
+    tag = approve.rsplit(".", 1)[1]
+    key = (home.root / KEY_FILE).read_bytes()
+    assert (home.root / KEY_FILE).stat().st_mode & 0o777 == 0o600
+    forged = [
+        approve[: -len(tag)] + ("A" if tag[0] != "A" else "B") + tag[1:],  # the tag altered
+        f"a{approval_id}.zzzzzz.{tag}",  # a later expiry under the old tag
+        f"a{approval_id}",  # no signature at all
+        sign(key, "approve", approval_id, PHONE, int(time.time()) - 5),  # expired
+    ]
+    presses = [api.user_presses(PHONE, card, data) for data in forged]
+    presses.append(api.user_presses(BOSS, card, approve))  # foreign: the phone's button
+    for pressed in presses:
+        assert await answered(api, pressed) == "no longer valid"
+    stranger = api.user_presses(STRANGER, card, approve)  # outside the allowlist: dropped
+    await api.wait_for(lambda: not api.pending_updates, within=10)
+    assert api.answer_to(stranger) is None
+    assert (await client.approval_show(approval_id)).status == "pending"
+    assert edited(api, card).buttons  # the message still asks
+
+    await client.approval_approve(approval_id)  # decided elsewhere: choirctl
+    await api.wait_for(lambda: not edited(api, card).buttons)
+    assert "Approved by choirctl at " in edited(api, card).text
+    await api.wait_for(lambda: f"Approved: {SUMMARY_LINE}. Executing." in api.texts(PHONE))
+    late = api.user_presses(PHONE, card, approve)
+    assert await answered(api, late) == "no longer valid"
+    assert (await client.approval_show(approval_id)).resolved_by == "choirctl"
+
+
+async def test_a_regular_dm_decides_only_its_bound_agents_approvals(
+    agent: tuple[ChoirClient, str], api: BotApiServer, home: ChoirHome, root: Path
+) -> None:
+    client, _ = agent
+    (root / "ws-other").mkdir()
+    await client.agent_start("agent-2", {"dm": "boss"})
+    api.user_says(BOSS, "please propose a tool")
+    await api.wait_for(lambda: any(m.buttons for m in api.sent(BOSS)), within=30)
+    [card] = [m for m in api.sent(BOSS) if m.buttons]
+    approval_id = approval_id_of(card)
+    assert card.text.startswith("agent-2 asks for approval (tool): ")
+    # a button of agent-2's approval in the phone's chat (as if agent-2 had been bound there)
+    key = (home.root / KEY_FILE).read_bytes()
+    elsewhere = sign(key, "approve", approval_id, PHONE, int(time.time()) + 600)
+    phone_card = Sent(PHONE, card.message_id, card.text, card.params)
+    assert await answered(api, api.user_presses(PHONE, phone_card, elsewhere)) == (
+        "no longer valid"
+    )
+    assert (await client.approval_show(approval_id)).status == "pending"
+    assert await answered(api, api.user_presses(BOSS, card, card.buttons[0][1])) == "Approved"
+    assert (await client.approval_show(approval_id)).resolved_by == "boss"
+    await client.agent_stop("agent-2")
+
+
+@pytest.fixture
+def impatient(home: ChoirHome) -> ChoirHome:
+    """The home with approvals timing out after 2 s."""
+    data = read_config(home)
+    data["approval_timeout_ms"] = 2000
+    write_config(home, data)
+    return home
+
+
+async def test_an_unanswered_approval_times_out_and_the_message_says_so(
+    impatient: ChoirHome, api: BotApiServer
+) -> None:
+    async with running_daemon(impatient), await ChoirClient.connect(impatient) as client:
+        started = await client.agent_start("agent-1", {"dm": "phone"})
+        card = await proposed(api)
+        approval_id = approval_id_of(card)
+        timed_out = f"Approval timed out: {SUMMARY_LINE}. Rejected automatically."
+        await api.wait_for(lambda: timed_out in api.texts(PHONE), within=20)
+        await api.wait_for(lambda: not edited(api, card).buttons)
+        assert "Timed out at " in edited(api, card).text
+        assert (await client.approval_show(approval_id)).status == "timed_out"
+        pressed = api.user_presses(PHONE, card, card.buttons[0][1])
+        assert await answered(api, pressed) == "no longer valid"
+        assert await agent_told(client, str(started.session_id), approval_id) == "timed_out"
+        await client.agent_stop("agent-1")
+
+
+async def test_an_approval_of_an_agent_bound_elsewhere_is_not_sent_to_telegram(
+    agent: tuple[ChoirClient, str], api: BotApiServer, home: ChoirHome
+) -> None:
+    """Sanity of the routing: the console DM's agent gets no Telegram message."""
+    client, _ = agent
+    await client.agent_stop("agent-1")
+    await client.agent_start("agent-1", {"dm": "console"})
+    await client.chat_send("agent-1", "please propose a tool")
+
+    async def asked() -> bool:
+        return bool((await client.approval_list()).approvals)
+
+    await poll_until(asked, within=30)
+    api.user_says(PHONE, "ping")  # the gateway is polling: a later update is seen
+    await api.wait_for(lambda: bool(api.sent(PHONE)), within=30)
+    assert not any(m.buttons for m in api.sent(PHONE))
