@@ -7,7 +7,7 @@ import time
 from collections.abc import AsyncIterator
 
 import pytest
-from telegram import Bot
+from telegram import Bot, InlineKeyboardButton, InlineKeyboardMarkup
 from telegram.error import BadRequest, InvalidToken, NetworkError, RetryAfter
 
 from tests.harness.botapi import BOT_ID, BotApiServer
@@ -28,9 +28,41 @@ async def test_a_bot_initialises_sends_edits_and_answers(bot: Bot, api: BotApiSe
     assert api.texts(PHONE) == ["first, edited"]
     assert await bot.send_chat_action(PHONE, "typing") is True
     assert api.actions == [(PHONE, "typing")]
-    assert await bot.answer_callback_query("cq-1") is True
     assert await bot.delete_webhook() is True
     assert (await bot.get_webhook_info()).url == ""
+
+
+async def test_inline_buttons_are_pressed_answered_once_and_edited_away(
+    bot: Bot, api: BotApiServer
+) -> None:
+    keyboard = InlineKeyboardMarkup([[InlineKeyboardButton("Yes", callback_data="y-1")]])
+    sent = await bot.send_message(PHONE, "sure?", reply_markup=keyboard)
+    [card] = api.sent(PHONE)
+    assert card.buttons == [("Yes", "y-1")]
+    pressed = api.user_presses(PHONE, card, "y-1")
+    [update] = await bot.get_updates(timeout=0)
+    query = update.callback_query
+    assert (query.id, query.data, query.from_user.id) == (pressed, "y-1", PHONE)
+    assert query.message.message_id == sent.message_id
+    assert await bot.answer_callback_query(query.id, text="done") is True
+    assert [(a.callback_id, a.text) for a in api.answers] == [(pressed, "done")]
+    with pytest.raises(BadRequest, match="Query is too old"):
+        await bot.answer_callback_query(query.id)  # once only, as on Telegram
+    with pytest.raises(BadRequest, match="Button_data_invalid"):
+        await bot.send_message(
+            PHONE,
+            "x",
+            reply_markup=InlineKeyboardMarkup(
+                [[InlineKeyboardButton("x", callback_data="d" * 65)]]
+            ),
+        )
+    await bot.edit_message_reply_markup(PHONE, sent.message_id, reply_markup=None)
+    assert api.sent(PHONE)[0].buttons == []
+    with pytest.raises(BadRequest, match="Message is not modified"):
+        await bot.edit_message_reply_markup(PHONE, sent.message_id, reply_markup=None)
+    await bot.edit_message_reply_markup(PHONE, sent.message_id, reply_markup=keyboard)
+    await bot.edit_message_text("sure.", chat_id=PHONE, message_id=sent.message_id)
+    assert (api.sent(PHONE)[0].text, api.sent(PHONE)[0].buttons) == ("sure.", [])
 
 
 async def test_long_polling_waits_for_an_update_and_the_offset_confirms(

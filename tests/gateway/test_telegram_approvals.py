@@ -228,7 +228,9 @@ async def test_a_regular_dm_decides_only_its_bound_agents_approvals(
     assert (await client.approval_show(approval_id)).status == "pending"
     assert await answered(api, api.user_presses(BOSS, card, card.buttons[0][1])) == "Approved"
     assert (await client.approval_show(approval_id)).resolved_by == "boss"
+    await api.wait_for(lambda: any(t.startswith("Approved: ") for t in api.texts(BOSS)))
     await client.agent_stop("agent-2")
+    assert api.texts(PHONE) == []  # the refused press did not make it the phone's message
 
 
 @pytest.fixture

@@ -127,18 +127,17 @@ class ApprovalCards:
             await self._answer(chat, callback_id, NO_LONGER_VALID)
             return
         approval_id = verified.approval_id
+        # a message sent before a restart is known only from its press: edited once decided
         card = Card(chat, message_id, text) if message_id is not None else None
-        if card is not None and not any(
-            (c.chat.chat_id, c.message_id) == (chat.chat_id, message_id)
-            for c in self._cards.get(approval_id, [])
-        ):
-            self._cards.setdefault(approval_id, []).append(card)  # a message from before a restart
+        added = card is not None and self._register(approval_id, card)
         request = {"approval_id": approval_id, "by": chat.dm}
         if chat.scope == "regular":
             request["agent_id"] = bound_agent or ""
         try:
             await self._call(f"approval.{verified.action}", request)
         except ChoirError as error:
+            if added and card is not None:
+                self._forget(approval_id, card)
             log.info(
                 "telegram approval button refused",
                 fields={"dm": chat.dm, "approval_id": approval_id, "why": error.message},
@@ -146,6 +145,8 @@ class ApprovalCards:
             await self._answer(chat, callback_id, NO_LONGER_VALID)
             return
         except Exception:
+            if added and card is not None:
+                self._forget(approval_id, card)
             log.exception("telegram approval not decided", fields={"approval_id": approval_id})
             await self._answer(chat, callback_id, "not decided: see choirctl logs choird")
             return
@@ -181,7 +182,25 @@ class ApprovalCards:
 
         message_id = await _tried(chat.client, send, "approval message")
         if message_id is not None:
-            self._cards.setdefault(row.id, []).append(Card(chat, message_id, text))
+            self._register(row.id, Card(chat, message_id, text))
+
+    def _forget(self, approval_id: str, card: Card) -> None:
+        """`card` does not show the approval after all (its press was refused)."""
+        cards = self._cards.get(approval_id, [])
+        if card in cards:
+            cards.remove(card)
+        if not cards:
+            self._cards.pop(approval_id, None)
+
+    def _register(self, approval_id: str, card: Card) -> bool:
+        """Remember that `card` shows the approval (once: a press may have come first);
+        whether it was new."""
+        cards = self._cards.setdefault(approval_id, [])
+        place = (card.chat.chat_id, card.message_id)
+        if any((c.chat.chat_id, c.message_id) == place for c in cards):
+            return False
+        cards.append(card)
+        return True
 
     async def _resolved(self, row: ApprovalRow) -> None:
         for card in self._cards.pop(row.id, []):
