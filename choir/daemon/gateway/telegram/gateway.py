@@ -235,7 +235,11 @@ class TelegramGateways:
         cards = self._cards
 
         async def press() -> None:
-            session = await self._bound_session(dm.name)
+            try:
+                session = await self._bound_session(dm.name)
+            except Exception:  # the database away: the button's spinner ends by itself
+                log.exception("telegram approval button not handled", fields={"dm": dm.name})
+                return
             agent = session.agent_id if session else _default_agent(self._ctx.config, dm.name)
             await cards.press(
                 chat,
