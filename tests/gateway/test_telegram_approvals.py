@@ -233,6 +233,23 @@ async def test_a_regular_dm_decides_only_its_bound_agents_approvals(
     assert api.texts(PHONE) == []  # the refused press did not make it the phone's message
 
 
+async def test_approve_or_reject_sent_as_a_reply_answers_that_approval(
+    agent: tuple[ChoirClient, str], api: BotApiServer
+) -> None:
+    client, _ = agent
+    first = await proposed(api)
+    api.user_says(PHONE, "please propose a tool")
+    await api.wait_for(lambda: len([m for m in api.sent(PHONE) if m.buttons]) == 2, within=30)
+    second = [m for m in api.sent(PHONE) if m.buttons][1]
+    api.user_says(PHONE, "/reject", reply_to=second)  # two pending: the reply says which
+    await api.wait_for(lambda: f"{approval_id_of(second)} rejected" in api.texts(PHONE))
+    assert (await client.approval_show(approval_id_of(second))).status == "rejected"
+    assert (await client.approval_show(approval_id_of(first))).status == "pending"
+    await api.wait_for(lambda: not edited(api, second).buttons)
+    assert "Rejected by phone at " in edited(api, second).text
+    assert edited(api, first).buttons
+
+
 @pytest.fixture
 def impatient(home: ChoirHome) -> ChoirHome:
     """The home with approvals timing out after 2 s."""

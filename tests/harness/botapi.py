@@ -150,8 +150,10 @@ class BotApiServer:
 
     # -- what the tests inject -------------------------------------------------------------
 
-    def user_says(self, user_id: int, text: str, *, first_name: str = "Ada") -> int:
-        """A private-chat text message from `user_id`; its update id."""
+    def user_says(
+        self, user_id: int, text: str, *, first_name: str = "Ada", reply_to: Sent | None = None
+    ) -> int:
+        """A private-chat text message from `user_id` (a reply to `reply_to`); its update id."""
         user = {"id": user_id, "is_bot": False, "first_name": first_name}
         message: dict[str, Any] = {
             "message_id": next(self._message_ids[user_id]),
@@ -160,6 +162,10 @@ class BotApiServer:
             "from": user,
             "text": text,
         }
+        if reply_to is not None:
+            message["reply_to_message"] = self._message(
+                reply_to.chat_id, reply_to.message_id, reply_to.text
+            )
         if text.startswith("/"):
             command = text.split()[0]
             message["entities"] = [{"type": "bot_command", "offset": 0, "length": len(command)}]

@@ -13,6 +13,7 @@ or the agent's turn: the answer to the press and the edit of the message go stra
 Bot API. Every outcome, wherever it was decided (a button, `/approve`, choirctl, the console,
 the timeout), reaches `ApprovalService`'s subscribers once; from there the chat is told as
 §19.6 words it and the message is edited to say who decided and when, its buttons gone.
+`/approve` or `/reject` sent as a reply to the message answers its approval (`shown_in`).
 
 Which message shows which approval is known in memory: after a choird restart, an older
 message's buttons still work (the key is kept in the home), and a press registers it again.
@@ -151,6 +152,13 @@ class ApprovalCards:
             await self._answer(chat, callback_id, "not decided: see choirctl logs choird")
             return
         await self._answer(chat, callback_id, DONE[verified.action])
+
+    def shown_in(self, chat_id: int, message_id: int) -> str | None:
+        """The undecided approval the message shows, if it is one of its messages."""
+        for approval_id, cards in self._cards.items():
+            if any((c.chat.chat_id, c.message_id) == (chat_id, message_id) for c in cards):
+                return approval_id
+        return None
 
     # -- the worker -------------------------------------------------------------------------
 

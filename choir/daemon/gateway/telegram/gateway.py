@@ -29,7 +29,7 @@ from choir.commands.dm import Invocation, Seat, Usage, parse
 from choir.commands.model import DmScope
 from choir.config import ChoirConfig, DmConfig, TelegramGateway
 from choir.daemon.agents.ingest import Durable
-from choir.daemon.gateway.commands import DmCommands, ReplyCategory, VerbCall
+from choir.daemon.gateway.commands import ANSWERS, DmCommands, ReplyCategory, VerbCall
 from choir.daemon.gateway.route import accept_message, run_command
 from choir.daemon.gateway.telegram.approvals import ApprovalCards, Chat, load_key
 from choir.daemon.gateway.telegram.client import BotClient
@@ -273,7 +273,7 @@ class TelegramGateways:
         if parsed is None:
             await self._message(bot, dm, session, text, f"{ID_PREFIX}{bot.gateway}-{update_id}")
         else:
-            await self._command(bot, dm, session, parsed)
+            await self._command(bot, dm, session, self._replied(parsed, dm, message))
 
     async def _message(
         self, bot: Bot, dm: Dm, session: SessionRow | None, text: str, message_id: str
@@ -314,6 +314,23 @@ class TelegramGateways:
             parsed, seat, push=self._ctx.push, commands=self._commands, say=say, spawn=self._spawn
         ):
             say("injected: the agent sees it at its next safe point", "command")
+
+    def _replied(self, parsed: Invocation | Usage, dm: Dm, message: Message) -> Invocation | Usage:
+        """`/approve` or `/reject` without an id, sent as a reply to an approval's message,
+        answers that approval (§19.6's fallback where buttons do not render)."""
+        replied = message.reply_to_message
+        if (
+            not isinstance(parsed, Invocation)
+            or parsed.command.name not in ANSWERS
+            or "approval_id" in parsed.given
+            or replied is None
+            or self._cards is None
+        ):
+            return parsed
+        approval_id = self._cards.shown_in(dm.chat_id, replied.message_id)
+        if approval_id is None:
+            return parsed
+        return Invocation(parsed.command, {**parsed.given, "approval_id": approval_id})
 
     async def _bound_session(self, dm: str) -> SessionRow | None:
         """The running session that holds the DM (§19.4: one agent per DM)."""
