@@ -18,6 +18,7 @@ import pytest
 
 from choir.client import ChoirClient
 from choir.daemon.app import ChoirDaemon
+from choir.daemon.runtimes.bwrap import BWRAP_ENV
 from choir.home import ChoirHome
 from choir.store.postgres.target import ConnectParams
 from tests.docker_support import require_docker
@@ -77,6 +78,19 @@ async def daemon(home: ChoirHome, engine: docker.DockerClient) -> AsyncIterator[
         yield daemon
     for container in containers_of(engine, home):
         container.remove(force=True)
+
+
+@pytest.fixture
+async def process_choird(
+    home: ChoirHome, monkeypatch: pytest.MonkeyPatch
+) -> AsyncIterator[tuple[ChoirDaemon, ChoirClient]]:
+    """choird in the test process on the process runtime, unsandboxed (no bwrap needed)."""
+    monkeypatch.setenv(BWRAP_ENV, "")
+    async with (
+        running_daemon(home, runtime="process") as daemon,
+        await ChoirClient.connect(home) as client,
+    ):
+        yield daemon, client
 
 
 def containers_of(engine: docker.DockerClient, home: ChoirHome) -> list[Any]:

@@ -13,18 +13,16 @@ import contextlib
 import gzip
 import os
 import signal
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 
 from choir.client import ChoirClient
 from choir.daemon.app import ChoirDaemon
-from choir.daemon.runtimes.bwrap import BWRAP_ENV
 from choir.home import ChoirHome
 from choir.logs import archived_logs
 from tests.ctl.cli import as_foreground
-from tests.harness.daemons import poll_until, running_daemon
+from tests.harness.daemons import poll_until
 from tests.harness.homes import read_config, write_config
 from tests.harness.processes import (
     BIN,
@@ -36,18 +34,6 @@ from tests.harness.processes import (
 from tests.runtime.conftest import Choird as DockerChoird
 
 pytestmark = pytest.mark.slow
-
-
-@pytest.fixture
-async def process_choird(
-    home: ChoirHome, monkeypatch: pytest.MonkeyPatch
-) -> AsyncIterator[tuple[ChoirDaemon, ChoirClient]]:
-    monkeypatch.setenv(BWRAP_ENV, "")
-    async with (
-        running_daemon(home, runtime="process") as daemon,
-        await ChoirClient.connect(home) as client,
-    ):
-        yield daemon, client
 
 
 class Follower:

@@ -10,7 +10,6 @@ import hashlib
 import signal
 import subprocess
 import sys
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -25,18 +24,6 @@ from tests.harness.homes import read_config, write_config
 from tests.harness.processes import run_choirctl
 
 pytestmark = pytest.mark.slow
-
-
-@pytest.fixture
-async def process_choird(
-    home: ChoirHome, monkeypatch: pytest.MonkeyPatch
-) -> AsyncIterator[tuple[ChoirDaemon, ChoirClient]]:
-    monkeypatch.setenv(BWRAP_ENV, "")
-    async with (
-        running_daemon(home, runtime="process") as daemon,
-        await ChoirClient.connect(home) as client,
-    ):
-        yield daemon, client
 
 
 def environ_of(pid: int) -> list[str]:
