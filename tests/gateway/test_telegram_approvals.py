@@ -7,7 +7,6 @@ from __future__ import annotations
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -20,23 +19,12 @@ from choir.scripted.demo import SUMMARY, SUMMARY_REQUEST
 from tests.harness.botapi import BotApiServer, Sent
 from tests.harness.daemons import poll_until, running_daemon
 from tests.harness.homes import read_config, write_config
+from tests.harness.proposals import TOOL_PROPOSAL
 
 from .conftest import BOSS, PHONE, STRANGER
 
 pytestmark = pytest.mark.slow
 
-TOOL_PROPOSAL: dict[str, Any] = {
-    "manifest": {
-        "llm": {
-            "name": "weather.lookup",
-            "description": "Look up today's weather for a city.",
-            "parameters": {"type": "object", "properties": {"city": {"type": "string"}}},
-        },
-        "runtime": {"implementation": "external", "timeout_ms": 5000, "side_effect": "none"},
-    },
-    "intended_behavior": "Fetch the forecast for `city` and return temperature and sky.",
-    "rationale": "Operators keep asking about the weather.",
-}
 SUMMARY_LINE = "weather.lookup: Fetch the forecast for `city` and return temperature and sky"
 
 

@@ -25,22 +25,11 @@ from choir.home import ChoirHome
 from choir.scripted import ReplyStep, Script, ScriptedCall, ScriptedModelServer, ToolCallsStep
 from tests.harness.cluster import serving
 from tests.harness.homes import read_config
+from tests.harness.proposals import TOOL_PROPOSAL
 from tests.tui.pilot import until
 from tui.app import ChoirApp
 from tui.dialogs import ConfirmDialog
 
-TOOL_PROPOSAL: dict[str, Any] = {
-    "manifest": {
-        "llm": {
-            "name": "weather.lookup",
-            "description": "Look up today's weather for a city.",
-            "parameters": {"type": "object", "properties": {"city": {"type": "string"}}},
-        },
-        "runtime": {"implementation": "external", "timeout_ms": 5000, "side_effect": "none"},
-    },
-    "intended_behavior": "Fetch the forecast for `city` and return temperature and sky.",
-    "rationale": "Operators keep asking about the weather.",
-}
 CONFIG_PROPOSAL: dict[str, Any] = {
     "summary": "Give operators ten minutes to answer approvals",
     "patch": {"approval_timeout_ms": 600_000, "event_window_size": None},
