@@ -44,13 +44,15 @@ def exiting_image(engine: docker.DockerClient) -> Iterator[str]:
         yield tag
 
 
-async def start_on(daemon: ChoirDaemon, image: str) -> tuple[DockerRuntime, str, str | None]:
-    """Start agent-1's session on a docker runtime whose image is `image`: the runtime, the
-    session and the refusal — None when the container was still running when checked (its
-    exit is then noticed by the watcher)."""
+async def start_on(
+    daemon: ChoirDaemon, image: str, image_id: str | None = None
+) -> tuple[DockerRuntime, str, str | None]:
+    """Start agent-1's session on a docker runtime whose image is `image` (built as
+    `image_id`): the runtime, the session and the refusal — None when the container was still
+    running when checked (its exit is then noticed by the watcher)."""
 
     async def images(_home: ChoirHome, _config: ChoirConfig, _agent: str) -> Artefact:
-        return Artefact(VERSION, image=image)
+        return Artefact(VERSION, image=image, image_id=image_id)
 
     runtime, config = await runtime_on(daemon, images)
     services = daemon.services
@@ -118,6 +120,27 @@ async def test_an_agent_exiting_at_once_crashes_with_its_code(
             None,
             "agent-1's container exited at once (code 3): see choirctl logs agent-1",
         )
+        assert crash_reason(caplog, session_id) == (
+            "choir-agent exited with code 3 without ending its session"
+        )
+    finally:
+        runtime.close()
+
+
+async def test_a_start_runs_the_image_built_even_if_its_tag_moved_since(
+    daemon: ChoirDaemon,
+    engine: docker.DockerClient,
+    exiting_image: str,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # another home on this host builds the same agent id at the same commits: same tag, its
+    # own image. The start must run the image this home built (exits 3), not what the tag
+    # names now (the base image, without choir-agent: 127)
+    built = engine.images.get(exiting_image).id
+    runtime, session_id, refusal = await start_on(daemon, BASE_IMAGE, built)
+    try:
+        await settled(daemon, runtime, session_id)
+        assert refusal in (None, EXITED.format(code=3))
         assert crash_reason(caplog, session_id) == (
             "choir-agent exited with code 3 without ending its session"
         )

@@ -75,7 +75,10 @@ class Artefact:
     root: Path | None = None
     """The merged `/choir` tree on the host (process runtime)."""
     image: str | None = None
-    """The image tag to run (docker runtime)."""
+    """The image tag to run (docker runtime), shown to the operator."""
+    image_id: str | None = None
+    """The id of the image the tag named when it was built: what the container is made from,
+    since another home on this host may point the same tag at its own build meanwhile."""
 
 
 @dataclass

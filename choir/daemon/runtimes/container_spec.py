@@ -53,7 +53,7 @@ async def built_image(home: ChoirHome, config: ChoirConfig, agent_id: str) -> Ar
     from choir.daemon.images.build import ensure_agent_image
 
     ref = await ensure_agent_image(home, config, agent_id)
-    return Artefact(ref.version, image=ref.tag)
+    return Artefact(ref.version, image=ref.tag, image_id=ref.id)
 
 
 def agent_profile(config: ChoirConfig, agent_id: str, network: str) -> SecurityProfile:

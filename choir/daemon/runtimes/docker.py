@@ -180,7 +180,7 @@ class DockerRuntime:
             return ready[1]
         artefact = await self._images(self._home, config, agent_id)
         if artefact.image is not None:
-            image = await self._engine.engine.image(artefact.image)
+            image = await self._engine.engine.image(artefact.image_id or artefact.image)
             if image is not None:
                 self._ready[agent_id] = (image.id, artefact)
         return artefact
@@ -221,7 +221,7 @@ class DockerRuntime:
                 fields={"agent_id": agent_id, "llm": started.bindings.llm, "endpoint": endpoint},
             )
         spec = ContainerSpec(
-            image=artefact.image,
+            image=artefact.image_id or artefact.image,
             command=AGENT_COMMAND,
             name=f"choir-{agent_id}-{secrets.token_hex(4)}",
             environment=container_environment(agent_id, started.session_id),
