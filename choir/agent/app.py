@@ -201,6 +201,7 @@ class ChoirAgent:
         replicator: Replicator,
     ) -> None:
         from choir.adapters.llm import LlmClient
+        from choir.agent.integrations.session import Integrations
         from choir.agent.lanes.core.jobs import CoreJobTools
         from choir.agent.lanes.core.runner import CoreJobRunner
         from choir.agent.lanes.edge import EdgeLane
@@ -214,13 +215,18 @@ class ChoirAgent:
         from choir.agent.recovery.resume import CoreJobRecovery, settle_edge
         from choir.agent.replication.control_plane import ControlPlaneHostBridge
         from choir.agent.replication.status import StatusReporter
-        from choir.agent.startup import LANE_TOOLS, NOT_IN_THIS_VERSION, runtime_tools
+        from choir.agent.startup import (
+            INTEGRATION_TOOLS,
+            LANE_TOOLS,
+            NOT_IN_THIS_VERSION,
+            runtime_tools,
+        )
         from choir.agent.stopping import lanes_stopped
         from choir.agent.wiring import open_kernel
 
         options, state, commit_log = self.options, sync.state, restored.log
         table: dict[str, LaneHook] = {}
-        hooks = {name: _late(table, name) for name in LANE_TOOLS}
+        hooks = {name: _late(table, name) for name in LANE_TOOLS | INTEGRATION_TOOLS}
         bridge = ControlPlaneHostBridge(control_plane)
         settle_edge(commit_log, restored.ledger)  # before the arbiter folds its idempotency table
         async with (
@@ -240,7 +246,17 @@ class ChoirAgent:
         ):
             demo, status = DemoModel(), StatusReporter(control_plane)
             identity = Identity.read(options.root)
-            kit = LaneKit(kernel, llm, state, demo, identity, status, drain=self._drain)
+            integrations = Integrations(state, kernel.registry)
+            kit = LaneKit(
+                kernel,
+                llm,
+                state,
+                demo,
+                identity,
+                status,
+                drain=self._drain,
+                withheld=integrations.withheld,
+            )
             kit.start()
             jobs = CoreJobRunner(kit)
             tools = CoreJobTools(kit, jobs)
@@ -254,7 +270,9 @@ class ChoirAgent:
                 commit_log, agent_id=options.agent_id, fallback=host_query
             )
             table["choir.memory.compact"] = kit.compaction.hook
+            table.update(integrations.hooks())
             kernel.arbiter.add_gate(self._drain.gate)
+            kernel.arbiter.add_gate(integrations.gate)
             kernel.arbiter.add_gate(tools.gate)
             edge = EdgeLane(kit, jobs)
             restored.attach(kit, edge, recovery)  # budgets, skills, memories: before lanes run
@@ -272,6 +290,7 @@ class ChoirAgent:
                 await status.close()
                 kit.stop()
                 await demo.close()
+                await integrations.close()
 
     async def _summarize(self, kit: LaneKit) -> None:
         """Graceful stop, after the lanes ended: commit the session summary (§11.8), if any."""

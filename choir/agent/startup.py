@@ -53,7 +53,6 @@ NOT_IN_THIS_VERSION: Final = frozenset(
         "choir.email.check",
         "choir.notion.query",
         "choir.tts.speak",
-        "choir.web.search",
         # host tools choird does not serve yet (the browser worker)
         "choir.web.browse",
     }
@@ -63,11 +62,16 @@ lane (`open_kernel`'s `unavailable`), so no model is shown a tool that cannot ru
 anyway answers `not_implemented` (built-ins) or `unknown_host_tool` (host tools)."""
 
 
+INTEGRATION_TOOLS: Final = frozenset({"choir.web.search"})
+"""Tools that reach an outside service with the session's secrets (`choir.agent.integrations`,
+run as lane hooks); withheld from the model while their service is not configured."""
+
+
 def runtime_tools() -> frozenset[str]:
     """What `open_kernel` must accept as implemented elsewhere."""
     from choir.agent.tools.builtin import BUILTIN_TOOLS
 
-    return LANE_TOOLS - BUILTIN_TOOLS.keys()
+    return (LANE_TOOLS | INTEGRATION_TOOLS) - BUILTIN_TOOLS.keys()
 
 
 @dataclass(frozen=True, slots=True)

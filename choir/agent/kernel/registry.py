@@ -115,7 +115,9 @@ class ToolRegistry:
         self._tools: Mapping[str, RegisteredTool] = MappingProxyType(dict(sorted(tools.items())))
         self._by_wire: Mapping[str, str] = {t.manifest.wire_name: name for name, t in tools.items()}
         self._unavailable = frozenset(unavailable)
-        self._views: dict[tuple[LaneKind, frozenset[str] | None], tuple[dict[str, Any], ...]] = {}
+        self._views: dict[
+            tuple[LaneKind, frozenset[str] | None, frozenset[str]], tuple[dict[str, Any], ...]
+        ] = {}
         """`llm_tools` answers: every model call of a lane asks for the same list."""
 
     @classmethod
@@ -174,21 +176,25 @@ class ToolRegistry:
         return len(self._tools)
 
     def llm_tools(
-        self, lane_kind: LaneKind, only: Collection[str] | None = None
+        self,
+        lane_kind: LaneKind,
+        only: Collection[str] | None = None,
+        withheld: frozenset[str] = frozenset(),
     ) -> list[dict[str, Any]]:
         """The OpenAI `tools` parameter for a lane, sorted by name (stable prompts cache well).
 
         Only tools whose exposure offers them to `lane_kind`, and, when `only` is given (a skill
-        state's allowed tools), only those. Each entry is exactly `ToolManifest.llm_view()`, built
-        once (the registry never changes) and shared by every list returned: never changed.
+        state's allowed tools), only those; never those `withheld` (their service is not
+        configured now). Each entry is exactly `ToolManifest.llm_view()`, built once (the
+        registry never changes) and shared by every list returned: never changed.
         """
         allowed = None if only is None else frozenset(only)
-        views = self._views.get((lane_kind, allowed))
+        views = self._views.get((lane_kind, allowed, withheld))
         if views is None:
-            views = self._views[lane_kind, allowed] = tuple(
+            views = self._views[lane_kind, allowed, withheld] = tuple(
                 tool.manifest.llm_view()
                 for tool in self._offered(lane_kind)
-                if allowed is None or tool.name in allowed
+                if (allowed is None or tool.name in allowed) and tool.name not in withheld
             )
         return list(views)
 

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Final
 from choir.adapters.llm import (
     Completion,
     CompletionRequest,
+    InvalidToolCall,
     LlmClient,
     ModelSettings,
     RateLimitNotice,
@@ -43,6 +44,7 @@ from choir.protocol import (
     ModelOutput,
     ReportStatusRequest,
     ToolCall,
+    ToolResult,
     ToolResultCommitted,
     to_wire_name,
 )
@@ -180,6 +182,8 @@ class LaneKit:
     memories: Memories = field(default_factory=Memories)
     drain: Drain = field(default_factory=Drain)
     """Graceful stop (§17.2): once set, lanes finish their safe point and start nothing new."""
+    withheld: Callable[[], Mapping[str, str]] = dict
+    """The tools that cannot run under the current config, with why: never offered."""
     compaction: CompactionDriver = field(init=False)
     """Folds each lane's oldest events into its summary, in the background (§11.3)."""
     budgets: BudgetFollower = field(init=False)
@@ -224,7 +228,8 @@ class LaneKit:
         """The `tools` parameter of `lane`: its tools, or a skill state's only while one runs."""
         view = self.skill_view(lane)
         allowed = list(view.allowed_tools) if view is not None else (list(only) if only else None)
-        offered = self.kernel.registry.llm_tools(lane_kind_of(lane), allowed)
+        withheld = frozenset(self.withheld())
+        offered = self.kernel.registry.llm_tools(lane_kind_of(lane), allowed, withheld)
         if self.kernel.skills:
             offered += [
                 entry for name, entry in _control_tools() if allowed is None or name in allowed
@@ -297,9 +302,19 @@ class LaneKit:
         )
         arbiter.commit(lane, output)
         for (call_id, bad), call in zip(wrong, shown, strict=True):
-            answer = ToolResultCommitted(call_id=call_id, tool=call.name, result=bad.result())
-            arbiter.commit(lane, answer)
+            result = self._unavailable(call.name, bad) or bad.result()
+            arbiter.commit(
+                lane, ToolResultCommitted(call_id=call_id, tool=call.name, result=result)
+            )
         return valid
+
+    def _unavailable(self, name: str, bad: InvalidToolCall) -> ToolResult | None:
+        """For a call of a tool withheld now (it was offered earlier in the session, or the
+        model guessed it), why it cannot run rather than `unknown_tool`."""
+        reason = self.withheld().get(name) if bad.error_code == "unknown_tool" else None
+        if reason is None:
+            return None
+        return ToolResult.fail("tool_unavailable", f"{name} is not available: {reason}")
 
     def report(self, lane: str, state: LaneStatus) -> None:
         arbiter = self.kernel.arbiter

@@ -1,0 +1,98 @@
+"""The integration tools of one session: which can run under the current config, and running them.
+
+A tool whose service is not configured for the session (no provider, no secret) is *withheld*:
+left out of every tool list the model is shown (`LaneKit.tools`), refused with `tool_unavailable`
+and the reason if called anyway (a model may still name it, or it became unavailable
+mid-session: the arbiter gate), and reported with its reason in the agent's status. What is
+withheld follows the config and secrets snapshots, which a reload swaps whole: the answer is
+kept per pair.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import Any, Final
+
+import aiohttp
+
+from choir.agent.integrations import web_search
+from choir.agent.kernel.dispatch import LaneHook
+from choir.agent.kernel.proposal import ToolProposal
+from choir.agent.kernel.registry import RegisteredTool, ToolRegistry
+from choir.agent.replication.live_config import DynamicConfig, DynamicState, Secrets
+from choir.protocol.tooling.tools import ToolResult
+
+INTEGRATION_TOOLS: Final = frozenset({web_search.TOOL})
+"""The integration tools choir-agent implements (the lanes' hooks run them)."""
+UNAVAILABLE: Final = "tool_unavailable"
+DEFAULT_TIMEOUT_S: Final = 15.0
+
+
+def withheld_tools(data: Mapping[str, Any], secret_names: frozenset[str]) -> dict[str, str]:
+    """Each integration tool that cannot run under config `data` and the secrets named
+    `secret_names`, with why."""
+    withheld = {}
+    if (reason := web_search.unavailable_reason(data, secret_names)) is not None:
+        withheld[web_search.TOOL] = reason
+    return withheld
+
+
+class Integrations:
+    """One session's integration tools: `withheld`, the arbiter `gate`, the lane `hooks`."""
+
+    def __init__(self, state: DynamicState, registry: ToolRegistry) -> None:
+        self._state = state
+        self._registry = registry
+        self._session: aiohttp.ClientSession | None = None
+        """The aiohttp session of the integrations' calls, opened at the first call."""
+        self._withheld: tuple[DynamicConfig, Secrets, Mapping[str, str]] | None = None
+
+    def withheld(self) -> Mapping[str, str]:
+        """The integration tools that cannot run now, with why (read-only)."""
+        config, secrets, cached = self._state.current(), self._state.secrets(), self._withheld
+        if cached is not None and cached[0] is config and cached[1] is secrets:
+            return cached[2]
+        answer = MappingProxyType(withheld_tools(config.data, secrets.names()))
+        self._withheld = (config, secrets, answer)
+        return answer
+
+    def gate(
+        self, lane: str, tool: RegisteredTool, arguments: Mapping[str, Any]
+    ) -> ToolResult | None:
+        """Refuse a call of a withheld tool, saying why (the arbiter's admission)."""
+        reason = self.withheld().get(tool.name)
+        if reason is None:
+            return None
+        return ToolResult.fail(UNAVAILABLE, f"{tool.name} is not available: {reason}")
+
+    def hooks(self) -> dict[str, LaneHook]:
+        """The implementations, by tool name, for the dispatcher."""
+        return {web_search.TOOL: self._web_search}
+
+    async def close(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+
+    async def _web_search(self, proposal: ToolProposal, arguments: dict[str, Any]) -> ToolResult:
+        reason = self.withheld().get(web_search.TOOL)  # a reload since the call was admitted
+        provider = web_search.search_provider(self._state.current().data)
+        if reason is not None or provider is None:
+            return ToolResult.fail(UNAVAILABLE, f"{proposal.tool} is not available: {reason}")
+        secrets = self._state.secrets()
+        call = web_search.SearchInput.model_validate(arguments)
+        deadline = time.monotonic() + self._timeout_s(proposal.tool) - 0.5
+        return await web_search.search(
+            self._http(), provider, secrets.reveal(provider.secret), call, deadline=deadline
+        )
+
+    def _timeout_s(self, name: str) -> float:
+        tool = self._registry.get(name)
+        return tool.manifest.runtime.timeout_ms / 1000 if tool else DEFAULT_TIMEOUT_S
+
+    def _http(self) -> aiohttp.ClientSession:
+        if self._session is None:
+            self._session = aiohttp.ClientSession()
+        return self._session
