@@ -125,7 +125,8 @@ async def open_lanes(
     manifests: Mapping[str, dict[str, Any]] | None = None,
 ) -> AsyncIterator[Lanes]:
     """choir-agent's lanes over a fresh kernel in `tmp`, as the runtime wires them."""
-    from choir.agent.startup import LANE_TOOLS, NOT_IN_THIS_VERSION, runtime_tools
+    from choir.agent.startup import LANE_TOOLS, runtime_tools
+    from choir.core.integrations import NOT_IN_THIS_VERSION
 
     limits = BudgetLimits(
         **{

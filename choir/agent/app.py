@@ -215,14 +215,10 @@ class ChoirAgent:
         from choir.agent.recovery.resume import CoreJobRecovery, settle_edge
         from choir.agent.replication.control_plane import ControlPlaneHostBridge
         from choir.agent.replication.status import StatusReporter
-        from choir.agent.startup import (
-            INTEGRATION_TOOLS,
-            LANE_TOOLS,
-            NOT_IN_THIS_VERSION,
-            runtime_tools,
-        )
+        from choir.agent.startup import LANE_TOOLS, runtime_tools
         from choir.agent.stopping import lanes_stopped
         from choir.agent.wiring import open_kernel
+        from choir.core.integrations import INTEGRATION_TOOLS, NOT_IN_THIS_VERSION
 
         options, state, commit_log = self.options, sync.state, restored.log
         table: dict[str, LaneHook] = {}

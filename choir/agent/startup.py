@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Final
 import orjson
 
 from choir.agent.replication.link import ReconnectingClient
+from choir.core.integrations import INTEGRATION_TOOLS, NOT_IN_THIS_VERSION
 from choir.errors import UsageError
 from choir.protocol.revision import PROTOCOL_VERSION
 
@@ -45,26 +46,6 @@ LANE_TOOLS: Final = frozenset(
     }
 )
 """Tools the lanes implement (lane hooks)."""
-
-NOT_IN_THIS_VERSION: Final = frozenset(
-    {
-        "choir.email.send",
-        "choir.email.receive",
-        "choir.email.check",
-        "choir.notion.query",
-        "choir.tts.speak",
-        # host tools choird does not serve yet (the browser worker)
-        "choir.web.browse",
-    }
-)
-"""Seed manifests without an implementation yet, in choir-agent or in choird: never offered to a
-lane (`open_kernel`'s `unavailable`), so no model is shown a tool that cannot run; a call by name
-anyway answers `not_implemented` (built-ins) or `unknown_host_tool` (host tools)."""
-
-
-INTEGRATION_TOOLS: Final = frozenset({"choir.web.search"})
-"""Tools that reach an outside service with the session's secrets (`choir.agent.integrations`,
-run as lane hooks); withheld from the model while their service is not configured."""
 
 
 def runtime_tools() -> frozenset[str]:

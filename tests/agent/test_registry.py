@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 
 from choir.agent.kernel.registry import ToolRegistry
-from choir.agent.startup import NOT_IN_THIS_VERSION
 from choir.agent.tools.builtin import BUILTIN_TOOLS
 from choir.agent.tools.external import run_external
+from choir.core.integrations import NOT_IN_THIS_VERSION
 from choir.errors import ConfigError, ExitCode
 from choir.protocol.tooling.manifest import ToolManifest
 from choir.protocol.tooling.tools import ToolResult

@@ -13,11 +13,18 @@ import pytest
 from pydantic import SecretStr
 
 from choir.agent.integrations import web_search
-from choir.agent.integrations.session import Integrations, withheld_tools
-from choir.agent.integrations.web_search import SearchInput, SearchProvider, search
+from choir.agent.integrations.session import Integrations
+from choir.agent.integrations.web_search import SearchInput, search
 from choir.agent.kernel.proposal import ToolProposal
 from choir.agent.kernel.registry import RegisteredTool, ToolRegistry
 from choir.agent.replication.live_config import DynamicConfig, DynamicState, Secrets
+from choir.core.integrations import (
+    NOT_BUILT,
+    SearchProvider,
+    search_provider,
+    unavailable_tools,
+    withheld_tools,
+)
 from choir.protocol.tooling.manifest import ToolManifest
 from choir.protocol.tooling.tools import ToolResult
 from tests.harness.brave import BraveServer
@@ -147,16 +154,19 @@ async def test_an_unreachable_or_silent_provider_is_an_error_not_a_hang(
 
 
 def test_the_tool_is_withheld_until_a_provider_and_its_secret_are_there() -> None:
-    assert "add search.<name>" in withheld_tools({}, frozenset())[web_search.TOOL]
-    data = {"search": {"web": {"provider": "brave", "secret": "brave-key"}}}
-    assert withheld_tools(data, frozenset()) == {
+    assert "add search.<name>" in withheld_tools(None, frozenset())[web_search.TOOL]
+    search = {"web": {"provider": "brave", "secret": "brave-key"}}
+    assert withheld_tools(search, frozenset()) == {
         web_search.TOOL: "search.web's secret 'brave-key' is not set: choirctl secret set brave-key"
     }
-    assert withheld_tools(data, frozenset({"brave-key"})) == {}
-    chosen = web_search.search_provider(
-        {"search": {"b": {"secret": "k2"}, "a": {"secret": "k1", "endpoint": "http://x/v1/"}}}
+    assert withheld_tools(search, frozenset({"brave-key"})) == {}
+    chosen = search_provider(
+        {"b": {"secret": "k2"}, "a": {"secret": "k1", "endpoint": "http://x/v1/"}}
     )
     assert chosen == SearchProvider("a", "http://x/v1", "k1")  # the first by name
+    shown = unavailable_tools(search, frozenset({"brave-key"}))
+    assert shown["choir.notion.query"] == NOT_BUILT
+    assert web_search.TOOL not in shown
 
 
 async def test_what_is_withheld_follows_config_and_secret_swaps(brave: BraveServer) -> None:

@@ -13,6 +13,8 @@ from typing import Any
 import pytest
 
 from choir.config import SecretStore
+from choir.core.integrations import NOT_BUILT
+from choir.ctl.agent.views import unavailable_lines
 from choir.protocol.names import to_wire_name
 from choir.scripted import ReplyStep, Script, ScriptedCall, ScriptedModelServer, ToolCallsStep
 from choir.store.postgres.target import ConnectParams
@@ -89,6 +91,9 @@ async def test_a_configured_search_runs_with_the_sessions_key(start: Start) -> N
         "choir result 0.1",
     ]
     assert KEY not in agent_log_text(agent.daemon.home, "agent-1")
+    unavailable = (await agent.operator.agent_status("agent-1")).unavailable_tools
+    assert "choir.web.search" not in unavailable
+    assert unavailable["choir.notion.query"] == NOT_BUILT
 
 
 async def test_an_unconfigured_search_is_not_offered_and_a_call_says_why(start: Start) -> None:
@@ -103,3 +108,8 @@ async def test_an_unconfigured_search_is_not_offered_and_a_call_says_why(start: 
     assert result["error_code"] == "tool_unavailable", result
     assert "no web search provider is configured" in result["summary"]
     assert not brave.requests
+    unavailable = (await agent.operator.agent_status("agent-1")).unavailable_tools
+    assert unavailable["choir.web.search"] == result["summary"].split(": ", 1)[1]
+    lines = unavailable_lines(unavailable)
+    assert lines[0] == f"tools      choir.web.search not offered: {unavailable['choir.web.search']}"
+    assert lines[1].startswith(f"           not offered ({NOT_BUILT}): choir.email.check, ")

@@ -22,21 +22,11 @@ from choir.agent.kernel.dispatch import LaneHook
 from choir.agent.kernel.proposal import ToolProposal
 from choir.agent.kernel.registry import RegisteredTool, ToolRegistry
 from choir.agent.replication.live_config import DynamicConfig, DynamicState, Secrets
+from choir.core.integrations import search_provider, withheld_tools
 from choir.protocol.tooling.tools import ToolResult
 
-INTEGRATION_TOOLS: Final = frozenset({web_search.TOOL})
-"""The integration tools choir-agent implements (the lanes' hooks run them)."""
 UNAVAILABLE: Final = "tool_unavailable"
 DEFAULT_TIMEOUT_S: Final = 15.0
-
-
-def withheld_tools(data: Mapping[str, Any], secret_names: frozenset[str]) -> dict[str, str]:
-    """Each integration tool that cannot run under config `data` and the secrets named
-    `secret_names`, with why."""
-    withheld = {}
-    if (reason := web_search.unavailable_reason(data, secret_names)) is not None:
-        withheld[web_search.TOOL] = reason
-    return withheld
 
 
 class Integrations:
@@ -54,7 +44,7 @@ class Integrations:
         config, secrets, cached = self._state.current(), self._state.secrets(), self._withheld
         if cached is not None and cached[0] is config and cached[1] is secrets:
             return cached[2]
-        answer = MappingProxyType(withheld_tools(config.data, secrets.names()))
+        answer = MappingProxyType(withheld_tools(config.data.get("search"), secrets.names()))
         self._withheld = (config, secrets, answer)
         return answer
 
@@ -78,7 +68,7 @@ class Integrations:
 
     async def _web_search(self, proposal: ToolProposal, arguments: dict[str, Any]) -> ToolResult:
         reason = self.withheld().get(web_search.TOOL)  # a reload since the call was admitted
-        provider = web_search.search_provider(self._state.current().data)
+        provider = search_provider(self._state.current().data.get("search"))
         if reason is not None or provider is None:
             return ToolResult.fail(UNAVAILABLE, f"{proposal.tool} is not available: {reason}")
         secrets = self._state.secrets()

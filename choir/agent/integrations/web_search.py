@@ -18,18 +18,16 @@ import html
 import re
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any, Final, Literal
 
 import aiohttp
 import orjson
 from pydantic import BaseModel, ConfigDict, Field
 
+from choir.core.integrations import WEB_SEARCH, SearchProvider
 from choir.protocol.tooling.tools import ToolResult
 
-TOOL: Final = "choir.web.search"
-BRAVE_ENDPOINT: Final = "https://api.search.brave.com/res/v1"
-"""Brave Search API's base URL; `search.<name>.endpoint` overrides it."""
+TOOL: Final = WEB_SEARCH
 SEARCH_PATH: Final = "/web/search"
 RETRIES: Final = 2
 """429s waited out per call (when the provider says how long and the call has the time)."""
@@ -51,47 +49,6 @@ class SearchInput(BaseModel):
     freshness: Literal["pd", "pw", "pm", "py"] | None = None
     country: str | None = Field(default=None, pattern=r"^[A-Z]{2}$")
     offset: int = Field(default=0, ge=0, le=MAX_OFFSET)
-
-
-@dataclass(frozen=True, slots=True)
-class SearchProvider:
-    """Where searches go: one `search` entry of config.json."""
-
-    name: str
-    endpoint: str
-    secret: str
-
-
-def search_provider(data: Mapping[str, Any]) -> SearchProvider | None:
-    """The provider of the dynamic config `data` (its first `search` entry by name), or None."""
-    entries = data.get("search")
-    if not isinstance(entries, Mapping):
-        return None
-    for name in sorted(entries):
-        entry = entries[name]
-        if not isinstance(entry, Mapping) or entry.get("provider", "brave") != "brave":
-            continue
-        secret = entry.get("secret")
-        if isinstance(secret, str) and secret:
-            endpoint = entry.get("endpoint") or BRAVE_ENDPOINT
-            return SearchProvider(str(name), str(endpoint).rstrip("/"), secret)
-    return None
-
-
-def unavailable_reason(data: Mapping[str, Any], secret_names: frozenset[str]) -> str | None:
-    """Why the tool cannot run under `data` with the secrets `secret_names`; None if it can."""
-    provider = search_provider(data)
-    if provider is None:
-        return (
-            "no web search provider is configured: add search.<name> "
-            '({"provider": "brave", "secret": "<secret>"}) to config.json'
-        )
-    if provider.secret not in secret_names:
-        return (
-            f"search.{provider.name}'s secret {provider.secret!r} is not set: "
-            f"choirctl secret set {provider.secret}"
-        )
-    return None
 
 
 def query_params(call: SearchInput) -> dict[str, str]:

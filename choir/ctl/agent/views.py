@@ -62,6 +62,7 @@ def show_status(data: AgentStatus) -> None:
         f"{'bindings':<11}{bindings}",
         f"{'budgets':<11}" + ", ".join(f"{k} {v}" for k, v in data.budgets.items()),
         f"{'remaining':<11}{remaining or '-'}",
+        *unavailable_lines(data.unavailable_tools),
         *held_job_lines(data.held_jobs or []),
         *([f"{'DOWN':<11}{outage_line(data.interrupted)}"] if data.interrupted else []),
         "lanes:",
@@ -80,6 +81,21 @@ def show_status(data: AgentStatus) -> None:
             for lane in data.lanes
         ],
     )
+
+
+def unavailable_lines(unavailable: dict[str, str]) -> list[str]:
+    """`tools` lines: each tool the model is not offered and why; those not built yet in one."""
+    from choir.core.integrations import NOT_BUILT
+
+    unbuilt = sorted(name for name, why in unavailable.items() if why == NOT_BUILT)
+    lines = [
+        f"{name} not offered: {why}"
+        for name, why in sorted(unavailable.items())
+        if why != NOT_BUILT
+    ]
+    if unbuilt:
+        lines.append(f"not offered ({NOT_BUILT}): {', '.join(unbuilt)}")
+    return [f"{'tools' if i == 0 else '':<11}{line}" for i, line in enumerate(lines)]
 
 
 def outage_line(outage: OutageView) -> str:

@@ -22,6 +22,7 @@ from typing import Any, Final
 
 from choir import __version__
 from choir.core.held_jobs import recover_command
+from choir.core.integrations import unavailable_tools
 from choir.daemon.images.repo_refresh import repo_status
 from choir.daemon.operator.context import OperatorContext
 from choir.daemon.operator.views import agent_state, held_view, iso, lane_view, seconds_between
@@ -194,6 +195,10 @@ async def agent_status(ctx: OperatorContext, request: AgentRef) -> AgentStatus:
         budget_remaining=edge.report.budget_remaining if edge is not None else {},
         lanes=[lane_view(active.session_id, lane) for lane in lanes.values()] if active else [],
         image=await _image(ctx, request.agent_id),
+        unavailable_tools=unavailable_tools(
+            {name: entry.model_dump(mode="json") for name, entry in ctx.config.search.items()},
+            frozenset(ctx.stage.secrets.names()),
+        ),
     )
 
 

@@ -130,6 +130,9 @@ class AgentStatus(AgentSummary):
     budget_remaining: JsonObject
     lanes: list[LaneView]
     image: JsonObject | None
+    unavailable_tools: dict[str, str] = {}
+    """Seed tools the agent's model is not offered, with why: not built yet, or an integration
+    whose provider or secret is not configured (what the agent withholds, from the same rules)."""
 
 
 class AgentStarted(OperatorModel):
