@@ -115,6 +115,8 @@ class NotionConfig(ConfigModel):
 
     secret: SecretName
     """Secret holding the integration token."""
+    endpoint: HttpUrl | None = None
+    """Override of the Notion API's base URL (default `https://api.notion.com`)."""
 
 
 class EmailAccountConfig(ConfigModel):

@@ -11,7 +11,8 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 WEB_SEARCH: Final = "choir.web.search"
-INTEGRATION_TOOLS: Final = frozenset({WEB_SEARCH})
+NOTION_QUERY: Final = "choir.notion.query"
+INTEGRATION_TOOLS: Final = frozenset({WEB_SEARCH, NOTION_QUERY})
 """Tools that reach an outside service with the session's secrets (choir-agent runs them as lane
 hooks); withheld while their service is not configured."""
 NOT_IN_THIS_VERSION: Final = frozenset(
@@ -19,7 +20,6 @@ NOT_IN_THIS_VERSION: Final = frozenset(
         "choir.email.send",
         "choir.email.receive",
         "choir.email.check",
-        "choir.notion.query",
         "choir.tts.speak",
         # host tools choird does not serve yet (the browser worker)
         "choir.web.browse",
@@ -31,6 +31,9 @@ anyway answers `not_implemented` (built-ins) or `unknown_host_tool` (host tools)
 NOT_BUILT: Final = "not in this version of choir"
 BRAVE_ENDPOINT: Final = "https://api.search.brave.com/res/v1"
 """Brave Search API's base URL; `search.<name>.endpoint` overrides it."""
+NOTION_ENDPOINT: Final = "https://api.notion.com"
+"""Notion API's base URL (the client appends `/v1/`); `notion_integrations.<name>.endpoint`
+overrides it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,28 +60,57 @@ def search_provider(search: Any) -> SearchProvider | None:
     return None
 
 
-def withheld_tools(search: Any, secret_names: frozenset[str]) -> dict[str, str]:
-    """Each integration tool that cannot run with config's `search` entries (as JSON) and the
-    secrets named `secret_names`, with why."""
-    provider = search_provider(search)
+@dataclass(frozen=True, slots=True)
+class NotionAccess:
+    """The Notion integration a session is bound to."""
+
+    endpoint: str
+    secret: str
+
+
+def notion_access(bound: Any) -> NotionAccess | None:
+    """The bound Notion integration among a session's bound resources (as JSON), or None."""
+    entry = bound.get("notion") if isinstance(bound, Mapping) else None
+    if not isinstance(entry, Mapping):
+        return None
+    secret = entry.get("secret")
+    if not isinstance(secret, str) or not secret:
+        return None
+    endpoint = entry.get("endpoint") or NOTION_ENDPOINT
+    return NotionAccess(str(endpoint).rstrip("/"), secret)
+
+
+def withheld_tools(data: Mapping[str, Any], secret_names: frozenset[str]) -> dict[str, str]:
+    """Each integration tool that cannot run under the dynamic config `data` (its `search`
+    entries and the session's `bound` resources, as JSON) with the secrets named
+    `secret_names`, with why."""
+    withheld = {}
+    provider = search_provider(data.get("search"))
     if provider is None:
-        reason = (
+        withheld[WEB_SEARCH] = (
             "no web search provider is configured: add search.<name> "
             '({"provider": "brave", "secret": "<secret>"}) to config.json'
         )
     elif provider.secret not in secret_names:
-        reason = (
-            f"search.{provider.name}'s secret {provider.secret!r} is not set: "
-            f"choirctl secret set {provider.secret}"
+        withheld[WEB_SEARCH] = _unset(f"search.{provider.name}", provider.secret)
+    notion = notion_access(data.get("bound"))
+    if notion is None:
+        withheld[NOTION_QUERY] = (
+            "no Notion integration is bound to the session: add one to notion_integrations "
+            "in config.json and name it in the agent's defaults.notion"
         )
-    else:
-        return {}
-    return {WEB_SEARCH: reason}
+    elif notion.secret not in secret_names:
+        withheld[NOTION_QUERY] = _unset("the bound Notion integration", notion.secret)
+    return withheld
 
 
-def unavailable_tools(search: Any, secret_names: frozenset[str]) -> dict[str, str]:
+def _unset(what: str, secret: str) -> str:
+    return f"{what}'s secret {secret!r} is not set: choirctl secret set {secret}"
+
+
+def unavailable_tools(data: Mapping[str, Any], secret_names: frozenset[str]) -> dict[str, str]:
     """Every seed tool the model is not offered now, with why (for the operator)."""
     return {
         **dict.fromkeys(sorted(NOT_IN_THIS_VERSION), NOT_BUILT),
-        **withheld_tools(search, secret_names),
+        **withheld_tools(data, secret_names),
     }

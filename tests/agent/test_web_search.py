@@ -154,19 +154,20 @@ async def test_an_unreachable_or_silent_provider_is_an_error_not_a_hang(
 
 
 def test_the_tool_is_withheld_until_a_provider_and_its_secret_are_there() -> None:
-    assert "add search.<name>" in withheld_tools(None, frozenset())[web_search.TOOL]
-    search = {"web": {"provider": "brave", "secret": "brave-key"}}
-    assert withheld_tools(search, frozenset()) == {
-        web_search.TOOL: "search.web's secret 'brave-key' is not set: choirctl secret set brave-key"
-    }
-    assert withheld_tools(search, frozenset({"brave-key"})) == {}
+    assert "add search.<name>" in withheld_tools({}, frozenset())[web_search.TOOL]
+    search = {"search": {"web": {"provider": "brave", "secret": "brave-key"}}}
+    assert withheld_tools(search, frozenset())[web_search.TOOL] == (
+        "search.web's secret 'brave-key' is not set: choirctl secret set brave-key"
+    )
+    assert web_search.TOOL not in withheld_tools(search, frozenset({"brave-key"}))
     chosen = search_provider(
         {"b": {"secret": "k2"}, "a": {"secret": "k1", "endpoint": "http://x/v1/"}}
     )
     assert chosen == SearchProvider("a", "http://x/v1", "k1")  # the first by name
     shown = unavailable_tools(search, frozenset({"brave-key"}))
-    assert shown["choir.notion.query"] == NOT_BUILT
+    assert shown["choir.tts.speak"] == NOT_BUILT
     assert web_search.TOOL not in shown
+    assert "no Notion integration is bound" in shown["choir.notion.query"]
 
 
 async def test_what_is_withheld_follows_config_and_secret_swaps(brave: BraveServer) -> None:
@@ -185,7 +186,7 @@ async def test_what_is_withheld_follows_config_and_secret_swaps(brave: BraveServ
         search = {"web": {"secret": "brave-key", "endpoint": brave.endpoint}}
         state.swap_config(DynamicConfig.of(2, {"search": search}))
         state.swap_secrets(Secrets.of({"brave-key": SecretStr(KEY)}))
-        assert integrations.withheld() == {}
+        assert web_search.TOOL not in integrations.withheld()
         assert integrations.gate("edge", tool, {"query": "x"}) is None
         hook = integrations.hooks()[tool.name]
         proposal = ToolProposal(lane="edge", call_id="c1", tool=tool.name, arguments={})

@@ -17,12 +17,12 @@ from typing import Any, Final
 
 import aiohttp
 
-from choir.agent.integrations import web_search
+from choir.agent.integrations import notion, web_search
 from choir.agent.kernel.dispatch import LaneHook
 from choir.agent.kernel.proposal import ToolProposal
 from choir.agent.kernel.registry import RegisteredTool, ToolRegistry
 from choir.agent.replication.live_config import DynamicConfig, DynamicState, Secrets
-from choir.core.integrations import search_provider, withheld_tools
+from choir.core.integrations import notion_access, search_provider, withheld_tools
 from choir.protocol.tooling.tools import ToolResult
 
 UNAVAILABLE: Final = "tool_unavailable"
@@ -44,7 +44,7 @@ class Integrations:
         config, secrets, cached = self._state.current(), self._state.secrets(), self._withheld
         if cached is not None and cached[0] is config and cached[1] is secrets:
             return cached[2]
-        answer = MappingProxyType(withheld_tools(config.data.get("search"), secrets.names()))
+        answer = MappingProxyType(withheld_tools(config.data, secrets.names()))
         self._withheld = (config, secrets, answer)
         return answer
 
@@ -59,7 +59,7 @@ class Integrations:
 
     def hooks(self) -> dict[str, LaneHook]:
         """The implementations, by tool name, for the dispatcher."""
-        return {web_search.TOOL: self._web_search}
+        return {web_search.TOOL: self._web_search, notion.TOOL: self._notion}
 
     async def close(self) -> None:
         if self._session is not None:
@@ -77,6 +77,15 @@ class Integrations:
         return await web_search.search(
             self._http(), provider, secrets.reveal(provider.secret), call, deadline=deadline
         )
+
+    async def _notion(self, proposal: ToolProposal, arguments: dict[str, Any]) -> ToolResult:
+        reason = self.withheld().get(notion.TOOL)
+        access = notion_access(self._state.current().data.get("bound"))
+        if reason is not None or access is None:
+            return ToolResult.fail(UNAVAILABLE, f"{proposal.tool} is not available: {reason}")
+        token = self._state.secrets().reveal(access.secret)
+        call = notion.NotionInput.model_validate(arguments)
+        return await notion.query(access, token, call, self._timeout_s(proposal.tool) - 0.5)
 
     def _timeout_s(self, name: str) -> float:
         tool = self._registry.get(name)

@@ -195,11 +195,22 @@ async def agent_status(ctx: OperatorContext, request: AgentRef) -> AgentStatus:
         budget_remaining=edge.report.budget_remaining if edge is not None else {},
         lanes=[lane_view(active.session_id, lane) for lane in lanes.values()] if active else [],
         image=await _image(ctx, request.agent_id),
-        unavailable_tools=unavailable_tools(
-            {name: entry.model_dump(mode="json") for name, entry in ctx.config.search.items()},
-            frozenset(ctx.stage.secrets.names()),
-        ),
+        unavailable_tools=_unavailable_tools(ctx, summary.bindings),
     )
+
+
+def _unavailable_tools(ctx: OperatorContext, bindings: dict[str, Any]) -> dict[str, str]:
+    """What the agent withholds from its model under these bindings (the running session's, or
+    the defaults a start would bind), from the config and secrets choird serves it."""
+    config = ctx.config
+    data = {
+        "search": {name: entry.model_dump(mode="json") for name, entry in config.search.items()},
+        "bound": {},
+    }
+    notion = config.notion_integrations.get(str(bindings.get("notion") or ""))
+    if notion is not None:
+        data["bound"] = {"notion": notion.model_dump(mode="json")}
+    return unavailable_tools(data, frozenset(ctx.stage.secrets.names()))
 
 
 async def _image(ctx: OperatorContext, agent_id: str) -> dict[str, Any] | None:

@@ -1,6 +1,7 @@
-"""`choir.web.search` in the real choir-agent: offered to the model only when a search provider and
-its secret are configured, run with the session's copy of the key against a local Brave Search
-stand-in (real HTTP), the key never in a log; called while unconfigured, a clear tool error."""
+"""Integration tools in the real choir-agent: offered to the model only when their service and its
+secret are configured (a search provider; a Notion integration bound to the session), run with
+the session's copy of the key against local stand-ins of Brave Search and Notion (real HTTP), the
+key never in a log; called while unconfigured, a clear tool error."""
 
 from __future__ import annotations
 
@@ -22,16 +23,29 @@ from tests.e2e_agent.test_agent_process import Agent, choir_root, running_agent
 from tests.harness.agent_logs import agent_log_text
 from tests.harness.brave import BraveServer
 from tests.harness.homes import external_postgres, make_home, read_config, write_config
+from tests.harness.notion import NotionServer, block, page
 
 pytestmark = pytest.mark.slow
 
 KEY = "brave-e2e-key-7c1f"
+NOTION_TOKEN = "secret_notion-e2e-5d2a"
 WIRE = to_wire_name("choir.web.search")
+NOTION_WIRE = to_wire_name("choir.notion.query")
+PLAN = page("Plan")
 SCRIPT = Script(
     steps=[
         ToolCallsStep(
             match="search the web",
             calls=[ScriptedCall(name="choir.web.search", arguments={"query": "choir", "count": 2})],
+        ),
+        ToolCallsStep(
+            match="read the plan",
+            calls=[
+                ScriptedCall(
+                    name="choir.notion.query",
+                    arguments={"action": "get_page", "page_id": PLAN["url"]},
+                )
+            ],
         ),
         ReplyStep(after="tool", repeat=True, text="Here is what I found."),
     ]
@@ -46,15 +60,20 @@ async def start(root: Path, pg_params: ConnectParams) -> AsyncIterator[Start]:
 
         async def launch(*, configured: bool) -> tuple[Agent, BraveServer]:
             brave = await stack.enter_async_context(BraveServer(KEY))
+            notion = await stack.enter_async_context(NotionServer(NOTION_TOKEN))
+            notion.add_page(PLAN, [block("heading_1", "Goals"), block("paragraph", "Ship it.")])
             model = await stack.enter_async_context(ScriptedModelServer(SCRIPT))
             home = make_home(root, postgres=external_postgres(pg_params))
             data = read_config(home)
             data["models"]["demo"] = {"provider": "scripted", "model": "e2e", "endpoint": model.url}
             if configured:
                 data["search"] = {"web": {"secret": "brave-key", "endpoint": brave.endpoint}}
-                SecretStore.load(home.secrets_file).with_secret("brave-key", KEY).save(
-                    home.secrets_file
-                )
+                data["notion_integrations"] = {
+                    "team": {"secret": "notion-key", "endpoint": notion.endpoint}
+                }
+                data["agents"]["agent-1"]["defaults"]["notion"] = "team"
+                store = SecretStore.load(home.secrets_file).with_secret("brave-key", KEY)
+                store.with_secret("notion-key", NOTION_TOKEN).save(home.secrets_file)
             write_config(home, data)
             (root / "ws").mkdir()
             agent = await stack.enter_async_context(
@@ -69,13 +88,15 @@ def offered(body: dict[str, Any]) -> set[str]:
     return {tool["function"]["name"] for tool in body.get("tools") or []}
 
 
-def tool_message(body: dict[str, Any]) -> dict[str, Any]:
-    [message] = [m for m in body["messages"] if m["role"] == "tool"]
-    content: dict[str, Any] = json.loads(message["content"])
+def tool_message(body: dict[str, Any], *, last: bool = False) -> dict[str, Any]:
+    messages = [m for m in body["messages"] if m["role"] == "tool"]
+    if not last:
+        assert len(messages) == 1, messages
+    content: dict[str, Any] = json.loads(messages[-1]["content"])
     return content
 
 
-async def test_a_configured_search_runs_with_the_sessions_key(start: Start) -> None:
+async def test_configured_integrations_run_with_the_sessions_keys(start: Start) -> None:
     agent, brave = await start(configured=True)
     replies = await agent.chat("please search the web for choir")
     assert replies[-1]["text"] == "Here is what I found."
@@ -93,15 +114,26 @@ async def test_a_configured_search_runs_with_the_sessions_key(start: Start) -> N
     assert KEY not in agent_log_text(agent.daemon.home, "agent-1")
     unavailable = (await agent.operator.agent_status("agent-1")).unavailable_tools
     assert "choir.web.search" not in unavailable
-    assert unavailable["choir.notion.query"] == NOT_BUILT
+    assert "choir.notion.query" not in unavailable
+    assert unavailable["choir.tts.speak"] == NOT_BUILT
+
+    replies = await agent.chat("now read the plan")
+    assert replies[-1]["text"] == "Here is what I found."
+    bodies = [r.body for r in agent.model.requests if r.path.endswith("/completions")]
+    assert NOTION_WIRE in offered(bodies[2])
+    result = tool_message(bodies[3], last=True)
+    assert result["status"] == "success", result
+    assert result["data"]["content"] == "# Goals\nShip it."
+    assert NOTION_TOKEN not in agent_log_text(agent.daemon.home, "agent-1")
 
 
-async def test_an_unconfigured_search_is_not_offered_and_a_call_says_why(start: Start) -> None:
+async def test_unconfigured_integrations_are_not_offered_and_a_call_says_why(start: Start) -> None:
     agent, brave = await start(configured=False)
     await agent.chat("please search the web for choir")
 
     first, second = [r.body for r in agent.model.requests if r.path.endswith("/completions")][:2]
     assert WIRE not in offered(first)
+    assert NOTION_WIRE not in offered(first)
     assert to_wire_name("choir.fs.read") in offered(first)
     result = tool_message(second)
     assert result["status"] == "error"
@@ -111,5 +143,8 @@ async def test_an_unconfigured_search_is_not_offered_and_a_call_says_why(start: 
     unavailable = (await agent.operator.agent_status("agent-1")).unavailable_tools
     assert unavailable["choir.web.search"] == result["summary"].split(": ", 1)[1]
     lines = unavailable_lines(unavailable)
-    assert lines[0] == f"tools      choir.web.search not offered: {unavailable['choir.web.search']}"
-    assert lines[1].startswith(f"           not offered ({NOT_BUILT}): choir.email.check, ")
+    assert lines[0] == (
+        f"tools      choir.notion.query not offered: {unavailable['choir.notion.query']}"
+    )
+    assert lines[1] == f"           choir.web.search not offered: {unavailable['choir.web.search']}"
+    assert lines[2].startswith(f"           not offered ({NOT_BUILT}): choir.email.check, ")
