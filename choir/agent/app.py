@@ -242,7 +242,7 @@ class ChoirAgent:
         ):
             demo, status = DemoModel(), StatusReporter(control_plane)
             identity = Identity.read(options.root)
-            integrations = Integrations(state, kernel.registry)
+            integrations = Integrations(state, kernel.registry, kernel.workspace)
             kit = LaneKit(
                 kernel,
                 llm,

@@ -12,7 +12,8 @@ from typing import Any, Final
 
 WEB_SEARCH: Final = "choir.web.search"
 NOTION_QUERY: Final = "choir.notion.query"
-INTEGRATION_TOOLS: Final = frozenset({WEB_SEARCH, NOTION_QUERY})
+TTS_SPEAK: Final = "choir.tts.speak"
+INTEGRATION_TOOLS: Final = frozenset({WEB_SEARCH, NOTION_QUERY, TTS_SPEAK})
 """Tools that reach an outside service with the session's secrets (choir-agent runs them as lane
 hooks); withheld while their service is not configured."""
 NOT_IN_THIS_VERSION: Final = frozenset(
@@ -20,7 +21,6 @@ NOT_IN_THIS_VERSION: Final = frozenset(
         "choir.email.send",
         "choir.email.receive",
         "choir.email.check",
-        "choir.tts.speak",
         # host tools choird does not serve yet (the browser worker)
         "choir.web.browse",
     }
@@ -80,6 +80,50 @@ def notion_access(bound: Any) -> NotionAccess | None:
     return NotionAccess(str(endpoint).rstrip("/"), secret)
 
 
+@dataclass(frozen=True, slots=True)
+class VoiceAccess:
+    """The voice a session speaks with: its bound voice profile and that profile's TTS provider."""
+
+    profile: str
+    endpoint: str
+    """The provider's API root without `/v1` (what the ElevenLabs client takes)."""
+    model_id: str
+    secret: str
+    voice_id: str
+    output_format: str
+    voice_settings: Mapping[str, Any]
+
+
+def voice_access(data: Mapping[str, Any]) -> VoiceAccess | str:
+    """The bound voice of the dynamic config `data` (its `bindings.voice_profile`, resolved
+    through `voice_profiles` and `tts` as JSON), or why there is none."""
+    bindings = data.get("bindings")
+    name = bindings.get("voice_profile") if isinstance(bindings, Mapping) else None
+    if not isinstance(name, str) or not name:
+        return (
+            "no voice profile is bound to the session: add one to voice_profiles in config.json "
+            "and name it in the agent's defaults.voice_profile"
+        )
+    profiles = data.get("voice_profiles")
+    profile = profiles.get(name) if isinstance(profiles, Mapping) else None
+    providers = data.get("tts")
+    tts = profile.get("tts") if isinstance(profile, Mapping) else None
+    provider = providers.get(tts) if isinstance(providers, Mapping) and tts else None
+    if not isinstance(profile, Mapping) or not isinstance(provider, Mapping):
+        return f"voice profile {name!r} or its TTS provider is not in config.json"
+    endpoint = str(provider.get("endpoint") or "https://api.elevenlabs.io/v1").rstrip("/")
+    settings = profile.get("voice_settings")
+    return VoiceAccess(
+        profile=name,
+        endpoint=endpoint.removesuffix("/v1"),
+        model_id=str(provider.get("model_id", "")),
+        secret=str(provider.get("secret", "")),
+        voice_id=str(profile.get("voice_id", "")),
+        output_format=str(profile.get("output_format") or "mp3_44100_128"),
+        voice_settings=settings if isinstance(settings, Mapping) else {},
+    )
+
+
 def withheld_tools(data: Mapping[str, Any], secret_names: frozenset[str]) -> dict[str, str]:
     """Each integration tool that cannot run under the dynamic config `data` (its `search`
     entries and the session's `bound` resources, as JSON) with the secrets named
@@ -101,6 +145,12 @@ def withheld_tools(data: Mapping[str, Any], secret_names: frozenset[str]) -> dic
         )
     elif notion.secret not in secret_names:
         withheld[NOTION_QUERY] = _unset("the bound Notion integration", notion.secret)
+    voice = voice_access(data)
+    if isinstance(voice, str):
+        withheld[TTS_SPEAK] = voice
+    elif voice.secret not in secret_names:
+        owner = f"voice profile {voice.profile!r}'s TTS provider"
+        withheld[TTS_SPEAK] = _unset(owner, voice.secret)
     return withheld
 
 

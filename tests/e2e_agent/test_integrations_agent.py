@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from choir.agent.integrations.tts import is_ogg_opus
 from choir.config import SecretStore
 from choir.core.integrations import NOT_BUILT
 from choir.ctl.agent.views import unavailable_lines
@@ -22,6 +23,7 @@ from choir.store.postgres.target import ConnectParams
 from tests.e2e_agent.test_agent_process import Agent, choir_root, running_agent
 from tests.harness.agent_logs import agent_log_text
 from tests.harness.brave import BraveServer
+from tests.harness.elevenlabs import ElevenLabsServer
 from tests.harness.homes import external_postgres, make_home, read_config, write_config
 from tests.harness.notion import NotionServer, block, page
 
@@ -29,6 +31,7 @@ pytestmark = pytest.mark.slow
 
 KEY = "brave-e2e-key-7c1f"
 NOTION_TOKEN = "secret_notion-e2e-5d2a"
+TTS_KEY = "el-e2e-key-93be"
 WIRE = to_wire_name("choir.web.search")
 NOTION_WIRE = to_wire_name("choir.notion.query")
 PLAN = page("Plan")
@@ -47,21 +50,31 @@ SCRIPT = Script(
                 )
             ],
         ),
+        ToolCallsStep(
+            match="say good morning",
+            calls=[
+                ScriptedCall(
+                    name="choir.tts.speak",
+                    arguments={"text": "Good morning!", "filename": "morning.ogg"},
+                )
+            ],
+        ),
         ReplyStep(after="tool", repeat=True, text="Here is what I found."),
     ]
 )
 
-Start = Callable[..., Awaitable[tuple[Agent, BraveServer]]]
+Start = Callable[..., Awaitable[tuple[Agent, BraveServer, ElevenLabsServer]]]
 
 
 @pytest.fixture
 async def start(root: Path, pg_params: ConnectParams) -> AsyncIterator[Start]:
     async with contextlib.AsyncExitStack() as stack:
 
-        async def launch(*, configured: bool) -> tuple[Agent, BraveServer]:
+        async def launch(*, configured: bool) -> tuple[Agent, BraveServer, ElevenLabsServer]:
             brave = await stack.enter_async_context(BraveServer(KEY))
             notion = await stack.enter_async_context(NotionServer(NOTION_TOKEN))
             notion.add_page(PLAN, [block("heading_1", "Goals"), block("paragraph", "Ship it.")])
+            eleven = await stack.enter_async_context(ElevenLabsServer(TTS_KEY))
             model = await stack.enter_async_context(ScriptedModelServer(SCRIPT))
             home = make_home(root, postgres=external_postgres(pg_params))
             data = read_config(home)
@@ -71,15 +84,27 @@ async def start(root: Path, pg_params: ConnectParams) -> AsyncIterator[Start]:
                 data["notion_integrations"] = {
                     "team": {"secret": "notion-key", "endpoint": notion.endpoint}
                 }
-                data["agents"]["agent-1"]["defaults"]["notion"] = "team"
+                data["tts"] = {
+                    "eleven": {"model_id": "m1", "endpoint": eleven.endpoint, "secret": "el-key"}
+                }
+                data["voice_profiles"] = {
+                    "narrator": {
+                        "tts": "eleven",
+                        "voice_id": "voice-rachel",
+                        "output_format": "opus_48000_64",
+                    }
+                }
+                defaults = data["agents"]["agent-1"]["defaults"]
+                defaults.update(notion="team", voice_profile="narrator")
                 store = SecretStore.load(home.secrets_file).with_secret("brave-key", KEY)
-                store.with_secret("notion-key", NOTION_TOKEN).save(home.secrets_file)
+                store = store.with_secret("notion-key", NOTION_TOKEN)
+                store.with_secret("el-key", TTS_KEY).save(home.secrets_file)
             write_config(home, data)
             (root / "ws").mkdir()
             agent = await stack.enter_async_context(
                 running_agent(home, root, model, root / "ws", tree=choir_root(root))
             )
-            return agent, brave
+            return agent, brave, eleven
 
         yield launch
 
@@ -97,7 +122,7 @@ def tool_message(body: dict[str, Any], *, last: bool = False) -> dict[str, Any]:
 
 
 async def test_configured_integrations_run_with_the_sessions_keys(start: Start) -> None:
-    agent, brave = await start(configured=True)
+    agent, brave, eleven = await start(configured=True)
     replies = await agent.chat("please search the web for choir")
     assert replies[-1]["text"] == "Here is what I found."
 
@@ -115,7 +140,8 @@ async def test_configured_integrations_run_with_the_sessions_keys(start: Start) 
     unavailable = (await agent.operator.agent_status("agent-1")).unavailable_tools
     assert "choir.web.search" not in unavailable
     assert "choir.notion.query" not in unavailable
-    assert unavailable["choir.tts.speak"] == NOT_BUILT
+    assert "choir.tts.speak" not in unavailable
+    assert unavailable["choir.web.browse"] == NOT_BUILT
 
     replies = await agent.chat("now read the plan")
     assert replies[-1]["text"] == "Here is what I found."
@@ -126,9 +152,19 @@ async def test_configured_integrations_run_with_the_sessions_keys(start: Start) 
     assert result["data"]["content"] == "# Goals\nShip it."
     assert NOTION_TOKEN not in agent_log_text(agent.daemon.home, "agent-1")
 
+    await agent.chat("please say good morning")
+    bodies = [r.body for r in agent.model.requests if r.path.endswith("/completions")]
+    spoken = tool_message(bodies[5], last=True)
+    assert spoken["status"] == "success", spoken
+    assert spoken["data"]["path"] == ".choirtmp/send/morning.ogg"
+    assert is_ogg_opus((agent.workspace / ".choirtmp" / "send" / "morning.ogg").read_bytes())
+    [speech] = eleven.requests
+    assert (speech.key, speech.body["text"]) == (TTS_KEY, "Good morning!")
+    assert TTS_KEY not in agent_log_text(agent.daemon.home, "agent-1")
+
 
 async def test_unconfigured_integrations_are_not_offered_and_a_call_says_why(start: Start) -> None:
-    agent, brave = await start(configured=False)
+    agent, brave, _ = await start(configured=False)
     await agent.chat("please search the web for choir")
 
     first, second = [r.body for r in agent.model.requests if r.path.endswith("/completions")][:2]
@@ -143,8 +179,11 @@ async def test_unconfigured_integrations_are_not_offered_and_a_call_says_why(sta
     unavailable = (await agent.operator.agent_status("agent-1")).unavailable_tools
     assert unavailable["choir.web.search"] == result["summary"].split(": ", 1)[1]
     lines = unavailable_lines(unavailable)
-    assert lines[0] == (
-        f"tools      choir.notion.query not offered: {unavailable['choir.notion.query']}"
-    )
-    assert lines[1] == f"           choir.web.search not offered: {unavailable['choir.web.search']}"
-    assert lines[2].startswith(f"           not offered ({NOT_BUILT}): choir.email.check, ")
+    pad = " " * 11
+    assert lines == [
+        f"tools      choir.notion.query not offered: {unavailable['choir.notion.query']}",
+        f"{pad}choir.tts.speak not offered: {unavailable['choir.tts.speak']}",
+        f"{pad}choir.web.search not offered: {unavailable['choir.web.search']}",
+        f"{pad}not offered ({NOT_BUILT}): choir.email.check, choir.email.receive, "
+        "choir.email.send, choir.web.browse",
+    ]

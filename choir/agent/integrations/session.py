@@ -17,12 +17,18 @@ from typing import Any, Final
 
 import aiohttp
 
-from choir.agent.integrations import notion, web_search
+from choir.agent.integrations import notion, tts, web_search
 from choir.agent.kernel.dispatch import LaneHook
 from choir.agent.kernel.proposal import ToolProposal
 from choir.agent.kernel.registry import RegisteredTool, ToolRegistry
+from choir.agent.kernel.workspace import Workspace
 from choir.agent.replication.live_config import DynamicConfig, DynamicState, Secrets
-from choir.core.integrations import notion_access, search_provider, withheld_tools
+from choir.core.integrations import (
+    notion_access,
+    search_provider,
+    voice_access,
+    withheld_tools,
+)
 from choir.protocol.tooling.tools import ToolResult
 
 UNAVAILABLE: Final = "tool_unavailable"
@@ -32,9 +38,10 @@ DEFAULT_TIMEOUT_S: Final = 15.0
 class Integrations:
     """One session's integration tools: `withheld`, the arbiter `gate`, the lane `hooks`."""
 
-    def __init__(self, state: DynamicState, registry: ToolRegistry) -> None:
+    def __init__(self, state: DynamicState, registry: ToolRegistry, workspace: Workspace) -> None:
         self._state = state
         self._registry = registry
+        self._workspace = workspace
         self._session: aiohttp.ClientSession | None = None
         """The aiohttp session of the integrations' calls, opened at the first call."""
         self._withheld: tuple[DynamicConfig, Secrets, Mapping[str, str]] | None = None
@@ -59,7 +66,11 @@ class Integrations:
 
     def hooks(self) -> dict[str, LaneHook]:
         """The implementations, by tool name, for the dispatcher."""
-        return {web_search.TOOL: self._web_search, notion.TOOL: self._notion}
+        return {
+            web_search.TOOL: self._web_search,
+            notion.TOOL: self._notion,
+            tts.TOOL: self._speak,
+        }
 
     async def close(self) -> None:
         if self._session is not None:
@@ -86,6 +97,16 @@ class Integrations:
         token = self._state.secrets().reveal(access.secret)
         call = notion.NotionInput.model_validate(arguments)
         return await notion.query(access, token, call, self._timeout_s(proposal.tool) - 0.5)
+
+    async def _speak(self, proposal: ToolProposal, arguments: dict[str, Any]) -> ToolResult:
+        reason = self.withheld().get(tts.TOOL)
+        voice = voice_access(self._state.current().data)  # resolved now: hot reload (§21.3)
+        if reason is not None or isinstance(voice, str):
+            return ToolResult.fail(UNAVAILABLE, f"{proposal.tool} is not available: {reason}")
+        key = self._state.secrets().reveal(voice.secret)
+        call = tts.SpeakInput.model_validate(arguments)
+        timeout_s = self._timeout_s(proposal.tool) - 0.5
+        return await tts.speak(voice, key, call, self._workspace, timeout_s)
 
     def _timeout_s(self, name: str) -> float:
         tool = self._registry.get(name)

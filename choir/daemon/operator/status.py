@@ -203,13 +203,17 @@ def _unavailable_tools(ctx: OperatorContext, bindings: dict[str, Any]) -> dict[s
     """What the agent withholds from its model under these bindings (the running session's, or
     the defaults a start would bind), from the config and secrets choird serves it."""
     config = ctx.config
-    data = {
-        "search": {name: entry.model_dump(mode="json") for name, entry in config.search.items()},
-        "bound": {},
+    data: dict[str, Any] = {
+        name: {key: entry.model_dump(mode="json") for key, entry in section.items()}
+        for name, section in (
+            ("search", config.search),
+            ("tts", config.tts),
+            ("voice_profiles", config.voice_profiles),
+        )
     }
+    data["bindings"] = {"voice_profile": bindings.get("voice_profile")}
     notion = config.notion_integrations.get(str(bindings.get("notion") or ""))
-    if notion is not None:
-        data["bound"] = {"notion": notion.model_dump(mode="json")}
+    data["bound"] = {"notion": notion.model_dump(mode="json")} if notion is not None else {}
     return unavailable_tools(data, frozenset(ctx.stage.secrets.names()))
 
 
