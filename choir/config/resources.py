@@ -133,7 +133,18 @@ class EmailAccountConfig(ConfigModel):
     sharing: Literal["exclusive", "shared"] = "exclusive"
     """`exclusive`: leased to one agent at a time; `shared`: any number may send from it."""
     secret: SecretName
-    """Secret holding the account credentials."""
+    """Secret holding the account credentials as `username:password` (split at the first
+    colon: the password may hold more)."""
+    address: NonEmpty | None = None
+    """The From address of sent mail; default: the username when it is an address."""
+    smtp_security: Literal["tls", "starttls", "none"] | None = None
+    """How SMTP is protected; default `tls` on port 465, `starttls` otherwise. `none` sends the
+    password in clear text: only for a server on this host."""
+    imap_security: Literal["tls", "starttls", "none"] | None = None
+    """How IMAP is protected; default `tls` on port 993, `starttls` otherwise."""
+    ca_cert: NonEmpty | None = None
+    """A CA certificate (PEM text) to trust besides the system's, for a server with a private
+    CA; the servers' names are still checked."""
 
 
 class SearchConfig(ConfigModel):

@@ -8,19 +8,17 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, Final, Literal
 
 WEB_SEARCH: Final = "choir.web.search"
 NOTION_QUERY: Final = "choir.notion.query"
 TTS_SPEAK: Final = "choir.tts.speak"
-INTEGRATION_TOOLS: Final = frozenset({WEB_SEARCH, NOTION_QUERY, TTS_SPEAK})
+EMAIL_TOOLS: Final = ("choir.email.send", "choir.email.receive", "choir.email.check")
+INTEGRATION_TOOLS: Final = frozenset({WEB_SEARCH, NOTION_QUERY, TTS_SPEAK, *EMAIL_TOOLS})
 """Tools that reach an outside service with the session's secrets (choir-agent runs them as lane
 hooks); withheld while their service is not configured."""
 NOT_IN_THIS_VERSION: Final = frozenset(
     {
-        "choir.email.send",
-        "choir.email.receive",
-        "choir.email.check",
         # host tools choird does not serve yet (the browser worker)
         "choir.web.browse",
     }
@@ -124,6 +122,51 @@ def voice_access(data: Mapping[str, Any]) -> VoiceAccess | str:
     )
 
 
+Security = Literal["tls", "starttls", "none"]
+
+
+@dataclass(frozen=True, slots=True)
+class MailServer:
+    host: str
+    port: int
+    security: Security
+
+
+@dataclass(frozen=True, slots=True)
+class EmailAccess:
+    """The email account bound to a session."""
+
+    smtp: MailServer
+    imap: MailServer
+    secret: str
+    """The secret holding `username:password`."""
+    address: str | None
+    ca_cert: str | None
+
+
+def email_access(bound: Any) -> EmailAccess | None:
+    """The bound email account among a session's bound resources (as JSON), or None."""
+    entry = bound.get("email") if isinstance(bound, Mapping) else None
+    if not isinstance(entry, Mapping) or not isinstance(entry.get("secret"), str):
+        return None
+    smtp_port, imap_port = int(entry.get("smtp_port", 587)), int(entry.get("imap_port", 993))
+    return EmailAccess(
+        smtp=MailServer(
+            str(entry.get("smtp_host", "")),
+            smtp_port,
+            entry.get("smtp_security") or ("tls" if smtp_port == 465 else "starttls"),
+        ),
+        imap=MailServer(
+            str(entry.get("imap_host", "")),
+            imap_port,
+            entry.get("imap_security") or ("tls" if imap_port == 993 else "starttls"),
+        ),
+        secret=str(entry["secret"]),
+        address=entry.get("address") or None,
+        ca_cert=entry.get("ca_cert") or None,
+    )
+
+
 def withheld_tools(data: Mapping[str, Any], secret_names: frozenset[str]) -> dict[str, str]:
     """Each integration tool that cannot run under the dynamic config `data` (its `search`
     entries and the session's `bound` resources, as JSON) with the secrets named
@@ -151,6 +194,18 @@ def withheld_tools(data: Mapping[str, Any], secret_names: frozenset[str]) -> dic
     elif voice.secret not in secret_names:
         owner = f"voice profile {voice.profile!r}'s TTS provider"
         withheld[TTS_SPEAK] = _unset(owner, voice.secret)
+    email = email_access(data.get("bound"))
+    if email is None:
+        reason = (
+            "no email account is bound to the session: add one to email_accounts in "
+            "config.json and name it in the agent's defaults.email"
+        )
+    elif email.secret not in secret_names:
+        reason = _unset("the bound email account", email.secret)
+    else:
+        reason = ""
+    if reason:
+        withheld.update(dict.fromkeys(EMAIL_TOOLS, reason))
     return withheld
 
 

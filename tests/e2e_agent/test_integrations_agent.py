@@ -7,7 +7,11 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
+import shutil
+import tempfile
 from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +29,7 @@ from tests.harness.agent_logs import agent_log_text
 from tests.harness.brave import BraveServer
 from tests.harness.elevenlabs import ElevenLabsServer
 from tests.harness.homes import external_postgres, make_home, read_config, write_config
+from tests.harness.mail import PASSWORD, USER, SmtpServer, mail_servers
 from tests.harness.notion import NotionServer, block, page
 
 pytestmark = pytest.mark.slow
@@ -59,22 +64,45 @@ SCRIPT = Script(
                 )
             ],
         ),
+        ToolCallsStep(
+            match="email bob",
+            calls=[
+                ScriptedCall(
+                    name="choir.email.send",
+                    arguments={"to": ["bob@example.org"], "subject": "Hi", "body": "Hello Bob."},
+                )
+            ],
+        ),
         ReplyStep(after="tool", repeat=True, text="Here is what I found."),
     ]
 )
 
-Start = Callable[..., Awaitable[tuple[Agent, BraveServer, ElevenLabsServer]]]
+
+@dataclass
+class Launched:
+    agent: Agent
+    brave: BraveServer
+    eleven: ElevenLabsServer
+    smtp: SmtpServer
+
+
+Start = Callable[..., Awaitable[Launched]]
 
 
 @pytest.fixture
 async def start(root: Path, pg_params: ConnectParams) -> AsyncIterator[Start]:
     async with contextlib.AsyncExitStack() as stack:
 
-        async def launch(*, configured: bool) -> tuple[Agent, BraveServer, ElevenLabsServer]:
+        async def launch(*, configured: bool) -> Launched:
             brave = await stack.enter_async_context(BraveServer(KEY))
             notion = await stack.enter_async_context(NotionServer(NOTION_TOKEN))
             notion.add_page(PLAN, [block("heading_1", "Goals"), block("paragraph", "Ship it.")])
             eleven = await stack.enter_async_context(ElevenLabsServer(TTS_KEY))
+            mail_root = Path(tempfile.mkdtemp(prefix="choir-mail-"))
+            stack.callback(shutil.rmtree, mail_root, ignore_errors=True)
+            os.chmod(mail_root, 0o755)
+            tls, smtp, imap = stack.enter_context(mail_servers(mail_root))
+
             model = await stack.enter_async_context(ScriptedModelServer(SCRIPT))
             home = make_home(root, postgres=external_postgres(pg_params))
             data = read_config(home)
@@ -94,17 +122,28 @@ async def start(root: Path, pg_params: ConnectParams) -> AsyncIterator[Start]:
                         "output_format": "opus_48000_64",
                     }
                 }
+                data["email_accounts"] = {
+                    "inbox": {
+                        "smtp_host": "localhost",
+                        "smtp_port": smtp.port,
+                        "imap_host": "localhost",
+                        "imap_port": imap.imaps_port,
+                        "secret": "mail-creds",
+                        "ca_cert": tls.ca_pem,
+                    }
+                }
                 defaults = data["agents"]["agent-1"]["defaults"]
-                defaults.update(notion="team", voice_profile="narrator")
+                defaults.update(notion="team", voice_profile="narrator", email="inbox")
                 store = SecretStore.load(home.secrets_file).with_secret("brave-key", KEY)
                 store = store.with_secret("notion-key", NOTION_TOKEN)
-                store.with_secret("el-key", TTS_KEY).save(home.secrets_file)
+                store = store.with_secret("el-key", TTS_KEY)
+                store.with_secret("mail-creds", f"{USER}:{PASSWORD}").save(home.secrets_file)
             write_config(home, data)
             (root / "ws").mkdir()
             agent = await stack.enter_async_context(
                 running_agent(home, root, model, root / "ws", tree=choir_root(root))
             )
-            return agent, brave, eleven
+            return Launched(agent, brave, eleven, smtp)
 
         yield launch
 
@@ -122,7 +161,8 @@ def tool_message(body: dict[str, Any], *, last: bool = False) -> dict[str, Any]:
 
 
 async def test_configured_integrations_run_with_the_sessions_keys(start: Start) -> None:
-    agent, brave, eleven = await start(configured=True)
+    launched = await start(configured=True)
+    agent, brave, eleven = launched.agent, launched.brave, launched.eleven
     replies = await agent.chat("please search the web for choir")
     assert replies[-1]["text"] == "Here is what I found."
 
@@ -162,9 +202,18 @@ async def test_configured_integrations_run_with_the_sessions_keys(start: Start) 
     assert (speech.key, speech.body["text"]) == (TTS_KEY, "Good morning!")
     assert TTS_KEY not in agent_log_text(agent.daemon.home, "agent-1")
 
+    await agent.chat("please email bob")
+    bodies = [r.body for r in agent.model.requests if r.path.endswith("/completions")]
+    sent = tool_message(bodies[7], last=True)
+    assert sent["status"] == "success", sent
+    [accepted] = launched.smtp.accepted
+    assert (accepted.recipients, accepted.message["Subject"]) == (["bob@example.org"], "Hi")
+    assert PASSWORD not in agent_log_text(agent.daemon.home, "agent-1")
+
 
 async def test_unconfigured_integrations_are_not_offered_and_a_call_says_why(start: Start) -> None:
-    agent, brave, _ = await start(configured=False)
+    launched = await start(configured=False)
+    agent, brave = launched.agent, launched.brave
     await agent.chat("please search the web for choir")
 
     first, second = [r.body for r in agent.model.requests if r.path.endswith("/completions")][:2]
@@ -180,10 +229,14 @@ async def test_unconfigured_integrations_are_not_offered_and_a_call_says_why(sta
     assert unavailable["choir.web.search"] == result["summary"].split(": ", 1)[1]
     lines = unavailable_lines(unavailable)
     pad = " " * 11
+    email_reason = unavailable["choir.email.send"]
+    assert "no email account is bound" in email_reason
     assert lines == [
-        f"tools      choir.notion.query not offered: {unavailable['choir.notion.query']}",
+        f"tools      choir.email.check not offered: {email_reason}",
+        f"{pad}choir.email.receive not offered: {email_reason}",
+        f"{pad}choir.email.send not offered: {email_reason}",
+        f"{pad}choir.notion.query not offered: {unavailable['choir.notion.query']}",
         f"{pad}choir.tts.speak not offered: {unavailable['choir.tts.speak']}",
         f"{pad}choir.web.search not offered: {unavailable['choir.web.search']}",
-        f"{pad}not offered ({NOT_BUILT}): choir.email.check, choir.email.receive, "
-        "choir.email.send, choir.web.browse",
+        f"{pad}not offered ({NOT_BUILT}): choir.web.browse",
     ]

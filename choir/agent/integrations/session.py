@@ -17,13 +17,14 @@ from typing import Any, Final
 
 import aiohttp
 
-from choir.agent.integrations import notion, tts, web_search
+from choir.agent.integrations import mail, notion, tts, web_search
 from choir.agent.kernel.dispatch import LaneHook
 from choir.agent.kernel.proposal import ToolProposal
 from choir.agent.kernel.registry import RegisteredTool, ToolRegistry
 from choir.agent.kernel.workspace import Workspace
 from choir.agent.replication.live_config import DynamicConfig, DynamicState, Secrets
 from choir.core.integrations import (
+    email_access,
     notion_access,
     search_provider,
     voice_access,
@@ -70,6 +71,9 @@ class Integrations:
             web_search.TOOL: self._web_search,
             notion.TOOL: self._notion,
             tts.TOOL: self._speak,
+            mail.SEND: self._mail,
+            mail.RECEIVE: self._mail,
+            mail.CHECK: self._mail,
         }
 
     async def close(self) -> None:
@@ -107,6 +111,23 @@ class Integrations:
         call = tts.SpeakInput.model_validate(arguments)
         timeout_s = self._timeout_s(proposal.tool) - 0.5
         return await tts.speak(voice, key, call, self._workspace, timeout_s)
+
+    async def _mail(self, proposal: ToolProposal, arguments: dict[str, Any]) -> ToolResult:
+        name = proposal.tool
+        reason = self.withheld().get(name)
+        access = email_access(self._state.current().data.get("bound"))
+        if reason is not None or access is None:
+            return ToolResult.fail(UNAVAILABLE, f"{name} is not available: {reason}")
+        secret = self._state.secrets().reveal(access.secret)
+        timeout_s = self._timeout_s(name) - 0.5
+        if name == mail.SEND:
+            sending = mail.SendInput.model_validate(arguments)
+            return await mail.send(access, secret, sending, self._workspace, timeout_s)
+        if name == mail.RECEIVE:
+            reading = mail.ReceiveInput.model_validate(arguments)
+            return await mail.receive(access, secret, reading, self._workspace, timeout_s)
+        checking = mail.CheckInput.model_validate(arguments)
+        return await mail.check(access, secret, checking, timeout_s)
 
     def _timeout_s(self, name: str) -> float:
         tool = self._registry.get(name)

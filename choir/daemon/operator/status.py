@@ -212,8 +212,12 @@ def _unavailable_tools(ctx: OperatorContext, bindings: dict[str, Any]) -> dict[s
         )
     }
     data["bindings"] = {"voice_profile": bindings.get("voice_profile")}
-    notion = config.notion_integrations.get(str(bindings.get("notion") or ""))
-    data["bound"] = {"notion": notion.model_dump(mode="json")} if notion is not None else {}
+    bound: dict[str, Any] = {}
+    if (notion := config.notion_integrations.get(str(bindings.get("notion") or ""))) is not None:
+        bound["notion"] = notion.model_dump(mode="json")
+    if (email := config.email_accounts.get(str(bindings.get("email") or ""))) is not None:
+        bound["email"] = email.model_dump(mode="json")
+    data["bound"] = bound
     return unavailable_tools(data, frozenset(ctx.stage.secrets.names()))
 
 
