@@ -401,6 +401,15 @@ CATALOGUE: Final[tuple[Command, ...]] = (
         params=(Param("agent_id", "Agent (empty: --all)", "agent", optional=True),),
         streams=True,
     ),
+    # gateways
+    Command(
+        "gateway status",
+        "Show every gateway: the console DM and each Telegram bot — its state (running,\n"
+        "connecting, backing_off, invalid_token, no_token, starting, pending_restart), last\n"
+        "update, DMs and the agent each reaches, queued and failed sends, last error.\n\n"
+        "Never a token or a message's text. Exits 6 when choird is not running.",
+        verb="gateway.status",
+    ),
     # the DM's own
     Command(
         "inject",

@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any, Final
 
@@ -55,11 +56,29 @@ class BotPoller:
         self.client = client
         self._pool = pool
         self._handle = handle
-        self.state = BotState.CONNECTING
+        self._state = BotState.CONNECTING
+        self.state_since = _now()
+        """When the bot entered its current state (`gateway.status`)."""
         self.last_error: str | None = None
+        """Why the Bot API cannot be used right now (None once it answers again)."""
+        self.last_failure: tuple[str, datetime] | None = None
+        """The latest failure and when, kept after the bot recovered (`gateway.status`)."""
+        self.last_poll_at: datetime | None = None
+        """When a getUpdates last succeeded."""
+        self.last_update_at: datetime | None = None
+        """When the last update arrived."""
         self.offset: int | None = None
         self._failures = 0
         self._retries: dict[int, int] = {}
+
+    @property
+    def state(self) -> BotState:
+        return self._state
+
+    @state.setter
+    def state(self, state: BotState) -> None:
+        if state != self._state:
+            self._state, self.state_since = state, _now()
 
     @property
     def gateway(self) -> str:
@@ -96,6 +115,9 @@ class BotPoller:
             items = await self.client.fetch(self.offset)
         except Exception as error:
             return await self._failed("getUpdates", error)
+        self.last_poll_at = _now()
+        if items:
+            self.last_update_at = self.last_poll_at
         if self.state != BotState.POLLING:
             if self.last_error is not None:
                 log.info("telegram bot reached again", fields={"gateway": self.gateway})
@@ -148,6 +170,7 @@ class BotPoller:
         """Log `error` and wait before the next try; False when the bot must stop."""
         failure = self.client.failure(error)
         self.last_error = failure.why
+        self.last_failure = (failure.why, _now())
         if failure.kind == "token":
             self.state = BotState.INVALID_TOKEN
             log.error(
@@ -196,3 +219,7 @@ class BotPoller:
                 fields={"gateway": self.gateway, "offset": offset,
                         "error": type(error).__name__},
             )  # fmt: skip
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
