@@ -25,7 +25,7 @@ from typing import Any, Final
 
 from telegram import Update
 
-from choir.daemon.gateway.telegram.client import BotClient
+from choir.daemon.gateway.telegram.client import POLL_TIMEOUT_S, BotClient
 from choir.logs import get_logger
 from choir.store.gateway_offsets import load_offset, save_offset
 from choir.store.postgres.pool import Pool
@@ -110,9 +110,12 @@ class BotPoller:
                     return False
 
     async def _poll_once(self) -> bool:
-        """One getUpdates and its updates; False once the bot must stop."""
+        """One getUpdates and its updates; False once the bot must stop. Until a poll has
+        answered (after the connect, after a failure) it is a short one, so the bot shows
+        `polling` as soon as Telegram answers, not when the first long poll ends."""
+        timeout_s = POLL_TIMEOUT_S if self.state == BotState.POLLING else 0
         try:
-            items = await self.client.fetch(self.offset)
+            items = await self.client.fetch(self.offset, timeout_s)
         except Exception as error:
             return await self._failed("getUpdates", error)
         self.last_poll_at = _now()
