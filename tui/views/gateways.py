@@ -78,7 +78,8 @@ class GatewaysView(ChoirView):
         return self.query_one("#gateways-table", DataTable)
 
     def on_mount(self) -> None:
-        self.table.add_columns("gateway", "type", "state", "bot", "last update", "sends", "error")
+        for name in ("gateway", "type", "state", "bot", "last update", "sends", "error"):
+            self.table.add_column(name, key=name)
         super().on_mount()
         self.read()
 
