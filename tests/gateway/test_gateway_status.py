@@ -58,7 +58,8 @@ async def test_a_polling_bot_shows_its_dms_agents_and_last_update(
     assert (tg["type"], tg["state"], tg["bot"], tg["pending"]) == (
         "telegram", "running", "@choir_test_bot", None
     )  # fmt: skip
-    assert tg["last_update_at"] is not None and tg["last_poll_at"] is not None
+    assert tg["last_update_at"] is not None
+    assert tg["last_poll_at"] is not None
     assert (tg["queued"], tg["failed"], tg["last_error"]) == (0, 0, None)
     assert tg["secret"] == "tg-token"
     assert [(dm["name"], dm["user_id"], dm["admin"], dm["agent_id"]) for dm in tg["dms"]] == [
@@ -108,9 +109,9 @@ async def test_a_revoked_token_shows_as_such_and_choird_keeps_serving(
     assert tg["last_error"] == "the Bot API rejected the bot's token (401 Unauthorized)"
     assert tg["failed"] == 1  # the "not running" answer to the message, given up at once
     assert TOKEN not in json.dumps(data) + human.out
+    assert "tg (telegram @choir_test_bot): invalid_token since " in human.out
     assert (
-        "tg (telegram @choir_test_bot): invalid_token since " in human.out
-        and "— TOKEN REJECTED (invalid or revoked): set the right one with choirctl secret set "
+        "— TOKEN REJECTED (invalid or revoked): set the right one with choirctl secret set "
         "tg-token, then restart choird" in human.out
     )
     assert status.code == 0
