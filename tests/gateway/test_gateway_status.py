@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Awaitable
 from typing import Any
 
 import pytest
@@ -13,6 +14,7 @@ from jsonschema import Draft202012Validator
 
 from choir.client import ChoirClient
 from choir.home import ChoirHome
+from choir.protocol.operator.answers import GatewayDetail
 from tests.ctl.cli import Run, choirctl
 from tests.harness.botapi import BotApiServer
 from tests.harness.daemons import poll_until, running_daemon
@@ -50,6 +52,20 @@ async def test_a_polling_bot_shows_its_dms_agents_and_last_update(
         human = await ctl(home, "gateway", "status")
         schema = await ctl(home, "schema", "operator.gateway.status.answer")
         session = (await client.agent_status("agent-1")).session_id
+
+        async def tg() -> GatewayDetail:
+            return (await client.gateway_status()).gateways[1]
+
+        api.hold("sendMessage")  # a reply waiting for Telegram is a queued send
+        api.user_says(PHONE, "echo two")
+        await poll_until(lambda: _is(tg(), queued=1), within=30)
+        api.release("sendMessage")
+        await api.wait_sent(PHONE, 2, within=30)
+        api.fail("getUpdates", 502, count=2)  # an outage: backing off, then polling again
+        api.user_says(PHONE, "echo three")
+        await api.wait_sent(PHONE, 3, within=30)
+        await poll_until(lambda: _is(tg(), state="running", queued=0), within=30)
+        recovered = await tg()
         await client.agent_stop("agent-1")
 
     Draft202012Validator(schema.json()).validate(data)  # --json is what `schema` describes
@@ -79,6 +95,15 @@ async def test_a_polling_bot_shows_its_dms_agents_and_last_update(
     assert f"  dm boss     user {BOSS}, admin → no agent running" in lines
     assert "  sends       0 queued, 0 failed" in lines
     assert "  last error  -" in lines
+
+    assert recovered.last_error == "NetworkError: Bad Gateway"  # kept after it recovered
+    assert recovered.last_error_at is not None
+    assert recovered.failed == 0
+
+
+async def _is(detail: Awaitable[GatewayDetail], **fields: object) -> bool:
+    got = await detail
+    return all(getattr(got, name) == value for name, value in fields.items())
 
 
 async def test_a_revoked_token_shows_as_such_and_choird_keeps_serving(
