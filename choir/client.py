@@ -379,6 +379,12 @@ class ChoirClient:
             V.CHAT_REPLIES, _adapter(V.CHAT_REPLIES), agent_id=agent_id, after_seq=after_seq
         )
 
+    # gateways
+
+    async def gateway_status(self) -> a.GatewayStatus:
+        """Every gateway: state, last update, DMs and their agents, queued and failed sends."""
+        return await self.ask(V.GATEWAY_STATUS, a.GatewayStatus)
+
     # memory and knowledge
 
     async def memory_search(

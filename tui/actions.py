@@ -194,6 +194,8 @@ ACTIONS: tuple[ConsoleAction, ...] = (
         confirm="Re-embed {agent_id}'s memory with the configured embedding model? Until it "
         "is done, what is not re-embedded yet is found by text only.",
     ),
+    # gateways
+    action("gateway status", "Gateways: bots, DMs, sends", "view", view="gateways", key="w"),
     # logs and chat
     action("logs", "Logs: tail choird's or the selected agent's", "view", view="logs", key="8"),
     action("chat", "Chat: the console DM with the selected agent", "view", view="chat", key="7"),

@@ -401,6 +401,17 @@ CATALOGUE: Final[tuple[Command, ...]] = (
         params=(Param("agent_id", "Agent (empty: --all)", "agent", optional=True),),
         streams=True,
     ),
+    # gateways
+    Command(
+        "gateway status",
+        "Show the console DM and each Telegram bot: state, DMs, sends, last error.\n\n"
+        "States: running, connecting, backing_off (the Bot API unreachable: retried),\n"
+        "invalid_token (rejected or revoked: the bot stopped, choird runs on), no_token,\n"
+        "starting, pending_restart (added by config apply). Also each bot's last update,\n"
+        "its DMs and the agent each reaches, queued and failed sends. Never a token or a\n"
+        "message's text. Exits 6 when choird is not running.",
+        verb="gateway.status",
+    ),
     # the DM's own
     Command(
         "inject",

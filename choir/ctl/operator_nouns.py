@@ -19,6 +19,7 @@ OPERATOR_NOUNS = (
     "voice",
     "memory",
     "knowledge",
+    "gateway",
 )
 _COMMANDS = {"status", "chat", "logs"}
 

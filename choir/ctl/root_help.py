@@ -32,6 +32,7 @@ NOUNS = (
     ("voice", "List voice profiles and switch an agent's (needs choird)."),
     ("memory", "Search agents' memory and see what it holds (needs choird)."),
     ("knowledge", "Read and write agents' knowledge (needs choird)."),
+    ("gateway", "Show the console DM and Telegram bots (needs choird)."),
 )
 """Each noun and its one-line help as click shortens it for an 80-column page, in typer's order
 (commands, then groups)."""

@@ -46,7 +46,8 @@ async def test_status_reports_choirds_health(choird, services, home, clock):
     assert (status.config_version, status.config_staged) == (1, False)
     assert status.postgres.state == "ok"
     assert status.gateways == [
-        GatewayView(name="bot", type="telegram", state="not started"),  # no choird runs it
+        # no choird started it (as before its startup step 8)
+        GatewayView(name="bot", type="telegram", state="starting"),
         GatewayView(name="console", type="console", state="running"),
     ]
     assert status.agents == AgentCounts(total=2, running=1, interrupted=[])

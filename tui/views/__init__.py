@@ -32,8 +32,8 @@ arguments; it sets `VIEW_ID` and `TITLE` and is listed below in `VIEWS`.
 - **Confirmation** uses `tui.dialogs.ConfirmDialog` (a `ModalScreen[bool]`); every action also
   has a choirctl command (README table).
 - **Keys and palette.** View `BINDINGS` work while focus is inside the view; show=True ones
-  appear in the footer. `palette_commands()` returns `PaletteCommand`s for ctrl+p. Keys 1-9, 0
-  and `m` (Memory) switch tabs (app level), so views bind other letters only.
+  appear in the footer. `palette_commands()` returns `PaletteCommand`s for ctrl+p. Keys 1-9, 0,
+  `m` (Memory) and `w` (Gateways) switch tabs (app level), so views bind other letters only.
 - **Looks.** Lane-state colours come from `tui.widgets.lane_state` (`lane_style`); style in
   `tui/app.tcss` (one theme) or the view's `DEFAULT_CSS`. Views must fit 80x24 and never raise
   on a tiny terminal.
@@ -56,6 +56,7 @@ from tui.views.chat import ChatView
 from tui.views.config import ConfigView
 from tui.views.cores import CoresView
 from tui.views.events import EventsView
+from tui.views.gateways import GatewaysView
 from tui.views.lanes import LanesView
 from tui.views.locks import LocksView
 from tui.views.logs import LogsView
@@ -102,6 +103,8 @@ VIEWS: tuple[ViewSpec, ...] = (
              "workspace leases; reset"),
     ViewSpec("memory", "Memory", MemoryView, "m",
              "the selected agent's memory: stats, search, knowledge, an item's source events"),
+    ViewSpec("gateways", "Gateways", GatewaysView, "w",
+             "the console DM and Telegram bots: state, last update, DMs and agents, sends"),
 )  # fmt: skip
 """Every tab, in order."""
 

@@ -6,7 +6,7 @@ the agent listing or the connection changed.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 from rich.text import Text
 from textual.widgets import Static
@@ -88,10 +88,33 @@ def _postgres(postgres: ProblemFields | None) -> tuple[str, str]:
 
 
 def _gateways(gateways: list[GatewayView]) -> tuple[str, str]:
+    """`2/2 up`; with a gateway that is not up, the worst one named (`tg token rejected`)."""
     if not gateways:
         return "none", "dim"
     running = sum(gateway.state == "running" for gateway in gateways)
-    return f"{running}/{len(gateways)} up", "#7ec16e" if running == len(gateways) else "#e5c07b"
+    text = f"{running}/{len(gateways)} up"
+    down = sorted(
+        (g for g in gateways if g.state != "running"),
+        key=lambda g: _GATEWAY_TROUBLE.get(g.state, 1),
+    )
+    if not down:
+        return text, "#7ec16e"
+    worst = down[0]
+    text += f" · {worst.name} {GATEWAY_WORDS.get(worst.state, worst.state)}"
+    if len(down) > 1:
+        text += f" +{len(down) - 1}"
+    return text, "bold #e06c75" if worst.state in ("invalid_token", "no_token") else "#e5c07b"
+
+
+_GATEWAY_TROUBLE = {"invalid_token": 0, "no_token": 0}
+"""Which states the header names first (the operator must act), the rest after."""
+GATEWAY_WORDS: Final = {
+    "invalid_token": "token rejected",
+    "no_token": "no token",
+    "backing_off": "backing off",
+    "pending_restart": "restart pending",
+}
+"""How a gateway's state reads in the header and the Gateways tab (the others as they are)."""
 
 
 def _dot_style(connection: str) -> str:

@@ -34,6 +34,7 @@ from choir.daemon.operator import approvals as operator_approvals
 from choir.daemon.operator import chat as operator_chat
 from choir.daemon.operator import config as operator_config
 from choir.daemon.operator import events as operator_events
+from choir.daemon.operator import gateways as operator_gateways
 from choir.daemon.operator import logs as operator_logs
 from choir.daemon.operator import memory as operator_memory
 from choir.daemon.operator import recover as operator_recover
@@ -139,6 +140,7 @@ VERBS: Final[Mapping[OperatorVerb, Route]] = {
     V.KNOWLEDGE_PUT: Route(operator_memory.knowledge_put),
     V.KNOWLEDGE_DELETE: Route(operator_memory.knowledge_delete),
     V.MEMORY_REEMBED: Route(operator_reembed.memory_reembed),
+    V.GATEWAY_STATUS: Route(operator_gateways.gateway_status),
 }
 """Who answers every operator verb. `session.events` (with follow), `logs`, `subscribe`,
 `agent.build`, `agent.update`, `agent.update_all`, `chat.replies` and `memory.reembed` stream."""

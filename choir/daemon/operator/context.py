@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 from choir.config import ChoirConfig
 from choir.daemon.agents.services import AgentServices
 from choir.daemon.gateway.console import ConsoleDm, PushFn
+from choir.daemon.gateway.telegram.status import BotStatus
 from choir.daemon.health.board import DaemonHealth
 from choir.daemon.operator.agents.launches import Lifecycle
 from choir.daemon.operator.feed import OperatorFeed
@@ -58,9 +59,9 @@ class OperatorContext:
     """`memory.reembed`'s runner, once session memory started; None where choird has none."""
     vector_models: VectorModels | None = None
     """Which agents' memory vectors are another model's (`status`)."""
-    gateway_states: dict[str, Callable[[], str]] = field(default_factory=dict)
-    """How each running gateway (a Telegram bot) is doing, by name (`status`); registered by
-    the gateway when it starts."""
+    telegram_bots: dict[str, Callable[[], BotStatus]] = field(default_factory=dict)
+    """How each Telegram bot choird started is doing, by gateway name (`status`,
+    `gateway.status`); registered by the gateway when it starts."""
 
     @property
     def stage(self) -> ConfigStage:

@@ -25,6 +25,7 @@ from choir.core.held_jobs import recover_command
 from choir.core.integrations import unavailable_tools
 from choir.daemon.images.repo_refresh import repo_status
 from choir.daemon.operator.context import OperatorContext
+from choir.daemon.operator.gateways import gateway_views
 from choir.daemon.operator.views import agent_state, held_view, iso, lane_view, seconds_between
 from choir.daemon.sessions.outage import outage_view
 from choir.daemon.staging.diff import render_changes
@@ -32,7 +33,6 @@ from choir.protocol.operator.answers import (
     AgentCounts,
     AgentList,
     AgentStatus,
-    GatewayView,
     HeldJobs,
     HeldJobView,
     MemoryStale,
@@ -74,10 +74,7 @@ async def status(ctx: OperatorContext, _: NoArguments) -> StatusAnswer:
         config_staged=ctx.stage.staged is not None,
         postgres=postgres,
         disk=_disk(ctx),
-        gateways=[
-            GatewayView(name=name, type=gateway.type, state=_gateway_state(ctx, name, gateway.type))
-            for name, gateway in sorted(ctx.config.gateways.items())
-        ],
+        gateways=gateway_views(ctx),
         agents=agents,
         approvals_pending=pending,
         held_jobs=_held_jobs(ctx, latest),
@@ -103,20 +100,6 @@ async def _postgres(ctx: OperatorContext) -> ProblemFields:
     if problem is None:
         return await probe_postgres(ctx)
     return ProblemFields(state="degraded", problem=problem.state, **_problem_fields(problem.view()))
-
-
-GATEWAY_STATES: Final = {
-    # choird serves the console DM itself (`choirctl chat`, the console's Chat tab)
-    "console": "running",
-    # a bot the running choird did not start (added by `config apply`: restart choird)
-    "telegram": "not started",
-}
-
-
-def _gateway_state(ctx: OperatorContext, name: str, kind: str) -> str:
-    """A Telegram bot's own state (`polling`, `backing_off`, `invalid_token`…), else the kind's."""
-    state = ctx.gateway_states.get(name)
-    return state() if state is not None else GATEWAY_STATES[kind]
 
 
 def _disk(ctx: OperatorContext) -> ProblemFields:

@@ -98,6 +98,11 @@ class ConfigStage:
         return self._running
 
     @property
+    def started(self) -> ChoirConfig:
+        """The config choird started with: what its gateways, DMs and listeners run."""
+        return self._started
+
+    @property
     def staged(self) -> LoadedConfig | None:
         return self._staged
 

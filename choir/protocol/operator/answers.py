@@ -607,3 +607,60 @@ class MemoryReembedded(OperatorModel):
     """The result of `memory reembed`."""
 
     agents: list[AgentReembedded]
+
+
+# -- gateways -----------------------------------------------------------------------------
+
+
+class GatewayDmView(OperatorModel):
+    """A DM on a gateway: who may talk there, and the agent it reaches now (§19.4)."""
+
+    name: str
+    user_id: str
+    """The user's id on the gateway (Telegram: also the private chat's id)."""
+    admin: bool
+    agent_id: str | None
+    """The agent whose running session holds the DM; None: none (or unknown, see
+    `bindings_known`)."""
+    session_id: str | None
+    default_agent: str | None
+    """The agent whose default DM this is."""
+
+
+class GatewayDetail(OperatorModel):
+    """One gateway in `gateway status`: never a token, never a message's text."""
+
+    name: str
+    type: str
+    state: str
+    """`running`; a bot's `connecting`, `backing_off`, `invalid_token` (rejected or revoked),
+    `no_token`, `stopped`; `starting` before choird's startup step 8; `pending_restart` for
+    one `config apply` added (it starts when choird restarts)."""
+    since: str | None
+    """When it entered that state (a bot's)."""
+    pending: str | None
+    """What an applied config changed that waits for a choird restart: `added`, `changed`
+    (it runs as it started) or `removed` (it runs until then)."""
+    bot: str | None
+    """A bot's @username, once Telegram answered."""
+    secret: str | None
+    """The name of a bot's token secret (never its value): what `choirctl secret set` takes."""
+    last_poll_at: str | None
+    last_update_at: str | None
+    """When the bot last received an update."""
+    queued: int | None
+    """Messages waiting to be sent; None for the console DM (it has no send queue)."""
+    failed: int | None
+    """Messages given up since choird started."""
+    last_error: str | None
+    """The latest failure, of polling or of a send (kept after the bot recovered)."""
+    last_error_at: str | None
+    dms: list[GatewayDmView]
+
+
+class GatewayStatus(OperatorModel):
+    """`gateway status`: every gateway choird serves or will at its next start."""
+
+    gateways: list[GatewayDetail]
+    bindings_known: bool
+    """False while Postgres does not answer: which agent holds each DM is unknown."""

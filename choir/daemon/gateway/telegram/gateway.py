@@ -21,6 +21,7 @@ import asyncio
 import contextlib
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any, Final
 
 from telegram import CallbackQuery, Message, Update
@@ -35,6 +36,7 @@ from choir.daemon.gateway.telegram.approvals import ApprovalCards, Chat, load_ke
 from choir.daemon.gateway.telegram.client import BotClient
 from choir.daemon.gateway.telegram.outbox import Outbox, Typing
 from choir.daemon.gateway.telegram.polling import BotPoller, BotState
+from choir.daemon.gateway.telegram.status import NO_TOKEN, RUNNING, BotStatus, latest
 from choir.daemon.operator.context import OperatorContext
 from choir.errors import ChoirError
 from choir.logs import get_logger
@@ -89,6 +91,30 @@ class Bot:
     poller: BotPoller | None = None
     task: asyncio.Task[None] | None = None
 
+    def status(self) -> BotStatus:
+        """How the bot is doing, for `gateway.status` and `status` (read-only)."""
+        sends = self.outbox.stats()
+        poller = self.poller
+        if poller is None:
+            return BotStatus("stopped", queued=sends.queued, failed=sends.failed)
+        send_error = (
+            (sends.last_error, sends.last_error_at)
+            if sends.last_error is not None and sends.last_error_at is not None
+            else None
+        )
+        why, at = latest(poller.last_failure, send_error)
+        return BotStatus(
+            state=RUNNING if poller.state == BotState.POLLING else poller.state.value,
+            since=poller.state_since,
+            username=self.client.username or None,
+            last_poll_at=poller.last_poll_at,
+            last_update_at=poller.last_update_at,
+            queued=sends.queued,
+            failed=sends.failed,
+            last_error=why,
+            last_error_at=at,
+        )
+
 
 class TelegramGateways:
     """Every configured Telegram bot, started with choird and stopped with it."""
@@ -123,7 +149,7 @@ class TelegramGateways:
                     f"it with `choirctl secret set {gateway.secret}` and restart choird",
                     fields={"gateway": name},
                 )
-                self._ctx.gateway_states[name] = lambda: "no_token"
+                self._ctx.telegram_bots[name] = _without_token(gateway.secret)
                 continue
             token = secrets.get(gateway.secret).get_secret_value()
             client = BotClient(name, token, gateway.base_url, secret=gateway.secret)
@@ -135,7 +161,7 @@ class TelegramGateways:
                 bot.poller.run(), name=f"telegram-{name}"
             )
             self.bots[name] = bot
-            self._ctx.gateway_states[name] = self._state_of(bot)
+            self._ctx.telegram_bots[name] = bot.status
         if self.bots:
             detach_replies = self._ctx.services.replicator.subscribe(self._replies.put_nowait)
             detach_inbox = self._ctx.services.inbox.subscribe_undelivered(self._undelivered)
@@ -180,18 +206,6 @@ class TelegramGateways:
             with contextlib.suppress(Exception):
                 await bot.client.close()
         await asyncio.gather(*self._tasks, return_exceptions=True)
-
-    @staticmethod
-    def _state_of(bot: Bot) -> Callable[[], str]:
-        """The bot's state for `status`: `running` while it polls (what the console's header
-        counts as up, as for the console DM), else the poller's own (`backing_off`…)."""
-
-        def state() -> str:
-            if bot.poller is None:
-                return "stopped"
-            return "running" if bot.poller.state == BotState.POLLING else bot.poller.state.value
-
-        return state
 
     # -- inbound ---------------------------------------------------------------------------
 
@@ -419,6 +433,17 @@ class TelegramGateways:
 _NO_AGENT: Final = (
     "no agent is bound to this DM: an admin DM starts one here with /start <agent-id>"
 )
+
+
+def _without_token(secret: str) -> Callable[[], BotStatus]:
+    """The status of a bot never started: its token secret is not set."""
+    status = BotStatus(
+        NO_TOKEN,
+        since=datetime.now(UTC),
+        last_error=f"its token secret {secret!r} is not set: choirctl secret set {secret}, "
+        "then restart choird",
+    )
+    return lambda: status
 
 
 def _allowlist(config: ChoirConfig, gateway: str) -> dict[str, Dm]:

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import asyncio
 from collections import defaultdict
+from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Final
 
 from choir.daemon.gateway.telegram.chunks import chunks
@@ -32,6 +34,19 @@ TYPING_CAP_S: Final = 600.0
 """Stop showing "typing…" after this long without an answer."""
 
 
+@dataclass(frozen=True)
+class OutboxStats:
+    """What `gateway.status` shows of a bot's sends (never a message's text)."""
+
+    queued: int
+    """Messages waiting to leave or being sent (a retry's wait included)."""
+    failed: int
+    """Messages given up since choird started."""
+    last_error: str | None
+    """Why the latest one was given up (one token-free line)."""
+    last_error_at: datetime | None
+
+
 class Outbox:
     """Ordered, retried sends of one bot, a queue per chat."""
 
@@ -41,6 +56,14 @@ class Outbox:
         self._senders: dict[int, asyncio.Task[None]] = {}
         self.failed = 0
         """Messages given up since start."""
+        self._sending = 0
+        self._last_error: tuple[str, datetime] | None = None
+
+    def stats(self) -> OutboxStats:
+        """Queued and failed sends, and the latest failure."""
+        queued = self._sending + sum(queue.qsize() for queue in self._queues.values())
+        why, at = self._last_error or (None, None)
+        return OutboxStats(queued, self.failed, why, at)
 
     def send(self, chat_id: int, text: str) -> None:
         """Queue `text` for the chat, cut into messages of Telegram's size."""
@@ -75,9 +98,11 @@ class Outbox:
     async def _sender(self, chat_id: int, queue: asyncio.Queue[str]) -> None:
         while True:
             text = await queue.get()
+            self._sending += 1
             try:
                 await self._deliver(chat_id, text)
             finally:
+                self._sending -= 1
                 queue.task_done()
 
     async def _deliver(self, chat_id: int, text: str) -> None:
@@ -89,6 +114,7 @@ class Outbox:
                 failure = self._client.failure(error)
                 if failure.kind in ("permanent", "token") or attempt == ATTEMPTS - 1:
                     self.failed += 1
+                    self._last_error = (failure.why, datetime.now(UTC))
                     log.error(
                         "telegram message not delivered",
                         fields={"gateway": self._client.gateway, "chat_id": chat_id,

@@ -19,12 +19,13 @@ from __future__ import annotations
 import asyncio
 import itertools
 from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any, Final
 
 from telegram import Update
 
-from choir.daemon.gateway.telegram.client import BotClient
+from choir.daemon.gateway.telegram.client import POLL_TIMEOUT_S, BotClient
 from choir.logs import get_logger
 from choir.store.gateway_offsets import load_offset, save_offset
 from choir.store.postgres.pool import Pool
@@ -55,11 +56,29 @@ class BotPoller:
         self.client = client
         self._pool = pool
         self._handle = handle
-        self.state = BotState.CONNECTING
+        self._state = BotState.CONNECTING
+        self.state_since = _now()
+        """When the bot entered its current state (`gateway.status`)."""
         self.last_error: str | None = None
+        """Why the Bot API cannot be used right now (None once it answers again)."""
+        self.last_failure: tuple[str, datetime] | None = None
+        """The latest failure and when, kept after the bot recovered (`gateway.status`)."""
+        self.last_poll_at: datetime | None = None
+        """When a getUpdates last succeeded."""
+        self.last_update_at: datetime | None = None
+        """When the last update arrived."""
         self.offset: int | None = None
         self._failures = 0
         self._retries: dict[int, int] = {}
+
+    @property
+    def state(self) -> BotState:
+        return self._state
+
+    @state.setter
+    def state(self, state: BotState) -> None:
+        if state != self._state:
+            self._state, self.state_since = state, _now()
 
     @property
     def gateway(self) -> str:
@@ -91,11 +110,17 @@ class BotPoller:
                     return False
 
     async def _poll_once(self) -> bool:
-        """One getUpdates and its updates; False once the bot must stop."""
+        """One getUpdates and its updates; False once the bot must stop. Until a poll has
+        answered (after the connect, after a failure) it is a short one, so the bot shows
+        `polling` as soon as Telegram answers, not when the first long poll ends."""
+        timeout_s = POLL_TIMEOUT_S if self.state == BotState.POLLING else 0
         try:
-            items = await self.client.fetch(self.offset)
+            items = await self.client.fetch(self.offset, timeout_s)
         except Exception as error:
             return await self._failed("getUpdates", error)
+        self.last_poll_at = _now()
+        if items:
+            self.last_update_at = self.last_poll_at
         if self.state != BotState.POLLING:
             if self.last_error is not None:
                 log.info("telegram bot reached again", fields={"gateway": self.gateway})
@@ -148,6 +173,7 @@ class BotPoller:
         """Log `error` and wait before the next try; False when the bot must stop."""
         failure = self.client.failure(error)
         self.last_error = failure.why
+        self.last_failure = (failure.why, _now())
         if failure.kind == "token":
             self.state = BotState.INVALID_TOKEN
             log.error(
@@ -196,3 +222,7 @@ class BotPoller:
                 fields={"gateway": self.gateway, "offset": offset,
                         "error": type(error).__name__},
             )  # fmt: skip
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
