@@ -11,6 +11,7 @@ bot and update id — unique per update, the same again when Telegram offers the
 
 from __future__ import annotations
 
+import math
 import re
 import unicodedata
 from dataclasses import dataclass
@@ -129,10 +130,10 @@ def outgoing_name(name: str) -> bool:
 
 
 def size_text(size: int) -> str:
-    if size >= MB:
-        return f"{size / MB:.1f} MB"
-    if size >= 1024:
-        return f"{size / 1024:.1f} KB"
+    """`size` for a person, rounded up (a file one byte over a limit never reads as at it)."""
+    for unit, scale in (("MB", MB), ("KB", 1024)):
+        if size >= scale:
+            return f"{math.ceil(size * 10 / scale) / 10:.1f} {unit}"
     return f"{size} bytes"
 
 
