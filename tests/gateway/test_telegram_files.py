@@ -231,6 +231,8 @@ async def test_a_file_is_sent_only_once_written_and_closed(
 async def test_links_in_send_are_never_followed(
     agent: ChoirClient, api: BotApiServer, workspace: Path, root: Path
 ) -> None:
+    api.user_says(PHONE, "hello")  # the agent has set its workspace up (it checks .choirtmp)
+    await api.wait_sent(PHONE, 1, within=30)
     secret = root / "host-secret.txt"
     secret.write_text("host only")
     folder = send_folder(workspace)
@@ -250,6 +252,8 @@ async def test_links_in_send_are_never_followed(
     assert [u.filename for u in api.uploads(PHONE)] == ["ok.txt"]
     assert secret.read_text() == "host only"
     assert (outside / "private.txt").read_text() == "host only"
+    folder.unlink()  # the agent puts its folder back
+    (workspace / ".choirtmp" / "send-old").rename(folder)
 
 
 async def test_a_file_that_fails_is_reported_kept_and_not_retried_until_written_again(

@@ -12,6 +12,7 @@ A file is sent once it is finished, which is when all three hold:
   rename (`choir.fs.write` does so for every write);
 - no process holds it open for writing (a read lease is refused otherwise — `staging`);
 - its inode, size and mtime have not changed for `SETTLE_S`.
+One watcher thread serves every folder (watchfiles runs each watch in a thread of its own).
 
 It goes as a photo, voice message, video or document by its type (`files.send_method`; a
 photo, voice or video that Telegram refuses goes again as a document) and, once Telegram has
@@ -25,6 +26,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
+import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -40,6 +43,7 @@ from choir.logs import get_logger
 from choir.store.sessions import SessionRow
 
 log = get_logger("choird.telegram")
+logging.getLogger("watchfiles").setLevel(logging.WARNING)  # an INFO line per change seen
 
 SETTLE_S: Final = 1.0
 """How long a file must stay unchanged before it is sent."""
@@ -74,39 +78,20 @@ class SendFolder:
     settle_s: float = SETTLE_S
     _seen: dict[str, _Seen] = field(default_factory=dict)
     _given_up: dict[str, Stamp] = field(default_factory=dict)
-    _changed: asyncio.Event = field(default_factory=asyncio.Event)
-    _stop: asyncio.Event = field(default_factory=asyncio.Event)
+    changed: asyncio.Event = field(default_factory=asyncio.Event)
+    """Set by the watcher when something in the folder changed."""
+
+    @property
+    def path(self) -> str:
+        return str(self.to.workspace / SEND)
 
     async def run(self) -> None:
-        watching = asyncio.get_running_loop().create_task(self._watch())
-        try:
-            while True:
-                self._changed.clear()
-                settling = await self._pass()
-                with contextlib.suppress(TimeoutError):
-                    async with asyncio.timeout(self.settle_s if settling else RESCAN_S):
-                        await self._changed.wait()
-        finally:
-            self._stop.set()
-            watching.cancel()
-            await asyncio.gather(watching, return_exceptions=True)
-
-    async def _watch(self) -> None:
-        from watchfiles import awatch  # imported when a DM's agent runs: choirctl stays light
-
-        try:
-            async for _ in awatch(
-                self.to.workspace / SEND,
-                watch_filter=None,
-                debounce=400,
-                step=50,
-                stop_event=self._stop,
-                recursive=False,
-            ):
-                self._changed.set()
-        except Exception as error:  # the folder is gone or replaced: rescans carry on
-            fields = {"session": self.session_id, "error": type(error).__name__}
-            log.debug("send folder not watched", fields=fields)
+        while True:
+            self.changed.clear()
+            settling = await self._pass()
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(self.settle_s if settling else RESCAN_S):
+                    await self.changed.wait()
 
     async def _pass(self) -> bool:
         """Send every finished file; whether some file is still settling."""
@@ -196,30 +181,67 @@ Where = Callable[[SessionRow], Destination | None]
 
 
 class SendFolders:
-    """A `SendFolder` for each running session bound to a Telegram DM."""
+    """A `SendFolder` for each running session bound to a Telegram DM, and one watcher (one
+    thread) over all their folders, started again whenever the set of folders changes."""
 
     def __init__(self, where: Where) -> None:
         self._where = where
-        self._running: dict[str, asyncio.Task[None]] = {}
+        self._running: dict[str, tuple[SendFolder, asyncio.Task[None]]] = {}
+        self._watcher: asyncio.Task[None] | None = None
+        self._stop_watching = asyncio.Event()
 
     def reconcile(self, active: list[SessionRow]) -> None:
         """Watch the folders of `active` sessions (those with a Telegram DM), no others."""
         live = {row.session_id for row in active}
-        for session_id in [s for s in self._running if s not in live]:
-            self._running.pop(session_id).cancel()
+        before = set(self._running)
+        for session_id in before - live:
+            self._running.pop(session_id)[1].cancel()
         for row in active:
-            if row.session_id in self._running:
-                continue
-            to = self._where(row)
-            if to is not None:
+            if row.session_id not in self._running and (to := self._where(row)) is not None:
                 folder = SendFolder(row.session_id, to)
-                self._running[row.session_id] = asyncio.get_running_loop().create_task(
+                task = asyncio.get_running_loop().create_task(
                     folder.run(), name=f"telegram-send-folder-{row.session_id}"
                 )
+                self._running[row.session_id] = (folder, task)
+        if set(self._running) != before or (self._running and self._watcher is None):
+            self._rewatch()
 
     async def close(self) -> None:
-        tasks = list(self._running.values())
+        tasks = [task for _, task in self._running.values()]
         self._running.clear()
+        self._rewatch()
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+
+    def _rewatch(self) -> None:
+        self._stop_watching.set()
+        if self._watcher is not None:
+            self._watcher.cancel()
+            self._watcher = None
+        folders = {folder.path: folder for folder, _ in self._running.values()}
+        if folders:
+            self._stop_watching = asyncio.Event()
+            self._watcher = asyncio.get_running_loop().create_task(
+                self._watch(folders, self._stop_watching), name="telegram-send-watcher"
+            )
+
+    async def _watch(self, folders: dict[str, SendFolder], stop: asyncio.Event) -> None:
+        from watchfiles import awatch  # imported when a DM's agent runs: choirctl stays light
+
+        paths = await asyncio.to_thread(lambda: [p for p in folders if os.path.isdir(p)])
+        try:
+            if paths:
+                async for changes in awatch(
+                    *paths, watch_filter=None, debounce=400, step=50, stop_event=stop,
+                    recursive=False,
+                ):  # fmt: skip
+                    for _, changed in changes:
+                        folder = folders.get(os.path.dirname(changed))
+                        if folder is not None:
+                            folder.changed.set()
+        except Exception as error:  # a folder gone or replaced: the rescans carry on
+            log.debug("send folders not watched", fields={"error": type(error).__name__})
+        finally:
+            if self._watcher is asyncio.current_task():
+                self._watcher = None  # the next reconcile starts one again
