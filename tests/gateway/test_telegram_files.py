@@ -112,6 +112,7 @@ async def test_a_photo_and_a_document_land_in_recv_and_the_agent_is_told_where(
     assert recv(workspace) == {name: photo}  # the largest size, not the thumbnail
     assert api.downloads == ["photos/file_0"]
 
+    api.fail("getFile", 502)  # the update is tried again, and the file fetched then
     update = api.user_sends(
         PHONE, "document", b"%PDF-1.7 minutes", file_name="minutes.pdf", mime_type="application/pdf"
     )
@@ -190,6 +191,7 @@ async def test_what_the_agent_writes_to_send_goes_out_by_type_and_is_removed(
         "fake.jpg": b"not a jpeg at all",  # a photo Telegram would refuse: goes as a document
         "notes.ogg": b"OggS" + bytes(40),  # Ogg, not Opus: no voice message
     }
+    api.fail("sendPhoto", 500)  # tried again after a second
     for name, content in files.items():
         (send_folder(workspace) / name).write_bytes(content)
     uploads = await api.wait_uploads(PHONE, 6, within=30)
@@ -282,6 +284,28 @@ async def test_a_file_that_fails_is_reported_kept_and_not_retried_until_written_
     [upload] = await api.wait_uploads(PHONE, 1, within=30)
     assert upload.content == b"a,b\n1,2\n"
     await gone(folder / "data.csv")
+
+    api.fail("sendVideo", 400, "Bad Request: VIDEO_CONTENT_TYPE_INVALID")
+    (folder / "clip.mp4").write_bytes(MP4)  # refused as a video: goes as a document
+    [_, clip] = await api.wait_uploads(PHONE, 2, within=30)
+    assert (clip.method, clip.filename, clip.content) == ("sendDocument", "clip.mp4", MP4)
+    assert len(api.texts(PHONE)) == 2  # nothing more to report
+
+
+async def test_files_of_an_agent_on_another_channel_are_left_alone(
+    choird: tuple[ChoirDaemon, ChoirClient], api: BotApiServer, root: Path
+) -> None:
+    _, client = choird
+    workspace = root / "ws-other"  # agent-2's, bound to the console DM `ops`
+    workspace.mkdir()
+    await client.agent_start("agent-2")
+    try:
+        (send_folder(workspace) / "for-the-console.txt").write_text("not for Telegram")
+        await asyncio.sleep(4)
+        assert [c.method for c in api.calls if c.method.startswith("send")] == []
+        assert (send_folder(workspace) / "for-the-console.txt").exists()
+    finally:
+        await client.agent_stop("agent-2")
 
 
 async def test_a_choird_stopped_mid_upload_keeps_the_file_and_the_next_sends_it_once(
