@@ -9,6 +9,7 @@ chat as a photo, voice message, video or document, then is removed.
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -25,7 +26,7 @@ from tests.harness.daemons import running_daemon
 from tests.harness.homes import read_config
 from tests.harness.waits import poll_until
 
-from .conftest import PHONE
+from .conftest import PHONE, TOKEN
 
 pytestmark = pytest.mark.slow
 
@@ -102,8 +103,9 @@ async def gone(path: Path, within: float = 10) -> None:
 
 
 async def test_a_photo_and_a_document_land_in_recv_and_the_agent_is_told_where(
-    agent: ChoirClient, api: BotApiServer, workspace: Path
+    agent: ChoirClient, api: BotApiServer, workspace: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
+    caplog.set_level(logging.DEBUG)  # the file URL carries the token: never in a log line
     photo = PNG + b"the big one"
     update = api.user_sends(PHONE, "photo", photo, caption="what is this?")
     [reply] = await api.wait_sent(PHONE, 1, within=30)
@@ -128,6 +130,7 @@ async def test_a_photo_and_a_document_land_in_recv_and_the_agent_is_told_where(
     assert sorted(content for content in recv(workspace).values()) == sorted(
         [photo, b"%PDF-1.7 minutes", OPUS, b"ID3 tune", MP4]
     )
+    assert all(TOKEN not in str(record.__dict__) for record in caplog.records)
 
 
 @pytest.mark.parametrize(
