@@ -123,12 +123,16 @@ async def test_a_photo_and_a_document_land_in_recv_and_the_agent_is_told_where(
     assert reply.text == f"got a document at .choirtmp/recv/{name} (application/pdf, 16 bytes)"
     assert recv(workspace)[name] == b"%PDF-1.7 minutes"
 
-    for kind, content in (("voice", OPUS), ("audio", b"ID3 tune"), ("video", MP4)):
+    sent = (("voice", OPUS), ("audio", b"ID3 tune"), ("video", MP4), ("video_note", MP4 + b"o"))
+    for kind, content in sent:
         api.user_sends(PHONE, kind, content)
-    replies = [m.text for m in await api.wait_sent(PHONE, 5, within=30)][2:]
-    assert [r.split(" at ")[0] for r in replies] == ["got a voice", "got a audio", "got a video"]
+    replies = [m.text for m in await api.wait_sent(PHONE, 6, within=30)][2:]
+    assert [r.split(" at ")[0] for r in replies] == [
+        "got a voice", "got a audio", "got a video", "got a video"
+    ]  # fmt: skip
+    assert replies[3].endswith("-video-note.mp4 (video/mp4, 93 bytes)")
     assert sorted(content for content in recv(workspace).values()) == sorted(
-        [photo, b"%PDF-1.7 minutes", OPUS, b"ID3 tune", MP4]
+        [photo, b"%PDF-1.7 minutes", OPUS, b"ID3 tune", MP4, MP4 + b"o"]
     )
     assert all(TOKEN not in str(record.__dict__) for record in caplog.records)
 

@@ -237,8 +237,8 @@ class BotApiServer:
         size_known: bool = True,
     ) -> int:
         """A private-chat message from `user_id` carrying a file: `kind` is `document`,
-        `photo` (sent at two sizes, a thumbnail first, as Telegram does), `voice`, `audio` or
-        `video` (without `file_size` unless `size_known`); its update id."""
+        `photo` (sent at two sizes, a thumbnail first, as Telegram does), `voice`, `audio`,
+        `video` or `video_note` (without `file_size` unless `size_known`); its update id."""
         number = len(self._state.files) + 1
         folder = {"photo": "photos", "document": "documents"}.get(kind, kind)
         meta: dict[str, Any] = {**self._file(f"{kind}-{number}", folder, content)}
@@ -256,10 +256,12 @@ class BotApiServer:
                 {**meta, "width": 1280, "height": 853},
             ]
         else:
-            if kind in ("voice", "audio", "video"):
+            if kind in ("voice", "audio", "video", "video_note"):
                 meta["duration"] = 3
             if kind == "video":
                 meta.update(width=640, height=360)
+            if kind == "video_note":
+                meta["length"] = 240
             message[kind] = meta
         if caption is not None:
             message["caption"] = caption

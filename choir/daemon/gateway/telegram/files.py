@@ -50,7 +50,8 @@ class Incoming:
 
 
 def incoming(message: Message) -> Incoming | None:
-    """The file `message` carries (a photo at its largest size), or None."""
+    """The file `message` carries (a photo at its largest size), or None (a sticker, a
+    location, a poll…: nothing the agent could open)."""
     if (doc := message.document) is not None:
         name = safe_name(doc.file_name, "document" + _extension(doc.mime_type))
         return Incoming("document", doc.file_id, doc.file_size, name, doc.mime_type)
@@ -66,6 +67,8 @@ def incoming(message: Message) -> Incoming | None:
     if (video := message.video) is not None:
         name = safe_name(video.file_name, "video.mp4")
         return Incoming("video", video.file_id, video.file_size, name, video.mime_type)
+    if (note := message.video_note) is not None:  # a round video: an mp4 like any other
+        return Incoming("video", note.file_id, note.file_size, "video-note.mp4", "video/mp4")
     return None
 
 
