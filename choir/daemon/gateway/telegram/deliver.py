@@ -18,8 +18,9 @@ It goes as a photo, voice message, video or document by its type (`files.send_me
 photo, voice or video that Telegram refuses goes again as a document) and, once Telegram has
 it, is removed — unless the agent wrote it again meanwhile. A file over the upload limit, or
 one that fails (a refusal, or `ATTEMPTS` failed tries) is reported to the user and kept; that
-version of it is never tried again (writing it anew is a new try). A choird that stops
-mid-upload leaves the file where it was: the next watcher sends it (once more, at worst).
+version of it is not tried again in that session (writing it anew is a new try; the next
+session tries once more). A choird or session that stops mid-upload leaves the file where it
+was: the next session's watcher sends it (once more, at worst).
 """
 
 from __future__ import annotations
