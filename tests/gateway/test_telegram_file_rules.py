@@ -121,6 +121,16 @@ def test_a_stored_file_is_never_overwritten_and_leaves_no_temporary(tmp_path: Pa
     assert os.listdir(recv) == ["tg-1-a.txt"]
 
 
+@pytest.mark.skipif(os.geteuid() != 0, reason="only a root choird hands files over")
+def test_a_stored_file_belongs_to_the_owner_of_the_folder(tmp_path: Path) -> None:
+    scratch_dirs(tmp_path)
+    recv = tmp_path / ".choirtmp" / "recv"
+    os.chown(recv, 12345, 12346)  # the agent's uid, as the Docker runtime hands it over
+    staging.store(tmp_path, "tg-1-a.txt", b"x")
+    owner = (recv / "tg-1-a.txt").stat()
+    assert (owner.st_uid, owner.st_gid) == (12345, 12346)
+
+
 def test_a_linked_recv_folder_is_refused(tmp_path: Path) -> None:
     workspace, outside = tmp_path / "ws", tmp_path / "outside"
     outside.mkdir()

@@ -68,6 +68,7 @@ def store(workspace: Path, name: str, data: bytes) -> bool:
         flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
         out = os.open(tmp, flags, 0o644, dir_fd=fd)
         try:
+            _hand_over(out, fd)
             with os.fdopen(out, "wb", closefd=False) as stream:
                 stream.write(data)
                 stream.flush()
@@ -156,6 +157,14 @@ def remove(workspace: Path, name: str, stamp: Stamp) -> bool:
             return False
         os.unlink(name, dir_fd=fd)
         return True
+
+
+def _hand_over(file_fd: int, dir_fd: int) -> None:
+    """A root choird gives the file to the folder's owner (the agent's uid, which the Docker
+    runtime hands the workspace to), so the agent can move or change what it received."""
+    owner = os.fstat(dir_fd)
+    if os.geteuid() == 0 and owner.st_uid != 0:
+        os.fchown(file_fd, owner.st_uid, owner.st_gid)
 
 
 def _open_regular(name: str, dir_fd: int) -> int:
