@@ -4,6 +4,8 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -161,6 +163,33 @@ def test_a_file_open_for_writing_is_being_written(tmp_path: Path) -> None:
         writer.flush()
         assert staging.being_written(tmp_path, "log.txt")
     assert not staging.being_written(tmp_path, "log.txt")
+
+
+LEASE_BROKEN = """
+import fcntl, os, subprocess, sys, time
+from choir.daemon.gateway.telegram.staging import take_lease
+path = sys.argv[1]
+fd = os.open(path, os.O_RDONLY)
+take_lease(fd)
+writer = subprocess.Popen([sys.executable, "-c", f"open({path!r}, 'a').write('more')"])
+time.sleep(0.3)  # the writer's open waits on the lease: the kernel signals its holder
+fcntl.fcntl(fd, fcntl.F_SETLEASE, fcntl.F_UNLCK)
+writer.wait(10)
+print("still here")
+"""
+
+
+def test_a_writer_opening_the_file_during_the_lease_probe_does_not_end_choird(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "a.txt"
+    path.write_text("some")
+    done = subprocess.run(
+        [sys.executable, "-c", LEASE_BROKEN, str(path)],
+        capture_output=True, text=True, timeout=30, check=False,
+    )  # fmt: skip
+    assert (done.returncode, done.stdout) == (0, "still here\n")
+    assert path.read_text() == "somemore"
 
 
 def test_a_file_changed_after_its_stamp_is_neither_read_nor_removed(tmp_path: Path) -> None:

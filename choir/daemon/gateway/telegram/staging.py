@@ -16,6 +16,7 @@ import contextlib
 import fcntl
 import os
 import secrets
+import signal
 import stat
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -108,7 +109,7 @@ def being_written(workspace: Path, name: str) -> bool:
     with scratch(workspace, "send") as dir_fd:
         fd = _open_regular(name, dir_fd)
         try:
-            fcntl.fcntl(fd, fcntl.F_SETLEASE, fcntl.F_RDLCK)
+            take_lease(fd)
         except BlockingIOError:
             return True
         except OSError:
@@ -118,6 +119,15 @@ def being_written(workspace: Path, name: str) -> bool:
             return False
         finally:
             os.close(fd)
+
+
+def take_lease(fd: int) -> None:
+    """A read lease on `fd` (BlockingIOError while the file is open for writing). Should a
+    writer open the file in the instant before it is released, the kernel signals the holder:
+    SIGIO by default, which ends a process that does not handle it — so the signal is set to
+    SIGURG, ignored by default."""
+    fcntl.fcntl(fd, fcntl.F_SETSIG, signal.SIGURG)
+    fcntl.fcntl(fd, fcntl.F_SETLEASE, fcntl.F_RDLCK)
 
 
 def read(workspace: Path, name: str, stamp: Stamp) -> bytes:
