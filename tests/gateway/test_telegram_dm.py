@@ -237,17 +237,24 @@ async def test_a_message_its_session_never_read_is_reported_undelivered(
     )
 
 
-async def test_files_get_a_clear_answer_and_group_chats_are_ignored(
+async def test_other_kinds_get_a_clear_answer_and_group_chats_are_ignored(
     choird: tuple[ChoirDaemon, ChoirClient], api: BotApiServer
 ) -> None:
     user = {"id": PHONE, "is_bot": False, "first_name": "Ada"}
-    photo = [{"file_id": "f-1", "file_unique_id": "u-1", "width": 9, "height": 9}]
+    where = {"latitude": 48.85, "longitude": 2.35}
     group = {"id": -100123, "type": "group", "title": "family"}
     api.inject({"message": {"message_id": 1, "date": 0, "chat": group, "from": user,
                             "text": "echo in a group"}})  # fmt: skip
     api.inject({"message": {"message_id": 2, "date": 0, "chat": {"id": PHONE, "type": "private"},
-                            "from": user, "photo": photo}})  # fmt: skip
+                            "from": user, "location": where}})  # fmt: skip
     [answer] = await api.wait_sent(PHONE, 1, within=30)
-    assert answer.text.startswith("Only text messages reach the agent for now")
+    assert answer.text == (
+        "Only text, files, photos, voice messages, audio and video reach the agent: this "
+        "message was not delivered."
+    )
+    api.user_sends(PHONE, "photo", b"\xff\xd8\xff a photo")  # a file, and no agent runs
+    [_, file] = await api.wait_sent(PHONE, 2, within=30)
+    assert file.text == "agent-1 is not running: ask the operator to start it"
     await api.wait_for(lambda: not api.pending_updates, within=10)
     assert list(api.all_sent) == [PHONE]  # nothing to the group
+    assert api.downloads == []

@@ -17,6 +17,13 @@ inline button (a callback query), `answers` what the bot answered to each. Reque
 form-encoded (what python-telegram-bot sends), multipart or JSON.
 A wrong token answers 401 Unauthorized.
 
+Files: `user_sends` is a user sending a document, photo, voice message, audio or video (its
+bytes kept here), served back through `getFile` and the file route
+(`/file/bot<token>/<file_path>`), which refuse a file over the cloud Bot API's 20 MB as Telegram
+does ("file is too big"). `sendDocument`, `sendPhoto`, `sendVoice` and `sendVideo` take
+multipart uploads, recorded whole in `uploads` (an empty file, a photo over 10 MB or any file
+over 50 MB is refused as Telegram refuses it).
+
 Tests read what the bot did (`sent`, `actions`, `calls`, `offsets`) and inject what Telegram
 may do (`fail` a method with a 429 and `retry_after`, a 5xx or a 400; `slow` a method down;
 `inject` a malformed update). `sendMessage` enforces Telegram's rules that a gateway can
@@ -36,11 +43,18 @@ from types import TracebackType
 from typing import Any, Self
 
 from aiohttp import web
+from aiohttp.web_request import FileField
 
 MAX_TEXT = 4096
 """Telegram's limit on a message's text, in UTF-16 code units (after entity parsing)."""
 
 BOT_ID = 7000001
+
+MB = 1024 * 1024
+DOWNLOAD_LIMIT = 20 * MB
+"""The cloud Bot API's `getFile` limit."""
+UPLOAD_LIMIT = 50 * MB
+PHOTO_LIMIT = 10 * MB
 
 
 @dataclass(frozen=True)
@@ -67,6 +81,27 @@ class Sent:
         markup = self.params.get("reply_markup") or {}
         rows = markup.get("inline_keyboard") if isinstance(markup, dict) else None
         return [(b["text"], b.get("callback_data", "")) for row in rows or [] for b in row]
+
+
+@dataclass(frozen=True)
+class Upload:
+    """A file the bot uploaded: how (`sendPhoto`…), its name and its bytes."""
+
+    chat_id: int
+    message_id: int
+    method: str
+    filename: str
+    content: bytes
+    params: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class _File:
+    """A file a user sent, as `getFile` describes it."""
+
+    file_id: str
+    path: str
+    content: bytes
 
 
 @dataclass(frozen=True)
@@ -101,6 +136,9 @@ class _State:
     delays: dict[str, float] = field(default_factory=dict)
     held: dict[str, asyncio.Event] = field(default_factory=dict)
     answers: list[Answer] = field(default_factory=list)
+    uploads: dict[int, list[Upload]] = field(default_factory=lambda: defaultdict(list))
+    files: dict[str, _File] = field(default_factory=dict)
+    downloads: list[str] = field(default_factory=list)
 
 
 class BotApiServer:
@@ -124,8 +162,9 @@ class BotApiServer:
         """The base URL to configure as the bot's `api_base_url` (no trailing slash)."""
 
     async def __aenter__(self) -> Self:
-        app = web.Application()
+        app = web.Application(client_max_size=UPLOAD_LIMIT + MB)
         app.router.add_route("*", "/bot{token}/{method}", self._handle)
+        app.router.add_get("/file/bot{token}/{path:.+}", self._download)
         self._runner = web.AppRunner(app, access_log=None)
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", 0)
@@ -185,6 +224,61 @@ class BotApiServer:
                  "message": shown, "data": data}  # fmt: skip
         self.inject({"callback_query": query})
         return callback_id
+
+    def user_sends(
+        self,
+        user_id: int,
+        kind: str,
+        content: bytes,
+        *,
+        file_name: str | None = None,
+        mime_type: str | None = None,
+        caption: str | None = None,
+        size_known: bool = True,
+    ) -> int:
+        """A private-chat message from `user_id` carrying a file: `kind` is `document`,
+        `photo` (sent at two sizes, a thumbnail first, as Telegram does), `voice`, `audio`,
+        `video` or `video_note` (without `file_size` unless `size_known`); its update id."""
+        number = len(self._state.files) + 1
+        folder = {"photo": "photos", "document": "documents"}.get(kind, kind)
+        meta: dict[str, Any] = {**self._file(f"{kind}-{number}", folder, content)}
+        if not size_known:
+            del meta["file_size"]
+        if file_name is not None:
+            meta["file_name"] = file_name
+        if mime_type is not None:
+            meta["mime_type"] = mime_type
+        message = self._from(user_id)
+        if kind == "photo":
+            thumb = self._file(f"thumb-{number}", "thumbnails", content[:16])
+            message["photo"] = [
+                {**thumb, "width": 90, "height": 60},
+                {**meta, "width": 1280, "height": 853},
+            ]
+        else:
+            if kind in ("voice", "audio", "video", "video_note"):
+                meta["duration"] = 3
+            if kind == "video":
+                meta.update(width=640, height=360)
+            if kind == "video_note":
+                meta["length"] = 240
+            message[kind] = meta
+        if caption is not None:
+            message["caption"] = caption
+        return self.inject({"message": message})
+
+    def _file(self, file_id: str, folder: str, content: bytes) -> dict[str, Any]:
+        path = f"{folder}/file_{len(self._state.files)}"
+        self._state.files[file_id] = _File(file_id, path, content)
+        return {"file_id": file_id, "file_unique_id": f"u-{file_id}", "file_size": len(content)}
+
+    def _from(self, user_id: int, first_name: str = "Ada") -> dict[str, Any]:
+        return {
+            "message_id": next(self._message_ids[user_id]),
+            "date": int(time.time()),
+            "chat": {"id": user_id, "type": "private", "first_name": first_name},
+            "from": {"id": user_id, "is_bot": False, "first_name": first_name},
+        }
 
     def inject(self, update: dict[str, Any], *, update_id: int | None = None) -> int:
         """Queue any update (malformed ones too); its update id (None: the next one)."""
@@ -246,6 +340,20 @@ class BotApiServer:
     def answers(self) -> list[Answer]:
         """`answerCallbackQuery` calls, in order."""
         return list(self._state.answers)
+
+    def uploads(self, chat_id: int) -> list[Upload]:
+        """Files uploaded to `chat_id`, in order."""
+        return list(self._state.uploads[chat_id])
+
+    @property
+    def downloads(self) -> list[str]:
+        """The `file_path` of every file downloaded, in order."""
+        return list(self._state.downloads)
+
+    async def wait_uploads(self, chat_id: int, count: int, *, within: float = 20) -> list[Upload]:
+        """The first `count` files uploaded to `chat_id`, once there are that many."""
+        await self.wait_for(lambda: len(self._state.uploads[chat_id]) >= count, within=within)
+        return self.uploads(chat_id)[:count]
 
     def answer_to(self, callback_id: str) -> Answer | None:
         return next((a for a in self._state.answers if a.callback_id == callback_id), None)
@@ -419,6 +527,69 @@ class BotApiServer:
     async def _m_logout(self, params: dict[str, Any]) -> web.Response:
         return _ok(True)
 
+    async def _m_getfile(self, params: dict[str, Any]) -> web.Response:
+        file = self._state.files.get(str(params.get("file_id", "")))
+        if file is None:
+            return _error(400, "Bad Request: invalid file_id")
+        if len(file.content) > DOWNLOAD_LIMIT:
+            return _error(400, "Bad Request: file is too big")
+        return _ok(
+            {"file_id": file.file_id, "file_unique_id": f"u-{file.file_id}",
+             "file_size": len(file.content), "file_path": file.path}
+        )  # fmt: skip
+
+    async def _download(self, request: web.Request) -> web.Response:
+        if request.match_info["token"] != self.token:
+            return _error(401, "Unauthorized")
+        path = request.match_info["path"]
+        file = next((f for f in self._state.files.values() if f.path == path), None)
+        if file is None or len(file.content) > DOWNLOAD_LIMIT:
+            return _error(404, "Not Found")
+        self._state.downloads.append(path)
+        return web.Response(body=file.content, content_type="application/octet-stream")
+
+    async def _m_senddocument(self, params: dict[str, Any]) -> web.Response:
+        return self._upload("sendDocument", "document", params)
+
+    async def _m_sendphoto(self, params: dict[str, Any]) -> web.Response:
+        return self._upload("sendPhoto", "photo", params)
+
+    async def _m_sendvoice(self, params: dict[str, Any]) -> web.Response:
+        return self._upload("sendVoice", "voice", params)
+
+    async def _m_sendvideo(self, params: dict[str, Any]) -> web.Response:
+        return self._upload("sendVideo", "video", params)
+
+    def _upload(self, method: str, media: str, params: dict[str, Any]) -> web.Response:
+        part = params.get(media)
+        if not isinstance(part, FileField):
+            return _error(400, f"Bad Request: there is no {media} in the request")
+        content = part.file.read()
+        if not content:
+            return _error(400, "Bad Request: file must be non-empty")
+        if len(content) > UPLOAD_LIMIT:
+            return _error(413, "Request Entity Too Large")
+        if media == "photo" and len(content) > PHOTO_LIMIT:
+            return _error(400, "Bad Request: PHOTO_INVALID_DIMENSIONS")
+        chat_id = int(params["chat_id"])
+        message_id = next(self._message_ids[chat_id])
+        kept = {k: v for k, v in params.items() if k != media}
+        upload = Upload(chat_id, message_id, method, part.filename, content, kept)
+        self._state.uploads[chat_id].append(upload)
+        message = self._message(chat_id, message_id, "")
+        del message["text"]
+        described = {"file_id": f"up-{message_id}", "file_unique_id": f"uu-{message_id}",
+                     "file_size": len(content)}  # fmt: skip
+        if media == "photo":
+            message["photo"] = [{**described, "width": 1, "height": 1}]
+        elif media == "document":
+            message["document"] = {**described, "file_name": part.filename}
+        elif media == "voice":
+            message["voice"] = {**described, "duration": 1}
+        else:
+            message["video"] = {**described, "width": 1, "height": 1, "duration": 1}
+        return _ok(message)
+
     def _message(self, chat_id: int, message_id: int, text: str) -> dict[str, Any]:
         return {
             "message_id": message_id,
@@ -434,6 +605,7 @@ _KNOWN = {
     for name in (
         "getMe", "getUpdates", "sendMessage", "editMessageText", "editMessageReplyMarkup",
         "sendChatAction", "answerCallbackQuery", "deleteWebhook", "getWebhookInfo",
+        "getFile", "sendDocument", "sendPhoto", "sendVoice", "sendVideo",
     )
 }  # fmt: skip
 """`slow` takes Telegram's spelling; method names are case-insensitive on the wire."""

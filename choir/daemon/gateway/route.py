@@ -8,7 +8,7 @@ The front ends differ only in where replies go and how a message is named.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Sequence
 from typing import Any
 
 from choir.commands.dm import Invocation, Seat, Usage, as_message, refusal
@@ -23,11 +23,20 @@ Spawn = Callable[[Coroutine[Any, Any, None]], None]
 
 
 async def accept_message(
-    inbox: Inbox, push: PushFn, session_id: str, agent_id: str, message_id: str, text: str
+    inbox: Inbox,
+    push: PushFn,
+    session_id: str,
+    agent_id: str,
+    message_id: str,
+    text: str,
+    attachments: Sequence[str] = (),
 ) -> bool:
-    """Store the message for the session's agent, then push it; False when `message_id` was
-    accepted before (nothing pushed again: a front end may offer the same message twice)."""
-    message = UserMessagePush(message_id=message_id, text=as_message(text))
+    """Store the message (with the workspace paths of its `attachments`) for the session's
+    agent, then push it; False when `message_id` was accepted before (nothing pushed again: a
+    front end may offer the same message twice)."""
+    message = UserMessagePush(
+        message_id=message_id, text=as_message(text), attachments=list(attachments)
+    )
     return await inbox.accept(session_id, agent_id, message, lambda: push(session_id, message))
 
 

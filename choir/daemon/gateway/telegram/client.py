@@ -18,7 +18,14 @@ from dataclasses import dataclass
 from typing import Any, Final
 from urllib.parse import urlencode
 
-from telegram import Bot, InlineKeyboardButton, InlineKeyboardMarkup, LinkPreviewOptions, Update
+from telegram import (
+    Bot,
+    InlineKeyboardButton,
+    InlineKeyboardMarkup,
+    InputFile,
+    LinkPreviewOptions,
+    Update,
+)
 from telegram.constants import ChatAction
 from telegram.error import (
     BadRequest,
@@ -164,6 +171,33 @@ class BotClient:
         """End the button's spinner with a short notice."""
         await self.bot.answer_callback_query(callback_id, text=text)
 
+    async def fetch_file(self, file_id: str, limit: int) -> bytes:
+        """A user's file by its id (`getFile`, then the file URL); `FileTooBig` when Telegram
+        says or the answer shows it is over `limit` bytes."""
+        file = await self.bot.get_file(file_id)
+        if (file.file_size or 0) > limit:
+            raise FileTooBig(file.file_size or 0)
+        # PTB reads a `file_path` that names a file on this host instead of downloading it
+        # (the local Bot API server's mode): only a URL on the bot's own file base is taken
+        if not (file.file_path or "").startswith(self.bot.base_file_url + "/"):
+            raise ValueError("the Bot API answered getFile without a downloadable file path")
+        data = bytes(await file.download_as_bytearray())
+        if len(data) > limit:
+            raise FileTooBig(len(data))
+        return data
+
+    async def send_file(self, method: str, chat_id: int, name: str, data: bytes) -> None:
+        """Upload `data` as a photo, voice message, video or document named `name`."""
+        upload = InputFile(data, filename=name)
+        if method == "photo":
+            await self.bot.send_photo(chat_id, upload)
+        elif method == "voice":
+            await self.bot.send_voice(chat_id, upload)
+        elif method == "video":
+            await self.bot.send_video(chat_id, upload, supports_streaming=True)
+        else:
+            await self.bot.send_document(chat_id, upload)
+
     async def typing(self, chat_id: int) -> None:
         await self.bot.send_chat_action(chat_id, ChatAction.TYPING)
 
@@ -185,6 +219,14 @@ class BotClient:
         if isinstance(error, NetworkError | TelegramError):
             return Failure("transient", why)  # 5xx and connection failures come as these
         return Failure("transient", why)
+
+
+class FileTooBig(Exception):
+    """A user's file over the download limit."""
+
+    def __init__(self, size: int) -> None:
+        super().__init__(f"{size} bytes")
+        self.size = size
 
 
 def _retry_after_s(error: RetryAfter) -> float:

@@ -10,7 +10,10 @@ update seen twice is accepted once; a `/…` command runs through the one comman
 events, delivered as heartbeats make them durable) go to the chat of the DM its session is
 bound to, as plain text cut at Telegram's limit (`outbox`), with "typing…" shown meanwhile.
 Approvals the agents request are messages with buttons (`approvals`); a press (a callback
-query) is handled in a task of its own, never queued behind the chat's messages.
+query) is handled in a task of its own, never queued behind the chat's messages. Files go both
+ways through the agent's `.choirtmp/` (§19.5): what a user sends is stored in `recv/` and
+announced as a message with an attachment (`receive`); what the agent leaves in `send/` is
+uploaded to the chat (`deliver`).
 
 Bots and DMs are read at start (config.json's `gateways` and `dms` are restart-required).
 """
@@ -22,6 +25,7 @@ import contextlib
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any, Final
 
 from telegram import CallbackQuery, Message, Update
@@ -34,8 +38,11 @@ from choir.daemon.gateway.commands import ANSWERS, DmCommands, ReplyCategory, Ve
 from choir.daemon.gateway.route import accept_message, run_command
 from choir.daemon.gateway.telegram.approvals import ApprovalCards, Chat, load_key
 from choir.daemon.gateway.telegram.client import BotClient
+from choir.daemon.gateway.telegram.deliver import RECONCILE_S, Destination, SendFolders
+from choir.daemon.gateway.telegram.files import Incoming, incoming
 from choir.daemon.gateway.telegram.outbox import Outbox, Typing
 from choir.daemon.gateway.telegram.polling import BotPoller, BotState
+from choir.daemon.gateway.telegram.receive import Received, receive
 from choir.daemon.gateway.telegram.status import NO_TOKEN, RUNNING, BotStatus, latest
 from choir.daemon.operator.context import OperatorContext
 from choir.errors import ChoirError
@@ -59,8 +66,8 @@ LABELS: Final = {
 """How a reply that is not the edge's own answer is introduced."""
 
 UNSUPPORTED: Final = (
-    "Only text messages reach the agent for now: files, photos, voice and video are not "
-    "supported yet."
+    "Only text, files, photos, voice messages, audio and video reach the agent: this message "
+    "was not delivered."
 )
 
 
@@ -132,6 +139,8 @@ class TelegramGateways:
         self._tasks: set[asyncio.Task[None]] = set()
         self._detach: Callable[[], None] | None = None
         self._relaying: asyncio.Task[None] | None = None
+        self._folders = SendFolders(self._destination)
+        self._watching: asyncio.Task[None] | None = None
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -186,10 +195,17 @@ class TelegramGateways:
             self._relaying = asyncio.get_running_loop().create_task(
                 self._relay_replies(), name="telegram-replies"
             )
+            self._watching = asyncio.get_running_loop().create_task(
+                self._watch_folders(), name="telegram-send-folders"
+            )
 
     async def close(self) -> None:
         if self._detach is not None:
             self._detach()
+        if self._watching is not None:
+            self._watching.cancel()
+            await asyncio.gather(self._watching, return_exceptions=True)
+        await self._folders.close()
         for task in [*(b.task for b in self.bots.values() if b.task), *self._tasks]:
             task.cancel()
         if self._relaying is not None:
@@ -280,7 +296,11 @@ class TelegramGateways:
     async def _from_dm(self, bot: Bot, dm: Dm, message: Message, update_id: int) -> None:
         text = message.text
         if text is None:
-            bot.outbox.send(dm.chat_id, UNSUPPORTED)
+            file = incoming(message)
+            if file is None:
+                bot.outbox.send(dm.chat_id, UNSUPPORTED)
+            else:
+                await self._file(bot, dm, message, file, update_id)
             return
         session = await self._bound_session(dm.name)
         parsed = parse(text, dm.scope)
@@ -289,8 +309,37 @@ class TelegramGateways:
         else:
             await self._command(bot, dm, session, self._replied(parsed, dm, message))
 
+    async def _file(
+        self, bot: Bot, dm: Dm, message: Message, file: Incoming, update_id: int
+    ) -> None:
+        """A user's file: stored in the bound agent's `.choirtmp/recv/`, then announced."""
+        session = await self._bound_session(dm.name)
+        workspace = self._workspace_of(session) if session else None
+        if session is None or workspace is None:
+            bot.outbox.send(dm.chat_id, await self._not_running(dm))
+            return
+        got = await receive(bot.client, update_id, file, message.caption, workspace)
+        if not isinstance(got, Received):
+            bot.outbox.send(dm.chat_id, got)
+            return
+        message_id = f"{ID_PREFIX}{bot.gateway}-{update_id}"
+        await self._message(bot, dm, session, got.text, message_id, [got.path])
+
+    def _workspace_of(self, session: SessionRow) -> Path | None:
+        """The host directory of the session's workspace (what the agent sees as /workspace)."""
+        workspace = self._ctx.config.workspaces.get(
+            str(session.resource_bindings.get("workspace") or "")
+        )
+        return Path(workspace.path) if workspace is not None else None
+
     async def _message(
-        self, bot: Bot, dm: Dm, session: SessionRow | None, text: str, message_id: str
+        self,
+        bot: Bot,
+        dm: Dm,
+        session: SessionRow | None,
+        text: str,
+        message_id: str,
+        attachments: list[str] | None = None,
     ) -> None:
         if session is None:
             bot.outbox.send(dm.chat_id, await self._not_running(dm))
@@ -303,6 +352,7 @@ class TelegramGateways:
             session.agent_id,
             message_id,
             text,
+            attachments or (),
         )
         if fresh:
             bot.typing.start(dm.chat_id, message_id)
@@ -374,6 +424,23 @@ class TelegramGateways:
         task.add_done_callback(self._tasks.discard)
 
     # -- outbound --------------------------------------------------------------------------
+
+    async def _watch_folders(self) -> None:
+        """Keep a watcher on `.choirtmp/send/` of each session bound to a Telegram DM."""
+        while True:
+            try:
+                self._folders.reconcile(await self._ctx.sessions.active())
+            except Exception as error:  # the database away: the watchers stay as they are
+                log.debug("send folders not matched", fields={"error": type(error).__name__})
+            await asyncio.sleep(RECONCILE_S)
+
+    def _destination(self, session: SessionRow) -> Destination | None:
+        found = self._dm_of.get(str(session.resource_bindings.get("dm") or ""))
+        workspace = self._workspace_of(session)
+        if found is None or workspace is None:
+            return None
+        bot, dm = found
+        return Destination(bot.client, bot.outbox, dm.chat_id, workspace)
 
     async def _relay_replies(self) -> None:
         while True:
