@@ -7,7 +7,8 @@ key for the second — which presents another key (an impostor). Real git with t
 config (`core.sshCommand`) then clones over SSH from the first with the key from secrets.json,
 and is refused by the second before any key is offered. The key itself must appear in no file
 under the agent's HOME, the workspace or the logs, and in no process environment; `ssh-add -l`
-on the agent's socket lists it, and stopping the agent takes it away. The identity's own
+on the agent's socket lists it, a rotated key replaces it at `secret apply`, and stopping the
+agent takes it away. The identity's own
 `https_hosts` decide where its token goes.
 """
 
@@ -59,6 +60,16 @@ def environments_holding(text: str) -> list[str]:
             continue
         if needle in environ:
             found.append(f"{proc.info['name']} ({proc.pid})")
+    return found
+
+
+def processes_mentioning(text: str) -> list[int]:
+    """Live processes whose command line mentions `text`."""
+    found = []
+    for proc in psutil.process_iter(["pid", "cmdline", "status"]):
+        cmdline = " ".join(proc.info.get("cmdline") or [])
+        if text in cmdline and proc.info.get("status") != psutil.STATUS_ZOMBIE:
+            found.append(int(proc.info["pid"]))
     return found
 
 
@@ -118,12 +129,29 @@ async def test_the_agent_clones_over_ssh_with_its_key_in_ssh_agent_and_refuses_a
             )
             assert GIT_TOKEN not in github.stdout
 
+            # a rotated key replaces the old one in ssh-agent at `secret apply`, no restart
+            rotated = keypair(root / "keys" / "new", "agent-1-rotated-key")
+            store = SecretStore.load(home.secrets_file)
+            new_key = (root / "keys" / "new").read_text()
+            store.with_secret("git-ssh", new_key).save(home.secrets_file)
+            await client.secret_apply()
+
+            async def rotated_in() -> bool:
+                listed = await ssh_add_list(socket)
+                return "agent-1-rotated-key" in listed and fingerprint not in listed
+
+            await poll_until(rotated_in, within=20, every=0.1)
+            assert rotated.endswith("agent-1-rotated-key")
+            refused_old = await git(agent_home, "clone", "-q", server.url(repo), str(root / "c3"))
+            assert refused_old.returncode != 0  # the server knows only the first key
+
             assert files_containing(agent_home, body) == []
             workspace = Path(data["workspaces"]["default"]["path"])
             assert files_containing(workspace, body) == []
             assert environments_holding(body) == []
             await client.agent_stop("agent-1")
             assert not socket.exists()
+            assert processes_mentioning(str(socket)) == []  # ssh-agent went with the agent
         assert files_containing(daemon.home.logs, body) == []
         assert "SSH key loaded into ssh-agent" in agent_log_text(daemon.home, "agent-1")
 
