@@ -162,6 +162,30 @@ async def configure_git(config: Path, settings: Mapping[str, str]) -> None:
         await git_config_global(config, key, value)
 
 
+async def forget_ssh_command(config: Path) -> None:
+    """Unset the `core.sshCommand` an earlier start with an SSH key left in the agent's git
+    config (a process agent's HOME persists): its ssh-agent is gone. Read first, so a start
+    without one spawns no git."""
+    if not _mentions_ssh_command(config):
+        return
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(config.parent)}
+    process = await asyncio.create_subprocess_exec(
+        *("git", "config", "--file", str(config), "--unset-all", "core.sshCommand"),
+        env=env,
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.DEVNULL,
+    )
+    await process.wait()
+
+
+def _mentions_ssh_command(config: Path) -> bool:
+    try:
+        return "sshcommand" in config.read_text(encoding="utf-8").lower()
+    except OSError:
+        return False
+
+
 @asynccontextmanager
 async def git_identity(state: DynamicState, home: Path) -> AsyncIterator[Path]:
     """Configure git for the bound identity and serve its credential until exit; the socket."""
@@ -180,6 +204,8 @@ async def git_identity(state: DynamicState, home: Path) -> AsyncIterator[Path]:
     if ssh is not None:
         settings["core.sshCommand"] = ssh.command
     await configure_git(config, settings)
+    if ssh is None:
+        await forget_ssh_command(config)
     os.environ[GITCONFIG_ENV] = str(config)  # a path, not a secret: read by sandbox_env
     credential = identity_credential(state)
 
