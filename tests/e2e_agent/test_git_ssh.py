@@ -152,6 +152,18 @@ async def test_the_agent_clones_over_ssh_with_its_key_in_ssh_agent_and_refuses_a
             await client.agent_stop("agent-1")
             assert not socket.exists()
             assert processes_mentioning(str(socket)) == []  # ssh-agent went with the agent
+
+            # the identity loses its key: the next start's git has no ssh command left over
+            for key in ("ssh_key_secret", "ssh_known_hosts"):
+                del data["git_identities"]["agent-1"][key]
+            write_config(home, data)
+            await client.config_load()
+            await client.config_apply()
+            await client.agent_start("agent-1", {"dm": "console"})
+            await poll_until(lambda: (agent_home / ".choir" / "cred.sock").is_socket(), 20)
+            left = await git(agent_home, "config", "--global", "core.sshCommand")
+            assert (left.returncode, left.stdout) == (1, "")
+            await client.agent_stop("agent-1")
         assert files_containing(daemon.home.logs, body) == []
         assert "SSH key loaded into ssh-agent" in agent_log_text(daemon.home, "agent-1")
 
