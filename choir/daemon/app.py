@@ -513,12 +513,18 @@ class ChoirDaemon:
         log.info("step 8: gateways", fields={"console": "ready", "telegram": bots})
 
     def _tls(self, host: str) -> ssl.SSLContext | None:
-        from choir.transport.tls import ensure_self_signed, server_context
+        from choir.transport.tls import DEFAULT_NAMES, ensure_self_signed, server_context
 
         cert, key = self.options.tls_cert, self.options.tls_key
         if self.options.tls_self_signed:
             cert, key = self.home.root / "tls" / "choird.crt", self.home.root / "tls" / "choird.key"
-            if ensure_self_signed(cert, key):
+            # a listener on a specific address is what started agents connect to: named too
+            names = (
+                DEFAULT_NAMES
+                if host in (*DEFAULT_NAMES, "0.0.0.0", "::")
+                else (*DEFAULT_NAMES, host)
+            )
+            if ensure_self_signed(cert, key, names=names):
                 log.info("created a self-signed certificate", fields={"cert": str(cert)})
         if cert and key:
             self._certificate = cert

@@ -35,6 +35,7 @@ async def running_daemon(
     *,
     runtime: RuntimeChoice | None = "process",
     agents_over: Literal["uds", "http"] = "uds",
+    listen: str = "127.0.0.1:0",
 ) -> AsyncIterator[ChoirDaemon]:
     """choird serving `home`: operator socket, agent sockets on demand, HTTPS on a free port;
     agents it starts run on `runtime` (the process runtime unless a test asks for another;
@@ -43,7 +44,7 @@ async def running_daemon(
     options = DaemonOptions(
         home,
         transport="http",
-        listen="127.0.0.1:0",
+        listen=listen,
         tls_self_signed=True,
         runtime=runtime,
         agents_over=agents_over,

@@ -90,6 +90,25 @@ async def test_an_agent_started_under_transport_http_chats_over_verified_https(
         await client.agent_stop("agent-1")
 
 
+@pytest.mark.slow
+async def test_a_listener_on_another_address_is_named_in_the_certificate_agents_verify(
+    home: ChoirHome, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """127.0.0.2 is this host but no name a default certificate carries: choird names the
+    address it listens on in the certificate it creates, so its agents verify it."""
+    use_sandbox("unsandboxed", monkeypatch)
+    async with (
+        running_daemon(home, agents_over="http", listen="127.0.0.2:0") as daemon,
+        await ChoirClient.connect(home) as client,
+    ):
+        assert daemon.http is not None
+        assert daemon.http.url.startswith("https://127.0.0.2:")
+        await client.agent_start("agent-1", {"dm": "console"})
+        reply = await reply_to(client, "hello")
+        assert reply["text"].startswith("Hello!")
+        await client.agent_stop("agent-1")
+
+
 @pytest.mark.parametrize(
     ("listener", "agents_use"),
     [
