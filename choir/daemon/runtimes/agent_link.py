@@ -75,11 +75,12 @@ def control_plane_args(socket: Path, link: HttpLink | None) -> list[str]:
 
 
 def place_certificate(socket: Path, link: HttpLink | None) -> None:
-    """Copy choird's certificate beside the agent's socket (0644: a certificate is public)."""
+    """Copy choird's certificate beside the agent's socket, 0600 like the socket: the agent
+    runs as choird's uid on the process runtime (the only one that uses it)."""
     if link is None or link.certificate is None:
         return
     target = socket.parent / CERTIFICATE_NAME
     partial = target.with_name(f".{CERTIFICATE_NAME}.{os.getpid()}")
     shutil.copyfile(link.certificate, partial)
-    partial.chmod(0o644)
+    partial.chmod(0o600)
     partial.replace(target)
