@@ -10,6 +10,9 @@ refresh swaps the credential the socket serves.
 
 The socket and the symlink live in `$HOME/.choir` (0700): HOME is private to one agent, whereas
 `/run` is shared by every agent of the process runtime.
+
+An identity with an SSH key gets an ssh-agent holding it, and ssh pinned to the configured host
+keys (`choir.agent.git_ssh`).
 """
 
 from __future__ import annotations
@@ -20,18 +23,20 @@ import shlex
 import sys
 import tempfile
 from collections.abc import AsyncIterator, Mapping
-from contextlib import asynccontextmanager
+from contextlib import AsyncExitStack, asynccontextmanager
 from pathlib import Path
 from typing import Any, Final
 
 from choir.agent.credentials import CredentialServer, GitCredential
+from choir.agent.git_ssh import ssh_files, ssh_key_loaded
 from choir.agent.replication.live_config import DynamicState, Secrets
 from choir.logs import get_logger
 
 log = get_logger("choir.agent.git")
 
 ALLOWED_HOSTS: Final = frozenset({"github.com", "gitlab.com"})
-"""The hosts the token is offered to; any other remote gets no credential (anti-phishing)."""
+"""The hosts the token is offered to when the identity names none (its `https_hosts`); any
+other remote gets no credential (anti-phishing)."""
 TOKEN_USERNAME: Final = "x-access-token"
 """The username sent with the token: GitHub and GitLab accept any name with a token."""
 MAX_SOCKET_PATH: Final = 100
@@ -52,7 +57,15 @@ def identity_credential(state: DynamicState) -> GitCredential | None:
     secrets: Secrets = state.secrets()
     if not isinstance(name, str) or name not in secrets.names():
         return None
-    return GitCredential(TOKEN_USERNAME, secrets.reveal(name), ALLOWED_HOSTS)
+    return GitCredential(TOKEN_USERNAME, secrets.reveal(name), https_hosts(identity))
+
+
+def https_hosts(identity: Mapping[str, Any]) -> frozenset[str]:
+    """The identity's `https_hosts` (validated by `config check`), else `ALLOWED_HOSTS`."""
+    hosts = identity.get("https_hosts")
+    if not isinstance(hosts, (list, tuple)):
+        return ALLOWED_HOSTS
+    return frozenset(host for host in hosts if isinstance(host, str))
 
 
 def agent_executable() -> Path:
@@ -149,6 +162,30 @@ async def configure_git(config: Path, settings: Mapping[str, str]) -> None:
         await git_config_global(config, key, value)
 
 
+async def forget_ssh_command(config: Path) -> None:
+    """Unset the `core.sshCommand` an earlier start with an SSH key left in the agent's git
+    config (a process agent's HOME persists): its ssh-agent is gone. Read first, so a start
+    without one spawns no git."""
+    if not _mentions_ssh_command(config):
+        return
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(config.parent)}
+    process = await asyncio.create_subprocess_exec(
+        *("git", "config", "--file", str(config), "--unset-all", "core.sshCommand"),
+        env=env,
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.DEVNULL,
+    )
+    await process.wait()
+
+
+def _mentions_ssh_command(config: Path) -> bool:
+    try:
+        return "sshcommand" in config.read_text(encoding="utf-8").lower()
+    except OSError:
+        return False
+
+
 @asynccontextmanager
 async def git_identity(state: DynamicState, home: Path) -> AsyncIterator[Path]:
     """Configure git for the bound identity and serve its credential until exit; the socket."""
@@ -163,7 +200,12 @@ async def git_identity(state: DynamicState, home: Path) -> AsyncIterator[Path]:
     }
     helper = f"{shlex.quote(str(helper_link(private)))} --socket {shlex.quote(str(socket))}"
     settings["credential.helper"] = helper
+    ssh = ssh_files(private, identity, max_socket=MAX_SOCKET_PATH)
+    if ssh is not None:
+        settings["core.sshCommand"] = ssh.command
     await configure_git(config, settings)
+    if ssh is None:
+        await forget_ssh_command(config)
     os.environ[GITCONFIG_ENV] = str(config)  # a path, not a secret: read by sandbox_env
     credential = identity_credential(state)
 
@@ -173,7 +215,9 @@ async def git_identity(state: DynamicState, home: Path) -> AsyncIterator[Path]:
 
     unsubscribe = state.subscribe_secrets(refresh)
     try:
-        async with CredentialServer(socket, lambda: credential):
+        async with CredentialServer(socket, lambda: credential), AsyncExitStack() as stack:
+            if ssh is not None:
+                await stack.enter_async_context(ssh_key_loaded(state, ssh, identity))
             log.info("git identity configured", fields={"credential": credential is not None})
             yield socket
     finally:

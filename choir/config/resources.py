@@ -20,6 +20,7 @@ from choir.config.base import (
     discriminator,
     tag_of,
 )
+from choir.config.git_hosts import DEFAULT_HTTPS_HOSTS, HttpsHost, KnownHostsLine
 from choir.config.names import SecretName
 
 
@@ -107,7 +108,16 @@ class GitIdentityConfig(ConfigModel):
     email: NonEmpty
     """git user.email."""
     secret: SecretName | None = None
-    """Secret with the git credentials (token or SSH key); null for local repositories."""
+    """Secret with the HTTPS token; null for local repositories or SSH only."""
+    https_hosts: list[HttpsHost] = Field(default_factory=lambda: list(DEFAULT_HTTPS_HOSTS))
+    """Hosts the token is offered to over HTTPS (`host` or `host:port`, as in the remote URL);
+    any other host gets no credential. Default: github.com and gitlab.com."""
+    ssh_key_secret: SecretName | None = None
+    """Secret holding an SSH private key (OpenSSH or PEM text, no passphrase): loaded into an
+    ssh-agent inside the agent, never written to disk there; needs `ssh_known_hosts`."""
+    ssh_known_hosts: list[KnownHostsLine] = Field(default_factory=list)
+    """The SSH servers the key may be used with, pinned: known_hosts lines (`ssh-keyscan -p PORT
+    HOST` prints them). The agent's ssh refuses any host whose key is not listed here."""
 
 
 class NotionConfig(ConfigModel):

@@ -53,6 +53,7 @@ if TYPE_CHECKING:  # aiohttp and cryptography load only for --transport http
     from choir.daemon.memory.tools import Indexer
     from choir.daemon.memory.vector_models import VectorModels
     from choir.daemon.prestart import EarlyStart
+    from choir.daemon.runtimes.agent_link import HttpLink
     from choir.daemon.runtimes.base import AgentRuntime, RuntimeChoice
     from choir.daemon.sessions.state import SessionEnded
     from choir.transport import HttpServer
@@ -119,6 +120,9 @@ class DaemonOptions:
     """Create (once) and serve a self-signed certificate from `$CHOIR_HOME/tls/`."""
     runtime: RuntimeChoice | None = None
     """Where agents run; None means config.json's `container.runtime` (default `auto`)."""
+    agents_over: Literal["uds", "http"] | None = None
+    """How the agents choird starts reach it; None: as `transport` says. (Tests serve both
+    transports and keep started agents on their sockets unless they ask.)"""
 
 
 class ChoirDaemon:
@@ -145,6 +149,8 @@ class ChoirDaemon:
         self.database: Database | None = None
         self.services: AgentServices | None = None
         self.http: HttpServer | None = None
+        self._certificate: Path | None = None
+        """The certificate the HTTPS listener serves: what the agents choird starts trust."""
         self.operator: Handler | None = None
         """The operator API (None when started without one, as some tests do)."""
         self.runtime: AgentRuntime | None = None
@@ -291,6 +297,7 @@ class ChoirDaemon:
             services.sessions,
             self.hub.push,
             lambda: stage.running.config,
+            self.agent_link,
         )
         self._stack.callback(self.runtime.close)
         self.home.create_directories()  # adopted agents get their sockets back right away
@@ -483,6 +490,11 @@ class ChoirDaemon:
                 ssl_context=self._tls(host),
             )
             await self._stack.enter_async_context(self.http)
+            if self.runtime is not None and self.runtime.name == "docker":
+                log.info(
+                    "agents in docker containers reach choird over their own sockets: a "
+                    "container cannot reach the HTTP listener (choir.daemon.runtimes.agent_link)"
+                )
         log.info(
             "step 9: accepting commands",
             fields={
@@ -501,14 +513,21 @@ class ChoirDaemon:
         log.info("step 8: gateways", fields={"console": "ready", "telegram": bots})
 
     def _tls(self, host: str) -> ssl.SSLContext | None:
-        from choir.transport.tls import ensure_self_signed, server_context
+        from choir.transport.tls import DEFAULT_NAMES, ensure_self_signed, server_context
 
         cert, key = self.options.tls_cert, self.options.tls_key
         if self.options.tls_self_signed:
             cert, key = self.home.root / "tls" / "choird.crt", self.home.root / "tls" / "choird.key"
-            if ensure_self_signed(cert, key):
+            # a listener on a specific address is what started agents connect to: named too
+            names = (
+                DEFAULT_NAMES
+                if host in (*DEFAULT_NAMES, "0.0.0.0", "::")
+                else (*DEFAULT_NAMES, host)
+            )
+            if ensure_self_signed(cert, key, names=names):
                 log.info("created a self-signed certificate", fields={"cert": str(cert)})
         if cert and key:
+            self._certificate = cert
             return server_context(cert, key)
         if host not in ("127.0.0.1", "::1", "localhost"):
             raise UsageError(
@@ -518,6 +537,16 @@ class ChoirDaemon:
         return None
 
     # -- agents ----------------------------------------------------------------------------
+
+    def agent_link(self) -> HttpLink | None:
+        """choird's HTTP(S) listener as the agents it starts reach it (`--transport http`,
+        §12.1); None: they use their own sockets."""
+        from choir.daemon.runtimes.agent_link import HttpLink, local_url
+
+        over = self.options.agents_over or self.options.transport
+        if over != "http" or self.http is None:
+            return None
+        return HttpLink(local_url(self.http.url), self._certificate)
 
     async def open_agent_socket(self, agent_id: str) -> Path:
         """The agent's own socket, created for its session (or again for an adopted agent), in

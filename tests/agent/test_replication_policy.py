@@ -189,6 +189,12 @@ def test_secret_names_are_those_of_the_bound_resources() -> None:
     assert DynamicConfig(0).secret_names() == frozenset()
 
 
+def test_the_git_identitys_ssh_key_is_a_secret_the_session_may_fetch() -> None:
+    blob = copy.deepcopy(BLOB)
+    blob["bound"]["git_identity"].update(secret="git-token", ssh_key_secret="git-ssh")  # type: ignore[index]
+    assert {"git-token", "git-ssh"} <= DynamicConfig.of(3, blob).secret_names()
+
+
 def test_secrets_never_show_their_values_and_are_replaced_whole() -> None:
     old = Secrets.of({"a": SecretStr("one"), "b": SecretStr("two")})
     new = old.replaced({"a": SecretStr("uno")}, keep={"a"})

@@ -31,13 +31,23 @@ TRANSPORTS: tuple[Transport, ...] = ("uds", "https")
 
 @asynccontextmanager
 async def running_daemon(
-    home: ChoirHome, *, runtime: RuntimeChoice | None = "process"
+    home: ChoirHome,
+    *,
+    runtime: RuntimeChoice | None = "process",
+    agents_over: Literal["uds", "http"] = "uds",
+    listen: str = "127.0.0.1:0",
 ) -> AsyncIterator[ChoirDaemon]:
     """choird serving `home`: operator socket, agent sockets on demand, HTTPS on a free port;
     agents it starts run on `runtime` (the process runtime unless a test asks for another;
-    None: config.json's `container.runtime`)."""
+    None: config.json's `container.runtime`) and reach it over their sockets, or over HTTPS
+    with `agents_over="http"` (what `choird --transport http` does)."""
     options = DaemonOptions(
-        home, transport="http", listen="127.0.0.1:0", tls_self_signed=True, runtime=runtime
+        home,
+        transport="http",
+        listen=listen,
+        tls_self_signed=True,
+        runtime=runtime,
+        agents_over=agents_over,
     )
     async with ChoirDaemon(options, operator=operator_handler) as daemon:
         yield daemon

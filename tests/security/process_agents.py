@@ -12,7 +12,7 @@ bwrap missing here skips the sandboxed variants, except in CI (`CI` set, as `.ci
 from __future__ import annotations
 
 import os
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -117,11 +117,15 @@ async def process_agent(
     *,
     sandbox: Sandbox,
     monkeypatch: pytest.MonkeyPatch,
+    configure: Callable[[ChoirHome], None] | None = None,
 ) -> AsyncIterator[ProcessAgent]:
-    """agent-1 started on the process runtime with `script` as its model."""
+    """agent-1 started on the process runtime with `script` as its model; `configure` edits
+    the home (config, secrets) before choird starts."""
     use_sandbox(sandbox, monkeypatch)
     async with ScriptedModelServer(script) as model:
         home = scripted_home(root, pg_params, model.url)
+        if configure is not None:
+            configure(home)
         workspace = Path(read_config(home)["workspaces"]["default"]["path"])
         async with (
             running_daemon(home, runtime="process") as daemon,

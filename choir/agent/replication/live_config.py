@@ -67,7 +67,8 @@ class DynamicConfig:
         """The secrets this session may fetch: the `secret` fields of its bound resources.
 
         The agent's view of choird's `allowed_secrets`: the bound model, the voice profile's TTS,
-        the bound git identity, Notion integration and email account, and every search provider.
+        the bound git identity (its token and SSH key), Notion integration and email account,
+        and every search provider.
         """
         bindings = self.bindings
         if bindings is None:
@@ -78,6 +79,7 @@ class DynamicConfig:
             names.append(_secret(self.data.get("tts"), str(profile.get("tts", ""))))
         bound = _section(self.data.get("bound"))
         names.extend(_secret(bound, kind) for kind in ("git_identity", "notion", "email"))
+        names.append(_secret(bound, "git_identity", field="ssh_key_secret"))
         search = _section(self.data.get("search"))
         names.extend(_secret(search, name) for name in search)
         return frozenset(name for name in names if name)
@@ -186,9 +188,9 @@ def _section(value: Any) -> Mapping[str, Any]:
     return value if isinstance(value, Mapping) else MappingProxyType({})
 
 
-def _secret(section: Any, name: str) -> str | None:
+def _secret(section: Any, name: str, *, field: str = "secret") -> str | None:
     entry = _section(section).get(name)
     if not isinstance(entry, Mapping):
         return None
-    secret = entry.get("secret")
+    secret = entry.get(field)
     return secret if isinstance(secret, str) else None

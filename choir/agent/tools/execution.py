@@ -51,13 +51,23 @@ def sandbox_env(home: str) -> dict[str, str]:
 
     Tools get the workspace as HOME, so git is pointed at the agent's own git config (the
     leased identity's name, email and credential helper, §14.4; it holds no token) when the
-    runtime wrote one (`CHOIR_GITCONFIG`, set by choir.agent.git_identity).
+    runtime wrote one (`CHOIR_GITCONFIG`, set by choir.agent.git_identity), and at the agent's
+    ssh-agent and pinned ssh set-up when the identity has an SSH key (`SSH_AUTH_SOCK`,
+    `GIT_SSH_COMMAND`: paths, set by choir.agent.git_ssh).
     """
     env = {"PATH": SANDBOX_PATH, "HOME": home, "LANG": "C.UTF-8"}
-    agent_gitconfig = os.environ.get("CHOIR_GITCONFIG")
-    if agent_gitconfig:
-        env["GIT_CONFIG_GLOBAL"] = agent_gitconfig
+    for source, target in TOOL_ENV_FROM_AGENT.items():
+        if value := os.environ.get(source):
+            env[target] = value
     return env
+
+
+TOOL_ENV_FROM_AGENT: Final = {
+    "CHOIR_GITCONFIG": "GIT_CONFIG_GLOBAL",
+    "CHOIR_SSH_AUTH_SOCK": "SSH_AUTH_SOCK",
+    "CHOIR_GIT_SSH_COMMAND": "GIT_SSH_COMMAND",
+}
+"""choir-agent's variables (paths it set, never secrets) a tool subprocess gets, renamed."""
 
 
 def fs_failure(exc: PathOutsideWorkspace | OSError, path: str) -> ToolResult:

@@ -62,6 +62,17 @@ def telegram_dms(config: ChoirConfig) -> list[str]:
     ]
 
 
+def pinned_ssh_hosts(config: ChoirConfig) -> list[str]:
+    """§14.4: the agent's ssh checks host keys strictly, so a key with no pinned host could
+    never be used; say so now rather than at the first failed fetch."""
+    return [
+        f"git_identities.{name}.ssh_known_hosts: empty, but ssh_key_secret is set: pin each "
+        "SSH server's host key (the lines `ssh-keyscan -p PORT HOST` prints)"
+        for name, identity in config.git_identities.items()
+        if identity.ssh_key_secret and not identity.ssh_known_hosts
+    ]
+
+
 RULES: tuple[Callable[[ChoirConfig], list[str]], ...] = (
     crash_threshold,
     model_endpoints,
@@ -69,6 +80,7 @@ RULES: tuple[Callable[[ChoirConfig], list[str]], ...] = (
     distinct_dms,
     telegram_dms,
     embedding_problems,
+    pinned_ssh_hosts,
 )
 
 

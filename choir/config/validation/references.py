@@ -127,7 +127,7 @@ def _secret_fields(value: Any, path: tuple[str, ...]) -> Iterator[tuple[str, str
     if not isinstance(value, Mapping):
         return
     for key, child in value.items():
-        if key == "secret" and isinstance(child, str) and child:
+        if (key == "secret" or key.endswith("_secret")) and isinstance(child, str) and child:
             yield ".".join((*path, key)), child
         else:
             yield from _secret_fields(child, (*path, key))

@@ -7,7 +7,8 @@ writable host path, no host home or `$CHOIR_HOME` in sight), else unsandboxed �
 `$CHOIR_HOME/runtime/<agent-id>/choir` (`agent_tree`: §6.5 merge rules, §15.1 layout, the
 version.json choird holds the agent to at INIT_HELLO), and `choir-agent` runs with only its
 session's identity and a minimal environment — never choird's, which may hold API keys. The
-lease token goes in on stdin, so no environment holds it.
+lease token goes in on stdin, so no environment holds it. It reaches choird on its own socket,
+or under `choird --transport http` on choird's HTTP(S) listener (`agent_link`).
 
 Nothing an agent started outlives it: in the sandbox, the agent is the only child of the PID
 namespace's init, and the namespace dies with it; unsandboxed, it runs under `choir.subreaper`,
@@ -59,6 +60,14 @@ from choir.daemon.runtimes.adopt import (
     forget_process,
     record_process,
     recorded_processes,
+)
+from choir.daemon.runtimes.agent_link import (
+    CERTIFICATE_NAME,
+    HttpLink,
+    LinkFn,
+    control_plane_args,
+    no_link,
+    place_certificate,
 )
 from choir.daemon.runtimes.base import (
     TERM_GRACE_S,
@@ -132,8 +141,12 @@ class _Process:
 class ProcessRuntime:
     """Starts, stops and watches choir-agent processes on this host."""
 
-    def __init__(self, home: ChoirHome, sessions: SessionService, push: PushFn) -> None:
+    def __init__(
+        self, home: ChoirHome, sessions: SessionService, push: PushFn, link: LinkFn = no_link
+    ) -> None:
         self._home = home
+        self._link = link
+        """choird's HTTP(S) listener when agents use it (`--transport http`), else None."""
         self._sessions = sessions
         self._push = push
         self._agents: dict[str, _Process] = {}
@@ -207,15 +220,17 @@ class ProcessRuntime:
         if artefact.root is None:
             raise UsageError(f"{agent_id} has no /choir tree to run: the process runtime needs one")
         agent_home = artefact.root.parent / "home"
+        link = self._link()
+        place_certificate(socket, link)
         with _prepare(self._home, agent_id, started, workspace, agent_home) as stderr:
             if self._sandbox is not None:
                 layout = SandboxLayout(
                     self._sandbox.host, str(workspace), str(artefact.root), str(socket), agent_id
                 )
                 env = agent_environment(agent_id, started, Path(HOME_TARGET))
-                process = await _spawn_sandboxed(self._sandbox, layout, env, stderr)
+                process = await _spawn_sandboxed(self._sandbox, layout, env, stderr, link)
             else:
-                command = _agent_command(socket, artefact.root, workspace)
+                command = _agent_command(socket, artefact.root, workspace, link)
                 env = agent_environment(agent_id, started, agent_home)
                 process = await _spawn_unsandboxed(command, env, workspace, stderr)
         await _hand_over(process, started.lease_token)
@@ -246,6 +261,7 @@ class ProcessRuntime:
                 "session_id": started.session_id,
                 "pid": held.agent.pid,
                 "sandbox": "bwrap" if self._sandbox else "none",
+                "control_plane": link.url if link else "socket",
             },
         )
         return held.agent
@@ -369,6 +385,7 @@ class ProcessRuntime:
         assert self._sandbox is not None
         assert held.main is not None
         bound = [target for _, target in self._sandbox.host.ro_binds]
+        bound.append(str(held.socket.parent / CERTIFICATE_NAME))  # public: what it trusts
         hidden = must_be_hidden(self._home.root, held.socket, bound)
         try:
             view = await asyncio.to_thread(read_view, held.main.pid, held.workspace, hidden)
@@ -427,11 +444,12 @@ def _prepare(
     return os.fdopen(fd, "ab")
 
 
-def _agent_command(socket: Path, root: Path, workspace: Path) -> list[str]:
+def _agent_command(socket: Path, root: Path, workspace: Path, link: HttpLink | None) -> list[str]:
     return [
         str(AGENT_EXECUTABLE),
-        "--control-plane=uds",
-        f"--socket={socket}",  # its host path in the sandbox too: how orphans are recognised
+        # the socket's host path (in the sandbox too) names the agent's home even over HTTP:
+        # how orphans are recognised
+        *control_plane_args(socket, link),
         f"--root={root}",
         f"--workspace={workspace}",
         "--lease-token-stdin",
@@ -439,10 +457,14 @@ def _agent_command(socket: Path, root: Path, workspace: Path) -> list[str]:
 
 
 async def _spawn_sandboxed(
-    sandbox: Sandbox, layout: SandboxLayout, env: dict[str, str], stderr: BinaryIO
+    sandbox: Sandbox,
+    layout: SandboxLayout,
+    env: dict[str, str],
+    stderr: BinaryIO,
+    link: HttpLink | None,
 ) -> asyncio.subprocess.Process:
     """bwrap running choir-agent in `layout`; the setuid filter goes in through a pipe."""
-    command = _agent_command(Path(layout.socket), Path(TREE_TARGET), Path(WORKSPACE_TARGET))
+    command = _agent_command(Path(layout.socket), Path(TREE_TARGET), Path(WORKSPACE_TARGET), link)
     read_fd = _pipe_holding(sandbox.seccomp)
     try:
         return await asyncio.create_subprocess_exec(

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 
+from choir.daemon.runtimes.agent_link import LinkFn, no_link
 from choir.daemon.runtimes.base import AgentRuntime, PushFn, RuntimeChoice
 from choir.daemon.runtimes.container_spec import ConfigFn
 from choir.daemon.runtimes.process import ProcessRuntime
@@ -27,10 +28,13 @@ async def select_runtime(
     sessions: SessionService,
     push: PushFn,
     config: ConfigFn,
+    link: LinkFn = no_link,
 ) -> AgentRuntime:
-    """The runtime for `choice`; UnavailableError when docker is required and absent."""
+    """The runtime for `choice`; UnavailableError when docker is required and absent. `link`
+    is choird's HTTP(S) listener for the process runtime's agents (`agent_link`: the docker
+    runtime's agents keep their sockets)."""
     if choice == "process":
-        return ProcessRuntime(home, sessions, push)
+        return ProcessRuntime(home, sessions, push, link)
     from choir.daemon.runtimes.docker import DockerRuntime  # the Docker SDK: only when tried
 
     try:
@@ -38,7 +42,7 @@ async def select_runtime(
     except UnavailableError:
         if choice == "docker":
             raise UnavailableError(no_engine_message()) from None
-    runtime = ProcessRuntime(home, sessions, push)
+    runtime = ProcessRuntime(home, sessions, push, link)
     how = "in a bwrap sandbox" if runtime.sandboxed else "unsandboxed"
     log.warning(
         "no Docker engine answers: agents run on the process runtime",

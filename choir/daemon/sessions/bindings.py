@@ -96,7 +96,8 @@ def exclusive_resources(
 
 
 def allowed_secrets(config: ChoirConfig, bindings: ResourceBindings) -> list[str]:
-    """The secret names a session may fetch: the `secret` fields of its bound resources.
+    """The secret names a session may fetch: the `secret` fields of its bound resources (and
+    the git identity's `ssh_key_secret`).
 
     The search providers are shared and stateless (§6.4), so every one's key is allowed.
     Gateway, Postgres and embedding secrets are choird's own and never are.
@@ -108,7 +109,7 @@ def allowed_secrets(config: ChoirConfig, bindings: ResourceBindings) -> list[str
         tts = config.tts.get(profile.tts)
         names.append(tts.secret if tts is not None else None)
     if (identity := config.git_identities.get(bindings.git_identity or "")) is not None:
-        names.append(identity.secret)
+        names.extend((identity.secret, identity.ssh_key_secret))
     if (notion := config.notion_integrations.get(bindings.notion or "")) is not None:
         names.append(notion.secret)
     if (email := config.email_accounts.get(bindings.email or "")) is not None:
