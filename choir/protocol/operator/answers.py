@@ -607,3 +607,9 @@ class MemoryReembedded(OperatorModel):
     """The result of `memory reembed`."""
 
     agents: list[AgentReembedded]
+
+
+class InjectRequested(OperatorModel):
+    session_id: str
+    job_name: str
+    requested: bool

@@ -36,6 +36,17 @@ class InjectPush(WireModel):
     """The instruction to append."""
 
 
+class CoreInjectPush(WireModel):
+    """An instruction from the user for one core job (`choirctl session inject`, a Telegram
+    job card's [Inject…]): the job reads it at its next step, as an edge injection (§12.8)."""
+
+    kind: Literal["core_inject"] = "core_inject"
+    job_name: JobName
+    """The job to instruct."""
+    text: str = Field(min_length=1)
+    """The instruction."""
+
+
 class CoreCancelPush(WireModel):
     """Cancel one core job (`/cancel <name>`, `choirctl session cancel`)."""
 
@@ -113,7 +124,8 @@ ServerPush = Annotated[
     | SecretsRefreshedPush
     | ShutdownPush
     | ApprovalResolvedPush
-    | RecoverPush,
+    | RecoverPush
+    | CoreInjectPush,
     Field(discriminator="kind"),
 ]
 """Any choird -> agent push, tagged by `kind`."""
