@@ -9,6 +9,7 @@ import json
 import time
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import pytest
 
@@ -209,6 +210,34 @@ async def test_cancel_cancels_the_job_and_forged_or_foreign_presses_do_nothing(
     assert not now_of(api, card).buttons
     for data in (cancel, inject):  # the job ended: its buttons are spent
         assert await answered(api, api.user_presses(PHONE, card, data)) == "no longer valid"
+
+
+@scripted(SLEEPER)
+async def test_a_regular_dm_acts_only_on_its_own_agents_jobs(
+    agent: tuple[ChoirClient, str], api: BotApiServer, home: ChoirHome, root: Path
+) -> None:
+    client, _ = agent
+    (root / "ws-other").mkdir()
+    other = str((await client.agent_start("agent-2", {"dm": "boss"})).session_id)
+    api.user_says(BOSS, "please start the sleeper")
+    await api.wait_for(lambda: any(m.buttons for m in api.sent(BOSS)), within=30)
+    [card] = [m for m in api.sent(BOSS) if m.buttons]
+    assert card.text.startswith("Core job sleeper: ")
+    assert not any(m.buttons for m in api.sent(PHONE))  # agent-2's job: the boss's chat only
+    # the card's button as if it had been signed for the phone's chat
+    card_id = card.buttons[0][1][1:].split(".", 1)[0]
+    key = (home.root / KEY_FILE).read_bytes()
+    elsewhere = sign(key, "cancel", card_id, PHONE, int(time.time()) + 600)
+    phone_card = Sent(PHONE, card.message_id, card.text, card.params)
+    assert await answered(api, api.user_presses(PHONE, phone_card, elsewhere)) == (
+        "no longer valid"
+    )
+    cores = (await client.session_cores(other)).cores
+    assert [c.state for c in cores if c.job_name == "sleeper"] == ["CORE_WAITING_TOOL"]
+    cancel = card.buttons[0][1]
+    assert await answered(api, api.user_presses(BOSS, card, cancel)) == "Cancelling sleeper"
+    assert (await stopped(client, other, "sleeper"))["outcome"] == "cancelled"
+    await client.agent_stop("agent-2")
 
 
 @scripted(LISTENER)

@@ -75,6 +75,7 @@ STATES: Final = {
     "CORE_WAITING_INFO": "waiting for an answer",
 }
 """How a REPORT_STATUS state reads on a card; any other is `starting` (before the first step)."""
+ENDED: Final = frozenset({"CORE_COMPLETED", "CORE_TERMINATED"})
 OUTCOMES: Final = {
     "completed": "done",
     "terminated": "failed",
@@ -157,6 +158,8 @@ class JobCards:
         """A lane's REPORT_STATUS (the status board's listeners): the job's state."""
         card = self._by_job.get((session_id, job_name_of(lane.report.lane) or ""))
         if card is None or card.outcome is not None:
+            return
+        if lane.report.state in ENDED:  # the outcome comes with `core_stopped`
             return
         state = STATES.get(lane.report.state, "starting")
         if state != card.state:
