@@ -3,7 +3,8 @@
 The 8 verbs run agent -> choird. The other direction (design notes, "Message flow") rides pushes:
 frames on the Unix socket, SSE events over HTTP (§12.1). `seq` orders them per session and lets
 an SSE client resume with Last-Event-ID. Beyond the list in the design notes,
-`approval_resolved` tells the agent how a proposal ended (§19.6).
+`approval_resolved` tells the agent how a proposal ended (§19.6), and `core_inject` carries a
+user's instruction for one core job (a Telegram job card, `choirctl session inject`).
 """
 
 from __future__ import annotations
