@@ -289,6 +289,11 @@ class ChoirClient:
             V.SESSION_CANCEL, a.CancelRequested, session_id=session_id, job_name=job_name
         )
 
+    async def session_inject(self, session_id: str, job_name: str, text: str) -> a.InjectRequested:
+        return await self.ask(
+            V.SESSION_INJECT, a.InjectRequested, session_id=session_id, job_name=job_name, text=text
+        )
+
     async def session_compact(self, session_id: str, lane: str | None = None) -> a.CompactRequested:
         return await self.ask(
             V.SESSION_COMPACT, a.CompactRequested, session_id=session_id, lane=lane

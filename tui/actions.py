@@ -137,6 +137,7 @@ ACTIONS: tuple[ConsoleAction, ...] = (
         "session cancel", "Session: cancel a core job", "call",
         confirm="Cancel core job {job_name}? It stops at its next safe point.", key="4 c",
     ),
+    action("session inject", "Session: instruct a core job", "call"),
     action("session compact", "Session: compact working memory", "call"),
     action(
         "session recover", "Session: list calls a crash interrupted", "show",

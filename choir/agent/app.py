@@ -365,6 +365,7 @@ class ChoirAgent:
             CompactPush,
             ConfigChangedPush,
             CoreCancelPush,
+            CoreInjectPush,
             InjectPush,
             SecretsRefreshedPush,
             ShutdownPush,
@@ -377,6 +378,10 @@ class ChoirAgent:
                 edge.submit(push)
             case InjectPush(text=text):
                 edge.inject(text)
+            case CoreInjectPush(job_name=name, text=text):
+                refused = jobs.inject(name, text, "user")
+                if refused is not None:
+                    log.info("instruction for a core job refused", fields={"why": refused})
             case CoreCancelPush(job_name=name, reason=reason):
                 if not jobs.cancel(name, reason):
                     log.info("cancel for a job that is not running", fields={"job": name})

@@ -236,6 +236,18 @@ CATALOGUE: Final[tuple[Command, ...]] = (
         done="asked {session_id} to cancel {job_name}",
     ),
     Command(
+        "session inject",
+        "Give one core job an instruction; it reads it at its next step, as if edge had "
+        "injected it.",
+        verb="session.inject",
+        params=(
+            SESSION,
+            Param("job_name", "Core job", "job"),
+            Param("text", "Instruction", "text"),
+        ),
+        done="asked {session_id} to pass the instruction to {job_name}",
+    ),
+    Command(
         "session compact",
         "Ask the agent to compact its working memory now.",
         EVERYONE, "session.compact",

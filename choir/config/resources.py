@@ -272,6 +272,9 @@ class DmConfig(ConfigModel):
     """The user's id on that gateway (Telegram: the numeric user id, as a string)."""
     admin: bool = False
     """Admin DMs may run admin commands and approve any agent's approvals."""
+    job_cards: bool = True
+    """Telegram: each core job of the DM's agent gets a live card (one message edited as the
+    job runs, with [Cancel] and [Inject…] buttons); false sends none."""
 
 
 class EmbeddedPostgres(ConfigModel):

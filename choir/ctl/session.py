@@ -226,6 +226,23 @@ def cancel(
     emit(data, as_json, lambda: print(f"asked session {session_id} to cancel core job {job_name}"))
 
 
+@app.command("inject")
+@documented("session inject")
+def inject(
+    session_id: SessionArgument,
+    job_name: Annotated[str, typer.Argument(help="The core job's name (see session cores).")],
+    text: Annotated[str, typer.Argument(help="The instruction for the job.")],
+    home: HomeOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    from choir.ctl.remote import with_choird
+
+    data = with_choird(home, lambda choird: choird.session_inject(session_id, job_name, text))
+    emit(
+        data, as_json, lambda: print(f"asked session {session_id} to instruct core job {job_name}")
+    )
+
+
 @app.command("compact")
 @documented("session compact")
 def compact(

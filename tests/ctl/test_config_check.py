@@ -40,6 +40,10 @@ def _unknown_gateway_type(config: dict[str, Any]) -> None:
     config["gateways"]["console"]["type"] = "slack"
 
 
+def _job_cards_word(config: dict[str, Any]) -> None:
+    config["dms"]["console"]["job_cards"] = "sometimes"
+
+
 BREAKAGES: list[tuple[str, Edit, list[str]]] = [
     (
         "wrong type",
@@ -73,6 +77,11 @@ BREAKAGES: list[tuple[str, Edit, list[str]]] = [
         "gateway type",
         _unknown_gateway_type,
         ["gateways.console.type: unknown gateway type 'slack' (known: console, telegram)"],
+    ),
+    (
+        "job cards flag",
+        _job_cards_word,
+        ["dms.console.job_cards: Input should be a valid boolean"],
     ),
 ]
 

@@ -138,6 +138,7 @@ async def test_session_commands(operator: Operator):
     cores = await choirctl(home, "session", "cores", sid)
     cancel = await choirctl(home, "session", "cancel", sid, "fix-bug")
     unknown_job = await choirctl(home, "session", "cancel", sid, "nope")
+    inject = await choirctl(home, "session", "inject", sid, "fix-bug", "keep the old page")
     compact = await choirctl(home, "session", "compact", sid, "--lane", "edge")
 
     assert listing.out.splitlines()[1].split()[:3] == [sid, "agent-1", "active"]
@@ -147,8 +148,9 @@ async def test_session_commands(operator: Operator):
     assert cores.out.splitlines()[1].split()[:2] == ["fix-bug", "CORE_REASONING"]
     assert cancel.out == f"asked session {sid} to cancel core job fix-bug\n"
     assert unknown_job.code == 4
+    assert inject.out == f"asked session {sid} to instruct core job fix-bug\n"
     assert compact.out == f"asked session {sid} to compact lane edge\n"
-    assert pushes.kinds(sid) == ["core_cancel", "compact"]
+    assert pushes.kinds(sid) == ["core_cancel", "core_inject", "compact"]
     await services.sessions.stop(sid, "test")
     ended = await choirctl(home, "session", "compact", sid)
     assert (ended.code, ended.err) == (
@@ -383,7 +385,7 @@ def test_operator_command_modules_import_nothing_heavy() -> None:
     ("args", "mentions"),
     [
         ((), ["status", "logs", "session", "approval", "workspace", "model", "voice"]),
-        (("session",), ["list", "events", "cores", "cancel", "compact"]),
+        (("session",), ["list", "events", "cores", "cancel", "inject", "compact"]),
         (("session", "events"), ["--follow", "--from-rev", "--limit", "--json"]),
         (("workspace", "reset"), ["--yes", "terminal"]),
         (("logs",), ["--no-follow", "Ctrl-C"]),

@@ -16,7 +16,12 @@ from choir.daemon.agents.services import AgentServices
 from choir.daemon.operator.api import OperatorApi
 from choir.errors import ConflictError, NotFoundError, UnavailableError, UsageError
 from choir.protocol import ReportStatusRequest, RequestApprovalRequest, Verb
-from choir.protocol.operator.answers import AgentCounts, CancelRequested, GatewayView
+from choir.protocol.operator.answers import (
+    AgentCounts,
+    CancelRequested,
+    GatewayView,
+    InjectRequested,
+)
 from choir.store.postgres.pool import open_pool
 from choir.transport import UdsServer
 from tests.harness.waits import poll_until
@@ -226,6 +231,31 @@ async def test_cancel_pushes_to_the_agent(choird, services, pushes, clock):
         await choird.session_cancel(agent.session_id, "old-job")
     with pytest.raises(UsageError, match=r"invalid job name"):
         await choird.session_cancel(agent.session_id, "Bad Name")
+
+
+async def test_inject_pushes_the_instruction_for_a_running_job_only(
+    choird, services, pushes, clock
+):
+    agent = await start(services)
+    services.status.report(agent.session_id, report("core:fix-bug", "CORE_REASONING"), clock())
+    services.status.report(agent.session_id, report("core:old-job", "CORE_COMPLETED"), clock())
+
+    answer = await choird.session_inject(agent.session_id, "fix-bug", "keep the old page")
+
+    assert answer == InjectRequested(
+        session_id=agent.session_id, job_name="fix-bug", requested=True
+    )
+    assert pushes.sent[-1] == (
+        agent.session_id,
+        {"kind": "core_inject", "job_name": "fix-bug", "text": "keep the old page"},
+    )
+    with pytest.raises(NotFoundError, match=r"no core job named 'nope'.*session cores"):
+        await choird.session_inject(agent.session_id, "nope", "x")
+    with pytest.raises(ConflictError, match=r"already finished \(CORE_COMPLETED\): nothing to"):
+        await choird.session_inject(agent.session_id, "old-job", "x")
+    with pytest.raises(UsageError):
+        await choird.session_inject(agent.session_id, "fix-bug", "")
+    assert len(pushes.kinds(agent.session_id)) == 1
 
 
 async def test_compact_pushes_to_an_active_session_only(choird, services, pushes):

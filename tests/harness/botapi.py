@@ -12,7 +12,8 @@ It serves `getMe`, `getUpdates` (long polling: `offset` confirms earlier updates
 waits for new ones), `sendMessage` (inline keyboards included), `editMessageText` (which,
 as on Telegram, drops a keyboard it is not given), `editMessageReplyMarkup`,
 `sendChatAction`, `answerCallbackQuery`, `deleteWebhook`, `getWebhookInfo`, `close`,
-`logOut`; other methods answer 404 as Telegram does. `user_presses` is a user pressing an
+`logOut`; other methods answer 404 as Telegram does. A message's `reply_markup` may be an
+inline keyboard or a ForceReply. `user_presses` is a user pressing an
 inline button (a callback query), `answers` what the bot answered to each. Requests may be
 form-encoded (what python-telegram-bot sends), multipart or JSON.
 A wrong token answers 401 Unauthorized.
@@ -641,7 +642,7 @@ _NOT_MODIFIED = (
 def _markup_problem(params: dict[str, Any]) -> str | None:
     """What Telegram answers 400 for in an inline keyboard, or None."""
     markup = params.get("reply_markup")
-    if markup is None:
+    if markup is None or (isinstance(markup, dict) and markup.get("force_reply") is True):
         return None
     rows = markup.get("inline_keyboard") if isinstance(markup, dict) else None
     if not isinstance(rows, list):

@@ -141,6 +141,7 @@ VERBS: Final[Mapping[OperatorVerb, Route]] = {
     V.KNOWLEDGE_DELETE: Route(operator_memory.knowledge_delete),
     V.MEMORY_REEMBED: Route(operator_reembed.memory_reembed),
     V.GATEWAY_STATUS: Route(operator_gateways.gateway_status),
+    V.SESSION_INJECT: Route(operator_sessions.session_inject),
 }
 """Who answers every operator verb. `session.events` (with follow), `logs`, `subscribe`,
 `agent.build`, `agent.update`, `agent.update_all`, `chat.replies` and `memory.reembed` stream."""

@@ -1,8 +1,9 @@
-"""`session.list`, `session.cores`, `session.locks`, `session.cancel`, `session.compact` (§17.1
-Session, §19.3).
+"""`session.list`, `session.cores`, `session.locks`, `session.cancel`, `session.compact`,
+`session.inject` (§17.1 Session, §19.3).
 
-Cancel and compact are requests to the agent, not changes choird makes: they ride the session's
-push channel and the agent acts at its next safe point; the answer says the request was sent.
+Cancel, inject and compact are requests to the agent, not changes choird makes: they ride the
+session's push channel and the agent acts at its next safe point; the answer says the request
+was sent.
 Core jobs are known from the lanes' REPORT_STATUS, so a job the agent never reported cannot be
 cancelled by name.
 """
@@ -14,15 +15,22 @@ from typing import Final
 from choir.daemon.operator.context import OperatorContext
 from choir.daemon.operator.views import lane_view, locks_view, session_view
 from choir.errors import ConflictError, NotFoundError
-from choir.protocol import CompactPush, CoreCancelPush
+from choir.protocol import CompactPush, CoreCancelPush, CoreInjectPush
 from choir.protocol.log.lanes import CORE_LANE_PREFIX, EDGE_LANE, core_lane, job_name_of
 from choir.protocol.operator.answers import (
     CancelRequested,
     CompactRequested,
+    InjectRequested,
     SessionCores,
 )
 from choir.protocol.operator.answers import SessionList as SessionListAnswer
-from choir.protocol.operator.requests import SessionCancel, SessionCompact, SessionList, SessionRef
+from choir.protocol.operator.requests import (
+    SessionCancel,
+    SessionCompact,
+    SessionInject,
+    SessionList,
+    SessionRef,
+)
 from choir.protocol.operator.views import CoreView, LocksView
 
 FINISHED_CORE_STATES: Final = frozenset({"CORE_COMPLETED", "CORE_TERMINATED"})
@@ -58,19 +66,32 @@ async def session_locks(ctx: OperatorContext, request: SessionRef) -> LocksView:
 
 async def session_cancel(ctx: OperatorContext, request: SessionCancel) -> CancelRequested:
     """Ask the agent to cancel one core job (CoreCancelPush)."""
-    row = await ctx.active_session(request.session_id)
-    lane = ctx.services.status.lanes(row.session_id).get(core_lane(request.job_name))
+    session_id = await _running_job(ctx, request.session_id, request.job_name, "cancel")
+    ctx.push(session_id, CoreCancelPush(job_name=request.job_name))
+    return CancelRequested(session_id=session_id, job_name=request.job_name, requested=True)
+
+
+async def session_inject(ctx: OperatorContext, request: SessionInject) -> InjectRequested:
+    """Give one core job an instruction (CoreInjectPush): it reads it at its next step."""
+    session_id = await _running_job(ctx, request.session_id, request.job_name, "instruct")
+    ctx.push(session_id, CoreInjectPush(job_name=request.job_name, text=request.text))
+    return InjectRequested(session_id=session_id, job_name=request.job_name, requested=True)
+
+
+async def _running_job(ctx: OperatorContext, session_id: str, job_name: str, verb: str) -> str:
+    """The active session's id, once its job `job_name` is known and not finished."""
+    row = await ctx.active_session(session_id)
+    lane = ctx.services.status.lanes(row.session_id).get(core_lane(job_name))
     if lane is None:
         raise NotFoundError(
-            f"session {row.session_id} has no core job named {request.job_name!r} "
+            f"session {row.session_id} has no core job named {job_name!r} "
             f"(see choirctl session cores {row.session_id})"
         )
     if lane.report.state in FINISHED_CORE_STATES:
         raise ConflictError(
-            f"core job {request.job_name} already finished ({lane.report.state}): nothing to cancel"
+            f"core job {job_name} already finished ({lane.report.state}): nothing to {verb}"
         )
-    ctx.push(row.session_id, CoreCancelPush(job_name=request.job_name))
-    return CancelRequested(session_id=row.session_id, job_name=request.job_name, requested=True)
+    return row.session_id
 
 
 async def session_compact(ctx: OperatorContext, request: SessionCompact) -> CompactRequested:

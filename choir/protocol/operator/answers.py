@@ -664,3 +664,9 @@ class GatewayStatus(OperatorModel):
     gateways: list[GatewayDetail]
     bindings_known: bool
     """False while Postgres does not answer: which agent holds each DM is unknown."""
+
+
+class InjectRequested(OperatorModel):
+    session_id: str
+    job_name: str
+    requested: bool

@@ -79,5 +79,6 @@ OPERATOR_MODELS: Final[Mapping[OperatorVerb, OperatorModels]] = {
     V.KNOWLEDGE_DELETE: OperatorModels(r.KnowledgeRef, a.KnowledgeDeleted),
     V.MEMORY_REEMBED: OperatorModels(r.MemoryReembed, a.MemoryReembedded, i.ReembedItem),
     V.GATEWAY_STATUS: OperatorModels(r.NoArguments, a.GatewayStatus),
+    V.SESSION_INJECT: OperatorModels(r.SessionInject, a.InjectRequested),
 }
 """Every operator verb's models; `tests/protocol/test_operator_golden.py` pins their wire form."""

@@ -239,3 +239,12 @@ class MemoryReembed(WireModel):
     missing: bool = False
     """Only the rows stored without a vector (after an embedding outage); refused for an agent
     whose vectors are of another model."""
+
+
+class SessionInject(WireModel):
+    session_id: str = Field(min_length=1)
+    """The active session running the job."""
+    job_name: JobName
+    """The core job to instruct, as `session cores` names it."""
+    text: str = Field(min_length=1, max_length=32_000)
+    """The instruction; the job reads it at its next step (§12.8)."""

@@ -69,3 +69,4 @@ class OperatorVerb(StrEnum):
     KNOWLEDGE_DELETE = "knowledge.delete"
     MEMORY_REEMBED = "memory.reembed"
     GATEWAY_STATUS = "gateway.status"
+    SESSION_INJECT = "session.inject"

@@ -3,7 +3,8 @@
 The 8 verbs run agent -> choird. The other direction (design notes, "Message flow") rides pushes:
 frames on the Unix socket, SSE events over HTTP (§12.1). `seq` orders them per session and lets
 an SSE client resume with Last-Event-ID. Beyond the list in the design notes,
-`approval_resolved` tells the agent how a proposal ended (§19.6).
+`approval_resolved` tells the agent how a proposal ended (§19.6), and `core_inject` carries a
+user's instruction for one core job (a Telegram job card, `choirctl session inject`).
 """
 
 from __future__ import annotations
@@ -34,6 +35,17 @@ class InjectPush(WireModel):
     kind: Literal["inject"] = "inject"
     text: str = Field(min_length=1)
     """The instruction to append."""
+
+
+class CoreInjectPush(WireModel):
+    """An instruction from the user for one core job (`choirctl session inject`, a Telegram
+    job card's [Inject…]): the job reads it at its next step, as an edge injection (§12.8)."""
+
+    kind: Literal["core_inject"] = "core_inject"
+    job_name: JobName
+    """The job to instruct."""
+    text: str = Field(min_length=1)
+    """The instruction."""
 
 
 class CoreCancelPush(WireModel):
@@ -113,7 +125,8 @@ ServerPush = Annotated[
     | SecretsRefreshedPush
     | ShutdownPush
     | ApprovalResolvedPush
-    | RecoverPush,
+    | RecoverPush
+    | CoreInjectPush,
     Field(discriminator="kind"),
 ]
 """Any choird -> agent push, tagged by `kind`."""

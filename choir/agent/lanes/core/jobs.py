@@ -119,16 +119,9 @@ class CoreJobTools:
         job = self._runner.jobs.get(name)
         if job is None:
             return self._not_running(name)
-        refused = self._kit.kernel.arbiter.policy.charge_injection(name)
+        refused = self._runner.inject(name, content, "edge")
         if refused is not None:
             return ToolResult.fail("budget_exceeded", refused, budget="max_injections_per_job")
-        job.injections.append(content)
-        job.answered.set()
-        run = self._kit.kernel.arbiter.policy.skill_runs.get(job.lane)
-        if run is not None and run.active:
-            refused = self._kit.kernel.arbiter.policy.interrupt_skill(job.lane)
-            if refused is not None:
-                log.info("skill not interrupted", fields={"job": name, "why": refused})
         if job.state == "CORE_WAITING_INFO":
             return ToolResult.ok(f"answer delivered to core job {name}, which was waiting for it")
         return ToolResult.ok(f"instruction queued for core job {name}; it reads it next step")

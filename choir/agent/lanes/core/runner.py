@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from dataclasses import dataclass, field
-from typing import Final
+from typing import Final, Literal
 
 from choir.adapters.llm import LlmError, RateLimitNotice
 from choir.agent.kernel.proposal import ToolProposal
@@ -59,6 +59,8 @@ from choir.protocol.log.lanes import CoreStatus
 
 log = get_logger("choir.agent.core")
 
+InjectionSource = Literal["user", "edge"]
+
 STOPPED_REPORT: Final = "stopped at a safe point: the agent is stopping"
 """The report of a job a graceful stop ended (its last step's work is committed)."""
 
@@ -71,9 +73,11 @@ class CoreJob:
     lane: str
     state: CoreStatus = "CORE_IDLE"
     steps: int = 0
-    injections: list[str] = field(default_factory=list)
+    injections: list[tuple[str, InjectionSource]] = field(default_factory=list)
+    """Instructions for the next step, and who gave each (edge, or the user from a DM's job
+    card or `choirctl session inject`)."""
     answered: asyncio.Event = field(default_factory=asyncio.Event)
-    """Set when edge injects: ends a `need_info` wait."""
+    """Set when an instruction comes: ends a `need_info` wait."""
     question: str | None = None
     """The `need_info` question the job is waiting on (CORE_WAITING_INFO), for `choir.core.list`."""
     task: asyncio.Task[None] | None = None
@@ -98,6 +102,26 @@ class CoreJobRunner:
     @property
     def running(self) -> bool:
         return bool(self.jobs)
+
+    def inject(self, job_name: str, content: str, source: InjectionSource) -> str | None:
+        """Queue an instruction for the job's next step (§12.8), answering a `need_info`
+        wait; why not (no such job, or its injection budget spent), else None."""
+        job = self.jobs.get(job_name)
+        if job is None:
+            known = ", ".join(sorted(self.jobs)) or "none"
+            return f"no core job named {job_name!r} is running (running: {known})"
+        policy = self._kit.kernel.arbiter.policy
+        refused = policy.charge_injection(job_name)
+        if refused is not None:
+            return refused
+        job.injections.append((content, source))
+        job.answered.set()
+        run = policy.skill_runs.get(job.lane)
+        if run is not None and run.active:
+            interrupted = policy.interrupt_skill(job.lane)
+            if interrupted is not None:
+                log.info("skill not interrupted", fields={"job": job_name, "why": interrupted})
+        return None
 
     def cancel(self, job_name: str, reason: str) -> bool:
         """Cancel a running job; False when there is none of that name."""
@@ -221,8 +245,8 @@ class CoreJobRunner:
     def _drain(self, job: CoreJob) -> None:
         """The job's safe point: instructions edge injected since its last step (§12.8)."""
         while job.injections:
-            content = job.injections.pop(0)
-            event = InjectedInstruction(target=job.lane, content=content, source="edge")
+            content, source = job.injections.pop(0)
+            event = InjectedInstruction(target=job.lane, content=content, source=source)
             self._kit.kernel.arbiter.commit(job.lane, event)
             self.move(job, "instruction_injected")
 

@@ -123,7 +123,11 @@ class ApprovalCards:
     ) -> None:
         """A button pressed in `chat` on message `message_id` (showing `text`)."""
         verified = verify(self._key, data, chat.chat_id, self._now())
-        if verified is None or (chat.scope == "regular" and bound_agent is None):
+        if (
+            verified is None
+            or verified.action not in DONE
+            or (chat.scope == "regular" and bound_agent is None)
+        ):
             log.info("telegram approval button refused", fields={"dm": chat.dm})
             await self._answer(chat, callback_id, NO_LONGER_VALID)
             return

@@ -9,6 +9,10 @@ elsewhere, or data made up, fails) and its expiry has not passed. That it is use
 from the approval itself: the first press decides it, and any later press (the same button
 again, the other one, a replay) finds it no longer pending.
 
+A live job card's [Cancel] and [Inject…] buttons (`cards`) are signed the same way, with
+their own action codes and the card's id in the approval's place; single use is the card's
+own business there (it ends with its job).
+
 The whole fits Telegram's 64 bytes: `a` + `ap-0123456789ab` + `.` + expiry (base 36 seconds)
 + `.` + 22 base64url characters is 47.
 """
@@ -21,20 +25,20 @@ import hmac
 from dataclasses import dataclass
 from typing import Final, Literal
 
-Action = Literal["approve", "reject"]
+Action = Literal["approve", "reject", "cancel", "inject"]
 
 MAX_BYTES: Final = 64
 """Telegram's limit on a button's callback data."""
 TAG_BYTES: Final = 16
 KEY_BYTES: Final = 32
 
-_CODES: Final[dict[Action, str]] = {"approve": "a", "reject": "r"}
+_CODES: Final[dict[Action, str]] = {"approve": "a", "reject": "r", "cancel": "c", "inject": "i"}
 _ACTIONS: Final[dict[str, Action]] = {code: action for action, code in _CODES.items()}
 
 
 @dataclass(frozen=True)
 class Press:
-    """A verified button press: what to do with which approval."""
+    """A verified button press: what to do with which approval (or job card)."""
 
     action: Action
     approval_id: str

@@ -14,12 +14,14 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 from urllib.parse import urlencode
 
 from telegram import (
     Bot,
+    ForceReply,
     InlineKeyboardButton,
     InlineKeyboardMarkup,
     InputFile,
@@ -153,18 +155,29 @@ class BotClient:
     async def send_buttons(self, chat_id: int, text: str, buttons: list[tuple[str, str]]) -> int:
         """One plain-text message with a row of inline buttons (label, callback data); its
         message id."""
-        keyboard = InlineKeyboardMarkup(
-            [[InlineKeyboardButton(label, callback_data=data) for label, data in buttons]]
-        )
         message = await self.bot.send_message(
-            chat_id, text, link_preview_options=NO_PREVIEW, reply_markup=keyboard
+            chat_id, text, link_preview_options=NO_PREVIEW, reply_markup=_keyboard(buttons)
         )
         return message.message_id
 
-    async def edit_text(self, chat_id: int, message_id: int, text: str) -> None:
-        """Replace a message's text; its inline buttons go (none is passed)."""
+    async def send_prompt(self, chat_id: int, text: str, placeholder: str) -> int:
+        """A message the user's app answers with a reply to it (ForceReply); its message id."""
+        markup = ForceReply(selective=False, input_field_placeholder=placeholder)
+        message = await self.bot.send_message(
+            chat_id, text, link_preview_options=NO_PREVIEW, reply_markup=markup
+        )
+        return message.message_id
+
+    async def edit_text(
+        self, chat_id: int, message_id: int, text: str, buttons: Sequence[tuple[str, str]] = ()
+    ) -> None:
+        """Replace a message's text; its inline buttons become `buttons` (none: they go)."""
         await self.bot.edit_message_text(
-            text, chat_id=chat_id, message_id=message_id, link_preview_options=NO_PREVIEW
+            text,
+            chat_id=chat_id,
+            message_id=message_id,
+            link_preview_options=NO_PREVIEW,
+            reply_markup=_keyboard(buttons) if buttons else None,
         )
 
     async def answer_callback(self, callback_id: str, text: str) -> None:
@@ -227,6 +240,13 @@ class FileTooBig(Exception):
     def __init__(self, size: int) -> None:
         super().__init__(f"{size} bytes")
         self.size = size
+
+
+def _keyboard(buttons: Sequence[tuple[str, str]]) -> InlineKeyboardMarkup:
+    """One row of inline buttons (label, callback data)."""
+    return InlineKeyboardMarkup(
+        [[InlineKeyboardButton(label, callback_data=data) for label, data in buttons]]
+    )
 
 
 def _retry_after_s(error: RetryAfter) -> float:

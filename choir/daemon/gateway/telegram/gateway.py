@@ -9,11 +9,12 @@ update seen twice is accepted once; a `/…` command runs through the one comman
 (`DmCommands`, `choir.commands`) with the DM's scope. The agent's replies (`agent_replied`
 events, delivered as heartbeats make them durable) go to the chat of the DM its session is
 bound to, as plain text cut at Telegram's limit (`outbox`), with "typing…" shown meanwhile.
-Approvals the agents request are messages with buttons (`approvals`); a press (a callback
-query) is handled in a task of its own, never queued behind the chat's messages. Files go both
-ways through the agent's `.choirtmp/` (§19.5): what a user sends is stored in `recv/` and
-announced as a message with an attachment (`receive`); what the agent leaves in `send/` is
-uploaded to the chat (`deliver`).
+Approvals the agents request are messages with buttons (`approvals`), and each core job a
+live card (`cards`, unless the DM's `job_cards` is false); a press (a callback query) is
+handled in a task of its own, never queued behind the chat's messages. Files go both ways
+through the agent's `.choirtmp/` (§19.5): what a user sends is stored in `recv/` and announced
+as a message with an attachment (`receive`); what the agent leaves in `send/` is uploaded to
+the chat (`deliver`).
 
 Bots and DMs are read at start (config.json's `gateways` and `dms` are restart-required).
 """
@@ -37,6 +38,7 @@ from choir.daemon.agents.ingest import Durable
 from choir.daemon.gateway.commands import ANSWERS, DmCommands, ReplyCategory, VerbCall
 from choir.daemon.gateway.route import accept_message, run_command
 from choir.daemon.gateway.telegram.approvals import ApprovalCards, Chat, load_key
+from choir.daemon.gateway.telegram.cards import CODES, JobCards
 from choir.daemon.gateway.telegram.client import BotClient
 from choir.daemon.gateway.telegram.deliver import RECONCILE_S, Destination, SendFolders
 from choir.daemon.gateway.telegram.files import Incoming, incoming
@@ -131,6 +133,7 @@ class TelegramGateways:
         self._commands = commands
         self._call = call
         self._cards: ApprovalCards | None = None
+        self._jobs: JobCards | None = None
         self.bots: dict[str, Bot] = {}
         self._dm_of: dict[str, tuple[Bot, Dm]] = {}
         self._targets: dict[str, tuple[Bot, int] | None] = {}
@@ -174,22 +177,22 @@ class TelegramGateways:
         if self.bots:
             detach_replies = self._ctx.services.replicator.subscribe(self._replies.put_nowait)
             detach_inbox = self._ctx.services.inbox.subscribe_undelivered(self._undelivered)
+            key = load_key(self._ctx.home.root)
             self._cards = cards = ApprovalCards(
-                self._call,
-                load_key(self._ctx.home.root),
-                self._chat_of,
-                lambda: self._ctx.config.approval_timeout_ms,
+                self._call, key, self._chat_of, lambda: self._ctx.config.approval_timeout_ms
             )
             cards.start()
             approvals = self._ctx.services.approvals
             detach_asked = approvals.subscribe_requests(cards.changed)
             detach_decided = approvals.subscribe(cards.changed)
+            detach_jobs = self._job_cards(key)
 
             def detach() -> None:
                 detach_replies()
                 detach_inbox()
                 detach_asked()
                 detach_decided()
+                detach_jobs()
 
             self._detach = detach
             self._relaying = asyncio.get_running_loop().create_task(
@@ -213,6 +216,8 @@ class TelegramGateways:
                 await self._relay_rest()
         if self._cards is not None:
             await self._cards.close()
+        if self._jobs is not None:
+            await self._jobs.close()
         for bot in self.bots.values():
             await bot.outbox.drain(DRAIN_S)
             await bot.outbox.close()
@@ -222,6 +227,43 @@ class TelegramGateways:
             with contextlib.suppress(Exception):
                 await bot.client.close()
         await asyncio.gather(*self._tasks, return_exceptions=True)
+
+    def _job_cards(self, key: bytes) -> Callable[[], None]:
+        """Start the live core-job cards, fed by the replicated events, the lanes' reports and
+        the sessions' ends; the callable that stops feeding them."""
+        self._jobs = jobs = JobCards(self._call, key, self._cards_chat)
+        jobs.start()
+        services = self._ctx.services
+        stops = [
+            services.replicator.subscribe(jobs.replicated),
+            services.status.subscribe(jobs.reported),
+            services.sessions.subscribe(jobs.session_ended),
+        ]
+
+        def detach() -> None:
+            for stop in stops:
+                stop()
+
+        return detach
+
+    async def _cards_chat(self, session_id: str) -> Chat | None:
+        """The chat of a session's job cards: its DM's, unless that DM turned cards off."""
+        chat = await self._chat_of(session_id)
+        if chat is None or not self._dm_of[chat.dm][1].config.job_cards:
+            return None
+        return chat
+
+    @staticmethod
+    def _state_of(bot: Bot) -> Callable[[], str]:
+        """The bot's state for `status`: `running` while it polls (what the console's header
+        counts as up, as for the console DM), else the poller's own (`backing_off`…)."""
+
+        def state() -> str:
+            if bot.poller is None:
+                return "stopped"
+            return "running" if bot.poller.state == BotState.POLLING else bot.poller.state.value
+
+        return state
 
     # -- inbound ---------------------------------------------------------------------------
 
@@ -250,7 +292,7 @@ class TelegramGateways:
     def _on_press(self, bot: Bot, update: Update, query: CallbackQuery) -> None:
         """A button pressed: decided in a task of its own (never behind the chat's queue)."""
         dm = bot.dms.get(str(query.from_user.id))
-        if dm is None or self._cards is None:
+        if dm is None or self._cards is None or self._jobs is None:
             log.info(
                 "telegram update from outside the allowlist dropped",
                 fields={**_about(bot, update), "user_id": query.from_user.id},
@@ -262,7 +304,7 @@ class TelegramGateways:
         message = query.message
         shown = message if isinstance(message, Message) and message.chat.id == dm.chat_id else None
         chat = Chat(bot.client, bot.outbox, dm.name, dm.scope, dm.chat_id)
-        cards = self._cards
+        cards, jobs, data = self._cards, self._jobs, query.data or ""
 
         async def press() -> None:
             try:
@@ -270,12 +312,16 @@ class TelegramGateways:
             except Exception:  # the database away: the button's spinner ends by itself
                 log.exception("telegram approval button not handled", fields={"dm": dm.name})
                 return
+            if data[:1] in CODES:  # a job card's
+                bound = session.session_id if session else None
+                await jobs.press(chat, bound, query.id, data)
+                return
             agent = session.agent_id if session else _default_agent(self._ctx.config, dm.name)
             await cards.press(
                 chat,
                 agent,
                 query.id,
-                query.data or "",
+                data,
                 shown.message_id if shown else None,
                 (shown.text or "") if shown else "",
             )
@@ -303,6 +349,16 @@ class TelegramGateways:
                 await self._file(bot, dm, message, file, update_id)
             return
         session = await self._bound_session(dm.name)
+        replied = message.reply_to_message
+        if (
+            replied is not None
+            and self._jobs is not None
+            and self._jobs.prompted(dm.chat_id, replied.message_id)
+        ):  # the answer to a job card's [Inject…] prompt
+            chat = Chat(bot.client, bot.outbox, dm.name, dm.scope, dm.chat_id)
+            bound = session.session_id if session else None
+            await self._jobs.reply(chat, bound, replied.message_id, text)
+            return
         parsed = parse(text, dm.scope)
         if parsed is None:
             await self._message(bot, dm, session, text, f"{ID_PREFIX}{bot.gateway}-{update_id}")

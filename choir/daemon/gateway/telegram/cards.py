@@ -1,0 +1,474 @@
+"""Live core-job cards: one Telegram message per core job of a DM's agent, edited as it runs.
+
+Each core job the agent bound to a Telegram DM starts (its `core_started` event made durable)
+gets a card in the DM's chat: the job's name, state, step, last progress line and elapsed time,
+with [Cancel] and [Inject…] buttons. What moves a card is what choird already hears, pushed,
+never polled: the job's replicated events (`model_output` counts its steps,
+`core_event_emitted` is its progress, `core_stopped` its outcome), its lane's REPORT_STATUS
+(its state, the `StatusBoard`) and the end of its session. A card's own task edits it — at
+most once every `EDIT_EVERY_S`, only when its text changed, and after `TICK_S` of quiet so
+that the elapsed time moves on — so a busy job costs a chat at most one edit every few
+seconds, and a 429 delays only that card. The last edit shows the outcome (done, failed,
+cancelled) and the time the job took, and takes the buttons away.
+
+The buttons' callback data is signed like an approval's (`callback_data`): bound to the card,
+the chat it was sent to and an expiry. [Cancel] runs `session.cancel` (once per card);
+[Inject…] sends a ForceReply prompt, and the user's reply to it runs `session.inject` for the
+job — the operator verbs `choirctl session cancel` and `session inject` run. A press of a card
+that ended, of another chat, of a choird that restarted since (cards are kept in memory), or
+from a regular DM whose bound session is no longer the card's, answers "no longer valid".
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import secrets
+import time
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Final
+
+from choir.commands.text import cut
+from choir.daemon.agents.ingest import Durable
+from choir.daemon.agents.status_board import LaneReport
+from choir.daemon.gateway.commands import VerbCall
+from choir.daemon.gateway.telegram.approvals import NO_LONGER_VALID, Chat
+from choir.daemon.gateway.telegram.callback_data import Action, sign, verify
+from choir.daemon.gateway.telegram.outbox import ATTEMPTS, RETRY_S
+from choir.daemon.sessions.state import SessionEnded
+from choir.errors import ChoirError
+from choir.logs import get_logger
+from choir.protocol import EDGE_LANE, CommittedEvent, CoreEvent, job_name_of
+from choir.protocol.log.core_jobs import (
+    CoreError,
+    CoreFinalResult,
+    CoreNeedInfo,
+    CorePartialResult,
+    CorePlan,
+    CoreProgress,
+    CoreThoughtSummary,
+    CoreToolProposal,
+)
+
+log = get_logger("choird.telegram")
+
+EDIT_EVERY_S: Final = 3.0
+"""Least time between two edits of one card (Telegram allows a chat about one a second)."""
+TICK_S: Final = 15.0
+"""A quiet job's card is still edited this often, so that its elapsed time moves on."""
+VALID_S: Final = 7 * 24 * 3600
+"""How long a card's buttons are signed for (a card of a job that ended answers sooner)."""
+LINE_WIDTH: Final = 200
+"""The progress line and the outcome's report are cut to this many characters."""
+PROMPTS_KEPT: Final = 256
+"""Inject prompts remembered (the oldest forgotten first)."""
+
+BUTTONS: Final[tuple[tuple[str, Action], ...]] = (("Cancel", "cancel"), ("Inject…", "inject"))
+CODES: Final = frozenset("ci")
+"""The first character of a card button's callback data (`callback_data`'s codes)."""
+STATES: Final = {
+    "CORE_REASONING": "thinking",
+    "CORE_WAITING_TOOL": "running a tool",
+    "CORE_WAITING_INFO": "waiting for an answer",
+}
+"""How a REPORT_STATUS state reads on a card; any other is `starting` (before the first step)."""
+ENDED: Final = frozenset({"CORE_COMPLETED", "CORE_TERMINATED"})
+OUTCOMES: Final = {
+    "completed": "done",
+    "terminated": "failed",
+    "cancelled": "cancelled",
+    "session_ended": "stopped with its session",
+}
+
+Where = Callable[[str], Awaitable[Chat | None]]
+"""The chat a session's cards go to: its bound DM's, if that DM is on Telegram and has cards."""
+
+
+@dataclass(eq=False)
+class JobCard:
+    """One core job's card and what it shows."""
+
+    card_id: str
+    chat: Chat
+    session_id: str
+    job_name: str
+    started_at: datetime
+    state: str = "starting"
+    step: int | None = None
+    progress: str = ""
+    outcome: str | None = None
+    report: str = ""
+    ended_at: datetime | None = None
+    cancelling: bool = False
+    message_id: int | None = None
+    shown: str = ""
+    """The text last sent to Telegram."""
+    next_edit: float = 0.0
+    """Monotonic time before which the card is not edited again."""
+    changed: asyncio.Event = field(default_factory=asyncio.Event)
+
+
+class JobCards:
+    """Sends, edits and answers the cards of every Telegram DM's core jobs."""
+
+    def __init__(
+        self,
+        call: VerbCall,
+        key: bytes,
+        where: Where,
+        *,
+        now: Callable[[], float] = time.time,
+    ) -> None:
+        self._call = call
+        self._key = key
+        self._where = where
+        self._now = now
+        self._cards: dict[str, JobCard] = {}
+        """card id -> card, while its job runs."""
+        self._by_job: dict[tuple[str, str], JobCard] = {}
+        """(session id, job name) -> its running card."""
+        self._chats: dict[str, Chat | None] = {}
+        self._prompts: OrderedDict[tuple[int, int], JobCard] = OrderedDict()
+        """(chat id, prompt message id) -> the card whose [Inject…] sent the prompt."""
+        self._events: asyncio.Queue[Durable | SessionEnded] = asyncio.Queue()
+        self._worker: asyncio.Task[None] | None = None
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    def start(self) -> None:
+        self._worker = asyncio.get_running_loop().create_task(self._work(), name="telegram-cards")
+
+    async def close(self) -> None:
+        tasks = [t for t in (self._worker, *self._tasks) if t is not None]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+    # -- what choird hears (listeners: synchronous, never blocking) --------------------------
+
+    def replicated(self, durable: Durable) -> None:
+        """Events made durable (the replicator's listeners): a session's core-job events are
+        handled in order, by the worker."""
+        if any(_of_a_job(c) for c in durable.events):
+            self._events.put_nowait(durable)
+
+    def reported(self, session_id: str, lane: LaneReport) -> None:
+        """A lane's REPORT_STATUS (the status board's listeners): the job's state."""
+        card = self._by_job.get((session_id, job_name_of(lane.report.lane) or ""))
+        if card is None or card.outcome is not None:
+            return
+        if lane.report.state in ENDED:  # the outcome comes with `core_stopped`
+            return
+        state = STATES.get(lane.report.state, "starting")
+        if state != card.state:
+            card.state = state
+            card.changed.set()
+
+    def session_ended(self, ended: SessionEnded) -> None:
+        """A session ended (the sessions service's listeners): its cards end with it."""
+        self._events.put_nowait(ended)
+
+    # -- button presses and prompt replies ---------------------------------------------------
+
+    async def press(
+        self, chat: Chat, bound_session: str | None, callback_id: str, data: str
+    ) -> None:
+        """A card's button pressed in `chat`, whose DM's agent runs `bound_session`."""
+        verified = verify(self._key, data, chat.chat_id, self._now())
+        card = self._cards.get(verified.approval_id) if verified is not None else None
+        if (
+            verified is None
+            or card is None
+            or card.chat.chat_id != chat.chat_id
+            or (chat.scope == "regular" and bound_session != card.session_id)
+        ):
+            log.info("telegram job card button refused", fields={"dm": chat.dm})
+            await _answer(chat, callback_id, NO_LONGER_VALID)
+            return
+        if verified.action == "cancel":
+            await self._cancel(chat, card, callback_id)
+        elif verified.action == "inject":
+            await self._prompt(chat, card, callback_id)
+        else:
+            await _answer(chat, callback_id, NO_LONGER_VALID)
+
+    def prompted(self, chat_id: int, message_id: int) -> bool:
+        """Whether the message is one of the cards' inject prompts in that chat."""
+        return (chat_id, message_id) in self._prompts
+
+    async def reply(self, chat: Chat, bound_session: str | None, prompt_id: int, text: str) -> None:
+        """The user's reply to an inject prompt: the instruction goes to the card's job."""
+        card = self._prompts.pop((chat.chat_id, prompt_id), None)
+        if card is None:
+            return
+        job = card.job_name
+        if card.outcome is not None or (
+            chat.scope == "regular" and bound_session != card.session_id
+        ):
+            chat.outbox.send(chat.chat_id, f"Core job {job} has ended: nothing was sent to it.")
+            return
+        request = {"session_id": card.session_id, "job_name": job, "text": text}
+        try:
+            await self._call("session.inject", request)
+        except ChoirError as error:
+            chat.outbox.send(chat.chat_id, f"Not sent to core job {job}: {error.message}")
+            return
+        except Exception:
+            log.exception("telegram job card injection failed", fields={"job": job})
+            chat.outbox.send(chat.chat_id, "Not sent: it failed inside choird (choirctl logs)")
+            return
+        chat.outbox.send(chat.chat_id, f"Sent to core job {job}: it reads it at its next step.")
+
+    async def _cancel(self, chat: Chat, card: JobCard, callback_id: str) -> None:
+        if card.cancelling:
+            await _answer(chat, callback_id, f"{card.job_name} is being cancelled already")
+            return
+        card.cancelling = True
+        request = {"session_id": card.session_id, "job_name": card.job_name}
+        try:
+            await self._call("session.cancel", request)
+        except ChoirError as error:
+            card.cancelling = False
+            log.info(
+                "telegram job card cancel refused",
+                fields={"dm": chat.dm, "job": card.job_name, "why": error.message},
+            )
+            await _answer(chat, callback_id, NO_LONGER_VALID)
+            return
+        except Exception:
+            card.cancelling = False
+            log.exception("telegram job card cancel failed", fields={"job": card.job_name})
+            await _answer(chat, callback_id, "not cancelled: see choirctl logs choird")
+            return
+        card.changed.set()
+        await _answer(chat, callback_id, f"Cancelling {card.job_name}")
+
+    async def _prompt(self, chat: Chat, card: JobCard, callback_id: str) -> None:
+        job = card.job_name
+        text = f"Reply to this message with an instruction for core job {job}."
+        try:
+            prompt_id = await chat.client.send_prompt(chat.chat_id, text, f"instruction for {job}")
+        except Exception as error:
+            log.info(
+                "telegram inject prompt not sent",
+                fields={"dm": chat.dm, "error": chat.client.failure(error).why},
+            )
+            await _answer(chat, callback_id, "no prompt could be sent: try again")
+            return
+        self._prompts[(chat.chat_id, prompt_id)] = card
+        while len(self._prompts) > PROMPTS_KEPT:
+            self._prompts.popitem(last=False)
+        await _answer(chat, callback_id, f"Reply to the prompt to instruct {job}")
+
+    # -- the worker: events in order --------------------------------------------------------
+
+    async def _work(self) -> None:
+        while True:
+            item = await self._events.get()
+            try:
+                if isinstance(item, SessionEnded):
+                    self._end_session(item)
+                else:
+                    await self._durable(item)
+            except Exception:
+                log.exception("telegram job cards not updated", fields={"session": item.session_id})
+
+    async def _durable(self, durable: Durable) -> None:
+        for committed in durable.events:
+            event = committed.event
+            if event.kind == "core_started":
+                await self._started(durable.session_id, event.job.job_name, committed.ts)
+                continue
+            job = getattr(event, "job_name", None) or job_name_of(committed.lane) or ""
+            card = self._by_job.get((durable.session_id, job))
+            if card is None:
+                continue
+            if event.kind == "model_output":  # one per step: the step's LLM call
+                card.step = (card.step or 0) + 1
+                card.changed.set()
+            elif event.kind == "core_event_emitted":
+                line = progress_line(event.event)
+                if line is not None and line != card.progress:
+                    card.progress = line
+                    card.changed.set()
+            elif event.kind == "core_stopped":
+                self._ended(card, event.outcome, event.report, committed.ts)
+
+    async def _started(self, session_id: str, job_name: str, at: datetime) -> None:
+        if session_id not in self._chats:
+            self._chats[session_id] = await self._where(session_id)
+        chat = self._chats[session_id]
+        if chat is None:
+            return
+        old = self._by_job.get((session_id, job_name))
+        if old is not None:  # the same name again: the earlier job's card ends as it stands
+            self._ended(old, "session_ended", "", at)
+        card = JobCard(secrets.token_urlsafe(9), chat, session_id, job_name, at)
+        self._cards[card.card_id] = card
+        self._by_job[(session_id, job_name)] = card
+        self._spawn(self._show(card), f"telegram-card-{job_name}")
+
+    def _ended(self, card: JobCard, outcome: str, report: str, at: datetime) -> None:
+        card.outcome, card.report, card.ended_at = outcome, report, at
+        self._cards.pop(card.card_id, None)
+        if self._by_job.get((card.session_id, card.job_name)) is card:
+            del self._by_job[(card.session_id, card.job_name)]
+        card.changed.set()
+
+    def _end_session(self, ended: SessionEnded) -> None:
+        self._chats.pop(ended.session_id, None)
+        for card in [c for c in self._cards.values() if c.session_id == ended.session_id]:
+            self._ended(card, "session_ended", ended.reason, datetime.now(card.started_at.tzinfo))
+
+    # -- one card's task --------------------------------------------------------------------
+
+    async def _show(self, card: JobCard) -> None:
+        """Send the card, then edit it as it changes (throttled) until its outcome shows."""
+        if not await self._send(card):
+            return
+        tries = 0
+        while True:
+            if card.outcome is None:
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(TICK_S):
+                        await card.changed.wait()
+            await asyncio.sleep(max(0.0, card.next_edit - time.monotonic()))
+            card.changed.clear()
+            final = card.outcome is not None
+            text = card_text(card, datetime.now(card.started_at.tzinfo))
+            shown = text == card.shown or await self._edit(card, text, final)
+            tries += 1 if final else 0
+            if final and (shown or tries >= ATTEMPTS):
+                return
+
+    async def _send(self, card: JobCard) -> bool:
+        chat, text = card.chat, card_text(card, card.started_at)
+        for attempt in range(ATTEMPTS):
+            try:
+                card.message_id = await chat.client.send_buttons(
+                    chat.chat_id, text, self._buttons(card)
+                )
+                card.shown, card.next_edit = text, time.monotonic() + EDIT_EVERY_S
+                return True
+            except Exception as error:
+                failure = chat.client.failure(error)
+                if failure.kind in ("permanent", "token") or attempt == ATTEMPTS - 1:
+                    log.error(
+                        "telegram job card not delivered",
+                        fields={"dm": chat.dm, "job": card.job_name, "error": failure.why},
+                    )
+                    return False
+                await asyncio.sleep(failure.retry_after_s or RETRY_S[attempt])
+        return False
+
+    async def _edit(self, card: JobCard, text: str, final: bool) -> bool:
+        """One edit (no retry: the next one shows newer news); whether it took."""
+        chat = card.chat
+        assert card.message_id is not None
+        buttons = [] if final else self._buttons(card)
+        try:
+            await chat.client.edit_text(chat.chat_id, card.message_id, text, buttons)
+        except Exception as error:
+            failure = chat.client.failure(error)
+            wait = failure.retry_after_s or (EDIT_EVERY_S if failure.kind == "transient" else 0)
+            card.next_edit = time.monotonic() + max(wait, EDIT_EVERY_S)
+            log.info(
+                "telegram job card not edited",
+                fields={"dm": chat.dm, "job": card.job_name, "error": failure.why},
+            )
+            return failure.kind in ("permanent", "token")  # never to succeed: given up
+        card.shown, card.next_edit = text, time.monotonic() + EDIT_EVERY_S
+        return True
+
+    def _buttons(self, card: JobCard) -> list[tuple[str, str]]:
+        expires_at = int(self._now()) + VALID_S
+        return [
+            (label, sign(self._key, action, card.card_id, card.chat.chat_id, expires_at))
+            for label, action in BUTTONS
+        ]
+
+    def _spawn(self, work: Awaitable[None], name: str) -> None:
+        async def run() -> None:
+            try:
+                await work
+            except Exception:
+                log.exception("telegram job card failed")
+
+        task = asyncio.get_running_loop().create_task(run(), name=name)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+
+_JOB_EVENTS: Final = frozenset({"core_started", "core_event_emitted", "core_stopped"})
+
+
+def _of_a_job(committed: CommittedEvent) -> bool:
+    """Whether the event moves a card (a job's start, progress, step or end)."""
+    kind = committed.event.kind
+    return kind in _JOB_EVENTS or (kind == "model_output" and committed.lane != EDGE_LANE)
+
+
+async def _answer(chat: Chat, callback_id: str, text: str) -> None:
+    try:
+        await chat.client.answer_callback(callback_id, text)
+    except Exception as error:  # the spinner ends by itself after a while
+        log.info(
+            "telegram callback not answered",
+            fields={"dm": chat.dm, "error": chat.client.failure(error).why},
+        )
+
+
+# -- texts (pure) -------------------------------------------------------------------------
+
+
+def card_text(card: JobCard, now: datetime) -> str:
+    """What the card shows: name and state, step, last progress line, elapsed — or, once the
+    job ended, its outcome, the time it took and its report."""
+    if card.outcome is not None:
+        took = elapsed((card.ended_at or now) - card.started_at)
+        lines = [f"Core job {card.job_name}: {OUTCOMES.get(card.outcome, card.outcome)}"]
+        lines.append(f"after {took}" + (f", {card.step} steps" if card.step else ""))
+        if card.report:
+            lines.append(cut(card.report, LINE_WIDTH))
+        return "\n".join(lines)
+    state = "cancelling…" if card.cancelling else card.state
+    lines = [f"Core job {card.job_name}: {state}"]
+    step = f"step {card.step} · " if card.step else ""
+    lines.append(f"{step}{elapsed(now - card.started_at)} elapsed")
+    if card.progress:
+        lines.append(card.progress)
+    return "\n".join(lines)
+
+
+def elapsed(span: timedelta) -> str:
+    """`42s`, `3m 05s`, `1h 02m`: a duration as a card shows it."""
+    seconds = max(int(span.total_seconds()), 0)
+    if seconds < 60:
+        return f"{seconds}s"
+    if seconds < 3600:
+        return f"{seconds // 60}m {seconds % 60:02d}s"
+    return f"{seconds // 3600}h {seconds % 3600 // 60:02d}m"
+
+
+def progress_line(event: CoreEvent) -> str | None:
+    """The line a core job's event puts on its card; None for one that says nothing new."""
+    match event:
+        case CoreProgress(phase=phase, focus=focus, percent=percent):
+            share = f" ({percent:.0f}%)" if percent is not None else ""
+            text = f"{phase}{share}: {focus}" if focus else f"{phase}{share}"
+        case CorePlan(steps=steps):
+            done = sum(step.done for step in steps)
+            text = f"plan: {done}/{len(steps)} steps done"
+        case CoreThoughtSummary(summary=summary):
+            text = summary
+        case CoreToolProposal(tool=tool, why=why):
+            text = f"{tool}: {why}" if why else tool
+        case CoreNeedInfo(question=question):
+            text = f"asks: {question}"
+        case CorePartialResult(description=description):
+            text = f"partial result: {description}"
+        case CoreFinalResult() | CoreError():
+            return None
+    return cut(" ".join(text.split()), LINE_WIDTH)
