@@ -376,6 +376,7 @@ class BotApiServer:
         fault = self._fault(method, chat_id)
         if fault is not None:
             extra = {"retry_after": fault.retry_after} if fault.retry_after is not None else None
+            self._notify()  # waiters on `calls` see the refused call
             return _error(fault.status, fault.description, extra)
         handler = getattr(self, f"_m_{method}", None)
         if handler is None:
