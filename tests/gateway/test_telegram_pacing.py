@@ -111,7 +111,8 @@ async def test_a_refused_send_is_counted_and_logged_without_its_text(
 
     stats = outbox.stats()
     assert stats.failed == 1
-    assert stats.last_error is not None and stats.last_error_at is not None
+    assert stats.last_error is not None
+    assert stats.last_error_at is not None
     assert f"chat {PHONE}" in stats.last_error
     assert "bot was blocked by the user" in stats.last_error
     assert "secret" not in stats.last_error
