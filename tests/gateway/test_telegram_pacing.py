@@ -88,7 +88,7 @@ async def test_a_429_on_one_chat_holds_back_that_chat_only(
     for n in range(3):
         outbox.send(BOSS, f"boss {n}")
     await api.wait_sent(BOSS, 3, within=5)
-    assert time.monotonic() - began < 0.5  # not behind the phone's backoff
+    assert time.monotonic() - began < 2.0  # not behind the phone's 3 s backoff
     assert api.texts(PHONE) == []
 
     sent = await api.wait_sent(PHONE, 2, within=10)
