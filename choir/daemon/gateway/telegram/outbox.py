@@ -144,11 +144,12 @@ class Outbox:
 
     def _given_up(self, chat_id: int, what: str, attempts: int, why: str) -> None:
         self.failed += 1
-        self._last_error = f"{what} to chat {chat_id} dropped after {attempts} tries: {why}"
+        tries = "1 try" if attempts == 1 else f"{attempts} tries"
+        self._last_error = f"{what} to chat {chat_id} dropped after {tries}: {why}"
         self._last_error_at = datetime.now(UTC)
         log.warning(
             f"telegram bot {self._client.gateway}: a {what} to chat {chat_id} was not "
-            f"delivered and is dropped ({why}); `choirctl gateway status` counts these",
+            f"delivered and is dropped after {tries} ({why}); the bot's status counts these",
             fields={"gateway": self._client.gateway, "chat_id": chat_id, "attempts": attempts,
                     "error": why},
         )  # fmt: skip
