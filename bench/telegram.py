@@ -12,6 +12,8 @@ Times are the server's: from the update it offers to the request it receives.
 - `dm_roundtrip_p50_ms`: a phone message ("echo rN") → agent-1's reply arrives as
   sendMessage (getUpdates, choird's inbox, the agent's turn, the model, the reply's
   replication, the outbox). One message a second, so the chat's own pacing never waits.
+  `dm_roundtrip_choird_cpu_ms` and `dm_roundtrip_agent_cpu_ms`: the CPU time choird and
+  choir-agent spend per round trip (warm-up included), which moves little with the load.
 - `callback_while_busy_p95_ms`: agent-1 proposes a tool (an approval message with buttons),
   then is given a turn that takes `BUSY_MS`; mid-turn the user presses [Approve] → the
   bot's answerCallbackQuery arrives.
@@ -39,7 +41,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from bench.common import compile_bytecode, parse_args, percentile, report
-from bench.step_e2e import choird, prepare_home
+from bench.step_e2e import agent_process, choird, cpu_s, prepare_home
 
 if TYPE_CHECKING:
     from choir.home import ChoirHome
@@ -227,6 +229,9 @@ async def during_429(api: BotApiServer) -> float:
 @dataclass
 class Run:
     roundtrips_ms: list[float]
+    choird_cpu_ms: float
+    """choird's CPU time per round trip (steadier than wall time on a busy machine)."""
+    agent_cpu_ms: float
     presses_ms: list[float]
     sends_per_s: float
     updates_per_s: float
@@ -243,16 +248,23 @@ async def run(root: Path, *, quick: bool) -> Run:
         BotApiServer(TOKEN) as api,
     ):
         home = telegram_home(prepare_home(root, model.url), api.url)
-        async with choird(home) as (_, client):
+        async with choird(home) as (daemon, client):
             await client.agent_start("agent-1", {"dm": "phone"})
-            samples = await roundtrips(api, 3 if quick else 20)
+            rounds = 3 if quick else 20
+            agent = agent_process(daemon)
+            cpu = cpu_s(daemon), cpu_s(agent)
+            samples = await roundtrips(api, rounds)
+            cpu_ms = [
+                (cpu_s(p) - c) / (rounds + 1) * 1000
+                for p, c in zip((daemon, agent), cpu, strict=True)
+            ]
             pressed = await presses(api, 2 if quick else 10)
             await asyncio.sleep(3)  # the phone's replies are out: the flood starts on a quiet bot
             rate, taken = await flood(api, 2 if quick else FLOOD_MESSAGES)
             await asyncio.sleep(FLOOD_MESSAGES)  # the flood chats' budgets fill again
             other = await during_429(api)
             await client.agent_stop("agent-1")
-        return Run(samples, pressed, rate, taken, len(api.violations), other)
+        return Run(samples, cpu_ms[0], cpu_ms[1], pressed, rate, taken, len(api.violations), other)
 
 
 async def measure(quick: bool) -> dict[str, float]:
@@ -261,6 +273,8 @@ async def measure(quick: bool) -> dict[str, float]:
     return {
         "dm_roundtrip_p50_ms": statistics.median(result.roundtrips_ms),
         "dm_roundtrip_p95_ms": percentile(result.roundtrips_ms, 95),
+        "dm_roundtrip_choird_cpu_ms": result.choird_cpu_ms,
+        "dm_roundtrip_agent_cpu_ms": result.agent_cpu_ms,
         "callback_while_busy_p95_ms": percentile(result.presses_ms, 95),
         "sends_per_s_global": result.sends_per_s,
         "flood_updates_per_s": result.updates_per_s,

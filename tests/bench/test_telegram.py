@@ -17,6 +17,8 @@ async def test_a_quick_run_measures_every_figure_within_telegrams_limits() -> No
 
     assert len(result.roundtrips_ms) == 3
     assert all(0 < ms < 10_000 for ms in result.roundtrips_ms)
+    assert result.choird_cpu_ms > 0
+    assert result.agent_cpu_ms > 0
     assert len(result.presses_ms) == 2
     assert all(0 < ms < 5_000 for ms in result.presses_ms)  # not behind the 1.5 s turn
     assert 0 < result.sends_per_s <= 30  # the bot's budget (25/s), never Telegram's 30
