@@ -10,7 +10,7 @@ import pytest
 from telegram import Bot, InlineKeyboardButton, InlineKeyboardMarkup
 from telegram.error import BadRequest, InvalidToken, NetworkError, RetryAfter
 
-from tests.harness.botapi import BOT_ID, BotApiServer
+from tests.harness.botapi import BOT_ID, BotApiServer, Limits
 
 from .conftest import PHONE, TOKEN
 
@@ -111,3 +111,28 @@ async def test_slow_and_held_calls(bot: Bot, api: BotApiServer) -> None:
     api.release("sendMessage")
     await asyncio.wait_for(sending, 5)
     assert api.texts(PHONE) == ["slow", "held"]
+
+
+async def test_a_429_can_hit_one_chat_and_a_chats_flood_is_counted(
+    bot: Bot, api: BotApiServer
+) -> None:
+    api.fail("sendMessage", 429, retry_after=5, chat_id=PHONE)
+    await bot.send_message(PHONE + 1, "another chat is not touched")
+    with pytest.raises(RetryAfter):
+        await bot.send_message(PHONE, "this chat is")
+    for n in range(5):  # 6 in all within a second: the burst of 5, then one too many
+        await bot.send_message(PHONE, f"burst {n}")
+    assert api.violations == [(PHONE, "chat")]
+    assert len(api.sends(PHONE)) == 6  # the refused one counts: Telegram saw it
+    assert [c.params["text"] for c in api.sends(PHONE + 1)] == ["another chat is not touched"]
+
+
+async def test_a_flood_across_chats_is_counted() -> None:
+    async with (
+        BotApiServer(TOKEN, limits=Limits(global_per_s=3)) as api,
+        Bot(TOKEN, base_url=f"{api.url}/bot") as bot,
+    ):
+        for chat in range(4):  # well within a second: one over 3 a second
+            await bot.send_message(1000 + chat, "wide")
+        await bot.send_chat_action(2000, "typing")  # not a message: not counted
+    assert api.violations == [(1003, "global")]

@@ -26,10 +26,12 @@ multipart uploads, recorded whole in `uploads` (an empty file, a photo over 10 M
 over 50 MB is refused as Telegram refuses it).
 
 Tests read what the bot did (`sent`, `actions`, `calls`, `offsets`) and inject what Telegram
-may do (`fail` a method with a 429 and `retry_after`, a 5xx or a 400; `slow` a method down;
-`inject` a malformed update). `sendMessage` enforces Telegram's rules that a gateway can
-break: 4,096 UTF-16 code units at most, no empty text, and balanced entities when a
-`parse_mode` is given ("can't parse entities").
+may do (`fail` a method — in one chat or any — with a 429 and `retry_after`, a 5xx or a 400;
+`slow` a method down; `inject` a malformed update). `violations` counts the messages (sends
+and edits) that broke Telegram's rate limits (`Limits`: per chat about one a second beyond a
+small burst, 30 a second in all); each is counted, not refused. `sendMessage` enforces
+Telegram's rules that a gateway can break: 4,096 UTF-16 code units at most, no empty text,
+and balanced entities when a `parse_mode` is given ("can't parse entities").
 """
 
 from __future__ import annotations
@@ -123,6 +125,55 @@ class Fault:
     description: str
     retry_after: int | None = None
     count: int = 1
+    chat_id: int | None = None
+    """Only calls to this chat (None: any)."""
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Telegram's flood limits as this server counts them (Telegram does not publish exact
+    ones: "avoid more than one message per second in a chat", "no more than 30 per second")."""
+
+    chat_per_s: float = 1.0
+    chat_burst: float = 5.0
+    """A chat's messages beyond this burst must keep to `chat_per_s` (a token bucket)."""
+    global_per_s: int = 30
+    """At most this many messages in any one second, over every chat."""
+
+
+PACED = frozenset(
+    {"sendmessage", "editmessagetext", "editmessagereplymarkup", "senddocument", "sendphoto",
+     "sendvoice", "sendvideo", "sendaudio", "sendanimation", "sendmediagroup"}
+)  # fmt: skip
+"""Methods that put a message in a chat, which Telegram's rate limits count (chat actions
+and callback answers are not messages)."""
+
+
+@dataclass
+class _Flood:
+    """The rate-limit accounting."""
+
+    limits: Limits
+    tokens: dict[int, tuple[float, float]] = field(default_factory=dict)
+    """chat id -> (tokens, as of)."""
+    window: list[float] = field(default_factory=list)
+    """Times of the messages of the last second."""
+    violations: list[tuple[int, str]] = field(default_factory=list)
+    """(chat id, which limit) of each message over a limit."""
+
+    def count(self, chat_id: int, now: float) -> None:
+        tokens, at = self.tokens.get(chat_id, (self.limits.chat_burst, now))
+        tokens = min(self.limits.chat_burst, tokens + (now - at) * self.limits.chat_per_s)
+        if tokens < 1:
+            self.violations.append((chat_id, "chat"))
+        else:
+            tokens -= 1
+        self.tokens[chat_id] = (tokens, now)
+        self.window = [t for t in self.window if t > now - 1.0]
+        if len(self.window) >= self.limits.global_per_s:
+            self.violations.append((chat_id, "global"))
+        else:
+            self.window.append(now)
 
 
 @dataclass
@@ -145,10 +196,13 @@ class _State:
 class BotApiServer:
     """The Bot API of one bot (`token`) on a free loopback port."""
 
-    def __init__(self, token: str, *, username: str = "choir_test_bot") -> None:
+    def __init__(
+        self, token: str, *, username: str = "choir_test_bot", limits: Limits | None = None
+    ) -> None:
         self.token = token
         self.username = username
         self._state = _State()
+        self._flood = _Flood(limits or Limits())
         self._changed = asyncio.Condition()
         self._update_ids = itertools.count(1001)
         self._callback_ids = itertools.count(1)
@@ -297,15 +351,17 @@ class BotApiServer:
         *,
         retry_after: int | None = None,
         count: int = 1,
+        chat_id: int | None = None,
     ) -> None:
-        """The next `count` calls of `method` answer `status` (a 429 with `retry_after`)."""
+        """The next `count` calls of `method` (to `chat_id`: to that chat only) answer
+        `status` (a 429 with `retry_after`)."""
         if not description:
             description = {
                 429: f"Too Many Requests: retry after {retry_after}",
                 500: "Internal Server Error",
                 502: "Bad Gateway",
             }.get(status, "Bad Request")
-        self._state.faults.append(Fault(method, status, description, retry_after, count))
+        self._state.faults.append(Fault(method, status, description, retry_after, count, chat_id))
 
     def hold(self, method: str) -> None:
         """Calls of `method` wait until `release` (a Telegram that does not answer)."""
@@ -364,6 +420,20 @@ class BotApiServer:
         return list(self._state.calls)
 
     @property
+    def violations(self) -> list[tuple[int, str]]:
+        """Messages over Telegram's rate limits: (chat id, `chat` or `global`), in order."""
+        return list(self._flood.violations)
+
+    def sends(self, chat_id: int | None = None) -> list[Call]:
+        """Calls that put a message in a chat (to `chat_id`: that chat only), failed ones too."""
+        return [
+            c
+            for c in self._state.calls
+            if c.method.lower() in PACED
+            and (chat_id is None or _int(c.params.get("chat_id")) == chat_id)
+        ]
+
+    @property
     def offsets(self) -> list[int | None]:
         """The `offset` of every `getUpdates`, in order."""
         return list(self._state.offsets)
@@ -403,15 +473,19 @@ class BotApiServer:
         self._state.calls.append(Call(request.match_info["method"], params, time.monotonic()))
         if request.match_info["token"] != self.token:
             return _error(401, "Unauthorized")
+        chat_id = _int(params.get("chat_id"))
+        if method in PACED and chat_id is not None:
+            self._flood.count(chat_id, time.monotonic())
         delay = self._state.delays.get(_KNOWN.get(method, method), 0)
         if delay:
             await asyncio.sleep(delay)
         held = self._state.held.get(method)
         if held is not None:
             await held.wait()
-        fault = self._fault(method)
+        fault = self._fault(method, chat_id)
         if fault is not None:
             extra = {"retry_after": fault.retry_after} if fault.retry_after is not None else None
+            self._notify()  # waiters on `calls` see the refused call
             return _error(fault.status, fault.description, extra)
         handler = getattr(self, f"_m_{method}", None)
         if handler is None:
@@ -420,9 +494,9 @@ class BotApiServer:
         self._notify()
         return answer
 
-    def _fault(self, method: str) -> Fault | None:
+    def _fault(self, method: str, chat_id: int | None) -> Fault | None:
         for fault in self._state.faults:
-            if fault.method.lower() == method:
+            if fault.method.lower() == method and fault.chat_id in (None, chat_id):
                 fault.count -= 1
                 if fault.count <= 0:
                     self._state.faults.remove(fault)

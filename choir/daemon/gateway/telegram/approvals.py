@@ -29,14 +29,14 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Final, TypeVar
+from typing import Final
 
 from choir.commands.model import DmScope
 from choir.commands.text import cut, scalar
 from choir.daemon.gateway.commands import VerbCall
 from choir.daemon.gateway.telegram.callback_data import KEY_BYTES, Action, sign, verify
 from choir.daemon.gateway.telegram.client import BotClient
-from choir.daemon.gateway.telegram.outbox import ATTEMPTS, RETRY_S, Outbox
+from choir.daemon.gateway.telegram.outbox import Outbox
 from choir.errors import ChoirError
 from choir.logs import get_logger
 from choir.store.approvals import ApprovalRow
@@ -48,8 +48,6 @@ KEY_FILE: Final = "telegram-callback.key"
 container)."""
 NO_LONGER_VALID: Final = "no longer valid"
 SUMMARY_WIDTH: Final = 300
-
-_T = TypeVar("_T")
 
 
 @dataclass(frozen=True)
@@ -192,7 +190,7 @@ class ApprovalCards:
         async def send() -> int:
             return await chat.client.send_buttons(chat.chat_id, text, buttons)
 
-        message_id = await _tried(chat.client, send, "approval message")
+        message_id = await chat.outbox.tried(chat.chat_id, send, "approval message")
         if message_id is not None:
             self._register(row.id, Card(chat, message_id, text))
 
@@ -222,7 +220,7 @@ class ApprovalCards:
             async def edit(card: Card = card, edited: str = edited) -> None:
                 await card.chat.client.edit_text(card.chat.chat_id, card.message_id, edited)
 
-            await _tried(card.chat.client, edit, "approval message edit")
+            await card.chat.outbox.tried(card.chat.chat_id, edit, "approval message edit")
 
     async def _answer(self, chat: Chat, callback_id: str, text: str) -> None:
         try:
@@ -236,24 +234,6 @@ class ApprovalCards:
 
 BUTTONS: Final[tuple[tuple[str, Action], ...]] = (("Approve", "approve"), ("Reject", "reject"))
 DONE: Final[dict[Action, str]] = {"approve": "Approved", "reject": "Rejected"}
-
-
-async def _tried(client: BotClient, send: Callable[[], Awaitable[_T]], what: str) -> _T | None:
-    """`send` tried like the outbox tries a reply; None once given up (logged)."""
-    for attempt in range(ATTEMPTS):
-        try:
-            return await send()
-        except Exception as error:
-            failure = client.failure(error)
-            if failure.kind in ("permanent", "token") or attempt == ATTEMPTS - 1:
-                log.error(
-                    f"telegram {what} not delivered",
-                    fields={"gateway": client.gateway, "attempts": attempt + 1,
-                            "error": failure.why},
-                )  # fmt: skip
-                return None
-            await asyncio.sleep(failure.retry_after_s or RETRY_S[attempt])
-    return None
 
 
 # -- texts (pure) -------------------------------------------------------------------------

@@ -165,7 +165,8 @@ class TelegramGateways:
                 continue
             token = secrets.get(gateway.secret).get_secret_value()
             client = BotClient(name, token, gateway.base_url, secret=gateway.secret)
-            bot = Bot(name, client, _allowlist(config, name), Outbox(client), Typing(client))
+            outbox = Outbox(client)
+            bot = Bot(name, client, _allowlist(config, name), outbox, Typing(client, outbox))
             for dm in bot.dms.values():
                 self._dm_of[dm.name] = (bot, dm)
             bot.poller = BotPoller(client, self._ctx.pool, self._handler(bot))

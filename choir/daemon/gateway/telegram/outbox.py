@@ -1,25 +1,35 @@
-"""What a bot sends, in order per chat, each reply whole (§19.2) and cut to Telegram's size.
+"""What a bot sends, in order per chat, each reply whole (§19.2), cut to Telegram's size and
+paced under its rate limits (§19.7).
 
 One queue and one sender task per chat: a chat's messages leave in the order they were queued,
 and a chat that Telegram slows down (429 `retry_after`) or that keeps failing waits alone — the
-other chats' senders go on. A failed send is retried (`retry_after`, or a backoff for network
-errors and 5xx) at most `ATTEMPTS` times; a send Telegram refuses for good (400, 403) is logged
-— never its text — and dropped.
+other chats' senders go on. Every message or edit to a chat, queued here or sent at once (an
+approval's message, its edit: `tried`), first waits for the chat's and the bot's budgets
+(`pacing.Pacer`: about 1 a second per chat, 25 a second per bot), and a 429 holds back that
+chat's budget for `retry_after`. A failed send is retried (`retry_after`, or a backoff for
+network errors and 5xx) at most `ATTEMPTS` times; one Telegram refuses for good (400, 403) or
+that fails every try is dropped, counted and logged as a WARNING — never its text — and
+`stats()` shows the count and the last error to the operator.
 
 The typing indicator (`Typing`) runs beside it: "typing…" every few seconds while the agent
-works on a message from the chat, until it answers (or `TYPING_CAP_S` passes).
+works on a message from the chat, until it answers (or `TYPING_CAP_S` passes). It is a hint:
+sent only when the bot's budget has a slot free at that moment and the chat is not held back,
+so it never delays a message.
 """
 
 from __future__ import annotations
 
 import asyncio
+import time
 from collections import defaultdict
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Final
+from typing import Final, TypeVar
 
 from choir.daemon.gateway.telegram.chunks import chunks
 from choir.daemon.gateway.telegram.client import BotClient
+from choir.daemon.gateway.telegram.pacing import Pacer
 from choir.logs import get_logger
 
 log = get_logger("choird.telegram")
@@ -33,37 +43,44 @@ TYPING_EVERY_S: Final = 4.5
 TYPING_CAP_S: Final = 600.0
 """Stop showing "typing…" after this long without an answer."""
 
+_T = TypeVar("_T")
+
 
 @dataclass(frozen=True)
 class OutboxStats:
-    """What `gateway.status` shows of a bot's sends (never a message's text)."""
+    """What an operator sees of a bot's sends (`choirctl gateway status`)."""
 
     queued: int
-    """Messages waiting to leave or being sent (a retry's wait included)."""
+    """Messages waiting to leave (or leaving), over every chat."""
     failed: int
-    """Messages given up since choird started."""
+    """Sends given up since choird started."""
     last_error: str | None
-    """Why the latest one was given up (one token-free line)."""
+    """Why the last one was given up: one line naming the chat, never the message's text."""
     last_error_at: datetime | None
+    backoff_s: dict[int, float]
+    """Chats Telegram holds back (429), and the seconds each has left."""
 
 
 class Outbox:
-    """Ordered, retried sends of one bot, a queue per chat."""
+    """Ordered, paced, retried sends of one bot, a queue per chat."""
 
-    def __init__(self, client: BotClient) -> None:
+    def __init__(self, client: BotClient, *, clock: Callable[[], float] = time.monotonic) -> None:
         self._client = client
+        self._clock = clock
+        self._pacer = Pacer(clock())
+        self._gates: dict[int, asyncio.Lock] = defaultdict(asyncio.Lock)
+        """Held while a send to the chat waits for its budget: two senders to one chat (the
+        queue, an approval) take its tokens one after the other."""
+        self._bot_gate = asyncio.Lock()
+        """Held while a send waits for the bot's budget: the chats take turns (the lock is
+        fair, first come first served)."""
         self._queues: dict[int, asyncio.Queue[str]] = {}
         self._senders: dict[int, asyncio.Task[None]] = {}
+        self._queued = 0
         self.failed = 0
         """Messages given up since start."""
-        self._sending = 0
-        self._last_error: tuple[str, datetime] | None = None
-
-    def stats(self) -> OutboxStats:
-        """Queued and failed sends, and the latest failure."""
-        queued = self._sending + sum(queue.qsize() for queue in self._queues.values())
-        why, at = self._last_error or (None, None)
-        return OutboxStats(queued, self.failed, why, at)
+        self._last_error: str | None = None
+        self._last_error_at: datetime | None = None
 
     def send(self, chat_id: int, text: str) -> None:
         """Queue `text` for the chat, cut into messages of Telegram's size."""
@@ -75,6 +92,67 @@ class Outbox:
             )
         for chunk in chunks(text):
             queue.put_nowait(chunk)
+            self._queued += 1
+
+    def stats(self) -> OutboxStats:
+        return OutboxStats(
+            queued=self._queued,
+            failed=self.failed,
+            last_error=self._last_error,
+            last_error_at=self._last_error_at,
+            backoff_s=self._pacer.backoff(self._clock()),
+        )
+
+    def may_hint(self, chat_id: int) -> bool:
+        """Whether a hint ("typing…") may go to the chat now: it is not held back by a 429
+        and the bot's budget has a slot free (taken)."""
+        now = self._clock()
+        return self._pacer.chat_wait_s(chat_id, now) == 0 and self._pacer.spare(now)
+
+    async def tried(
+        self, chat_id: int, request: Callable[[], Awaitable[_T]], what: str
+    ) -> _T | None:
+        """`request` (a message or an edit to the chat) paced and tried as a queued reply
+        is; None once given up (counted and logged)."""
+        for attempt in range(ATTEMPTS):
+            try:
+                return await self._paced(chat_id, request)
+            except Exception as error:
+                failure = self._client.failure(error)
+                if failure.kind in ("permanent", "token") or attempt == ATTEMPTS - 1:
+                    self._given_up(chat_id, what, attempt + 1, failure.why)
+                    return None
+                if failure.kind != "retry_after":  # a 429 is waited out by the chat's budget
+                    await asyncio.sleep(RETRY_S[attempt])
+        return None
+
+    async def _paced(self, chat_id: int, request: Callable[[], Awaitable[_T]]) -> _T:
+        """`request` once the chat's and the bot's budgets allow; a 429 holds the chat back."""
+        pacer = self._pacer
+        async with self._gates[chat_id]:
+            await _until(lambda: pacer.chat_wait_s(chat_id, self._clock()))
+            async with self._bot_gate:
+                await _until(lambda: pacer.bot_wait_s(self._clock()))
+                pacer.sent(chat_id, self._clock())
+        try:
+            return await request()
+        except Exception as error:
+            failure = self._client.failure(error)
+            if failure.kind == "retry_after":
+                pacer.retry_after(chat_id, self._clock(), failure.retry_after_s)
+            raise
+
+    def _given_up(self, chat_id: int, what: str, attempts: int, why: str) -> None:
+        self.failed += 1
+        tries = "1 try" if attempts == 1 else f"{attempts} tries"
+        self._last_error = f"{what} to chat {chat_id} dropped after {tries}: {why}"
+        self._last_error_at = datetime.now(UTC)
+        log.warning(
+            f"telegram bot {self._client.gateway}: a {what} to chat {chat_id} was not "
+            f"delivered and is dropped after {tries} ({why}); the bot's status counts these",
+            fields={"gateway": self._client.gateway, "chat_id": chat_id, "attempts": attempts,
+                    "error": why},
+        )  # fmt: skip
 
     async def drain(self, timeout_s: float) -> None:
         """Wait (bounded) until every queued message left."""
@@ -86,9 +164,8 @@ class Outbox:
             except TimeoutError:
                 log.warning(
                     "telegram messages left unsent at stop",
-                    fields={"gateway": self._client.gateway,
-                            "messages": sum(q.qsize() for q in self._queues.values())},
-                )  # fmt: skip
+                    fields={"gateway": self._client.gateway, "messages": self._queued},
+                )
 
     async def close(self) -> None:
         for task in self._senders.values():
@@ -98,38 +175,34 @@ class Outbox:
     async def _sender(self, chat_id: int, queue: asyncio.Queue[str]) -> None:
         while True:
             text = await queue.get()
-            self._sending += 1
             try:
                 await self._deliver(chat_id, text)
             finally:
-                self._sending -= 1
+                self._queued -= 1
                 queue.task_done()
 
     async def _deliver(self, chat_id: int, text: str) -> None:
-        for attempt in range(ATTEMPTS):
-            try:
-                await self._client.send_text(chat_id, text)
-                return
-            except Exception as error:
-                failure = self._client.failure(error)
-                if failure.kind in ("permanent", "token") or attempt == ATTEMPTS - 1:
-                    self.failed += 1
-                    self._last_error = (failure.why, datetime.now(UTC))
-                    log.error(
-                        "telegram message not delivered",
-                        fields={"gateway": self._client.gateway, "chat_id": chat_id,
-                                "chars": len(text), "attempts": attempt + 1,
-                                "error": failure.why},
-                    )  # fmt: skip
-                    return
-                await asyncio.sleep(failure.retry_after_s or RETRY_S[attempt])
+        async def send() -> None:
+            await self._client.send_text(chat_id, text)
+
+        await self.tried(chat_id, send, "message")
+
+
+async def _until(wait_s: Callable[[], float]) -> None:
+    """Sleep until `wait_s()` says 0, asking again after each sleep (a 429 may have come
+    meanwhile, or the sleep may have ended early)."""
+    wait = wait_s()
+    while wait > 0:
+        await asyncio.sleep(wait)
+        wait = wait_s()
 
 
 class Typing:
     """ "typing…" in chats whose user waits for the agent's answer."""
 
-    def __init__(self, client: BotClient) -> None:
+    def __init__(self, client: BotClient, outbox: Outbox) -> None:
         self._client = client
+        self._outbox = outbox
         self._waiting: dict[int, set[str]] = defaultdict(set)
         self._tasks: dict[int, asyncio.Task[None]] = {}
 
@@ -164,7 +237,8 @@ class Typing:
             async with asyncio.timeout(TYPING_CAP_S):
                 while self._waiting.get(chat_id):
                     try:
-                        await self._client.typing(chat_id)
+                        if self._outbox.may_hint(chat_id):
+                            await self._client.typing(chat_id)
                     except Exception as error:  # only a hint: never retried, never fatal
                         log.debug(
                             "typing indicator not sent",
