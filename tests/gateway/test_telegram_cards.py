@@ -232,8 +232,12 @@ async def test_a_regular_dm_acts_only_on_its_own_agents_jobs(
     assert await answered(api, api.user_presses(PHONE, phone_card, elsewhere)) == (
         "no longer valid"
     )
-    cores = (await client.session_cores(other)).cores
-    assert [c.state for c in cores if c.job_name == "sleeper"] == ["CORE_WAITING_TOOL"]
+
+    async def still_running() -> bool:  # the forged press cancelled nothing
+        cores = (await client.session_cores(other)).cores
+        return [c.state for c in cores if c.job_name == "sleeper"] == ["CORE_WAITING_TOOL"]
+
+    await poll_until(still_running, within=20)
     cancel = card.buttons[0][1]
     assert await answered(api, api.user_presses(BOSS, card, cancel)) == "Cancelling sleeper"
     assert (await stopped(client, other, "sleeper"))["outcome"] == "cancelled"
