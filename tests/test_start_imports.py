@@ -45,6 +45,8 @@ def test_choir_agent_starts_without_an_http_client() -> None:
         "docker",  # the Docker SDK: the process runtime and agent.build's first use load it
         "aiohttp",  # the agents' HTTP listener: --transport http only
         "cryptography",  # TLS certificates: --transport http only
+        "prometheus_client",  # the metrics endpoint: config.json `metrics.listen` only
+        "choir.daemon.telemetry",
     ],
 )
 def test_choird_on_the_process_runtime_skips(heavy: str) -> None:

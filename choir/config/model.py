@@ -12,6 +12,7 @@ from pydantic import Field, field_validator
 
 from choir.config.base import ConfigModel, NonEmpty
 from choir.config.container import ContainerConfig
+from choir.config.metrics import MetricsConfig
 from choir.config.names import AgentId, ResourceName
 from choir.config.resources import (
     DmConfig,
@@ -104,6 +105,8 @@ class ChoirConfig(Tunables):
     """Agent definitions by agent id."""
     container: ContainerConfig = Field(default_factory=ContainerConfig)
     """Where agents run (docker or process) and their containers' limits (§15.3)."""
+    metrics: MetricsConfig = Field(default_factory=MetricsConfig)
+    """choird's Prometheus endpoint (§22.1): off unless `metrics.listen` is set."""
 
     @field_validator("embedding", mode="before")
     @classmethod

@@ -318,6 +318,8 @@ class ChoirDaemon:
         log.info("step 7: stale leases released", fields={"sessions": len(adoption.crashed)})
         await self._listen(services)
         await self._start_gateways()
+        if config.metrics.listen is not None:
+            await self._start_metrics(config.metrics.listen, services, stage)
         self._stack.push_async_callback(self._cancel_timers, self._start_timers(services))
         self._stack.callback(wire_pushes(services, self.hub))
         for agent in adoption.adopted:  # accepted before the restart, maybe never pushed
@@ -337,6 +339,22 @@ class ChoirDaemon:
                 "transport": self.options.transport,
                 "socket": str(self.home.operator_socket),
             },
+        )
+
+    async def _start_metrics(
+        self, listen: str, services: AgentServices, stage: ConfigStage
+    ) -> None:
+        """The opt-in Prometheus endpoint (§22.1); its modules load only when it is on."""
+        from choir.daemon.telemetry.wiring import start_metrics
+
+        assert self.database is not None
+        await start_metrics(
+            self._stack,
+            listen=listen,
+            home=self.home.root,
+            services=services,
+            pool=self.database.pool,
+            agents=lambda: sorted(stage.running.config.agents),
         )
 
     async def _start_memory(

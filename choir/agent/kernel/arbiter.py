@@ -36,6 +36,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Literal
 
+from choir.agent.kernel import call_log
 from choir.agent.kernel.commitlog import CommitLog, LogEntry
 from choir.agent.kernel.dispatch import Dispatcher, PreparedCall, prepare_call
 from choir.agent.kernel.intents import IntentNotDurable, IntentSink
@@ -269,10 +270,17 @@ class Arbiter:
                 self._finish(pending, held)
                 return
             hold, call = held
+        granted = time.monotonic()
+        wait_ms = int((granted - started) * 1000)
+        call_log.lock_waited(proposal.lane, proposal.tool, call.lockset, wait_ms)
         try:
-            await self._run_held(pending, call, started)
+            await self._run_held(pending, call, granted, wait_ms)
         finally:
             hold.release()
+            held_ms = ms_since(granted)
+            call_log.lock_released(
+                proposal.lane, proposal.tool, call.lockset, wait_ms=wait_ms, held_ms=held_ms
+            )
 
     async def _relocate(
         self, proposal: ToolProposal, call: PreparedCall, hold: Hold
@@ -295,13 +303,16 @@ class Arbiter:
             f"the paths of {proposal.tool} kept moving while it waited for its locks; try again",
         )
 
-    async def _run_held(self, pending: _Pending, call: PreparedCall, started: float) -> None:
-        """Intent, execution and result, all under the call's locks."""
+    async def _run_held(
+        self, pending: _Pending, call: PreparedCall, started: float, wait_ms: int
+    ) -> None:
+        """Intent, execution and result, all under the call's locks (held since `started`,
+        after a wait of `wait_ms`)."""
         proposal = pending.proposal
         outcome = StopOutcome()
         token = stop_outcome.set(outcome)
         try:
-            committed = self.log.append(proposal.lane, intent(proposal, call))
+            committed = self.log.append(proposal.lane, intent(proposal, call, wait_ms))
             await failpoint("arbiter.after_append_before_ack")
             if not call.tool.manifest.runtime.idempotent and self._intent_sink:
                 try:
@@ -328,12 +339,14 @@ class Arbiter:
         await failpoint("tool.after_run_before_result")
         if call.tool.manifest.runtime.meta and "approval_id" in result.data:
             self._approvals[str(result.data["approval_id"])] = proposal.lane
+        ran_ms = ms_since(started)
+        call_log.tool_ran(proposal.lane, proposal.tool, result.status, ran_ms)
         if result.status == "timeout" and outcome.finished is not None:
-            self._finish(pending, finished_anyway(outcome.finished), ms_since(started))
+            self._finish(pending, finished_anyway(outcome.finished), ran_ms)
         elif result.status == "timeout":
-            self._stopped(pending, result.summary, result, ms_since(started))
+            self._stopped(pending, result.summary, result, ran_ms)
         else:
-            self._finish(pending, result, ms_since(started))
+            self._finish(pending, result, ran_ms)
 
     def _stopped(
         self, pending: _Pending, reason: str, result: ToolResult, duration_ms: int = 0

@@ -26,8 +26,9 @@ def requested(proposal: ToolProposal) -> dict[str, Any]:
     }
 
 
-def intent(proposal: ToolProposal, call: PreparedCall) -> dict[str, Any]:
-    """`ToolCallCommitted` (the intent, committed under the call's locks) in its JSON form."""
+def intent(proposal: ToolProposal, call: PreparedCall, lock_wait_ms: int) -> dict[str, Any]:
+    """`ToolCallCommitted` (the intent, committed under the call's locks) in its JSON form;
+    `lock_wait_ms` is how long the call waited for those locks."""
     runtime = call.tool.manifest.runtime
     return {
         "kind": "tool_call_committed",
@@ -36,6 +37,7 @@ def intent(proposal: ToolProposal, call: PreparedCall) -> dict[str, Any]:
         "locks": [{"resource": r.resource, "mode": r.mode} for r in call.lockset],
         "side_effect": runtime.side_effect,
         "idempotent": runtime.idempotent,
+        "lock_wait_ms": lock_wait_ms,
     }
 
 

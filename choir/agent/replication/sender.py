@@ -17,6 +17,7 @@ import random
 from typing import Final
 
 from choir.agent.kernel.commitlog import CommitLog, LogEntry, now_ts
+from choir.agent.replication import progress_log
 from choir.agent.replication.artifacts import ArtifactUploader
 from choir.agent.replication.config_sync import ConfigSync
 from choir.agent.replication.control_plane import ControlPlane
@@ -81,6 +82,8 @@ class HeartbeatSender:
         self._snapshots = SnapshotSchedule(snapshot_provider, self._cadence, rev=log.base_rev)
         """Counts from the log's base: a resume from an old snapshot snapshots again soon."""
         self._wake = asyncio.Event()
+        self._progress = progress_log.ProgressNotes(since=0.0)
+        """What the next INFO "replication progress" line sums up."""
         self._loop: asyncio.AbstractEventLoop | None = None
         self._artifacts = ArtifactUploader(log, control_plane, self.settings.call_timeout_s)
         self._artifacts.held(log)  # a restored log holds what choird acknowledged
@@ -107,6 +110,7 @@ class HeartbeatSender:
         self._loop = loop = asyncio.get_running_loop()
         self._last_sent = loop.time()
         self._snapshots.started(loop.time())
+        self._progress.since = loop.time()
         if self.log.head_rev > self._acked:
             self._pending_since = loop.time()
         self._task = loop.create_task(self._run(), name="replicator")
@@ -210,6 +214,8 @@ class HeartbeatSender:
             return
         request = self._next_request()
         await failpoint("heartbeat.before_send")
+        assert self._loop is not None
+        sent_at = self._loop.time()
         try:
             async with asyncio.timeout(self.settings.call_timeout_s):
                 reply = await self._cp.heartbeat(request)
@@ -223,7 +229,7 @@ class HeartbeatSender:
             self._refused(error, request)
             return
         await failpoint("heartbeat.after_send_before_ack")
-        self._acknowledged(request, reply)
+        self._acknowledged(request, reply, sent_at)
 
     async def _upload_artifacts(self) -> bool:
         """Upload the artifacts the next heartbeat's previews name; False when that failed (the
@@ -291,7 +297,9 @@ class HeartbeatSender:
         assert self._loop is not None
         return self._snapshots.take(entries[-1].rev, entries[-1].hash, self._loop.time())
 
-    def _acknowledged(self, request: OutgoingHeartbeat, reply: HeartbeatResponse) -> None:
+    def _acknowledged(
+        self, request: OutgoingHeartbeat, reply: HeartbeatResponse, sent_at: float
+    ) -> None:
         assert self._loop is not None
         now = self._loop.time()
         if reply.ack_rev > self.log.head_rev:
@@ -306,11 +314,19 @@ class HeartbeatSender:
                 fields={"down_s": round(now - since, 3), "attempts": attempts},
             )
         self._batch = self.settings.max_batch
+        progress_log.heartbeat_acknowledged(
+            self._progress,
+            now,
+            base_rev=self._acked,
+            ack_rev=reply.ack_rev,
+            round_trip_ms=int((now - sent_at) * 1000),
+        )
         self._acked = reply.ack_rev
         self._last_sent = now
         self.stats.heartbeats += 1
         self.stats.events += len(request.patches)
         if request.snapshot is not None:
+            progress_log.snapshot_stored(request.new_rev, request.new_rev - self._snapshots.rev)
             self._snapshots.stored(request.new_rev, now)
             self.stats.snapshots += 1
         self._waiters.release(self._acked)

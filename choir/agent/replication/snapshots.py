@@ -33,6 +33,11 @@ class SnapshotSchedule:
         """The rev of the last snapshot choird stored (the restored one's, at start)."""
         self._at = 0.0
 
+    @property
+    def rev(self) -> int:
+        """The rev of the last snapshot choird stored."""
+        return self._rev
+
     def started(self, now: float) -> None:
         """Replication started: the time-based cadence counts from `now`."""
         self._at = now

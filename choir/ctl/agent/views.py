@@ -10,7 +10,7 @@ if TYPE_CHECKING:
         AgentStatus,
         AgentStopped,
     )
-    from choir.protocol.operator.views import AgentSummary, HeldView, OutageView
+    from choir.protocol.operator.views import AgentSummary, HeldView, LockWaitView, OutageView
 
 
 def runtime_label(agent: AgentSummary) -> str:
@@ -80,6 +80,40 @@ def show_status(data: AgentStatus) -> None:
             )
             for lane in data.lanes
         ],
+    )
+    if data.lock_wait is not None:
+        print(f"{'lock wait':<11}{lock_wait_line(data.lock_wait)}")
+    if data.tools is not None:
+        print("tools (latest session):")
+        table(
+            ("tool", "calls", "failed", "p50", "p95", "max", "lock wait"),
+            [
+                (
+                    t.tool,
+                    t.calls,
+                    t.failed,
+                    ms(t.p50_ms),
+                    ms(t.p95_ms),
+                    ms(t.max_ms),
+                    ms(t.lock_wait_ms),
+                )
+                for t in data.tools
+            ],
+        )
+
+
+def ms(value: int) -> str:
+    """`850 ms`, `2.4 s`: a duration as an operator reads it."""
+    return f"{value} ms" if value < 1000 else f"{value / 1000:.1f} s"
+
+
+def lock_wait_line(waits: LockWaitView) -> str:
+    """`2 of 9 calls waited, 1.2 s in all (p95 40 ms, max 1.1 s)`: the session's lock waits."""
+    if not waits.calls:
+        return "no tool call yet"
+    return (
+        f"{waits.waited} of {waits.calls} calls waited, {ms(waits.total_ms)} in all "
+        f"(p95 {ms(waits.p95_ms)}, max {ms(waits.max_ms)})"
     )
 
 

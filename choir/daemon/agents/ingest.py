@@ -71,6 +71,23 @@ class Durable:
 Replicated = Callable[[Durable], None]
 
 
+@dataclass(frozen=True, slots=True)
+class HeartbeatSeen:
+    """One accepted heartbeat, for telemetry (`choir.daemon.telemetry`)."""
+
+    session_id: str
+    agent_id: str
+    ack_rev: int
+    snapshot: bool
+    """It carried a working-memory snapshot."""
+    lag_s: float
+    """How long its oldest event waited, from its commit in the agent to durable here; 0
+    for a heartbeat without events."""
+
+
+HeartbeatWatcher = Callable[[HeartbeatSeen], None]
+
+
 class _Moved(Exception):
     """Rolls the heartbeat transaction back when the stored head is not the one in memory."""
 
@@ -136,6 +153,7 @@ class EventIngest:
         self._stage = stage
         self._clock = clock
         self._listeners: list[Replicated] = []
+        self._watchers: list[HeartbeatWatcher] = []
 
     def subscribe(self, listener: Replicated) -> Callable[[], None]:
         """Call `listener` with each batch of newly durable events; returns the unsubscribe.
@@ -150,7 +168,27 @@ class EventIngest:
         live = ctx.live
         async with live.lock:
             ack_rev = await self._replicate_on_stored_head(live, request)
+        if self._watchers:
+            self._seen(live, request, ack_rev)
         return HeartbeatResponse(ack_rev=ack_rev, config_version_latest=self._stage.running.version)
+
+    def watch_heartbeats(self, watcher: HeartbeatWatcher) -> Callable[[], None]:
+        """Call `watcher` after each accepted heartbeat (the metrics endpoint); returns the
+        unwatch. With no watcher a heartbeat pays one check of an empty list."""
+        self._watchers.append(watcher)
+        return lambda: self._watchers.remove(watcher)
+
+    def _seen(self, live: LiveSession, request: HeartbeatRequest, ack_rev: int) -> None:
+        patches = request.patches
+        lag = (self._clock() - patches[0].ts).total_seconds() if patches else 0.0
+        seen = HeartbeatSeen(
+            live.session_id, live.agent_id, ack_rev, request.snapshot is not None, max(lag, 0.0)
+        )
+        for watcher in list(self._watchers):
+            try:
+                watcher(seen)
+            except Exception:
+                log.exception("heartbeat watcher failed", fields={"session": live.session_id})
 
     async def _replicate_on_stored_head(self, live: LiveSession, request: HeartbeatRequest) -> int:
         """`_replicate`; once more from the stored head if memory was behind it."""
@@ -251,6 +289,7 @@ class EventIngest:
         if fresh and _plain(request, records):
             await self._append(live, request, records, now)
             return
+        snapshot_rev: int | None = None
         async with self._pool.acquire() as conn, conn.transaction():
             linked = await _check_artifacts(conn, live.session_id, records)
             result = await insert_events(conn, live.session_id, records)
@@ -266,6 +305,7 @@ class EventIngest:
                 if request.snapshot is not None and _sealed(live, request.snapshot):
                     snapshot = request.snapshot.model_dump(mode="json")
                     await save_snapshot(conn, live.session_id, request.new_rev, snapshot)
+                    snapshot_rev = request.new_rev
                 alive = await record_heartbeat(
                     conn,
                     live.session_id,
@@ -279,6 +319,9 @@ class EventIngest:
                     raise _Moved  # or the session ended: `_catch_up` tells which
             if not alive:
                 raise unauthorized()
+        if snapshot_rev is not None:  # committed: recovery of the session replays from here
+            where = {"session": live.session_id, "agent": live.agent_id, "rev": snapshot_rev}
+            log.info("snapshot stored", fields=where)
 
     async def _append(
         self,

@@ -46,6 +46,7 @@ HOST_ONLY: Final = frozenset(
         "docker",
         "pgserver",
         "pgvector",
+        "prometheus-client",  # choird's metrics endpoint (daemon/telemetry)
         "psutil",
         "rich",
         "textual",

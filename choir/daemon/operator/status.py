@@ -5,7 +5,9 @@ held, its heartbeats expected), `crashed` when the last one crashed or forked, e
 An agent whose latest session crashed, forked or was suspended is `interrupted`
 (`agent_outage`): `status` lists them, `agent.list`/`agent.status` describe each — why, when,
 and the `choirctl agent start` that brings it back.
-Lane states, the active skill and remaining budgets come from the lanes' REPORT_STATUS, and
+`agent.status` also shows the latest session's per-tool p50/p95 and lock waits, read from its
+replicated events (`choir.store.tool_stats`). Lane states, the active skill and remaining
+budgets come from the lanes' REPORT_STATUS, and
 so do core jobs held after a crash: `status` counts them, an agent lists its own, each with the
 `choirctl session recover` command that decides it.
 
@@ -18,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from dataclasses import asdict
 from typing import Any, Final
 
 from choir import __version__
@@ -41,9 +44,17 @@ from choir.protocol.operator.answers import (
     StatusAnswer,
 )
 from choir.protocol.operator.requests import AgentRef, NoArguments
-from choir.protocol.operator.views import AgentSummary, HeldView, OutageView, ProblemFields
+from choir.protocol.operator.views import (
+    AgentSummary,
+    HeldView,
+    LockWaitView,
+    OutageView,
+    ProblemFields,
+    ToolLatencyView,
+)
 from choir.store.agents import image_of
 from choir.store.sessions import SessionRow, SessionStatus
+from choir.store.tool_stats import lock_waits, tool_latencies
 
 POSTGRES_PROBE_TIMEOUT_S: Final = 1.0
 """`status` answers within about this long even when Postgres hangs."""
@@ -179,6 +190,7 @@ async def agent_status(ctx: OperatorContext, request: AgentRef) -> AgentStatus:
         lanes=[lane_view(active.session_id, lane) for lane in lanes.values()] if active else [],
         image=await _image(ctx, request.agent_id),
         unavailable_tools=_unavailable_tools(ctx, summary.bindings),
+        **(await _tool_figures(ctx, row.session_id) if row is not None else {}),
     )
 
 
@@ -202,6 +214,17 @@ def _unavailable_tools(ctx: OperatorContext, bindings: dict[str, Any]) -> dict[s
         bound["email"] = email.model_dump(mode="json")
     data["bound"] = bound
     return unavailable_tools(data, frozenset(ctx.stage.secrets.names()))
+
+
+async def _tool_figures(ctx: OperatorContext, session_id: str) -> dict[str, Any]:
+    """The session's per-tool p50/p95 and lock waits, from its replicated events (§22.1)."""
+    async with ctx.pool.acquire() as conn:
+        tools = await tool_latencies(conn, session_id)
+        waits = await lock_waits(conn, session_id)
+    return {
+        "tools": [ToolLatencyView.model_validate(asdict(tool)) for tool in tools],
+        "lock_wait": LockWaitView.model_validate(asdict(waits)),
+    }
 
 
 async def _image(ctx: OperatorContext, agent_id: str) -> dict[str, Any] | None:

@@ -108,6 +108,9 @@ class ToolCallCommitted(WireModel):
     """The tool's side-effect class."""
     idempotent: bool
     """Whether the call may be re-run after a crash."""
+    lock_wait_ms: int | None = Field(default=None, ge=0, exclude_if=lambda ms: ms is None)
+    """How long the call waited for its locks before this intent (telemetry: `agent status`,
+    `choir_lock_wait_seconds`); None (left out) in logs written before it was recorded."""
 
 
 class ToolResultCommitted(WireModel):
@@ -121,7 +124,8 @@ class ToolResultCommitted(WireModel):
     result: ToolResult
     """The structured result the model sees."""
     duration_ms: int | None = Field(default=None, ge=0)
-    """Execution time, for telemetry."""
+    """Execution time once the call held its locks (its lock wait is the intent's
+    `lock_wait_ms`), for telemetry: `agent status` p50/p95 per tool, the metrics endpoint."""
 
 
 class MemoryWriteCommitted(WireModel):

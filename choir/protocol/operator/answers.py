@@ -5,6 +5,8 @@ Field order is wire order. `tests/protocol/golden/v1/operator.json` pins every a
 
 from __future__ import annotations
 
+from pydantic import Field
+
 from choir.protocol.operator.views import (
     AgentSummary,
     ApprovalView,
@@ -12,11 +14,13 @@ from choir.protocol.operator.views import (
     EventView,
     JsonObject,
     LaneView,
+    LockWaitView,
     OperatorModel,
     OutageView,
     ProblemFields,
     SessionView,
     Sparse,
+    ToolLatencyView,
 )
 
 # -- choird and agents ------------------------------------------------------------------------
@@ -133,6 +137,10 @@ class AgentStatus(AgentSummary):
     unavailable_tools: dict[str, str] = {}
     """Seed tools the agent's model is not offered, with why: not built yet, or an integration
     whose provider or secret is not configured (what the agent withholds, from the same rules)."""
+    tools: list[ToolLatencyView] | None = Field(default=None, exclude_if=lambda v: v is None)
+    """Per tool of the latest session: calls, p50/p95 run time, lock wait (§22.1)."""
+    lock_wait: LockWaitView | None = Field(default=None, exclude_if=lambda v: v is None)
+    """The latest session's lock waits; both left out when the agent never had a session."""
 
 
 class AgentStarted(OperatorModel):

@@ -229,3 +229,29 @@ class ProblemFields(Sparse):
     since: str | None = None
     where: str | None = None
     restarts: int | None = None
+
+
+class ToolLatencyView(OperatorModel):
+    """One tool's calls that ran in a session (`agent status`, §22.1): how long they ran once
+    their locks were held, and how long they waited for those locks."""
+
+    tool: str
+    calls: int
+    failed: int
+    """Calls whose result was not `success`."""
+    p50_ms: int
+    p95_ms: int
+    max_ms: int
+    lock_wait_ms: int
+    """Time its calls waited for locks, in all."""
+
+
+class LockWaitView(OperatorModel):
+    """How a session's tool calls waited for their locks (§9, `agent status`)."""
+
+    calls: int
+    waited: int
+    """Calls that waited at all."""
+    total_ms: int
+    p95_ms: int
+    max_ms: int

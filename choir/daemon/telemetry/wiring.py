@@ -1,0 +1,52 @@
+"""Start the metrics endpoint inside choird: feed `ChoirMetrics` from the agent services and
+serve it on `metrics.listen` until choird stops (everything is undone on its exit stack)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from contextlib import AsyncExitStack
+from pathlib import Path
+
+from choir.daemon.agents.services import AgentServices
+from choir.daemon.sessions.state import SessionEnded
+from choir.daemon.telemetry.endpoint import serve_metrics
+from choir.daemon.telemetry.metrics import ChoirMetrics
+from choir.store.census import census
+from choir.store.postgres.pool import Pool
+from choir.store.sessions import SessionStatus
+
+
+async def start_metrics(
+    stack: AsyncExitStack,
+    *,
+    listen: str,
+    home: Path,
+    services: AgentServices,
+    pool: Pool,
+    agents: Callable[[], Iterable[str]],
+) -> ChoirMetrics:
+    """Serve choird's metrics on `listen` (relative socket paths under `home`) while `stack`
+    is open; `agents` names the configured agents (for `choir_agent_up`)."""
+    metrics = ChoirMetrics()
+    stack.callback(services.replicator.subscribe(metrics.replicated))
+    stack.callback(services.replicator.watch_heartbeats(metrics.heartbeat))
+
+    def ended(session: SessionEnded) -> None:
+        metrics.session_ended(session.session_id)
+
+    stack.callback(services.sessions.subscribe(ended))
+
+    async def refresh() -> None:
+        async with pool.acquire() as conn:
+            counts = await census(conn)
+        metrics.state(
+            agents=agents(),
+            up=counts.active_agents,
+            sessions={
+                status.value: counts.sessions.get(status.value, 0) for status in SessionStatus
+            },
+            approvals_pending=counts.approvals_pending,
+        )
+
+    await stack.enter_async_context(serve_metrics(listen, home, metrics.registry, refresh))
+    return metrics
