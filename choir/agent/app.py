@@ -241,6 +241,7 @@ class ChoirAgent:
             demo, status = DemoModel(), StatusReporter(control_plane)
             identity = Identity.read(options.root)
             kit = LaneKit(kernel, llm, state, demo, identity, status, drain=self._drain)
+            kit.spend.begin(options.agent_id, restored.spend)
             kit.start()
             jobs = CoreJobRunner(kit)
             tools = CoreJobTools(kit, jobs)
