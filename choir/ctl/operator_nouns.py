@@ -19,8 +19,9 @@ OPERATOR_NOUNS = (
     "voice",
     "memory",
     "knowledge",
+    "usage",
 )
-_COMMANDS = {"status", "chat", "logs"}
+_COMMANDS = {"status", "chat", "logs", "usage"}
 
 
 def register_operator_nouns(app: typer.Typer, *, only: str | None = None) -> None:

@@ -24,6 +24,7 @@ from choir import __version__
 from choir.core.held_jobs import recover_command
 from choir.daemon.images.repo_refresh import repo_status
 from choir.daemon.operator.context import OperatorContext
+from choir.daemon.operator.usage import spend_view
 from choir.daemon.operator.views import agent_state, held_view, iso, lane_view, seconds_between
 from choir.daemon.sessions.outage import outage_view
 from choir.daemon.staging.diff import render_changes
@@ -194,6 +195,7 @@ async def agent_status(ctx: OperatorContext, request: AgentRef) -> AgentStatus:
         budget_remaining=edge.report.budget_remaining if edge is not None else {},
         lanes=[lane_view(active.session_id, lane) for lane in lanes.values()] if active else [],
         image=await _image(ctx, request.agent_id),
+        spend=await spend_view(ctx, request.agent_id, ctx.clock()),
     )
 
 

@@ -78,5 +78,6 @@ OPERATOR_MODELS: Final[Mapping[OperatorVerb, OperatorModels]] = {
     V.KNOWLEDGE_PUT: OperatorModels(r.KnowledgePut, a.KnowledgeStored),
     V.KNOWLEDGE_DELETE: OperatorModels(r.KnowledgeRef, a.KnowledgeDeleted),
     V.MEMORY_REEMBED: OperatorModels(r.MemoryReembed, a.MemoryReembedded, i.ReembedItem),
+    V.USAGE: OperatorModels(r.UsageRequest, a.UsageReport),
 }
 """Every operator verb's models; `tests/protocol/test_operator_golden.py` pins their wire form."""

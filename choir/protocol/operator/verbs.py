@@ -68,3 +68,4 @@ class OperatorVerb(StrEnum):
     KNOWLEDGE_PUT = "knowledge.put"
     KNOWLEDGE_DELETE = "knowledge.delete"
     MEMORY_REEMBED = "memory.reembed"
+    USAGE = "usage"
