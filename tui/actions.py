@@ -194,6 +194,8 @@ ACTIONS: tuple[ConsoleAction, ...] = (
         confirm="Re-embed {agent_id}'s memory with the configured embedding model? Until it "
         "is done, what is not re-embedded yet is found by text only.",
     ),
+    action("usage", "Usage: LLM calls and cost per agent per day", "view", view="usage",
+           key="u"),
     # logs and chat
     action("logs", "Logs: tail choird's or the selected agent's", "view", view="logs", key="8"),
     action("chat", "Chat: the console DM with the selected agent", "view", view="chat", key="7"),

@@ -60,6 +60,7 @@ from tui.views.lanes import LanesView
 from tui.views.locks import LocksView
 from tui.views.logs import LogsView
 from tui.views.memory import MemoryView
+from tui.views.usage import UsageView
 from tui.views.workspaces import WorkspacesView
 
 __all__ = ["VIEWS", "ChoirView", "ConsoleHost", "PaletteCommand", "ViewSpec", "spec"]
@@ -102,6 +103,8 @@ VIEWS: tuple[ViewSpec, ...] = (
              "workspace leases; reset"),
     ViewSpec("memory", "Memory", MemoryView, "m",
              "the selected agent's memory: stats, search, knowledge, an item's source events"),
+    ViewSpec("usage", "Usage", UsageView, "u",
+             "LLM calls and cost per agent per day, costliest jobs, spend against caps"),
 )  # fmt: skip
 """Every tab, in order."""
 
