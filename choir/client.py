@@ -423,6 +423,18 @@ class ChoirClient:
         """One agent's memory counts (None: every agent's) and the embedding service's state."""
         return await self.ask(V.MEMORY_STATS, a.MemoryStats, agent_id=agent_id)
 
+    async def usage(
+        self,
+        *,
+        agent_id: str | None = None,
+        model: str | None = None,
+        since: str | None = None,
+        by: str = "day",
+    ) -> a.UsageReport:
+        """LLM calls and their cost grouped `by` day, model, agent, job or agent_day."""
+        given = _present({"agent_id": agent_id, "model": model, "since": since})
+        return await self.ask(V.USAGE, a.UsageReport, by=by, **given)
+
     async def knowledge_list(
         self, agent_id: str, *, limit: int = 50, after: str | None = None
     ) -> a.KnowledgeList:

@@ -197,6 +197,8 @@ ACTIONS: tuple[ConsoleAction, ...] = (
     ),
     # gateways
     action("gateway status", "Gateways: bots, DMs, sends", "view", view="gateways", key="w"),
+    action("usage", "Usage: LLM calls and cost per agent per day", "view", view="usage",
+           key="u"),
     # logs and chat
     action("logs", "Logs: tail choird's or the selected agent's", "view", view="logs", key="8"),
     action("chat", "Chat: the console DM with the selected agent", "view", view="chat", key="7"),

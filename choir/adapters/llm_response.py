@@ -71,6 +71,8 @@ def parse_completion(
         tool_calls=calls.valid,
         invalid_tool_calls=calls.invalid,
         usage=_usage(data.get("usage")),
+        cached_tokens=_cached_tokens(data.get("usage")),
+        provider_cost_usd=_reported_cost(data.get("usage")),
         latency_ms=latency_ms,
         model=name,
         provider_model=provider_model
@@ -113,6 +115,22 @@ def _usage(raw: Any) -> Usage:
     if "total_tokens" not in counts:
         counts["total_tokens"] = counts.get("prompt_tokens", 0) + counts.get("completion_tokens", 0)
     return Usage(**counts)
+
+
+def _cached_tokens(raw: Any) -> int:
+    """Prompt tokens served from the provider's cache (`prompt_tokens_details.cached_tokens`,
+    as OpenAI and OpenRouter report them); 0 when not reported."""
+    details = raw.get("prompt_tokens_details") if isinstance(raw, dict) else None
+    cached = details.get("cached_tokens") if isinstance(details, dict) else None
+    return cached if isinstance(cached, int) and not isinstance(cached, bool) and cached > 0 else 0
+
+
+def _reported_cost(raw: Any) -> float | None:
+    """The call's cost in USD when the provider reports it (OpenRouter's `usage.cost`)."""
+    cost = raw.get("cost") if isinstance(raw, dict) else None
+    if isinstance(cost, int | float) and not isinstance(cost, bool) and 0 <= cost < 1e6:
+        return float(cost)
+    return None
 
 
 def _malformed(name: str, why: str) -> LlmError:

@@ -146,6 +146,10 @@ class Completion:
     wire form, so each can be answered with a tool message."""
     retried: bool = False
     """True when the call was rate limited once and retried."""
+    cached_tokens: int = 0
+    """Of the prompt tokens, those served from the provider's prompt cache."""
+    provider_cost_usd: float | None = None
+    """The cost the provider reported (OpenRouter's `usage.cost`); None when it reported none."""
 
     def model_output(self) -> ModelOutput:
         """The `ModelOutput` event of this call; invalid tool calls are answered, not proposed,

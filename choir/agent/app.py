@@ -253,6 +253,7 @@ class ChoirAgent:
                 drain=self._drain,
                 withheld=integrations.withheld,
             )
+            kit.spend.begin(options.agent_id, restored.spend)
             kit.start()
             jobs = CoreJobRunner(kit)
             tools = CoreJobTools(kit, jobs)

@@ -424,6 +424,16 @@ CATALOGUE: Final[tuple[Command, ...]] = (
         "message's text. Exits 6 when choird is not running.",
         verb="gateway.status",
     ),
+    Command(
+        "usage",
+        "Show LLM calls, tokens and cost per UTC day, model, agent or job, and each agent's\n"
+        "spend against its caps.\n\n"
+        "A cost is the provider's when it reports one, else from models.<name>.price; calls of "
+        "a\nmodel with neither are counted as unknown cost, never as 0. Exits 4 naming an "
+        "unknown\nagent or model.",
+        verb="usage",
+        params=(Param("agent_id", "Agent (empty: all)", "agent", optional=True),),
+    ),
     # the DM's own
     Command(
         "inject",

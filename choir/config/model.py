@@ -6,7 +6,7 @@ Shape only: cross-references between sections, secrets and cross-field rules are
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
 from pydantic import Field, field_validator
 
@@ -26,6 +26,7 @@ from choir.config.resources import (
     PostgresConfig,
     SearchConfig,
     TtsConfig,
+    Usd,
     VoiceProfileConfig,
     WorkspaceConfig,
 )
@@ -63,6 +64,15 @@ class AgentDefaults(ConfigModel):
     """DM name (a key of `dms`); required to start from choirctl (§17.1)."""
 
 
+class SpendCap(ConfigModel):
+    """The most an agent may spend on LLM calls; at a cap its next call is not made."""
+
+    day_usd: Annotated[Usd, Field(gt=0.0)] | None = None
+    """Per UTC day; null: no daily cap."""
+    month_usd: Annotated[Usd, Field(gt=0.0)] | None = None
+    """Per UTC calendar month; null: no monthly cap."""
+
+
 class AgentConfig(ConfigModel):
     """One agent definition: its repo and default resources."""
 
@@ -70,6 +80,9 @@ class AgentConfig(ConfigModel):
     """The per-agent repo: Dockerfile, identity overrides, agent tools and skills."""
     defaults: AgentDefaults
     """Resources leased at start unless overridden."""
+    spend_cap: SpendCap | None = None
+    """Spend caps of this agent's LLM calls (calls of unknown cost do not count); hot-reloaded:
+    a raised cap applies to the next call."""
 
 
 class ChoirConfig(Tunables):

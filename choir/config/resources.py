@@ -31,6 +31,21 @@ class WorkspaceConfig(ConfigModel):
     """Absolute host path of the workspace directory."""
 
 
+Usd = Annotated[float, Field(ge=0.0, le=1_000_000.0, allow_inf_nan=False)]
+"""A price or an amount in US dollars: finite, never negative."""
+
+
+class ModelPrice(ConfigModel):
+    """What a model costs, in USD per million tokens (the unit providers publish prices in)."""
+
+    prompt: Usd
+    """Per million prompt tokens not served from the cache."""
+    completion: Usd
+    """Per million generated tokens."""
+    cached: Usd | None = None
+    """Per million prompt tokens served from the provider's cache; null: the `prompt` price."""
+
+
 class ModelConfig(ConfigModel):
     """A named LLM: an OpenAI-compatible chat-completions model with tool calling (§21)."""
 
@@ -57,6 +72,9 @@ class ModelConfig(ConfigModel):
     connect_timeout_s: Annotated[float, Field(gt=0.0, le=600.0)] = 10.0
     """Longest wait for the connection to the endpoint; past it the endpoint is unreachable
     (never longer than `timeout_s`)."""
+    price: ModelPrice | None = None
+    """Per-million-token prices, for usage cost; null: a call's cost is unknown unless the
+    provider reports it (OpenRouter does), and is never shown as 0."""
 
 
 class TtsConfig(ConfigModel):

@@ -20,8 +20,9 @@ OPERATOR_NOUNS = (
     "memory",
     "knowledge",
     "gateway",
+    "usage",
 )
-_COMMANDS = {"status", "chat", "logs"}
+_COMMANDS = {"status", "chat", "logs", "usage"}
 
 
 def register_operator_nouns(app: typer.Typer, *, only: str | None = None) -> None:

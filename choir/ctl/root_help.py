@@ -22,6 +22,7 @@ NOUNS = (
     ("status", "Show choird's health: version, uptime, config version,..."),
     ("chat", "Chat with an agent over the console DM (no Telegram bot..."),
     ("logs", "Print choird's or an agent's log, then follow it like tail..."),
+    ("usage", "Show LLM calls, tokens and cost per UTC day, model, agent or..."),
     ("config", "Validate the configuration in $CHOIR_HOME; load and apply it..."),
     ("secret", "Manage named secrets in $CHOIR_HOME/secrets.json."),
     ("agent", "Define and manage agents."),

@@ -59,6 +59,7 @@ if TYPE_CHECKING:
         CoreStopped,
         Event,
         InjectedInstruction,
+        LlmCallRecorded,
         MemoryWriteCommitted,
         ModelOutput,
         SessionSummary,
@@ -171,6 +172,7 @@ if TYPE_CHECKING:
         ReportStatusRequest,
         RequestApprovalRequest,
         RequestApprovalResponse,
+        SpendSoFar,
         TerminateSelfRequest,
     )
     from choir.protocol.wire.pushes import (
@@ -243,6 +245,7 @@ _LAZY: dict[str, str] = {
     "CoreStopped": "choir.protocol.log.events",
     "Event": "choir.protocol.log.events",
     "InjectedInstruction": "choir.protocol.log.events",
+    "LlmCallRecorded": "choir.protocol.log.events",
     "MemoryWriteCommitted": "choir.protocol.log.events",
     "ModelOutput": "choir.protocol.log.events",
     "SessionSummary": "choir.protocol.log.events",
@@ -297,6 +300,7 @@ _LAZY: dict[str, str] = {
     "HeartbeatResponse": "choir.protocol.wire.payloads",
     "InitHelloRequest": "choir.protocol.wire.payloads",
     "InitHelloResponse": "choir.protocol.wire.payloads",
+    "SpendSoFar": "choir.protocol.wire.payloads",
     "ReportStatusRequest": "choir.protocol.wire.payloads",
     "RequestApprovalRequest": "choir.protocol.wire.payloads",
     "RequestApprovalResponse": "choir.protocol.wire.payloads",

@@ -16,6 +16,7 @@ from choir.scripted.script import (
     RateLimitStep,
     ReplyStep,
     ScriptedCall,
+    ScriptedUsage,
     Step,
     ToolCallsStep,
 )
@@ -80,7 +81,9 @@ def _call(call: ScriptedCall, player: ScriptPlayer) -> dict[str, Any]:
     }
 
 
-def _completion(model: str, message: dict[str, Any], finish_reason: str, usage: Usage) -> Answer:
+def _completion(
+    model: str, message: dict[str, Any], finish_reason: str, usage: Usage | ScriptedUsage
+) -> Answer:
     body = {
         "id": f"chatcmpl-scripted-{time.monotonic_ns()}",
         "object": "chat.completion",
@@ -89,9 +92,25 @@ def _completion(model: str, message: dict[str, Any], finish_reason: str, usage: 
         "choices": [
             {"index": 0, "message": message, "finish_reason": finish_reason, "logprobs": None}
         ],
-        "usage": usage.model_dump(),
+        "usage": usage_body(usage),
     }
     return Answer(200, orjson.dumps(body))
+
+
+def usage_body(usage: Usage | ScriptedUsage) -> dict[str, Any]:
+    """`usage` as an OpenAI-compatible provider sends it: the counts, then the cached prompt
+    tokens and the cost (OpenRouter's `usage.cost`) when the step gives them."""
+    body: dict[str, Any] = {
+        "prompt_tokens": usage.prompt_tokens,
+        "completion_tokens": usage.completion_tokens,
+        "total_tokens": usage.total_tokens,
+    }
+    if isinstance(usage, ScriptedUsage):
+        if usage.cached_tokens:
+            body["prompt_tokens_details"] = {"cached_tokens": usage.cached_tokens}
+        if usage.cost is not None:
+            body["cost"] = usage.cost
+    return body
 
 
 def _estimate(request_bytes: int, generated_chars: int) -> Usage:

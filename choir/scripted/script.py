@@ -24,7 +24,6 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from choir.config.validation.problems import json_path
 from choir.errors import ConfigError
-from choir.protocol.log.events import Usage
 from choir.protocol.names import ToolName
 
 
@@ -66,6 +65,24 @@ class _Step(ScriptModel):
         return self
 
 
+class ScriptedUsage(ScriptModel):
+    """Token counts a step reports, and what a provider may add to them (the protocol's `Usage`
+    is accepted too: its fields are these)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", from_attributes=True)
+
+    prompt_tokens: int = Field(default=0, ge=0)
+    """Tokens sent."""
+    completion_tokens: int = Field(default=0, ge=0)
+    """Tokens generated."""
+    total_tokens: int = Field(default=0, ge=0)
+    """Both, as billed."""
+    cached_tokens: int = Field(default=0, ge=0)
+    """Prompt tokens served from the cache, sent as `prompt_tokens_details.cached_tokens`."""
+    cost: float | None = Field(default=None, ge=0)
+    """The call's cost in USD, sent as `usage.cost` (as OpenRouter does); None: not sent."""
+
+
 class ReplyStep(_Step):
     """Answer with assistant text."""
 
@@ -74,7 +91,7 @@ class ReplyStep(_Step):
     """The assistant's text."""
     finish_reason: str = "stop"
     """Reported finish reason; `content_filter` or `length` simulate those outcomes."""
-    usage: Usage | None = None
+    usage: ScriptedUsage | None = None
     """Token counts to report; estimated from the text when absent."""
 
 
@@ -101,7 +118,7 @@ class ToolCallsStep(_Step):
     """The calls, in order."""
     text: str = ""
     """Assistant text sent alongside the calls."""
-    usage: Usage | None = None
+    usage: ScriptedUsage | None = None
     """Token counts to report; estimated when absent."""
 
 

@@ -17,6 +17,7 @@ from choir.scripted import (
     ScriptedModelServer,
     ToolCallsStep,
 )
+from choir.scripted.script import ScriptedUsage
 from tests.adapters.support import ask, settings_for, tool_view
 
 TOOLS = [tool_view("choir.fs.read"), tool_view("choir.core.list")]
@@ -194,3 +195,18 @@ async def test_a_call_that_is_not_an_object_is_answered_not_dropped(llm: LlmClie
     [bad] = completion.invalid_tool_calls
     assert (bad.id, bad.error_code) == ("call_0", "unknown_tool")
     assert completion.message["tool_calls"][0]["id"] == "call_0"
+
+
+async def test_cached_tokens_and_the_providers_cost_are_read_when_reported(
+    llm: LlmClient,
+) -> None:
+    reported = ScriptedUsage(
+        prompt_tokens=100, completion_tokens=7, total_tokens=107, cached_tokens=64, cost=0.00042
+    )
+    plain = Usage(prompt_tokens=5, completion_tokens=1, total_tokens=6)
+    script = Script(steps=[ReplyStep(text="a", usage=reported), ReplyStep(text="b", usage=plain)])
+    async with ScriptedModelServer(script) as server:
+        first = await llm.complete(ask(settings_for(server)))
+        second = await llm.complete(ask(settings_for(server)))
+    assert (first.cached_tokens, first.provider_cost_usd) == (64, 0.00042)
+    assert (second.cached_tokens, second.provider_cost_usd) == (0, None)  # none: unknown

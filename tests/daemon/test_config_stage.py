@@ -182,3 +182,21 @@ async def test_restart_only_changes_are_pending_and_shown_as_they_run(stage, hom
     await stage.load()
     stage.apply()
     assert stage.pending() == []
+
+
+async def test_a_spend_cap_and_a_price_are_hot_reloaded(stage: ConfigStage, home):
+    def cap_and_price(data):
+        data["agents"]["agent-1"]["spend_cap"] = {"day_usd": 5}
+        data["models"]["demo"]["price"] = {"prompt": 3, "completion": 15}
+
+    edit(home, cap_and_price)
+    changes = await stage.load()
+    stage.apply()
+
+    assert [(c.path, c.scope, c.action) for c in changes] == [
+        ("agents.agent-1.spend_cap", "hot-reload", "choirctl config apply"),
+        ("models.demo.price", "hot-reload", "choirctl config apply"),
+    ]
+    spend_cap = stage.running.config.agents["agent-1"].spend_cap
+    assert spend_cap is not None
+    assert spend_cap.day_usd == 5

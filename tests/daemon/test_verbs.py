@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from datetime import UTC, datetime
 
 import orjson
 import pytest
@@ -52,7 +53,10 @@ async def test_hello_of_a_new_session_is_fresh(services):
         "snapshot": None,
         "tail_events": [],
         "config_version": 1,
+        # nothing spent yet: the agent's spend caps start from 0 today (UTC)
+        "spend": {"day": reply["spend"]["day"], "day_usd": 0.0, "month_usd": 0.0},
     }
+    assert reply["spend"]["day"] == datetime.now(UTC).strftime("%Y-%m-%d")
 
 
 @pytest.mark.parametrize(

@@ -122,7 +122,9 @@ async def test_a_tool_call_in_flight_completes_and_no_next_step_starts(
     assert (await session_row(agent.daemon, agent.session_id)).status == SessionStatus.STOPPED
     left = lanes_stopped(root)
     assert (left["locks_held"], left["open_intents"]) == (0, 0)
-    assert left["head_rev"] == events[-2].rev  # everything before the summary was flushed
+    # everything before the summary (and its call's `llm_call`) was flushed
+    assert events[-2].event_type == "llm_call"
+    assert left["head_rev"] == events[-3].rev
 
 
 EDGE_SCRIPT = Script(
@@ -152,14 +154,15 @@ async def test_edge_ends_its_cycle_at_the_safe_point_and_runs_nothing_new(
     edge = [e for e in events if e.lane == "edge"]
     assert [e.event_type for e in edge] == [
         "user_msg",
+        "llm_call",
         "model_output",
         "tool_call_requested",
         "tool_result_committed",
         "agent_replied",
     ]
-    assert edge[1].payload["tool_calls"][0]["name"] == "choir.fs.read"
-    assert edge[3].payload["result"]["error_code"] == "agent_stopping"
-    reply = edge[4].payload
+    assert edge[2].payload["tool_calls"][0]["name"] == "choir.fs.read"
+    assert edge[4].payload["result"]["error_code"] == "agent_stopping"
+    reply = edge[5].payload
     assert (reply["category"], reply["text"]) == ("error", STOPPING_TEXT)
     assert reply["in_reply_to"] == sent.message_id
     assert (await session_row(agent.daemon, agent.session_id)).status == SessionStatus.STOPPED

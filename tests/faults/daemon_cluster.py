@@ -73,9 +73,12 @@ class DaemonCluster(ClusterAgents):
         """SIGKILL choird and reap it; its agents and the postmaster keep running."""
         kill9(self.choird)
 
-    async def restart_choird(self) -> None:
-        """Start a new choird (ready), and point the client and conversations at it."""
-        self.choird = await asyncio.to_thread(spawn_choird, self.home, "--runtime", "process")
+    async def restart_choird(self, **env: str) -> None:
+        """Start a new choird (ready) with `env` added (e.g. CHOIR_FAILPOINTS, which it passes
+        on to the agents it starts), and point the client and conversations at it."""
+        self.choird = await asyncio.to_thread(
+            spawn_choird, self.home, "--runtime", "process", **env
+        )
         old, self.client = self.client, await ChoirClient.connect(self.home, call_timeout=30)
         for conversation in self.conversations.values():
             await conversation.follow(self.client)

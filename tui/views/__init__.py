@@ -61,6 +61,7 @@ from tui.views.lanes import LanesView
 from tui.views.locks import LocksView
 from tui.views.logs import LogsView
 from tui.views.memory import MemoryView
+from tui.views.usage import UsageView
 from tui.views.workspaces import WorkspacesView
 
 __all__ = ["VIEWS", "ChoirView", "ConsoleHost", "PaletteCommand", "ViewSpec", "spec"]
@@ -105,6 +106,8 @@ VIEWS: tuple[ViewSpec, ...] = (
              "the selected agent's memory: stats, search, knowledge, an item's source events"),
     ViewSpec("gateways", "Gateways", GatewaysView, "w",
              "the console DM and Telegram bots: state, last update, DMs and agents, sends"),
+    ViewSpec("usage", "Usage", UsageView, "u",
+             "LLM calls and cost per agent per day, costliest jobs, spend against caps"),
 )  # fmt: skip
 """Every tab, in order."""
 

@@ -49,6 +49,16 @@ def _model_output(p: Payload) -> str:
     return f"{text}{tools}" if text else (f"calls{tools}" if calls else "(empty answer)")
 
 
+def _llm_call(p: Payload) -> str:
+    cost = p.get("cost_usd")
+    shown = f"${cost:.4f}" if isinstance(cost, int | float) else "cost unknown"
+    cached = f" ({p['cached_tokens']} cached)" if p.get("cached_tokens") else ""
+    return (
+        f"{p.get('model', '?')} {p.get('prompt_tokens', 0)}+{p.get('completion_tokens', 0)} "
+        f"tokens{cached}, {p.get('latency_ms', 0)} ms, {shown}"
+    )
+
+
 def _tool_result(p: Payload) -> str:
     result = p.get("result") or {}
     status = result.get("status", "?")
@@ -107,6 +117,7 @@ _SUMMARIES: Final[dict[str, Callable[[Payload], str]]] = {
     "approval_resolved": lambda p: f"{p.get('approval_id', '?')} {p.get('status', '?')}",
     "agent_replied": lambda p: f"[{p.get('category', 'reply')}] {p.get('text', '')}",
     "session_summary": lambda p: p.get("summary", ""),
+    "llm_call": _llm_call,
 }
 
 

@@ -85,7 +85,7 @@ async def session_summary(kit: LaneKit, timeout_ms: int) -> Attempt:
     messages = summary_messages(memory, kit.kernel.registry.result_for_prompt)
     try:
         async with asyncio.timeout(timeout_ms / 1000):
-            completion = await kit.complete(EDGE_LANE, messages, [])
+            completion = await kit.complete(EDGE_LANE, messages, [], purpose="summary")
     except TimeoutError:
         log.warning("session summary skipped: the model took too long", fields={"ms": timeout_ms})
         return Attempt(None, "timed_out")

@@ -29,6 +29,7 @@ from choir.agent.kernel.registry import lane_kind_of
 from choir.agent.lanes.budget_follow import BudgetFollower
 from choir.agent.lanes.compaction import CompactionDriver
 from choir.agent.lanes.memories import Memories
+from choir.agent.lanes.spend import Purpose, SpendCapReached, SpendMeter, price_of
 from choir.agent.replication.live_config import DynamicConfig, DynamicState, Secrets
 from choir.agent.replication.status import StatusReporter
 from choir.agent.stopping import Drain
@@ -184,6 +185,8 @@ class LaneKit:
     """Graceful stop (§17.2): once set, lanes finish their safe point and start nothing new."""
     withheld: Callable[[], Mapping[str, str]] = dict
     """The tools that cannot run under the current config, with why: never offered."""
+    spend: SpendMeter = field(default_factory=SpendMeter)
+    """Each call's cost, committed as an `llm_call` event; the spend caps, checked before it."""
     compaction: CompactionDriver = field(init=False)
     """Folds each lane's oldest events into its summary, in the background (§11.3)."""
     budgets: BudgetFollower = field(init=False)
@@ -194,7 +197,9 @@ class LaneKit:
     swapped whole on a reload, so the same pair gives the same settings at every call."""
 
     def __post_init__(self) -> None:
-        self.compaction = CompactionDriver(self.kernel, self.state, self.memories, self.complete)
+        self.compaction = CompactionDriver(
+            self.kernel, self.state, self.memories, self._compaction_call
+        )
         kernel = self.kernel
         self.budgets = BudgetFollower(self.state, kernel.log, kernel.arbiter, self.status.refresh)
 
@@ -242,10 +247,18 @@ class LaneKit:
         messages: list[dict[str, Any]],
         tools: list[dict[str, Any]],
         on_rate_limited: RateLimitNotice | None = None,
+        *,
+        job_id: str | None = None,
+        purpose: Purpose = "step",
     ) -> Completion:
-        """One LLM call with the current config's model; LlmError or ConfigError on failure."""
+        """One LLM call with the current config's model, committed as an `llm_call` event once
+        it answers; LlmError, ConfigError, or SpendCapReached (the call is not made)."""
+        config = self.state.current()
+        refused = self.spend.refusal(config)
+        if refused is not None:
+            raise SpendCapReached(refused)
         settings = await self._model_settings()
-        retry_ms = self.state.current().data.get("rate_limit_retry_ms")
+        retry_ms = config.data.get("rate_limit_retry_ms")
         request = CompletionRequest(
             settings,
             messages,
@@ -253,7 +266,16 @@ class LaneKit:
             tools=tools,
             **({"rate_limit_retry_ms": retry_ms} if isinstance(retry_ms, int) else {}),
         )
-        return await self.llm.complete(request, on_rate_limited=on_rate_limited)
+        completion = await self.llm.complete(request, on_rate_limited=on_rate_limited)
+        price = price_of(config, completion.model)
+        call = self.spend.record(completion, price, job_id=job_id, purpose=purpose)
+        self.kernel.arbiter.commit(lane, call)
+        return completion
+
+    async def _compaction_call(
+        self, lane: str, messages: list[dict[str, Any]], tools: list[dict[str, Any]]
+    ) -> Completion:
+        return await self.complete(lane, messages, tools, purpose="compaction")
 
     async def _model_settings(self) -> ModelSettings:
         config, secrets, cached = self.state.current(), self.state.secrets(), self._settings

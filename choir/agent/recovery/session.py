@@ -67,6 +67,8 @@ class RestoredSession:
                 "nothing was restored; rebuild the agent with choirctl agent update"
             )
         self.snapshot = snapshot
+        self.spend = answer.spend
+        """The agent's spend choird counted before this session (re)started."""
         self.log: CommitLog = restored_log(answer)
         self.log.artifacts.update(artifacts or {})
         self.ledger = Ledger.of(snapshot).observe_all(map(self._whole, self.log))

@@ -9,6 +9,7 @@ if TYPE_CHECKING:
         AgentStarted,
         AgentStatus,
         AgentStopped,
+        SpendView,
     )
     from choir.protocol.operator.views import AgentSummary, HeldView, LockWaitView, OutageView
 
@@ -38,6 +39,22 @@ def image_label(image: dict[str, Any] | None) -> str:
     return f"{image['image_version']} ({commits})"
 
 
+def spend_line(spend: SpendView) -> str:
+    """`today $0.0123 of $5.00, this month $0.4000 (UTC); 2 calls of unknown cost`."""
+
+    from choir.core.spend import usd as money
+
+    def against(usd: float, cap: float | None) -> str:
+        return money(usd) + (f" of {money(cap)}" if cap is not None else "")
+
+    unknown = spend.unknown_cost_calls
+    return (
+        f"today {against(spend.day_usd, spend.day_cap_usd)}, this month "
+        f"{against(spend.month_usd, spend.month_cap_usd)} (UTC)"
+        + (f"; {unknown} call{'s' if unknown > 1 else ''} of unknown cost" if unknown else "")
+    )
+
+
 def show_status(data: AgentStatus) -> None:
     """`agent status` for an operator: one line per aspect, then the lanes."""
     from choir.ctl.agent.verify import verified_label
@@ -65,6 +82,12 @@ def show_status(data: AgentStatus) -> None:
         *unavailable_lines(data.unavailable_tools),
         *held_job_lines(data.held_jobs or []),
         *([f"{'DOWN':<11}{outage_line(data.interrupted)}"] if data.interrupted else []),
+        *([f"{'spend':<11}{spend_line(data.spend)}"] if data.spend is not None else []),
+        *(
+            [f"{'CAP':<11}{data.spend.cap_reached}"]
+            if data.spend and data.spend.cap_reached
+            else []
+        ),
         "lanes:",
     ]
     print("\n".join(lines))

@@ -1,10 +1,10 @@
 """FETCH_DYNAMIC_CONFIG (§16.1, §15.5, §17.7): the hot-reloadable part of config, as one blob.
 
 An agent swaps it in whole. It holds how the agent does things — models, TTS, voice profiles,
-search providers, tunables and budgets — plus the session's bindings and the non-secret details
-of its bound git identity and email account. Secret *names* appear (the agent fetches values
-with GET_SECRETS); what choird alone uses (Postgres, gateways, embedding, other agents,
-workspace paths) does not.
+search providers, tunables and budgets — plus the session's bindings, the agent's spend caps
+(`spend_cap`) and the non-secret details of its bound git identity and email account. Secret
+*names* appear (the agent fetches values with GET_SECRETS); what choird alone uses (Postgres,
+gateways, embedding, other agents, workspace paths) does not.
 """
 
 from __future__ import annotations
@@ -20,8 +20,10 @@ from choir.protocol import ResourceBindings
 TUNABLES = frozenset(Tunables.model_fields)
 
 
-def dynamic_config(config: ChoirConfig, bindings: ResourceBindings) -> dict[str, Any]:
-    """The blob for a session with `bindings` under `config`."""
+def dynamic_config(
+    config: ChoirConfig, bindings: ResourceBindings, agent_id: str | None = None
+) -> dict[str, Any]:
+    """The blob for a session of `agent_id` with `bindings` under `config`."""
     data = config.model_dump(mode="json", include=set(TUNABLES))
     data.update(
         models=_dump(config.models),
@@ -38,6 +40,9 @@ def dynamic_config(config: ChoirConfig, bindings: ResourceBindings) -> dict[str,
     if (notion := config.notion_integrations.get(bindings.notion or "")) is not None:
         bound["notion"] = notion.model_dump(mode="json")
     data["bound"] = bound
+    agent = config.agents.get(agent_id or "")
+    if agent is not None and agent.spend_cap is not None:
+        data["spend_cap"] = agent.spend_cap.model_dump(mode="json")
     return data
 
 

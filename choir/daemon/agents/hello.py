@@ -6,21 +6,31 @@ from other tools or skills than choird expects is refused before it does anythin
 session gets its newest usable snapshot and every acknowledged event after it
 (`snapshot_handover`): the first page in the answer, the rest through FETCH_EVENTS. The user
 messages choird accepted for the session and the agent does not durably have yet are pushed to it
-again (`inbox`).
+again (`inbox`). The answer carries the agent's spend so far this UTC day and month, which its
+spend caps add this session's calls to (`choir.core.spend`).
 """
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Final
 
+from choir.core.spend import day_of
 from choir.daemon.agents.handover import handover, read_page
 from choir.daemon.agents.refusals import RpcFault
 from choir.daemon.gateway.inbox import Inbox
-from choir.daemon.sessions.state import LiveSession, SessionContext
+from choir.daemon.sessions.state import LiveSession, SessionContext, utc_now
 from choir.daemon.staging.stage import ConfigStage
-from choir.protocol import PROTOCOL_VERSION, ErrorCode, InitHelloRequest, InitHelloResponse
+from choir.protocol import (
+    PROTOCOL_VERSION,
+    ErrorCode,
+    InitHelloRequest,
+    InitHelloResponse,
+    SpendSoFar,
+)
 from choir.protocol.wire.artifacts import PAGE_MAX_BYTES, FetchEventsRequest, FetchEventsResponse
 from choir.store.postgres.pool import Pool
+from choir.store.usage import spent
 
 IMAGE_FIELDS: Final = ("image_version", "tool_manifest_hash", "skill_manifest_hash")
 
@@ -40,6 +50,7 @@ class Greeter:
             snapshot, first = await handover(self._pool, live)
         resumed = live.resumed or live.ack_rev > 0
         await self._inbox.redeliver(live.session_id)  # queued for the agent, awaiting it
+        spend = await self.spend_so_far(live.agent_id)
         return InitHelloResponse(
             status="resumed" if resumed else "fresh",
             lease_token=ctx.lease_token,
@@ -48,7 +59,16 @@ class Greeter:
             tail_events=first.events,
             tail_complete=first.complete,
             config_version=self._stage.running.version,
+            spend=spend,
         )
+
+    async def spend_so_far(self, agent_id: str, now: datetime | None = None) -> SpendSoFar:
+        """The agent's known spend in the current UTC day and month."""
+        now = now or utc_now()
+        day_start = now.replace(hour=0, minute=0, second=0, microsecond=0)
+        async with self._pool.acquire() as conn:
+            known = await spent(conn, agent_id, day_start, day_start.replace(day=1))
+        return SpendSoFar(day=day_of(now), day_usd=known.day_usd, month_usd=known.month_usd)
 
     async def fetch_events(
         self, ctx: SessionContext, request: FetchEventsRequest

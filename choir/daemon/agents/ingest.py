@@ -21,7 +21,9 @@ refusing a live session as unknown.
 A patch that previews a larger event (`choir.protocol.wire.artifacts`) is accepted only if its
 artifact is already stored whole and verified (the agent uploads it first, PUT_ARTIFACT); its
 reference is recorded on the stored event in the same transaction. So is the delivery of every
-user message whose `user_msg` event the heartbeat stores (`choir.store.inbox`).
+user message whose `user_msg` event the heartbeat stores (`choir.store.inbox`), and the usage row
+of every `llm_call` event (`choir.store.usage`): a call is counted exactly when its event is
+acknowledged, and a resend counts nothing twice.
 """
 
 from __future__ import annotations
@@ -55,6 +57,7 @@ from choir.store.inbox import mark_delivered
 from choir.store.postgres.pool import Connection, Pool
 from choir.store.sessions import SessionStatus, get_session, record_heartbeat, touch_session
 from choir.store.snapshots import save_snapshot
+from choir.store.usage import insert_usage, usage_rows
 
 log = get_logger("choird.replication")
 
@@ -286,7 +289,8 @@ class EventIngest:
         fresh: bool,
     ) -> None:
         now = self._clock()
-        if fresh and _plain(request, records):
+        usage = usage_rows(records)
+        if fresh and not usage and _plain(request, records):
             await self._append(live, request, records, now)
             return
         snapshot_rev: int | None = None
@@ -297,6 +301,7 @@ class EventIngest:
                 raise _Forked(result.forked_revs[0])
             await link_artifacts(conn, live.session_id, linked)
             await mark_delivered(conn, live.session_id, _user_messages(records), now)
+            await insert_usage(conn, live.agent_id, live.session_id, usage)
             if not fresh:
                 alive = await touch_session(
                     conn, live.session_id, config_version=request.config_version, now=now

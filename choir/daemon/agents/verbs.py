@@ -141,7 +141,7 @@ class AgentVerbs:
         running = self._stage.running
         if request.current_config_version == running.version:
             return FetchDynamicConfigResponse(config_version=running.version)
-        blob = dynamic_config(running.config, ctx.bindings)
+        blob = dynamic_config(running.config, ctx.bindings, ctx.agent_id)
         return FetchDynamicConfigResponse(config_version=running.version, config=blob)
 
     async def execute_host_tool(

@@ -41,6 +41,7 @@ from choir.daemon.operator import recover as operator_recover
 from choir.daemon.operator import reembed as operator_reembed
 from choir.daemon.operator import sessions as operator_sessions
 from choir.daemon.operator import status as operator_status
+from choir.daemon.operator import usage as operator_usage
 from choir.daemon.operator import workspaces as operator_workspaces
 from choir.daemon.operator.agents import build as operator_build
 from choir.daemon.operator.agents import lifecycle as operator_lifecycle
@@ -142,6 +143,7 @@ VERBS: Final[Mapping[OperatorVerb, Route]] = {
     V.MEMORY_REEMBED: Route(operator_reembed.memory_reembed),
     V.GATEWAY_STATUS: Route(operator_gateways.gateway_status),
     V.SESSION_INJECT: Route(operator_sessions.session_inject),
+    V.USAGE: Route(operator_usage.usage),
 }
 """Who answers every operator verb. `session.events` (with follow), `logs`, `subscribe`,
 `agent.build`, `agent.update`, `agent.update_all`, `chat.replies` and `memory.reembed` stream."""

@@ -29,6 +29,7 @@ from choir.core.integrations import unavailable_tools
 from choir.daemon.images.repo_refresh import repo_status
 from choir.daemon.operator.context import OperatorContext
 from choir.daemon.operator.gateways import gateway_views
+from choir.daemon.operator.usage import spend_view
 from choir.daemon.operator.views import agent_state, held_view, iso, lane_view, seconds_between
 from choir.daemon.sessions.outage import outage_view
 from choir.daemon.staging.diff import render_changes
@@ -191,6 +192,7 @@ async def agent_status(ctx: OperatorContext, request: AgentRef) -> AgentStatus:
         image=await _image(ctx, request.agent_id),
         unavailable_tools=_unavailable_tools(ctx, summary.bindings),
         **(await _tool_figures(ctx, row.session_id) if row is not None else {}),
+        spend=await spend_view(ctx, request.agent_id, ctx.clock()),
     )
 
 

@@ -139,6 +139,8 @@ def _classify(op: Op, path: tuple[str, ...], staged: ChoirConfig) -> tuple[Scope
         return "hot-reload", APPLY  # choird's memory service swaps its provider (§16.1)
     if section == "global_repo":
         return "restart-required", "choirctl agent update-all"
+    if section == "agents" and len(path) > 2 and path[2] == "spend_cap":
+        return "hot-reload", APPLY  # in the agent's dynamic config: its next LLM call checks it
     if section == "agents" and len(path) > 1:
         agent = path[1]
         if len(path) == 2 and op == "+":

@@ -250,6 +250,44 @@ class SessionSummary(WireModel):
     """Work left unfinished."""
 
 
+class LlmCallRecorded(WireModel):
+    """One LLM call a lane made, as billed: what usage and spend are counted from.
+
+    Committed right after the call answers, whatever the answer becomes (a step's
+    `ModelOutput`, a session summary, or nothing usable): every call is counted once, by its
+    revision (choird stores one usage row per (session, rev) in the heartbeat that makes it
+    durable). The cost is fixed when the call is made, so a later price change never rewrites
+    what was spent.
+    """
+
+    kind: Literal["llm_call"] = "llm_call"
+    lane: LaneId
+    """The lane whose call this was."""
+    job_id: str | None = None
+    """The core job that made the call; null for edge."""
+    purpose: Literal["step", "summary", "compaction"] = "step"
+    """`step`: a lane's reasoning step; `summary`: the session summary of a graceful stop;
+    `compaction`: folding a lane's oldest events into its summary (§11.3)."""
+    model: str
+    """The named model of config.json that was called."""
+    provider_model: str | None = None
+    """The model id the provider says answered."""
+    prompt_tokens: int = Field(default=0, ge=0)
+    """Tokens sent, as the provider reported them (cached ones included)."""
+    completion_tokens: int = Field(default=0, ge=0)
+    """Tokens generated."""
+    cached_tokens: int = Field(default=0, ge=0)
+    """Of the prompt tokens, those the provider served from its prompt cache."""
+    latency_ms: int = Field(default=0, ge=0)
+    """Wall time of the call, a rate-limit wait and retry included."""
+    cost_usd: float | None = Field(default=None, ge=0)
+    """What the call cost; null when unknown (no price configured and none reported) — never
+    counted as 0."""
+    cost_source: Literal["provider", "price"] | None = None
+    """`provider`: the provider reported it (OpenRouter's `usage.cost`); `price`: computed from
+    `models.<name>.price`; null when the cost is unknown."""
+
+
 Event = Annotated[
     UserMsg
     | ModelOutput
@@ -265,7 +303,8 @@ Event = Annotated[
     | CoreEventEmitted
     | ApprovalResolved
     | AgentReplied
-    | SessionSummary,
+    | SessionSummary
+    | LlmCallRecorded,
     Field(discriminator="kind"),
 ]
 """Any authoritative event, tagged by `kind`."""

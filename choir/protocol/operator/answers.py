@@ -141,6 +141,8 @@ class AgentStatus(AgentSummary):
     """Per tool of the latest session: calls, p50/p95 run time, lock wait (§22.1)."""
     lock_wait: LockWaitView | None = Field(default=None, exclude_if=lambda v: v is None)
     """The latest session's lock waits; both left out when the agent never had a session."""
+    spend: SpendView | None = None
+    """Known LLM spend today and this month against the agent's caps."""
 
 
 class AgentStarted(OperatorModel):
@@ -678,3 +680,62 @@ class InjectRequested(OperatorModel):
     session_id: str
     job_name: str
     requested: bool
+
+
+# -- usage and spend ----------------------------------------------------------------------------
+
+
+class SpendView(OperatorModel):
+    """An agent's known LLM spend this UTC day and month, and its caps (null: none)."""
+
+    agent_id: str
+    day: str
+    day_usd: float
+    month_usd: float
+    day_cap_usd: float | None
+    month_cap_usd: float | None
+    unknown_cost_calls: int
+    """Calls this month whose cost is unknown (no price and none reported): not in the sums."""
+    cap_reached: str | None
+    """Which cap stops the agent's next LLM call, and how to raise it; null: none is reached."""
+
+
+class UsageRow(OperatorModel):
+    """One group of LLM calls."""
+
+    key: str
+    calls: int
+    prompt_tokens: int
+    completion_tokens: int
+    cached_tokens: int
+    latency_ms_avg: int
+    cost_usd: float | None
+    """Sum of the known costs; null when no call of the group has a known cost."""
+    unknown_cost_calls: int
+    """Calls whose cost is unknown, left out of `cost_usd` (never counted as 0)."""
+
+
+class JobUsage(OperatorModel):
+    agent_id: str
+    job_id: str
+    lane: str
+    calls: int
+    tokens: int
+    cost_usd: float | None
+    unknown_cost_calls: int
+
+
+class UsageReport(OperatorModel):
+    """The answer of `usage`."""
+
+    by: str
+    agent_id: str | None
+    model: str | None
+    since: str | None
+    """The first UTC day counted (`YYYY-MM-DD`); null: from the first call."""
+    rows: list[UsageRow]
+    total: UsageRow
+    top_jobs: list[JobUsage]
+    """The costliest core jobs in the same span."""
+    spend: list[SpendView]
+    """Each agent's spend today and this month against its caps."""

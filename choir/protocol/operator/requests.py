@@ -248,3 +248,22 @@ class SessionInject(WireModel):
     """The core job to instruct, as `session cores` names it."""
     text: str = Field(min_length=1, max_length=32_000)
     """The instruction; the job reads it at its next step (§12.8)."""
+
+
+UsageGrouping = Literal["day", "model", "agent", "job", "agent_day"]
+"""How `usage` groups calls: per UTC day, model, agent, core job (edge's calls as `edge`), or
+per agent and day (the console's Usage view)."""
+
+
+class UsageRequest(WireModel):
+    """`usage`: LLM calls and what they cost, grouped."""
+
+    agent_id: str | None = Field(default=None, min_length=1)
+    """One agent's calls; None: every agent's."""
+    model: str | None = Field(default=None, min_length=1)
+    """One named model's calls; None: every model's."""
+    since: str | None = Field(default=None, pattern=r"^(\d{4}-\d{2}-\d{2}|\d{1,4}d)$")
+    """From this UTC day (`2026-11-01`) or this many days back (`7d`: today and the 6 before);
+    None: from the first call."""
+    by: UsageGrouping = "day"
+    """The grouping."""

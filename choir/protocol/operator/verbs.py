@@ -70,3 +70,4 @@ class OperatorVerb(StrEnum):
     MEMORY_REEMBED = "memory.reembed"
     GATEWAY_STATUS = "gateway.status"
     SESSION_INJECT = "session.inject"
+    USAGE = "usage"

@@ -36,6 +36,17 @@ class InitHelloRequest(WireModel):
     """`skill_manifest_hash` of the skills baked into the image."""
 
 
+class SpendSoFar(WireModel):
+    """An agent's known LLM spend when its session (re)started, for its spend caps."""
+
+    day: str = Field(pattern=r"^\d{4}-\d{2}-\d{2}$")
+    """The UTC day the figures are for, `YYYY-MM-DD`."""
+    day_usd: float = Field(default=0.0, ge=0)
+    """Spent that day (calls of known cost only)."""
+    month_usd: float = Field(default=0.0, ge=0)
+    """Spent in that day's UTC month."""
+
+
 class InitHelloResponse(WireModel):
     status: Literal["fresh", "resumed"]
     """`fresh`: start an empty log. `resumed`: rehydrate from `snapshot` + `tail_events`."""
@@ -53,6 +64,9 @@ class InitHelloResponse(WireModel):
     tail_complete: bool = Field(default=True, exclude_if=lambda complete: complete)
     """False when the tail continues beyond this answer's bytes: the agent reads the rest with
     FETCH_EVENTS from its last revision (left out on the wire when true)."""
+    spend: SpendSoFar | None = Field(default=None, exclude_if=lambda spend: spend is None)
+    """The agent's spend so far (every acknowledged call of every session), which its spend
+    caps add this session's calls to; left out when choird has none to tell."""
 
     @model_validator(mode="after")
     def _resumable(self) -> Self:

@@ -233,6 +233,40 @@ CREATE TABLE choir_control.gateway_offsets (
 )
 """The gateway's own scope, like `host_tool_calls`: it evolves apart from the control plane's."""
 
+USAGE_SCOPE: Final = "usage"
+USAGE_MIGRATIONS: Final = (
+    Migration(
+        1,
+        "one row per LLM call, from its llm_call event (issue 19)",
+        # Keyed by the event that records the call: a heartbeat resent after a lost answer
+        # stores nothing twice. cost_usd is null when unknown (no price, none reported).
+        """
+CREATE TABLE choir_control.llm_usage (
+    session_id        text NOT NULL REFERENCES choir_control.sessions (session_id),
+    rev               bigint NOT NULL,
+    agent_id          text NOT NULL,
+    lane              text NOT NULL,
+    job_id            text,
+    purpose           text NOT NULL,
+    model             text NOT NULL,
+    provider_model    text,
+    prompt_tokens     bigint NOT NULL CHECK (prompt_tokens >= 0),
+    completion_tokens bigint NOT NULL CHECK (completion_tokens >= 0),
+    cached_tokens     bigint NOT NULL CHECK (cached_tokens >= 0),
+    latency_ms        int NOT NULL CHECK (latency_ms >= 0),
+    cost_usd          double precision CHECK (cost_usd >= 0),
+    cost_source       text CHECK (cost_source IN ('provider', 'price')),
+    called_at         timestamptz NOT NULL,
+    PRIMARY KEY (session_id, rev),
+    CHECK ((cost_usd IS NULL) = (cost_source IS NULL))
+);
+CREATE INDEX llm_usage_agent_time_idx ON choir_control.llm_usage (agent_id, called_at);
+CREATE INDEX llm_usage_time_idx ON choir_control.llm_usage (called_at);
+""",
+    ),
+)
+"""Usage and cost have their own scope, like the gateway's: they evolve apart."""
+
 AGENT_MIGRATIONS: Final = (
     Migration(
         1,
@@ -377,6 +411,7 @@ async def apply_control_schema(conn: Connection) -> list[int]:
     applied = await apply_migrations(conn, CONTROL_SCOPE, CONTROL_MIGRATIONS)
     await apply_migrations(conn, HOST_TOOL_SCOPE, HOST_TOOL_MIGRATIONS)
     await apply_migrations(conn, GATEWAY_SCOPE, GATEWAY_MIGRATIONS)
+    await apply_migrations(conn, USAGE_SCOPE, USAGE_MIGRATIONS)
     return applied
 
 

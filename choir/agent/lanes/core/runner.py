@@ -203,7 +203,11 @@ class CoreJobRunner:
             kit.compaction.measure(job.lane, prompt.size(tools))
             try:
                 completion = await kit.complete(
-                    job.lane, list(prompt.messages), tools, self._rate_limited(job)
+                    job.lane,
+                    list(prompt.messages),
+                    tools,
+                    self._rate_limited(job),
+                    job_id=job.start.job_id,
                 )
             except (LlmError, ChoirError) as error:
                 self.move(job, "llm_error")

@@ -1,0 +1,132 @@
+"""The agent's spend meter: each LLM call's cost recorded as an `llm_call` event, caps checked.
+
+Every call a lane makes goes through `LaneKit.complete`, which asks `refusal()` before calling
+and `record()` after: one place, so a later "ask to extend" replaces the refusal with a
+question without touching any lane. The meter starts from the spend choird knew at INIT_HELLO
+(every acknowledged call of the agent, all sessions) and adds this process's calls; the caps
+come from the current config snapshot at each check, so a raised cap applies to the next call.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from datetime import UTC, datetime
+from typing import Any, Literal, TypeVar
+
+from pydantic import ValidationError
+
+from choir.adapters.llm import Completion
+from choir.agent.replication.live_config import DynamicConfig
+from choir.config.model import SpendCap
+from choir.config.resources import ModelPrice
+from choir.core.spend import Spent, call_cost, cap_refusal, day_of
+from choir.errors import ChoirError, ExitCode
+from choir.logs import get_logger
+from choir.protocol import LlmCallRecorded, SpendSoFar
+
+log = get_logger("choir.agent.spend")
+
+Purpose = Literal["step", "summary", "compaction"]
+
+
+class SpendCapReached(ChoirError):
+    """The agent's spend cap refuses the next LLM call; the message names the cap."""
+
+    exit_code = ExitCode.CONFLICT
+
+
+def _utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+class SpendMeter:
+    """One session's view of its agent's spend (see the module's docstring)."""
+
+    def __init__(self, agent_id: str = "", clock: Callable[[], datetime] = _utc_now) -> None:
+        self.agent_id = agent_id
+        self._clock = clock
+        self._spent = Spent(day_of(clock()))
+        self._jobs: dict[str, str] = {}
+        """The job id of each core lane that called: a compaction of that lane is the job's."""
+
+    def begin(self, agent_id: str, so_far: SpendSoFar | None) -> None:
+        """Start from what choird counted for the agent when the session (re)started."""
+        self.agent_id = agent_id
+        if so_far is not None:
+            self._spent = Spent(so_far.day, so_far.day_usd, so_far.month_usd)
+
+    @property
+    def spent(self) -> Spent:
+        """The known spend, seen from today."""
+        return self._spent.at(day_of(self._clock()))
+
+    def refusal(self, config: DynamicConfig) -> str | None:
+        """Why the next call must not be made (a cap is reached), or None."""
+        why = cap_refusal(self.agent_id, _cap(config.data.get("spend_cap")), self.spent)
+        if why is not None:
+            log.warning("spend cap reached; model call not made", fields={"why": why})
+        return why
+
+    def record(
+        self,
+        completion: Completion,
+        price: ModelPrice | None,
+        *,
+        job_id: str | None,
+        purpose: Purpose,
+    ) -> LlmCallRecorded:
+        """The call's `llm_call` event, its cost added to the meter."""
+        if job_id is not None:
+            self._jobs[completion.lane] = job_id
+        usage = completion.usage
+        cost = call_cost(
+            price,
+            prompt_tokens=usage.prompt_tokens,
+            completion_tokens=usage.completion_tokens,
+            cached_tokens=completion.cached_tokens,
+            reported_usd=completion.provider_cost_usd,
+        )
+        self._spent = self._spent.plus(day_of(self._clock()), cost.usd)
+        return LlmCallRecorded(
+            lane=completion.lane,
+            job_id=job_id or self._jobs.get(completion.lane),
+            purpose=purpose,
+            model=completion.model,
+            provider_model=completion.provider_model,
+            prompt_tokens=usage.prompt_tokens,
+            completion_tokens=usage.completion_tokens,
+            cached_tokens=min(completion.cached_tokens, usage.prompt_tokens),
+            latency_ms=completion.latency_ms,
+            cost_usd=cost.usd,
+            cost_source=cost.source,
+        )
+
+
+def price_of(config: DynamicConfig, model: str) -> ModelPrice | None:
+    """`models.<model>.price` of the config snapshot, None when absent or unreadable."""
+    entry = (config.data.get("models") or {}).get(model)
+    raw = entry.get("price") if isinstance(entry, Mapping) else None
+    return _valid(ModelPrice, raw)
+
+
+def _cap(raw: Any) -> SpendCap | None:
+    return _valid(SpendCap, raw)
+
+
+_Config = TypeVar("_Config", ModelPrice, SpendCap)
+
+
+def _valid(kind: type[_Config], raw: Any) -> _Config | None:
+    """`raw` as `kind`; choird validated the config it publishes, so None only when absent."""
+    if not isinstance(raw, Mapping):
+        return None
+    try:
+        return kind.model_validate(_plain(raw))
+    except ValidationError:
+        return None
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return {str(key): _plain(item) for key, item in value.items()}
+    return value

@@ -1,0 +1,124 @@
+"""What an LLM call cost, and whether an agent's spend cap lets it make the next one.
+
+Pure: the agent's meter (`choir.agent.lanes.spend`) feeds it figures and a clock reading.
+
+Cost: the provider's own figure when it reports one (OpenRouter's `usage.cost` knows routing,
+discounts and cache writes that a price list cannot), else the tokens at `models.<name>.price`
+(per million; cached prompt tokens at the `cached` price when one is set); else unknown —
+never 0, so an unpriced model is never shown as free.
+
+Caps are per UTC day and per UTC calendar month. Calls of unknown cost cannot count towards a
+cap. `cap_refusal` is the one place the decision is made, so a later "ask to extend" turns this
+refusal into a question without touching the callers.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Literal
+
+from choir.config.model import SpendCap
+from choir.config.resources import ModelPrice
+
+CostSource = Literal["provider", "price"]
+
+PER_MILLION = 1_000_000
+
+
+@dataclass(frozen=True, slots=True)
+class Cost:
+    """A call's cost in USD and where it came from; `usd` None means unknown."""
+
+    usd: float | None
+    source: CostSource | None
+
+
+def call_cost(
+    price: ModelPrice | None,
+    *,
+    prompt_tokens: int,
+    completion_tokens: int,
+    cached_tokens: int = 0,
+    reported_usd: float | None = None,
+) -> Cost:
+    """The cost of one call (see the module's docstring for the order of preference)."""
+    if reported_usd is not None:
+        return Cost(reported_usd, "provider")
+    if price is None:
+        return Cost(None, None)
+    cached = min(cached_tokens, prompt_tokens)
+    cached_price = price.cached if price.cached is not None else price.prompt
+    usd = (
+        (prompt_tokens - cached) * price.prompt
+        + cached * cached_price
+        + completion_tokens * price.completion
+    ) / PER_MILLION
+    return Cost(usd, "price")
+
+
+def day_of(at: datetime) -> str:
+    """The UTC day a moment falls in, `YYYY-MM-DD` (caps and `usage --by day` use it)."""
+    return at.strftime("%Y-%m-%d")
+
+
+def month_of(at: datetime) -> str:
+    """The UTC calendar month a moment falls in, `YYYY-MM`."""
+    return at.strftime("%Y-%m")
+
+
+@dataclass(frozen=True, slots=True)
+class Spent:
+    """An agent's known spend in one UTC day and the month holding it."""
+
+    day: str
+    """`YYYY-MM-DD`."""
+    day_usd: float = 0.0
+    month_usd: float = 0.0
+
+    @property
+    def month(self) -> str:
+        return self.day[:7]
+
+    def at(self, day: str) -> Spent:
+        """These figures seen from `day`: a new day starts at 0, a new month too."""
+        if day == self.day:
+            return self
+        return Spent(day, 0.0, self.month_usd if day[:7] == self.month else 0.0)
+
+    def plus(self, day: str, usd: float | None) -> Spent:
+        """After a call on `day` costing `usd` (unknown adds nothing)."""
+        moved = self.at(day)
+        if usd is None:
+            return moved
+        return Spent(day, moved.day_usd + usd, moved.month_usd + usd)
+
+
+def usd(amount: float) -> str:
+    """An amount as people read it: cents from a dollar up, four decimals below (`$0.0034`)."""
+    return f"${amount:,.2f}" if amount >= 1 else f"${amount:.4f}"
+
+
+def cap_refusal(agent_id: str, cap: SpendCap | None, spent: Spent) -> str | None:
+    """Why the next LLM call must not be made (one line naming the cap and how to raise it),
+    or None when no cap is reached."""
+    if cap is None:
+        return None
+    reached = [
+        (period, figure, limit)
+        for period, figure, limit in (
+            ("day", spent.day_usd, cap.day_usd),
+            ("month", spent.month_usd, cap.month_usd),
+        )
+        if limit is not None and figure >= limit
+    ]
+    if not reached:
+        return None
+    period, figure, limit = reached[0]
+    when = f"today ({spent.day} UTC)" if period == "day" else f"this month ({spent.month} UTC)"
+    return (
+        f"spend cap reached: agent {agent_id} has spent {usd(figure)} {when}, its cap "
+        f"agents.{agent_id}.spend_cap.{period}_usd is {usd(limit)}; no model call is made until "
+        f"the {period} ends or the cap is raised (edit config.json, then choirctl config load "
+        f"and choirctl config apply)"
+    )
