@@ -17,6 +17,7 @@ from choir.agent.integrations.session import Integrations
 from choir.agent.integrations.web_search import SearchInput, search
 from choir.agent.kernel.proposal import ToolProposal
 from choir.agent.kernel.registry import RegisteredTool, ToolRegistry
+from choir.agent.kernel.workspace import Workspace
 from choir.agent.replication.live_config import DynamicConfig, DynamicState, Secrets
 from choir.core.integrations import (
     NOT_BUILT,
@@ -165,18 +166,21 @@ def test_the_tool_is_withheld_until_a_provider_and_its_secret_are_there() -> Non
     )
     assert chosen == SearchProvider("a", "http://x/v1", "k1")  # the first by name
     shown = unavailable_tools(search, frozenset({"brave-key"}))
-    assert shown["choir.tts.speak"] == NOT_BUILT
+    assert shown["choir.web.browse"] == NOT_BUILT
     assert web_search.TOOL not in shown
     assert "no Notion integration is bound" in shown["choir.notion.query"]
 
 
-async def test_what_is_withheld_follows_config_and_secret_swaps(brave: BraveServer) -> None:
+async def test_what_is_withheld_follows_config_and_secret_swaps(
+    brave: BraveServer, tmp_path: Path
+) -> None:
     manifest = ToolManifest.model_validate_json(
         (SEEDS / "tools" / "choir.web.search.json").read_text()
     )
     tool = RegisteredTool(manifest, "tools/global/choir.web.search.json", "global")
     state = DynamicState()
-    integrations = Integrations(state, ToolRegistry({tool.name: tool}))
+    workspace = Workspace(tmp_path)
+    integrations = Integrations(state, ToolRegistry({tool.name: tool}), workspace)
     try:
         refused = integrations.gate("edge", tool, {"query": "x"})
         assert refused is not None
@@ -199,3 +203,4 @@ async def test_what_is_withheld_follows_config_and_secret_swaps(brave: BraveServ
         assert len(brave.requests) == 1
     finally:
         await integrations.close()
+        workspace.close()

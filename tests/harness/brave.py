@@ -14,6 +14,8 @@ from typing import Any, Self
 
 from aiohttp import web
 
+from tests.harness.local_http import serve
+
 API_PATH = "/res/v1"
 PAGES = 10
 
@@ -44,11 +46,7 @@ class BraveServer:
     async def __aenter__(self) -> Self:
         app = web.Application()
         app.router.add_get(f"{API_PATH}/web/search", self._search)
-        self._runner = web.AppRunner(app, access_log=None)
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, "127.0.0.1", 0)
-        await site.start()
-        self.port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        self._runner, self.port = await serve(app)
         return self
 
     async def __aexit__(self, *_: object) -> None:

@@ -17,6 +17,8 @@ from typing import Any, Self
 
 from aiohttp import web
 
+from tests.harness.local_http import serve
+
 
 def _crc_table() -> list[int]:
     table = []
@@ -87,11 +89,7 @@ class ElevenLabsServer:
     async def __aenter__(self) -> Self:
         app = web.Application()
         app.router.add_post("/v1/text-to-speech/{voice_id}", self._speak)
-        self._runner = web.AppRunner(app, access_log=None)
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, "127.0.0.1", 0)
-        await site.start()
-        self.port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        self._runner, self.port = await serve(app)
         return self
 
     async def __aexit__(self, *_: object) -> None:

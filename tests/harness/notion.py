@@ -17,6 +17,8 @@ from typing import Any, Self
 
 from aiohttp import web
 
+from tests.harness.local_http import serve
+
 
 def nid(name: str) -> str:
     """A stable dashed id for a fixture object's name."""
@@ -116,11 +118,7 @@ class NotionServer:
         app.router.add_get("/v1/blocks/{id}/children", self._children)
         app.router.add_get("/v1/databases/{id}", self._database)
         app.router.add_post("/v1/data_sources/{id}/query", self._query)
-        self._runner = web.AppRunner(app, access_log=None)
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, "127.0.0.1", 0)
-        await site.start()
-        self.port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        self._runner, self.port = await serve(app)
         return self
 
     async def __aexit__(self, *_: object) -> None:
