@@ -59,6 +59,7 @@ START_FAILED_TIMEOUT_S = 5.0
 AFTER_HELLO: Final = (
     "choir.adapters.llm",
     "choir.agent.git_identity",
+    "choir.agent.integrations.session",
     "choir.agent.lanes.core.jobs",
     "choir.agent.lanes.edge",
     "choir.agent.lanes.summary",

@@ -17,13 +17,16 @@ from typing import Any, Final
 
 import aiohttp
 
-from choir.agent.integrations import mail, notion, tts, web_search
+from choir.agent.integrations import web_search
 from choir.agent.kernel.dispatch import LaneHook
 from choir.agent.kernel.proposal import ToolProposal
 from choir.agent.kernel.registry import RegisteredTool, ToolRegistry
 from choir.agent.kernel.workspace import Workspace
 from choir.agent.replication.live_config import DynamicConfig, DynamicState, Secrets
 from choir.core.integrations import (
+    EMAIL_TOOLS,
+    NOTION_QUERY,
+    TTS_SPEAK,
     email_access,
     notion_access,
     search_provider,
@@ -69,11 +72,9 @@ class Integrations:
         """The implementations, by tool name, for the dispatcher."""
         return {
             web_search.TOOL: self._web_search,
-            notion.TOOL: self._notion,
-            tts.TOOL: self._speak,
-            mail.SEND: self._mail,
-            mail.RECEIVE: self._mail,
-            mail.CHECK: self._mail,
+            NOTION_QUERY: self._notion,
+            TTS_SPEAK: self._speak,
+            **dict.fromkeys(EMAIL_TOOLS, self._mail),
         }
 
     async def close(self) -> None:
@@ -94,7 +95,9 @@ class Integrations:
         )
 
     async def _notion(self, proposal: ToolProposal, arguments: dict[str, Any]) -> ToolResult:
-        reason = self.withheld().get(notion.TOOL)
+        from choir.agent.integrations import notion  # its client loads at the first call
+
+        reason = self.withheld().get(NOTION_QUERY)
         access = notion_access(self._state.current().data.get("bound"))
         if reason is not None or access is None:
             return ToolResult.fail(UNAVAILABLE, f"{proposal.tool} is not available: {reason}")
@@ -103,7 +106,9 @@ class Integrations:
         return await notion.query(access, token, call, self._timeout_s(proposal.tool) - 0.5)
 
     async def _speak(self, proposal: ToolProposal, arguments: dict[str, Any]) -> ToolResult:
-        reason = self.withheld().get(tts.TOOL)
+        from choir.agent.integrations import tts
+
+        reason = self.withheld().get(TTS_SPEAK)
         voice = voice_access(self._state.current().data)  # resolved now: hot reload (§21.3)
         if reason is not None or isinstance(voice, str):
             return ToolResult.fail(UNAVAILABLE, f"{proposal.tool} is not available: {reason}")
@@ -113,6 +118,8 @@ class Integrations:
         return await tts.speak(voice, key, call, self._workspace, timeout_s)
 
     async def _mail(self, proposal: ToolProposal, arguments: dict[str, Any]) -> ToolResult:
+        from choir.agent.integrations import mail
+
         name = proposal.tool
         reason = self.withheld().get(name)
         access = email_access(self._state.current().data.get("bound"))
