@@ -20,6 +20,7 @@ OPERATOR_NOUNS = (
     "memory",
     "knowledge",
     "gateway",
+    "inbox",
 )
 _COMMANDS = {"status", "chat", "logs"}
 

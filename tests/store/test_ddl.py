@@ -12,6 +12,7 @@ from choir.store.postgres.ddl import (
     CONTROL_SCOPE,
     GATEWAY_MIGRATIONS,
     HOST_TOOL_MIGRATIONS,
+    RECOVERY_MIGRATIONS,
     apply_control_schema,
 )
 from choir.store.postgres.pool import Connection
@@ -30,11 +31,19 @@ CONTROL_TABLES = {
     "memory_closes",
     "config_state",
     "gateway_offsets",
+    "recovery_items",
 }
 
 
 @pytest.mark.parametrize(
-    "migrations", [CONTROL_MIGRATIONS, AGENT_MIGRATIONS, HOST_TOOL_MIGRATIONS, GATEWAY_MIGRATIONS]
+    "migrations",
+    [
+        CONTROL_MIGRATIONS,
+        AGENT_MIGRATIONS,
+        HOST_TOOL_MIGRATIONS,
+        GATEWAY_MIGRATIONS,
+        RECOVERY_MIGRATIONS,
+    ],
 )
 def test_migration_versions_count_up_from_one(migrations) -> None:
     assert [m.version for m in migrations] == list(range(1, len(migrations) + 1))

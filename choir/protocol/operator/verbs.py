@@ -70,3 +70,5 @@ class OperatorVerb(StrEnum):
     MEMORY_REEMBED = "memory.reembed"
     GATEWAY_STATUS = "gateway.status"
     SESSION_INJECT = "session.inject"
+    INBOX_LIST = "inbox.list"
+    INBOX_RESOLVE = "inbox.resolve"
