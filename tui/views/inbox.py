@@ -8,8 +8,8 @@ highlighted item: pick a choice, confirm, and choird runs the command that owns 
 (`inbox.resolve`). One decided elsewhere meanwhile is said as a warning, not an error.
 
 The list is `inbox.list`, re-read on mount, after a resync and when what it is made of changes
-(an approval, a session starting or ending, agents listed again, choird's status) — never on a
-timer of its own.
+(an approval, a session starting or ending, agents listed again, the held jobs and agents down
+that choird's status counts) — never on a timer of its own.
 """
 
 from __future__ import annotations
@@ -70,6 +70,7 @@ class InboxView(ChoirView):
         super().__init__(id=id)
         self.items: dict[str, a.InboxItemView] = {}
         """item id -> its `inbox.list` row, oldest first."""
+        self._seen_status: tuple[int, int] | None = None
 
     def compose(self) -> ComposeResult:
         yield Static(EMPTY, id="inbox-empty", markup=False)
@@ -99,8 +100,14 @@ class InboxView(ChoirView):
     def on_agents_updated(self, _: AgentsUpdated) -> None:
         self.read()
 
-    def on_status_updated(self, _: StatusUpdated) -> None:
-        self.read()  # held jobs are counted there
+    def on_status_updated(self, message: StatusUpdated) -> None:
+        """Held jobs are counted in choird's status (re-read every 5 s): read the inbox again
+        only when their count or the agents down changed."""
+        status = message.status
+        seen = (status.held_jobs.count, len(status.agents.interrupted or ()))
+        if seen != self._seen_status:
+            self._seen_status = seen
+            self.read()
 
     # drawing
 
