@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Final
 
 from choir.core.recovery_inbox import notice_text
@@ -43,8 +43,8 @@ async def note_restart(ctx: OperatorContext) -> None:
 
 
 async def _note_restart(ctx: OperatorContext) -> None:
-    now = ctx.clock()
-    deadline = now - timedelta(milliseconds=ctx.config.approval_timeout_ms)
+    timeout = timedelta(milliseconds=ctx.config.approval_timeout_ms)
+    deadline = ctx.clock() - timeout
     async with ctx.pool.acquire() as conn:
         interrupted = await interrupted_applies(conn, INTERRUPTED)
         overdue = [a for a in await list_approvals(conn) if a.created_at < deadline]
@@ -59,7 +59,7 @@ async def _note_restart(ctx: OperatorContext) -> None:
                 agent_id=approval.agent_id,
                 session_id=approval.session_id,
                 reason=reason,
-                now=now,
+                now=approval.created_at + timeout,  # when it timed out, unseen
             )
     if interrupted or overdue:
         log.warning(
@@ -71,13 +71,15 @@ async def _note_restart(ctx: OperatorContext) -> None:
 async def tell_admins(
     ctx: OperatorContext, notifiers: list[Notify], delay_s: float = NOTICE_DELAY_S
 ) -> None:
-    """After `delay_s`, one message to every admin DM if anything waits."""
+    """After `delay_s`, one message to every admin DM if anything waited when choird started."""
     await asyncio.sleep(delay_s)
     try:
         items = await collect(ctx)
     except Exception:  # Postgres away: status and the feed say so; the inbox is read later
         log.exception("restart notice: the recovery inbox could not be read")
         return
+    # what waited when choird started; what came up since is news, not the restart's
+    items = [i for i in items if datetime.fromisoformat(i.since) < ctx.started_at]
     if not items:
         return
     titles = [item.title for item in items[:NOTICE_ITEMS]]
