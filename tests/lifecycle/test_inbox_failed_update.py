@@ -84,4 +84,6 @@ async def test_an_update_that_works_supersedes_the_failures_before_it(choird: Ch
     assert "no inbox item 'nonsense'" in one_error_line(unknown, 4)
     bad_choice = await choirctl(daemon.home, "inbox", "resolve", second.item_id, "maybe")
     assert "unknown choice 'maybe'" in one_error_line(bad_choice, 2)
+    nobody = await choirctl(daemon.home, "inbox", "--agent", "nobody")
+    assert "no agent named 'nobody'" in one_error_line(nobody, 4)
     await client.agent_stop("agent-1")
