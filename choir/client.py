@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from choir.protocol.operator import answers as a
     from choir.protocol.operator import items as i
     from choir.protocol.operator import views as v
-    from choir.protocol.operator.requests import RecoverChoice
+    from choir.protocol.operator.requests import InboxChoice, RecoverChoice
 else:  # the models (and pydantic) load with the first typed answer, not with the client
     a = LazyModule("choir.protocol.operator.answers")
     v = LazyModule("choir.protocol.operator.views")
@@ -482,6 +482,20 @@ class ChoirClient:
         applied = await self.ask(V.SECRET_APPLY, a.SecretsApplied)
         _config_checked(applied.applied, applied.header, applied.errors)
         return applied
+
+    # the recovery inbox
+
+    async def inbox_list(self, *, agent_id: str | None = None) -> a.InboxList:
+        """What waits for a human after a restart (not the DMs' message inbox)."""
+        return await self.ask(V.INBOX_LIST, a.InboxList, agent_id=agent_id)
+
+    async def inbox_resolve(
+        self, item_id: str, choice: InboxChoice, *, by: str = "choirctl"
+    ) -> a.InboxResolved:
+        """Decide one item through the verb that owns it; ConflictError if decided already."""
+        return await self.ask(
+            V.INBOX_RESOLVE, a.InboxResolved, item_id=item_id, choice=choice, by=by
+        )
 
 
 def _config_checked(done: bool, header: str | None, errors: list[str] | None) -> None:

@@ -199,6 +199,11 @@ ACTIONS: tuple[ConsoleAction, ...] = (
     action("gateway status", "Gateways: bots, DMs, sends", "view", view="gateways", key="w"),
     action("usage", "Usage: LLM calls and cost per agent per day", "view", view="usage",
            key="u"),
+    # the recovery inbox
+    action("inbox list", "Inbox: what waits for a decision after a restart", "view",
+           view="inbox", key="b"),
+    action("inbox resolve", "Inbox: decide the highlighted item", "view", view="inbox",
+           then="decide", key="b d"),
     # logs and chat
     action("logs", "Logs: tail choird's or the selected agent's", "view", view="logs", key="8"),
     action("chat", "Chat: the console DM with the selected agent", "view", view="chat", key="7"),

@@ -434,6 +434,23 @@ CATALOGUE: Final[tuple[Command, ...]] = (
         verb="usage",
         params=(Param("agent_id", "Agent (empty: all)", "agent", optional=True),),
     ),
+    # the recovery inbox (not the DMs' message inbox)
+    Command(
+        "inbox list",
+        "List what waits for a human after a restart: held jobs, calls of unknown outcome, "
+        "pending\nand timed-out approvals, failed updates — each with its choices and the "
+        "command that\ndecides it. (The recovery inbox, not the DMs' messages.)",
+        verb="inbox.list",
+        params=(Param("agent_id", "Agent (empty: every agent)", "agent", optional=True),),
+    ),
+    Command(
+        "inbox resolve",
+        "Decide one recovery inbox item through the command that owns it (session recover, "
+        "agent\nstart, approval approve/reject, agent update). Exits 5 if it was decided "
+        "elsewhere.",
+        verb="inbox.resolve",
+        params=(Param("item_id", "Inbox item", "item"), Param("choice", "Choice", "word")),
+    ),
     # the DM's own
     Command(
         "inject",

@@ -21,6 +21,7 @@ OPERATOR_NOUNS = (
     "knowledge",
     "gateway",
     "usage",
+    "inbox",
 )
 _COMMANDS = {"status", "chat", "logs", "usage"}
 

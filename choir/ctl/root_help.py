@@ -34,6 +34,7 @@ NOUNS = (
     ("memory", "Search agents' memory and see what it holds (needs choird)."),
     ("knowledge", "Read and write agents' knowledge (needs choird)."),
     ("gateway", "Show the console DM and Telegram bots (needs choird)."),
+    ("inbox", "What waits for a decision after a restart: the recovery..."),
 )
 """Each noun and its one-line help as click shortens it for an 80-column page, in typer's order
 (commands, then groups)."""

@@ -12,6 +12,7 @@ from choir.store.postgres.ddl import (
     CONTROL_SCOPE,
     GATEWAY_MIGRATIONS,
     HOST_TOOL_MIGRATIONS,
+    RECOVERY_MIGRATIONS,
     USAGE_MIGRATIONS,
     apply_control_schema,
 )
@@ -32,6 +33,7 @@ CONTROL_TABLES = {
     "config_state",
     "gateway_offsets",
     "llm_usage",
+    "recovery_items",
 }
 
 
@@ -43,6 +45,7 @@ CONTROL_TABLES = {
         HOST_TOOL_MIGRATIONS,
         GATEWAY_MIGRATIONS,
         USAGE_MIGRATIONS,
+        RECOVERY_MIGRATIONS,
     ],
 )
 def test_migration_versions_count_up_from_one(migrations) -> None:

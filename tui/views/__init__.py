@@ -33,7 +33,8 @@ arguments; it sets `VIEW_ID` and `TITLE` and is listed below in `VIEWS`.
   has a choirctl command (README table).
 - **Keys and palette.** View `BINDINGS` work while focus is inside the view; show=True ones
   appear in the footer. `palette_commands()` returns `PaletteCommand`s for ctrl+p. Keys 1-9, 0,
-  `m` (Memory) and `w` (Gateways) switch tabs (app level), so views bind other letters only.
+  `m` (Memory), `w` (Gateways) and `b` (Inbox) switch tabs (app level), so views bind other
+  letters only.
 - **Looks.** Lane-state colours come from `tui.widgets.lane_state` (`lane_style`); style in
   `tui/app.tcss` (one theme) or the view's `DEFAULT_CSS`. Views must fit 80x24 and never raise
   on a tiny terminal.
@@ -57,6 +58,7 @@ from tui.views.config import ConfigView
 from tui.views.cores import CoresView
 from tui.views.events import EventsView
 from tui.views.gateways import GatewaysView
+from tui.views.inbox import InboxView
 from tui.views.lanes import LanesView
 from tui.views.locks import LocksView
 from tui.views.logs import LogsView
@@ -108,6 +110,8 @@ VIEWS: tuple[ViewSpec, ...] = (
              "the console DM and Telegram bots: state, last update, DMs and agents, sends"),
     ViewSpec("usage", "Usage", UsageView, "u",
              "LLM calls and cost per agent per day, costliest jobs, spend against caps"),
+    ViewSpec("inbox", "Inbox", InboxView, "b",
+             "what waits for a decision after a restart (not DM messages); decide"),
 )  # fmt: skip
 """Every tab, in order."""
 

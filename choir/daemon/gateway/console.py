@@ -148,6 +148,13 @@ class ConsoleDm:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
+    def notice(self, agent_ids: list[str], text: str) -> None:
+        """Say `text` from choird itself in the console chat of each agent (the recovery
+        inbox's restart notice): one `notice` reply, no agent's event."""
+        for agent_id in agent_ids:
+            said = _said(Seat("console", "admin", agent_id, ""), "notice", text, "")
+            self._publish(agent_id, {**said, "in_reply_to": None})
+
     def close(self) -> None:
         """Cancel the commands still running (choird is stopping)."""
         for task in list(self._tasks):

@@ -16,6 +16,8 @@ The daemon builds it with `operator_handler(daemon)` (`ChoirDaemon(options, oper
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import os
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import AsyncExitStack
@@ -25,6 +27,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from pydantic import ValidationError
 
+from choir.config import ConsoleGateway
 from choir.daemon.agents.refusals import rpc_error_of
 from choir.daemon.agents.services import AgentServices
 from choir.daemon.gateway.commands import DmCommands
@@ -38,6 +41,7 @@ from choir.daemon.operator import gateways as operator_gateways
 from choir.daemon.operator import logs as operator_logs
 from choir.daemon.operator import memory as operator_memory
 from choir.daemon.operator import recover as operator_recover
+from choir.daemon.operator import recovery_inbox as operator_recovery_inbox
 from choir.daemon.operator import reembed as operator_reembed
 from choir.daemon.operator import sessions as operator_sessions
 from choir.daemon.operator import status as operator_status
@@ -51,6 +55,7 @@ from choir.daemon.operator.agents import verify as operator_verify
 from choir.daemon.operator.agents.launches import Lifecycle
 from choir.daemon.operator.context import OperatorContext
 from choir.daemon.operator.feed import OperatorFeed
+from choir.daemon.operator.recovery_start import note_restart, tell_admins
 from choir.daemon.sessions.state import Clock, utc_now
 from choir.errors import ChoirError
 from choir.protocol import ErrorCode, WireModel, validation_problems
@@ -144,6 +149,8 @@ VERBS: Final[Mapping[OperatorVerb, Route]] = {
     V.GATEWAY_STATUS: Route(operator_gateways.gateway_status),
     V.SESSION_INJECT: Route(operator_sessions.session_inject),
     V.USAGE: Route(operator_usage.usage),
+    V.INBOX_LIST: Route(operator_recovery_inbox.inbox_list),
+    V.INBOX_RESOLVE: Route(operator_recovery_inbox.inbox_resolve),
 }
 """Who answers every operator verb. `session.events` (with follow), `logs`, `subscribe`,
 `agent.build`, `agent.update`, `agent.update_all`, `chat.replies` and `memory.reembed` stream."""
@@ -222,7 +229,25 @@ class OperatorApi:
         `stack`); the names of the bots started."""
         from choir.daemon.gateway.telegram.start import start_telegram
 
-        return await start_telegram(self.context, self._call, stack)
+        await note_restart(self.context)  # before the timers: the sweep times approvals out
+        bots = await start_telegram(self.context, self._call, stack)
+        notice = asyncio.create_task(
+            tell_admins(self.context, [*self.context.admin_notices, self._console_notice]),
+            name="recovery-notice",
+        )
+        stack.push_async_callback(_cancelled, notice)
+        return bots
+
+    def _console_notice(self, text: str) -> None:
+        """The restart notice in the console chat of every agent, if a console DM is admin."""
+        config = self.context.config
+        consoles = [
+            dm
+            for dm in config.dms.values()
+            if dm.admin and isinstance(config.gateways.get(dm.gateway), ConsoleGateway)
+        ]
+        if consoles:
+            self.context.console.notice(sorted(config.agents), text)
 
     def close(self) -> None:
         """Stop listening to the services and the DM commands still running."""
@@ -267,6 +292,12 @@ async def call_verb(
     if isinstance(answer, WireModel):
         return answer.model_dump(mode="json")
     return _translated(answer)
+
+
+async def _cancelled(task: asyncio.Task[None]) -> None:
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
 
 
 def operator_handler(daemon: ChoirDaemon) -> OperatorApi:

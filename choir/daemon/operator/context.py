@@ -62,6 +62,9 @@ class OperatorContext:
     telegram_bots: dict[str, Callable[[], BotStatus]] = field(default_factory=dict)
     """How each Telegram bot choird started is doing, by gateway name (`status`,
     `gateway.status`); registered by the gateway when it starts."""
+    admin_notices: list[Callable[[str], None]] = field(default_factory=list)
+    """Who sends a message to every admin DM of a gateway (the recovery inbox's restart
+    notice); registered by the gateway when it starts."""
 
     @property
     def stage(self) -> ConfigStage:

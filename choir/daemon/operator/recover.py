@@ -49,7 +49,7 @@ def interrupted_calls(events: Iterable[EventRecord]) -> list[InterruptedCall]:
 async def session_recover(ctx: OperatorContext, request: SessionRecover) -> SessionRecovery:
     """List the session's interrupted calls, or send the operator's decision on them."""
     row = await ctx.sessions.get(request.session_id)
-    calls = interrupted_calls(await _events(ctx, row.session_id))
+    calls = interrupted_calls(await session_log(ctx, row.session_id))
     if request.choice is None:
         return SessionRecovery(
             session_id=row.session_id, status=row.status.value, interrupted=calls
@@ -72,7 +72,8 @@ async def session_recover(ctx: OperatorContext, request: SessionRecover) -> Sess
     )
 
 
-async def _events(ctx: OperatorContext, session_id: str) -> list[EventRecord]:
+async def session_log(ctx: OperatorContext, session_id: str) -> list[EventRecord]:
+    """Every event of the session, read a page at a time."""
     events: list[EventRecord] = []
     async with ctx.pool.acquire() as conn:
         while True:

@@ -739,3 +739,38 @@ class UsageReport(OperatorModel):
     """The costliest core jobs in the same span."""
     spend: list[SpendView]
     """Each agent's spend today and this month against its caps."""
+
+
+# -- the recovery inbox -----------------------------------------------------------------------
+
+
+class InboxItemView(OperatorModel):
+    """One thing waiting for a human after a restart, with what decides it."""
+
+    item_id: str
+    kind: str
+    """`held_job`, `unknown_outcome`, `approval`, `approval_timed_out` or `failed_apply`."""
+    agent_id: str | None
+    session_id: str | None
+    title: str
+    """What waits, on one line."""
+    context: list[str]
+    """What to decide with: the calls and their arguments, the proposal, the failure."""
+    since: str
+    """When it started waiting (ISO 8601)."""
+    choices: list[str]
+    hint: str
+    """The `choirctl inbox resolve` command that decides it."""
+
+
+class InboxList(OperatorModel):
+    items: list[InboxItemView]
+
+
+class InboxResolved(OperatorModel):
+    item_id: str
+    choice: str
+    outcome: str
+    """What the owning verb did, on one line."""
+    answer: JsonObject
+    """That verb's own answer."""

@@ -81,5 +81,7 @@ OPERATOR_MODELS: Final[Mapping[OperatorVerb, OperatorModels]] = {
     V.GATEWAY_STATUS: OperatorModels(r.NoArguments, a.GatewayStatus),
     V.SESSION_INJECT: OperatorModels(r.SessionInject, a.InjectRequested),
     V.USAGE: OperatorModels(r.UsageRequest, a.UsageReport),
+    V.INBOX_LIST: OperatorModels(r.InboxList, a.InboxList),
+    V.INBOX_RESOLVE: OperatorModels(r.InboxResolve, a.InboxResolved),
 }
 """Every operator verb's models; `tests/protocol/test_operator_golden.py` pins their wire form."""

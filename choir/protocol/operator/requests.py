@@ -267,3 +267,25 @@ class UsageRequest(WireModel):
     None: from the first call."""
     by: UsageGrouping = "day"
     """The grouping."""
+
+
+InboxChoice = Literal["resume", "read_only", "abort", "approve", "reject", "retry", "dismiss"]
+"""What the operator may decide for a recovery inbox item; each kind takes some of them."""
+
+
+class InboxList(WireModel):
+    """`inbox.list`: what waits for a human after a restart (the recovery inbox)."""
+
+    agent_id: str | None = None
+    """Only this agent's items."""
+
+
+class InboxResolve(WireModel):
+    """`inbox.resolve`: decide one recovery inbox item through the verb that owns it."""
+
+    item_id: str = Field(min_length=1)
+    """An item id, as `inbox list` shows it (`held:<session>:<job>`, `approval:<id>`, …)."""
+    choice: InboxChoice
+    """One of the item's `choices`."""
+    by: str = Field(default="choirctl", min_length=1, max_length=64)
+    """Who decides (recorded where the owning verb records it)."""

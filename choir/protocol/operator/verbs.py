@@ -71,3 +71,5 @@ class OperatorVerb(StrEnum):
     GATEWAY_STATUS = "gateway.status"
     SESSION_INJECT = "session.inject"
     USAGE = "usage"
+    INBOX_LIST = "inbox.list"
+    INBOX_RESOLVE = "inbox.resolve"

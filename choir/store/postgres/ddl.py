@@ -266,6 +266,31 @@ CREATE INDEX llm_usage_time_idx ON choir_control.llm_usage (called_at);
     ),
 )
 """Usage and cost have their own scope, like the gateway's: they evolve apart."""
+RECOVERY_SCOPE: Final = "recovery_inbox"
+RECOVERY_MIGRATIONS: Final = (
+    Migration(
+        1,
+        "what the recovery inbox records: failed applies, approvals timed out while down",
+        """
+CREATE TABLE choir_control.recovery_items (
+    item_id    text PRIMARY KEY,
+    kind       text NOT NULL CHECK (kind IN ('failed_apply', 'approval_timed_out')),
+    state      text NOT NULL CHECK (state IN ('running', 'open', 'decided')),
+    agent_id   text,
+    session_id text,
+    subject    text NOT NULL,
+    reason     text NOT NULL DEFAULT '',
+    created_at timestamptz NOT NULL,
+    decided_at timestamptz,
+    decided_by text,
+    choice     text
+);
+CREATE INDEX recovery_items_undecided_idx
+    ON choir_control.recovery_items (created_at) WHERE state <> 'decided';
+""",
+    ),
+)
+"""The recovery inbox's own scope, like the gateway's: it evolves apart from the control plane's."""
 
 AGENT_MIGRATIONS: Final = (
     Migration(
@@ -412,6 +437,7 @@ async def apply_control_schema(conn: Connection) -> list[int]:
     await apply_migrations(conn, HOST_TOOL_SCOPE, HOST_TOOL_MIGRATIONS)
     await apply_migrations(conn, GATEWAY_SCOPE, GATEWAY_MIGRATIONS)
     await apply_migrations(conn, USAGE_SCOPE, USAGE_MIGRATIONS)
+    await apply_migrations(conn, RECOVERY_SCOPE, RECOVERY_MIGRATIONS)
     return applied
 
 

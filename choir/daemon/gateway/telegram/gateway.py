@@ -202,6 +202,14 @@ class TelegramGateways:
             self._watching = asyncio.get_running_loop().create_task(
                 self._watch_folders(), name="telegram-send-folders"
             )
+            self._ctx.admin_notices.append(self.notify_admins)
+
+    def notify_admins(self, text: str) -> None:
+        """Send `text` to every admin DM of every bot (the recovery inbox's restart notice)."""
+        for bot in self.bots.values():
+            for dm in bot.dms.values():
+                if dm.config.admin:
+                    bot.outbox.send(dm.chat_id, text)
 
     async def close(self) -> None:
         if self._detach is not None:

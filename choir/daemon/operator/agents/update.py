@@ -24,6 +24,7 @@ from typing import Final, Literal
 
 from choir.daemon.operator.agents.launches import Lifecycle
 from choir.daemon.operator.agents.lifecycle import lifecycle_of, relaunch, stop_session
+from choir.daemon.operator.applies import recorded_update
 from choir.daemon.operator.context import OperatorContext
 from choir.daemon.operator.progress import Report, reporting
 from choir.daemon.runtimes.process import ProcessRuntime
@@ -83,7 +84,13 @@ async def _update_all(ctx: OperatorContext, report: Report) -> UpdateAll:
 
 
 async def update_one(ctx: OperatorContext, agent_id: str, report: Report) -> UpdateOutcome:
-    """Build `agent_id` and, if it runs something else, redeploy it; its outcome."""
+    """Build `agent_id` and, if it runs something else, redeploy it; its outcome. A failure
+    stays in the recovery inbox (`applies`)."""
+    async with recorded_update(ctx, agent_id):
+        return await _update_one(ctx, agent_id, report)
+
+
+async def _update_one(ctx: OperatorContext, agent_id: str, report: Report) -> UpdateOutcome:
     lifecycle = lifecycle_of(ctx)
     async with lifecycle.exclusive(agent_id):
         latest = await ctx.latest_session(agent_id)
