@@ -293,6 +293,9 @@ class DmConfig(ConfigModel):
     job_cards: bool = True
     """Telegram: each core job of the DM's agent gets a live card (one message edited as the
     job runs, with [Cancel] and [Inject…] buttons); false sends none."""
+    approvals: Literal["bound", "all"] = "bound"
+    """Telegram: which approval messages the DM gets — `bound`, those of the agent bound to it;
+    `all` (admin DMs only), every agent's as well, each decidable there."""
 
 
 class EmbeddedPostgres(ConfigModel):

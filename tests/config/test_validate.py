@@ -121,6 +121,17 @@ def test_cross_field_rules(example: dict[str, Any]) -> None:
     ]
 
 
+def test_every_agents_approvals_only_on_an_admin_dm(example: dict[str, Any]) -> None:
+    example["dms"]["admin-dm"]["approvals"] = "all"
+    example["dms"]["work-dm"]["approvals"] = "bound"
+    assert _errors(example) == []
+    example["dms"]["user-dm"]["approvals"] = "all"
+    assert _errors(example) == [
+        'dms.user-dm.approvals: "all" is for admin DMs only; set "admin": true on dms.user-dm '
+        'or use "approvals": "bound"'
+    ]
+
+
 @pytest.mark.parametrize(
     ("section", "name", "problem"),
     [

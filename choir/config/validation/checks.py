@@ -62,6 +62,16 @@ def telegram_dms(config: ChoirConfig) -> list[str]:
     ]
 
 
+def admin_approvals(config: ChoirConfig) -> list[str]:
+    """Every agent's approvals are for a DM that may decide them: an admin DM."""
+    return [
+        f'dms.{name}.approvals: "all" is for admin DMs only; set "admin": true on dms.{name} '
+        'or use "approvals": "bound"'
+        for name, dm in config.dms.items()
+        if dm.approvals == "all" and not dm.admin
+    ]
+
+
 def pinned_ssh_hosts(config: ChoirConfig) -> list[str]:
     """§14.4: the agent's ssh checks host keys strictly, so a key with no pinned host could
     never be used; say so now rather than at the first failed fetch."""
@@ -79,6 +89,7 @@ RULES: tuple[Callable[[ChoirConfig], list[str]], ...] = (
     rpc_limits,
     distinct_dms,
     telegram_dms,
+    admin_approvals,
     embedding_problems,
     pinned_ssh_hosts,
 )

@@ -1,10 +1,11 @@
 """Approvals as Telegram messages with [Approve] [Reject] buttons (§19.6).
 
-Each approval an agent requests becomes one message in the DM its session is bound to (only
-there: config names no other recipients), its buttons carrying signed callback data
-(`callback_data`). A press is checked (its chat, the HMAC, the expiry) and decided through the
-operator verbs `approval.approve` / `approval.reject` — the path choirctl takes, the DM's
-scope included (a regular DM answers only its bound agent's). Anything else a press may be —
+Each approval an agent requests becomes one message in the DM its session is bound to and one in
+each admin DM whose config asks for every approval (`approvals: "all"`), each copy's buttons
+carrying callback data signed for its own chat (`callback_data`). A press is checked (its
+chat, the HMAC, the expiry) and decided through the operator verbs `approval.approve` /
+`approval.reject` — the path choirctl takes, the DM's scope included (a regular DM answers
+only its bound agent's). Anything else a press may be —
 forged, replayed, expired, from another chat, already decided — changes nothing and is
 answered "no longer valid".
 
@@ -12,11 +13,13 @@ Presses are handled in a task of their own, never behind the chat's queued repli
 or the agent's turn: the answer to the press and the edit of the message go straight to the
 Bot API. Every outcome, wherever it was decided (a button, `/approve`, choirctl, the console,
 the timeout), reaches `ApprovalService`'s subscribers once; from there the chat is told as
-§19.6 words it and the message is edited to say who decided and when, its buttons gone.
+§19.6 words it and the message is edited to say who decided and when, its buttons gone — in
+every chat that has a copy, whichever copy (or none) decided it.
 `/approve` or `/reject` sent as a reply to the message answers its approval (`shown_in`).
 
-Which message shows which approval is known in memory: after a choird restart, an older
-message's buttons still work (the key is kept in the home), and a press registers it again.
+Which messages show which approval is known in memory only (every copy, like the first): after
+a choird restart, an older message's buttons still work (the key is kept in the home), and a
+press registers that copy again.
 """
 
 from __future__ import annotations
@@ -70,8 +73,9 @@ class Card:
     text: str
 
 
-Where = Callable[[str | None], Awaitable[Chat | None]]
-"""The chat an approval of a session goes to (None: not a Telegram DM)."""
+Where = Callable[[str | None], Awaitable[list[Chat]]]
+"""The chats an approval of a session goes to: its bound DM's (when a Telegram DM), then the
+admin DMs that take every approval."""
 
 
 class ApprovalCards:
@@ -176,11 +180,14 @@ class ApprovalCards:
                 log.exception("telegram approval message failed", fields={"approval_id": row.id})
 
     async def _requested(self, row: ApprovalRow) -> None:
-        chat = await self._where(row.session_id)
-        if chat is None:
-            return
         expires = row.created_at + timedelta(milliseconds=self._timeout_ms())
         expires_at = int(expires.timestamp()) + 1
+        # side by side: a chat held back by a 429 never delays another chat's copy
+        chats = await self._where(row.session_id)
+        await asyncio.gather(*(self._send(row, chat, expires_at) for chat in chats))
+
+    async def _send(self, row: ApprovalRow, chat: Chat, expires_at: int) -> None:
+        """The approval's message in `chat`, its buttons signed for that chat alone."""
         buttons = [
             (label, sign(self._key, action, row.id, chat.chat_id, expires_at))
             for label, action in BUTTONS
@@ -213,14 +220,19 @@ class ApprovalCards:
         return True
 
     async def _resolved(self, row: ApprovalRow) -> None:
-        for card in self._cards.pop(row.id, []):
-            card.chat.outbox.send(card.chat.chat_id, outcome_text(row))
-            edited = f"{card.text}\n\n{decided_line(row)}"
+        """Every copy edited and its chat told the outcome (§19.6): whoever sees the request
+        in a chat sees its end there too."""
+        cards = self._cards.pop(row.id, [])
+        await asyncio.gather(*(self._decided(row, card) for card in cards))
 
-            async def edit(card: Card = card, edited: str = edited) -> None:
-                await card.chat.client.edit_text(card.chat.chat_id, card.message_id, edited)
+    async def _decided(self, row: ApprovalRow, card: Card) -> None:
+        card.chat.outbox.send(card.chat.chat_id, outcome_text(row))
+        edited = f"{card.text}\n\n{decided_line(row)}"
 
-            await card.chat.outbox.tried(card.chat.chat_id, edit, "approval message edit")
+        async def edit() -> None:
+            await card.chat.client.edit_text(card.chat.chat_id, card.message_id, edited)
+
+        await card.chat.outbox.tried(card.chat.chat_id, edit, "approval message edit")
 
     async def _answer(self, chat: Chat, callback_id: str, text: str) -> None:
         try:

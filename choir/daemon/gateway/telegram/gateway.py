@@ -180,7 +180,7 @@ class TelegramGateways:
             detach_inbox = self._ctx.services.inbox.subscribe_undelivered(self._undelivered)
             key = load_key(self._ctx.home.root)
             self._cards = cards = ApprovalCards(
-                self._call, key, self._chat_of, lambda: self._ctx.config.approval_timeout_ms
+                self._call, key, self._approval_chats, lambda: self._ctx.config.approval_timeout_ms
             )
             cards.start()
             approvals = self._ctx.services.approvals
@@ -336,6 +336,16 @@ class TelegramGateways:
             )
 
         self._spawn(press())
+
+    async def _approval_chats(self, session_id: str | None) -> list[Chat]:
+        """The chats an approval goes to: its session's DM, then each admin DM that takes
+        every approval (`approvals: "all"`, whatever DM the agent is bound to, if any), once."""
+        bound = await self._chat_of(session_id)
+        chats = [bound] if bound is not None else []
+        for bot, dm in self._dm_of.values():
+            if dm.config.approvals == "all" and (bound is None or dm.name != bound.dm):
+                chats.append(Chat(bot.client, bot.outbox, dm.name, dm.scope, dm.chat_id))
+        return chats
 
     async def _chat_of(self, session_id: str | None) -> Chat | None:
         """The Telegram chat of the DM a session is bound to, if it is one."""
