@@ -141,17 +141,11 @@ def lock_wait_line(waits: LockWaitView) -> str:
 
 
 def unavailable_lines(unavailable: dict[str, str]) -> list[str]:
-    """`tools` lines: each tool the model is not offered and why; those not built yet in one."""
-    from choir.core.integrations import NOT_BUILT
-
-    unbuilt = sorted(name for name, why in unavailable.items() if why == NOT_BUILT)
-    lines = [
-        f"{name} not offered: {why}"
-        for name, why in sorted(unavailable.items())
-        if why != NOT_BUILT
-    ]
-    if unbuilt:
-        lines.append(f"not offered ({NOT_BUILT}): {', '.join(unbuilt)}")
+    """`tools` lines: the tools the model is not offered, those sharing a reason on one line."""
+    by_reason: dict[str, list[str]] = {}
+    for name, why in sorted(unavailable.items()):
+        by_reason.setdefault(why, []).append(name)
+    lines = [f"{', '.join(names)} not offered: {why}" for why, names in by_reason.items()]
     return [f"{'tools' if i == 0 else '':<11}{line}" for i, line in enumerate(lines)]
 
 
