@@ -31,6 +31,7 @@ CONTROL_TABLES = {
     "memory_closes",
     "config_state",
     "gateway_offsets",
+    "gateway_reply_cursors",
     "llm_usage",
 }
 
