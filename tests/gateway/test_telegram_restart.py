@@ -4,7 +4,8 @@ choird runs as a real process (the test's Postgres, the process runtime) so it c
 while a reply is durable in Postgres but Telegram has not taken its `sendMessage` (held by the
 local Bot API server, then refused once choird is dead). A new choird adopts the agent and
 sends that reply, once, before the next one; a reply already sent is not sent again, after a
-kill or after a graceful stop. Before the DM's reply cursor, the reply was lost.
+kill or after a graceful stop; a reply cut short by a kill goes again whole. Before the DM's
+reply cursor, the reply was lost.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from choir.daemon.gateway.telegram.chunks import chunks
 from choir.home import ChoirHome
 from choir.scripted import ScriptedModelServer
 from choir.store.gateway_reply_cursors import ReplyCursor, load_cursor, replies_after
@@ -27,7 +29,7 @@ from tests.harness.homes import read_config, scripted_home, write_config
 from tests.harness.processes import Choird
 from tests.harness.waits import poll_until
 
-from .conftest import PHONE, telegram_home
+from .conftest import LONG, PHONE, telegram_home
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 
@@ -167,3 +169,31 @@ async def test_a_graceful_restart_sends_nothing_twice(
     await said(api, "echo three", 3)
     assert api.texts(PHONE) == ["echo: one", "echo: two", "echo: three"]
     await cursor_at_last_reply(pg_params, str(again["session_id"]))
+
+
+async def test_a_reply_cut_short_by_a_kill_is_sent_whole_again(
+    daemon: Daemon, api: BotApiServer, pg_params: ConnectParams
+) -> None:
+    parts = chunks(LONG)
+    assert len(parts) == 3
+    await daemon.start()
+    started = await daemon.ctl("agent", "start", "agent-1", "--dm", "phone")
+    await said(api, "echo one", 1)
+    await cursor_at_last_reply(pg_params, str(started["session_id"]))
+
+    api.hold("sendMessage")
+    api.user_says(PHONE, "long reply")
+    await poll_until(lambda: len(api.sends(PHONE)) == 2, within=60)  # its first part, held
+    api.release("sendMessage")  # the first part is taken; the second is held
+    api.hold("sendMessage")
+    await poll_until(lambda: len(api.sends(PHONE)) == 3, within=60)
+    daemon.kill()
+    api.fail("sendMessage", 502, chat_id=PHONE)
+    api.release("sendMessage")
+    await api.wait_for(lambda: api.faults_left("sendMessage") == 0)
+    assert api.texts(PHONE) == ["echo: one", parts[0]]
+
+    await daemon.start()  # the cursor moves only after a reply's last part: all of it again
+    await api.wait_sent(PHONE, 5, within=60)
+    await said(api, "echo two", 6)
+    assert api.texts(PHONE) == ["echo: one", parts[0], *parts, "echo: two"]
