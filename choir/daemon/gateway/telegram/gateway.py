@@ -505,13 +505,14 @@ class TelegramGateways:
         return Destination(bot.client, bot.outbox, dm.chat_id, workspace)
 
     async def _relay_replies(self) -> None:
-        for pause in CATCH_UP_RETRY_S:  # what a killed choird owed goes first, before new ones
+        for pause in (*CATCH_UP_RETRY_S, None):  # what a killed choird owed goes first
             try:
                 await self._catch_up()
                 break
             except Exception:  # the database away: new replies wait, in order, meanwhile
-                log.exception("telegram replies owed from before the start not relayed yet")
-                await asyncio.sleep(pause)
+                log.exception("telegram replies owed from before the start not relayed")
+                if pause is not None:
+                    await asyncio.sleep(pause)
         while True:
             durable = await self._replies.get()
             try:

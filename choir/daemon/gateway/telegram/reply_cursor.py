@@ -41,7 +41,8 @@ CATCH_UP_MAX: Final = 20
 CATCH_UP_AGE: Final = timedelta(hours=24)
 """Replies committed longer ago than this are not sent again."""
 CATCH_UP_RETRY_S: Final = (1.0, 2.0, 5.0, 10.0, 30.0)
-"""Waits after a catch-up that failed (the database away); given up after the last."""
+"""Waits after a catch-up that failed (the database away); the try after the last one is the
+last (what is owed then is lost, logged)."""
 WRITE_S: Final = 5.0
 """How long a cursor write may hold the chat's next message (the database away)."""
 
