@@ -372,6 +372,10 @@ class BotApiServer:
         if held is not None:
             held.set()
 
+    def faults_left(self, method: str) -> int:
+        """Calls of `method` still to be refused by `fail`."""
+        return sum(f.count for f in self._state.faults if f.method.lower() == method.lower())
+
     def slow(self, method: str, seconds: float) -> None:
         """Calls of `method` answer after `seconds` (0 turns it off)."""
         self._state.delays[method] = seconds

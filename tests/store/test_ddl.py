@@ -32,6 +32,7 @@ CONTROL_TABLES = {
     "memory_closes",
     "config_state",
     "gateway_offsets",
+    "gateway_reply_cursors",
     "llm_usage",
     "recovery_items",
 }

@@ -230,6 +230,21 @@ CREATE TABLE choir_control.gateway_offsets (
 );
 """,
     ),
+    Migration(
+        2,
+        "per-DM position of the last agent reply sent to Telegram (issue 16)",
+        # session_id null: nothing sent yet, every reply of the DM's next session is owed
+        """
+CREATE TABLE choir_control.gateway_reply_cursors (
+    gateway    text NOT NULL,
+    chat_id    bigint NOT NULL,
+    session_id text,
+    rev        bigint NOT NULL CHECK (rev >= 0),
+    updated_at timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (gateway, chat_id)
+);
+""",
+    ),
 )
 """The gateway's own scope, like `host_tool_calls`: it evolves apart from the control plane's."""
 

@@ -8,7 +8,8 @@ agent whose running session holds the DM (§19.4), named `tg-<bot>-<update id>` 
 update seen twice is accepted once; a `/…` command runs through the one command layer
 (`DmCommands`, `choir.commands`) with the DM's scope. The agent's replies (`agent_replied`
 events, delivered as heartbeats make them durable) go to the chat of the DM its session is
-bound to, as plain text cut at Telegram's limit (`outbox`), with "typing…" shown meanwhile.
+bound to, as plain text cut at Telegram's limit (`outbox`), with "typing…" shown meanwhile;
+what a killed choird had not sent goes first when the bots start (`reply_cursor`).
 Approvals the agents request are messages with buttons (`approvals`), and each core job a
 live card (`cards`, unless the DM's `job_cards` is false); a press (a callback query) is
 handled in a task of its own, never queued behind the chat's messages. Files go both ways
@@ -45,10 +46,12 @@ from choir.daemon.gateway.telegram.files import Incoming, incoming
 from choir.daemon.gateway.telegram.outbox import Outbox, Typing
 from choir.daemon.gateway.telegram.polling import BotPoller, BotState
 from choir.daemon.gateway.telegram.receive import Received, receive
+from choir.daemon.gateway.telegram.reply_cursor import CATCH_UP_RETRY_S, owed, sent
 from choir.daemon.gateway.telegram.status import NO_TOKEN, RUNNING, BotStatus, latest
 from choir.daemon.operator.context import OperatorContext
 from choir.errors import ChoirError
 from choir.logs import get_logger
+from choir.protocol.log.committed import CommittedEvent
 from choir.store.inbox import InboxMessage
 from choir.store.sessions import SessionRow
 
@@ -139,6 +142,8 @@ class TelegramGateways:
         self._targets: dict[str, tuple[Bot, int] | None] = {}
         """Which bot and chat each session's replies go to (None: not a Telegram DM)."""
         self._replies: asyncio.Queue[Durable] = asyncio.Queue()
+        self._relayed: dict[str, int] = {}
+        """Each session's last reply queued for its DM: a reply told twice goes once."""
         self._tasks: set[asyncio.Task[None]] = set()
         self._detach: Callable[[], None] | None = None
         self._relaying: asyncio.Task[None] | None = None
@@ -518,6 +523,14 @@ class TelegramGateways:
         return Destination(bot.client, bot.outbox, dm.chat_id, workspace)
 
     async def _relay_replies(self) -> None:
+        for pause in (*CATCH_UP_RETRY_S, None):  # what a killed choird owed goes first
+            try:
+                await self._catch_up()
+                break
+            except Exception:  # the database away: new replies wait, in order, meanwhile
+                log.exception("telegram replies owed from before the start not relayed")
+                if pause is not None:
+                    await asyncio.sleep(pause)
         while True:
             durable = await self._replies.get()
             try:
@@ -537,18 +550,37 @@ class TelegramGateways:
                 await self._relay(self._replies.get_nowait())
 
     async def _relay(self, durable: Durable) -> None:
-        replies = [c.event for c in durable.events if c.event.kind == "agent_replied"]
+        replies = [c for c in durable.events if c.event.kind == "agent_replied"]
         if not replies:
             return
         target = await self._target(durable.session_id)
         if target is None:
             return
         bot, chat_id = target
-        for event in replies:
-            assert event.kind == "agent_replied"
-            bot.outbox.send(chat_id, LABELS.get(event.category, "") + event.text)
-            if event.category in ("reply", "error"):
-                bot.typing.answered(chat_id, event.in_reply_to)
+        for committed in replies:
+            self._send_reply(bot, chat_id, durable.session_id, committed)
+
+    async def _catch_up(self) -> None:
+        for bot in self.bots.values():
+            for dm in bot.dms.values():
+                bound = await self._bound_session(dm.name)
+                session = bound.session_id if bound is not None else None
+                now = datetime.now(UTC)
+                for session_id, committed in await owed(
+                    self._ctx.pool, bot.gateway, dm.chat_id, session, now
+                ):
+                    self._send_reply(bot, dm.chat_id, session_id, committed)
+
+    def _send_reply(self, bot: Bot, chat_id: int, session_id: str, at: CommittedEvent) -> None:
+        """One reply to the chat, unless already queued; its cursor written once it left."""
+        event = at.event
+        if event.kind != "agent_replied" or at.rev <= self._relayed.get(session_id, 0):
+            return
+        self._relayed[session_id] = at.rev
+        done = sent(self._ctx.pool, bot.gateway, chat_id, session_id, at.rev)
+        bot.outbox.send(chat_id, LABELS.get(event.category, "") + event.text, done)
+        if event.category in ("reply", "error"):
+            bot.typing.answered(chat_id, event.in_reply_to)
 
     def _undelivered(self, message: InboxMessage, why: str) -> None:
         """A message whose session ended before the agent read it: its sender is told."""

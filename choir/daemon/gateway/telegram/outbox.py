@@ -45,6 +45,9 @@ TYPING_CAP_S: Final = 600.0
 
 _T = TypeVar("_T")
 
+Done = Callable[[], Awaitable[None]]
+"""What runs once a queued text left (or was given up): a reply's cursor is written."""
+
 
 @dataclass(frozen=True)
 class OutboxStats:
@@ -74,7 +77,7 @@ class Outbox:
         self._bot_gate = asyncio.Lock()
         """Held while a send waits for the bot's budget: the chats take turns (the lock is
         fair, first come first served)."""
-        self._queues: dict[int, asyncio.Queue[str]] = {}
+        self._queues: dict[int, asyncio.Queue[tuple[str, Done | None]]] = {}
         self._senders: dict[int, asyncio.Task[None]] = {}
         self._queued = 0
         self.failed = 0
@@ -82,16 +85,18 @@ class Outbox:
         self._last_error: str | None = None
         self._last_error_at: datetime | None = None
 
-    def send(self, chat_id: int, text: str) -> None:
-        """Queue `text` for the chat, cut into messages of Telegram's size."""
+    def send(self, chat_id: int, text: str, done: Done | None = None) -> None:
+        """Queue `text` for the chat, cut into messages of Telegram's size; `done` is awaited
+        once the last of them left or was given up (not when choird stops first)."""
         queue = self._queues.get(chat_id)
         if queue is None:
             queue = self._queues[chat_id] = asyncio.Queue()
             self._senders[chat_id] = asyncio.get_running_loop().create_task(
                 self._sender(chat_id, queue), name=f"telegram-send-{chat_id}"
             )
-        for chunk in chunks(text):
-            queue.put_nowait(chunk)
+        pieces = chunks(text)
+        for n, chunk in enumerate(pieces, 1):
+            queue.put_nowait((chunk, done if n == len(pieces) else None))
             self._queued += 1
 
     def stats(self) -> OutboxStats:
@@ -172,11 +177,13 @@ class Outbox:
             task.cancel()
         await asyncio.gather(*self._senders.values(), return_exceptions=True)
 
-    async def _sender(self, chat_id: int, queue: asyncio.Queue[str]) -> None:
+    async def _sender(self, chat_id: int, queue: asyncio.Queue[tuple[str, Done | None]]) -> None:
         while True:
-            text = await queue.get()
+            text, done = await queue.get()
             try:
                 await self._deliver(chat_id, text)
+                if done is not None:  # before task_done: a drain at stop waits for it too
+                    await done()
             finally:
                 self._queued -= 1
                 queue.task_done()
