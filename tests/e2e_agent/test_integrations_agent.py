@@ -236,6 +236,6 @@ async def test_unconfigured_integrations_are_not_offered_and_a_call_says_why(sta
         f"{email_reason}",
         f"{pad}choir.notion.query not offered: {unavailable['choir.notion.query']}",
         f"{pad}choir.tts.speak not offered: {unavailable['choir.tts.speak']}",
-        f"{pad}choir.web.search not offered: {unavailable['choir.web.search']}",
         f"{pad}choir.web.browse not offered: {NOT_BUILT}",
+        f"{pad}choir.web.search not offered: {unavailable['choir.web.search']}",
     ]
