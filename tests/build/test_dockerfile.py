@@ -26,7 +26,7 @@ def test_choirs_own_dockerfiles_pass_the_checks():
 def test_the_base_images_import_check_names_modules_that_exist():
     """The build's last step imports choir-agent's runtime: a module renamed under it would fail
     every image build on every host (it named `choir.agent.runtime` after the restructure)."""
-    checked = re.findall(r'python -c "import ([\w.]+)"', SEEDED_BASE.read_text())
+    checked = re.findall(r'python -c "import ([\w.]+)', SEEDED_BASE.read_text())
 
     assert checked
     assert [name for name in checked if importlib.util.find_spec(name) is None] == []

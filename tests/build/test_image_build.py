@@ -3,6 +3,8 @@ the baked `/choir`, no-op detection, failures that keep the previous image, stal
 
 from __future__ import annotations
 
+import contextlib
+import io
 import time
 from pathlib import Path
 
@@ -345,3 +347,34 @@ async def test_the_base_image_is_reused_and_rebuilt_only_when_the_global_repo_mo
     assert moved.details(4)[-1].startswith("built choir-base:")
     assert second.version.global_repo_commit != first.version.global_repo_commit
     assert second.id != first.id
+
+
+async def test_layers_of_a_build_in_flight_are_never_taken_for_the_base_nor_pruned(
+    build_home, docker_sdk
+):
+    """Every layer of a running agent build inherits the base's labels; a parallel build (of
+    another home on the same engine) must neither prune such a layer nor adopt it as its base
+    (CI once failed with `No such image` mid-build)."""
+    home, agent_id = build_home
+    first = await build(home, agent_id)
+    base_id = docker_sdk.images.get(first.id).labels["choir.base"]
+    base_tag = docker_sdk.images.get(base_id).tags[0]
+    layers = []
+    try:
+        for n in range(KEEP_PREVIOUS + 2):
+            dockerfile = f"FROM {base_tag}\nRUN echo {agent_id}-{n} > /layer\n".encode()
+            image, _ = docker_sdk.images.build(fileobj=io.BytesIO(dockerfile), rm=True)
+            assert image.labels["choir.role"] == "base", "the layer looks like a base image"
+            layers.append(image.id)
+        commit(agent_repo(home, agent_id), {"tools/test.added.json": tool("test.added")})
+
+        second = await build(home, agent_id)  # a rebuild prunes old bases
+
+        assert second.built is True
+        assert docker_sdk.images.get(second.id).labels["choir.base"] == base_id
+        for layer in layers:
+            assert docker_sdk.images.get(layer).id == layer, "an in-flight layer was pruned"
+    finally:
+        for layer in layers:
+            with contextlib.suppress(docker.errors.APIError):
+                docker_sdk.images.remove(layer, force=True)

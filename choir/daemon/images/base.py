@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
-from choir.adapters.docker_engine import DockerEngine
+from choir.adapters.docker_engine import DockerEngine, ImageInfo
 from choir.config.scaffolding.scaffold import seeds_dir
 from choir.daemon.images import dockerfile
 from choir.daemon.images.context import TarContext, digest
@@ -74,7 +74,7 @@ async def ensure_base_image(
     wheels = await asyncio.to_thread(ensure_wheelhouse, home)
     key = digest(dockerfile_text, os_image.id, wheels.key, global_commit)[:16]
     tag = f"{BASE_REPOSITORY}:{key}"
-    found = await engine.images({**MANAGED, "choir.role": "base", "choir.input": key})
+    found = await base_images(engine, {"choir.input": key})
     if found:
         if tag not in found[0].tags:
             await engine.tag(found[0].id, tag)
@@ -98,6 +98,17 @@ async def ensure_base_image(
     await engine.tag(image_id, tag)
     await engine.tag(image_id, f"{BASE_REPOSITORY}:latest")
     return BaseImage(tag, image_id, built=True)
+
+
+async def base_images(
+    engine: DockerEngine, labels: dict[str, str] | None = None
+) -> list[ImageInfo]:
+    """Base images (with `labels`), newest first. Only tagged ones count: every layer of an
+    agent build that is still running inherits the base's labels, and taking such a layer for
+    the base (or pruning it mid-build) would break that build."""
+    found = await engine.images({**MANAGED, "choir.role": "base", **(labels or {})})
+    prefix = f"{BASE_REPOSITORY}:"
+    return [image for image in found if any(tag.startswith(prefix) for tag in image.tags)]
 
 
 def _context(dockerfile_text: str, wheels: Wheelhouse) -> bytes:

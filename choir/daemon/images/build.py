@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
-from choir.adapters.docker_engine import BuildFailed, DockerEngine
+from choir.adapters.docker_engine import BuildFailed, DockerEngine, ImageInfo
 from choir.config import ChoirConfig
 from choir.daemon.images import dockerfile, repos
 from choir.daemon.images.agent_tree import materialize
@@ -34,6 +34,7 @@ from choir.daemon.images.base import (
     MANAGED,
     BaseImage,
     base_dockerfile,
+    base_images,
     ensure_base_image,
 )
 from choir.daemon.images.context import TarContext, digest
@@ -192,8 +193,8 @@ async def _build(
         await engine.tag(image_id, tag)
     report.step(8, "tag", tag)
     if built:
-        await _prune(engine, mine, keep=image_id)
-        await _prune(engine, {**MANAGED, "choir.role": "base"}, keep=base.id)
+        await _prune(await engine.images(mine), engine, keep=image_id)
+        await _prune(await base_images(engine), engine, keep=base.id)
     report.step(9, "store", "local image cache only (no registry)")
     await asyncio.to_thread(note_latest_image, home, agent_id, image_id)
     report.step(10, "done", f"not started: choirctl agent start|update {agent_id}")
@@ -303,10 +304,11 @@ async def _docker_build(
         raise BuildError(f"{failed.message}{still}", failed.log_tail) from None
 
 
-async def _prune(engine: DockerEngine, labels: dict[str, str], *, keep: str) -> None:
-    """Remove all but `keep` and the newest `KEEP_PREVIOUS` other images with `labels`; images
-    a container or another image still uses stay (docker refuses, and that is fine)."""
-    images = [image for image in await engine.images(labels) if image.id != keep]
+async def _prune(found: list[ImageInfo], engine: DockerEngine, *, keep: str) -> None:
+    """Remove all but `keep` and the newest `KEEP_PREVIOUS` other images of `found` (newest
+    first); images a container or another image still uses stay (docker refuses, and that is
+    fine)."""
+    images = [image for image in found if image.id != keep]
     for image in images[KEEP_PREVIOUS:]:
         with contextlib.suppress(ChoirError):
             await engine.remove_image(image.id)
