@@ -265,7 +265,10 @@ class ChoirAgent:
                 return await bridge.execute_host_tool(proposal.tool, proposal.call_id, arguments)
 
             table["choir.memory.query"] = working_query_hook(
-                commit_log, agent_id=options.agent_id, fallback=host_query
+                commit_log,
+                agent_id=options.agent_id,
+                fallback=host_query,
+                result_view=kernel.registry.result_for_prompt,
             )
             table["choir.memory.compact"] = kit.compaction.hook
             table.update(integrations.hooks())

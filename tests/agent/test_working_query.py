@@ -14,6 +14,7 @@ from choir.agent.lanes.working_query import EXCERPT_CHARS, working_query_hook
 from choir.agent.wiring import open_kernel
 from choir.config import Budgets
 from choir.core.budgets import BudgetLimits
+from choir.core.prompt.window import MAX_TOOL_RESULT_CHARS, capped, event_messages, json_text
 from choir.protocol import (
     ModelOutput,
     ToolCall,
@@ -105,7 +106,7 @@ async def test_hash_mode_finds_an_event_by_its_prefix() -> None:
     ("arguments", "code", "fragment"),
     [
         (_query(mode="hash", query="not-a-hash"), "invalid_input", "not an event hash"),
-        (_query(mode="semantic", query="x"), "invalid_input", "use keyword or hash"),
+        (_query(mode="semantic", query="x"), "invalid_input", "use keyword, hash or result"),
         (_query(query="x", session_id="s1"), "invalid_input", "session_id"),
         (_query(query="   "), "invalid_input", "query is empty"),
         (_query(query="x", target_agent="other"), "access_denied", "this session's only"),
@@ -187,3 +188,65 @@ async def test_the_hook_answers_through_the_arbiter(tmp_path: Path) -> None:
     assert results[0]["call_id"] == "q1"
     assert results[0]["result"] == result.model_dump(mode="json")
     assert bad.error_code == "invalid_input"  # the manifest's schema: query is required
+
+
+def _huge_result_session(chars: int) -> tuple[CommitLog, str]:
+    """A session whose one tool result is `chars` characters of numbered lines."""
+    log = CommitLog()
+    text = "".join(f"line {n:06d}\n" for n in range(chars // 12 + 1))[:chars]
+    result = ToolResult.ok("read a big file", text=text)
+    log.commit("edge", BIG_RESULT.model_copy(update={"result": result}))
+    return log, json_text(result.model_dump(mode="json", exclude_none=True))
+
+
+BIG_RESULT = ToolResultCommitted(
+    call_id="big-1", tool="choir.fs.read", result=ToolResult.ok("placeholder")
+)
+
+
+async def test_a_truncated_result_is_read_whole_page_by_page_from_where_the_prompt_cut() -> None:
+    """The prompt's truncation note names a call that reads on (issue 18: a large result is a
+    reference, never lost): pages join up to exactly the result the prompt cut."""
+    log, whole = _huge_result_session(60_000)
+    event = ToolResultCommitted.model_validate(log.entry(1).event)
+    [message] = event_messages(event)
+    note = message["content"][MAX_TOOL_RESULT_CHARS:]
+    assert f"mode=result query=big-1 offset={MAX_TOOL_RESULT_CHARS} reads on" in note
+
+    pages, offset = [message["content"][:MAX_TOOL_RESULT_CHARS]], MAX_TOOL_RESULT_CHARS
+    while offset is not None:
+        arguments = {"store": "working", "mode": "result", "query": "big-1", "offset": offset}
+        page = await _ask(log, arguments)
+        assert page.status == "success", page.summary
+        assert len(capped(json_text(page.model_dump(mode="json")), "q")) <= MAX_TOOL_RESULT_CHARS
+        pages.append(page.data["text"])
+        offset = page.data.get("next_offset")
+        assert page.truncated is (offset is not None)
+    assert "".join(pages) == whole
+
+
+async def test_reading_a_result_refuses_unknown_calls_bad_offsets_and_offsets_elsewhere() -> None:
+    log, whole = _huge_result_session(1_000)
+    missing = await _ask(log, {"store": "working", "mode": "result", "query": "nope"})
+    assert (missing.status, missing.error_code) == ("error", "not_found")
+    past = await _ask(
+        log, {"store": "working", "mode": "result", "query": "big-1", "offset": len(whole) + 1}
+    )
+    assert past.error_code == "invalid_input"
+    assert "outside" in past.summary
+    misplaced = await _ask(log, _query(query="line", offset=10))
+    assert misplaced.error_code == "invalid_input"
+    assert "mode result" in misplaced.summary
+
+
+async def test_a_masked_result_reads_as_masked() -> None:
+    """Reading on never shows more than the prompt would (`prompt_mask`, §8.5)."""
+    log, _ = _huge_result_session(30_000)
+
+    def masked(tool: str, result: ToolResult) -> dict[str, Any]:
+        return {"status": result.status, "summary": result.summary}
+
+    hook = working_query_hook(log, agent_id=AGENT, result_view=masked)
+    arguments = {"store": "working", "mode": "result", "query": "big-1"}
+    page = await hook(_proposal(arguments), arguments)
+    assert page.data["text"] == '{"status":"success","summary":"read a big file"}'

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from textual.app import App
+from textual.widgets import Static
+
 from tests.security.process_agents import sandbox_word
 from tests.tui.conftest import Live, column
 from tests.tui.pilot import console, until
@@ -35,3 +38,21 @@ async def test_agents_lists_every_agent_and_starts_and_stops_one(live: Live):
         await pilot.press("y")
         await until(pilot, lambda: column(app, "agents-table", "state")[0] == "stopped")
         assert (await live.client.agent_list()).agents[0].state == "stopped"
+
+
+async def test_the_detail_line_names_the_tools_the_model_is_not_offered_and_why(live: Live):
+    """Integration availability (issue 18) in the console: grouped by reason like choirctl's."""
+    async with console(live.home) as (app, pilot):
+        await tab(pilot, "agents")
+        await until(pilot, lambda: "not offered" in detail(app))
+
+        text = detail(app)
+        assert (
+            "not offered: choir.email.check, choir.email.receive, choir.email.send "
+            "(no email account is bound to the session" in text
+        )
+        assert "choir.web.search (no web search provider is configured" in text
+
+
+def detail(app: App[None]) -> str:
+    return str(app.query_one("#agent-detail", Static).content)

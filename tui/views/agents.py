@@ -3,9 +3,10 @@
 The table is `state.agents` (`agent.list`, re-read by the bridge when a session starts or ends);
 the highlighted row is the console's selected agent. Uptimes tick locally once a second from
 `started_at`. A detail line shows `agent.status` of the selected agent (pid, heartbeat, skill,
-config lag, image), read in a worker when the selection or the listing changes. An agent with
-core jobs held after a crash says how many in its state, and its detail line names the
-command that decides each; a crashed agent's says why and when, and that `s` resumes it.
+config lag, image, the tools its model is not offered and why), read in a worker when the
+selection or the listing changes. An agent with core jobs held after a crash says how many in its
+state, and its detail line names the command that decides each; a crashed agent's says why and
+when, and that `s` resumes it.
 
 Actions are choirctl's verbs: `s` start (`choirctl agent start`), `x` stop and `r` restart
 (`choirctl agent stop|restart`, after a confirmation).
@@ -60,7 +61,7 @@ class AgentsView(ChoirView):
     TITLE = "Agents"
 
     DEFAULT_CSS = """
-    AgentsView #agent-detail { height: auto; max-height: 6; padding: 0 1; color: $text-muted; }
+    AgentsView #agent-detail { height: auto; max-height: 10; padding: 0 1; color: $text-muted; }
     """
 
     BINDINGS: ClassVar[list[BindingType]] = [
@@ -287,6 +288,9 @@ def detail_text(status: v.AgentSummary, now: datetime) -> Text:
         )
     if detailed and detailed.image:
         text.append(f"\nimage {image_text(detailed.image)}")
+    for why, names in detailed.unavailable_by_reason() if detailed else ():
+        text.append("\nnot offered: ", style="#e5c07b")
+        text.append(f"{', '.join(names)} ({why})")
     outage = status.interrupted
     if outage:  # why it is down, since when, and what brings it back
         text.append(f"\n{outage.status} at {_clock(outage.ended_at)}: ", style="bold #e06c75")

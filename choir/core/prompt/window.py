@@ -84,7 +84,7 @@ def capped(content: str, call_id: str) -> str:
     return (
         content[:MAX_TOOL_RESULT_CHARS]
         + f"\n[truncated: {dropped} more characters; choir.memory.query store=working "
-        f"mode=keyword query={call_id} finds the whole result]"
+        f"mode=result query={call_id} offset={MAX_TOOL_RESULT_CHARS} reads on]"
     )
 
 

@@ -142,10 +142,10 @@ def lock_wait_line(waits: LockWaitView) -> str:
 
 def unavailable_lines(unavailable: dict[str, str]) -> list[str]:
     """`tools` lines: the tools the model is not offered, those sharing a reason on one line."""
-    by_reason: dict[str, list[str]] = {}
-    for name, why in sorted(unavailable.items()):
-        by_reason.setdefault(why, []).append(name)
-    lines = [f"{', '.join(names)} not offered: {why}" for why, names in by_reason.items()]
+    from choir.protocol.operator.answers import unavailable_by_reason
+
+    grouped = unavailable_by_reason(unavailable)
+    lines = [f"{', '.join(names)} not offered: {why}" for why, names in grouped]
     return [f"{'tools' if i == 0 else '':<11}{line}" for i, line in enumerate(lines)]
 
 

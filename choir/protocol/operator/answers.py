@@ -144,6 +144,17 @@ class AgentStatus(AgentSummary):
     spend: SpendView | None = None
     """Known LLM spend today and this month against the agent's caps."""
 
+    def unavailable_by_reason(self) -> list[tuple[str, list[str]]]:
+        """`unavailable_tools` as (reason, tool names) in tool-name order: one line each."""
+        return unavailable_by_reason(self.unavailable_tools)
+
+
+def unavailable_by_reason(unavailable: dict[str, str]) -> list[tuple[str, list[str]]]:
+    by_reason: dict[str, list[str]] = {}
+    for name, why in sorted(unavailable.items()):
+        by_reason.setdefault(why, []).append(name)
+    return list(by_reason.items())
+
 
 class AgentStarted(OperatorModel):
     agent_id: str
