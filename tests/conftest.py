@@ -31,11 +31,17 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 
 from choir.store.postgres.embedded import EmbeddedPostgres
 from choir.store.postgres.idents import quote_ident
 from choir.store.postgres.pool import connect_plain, ensure_vector_extension, wait_until_ready
 from choir.store.postgres.target import ConnectParams
+
+# Property tests check results, not speed: the suite runs on shared, loaded machines, where
+# hypothesis's default 200 ms deadline per example can fail a correct test.
+settings.register_profile("choir", deadline=None)
+settings.load_profile("choir")
 
 pytest_plugins = ("tests.harness.fixtures",)
 
