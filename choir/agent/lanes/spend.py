@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
-from typing import Any, Literal, TypeVar
+from typing import Any, Final, Literal, TypeVar
 
 from pydantic import ValidationError
 
@@ -102,11 +102,20 @@ class SpendMeter:
         )
 
 
+FREE: Final = ModelPrice(prompt=0, completion=0)
+"""The price of the built-in demo model (`scripted`, no endpoint): it runs inside choir-agent,
+no provider bills it."""
+
+
 def price_of(config: DynamicConfig, model: str) -> ModelPrice | None:
-    """`models.<model>.price` of the config snapshot, None when absent or unreadable."""
+    """`models.<model>.price` of the config snapshot, None when absent or unreadable; the
+    built-in demo model without one is free (its usage reads as $0, not as unknown)."""
     entry = (config.data.get("models") or {}).get(model)
-    raw = entry.get("price") if isinstance(entry, Mapping) else None
-    return _valid(ModelPrice, raw)
+    if not isinstance(entry, Mapping):
+        return None
+    price = _valid(ModelPrice, entry.get("price"))
+    demo = entry.get("provider") == "scripted" and entry.get("endpoint") is None
+    return FREE if price is None and demo else price
 
 
 def _cap(raw: Any) -> SpendCap | None:
