@@ -23,8 +23,9 @@ class BrowserConfig(ConfigModel):
     Off (the default): the tool is withheld, and `agent status` says why."""
     executable: Annotated[str, Field(min_length=1)] = "/usr/bin/chromium"
     """The Chromium binary Playwright drives (Debian's `chromium` package)."""
-    page_timeout_ms: Annotated[int, Field(ge=500, le=120_000)] = 15_000
-    """How long one page load or element action may take before the call answers an error."""
+    page_timeout_ms: Annotated[int, Field(ge=500, le=50_000)] = 15_000
+    """How long one page load or element action may take before the call answers an error;
+    below the tool's own 60 s timeout, so the agent hears why rather than a bare timeout."""
     allow_private_networks: bool = False
     """Let pages load from loopback, private and link-local addresses (this host's services,
     the LAN, cloud metadata). Off by default: the browser runs on the host, outside the agent's

@@ -198,6 +198,29 @@ async def test_only_web_urls_and_public_addresses_open(tmp_path: Path, site: Loc
         assert files.error_code == "invalid_input"
 
 
+async def test_a_redirect_to_a_private_address_is_refused(tmp_path: Path, site: LocalSite) -> None:
+    """127.0.0.1 plays a public host, 127.0.0.2 a private one: a redirect from one to the
+    other (which Playwright's request routing never sees) goes through the egress proxy."""
+    config = BrowserConfig(enabled=True, page_timeout_ms=5_000)
+    async with (
+        LocalSite(host="127.0.0.2") as internal,
+        BrowserWorker(config, egress=lambda address: address == "127.0.0.1") as worker,
+    ):
+        assert await worker.wait_ready(30)
+        tools = HostTools()
+        BrowseTool(worker, lambda call: tmp_path).register(tools)
+        browse = browser_of(tools)
+        public = await browse(action="open", url=site.url("/page2"))
+        assert public.status == "success", public  # through the proxy
+        bounced = await browse(action="open", url=site.url("/redirect?to=" + internal.url("/")))
+        assert site.hits["/redirect"] == 1
+        assert internal.hits["/"] == 0
+        assert "private or loopback address" in bounced.data.get("text", ""), bounced
+        direct = await browse(action="open", url=internal.url("/"))
+        assert direct.error_code == "blocked_address"
+        assert internal.hits["/"] == 0
+
+
 async def test_a_page_that_never_loads_times_out_with_a_clear_error(
     host_tools: HostTools, site: LocalSite
 ) -> None:

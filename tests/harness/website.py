@@ -7,7 +7,10 @@
 - `/slow` — answers after `SLOW_S`;
 - `/never` — sends its headers and the start of a body, then nothing: it never finishes
   loading (until the test ends);
-- `/large` — `LARGE_PARAGRAPHS` numbered paragraphs (hundreds of KB of text).
+- `/large` — `LARGE_PARAGRAPHS` numbered paragraphs (hundreds of KB of text);
+- `/redirect?to=URL` — a 302 to `URL`.
+
+It listens on `host` (another loopback address, 127.0.0.2, stands for a private host).
 
 `hits` counts requests by path (what the browser really fetched).
 """
@@ -21,8 +24,6 @@ from html import escape
 from typing import Self
 
 from aiohttp import web
-
-from tests.harness.local_http import serve
 
 SLOW_S = 1.0
 LARGE_PARAGRAPHS = 4_000
@@ -53,13 +54,14 @@ def _page(title: str, body: str) -> str:
 
 @dataclass
 class LocalSite:
+    host: str = "127.0.0.1"
     hits: Counter[str] = field(default_factory=Counter)
     port: int = 0
     _runner: web.AppRunner | None = None
     _hanging: set[asyncio.Event] = field(default_factory=set)
 
     def url(self, path: str = "/") -> str:
-        return f"http://127.0.0.1:{self.port}{path}"
+        return f"http://{self.host}:{self.port}{path}"
 
     async def __aenter__(self) -> Self:
         app = web.Application()
@@ -71,9 +73,14 @@ class LocalSite:
             "/slow": self._slow,
             "/never": self._never,
             "/large": self._large,
+            "/redirect": self._redirect,
         }.items():
             app.router.add_get(path, handler)
-        self._runner, self.port = await serve(app)
+        self._runner = web.AppRunner(app, access_log=None)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, self.host, 0)
+        await site.start()
+        self.port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
         return self
 
     async def __aexit__(self, *_: object) -> None:
@@ -119,3 +126,7 @@ class LocalSite:
             for n in range(LARGE_PARAGRAPHS)
         )
         return self._html(request, _page("Large", body))
+
+    async def _redirect(self, request: web.Request) -> web.Response:
+        self.hits[request.path] += 1
+        raise web.HTTPFound(request.query["to"])

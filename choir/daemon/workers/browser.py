@@ -10,10 +10,9 @@
   of the authenticated caller, so no agent can reach another's context.
 - **Sandbox**: Chromium runs as choird's user with `--no-sandbox` (its setuid/namespace
   sandbox does not run as root in a container). What a page may reach is limited instead: only
-  http(s) URLs are opened, and — unless `browser.allow_private_networks` — no request may go to
-  loopback, private or link-local addresses (`_guard`), so the host-side browser is no way
-  around the agent container's egress filter. The name is resolved here before Chromium
-  resolves it again: a DNS name that changes its answer in between is not caught.
+  http(s) URLs are opened, and — unless `browser.allow_private_networks` — every request goes
+  through `EgressProxy`, which refuses loopback, private and link-local addresses (redirects
+  included), so the host-side browser is no way around the agent container's egress filter.
 """
 
 from __future__ import annotations
@@ -27,11 +26,11 @@ from typing import TYPE_CHECKING, Final, Literal
 from urllib.parse import urlsplit
 
 from choir.config.browser import BrowserConfig
-from choir.daemon.workers.browse_rules import private_address
+from choir.daemon.workers.egress_proxy import Allowed, EgressProxy, public_only
 from choir.logs import get_logger
 
 if TYPE_CHECKING:  # playwright loads only when the worker is enabled
-    from playwright.async_api import Browser, BrowserContext, Page, Playwright, Request, Route
+    from playwright.async_api import Browser, BrowserContext, Page, Playwright
 
 log = get_logger("choird.browser")
 
@@ -99,8 +98,10 @@ class SessionBrowser:
 class BrowserWorker:
     """The worker; `async with` runs it (a no-op while `config.enabled` is false)."""
 
-    def __init__(self, config: BrowserConfig) -> None:
+    def __init__(self, config: BrowserConfig, *, egress: Allowed = public_only) -> None:
         self.config = config
+        self._allowed = egress
+        """Which addresses pages may reach unless `allow_private_networks` (tests narrow it)."""
         self.state: WorkerState = "off"
         self.failure: str | None = None
         """Why Chromium could not start, while `state` is failed or restarting."""
@@ -116,9 +117,13 @@ class BrowserWorker:
         self._supervisor: asyncio.Task[None] | None = None
         self._ready = asyncio.Event()
         self._gone = asyncio.Event()
+        self._egress: EgressProxy | None = None
+        """Where Chromium's requests go unless `allow_private_networks` (`egress_proxy`)."""
         self.restarts = 0
 
     async def __aenter__(self) -> BrowserWorker:
+        if self.config.enabled and not self.config.allow_private_networks:
+            self._egress = await EgressProxy(self._allowed).__aenter__()
         if self.config.enabled:
             self.state = "starting"
             self._supervisor = asyncio.create_task(self._supervise(), name="browser-worker")
@@ -135,7 +140,9 @@ class BrowserWorker:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
         await self._shutdown_browser()
-        self.state = "off" if not self.config.enabled else self.state
+        if self._egress is not None:
+            await self._egress.__aexit__(None, None, None)
+            self._egress = None
 
     # -- availability ------------------------------------------------------------------------
 
@@ -169,10 +176,7 @@ class BrowserWorker:
     def session_ended(self, session_id: str) -> None:
         """Close the session's context and every tab in it."""
         self._known.pop(session_id, None)
-        self._lost.discard(session_id)
-        creating = self._creating.pop(session_id, None)
-        if creating is not None:
-            creating.cancel()
+        self._lost.discard(session_id)  # a context being made is closed when it is (`_make`)
         browser = self._sessions.pop(session_id, None)
         if browser is not None:
             self._spawn(_close(browser.context))
@@ -230,28 +234,20 @@ class BrowserWorker:
         )
         context.set_default_timeout(self.config.page_timeout_ms)
         context.set_default_navigation_timeout(self.config.page_timeout_ms)
-        if not self.config.allow_private_networks:
-            await context.route("**/*", self._guard)
         made = SessionBrowser(session_id, agent_id, context)
         context.on("page", made.popped)  # tabs a page opens (target=_blank, window.open)
-        if session_id not in self._known:  # it ended while the context was being made
-            await _close(context)
-            raise BrowserUnavailable("the session ended")
+        if session_id not in self._known or self._browser is not browser:
+            await _close(context)  # the session ended, or Chromium restarted, meanwhile
+            raise BrowserUnavailable("the session ended or the browser restarted: retry")
         made.restarted = session_id in self._lost
         self._lost.discard(session_id)
         self._sessions[session_id] = made
         log.info("browser: context made", fields={"session_id": session_id, "agent_id": agent_id})
         return made
 
-    async def _guard(self, route: Route, request: Request) -> None:
-        """Let a request through only to a public address (`allow_private_networks` off)."""
-        if await self.refused(request.url) is None:
-            await route.continue_()
-        else:
-            await route.abort("blockedbyclient")
-
     async def refused(self, url: str) -> str | None:
-        """Why a page may not load `url` (a private address), or None."""
+        """Why `open` may not load `url` (a private address), or None: a clear answer before
+        Chromium tries (the egress proxy refuses it anyway, and every redirect and subresource)."""
         parts = urlsplit(url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
             return None  # data:, blob: and the like stay inside the page
@@ -261,7 +257,7 @@ class BrowserWorker:
         except OSError:
             return None  # Chromium fails to resolve it too, and says so
         for info in infos:
-            if private_address(str(info[4][0])):
+            if not self._allowed(str(info[4][0])):
                 return (
                     f"{host} is a private or loopback address: the browser may not reach it "
                     "(browser.allow_private_networks in config.json)"
@@ -303,11 +299,15 @@ class BrowserWorker:
             attempt += 1
 
     async def _launch(self) -> None:
-        from playwright.async_api import async_playwright
+        from playwright.async_api import ProxySettings, async_playwright
 
         self._gone.clear()
         self._playwright = await async_playwright().start()
+        proxy = None
+        if self._egress is not None:  # every request, loopback included, through the proxy
+            proxy = ProxySettings(server=self._egress.url, bypass="<-loopback>")
         self._browser = await self._playwright.chromium.launch(
+            proxy=proxy,
             executable_path=self.config.executable,
             headless=True,
             args=list(CHROMIUM_ARGS),
@@ -326,10 +326,7 @@ class BrowserWorker:
     async def _drop_all(self) -> None:
         """Forget every context (their Chromium is gone) and stop Playwright's driver."""
         self._lost |= set(self._sessions)
-        self._sessions.clear()
-        for task in list(self._creating.values()):
-            task.cancel()
-        self._creating.clear()
+        self._sessions.clear()  # contexts being made fail with their browser (`_make`)
         await self._shutdown_browser()
 
     async def _shutdown_browser(self) -> None:
