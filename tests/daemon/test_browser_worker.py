@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import json
 import os
 import shutil
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -315,3 +316,17 @@ async def test_a_disabled_or_missing_browser_says_why(tmp_path: Path) -> None:
                 break
             await asyncio.sleep(0.02)
         assert "apt-get install chromium" in (broken.unavailable() or "")
+
+
+def test_config_check_names_a_bad_browser_section() -> None:
+    from choir.config import validate_config_data
+
+    example = Path(__file__).parents[2] / "seeds" / "config.example.json"
+    data = json.loads(example.read_text())
+    data["browser"] = {"enabled": "yes", "page_timeout_ms": 90_000, "tabs": 3}
+    errors = validate_config_data(data, None).errors
+    assert any(e.startswith("browser.enabled") for e in errors), errors
+    assert any(e.startswith("browser.page_timeout_ms") for e in errors), errors
+    assert any(e.startswith("browser.tabs") for e in errors), errors
+    data["browser"] = {"enabled": True}
+    assert validate_config_data(data, None).errors == []
