@@ -73,6 +73,7 @@ AFTER_DATABASE: Final = (
     "choir.daemon.runtimes.adopt",
     "choir.daemon.runtimes.select",
     "choir.daemon.sessions.state",
+    "choir.daemon.workers.browse_tool",
     "choir.store.agent_schema",
 )
 """What start-up needs only once Postgres is up, about half of choird's imports: imported while
