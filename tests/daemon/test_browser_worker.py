@@ -8,13 +8,11 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
-import os
 import shutil
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-import psutil
 import pytest
 
 from choir.config.browser import BrowserConfig
@@ -23,6 +21,7 @@ from choir.daemon.sessions.state import LiveSession, SessionContext
 from choir.daemon.workers.browse_tool import BrowseTool
 from choir.daemon.workers.browser import BrowserWorker
 from choir.protocol import ExecuteHostToolRequest, ResourceBindings, ToolResult
+from tests.harness.chromium import chromium_processes
 from tests.harness.website import LARGE_PARAGRAPHS, LocalSite
 
 pytestmark = [
@@ -268,16 +267,6 @@ async def test_contexts_follow_sessions(worker: BrowserWorker, host_tools: HostT
             break
         await asyncio.sleep(0.05)
     assert context not in worker._browser.contexts  # type: ignore[union-attr]
-
-
-def chromium_processes() -> list[psutil.Process]:
-    """The Chromium browser processes this test process started (through Playwright's driver)."""
-    me = psutil.Process(os.getpid())
-    return [
-        child
-        for child in me.children(recursive=True)
-        if "chrom" in child.name() and "--type=" not in " ".join(child.cmdline())
-    ]
 
 
 async def test_chromium_killed_answers_unavailable_then_recovers(

@@ -19,6 +19,7 @@ from choir.protocol.names import to_wire_name
 from choir.scripted import ReplyStep, Script, ScriptedCall, ScriptedModelServer, ToolCallsStep
 from choir.store.postgres.target import ConnectParams
 from tests.e2e_agent.test_agent_process import Agent, choir_root, running_agent
+from tests.harness.chromium import chromium_processes
 from tests.harness.homes import external_postgres, make_home, read_config, write_config
 from tests.harness.website import LocalSite
 
@@ -45,6 +46,11 @@ def script(site: LocalSite) -> Script:
             ToolCallsStep(
                 match="show me",
                 calls=[ScriptedCall(name="choir.web.browse", arguments={"action": "screenshot"})],
+            ),
+            ToolCallsStep(
+                match="read it again",
+                repeat=True,
+                calls=[ScriptedCall(name="choir.web.browse", arguments={"action": "read"})],
             ),
             ReplyStep(after="tool", repeat=True, text="Done browsing."),
         ]
@@ -115,6 +121,22 @@ async def test_an_agent_browses_and_screenshots_through_choird(start: Start) -> 
     saved = agent.workspace / shot["data"]["path"]
     assert saved.parent == agent.workspace / ".choirtmp" / "send"
     assert saved.read_bytes().startswith(b"\x89PNG")
+
+    [chromium] = chromium_processes()  # Chromium dies mid-session: a clear error, choird up
+    chromium.kill()
+    for _ in range(100):
+        if worker.state != "running":
+            break
+        await asyncio.sleep(0.05)
+    await agent.chat("please read it again")
+    down = last_tool_result(agent)
+    assert (down["status"], down["error_code"]) == ("error", "service_unavailable"), down
+    assert (await agent.operator.status()).uptime_s > 0  # choird answers
+    assert await worker.wait_ready(30)  # restarted; the session's context is made again
+    await agent.chat("please read it again")
+    back = last_tool_result(agent)
+    assert back["error_code"] == "no_such_tab", back  # a fresh context: its tabs are gone
+    assert "older tabs are gone" in back["data"]["note"]
 
     await agent.operator.agent_stop("agent-1")
     assert worker.contexts() == {}

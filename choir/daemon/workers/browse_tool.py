@@ -74,15 +74,16 @@ class BrowseTool:
             ctx = call.context
             browser = await self._worker.session(ctx.session_id, ctx.agent_id)
             async with browser.lock:
-                result = await self._act(browser, args, call)
+                try:
+                    result = await self._act(browser, args, call)
+                except _Refused as refused:
+                    result = ToolResult.fail(refused.code, refused.message)
             if browser.restarted:
                 browser.restarted = False
                 result.data["note"] = (
                     "the browser restarted since your last call: older tabs are gone"
                 )
             return result
-        except _Refused as refused:
-            return ToolResult.fail(refused.code, refused.message)
         except BrowserUnavailable as error:
             return ToolResult.fail(UNAVAILABLE, f"{TOOL}: {error.message}")
         except Exception as error:
