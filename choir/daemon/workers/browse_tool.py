@@ -40,6 +40,8 @@ TOOL: Final = "choir.web.browse"
 UNAVAILABLE: Final = "service_unavailable"
 LINKS_JS: Final = """() => Array.from(document.querySelectorAll('a[href]')).map(a =>
   [(a.innerText || a.getAttribute('aria-label') || a.title || '').trim(), a.href])"""
+PAGE_TEXT_JS: Final = "() => [document.title, document.body ? document.body.innerText : '']"
+"""The title and the rendered text (a page still loading may have no body yet)."""
 SETTLE_MS: Final = 2_000
 """How long a click or a submit waits for the page it may have started to load."""
 
@@ -200,17 +202,20 @@ def _current(browser: SessionBrowser, args: BrowseCall) -> tuple[Page, int]:
 
 
 async def _read(page: Page, tab: int, args: BrowseCall) -> ToolResult:
-    scope = page.locator(args.selector).first if args.selector else page.locator("body")
-    if args.selector and await page.locator(args.selector).count() == 0:
-        raise _Refused("not_found", f"{TOOL}: nothing on the page matches {args.selector!r}")
-    text = clean_text(await scope.inner_text())
+    if args.selector:
+        matches = page.locator(args.selector)
+        if await matches.count() == 0:
+            raise _Refused("not_found", f"{TOOL}: nothing on the page matches {args.selector!r}")
+        title, raw = await page.title(), await matches.first.inner_text()
+    else:  # one round trip to the page: what `open` pays on every call
+        title, raw = await page.evaluate(PAGE_TEXT_JS)
+    text = clean_text(raw)
     part = chunk(text, args.offset, args.chars)
     more = (
         f"; more from offset {part.next_offset} (action read)"
         if part.next_offset is not None
         else ""
     )
-    title = await page.title()
     return ToolResult(
         status="success",
         summary=f"tab {tab}: {title or page.url} — characters {part.offset}-"
