@@ -319,3 +319,19 @@ def test_config_check_names_a_bad_browser_section() -> None:
     assert any(e.startswith("browser.tabs") for e in errors), errors
     data["browser"] = {"enabled": True}
     assert validate_config_data(data, None).errors == []
+
+
+async def test_tabs_are_capped_for_the_agent_and_for_pages(tmp_path: Path, site: LocalSite) -> None:
+    async with BrowserWorker(config(max_tabs=2)) as worker:
+        assert await worker.wait_ready(30)
+        tools = HostTools()
+        BrowseTool(worker, lambda call: tmp_path).register(tools)
+        browse = browser_of(tools)
+        await browse(action="open", url=site.url("/"))
+        await browse(action="click", selector="#popup")  # a second tab, the page's
+        await browse(action="switch", tab=1)
+        await browse(action="click", selector="#popup")  # a third: closed at once
+        await asyncio.sleep(0.5)
+        assert [t["tab"] for t in (await browse(action="tabs")).data["tabs"]] == [1, 2]
+        refused = await browse(action="open", url=site.url("/page2"), new_tab=True)
+        assert refused.error_code == "too_many_tabs", refused

@@ -42,6 +42,10 @@ LINKS_JS: Final = """() => Array.from(document.querySelectorAll('a[href]')).map(
   [(a.innerText || a.getAttribute('aria-label') || a.title || '').trim(), a.href])"""
 PAGE_TEXT_JS: Final = "() => [document.title, document.body ? document.body.innerText : '']"
 """The title and the rendered text (a page still loading may have no body yet)."""
+MAX_FOUND: Final = 20
+"""Elements one `find` describes (two round trips to the page each)."""
+MAX_URL_CHARS: Final = 2_000
+"""A link's URL as listed (a `data:` href can be megabytes)."""
 SETTLE_MS: Final = 2_000
 """How long a click or a submit waits for the page it may have started to load."""
 
@@ -237,7 +241,7 @@ async def _links(page: Page, tab: int, args: BrowseCall) -> ToolResult:
     found: list[list[str]] = await page.evaluate(LINKS_JS)
     shown = found[args.offset : args.offset + MAX_LINKS]
     end = args.offset + len(shown)
-    links = [{"text": snippet(text), "url": url} for text, url in shown]
+    links = [{"text": snippet(text), "url": url[:MAX_URL_CHARS]} for text, url in shown]
     return ToolResult(
         status="success",
         summary=f"tab {tab}: links {args.offset}-{end} of {len(found)}",
@@ -264,7 +268,7 @@ async def _find(page: Page, tab: int, args: BrowseCall) -> ToolResult:
     matches = _target(page, args)
     count = await matches.count()
     elements: list[dict[str, Any]] = []
-    for index in range(args.offset, min(count, args.offset + MAX_LINKS)):
+    for index in range(args.offset, min(count, args.offset + MAX_FOUND)):
         element = matches.nth(index)
         described = await element.evaluate(
             "e => [e.tagName.toLowerCase(), e.innerText || e.value || e.getAttribute('placeholder')"

@@ -74,6 +74,8 @@ class SessionBrowser:
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     restarted: bool = False
     """Made again after Chromium restarted: the next answer says the old tabs are gone."""
+    max_tabs: int = 8
+    _closing: set[asyncio.Future[None]] = field(default_factory=set)
 
     def adopt(self, page: Page) -> int:
         """Number a new tab (opened by the agent, or by a page: a popup) and make it active."""
@@ -85,9 +87,16 @@ class SessionBrowser:
         return tab
 
     def popped(self, page: Page) -> None:
-        """A page opened a tab (target=_blank, window.open); one the agent opened is known."""
-        if page not in self.tabs.values():
-            self.adopt(page)
+        """A page opened a tab (target=_blank, window.open); one the agent opened is known.
+        Past `max_tabs` it is closed: a page cannot fill the browser with windows."""
+        if page in self.tabs.values():
+            return
+        if len(self.tabs) >= self.max_tabs:
+            closing = asyncio.ensure_future(page.close())
+            self._closing.add(closing)
+            closing.add_done_callback(self._closing.discard)
+            return
+        self.adopt(page)
 
     def _closed(self, tab: int) -> None:
         self.tabs.pop(tab, None)
@@ -234,7 +243,7 @@ class BrowserWorker:
         )
         context.set_default_timeout(self.config.page_timeout_ms)
         context.set_default_navigation_timeout(self.config.page_timeout_ms)
-        made = SessionBrowser(session_id, agent_id, context)
+        made = SessionBrowser(session_id, agent_id, context, max_tabs=self.config.max_tabs)
         context.on("page", made.popped)  # tabs a page opens (target=_blank, window.open)
         if session_id not in self._known or self._browser is not browser:
             await _close(context)  # the session ended, or Chromium restarted, meanwhile
