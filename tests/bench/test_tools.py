@@ -2,16 +2,12 @@
 
 from __future__ import annotations
 
-import shutil
-
-import pytest
-
 from bench.tools import browser_figures, filtering_figures
-
-pytestmark = pytest.mark.skipif(shutil.which("chromium") is None, reason="needs chromium (apt)")
+from tests.harness.chromium import require_chromium
 
 
 async def test_the_browser_figures_are_measured() -> None:
+    require_chromium()
     figures = await browser_figures(opens=3, contexts=2)
     assert 0 < figures["browse_open_extract_p50_ms"] < 10_000
     assert 0 < figures["browser_context_create_ms"] < 10_000

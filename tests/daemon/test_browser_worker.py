@@ -8,7 +8,6 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
-import shutil
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -21,13 +20,16 @@ from choir.daemon.sessions.state import LiveSession, SessionContext
 from choir.daemon.workers.browse_tool import BrowseTool
 from choir.daemon.workers.browser import BrowserWorker
 from choir.protocol import ExecuteHostToolRequest, ResourceBindings, ToolResult
-from tests.harness.chromium import chromium_processes
+from tests.harness.chromium import chromium_processes, require_chromium
 from tests.harness.website import LARGE_PARAGRAPHS, LocalSite
 
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.skipif(shutil.which("chromium") is None, reason="needs chromium (apt)"),
-]
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(autouse=True)
+def _chromium() -> None:
+    require_chromium()
+
 
 Browse = Callable[..., Awaitable[ToolResult]]
 _calls = itertools.count()

@@ -8,7 +8,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import shutil
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -19,14 +18,17 @@ from choir.protocol.names import to_wire_name
 from choir.scripted import ReplyStep, Script, ScriptedCall, ScriptedModelServer, ToolCallsStep
 from choir.store.postgres.target import ConnectParams
 from tests.e2e_agent.test_agent_process import Agent, choir_root, running_agent
-from tests.harness.chromium import chromium_processes
+from tests.harness.chromium import chromium_processes, require_chromium
 from tests.harness.homes import external_postgres, make_home, read_config, write_config
 from tests.harness.website import LocalSite
 
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.skipif(shutil.which("chromium") is None, reason="needs chromium (apt)"),
-]
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(autouse=True)
+def _chromium() -> None:
+    require_chromium()
+
 
 WIRE = to_wire_name("choir.web.browse")
 Start = Callable[..., Awaitable[tuple[Agent, LocalSite]]]

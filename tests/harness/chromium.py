@@ -4,8 +4,23 @@ worker running in-process): to kill it mid-session."""
 from __future__ import annotations
 
 import os
+import shutil
 
 import psutil
+import pytest
+
+CHROMIUM = "/usr/bin/chromium"
+"""Where Debian's package puts it: the browser worker's default `browser.executable`."""
+
+
+def require_chromium() -> None:
+    """Skip without Chromium — or fail in CI, which installs it (`.ci/run`)."""
+    if shutil.which(CHROMIUM):
+        return
+    problem = f"{CHROMIUM} is not installed (apt-get install chromium)"
+    if os.environ.get("CI"):
+        pytest.fail(problem, pytrace=False)
+    pytest.skip(problem)
 
 
 def chromium_processes() -> list[psutil.Process]:
