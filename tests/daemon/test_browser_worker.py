@@ -340,3 +340,7 @@ async def test_tabs_are_capped_for_the_agent_and_for_pages(tmp_path: Path, site:
         assert [t["tab"] for t in (await browse(action="tabs")).data["tabs"]] == [1, 2]
         refused = await browse(action="open", url=site.url("/page2"), new_tab=True)
         assert refused.error_code == "too_many_tabs", refused
+
+
+def test_a_choird_without_the_worker_says_the_tool_is_unavailable() -> None:
+    assert HostTools().unavailable() == {"choir.web.browse": "this choird does not serve it"}

@@ -19,6 +19,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from choir.core.integrations import HOST_WORKER_TOOLS
 from choir.daemon.sessions.state import Clock, SessionContext, utc_now
 from choir.errors import ChoirError
 from choir.logs import get_logger
@@ -88,6 +89,8 @@ class HostTools:
         """The host tools that cannot serve calls now, with why: what agents withhold from
         their models (FETCH_DYNAMIC_CONFIG's `host_unavailable`) and `agent status` shows."""
         found = {name: check() for name, check in self._availability.items()}
+        for name in HOST_WORKER_TOOLS - self._handlers.keys():  # no worker wired up at all
+            found[name] = "this choird does not serve it"
         return {name: reason for name, reason in sorted(found.items()) if reason is not None}
 
     async def execute(
