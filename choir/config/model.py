@@ -11,6 +11,7 @@ from typing import Annotated, Any
 from pydantic import Field, field_validator
 
 from choir.config.base import ConfigModel, NonEmpty
+from choir.config.browser import BrowserConfig
 from choir.config.container import ContainerConfig
 from choir.config.metrics import MetricsConfig
 from choir.config.names import AgentId, ResourceName
@@ -120,6 +121,8 @@ class ChoirConfig(Tunables):
     """Where agents run (docker or process) and their containers' limits (§15.3)."""
     metrics: MetricsConfig = Field(default_factory=MetricsConfig)
     """choird's Prometheus endpoint (§22.1): off unless `metrics.listen` is set."""
+    browser: BrowserConfig = Field(default_factory=BrowserConfig)
+    """choird's browser worker (§18.2), which serves `choir.web.browse`: off unless enabled."""
 
     @field_validator("embedding", mode="before")
     @classmethod

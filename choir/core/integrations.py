@@ -17,12 +17,11 @@ EMAIL_TOOLS: Final = ("choir.email.send", "choir.email.receive", "choir.email.ch
 INTEGRATION_TOOLS: Final = frozenset({WEB_SEARCH, NOTION_QUERY, TTS_SPEAK, *EMAIL_TOOLS})
 """Tools that reach an outside service with the session's secrets (choir-agent runs them as lane
 hooks); withheld while their service is not configured."""
-NOT_IN_THIS_VERSION: Final = frozenset(
-    {
-        # host tools choird does not serve yet (the browser worker)
-        "choir.web.browse",
-    }
-)
+WEB_BROWSE: Final = "choir.web.browse"
+HOST_WORKER_TOOLS: Final = frozenset({WEB_BROWSE})
+"""Host tools served by a choird worker that may be off or failed (the browser worker):
+withheld unless the dynamic config's `host_unavailable` (from choird) leaves them out."""
+NOT_IN_THIS_VERSION: Final[frozenset[str]] = frozenset()
 """Seed manifests without an implementation yet, in choir-agent or in choird: never offered to a
 lane (`open_kernel`'s `unavailable`), so no model is shown a tool that cannot run; a call by name
 anyway answers `not_implemented` (built-ins) or `unknown_host_tool` (host tools)."""
@@ -206,7 +205,16 @@ def withheld_tools(data: Mapping[str, Any], secret_names: frozenset[str]) -> dic
         reason = ""
     if reason:
         withheld.update(dict.fromkeys(EMAIL_TOOLS, reason))
+    withheld.update(_host_unavailable(data.get("host_unavailable")))
     return withheld
+
+
+def _host_unavailable(given: Any) -> dict[str, str]:
+    """The worker-served host tools choird says cannot run (`host_unavailable`, from its
+    `HostTools.unavailable`); all of them when it says nothing (a choird that predates it)."""
+    if not isinstance(given, Mapping):
+        return dict.fromkeys(sorted(HOST_WORKER_TOOLS), "choird did not say its workers run")
+    return {name: str(given[name]) for name in sorted(HOST_WORKER_TOOLS) if name in given}
 
 
 def _unset(what: str, secret: str) -> str:

@@ -43,6 +43,7 @@ from choir.transport.limits import AGENT_SOCKET_LIMITS
 from choir.transport.uds.sockfile import claim
 
 if TYPE_CHECKING:  # aiohttp and cryptography load only for --transport http
+    from choir.daemon.agents.host_tools import HostToolCall
     from choir.daemon.agents.services import AgentServices
     from choir.daemon.health.postgres import PostgresSupervisor
     from choir.daemon.memory.close import SessionCloser
@@ -56,6 +57,7 @@ if TYPE_CHECKING:  # aiohttp and cryptography load only for --transport http
     from choir.daemon.runtimes.agent_link import HttpLink
     from choir.daemon.runtimes.base import AgentRuntime, RuntimeChoice
     from choir.daemon.sessions.state import SessionEnded
+    from choir.daemon.workers.browser import BrowserWorker
     from choir.transport import HttpServer
 
 log = get_logger("choird")
@@ -71,6 +73,7 @@ AFTER_DATABASE: Final = (
     "choir.daemon.runtimes.adopt",
     "choir.daemon.runtimes.select",
     "choir.daemon.sessions.state",
+    "choir.daemon.workers.browse_tool",
     "choir.store.agent_schema",
 )
 """What start-up needs only once Postgres is up, about half of choird's imports: imported while
@@ -175,6 +178,8 @@ class ChoirDaemon:
         self.memory_closer: SessionCloser | None = None
         """Puts ended sessions into memory (§11.8 steps 6-7)."""
         self.memory_ready = asyncio.Event()
+        self.browser: BrowserWorker | None = None
+        """The browser worker of `choir.web.browse` (§18.2); Chromium runs when enabled."""
         self._memory_wanted = asyncio.Event()
         """Set by the first memory work (a session ending, a memory tool call, `reembed`): what
         a choird with nothing to close or embed at its start waits for to load memory."""
@@ -326,6 +331,7 @@ class ChoirDaemon:
             await services.inbox.redeliver(agent.session_id)
         services.sessions.subscribe(self._on_session_ended)
         self._serve_memory_tools(services, stage)
+        await self._start_browser(services, config)
         services.sessions.subscribe(lambda ended: self._memory_wanted.set())
         self._memory_start = asyncio.create_task(self._start_memory(stage), name="memory-start")
         log.info(
@@ -340,6 +346,30 @@ class ChoirDaemon:
                 "socket": str(self.home.operator_socket),
             },
         )
+
+    async def _start_browser(self, services: AgentServices, config: ChoirConfig) -> None:
+        """The browser worker and `choir.web.browse` (§18.2). Chromium starts in the background
+        when `browser.enabled` (choird is ready first); off, the tool answers why and agents
+        withhold it. Contexts follow sessions: made at start, closed at end."""
+        from choir.daemon.workers.browse_tool import BrowseTool
+        from choir.daemon.workers.browser import BrowserWorker
+
+        worker = await self._stack.enter_async_context(BrowserWorker(config.browser))
+        self.browser = worker
+        self._stack.callback(services.sessions.subscribe_started(worker.session_started))
+        self._stack.callback(
+            services.sessions.subscribe(lambda ended: worker.session_ended(ended.session_id))
+        )
+        if config.browser.enabled:  # adopted agents get theirs too
+            for row in await services.sessions.active():
+                worker.session_started(row.session_id, row.agent_id)
+        stage = services.stage
+
+        def workspace_of(call: HostToolCall) -> Path:
+            workspaces = stage.running.config.workspaces
+            return Path(workspaces[call.context.bindings.workspace].path)
+
+        self._stack.callback(BrowseTool(worker, workspace_of).register(services.host_tools))
 
     async def _start_metrics(
         self, listen: str, services: AgentServices, stage: ConfigStage

@@ -20,7 +20,6 @@ from choir.agent.kernel.registry import RegisteredTool, ToolRegistry
 from choir.agent.kernel.workspace import Workspace
 from choir.agent.replication.live_config import DynamicConfig, DynamicState, Secrets
 from choir.core.integrations import (
-    NOT_BUILT,
     SearchProvider,
     search_provider,
     unavailable_tools,
@@ -166,7 +165,7 @@ def test_the_tool_is_withheld_until_a_provider_and_its_secret_are_there() -> Non
     )
     assert chosen == SearchProvider("a", "http://x/v1", "k1")  # the first by name
     shown = unavailable_tools(search, frozenset({"brave-key"}))
-    assert shown["choir.web.browse"] == NOT_BUILT
+    assert shown["choir.web.browse"] == "choird did not say its workers run"
     assert web_search.TOOL not in shown
     assert "no Notion integration is bound" in shown["choir.notion.query"]
 

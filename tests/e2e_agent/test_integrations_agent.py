@@ -19,7 +19,6 @@ import pytest
 
 from choir.agent.integrations.tts import is_ogg_opus
 from choir.config import SecretStore
-from choir.core.integrations import NOT_BUILT
 from choir.ctl.agent.views import unavailable_lines
 from choir.protocol.names import to_wire_name
 from choir.scripted import ReplyStep, Script, ScriptedCall, ScriptedModelServer, ToolCallsStep
@@ -39,6 +38,10 @@ NOTION_TOKEN = "secret_notion-e2e-5d2a"
 TTS_KEY = "el-e2e-key-93be"
 WIRE = to_wire_name("choir.web.search")
 NOTION_WIRE = to_wire_name("choir.notion.query")
+BROWSER_OFF = (
+    "the browser worker is not running: set browser.enabled to true in config.json and "
+    "restart choird"
+)
 PLAN = page("Plan")
 SCRIPT = Script(
     steps=[
@@ -181,7 +184,7 @@ async def test_configured_integrations_run_with_the_sessions_keys(start: Start) 
     assert "choir.web.search" not in unavailable
     assert "choir.notion.query" not in unavailable
     assert "choir.tts.speak" not in unavailable
-    assert unavailable["choir.web.browse"] == NOT_BUILT
+    assert unavailable["choir.web.browse"] == BROWSER_OFF
 
     replies = await agent.chat("now read the plan")
     assert replies[-1]["text"] == "Here is what I found."
@@ -236,6 +239,6 @@ async def test_unconfigured_integrations_are_not_offered_and_a_call_says_why(sta
         f"{email_reason}",
         f"{pad}choir.notion.query not offered: {unavailable['choir.notion.query']}",
         f"{pad}choir.tts.speak not offered: {unavailable['choir.tts.speak']}",
-        f"{pad}choir.web.browse not offered: {NOT_BUILT}",
+        f"{pad}choir.web.browse not offered: {BROWSER_OFF}",
         f"{pad}choir.web.search not offered: {unavailable['choir.web.search']}",
     ]

@@ -19,6 +19,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from choir.core.integrations import HOST_WORKER_TOOLS
 from choir.daemon.sessions.state import Clock, SessionContext, utc_now
 from choir.errors import ChoirError
 from choir.logs import get_logger
@@ -46,6 +47,9 @@ class HostToolCall:
 
 
 HostToolHandler = Callable[[HostToolCall], Awaitable[ToolResult]]
+Availability = Callable[[], str | None]
+"""Why a host tool cannot serve calls now (its worker is off or failed), or None."""
+UNAVAILABLE: Final = "tool_unavailable"
 
 
 class HostTools:
@@ -56,23 +60,38 @@ class HostTools:
         """Where calls and results are kept across restarts; None keeps them in memory only."""
         self._clock = clock
         self._handlers: dict[str, HostToolHandler] = {}
+        self._availability: dict[str, Availability] = {}
         self._calls: dict[str, OrderedDict[str, asyncio.Task[ToolResult]]] = {}
         self._running: set[asyncio.Task[ToolResult]] = set()
         """Strong references: the event loop keeps only weak ones to tasks."""
 
-    def register(self, tool_name: str, handler: HostToolHandler) -> Callable[[], None]:
-        """Serve `tool_name` with `handler`; returns the unregister callable."""
+    def register(
+        self, tool_name: str, handler: HostToolHandler, *, available: Availability | None = None
+    ) -> Callable[[], None]:
+        """Serve `tool_name` with `handler` (while `available` gives no reason not to); returns
+        the unregister callable."""
         if tool_name in self._handlers:
             raise ValueError(f"host tool {tool_name!r} already has a handler")
         self._handlers[tool_name] = handler
+        if available is not None:
+            self._availability[tool_name] = available
 
         def unregister() -> None:
             self._handlers.pop(tool_name, None)
+            self._availability.pop(tool_name, None)
 
         return unregister
 
     def names(self) -> list[str]:
         return sorted(self._handlers)
+
+    def unavailable(self) -> dict[str, str]:
+        """The host tools that cannot serve calls now, with why: what agents withhold from
+        their models (FETCH_DYNAMIC_CONFIG's `host_unavailable`) and `agent status` shows."""
+        found = {name: check() for name, check in self._availability.items()}
+        for name in HOST_WORKER_TOOLS - self._handlers.keys():  # no worker wired up at all
+            found[name] = "this choird does not serve it"
+        return {name: reason for name, reason in sorted(found.items()) if reason is not None}
 
     async def execute(
         self, ctx: SessionContext, request: ExecuteHostToolRequest
@@ -143,6 +162,9 @@ class HostTools:
                 f"{tool_name} is not a host tool choird serves (known: "
                 f"{', '.join(self.names()) or 'none'})",
             )
+        reason = self._availability[tool_name]() if tool_name in self._availability else None
+        if reason is not None:  # it became unavailable after the agent's model was offered it
+            return ToolResult.fail(UNAVAILABLE, f"{tool_name} is not available: {reason}")
         try:
             return await handler(call)
         except ChoirError as err:

@@ -142,6 +142,7 @@ class AgentVerbs:
         if request.current_config_version == running.version:
             return FetchDynamicConfigResponse(config_version=running.version)
         blob = dynamic_config(running.config, ctx.bindings, ctx.agent_id)
+        blob["host_unavailable"] = self._host_tools.unavailable()  # as of this fetch
         return FetchDynamicConfigResponse(config_version=running.version, config=blob)
 
     async def execute_host_tool(

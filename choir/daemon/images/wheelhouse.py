@@ -46,6 +46,7 @@ HOST_ONLY: Final = frozenset(
         "docker",
         "pgserver",
         "pgvector",
+        "playwright",  # choird's browser worker (daemon/workers): the agent asks choird to browse
         "prometheus-client",  # choird's metrics endpoint (daemon/telemetry)
         "psutil",
         "rich",

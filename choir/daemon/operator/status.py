@@ -215,6 +215,7 @@ def _unavailable_tools(ctx: OperatorContext, bindings: dict[str, Any]) -> dict[s
     if (email := config.email_accounts.get(str(bindings.get("email") or ""))) is not None:
         bound["email"] = email.model_dump(mode="json")
     data["bound"] = bound
+    data["host_unavailable"] = ctx.services.host_tools.unavailable()
     return unavailable_tools(data, frozenset(ctx.stage.secrets.names()))
 
 

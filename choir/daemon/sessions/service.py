@@ -65,6 +65,8 @@ SUMMARIES_KEPT: Final = 256
 """Summary outcomes kept for `agent stop` to read; older ones are dropped."""
 
 EndedListener = Callable[[SessionEnded], None]
+StartedListener = Callable[[str, str], None]
+"""Told (session id, agent id) when a session starts or resumes (the browser worker)."""
 
 
 class SessionService:
@@ -77,6 +79,7 @@ class SessionService:
         self._live: dict[str, LiveSession] = {}
         self._intents: dict[str, SessionStatus] = {}
         self._listeners: list[EndedListener] = []
+        self._started: list[StartedListener] = []
         self._seen: dict[str, datetime] = {}
         """When each session's agent last made an authenticated call (in memory)."""
         self._excused_until: datetime | None = None
@@ -132,6 +135,8 @@ class SessionService:
             head_hash=(target.head_hash if target else None) or GENESIS_HASH,
             image=image,
         )
+        for started in list(self._started):
+            started(session_id, agent_id)
         log.info(
             "session resumed" if target else "session started",
             fields={"agent_id": agent_id, "session_id": session_id, "leases": len(resources)},
@@ -279,6 +284,11 @@ class SessionService:
         """Call `listener` whenever a session ends; returns the unsubscribe callable."""
         self._listeners.append(listener)
         return lambda: self._listeners.remove(listener)
+
+    def subscribe_started(self, listener: StartedListener) -> Callable[[], None]:
+        """Call `listener` whenever a session starts; returns the unsubscribe callable."""
+        self._started.append(listener)
+        return lambda: self._started.remove(listener)
 
     async def _end(
         self,
