@@ -203,6 +203,11 @@ async def test_a_docker_agent_reaches_choird_over_verified_https_and_rides_out_a
         seen = json.loads(output.decode().strip().splitlines()[-1])
         assert seen[f"{gateway}:{port}"].startswith("verified TLSv1."), seen
         assert seen[elsewhere] in ("OSError", "ConnectionRefusedError"), seen
+        code, output = await asyncio.to_thread(  # what it trusts is choird's to change
+            container.exec_run, ["/opt/choir/bin/python", "-c", f"open({CERTIFICATE!r}, 'a')"]
+        )
+        assert code != 0, output
+        assert b"PermissionError" in output, output
 
         kill9(choird)
         choird = await asyncio.to_thread(spawn_choird, home, *args)
