@@ -7,7 +7,8 @@ port) starts the real agent image. The container's command must name
 address and port are reached and verify against that certificate, another port of the host on
 the same address is still refused. Chat answers over a TCP connection the agent holds to the
 listener. choird is SIGKILLed and started again: the same container is adopted and chats again
-over a new connection. The hole is gone once choird stops. Before this change the container ran
+over a new connection; `agent verify` fails, naming it, once the opening is removed by hand. The
+hole is gone once choird stops. Before this change the container ran
 `--control-plane=uds` and the gateway refused every port.
 """
 
@@ -104,6 +105,10 @@ def peers(container: Any) -> set[tuple[str, int]]:
         address, _, port = remote.partition(":")
         found.add((str(ipaddress.IPv4Address(bytes.fromhex(address)[::-1])), int(port, 16)))
     return found
+
+
+def iptables(*args: str) -> None:
+    subprocess.run(["iptables", "-w", *args], check=True, capture_output=True, timeout=20)
 
 
 def hole_rules(network: str) -> list[str]:
@@ -227,6 +232,14 @@ async def test_a_docker_agent_reaches_choird_over_verified_https_and_rides_out_a
         verified = as_json(await ctl(home, "agent", "verify", "agent-1", "--json"))
         (egress,) = [c for c in verified["checks"] if c["item"] == "egress_filtered"]
         assert egress["ok"], egress
+        (rule,) = [r for r in hole_rules(network) if f"--dport {port} " in r]
+        iptables("-D", *rule.split()[1:])  # someone removes the opening: verify says so
+        refused = await ctl(home, "agent", "verify", "agent-1", "--json")
+        assert refused.returncode == 1, refused.stdout + refused.stderr
+        verified = json.loads(refused.stdout)
+        (egress,) = [c for c in verified["checks"] if c["item"] == "egress_filtered"]
+        assert not egress["ok"], egress
+        assert f"no opening to choird's listener {gateway}:{port}" in egress["actual"], egress
     finally:
         await asyncio.to_thread(teardown, home, choird)
         engine.close()

@@ -75,6 +75,14 @@ def local_url(listener_url: str) -> str:
     return urlunsplit(parts._replace(netloc=f"{loopback}:{parts.port}"))
 
 
+def endpoint_of(url: str) -> tuple[str, int] | None:
+    """The host and port of an endpoint URL; None without an explicit port."""
+    parts = urlsplit(url)
+    if parts.hostname is None or parts.port is None:
+        return None
+    return parts.hostname, parts.port
+
+
 def control_plane_args(socket: Path, link: HttpLink | None) -> list[str]:
     """choir-agent's control-plane options: the socket, or the endpoint and what it trusts."""
     if link is None:

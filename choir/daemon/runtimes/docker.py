@@ -44,7 +44,12 @@ from choir.core.security.profile import (
 )
 from choir.daemon.images.build import latest_image_file
 from choir.daemon.runtimes.adopt import followed_since
-from choir.daemon.runtimes.agent_link import NetworkLinkFn, no_network_link, place_certificate
+from choir.daemon.runtimes.agent_link import (
+    NetworkLinkFn,
+    endpoint_of,
+    no_network_link,
+    place_certificate,
+)
 from choir.daemon.runtimes.base import (
     TERM_GRACE_S,
     Adopted,
@@ -110,6 +115,8 @@ class _Container:
     socket: str
     guard: WorkspaceGuard
     egress: EgressSetup
+    link: tuple[str, int] | None = None
+    """The gateway and port of choird's listener the agent reaches (`bridge_link`), if any."""
     watcher: asyncio.Task[int] | None = None
     exited: int | None = None
     """The exit code, when the engine reported the container already exited."""
@@ -277,6 +284,7 @@ class DockerRuntime:
             str(socket),
             guard,
             egress,
+            endpoint_of(link.url) if link is not None else None,
         )
         try:
             await self._engine.start(container, stdin=f"{started.lease_token}\n".encode())
@@ -399,7 +407,7 @@ class DockerRuntime:
             docker_socket_dir=docker_socket_dir(),
             workspace=workspace_view(held.workspace),
             mounts=mounts,
-            egress=observe(held.egress),
+            egress=observe(held.egress, held.link),
         )
 
     async def stop(self, agent_id: str, reason: StopReason = "stop") -> int | None:
@@ -485,6 +493,8 @@ class DockerRuntime:
                     "before a change): agent verify shows it; restart it to apply",
                     fields={"agent_id": agent_id, "failed": report.failed},
                 )
+        # checked from the next verify on: the opening comes with choird's listener, after this
+        held.link = _endpoint_in(inspect)
         return held.agent
 
     def close(self) -> None:
@@ -544,6 +554,14 @@ def _refusal(held: _Container, report: ProfileReport | None) -> str | None:
             "the workspace or config, or is the engine ignoring settings (e.g. rootless "
             "without cgroup limits)?"
         )
+    return None
+
+
+def _endpoint_in(inspect: dict[str, Any]) -> tuple[str, int] | None:
+    """The choird listener a container was started to reach (`--endpoint=`), if any."""
+    for arg in inspect.get("Args") or []:
+        if str(arg).startswith("--endpoint="):
+            return endpoint_of(str(arg).partition("=")[2])
     return None
 
 

@@ -99,12 +99,15 @@ def _policy(config: ContainerConfig) -> EgressPolicy:
     return EgressPolicy(config.allow_host_access, config.allow_metadata)
 
 
-def observe(setup: EgressSetup) -> EgressView:
-    """What `agent verify` sees now (blocking: iptables calls)."""
+def observe(setup: EgressSetup, link: tuple[str, int] | None = None) -> EgressView:
+    """What `agent verify` sees now (blocking: iptables calls); `link`: the gateway and port
+    of choird's listener the agent uses (`open_link`), whose rule must be there too."""
     if not setup.enforced or setup.policy is None or not setup.policy.blocks_anything:
         return setup.view(rules_ok=setup.enforced, detail=setup.detail)
     try:
         missing = _missing(setup.policy, setup.forward)
+        if link is not None and _blocks_host(setup) and not _has_opening(setup, *link):
+            missing.append(f"no opening to choird's listener {link[0]}:{link[1]}")
     except ChoirError as error:
         return setup.view(rules_ok=False, detail=error.message)
     if missing:
@@ -133,6 +136,10 @@ def close_link(setup: EgressSetup, gateway: str, port: int) -> None:
     chain, rule = link_chain(setup.network), link_rule(gateway, port)
     while iptables.has_rule(chain, rule):
         iptables.delete(chain, rule)
+
+
+def _has_opening(setup: EgressSetup, gateway: str, port: int) -> bool:
+    return iptables.has_rule(link_chain(setup.network), link_rule(gateway, port))
 
 
 def _blocks_host(setup: EgressSetup) -> bool:
