@@ -50,6 +50,24 @@ def insert_first(chain: str, rule: Sequence[str]) -> None:
     _run(["iptables", "-w", "-I", chain, "1", *rule])
 
 
+def ensure_chain(chain: str) -> None:
+    """`chain` made (empty) when it does not exist; left as it is when it does."""
+    if not chain_exists(chain):
+        try:
+            _run(["iptables", "-w", "-N", chain])
+        except ChoirError:
+            if not chain_exists(chain):  # not another choird's make just now
+                raise
+
+
+def append(chain: str, rule: Sequence[str]) -> None:
+    _run(["iptables", "-w", "-A", chain, *rule])
+
+
+def delete(chain: str, rule: Sequence[str]) -> None:
+    _run(["iptables", "-w", "-D", chain, *rule])
+
+
 def _try(argv: list[str]) -> bool:
     try:
         _run(argv)

@@ -56,6 +56,7 @@ if TYPE_CHECKING:  # aiohttp and cryptography load only for --transport http
     from choir.daemon.prestart import EarlyStart
     from choir.daemon.runtimes.agent_link import HttpLink
     from choir.daemon.runtimes.base import AgentRuntime, RuntimeChoice
+    from choir.daemon.runtimes.bridge_link import BridgeLink
     from choir.daemon.sessions.state import SessionEnded
     from choir.daemon.workers.browser import BrowserWorker
     from choir.transport import HttpServer
@@ -154,6 +155,8 @@ class ChoirDaemon:
         self.http: HttpServer | None = None
         self._certificate: Path | None = None
         """The certificate the HTTPS listener serves: what the agents choird starts trust."""
+        self._bridge: BridgeLink | None = None
+        """The listener docker agents reach on their network's gateway (`bridge_link`)."""
         self.operator: Handler | None = None
         """The operator API (None when started without one, as some tests do)."""
         self.runtime: AgentRuntime | None = None
@@ -303,6 +306,7 @@ class ChoirDaemon:
             self.hub.push,
             lambda: stage.running.config,
             self.agent_link,
+            self.docker_link,
         )
         self._stack.callback(self.runtime.close)
         self.home.create_directories()  # adopted agents get their sockets back right away
@@ -538,17 +542,32 @@ class ChoirDaemon:
                 ssl_context=self._tls(host),
             )
             await self._stack.enter_async_context(self.http)
-            if self.runtime is not None and self.runtime.name == "docker":
-                log.info(
-                    "agents in docker containers reach choird over their own sockets: a "
-                    "container cannot reach the HTTP listener (choir.daemon.runtimes.agent_link)"
-                )
+            await self._listen_on_bridge(services)
         log.info(
             "step 9: accepting commands",
             fields={
                 "operator_socket": str(self.home.operator_socket),
                 "agent_http": self.http.url if self.http else None,
             },
+        )
+
+    async def _listen_on_bridge(self, services: AgentServices) -> None:
+        """Docker agents' HTTPS listener on their network's gateway (`bridge_link`)."""
+        from choir.daemon.agents.handler import AgentHandler
+        from choir.daemon.runtimes.bridge_link import open_bridge
+        from choir.daemon.runtimes.docker import DockerRuntime
+        from choir.transport import HttpServer
+
+        over = self.options.agents_over or self.options.transport
+        if over != "http" or self.http is None or not isinstance(self.runtime, DockerRuntime):
+            return
+
+        def serve(host: str, port: int, tls: ssl.SSLContext) -> HttpServer:
+            handler = AgentHandler(services.rpc, services.sessions)
+            return HttpServer(handler, hub=self.hub, host=host, port=port, ssl_context=tls)
+
+        self._bridge = await open_bridge(
+            self.runtime, self.http, self.home.root / "tls", self._stack, serve
         )
 
     async def _start_gateways(self) -> None:
@@ -595,6 +614,11 @@ class ChoirDaemon:
         if over != "http" or self.http is None:
             return None
         return HttpLink(local_url(self.http.url), self._certificate)
+
+    def docker_link(self, network: str) -> HttpLink | None:
+        """choird's HTTPS listener on `network`'s gateway as containers on it reach it
+        (`--transport http`, `bridge_link`); None: they use their own sockets."""
+        return self._bridge.on(network) if self._bridge is not None else None
 
     async def open_agent_socket(self, agent_id: str) -> Path:
         """The agent's own socket, created for its session (or again for an adopted agent), in

@@ -19,7 +19,13 @@ from choir.config import ChoirConfig
 from choir.config.container import AGENT_UID_SPAN, ContainerConfig
 from choir.config.scaffolding.skeleton import skeleton_config
 from choir.core.security.agent_users import agent_uids
-from choir.core.security.egress_rules import EgressPolicy, chain_rules, listed_rules, restore_script
+from choir.core.security.egress_rules import (
+    EgressPolicy,
+    chain_rules,
+    link_rule,
+    listed_rules,
+    restore_script,
+)
 from choir.core.security.host import (
     EgressView,
     HostView,
@@ -94,14 +100,19 @@ ESTABLISHED = ("-m", "conntrack", "--ctstate", "RELATED,ESTABLISHED", "-j", "RET
             False,
             False,
             "choir",
-            [ESTABLISHED, ("-d", "169.254.0.0/16", *REJECT), REJECT],
+            [ESTABLISHED, ("-j", "CHOIR-LINK-choir"), ("-d", "169.254.0.0/16", *REJECT), REJECT],
             [("-d", "169.254.0.0/16", *REJECT), ("-m", "conntrack", "--ctstate", "DNAT", *REJECT)],
         ),
         (
             False,
             True,
             "choir-metadata",
-            [ESTABLISHED, ("-d", "169.254.0.0/16", "-j", "RETURN"), REJECT],
+            [
+                ESTABLISHED,
+                ("-j", "CHOIR-LINK-choir-metadata"),
+                ("-d", "169.254.0.0/16", "-j", "RETURN"),
+                REJECT,
+            ],
             [("-m", "conntrack", "--ctstate", "DNAT", *REJECT)],
         ),
         (
@@ -141,6 +152,15 @@ def test_the_restore_script_replaces_exactly_our_chains_and_reads_back() -> None
         line for line in lines if line.startswith("-A CHOIR-IN-choir ")
     )
     assert listed_rules("CHOIR-IN-choir", listing) == chain_rules(policy)["CHOIR-IN-choir"]
+
+
+def test_the_link_hole_is_one_address_one_port_tcp_and_never_in_the_restore() -> None:
+    """The restore replaces CHOIR-IN/FWD whole: were the link chain named there, one home's
+    start would drop another home's listener hole (two choirds, two ports, one network)."""
+    assert link_rule("172.30.0.1", 9400) == (
+        *("-d", "172.30.0.1/32", "-p", "tcp", "-m", "tcp", "--dport", "9400", "-j", "ACCEPT"),
+    )
+    assert ":CHOIR-LINK" not in restore_script(EgressPolicy())
 
 
 # -- mountinfo -------------------------------------------------------------------------------

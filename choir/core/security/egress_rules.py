@@ -12,8 +12,12 @@ bridge interface named like the network, so a policy's rules never change and tw
 host with different configs never rewrite each other's. For each network two chains:
 
 - `CHOIR-IN-<network>` from INPUT (`-i <bridge>`): traffic to the host's own addresses. Replies
-  to connections the host opened pass; link-local and then everything else are rejected unless
-  allowed.
+  to connections the host opened pass; then, while the host is blocked, `CHOIR-LINK-<network>`
+  decides first; link-local and then everything else are rejected unless allowed.
+- `CHOIR-LINK-<network>`: one ACCEPT per choird whose agents reach its HTTPS listener on the
+  bridge gateway (`link_rule`: that address, that port, TCP). Each choird adds and removes its
+  own rule, and the restore above never names the chain, so two homes' listeners (two ports)
+  never drop each other's (§12.1, `choir.daemon.runtimes.bridge_link`).
 - `CHOIR-FWD-<network>` from DOCKER-USER (FORWARD when dockerd made none): link-local
   destinations off the host, and connections docker DNAT'ed to a port published on the host,
   are rejected unless allowed; everything else goes on to docker's own rules (outbound allowed).
@@ -83,9 +87,21 @@ def forward_chain(network: str) -> str:
     return f"CHOIR-FWD-{network}"
 
 
+def link_chain(network: str) -> str:
+    return f"CHOIR-LINK-{network}"
+
+
+def link_rule(gateway: str, port: int) -> tuple[str, ...]:
+    """The one hole for a choird's bridge listener, as `iptables -S` prints it."""
+    return ("-d", f"{gateway}/32", "-p", "tcp", "-m", "tcp", "--dport", str(port), "-j", "ACCEPT")
+
+
 def chain_rules(policy: EgressPolicy) -> dict[str, list[tuple[str, ...]]]:
     """Our two chains' rules, in order, as `iptables -S` prints them (without `-A <chain>`)."""
+    network = policy.network()
     incoming: list[tuple[str, ...]] = [(*ESTABLISHED, "-j", "RETURN")]
+    if not policy.host_access:
+        incoming.append(("-j", link_chain(network)))
     incoming.append(("-d", LINK_LOCAL, *(("-j", "RETURN") if policy.metadata else REJECT)))
     if not policy.host_access:
         incoming.append(REJECT)
@@ -94,7 +110,6 @@ def chain_rules(policy: EgressPolicy) -> dict[str, list[tuple[str, ...]]]:
         forwarded.append(("-d", LINK_LOCAL, *REJECT))
     if not policy.host_access:
         forwarded.append((*PUBLISHED, *REJECT))
-    network = policy.network()
     return {input_chain(network): incoming, forward_chain(network): forwarded}
 
 

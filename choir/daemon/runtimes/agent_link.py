@@ -11,10 +11,15 @@ loopback, a name the self-signed certificate carries.
 The agent's `--socket` stays on its command line: it is how a later choird recognises the agent
 as one of this home's (`_orphans`, adoption), though the agent does not connect to it.
 
-The docker runtime keeps the socket under `--transport http`: a container on the choir network
-cannot reach a listener on the host's loopback, and the egress filter refuses the host's
-addresses (§15.3) — reaching choird there would take a listener on the bridge, a certificate
-naming it and a hole in the filter, which is the Kubernetes runtime's business (docs/SCALING.md).
+The docker runtime's agents use HTTPS too, but not the listener on loopback: a container's
+loopback is its own. choird opens a second listener on the choir network's bridge gateway (the
+host's address on that network, `bridge_link`), at the same port, serving a self-signed
+certificate of its own that names that address (`tls/bridge.crt`); the egress filter opens
+exactly that address and port, TCP, to the network (`egress.open_link`) and still refuses the
+rest of the host. The container gets `--endpoint=https://<gateway>:<port>` and the certificate
+in its socket directory (`/run/choir/choird.crt`, the one host directory it mounts). Where no
+such listener can be (the main listener on a wildcard address already holds the port; the
+agent's network is not the one choird started with), the agent keeps its socket, logged.
 """
 
 from __future__ import annotations
@@ -44,9 +49,15 @@ class HttpLink:
 
 LinkFn = Callable[[], HttpLink | None]
 """The link agents started now use; None: their own Unix socket."""
+NetworkLinkFn = Callable[[str], HttpLink | None]
+"""The link containers on the named docker network use; None: their own Unix socket."""
 
 
 def no_link() -> HttpLink | None:
+    return None
+
+
+def no_network_link(network: str) -> HttpLink | None:
     return None
 
 
@@ -64,6 +75,14 @@ def local_url(listener_url: str) -> str:
     return urlunsplit(parts._replace(netloc=f"{loopback}:{parts.port}"))
 
 
+def endpoint_of(url: str) -> tuple[str, int] | None:
+    """The host and port of an endpoint URL; None without an explicit port."""
+    parts = urlsplit(url)
+    if parts.hostname is None or parts.port is None:
+        return None
+    return parts.hostname, parts.port
+
+
 def control_plane_args(socket: Path, link: HttpLink | None) -> list[str]:
     """choir-agent's control-plane options: the socket, or the endpoint and what it trusts."""
     if link is None:
@@ -74,13 +93,14 @@ def control_plane_args(socket: Path, link: HttpLink | None) -> list[str]:
     return args
 
 
-def place_certificate(socket: Path, link: HttpLink | None) -> None:
-    """Copy choird's certificate beside the agent's socket, 0600 like the socket: the agent
-    runs as choird's uid on the process runtime (the only one that uses it)."""
+def place_certificate(socket: Path, link: HttpLink | None, *, mode: int = 0o600) -> None:
+    """Copy choird's certificate beside the agent's socket: 0600 for an agent running as
+    choird's uid (the process runtime); 0644 for a container's uid, which may read it but,
+    the file and directory being choird's, neither change nor replace it (docker)."""
     if link is None or link.certificate is None:
         return
     target = socket.parent / CERTIFICATE_NAME
     partial = target.with_name(f".{CERTIFICATE_NAME}.{os.getpid()}")
     shutil.copyfile(link.certificate, partial)
-    partial.chmod(0o600)
+    partial.chmod(mode)
     partial.replace(target)

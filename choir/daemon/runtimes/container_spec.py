@@ -25,6 +25,7 @@ from choir.core.security.profile import (
     SecurityProfile,
     parse_proc_status,
 )
+from choir.daemon.runtimes.agent_link import HttpLink, control_plane_args
 from choir.daemon.runtimes.base import Artefact
 from choir.errors import ConfigError
 from choir.home import ChoirHome
@@ -34,14 +35,20 @@ ImageSource = Callable[[ChoirHome, ChoirConfig, str], Awaitable[Artefact]]
 """Makes the agent's image ready: `ensure_agent_image`, as an Artefact."""
 ConfigFn = Callable[[], ChoirConfig]
 
-AGENT_COMMAND: Final = (
-    "choir-agent",
-    "--control-plane=uds",
-    f"--socket={SOCKET_TARGET}",
-    "--root=/choir",
-    f"--workspace={WORKSPACE_TARGET}",
-    "--lease-token-stdin",
-)
+
+def agent_command(link: HttpLink | None) -> tuple[str, ...]:
+    """choir-agent's command in the container: its socket at /run/choir, or choird's HTTPS
+    listener on the bridge (`bridge_link`) trusting the certificate copied beside that socket.
+    The lease token comes on stdin, never here."""
+    return (
+        "choir-agent",
+        *control_plane_args(Path(SOCKET_TARGET), link),
+        "--root=/choir",
+        f"--workspace={WORKSPACE_TARGET}",
+        "--lease-token-stdin",
+    )
+
+
 EXEC_WAIT_S: Final = 5.0
 """How long `kernel_view` waits for a just-started container's process to become its own."""
 AGENT_HOME: Final = "/tmp/home"

@@ -6,7 +6,9 @@ runs `choir-agent` as a uid:gid that is never 0 — the agent's own when choird 
 (`agent_users`), else choird's — with the workspace at /workspace (handed over to that uid,
 private to it, `nosuid,nodev`: `workspace_guard`) and the agent's socket directory at
 /run/choir and nothing else mounted, on the choir network of its egress policy (`egress`). The
-environment holds only the agent's identity; the lease token goes in on stdin (§14.1). Right
+environment holds only the agent's identity; the lease token goes in on stdin (§14.1). Under
+`choird --transport http` the agent reaches choird over HTTPS on its network's gateway
+(`bridge_link`), trusting the certificate put in its socket directory. Right
 after start the container is read back and checked against the profile, from docker's, the
 kernel's and the host's side; one that does not match is removed and the start refused.
 
@@ -42,6 +44,12 @@ from choir.core.security.profile import (
 )
 from choir.daemon.images.build import latest_image_file
 from choir.daemon.runtimes.adopt import followed_since
+from choir.daemon.runtimes.agent_link import (
+    NetworkLinkFn,
+    endpoint_of,
+    no_network_link,
+    place_certificate,
+)
 from choir.daemon.runtimes.base import (
     TERM_GRACE_S,
     Adopted,
@@ -55,9 +63,9 @@ from choir.daemon.runtimes.base import (
     note_exit,
 )
 from choir.daemon.runtimes.container_spec import (
-    AGENT_COMMAND,
     ConfigFn,
     ImageSource,
+    agent_command,
     agent_profile,
     built_image,
     container_environment,
@@ -68,9 +76,11 @@ from choir.daemon.runtimes.container_spec import (
 )
 from choir.daemon.runtimes.egress import (
     EgressSetup,
+    close_link,
     egress_network,
     filter_egress,
     observe,
+    open_link,
     prepare_egress,
 )
 from choir.daemon.runtimes.workspace_guard import (
@@ -105,6 +115,8 @@ class _Container:
     socket: str
     guard: WorkspaceGuard
     egress: EgressSetup
+    link: tuple[str, int] | None = None
+    """The gateway and port of choird's listener the agent reaches (`bridge_link`), if any."""
     watcher: asyncio.Task[int] | None = None
     exited: int | None = None
     """The exit code, when the engine reported the container already exited."""
@@ -122,8 +134,13 @@ class DockerRuntime:
         config: ConfigFn,
         *,
         images: ImageSource = built_image,
+        link: NetworkLinkFn = no_network_link,
     ) -> None:
         self._home = home
+        self._link = link
+        """choird's HTTPS listener on a network's gateway (`bridge_link`), else None."""
+        self._hole: tuple[EgressSetup, str, int] | None = None
+        """The filter's opening to that listener (`open_link`), kept through rule repairs."""
         self._sessions = sessions
         self._push = push
         self._engine = engine
@@ -145,7 +162,12 @@ class DockerRuntime:
 
     @classmethod
     async def connect(
-        cls, home: ChoirHome, sessions: SessionService, push: PushFn, config: ConfigFn
+        cls,
+        home: ChoirHome,
+        sessions: SessionService,
+        push: PushFn,
+        config: ConfigFn,
+        link: NetworkLinkFn = no_network_link,
     ) -> DockerRuntime:
         """On the engine `$DOCKER_HOST` names (or the default socket); UnavailableError,
         naming the process runtime, when none answers."""
@@ -157,7 +179,7 @@ class DockerRuntime:
                 log.info(
                     "released workspace mounts a previous choird left", fields={"paths": released}
                 )
-        return cls(home, sessions, push, engine, config)
+        return cls(home, sessions, push, engine, config, link=link)
 
     def labels(self, agent_id: str, session_id: str) -> dict[str, str]:
         return {
@@ -220,9 +242,13 @@ class DockerRuntime:
                 "with container.allow_host_access",
                 fields={"agent_id": agent_id, "llm": started.bindings.llm, "endpoint": endpoint},
             )
+        link = self._link(network)
+        if link is not None:
+            # a public certificate, readable by the container's uid, changed only by choird
+            await asyncio.to_thread(place_certificate, socket, link, mode=0o644)
         spec = ContainerSpec(
             image=artefact.image_id or artefact.image,
-            command=AGENT_COMMAND,
+            command=agent_command(link),
             name=f"choir-{agent_id}-{secrets.token_hex(4)}",
             environment=container_environment(agent_id, started.session_id),
             labels=self.labels(agent_id, started.session_id),
@@ -239,6 +265,8 @@ class DockerRuntime:
             raise
         try:
             egress = await rules
+            if link is not None:
+                await self._reopen_link(egress)  # a flush of the rules took it too
         except BaseException:
             await self._engine.remove(container)
             guard.release()
@@ -256,6 +284,7 @@ class DockerRuntime:
             str(socket),
             guard,
             egress,
+            endpoint_of(link.url) if link is not None else None,
         )
         try:
             await self._engine.start(container, stdin=f"{started.lease_token}\n".encode())
@@ -288,6 +317,33 @@ class DockerRuntime:
         except BaseException:
             guard.release()
             raise
+
+    async def bridge(self) -> tuple[str, str] | None:
+        """The network agents start on now and the host's address on it (its gateway), the
+        network made when missing; None when it has no gateway (`bridge_link`)."""
+        config = self._config()
+        network = await egress_network(self._engine, config.container)
+        gateway = (await self._engine.network(network)).gateway
+        return (network, gateway) if gateway else None
+
+    async def open_link(self, gateway: str, port: int) -> None:
+        """The network's filter opened to choird's listener at `gateway:port` (TCP), and
+        nothing else of the host (`egress.open_link`)."""
+        setup = await prepare_egress(self._engine, self._config().container)
+        await asyncio.to_thread(open_link, setup, gateway, port)
+        self._hole = (setup, gateway, port)
+
+    async def close_link(self) -> None:
+        """`open_link` undone: at choird stop, when the listener closes."""
+        hole, self._hole = self._hole, None
+        if hole is not None:
+            with contextlib.suppress(ChoirError):
+                await asyncio.to_thread(close_link, *hole)
+
+    async def _reopen_link(self, egress: EgressSetup) -> None:
+        if self._hole is not None and self._hole[0].network == egress.network:
+            _, gateway, port = self._hole
+            await asyncio.to_thread(open_link, egress, gateway, port)
 
     async def verify(self, agent_id: str) -> ProfileReport:
         held = self._agents.get(agent_id)
@@ -351,7 +407,7 @@ class DockerRuntime:
             docker_socket_dir=docker_socket_dir(),
             workspace=workspace_view(held.workspace),
             mounts=mounts,
-            egress=observe(held.egress),
+            egress=observe(held.egress, held.link),
         )
 
     async def stop(self, agent_id: str, reason: StopReason = "stop") -> int | None:
@@ -437,6 +493,8 @@ class DockerRuntime:
                     "before a change): agent verify shows it; restart it to apply",
                     fields={"agent_id": agent_id, "failed": report.failed},
                 )
+        # checked from the next verify on: the opening comes with choird's listener, after this
+        held.link = _endpoint_in(inspect)
         return held.agent
 
     def close(self) -> None:
@@ -496,6 +554,14 @@ def _refusal(held: _Container, report: ProfileReport | None) -> str | None:
             "the workspace or config, or is the engine ignoring settings (e.g. rootless "
             "without cgroup limits)?"
         )
+    return None
+
+
+def _endpoint_in(inspect: dict[str, Any]) -> tuple[str, int] | None:
+    """The choird listener a container was started to reach (`--endpoint=`), if any."""
+    for arg in inspect.get("Args") or []:
+        if str(arg).startswith("--endpoint="):
+            return endpoint_of(str(arg).partition("=")[2])
     return None
 
 

@@ -7,7 +7,8 @@ iptables chains (`egress_rules`) — idempotent, and cheap enough to repair rule
 fails a start on its own: when choird cannot filter (not root, no iptables, the operator's own
 network) it says why, choird warns, and `agent verify`'s `egress_filtered` item reports it as
 advisory. `observe` reads the rules back for `agent verify`: once choird filters, missing rules
-fail the check (and the start).
+fail the check (and the start). `open_link` makes the one hole agents on docker need under
+`--transport http`: choird's listener on the bridge gateway (`bridge_link`), nothing else.
 """
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ from choir.core.security.egress_rules import (
     EgressPolicy,
     chain_rules,
     jumps,
+    link_chain,
+    link_rule,
     listed_rules,
     restore_script,
 )
@@ -96,12 +99,15 @@ def _policy(config: ContainerConfig) -> EgressPolicy:
     return EgressPolicy(config.allow_host_access, config.allow_metadata)
 
 
-def observe(setup: EgressSetup) -> EgressView:
-    """What `agent verify` sees now (blocking: iptables calls)."""
+def observe(setup: EgressSetup, link: tuple[str, int] | None = None) -> EgressView:
+    """What `agent verify` sees now (blocking: iptables calls); `link`: the gateway and port
+    of choird's listener the agent uses (`open_link`), whose rule must be there too."""
     if not setup.enforced or setup.policy is None or not setup.policy.blocks_anything:
         return setup.view(rules_ok=setup.enforced, detail=setup.detail)
     try:
         missing = _missing(setup.policy, setup.forward)
+        if link is not None and _blocks_host(setup) and not _has_opening(setup, *link):
+            missing.append(f"no opening to choird's listener {link[0]}:{link[1]}")
     except ChoirError as error:
         return setup.view(rules_ok=False, detail=error.message)
     if missing:
@@ -109,7 +115,39 @@ def observe(setup: EgressSetup) -> EgressView:
     return setup.view(rules_ok=True, detail=RULES_IN_PLACE)
 
 
+def open_link(setup: EgressSetup, gateway: str, port: int) -> bool:
+    """The rule that lets the network's containers reach `gateway:port` over TCP, added unless
+    it is there (blocking); whether one is needed — False when nothing blocks the host (not
+    filtered, or `allow_host_access`). Agents reach choird's listener there (`bridge_link`)."""
+    if not _blocks_host(setup):
+        return False
+    assert setup.policy is not None
+    chain, rule = link_chain(setup.network), link_rule(gateway, port)
+    iptables.ensure_chain(chain)
+    if not iptables.has_rule(chain, rule):
+        iptables.append(chain, rule)
+    return True
+
+
+def close_link(setup: EgressSetup, gateway: str, port: int) -> None:
+    """`open_link`'s rule removed (blocking); none there is fine (a flush took it)."""
+    if not _blocks_host(setup):
+        return
+    chain, rule = link_chain(setup.network), link_rule(gateway, port)
+    while iptables.has_rule(chain, rule):
+        iptables.delete(chain, rule)
+
+
+def _has_opening(setup: EgressSetup, gateway: str, port: int) -> bool:
+    return iptables.has_rule(link_chain(setup.network), link_rule(gateway, port))
+
+
+def _blocks_host(setup: EgressSetup) -> bool:
+    return setup.enforced and setup.policy is not None and not setup.policy.host_access
+
+
 def _install(policy: EgressPolicy) -> str:
+    iptables.ensure_chain(link_chain(policy.network()))  # CHOIR-IN jumps to it: made first
     iptables.restore(restore_script(policy))
     forward = "DOCKER-USER" if iptables.chain_exists("DOCKER-USER") else "FORWARD"
     for jump in jumps(policy.network(), forward):

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 
-from choir.daemon.runtimes.agent_link import LinkFn, no_link
+from choir.daemon.runtimes.agent_link import LinkFn, NetworkLinkFn, no_link, no_network_link
 from choir.daemon.runtimes.base import AgentRuntime, PushFn, RuntimeChoice
 from choir.daemon.runtimes.container_spec import ConfigFn
 from choir.daemon.runtimes.process import ProcessRuntime
@@ -29,16 +29,17 @@ async def select_runtime(
     push: PushFn,
     config: ConfigFn,
     link: LinkFn = no_link,
+    network_link: NetworkLinkFn = no_network_link,
 ) -> AgentRuntime:
     """The runtime for `choice`; UnavailableError when docker is required and absent. `link`
-    is choird's HTTP(S) listener for the process runtime's agents (`agent_link`: the docker
-    runtime's agents keep their sockets)."""
+    is choird's HTTP(S) listener for the process runtime's agents, `network_link` its listener
+    on a docker network's gateway for the docker runtime's (`agent_link`, `bridge_link`)."""
     if choice == "process":
         return ProcessRuntime(home, sessions, push, link)
     from choir.daemon.runtimes.docker import DockerRuntime  # the Docker SDK: only when tried
 
     try:
-        return await DockerRuntime.connect(home, sessions, push, config)
+        return await DockerRuntime.connect(home, sessions, push, config, network_link)
     except UnavailableError:
         if choice == "docker":
             raise UnavailableError(no_engine_message()) from None
