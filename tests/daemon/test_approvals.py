@@ -41,7 +41,7 @@ async def test_an_approval_is_pending_until_answered_once(services, ask, resolve
     approvals: ApprovalService = services.approvals
     first = await ask("tool")
     clock.advance(1)
-    second = await ask("skill")
+    second = await ask("config_change")
 
     assert [a.id for a in await approvals.list()] == [first, second]
     clock.advance(1_000)
@@ -73,7 +73,9 @@ async def test_rejecting(services, ask, resolved):
     assert (await services.approvals.show(approval)).status == "rejected"
 
 
-async def test_unanswered_approvals_time_out(services, ask, resolved, clock: Clock):
+async def test_unanswered_approvals_are_rejected_by_the_timeout(
+    services, ask, resolved, clock: Clock
+):
     old = await ask()
     clock.advance(THIRTY_MINUTES_MS - 1_000)
     young = await ask()
@@ -81,12 +83,14 @@ async def test_unanswered_approvals_time_out(services, ask, resolved, clock: Clo
 
     expired = await services.approvals.expire_overdue()
 
-    assert [(a.id, a.status, a.resolved_by) for a in expired] == [(old, "timed_out", "timeout")]
+    assert [(a.id, a.status, a.resolved_by, a.resolved_via) for a in expired] == [
+        (old, "rejected", "timeout", "timeout")
+    ]  # §19.6: silence is a rejection
     assert resolved == expired
-    assert push_of(expired[0]).status == "timed_out"
+    assert push_of(expired[0]).status == "rejected"
     assert [a.id for a in await services.approvals.list()] == [young]
     assert await services.approvals.expire_overdue() == []
-    with pytest.raises(ConflictError, match=f"approval {old} is already timed out"):
+    with pytest.raises(ConflictError, match=f"approval {old} is already rejected"):
         await services.approvals.approve(old, by="console")
 
 
@@ -112,9 +116,11 @@ async def test_new_requests_are_told_to_request_listeners(services, ask, resolve
     requested: list[ApprovalRow] = []
     stop = services.approvals.subscribe_requests(requested.append)
 
-    approval = await ask("skill")
+    approval = await ask("config_change")
     stop()
     await ask("tool")
 
-    assert [(a.id, a.status, a.request_type) for a in requested] == [(approval, "pending", "skill")]
+    assert [(a.id, a.status, a.request_type) for a in requested] == [
+        (approval, "pending", "config_change")
+    ]
     assert resolved == []

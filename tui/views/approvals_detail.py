@@ -71,10 +71,12 @@ def summary(payload: Mapping[str, Any], width: int = 60) -> str:
 
 
 def resolution(approval: ApprovalView) -> str:
-    """`approved by choirctl`, `timed out`…: how a resolved approval ended."""
+    """`approved by choirctl`, `rejected (timed out)`…: how a resolved approval ended."""
     status = approval.status.replace("_", " ")
     by = approval.resolved_by
-    return f"{status} by {by}" if by and by != "timeout" else status
+    if by == "timeout":
+        return f"{status} (timed out)" if status != "timed out" else status
+    return f"{status} by {by}" if by else status
 
 
 def patch_changes(config: Mapping[str, Any], patch: Mapping[str, Any]) -> list[str]:
@@ -127,6 +129,31 @@ def detail_blocks(
             blocks.append((title, changes or _json_lines(value)))
         else:
             blocks.append((key.replace("_", " "), _json_lines(value)))
+    return blocks + _history_blocks(approval)
+
+
+def _history_blocks(approval: ApprovalView) -> list[tuple[str, list[str]]]:
+    """The apply's progress and the audit trail, when the view carries them (`approval.show`)."""
+    blocks: list[tuple[str, list[str]]] = []
+    apply = approval.apply
+    if apply is not None:
+        where = (
+            f"failed at {apply.failed_step}: {apply.reason}" if apply.failed_step else apply.step
+        )
+        lines = [f"step      {where}", f"branch    {apply.branch}"]
+        lines += [f"commit    {apply.commit_id}"] if apply.commit_id else []
+        lines += [f"image     {apply.image_id}"] if apply.image_id else []
+        blocks.append(("apply", lines))
+    if approval.audit:
+        blocks.append(
+            (
+                "audit",
+                [
+                    f"{fact.at}  {fact.action} {fact.actor or ''} {fact.via or ''} {fact.detail}"
+                    for fact in approval.audit
+                ],
+            )
+        )
     return blocks
 
 

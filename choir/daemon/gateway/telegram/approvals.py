@@ -282,24 +282,25 @@ def request_text(row: ApprovalRow) -> str:
 def outcome_text(row: ApprovalRow) -> str:
     """What §19.6 tells the chat once the approval is decided."""
     summary = summary_of(row)
+    if row.status == "rejected" and row.resolved_by == "timeout":  # §19.6: silence rejects
+        return f"Approval timed out: {summary}. Rejected automatically."
     outcomes: dict[str, str] = {
         "approved": f"Approved: {summary}. Executing.",
+        "applied": f"Applied: {summary}. {row.outcome or ''}".strip(),
         "rejected": f"Rejected: {summary}.",
-        "timed_out": f"Approval timed out: {summary}. Rejected automatically.",
+        "failed": f"Approved, but applying it failed: {summary}. {row.outcome or ''}".strip(),
     }
-    return outcomes[row.status]
+    return outcomes.get(row.status, f"{row.status}: {summary}.")
 
 
 def decided_line(row: ApprovalRow) -> str:
     """Who decided and when, under the approval's message."""
     at = row.resolved_at or datetime.now(UTC)
     when = at.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
-    lines: dict[str, str] = {
-        "approved": f"Approved by {row.resolved_by} at {when}.",
-        "rejected": f"Rejected by {row.resolved_by} at {when}.",
-        "timed_out": f"Timed out at {when}: rejected automatically.",
-    }
-    return lines[row.status]
+    if row.status == "rejected" and row.resolved_by == "timeout":
+        return f"Timed out at {when}: rejected automatically."
+    verb = "Rejected" if row.status == "rejected" else "Approved"
+    return f"{verb} by {row.resolved_by} at {when}."
 
 
 # -- the key ------------------------------------------------------------------------------
