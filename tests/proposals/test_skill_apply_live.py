@@ -181,3 +181,74 @@ async def test_an_approved_skill_is_committed_merged_built_and_used_in_the_same_
     assert await scene.active_session() == session  # updated, its session resumed
     said = await scene.ctl("chat", "agent-1", "now use the triage skill")
     assert "Triage is running." in said.stdout, (said.stdout, said.stderr)
+
+
+async def told(scene: Scene, session: str, approval_id: str) -> dict[str, Any]:
+    """The approval_resolved event the agent committed for `approval_id` (waits for it)."""
+
+    async def events() -> list[dict[str, Any]]:
+        shown = as_json(await scene.ctl("session", "events", session, "-n", "1000", "--json"))
+        return [
+            e["payload"]
+            for e in shown["events"]
+            if e["event_type"] == "approval_resolved" and e["payload"]["approval_id"] == approval_id
+        ]
+
+    async def committed() -> bool:
+        return bool(await events())
+
+    await poll_until(committed, within=30, every=0.5)
+    return (await events())[0]
+
+
+async def test_choird_killed_after_the_merge_resumes_the_apply_when_it_starts_again(
+    scene: Scene,
+) -> None:
+    await scene.start_choird(CHOIR_FAILPOINTS="proposal.after_merge=exit")
+    session, approval_id = await scene.proposed()
+    approved = await scene.ctl("approval", "approve", approval_id)
+    assert approved.returncode == 0, approved.stderr
+    assert scene.choird is not None
+    assert await asyncio.to_thread(scene.choird.process.wait, 60) == 137  # killed mid-apply
+
+    await scene.start_choird()  # no failpoint: it picks the apply up at `build`
+    shown = await scene.ended(approval_id)
+
+    assert shown["status"] == "applied", shown
+    steps = [f["detail"] for f in shown["audit"] if f["action"] == "step"]
+    assert steps.count("merge: started") == 1  # the merge was recorded done; not run again
+    assert steps.count("build: started") == 1
+    assert head(scene.repo) == shown["apply"]["commit_id"]
+    assert (await told(scene, session, approval_id))["status"] == "applied"
+    said = await scene.ctl("chat", "agent-1", "now use the triage skill")
+    assert "Triage is running." in said.stdout, (said.stdout, said.stderr)
+
+
+async def test_a_failed_build_reverts_the_merge_and_leaves_the_agent_as_it_was(
+    scene: Scene,
+) -> None:
+    await scene.start_choird()
+    session, approval_id = await scene.proposed()
+    before = head(scene.repo)
+    pid = as_json(await scene.ctl("agent", "status", "agent-1", "--json"))["pid"]
+    broken = scene.repo / "skills" / "broken.json"  # the build reads the working tree
+    broken.parent.mkdir(exist_ok=True)
+    broken.write_text('{"name": "broken"}\n')
+
+    approved = await scene.ctl("approval", "approve", approval_id)
+    assert approved.returncode == 0, approved.stderr
+    shown = await scene.ended(approval_id)
+
+    assert shown["status"] == "failed", shown
+    assert (shown["apply"]["step"], shown["apply"]["failed_step"]) == ("failed", "build")
+    assert "broken.json" in shown["apply"]["reason"]
+    assert head(scene.repo) == before  # the merge was undone
+    assert not (scene.repo / "skills" / "triage.json").exists()
+    assert any("rollback: merge reverted" in f["detail"] for f in shown["audit"])
+    status = as_json(await scene.ctl("agent", "status", "agent-1", "--json"))
+    assert (status["session_id"], status["pid"]) == (session, pid)  # never stopped
+    resolved = await told(scene, session, approval_id)
+    assert resolved["status"] == "failed"
+    assert resolved["reason"].startswith("build failed: ")
+    text = (await scene.ctl("approval", "show", approval_id)).stdout
+    assert "failed at build: " in text
