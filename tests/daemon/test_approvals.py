@@ -8,6 +8,7 @@ from choir.daemon.agents.services import AgentServices
 from choir.daemon.approvals import ApprovalService, push_of
 from choir.errors import ConflictError, NotFoundError
 from choir.protocol import ApprovalResolvedPush, RequestApprovalRequest
+from choir.store.approval_audit import audit_of
 from choir.store.approvals import ApprovalRow
 
 from .conftest import Clock
@@ -124,3 +125,28 @@ async def test_new_requests_are_told_to_request_listeners(services, ask, resolve
         (approval, "pending", "config_change")
     ]
     assert resolved == []
+
+
+async def test_each_decision_records_who_through_which_front_end_and_when(
+    services, ask, pool, clock
+):
+    answers = [("choirctl", "choirctl"), ("choir tui", "tui"), ("ops", "console")]
+    for by, via in answers:
+        approval = await ask()
+        clock.advance(1_000)
+        decided = await services.approvals.approve(approval, by=by)
+        assert (decided.resolved_by, decided.resolved_via) == (by, via)
+        async with pool.acquire() as conn:
+            trail = await audit_of(conn, approval)
+        assert [(f.action, f.actor, f.via) for f in trail] == [
+            ("requested", "agent-1", None),
+            ("approved", by, via),
+        ]
+        assert trail[1].at == clock()
+    old = await ask()
+    clock.advance(THIRTY_MINUTES_MS + 1)
+    await services.approvals.expire_overdue()
+    async with pool.acquire() as conn:
+        trail = await audit_of(conn, old)
+    assert [(f.action, f.actor, f.via) for f in trail][-1] == ("rejected", "timeout", "timeout")
+    assert "silence is a rejection" in trail[-1].detail
