@@ -10,6 +10,7 @@ from choir.daemon.proposals.steps import (
     ApplyState,
     Redeploy,
     RevertMerge,
+    Step,
     StepDone,
     StepFailed,
     advance,
@@ -71,9 +72,5 @@ def test_a_finished_apply_takes_no_more_outcomes_and_an_outcome_must_be_for_its_
 
 
 def test_a_restart_runs_the_step_it_was_at_again() -> None:
-    assert [resume(replace(FRESH, step=s)) for s in ("commit", "merge", "build", "update")] == [  # type: ignore[misc]
-        "commit",
-        "merge",
-        "build",
-        "update",
-    ]
+    steps: tuple[Step, ...] = ("commit", "merge", "build", "update")
+    assert [resume(replace(FRESH, step=step)) for step in steps] == list(steps)

@@ -40,6 +40,7 @@ from choir.daemon.gateway.commands import VerbCall
 from choir.daemon.gateway.telegram.callback_data import KEY_BYTES, Action, sign, verify
 from choir.daemon.gateway.telegram.client import BotClient
 from choir.daemon.gateway.telegram.outbox import Outbox
+from choir.daemon.proposals.steps import APPLIED_KINDS
 from choir.errors import ChoirError
 from choir.logs import get_logger
 from choir.store.approvals import ApprovalRow
@@ -221,12 +222,15 @@ class ApprovalCards:
 
     async def _resolved(self, row: ApprovalRow) -> None:
         """Every copy edited and its chat told the outcome (§19.6): whoever sees the request
-        in a chat sees its end there too."""
-        cards = self._cards.pop(row.id, [])
+        in a chat sees its end there too — for a proposal choird applies, also the apply's end."""
+        applying = row.status == "approved" and row.request_type in APPLIED_KINDS
+        cards = list(self._cards.get(row.id, [])) if applying else self._cards.pop(row.id, [])
         await asyncio.gather(*(self._decided(row, card) for card in cards))
 
     async def _decided(self, row: ApprovalRow, card: Card) -> None:
         card.chat.outbox.send(card.chat.chat_id, outcome_text(row))
+        if row.status in ("applied", "failed"):
+            return  # the message already says who approved it and when
         edited = f"{card.text}\n\n{decided_line(row)}"
 
         async def edit() -> None:
@@ -284,6 +288,8 @@ def outcome_text(row: ApprovalRow) -> str:
     summary = summary_of(row)
     if row.status == "rejected" and row.resolved_by == "timeout":  # §19.6: silence rejects
         return f"Approval timed out: {summary}. Rejected automatically."
+    if row.status == "approved" and row.request_type in APPLIED_KINDS:
+        return f"Approved: {summary}. Applying it: commit, merge, build, update."
     outcomes: dict[str, str] = {
         "approved": f"Approved: {summary}. Executing.",
         "applied": f"Applied: {summary}. {row.outcome or ''}".strip(),
