@@ -15,6 +15,7 @@ decision is a line of the approval's audit trail: who, through which front end, 
 
 from __future__ import annotations
 
+import asyncio
 import builtins
 import secrets
 from collections.abc import Callable
@@ -92,8 +93,10 @@ class ApprovalService:
     ) -> RequestApprovalResponse:
         """REQUEST_APPROVAL: check the proposal, store it as pending."""
         content = None
-        if self.check is not None:
-            content = self.check(ctx.agent_id, request.request_type, request.payload)
+        if self.check is not None:  # reads the repos (git): off the event loop
+            content = await asyncio.to_thread(
+                self.check, ctx.agent_id, request.request_type, request.payload
+            )
         async with self._pool.acquire() as conn:
             row = await insert_approval(
                 conn,
