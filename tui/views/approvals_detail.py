@@ -129,31 +129,6 @@ def detail_blocks(
             blocks.append((title, changes or _json_lines(value)))
         else:
             blocks.append((key.replace("_", " "), _json_lines(value)))
-    return blocks + _history_blocks(approval)
-
-
-def _history_blocks(approval: ApprovalView) -> list[tuple[str, list[str]]]:
-    """The apply's progress and the audit trail, when the view carries them (`approval.show`)."""
-    blocks: list[tuple[str, list[str]]] = []
-    apply = approval.apply
-    if apply is not None:
-        where = (
-            f"failed at {apply.failed_step}: {apply.reason}" if apply.failed_step else apply.step
-        )
-        lines = [f"step      {where}", f"branch    {apply.branch}"]
-        lines += [f"commit    {apply.commit_id}"] if apply.commit_id else []
-        lines += [f"image     {apply.image_id}"] if apply.image_id else []
-        blocks.append(("apply", lines))
-    if approval.audit:
-        blocks.append(
-            (
-                "audit",
-                [
-                    f"{fact.at}  {fact.action} {fact.actor or ''} {fact.via or ''} {fact.detail}"
-                    for fact in approval.audit
-                ],
-            )
-        )
     return blocks
 
 
