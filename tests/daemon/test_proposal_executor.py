@@ -174,3 +174,31 @@ async def test_an_apply_stopped_mid_build_is_resumed_at_the_build_by_the_next_ex
     assert (state.step, state.image_id) == ("done", "img-1")
     assert head(repo) == state.commit_id
     assert [row.status for row in ended] == ["applied"]
+
+
+class MovedBeforeMerge(Edges):
+    """The operator commits their own `skills/triage.json` between the commit and the merge."""
+
+    async def merge(self, state: ApplyState) -> dict[str, str]:
+        repo = self._repo(state).path
+        (repo / "skills").mkdir(exist_ok=True)
+        (repo / "skills" / "triage.json").write_text('{"name": "triage", "mine": true}\n')
+        git(repo, "add", "skills/triage.json")
+        git(repo, "commit", "-q", "-m", "the operator's own triage")
+        return await super().merge(state)
+
+
+async def test_a_merge_conflict_fails_at_the_merge_and_touches_nothing_the_agent_runs(
+    pool: Pool, stage: ConfigStage, repo: Path, approved: ApprovalRow
+) -> None:
+    edges = MovedBeforeMerge(stage)
+
+    state = await ProposalApplier(pool, edges, lambda *_: None).run(approved.id)
+
+    assert (state.step, state.failed_step) == ("failed", "merge")
+    assert state.reason is not None
+    assert "merge conflict with main in skills/triage.json" in state.reason
+    assert edges.calls == ["commit", "merge"]  # no build, no update, nothing to undo
+    assert git(repo, "log", "-1", "--format=%s", "main").strip() == "the operator's own triage"
+    assert git(repo, "status", "--porcelain") == ""
+    assert git(repo, "rev-parse", "--verify", f"refs/heads/{state.branch}").strip()  # kept
