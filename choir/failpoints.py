@@ -49,6 +49,10 @@ KNOWN_FAILPOINTS: Final = frozenset(
         "choird.before_stop_agents",
         "memory.close.after_chunks",
         "memory.reembed.after_page",
+        "proposal.after_commit",
+        "proposal.after_merge",
+        "proposal.after_build",
+        "proposal.after_update",
     }
 )
 """Every placed failpoint. `arbiter.after_append_before_ack`: a non-idempotent intent is in the
@@ -64,7 +68,9 @@ pushed to its agent.
 `choird.before_stop_agents` (choird): it is stopping and about to stop its agents.
 `memory.close.after_chunks` (choird): a session's memory chunks are stored, its close is not
 recorded yet.
-`memory.reembed.after_page` (choird): a page of a re-embed's vectors is stored, more may wait."""
+`memory.reembed.after_page` (choird): a page of a re-embed's vectors is stored, more may wait.
+`proposal.after_<step>` (choird): an approved proposal's apply finished that step (commit,
+merge, build, update) and recorded it; the next has not begun."""
 
 _ENTRY = re.compile(r"^(?P<name>[a-z0-9_]+(?:\.[a-z0-9_]+)+)=(?P<action>.+)$")
 _SLEEP = re.compile(r"^sleep\((?P<ms>\d+)\)$")

@@ -390,8 +390,8 @@ class ChoirAgent:
             case CoreCancelPush(job_name=name, reason=reason):
                 if not jobs.cancel(name, reason):
                     log.info("cancel for a job that is not running", fields={"job": name})
-            case ApprovalResolvedPush(approval_id=approval_id, status=status):
-                arbiter.resolve_approval(approval_id, status)
+            case ApprovalResolvedPush(approval_id=approval_id, status=status, reason=reason):
+                arbiter.resolve_approval(approval_id, status, reason)
             case ConfigChangedPush():
                 sync.notice(push)
             case SecretsRefreshedPush():

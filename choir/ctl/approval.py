@@ -28,7 +28,10 @@ ApprovalArgument = Annotated[
 @documented("approval list")
 def list_approvals(
     include_all: Annotated[
-        bool, typer.Option("--all", help="Also show approved, rejected and timed-out ones.")
+        bool,
+        typer.Option(
+            "--all", help="Also show the answered ones (approved, applied, rejected, failed)."
+        ),
     ] = False,
     agent_id: Annotated[str | None, typer.Option("--agent", help="Only this agent's.")] = None,
     home: HomeOption = None,
@@ -80,8 +83,9 @@ def _show(data: ApprovalView) -> None:
 
     from choir.ctl.render.humanize import dash, moment
 
+    via = f" via {data.resolved_via}" if data.resolved_via else ""
     resolved = (
-        f"{data.status} by {data.resolved_by} at {moment(data.resolved_at)}"
+        f"{data.status} by {data.resolved_by}{via} at {moment(data.resolved_at)}"
         if data.resolved_at
         else data.status
     )
@@ -91,10 +95,45 @@ def _show(data: ApprovalView) -> None:
         f"{'type':<10}{data.request_type}",
         f"{'created':<10}{moment(data.created_at)}",
         f"{'status':<10}{resolved}",
+        *_apply_lines(data),
         "payload:",
         orjson.dumps(data.payload, option=orjson.OPT_INDENT_2).decode(),
+        *_audit_lines(data),
     ]
     print("\n".join(lines))
+
+
+def _apply_lines(data: ApprovalView) -> list[str]:
+    """The content hash, the apply's step and what it applied or why it failed."""
+    lines = [f"{'sha256':<10}{data.content_sha256}"] if data.content_sha256 else []
+    if data.apply is not None:
+        apply = data.apply
+        step = f"{apply.step} (branch {apply.branch})"
+        if apply.failed_step:
+            step = f"failed at {apply.failed_step}: {apply.reason}"
+        lines.append(f"{'apply':<10}{step}")
+        if apply.commit_id:
+            lines.append(f"{'commit':<10}{apply.commit_id}")
+        if apply.image_id:
+            lines.append(f"{'image':<10}{apply.image_id}")
+    if data.outcome:
+        lines.append(f"{'outcome':<10}{data.outcome}")
+    return lines
+
+
+def _audit_lines(data: ApprovalView) -> list[str]:
+    """The audit trail: when, what, who and through which front end."""
+    from choir.ctl.render.humanize import moment
+
+    if not data.audit:
+        return []
+    lines = ["audit:"]
+    for fact in data.audit:
+        who = f" by {fact.actor}" if fact.actor else ""
+        via = f" via {fact.via}" if fact.via and fact.via != fact.actor else ""
+        detail = f": {fact.detail}" if fact.detail else ""
+        lines.append(f"  {moment(fact.at)}  {fact.action}{who}{via}{detail}")
+    return lines
 
 
 @app.command("approve")

@@ -5,21 +5,29 @@ REQUEST_APPROVAL stores a pending approval. choirctl, the TUI or a DM button ans
 which the daemon runs periodically. Each outcome is told to subscribers exactly once, so the
 daemon can push `ApprovalResolvedPush` to the agent and update the DM message. New requests are
 told to `subscribe_requests` listeners (the operator feed), so a console shows them at once.
+
+A proposal choird applies (a skill, issue 17) is checked before it is stored (`check`: a skill
+that would not load is refused with the reason, for the model to fix) and stored with the
+SHA-256 of its content, which the apply must match. Its agent hears the outcome once the apply
+ends (`applied` or `failed`, told through `finish`), not when the operator approves. Every
+decision is a line of the approval's audit trail: who, through which front end, when.
 """
 
 from __future__ import annotations
 
+import asyncio
 import builtins
 import secrets
 from collections.abc import Callable
 from datetime import timedelta
-from typing import Literal
+from typing import Any, Literal
 
 from choir.daemon.sessions.state import Clock, SessionContext, utc_now
 from choir.daemon.staging.stage import ConfigStage
 from choir.errors import ConflictError, NotFoundError
 from choir.logs import get_logger
 from choir.protocol import ApprovalResolvedPush, RequestApprovalRequest, RequestApprovalResponse
+from choir.store.approval_audit import add_audit
 from choir.store.approvals import (
     ApprovalRow,
     ApprovalStatus,
@@ -29,7 +37,7 @@ from choir.store.approvals import (
     list_approvals,
     resolve_approval,
 )
-from choir.store.postgres.pool import Pool
+from choir.store.postgres.pool import Connection, Pool
 
 log = get_logger("choird.approvals")
 
@@ -37,29 +45,58 @@ TIMEOUT_RESOLVER = "timeout"
 """`resolved_by` of an approval nobody answered in time."""
 
 ResolvedListener = Callable[[ApprovalRow], None]
+ProposalCheck = Callable[[str, str, dict[str, Any]], str | None]
+"""(agent id, request type, payload) -> the SHA-256 of the content to bind the approval to, or
+None for a kind not bound; raises `UsageError` naming what is wrong with the proposal."""
 
 
 def push_of(approval: ApprovalRow) -> ApprovalResolvedPush:
     """What the agent that asked is told when `approval` is resolved."""
     if approval.status == "pending":
         raise ValueError(f"approval {approval.id} is still pending")
-    return ApprovalResolvedPush(approval_id=approval.id, status=approval.status)
+    return ApprovalResolvedPush(
+        approval_id=approval.id, status=approval.status, reason=approval.outcome
+    )
+
+
+def front_end(by: str, dm_gateways: dict[str, str]) -> str:
+    """Through which front end `by` answered: `choirctl`, `tui`, `timeout`, or a DM's gateway
+    type (`telegram`, `console`); `dm_gateways` maps DM names to their gateway's type."""
+    if by in (TIMEOUT_RESOLVER, "choirctl"):
+        return by
+    if by == "choir tui":
+        return "tui"
+    return dm_gateways.get(by, "other")
 
 
 class ApprovalService:
     """Pending approvals over `choir_control.pending_approvals`."""
 
-    def __init__(self, pool: Pool, stage: ConfigStage, *, clock: Clock = utc_now) -> None:
+    def __init__(
+        self,
+        pool: Pool,
+        stage: ConfigStage,
+        *,
+        clock: Clock = utc_now,
+        check: ProposalCheck | None = None,
+    ) -> None:
         self._pool = pool
         self._stage = stage
         self._clock = clock
+        self.check = check
+        """Set by choird where it knows the agents' repos; None checks nothing."""
         self._listeners: list[ResolvedListener] = []
         self._requested: list[ResolvedListener] = []
 
     async def request(
         self, ctx: SessionContext, request: RequestApprovalRequest
     ) -> RequestApprovalResponse:
-        """REQUEST_APPROVAL: store the proposal as pending."""
+        """REQUEST_APPROVAL: check the proposal, store it as pending."""
+        content = None
+        if self.check is not None:  # reads the repos (git): off the event loop
+            content = await asyncio.to_thread(
+                self.check, ctx.agent_id, request.request_type, request.payload
+            )
         async with self._pool.acquire() as conn:
             row = await insert_approval(
                 conn,
@@ -69,6 +106,11 @@ class ApprovalService:
                 request_type=request.request_type,
                 payload=request.payload,
                 now=self._clock(),
+                content_sha256=content,
+            )
+            detail = f"sha256 {content}" if content else ""
+            await add_audit(
+                conn, row.id, "requested", at=row.created_at, actor=ctx.agent_id, detail=detail
             )
         log.info(
             "approval requested",
@@ -111,6 +153,8 @@ class ApprovalService:
             expired = await expire_approvals(
                 conn, created_before=now - timeout, now=now, by=TIMEOUT_RESOLVER
             )
+            for row in expired:
+                await self._audit_decision(conn, row)
         for row in expired:
             self._resolved(row)
         return expired
@@ -138,14 +182,45 @@ class ApprovalService:
                 f"approval {approval_id} belongs to {current.agent_id}, not {agent_id}: "
                 "only an admin DM or choirctl can answer it"
             )
+        via = front_end(by, self._dm_gateways())
         async with self._pool.acquire() as conn:
-            row = await resolve_approval(conn, approval_id, status, by=by, now=self._clock())
+            row = await resolve_approval(
+                conn, approval_id, status, by=by, now=self._clock(), via=via
+            )
             if row is None:
                 latest = await get_approval(conn, approval_id) or current
                 outcome = latest.status.replace("_", " ")
                 raise ConflictError(f"approval {approval_id} is already {outcome}")
+            await self._audit_decision(conn, row)
         self._resolved(row)
         return row
+
+    def finish(self, row: ApprovalRow) -> None:
+        """An approved proposal's apply ended (`applied` or `failed`): tell the subscribers."""
+        self._resolved(row)
+
+    def _dm_gateways(self) -> dict[str, str]:
+        config = self._stage.running.config
+        types = {name: gateway.type for name, gateway in config.gateways.items()}
+        return {name: types.get(dm.gateway, "other") for name, dm in config.dms.items()}
+
+    @staticmethod
+    async def _audit_decision(conn: Connection, row: ApprovalRow) -> None:
+        assert row.resolved_at is not None  # a decided row
+        timeout = (
+            " (timeout: silence is a rejection)" if row.resolved_by == TIMEOUT_RESOLVER else ""
+        )
+        await add_audit(
+            conn,
+            row.id,
+            row.status,
+            at=row.resolved_at,
+            actor=row.resolved_by,
+            via=row.resolved_via,
+            detail=f"content sha256 {row.content_sha256}{timeout}"
+            if row.content_sha256
+            else timeout.strip(),
+        )
 
     def _resolved(self, row: ApprovalRow) -> None:
         log.info(

@@ -1,7 +1,10 @@
 """`choir_control.pending_approvals`: proposals waiting for the operator (§8.10, §19.6).
 
 An approval is resolved once: `resolve` and `expire` only change rows still `pending`, in one
-guarded UPDATE, so an operator's click and the timeout sweep cannot both win.
+guarded UPDATE, so an operator's click and the timeout sweep cannot both win. A timeout is a
+rejection (§19.6) with `resolved_by` `timeout`. A proposal choird applies once approved (a
+skill) then ends `applied` or `failed` (`finish_approval`, only from `approved`).
+`content_sha256` is the hash of exactly what was reviewed; an apply refuses other content.
 """
 
 from __future__ import annotations
@@ -15,10 +18,11 @@ from asyncpg import Record
 from choir.store.postgres.jsonb_safe import decode_text, encode_text
 from choir.store.postgres.pool import Connection
 
-ApprovalStatus = Literal["pending", "approved", "rejected", "timed_out"]
+ApprovalStatus = Literal["pending", "approved", "applied", "rejected", "failed"]
 
 _COLUMNS: Final = (
-    "id, session_id, agent_id, request_type, payload, status, created_at, resolved_at, resolved_by"
+    "id, session_id, agent_id, request_type, payload, status, created_at, resolved_at, "
+    "resolved_by, content_sha256, resolved_via, outcome"
 )
 
 
@@ -36,12 +40,20 @@ class ApprovalRow:
     resolved_at: datetime | None
     resolved_by: str | None
     """Who answered: a DM name, `choirctl`, or `timeout`."""
+    content_sha256: str | None = None
+    """SHA-256 of the proposed content as reviewed (a skill: its file's bytes); None for kinds
+    whose content is not bound yet."""
+    resolved_via: str | None = None
+    """The front end that answered: `choirctl`, `tui`, `telegram`, `console`, or `timeout`."""
+    outcome: str | None = None
+    """An applied proposal's end: what was applied, or the failed step and why."""
 
     @classmethod
     def of(cls, row: Record) -> ApprovalRow:
         fields = dict(row)
-        if fields["resolved_by"] is not None:
-            fields["resolved_by"] = decode_text(fields["resolved_by"])
+        for name in ("resolved_by", "outcome"):
+            if fields[name] is not None:
+                fields[name] = decode_text(fields[name])
         return cls(**fields)
 
 
@@ -54,17 +66,19 @@ async def insert_approval(
     request_type: str,
     payload: dict[str, Any],
     now: datetime,
+    content_sha256: str | None = None,
 ) -> ApprovalRow:
     row = await conn.fetchrow(
         "INSERT INTO choir_control.pending_approvals "
-        "(id, session_id, agent_id, request_type, payload, created_at) "
-        f"VALUES ($1, $2, $3, $4, $5, $6) RETURNING {_COLUMNS}",
+        "(id, session_id, agent_id, request_type, payload, created_at, content_sha256) "
+        f"VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING {_COLUMNS}",
         approval_id,
         session_id,
         agent_id,
         request_type,
         payload,
         now,
+        content_sha256,
     )
     assert row is not None  # INSERT … RETURNING always yields the row
     return ApprovalRow.of(row)
@@ -98,15 +112,32 @@ async def resolve_approval(
     *,
     by: str,
     now: datetime,
+    via: str | None = None,
 ) -> ApprovalRow | None:
     """Answer a pending approval; None when it is not pending (or does not exist)."""
     row = await conn.fetchrow(
         "UPDATE choir_control.pending_approvals SET status = $2, resolved_at = $3, "
-        f"resolved_by = $4 WHERE id = $1 AND status = 'pending' RETURNING {_COLUMNS}",
+        "resolved_by = $4, resolved_via = $5 WHERE id = $1 AND status = 'pending' "
+        f"RETURNING {_COLUMNS}",
         approval_id,
         status,
         now,
         encode_text(by),  # a DM's name: any text, NUL included
+        via,
+    )
+    return None if row is None else ApprovalRow.of(row)
+
+
+async def finish_approval(
+    conn: Connection, approval_id: str, status: Literal["applied", "failed"], outcome: str
+) -> ApprovalRow | None:
+    """End an approved proposal's apply, saying how; None unless it was `approved`."""
+    row = await conn.fetchrow(
+        "UPDATE choir_control.pending_approvals SET status = $2, outcome = $3 "
+        f"WHERE id = $1 AND status = 'approved' RETURNING {_COLUMNS}",
+        approval_id,
+        status,
+        encode_text(outcome),
     )
     return None if row is None else ApprovalRow.of(row)
 
@@ -114,10 +145,10 @@ async def resolve_approval(
 async def expire_approvals(
     conn: Connection, *, created_before: datetime, now: datetime, by: str
 ) -> list[ApprovalRow]:
-    """Time out every approval still pending that was created before `created_before`."""
+    """Reject (§19.6) every approval still pending that was created before `created_before`."""
     rows = await conn.fetch(
-        "UPDATE choir_control.pending_approvals SET status = 'timed_out', resolved_at = $2, "
-        "resolved_by = $3 WHERE status = 'pending' AND created_at < $1 "
+        "UPDATE choir_control.pending_approvals SET status = 'rejected', resolved_at = $2, "
+        "resolved_by = $3, resolved_via = $3 WHERE status = 'pending' AND created_at < $1 "
         f"RETURNING {_COLUMNS}",
         created_before,
         now,

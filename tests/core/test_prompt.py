@@ -172,7 +172,10 @@ EVENT_TABLE: list[tuple[Event, list[dict[str, Any]]]] = [
     (CoreStarted(job=BRIEFING), []),
     (Cancelled(target="edge", reason="operator"), []),
     (SkillTransitionCommitted(skill="tool-builder", from_=None, to="plan", on="start"), []),
-    (ApprovalResolved(approval_id="a1", status="approved"), []),
+    (
+        ApprovalResolved(approval_id="a1", status="failed", reason="build: it broke"),
+        [{"role": "system", "content": "[APPROVAL] a1 failed: build: it broke"}],
+    ),
     (SessionSummary(summary="s"), []),
     (_output(), []),
 ]

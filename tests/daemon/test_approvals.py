@@ -8,6 +8,7 @@ from choir.daemon.agents.services import AgentServices
 from choir.daemon.approvals import ApprovalService, push_of
 from choir.errors import ConflictError, NotFoundError
 from choir.protocol import ApprovalResolvedPush, RequestApprovalRequest
+from choir.store.approval_audit import audit_of
 from choir.store.approvals import ApprovalRow
 
 from .conftest import Clock
@@ -41,7 +42,7 @@ async def test_an_approval_is_pending_until_answered_once(services, ask, resolve
     approvals: ApprovalService = services.approvals
     first = await ask("tool")
     clock.advance(1)
-    second = await ask("skill")
+    second = await ask("config_change")
 
     assert [a.id for a in await approvals.list()] == [first, second]
     clock.advance(1_000)
@@ -73,7 +74,9 @@ async def test_rejecting(services, ask, resolved):
     assert (await services.approvals.show(approval)).status == "rejected"
 
 
-async def test_unanswered_approvals_time_out(services, ask, resolved, clock: Clock):
+async def test_unanswered_approvals_are_rejected_by_the_timeout(
+    services, ask, resolved, clock: Clock
+):
     old = await ask()
     clock.advance(THIRTY_MINUTES_MS - 1_000)
     young = await ask()
@@ -81,12 +84,14 @@ async def test_unanswered_approvals_time_out(services, ask, resolved, clock: Clo
 
     expired = await services.approvals.expire_overdue()
 
-    assert [(a.id, a.status, a.resolved_by) for a in expired] == [(old, "timed_out", "timeout")]
+    assert [(a.id, a.status, a.resolved_by, a.resolved_via) for a in expired] == [
+        (old, "rejected", "timeout", "timeout")
+    ]  # §19.6: silence is a rejection
     assert resolved == expired
-    assert push_of(expired[0]).status == "timed_out"
+    assert push_of(expired[0]).status == "rejected"
     assert [a.id for a in await services.approvals.list()] == [young]
     assert await services.approvals.expire_overdue() == []
-    with pytest.raises(ConflictError, match=f"approval {old} is already timed out"):
+    with pytest.raises(ConflictError, match=f"approval {old} is already rejected"):
         await services.approvals.approve(old, by="console")
 
 
@@ -112,9 +117,36 @@ async def test_new_requests_are_told_to_request_listeners(services, ask, resolve
     requested: list[ApprovalRow] = []
     stop = services.approvals.subscribe_requests(requested.append)
 
-    approval = await ask("skill")
+    approval = await ask("config_change")
     stop()
     await ask("tool")
 
-    assert [(a.id, a.status, a.request_type) for a in requested] == [(approval, "pending", "skill")]
+    assert [(a.id, a.status, a.request_type) for a in requested] == [
+        (approval, "pending", "config_change")
+    ]
     assert resolved == []
+
+
+async def test_each_decision_records_who_through_which_front_end_and_when(
+    services, ask, pool, clock
+):
+    answers = [("choirctl", "choirctl"), ("choir tui", "tui"), ("ops", "console")]
+    for by, via in answers:
+        approval = await ask()
+        clock.advance(1_000)
+        decided = await services.approvals.approve(approval, by=by)
+        assert (decided.resolved_by, decided.resolved_via) == (by, via)
+        async with pool.acquire() as conn:
+            trail = await audit_of(conn, approval)
+        assert [(f.action, f.actor, f.via) for f in trail] == [
+            ("requested", "agent-1", None),
+            ("approved", by, via),
+        ]
+        assert trail[1].at == clock()
+    old = await ask()
+    clock.advance(THIRTY_MINUTES_MS + 1)
+    await services.approvals.expire_overdue()
+    async with pool.acquire() as conn:
+        trail = await audit_of(conn, old)
+    assert [(f.action, f.actor, f.via) for f in trail][-1] == ("rejected", "timeout", "timeout")
+    assert "silence is a rejection" in trail[-1].detail

@@ -167,3 +167,36 @@ async def test_another_agents_lease_is_refused_on_this_socket(
             await client.call("REPORT_STATUS", {"lane": "edge", "state": "EDGE_IDLE"})
     finally:
         await client.close()
+
+
+async def test_a_skill_that_would_not_load_is_refused_back_to_the_model(wired: Wired) -> None:
+    spec = {
+        "name": "triage",
+        "description": "Sort notes.",
+        "initial_state": "sort",
+        "states": {
+            "sort": {
+                "objective": "Sort them.",
+                "allowed_tools": ["choir.fs.wrte"],
+                "transitions": [{"on": "complete", "to": "done"}],
+            },
+            "done": {"terminal": True},
+        },
+    }
+    proposal = ToolProposal(
+        "edge", "call-5", "choir.propose.skill", {"spec": spec, "rationale": "notes pile up"}
+    )
+    result = await wired.kernel.arbiter.propose(proposal)
+
+    assert (result.status, result.error_code) == ("error", "proposal_refused"), result
+    assert "unknown tool 'choir.fs.wrte'" in result.summary
+    assert "did you mean 'choir.fs.write'" in result.summary
+    assert await wired.services.approvals.list(status=None) == []  # nothing offered
+
+    spec["states"]["sort"]["allowed_tools"] = ["choir.fs.read"]  # type: ignore[index]
+    fixed = ToolProposal("edge", "call-6", proposal.tool, dict(proposal.arguments))
+    result = await wired.kernel.arbiter.propose(fixed)
+    assert result.status == "success", result
+    [stored] = await wired.services.approvals.list()
+    assert stored.content_sha256 is not None
+    assert len(stored.content_sha256) == 64

@@ -197,7 +197,7 @@ async def test_a_question_pending_when_choird_dies_is_in_the_inbox_after_restart
 
         async def timed_out() -> bool:
             shown = as_json(await scene.ctl("approval", "show", first, "--json"))
-            return bool(shown["status"] == "timed_out")
+            return bool((shown["status"], shown["resolved_by"]) == ("rejected", "timeout"))
 
         await poll_until(timed_out, within=15, every=0.3)  # the sweep told the agent
         dismissed = await scene.ctl("inbox", "resolve", f"timeout:{first}", "dismiss")

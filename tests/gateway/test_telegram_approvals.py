@@ -258,10 +258,11 @@ async def test_an_unanswered_approval_times_out_and_the_message_says_so(
         await api.wait_for(lambda: timed_out in api.texts(PHONE), within=20)
         await api.wait_for(lambda: not edited(api, card).buttons)
         assert "Timed out at " in edited(api, card).text
-        assert (await client.approval_show(approval_id)).status == "timed_out"
+        shown = await client.approval_show(approval_id)
+        assert (shown.status, shown.resolved_by) == ("rejected", "timeout")
         pressed = api.user_presses(PHONE, card, card.buttons[0][1])
         assert await answered(api, pressed) == "no longer valid"
-        assert await agent_told(client, str(started.session_id), approval_id) == "timed_out"
+        assert await agent_told(client, str(started.session_id), approval_id) == "rejected"
         await client.agent_stop("agent-1")
 
 

@@ -12,6 +12,7 @@ from choir.store.postgres.ddl import (
     CONTROL_SCOPE,
     GATEWAY_MIGRATIONS,
     HOST_TOOL_MIGRATIONS,
+    PROPOSAL_MIGRATIONS,
     RECOVERY_MIGRATIONS,
     USAGE_MIGRATIONS,
     apply_control_schema,
@@ -35,6 +36,8 @@ CONTROL_TABLES = {
     "gateway_reply_cursors",
     "llm_usage",
     "recovery_items",
+    "proposal_applies",
+    "approval_audit",
 }
 
 
@@ -47,6 +50,7 @@ CONTROL_TABLES = {
         GATEWAY_MIGRATIONS,
         USAGE_MIGRATIONS,
         RECOVERY_MIGRATIONS,
+        PROPOSAL_MIGRATIONS,
     ],
 )
 def test_migration_versions_count_up_from_one(migrations) -> None:
@@ -114,8 +118,10 @@ async def test_approvals_have_known_states_and_a_resolution_time_once_resolved(
         "(id, agent_id, request_type, payload, status, resolved_at) "
         "VALUES ($1, 'a', 'x', '{}', $2, $3)"
     )
-    await conn.execute(insert, "1", "timed_out", datetime.now(UTC))
+    await conn.execute(insert, "1", "failed", datetime.now(UTC))
     with pytest.raises(asyncpg.CheckViolationError, match="pending_approvals_status_check"):
         await conn.execute(insert, "2", "maybe", datetime.now(UTC))
+    with pytest.raises(asyncpg.CheckViolationError, match="pending_approvals_status_check"):
+        await conn.execute(insert, "4", "timed_out", datetime.now(UTC))  # §19.6: rejected now
     with pytest.raises(asyncpg.CheckViolationError, match="pending_approvals_resolved_check"):
         await conn.execute(insert, "3", "approved", None)

@@ -93,7 +93,7 @@ def test_long_blocks_collapse_until_expanded():
 def test_the_detail_lists_prose_first_then_structured_fields():
     approval = approval_at(
         NOW.isoformat(),
-        status="timed_out",
+        status="rejected",
         resolved_by="timeout",
         payload={"patch": {"a": 1}, "rationale": "why", "summary": "what"},
     )
@@ -104,7 +104,7 @@ def test_the_detail_lists_prose_first_then_structured_fields():
         "rationale",
         "changes to the running config",
     ]
-    assert blocks[0][1][3] == "status    timed out"
+    assert blocks[0][1][3] == "status    rejected (timed out)"
     assert blocks[-1][1] == ["~ a: 0 → 1"]
     assert detail_blocks(approval, None)[-1] == ("patch", ["{", '  "a": 1', "}"])
     approved = approval_at(None, status="approved", resolved_by="choirctl")

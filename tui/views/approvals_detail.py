@@ -71,10 +71,12 @@ def summary(payload: Mapping[str, Any], width: int = 60) -> str:
 
 
 def resolution(approval: ApprovalView) -> str:
-    """`approved by choirctl`, `timed out`…: how a resolved approval ended."""
+    """`approved by choirctl`, `rejected (timed out)`…: how a resolved approval ended."""
     status = approval.status.replace("_", " ")
     by = approval.resolved_by
-    return f"{status} by {by}" if by and by != "timeout" else status
+    if by == "timeout":
+        return f"{status} (timed out)" if status != "timed out" else status
+    return f"{status} by {by}" if by else status
 
 
 def patch_changes(config: Mapping[str, Any], patch: Mapping[str, Any]) -> list[str]:

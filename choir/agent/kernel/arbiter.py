@@ -165,13 +165,17 @@ class Arbiter:
         return entry
 
     def resolve_approval(
-        self, approval_id: str, status: Literal["approved", "rejected", "timed_out"]
+        self,
+        approval_id: str,
+        status: Literal["approved", "applied", "rejected", "failed", "timed_out"],
+        reason: str | None = None,
     ) -> LogEntry | None:
         """Commit a proposal's outcome in the lane that proposed it (§8.10); None if unknown."""
         lane = self._approvals.pop(approval_id, None)
         if lane is None:
             return None
-        return self.commit(lane, ApprovalResolved(approval_id=approval_id, status=status))
+        outcome = ApprovalResolved(approval_id=approval_id, status=status, reason=reason)
+        return self.commit(lane, outcome)
 
     def expect_approvals(self, approvals: Mapping[str, str]) -> None:
         """Open approvals (id -> lane) a restored snapshot recorded: events before it are not

@@ -25,6 +25,7 @@ from choir.agent.kernel.proposal import ToolProposal
 from choir.agent.kernel.tool_contract import LockKey, located_resource, resource_at
 from choir.agent.kernel.workspace import PathOutsideWorkspace, Workspace
 from choir.core.locks.lockset import LockKeyError, LockRequest, Lockset
+from choir.errors import ChoirError
 from choir.protocol import ToolResult, validation_problems
 from choir.protocol.input_fix import invalid_input, pydantic_fix
 
@@ -197,7 +198,10 @@ class Dispatcher:
                 "host_unavailable", f"{name} needs choird, and choird is not connected"
             )
         if runtime.meta:  # never executes: a proposal for a human (§8.10)
-            approval_id = await self._host.request_approval(name, call.arguments)
+            try:
+                approval_id = await self._host.request_approval(name, call.arguments)
+            except ChoirError as refused:  # e.g. a skill that would not load: the model fixes it
+                return ToolResult.fail("proposal_refused", refused.message)
             return ToolResult.ok(
                 f"proposal submitted for approval as {approval_id}; the outcome will follow",
                 approval_id=approval_id,

@@ -332,8 +332,9 @@ def _other_line(event: Event) -> str | None:
             return None if said is None else f"core job {name} {said}"
         case Cancelled(target=target, reason=reason):
             return f"cancelled {target}: {reason}"
-        case ApprovalResolved(approval_id=approval, status=status):
-            return f"approval {approval}: {status.replace('_', ' ')}"
+        case ApprovalResolved(approval_id=approval, status=status, reason=reason):
+            said = f": {reason}" if reason else ""
+            return f"approval {approval}: {status.replace('_', ' ')}{said}"
         case _:
             return None
 

@@ -32,6 +32,7 @@ from choir.core.memory.working import WindowEvent
 from choir.protocol.log.core_jobs import CoreError, CoreEvent, CoreFinalResult, CoreNeedInfo
 from choir.protocol.log.events import (
     AgentReplied,
+    ApprovalResolved,
     CoreEventEmitted,
     CoreStopped,
     Event,
@@ -122,6 +123,10 @@ def event_messages(event: Event, result_view: ResultView = full_result) -> list[
             return [{"role": "system", "content": f"[CORE EVENT] {_core_note(name, core_event)}"}]
         case AgentReplied(text=text):
             return [{"role": "assistant", "content": text}] if text else []
+        case ApprovalResolved(approval_id=approval, status=status, reason=reason):
+            said = f": {reason}" if reason else ""
+            note = f"[APPROVAL] {approval} {status.replace('_', ' ')}{said}"
+            return [{"role": "system", "content": note}]
         case _:
             return []
 

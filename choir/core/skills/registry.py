@@ -100,11 +100,20 @@ def read_skill(path: Path, known_tools: Collection[str]) -> tuple[SkillSpec | No
     data, problems = _parse(text)
     if data is None:
         return None, problems
+    spec, found = check_skill(data, path.stem, known_tools)
+    return spec, problems + found
+
+
+def check_skill(
+    data: Any, stem: str, known_tools: Collection[str]
+) -> tuple[SkillSpec | None, list[str]]:
+    """A skill's JSON value checked as the loader checks `skills/<stem>.json`: the spec if it
+    parsed, and every problem. choird checks a proposed skill with it before offering it."""
     try:
         spec = SkillSpec.model_validate(data)
     except ValidationError as err:
-        return None, problems + [p.replace(".[key]", "") for p in validation_problems(err)]
-    problems.extend(_name_problems(spec, path.stem))
+        return None, [p.replace(".[key]", "") for p in validation_problems(err)]
+    problems = _name_problems(spec, stem)
     problems.extend(_tool_problems(spec, known_tools))
     problems.extend(_event_problems(spec))
     return spec, problems

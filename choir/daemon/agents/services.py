@@ -20,6 +20,7 @@ from choir.daemon.agents.status_board import StatusBoard
 from choir.daemon.agents.verbs import AgentVerbs
 from choir.daemon.approvals import ApprovalService
 from choir.daemon.gateway.inbox import Inbox
+from choir.daemon.proposals.check import proposal_check
 from choir.daemon.sessions.service import SessionService
 from choir.daemon.sessions.state import Clock, SessionEnded, utc_now
 from choir.daemon.staging.stage import ConfigStage
@@ -43,7 +44,7 @@ class AgentServices:
     @classmethod
     def build(cls, pool: Pool, stage: ConfigStage, *, clock: Clock = utc_now) -> AgentServices:
         sessions = SessionService(pool, stage, clock=clock)
-        approvals = ApprovalService(pool, stage, clock=clock)
+        approvals = ApprovalService(pool, stage, clock=clock, check=proposal_check(stage))
         host_tools, status = HostTools(pool, clock=clock), StatusBoard()
         limiter = RateLimiter(lambda: stage.running.config.rpc.rate_limit_per_s)
         replicator = EventIngest(pool, sessions, stage, clock=clock)

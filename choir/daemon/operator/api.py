@@ -55,7 +55,9 @@ from choir.daemon.operator.agents import verify as operator_verify
 from choir.daemon.operator.agents.launches import Lifecycle
 from choir.daemon.operator.context import OperatorContext
 from choir.daemon.operator.feed import OperatorFeed
+from choir.daemon.operator.proposal_edges import OperatorApplyEdges
 from choir.daemon.operator.recovery_start import note_restart, tell_admins
+from choir.daemon.proposals.executor import ProposalApplier
 from choir.daemon.sessions.state import Clock, utc_now
 from choir.errors import ChoirError
 from choir.protocol import ErrorCode, WireModel, validation_problems
@@ -187,6 +189,12 @@ class OperatorApi:
             return await call_verb(self.context, verb, payload)
 
         self._call = call
+        applier = ProposalApplier(
+            pool,
+            OperatorApplyEdges(lambda: self.context),
+            lambda row, _: services.approvals.finish(row),
+            clock=clock,
+        )
 
         self.context = OperatorContext(
             services,
@@ -202,6 +210,7 @@ class OperatorApi:
             memory=memory,
             reembedder=reembedder,
             vector_models=vector_models,
+            proposals=applier,
         )
         """What the verbs work with."""
         detach_feed = feed.attach(services)
@@ -230,6 +239,9 @@ class OperatorApi:
         from choir.daemon.gateway.telegram.start import start_telegram
 
         await note_restart(self.context)  # before the timers: the sweep times approvals out
+        assert self.context.proposals is not None
+        stack.push_async_callback(self.context.proposals.close)
+        await self.context.proposals.resume_all()  # what a choird killed mid-apply left
         bots = await start_telegram(self.context, self._call, stack)
         notice = asyncio.create_task(
             tell_admins(self.context, [*self.context.admin_notices, self._console_notice]),

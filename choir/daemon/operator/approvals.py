@@ -12,6 +12,8 @@ from choir.daemon.operator.views import approval_view
 from choir.protocol.operator.answers import ApprovalList as ApprovalListAnswer
 from choir.protocol.operator.requests import ApprovalAnswer, ApprovalList, ApprovalRef
 from choir.protocol.operator.views import ApprovalView
+from choir.store.approval_audit import audit_of
+from choir.store.proposal_applies import get_apply
 
 
 async def approval_list(ctx: OperatorContext, request: ApprovalList) -> ApprovalListAnswer:
@@ -25,13 +27,20 @@ async def approval_list(ctx: OperatorContext, request: ApprovalList) -> Approval
 
 
 async def approval_show(ctx: OperatorContext, request: ApprovalRef) -> ApprovalView:
-    return approval_view(await ctx.services.approvals.show(request.approval_id))
+    """The approval with its audit trail and, once approved, its apply's progress."""
+    row = await ctx.services.approvals.show(request.approval_id)
+    async with ctx.pool.acquire() as conn:
+        audit = await audit_of(conn, row.id)
+        apply = await get_apply(conn, row.id)
+    return approval_view(row, audit, apply)
 
 
 async def approval_approve(ctx: OperatorContext, request: ApprovalAnswer) -> ApprovalView:
     row = await ctx.services.approvals.approve(
         request.approval_id, by=request.by, agent_id=request.agent_id
     )
+    if ctx.proposals is not None:
+        ctx.proposals.begin(row)  # a skill is applied now; its progress is in `approval show`
     return approval_view(row)
 
 

@@ -19,6 +19,7 @@ from choir.daemon.gateway.telegram.status import BotStatus
 from choir.daemon.health.board import DaemonHealth
 from choir.daemon.operator.agents.launches import Lifecycle
 from choir.daemon.operator.feed import OperatorFeed
+from choir.daemon.proposals.executor import ProposalApplier
 from choir.daemon.sessions.outage import not_running
 from choir.daemon.sessions.service import SessionService
 from choir.daemon.sessions.state import Clock
@@ -62,6 +63,9 @@ class OperatorContext:
     telegram_bots: dict[str, Callable[[], BotStatus]] = field(default_factory=dict)
     """How each Telegram bot choird started is doing, by gateway name (`status`,
     `gateway.status`); registered by the gateway when it starts."""
+    proposals: ProposalApplier | None = None
+    """Applies approved proposals (a skill: commit, merge, build, update); None where choird
+    applies none."""
     admin_notices: list[Callable[[str], None]] = field(default_factory=list)
     """Who sends a message to every admin DM of a gateway (the recovery inbox's restart
     notice); registered by the gateway when it starts."""

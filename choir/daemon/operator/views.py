@@ -8,13 +8,17 @@ Timestamps are ISO 8601 strings in UTC; durations are seconds.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import datetime
+from typing import Any
 
 from choir.core.held_jobs import held_state, recover_command
 from choir.daemon.agents.status_board import LaneReport, LockReport
 from choir.daemon.sessions.state import SessionEnded
 from choir.protocol.log.lanes import job_name_of
 from choir.protocol.operator.views import (
+    ApprovalApplyView,
+    ApprovalAuditView,
     ApprovalView,
     EventView,
     HeldView,
@@ -24,6 +28,7 @@ from choir.protocol.operator.views import (
     SessionView,
 )
 from choir.protocol.wire.payloads import HeldCall
+from choir.store.approval_audit import AuditRow
 from choir.store.approvals import ApprovalRow
 from choir.store.events import EventRecord
 from choir.store.sessions import SessionRow, SessionStatus
@@ -74,7 +79,11 @@ def session_ended_view(ended: SessionEnded) -> SessionEndedView:
     )
 
 
-def approval_view(row: ApprovalRow) -> ApprovalView:
+def approval_view(
+    row: ApprovalRow,
+    audit: list[AuditRow] | None = None,
+    apply: Mapping[str, Any] | None = None,
+) -> ApprovalView:
     return ApprovalView(
         approval_id=row.id,
         agent_id=row.agent_id,
@@ -85,7 +94,25 @@ def approval_view(row: ApprovalRow) -> ApprovalView:
         resolved_at=iso(row.resolved_at),
         resolved_by=row.resolved_by,
         payload=row.payload,
+        content_sha256=row.content_sha256,
+        resolved_via=row.resolved_via,
+        outcome=row.outcome,
+        apply=None if apply is None else ApprovalApplyView.model_validate(_apply_fields(apply)),
+        audit=[
+            ApprovalAuditView(
+                at=iso(fact.at),
+                action=fact.action,
+                actor=fact.actor,
+                via=fact.via,
+                detail=fact.detail,
+            )
+            for fact in audit or []
+        ],
     )
+
+
+def _apply_fields(apply: Mapping[str, Any]) -> dict[str, Any]:
+    return {name: apply[name] for name in ApprovalApplyView.model_fields}
 
 
 def lane_view(session_id: str, lane: LaneReport) -> LaneView:

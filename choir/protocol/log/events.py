@@ -212,8 +212,11 @@ class ApprovalResolved(WireModel):
     kind: Literal["approval_resolved"] = "approval_resolved"
     approval_id: str
     """The approval answered."""
-    status: Literal["approved", "rejected", "timed_out"]
-    """How it ended."""
+    status: Literal["approved", "applied", "rejected", "failed", "timed_out"]
+    """How it ended: `applied` or `failed` for a proposal choird applies (a skill); `timed_out`
+    only in logs written before a timeout became a rejection (§19.6)."""
+    reason: str | None = Field(default=None, exclude_if=lambda reason: reason is None)
+    """What was applied, or the step and reason of a failure (left out when none)."""
 
 
 ReplyCategory = Literal["reply", "core_report", "core_question", "core_update", "error", "notice"]

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import ConfigDict, SerializerFunctionWrapHandler, model_serializer
+from pydantic import ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer
 
 from choir.protocol.base import WireModel
 
@@ -138,6 +138,29 @@ class SessionEndedView(OperatorModel):
     reason: str | None
 
 
+class ApprovalAuditView(OperatorModel):
+    """One fact of an approval's audit trail: requested, decided, an apply step, its end."""
+
+    at: str | None
+    action: str
+    actor: str | None
+    via: str | None
+    detail: str
+
+
+class ApprovalApplyView(OperatorModel):
+    """Where an approved proposal's apply is (`commit → merge → build → update → done`)."""
+
+    step: str
+    branch: str
+    base_commit: str | None
+    commit_id: str | None
+    merged_from: str | None
+    image_id: str | None
+    failed_step: str | None
+    reason: str | None
+
+
 class ApprovalView(OperatorModel):
     approval_id: str
     agent_id: str
@@ -148,6 +171,16 @@ class ApprovalView(OperatorModel):
     resolved_at: str | None
     resolved_by: str | None
     payload: JsonObject
+    content_sha256: str | None = None
+    """SHA-256 of the content reviewed, which an apply must match (a skill's file)."""
+    resolved_via: str | None = None
+    """The front end that answered: choirctl, tui, telegram, console, or timeout."""
+    outcome: str | None = None
+    """An applied proposal's end: what was applied, or the failed step and why."""
+    apply: ApprovalApplyView | None = None
+    """The apply's state (`approval show` only)."""
+    audit: list[ApprovalAuditView] = Field(default_factory=list)
+    """Who did what and when, oldest first (`approval show` only)."""
 
 
 class EventView(OperatorModel):

@@ -98,8 +98,11 @@ class ApprovalResolvedPush(WireModel):
     kind: Literal["approval_resolved"] = "approval_resolved"
     approval_id: str
     """The approval answered."""
-    status: Literal["approved", "rejected", "timed_out"]
-    """How it ended; a timeout counts as rejected."""
+    status: Literal["approved", "applied", "rejected", "failed", "timed_out"]
+    """How it ended; a timeout is `rejected` (§19.6; `timed_out` only from an older choird). A
+    proposal choird applies (a skill) ends `applied` or `failed`, told once the apply ends."""
+    reason: str | None = Field(default=None, exclude_if=lambda reason: reason is None)
+    """What was applied, or the failed step and why (left out when none)."""
 
 
 class RecoverPush(WireModel):

@@ -307,6 +307,55 @@ CREATE INDEX recovery_items_undecided_idx
 )
 """The recovery inbox's own scope, like the gateway's: it evolves apart from the control plane's."""
 
+PROPOSAL_SCOPE: Final = "proposals"
+PROPOSAL_MIGRATIONS: Final = (
+    Migration(
+        1,
+        "approvals bound to their content, timeouts as rejections, applies and audit (issue 17)",
+        # §19.6: silence is a rejection, so a timed-out approval becomes `rejected` by `timeout`;
+        # an approved proposal that choird applies ends `applied` or `failed`; content_sha256 is
+        # the hash of what was reviewed.
+        """
+UPDATE choir_control.pending_approvals SET status = 'rejected' WHERE status = 'timed_out';
+ALTER TABLE choir_control.pending_approvals DROP CONSTRAINT pending_approvals_status_check;
+ALTER TABLE choir_control.pending_approvals ADD CONSTRAINT pending_approvals_status_check
+    CHECK (status IN ('pending', 'approved', 'applied', 'rejected', 'failed'));
+ALTER TABLE choir_control.pending_approvals ADD COLUMN content_sha256 text
+    CHECK (content_sha256 ~ '^[0-9a-f]{64}$');
+ALTER TABLE choir_control.pending_approvals ADD COLUMN resolved_via text;
+ALTER TABLE choir_control.pending_approvals ADD COLUMN outcome text;
+CREATE TABLE choir_control.proposal_applies (
+    approval_id  text PRIMARY KEY REFERENCES choir_control.pending_approvals (id),
+    agent_id     text NOT NULL,
+    step         text NOT NULL
+                 CHECK (step IN ('commit', 'merge', 'build', 'update', 'done', 'failed')),
+    branch       text NOT NULL,
+    base_commit  text,
+    commit_id    text,
+    merged_from  text,
+    image_id     text,
+    failed_step  text,
+    reason       text,
+    started_at   timestamptz NOT NULL,
+    updated_at   timestamptz NOT NULL
+);
+CREATE INDEX proposal_applies_open_idx
+    ON choir_control.proposal_applies (started_at) WHERE step NOT IN ('done', 'failed');
+CREATE TABLE choir_control.approval_audit (
+    id          bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    approval_id text NOT NULL REFERENCES choir_control.pending_approvals (id),
+    at          timestamptz NOT NULL,
+    action      text NOT NULL,
+    actor       text,
+    via         text,
+    detail      text NOT NULL DEFAULT ''
+);
+CREATE INDEX approval_audit_approval_idx ON choir_control.approval_audit (approval_id, id);
+""",
+    ),
+)
+"""Proposals and their applies have their own scope, like the gateway's: they evolve apart."""
+
 AGENT_MIGRATIONS: Final = (
     Migration(
         1,
@@ -453,6 +502,7 @@ async def apply_control_schema(conn: Connection) -> list[int]:
     await apply_migrations(conn, GATEWAY_SCOPE, GATEWAY_MIGRATIONS)
     await apply_migrations(conn, USAGE_SCOPE, USAGE_MIGRATIONS)
     await apply_migrations(conn, RECOVERY_SCOPE, RECOVERY_MIGRATIONS)
+    await apply_migrations(conn, PROPOSAL_SCOPE, PROPOSAL_MIGRATIONS)
     return applied
 
 

@@ -40,6 +40,7 @@ from choir.daemon.gateway.commands import VerbCall
 from choir.daemon.gateway.telegram.callback_data import KEY_BYTES, Action, sign, verify
 from choir.daemon.gateway.telegram.client import BotClient
 from choir.daemon.gateway.telegram.outbox import Outbox
+from choir.daemon.proposals.steps import APPLIED_KINDS
 from choir.errors import ChoirError
 from choir.logs import get_logger
 from choir.store.approvals import ApprovalRow
@@ -221,12 +222,15 @@ class ApprovalCards:
 
     async def _resolved(self, row: ApprovalRow) -> None:
         """Every copy edited and its chat told the outcome (§19.6): whoever sees the request
-        in a chat sees its end there too."""
-        cards = self._cards.pop(row.id, [])
+        in a chat sees its end there too — for a proposal choird applies, also the apply's end."""
+        applying = row.status == "approved" and row.request_type in APPLIED_KINDS
+        cards = list(self._cards.get(row.id, [])) if applying else self._cards.pop(row.id, [])
         await asyncio.gather(*(self._decided(row, card) for card in cards))
 
     async def _decided(self, row: ApprovalRow, card: Card) -> None:
         card.chat.outbox.send(card.chat.chat_id, outcome_text(row))
+        if row.status in ("applied", "failed"):
+            return  # the message already says who approved it and when
         edited = f"{card.text}\n\n{decided_line(row)}"
 
         async def edit() -> None:
@@ -282,24 +286,27 @@ def request_text(row: ApprovalRow) -> str:
 def outcome_text(row: ApprovalRow) -> str:
     """What §19.6 tells the chat once the approval is decided."""
     summary = summary_of(row)
+    if row.status == "rejected" and row.resolved_by == "timeout":  # §19.6: silence rejects
+        return f"Approval timed out: {summary}. Rejected automatically."
+    if row.status == "approved" and row.request_type in APPLIED_KINDS:
+        return f"Approved: {summary}. Applying it: commit, merge, build, update."
     outcomes: dict[str, str] = {
         "approved": f"Approved: {summary}. Executing.",
+        "applied": f"Applied: {summary}. {row.outcome or ''}".strip(),
         "rejected": f"Rejected: {summary}.",
-        "timed_out": f"Approval timed out: {summary}. Rejected automatically.",
+        "failed": f"Approved, but applying it failed: {summary}. {row.outcome or ''}".strip(),
     }
-    return outcomes[row.status]
+    return outcomes.get(row.status, f"{row.status}: {summary}.")
 
 
 def decided_line(row: ApprovalRow) -> str:
     """Who decided and when, under the approval's message."""
     at = row.resolved_at or datetime.now(UTC)
     when = at.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
-    lines: dict[str, str] = {
-        "approved": f"Approved by {row.resolved_by} at {when}.",
-        "rejected": f"Rejected by {row.resolved_by} at {when}.",
-        "timed_out": f"Timed out at {when}: rejected automatically.",
-    }
-    return lines[row.status]
+    if row.status == "rejected" and row.resolved_by == "timeout":
+        return f"Timed out at {when}: rejected automatically."
+    verb = "Rejected" if row.status == "rejected" else "Approved"
+    return f"{verb} by {row.resolved_by} at {when}."
 
 
 # -- the key ------------------------------------------------------------------------------

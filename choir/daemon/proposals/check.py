@@ -1,0 +1,60 @@
+"""Proposals checked before they are offered (issue 17): a skill must load as the agent would
+load it, with the tools of the agent's repos (global and its own) and the skill control tools.
+
+Only a skill is checked and bound to a content hash so far; other kinds are stored as sent.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from choir.config import ChoirConfig
+from choir.core.skills.runner import CONTROL_TOOLS
+from choir.daemon.images import repos
+from choir.daemon.proposals.skill import skill_file
+from choir.daemon.staging.stage import ConfigStage
+from choir.errors import ChoirError
+from choir.home import ChoirHome
+from choir.protocol.tooling.manifest import ToolManifest
+
+
+def known_tools(home: ChoirHome, config: ChoirConfig, agent_id: str) -> Collection[str]:
+    """Every tool the agent's repos define (as of their last fetch), plus the skill tools."""
+    names = set(CONTROL_TOOLS)
+    wanted = [(repos.GLOBAL, config.global_repo)]
+    if agent_id in config.agents:
+        wanted.append((repos.repo_key(agent_id), config.agents[agent_id].repo))
+    for key, repo in wanted:
+        try:
+            tree = repos.checkout(home, key, repo, fetch=False).path
+        except ChoirError:
+            continue  # no usable repo: its tools are unknown, and the build will say why
+        names.update(_tool_names(tree / "tools"))
+    return names
+
+
+def _tool_names(tools: Path) -> set[str]:
+    names = set()
+    for path in sorted(tools.glob("*.json")) if tools.is_dir() else []:
+        try:
+            names.add(ToolManifest.model_validate_json(path.read_bytes()).name)
+        except (OSError, ValidationError):
+            continue  # a broken manifest is the build's to report
+    return names
+
+
+def proposal_check(stage: ConfigStage) -> Callable[[str, str, dict[str, Any]], str | None]:
+    """The `ApprovalService.check` of a choird running `stage`'s config."""
+
+    def check(agent_id: str, request_type: str, payload: dict[str, Any]) -> str | None:
+        if request_type != "skill":
+            return None
+        running = stage.running
+        tools = known_tools(running.loaded.home, running.config, agent_id)
+        return skill_file(payload, tools).sha256
+
+    return check

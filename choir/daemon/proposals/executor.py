@@ -1,0 +1,235 @@
+"""Runs an approved proposal's apply: each step durable in Postgres, side effects at the edges.
+
+The state (`steps.ApplyState`) is saved before a step runs and after it ends, and each step's
+start and end is a line of the approval's audit trail, so `choirctl approval show` follows the
+apply and a restarted choird resumes it (`resume_all`). The edges (git, the build, the agent's
+update) are one object passed in, so the daemon wires the real ones and a fault test can stop the
+pipeline between any two steps. The end — `applied`, or `failed` with the step and the reason
+after the agent was put back as it was — is handed to `finished`, which tells the agent and the
+approvers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Collection
+from dataclasses import asdict, replace
+from typing import Literal, Protocol
+
+from choir.daemon.proposals.git_apply import ApplyError
+from choir.daemon.proposals.skill import ProposedFile, skill_file
+from choir.daemon.proposals.steps import (
+    APPLIED_KINDS,
+    ApplyState,
+    Effect,
+    Outcome,
+    Redeploy,
+    RevertMerge,
+    Step,
+    StepDone,
+    StepFailed,
+    advance,
+    resume,
+    start,
+)
+from choir.daemon.sessions.state import Clock, utc_now
+from choir.errors import ChoirError, one_line
+from choir.failpoints import failpoint
+from choir.logs import get_logger
+from choir.store.approval_audit import add_audit
+from choir.store.approvals import ApprovalRow, finish_approval, get_approval, list_approvals
+from choir.store.postgres.pool import Pool
+from choir.store.proposal_applies import get_apply, open_applies, save_apply
+
+log = get_logger("choird.proposals")
+
+ACTOR = "choird"
+
+
+class ApplyEdges(Protocol):
+    """The side effects of an apply, one method per step (each idempotent)."""
+
+    def known_tools(self, agent_id: str) -> Collection[str]: ...
+    async def commit(self, state: ApplyState, file: ProposedFile) -> dict[str, str]: ...
+    async def ref_head(self, state: ApplyState) -> str: ...
+    async def merge(self, state: ApplyState) -> dict[str, str]: ...
+    async def build(self, state: ApplyState) -> dict[str, str]: ...
+    async def update(self, state: ApplyState) -> dict[str, str]: ...
+    async def revert(self, state: ApplyState) -> None: ...
+    async def redeploy(self, state: ApplyState) -> None: ...
+
+
+Finished = Callable[[ApprovalRow, ApplyState], None]
+
+
+def branch_of(row: ApprovalRow, slug: str) -> str:
+    return f"proposal/{row.session_id or 'none'}/{slug}"
+
+
+class ProposalApplier:
+    """Applies approved proposals, one task each; `resume_all` picks up a previous choird's."""
+
+    def __init__(
+        self, pool: Pool, edges: ApplyEdges, finished: Finished, *, clock: Clock = utc_now
+    ) -> None:
+        self._pool = pool
+        self._edges = edges
+        self._finished = finished
+        self._clock = clock
+        self._tasks: dict[str, asyncio.Task[ApplyState]] = {}
+
+    def begin(self, row: ApprovalRow) -> asyncio.Task[ApplyState] | None:
+        """Start applying `row` (approved, of an applied kind); None for other kinds."""
+        if row.request_type not in APPLIED_KINDS or row.status != "approved":
+            return None
+        running = self._tasks.get(row.id)
+        if running is not None:
+            return running
+        task = asyncio.create_task(self.run(row.id), name=f"apply-{row.id}")
+        self._tasks[row.id] = task
+        task.add_done_callback(lambda _: self._tasks.pop(row.id, None))
+        return task
+
+    async def resume_all(self) -> list[asyncio.Task[ApplyState]]:
+        """Resume every apply a previous choird left unfinished (and approvals it approved but
+        never began applying)."""
+        async with self._pool.acquire() as conn:
+            ids = [str(fields["approval_id"]) for fields in await open_applies(conn)]
+            for row in await list_approvals(conn, status="approved"):
+                if row.request_type in APPLIED_KINDS and row.id not in ids:
+                    ids.append(row.id)
+        if ids:
+            log.info("resuming applies choird left unfinished", fields={"approvals": ids})
+        tasks = []
+        for approval_id in ids:
+            task = asyncio.create_task(self.run(approval_id), name=f"apply-{approval_id}")
+            self._tasks[approval_id] = task
+            tasks.append(task)
+        return tasks
+
+    async def close(self) -> None:
+        """Stop the running applies where they are; the next choird resumes them."""
+        tasks = list(self._tasks.values())
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+    async def run(self, approval_id: str) -> ApplyState:
+        """Apply approval `approval_id` from wherever it is to its end."""
+        row, state = await self._load(approval_id)
+        while (step := resume(state)) is not None:
+            await self._note(state, "step", f"{step}: started")
+            outcome = await self._attempt(row, state, step)
+            state, effects = advance(state, outcome)
+            await self._save(state)
+            if isinstance(outcome, StepFailed):
+                await self._undo(state, effects)
+            else:
+                await self._note(state, "step", f"{step}: done{_facts(outcome)}")
+                await failpoint(f"proposal.after_{step}")
+        return await self._end(row, state)
+
+    async def _load(self, approval_id: str) -> tuple[ApprovalRow, ApplyState]:
+        async with self._pool.acquire() as conn:
+            row = await get_approval(conn, approval_id)
+            if row is None:
+                raise ApplyError(f"no approval {approval_id}")
+            stored = await get_apply(conn, approval_id)
+            state = None if stored is None else ApplyState(**stored)
+            if state is None:
+                slug = str((row.payload.get("spec") or {}).get("name") or "proposal")
+                state = start(row.id, row.agent_id, branch_of(row, slug))
+                await save_apply(conn, asdict(state), now=self._clock())
+        return row, state
+
+    async def _attempt(self, row: ApprovalRow, state: ApplyState, step: Step) -> Outcome:
+        try:
+            return StepDone(step, await self._step(row, state, step))
+        except asyncio.CancelledError:
+            raise
+        except ChoirError as error:
+            return StepFailed(step, one_line(error.message))
+        except Exception as error:  # a bug in a step fails the apply, never choird
+            log.exception("apply step failed", fields={"approval_id": row.id, "step": step})
+            return StepFailed(step, f"{type(error).__name__}: {error}")
+
+    async def _step(self, row: ApprovalRow, state: ApplyState, step: Step) -> dict[str, str]:
+        edges = self._edges
+        match step:
+            case "commit":
+                return await edges.commit(state, self._reviewed(row))
+            case "merge":
+                if state.merged_from is None:  # durable before the ref moves: undo needs it
+                    state = replace(state, merged_from=await edges.ref_head(state))
+                    await self._save(state)
+                return {"merged_from": str(state.merged_from), **await edges.merge(state)}
+            case "build":
+                return await edges.build(state)
+            case "update":
+                return await edges.update(state)
+        raise ApplyError(f"no step {step}")
+
+    def _reviewed(self, row: ApprovalRow) -> ProposedFile:
+        """The file to commit, refused unless it hashes as what the approver reviewed."""
+        file = skill_file(row.payload, self._edges.known_tools(row.agent_id))
+        if row.content_sha256 is None or file.sha256 != row.content_sha256:
+            raise ApplyError(
+                "the content to apply differs from what was reviewed (sha256 "
+                f"{file.sha256[:12]} ≠ {str(row.content_sha256)[:12]}): nothing applied"
+            )
+        return file
+
+    async def _undo(self, state: ApplyState, effects: list[Effect]) -> None:
+        await self._note(state, "failed", f"{state.failed_step}: {state.reason}")
+        for effect in effects:
+            try:
+                if isinstance(effect, RevertMerge):
+                    await self._edges.revert(state)
+                    await self._note(
+                        state, "step", f"rollback: merge reverted to {state.merged_from}"
+                    )
+                elif isinstance(effect, Redeploy):
+                    await self._edges.redeploy(state)
+                    await self._note(state, "step", "rollback: agent redeployed on its old build")
+            except ChoirError as error:
+                await self._note(state, "step", f"rollback failed: {one_line(error.message)}")
+
+    async def _end(self, row: ApprovalRow, state: ApplyState) -> ApplyState:
+        status: Literal["applied", "failed"] = "applied" if state.step == "done" else "failed"
+        detail = (
+            f"commit {state.commit_id} on {state.branch}, image {state.image_id}"
+            if status == "applied"
+            else f"{state.failed_step} failed: {state.reason}; the agent runs as it did"
+        )
+        async with self._pool.acquire() as conn:
+            ended = await finish_approval(conn, row.id, status, detail)
+            if ended is not None and status == "applied":
+                await add_audit(
+                    conn, row.id, "applied", at=self._clock(), actor=ACTOR, via=ACTOR, detail=detail
+                )
+        if ended is not None:
+            self._finished(ended, state)
+        return state
+
+    async def _save(self, state: ApplyState) -> None:
+        async with self._pool.acquire() as conn:
+            await save_apply(conn, asdict(state), now=self._clock())
+
+    async def _note(self, state: ApplyState, action: str, detail: str) -> None:
+        log.info("apply", fields={"approval_id": state.approval_id, "detail": detail})
+        async with self._pool.acquire() as conn:
+            await add_audit(
+                conn,
+                state.approval_id,
+                action,
+                at=self._clock(),
+                actor=ACTOR,
+                via=ACTOR,
+                detail=detail,
+            )
+
+
+def _facts(outcome: Outcome) -> str:
+    facts = outcome.facts if isinstance(outcome, StepDone) else {}
+    shown = ", ".join(f"{key} {value[:12]}" for key, value in facts.items() if value)
+    return f" ({shown})" if shown else ""

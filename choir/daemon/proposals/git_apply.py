@@ -1,0 +1,243 @@
+"""The git side of an apply: commit a proposal's file on its branch, merge it, undo the merge.
+
+Nothing is written through the file system: the blob goes into git's object store and a
+private index (`GIT_INDEX_FILE`), so a path cannot follow a symlink out of the repo, and the
+operator's checkout is never half-written. The merge is computed with `git merge-tree` (a
+conflict is reported, nothing changes); the configured ref then moves by compare-and-swap —
+through `git merge --ff-only` when it is the branch checked out, which keeps that working tree
+(what choird builds a local repo from) in step. Every operation is idempotent: a choird killed in
+the middle runs it again on restart.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from choir.config import ChoirConfig
+from choir.daemon.images.repos import is_local
+from choir.daemon.proposals.skill import ProposedFile
+from choir.errors import ChoirError
+
+GIT_TIMEOUT_S = 60.0
+
+
+class ApplyError(ChoirError):
+    """A step of an apply failed; the message is the reason the approval records."""
+
+
+@dataclass(frozen=True)
+class TargetRepo:
+    """The agent's repo an apply writes to: a local repository and the branch choird builds."""
+
+    path: Path
+    ref: str
+
+
+@dataclass(frozen=True)
+class Identity:
+    name: str
+    email: str
+
+
+def target_repo(config: ChoirConfig, agent_id: str) -> TargetRepo:
+    """The agent's configured repo, which must be a local repository with `ref` a branch."""
+    agent = config.agents.get(agent_id)
+    if agent is None:
+        raise ApplyError(f"agent {agent_id} is no longer configured")
+    url = agent.repo.url.strip()
+    if not url:
+        raise ApplyError(
+            f"agent {agent_id} has no repo: set agents.{agent_id}.repo.url to a local repository"
+        )
+    if not is_local(url):
+        raise ApplyError(
+            f"agents.{agent_id}.repo.url is a remote URL; choird applies proposals only to a "
+            "local repository path for now: commit the proposal branch there by hand"
+        )
+    path = Path(url).expanduser()
+    if _git(path, "rev-parse", "--verify", "--quiet", f"refs/heads/{agent.repo.ref}", ok=(0, 1))[0]:
+        raise ApplyError(
+            f"agents.{agent_id}.repo.ref {agent.repo.ref!r} is not a branch of {path}: "
+            "proposals merge into a branch"
+        )
+    target = TargetRepo(path, agent.repo.ref)
+    checked_out = _git(path, "symbolic-ref", "--quiet", "HEAD", ok=(0, 1))[1]
+    if _has_worktree(target) and checked_out != f"refs/heads/{target.ref}":
+        raise ApplyError(  # choird builds a local repo from its working tree, whatever it holds
+            f"{path} has {checked_out or 'a detached HEAD'} checked out, not {target.ref}: "
+            f"check out {target.ref} there so the build sees the merge"
+        )
+    return target
+
+
+def identity_of(config: ChoirConfig, agent_id: str) -> Identity:
+    """The agent's git identity (its default binding), which the proposal commit is made as."""
+    name = config.agents[agent_id].defaults.git_identity
+    found = config.git_identities.get(name)
+    if found is None:
+        raise ApplyError(
+            f"agent {agent_id}'s git identity {name!r} is not in git_identities: add it"
+        )
+    return Identity(found.name, found.email)
+
+
+def head(repo: TargetRepo) -> str:
+    return _out(repo.path, "rev-parse", f"refs/heads/{repo.ref}")
+
+
+def commit_file(
+    repo: TargetRepo, branch: str, file: ProposedFile, who: Identity, message: str
+) -> tuple[str, str]:
+    """Commit `file` on a new `branch` from the ref's head; (base, commit). An existing branch
+    whose tip already holds exactly `file` is the same commit (a restart); any other is refused."""
+    existing = _git(
+        repo.path, "rev-parse", "--verify", "--quiet", f"refs/heads/{branch}", ok=(0, 1)
+    )
+    if existing[0] == 0:
+        commit = existing[1]
+        if _blob_at(repo, commit, file.path) != _hash_object(repo, file.content, write=False):
+            raise ApplyError(
+                f"branch {branch} exists with other content: delete it or propose anew"
+            )
+        return _out(repo.path, "rev-parse", f"{commit}^"), commit
+    base = head(repo)
+    blob = _hash_object(repo, file.content, write=True)
+    with tempfile.TemporaryDirectory(prefix="choir-apply-") as scratch:
+        index = {"GIT_INDEX_FILE": str(Path(scratch) / "index")}
+        _out(repo.path, "read-tree", base, env=index)
+        _out(
+            repo.path,
+            "update-index",
+            "--add",
+            "--cacheinfo",
+            f"100644,{blob},{file.path}",
+            env=index,
+        )
+        tree = _out(repo.path, "write-tree", env=index)
+    commit = _out(repo.path, "commit-tree", tree, "-p", base, "-m", message, env=_as(who))
+    _out(repo.path, "update-ref", f"refs/heads/{branch}", commit, "")  # "": must not exist yet
+    return base, commit
+
+
+def merge(repo: TargetRepo, commit: str, who: Identity, message: str) -> str:
+    """Merge `commit` into the ref (fast-forward when the ref has not moved); the ref's new
+    head. Already merged: its head as it is. A conflict raises `ApplyError` naming the files."""
+    current = head(repo)
+    if _is_ancestor(repo, commit, current):
+        return current
+    target = commit
+    if not _is_ancestor(repo, current, commit):
+        code, out = _git(
+            repo.path, "merge-tree", "--write-tree", "--name-only", current, commit, ok=(0, 1)
+        )
+        if code == 1:
+            files = ", ".join(out.splitlines()[1:] or ["?"])
+            raise ApplyError(f"merge conflict with {repo.ref} in {files}: propose it again")
+        tree = out.splitlines()[0]
+        target = _out(
+            repo.path, "commit-tree", tree, "-p", current, "-p", commit, "-m", message, env=_as(who)
+        )
+    _move(repo, current, target)
+    return target
+
+
+def revert(repo: TargetRepo, merged_from: str, commit: str) -> None:
+    """Put the ref back at `merged_from` if it holds the proposal's `commit` and nothing more
+    (its head is the commit, or the merge of it); otherwise leave it and say why."""
+    current = head(repo)
+    if current == merged_from:
+        return
+    parents = _out(repo.path, "rev-list", "--parents", "-n", "1", current).split()[1:]
+    if current != commit and parents != [merged_from, commit]:
+        raise ApplyError(
+            f"{repo.ref} moved on after the merge (now {current[:12]}): "
+            f"revert {commit[:12]} by hand"
+        )
+    _move(repo, current, merged_from)
+
+
+def _move(repo: TargetRepo, old: str, new: str) -> None:
+    """Move the ref old → new; through the working tree when it is the branch checked out."""
+    checked_out = _git(repo.path, "symbolic-ref", "--quiet", "HEAD", ok=(0, 1))[1]
+    if checked_out == f"refs/heads/{repo.ref}" and _has_worktree(repo):
+        how = "--ff-only" if _is_ancestor(repo, old, new) else None
+        if how:
+            _out(repo.path, "merge", "--quiet", "--ff-only", new)
+        else:
+            _out(repo.path, "reset", "--quiet", "--keep", new)
+        return
+    _out(repo.path, "update-ref", f"refs/heads/{repo.ref}", new, old)
+
+
+def _has_worktree(repo: TargetRepo) -> bool:
+    return _out(repo.path, "rev-parse", "--is-inside-work-tree") == "true"
+
+
+def _is_ancestor(repo: TargetRepo, older: str, newer: str) -> bool:
+    return _git(repo.path, "merge-base", "--is-ancestor", older, newer, ok=(0, 1))[0] == 0
+
+
+def _blob_at(repo: TargetRepo, commit: str, path: str) -> str | None:
+    code, out = _git(repo.path, "rev-parse", "--verify", "--quiet", f"{commit}:{path}", ok=(0, 1))
+    return out if code == 0 else None
+
+
+def _hash_object(repo: TargetRepo, content: bytes, *, write: bool) -> str:
+    args = ["hash-object", "--stdin", *(["-w"] if write else [])]
+    return _out(repo.path, *args, stdin=content)
+
+
+def _as(who: Identity) -> dict[str, str]:
+    return {
+        "GIT_AUTHOR_NAME": who.name,
+        "GIT_AUTHOR_EMAIL": who.email,
+        "GIT_COMMITTER_NAME": who.name,
+        "GIT_COMMITTER_EMAIL": who.email,
+    }
+
+
+def _out(
+    cwd: Path, *args: str, env: dict[str, str] | None = None, stdin: bytes | None = None
+) -> str:
+    return _git(cwd, *args, env=env, stdin=stdin)[1]
+
+
+def _git(
+    cwd: Path,
+    *args: str,
+    ok: tuple[int, ...] = (0,),
+    env: dict[str, str] | None = None,
+    stdin: bytes | None = None,
+) -> tuple[int, str]:
+    """Run git non-interactively, the operator's global config ignored; (exit code, stdout)."""
+    full_env = {
+        **os.environ,
+        "GIT_CONFIG_GLOBAL": os.devnull,
+        "GIT_CONFIG_NOSYSTEM": "1",
+        "GIT_TERMINAL_PROMPT": "0",
+        **(env or {}),
+    }
+    try:
+        done = subprocess.run(
+            ["git", *args],
+            cwd=cwd,
+            env=full_env,
+            input=stdin,
+            capture_output=True,
+            timeout=GIT_TIMEOUT_S,
+            check=False,
+        )
+    except FileNotFoundError:
+        raise ApplyError("git is not installed on choird's host") from None
+    except subprocess.TimeoutExpired:
+        raise ApplyError(f"git {args[0]} took over {GIT_TIMEOUT_S:g} s in {cwd}") from None
+    if done.returncode not in ok:
+        lines = done.stderr.decode(errors="replace").strip().splitlines()
+        raise ApplyError(
+            f"git {args[0]} failed in {cwd}: {lines[-1] if lines else done.returncode}"
+        )
+    return done.returncode, done.stdout.decode(errors="replace").strip()

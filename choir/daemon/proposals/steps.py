@@ -1,0 +1,105 @@
+"""An apply's state machine (pure): `commit → merge → build → update → done`, or `failed`.
+
+Each step is idempotent, so a choird killed in the middle runs the step it was at again on
+restart (`resume`). A failure ends in `failed`, naming the step and the reason, with the effects
+that put the agent back as it was: a merged commit is reverted (the ref is reset to where it was)
+once the build or the update failed, and an agent the update stopped is redeployed on the old
+build. Before the merge nothing the agent runs from has changed, so nothing is undone.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Final, Literal
+
+APPLIED_KINDS: Final = frozenset({"skill"})
+"""Proposal kinds choird applies once approved; the others only tell the agent (issue 17)."""
+
+Step = Literal["commit", "merge", "build", "update", "done", "failed"]
+ORDER: Final[tuple[Step, ...]] = ("commit", "merge", "build", "update", "done")
+TERMINAL: Final = frozenset({"done", "failed"})
+
+
+@dataclass(frozen=True)
+class ApplyState:
+    approval_id: str
+    agent_id: str
+    step: Step
+    branch: str
+    base_commit: str | None = None
+    """The ref's commit the proposal was committed on."""
+    commit_id: str | None = None
+    """The proposal's commit on `branch`."""
+    merged_from: str | None = None
+    """The ref's commit before the merge: what a rollback resets it to."""
+    image_id: str | None = None
+    """What the build made (an image id, or the process runtime's tree digest)."""
+    failed_step: Step | None = None
+    reason: str | None = None
+
+
+@dataclass(frozen=True)
+class StepDone:
+    step: Step
+    facts: dict[str, str]
+    """What the step learned: `base_commit`, `commit_id`, `merged_from`, `image_id`."""
+
+
+@dataclass(frozen=True)
+class StepFailed:
+    step: Step
+    reason: str
+
+
+@dataclass(frozen=True)
+class RevertMerge:
+    """Reset the configured ref to `merged_from`."""
+
+
+@dataclass(frozen=True)
+class Redeploy:
+    """Update the agent again, onto the reverted build, so it runs as it did."""
+
+
+Outcome = StepDone | StepFailed
+Effect = RevertMerge | Redeploy
+_FACTS: Final = ("base_commit", "commit_id", "merged_from", "image_id")
+
+
+def start(approval_id: str, agent_id: str, branch: str) -> ApplyState:
+    return ApplyState(approval_id, agent_id, "commit", branch)
+
+
+def advance(state: ApplyState, outcome: Outcome) -> tuple[ApplyState, list[Effect]]:
+    """The state after `outcome` of the current step, and what to do to undo a failure."""
+    if state.step in TERMINAL or outcome.step != state.step:
+        raise ValueError(f"apply {state.approval_id} is at {state.step}, not {outcome.step}")
+    if isinstance(outcome, StepDone):
+        facts = outcome.facts
+        known = {k: facts.get(k, getattr(state, k)) for k in _FACTS}
+        following = ORDER[ORDER.index(state.step) + 1]
+        return replace(
+            state,
+            step=following,
+            base_commit=known["base_commit"],
+            commit_id=known["commit_id"],
+            merged_from=known["merged_from"],
+            image_id=known["image_id"],
+        ), []
+    failed = replace(state, step="failed", failed_step=state.step, reason=outcome.reason)
+    return failed, undo(state)
+
+
+def undo(state: ApplyState) -> list[Effect]:
+    """What puts the agent back after a failure at `state.step`."""
+    effects: list[Effect] = []
+    if state.step in ("build", "update") and state.merged_from is not None:
+        effects.append(RevertMerge())
+    if state.step == "update":
+        effects.append(Redeploy())
+    return effects
+
+
+def resume(state: ApplyState) -> Step | None:
+    """The step a restarted choird runs again (every step is idempotent); None when finished."""
+    return None if state.step in TERMINAL else state.step
