@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import ConfigDict, SerializerFunctionWrapHandler, model_serializer
+from pydantic import ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer
 
 from choir.protocol.base import WireModel
 
@@ -148,6 +148,9 @@ class ApprovalView(OperatorModel):
     resolved_at: str | None
     resolved_by: str | None
     payload: JsonObject
+    diff: str | None = Field(default=None, exclude_if=lambda diff: diff is None)
+    # `approval.show` only: what the proposal would change, as a unified diff (left out of
+    # the wire for a kind with none, and in every other answer)
 
 
 class EventView(OperatorModel):
