@@ -102,8 +102,9 @@ def _patch_lines(current: Any, patch: Mapping[str, Any], prefix: str) -> Iterato
             yield f"~ {path}: {_short(old)} → {_short(new)}"
 
 
-DIFFED: Final = ("spec", "manifest", "patch")
-"""Payload fields the proposal's diff shows, left out of the blocks when it is shown."""
+DIFFED: Final = ("spec", "manifest")
+"""Payload fields the proposal's diff shows, left out of the blocks when it is shown (a config
+patch stays: its old → new lines are against the running config, the diff against the file)."""
 
 
 def detail_blocks(
