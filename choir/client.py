@@ -190,6 +190,17 @@ class ChoirClient:
         answer: a.UpdateOutcome = result.result
         return answer
 
+    async def agent_rollback(
+        self, agent_id: str, to: str | None = None, progress: Progress | None = None
+    ) -> a.RolledBack:
+        """Redeploy the previous kept image, or the image or commit `to` names, resuming the
+        session; `progress` receives each step (a commit's build too)."""
+        items = self.items(V.AGENT_ROLLBACK, _adapter(V.AGENT_ROLLBACK), agent_id=agent_id, to=to)
+        result = await self._reported(items, progress)
+        assert isinstance(result, _items().RollbackResult)
+        answer: a.RolledBack = result.result
+        return answer
+
     async def agent_update_all(self, progress: Progress | None = None) -> a.UpdateAll:
         """`agent_update` for every agent in turn (§17.5)."""
         items = self.items(V.AGENT_UPDATE_ALL, _adapter(V.AGENT_UPDATE_ALL))

@@ -127,6 +127,11 @@ ACTIONS: tuple[ConsoleAction, ...] = (
         "agent update-all", "Agents: update all", "report",
         confirm="Update every agent, one after another?",
     ),
+    action(
+        "agent rollback", "Agent: roll back to its previous image (or an image/commit)", "report",
+        confirm="Roll back {agent_id}? It is restarted on the older image, same session.",
+        danger=True, key="1 z",
+    ),
     action("agent verify", "Agent: verify the security profile", "show"),
     # sessions
     action("session list", "Sessions: list", "show"),

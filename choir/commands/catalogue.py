@@ -184,6 +184,18 @@ CATALOGUE: Final[tuple[Command, ...]] = (
         dm_help="build and redeploy every agent", streams=True,
     ),
     Command(
+        "agent rollback",
+        "Redeploy the agent's previous image, or a chosen one, resuming its session.\n\n"
+        "Without --to: the newest image agent build kept that is older than the one it runs. "
+        "--to\nnames a kept image (id, tag or image version) or a commit of the agent repo, "
+        "built first.\nThe agent stays on that image through restarts until choirctl agent "
+        "update. A stopped\nagent is only pinned to it. Needs the docker runtime.",
+        verb="agent.rollback",
+        params=(AGENT, Param("to", "Image or commit (empty: the previous image)", "word",
+                             optional=True)),
+        streams=True,
+    ),
+    Command(
         "agent verify",
         "Check a running agent's container against the declared security profile.\n\n"
         "Checks dropped capabilities, no-new-privileges, read-only root, tmpfs /tmp and /run,\n"

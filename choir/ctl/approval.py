@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, Final
 
 import typer
 
@@ -76,6 +76,9 @@ def show(
 
     data = with_choird(home, lambda choird: choird.approval_show(approval_id))
     emit(data, as_json, lambda: _show(data))
+    if data.diff and not as_json:  # after `emit`: its escapes are the only ones on the line
+        print("diff:")
+        print_diff(data.diff)
 
 
 def _show(data: ApprovalView) -> None:
@@ -97,7 +100,7 @@ def _show(data: ApprovalView) -> None:
         f"{'status':<10}{resolved}",
         *_apply_lines(data),
         "payload:",
-        orjson.dumps(data.payload, option=orjson.OPT_INDENT_2).decode(),
+        orjson.dumps(_beside_diff(data), option=orjson.OPT_INDENT_2).decode(),
         *_audit_lines(data),
     ]
     print("\n".join(lines))
@@ -134,6 +137,34 @@ def _audit_lines(data: ApprovalView) -> list[str]:
         detail = f": {fact.detail}" if fact.detail else ""
         lines.append(f"  {moment(fact.at)}  {fact.action}{who}{via}{detail}")
     return lines
+
+
+DIFFED: Final = ("spec", "manifest", "patch")
+"""Payload fields the diff shows (the skill spec, the tool manifest, the config patch)."""
+
+
+def _beside_diff(data: ApprovalView) -> dict[str, Any]:
+    """The payload without what the diff shows (its rationale, summary, intended behaviour)."""
+    if not data.diff:
+        return data.payload
+    return {key: value for key, value in data.payload.items() if key not in DIFFED}
+
+
+def print_diff(diff: str) -> None:
+    """A unified diff — an agent's words, made `visible` first — in colour on a terminal
+    (rich's diff lexer), as it is otherwise."""
+    import sys
+
+    from choir.ctl.render.visible import visible
+
+    shown = visible(diff)
+    if not sys.stdout.isatty():
+        sys.stdout.write(shown)
+        return
+    from rich.console import Console
+    from rich.syntax import Syntax
+
+    Console().print(Syntax(shown, "diff", theme="ansi_dark", word_wrap=True))
 
 
 @app.command("approve")

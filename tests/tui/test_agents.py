@@ -56,3 +56,33 @@ async def test_the_detail_line_names_the_tools_the_model_is_not_offered_and_why(
 
 def detail(app: App[None]) -> str:
     return str(app.query_one("#agent-detail", Static).content)
+
+
+async def test_z_rolls_back_after_a_confirmation_and_shows_why_it_cannot_here(live: Live):
+    """`1 z` (choirctl agent rollback): asks first; on the process runtime choird refuses, the
+    result screen says why, and the agent runs on untouched."""
+    started = await live.client.agent_start("agent-1", {"dm": "console"})
+    async with console(live.home) as (app, pilot):
+        await tab(pilot, "agents")
+        await until(pilot, lambda: column(app, "agents-table", "state")[0] == "running")
+
+        await pilot.press("z")
+        await pilot.pause()
+        assert type(app.screen).__name__ == "ConfirmDialog"
+        await pilot.press("n")
+        await pilot.pause(0.2)
+        assert type(app.screen).__name__ != "ResultScreen"
+
+        await pilot.press("z")
+        await pilot.pause()
+        await pilot.press("y")
+        await until(pilot, lambda: "not images" in getattr(app.screen, "status", ""))
+        assert app.screen.title_text == "choirctl agent rollback agent-1"  # type: ignore[attr-defined]
+        assert "the process runtime runs the repos' trees" in app.screen.status  # type: ignore[attr-defined]
+    agent = (await live.client.agent_list()).agents[0]
+    assert (agent.state, agent.pid, agent.session_id) == (
+        "running",
+        started.pid,
+        started.session_id,
+    )
+    await live.client.agent_stop("agent-1")

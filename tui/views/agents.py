@@ -9,7 +9,8 @@ state, and its detail line names the command that decides each; a crashed agent'
 when, and that `s` resumes it.
 
 Actions are choirctl's verbs: `s` start (`choirctl agent start`), `x` stop and `r` restart
-(`choirctl agent stop|restart`, after a confirmation).
+(`choirctl agent stop|restart`, after a confirmation), `z` roll back to the previous image
+(`choirctl agent rollback`, after a confirmation; its steps on a result screen).
 """
 
 from __future__ import annotations
@@ -25,10 +26,12 @@ from textual.binding import Binding, BindingType
 from textual.css.query import NoMatches
 from textual.widgets import DataTable, Static
 
+from choir.commands.text import progress_line
 from choir.errors import ChoirError
 from choir.lazy import LazyModule
 from choir.protocol.operator.verbs import OperatorVerb
 from tui.dialogs import ConfirmDialog
+from tui.dialogs.result import ResultScreen, as_lines
 from tui.messages import AgentsUpdated, LaneReported
 from tui.views.base import ChoirView, PaletteCommand
 from tui.widgets.format import age, bindings_text, image_text, runtime_text, state_text
@@ -36,9 +39,11 @@ from tui.widgets.tables import Cell, sync_rows
 
 if TYPE_CHECKING:
     from choir.protocol.operator import answers as a
+    from choir.protocol.operator import items as i
     from choir.protocol.operator import views as v
 else:  # the models (and pydantic) load with the first answer: the console paints first
     a = LazyModule("choir.protocol.operator.answers")
+    i = LazyModule("choir.protocol.operator.items")
     v = LazyModule("choir.protocol.operator.views")
 
 
@@ -68,6 +73,7 @@ class AgentsView(ChoirView):
         Binding("s", "start", "Start"),
         Binding("x", "stop", "Stop"),
         Binding("r", "restart", "Restart"),
+        Binding("z", "rollback", "Roll back"),
     ]
 
     def __init__(self, *, id: str | None = None) -> None:
@@ -232,6 +238,36 @@ class AgentsView(ChoirView):
             "{agent} restarted",
         )
 
+    @work(exclusive=True, group="agent-action")
+    async def action_rollback(self) -> None:
+        agent_id = self.selected_agent
+        if agent_id is None:
+            return
+        dialog = ConfirmDialog(
+            f"Roll back {agent_id}?",
+            "It is stopped and started again, same session, on the newest image older than the "
+            f"one it runs (choirctl agent rollback {agent_id}).",
+            yes="Roll back",
+            danger=True,
+        )
+        if not await self.app.push_screen_wait(dialog):
+            return
+        screen = ResultScreen(f"choirctl agent rollback {agent_id}", status="working…")
+        await self.app.push_screen(screen)
+        try:
+            async for item in self.bridge.items(OperatorVerb.AGENT_ROLLBACK, agent_id=agent_id):
+                if isinstance(item, i.Progress):
+                    screen.add([progress_line(item.model_dump(mode="json"))])
+                    continue
+                screen.add(as_lines(item.result))
+                screen.finish("done")
+                self.bridge.refresh_agents()
+                return
+        except ChoirError as error:
+            screen.finish(error.message)
+            return
+        screen.finish("choird closed the stream before answering: see the Logs tab")
+
     async def _confirmed(self, verb: str, question: str, detail: str, yes: str, done: str) -> None:
         agent_id = self.selected_agent
         if agent_id is None:
@@ -262,6 +298,11 @@ class AgentsView(ChoirView):
             ),
             PaletteCommand(
                 "Agents: restart the selected agent", "choirctl agent restart", self.action_restart
+            ),
+            PaletteCommand(
+                "Agents: roll back the selected agent to its previous image",
+                "choirctl agent rollback",
+                self.action_rollback,
             ),
         ]
 

@@ -9,6 +9,10 @@ An approval resolved elsewhere (choirctl, a DM button, the timeout sweep) leaves
 feed item arrives; if the operator had it open, a notice says how it ended, and a confirmation
 dialog open for it closes unanswered. It can never be resolved twice: choird answers a conflict
 for one resolved in between, and that is shown as a notice, not an error.
+
+The detail pane ends with what the proposal would change as a unified diff (`approval.show`,
+read once per approval in a worker), syntax-coloured with rich's diff lexer and scrollable with
+the rest of the detail; the payload fields the diff shows are then left out above it.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from __future__ import annotations
 import contextlib
 from typing import TYPE_CHECKING, Any, ClassVar, Final
 
+from rich.syntax import Syntax
 from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
@@ -95,6 +100,8 @@ class ApprovalsView(ChoirView):
         self.ended: dict[str, v.ApprovalView] = {}
         """Approvals resolved while this console watched, by id (to say how they ended)."""
         self._asking: tuple[str, ConfirmDialog] | None = None
+        self.diffs: dict[str, str | None] = {}
+        """Approval id -> its `approval.show` diff (None: its kind has none)."""
 
     def compose(self) -> ComposeResult:
         yield Static(EMPTY, id="approvals-empty", markup=False)
@@ -176,7 +183,12 @@ class ApprovalsView(ChoirView):
     def show_detail(self) -> None:
         detail = self.query_one("#approval-detail", Static)
         approval = self.state.approvals.get(self.shown or "")
-        detail.update("" if approval is None else self.render_detail(approval))
+        if approval is None:
+            detail.update("")
+            return
+        if approval.approval_id not in self.diffs:
+            self.read_diff(approval.approval_id)
+        detail.update(self.render_detail(approval, self.diffs.get(approval.approval_id)))
 
     def say(self, notice: str) -> None:
         """Show `notice` above the table until the next one (empty hides it)."""
@@ -184,9 +196,10 @@ class ApprovalsView(ChoirView):
         widget.update(notice)
         widget.display = bool(notice)
 
-    def render_detail(self, approval: v.ApprovalView) -> Text:
+    def render_detail(self, approval: v.ApprovalView, diff: str | None = None) -> Text:
         text = Text()
-        for title, lines in words.detail_blocks(approval, self.running_config):
+        diffed = bool(diff)
+        for title, lines in words.detail_blocks(approval, self.running_config, diffed=diffed):
             text.append(f"{title}\n", "bold")
             shown, hidden = words.collapse(lines, self.expanded)
             for line in shown:
@@ -194,6 +207,12 @@ class ApprovalsView(ChoirView):
             if hidden:
                 text.append(f"  … {hidden} more lines (e expands)\n", "dim italic")
             text.append("\n")
+        if diff:
+            text.append("diff\n", "bold")
+            shown, hidden = words.collapse(diff.splitlines(), self.expanded)
+            text.append_text(diff_text(shown))
+            if hidden:
+                text.append(f"… {hidden} more lines (e expands)\n", "dim italic")
         return text
 
     # live news
@@ -291,6 +310,21 @@ class ApprovalsView(ChoirView):
         how = words.resolution(ended) if ended else "resolved"
         return f"{approval_id} was already {how} elsewhere: nothing to do."
 
+    @work(group="approval-diff")
+    async def read_diff(self, approval_id: str) -> None:
+        """`approval.show`'s diff of `approval_id`, then the detail drawn again with it."""
+        self.diffs[approval_id] = None  # asked once, even when the call fails
+        try:
+            shown = await self.bridge.ask(
+                OperatorVerb.APPROVAL_SHOW, v.ApprovalView, approval_id=approval_id
+            )
+        except ChoirError:
+            return
+        self.diffs[approval_id] = shown.diff
+        if shown.diff and self.shown == approval_id and self.is_attached:
+            with contextlib.suppress(NoMatches):
+                self.show_detail()
+
     @work(group="approvals-config", exclusive=True)
     async def read_config(self) -> None:
         """The running config, for the timeout and config-change diffs."""
@@ -321,3 +355,9 @@ class ApprovalsView(ChoirView):
                 lambda: self.action_answer("reject"),
             ),
         ]
+
+
+def diff_text(lines: list[str]) -> Text:
+    """Diff lines coloured by rich's diff lexer (pygments), as one `Text`."""
+    code = "".join(f"{line}\n" for line in lines)
+    return Syntax(code, "diff", theme="ansi_dark").highlight(code)

@@ -104,10 +104,16 @@ def _patch_lines(current: Any, patch: Mapping[str, Any], prefix: str) -> Iterato
             yield f"~ {path}: {_short(old)} → {_short(new)}"
 
 
+DIFFED: Final = ("spec", "manifest")
+"""Payload fields the proposal's diff shows, left out of the blocks when it is shown (a config
+patch stays: its old → new lines are against the running config, the diff against the file)."""
+
+
 def detail_blocks(
-    approval: ApprovalView, config: Mapping[str, Any] | None
+    approval: ApprovalView, config: Mapping[str, Any] | None, *, diffed: bool = False
 ) -> list[tuple[str, list[str]]]:
-    """The detail pane's sections as (title, lines): header, prose, then structured fields."""
+    """The detail pane's sections as (title, lines): header, prose, then structured fields
+    (but those the diff shows, when `diffed`)."""
     payload = approval.payload
     head = [
         f"agent     {approval.agent_id}  (session {approval.session_id or '-'})",
@@ -121,7 +127,7 @@ def detail_blocks(
         if isinstance(text, str) and text.strip():
             blocks.append((key.replace("_", " "), text.strip().splitlines()))
     for key, value in payload.items():
-        if key in PROSE and isinstance(value, str):
+        if (key in PROSE and isinstance(value, str)) or (diffed and key in DIFFED):
             continue
         if key == "patch" and isinstance(value, Mapping):
             changes = patch_changes(config or {}, value) if config is not None else []

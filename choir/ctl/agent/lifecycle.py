@@ -1,4 +1,4 @@
-"""`choirctl agent restart|update|update-all` (§17.1, §17.4, §17.5).
+"""`choirctl agent restart|update|update-all|rollback` (§17.1, §17.4, §17.5, issue 17).
 
 Registered on `choir.ctl.agent.commands.app`. Update and update-all can build images for minutes, so
 they print each step on stderr as choird reports it (not with `--json`: scripts read the one
@@ -50,6 +50,29 @@ def update(agent_id: AgentArgument, home: HomeOption = None, as_json: JsonOption
         home, lambda choird: choird.agent_update(agent_id, progress), call_timeout=None
     )
     emit(data, as_json, lambda: print(outcome_line(data)))
+
+
+@documented("agent rollback")
+def rollback(
+    agent_id: AgentArgument,
+    to: Annotated[
+        str | None,
+        typer.Option(
+            "--to",
+            help="A kept image (id, tag or image version) or a commit of the agent repo.",
+            show_default=False,
+        ),
+    ] = None,
+    home: HomeOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    from choir.ctl.remote import with_choird
+
+    progress = None if as_json else show_progress
+    data = with_choird(
+        home, lambda choird: choird.agent_rollback(agent_id, to, progress), call_timeout=None
+    )
+    emit(data, as_json, lambda: print(f"{data.agent_id} {data.outcome}: {data.reason}"))
 
 
 @documented("agent update-all")

@@ -38,6 +38,7 @@ from choir.daemon.images.base import (
     ensure_base_image,
 )
 from choir.daemon.images.context import TarContext, digest
+from choir.daemon.images.kept import VERSION_LABEL
 from choir.errors import ChoirError, ConfigError, NotFoundError, UsageError
 from choir.home import ChoirHome
 from choir.logs import get_logger
@@ -125,12 +126,14 @@ async def ensure_agent_image(
     progress: Progress | None = None,
     *,
     engine: DockerEngine | None = None,
+    agent_commit: str | None = None,
 ) -> ImageRef:
     """Fetch the agent's repos, build the base and agent images if needed; the image to run.
 
     Validates everything (manifests, skills, Dockerfiles) before any docker build. A failing
     build raises `BuildError` with the log tail and leaves the previous image tagged. `engine`
-    is borrowed when given; otherwise one is connected for this call.
+    is borrowed when given; otherwise one is connected for this call. `agent_commit` builds
+    that commit of the agent repo instead of its ref (`agent rollback --to <commit>`).
     """
     report = _Reporter(progress)
     report.step(1, "read the agent definition", f"{agent_id} from config.json")
@@ -147,16 +150,21 @@ async def ensure_agent_image(
     try:
         lock = _lock(home, agent_id)
         async with lock:
-            return await _build(engine, home, config, agent_id, report)
+            return await _build(engine, home, config, agent_id, report, agent_commit)
     finally:
         if owned:
             engine.close()
 
 
 async def _build(
-    engine: DockerEngine, home: ChoirHome, config: ChoirConfig, agent_id: str, report: _Reporter
+    engine: DockerEngine,
+    home: ChoirHome,
+    config: ChoirConfig,
+    agent_id: str,
+    report: _Reporter,
+    agent_commit: str | None,
 ) -> ImageRef:
-    prepared = await asyncio.to_thread(_prepare, home, config, agent_id, report)
+    prepared = await asyncio.to_thread(_prepare, home, config, agent_id, report, agent_commit)
     report.step(4, "base image (Dockerfile.base)", "")
     async with _lock(home, None):
         try:
@@ -220,9 +228,18 @@ def note_latest_image(home: ChoirHome, agent_id: str, image_id: str) -> None:
     partial.replace(path)  # whole or not at all: a start never reads half an id
 
 
-def _prepare(home: ChoirHome, config: ChoirConfig, agent_id: str, report: _Reporter) -> _Prepared:
+def _prepare(
+    home: ChoirHome,
+    config: ChoirConfig,
+    agent_id: str,
+    report: _Reporter,
+    agent_commit: str | None = None,
+) -> _Prepared:
     """Steps 2, 3 and 5 (blocking): fetch, merge and validate; nothing built yet."""
     agent_key = repos.repo_key(agent_id)
+    agent_ref = config.agents[agent_id].repo
+    if agent_commit is not None:
+        agent_ref = repos.at_commit(agent_ref, agent_commit)
     with (
         repos.clone_lock(repos.clone_path(home, repos.GLOBAL)),
         repos.clone_lock(repos.clone_path(home, agent_key)),
@@ -231,7 +248,7 @@ def _prepare(home: ChoirHome, config: ChoirConfig, agent_id: str, report: _Repor
         global_repo = repos.checkout(home, repos.GLOBAL, config.global_repo)
         report.step(2, "fetch the global repo", _checkout_detail(global_repo))
         report.step(3, "fetch the agent repo", "")
-        agent_repo = repos.checkout(home, agent_key, config.agents[agent_id].repo)
+        agent_repo = repos.checkout(home, agent_key, agent_ref)
         report.step(3, "fetch the agent repo", _checkout_detail(agent_repo))
         return _merge(agent_id, global_repo, agent_repo)
 
@@ -335,6 +352,7 @@ def _labels(
         "choir.image_version": version.image_version,
         "choir.global_commit": version.global_repo_commit,
         "choir.agent_commit": version.agent_repo_commit,
+        VERSION_LABEL: version.model_dump_json(),  # what `agent rollback` starts it with
     }
 
 

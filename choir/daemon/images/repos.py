@@ -121,6 +121,26 @@ def checkouts(home: ChoirHome, config: ChoirConfig) -> tuple[list[RepoCheckout],
     return found, warnings
 
 
+def at_commit(repo: RepoRef, commit: str) -> RepoRef:
+    """`repo` checked out at `commit`: a local tree is then cloned into the cache like a URL,
+    since its working tree holds only its current state."""
+    url = repo.url.strip()
+    if is_local(url):
+        url = Path(url).expanduser().as_uri()
+    return RepoRef(url=url, ref=commit)
+
+
+def commit_named(home: ChoirHome, key: str, repo: RepoRef, rev: str) -> str | None:
+    """The full commit `rev` names in the repo (a local tree as it is, a URL's clone after a
+    fetch); None when it names none. UsageError when the repo cannot be read at all."""
+    path = checkout(home, key, repo).path
+    try:
+        found = _git(path, "rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}")
+    except ChoirError:
+        return None
+    return found.strip() or None
+
+
 @contextmanager
 def clone_lock(path: Path) -> Iterator[None]:
     """Serialise work on one clone across threads (a fetch while a build reads it)."""

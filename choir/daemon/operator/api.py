@@ -50,6 +50,7 @@ from choir.daemon.operator import workspaces as operator_workspaces
 from choir.daemon.operator.agents import build as operator_build
 from choir.daemon.operator.agents import lifecycle as operator_lifecycle
 from choir.daemon.operator.agents import models as operator_models
+from choir.daemon.operator.agents import rollback as operator_rollback
 from choir.daemon.operator.agents import update as operator_update
 from choir.daemon.operator.agents import verify as operator_verify
 from choir.daemon.operator.agents.launches import Lifecycle
@@ -109,6 +110,7 @@ VERBS: Final[Mapping[OperatorVerb, Route]] = {
     V.AGENT_BUILD: Route(operator_build.agent_build),
     V.AGENT_UPDATE: Route(operator_update.agent_update),
     V.AGENT_UPDATE_ALL: Route(operator_update.agent_update_all),
+    V.AGENT_ROLLBACK: Route(operator_rollback.agent_rollback),
     V.SHUTDOWN: Route(operator_lifecycle.choird_shutdown),
     V.SESSION_LIST: Route(operator_sessions.session_list),
     V.SESSION_EVENTS: Route(_session_events),
@@ -155,7 +157,8 @@ VERBS: Final[Mapping[OperatorVerb, Route]] = {
     V.INBOX_RESOLVE: Route(operator_recovery_inbox.inbox_resolve),
 }
 """Who answers every operator verb. `session.events` (with follow), `logs`, `subscribe`,
-`agent.build`, `agent.update`, `agent.update_all`, `chat.replies` and `memory.reembed` stream."""
+`agent.build`, `agent.update`, `agent.update_all`, `agent.rollback`, `chat.replies` and
+`memory.reembed` stream."""
 
 
 class OperatorApi:

@@ -7,8 +7,14 @@ pushes. Answering an approval that is no longer pending is a conflict naming how
 
 from __future__ import annotations
 
+import asyncio
+import json
+
+from choir.core.proposal_diff import DIRECTORIES, proposal_diff
+from choir.daemon.images import repos
 from choir.daemon.operator.context import OperatorContext
 from choir.daemon.operator.views import approval_view
+from choir.errors import ChoirError
 from choir.protocol.operator.answers import ApprovalList as ApprovalListAnswer
 from choir.protocol.operator.requests import ApprovalAnswer, ApprovalList, ApprovalRef
 from choir.protocol.operator.views import ApprovalView
@@ -27,12 +33,39 @@ async def approval_list(ctx: OperatorContext, request: ApprovalList) -> Approval
 
 
 async def approval_show(ctx: OperatorContext, request: ApprovalRef) -> ApprovalView:
-    """The approval with its audit trail and, once approved, its apply's progress."""
+    """The approval with its audit trail, once approved its apply's progress, and what its
+    proposal would change as a diff (`proposal_diff`)."""
     row = await ctx.services.approvals.show(request.approval_id)
     async with ctx.pool.acquire() as conn:
         audit = await audit_of(conn, row.id)
         apply = await get_apply(conn, row.id)
-    return approval_view(row, audit, apply)
+    view = approval_view(row, audit, apply)
+    diff = await asyncio.to_thread(_diff, ctx, view)
+    return view.model_copy(update={"diff": diff}) if diff is not None else view
+
+
+def _diff(ctx: OperatorContext, view: ApprovalView) -> str | None:
+    """The proposal against the agent repo's current files (its working tree, or choird's
+    clone at the configured ref) or config.json on disk; None when there is nothing to
+    compare against (an unknown kind, an agent no longer configured, an unreadable repo)."""
+    agent = ctx.config.agents.get(view.agent_id)
+    if agent is None and view.request_type != "config_change":
+        return None
+    try:
+        config_json = json.loads(ctx.home.config_file.read_text())
+        root = None
+        if agent is not None and view.request_type in DIRECTORIES:
+            root = repos.checkout(ctx.home, repos.repo_key(view.agent_id), agent.repo, fetch=False)
+    except (OSError, ValueError, ChoirError):
+        return None
+
+    def read(path: str) -> str | None:
+        try:
+            return (root.path / path).read_text() if root is not None else None
+        except (OSError, UnicodeDecodeError):
+            return None
+
+    return proposal_diff(view.request_type, view.payload, read, config_json, agent_id=view.agent_id)
 
 
 async def approval_approve(ctx: OperatorContext, request: ApprovalAnswer) -> ApprovalView:

@@ -15,12 +15,13 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from choir.config import problems_header
+from choir.config import ChoirConfig, problems_header
 from choir.config.validation.references import secret_references
 from choir.daemon.images.repo_refresh import refresh
 from choir.daemon.operator.context import OperatorContext
 from choir.daemon.sessions.bindings import allowed_secrets
 from choir.daemon.staging.diff import ConfigChange, render_changes, secret_changes
+from choir.daemon.staging.repo_diff import repo_changes
 from choir.errors import ConfigError
 from choir.logs import set_archive_threshold
 from choir.protocol import ConfigChangedPush, ResourceBindings, SecretsRefreshedPush
@@ -37,6 +38,7 @@ from choir.protocol.operator.answers import (
 )
 from choir.protocol.operator.items import ConfigChanged, ConfigItem, SecretsChanged, SecretsItem
 from choir.protocol.operator.requests import NoArguments
+from choir.store.agents import image_of
 from choir.store.sessions import SessionRow, active_sessions
 
 
@@ -68,6 +70,7 @@ async def config_load(ctx: OperatorContext, _: NoArguments) -> ConfigLoaded:
             ctx.stage.discard()
             return ConfigLoaded(staged=False, **_problems(ConfigError(refreshed.errors)))
         warnings = [*warnings, *refreshed.warnings]
+        changes = [*changes, *await _repo_changes(ctx, staged.config)]
     hash_ = staged.config_hash if staged is not None else None
     return ConfigLoaded(
         staged=True, config_hash=hash_, warnings=warnings, **dict(change_views(changes))
@@ -75,8 +78,24 @@ async def config_load(ctx: OperatorContext, _: NoArguments) -> ConfigLoaded:
 
 
 async def config_diff(ctx: OperatorContext, _: NoArguments) -> ConfigChanges:
-    """Staged vs running, each change tagged hot-reload or restart-required."""
-    return change_views(ctx.stage.diff())
+    """Staged vs running, each change tagged hot-reload or restart-required; then what the
+    staged repos change for each running agent (§17.6)."""
+    changes = ctx.stage.diff()
+    staged = ctx.stage.staged
+    repo = await _repo_changes(ctx, staged.config) if staged is not None else []
+    return change_views([*changes, *repo])
+
+
+async def _repo_changes(ctx: OperatorContext, staged: ChoirConfig) -> list[ConfigChange]:
+    """The tools, skills, identity files and commits that differ between what each running
+    agent runs and the staged repos (`repo_diff`)."""
+    running = {}
+    async with ctx.pool.acquire() as conn:
+        for row in await active_sessions(conn):
+            image = await image_of(conn, row.agent_id)
+            if image is not None:
+                running[row.agent_id] = image
+    return await asyncio.to_thread(repo_changes, ctx.home, staged, running)
 
 
 async def config_apply(ctx: OperatorContext, _: NoArguments) -> ConfigApplied:

@@ -43,6 +43,7 @@ from choir.core.security.profile import (
     create_options,
 )
 from choir.daemon.images.build import latest_image_file
+from choir.daemon.images.kept import pinned
 from choir.daemon.runtimes.adopt import followed_since
 from choir.daemon.runtimes.agent_link import (
     NetworkLinkFn,
@@ -196,7 +197,11 @@ class DockerRuntime:
     async def prepare(self, agent_id: str, config: ChoirConfig) -> Artefact:
         """The agent's image: the one this choird last made ready while it is still the
         newest built for the agent (a start needs no build check, §17.3 step 10); otherwise
-        `ensure_agent_image`, which builds only when something changed."""
+        `ensure_agent_image`, which builds only when something changed. An agent rolled back
+        (`agent rollback`: pinned) runs its pinned image while the engine still has it."""
+        held = await asyncio.to_thread(pinned, self._home, agent_id)
+        if held is not None and await self._engine.engine.image(held.image_id) is not None:
+            return Artefact(held.version, image=held.tag, image_id=held.image_id)
         ready = self._ready.get(agent_id)
         if ready is not None and await self._still_latest(agent_id, ready[0]):
             return ready[1]

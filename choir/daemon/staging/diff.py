@@ -22,6 +22,7 @@ Scope = Literal["hot-reload", "restart-required"]
 APPLY: Final = "choirctl config apply"
 SECRET_APPLY: Final = "choirctl secret apply"
 RESTART_CHOIRD: Final = "restart choird"
+FILES: Final = ("config.json", "secrets.json")
 
 HOT_SECTIONS: Final = frozenset({"models", "tts", "voice_profiles", "search"}) | (
     frozenset(Tunables.model_fields) - {"rpc"}
@@ -40,25 +41,34 @@ class ConfigChange:
     op: Op
     """`+` added, `-` removed, `~` changed."""
     source: str
-    """Where it is: `config.json`, `secrets.json` (later: `global:tools/x.json`, …)."""
+    """Where it is: `config.json`, `secrets.json`, a repo file's side (`global`, an agent id:
+    `global:tools/x.json`) or a repo's commits (`agent-1 repo`: `abc1234→def5678`)."""
     path: str
     """Dotted path inside the source, e.g. `models.sonnet.temperature`."""
     scope: Scope
     action: str
     """The command that makes it take effect."""
 
+    @property
+    def where(self) -> str:
+        """`config.json: models.x`, `agent-1 repo: abc1234→def5678`, or a repo file's
+        `global:tools/x.json` (§17.6's spellings)."""
+        if self.source in FILES or self.source.endswith(" repo"):
+            return f"{self.source}: {self.path}"
+        return f"{self.source}:{self.path}"
+
     def render(self) -> str:
         """`~ config.json: models.sonnet.temperature [hot-reload] → included in: …` (§17.6)."""
         how = "included in" if self.action in (APPLY, SECRET_APPLY) else "use"
-        return f"{self.op} {self.source}: {self.path} [{self.scope}] → {how}: {self.action}"
+        return f"{self.op} {self.where} [{self.scope}] → {how}: {self.action}"
 
 
 def render_changes(changes: list[ConfigChange]) -> list[str]:
     """Changes as aligned lines, in the layout of §17.6's example."""
-    width = max((len(f"{c.op} {c.source}: {c.path}") for c in changes), default=0)
+    width = max((len(f"{c.op} {c.where}") for c in changes), default=0)
     lines = []
     for change in changes:
-        head = f"{change.op} {change.source}: {change.path}".ljust(width)
+        head = f"{change.op} {change.where}".ljust(width)
         tag = f"[{change.scope}]".ljust(len("[restart-required]"))
         how = "included in" if change.action in (APPLY, SECRET_APPLY) else "use"
         lines.append(f"{head}  {tag} → {how}: {change.action}")

@@ -215,6 +215,19 @@ class UpdateOutcome(Sparse):
     started: AgentStarted | None = None
 
 
+class RolledBack(Sparse):
+    """The result of `agent rollback`: the image the agent now runs (or, stopped, starts
+    with), whether a commit had to be built for it, and the redeploy when it was running."""
+
+    agent_id: str
+    outcome: str
+    """`redeployed` (it was running) or `pinned` (its next start runs the image)."""
+    reason: str
+    image: ImageBuilt
+    stopped: AgentStopped | None = None
+    started: AgentStarted | None = None
+
+
 class UpdateAll(OperatorModel):
     agents: list[UpdateOutcome]
     failed: int

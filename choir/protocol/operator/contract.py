@@ -39,6 +39,7 @@ OPERATOR_MODELS: Final[Mapping[OperatorVerb, OperatorModels]] = {
     V.AGENT_BUILD: OperatorModels(r.AgentRef, a.ImageBuilt, i.BuildItem),
     V.AGENT_UPDATE: OperatorModels(r.AgentRef, a.UpdateOutcome, i.UpdateItem),
     V.AGENT_UPDATE_ALL: OperatorModels(r.NoArguments, a.UpdateAll, i.UpdateAllItem),
+    V.AGENT_ROLLBACK: OperatorModels(r.AgentRollback, a.RolledBack, i.RollbackItem),
     V.SHUTDOWN: OperatorModels(r.NoArguments, a.ChoirdShutdown),
     V.SESSION_LIST: OperatorModels(r.SessionList, a.SessionList),
     V.SESSION_EVENTS: OperatorModels(r.SessionEvents, a.SessionEvents, v.EventView),

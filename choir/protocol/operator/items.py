@@ -16,6 +16,7 @@ from pydantic import Field
 from choir.protocol.operator.answers import (
     ImageBuilt,
     MemoryReembedded,
+    RolledBack,
     UpdateAll,
     UpdateOutcome,
 )
@@ -176,6 +177,11 @@ class UpdateResult(OperatorModel):
     result: UpdateOutcome
 
 
+class RollbackResult(OperatorModel):
+    kind: Literal["result"] = "result"
+    result: RolledBack
+
+
 class UpdateAllResult(OperatorModel):
     kind: Literal["result"] = "result"
     result: UpdateAll
@@ -183,6 +189,7 @@ class UpdateAllResult(OperatorModel):
 
 BuildItem = Annotated[Progress | BuildResult, Field(discriminator="kind")]
 UpdateItem = Annotated[Progress | UpdateResult, Field(discriminator="kind")]
+RollbackItem = Annotated[Progress | RollbackResult, Field(discriminator="kind")]
 UpdateAllItem = Annotated[Progress | UpdateAllResult, Field(discriminator="kind")]
 
 

@@ -27,6 +27,16 @@ class AgentRef(WireModel):
     """An agent id from config.json."""
 
 
+class AgentRollback(WireModel):
+    """`agent.rollback`: the agent, and where to go back to."""
+
+    agent_id: str = Field(min_length=1)
+    """An agent id from config.json."""
+    to: str | None = Field(default=None, min_length=1)
+    """A kept image (its id, tag or image version) or a commit of the agent repo (built
+    first); None: the newest kept image older than the one the agent runs."""
+
+
 class StartOverrides(WireModel):
     """Start-time bindings replacing the agent's defaults (§17.1 start flags); None keeps it."""
 

@@ -29,6 +29,7 @@ class OperatorVerb(StrEnum):
     AGENT_BUILD = "agent.build"
     AGENT_UPDATE = "agent.update"
     AGENT_UPDATE_ALL = "agent.update_all"
+    AGENT_ROLLBACK = "agent.rollback"
     SHUTDOWN = "shutdown"
     SESSION_LIST = "session.list"
     SESSION_EVENTS = "session.events"

@@ -181,6 +181,9 @@ class ApprovalView(OperatorModel):
     """The apply's state (`approval show` only)."""
     audit: list[ApprovalAuditView] = Field(default_factory=list)
     """Who did what and when, oldest first (`approval show` only)."""
+    diff: str | None = Field(default=None, exclude_if=lambda diff: diff is None)
+    # `approval.show` only: what the proposal would change, as a unified diff (left out of
+    # the wire for a kind with none, and in every other answer)
 
 
 class EventView(OperatorModel):

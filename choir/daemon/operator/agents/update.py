@@ -132,6 +132,9 @@ async def _build(
             report(Progress(agent_id=agent_id, phase="build", total=TOTAL_STEPS, **vars(item)))
 
         image = await ensure_agent_image(ctx.home, ctx.config, agent_id, progress)
+        from choir.daemon.images.kept import unpin
+
+        await asyncio.to_thread(unpin, ctx.home, agent_id)  # an update ends a rollback
         return Candidate(image.version, image.built)
     return await asyncio.to_thread(_materialize, ctx, lifecycle, agent_id, running)
 
