@@ -14,7 +14,7 @@ import contextlib
 import importlib
 import ssl
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,6 +35,7 @@ from choir.failpoints import failpoint
 from choir.home import ChoirHome
 from choir.logs import get_logger
 from choir.logs.handler import set_write_error_hook
+from choir.logs.live import CHECK_EVERY_S as LIVE_LOG_CHECK_EVERY_S
 from choir.store.postgres.database import Database, open_database
 from choir.store.postgres.failures import disk_failure
 from choir.store.postgres.target import EmbeddedTarget, ExternalTarget, PostgresTarget
@@ -656,11 +657,34 @@ class ChoirDaemon:
                 _every(5.0, services.approvals.expire_overdue, when=database), name="approvals"
             ),
             asyncio.create_task(_every(DISK_CHECK_EVERY_S, self.disk.check), name="disk"),
+            asyncio.create_task(
+                _every(LIVE_LOG_CHECK_EVERY_S, self._live_logs(services)), name="log-archive"
+            ),
             asyncio.create_task(fetch_at_start(self.home, config), name="repo-fetch"),
         ]
         if self.postgres is not None:
             tasks.append(asyncio.create_task(self.postgres.run(), name="postgres"))
         return tasks
+
+    def _live_logs(self, services: AgentServices) -> Callable[[], Awaitable[None]]:
+        """Archive the running agents' logs past `log_archive_threshold_lines` (§22.2) — by
+        copy and truncate under the writers' lock (`choir.logs.live`), off the event loop."""
+        from choir.logs.live import LiveLogArchiver
+
+        archiver = LiveLogArchiver(self.home)
+
+        async def archive_live_logs() -> None:
+            config, runtime = services.stage.running.config, self.runtime
+            if runtime is None:
+                return
+            running = [agent for agent in config.agents if runtime.running(agent)]
+            if not running:
+                return
+            threshold = config.log_archive_threshold_lines
+            for path in await asyncio.to_thread(archiver.check, running, threshold):
+                log.info("agent log archived while running", fields={"path": str(path)})
+
+        return archive_live_logs
 
     @staticmethod
     async def _cancel_timers(tasks: list[asyncio.Task[None]]) -> None:
