@@ -52,6 +52,7 @@ if TYPE_CHECKING:  # aiohttp and cryptography load only for --transport http
     from choir.daemon.memory.service import MemoryService
     from choir.daemon.memory.store import MemoryStore
     from choir.daemon.memory.tools import Indexer
+    from choir.daemon.memory.usage import EmbeddingMeter
     from choir.daemon.memory.vector_models import VectorModels
     from choir.daemon.prestart import EarlyStart
     from choir.daemon.runtimes.agent_link import HttpLink
@@ -163,6 +164,8 @@ class ChoirDaemon:
         )
         self.postgres: PostgresSupervisor | None = None
         """Restarts the embedded server when it dies (None for an external Postgres)."""
+        self.embedding_meter: EmbeddingMeter | None = None
+        """choird's embedding calls as usage rows (issue 19)."""
         self.memory: MemoryService | None = None
         """Embeds memory chunks and queries (§11.9); its provider loads at first use."""
         self.memory_store: MemoryStore | None = None
@@ -283,7 +286,10 @@ class ChoirDaemon:
         services = AgentServices.build(self.database.pool, stage)
         self.services = services
         self._stack.push_async_callback(self._close_memory_index)  # after the service drains
-        self.memory = await self._stack.enter_async_context(MemoryService(stage_source(stage)))
+        self.embedding_meter = self._embedding_meter(stage)
+        self.memory = await self._stack.enter_async_context(
+            MemoryService(stage_source(stage), meter=self.embedding_meter)
+        )
         self._stack.push_async_callback(self._stop_memory)  # before the service drains
         # Nobody could heartbeat while no choird ran: the threshold counts from now.
         services.sessions.excuse(utc_now())
@@ -342,6 +348,19 @@ class ChoirDaemon:
             },
         )
 
+    def _embedding_meter(self, stage: ConfigStage) -> EmbeddingMeter:
+        """Records embedding calls with the running config's `embedding.price`; the rows still
+        waiting are written as choird stops (after the service has drained its queue)."""
+        from choir.daemon.memory.usage import EmbeddingMeter
+
+        database = self.database
+        meter = EmbeddingMeter(
+            lambda: database.pool if database is not None else None,
+            lambda: stage.running.config.embedding.price,
+        )
+        self._stack.push_async_callback(meter.aclose)
+        return meter
+
     async def _start_metrics(
         self, listen: str, services: AgentServices, stage: ConfigStage
     ) -> None:
@@ -356,6 +375,7 @@ class ChoirDaemon:
             services=services,
             pool=self.database.pool,
             agents=lambda: sorted(stage.running.config.agents),
+            embedding=self.embedding_meter,
         )
 
     async def _start_memory(

@@ -38,6 +38,7 @@ from prometheus_client.gc_collector import GCCollector
 from prometheus_client.platform_collector import PlatformCollector
 from prometheus_client.process_collector import ProcessCollector
 
+from choir.core.spend import TTS_TOOL, tts_billed
 from choir.daemon.agents.ingest import Durable, HeartbeatSeen
 from choir.protocol import LlmCallRecorded, ToolCallCommitted, ToolResultCommitted
 
@@ -204,11 +205,26 @@ class ChoirMetrics:
                 self._waited(agent, event.lock_wait_ms)
             elif isinstance(event, LlmCallRecorded):
                 self.usage_seen(_llm_call(agent, event))
-            elif isinstance(event, ToolResultCommitted) and event.call_id in intents:
+            elif isinstance(event, ToolResultCommitted) and event.tool == TTS_TOOL:
+                self._tts(agent, event)
+            if isinstance(event, ToolResultCommitted) and event.call_id in intents:
                 del intents[event.call_id]
                 self.tool_calls.labels(agent, event.tool, event.result.status).inc()
                 seconds = (event.duration_ms or 0) / 1000
                 self.tool_seconds.labels(agent, event.tool).observe(seconds)
+
+    def _tts(self, agent: str, event: ToolResultCommitted) -> None:
+        billed = tts_billed(event.model_dump(mode="json"))
+        if billed is not None:
+            seen = ModelCallSeen(
+                agent=agent,
+                model=billed.model_id,
+                kind="tts",
+                latency_s=(event.duration_ms or 0) / 1000,
+                cost_usd=billed.cost.usd,
+                characters=billed.characters,
+            )
+            self.usage_seen(seen)
 
     def usage_seen(self, call: ModelCallSeen) -> None:
         """Count one billed model call."""
