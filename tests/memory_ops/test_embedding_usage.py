@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 from uuid import uuid4
 
+import httpx
 import pytest
 
 from choir.client import ChoirClient
@@ -18,6 +19,7 @@ from choir.home import ChoirHome
 from choir.protocol.operator.answers import UsageReport
 from tests.ctl.cli import choirctl
 from tests.daemon.conftest import read_config, write_config
+from tests.e2e_agent.test_telemetry import free_port, samples, value
 from tests.harness.cluster import serving
 from tests.harness.waits import poll_until
 from tests.memory.embeddings_server import EmbeddingsServer, words
@@ -53,6 +55,8 @@ async def test_a_priced_endpoint_bills_each_agent_its_share(home: ChoirHome) -> 
             "dimensions": 256,
             "price": {"tokens": PER_MILLION_TOKENS},
         }
+        port = free_port()
+        data["metrics"] = {"listen": f"127.0.0.1:{port}"}
         write_config(home, data)
         async with serving(home) as (daemon, client):
             await daemon.memory_started()
@@ -70,10 +74,11 @@ async def test_a_priced_endpoint_bills_each_agent_its_share(home: ChoirHome) -> 
             report = await embedding_usage(client, len(server.batches) + 1)
             spend = {view.agent_id: view for view in report.spend}
             shown = await asyncio.to_thread(choirctl, home.root, "usage", "--by", "kind", "--json")
+            async with httpx.AsyncClient() as http:
+                scraped = samples((await http.get(f"http://127.0.0.1:{port}/metrics")).text)
 
-    mixed = [
-        b for b in server.batches if set(b) & set(ROWS["agent-1"]) and set(b) - set(ROWS["agent-1"])
-    ]
+    first = set(ROWS["agent-1"])
+    mixed = [b for b in server.batches if set(b) & first and set(b) - first]
     assert mixed  # a batch held both agents' rows: each is billed its share of it
     by_agent = {row.key: row for row in report.rows}
     assert set(by_agent) == {"agent-1", "agent-2"}
@@ -85,6 +90,14 @@ async def test_a_priced_endpoint_bills_each_agent_its_share(home: ChoirHome) -> 
         assert row.cost_usd == pytest.approx(row.prompt_tokens * PER_MILLION_TOKENS / 1e6)
         # the spend caps count them: the day's spend is the embedding cost (no LLM call ran)
         assert spend[agent].day_usd == pytest.approx(row.cost_usd)
+        # and the metrics endpoint, scraped over HTTP, counts the same
+        labels = {"agent": agent, "model": "test-embed", "kind": "embedding"}
+        assert value(scraped, "choir_model_calls_total", **labels) == row.calls
+        assert value(scraped, "choir_model_characters_total", **labels) == row.characters
+        assert value(scraped, "choir_model_tokens_total", **labels, type="prompt") == (
+            row.prompt_tokens
+        )
+        assert value(scraped, "choir_model_cost_usd_total", **labels) == pytest.approx(row.cost_usd)
     billed = words([t for b in server.batches for t in b])  # every token the server billed
     assert sum(row.prompt_tokens for row in report.rows) == billed
     assert shown.code == 0, shown.err
