@@ -114,3 +114,30 @@ def test_line_counts_read_only_what_was_appended(tmp_path: Path) -> None:
     assert count.offset == path.stat().st_size
     path.write_bytes(b"z\n")  # truncated and rewritten
     assert count.update(path) == 1
+
+
+def test_a_follower_reads_across_an_in_place_archive_even_when_the_file_regrew(
+    tmp_path: Path,
+) -> None:
+    """`logs -f`'s reader: lines it had not reached are read from the archive, then the new
+    file from its start — also when the new file is already longer than the old offset."""
+    from choir.daemon.operator.logs import LogTail
+    from choir.logs import last_archive
+
+    home = ChoirHome(tmp_path / "choir.d")
+    home.logs.mkdir(parents=True)
+    log = home.agent_log("agent-1")
+    with AppendSink(log) as sink:
+        tail = LogTail(log, lambda: last_archive(home, "agent-1"))
+        sink.write(b"one\ntwo\n")
+        seen = [line for batch in tail.drain() for line in batch]
+        sink.write(b"three\n")  # written, not yet read, when archived
+        LiveLogArchiver(home).archive("agent-1")
+        sink.write(b"four is a longer line than all before\nfive\n")  # past the old offset
+        seen += [line for batch in tail.drain() for line in batch]
+        LiveLogArchiver(home).archive("agent-1")  # one more, shorter this time
+        sink.write(b"six\n")
+        seen += [line for batch in tail.drain() for line in batch]
+    tail.close()
+    assert seen == ["one", "two", "three", "four is a longer line than all before", "five", "six"]
+    assert tail.emptied == 2

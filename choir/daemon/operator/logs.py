@@ -133,6 +133,11 @@ def _archive_bytes(path: Path | None) -> bytes:
             return b""
 
 
+def _archive_name(path: Path | None) -> str | None:
+    """An archive's name as staged (`.gz` dropped: compressing it makes no new archive)."""
+    return path.name.removesuffix(".gz") if path is not None else None
+
+
 class LogTail:
     """Whole lines from a log file that may be archived (renamed away) and recreated."""
 
@@ -144,10 +149,16 @@ class LogTail:
         self._partial = b""
         self.emptied = 0
         """Times the file was archived in place (copied and truncated) while followed."""
+        self._seen_archive: str | None = None
+        """The newest archive when last looked (its name without `.gz`)."""
         self._open()
 
     def drain(self) -> Iterator[list[str]]:
         """Every complete line written since the last call, in batches."""
+        if self._file is not None and self._archived_in_place():
+            # a new archive of this very file: emptied, even if it grew past where we were
+            yield from self._emptied(self._file.tell())
+            self._file.seek(0)
         while self._file is not None:
             if os.fstat(self._file.fileno()).st_size < self._file.tell():
                 yield from self._emptied(self._file.tell())
@@ -167,7 +178,22 @@ class LogTail:
         copy of the file, so what was written past `offset` before the truncate is there."""
         self.emptied += 1
         if self._archived is not None:
-            yield from self._split(_archive_bytes(self._archived())[offset:])
+            archive = self._archived()
+            self._seen_archive = _archive_name(archive)
+            yield from self._split(_archive_bytes(archive)[offset:])
+
+    def _archived_in_place(self) -> bool:
+        """Whether a new archive appeared while the path still names the open file (an exit's
+        archive renames the file away: that is a rotation, not this)."""
+        if self._archived is None or self._file is None:
+            return False
+        newest = _archive_name(self._archived())
+        if newest == self._seen_archive:
+            return False
+        try:
+            return self.path.stat().st_ino == os.fstat(self._file.fileno()).st_ino
+        except FileNotFoundError:
+            return False
 
     def catch_up(self) -> Iterator[WireModel]:
         """Items for what was written since the last look, following a rotation."""
@@ -199,6 +225,8 @@ class LogTail:
         self._partial = b""
 
     def _open(self) -> None:
+        if self._archived is not None:  # archives made before this file was opened are old
+            self._seen_archive = _archive_name(self._archived())
         with contextlib.suppress(FileNotFoundError):
             self._file = self.path.open("rb")
 
