@@ -441,9 +441,11 @@ class ChoirClient:
         model: str | None = None,
         since: str | None = None,
         by: str = "day",
+        kind: str | None = None,
     ) -> a.UsageReport:
-        """LLM calls and their cost grouped `by` day, model, agent, job or agent_day."""
-        given = _present({"agent_id": agent_id, "model": model, "since": since})
+        """Billed calls (LLM, embedding, TTS; one `kind` of them) and their cost grouped `by`
+        day, model, agent, job, agent_day or kind."""
+        given = _present({"agent_id": agent_id, "model": model, "since": since, "kind": kind})
         return await self.ask(V.USAGE, a.UsageReport, by=by, **given)
 
     async def knowledge_list(

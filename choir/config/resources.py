@@ -46,6 +46,21 @@ class ModelPrice(ConfigModel):
     """Per million prompt tokens served from the provider's cache; null: the `prompt` price."""
 
 
+class TtsPrice(ConfigModel):
+    """What a TTS model costs: providers bill the characters of the text they speak."""
+
+    characters: Usd
+    """USD per million characters spoken (ElevenLabs' $0.30 per 1,000 is 300)."""
+
+
+class EmbeddingPrice(ConfigModel):
+    """What the embedding model costs, in USD per million input tokens."""
+
+    tokens: Usd
+    """Per million tokens embedded. The local model reports no billed tokens: only a price of
+    0 (it runs in choird, for free) gives its calls a known cost."""
+
+
 class ModelConfig(ConfigModel):
     """A named LLM: an OpenAI-compatible chat-completions model with tool calling (§21)."""
 
@@ -88,6 +103,8 @@ class TtsConfig(ConfigModel):
     """Base URL of the provider API."""
     secret: SecretName
     """Secret holding the API key."""
+    price: TtsPrice | None = None
+    """The model's price, for usage cost; null: a call's cost is unknown, never shown as 0."""
 
 
 class VoiceSettings(ConfigModel):
@@ -201,7 +218,9 @@ KNOWN_EMBEDDING_ENDPOINTS: Final = {
 """Providers whose API base URL is known, so `endpoint` may be left out; both need a key."""
 MAX_INDEXED_DIMENSIONS: Final = 2000
 """pgvector's HNSW index takes vectors of at most 2000 dimensions (choir.store.agent_schema)."""
-EMBEDDING_HOT_FIELDS: Final = frozenset({"endpoint", "secret", "timeout_s", "query_timeout_ms"})
+EMBEDDING_HOT_FIELDS: Final = frozenset(
+    {"endpoint", "secret", "timeout_s", "query_timeout_ms", "price"}
+)
 """Fields choird applies at `config apply` (the endpoint moved, the key rotated): the vectors
 stay comparable. `provider`, `model` and `dimensions` change what a vector means: choird uses
 them from its next start, and the stored vectors need re-embedding."""
@@ -228,6 +247,9 @@ class EmbeddingConfig(ConfigModel):
     query_timeout_ms: Annotated[int, Field(ge=10, le=60_000)] = 1_000
     """Longest a memory search waits for its query's vector; past it the search is a text
     search. Hot-reloaded."""
+    price: EmbeddingPrice | None = None
+    """The model's price, for usage cost; null: an embedding call's cost is unknown (never
+    shown as 0, not even for the local model). Hot-reloaded."""
 
     @property
     def local(self) -> bool:

@@ -14,9 +14,10 @@ refusal into a question without touching the callers.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Literal
+from typing import Any, Final, Literal
 
 from choir.config.model import SpendCap
 from choir.config.resources import ModelPrice
@@ -24,6 +25,8 @@ from choir.config.resources import ModelPrice
 CostSource = Literal["provider", "price"]
 
 PER_MILLION = 1_000_000
+TTS_TOOL: Final = "choir.tts.speak"
+"""The tool whose results carry a TTS call's usage (`choir.agent.integrations.tts`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,6 +58,30 @@ def call_cost(
         + completion_tokens * price.completion
     ) / PER_MILLION
     return Cost(usd, "price")
+
+
+@dataclass(frozen=True, slots=True)
+class TtsBilled:
+    """What a TTS call was billed, as its tool result says."""
+
+    characters: int
+    model_id: str
+    cost: Cost
+
+
+def tts_billed(event: Mapping[str, Any]) -> TtsBilled | None:
+    """The usage in a committed `tool_result_committed` event (JSON) of `choir.tts.speak`,
+    when the provider answered (its data holds the characters); None for any other event."""
+    if event.get("kind") != "tool_result_committed" or event.get("tool") != TTS_TOOL:
+        return None
+    data = (event.get("result") or {}).get("data") or {}
+    characters, usd = data.get("characters"), data.get("cost_usd")
+    if type(characters) is not int or characters < 0:  # not billed, or from before usage
+        return None
+    cost = Cost(None, None)
+    if isinstance(usd, int | float) and usd >= 0 and data.get("cost_source") == "price":
+        cost = Cost(float(usd), "price")
+    return TtsBilled(characters, str(data.get("model_id") or "tts"), cost)
 
 
 def day_of(at: datetime) -> str:

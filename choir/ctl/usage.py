@@ -1,7 +1,9 @@
-"""`choirctl usage [--agent A] [--model M] [--since 2026-11-01|7d] [--by …] [--json]` (issue 19).
+"""`choirctl usage [--agent A] [--model M] [--kind K] [--since 2026-11-01|7d] [--by …] [--json]`
+(issue 19).
 
-What agents' LLM calls used and cost, grouped; then each agent's spend today and this month
-against its caps. Unknown costs show as `unknown` (with how many calls), never as $0.
+What agents' billed calls — LLM calls, TTS calls, choird's embedding of their memory — used and
+cost, grouped; then each agent's spend today and this month against its caps. Unknown costs show
+as `unknown` (with how many calls), never as $0.
 """
 
 from __future__ import annotations
@@ -18,7 +20,8 @@ from choir.errors import UsageError
 if TYPE_CHECKING:
     from choir.protocol.operator.answers import SpendView, UsageReport, UsageRow
 
-GROUPINGS: Final = ("day", "model", "agent", "job", "agent_day")
+GROUPINGS: Final = ("day", "model", "agent", "job", "agent_day", "kind")
+KINDS: Final = ("llm", "embedding", "tts")
 SINCE: Final = re.compile(r"^(\d{4}-\d{2}-\d{2}|\d{1,4}d)$")
 
 
@@ -35,26 +38,32 @@ def usage(
         typer.Option("--since", help="From a UTC day (2026-11-01) or the last N days (7d)."),
     ] = None,
     by: Annotated[
-        str, typer.Option("--by", help="Group per day, model, agent, job or agent_day.")
+        str, typer.Option("--by", help="Group per day, model, agent, job, agent_day or kind.")
     ] = "day",
+    kind: Annotated[
+        str | None,
+        typer.Option("--kind", help="One kind of call: llm, embedding or tts (default: all)."),
+    ] = None,
     home: HomeOption = None,
     as_json: JsonOption = False,
 ) -> None:
     from choir.ctl.remote import with_choird
     from choir.ctl.render.output import emit
 
-    check_options(by, since)
+    check_options(by, since, kind)
     data = with_choird(
         home,
-        lambda choird: choird.usage(agent_id=agent_id, model=model, since=since, by=by),
+        lambda choird: choird.usage(agent_id=agent_id, model=model, since=since, by=by, kind=kind),
     )
     emit(data, as_json, lambda: _show(data))
 
 
-def check_options(by: str, since: str | None) -> None:
-    """Refuse a bad `--by` or `--since` before asking choird (one line, exit 2)."""
+def check_options(by: str, since: str | None, kind: str | None = None) -> None:
+    """Refuse a bad `--by`, `--since` or `--kind` before asking choird (one line, exit 2)."""
     if by not in GROUPINGS:
         raise UsageError(f"--by {by!r}: choose one of {', '.join(GROUPINGS)}")
+    if kind is not None and kind not in KINDS:
+        raise UsageError(f"--kind {kind!r}: choose one of {', '.join(KINDS)}")
     if since is not None and not SINCE.match(since):
         raise UsageError(
             f"--since {since!r}: give a UTC day as YYYY-MM-DD (2026-11-01) or Nd for the last "
@@ -75,9 +84,10 @@ def _show(data: UsageReport) -> None:
 
     rows = [*data.rows, data.total] if data.rows else []
     if not rows:
-        print("no LLM calls recorded" + (f" since {data.since}" if data.since else ""))
+        print("no billed calls recorded" + (f" since {data.since}" if data.since else ""))
     else:
-        table((data.by, "calls", "prompt", "cached", "completion", "avg ms", "cost"), _cells(rows))
+        headers = (data.by, "calls", "prompt", "cached", "completion", "chars", "avg ms", "cost")
+        table(headers, _cells(rows))
     if data.top_jobs:
         print("\ncostliest jobs:")
         table(
@@ -110,6 +120,7 @@ def _cells(rows: list[UsageRow]) -> list[tuple[object, ...]]:
             row.prompt_tokens,
             row.cached_tokens,
             row.completion_tokens,
+            row.characters,
             row.latency_ms_avg,
             usd(row.cost_usd, row.unknown_cost_calls),
         )

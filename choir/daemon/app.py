@@ -14,7 +14,7 @@ import contextlib
 import importlib
 import ssl
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,6 +35,7 @@ from choir.failpoints import failpoint
 from choir.home import ChoirHome
 from choir.logs import get_logger
 from choir.logs.handler import set_write_error_hook
+from choir.logs.live import CHECK_EVERY_S as LIVE_LOG_CHECK_EVERY_S
 from choir.store.postgres.database import Database, open_database
 from choir.store.postgres.failures import disk_failure
 from choir.store.postgres.target import EmbeddedTarget, ExternalTarget, PostgresTarget
@@ -52,6 +53,7 @@ if TYPE_CHECKING:  # aiohttp and cryptography load only for --transport http
     from choir.daemon.memory.service import MemoryService
     from choir.daemon.memory.store import MemoryStore
     from choir.daemon.memory.tools import Indexer
+    from choir.daemon.memory.usage import EmbeddingMeter
     from choir.daemon.memory.vector_models import VectorModels
     from choir.daemon.prestart import EarlyStart
     from choir.daemon.runtimes.agent_link import HttpLink
@@ -168,6 +170,8 @@ class ChoirDaemon:
         )
         self.postgres: PostgresSupervisor | None = None
         """Restarts the embedded server when it dies (None for an external Postgres)."""
+        self.embedding_meter: EmbeddingMeter | None = None
+        """choird's embedding calls as usage rows (issue 19)."""
         self.memory: MemoryService | None = None
         """Embeds memory chunks and queries (§11.9); its provider loads at first use."""
         self.memory_store: MemoryStore | None = None
@@ -290,7 +294,10 @@ class ChoirDaemon:
         services = AgentServices.build(self.database.pool, stage)
         self.services = services
         self._stack.push_async_callback(self._close_memory_index)  # after the service drains
-        self.memory = await self._stack.enter_async_context(MemoryService(stage_source(stage)))
+        self.embedding_meter = self._embedding_meter(stage)
+        self.memory = await self._stack.enter_async_context(
+            MemoryService(stage_source(stage), meter=self.embedding_meter)
+        )
         self._stack.push_async_callback(self._stop_memory)  # before the service drains
         # Nobody could heartbeat while no choird ran: the threshold counts from now.
         services.sessions.excuse(utc_now())
@@ -375,6 +382,19 @@ class ChoirDaemon:
 
         self._stack.callback(BrowseTool(worker, workspace_of).register(services.host_tools))
 
+    def _embedding_meter(self, stage: ConfigStage) -> EmbeddingMeter:
+        """Records embedding calls with the running config's `embedding.price`; the rows still
+        waiting are written as choird stops (after the service has drained its queue)."""
+        from choir.daemon.memory.usage import EmbeddingMeter
+
+        database = self.database
+        meter = EmbeddingMeter(
+            lambda: database.pool if database is not None else None,
+            lambda: stage.running.config.embedding.price,
+        )
+        self._stack.push_async_callback(meter.aclose)
+        return meter
+
     async def _start_metrics(
         self, listen: str, services: AgentServices, stage: ConfigStage
     ) -> None:
@@ -389,6 +409,7 @@ class ChoirDaemon:
             services=services,
             pool=self.database.pool,
             agents=lambda: sorted(stage.running.config.agents),
+            embedding=self.embedding_meter,
         )
 
     async def _start_memory(
@@ -710,11 +731,34 @@ class ChoirDaemon:
                 _every(5.0, services.approvals.expire_overdue, when=database), name="approvals"
             ),
             asyncio.create_task(_every(DISK_CHECK_EVERY_S, self.disk.check), name="disk"),
+            asyncio.create_task(
+                _every(LIVE_LOG_CHECK_EVERY_S, self._live_logs(services)), name="log-archive"
+            ),
             asyncio.create_task(fetch_at_start(self.home, config), name="repo-fetch"),
         ]
         if self.postgres is not None:
             tasks.append(asyncio.create_task(self.postgres.run(), name="postgres"))
         return tasks
+
+    def _live_logs(self, services: AgentServices) -> Callable[[], Awaitable[None]]:
+        """Archive the running agents' logs past `log_archive_threshold_lines` (§22.2) — by
+        copy and truncate under the writers' lock (`choir.logs.live`), off the event loop."""
+        from choir.logs.live import LiveLogArchiver
+
+        archiver = LiveLogArchiver(self.home)
+
+        async def archive_live_logs() -> None:
+            config, runtime = services.stage.running.config, self.runtime
+            if runtime is None:
+                return
+            running = [agent for agent in config.agents if runtime.running(agent)]
+            if not running:
+                return
+            threshold = config.log_archive_threshold_lines
+            for path in await asyncio.to_thread(archiver.check, running, threshold):
+                log.info("agent log archived while running", fields={"path": str(path)})
+
+        return archive_live_logs
 
     @staticmethod
     async def _cancel_timers(tasks: list[asyncio.Task[None]]) -> None:

@@ -6,7 +6,8 @@
     with bind_context(session_id=session.id, lane="edge"):
         log.info("postgres ready", fields={"host": host})
 
-`archive_agent_log` archives an agent's log when its process exits (choird's runtimes call it);
+`archive_agent_log` archives an agent's log when its process exits (choird's runtimes call it),
+`live.LiveLogArchiver` while it runs past `log_archive_threshold_lines` (copy and truncate);
 `read_log_lines` parses a log or archive back.
 """
 

@@ -18,6 +18,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from choir.home import ChoirHome
+from choir.logs.locking import exclusive
 
 _NAME = re.compile(r"(?P<stamp>\d{8}T\d{6}Z)(?:_(?P<n>\d+))?\.log(?P<gz>\.gz)?")
 
@@ -117,12 +118,20 @@ def archive_agent_log(home: ChoirHome, agent_id: str) -> Path | None:
     """
     active, folder = log_path(home, agent_id), archive_dir(home, agent_id)
     compress_pending(folder)
-    if not active.is_file():
+    try:
+        fd = os.open(active, os.O_RDONLY)
+    except FileNotFoundError:
         return None
-    if active.stat().st_size == 0:
-        active.unlink()
-        return None
-    return compress(stage(active, folder))
+    try:
+        # under the live archiver's lock: it must never copy and empty a file staged here
+        with exclusive(fd):
+            if os.fstat(fd).st_size == 0:
+                active.unlink()
+                return None
+            staged = stage(active, folder)
+    finally:
+        os.close(fd)
+    return compress(staged)
 
 
 def _fsync_dir(folder: Path) -> None:

@@ -28,6 +28,7 @@ from io import TextIOWrapper
 from pathlib import Path
 
 from choir.logs.archive import compress, compress_pending, stage
+from choir.logs.locking import lockable, shared
 
 _ROOM_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT})
 
@@ -168,6 +169,9 @@ class WholeLineStreamHandler(logging.StreamHandler):  # type: ignore[type-arg]
     """A stream handler (stderr) that writes each record whole or not at all: an agent's stderr
     is its log file under the process runtime, which a full disk must not tear."""
 
+    _lockable: bool | None = None
+    """Whether the stream is a regular file, archived in place while written (asked once)."""
+
     def emit(self, record: logging.LogRecord) -> None:
         try:
             fd = self.stream.fileno()
@@ -180,7 +184,11 @@ class WholeLineStreamHandler(logging.StreamHandler):  # type: ignore[type-arg]
         except Exception:
             self.handleError(record)
             return
-        with self.lock or nullcontext(), contextlib.suppress(OSError):
+        if self._lockable is None:
+            self._lockable = lockable(fd)
+        # an agent's stderr is its live log (process runtime): choird archives it in place
+        # under the exclusive lock (`choir.logs.live`), so each line is written under the shared
+        with self.lock or nullcontext(), contextlib.suppress(OSError), shared(fd, self._lockable):
             append_whole(fd, line)  # a line that does not fit is dropped, never torn
 
 
@@ -197,7 +205,8 @@ class AppendSink:
 
     def write(self, data: bytes) -> int:
         try:
-            append_whole(self._fd, bytes(data))
+            with shared(self._fd, True):  # archived in place while copied (`choir.logs.live`)
+                append_whole(self._fd, bytes(data))
         except OSError as error:
             self.dropped += 1
             self._failing = True

@@ -1,9 +1,13 @@
-"""`choir_control.llm_usage`: one row per LLM call an agent made, and the sums read from it.
+"""`choir_control.llm_usage`: one row per billed model call — an agent's LLM calls and TTS
+calls, choird's embedding calls — and the sums read from it.
 
-Rows come from the `llm_call` events a heartbeat makes durable, in the heartbeat's own
+An agent's rows come from the events a heartbeat makes durable, in the heartbeat's own
 transaction (`choir.daemon.agents.ingest`), keyed by (session_id, rev): a resent heartbeat
-stores nothing twice, and an event is counted exactly when it is acknowledged. Sums count
-known costs only and say how many calls had none: an unknown cost is never summed as 0.
+stores nothing twice, and an event is counted exactly when it is acknowledged. An LLM call is
+its `llm_call` event; a TTS call is the result of its `choir.tts.speak` call, which carries the
+characters billed and their cost once the provider answered. choird's embedding calls have
+no event: `insert_embedding_usage` stores them with no session. Sums count known costs only and
+say how many calls had none: an unknown cost is never summed as 0.
 """
 
 from __future__ import annotations
@@ -13,25 +17,31 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Final, Literal
 
+from choir.core.spend import tts_billed
 from choir.store.events import EventRecord
 from choir.store.postgres.pool import Connection
 
 LLM_CALL: Final = "llm_call"
-"""The event type whose rows land here."""
+"""The event type of an LLM call's row."""
+TOOL_RESULT: Final = "tool_result_committed"
 
-Grouping = Literal["day", "model", "agent", "job", "agent_day"]
+Grouping = Literal["day", "model", "agent", "job", "agent_day", "kind"]
+Kind = Literal["llm", "embedding", "tts"]
 
 _INSERT: Final = """
 INSERT INTO choir_control.llm_usage (
     session_id, rev, agent_id, lane, job_id, purpose, model, provider_model, prompt_tokens,
-    completion_tokens, cached_tokens, latency_ms, cost_usd, cost_source, called_at
+    completion_tokens, cached_tokens, latency_ms, cost_usd, cost_source, called_at, kind,
+    characters
 )
 SELECT $1, r.rev, $2, r.lane, r.job_id, r.purpose, r.model, r.provider_model, r.prompt_tokens,
-    r.completion_tokens, r.cached_tokens, r.latency_ms, r.cost_usd, r.cost_source, r.called_at
+    r.completion_tokens, r.cached_tokens, r.latency_ms, r.cost_usd, r.cost_source, r.called_at,
+    r.kind, r.characters
 FROM jsonb_to_recordset($3::jsonb) AS r (
     rev bigint, lane text, job_id text, purpose text, model text, provider_model text,
     prompt_tokens bigint, completion_tokens bigint, cached_tokens bigint, latency_ms int,
-    cost_usd double precision, cost_source text, called_at timestamptz
+    cost_usd double precision, cost_source text, called_at timestamptz, kind text,
+    characters bigint
 )
 ON CONFLICT (session_id, rev) DO NOTHING
 """
@@ -49,15 +59,23 @@ _KEYS: Final[dict[Grouping, str]] = {
     "day": "to_char(called_at AT TIME ZONE 'UTC', 'YYYY-MM-DD')",
     "model": "model",
     "agent": "agent_id",
-    "job": "coalesce(job_id, lane)",
+    "job": "coalesce(job_id, lane, kind)",
     "agent_day": "agent_id || ' ' || to_char(called_at AT TIME ZONE 'UTC', 'YYYY-MM-DD')",
+    "kind": "kind",
 }
-"""What each `--by` groups on; a job's key is its id, edge's calls group as `edge`."""
+"""What each `--by` groups on; a job's key is its id, edge's calls group as `edge`, choird's
+embedding calls (no lane) as `embedding`."""
 
 
 def usage_rows(records: Sequence[EventRecord]) -> list[dict[str, Any]]:
-    """The `llm_usage` rows of the `llm_call` events among `records` (the others have none)."""
-    return [_row(record) for record in records if record.event_type == LLM_CALL]
+    """The usage rows among `records`: `llm_call` events and billed TTS results."""
+    rows = []
+    for record in records:
+        if record.event_type == LLM_CALL:
+            rows.append(_row(record))
+        elif record.event_type == TOOL_RESULT and (tts := _tts_row(record)) is not None:
+            rows.append(tts)
+    return rows
 
 
 def _row(record: EventRecord) -> dict[str, Any]:
@@ -79,10 +97,37 @@ def _row(record: EventRecord) -> dict[str, Any]:
         lane=record.lane,
         purpose=payload.get("purpose", "step"),
         called_at=record.created_at.isoformat(),
+        kind="llm",
+        characters=0,
     )
     for count in ("prompt_tokens", "completion_tokens", "cached_tokens", "latency_ms"):
         row[count] = row[count] or 0
     return row
+
+
+def _tts_row(record: EventRecord) -> dict[str, Any] | None:
+    """The row of a `choir.tts.speak` result the provider answered (`tts_billed`)."""
+    payload = record.payload
+    billed = tts_billed({"kind": TOOL_RESULT, **payload})
+    if billed is None:
+        return None
+    return {
+        "rev": record.rev,
+        "lane": record.lane,
+        "job_id": None,
+        "purpose": "speech",
+        "model": billed.model_id,
+        "provider_model": None,
+        "prompt_tokens": 0,
+        "completion_tokens": 0,
+        "cached_tokens": 0,
+        "latency_ms": max(int(payload.get("duration_ms") or 0), 0),
+        "cost_usd": billed.cost.usd,
+        "cost_source": billed.cost.source,
+        "called_at": record.created_at.isoformat(),
+        "kind": "tts",
+        "characters": billed.characters,
+    }
 
 
 async def insert_usage(
@@ -91,6 +136,60 @@ async def insert_usage(
     """Store `rows` (from `usage_rows`); those already stored are skipped."""
     if rows:
         await conn.execute(_INSERT, session_id, agent_id, list(rows))
+
+
+@dataclass(frozen=True, slots=True)
+class EmbeddingCall:
+    """choird's embedding of one agent's texts (its share of a batch)."""
+
+    agent_id: str
+    model: str
+    """`local`, or the embedding model's id."""
+    purpose: Literal["index", "query"]
+    """`index`: memory rows given vectors; `query`: a memory search's query."""
+    texts: int
+    characters: int
+    tokens: int
+    """Input tokens (the provider's count when it gives one, shared by characters; else the
+    local tokenizer's); 0 when unknown."""
+    latency_ms: int
+    cost_usd: float | None
+    """None: unknown (no `embedding.price`)."""
+    called_at: datetime
+
+
+_INSERT_EMBEDDING: Final = """
+INSERT INTO choir_control.llm_usage (
+    agent_id, purpose, model, prompt_tokens, completion_tokens, cached_tokens, latency_ms,
+    cost_usd, cost_source, called_at, kind, characters
+)
+SELECT r.agent_id, r.purpose, r.model, r.tokens, 0, 0, r.latency_ms, r.cost_usd,
+    CASE WHEN r.cost_usd IS NULL THEN NULL ELSE 'price' END, r.called_at, 'embedding',
+    r.characters
+FROM jsonb_to_recordset($1::jsonb) AS r (
+    agent_id text, purpose text, model text, tokens bigint, latency_ms int,
+    cost_usd double precision, called_at timestamptz, characters bigint
+)
+"""
+
+
+async def insert_embedding_usage(conn: Connection, calls: Sequence[EmbeddingCall]) -> None:
+    """Store choird's embedding calls (no session: each call is a row of its own)."""
+    if calls:
+        rows = [
+            {
+                "agent_id": c.agent_id,
+                "purpose": c.purpose,
+                "model": c.model,
+                "tokens": c.tokens,
+                "latency_ms": c.latency_ms,
+                "cost_usd": c.cost_usd,
+                "called_at": c.called_at.isoformat(),
+                "characters": c.characters,
+            }
+            for c in calls
+        ]
+        await conn.execute(_INSERT_EMBEDDING, rows)
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,6 +218,7 @@ class UsageFilter:
     agent_id: str | None = None
     model: str | None = None
     since: datetime | None = None
+    kind: Kind | None = None
 
 
 async def usage_report(
@@ -132,14 +232,15 @@ async def usage_report(
 SELECT {key} AS key, count(*) AS calls,
     sum(prompt_tokens)::bigint AS prompt_tokens,
     sum(completion_tokens)::bigint AS completion_tokens,
-    sum(cached_tokens)::bigint AS cached_tokens, avg(latency_ms)::int AS latency_ms_avg,
+    sum(cached_tokens)::bigint AS cached_tokens, sum(characters)::bigint AS characters,
+    avg(latency_ms)::int AS latency_ms_avg,
     sum(cost_usd) AS cost_usd, count(*) FILTER (WHERE cost_usd IS NULL) AS unknown_cost_calls
 FROM choir_control.llm_usage
 WHERE ($1::text IS NULL OR agent_id = $1) AND ($2::text IS NULL OR model = $2)
-    AND ($3::timestamptz IS NULL OR called_at >= $3)
+    AND ($3::timestamptz IS NULL OR called_at >= $3) AND ($5::text IS NULL OR kind = $5)
 GROUP BY 1 ORDER BY {order} LIMIT $4
 """  # key and order come from the fixed tables above, never from input
-    rows = await conn.fetch(sql, where.agent_id, where.model, where.since, limit)
+    rows = await conn.fetch(sql, where.agent_id, where.model, where.since, limit, where.kind)
     return [dict(row) for row in rows]
 
 
@@ -178,10 +279,13 @@ async def has_calls(
 
 __all__ = [
     "LLM_CALL",
+    "EmbeddingCall",
     "Grouping",
+    "Kind",
     "Spent",
     "UsageFilter",
     "has_calls",
+    "insert_embedding_usage",
     "insert_usage",
     "spent",
     "top_jobs",

@@ -197,6 +197,28 @@ async def test_agent_status_and_the_metrics_endpoint_show_tool_latency_and_lock_
             assert value(scraped, "choir_sessions", status="active") == 1
             assert value(scraped, "choir_approvals_pending") == 0
             assert value(scraped, "process_cpu_seconds_total") > 0
+
+            # the model calls, as the usage report stored them in Postgres
+            report = await operator.usage(by="model")
+            [demo] = report.rows
+            llm = {"agent": "agent-1", "model": demo.key, "kind": "llm"}
+            assert value(scraped, "choir_model_calls_total", **llm) == demo.calls >= 5
+            tokens = {
+                kind: scraped.get(
+                    ("choir_model_tokens_total", frozenset({**llm, "type": kind}.items())), 0
+                )
+                for kind in ("prompt", "completion", "cached")
+            }
+            stored = (demo.prompt_tokens, demo.completion_tokens, demo.cached_tokens)
+            assert tuple(tokens.values()) == stored
+            assert tokens["prompt"] > 0
+            assert demo.cost_usd is None  # the demo model has no price: unknown, not 0
+            assert value(scraped, "choir_model_unknown_cost_calls_total", **llm) == demo.calls
+            assert value(scraped, "choir_model_cost_usd_total", **llm) == 0
+            timed = "choir_model_call_duration_seconds"
+            assert value(scraped, f"{timed}_count", **llm) == demo.calls
+            # edge's third step was scripted to answer after 500 ms
+            assert value(scraped, f"{timed}_bucket", **llm, le="0.25") < demo.calls
             assert "python_info" in {name for name, _ in scraped}  # the platform collector
         finally:
             agent.terminate()

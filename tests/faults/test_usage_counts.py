@@ -107,7 +107,7 @@ async def test_a_killed_agent_loses_no_acknowledged_call_and_counts_none_twice(
         # only a call never acknowledged can be missing; a message not yet durable is
         # delivered again after the resume, and that call is counted
         assert made - 1 <= len(rows) <= made
-    total = (await cluster.client.usage()).total
+    total = (await cluster.client.usage(kind="llm")).total  # memory embedding is usage too
     assert total.calls == len(rows)
     assert total.cost_usd == pytest.approx(0.001 * len(rows))
 
@@ -147,7 +147,7 @@ async def test_choird_killed_while_calls_are_made_counts_every_call_exactly_once
             rows = await counted(cluster.pg)
             one_row_per_event(rows)
             assert len(rows) == chat_requests(cluster.model.requests) == 9
-            assert (await cluster.client.usage()).total.calls == 9
+            assert (await cluster.client.usage(kind="llm")).total.calls == 9
 
 
 async def _stored_calls(cluster: Cluster, at_least: int) -> bool:

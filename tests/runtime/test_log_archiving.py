@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gzip
+import json
 import os
 import signal
 from pathlib import Path
@@ -22,6 +23,7 @@ from choir.daemon.app import ChoirDaemon
 from choir.home import ChoirHome
 from choir.logs import archived_logs
 from tests.ctl.cli import as_foreground
+from tests.harness.chat import reply_to as chat
 from tests.harness.daemons import poll_until
 from tests.harness.homes import read_config, write_config
 from tests.harness.processes import (
@@ -169,3 +171,65 @@ async def test_choird_takes_a_new_archive_threshold_at_config_apply(home: ChoirH
         finally:
             if choird.process.poll() is None:
                 os.kill(choird.process.pid, signal.SIGKILL)
+
+
+@pytest.fixture
+def small_threshold(home: ChoirHome) -> int:
+    """A threshold an agent passes within its first few messages."""
+    data = read_config(home)
+    data["log_archive_threshold_lines"] = 4
+    write_config(home, data)
+    return 4
+
+
+async def test_a_running_agents_log_is_archived_past_the_threshold_with_no_line_lost(
+    small_threshold: int, process_choird: tuple[ChoirDaemon, ChoirClient]
+) -> None:
+    """Before: an agent's log was archived only at its process's exit, however long it ran.
+    The process runtime's agent writes the file through its own stderr the whole time."""
+    daemon, client = process_choird
+    home = daemon.home
+    assert daemon.runtime is not None
+    follower = await Follower.start(home, "agent-1")  # before the log exists: it reads all
+    try:
+        await asyncio.sleep(1)  # following (a look every 500 ms at most)
+        await client.agent_start("agent-1", {"dm": "console"})
+        assert daemon.runtime.running("agent-1") is not None
+        lines = await exchanged_until_archived(daemon, client)
+        await poll_until(lambda: follower.lines[-1:] == lines[-1:], within=30)
+    finally:
+        await follower.stop()
+    # `choirctl logs` read on across each in-place archive: every line, once, in order
+    assert follower.lines == lines
+    assert "-- the log was archived; following the new file --" in follower.notes
+
+
+async def exchanged_until_archived(daemon: ChoirDaemon, client: ChoirClient) -> list[str]:
+    """Chat until agent-1's log is archived while it runs, then stop it; every line logged."""
+    home, runtime = daemon.home, daemon.runtime
+    assert runtime is not None
+    running = runtime.running("agent-1")
+    for n in range(20):  # each exchange logs lines in the agent
+        await chat(client, f"hello {n}")
+        if archived_logs(home, "agent-1"):
+            break
+    await poll_until(lambda: len(archived_logs(home, "agent-1")) >= 1, within=30)
+    assert runtime.running("agent-1") == running  # the same process, still running
+    await chat(client, "still there?")  # it goes on logging into the emptied file
+    while_running = [
+        line for path in archived_logs(home, "agent-1") for line in archive_lines(path)
+    ]
+    await client.agent_stop("agent-1")
+    await poll_until(lambda: not runtime.running("agent-1"), within=30)
+    await poll_until(lambda: not home.agent_log("agent-1").exists(), within=30)
+    archives = archived_logs(home, "agent-1")
+    assert len(archives) >= 2  # the live one(s), then the exit's
+    lines = [line for path in archives for line in archive_lines(path)]
+    assert lines[: len(while_running)] == while_running
+    records = [json.loads(line) for line in lines]  # whole JSON lines: none torn
+    assert len(set(lines)) == len(lines)  # none doubled across an archive's boundary
+    stamps = [record["timestamp"] for record in records]
+    assert stamps == sorted(stamps)  # in the order written
+    assert records[0]["message"] == "session started"  # the session's first line was kept
+    assert records[-1]["message"] == "terminated"  # and its last
+    return lines

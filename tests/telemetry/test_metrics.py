@@ -132,3 +132,67 @@ def test_an_ended_session_forgets_its_open_intents() -> None:
         "choir_tool_calls_total",
         frozenset({("agent", "agent-1"), ("tool", "choir.exec"), ("status", "success")}),
     ) not in scraped(metrics)
+
+
+def llm_call(model: str, **fields: Any) -> dict[str, Any]:
+    return {"kind": "llm_call", "lane": "edge", "model": model, **fields}
+
+
+def test_llm_calls_count_tokens_known_cost_and_latency_by_agent_and_model() -> None:
+    metrics, log = ChoirMetrics(), Log()
+    priced = {"cost_usd": 0.25, "cost_source": "price"}
+    events = [
+        log.commit(llm_call("big", prompt_tokens=1000, completion_tokens=50, latency_ms=800)),
+        log.commit(
+            llm_call("big", prompt_tokens=2000, cached_tokens=1500, latency_ms=3000, **priced)
+        ),
+        log.commit(llm_call("small", completion_tokens=7, latency_ms=40, **priced)),
+    ]
+    metrics.replicated(Durable("s-1", "agent-1", events))
+    got = scraped(metrics)
+
+    def at(name: str, **labels: str) -> float:
+        return got[(name, frozenset({"agent": "agent-1", "kind": "llm", **labels}.items()))]
+
+    assert at("choir_model_calls_total", model="big") == 2
+    assert at("choir_model_calls_total", model="small") == 1
+    assert at("choir_model_tokens_total", model="big", type="prompt") == 3000
+    assert at("choir_model_tokens_total", model="big", type="cached") == 1500
+    assert at("choir_model_tokens_total", model="big", type="completion") == 50
+    assert at("choir_model_cost_usd_total", model="big") == 0.25  # the unknown one adds nothing
+    assert at("choir_model_unknown_cost_calls_total", model="big") == 1
+    assert at("choir_model_unknown_cost_calls_total", model="small") == 0
+    assert at("choir_model_call_duration_seconds_bucket", model="big", le="1.0") == 1
+    assert at("choir_model_call_duration_seconds_bucket", model="big", le="5.0") == 2
+    assert at("choir_model_call_duration_seconds_sum", model="big") == 3.8
+
+
+def test_a_billed_tts_result_counts_as_a_tts_call() -> None:
+    metrics, log = ChoirMetrics(), Log()
+    billed = {"characters": 13, "model_id": "flash", "cost_usd": 0.0039, "cost_source": "price"}
+    spoken = ToolResult(status="success", summary="staged", data=billed)
+    unbilled = ToolResult(status="error", error_code="timeout", summary="no answer")
+    events = [
+        log.commit(intent("t1", "choir.tts.speak", 0)),
+        log.commit({**result("t1", "choir.tts.speak", 900), "result": spoken.model_dump()}),
+        log.commit(intent("t2", "choir.tts.speak", 0)),
+        log.commit({**result("t2", "choir.tts.speak", 50), "result": unbilled.model_dump()}),
+    ]
+    metrics.replicated(Durable("s-1", "agent-1", events))
+    got = scraped(metrics)
+    tts = frozenset({"agent": "agent-1", "model": "flash", "kind": "tts"}.items())
+    assert got[("choir_model_calls_total", tts)] == 1  # the provider never answered the second
+    assert got[("choir_model_characters_total", tts)] == 13
+    assert got[("choir_model_cost_usd_total", tts)] == 0.0039
+    assert got[("choir_model_call_duration_seconds_sum", tts)] == 0.9
+    assert (
+        got[
+            (
+                "choir_tool_calls_total",
+                frozenset(
+                    {("agent", "agent-1"), ("tool", "choir.tts.speak"), ("status", "success")}
+                ),
+            )
+        ]
+        == 1
+    )

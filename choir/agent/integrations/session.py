@@ -115,7 +115,8 @@ class Integrations:
         key = self._state.secrets().reveal(voice.secret)
         call = tts.SpeakInput.model_validate(arguments)
         timeout_s = self._timeout_s(proposal.tool) - 0.5
-        return await tts.speak(voice, key, call, self._workspace, timeout_s)
+        price = tts.price_per_million(self._state.current().data, voice)
+        return await tts.speak(voice, key, call, self._workspace, timeout_s, price)
 
     async def _mail(self, proposal: ToolProposal, arguments: dict[str, Any]) -> ToolResult:
         from choir.agent.integrations import mail

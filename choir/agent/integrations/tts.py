@@ -8,6 +8,11 @@ raw PCM (`pcm_<rate>`) is encoded with `opusenc` (opus-tools), anything else (mp
 `ffmpeg` when the agent has it — without it the call says which `output_format` to use instead.
 The file appears in `send/` whole (written beside it, then renamed), so nothing delivers half of
 it.
+
+A successful call's result carries what it was billed (issue 19): the characters spoken, the
+provider's model and their cost at the provider's `price` (null: unknown, never 0). choird
+stores it as the call's usage row when the result is durable (`choir.store.usage`), and the
+agent's spend meter adds the cost (`choir.agent.lanes.spend`).
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ import asyncio
 import os
 import shutil
 import time
+from collections.abc import Mapping
 from typing import Any, Final
 
 import httpx
@@ -60,10 +66,42 @@ def pcm_rate(output_format: str) -> int | None:
     return int(rate) if kind == "pcm" and rate.isdigit() else None
 
 
+def price_per_million(data: Mapping[str, Any], voice: VoiceAccess) -> float | None:
+    """`tts.<provider>.price.characters` of the voice's provider in the dynamic config `data`
+    (USD per million characters); None when no price is configured."""
+    profiles, providers = data.get("voice_profiles"), data.get("tts")
+    profile = profiles.get(voice.profile) if isinstance(profiles, Mapping) else None
+    name = profile.get("tts") if isinstance(profile, Mapping) else None
+    provider = providers.get(name) if isinstance(providers, Mapping) and name else None
+    price = provider.get("price") if isinstance(provider, Mapping) else None
+    per_million = price.get("characters") if isinstance(price, Mapping) else None
+    if isinstance(per_million, bool) or not isinstance(per_million, int | float):
+        return None
+    return float(per_million) if per_million >= 0 else None
+
+
+def billed(call: SpeakInput, voice: VoiceAccess, per_million: float | None) -> dict[str, Any]:
+    """What a successful call was billed: its usage fields in the result's data."""
+    characters = len(call.text)
+    cost = None if per_million is None else characters * per_million / 1_000_000
+    return {
+        "characters": characters,
+        "model_id": voice.model_id,
+        "cost_usd": cost,
+        "cost_source": None if cost is None else "price",
+    }
+
+
 async def speak(
-    voice: VoiceAccess, key: str, call: SpeakInput, workspace: Workspace, timeout_s: float
+    voice: VoiceAccess,
+    key: str,
+    call: SpeakInput,
+    workspace: Workspace,
+    timeout_s: float,
+    per_million: float | None = None,
 ) -> ToolResult:
-    """Synthesize `call.text` with `voice` (API key `key`) into `<workspace>/.choirtmp/send/`."""
+    """Synthesize `call.text` with `voice` (API key `key`) into `<workspace>/.choirtmp/send/`;
+    `per_million` is the provider's price per million characters (None: unknown)."""
     from elevenlabs.client import AsyncElevenLabs
     from elevenlabs.core.api_error import ApiError
     from elevenlabs.types import VoiceSettings
@@ -90,24 +128,30 @@ async def speak(
         return ToolResult.fail(
             "unreachable", f"the TTS provider cannot be reached ({type(error).__name__})"
         )
+    usage = billed(call, voice, per_million)  # billed once the provider answered
     voice_message = await to_ogg_opus(bytes(audio), voice.output_format)
     if isinstance(voice_message, ToolResult):
-        return voice_message
+        return _with(voice_message, usage)
     name = voice_file_name(call, time.time())
     try:
         staged = await asyncio.to_thread(_stage, workspace, name, voice_message)
     except PathOutsideWorkspace as error:
-        return ToolResult.fail("path_outside_workspace", error.message)
+        return ToolResult.fail("path_outside_workspace", error.message, **usage)
     except OSError as error:
-        return ToolResult.fail(
-            "write_failed", f"the voice message cannot be staged in {SEND_DIR}: {error.strerror}"
-        )
+        why = f"the voice message cannot be staged in {SEND_DIR}: {error.strerror}"
+        return ToolResult.fail("write_failed", why, **usage)
     return ToolResult.ok(
         f"voice message staged as {staged} ({len(voice_message) // 1024 or 1} KiB)",
         path=staged,
         bytes=len(voice_message),
         voice_profile=voice.profile,
+        **usage,
     )
+
+
+def _with(result: ToolResult, usage: dict[str, Any]) -> ToolResult:
+    """`result` with the call's usage: a call the provider answered is billed, whatever next."""
+    return result.model_copy(update={"data": {**result.data, **usage}})
 
 
 async def to_ogg_opus(audio: bytes, output_format: str) -> bytes | ToolResult:

@@ -19,7 +19,7 @@ from choir.adapters.llm import Completion
 from choir.agent.replication.live_config import DynamicConfig
 from choir.config.model import SpendCap
 from choir.config.resources import ModelPrice
-from choir.core.spend import Spent, call_cost, cap_refusal, day_of
+from choir.core.spend import Spent, call_cost, cap_refusal, day_of, tts_billed
 from choir.errors import ChoirError, ExitCode
 from choir.logs import get_logger
 from choir.protocol import LlmCallRecorded, SpendSoFar
@@ -66,6 +66,12 @@ class SpendMeter:
         if why is not None:
             log.warning("spend cap reached; model call not made", fields={"why": why})
         return why
+
+    def observe(self, event: Mapping[str, Any]) -> None:
+        """A committed event (JSON): a TTS call's known cost counts towards the caps too."""
+        billed = tts_billed(event)
+        if billed is not None and billed.cost.usd is not None:
+            self._spent = self._spent.plus(day_of(self._clock()), billed.cost.usd)
 
     def record(
         self,

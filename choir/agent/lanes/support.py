@@ -25,6 +25,7 @@ from choir.adapters.llm import (
     ModelSettings,
     RateLimitNotice,
 )
+from choir.agent.kernel.commitlog import LogEntry
 from choir.agent.kernel.registry import lane_kind_of
 from choir.agent.lanes.budget_follow import BudgetFollower
 from choir.agent.lanes.compaction import CompactionDriver
@@ -204,10 +205,13 @@ class LaneKit:
         self.budgets = BudgetFollower(self.state, kernel.log, kernel.arbiter, self.status.refresh)
 
     def start(self) -> None:
-        log, memories = self.kernel.log, self.memories
-        self._unsubscribe = log.subscribe(
-            lambda entry: memories.observe(entry, log.fresh_model(entry))
-        )
+        log, memories, spend = self.kernel.log, self.memories, self.spend
+
+        def observe(entry: LogEntry) -> None:
+            memories.observe(entry, log.fresh_model(entry))
+            spend.observe(entry.event)  # a TTS call's cost (LLM calls are recorded directly)
+
+        self._unsubscribe = log.subscribe(observe)
         self.status.watch_locks(self.kernel.locks)
         self.budgets.start()
         self.budgets.config_swapped(self.state.current())  # a version swapped in before start

@@ -26,8 +26,9 @@ from collections.abc import Awaitable, Callable, Collection, Sequence
 from typing import TYPE_CHECKING, Final
 from uuid import UUID
 
+from choir.daemon.memory.chunk_ids import chunk_id, parse_chunk_id
 from choir.logs import get_logger
-from choir.store.memory_vectors import VECTOR_TARGETS, VectorTarget
+from choir.store.memory_vectors import VectorTarget
 
 if TYPE_CHECKING:
     from choir.daemon.memory.provider import Vector
@@ -53,26 +54,9 @@ RETRY_S: Final = (5.0, 15.0, 30.0, 60.0, 120.0, 300.0)
 batch with vectors comes first: an idle choird still notices the embedder is back."""
 
 
-def chunk_id(agent_id: str, target: VectorTarget, row_id: UUID) -> str:
-    """The embedding queue's id of a memory row."""
-    return f"{target}/{agent_id}/{row_id}"
-
-
 def _lane(chunk_id: str) -> int:
     """The writer of a chunk's vectors: always the same one for the same row."""
     return hash(chunk_id) % WRITERS
-
-
-def parse_chunk_id(value: str) -> tuple[str, VectorTarget, UUID] | None:
-    """(agent, target, row) of a `chunk_id`; None for an id this index did not make."""
-    target, _, rest = value.partition("/")
-    agent_id, _, row = rest.rpartition("/")
-    if target not in VECTOR_TARGETS or not agent_id:
-        return None
-    try:
-        return agent_id, target, UUID(row)
-    except ValueError:
-        return None
 
 
 class MemoryIndex:

@@ -27,7 +27,7 @@ from choir.adapters.llm_status import provider_detail, retry_after_seconds
 from choir.config.resources import EmbeddingConfig
 from choir.daemon.memory.backoff import Backoff
 from choir.daemon.memory.errors import EmbeddingError, EmbeddingErrorKind
-from choir.daemon.memory.openai_response import parse_embeddings, request_body
+from choir.daemon.memory.openai_response import parse_embeddings, reported_tokens, request_body
 from choir.daemon.memory.provider import Vector
 from choir.errors import ConfigError
 from choir.logs import get_logger
@@ -104,12 +104,19 @@ class OpenAIEmbeddings:
 
     async def embed(self, texts: Sequence[str]) -> list[Vector]:
         """One vector per text, in batches of 32; the first batch that fails for good raises."""
-        vectors: list[Vector] = []
-        for start in range(0, len(texts), BATCH_SIZE):
-            vectors.extend(await self._batch(list(texts[start : start + BATCH_SIZE])))
-        return vectors
+        return (await self.embed_counted(texts))[0]
 
-    async def _batch(self, texts: list[str]) -> list[Vector]:
+    async def embed_counted(self, texts: Sequence[str]) -> tuple[list[Vector], int | None]:
+        """`embed`, and the input tokens the provider billed (None when an answer said not)."""
+        vectors: list[Vector] = []
+        tokens: int | None = 0
+        for start in range(0, len(texts), BATCH_SIZE):
+            batch, counted = await self._batch(list(texts[start : start + BATCH_SIZE]))
+            vectors.extend(batch)
+            tokens = None if tokens is None or counted is None else tokens + counted
+        return vectors, tokens
+
+    async def _batch(self, texts: list[str]) -> tuple[list[Vector], int | None]:
         body = orjson.dumps(request_body(self.settings.model, texts))
         retry = 0
         while True:
@@ -133,7 +140,7 @@ class OpenAIEmbeddings:
                 )
                 await asyncio.sleep(wait)
 
-    async def _attempt(self, body: bytes, count: int) -> list[Vector]:
+    async def _attempt(self, body: bytes, count: int) -> tuple[list[Vector], int | None]:
         response = await self._post(body)
         if not response.is_success:
             raise self._status_failure(response)
@@ -146,7 +153,8 @@ class OpenAIEmbeddings:
                 "nothing was stored — check embedding.endpoint",
                 status=response.status_code,
             ) from None
-        return parse_embeddings(data, count, self.dimensions, self.name)
+        vectors = parse_embeddings(data, count, self.dimensions, self.name)
+        return vectors, reported_tokens(data)
 
     async def _post(self, body: bytes) -> httpx.Response:
         """One POST; transport failures become EmbeddingError, any status is returned."""

@@ -36,6 +36,13 @@ def parse_embeddings(data: Any, count: int, dimensions: int, name: str) -> list[
     return [v for v in vectors if v is not None]
 
 
+def reported_tokens(data: Any) -> int | None:
+    """`usage.prompt_tokens` of a decoded answer (what the provider bills), None when absent."""
+    usage = data.get("usage") if isinstance(data, dict) else None
+    tokens = usage.get("prompt_tokens") if isinstance(usage, dict) else None
+    return tokens if type(tokens) is int and tokens >= 0 else None
+
+
 def _index(item: Any, position: int, count: int, name: str) -> int:
     if not isinstance(item, dict):
         raise _malformed(name, f"item {position} is not an object")

@@ -35,3 +35,15 @@ class EmbeddingProvider(Protocol):
     async def embed(self, texts: Sequence[str]) -> list[Vector]:
         """One vector per text, in order; `EmbeddingError` for every way it can fail."""
         ...
+
+
+async def embed_counted(
+    provider: EmbeddingProvider, texts: Sequence[str]
+) -> tuple[list[Vector], int | None]:
+    """`provider.embed(texts)` and the input tokens the provider reported (None: it reports
+    none, as the local model); a provider that counts has `embed_counted` of its own."""
+    counted = getattr(provider, "embed_counted", None)
+    if counted is None:
+        return await provider.embed(texts), None
+    vectors, tokens = await counted(texts)
+    return vectors, tokens

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from types import TracebackType
@@ -26,7 +27,7 @@ import numpy as np
 
 from choir.daemon.memory.batching import PendingChunks
 from choir.daemon.memory.errors import EmbeddingError, EmbeddingErrorKind
-from choir.daemon.memory.provider import EmbeddingProvider, Vector
+from choir.daemon.memory.provider import EmbeddingProvider, Vector, embed_counted
 from choir.logs import get_logger
 
 _log = get_logger("choir.memory.embeddings")
@@ -45,6 +46,9 @@ class EmbeddingResult:
 
 ResultSink = Callable[[Sequence[EmbeddingResult]], Awaitable[None]]
 """Receives each batch's results (the memory store writes them in one statement)."""
+Embedded = Callable[[Sequence[str], Sequence[str], int, int | None], None]
+"""Told of each call the provider answered: its chunk ids, texts, latency (ms) and input tokens
+(None: not reported) — the usage record (`choir.daemon.memory.usage`)."""
 
 
 @dataclass(slots=True)
@@ -63,8 +67,11 @@ class EmbeddingQueue:
         *,
         batch_size: int = 32,
         warn: bool = True,
+        embedded: Embedded | None = None,
     ) -> None:
         self.provider = provider
+        self.embedded = embedded
+        """Who records each answered call's usage."""
         """Who embeds; replaced as a whole when the configuration is reloaded."""
         self.deliver = deliver
         """Where each batch's results go; set later when the store comes after the queue."""
@@ -123,7 +130,7 @@ class EmbeddingQueue:
 
     async def _send(self, batch: list[tuple[str, _Waiting]]) -> None:
         texts = [waiting.text for _, waiting in batch]
-        vectors = await self._embed(texts)
+        vectors = await self._embed(texts, [chunk_id for chunk_id, _ in batch])
         results = [
             EmbeddingResult(chunk_id, v) for (chunk_id, _), v in zip(batch, vectors, strict=True)
         ]
@@ -139,14 +146,16 @@ class EmbeddingQueue:
                     fields={"chunks": len(results), "error": f"{type(exc).__name__}: {exc}"},
                 )
 
-    async def _embed(self, texts: list[str]) -> list[Vector | None]:
+    async def _embed(self, texts: list[str], chunk_ids: list[str]) -> list[Vector | None]:
         """A vector per text, or None for each when the batch fails; logs one warning then."""
         vectors: list[Vector | None] = [None] * len(texts)
         sent = [i for i, text in enumerate(texts) if text.strip()]  # nothing to embed: no vector
         if not sent:
             return vectors
         try:
-            answered = await self.provider.embed([texts[i] for i in sent])
+            began = time.monotonic()
+            answered, tokens = await embed_counted(self.provider, [texts[i] for i in sent])
+            self._record(sent, texts, chunk_ids, began, tokens)
             _check(answered, len(sent), self.provider)
         except EmbeddingError as error:
             self._warn(len(texts), error.kind.value, error.message)
@@ -157,6 +166,25 @@ class EmbeddingQueue:
         for i, vector in zip(sent, answered, strict=True):
             vectors[i] = vector
         return vectors
+
+    def _record(
+        self,
+        sent: list[int],
+        texts: list[str],
+        chunk_ids: list[str],
+        began: float,
+        tokens: int | None,
+    ) -> None:
+        """The answered call's usage, billed whether or not its answer is usable."""
+        if self.embedded is None:
+            return
+        latency_ms = int((time.monotonic() - began) * 1000)
+        try:
+            self.embedded(
+                [chunk_ids[i] for i in sent], [texts[i] for i in sent], latency_ms, tokens
+            )
+        except Exception as exc:  # a usage record must never cost vectors
+            _log.warning("embedding usage not recorded", fields={"error": str(exc)})
 
     def _warn(self, chunks: int, kind: str, error: str) -> None:
         if not self._warn_failures:

@@ -24,7 +24,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self
 
@@ -39,6 +39,7 @@ if TYPE_CHECKING:  # numpy, httpx and the providers load at first use
     from choir.daemon.memory.provider import EmbeddingProvider, Vector
     from choir.daemon.memory.queue import EmbeddingQueue, ResultSink
     from choir.daemon.memory.service_guard import GuardedProvider
+    from choir.daemon.memory.usage import EmbeddingMeter, Purpose
     from choir.daemon.staging.stage import ConfigStage
 
 _log = get_logger("choir.memory.embeddings")
@@ -114,8 +115,11 @@ class MemoryService:
         breaker: CircuitBreaker | None = None,
         backoff: Backoff | None = None,
         clock: Callable[[], float] = time.monotonic,
+        meter: EmbeddingMeter | None = None,
     ) -> None:
         self._source = source
+        self._meter = meter
+        """Records each answered call as usage rows of the agents whose texts it embedded."""
         self._deliver = deliver
         self._flush_after_s = flush_after_s
         self._breaker = breaker
@@ -151,9 +155,17 @@ class MemoryService:
         self._queued.set()
         return future
 
-    async def embed_query(self, text: str, timeout_s: float | None = None) -> Vector | None:
+    async def embed_query(
+        self,
+        text: str,
+        timeout_s: float | None = None,
+        *,
+        agent_id: str | None = None,
+        purpose: Purpose = "query",
+    ) -> Vector | None:
         """The vector of a search query, or None when it cannot be had within `timeout_s`
-        (default `embedding.query_timeout_ms`), the provider fails or is paused."""
+        (default `embedding.query_timeout_ms`), the provider fails or is paused. The call's
+        usage is `agent_id`'s (None: recorded for nobody, e.g. a re-embed's probe)."""
         if not text.strip():
             return None
         wait = timeout_s if timeout_s is not None else self._active.config.query_timeout_ms / 1000
@@ -165,7 +177,7 @@ class MemoryService:
                 self._reload(engine)
                 if engine.guard.paused:  # known down: the search won't wait
                     return None
-                vectors = await engine.guard.inner.embed([text])
+                vectors = await self._query(engine, text, agent_id, purpose)
         except TimeoutError:
             _log.info("query embedding timed out", fields={"timeout_s": wait})
             return None
@@ -174,6 +186,34 @@ class MemoryService:
             return None
         vector = vectors[0] if len(vectors) == 1 else None
         return vector if vector is not None and vector.shape == (engine.guard.dimensions,) else None
+
+    async def _query(
+        self, engine: _Engine, text: str, agent_id: str | None, purpose: Purpose
+    ) -> list[Vector]:
+        from choir.daemon.memory.provider import embed_counted
+
+        began = time.monotonic()
+        vectors, tokens = await embed_counted(engine.guard.inner, [text])
+        if self._meter is not None and agent_id is not None:
+            latency_ms = int((time.monotonic() - began) * 1000)
+            self._meter.embedded(
+                [agent_id],
+                [text],
+                model=self.provider_name,
+                purpose=purpose,
+                latency_ms=latency_ms,
+                tokens=tokens,
+            )
+        return vectors
+
+    def _indexed(
+        self, chunk_ids: Sequence[str], texts: Sequence[str], latency_ms: int, tokens: int | None
+    ) -> None:
+        """The queue's call for memory rows, billed to the agents whose rows they are."""
+        if self._meter is not None:
+            self._meter.indexed(
+                chunk_ids, texts, model=self.provider_name, latency_ms=latency_ms, tokens=tokens
+            )
 
     @property
     def depth(self) -> int:
@@ -245,7 +285,8 @@ class MemoryService:
             "embedding provider ready",
             fields={"provider": provider.name, "dimensions": provider.dimensions},
         )
-        return _Engine(guard, EmbeddingQueue(guard, self._deliver, warn=False), http)
+        queue = EmbeddingQueue(guard, self._deliver, warn=False, embedded=self._indexed)
+        return _Engine(guard, queue, http)
 
     def _provider(
         self, source: EmbeddingSource, http: httpx.AsyncClient | None

@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 
 from choir.daemon.memory.breaker import BreakerState, Change, CircuitBreaker
 from choir.daemon.memory.errors import EmbeddingError, EmbeddingErrorKind
-from choir.daemon.memory.provider import EmbeddingProvider, Vector
+from choir.daemon.memory.provider import EmbeddingProvider, Vector, embed_counted
 from choir.logs import get_logger
 
 _log = get_logger("choir.memory.embeddings")
@@ -56,6 +56,10 @@ class GuardedProvider:
         self.unembedded = 0
 
     async def embed(self, texts: Sequence[str]) -> list[Vector]:
+        return (await self.embed_counted(texts))[0]
+
+    async def embed_counted(self, texts: Sequence[str]) -> tuple[list[Vector], int | None]:
+        """`embed`, with the input tokens the provider reported (`provider.embed_counted`)."""
         if not self.breaker.allow(self._clock()):
             self.unembedded += len(texts)
             raise EmbeddingError(
@@ -63,7 +67,7 @@ class GuardedProvider:
                 f"embedding provider {self.name!r} is paused after failing repeatedly",
             )
         try:
-            vectors = await self.inner.embed(texts)
+            vectors, tokens = await embed_counted(self.inner, texts)
         except EmbeddingError as error:
             self._failed(len(texts), error.kind.value, error.message)
             raise
@@ -76,7 +80,7 @@ class GuardedProvider:
                 fields={"provider": self.name, "chunks_without_vectors": self.unembedded},
             )
         self.unembedded = 0
-        return vectors
+        return vectors, tokens
 
     def _failed(self, chunks: int, kind: str, error: str) -> None:
         first = self.breaker.failures == 0

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Collection, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, Protocol
 from uuid import UUID
 
 from choir.daemon.agents.host_tools import HostToolCall, HostTools
@@ -37,8 +37,16 @@ DEFAULT_LIMIT: Final = 10
 MAX_LIMIT: Final = 50
 """The tool schema's maximum (the store allows more for the operator)."""
 
-QueryEmbedder = Callable[[str], Awaitable["Vector | None"]]
-"""The query text's vector, or None when no embedder answers in time."""
+
+class QueryEmbedder(Protocol):
+    """The query text's vector, or None when no embedder answers in time; the call's usage is
+    `agent_id`'s."""
+
+    def __call__(
+        self, text: str, timeout_s: float | None = None, *, agent_id: str | None = None
+    ) -> Awaitable[Vector | None]: ...
+
+
 Indexer = Callable[[str, "VectorTarget", UUID, str], None]
 """Queue a stored row's text for embedding: (agent, target, row id, text)."""
 MemoryParts = Callable[[], Awaitable[tuple["MemoryStore", Indexer]]]
@@ -102,7 +110,7 @@ class MemoryTools:
             mode = SearchMode.TEXT.value
             note = " (its vectors are another embedding model's until re-embedded: text search)"
         elif mode in (SearchMode.SEMANTIC, SearchMode.HYBRID) and text.strip():
-            vector = await self.embed_query(text)
+            vector = await self.embed_query(text, agent_id=caller)
             if vector is None:
                 mode, note = SearchMode.TEXT.value, " (no embedder answered: text search)"
         query = MemoryQuery(

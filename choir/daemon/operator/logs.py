@@ -5,9 +5,12 @@ Items: `{kind: "lines", lines: [...]}` batches (whole lines, as written: JSON li
 file was archived or replaced while followed. The follower keeps the open file and reads it to
 its end before switching to the new file at the same path, so a line written just before an
 archive rename is never lost; watchfiles (inotify) on the log directory says when to look, and a
-look every `RECHECK_MS` covers anything a notification could miss. An agent's log is archived
-when its process exits: while no agent process writes one, the snapshot is the last archive (the
-last session's log, where "see choirctl logs <agent>" after a failed start points).
+look every `RECHECK_MS` covers anything a notification could miss. A running agent's log is
+archived in place (copied, then truncated: `choir.logs.live`): the follower reads what it had
+not reached from the archive, a byte copy, then goes on from the file's new start. An agent's
+log is archived when its process exits too: while no agent process writes one, the snapshot is
+the last archive (the last session's log, where "see choirctl logs <agent>" after a failed start
+points).
 """
 
 from __future__ import annotations
@@ -66,7 +69,7 @@ async def tail_log(
 
     With no file at `path` (an agent's log is archived when its process exits), the snapshot is
     `previous()`'s archive — the last session's log, which a "see choirctl logs" points to."""
-    tail = LogTail(path)
+    tail = LogTail(path, previous)
     stop = asyncio.Event()
     try:
         if not tail.is_open and previous is not None:
@@ -103,15 +106,7 @@ async def tail_log(
 def _archived_batches(path: Path | None) -> list[list[str]]:
     """The lines of an archive (gzipped, or staged and not yet compressed) in batches of about
     CHUNK_BYTES; [] when there is none or it was compressed away meanwhile."""
-    if path is None:
-        return []
-    try:
-        raw = gzip.decompress(path.read_bytes()) if path.suffix == ".gz" else path.read_bytes()
-    except FileNotFoundError:  # a staged copy compressed meanwhile: read its archive
-        try:
-            raw = gzip.decompress(path.with_name(f"{path.name}.gz").read_bytes())
-        except FileNotFoundError:
-            return []
+    raw = _archive_bytes(path)
     batches: list[list[str]] = []
     batch: list[str] = []
     size = 0
@@ -124,31 +119,89 @@ def _archived_batches(path: Path | None) -> list[list[str]]:
     return [*batches, batch] if batch else batches
 
 
+def _archive_bytes(path: Path | None) -> bytes:
+    """The bytes of an archive (gzipped, or staged and not yet compressed); empty when there
+    is none or it was compressed away meanwhile."""
+    if path is None:
+        return b""
+    try:
+        return gzip.decompress(path.read_bytes()) if path.suffix == ".gz" else path.read_bytes()
+    except FileNotFoundError:  # a staged copy compressed meanwhile: read its archive
+        try:
+            return gzip.decompress(path.with_name(f"{path.name}.gz").read_bytes())
+        except FileNotFoundError:
+            return b""
+
+
+def _archive_name(path: Path | None) -> str | None:
+    """An archive's name as staged (`.gz` dropped: compressing it makes no new archive)."""
+    return path.name.removesuffix(".gz") if path is not None else None
+
+
 class LogTail:
     """Whole lines from a log file that may be archived (renamed away) and recreated."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, archived: Callable[[], Path | None] | None = None) -> None:
         self.path = path
+        self._archived = archived
+        """The newest archive of the log: where a live log emptied in place put its lines."""
         self._file: BinaryIO | None = None
         self._partial = b""
+        self.emptied = 0
+        """Times the file was archived in place (copied and truncated) while followed."""
+        self._seen_archive: str | None = None
+        """The newest archive when last looked (its name without `.gz`)."""
         self._open()
 
     def drain(self) -> Iterator[list[str]]:
         """Every complete line written since the last call, in batches."""
+        if self._file is not None and self._archived_in_place():
+            # a new archive of this very file: emptied, even if it grew past where we were
+            yield from self._emptied(self._file.tell())
+            self._file.seek(0)
         while self._file is not None:
             if os.fstat(self._file.fileno()).st_size < self._file.tell():
-                self._file.seek(0)  # truncated in place: start over
+                yield from self._emptied(self._file.tell())
+                self._file.seek(0)  # truncated in place: go on from its start
             data = self._file.read(CHUNK_BYTES)
             if not data:
                 return
-            *lines, self._partial = (self._partial + data).split(b"\n")
-            if lines:
-                yield [line.decode(errors="replace") for line in lines]
+            yield from self._split(data)
+
+    def _split(self, data: bytes) -> Iterator[list[str]]:
+        *lines, self._partial = (self._partial + data).split(b"\n")
+        if lines:
+            yield [line.decode(errors="replace") for line in lines]
+
+    def _emptied(self, offset: int) -> Iterator[list[str]]:
+        """A running agent's log archived in place (`choir.logs.live`): the archive is a byte
+        copy of the file, so what was written past `offset` before the truncate is there."""
+        self.emptied += 1
+        if self._archived is not None:
+            archive = self._archived()
+            self._seen_archive = _archive_name(archive)
+            yield from self._split(_archive_bytes(archive)[offset:])
+
+    def _archived_in_place(self) -> bool:
+        """Whether a new archive appeared while the path still names the open file (an exit's
+        archive renames the file away: that is a rotation, not this)."""
+        if self._archived is None or self._file is None:
+            return False
+        newest = _archive_name(self._archived())
+        if newest == self._seen_archive:
+            return False
+        try:
+            return self.path.stat().st_ino == os.fstat(self._file.fileno()).st_ino
+        except FileNotFoundError:
+            return False
 
     def catch_up(self) -> Iterator[WireModel]:
         """Items for what was written since the last look, following a rotation."""
+        emptied = self.emptied
         for lines in self.drain():
             yield LogLines(lines=lines)
+        if self.emptied != emptied:
+            yield LogRotated()
         if self._replaced():
             if self._partial:
                 yield LogLines(lines=[self._partial.decode(errors="replace")])
@@ -172,6 +225,8 @@ class LogTail:
         self._partial = b""
 
     def _open(self) -> None:
+        if self._archived is not None:  # archives made before this file was opened are old
+            self._seen_archive = _archive_name(self._archived())
         with contextlib.suppress(FileNotFoundError):
             self._file = self.path.open("rb")
 

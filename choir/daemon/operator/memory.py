@@ -16,7 +16,7 @@ choird's operator API.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, Literal
 from uuid import UUID
 
 from choir.daemon.operator.context import OperatorContext
@@ -66,7 +66,7 @@ async def memory_search(ctx: OperatorContext, request: r.MemorySearch) -> a.Memo
             raise UsageError(f"mode {mode} needs query text: what to search for")
         if (stale := _stale_vectors(ctx, request.agent_id)) is not None:
             mode, fallback = "text", stale
-        elif (vector := await _embed(ctx.memory, request.query, None)) is None:
+        elif (vector := await _embed(ctx.memory, request.query, None, request.agent_id)) is None:
             mode, fallback = "text", _why_no_vector(ctx)
     query = MemoryQuery(
         store=request.store,
@@ -88,12 +88,17 @@ async def memory_search(ctx: OperatorContext, request: r.MemorySearch) -> a.Memo
 
 
 async def _embed(
-    service: MemoryService | None, text: str, timeout_s: float | None
+    service: MemoryService | None,
+    text: str,
+    timeout_s: float | None,
+    agent_id: str,
+    purpose: Literal["index", "query"] = "query",
 ) -> Vector | None:
-    """The vector of `text`, or None when no embedder answers."""
+    """The vector of `text`, or None when no embedder answers; its usage is `agent_id`'s (the
+    agent whose memory it searches or fills)."""
     if service is None:
         return None
-    return await service.embed_query(text, timeout_s)
+    return await service.embed_query(text, timeout_s, agent_id=agent_id, purpose=purpose)
 
 
 def _stale_vectors(ctx: OperatorContext, agent_id: str) -> str | None:
@@ -347,7 +352,7 @@ async def _index(
     ctx: OperatorContext, store: MemoryStore, agent_id: str, item: KnowledgeItem
 ) -> bool:
     """Embed the item now; whether its vector is stored."""
-    vector = await _embed(ctx.memory, item.text, PUT_EMBED_TIMEOUT_S)
+    vector = await _embed(ctx.memory, item.text, PUT_EMBED_TIMEOUT_S, agent_id, "index")
     if vector is None:
         return False
     return await store.set_vectors(agent_id, "knowledge", [(item.id, vector)]) == 1

@@ -1,5 +1,5 @@
-"""`usage` (issue 19): what agents' LLM calls used and cost, and each agent's spend against its
-caps (also shown by `agent status`).
+"""`usage` (issue 19): what agents' LLM, TTS and embedding calls used and cost, and each
+agent's spend against its caps (also shown by `agent status`).
 
 Days are UTC days, as the spend caps count them. An agent or model no longer in config.json
 is still reported while it has recorded calls; a name that is neither configured nor recorded
@@ -24,7 +24,10 @@ async def usage(ctx: OperatorContext, request: r.UsageRequest) -> a.UsageReport:
     now = ctx.clock()
     since = since_day(request.since, now)
     where = UsageFilter(
-        request.agent_id, request.model, _midnight(since) if since is not None else None
+        request.agent_id,
+        request.model,
+        _midnight(since) if since is not None else None,
+        request.kind,
     )
     async with ctx.pool.acquire() as conn:
         rows = [a.UsageRow(**row) for row in await usage_report(conn, request.by, where)]
@@ -34,6 +37,7 @@ async def usage(ctx: OperatorContext, request: r.UsageRequest) -> a.UsageReport:
         by=request.by,
         agent_id=request.agent_id,
         model=request.model,
+        kind=request.kind,
         since=since.isoformat() if since is not None else None,
         rows=rows,
         total=_total(rows),
@@ -116,6 +120,7 @@ def _total(rows: list[a.UsageRow]) -> a.UsageRow:
         prompt_tokens=sum(row.prompt_tokens for row in rows),
         completion_tokens=sum(row.completion_tokens for row in rows),
         cached_tokens=sum(row.cached_tokens for row in rows),
+        characters=sum(row.characters for row in rows),
         latency_ms_avg=latency // calls if calls else 0,
         cost_usd=sum(costs) if costs else None,
         unknown_cost_calls=sum(row.unknown_cost_calls for row in rows),

@@ -8,7 +8,13 @@ revision and the replication lag. Gauges of state (agents up, sessions, approval
 read when scraped (`Scrape`). Counters start at 0 with choird, as Prometheus expects of a
 process; `agent status` shows the session's own figures from the stored events instead.
 
-A call counts once it ran: its intent was committed (a proposal refused before that has a
+Every billed model call is counted by agent, model and kind (`llm` from each `llm_call`
+event; `embedding` and `tts` once `usage_seen` is told of them): calls, tokens by type
+(prompt/completion/cached, as OpenTelemetry's GenAI conventions split them), characters, the
+known cost in USD (a call of unknown cost adds to `choir_model_unknown_cost_calls` instead,
+never 0 to the cost) and the latency histogram.
+
+A tool call counts once it ran: its intent was committed (a proposal refused before that has a
 result but no intent), as in `choir.store.tool_stats`. The intents still waiting for their
 result are remembered per session and dropped when it ends.
 
@@ -19,6 +25,7 @@ platform and GC collectors, so `process_*` and `python_*` series are there as us
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from typing import Final
 
 from prometheus_client import (
@@ -31,13 +38,35 @@ from prometheus_client.gc_collector import GCCollector
 from prometheus_client.platform_collector import PlatformCollector
 from prometheus_client.process_collector import ProcessCollector
 
+from choir.core.spend import TTS_TOOL, tts_billed
 from choir.daemon.agents.ingest import Durable, HeartbeatSeen
-from choir.protocol import ToolCallCommitted, ToolResultCommitted
+from choir.protocol import LlmCallRecorded, ToolCallCommitted, ToolResultCommitted
 
 TOOL_BUCKETS_S: Final = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
 """Tool run times span a file read (ms) to a long exec (minutes)."""
 WAIT_BUCKETS_S: Final = (0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30, 60)
 """Most calls wait 0; a contended one as long as another's run."""
+MODEL_BUCKETS_S: Final = (0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 20, 30, 60, 120, 300)
+"""A model call takes from an embedding's tens of ms to a long generation's minutes."""
+MODEL_LABELS: Final = ("agent", "model", "kind")
+TOKEN_TYPES: Final = ("prompt", "completion", "cached")
+
+
+@dataclass(frozen=True, slots=True)
+class ModelCallSeen:
+    """One billed model call, as the metrics count it."""
+
+    agent: str
+    model: str
+    kind: str
+    """`llm`, `embedding` or `tts`."""
+    latency_s: float
+    cost_usd: float | None
+    """None: unknown (no price, none reported)."""
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cached_tokens: int = 0
+    characters: int = 0
 
 
 class ChoirMetrics:
@@ -118,8 +147,49 @@ class ChoirMetrics:
             "Approval requests waiting for a decision",
             registry=registry,
         )
+        self._model_metrics(registry)
         self._intents: dict[str, dict[str, str]] = {}
         """session id -> call id -> tool, of intents whose result has not arrived yet."""
+
+    def _model_metrics(self, registry: CollectorRegistry) -> None:
+        self.model_calls = Counter(
+            "choir_model_calls",
+            "Billed model calls (kind: llm, embedding, tts) by agent and model",
+            MODEL_LABELS,
+            registry=registry,
+        )
+        self.model_tokens = Counter(
+            "choir_model_tokens",
+            "Tokens of billed model calls by type (prompt, completion, cached; cached are also "
+            "counted in prompt)",
+            (*MODEL_LABELS, "type"),
+            registry=registry,
+        )
+        self.model_characters = Counter(
+            "choir_model_characters",
+            "Characters billed (TTS) or embedded",
+            MODEL_LABELS,
+            registry=registry,
+        )
+        self.model_cost = Counter(
+            "choir_model_cost_usd",
+            "Known cost of model calls in USD (calls of unknown cost add nothing here)",
+            MODEL_LABELS,
+            registry=registry,
+        )
+        self.model_unknown_cost = Counter(
+            "choir_model_unknown_cost_calls",
+            "Model calls whose cost is unknown (no price configured, none reported)",
+            MODEL_LABELS,
+            registry=registry,
+        )
+        self.model_seconds = Histogram(
+            "choir_model_call_duration_seconds",
+            "Wall time of a model call, rate-limit waits and retries included",
+            MODEL_LABELS,
+            buckets=MODEL_BUCKETS_S,
+            registry=registry,
+        )
 
     # -- fed as things happen ----------------------------------------------------------------
 
@@ -133,11 +203,49 @@ class ChoirMetrics:
             if isinstance(event, ToolCallCommitted):
                 intents[event.call_id] = event.tool
                 self._waited(agent, event.lock_wait_ms)
-            elif isinstance(event, ToolResultCommitted) and event.call_id in intents:
+            elif isinstance(event, LlmCallRecorded):
+                self.usage_seen(_llm_call(agent, event))
+            elif isinstance(event, ToolResultCommitted) and event.tool == TTS_TOOL:
+                self._tts(agent, event)
+            if isinstance(event, ToolResultCommitted) and event.call_id in intents:
                 del intents[event.call_id]
                 self.tool_calls.labels(agent, event.tool, event.result.status).inc()
                 seconds = (event.duration_ms or 0) / 1000
                 self.tool_seconds.labels(agent, event.tool).observe(seconds)
+
+    def _tts(self, agent: str, event: ToolResultCommitted) -> None:
+        billed = tts_billed(event.model_dump(mode="json"))
+        if billed is not None:
+            seen = ModelCallSeen(
+                agent=agent,
+                model=billed.model_id,
+                kind="tts",
+                latency_s=(event.duration_ms or 0) / 1000,
+                cost_usd=billed.cost.usd,
+                characters=billed.characters,
+            )
+            self.usage_seen(seen)
+
+    def usage_seen(self, call: ModelCallSeen) -> None:
+        """Count one billed model call."""
+        labels = (call.agent, call.model, call.kind)
+        self.model_calls.labels(*labels).inc()
+        for kind, count in zip(
+            TOKEN_TYPES,
+            (call.prompt_tokens, call.completion_tokens, call.cached_tokens),
+            strict=True,
+        ):
+            if count:
+                self.model_tokens.labels(*labels, kind).inc(count)
+        if call.characters:
+            self.model_characters.labels(*labels).inc(call.characters)
+        # both series exist from the first call, so a dashboard's rate() sees them start at 0
+        cost, unknown = self.model_cost.labels(*labels), self.model_unknown_cost.labels(*labels)
+        if call.cost_usd is None:
+            unknown.inc()
+        else:
+            cost.inc(call.cost_usd)
+        self.model_seconds.labels(*labels).observe(call.latency_s)
 
     def _waited(self, agent: str, wait_ms: int | None) -> None:
         if wait_ms is None:  # an intent from before waits were recorded
@@ -176,4 +284,23 @@ class ChoirMetrics:
         self.approvals_pending.set(approvals_pending)
 
 
-__all__ = ["TOOL_BUCKETS_S", "WAIT_BUCKETS_S", "ChoirMetrics"]
+def _llm_call(agent: str, event: LlmCallRecorded) -> ModelCallSeen:
+    return ModelCallSeen(
+        agent=agent,
+        model=event.model,
+        kind="llm",
+        latency_s=event.latency_ms / 1000,
+        cost_usd=event.cost_usd,
+        prompt_tokens=event.prompt_tokens,
+        completion_tokens=event.completion_tokens,
+        cached_tokens=event.cached_tokens,
+    )
+
+
+__all__ = [
+    "MODEL_BUCKETS_S",
+    "TOOL_BUCKETS_S",
+    "WAIT_BUCKETS_S",
+    "ChoirMetrics",
+    "ModelCallSeen",
+]

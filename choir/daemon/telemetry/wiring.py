@@ -8,12 +8,26 @@ from contextlib import AsyncExitStack
 from pathlib import Path
 
 from choir.daemon.agents.services import AgentServices
+from choir.daemon.memory.usage import EmbeddingMeter
 from choir.daemon.sessions.state import SessionEnded
 from choir.daemon.telemetry.endpoint import serve_metrics
-from choir.daemon.telemetry.metrics import ChoirMetrics
+from choir.daemon.telemetry.metrics import ChoirMetrics, ModelCallSeen
 from choir.store.census import census
 from choir.store.postgres.pool import Pool
 from choir.store.sessions import SessionStatus
+from choir.store.usage import EmbeddingCall
+
+
+def embedding_seen(call: EmbeddingCall) -> ModelCallSeen:
+    return ModelCallSeen(
+        agent=call.agent_id,
+        model=call.model,
+        kind="embedding",
+        latency_s=call.latency_ms / 1000,
+        cost_usd=call.cost_usd,
+        prompt_tokens=call.tokens,
+        characters=call.characters,
+    )
 
 
 async def start_metrics(
@@ -24,10 +38,14 @@ async def start_metrics(
     services: AgentServices,
     pool: Pool,
     agents: Callable[[], Iterable[str]],
+    embedding: EmbeddingMeter | None = None,
 ) -> ChoirMetrics:
     """Serve choird's metrics on `listen` (relative socket paths under `home`) while `stack`
-    is open; `agents` names the configured agents (for `choir_agent_up`)."""
+    is open; `agents` names the configured agents (for `choir_agent_up`), `embedding` tells
+    of choird's embedding calls."""
     metrics = ChoirMetrics()
+    if embedding is not None:
+        stack.callback(embedding.subscribe(lambda call: metrics.usage_seen(embedding_seen(call))))
     stack.callback(services.replicator.subscribe(metrics.replicated))
     stack.callback(services.replicator.watch_heartbeats(metrics.heartbeat))
 

@@ -725,13 +725,15 @@ class SpendView(OperatorModel):
 
 
 class UsageRow(OperatorModel):
-    """One group of LLM calls."""
+    """One group of billed calls (LLM, embedding, TTS)."""
 
     key: str
     calls: int
     prompt_tokens: int
     completion_tokens: int
     cached_tokens: int
+    characters: int = 0
+    """Characters billed (TTS) or embedded; 0 for LLM calls."""
     latency_ms_avg: int
     cost_usd: float | None
     """Sum of the known costs; null when no call of the group has a known cost."""
@@ -755,6 +757,8 @@ class UsageReport(OperatorModel):
     by: str
     agent_id: str | None
     model: str | None
+    kind: str | None = None
+    """The one kind of call counted; null: every kind."""
     since: str | None
     """The first UTC day counted (`YYYY-MM-DD`); null: from the first call."""
     rows: list[UsageRow]

@@ -260,7 +260,9 @@ class SessionInject(WireModel):
     """The instruction; the job reads it at its next step (§12.8)."""
 
 
-UsageGrouping = Literal["day", "model", "agent", "job", "agent_day"]
+UsageGrouping = Literal["day", "model", "agent", "job", "agent_day", "kind"]
+UsageKind = Literal["llm", "embedding", "tts"]
+"""What kind of billed call: an LLM call, choird's embedding of memory, a TTS call."""
 """How `usage` groups calls: per UTC day, model, agent, core job (edge's calls as `edge`), or
 per agent and day (the console's Usage view)."""
 
@@ -277,6 +279,8 @@ class UsageRequest(WireModel):
     None: from the first call."""
     by: UsageGrouping = "day"
     """The grouping."""
+    kind: UsageKind | None = None
+    """One kind of call; None: every kind."""
 
 
 InboxChoice = Literal["resume", "read_only", "abort", "approve", "reject", "retry", "dismiss"]

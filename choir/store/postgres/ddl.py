@@ -279,6 +279,26 @@ CREATE INDEX llm_usage_agent_time_idx ON choir_control.llm_usage (agent_id, call
 CREATE INDEX llm_usage_time_idx ON choir_control.llm_usage (called_at);
 """,
     ),
+    Migration(
+        2,
+        "embedding and TTS calls in the usage table: a kind, characters, rows without an event",
+        # An embedding call is choird's own (no session, no event): its row has no (session,
+        # rev), so that key becomes unique-when-present and rows get an identity of their own.
+        """
+ALTER TABLE choir_control.llm_usage DROP CONSTRAINT llm_usage_pkey;
+ALTER TABLE choir_control.llm_usage
+    ADD COLUMN kind text NOT NULL DEFAULT 'llm' CHECK (kind IN ('llm', 'embedding', 'tts')),
+    ADD COLUMN characters bigint NOT NULL DEFAULT 0 CHECK (characters >= 0),
+    ALTER COLUMN session_id DROP NOT NULL,
+    ALTER COLUMN rev DROP NOT NULL,
+    ALTER COLUMN lane DROP NOT NULL,
+    ADD CONSTRAINT llm_usage_event_key UNIQUE (session_id, rev),
+    ADD COLUMN usage_id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    ADD CONSTRAINT llm_usage_event_check CHECK (
+        (session_id IS NULL) = (rev IS NULL) AND (kind = 'embedding' OR rev IS NOT NULL)
+    );
+""",
+    ),
 )
 """Usage and cost have their own scope, like the gateway's: they evolve apart."""
 RECOVERY_SCOPE: Final = "recovery_inbox"
