@@ -57,8 +57,8 @@ class EmbeddingPrice(ConfigModel):
     """What the embedding model costs, in USD per million input tokens."""
 
     tokens: Usd
-    """Per million tokens embedded. The local model reports no billed tokens: only a price of
-    0 (it runs in choird, for free) gives its calls a known cost."""
+    """Per million tokens embedded. The local model reports no billed tokens: its calls cost 0
+    (it runs in choird) unless a price above 0 makes their cost unknown."""
 
 
 class ModelConfig(ConfigModel):
@@ -249,12 +249,20 @@ class EmbeddingConfig(ConfigModel):
     search. Hot-reloaded."""
     price: EmbeddingPrice | None = None
     """The model's price, for usage cost; null: an embedding call's cost is unknown (never
-    shown as 0, not even for the local model). Hot-reloaded."""
+    shown as 0) — except the local model's, which runs in choird and costs nothing.
+    Hot-reloaded."""
 
     @property
     def local(self) -> bool:
         """Whether the embedded local model embeds."""
         return self.provider == LOCAL_EMBEDDING_PROVIDER
+
+    @property
+    def cost_price(self) -> EmbeddingPrice | None:
+        """What a call is costed at: `price`, or 0 for the local model without one."""
+        if self.price is None and self.local:
+            return EmbeddingPrice(tokens=0)
+        return self.price
 
     @property
     def vector_dimensions(self) -> int:

@@ -383,14 +383,14 @@ class ChoirDaemon:
         self._stack.callback(BrowseTool(worker, workspace_of).register(services.host_tools))
 
     def _embedding_meter(self, stage: ConfigStage) -> EmbeddingMeter:
-        """Records embedding calls with the running config's `embedding.price`; the rows still
+        """Records embedding calls at the running config's `embedding` price; the rows still
         waiting are written as choird stops (after the service has drained its queue)."""
         from choir.daemon.memory.usage import EmbeddingMeter
 
         database = self.database
         meter = EmbeddingMeter(
             lambda: database.pool if database is not None else None,
-            lambda: stage.running.config.embedding.price,
+            lambda: stage.running.config.embedding.cost_price,
         )
         self._stack.push_async_callback(meter.aclose)
         return meter

@@ -1,6 +1,7 @@
 """choird's embedding calls as usage rows (issue 19): each agent billed its share of every call
 — the memory queue's batches, a knowledge put, a search's query — with the tokens the provider
-reports and their cost at `embedding.price`; with no price the cost is unknown, never 0.
+reports and their cost at `embedding.price`; with no price the cost is unknown, never 0 (but
+the local model costs nothing: $0).
 
 A real choird in the test process (`serving`) on the test's Postgres; an OpenAI-compatible
 embeddings server on loopback that bills one token per word, or the local model.
@@ -104,27 +105,31 @@ async def test_a_priced_endpoint_bills_each_agent_its_share(home: ChoirHome) -> 
     assert [(r["key"], r["prompt_tokens"]) for r in shown.json()["rows"]] == [("embedding", billed)]
 
 
-async def test_the_local_model_costs_unknown_until_its_price_says_0(home: ChoirHome) -> None:
+async def test_the_local_model_costs_nothing_and_a_price_on_it_makes_its_cost_unknown(
+    home: ChoirHome,
+) -> None:
+    """The local model runs in choird: $0 by default, not "unknown" on every memory write. It
+    reports no tokens, so a price above 0 cannot be applied: those calls cost unknown."""
     async with serving(home) as (_, client):
         await client.knowledge_put("agent-1", FACT)
         [row] = (await embedding_usage(client, 1)).rows
         await asyncio.sleep(1.5)  # the put's second embedding (its index queue's), if any
         [row] = (await embedding_usage(client, 1)).rows
-        unpriced = row.calls
-        assert (row.key, row.characters) == ("agent-1", unpriced * len(FACT))
-        assert (row.cost_usd, row.unknown_cost_calls) == (None, unpriced)  # no price: not $0
+        free = row.calls
+        assert (row.key, row.characters) == ("agent-1", free * len(FACT))
+        assert (row.cost_usd, row.unknown_cost_calls) == (0.0, 0)  # known: nothing
 
         data = read_config(home)
-        data["embedding"] = {"price": {"tokens": 0}}  # the operator says it is free
+        data["embedding"] = {"price": {"tokens": 0.02}}  # a price the calls cannot meet
         write_config(home, data)
         await client.config_load()
         await client.config_apply()
         await client.knowledge_put("agent-1", "the coffee machine is on floor three")
-        report = await embedding_usage(client, unpriced + 1)
+        report = await embedding_usage(client, free + 1)
         by_model = await client.usage(kind="embedding", by="model")
     [row] = report.rows
-    assert row.calls > unpriced
-    assert (row.unknown_cost_calls, row.cost_usd) == (unpriced, 0.0)  # the free ones: known
+    assert row.calls > free
+    assert (row.unknown_cost_calls, row.cost_usd) == (row.calls - free, 0.0)  # never summed as 0
     assert [r.key for r in by_model.rows] == ["local"]
     bad = await asyncio.to_thread(choirctl, home.root, "usage", "--kind", "speech")
     assert bad.code == 2

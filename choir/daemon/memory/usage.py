@@ -3,7 +3,7 @@
 The embedding queue sends batches that mix agents' memory rows; each agent is billed its share
 (`share`): its texts and characters, and the provider's token count split by characters (the
 local model reports none). The cost is `embedding.price` at the call (per million tokens); with
-no price it is unknown — never 0, not even for the local model, unless the price says 0.
+no price it is unknown — never 0 — except the local model's, which costs nothing (`cost_price`).
 
 Rows are kept and written in the background, one INSERT per `FLUSH_S` at most while calls come
 (an idle choird writes nothing), so embedding never waits on Postgres; rows still waiting when
