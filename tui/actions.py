@@ -202,8 +202,8 @@ ACTIONS: tuple[ConsoleAction, ...] = (
     ),
     # gateways
     action("gateway status", "Gateways: bots, DMs, sends", "view", view="gateways", key="w"),
-    action("usage", "Usage: LLM calls and cost per agent per day", "view", view="usage",
-           key="u"),
+    action("usage", "Usage: calls and cost per agent per day (k: one kind of call)", "view",
+           view="usage", key="u"),
     # the recovery inbox
     action("inbox list", "Inbox: what waits for a decision after a restart", "view",
            view="inbox", key="b"),

@@ -9,8 +9,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from textual.widgets import Static
+
 from choir.protocol.operator.answers import UsageReport
 from choir.protocol.operator.views import EventView
+from tests.tui.conftest import Live
+from tests.tui.pilot import console, until
+from tests.tui.pilot import show_tab as tab
 from tests.tui.sample import sample_app
 from tests.tui.test_actions_snapshots import SIZE, showing
 from tui.app import ChoirApp
@@ -128,3 +133,23 @@ def test_the_timeline_shows_a_calls_tokens_latency_and_cost() -> None:
 
     assert shown() == "sonnet 1000+200 tokens (400 cached), 840 ms, $0.0034"
     assert shown(cost_usd=None, cached_tokens=0) == "sonnet 1000+200 tokens, 840 ms, cost unknown"
+
+
+async def test_k_steps_through_the_kinds_of_call_counted(live: Live) -> None:
+    """Issue 19: TTS and embedding calls are usage too; the tab counts one kind at a time on `k`
+    — each step a `usage` read of choird with that kind."""
+    async with console(live.home) as (app, pilot):
+        await tab(pilot, "usage")
+        view = app.query_one(UsageView)
+        await until(pilot, lambda: view.report is not None)
+        assert view.report is not None
+        assert view.report.kind is None
+        heading = app.query_one("#usage-days-heading", Static)
+
+        for kind in ("llm", "tts", "embedding", None):
+            await pilot.press("k")
+            await until(
+                pilot, lambda kind=kind: view.report is not None and view.report.kind == kind
+            )
+            shown = str(heading.content)
+            assert (f"{kind} calls" if kind else "calls of every kind") in shown

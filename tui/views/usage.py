@@ -1,5 +1,6 @@
-"""The Usage tab: LLM calls and cost per agent per UTC day, the costliest jobs, and each agent's
-spend against its caps (the `usage` verb, grouped `agent_day`, over the last 30 days).
+"""The Usage tab: billed calls (LLM, TTS, embedding) and cost per agent per UTC day, the costliest
+jobs, and each agent's spend against its caps (the `usage` verb, grouped `agent_day`, over the
+last 30 days). `k` steps through the kinds of call counted: every kind, then each alone.
 
 A cost nobody knows (no price configured, none reported) shows as `unknown`, never as $0; a
 reached cap is shown in red with the line the agent's user was given. Re-read on mount, after a
@@ -31,6 +32,8 @@ else:  # the models (and pydantic) load with the first answer: the console paint
 
 SPAN: Final = "30d"
 """How far back the tab looks."""
+KINDS: Final = (None, "llm", "tts", "embedding")
+"""What `k` steps through: every kind of call (None), then each kind alone."""
 
 
 def money(amount: float) -> str:
@@ -61,16 +64,21 @@ class UsageView(ChoirView):
     UsageView #usage-jobs { height: 1fr; }
     """
 
-    BINDINGS: ClassVar[list[BindingType]] = [Binding("f", "refresh", "Refresh")]
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("f", "refresh", "Refresh"),
+        Binding("k", "next_kind", "Kind"),
+    ]
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
         self.report: a.UsageReport | None = None
         """The last `usage` answer."""
+        self.kind: str | None = None
+        """The one kind of call counted (`KINDS`); None: every kind."""
 
     def compose(self) -> ComposeResult:
         yield Static("", id="usage-spend")
-        yield Static(f"Calls per agent per UTC day (last {SPAN})", classes="usage-heading")
+        yield Static(days_heading(None), id="usage-days-heading", classes="usage-heading")
         yield DataTable(id="usage-days", cursor_type="row", zebra_stripes=True)
         yield Static("Costliest core jobs", classes="usage-heading")
         yield DataTable(id="usage-jobs", cursor_type="row", zebra_stripes=True)
@@ -79,7 +87,17 @@ class UsageView(ChoirView):
         return self.query_one(f"#usage-{name}", DataTable)
 
     def on_mount(self) -> None:
-        days = ("agent", "day", "calls", "prompt", "cached", "completion", "avg ms", "cost")
+        days = (
+            "agent",
+            "day",
+            "calls",
+            "prompt",
+            "cached",
+            "completion",
+            "chars",
+            "avg ms",
+            "cost",
+        )
         self._table("days").add_columns(*days)
         self._table("jobs").add_columns("agent", "job", "lane", "calls", "tokens", "cost")
         super().on_mount()
@@ -100,6 +118,7 @@ class UsageView(ChoirView):
         if report is None:
             return
         self.query_one("#usage-spend", Static).update(spend_lines(report.spend))
+        self.query_one("#usage-days-heading", Static).update(days_heading(report.kind))
         days = self._table("days")
         days.clear()
         for row in report.rows:
@@ -111,6 +130,7 @@ class UsageView(ChoirView):
                 row.prompt_tokens,
                 row.cached_tokens,
                 row.completion_tokens,
+                row.characters,
                 row.latency_ms_avg,
                 usd(row.cost_usd, row.unknown_cost_calls),
             )
@@ -125,8 +145,9 @@ class UsageView(ChoirView):
         if not self.bridge.connected:
             return  # the resync reads it once connected
         try:
+            kind = {"kind": self.kind} if self.kind is not None else {}
             report = await self.bridge.ask(
-                OperatorVerb.USAGE, a.UsageReport, by="agent_day", since=SPAN
+                OperatorVerb.USAGE, a.UsageReport, by="agent_day", since=SPAN, **kind
             )
         except ChoirError:
             return  # not connected: the resync reads it again
@@ -137,6 +158,15 @@ class UsageView(ChoirView):
 
     def action_refresh(self) -> None:
         self.read()
+
+    def action_next_kind(self) -> None:
+        self.kind = KINDS[(KINDS.index(self.kind) + 1) % len(KINDS)]
+        self.read()
+
+
+def days_heading(kind: str | None) -> str:
+    counted = f"{kind} calls" if kind else "calls of every kind (k: one kind)"
+    return f"Calls per agent per UTC day (last {SPAN}): {counted}"
 
 
 def spend_lines(spend: list[a.SpendView]) -> Text:
