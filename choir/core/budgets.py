@@ -200,6 +200,16 @@ def check_wall_time(
     return Exceeded("per_job_wall_time_ms", limit, elapsed, job) if elapsed > limit else None
 
 
+def wall_time_spent(
+    counters: BudgetCounters, job: str, now: float, limits: BudgetLimits
+) -> Exceeded:
+    """`job`'s wall time as used up: the watchdog fired at its deadline (elapsed may equal the
+    limit to the millisecond, so `check_wall_time` could still say None)."""
+    used = counters.job(job)
+    limit = _wall_time_limit(used, limits)
+    return Exceeded("per_job_wall_time_ms", limit, max(_elapsed_ms(used, now), limit), job)
+
+
 def remaining(
     counters: BudgetCounters, limits: BudgetLimits, lane: str, now: float
 ) -> dict[str, int]:

@@ -27,6 +27,7 @@ from choir.core.budgets import (
     remaining,
     start_job,
     to_dict,
+    wall_time_spent,
 )
 
 LIMITS = BudgetLimits(
@@ -333,3 +334,11 @@ def test_no_operation_lowers_a_counter(ops: list[tuple[Any, ...]]):
         assert after.core_jobs <= LIMITS.max_core_jobs
         assert all(j.injections <= LIMITS.max_injections_per_job for j in after.jobs.values())
         used = after
+
+
+def test_wall_time_spent_names_the_limit_even_at_the_deadline_to_the_millisecond() -> None:
+    limits = BudgetLimits(1, 10, 10, 10, 10, 2000, 1)
+    counters, _ = start_job(BudgetCounters(), "j", 100.0, limits, time_budget_ms=1500)
+    assert check_wall_time(counters, "j", 101.5, limits) is None
+    spent = wall_time_spent(counters, "j", 101.5, limits)
+    assert spent == Exceeded("per_job_wall_time_ms", 1500, 1500, "j")

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from dataclasses import dataclass, field
 from typing import Final, Literal
 
@@ -33,7 +34,9 @@ from choir.agent.lanes.core.stream import (
     error_code,
     focus,
 )
+from choir.agent.lanes.core.watchdog import WallTimeUp, wall_clock
 from choir.agent.lanes.support import LaneKit
+from choir.core.budgets import wall_time_spent
 from choir.core.lane_states import CoreTrigger, core_step
 from choir.core.prompt.build import core_prompt
 from choir.core.prompt.window import ShownEvents
@@ -186,56 +189,73 @@ class CoreJobRunner:
                 return Ended("terminated", refused, BUDGET_EXCEEDED)
             if job.state == "CORE_INITIALIZING":
                 self.move(job, "llm_called")
-            job.steps += 1
-            self.emit(job, CoreProgress(phase=f"step {job.steps}", focus=focus(job.start)))
-            allowed = job.start.tool_constraints.allowed_tools
-            tools = kit.tools(job.lane, [*allowed, REPORT_TOOL] if allowed else None)
-            prompt = core_prompt(
-                kit.memories.lanes[job.lane],
-                soul_core_md=kit.identity.soul_core_md,
-                briefing=job.start,
-                skills=kit.skills(),
-                skill_view=kit.skill_view(job.lane),
-                window_size=kit.window_size,
-                result_view=kit.kernel.registry.result_for_prompt,
-                shown=job.shown,
-            )
-            kit.compaction.measure(job.lane, prompt.size(tools))
             try:
-                completion = await kit.complete(
-                    job.lane,
-                    list(prompt.messages),
-                    tools,
-                    self._rate_limited(job),
-                    job_id=job.start.job_id,
-                )
-            except (LlmError, ChoirError) as error:
-                self.move(job, "llm_error")
-                return Ended("terminated", f"the model call failed: {error.message}")
-            calls = kit.record(job.lane, completion)
-            if not calls and not completion.invalid_tool_calls:
-                self.move(job, "final_result")
-                return Ended(
-                    "completed", completion.text.strip() or "done (the job gave no summary)"
-                )
-            self.move(job, "tool_proposal")
-            text = completion.text.strip()
-            if calls and text:
-                self.emit(job, CoreThoughtSummary(summary=clip(text, SUMMARY_CHARS)))
-            over: str | None = None
-            for call in calls:
-                if call.name != REPORT_TOOL:  # a report is its own event
-                    why = clip(text, FOCUS_CHARS)
-                    args = args_view(call.arguments)
-                    self.emit(job, CoreToolProposal(tool=call.name, args=args, why=why))
-                proposal = ToolProposal(job.lane, call.id, call.name, call.arguments)
-                result = await arbiter.propose(proposal)
-                if result.error_code == BUDGET_EXCEEDED and over is None:
-                    over = result.summary  # the step's other calls still get their answers
-            if over is not None:
+                async with wall_clock(arbiter.policy, job.lane):
+                    ended = await self._step(job)
+            except WallTimeUp:
                 self.move(job, "budget_exceeded")
-                return Ended("terminated", over, BUDGET_EXCEEDED)
-            self.move(job, "tool_result")
+                return Ended("terminated", self._timed_out(job), BUDGET_EXCEEDED)
+            if ended is not None:
+                return ended
+
+    async def _step(self, job: CoreJob) -> Ended | None:
+        """One LLM call and its tool calls; the job's end when it ended, else None."""
+        kit, arbiter = self._kit, self._kit.kernel.arbiter
+        job.steps += 1
+        self.emit(job, CoreProgress(phase=f"step {job.steps}", focus=focus(job.start)))
+        allowed = job.start.tool_constraints.allowed_tools
+        tools = kit.tools(job.lane, [*allowed, REPORT_TOOL] if allowed else None)
+        prompt = core_prompt(
+            kit.memories.lanes[job.lane],
+            soul_core_md=kit.identity.soul_core_md,
+            briefing=job.start,
+            skills=kit.skills(),
+            skill_view=kit.skill_view(job.lane),
+            window_size=kit.window_size,
+            result_view=kit.kernel.registry.result_for_prompt,
+            shown=job.shown,
+        )
+        kit.compaction.measure(job.lane, prompt.size(tools))
+        try:
+            completion = await kit.complete(
+                job.lane,
+                list(prompt.messages),
+                tools,
+                self._rate_limited(job),
+                job_id=job.start.job_id,
+            )
+        except (LlmError, ChoirError) as error:
+            self.move(job, "llm_error")
+            return Ended("terminated", f"the model call failed: {error.message}")
+        calls = kit.record(job.lane, completion)
+        if not calls and not completion.invalid_tool_calls:
+            self.move(job, "final_result")
+            return Ended("completed", completion.text.strip() or "done (the job gave no summary)")
+        self.move(job, "tool_proposal")
+        text = completion.text.strip()
+        if calls and text:
+            self.emit(job, CoreThoughtSummary(summary=clip(text, SUMMARY_CHARS)))
+        over: str | None = None
+        for call in calls:
+            if call.name != REPORT_TOOL:  # a report is its own event
+                why = clip(text, FOCUS_CHARS)
+                args = args_view(call.arguments)
+                self.emit(job, CoreToolProposal(tool=call.name, args=args, why=why))
+            proposal = ToolProposal(job.lane, call.id, call.name, call.arguments)
+            result = await arbiter.propose(proposal)
+            if result.error_code == BUDGET_EXCEEDED and over is None:
+                over = result.summary  # the step's other calls still get their answers
+        if over is not None:
+            self.move(job, "budget_exceeded")
+            return Ended("terminated", over, BUDGET_EXCEEDED)
+        self.move(job, "tool_result")
+        return None
+
+    def _timed_out(self, job: CoreJob) -> str:
+        """The report of a job whose watchdog cancelled its step at the wall-time deadline."""
+        policy = self._kit.kernel.arbiter.policy
+        now = time.monotonic()
+        return wall_time_spent(policy.budgets, job.start.job_name, now, policy.limits).message
 
     def _rate_limited(self, job: CoreJob) -> RateLimitNotice:
         """One notice to the user per rate-limited call of the job, as edge gives (§10)."""
