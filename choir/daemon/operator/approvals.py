@@ -1,4 +1,4 @@
-"""`approval.list|show|approve|reject` (§8.10, §19.6): the operator answers each proposal once.
+"""`approval.list|show|approve|reject|extend` (§8.10, §19.6): each proposal answered once.
 
 Answering goes through `ApprovalService`, which tells its subscribers exactly once: the daemon
 pushes `approval_resolved` to the agent from there and the live feed shows it, so nothing here
@@ -10,7 +10,12 @@ from __future__ import annotations
 from choir.daemon.operator.context import OperatorContext
 from choir.daemon.operator.views import approval_view
 from choir.protocol.operator.answers import ApprovalList as ApprovalListAnswer
-from choir.protocol.operator.requests import ApprovalAnswer, ApprovalList, ApprovalRef
+from choir.protocol.operator.requests import (
+    ApprovalAnswer,
+    ApprovalExtend,
+    ApprovalList,
+    ApprovalRef,
+)
 from choir.protocol.operator.views import ApprovalView
 
 
@@ -31,6 +36,14 @@ async def approval_show(ctx: OperatorContext, request: ApprovalRef) -> ApprovalV
 async def approval_approve(ctx: OperatorContext, request: ApprovalAnswer) -> ApprovalView:
     row = await ctx.services.approvals.approve(
         request.approval_id, by=request.by, agent_id=request.agent_id
+    )
+    return approval_view(row)
+
+
+async def approval_extend(ctx: OperatorContext, request: ApprovalExtend) -> ApprovalView:
+    """A paused job's budget question answered with an amount: the job resumes with it."""
+    row = await ctx.services.approvals.extend(
+        request.approval_id, request.amount, by=request.by, agent_id=request.agent_id
     )
     return approval_view(row)
 

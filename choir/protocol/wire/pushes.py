@@ -100,6 +100,8 @@ class ApprovalResolvedPush(WireModel):
     """The approval answered."""
     status: Literal["approved", "rejected", "timed_out"]
     """How it ended; a timeout counts as rejected."""
+    extend_by: int | None = Field(default=None, ge=1)
+    """An approved `budget_extension`: how much more of the budget was granted."""
 
 
 class RecoverPush(WireModel):
