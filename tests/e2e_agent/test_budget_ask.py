@@ -29,6 +29,7 @@ from tests.e2e_agent.test_lanes import (  # noqa: F401 — `launch` is a fixture
     run,
     spawn,
 )
+from tests.commands.test_dm_commands import command
 from tests.harness.chat import replies_through
 from tests.harness.daemons import poll_until
 
@@ -89,7 +90,9 @@ async def test_a_job_out_of_steps_pauses_asks_and_resumes_by_the_amount_extended
 
     await poll_until(waiting, within=10)
 
-    extended = await agent.operator.approval_extend(asked.approval_id, 3)
+    said = await command(agent.operator, "agent-1", f"/extend {asked.approval_id} 3")
+    assert said == f"{asked.approval_id} extended by 3"  # the DM's answer, as choirctl's verb
+    extended = await agent.operator.approval_show(asked.approval_id)
     assert (extended.status, extended.payload["granted"]) == ("approved", 3)
     again = await question(agent)  # three more steps, then the next question
     assert again.approval_id != asked.approval_id
@@ -136,6 +139,12 @@ async def test_a_regular_dm_cannot_extend_another_agents_budget(launch: Launch) 
     agent = await launch(GRIND, budgets=STEPS)
     await agent.operator.chat_send("agent-1", "grind")
     asked = await question(agent)
+    (agent.workspace.parent / "ws-other").mkdir()
+    await agent.operator.agent_start("agent-2")  # its DM, ops, is a regular one
+    refused = await command(
+        agent.operator, "agent-2", f"/extend {asked.approval_id} 10", refused=True
+    )
+    assert refused.startswith(f"approval {asked.approval_id} belongs to agent-1, not agent-2")
     with pytest.raises(ConflictError, match="belongs to agent-1, not agent-2"):
         await agent.operator.ask(
             V.APPROVAL_EXTEND,
