@@ -19,6 +19,7 @@ from choir.errors import ConflictError
 from choir.protocol.operator.verbs import OperatorVerb as V
 from choir.protocol.operator.views import ApprovalView
 from choir.scripted import ReplyStep, Script, ToolCallsStep
+from tests.commands.test_dm_commands import command
 from tests.e2e_agent.test_agent_process import Agent
 from tests.e2e_agent.test_budget_reload import ended_with, intents
 from tests.e2e_agent.test_lanes import (  # noqa: F401 — `launch` is a fixture
@@ -29,7 +30,6 @@ from tests.e2e_agent.test_lanes import (  # noqa: F401 — `launch` is a fixture
     run,
     spawn,
 )
-from tests.commands.test_dm_commands import command
 from tests.harness.chat import replies_through
 from tests.harness.daemons import poll_until
 
