@@ -20,6 +20,9 @@ from choir.agent.kernel.lane_policy import LanePolicy
 
 RECHECK_S: Final = 0.5
 """How often a running step's deadline follows a changed budget."""
+GRACE_S: Final = 0.25
+"""Past the deadline before the step is cut: a wait that ends at the deadline by itself (a
+`need_info` question's) ends its own way, with its own result."""
 WALL_TIME: Final = "per_job_wall_time_ms"
 
 
@@ -29,6 +32,10 @@ def left_s(policy: LanePolicy, lane: str) -> float:
         return policy.remaining(lane).get(WALL_TIME, 0) / 1000
     except ValueError:  # the job already ended
         return 0.0
+
+
+def _deadline(policy: LanePolicy, lane: str) -> float:
+    return asyncio.get_running_loop().time() + left_s(policy, lane) + GRACE_S
 
 
 class WallTimeUp(Exception):
@@ -42,7 +49,7 @@ async def wall_clock(policy: LanePolicy, lane: str) -> AsyncIterator[None]:
     A TimeoutError of the body's own (not the deadline's) passes through unchanged.
     """
     loop = asyncio.get_running_loop()
-    deadline = asyncio.timeout_at(loop.time() + left_s(policy, lane))
+    deadline = asyncio.timeout_at(_deadline(policy, lane))
     try:
         async with deadline:
             follower = loop.create_task(_follow(policy, lane, deadline), name=f"{lane}:watchdog")
@@ -57,12 +64,11 @@ async def wall_clock(policy: LanePolicy, lane: str) -> AsyncIterator[None]:
 
 
 async def _follow(policy: LanePolicy, lane: str, deadline: asyncio.Timeout) -> None:
-    loop = asyncio.get_running_loop()
     while True:
         await asyncio.sleep(RECHECK_S)
         if deadline.expired():
             return
-        deadline.reschedule(loop.time() + left_s(policy, lane))
+        deadline.reschedule(_deadline(policy, lane))
 
 
-__all__ = ["RECHECK_S", "WallTimeUp", "left_s", "wall_clock"]
+__all__ = ["GRACE_S", "RECHECK_S", "WallTimeUp", "left_s", "wall_clock"]
