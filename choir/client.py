@@ -341,6 +341,13 @@ class ChoirClient:
     async def approval_reject(self, approval_id: str, *, by: str = "choirctl") -> v.ApprovalView:
         return await self.ask(V.APPROVAL_REJECT, v.ApprovalView, approval_id=approval_id, by=by)
 
+    async def approval_extend(
+        self, approval_id: str, amount: int, *, by: str = "choirctl"
+    ) -> v.ApprovalView:
+        return await self.ask(
+            V.APPROVAL_EXTEND, v.ApprovalView, approval_id=approval_id, amount=amount, by=by
+        )
+
     # workspaces
 
     async def workspace_list(self) -> a.WorkspaceList:

@@ -167,6 +167,11 @@ ACTIONS: tuple[ConsoleAction, ...] = (
         confirm="Reject {approval_id}? The agent is told at once.", danger=True, key="6 r",
         fixed={"by": RESOLVER},
     ),
+    action(
+        "approval extend", "Approval: extend a paused job's budget", "call",
+        confirm="Extend {approval_id} by {amount}? The paused job resumes at once.",
+        fixed={"by": RESOLVER},
+    ),
     # workspaces
     action("workspace list", "Workspaces: list with leases", "view", view="workspaces", key="0"),
     action(

@@ -203,6 +203,7 @@ class ChoirAgent:
     ) -> None:
         from choir.adapters.llm import LlmClient
         from choir.agent.integrations.session import Integrations
+        from choir.agent.lanes.core.budget_ask import BudgetAsk
         from choir.agent.lanes.core.jobs import CoreJobTools
         from choir.agent.lanes.core.runner import CoreJobRunner
         from choir.agent.lanes.edge import EdgeLane
@@ -256,7 +257,7 @@ class ChoirAgent:
             )
             kit.spend.begin(options.agent_id, restored.spend)
             kit.start()
-            jobs = CoreJobRunner(kit)
+            jobs = CoreJobRunner(kit, BudgetAsk(bridge))
             tools = CoreJobTools(kit, jobs)
             recovery = self._recovery = CoreJobRecovery(kit, jobs, restored.ledger)
             table.update(tools.hooks())
@@ -391,7 +392,8 @@ class ChoirAgent:
                 if not jobs.cancel(name, reason):
                     log.info("cancel for a job that is not running", fields={"job": name})
             case ApprovalResolvedPush(approval_id=approval_id, status=status, reason=reason):
-                arbiter.resolve_approval(approval_id, status, reason)
+                if not jobs.asker.answered(push):  # a paused job's budget question, else a proposal
+                    arbiter.resolve_approval(approval_id, status, reason)
             case ConfigChangedPush():
                 sync.notice(push)
             case SecretsRefreshedPush():

@@ -304,6 +304,17 @@ CATALOGUE: Final[tuple[Command, ...]] = (
         dm_help="reject one: the only pending one, or a number from the list, or an id",
         done="{approval_id} rejected",
     ),
+    Command(
+        "approval extend",
+        "Answer a core job's budget question (a budget_extension approval): extend the budget "
+        "by AMOUNT (steps, tool calls, tokens or ms, as the question says) and the job resumes "
+        "where it paused. `approval approve` extends by the amount the question suggests, "
+        "`approval reject` stops the job. Exits 5 if already answered.",
+        EVERYONE, "approval.extend",
+        (ANSWERED, Param("amount", "Amount", "word", metavar="amount"), ONLY_BOUND, RESOLVER),
+        dm="extend", dm_help="extend a paused job's budget by an amount: <id|number> <amount>",
+        done="{approval_id} extended by {amount}",
+    ),
     # workspaces
     Command(
         "workspace list",

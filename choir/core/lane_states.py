@@ -39,6 +39,8 @@ CoreTrigger = Literal[
     "need_info",
     "info_received",
     "no_answer",
+    "budget_ask",
+    "budget_extended",
     "llm_error",
     "cancel",
     "error",
@@ -78,13 +80,21 @@ CORE: Final[Mapping[tuple[CoreStatus, str], CoreStatus]] = {
     ("CORE_WAITING_TOOL", "need_info"): "CORE_WAITING_INFO",
     ("CORE_WAITING_INFO", "info_received"): "CORE_WAITING_TOOL",
     ("CORE_WAITING_INFO", "no_answer"): "CORE_WAITING_TOOL",
+    ("CORE_INITIALIZING", "budget_ask"): "CORE_WAITING_INFO",
+    ("CORE_REASONING", "budget_ask"): "CORE_WAITING_INFO",
+    ("CORE_WAITING_TOOL", "budget_ask"): "CORE_WAITING_INFO",
+    ("CORE_WAITING_INFO", "budget_extended"): "CORE_REASONING",
 }
 """§7.3. Injection is accepted while reasoning or waiting on a tool (§12.8).
 
 A `need_info` question (§12.7) is a tool call of the job (`choir.core.report`): while edge and
 the user answer it the job waits in CORE_WAITING_INFO; edge's answer, an injection, ends the
 wait (`info_received`), as do the job's time budget or a graceful stop (`no_answer`). Either way
-the call's result commits from CORE_WAITING_TOOL like any other."""
+the call's result commits from CORE_WAITING_TOOL like any other.
+
+A budget that ran out pauses the job at its safe point (`budget_ask`, issue 19): it waits in
+CORE_WAITING_INFO for a human to extend the budget (`budget_extended`: the next step) or stop
+it (`budget_exceeded`, as before)."""
 
 FINAL: Final[frozenset[str]] = frozenset({"EDGE_TERMINATED", "CORE_COMPLETED", "CORE_TERMINATED"})
 

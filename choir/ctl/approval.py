@@ -187,3 +187,21 @@ def reject(
 
     data = with_choird(home, lambda choird: choird.approval_reject(approval_id))
     emit(data, as_json, lambda: print(f"approval {approval_id} rejected"))
+
+
+@app.command("extend")
+@documented("approval extend")
+def extend(
+    approval_id: ApprovalArgument,
+    amount: Annotated[
+        int,
+        typer.Argument(min=1, help="How much more of the budget: steps, tool calls, tokens or ms."),
+    ],
+    home: HomeOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    from choir.ctl.remote import with_choird
+
+    data = with_choird(home, lambda choird: choird.approval_extend(approval_id, amount))
+    budget = data.payload.get("budget", "the budget")
+    emit(data, as_json, lambda: print(f"approval {approval_id}: {budget} extended by {amount}"))

@@ -50,12 +50,21 @@ ProposalCheck = Callable[[str, str, dict[str, Any]], str | None]
 None for a kind not bound; raises `UsageError` naming what is wrong with the proposal."""
 
 
+BUDGET_EXTENSION = "budget_extension"
+"""The request type of a paused core job's question: extend its budget (by how much) or stop."""
+
+
 def push_of(approval: ApprovalRow) -> ApprovalResolvedPush:
     """What the agent that asked is told when `approval` is resolved."""
     if approval.status == "pending":
         raise ValueError(f"approval {approval.id} is still pending")
+    granted = approval.payload.get("granted") if approval.status == "approved" else None
+    extend_by = granted if isinstance(granted, int) and granted > 0 else None
     return ApprovalResolvedPush(
-        approval_id=approval.id, status=approval.status, reason=approval.outcome
+        approval_id=approval.id,
+        status=approval.status,
+        reason=approval.outcome,
+        extend_by=extend_by,
     )
 
 
@@ -67,6 +76,14 @@ def front_end(by: str, dm_gateways: dict[str, str]) -> str:
     if by == "choir tui":
         return "tui"
     return dm_gateways.get(by, "other")
+
+
+def suggested_extension(approval: ApprovalRow) -> int | None:
+    """A plain `approve` of a budget question grants the amount the question suggested."""
+    if approval.request_type != BUDGET_EXTENSION:
+        return None
+    suggested = approval.payload.get("suggested")
+    return suggested if isinstance(suggested, int) and suggested > 0 else 1
 
 
 class ApprovalService:
@@ -137,8 +154,16 @@ class ApprovalService:
     async def approve(
         self, approval_id: str, *, by: str, agent_id: str | None = None
     ) -> ApprovalRow:
-        """Approve a pending approval; `agent_id` limits it to that agent's (a regular DM)."""
-        return await self._resolve(approval_id, "approved", by, agent_id)
+        """Approve a pending approval; `agent_id` limits it to that agent's (a regular DM).
+
+        A budget question approved as such grants the amount it suggested."""
+        return await self._resolve(approval_id, "approved", by, agent_id, granted=None)
+
+    async def extend(
+        self, approval_id: str, amount: int, *, by: str, agent_id: str | None = None
+    ) -> ApprovalRow:
+        """Answer a paused job's budget question: extend the budget by `amount`."""
+        return await self._resolve(approval_id, "approved", by, agent_id, granted=amount)
 
     async def reject(
         self, approval_id: str, *, by: str, agent_id: str | None = None
@@ -175,6 +200,8 @@ class ApprovalService:
         status: Literal["approved", "rejected"],
         by: str,
         agent_id: str | None,
+        *,
+        granted: int | None = None,
     ) -> ApprovalRow:
         current = await self.show(approval_id)
         if agent_id is not None and current.agent_id != agent_id:
@@ -182,10 +209,17 @@ class ApprovalService:
                 f"approval {approval_id} belongs to {current.agent_id}, not {agent_id}: "
                 "only an admin DM or choirctl can answer it"
             )
+        if granted is not None and current.request_type != BUDGET_EXTENSION:
+            raise ConflictError(
+                f"approval {approval_id} is a {current.request_type} proposal, not a budget "
+                "question: approve or reject it"
+            )
+        if status == "approved" and granted is None:
+            granted = suggested_extension(current)
         via = front_end(by, self._dm_gateways())
         async with self._pool.acquire() as conn:
             row = await resolve_approval(
-                conn, approval_id, status, by=by, now=self._clock(), via=via
+                conn, approval_id, status, by=by, now=self._clock(), via=via, granted=granted
             )
             if row is None:
                 latest = await get_approval(conn, approval_id) or current

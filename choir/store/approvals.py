@@ -113,17 +113,24 @@ async def resolve_approval(
     by: str,
     now: datetime,
     via: str | None = None,
+    granted: int | None = None,
 ) -> ApprovalRow | None:
-    """Answer a pending approval; None when it is not pending (or does not exist)."""
+    """Answer a pending approval; None when it is not pending (or does not exist).
+
+    `granted` (an approved `budget_extension`) is stored in the payload as `granted`, in the
+    same guarded UPDATE: the amount is decided with the answer, or not at all.
+    """
     row = await conn.fetchrow(
         "UPDATE choir_control.pending_approvals SET status = $2, resolved_at = $3, "
-        "resolved_by = $4, resolved_via = $5 WHERE id = $1 AND status = 'pending' "
-        f"RETURNING {_COLUMNS}",
+        "resolved_by = $4, resolved_via = $5, payload = CASE WHEN $6::bigint IS NULL THEN "
+        "payload ELSE payload || jsonb_build_object('granted', $6::bigint) END "
+        f"WHERE id = $1 AND status = 'pending' RETURNING {_COLUMNS}",
         approval_id,
         status,
         now,
         encode_text(by),  # a DM's name: any text, NUL included
         via,
+        granted,
     )
     return None if row is None else ApprovalRow.of(row)
 

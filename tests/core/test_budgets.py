@@ -23,10 +23,12 @@ from choir.core.budgets import (
     charge_tool_call,
     check_wall_time,
     end_job,
+    extend,
     from_dict,
     remaining,
     start_job,
     to_dict,
+    wall_time_spent,
 )
 
 LIMITS = BudgetLimits(
@@ -333,3 +335,31 @@ def test_no_operation_lowers_a_counter(ops: list[tuple[Any, ...]]):
         assert after.core_jobs <= LIMITS.max_core_jobs
         assert all(j.injections <= LIMITS.max_injections_per_job for j in after.jobs.values())
         used = after
+
+
+def test_wall_time_spent_names_the_limit_even_at_the_deadline_to_the_millisecond() -> None:
+    limits = BudgetLimits(1, 10, 10, 10, 10, 2000, 1)
+    counters, _ = start_job(BudgetCounters(), "j", 100.0, limits, time_budget_ms=1500)
+    assert check_wall_time(counters, "j", 101.5, limits) is None
+    spent = wall_time_spent(counters, "j", 101.5, limits)
+    assert spent == Exceeded("per_job_wall_time_ms", 1500, 1500, "j")
+
+
+def test_an_extension_raises_the_limit_and_survives_a_snapshot() -> None:
+    limits = BudgetLimits(1, 100, 10, 2, 10, 2000, 1)
+    used, _ = start_job(BudgetCounters(), "j", 0.0, limits)
+    for _ in range(2):
+        used, refused = charge_step(used, "core:j", limits)
+        assert refused is None
+    assert charge_step(used, "core:j", limits)[1] == Exceeded("per_job_max_steps", 2, 2, "j")
+    used = extend(used, "per_job_max_steps", 3, "j")
+    used = extend(used, "total_session_tokens", 50)
+    assert remaining(used, limits, "core:j", 0.0)["per_job_max_steps"] == 3
+    assert charge_tokens(used, 140, limits)[1] is None  # 100 + 50 granted
+    restored = from_dict(to_dict(used, now=1.0), now=5.0)
+    assert restored.granted == {"total_session_tokens": 50}
+    assert restored.job("j").granted == {"per_job_max_steps": 3}
+    with pytest.raises(ValueError, match="cannot be extended"):
+        extend(used, "max_core_jobs", 1)
+    with pytest.raises(ValueError, match="name the job"):
+        extend(used, "per_job_max_steps", 1)

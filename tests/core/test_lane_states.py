@@ -48,6 +48,10 @@ def test_edge_transitions_of_section_7_2(state: str, trigger: str, expected: str
         ("CORE_WAITING_TOOL", "need_info", "CORE_WAITING_INFO"),
         ("CORE_WAITING_INFO", "info_received", "CORE_WAITING_TOOL"),
         ("CORE_WAITING_INFO", "no_answer", "CORE_WAITING_TOOL"),
+        ("CORE_INITIALIZING", "budget_ask", "CORE_WAITING_INFO"),
+        ("CORE_REASONING", "budget_ask", "CORE_WAITING_INFO"),
+        ("CORE_WAITING_TOOL", "budget_ask", "CORE_WAITING_INFO"),
+        ("CORE_WAITING_INFO", "budget_extended", "CORE_REASONING"),
     ],
 )
 def test_core_transitions_of_section_7_3(state: str, trigger: str, expected: str) -> None:
@@ -73,7 +77,9 @@ def test_core_terminates_from_any_live_state(state: CoreStatus, trigger: str) ->
 def test_illegal_moves_name_the_allowed_ones() -> None:
     with pytest.raises(IllegalTransition, match=r"EDGE_IDLE has no transition on 'finish'"):
         edge_step("EDGE_IDLE", "finish")
-    with pytest.raises(IllegalTransition, match="allowed: final_result, instruction_injected"):
+    with pytest.raises(
+        IllegalTransition, match="allowed: budget_ask, final_result, instruction_injected"
+    ):
         core_step("CORE_REASONING", "initialized")
 
 
@@ -88,7 +94,9 @@ def test_final_states_never_move(state: str) -> None:
 def test_a_job_waiting_for_information_cannot_reason_or_finish() -> None:
     """Only the answer (or its absence) ends the wait; the call's result commits after it."""
     for trigger in ("tool_result", "final_result", "llm_called", "instruction_injected"):
-        with pytest.raises(IllegalTransition, match="allowed: info_received, no_answer"):
+        with pytest.raises(
+            IllegalTransition, match="allowed: budget_extended, info_received, no_answer"
+        ):
             core_step("CORE_WAITING_INFO", trigger)  # type: ignore[arg-type]
 
 

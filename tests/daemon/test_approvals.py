@@ -150,3 +150,28 @@ async def test_each_decision_records_who_through_which_front_end_and_when(
         trail = await audit_of(conn, old)
     assert [(f.action, f.actor, f.via) for f in trail][-1] == ("rejected", "timeout", "timeout")
     assert "silence is a rejection" in trail[-1].detail
+
+
+async def test_a_budget_question_is_answered_with_an_amount_carried_to_the_agent(services, ask):
+    """Issue 19: `extend` grants an amount (in the row and the push); approve grants the
+    suggested one; a proposal that is not a budget question cannot be extended."""
+    ctx_ask = services.approvals
+    started = await services.sessions.start("agent-2", {})
+    ctx = await services.sessions.authenticate(started.session_id, started.lease_token)
+    payload = {"budget": "per_job_max_steps", "limit": 4, "used": 4, "suggested": 4}
+    request = RequestApprovalRequest(request_type="budget_extension", payload=payload)
+    first = (await ctx_ask.request(ctx, request)).approval_id
+    second = (await ctx_ask.request(ctx, request)).approval_id
+    tool = await ask("tool")
+
+    extended = await ctx_ask.extend(first, 7, by="choirctl")
+    assert (extended.status, extended.payload) == ("approved", {**payload, "granted": 7})
+    assert push_of(extended) == ApprovalResolvedPush(
+        approval_id=first, status="approved", extend_by=7
+    )
+    approved = await ctx_ask.approve(second, by="console")
+    assert push_of(approved).extend_by == 4
+    with pytest.raises(ConflictError, match=f"approval {tool} is a tool proposal, not a budget"):
+        await ctx_ask.extend(tool, 3, by="choirctl")
+    assert (await ctx_ask.show(tool)).status == "pending"
+    assert push_of(await ctx_ask.approve(tool, by="console")).extend_by is None

@@ -49,6 +49,16 @@ async def reload_budgets(agent: Agent, **budgets: int) -> None:
     await agent.operator.config_apply()
 
 
+async def refuse_the_question(agent: Agent, budget: str, limit: int) -> str:
+    """The job ran out and asked to extend `budget` (issue 19): refuse, so it stops as before."""
+    from tests.e2e_agent.test_budget_ask import question
+
+    asked = await question(agent, within=30)
+    assert (asked.payload["budget"], asked.payload["limit"]) == (budget, limit)
+    await agent.operator.approval_reject(asked.approval_id)
+    return f"the extension was refused ({asked.approval_id})"
+
+
 async def intents(agent: Agent, lane: str) -> list[dict[str, Any]]:
     """The calls `lane` ran: their committed intents (exec is not idempotent: durable first)."""
     events = await stored_events(agent.daemon, agent.session_id)
@@ -76,8 +86,9 @@ async def test_a_budget_lowered_mid_job_stops_it_and_binds_the_next_job(
 
     await poll_until(two_calls_made, within=15)
     await reload_budgets(agent, per_job_max_tool_calls=3)
+    refused = await refuse_the_question(agent, "per_job_max_tool_calls", 3)
     replies = await replies_until(agent, sent.after_seq, "core_report", within=30)
-    report = "core job grind-1 exceeded per_job_max_tool_calls (3)"
+    report = f"core job grind-1 exceeded per_job_max_tool_calls (3); {refused}"
     assert replies[-1]["text"] == f"core job grind-1 terminated: {report}"
     await durable(agent, "core_stopped")
     assert len(await intents(agent, "core:grind-1")) == 3
@@ -89,6 +100,7 @@ async def test_a_budget_lowered_mid_job_stops_it_and_binds_the_next_job(
     assert status.budgets["per_job_max_tool_calls"] == 3
 
     sent = await agent.operator.chat_send("agent-1", "grind two")
+    await refuse_the_question(agent, "per_job_max_tool_calls", 3)
     replies = await replies_until(agent, sent.after_seq, "core_report", within=30)
     assert replies[-1]["text"].startswith("core job grind-2 terminated: ")
 

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from choir.scripted import RateLimitStep, ReplyStep, Script, ScriptedCall, ToolCallsStep
+from tests.e2e_agent.test_budget_reload import refuse_the_question
 from tests.e2e_agent.test_lanes import (  # noqa: F401 — `launch` is a fixture
     Launch,
     durable,
@@ -301,6 +302,7 @@ async def test_an_unanswered_question_ends_with_the_jobs_time_budget(
 ) -> None:
     agent = await launch(LATE_SCRIPT)
     sent = await agent.operator.chat_send("agent-1", "please start the late job")
+    await refuse_the_question(agent, "per_job_wall_time_ms", 1500)  # out of time: it asks
     replies = await replies_until(agent, sent.after_seq, "core_report")
     assert "core job late needs information: Anyone there?" in [r["text"] for r in replies]
     assert replies[-1]["text"].startswith("core job late terminated:")

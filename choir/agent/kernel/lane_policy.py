@@ -54,25 +54,40 @@ class LanePolicy:
         _, self.tokens_exceeded = budgets.charge_tokens(self.budgets, 0, limits)
 
     def begin_step(self, lane: str) -> str | None:
-        """Before a lane's LLM call: None to go ahead, else why the step must not happen.
+        """Before a lane's LLM call: None to go ahead, else why the step must not happen."""
+        exceeded = self.begin_step_or_exceeded(lane)
+        return exceeded.message if exceeded is not None else None
+
+    def begin_step_or_exceeded(self, lane: str) -> Exceeded | None:
+        """`begin_step`, saying which budget refused (a core job asks to extend it).
 
         Charges the core job's step budget and checks its wall time and the session's tokens;
         a skill that used its `max_steps` ends here with a committed transition (§10.2).
         """
         if self.tokens_exceeded is not None:
-            return self.tokens_exceeded.message
+            return self.tokens_exceeded
         job = job_name_of(lane)
         if job is not None:
             late = budgets.check_wall_time(self.budgets, job, time.monotonic(), self.limits)
             if late is not None:
-                return late.message
+                return late
         self.budgets, exceeded = budgets.charge_step(self.budgets, lane, self.limits)
         if exceeded is not None:
-            return exceeded.message
+            return exceeded
         if self.skills:
             decision = skill_runner.begin_step(self.skill_runs.get(lane), self.skills)
             self.apply(lane, decision)
         return None
+
+    def extend(self, budget: str, amount: int, job: str | None) -> None:
+        """A human granted `amount` more of `budget` (issue 19): the next check allows it."""
+        self.budgets = budgets.extend(self.budgets, budget, amount, job)
+        _, self.tokens_exceeded = budgets.charge_tokens(self.budgets, 0, self.limits)
+
+    def exceeded(self, budget: str, job: str | None) -> Exceeded:
+        """`budget` as used up now (a refused call names only the budget)."""
+        now = time.monotonic()
+        return budgets.exceeded_as_of(self.budgets, self.limits, budget, job, now)
 
     def charge_injection(self, job_name: str) -> str | None:
         """Count one instruction injected into `job_name` (§12.8); why not when over budget."""

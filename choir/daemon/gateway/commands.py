@@ -37,7 +37,7 @@ ReplyCategory = Literal["command", "command_progress", "command_error"]
 Say = Callable[[str, ReplyCategory], None]
 """Reply with a text in a category."""
 
-ANSWERS: Final = ("approval approve", "approval reject")
+ANSWERS: Final = ("approval approve", "approval reject", "approval extend")
 
 
 class DmCommands:

@@ -124,6 +124,7 @@ VERBS: Final[Mapping[OperatorVerb, Route]] = {
     V.APPROVAL_SHOW: Route(operator_approvals.approval_show),
     V.APPROVAL_APPROVE: Route(operator_approvals.approval_approve),
     V.APPROVAL_REJECT: Route(operator_approvals.approval_reject),
+    V.APPROVAL_EXTEND: Route(operator_approvals.approval_extend),
     V.WORKSPACE_LIST: Route(operator_workspaces.workspace_list),
     V.WORKSPACE_RESET: Route(operator_workspaces.workspace_reset),
     V.MODEL_LIST: Route(operator_models.model_list),

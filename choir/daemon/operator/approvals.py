@@ -1,4 +1,4 @@
-"""`approval.list|show|approve|reject` (§8.10, §19.6): the operator answers each proposal once.
+"""`approval.list|show|approve|reject|extend` (§8.10, §19.6): each proposal answered once.
 
 Answering goes through `ApprovalService`, which tells its subscribers exactly once: the daemon
 pushes `approval_resolved` to the agent from there and the live feed shows it, so nothing here
@@ -16,7 +16,12 @@ from choir.daemon.operator.context import OperatorContext
 from choir.daemon.operator.views import approval_view
 from choir.errors import ChoirError
 from choir.protocol.operator.answers import ApprovalList as ApprovalListAnswer
-from choir.protocol.operator.requests import ApprovalAnswer, ApprovalList, ApprovalRef
+from choir.protocol.operator.requests import (
+    ApprovalAnswer,
+    ApprovalExtend,
+    ApprovalList,
+    ApprovalRef,
+)
 from choir.protocol.operator.views import ApprovalView
 from choir.store.approval_audit import audit_of
 from choir.store.proposal_applies import get_apply
@@ -74,6 +79,14 @@ async def approval_approve(ctx: OperatorContext, request: ApprovalAnswer) -> App
     )
     if ctx.proposals is not None:
         ctx.proposals.begin(row)  # a skill is applied now; its progress is in `approval show`
+    return approval_view(row)
+
+
+async def approval_extend(ctx: OperatorContext, request: ApprovalExtend) -> ApprovalView:
+    """A paused job's budget question answered with an amount: the job resumes with it."""
+    row = await ctx.services.approvals.extend(
+        request.approval_id, request.amount, by=request.by, agent_id=request.agent_id
+    )
     return approval_view(row)
 
 

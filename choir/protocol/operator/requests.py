@@ -140,6 +140,19 @@ class ApprovalAnswer(WireModel):
     """Only if it is this agent's (a regular DM answers only its bound agent's, §19.6)."""
 
 
+class ApprovalExtend(WireModel):
+    """Answer a paused job's budget question (`budget_extension`): extend by `amount`."""
+
+    approval_id: str = Field(min_length=1)
+    """The pending `budget_extension` approval."""
+    amount: int = Field(ge=1)
+    """How much more of the budget: steps, tool calls, tokens or ms (the question says which)."""
+    by: str = Field(default="choirctl", min_length=1, max_length=64)
+    """Who answers, recorded as `resolved_by`."""
+    agent_id: str | None = None
+    """Only if it is this agent's (a regular DM answers only its bound agent's, §19.6)."""
+
+
 class WorkspaceRef(WireModel):
     name: str = Field(min_length=1)
     """A workspace name from config.json."""

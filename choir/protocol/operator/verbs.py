@@ -43,6 +43,7 @@ class OperatorVerb(StrEnum):
     APPROVAL_SHOW = "approval.show"
     APPROVAL_APPROVE = "approval.approve"
     APPROVAL_REJECT = "approval.reject"
+    APPROVAL_EXTEND = "approval.extend"
     WORKSPACE_LIST = "workspace.list"
     WORKSPACE_RESET = "workspace.reset"
     MODEL_LIST = "model.list"

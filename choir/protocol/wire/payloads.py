@@ -144,12 +144,13 @@ class HeartbeatResponse(WireModel):
     """When newer than the agent's, the agent calls FETCH_DYNAMIC_CONFIG."""
 
 
-ApprovalRequestType = Literal["tool", "skill", "config_change", "repo_change"]
+ApprovalRequestType = Literal["tool", "skill", "config_change", "repo_change", "budget_extension"]
 
 
 class RequestApprovalRequest(WireModel):
     request_type: ApprovalRequestType
-    """tool / skill / config_change from choir.propose.*; repo_change for §20 proposals."""
+    """tool / skill / config_change from choir.propose.*; repo_change for §20 proposals;
+    budget_extension when a core job's budget ran out and it waits for more (issue 19)."""
     payload: dict[str, Any]
     """The proposal itself (manifest, skill spec, config patch, or branch ref)."""
 

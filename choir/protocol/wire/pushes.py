@@ -103,6 +103,8 @@ class ApprovalResolvedPush(WireModel):
     proposal choird applies (a skill) ends `applied` or `failed`, told once the apply ends."""
     reason: str | None = Field(default=None, exclude_if=lambda reason: reason is None)
     """What was applied, or the failed step and why (left out when none)."""
+    extend_by: int | None = Field(default=None, ge=1)
+    """An approved `budget_extension`: how much more of the budget was granted."""
 
 
 class RecoverPush(WireModel):

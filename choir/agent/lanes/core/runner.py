@@ -16,11 +16,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Final, Literal
 
 from choir.adapters.llm import LlmError, RateLimitNotice
 from choir.agent.kernel.proposal import ToolProposal
+from choir.agent.lanes.core.budget_ask import BudgetAsk, suggested
 from choir.agent.lanes.core.stream import (
     BUDGET_EXCEEDED,
     FOCUS_CHARS,
@@ -33,7 +36,15 @@ from choir.agent.lanes.core.stream import (
     error_code,
     focus,
 )
+from choir.agent.lanes.core.watchdog import WallTimeUp, wall_clock
 from choir.agent.lanes.support import LaneKit
+from choir.core.budgets import (
+    JOB_EXTENDABLE,
+    SESSION_EXTENDABLE,
+    UNITS,
+    Exceeded,
+    wall_time_spent,
+)
 from choir.core.lane_states import CoreTrigger, core_step
 from choir.core.prompt.build import core_prompt
 from choir.core.prompt.window import ShownEvents
@@ -94,8 +105,10 @@ class CoreJobRunner:
     the runner of their session and start, move and end jobs through it.
     """
 
-    def __init__(self, kit: LaneKit) -> None:
+    def __init__(self, kit: LaneKit, asker: BudgetAsk | None = None) -> None:
         self._kit = kit
+        self.asker = asker or BudgetAsk(None)
+        """Asks a human to extend a budget that ran out (issue 19); without a bridge, no one."""
         self.jobs: dict[str, CoreJob] = {}
         """The running jobs by name."""
 
@@ -170,8 +183,10 @@ class CoreJobRunner:
     async def _loop(self, job: CoreJob) -> Ended | None:
         """Steps until the job ends: its outcome and report, or None at a graceful stop.
 
-        A budget (§7.6) ends the job at its first check that refuses: before a step, or a call
-        refused for one (a budget lowered by a config reload included).
+        A budget (§7.6) that runs out — at the check before a step, a call refused for one (a
+        budget lowered by a config reload included), or the wall-time watchdog cutting a step —
+        pauses the job to ask a human to extend it (`_paused`); it ends the job when nobody
+        extends it.
         """
         kit, arbiter = self._kit, self._kit.kernel.arbiter
         self.move(job, "initialized")
@@ -180,62 +195,129 @@ class CoreJobRunner:
                 return None
             if job.state == "CORE_REASONING":
                 self._drain(job)
-            refused = arbiter.policy.begin_step(job.lane)
-            if refused is not None:
-                self.move(job, "budget_exceeded")
-                return Ended("terminated", refused, BUDGET_EXCEEDED)
-            if job.state == "CORE_INITIALIZING":
-                self.move(job, "llm_called")
-            job.steps += 1
-            self.emit(job, CoreProgress(phase=f"step {job.steps}", focus=focus(job.start)))
-            allowed = job.start.tool_constraints.allowed_tools
-            tools = kit.tools(job.lane, [*allowed, REPORT_TOOL] if allowed else None)
-            prompt = core_prompt(
-                kit.memories.lanes[job.lane],
-                soul_core_md=kit.identity.soul_core_md,
-                briefing=job.start,
-                skills=kit.skills(),
-                skill_view=kit.skill_view(job.lane),
-                window_size=kit.window_size,
-                result_view=kit.kernel.registry.result_for_prompt,
-                shown=job.shown,
+            outcome: Ended | Exceeded | None = arbiter.policy.begin_step_or_exceeded(job.lane)
+            if outcome is None:
+                if job.state == "CORE_INITIALIZING":
+                    self.move(job, "llm_called")
+                try:
+                    async with wall_clock(arbiter.policy, job.lane):
+                        outcome = await self._step(job)
+                except WallTimeUp:
+                    outcome = self._timed_out(job)
+            if isinstance(outcome, Exceeded):
+                outcome = await self._paused(job, outcome)
+            if outcome is not None:
+                return outcome
+
+    async def _paused(self, job: CoreJob, exceeded: Exceeded) -> Ended | None:
+        """Ask to extend `exceeded`: None once extended (or a stop began), else the job's end.
+
+        The time spent waiting for the answer is granted to the job's wall time: a human's
+        pace is not the job's work.
+        """
+        policy, name = self._kit.kernel.arbiter.policy, job.start.job_name
+        if not self.asker.can_ask or self._kit.drain.draining:
+            self.move(job, "budget_exceeded")
+            return Ended("terminated", exceeded.message, BUDGET_EXCEEDED)
+        self.move(job, "budget_ask")
+        began = time.monotonic()
+        answer = await self.asker.ask(exceeded, job.start, self._kit.drain, self._asked(job))
+        waited_ms = round((time.monotonic() - began) * 1000)
+        if waited_ms > 0:
+            policy.extend("per_job_wall_time_ms", waited_ms, name)
+        if self._kit.drain.draining:
+            return None
+        if answer.granted is None:
+            self.move(job, "budget_exceeded")
+            return Ended("terminated", f"{exceeded.message}; {answer.why}", BUDGET_EXCEEDED)
+        budget = exceeded.budget
+        policy.extend(budget, answer.granted, name if budget in JOB_EXTENDABLE else None)
+        self.move(job, "budget_extended")
+        unit = UNITS.get(budget, "")
+        self._tell(f"core job {name} resumes: {budget} extended by {answer.granted} {unit}")
+        return None
+
+    def _asked(self, job: CoreJob) -> Callable[[str, Exceeded], None]:
+        def told(approval_id: str, exceeded: Exceeded) -> None:
+            unit = UNITS.get(exceeded.budget, "amount")
+            self._tell(
+                f"core job {job.start.job_name} is paused: {exceeded.message}. Extend it with "
+                f"/extend {approval_id} <{unit}> (or `choirctl approval extend {approval_id} "
+                f"<{unit}>`), /approve {approval_id} for {suggested(exceeded)} more, or "
+                f"/reject {approval_id} to stop it"
             )
-            kit.compaction.measure(job.lane, prompt.size(tools))
-            try:
-                completion = await kit.complete(
-                    job.lane,
-                    list(prompt.messages),
-                    tools,
-                    self._rate_limited(job),
-                    job_id=job.start.job_id,
-                )
-            except (LlmError, ChoirError) as error:
-                self.move(job, "llm_error")
-                return Ended("terminated", f"the model call failed: {error.message}")
-            calls = kit.record(job.lane, completion)
-            if not calls and not completion.invalid_tool_calls:
-                self.move(job, "final_result")
-                return Ended(
-                    "completed", completion.text.strip() or "done (the job gave no summary)"
-                )
-            self.move(job, "tool_proposal")
-            text = completion.text.strip()
-            if calls and text:
-                self.emit(job, CoreThoughtSummary(summary=clip(text, SUMMARY_CHARS)))
-            over: str | None = None
-            for call in calls:
-                if call.name != REPORT_TOOL:  # a report is its own event
-                    why = clip(text, FOCUS_CHARS)
-                    args = args_view(call.arguments)
-                    self.emit(job, CoreToolProposal(tool=call.name, args=args, why=why))
-                proposal = ToolProposal(job.lane, call.id, call.name, call.arguments)
-                result = await arbiter.propose(proposal)
-                if result.error_code == BUDGET_EXCEEDED and over is None:
-                    over = result.summary  # the step's other calls still get their answers
-            if over is not None:
-                self.move(job, "budget_exceeded")
-                return Ended("terminated", over, BUDGET_EXCEEDED)
-            self.move(job, "tool_result")
+
+        return told
+
+    def _tell(self, text: str) -> None:
+        self._kit.kernel.arbiter.commit(EDGE_LANE, AgentReplied(text=text, category="notice"))
+
+    async def _step(self, job: CoreJob) -> Ended | Exceeded | None:
+        """One LLM call and its tool calls: the job's end, a budget a call was refused for,
+        or None to go on."""
+        kit, arbiter = self._kit, self._kit.kernel.arbiter
+        job.steps += 1
+        self.emit(job, CoreProgress(phase=f"step {job.steps}", focus=focus(job.start)))
+        allowed = job.start.tool_constraints.allowed_tools
+        tools = kit.tools(job.lane, [*allowed, REPORT_TOOL] if allowed else None)
+        prompt = core_prompt(
+            kit.memories.lanes[job.lane],
+            soul_core_md=kit.identity.soul_core_md,
+            briefing=job.start,
+            skills=kit.skills(),
+            skill_view=kit.skill_view(job.lane),
+            window_size=kit.window_size,
+            result_view=kit.kernel.registry.result_for_prompt,
+            shown=job.shown,
+        )
+        kit.compaction.measure(job.lane, prompt.size(tools))
+        try:
+            completion = await kit.complete(
+                job.lane,
+                list(prompt.messages),
+                tools,
+                self._rate_limited(job),
+                job_id=job.start.job_id,
+            )
+        except (LlmError, ChoirError) as error:
+            self.move(job, "llm_error")
+            return Ended("terminated", f"the model call failed: {error.message}")
+        calls = kit.record(job.lane, completion)
+        if not calls and not completion.invalid_tool_calls:
+            self.move(job, "final_result")
+            return Ended("completed", completion.text.strip() or "done (the job gave no summary)")
+        self.move(job, "tool_proposal")
+        text = completion.text.strip()
+        if calls and text:
+            self.emit(job, CoreThoughtSummary(summary=clip(text, SUMMARY_CHARS)))
+        over: Ended | Exceeded | None = None
+        for call in calls:
+            if call.name != REPORT_TOOL:  # a report is its own event
+                why = clip(text, FOCUS_CHARS)
+                args = args_view(call.arguments)
+                self.emit(job, CoreToolProposal(tool=call.name, args=args, why=why))
+            proposal = ToolProposal(job.lane, call.id, call.name, call.arguments)
+            result = await arbiter.propose(proposal)
+            if result.error_code == BUDGET_EXCEEDED and over is None:
+                over = self._refused_for(job, result.data.get("budget"), result.summary)
+        if over is not None:
+            return over  # the step's other calls got their answers: a safe point
+        self.move(job, "tool_result")
+        return None
+
+    def _timed_out(self, job: CoreJob) -> Exceeded:
+        """The budget of a job whose watchdog cancelled its step at the wall-time deadline."""
+        policy = self._kit.kernel.arbiter.policy
+        return wall_time_spent(policy.budgets, job.start.job_name, time.monotonic(), policy.limits)
+
+    def _refused_for(self, job: CoreJob, budget: object, summary: str) -> Ended | Exceeded:
+        """The budget a call was refused for, as it stands now (one nobody may extend: the
+        job's end)."""
+        policy = self._kit.kernel.arbiter.policy
+        if isinstance(budget, str) and budget in JOB_EXTENDABLE | SESSION_EXTENDABLE:
+            return policy.exceeded(budget, job.start.job_name)
+        self.move(job, "budget_exceeded")
+        return Ended("terminated", summary, BUDGET_EXCEEDED)
 
     def _rate_limited(self, job: CoreJob) -> RateLimitNotice:
         """One notice to the user per rate-limited call of the job, as edge gives (§10)."""
