@@ -27,6 +27,7 @@ from choir.daemon.staging.stage import ConfigStage
 from choir.errors import ConflictError, NotFoundError
 from choir.logs import get_logger
 from choir.protocol import ApprovalResolvedPush, RequestApprovalRequest, RequestApprovalResponse
+from choir.protocol.wire.pushes import TIMED_OUT_REASON
 from choir.store.approval_audit import add_audit
 from choir.store.approvals import (
     ApprovalRow,
@@ -60,11 +61,11 @@ def push_of(approval: ApprovalRow) -> ApprovalResolvedPush:
         raise ValueError(f"approval {approval.id} is still pending")
     granted = approval.payload.get("granted") if approval.status == "approved" else None
     extend_by = granted if isinstance(granted, int) and granted > 0 else None
+    reason = approval.outcome
+    if reason is None and approval.resolved_by == TIMEOUT_RESOLVER:
+        reason = TIMED_OUT_REASON  # a rejection the agent can tell from a human's
     return ApprovalResolvedPush(
-        approval_id=approval.id,
-        status=approval.status,
-        reason=approval.outcome,
-        extend_by=extend_by,
+        approval_id=approval.id, status=approval.status, reason=reason, extend_by=extend_by
     )
 
 

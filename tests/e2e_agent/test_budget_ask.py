@@ -132,7 +132,7 @@ async def test_nobody_answering_stops_the_job_and_says_so(launch: Launch) -> Non
     assert replies[-1]["text"] == f"core job grind terminated: {report}"
     assert len(await intents(agent, "core:grind")) == 2
     shown = await agent.operator.approval_show(asked.approval_id)
-    assert shown.status == "timed_out"
+    assert (shown.status, shown.resolved_by) == ("rejected", "timeout")  # silence is a rejection
 
 
 async def test_a_regular_dm_cannot_extend_another_agents_budget(launch: Launch) -> None:  # noqa: F811

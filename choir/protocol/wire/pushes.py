@@ -9,7 +9,7 @@ user's instruction for one core job (a Telegram job card, `choirctl session inje
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Final, Literal
 
 from pydantic import Field
 
@@ -90,6 +90,10 @@ class ShutdownPush(WireModel):
     """Why the agent is being stopped; restart and update resume the session."""
     summary_timeout_ms: int = Field(default=30_000, ge=0)
     """Budget for the session summary call; 0 skips the summary (§11.8)."""
+
+
+TIMED_OUT_REASON: Final = "nobody answered in time"
+"""`ApprovalResolvedPush.reason` of an approval rejected because nobody answered (§19.6)."""
 
 
 class ApprovalResolvedPush(WireModel):

@@ -26,6 +26,7 @@ from choir.core.budgets import UNITS, Exceeded
 from choir.errors import ChoirError
 from choir.logs import get_logger
 from choir.protocol import ApprovalResolvedPush, CoreJobStart
+from choir.protocol.wire.pushes import TIMED_OUT_REASON
 from choir.transport import RpcError, TransportError
 
 log = get_logger("choir.agent.budgets")
@@ -121,7 +122,7 @@ class BudgetAsk:
 def _ended(push: ApprovalResolvedPush, exceeded: Exceeded, approval_id: str) -> Answer:
     if push.status == "approved":
         return Answer(push.extend_by or suggested(exceeded), "", approval_id)
-    if push.status == "timed_out":
+    if push.status == "timed_out" or push.reason == TIMED_OUT_REASON:
         why = f"nobody answered the question to extend it ({approval_id}) in time"
         return Answer(None, why, approval_id)
     return Answer(None, f"the extension was refused ({approval_id})", approval_id)
