@@ -53,8 +53,8 @@ class HitSource:
     first_rev: int | None = None
     last_rev: int | None = None
     """The session events the chunk was cut from (None for summaries and knowledge)."""
-    key: str | None = None
-    """A knowledge item's dedup key."""
+    name: str | None = None
+    """A knowledge item's name."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,14 +78,14 @@ class _Corpus:
 _SESSION: Final = _Corpus(
     "memory_documents",
     "memory_embeddings",
-    "d.session_id, d.tier, d.kind, d.first_rev, d.last_rev, NULL::text AS key",
+    "d.session_id, d.tier, d.kind, d.first_rev, d.last_rev, NULL::text AS name",
     "d.tier IN ('mid_term', 'long_term_summary')",
 )
 _KNOWLEDGE: Final = _Corpus(
     "knowledge_documents",
     "knowledge_embeddings",
     "NULL::text AS session_id, NULL::text AS tier, NULL::text AS kind, "
-    "NULL::bigint AS first_rev, NULL::bigint AS last_rev, d.key",
+    "NULL::bigint AS first_rev, NULL::bigint AS last_rev, d.name",
     "true",
 )
 CORPORA: Final = {"session": _SESSION, "knowledge": _KNOWLEDGE}
@@ -228,6 +228,6 @@ def _hit(agent_id: str, store: StoreName, row: Record) -> MemoryHit:
             kind=ChunkKind(row["kind"]) if row["kind"] else None,
             first_rev=row["first_rev"],
             last_rev=row["last_rev"],
-            key=row["key"],
+            name=row["name"],
         ),
     )
