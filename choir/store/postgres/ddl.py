@@ -456,6 +456,26 @@ INSERT INTO {schema}.knowledge_versions (document_id, version, name, text, metad
 SELECT id, 1, name, text, metadata, updated_at FROM {schema}.knowledge_documents;
 """,
     ),
+    Migration(
+        7,
+        "knowledge BM25 terms over name and text",
+        # BM25 (`store/memory_search`) reads term frequencies and document lengths from these
+        # generated columns (one may not read another, so the length recomputes the vector):
+        # the name's words (split at any non-alphanumeric) and the text, with
+        # Postgres' english stemming and stop words. Aliases add no terms. A length counts every
+        # position of every lexeme (a tsvector keeps at most 256 positions per lexeme).
+        """
+CREATE FUNCTION {schema}.tsvector_tokens(tsvector) RETURNS int
+    LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+    AS 'SELECT coalesce(sum(cardinality(positions)), 0)::int FROM unnest($1)';
+ALTER TABLE {schema}.knowledge_documents
+    ADD COLUMN terms tsvector GENERATED ALWAYS AS (to_tsvector('english',
+        regexp_replace(name, '[^[:alnum:]]+', ' ', 'g') || ' ' || text)) STORED,
+    ADD COLUMN terms_length int GENERATED ALWAYS AS ({schema}.tsvector_tokens(to_tsvector(
+        'english', regexp_replace(name, '[^[:alnum:]]+', ' ', 'g') || ' ' || text))) STORED;
+CREATE INDEX knowledge_documents_terms_idx ON {schema}.knowledge_documents USING gin (terms);
+""",
+    ),
 )
 
 
