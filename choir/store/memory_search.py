@@ -171,11 +171,12 @@ def _sql(template: str, corpus: _Corpus) -> str:
 # Every matching item is ranked — unlike `ts_rank`'s capped candidates, BM25's order depends on
 # all of them.
 _BM25: Final = """
-WITH q AS (SELECT DISTINCT lexeme AS term FROM unnest(to_tsvector('english', $1))),
-s AS (SELECT count(*)::float8 AS n, coalesce(avg(terms_length), 1)::float8 AS avglen
-      FROM knowledge_documents),
-t AS (SELECT q.term, (SELECT count(*) FROM knowledge_documents d
-                      WHERE d.terms @@ quote_literal(q.term)::tsquery)::float8 AS df FROM q),
+WITH q AS MATERIALIZED (SELECT DISTINCT lexeme AS term FROM unnest(to_tsvector('english', $1))),
+s AS MATERIALIZED (SELECT count(*)::float8 AS n, coalesce(avg(terms_length), 1)::float8 AS avglen
+                   FROM knowledge_documents),
+t AS MATERIALIZED (SELECT q.term, (SELECT count(*) FROM knowledge_documents d
+                                   WHERE d.terms @@ quote_literal(q.term)::tsquery)::float8 AS df
+                   FROM q),
 c AS (SELECT d.id, d.terms, d.terms_length FROM knowledge_documents d
       WHERE d.terms @@ (SELECT string_agg(quote_literal(term), ' | ')::tsquery FROM q)),
 m AS (
