@@ -185,6 +185,8 @@ async def _write(
         written = await store.write_knowledge(caller, name, text, metadata=tags or None)
         item = written.item
     index(caller, "knowledge", item.id, item.text)
+    if item.version == 1:
+        return _done(f"stored knowledge {item.name!r}", op, item)
     return _done(f"wrote knowledge {item.name!r} (version {item.version})", op, item)
 
 
