@@ -140,6 +140,8 @@ class MemoryTools:
                 f"knowledge is written to your own store only, not {target!r}'s (§11.2)",
             )
         op = _required(args, "op")
+        if op == "insert" and args.get("key") is not None:
+            op = "put"  # §11.7's insert with a key replaced the keyed entry, as put does
         op = LEGACY_OPS.get(op, op)
         if op not in OPS:
             raise _Refused(
