@@ -75,7 +75,9 @@ async def test_knowledge_is_written_updated_by_key_found_and_deleted(daemon: Cho
     stored = await upsert(agent, op="insert", text="The deploy host is castor.", tags=["ops"])
     assert stored["status"] == "success"
     await upsert(agent, op="update", key="user.editor", text="The user edits with vim.")
-    await upsert(agent, op="update", key="user.editor", text="The user edits with helix.")
+    await upsert(agent, op="update", key="user.editor", text="The user edits with emacs.")
+    # an old tool definition's insert with a key replaces the keyed entry, as it always did
+    await upsert(agent, op="insert", key="user.editor", text="The user edits with helix.")
 
     found = await query(agent, store="knowledge", mode="text", query="edits")
     assert texts(found) == ["The user edits with helix."]  # updated in place, not added
