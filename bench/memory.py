@@ -11,6 +11,8 @@
 - vector_top10_p99_ms, vector_recall_at_10, text_common_term_p99_ms, hybrid_top10_p99_ms: search
   through the memory store over 100k session chunks (5k with --quick) on an embedded Postgres;
   see `bench.memory_search`.
+- bm25_top10_p99_ms: BM25 `text` search of 100k knowledge items (5k with --quick), limit 10;
+  see `bench.memory_bm25`.
 
 - session_close_10k_events_s (and _cpu_s, _chunks): a stopped session of 10k events chunked,
   embedded (local model) and stored by choird's close; see `bench.memory_close`.
@@ -27,7 +29,7 @@ import random
 import time
 from collections.abc import Sequence
 
-from bench import memory_close, memory_search, memory_tool
+from bench import memory_bm25, memory_close, memory_search, memory_tool
 from bench.common import figures_dict, median, parse_args, report
 from choir.daemon.memory.local_provider import LocalEmbeddings
 from choir.daemon.memory.queue import EmbeddingQueue, EmbeddingResult
@@ -39,6 +41,7 @@ GOALS = {
     "vector_recall_at_10": "goal >= 0.95 (vs exact search)",
     "text_common_term_p99_ms": "goal <= 20",
     "hybrid_top10_p99_ms": "goal <= 25",
+    "bm25_top10_p99_ms": "goal <= 20 (knowledge, 100k items)",
     "vector_top10_cpu_ms": "(mean, client + Postgres backend)",
     "text_common_term_cpu_ms": "(mean, client + Postgres backend)",
     "hybrid_top10_cpu_ms": "(mean, client + Postgres backend)",
@@ -124,6 +127,7 @@ def main() -> None:
     )
     figures |= asyncio.run(memory_close.close_figures(10_000))
     figures |= memory_search.run(*((5_000, 100) if args.quick else (100_000, 500)))
+    figures |= memory_bm25.run(*((5_000, 100) if args.quick else (100_000, 100)))
     notes = realistic_texts(200 if args.quick else 2_000, seed=7)
     figures |= asyncio.run(memory_tool.query_figures(notes, 50 if args.quick else 300))
     report("memory: embedding pipeline and search (choir.daemon.memory)", figures, GOALS, args.json)

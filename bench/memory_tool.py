@@ -52,7 +52,7 @@ async def query_figures(notes: list[str], queries: int) -> dict[str, float]:
         agent = await hello_agent(server)
         try:
             for note in notes:
-                await tool(agent, "choir.memory.upsert", op="insert", text=note)
+                await tool(agent, "choir.memory.upsert", op="add", text=note)
             samples = []
             for n in range(queries + 10):
                 question = f"{QUESTIONS[n % len(QUESTIONS)]} ({n})"

@@ -463,19 +463,59 @@ class ChoirClient:
         )
 
     async def knowledge_show(self, agent_id: str, ref: str) -> a.KnowledgeView:
-        """The item whose id or key is `ref`."""
+        """The item whose name, alias or id is `ref`."""
         return await self.ask(V.KNOWLEDGE_SHOW, a.KnowledgeView, agent_id=agent_id, ref=ref)
 
     async def knowledge_put(
-        self, agent_id: str, text: str, *, key: str | None = None, tags: list[str] | None = None
+        self, agent_id: str, text: str, *, name: str | None = None, tags: list[str] | None = None
     ) -> a.KnowledgeStored:
-        """Insert an item, or update the one with `key`; embedded at once when possible."""
+        """Write the item `name` names, or add it; embedded at once when possible."""
         return await self.ask(
-            V.KNOWLEDGE_PUT, a.KnowledgeStored, agent_id=agent_id, text=text, key=key, tags=tags
+            V.KNOWLEDGE_PUT, a.KnowledgeStored, agent_id=agent_id, text=text, name=name, tags=tags
+        )
+
+    async def knowledge_add(
+        self, agent_id: str, text: str, *, name: str | None = None, tags: list[str] | None = None
+    ) -> a.KnowledgeStored:
+        """Add an item (refused when an item answers to `name`)."""
+        return await self.ask(
+            V.KNOWLEDGE_ADD, a.KnowledgeStored, agent_id=agent_id, text=text, name=name, tags=tags
+        )
+
+    async def knowledge_write(
+        self, agent_id: str, ref: str, text: str, *, tags: list[str] | None = None
+    ) -> a.KnowledgeStored:
+        """Replace the content of the item `ref` names; its previous version is kept."""
+        return await self.ask(
+            V.KNOWLEDGE_WRITE, a.KnowledgeStored, agent_id=agent_id, ref=ref, text=text, tags=tags
         )
 
     async def knowledge_delete(self, agent_id: str, ref: str) -> a.KnowledgeDeleted:
         return await self.ask(V.KNOWLEDGE_DELETE, a.KnowledgeDeleted, agent_id=agent_id, ref=ref)
+
+    async def knowledge_rename(self, agent_id: str, ref: str, name: str) -> a.KnowledgeView:
+        return await self.ask(
+            V.KNOWLEDGE_RENAME, a.KnowledgeView, agent_id=agent_id, ref=ref, name=name
+        )
+
+    async def knowledge_alias(self, agent_id: str, ref: str, alias: str) -> a.KnowledgeView:
+        return await self.ask(
+            V.KNOWLEDGE_ALIAS, a.KnowledgeView, agent_id=agent_id, ref=ref, alias=alias
+        )
+
+    async def knowledge_history(
+        self, agent_id: str, ref: str, *, limit: int = 50
+    ) -> a.KnowledgeHistory:
+        """The item and its versions, newest first."""
+        return await self.ask(
+            V.KNOWLEDGE_HISTORY, a.KnowledgeHistory, agent_id=agent_id, ref=ref, limit=limit
+        )
+
+    async def knowledge_restore(self, agent_id: str, ref: str, version: int) -> a.KnowledgeStored:
+        """Write version `version`'s content as the item's newest version."""
+        return await self.ask(
+            V.KNOWLEDGE_RESTORE, a.KnowledgeStored, agent_id=agent_id, ref=ref, version=version
+        )
 
     # config and secrets
 

@@ -195,6 +195,15 @@ ACTIONS: tuple[ConsoleAction, ...] = (
            then="knowledge", key="m k"),
     action("knowledge show", "Knowledge: show an item", "show"),
     action("knowledge put", "Knowledge: remember a text", "call"),
+    action("knowledge add", "Knowledge: add a named item", "call"),
+    action("knowledge write", "Knowledge: replace an item's text (keeps a version)", "call"),
+    action("knowledge rename", "Knowledge: rename an item", "call"),
+    action("knowledge alias", "Knowledge: give an item another name", "call"),
+    action("knowledge history", "Knowledge: an item's versions", "show"),
+    action(
+        "knowledge restore", "Knowledge: restore an item's earlier version", "call",
+        confirm="Write version {version} of {ref} as its newest version?",
+    ),
     action(
         "knowledge delete", "Knowledge: delete an item", "call",
         confirm="Delete {ref} from {agent_id}'s knowledge?", danger=True,

@@ -28,7 +28,7 @@ ONLY_BOUND = Param("agent_id", "Agent", "agent", optional=True, fill="scoped", o
 """A regular DM only sees and answers its bound agent's approvals (§19.6)."""
 RESOLVER = Param("by", "Answered by", "resolver", optional=True, operator=False)
 MEMORY_ITEM = Param("item_id", "Memory item id", "item")
-KNOWLEDGE_ITEM = Param("ref", "Knowledge item (id or key)", "item")
+KNOWLEDGE_ITEM = Param("ref", "Knowledge item (name, alias or id)", "item")
 
 CATALOGUE: Final[tuple[Command, ...]] = (
     # set-up and files (no choird)
@@ -401,25 +401,71 @@ CATALOGUE: Final[tuple[Command, ...]] = (
     ),
     Command(
         "knowledge show",
-        "Show one knowledge item by id or key.",
+        "Show one knowledge item by name, alias or id.",
         verb="knowledge.show", params=(AGENT, KNOWLEDGE_ITEM),
     ),
     Command(
         "knowledge put",
-        "Remember a text in an agent's knowledge; with --key, replace the item with that key."
-        "\n\nThe item is embedded at once when the embedder answers (else found by text "
-        "until a\nbackfill). Texts over 32 KiB are refused.",
+        "Remember a text in an agent's knowledge; with --name, write the item with that name\n"
+        "(or add it when there is none).\n\nThe item is embedded at once when the embedder "
+        "answers (else found by text until a\nbackfill). Texts over 32 KiB are refused.",
         verb="knowledge.put",
         params=(
             AGENT,
             Param("text", "Text to remember", "text"),
-            Param("key", "Key (empty: a new item)", "word", optional=True),
+            Param("name", "Name (empty: derived from the text)", "word", optional=True),
         ),
         done="stored in {agent_id}'s knowledge",
     ),
     Command(
+        "knowledge add",
+        "Add a knowledge item; with --name, named so (exits 5 if an item answers to it).",
+        verb="knowledge.add",
+        params=(
+            AGENT,
+            Param("text", "Text to remember", "text"),
+            Param("name", "Name (empty: derived from the text)", "word", optional=True),
+        ),
+        done="added to {agent_id}'s knowledge",
+    ),
+    Command(
+        "knowledge write",
+        "Replace the text of a knowledge item; its previous version is kept (knowledge "
+        "history).",
+        verb="knowledge.write",
+        params=(AGENT, KNOWLEDGE_ITEM, Param("text", "New text", "text")),
+        done="{ref} written",
+    ),
+    Command(
+        "knowledge rename",
+        "Rename a knowledge item (exits 5 if another item answers to the new name).",
+        verb="knowledge.rename",
+        params=(AGENT, KNOWLEDGE_ITEM, Param("name", "New name", "word")),
+        done="{ref} renamed to {name}",
+    ),
+    Command(
+        "knowledge alias",
+        "Let a knowledge item answer to another name too (exits 5 if another item does).",
+        verb="knowledge.alias",
+        params=(AGENT, KNOWLEDGE_ITEM, Param("alias", "Alias", "word")),
+        done="{ref} now also answers to {alias}",
+    ),
+    Command(
+        "knowledge history",
+        "List a knowledge item's versions, newest first.",
+        verb="knowledge.history", params=(AGENT, KNOWLEDGE_ITEM),
+    ),
+    Command(
+        "knowledge restore",
+        "Write an earlier version's text as a knowledge item's newest version.",
+        verb="knowledge.restore",
+        params=(AGENT, KNOWLEDGE_ITEM, Param("version", "Version", "word")),
+        done="{ref} restored to version {version}",
+    ),
+    Command(
         "knowledge delete",
-        "Delete one knowledge item by id or key. Exits 4 if there is none.",
+        "Remove one knowledge item by name, alias or id, with its aliases and versions. Exits 4"
+        "\nif there is none.",
         verb="knowledge.delete", params=(AGENT, KNOWLEDGE_ITEM),
         done="{ref} deleted from {agent_id}'s knowledge",
     ),

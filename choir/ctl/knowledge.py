@@ -1,6 +1,8 @@
-"""`choirctl knowledge`: list, show, write and delete an agent's knowledge (tier 4, §11.6).
+"""`choirctl knowledge`: an agent's named, versioned knowledge (tier 4, §11.6; seed design 002).
 
-The operator may write any agent's knowledge (an agent only its own, §11.2).
+list, show; the closed set of writes: add, write, rename, alias, delete (remove), and put (write
+or add: the spec's update-by-key); history and restore of versions. Items are addressed by name,
+alias or id. The operator may write any agent's knowledge (an agent only its own, §11.2).
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from choir.ctl.options import HomeOption, JsonOption
 from choir.ctl.render.output import emit, table
 
 if TYPE_CHECKING:
-    from choir.protocol.operator.answers import KnowledgeView
+    from choir.protocol.operator.answers import KnowledgeStored, KnowledgeView
 
 app = typer.Typer(
     rich_markup_mode=None,
@@ -24,8 +26,11 @@ app = typer.Typer(
 
 AgentArgument = Annotated[str, typer.Argument(help="Whose knowledge.", show_default=False)]
 RefArgument = Annotated[
-    str, typer.Argument(help="The item's id or key, as `choirctl knowledge list` shows it.")
+    str,
+    typer.Argument(help="The item's name, an alias or its id (`choirctl knowledge list`)."),
 ]
+TextArgument = Annotated[str, typer.Argument(help="What to remember.", show_default=False)]
+TagsOption = Annotated[list[str] | None, typer.Option("--tag", help="A label (repeat for more).")]
 
 
 @app.command("list")
@@ -40,15 +45,15 @@ def list_items(
     as_json: JsonOption = False,
 ) -> None:
     from choir.ctl.remote import with_choird
-    from choir.ctl.render.humanize import dash, moment, one_line
+    from choir.ctl.render.humanize import moment, one_line
 
     data = with_choird(
         home, lambda choird: choird.knowledge_list(agent_id, limit=limit, after=after)
     )
     rows = [
         (
-            item.id,
-            dash(item.key),
+            item.name,
+            str(item.version),
             "yes" if item.has_vector else "no",
             moment(item.updated_at),
             one_line(item.text, 50),
@@ -57,7 +62,7 @@ def list_items(
     ]
 
     def human() -> None:
-        table(("id", "key", "vector", "updated", "text"), rows)
+        table(("name", "version", "vector", "updated", "text"), rows)
         if data.next_after:
             print(f"(more: choirctl knowledge list {agent_id} --after {data.next_after})")
 
@@ -79,8 +84,10 @@ def fields(item: KnowledgeView) -> None:
     """A knowledge item, one field a line, then its text."""
     from choir.ctl.render.humanize import compact, dash, moment
 
-    print(f"{'item':<10}{item.id} (knowledge of {item.agent_id})")
-    print(f"{'key':<10}{dash(item.key)}")
+    print(f"{'name':<10}{item.name} (knowledge of {item.agent_id})")
+    print(f"{'aliases':<10}{dash(', '.join(item.aliases))}")
+    print(f"{'id':<10}{item.id}")
+    print(f"{'version':<10}{item.version}")
     if item.metadata:
         print(f"{'metadata':<10}{compact(item.metadata, 100)}")
     print(f"{'vector':<10}{'yes' if item.has_vector else 'no'}")
@@ -94,26 +101,144 @@ def fields(item: KnowledgeView) -> None:
 @documented("knowledge put")
 def put(
     agent_id: AgentArgument,
-    text: Annotated[str, typer.Argument(help="What to remember.", show_default=False)],
-    key: Annotated[
-        str | None, typer.Option("--key", help="Dedup key: replaces the item with this key.")
+    text: TextArgument,
+    name: Annotated[
+        str | None,
+        typer.Option("--name", "--key", help="The item's name: writes the item so named."),
     ] = None,
-    tags: Annotated[
-        list[str] | None, typer.Option("--tag", help="A label (repeat for more).")
-    ] = None,
+    tags: TagsOption = None,
     home: HomeOption = None,
     as_json: JsonOption = False,
 ) -> None:
     from choir.ctl.remote import with_choird
 
     data = with_choird(
-        home, lambda choird: choird.knowledge_put(agent_id, text, key=key, tags=tags or None)
+        home, lambda choird: choird.knowledge_put(agent_id, text, name=name, tags=tags or None)
     )
+    emit(data, as_json, lambda: _stored(agent_id, data))
+
+
+@app.command("add")
+@documented("knowledge add")
+def add(
+    agent_id: AgentArgument,
+    text: TextArgument,
+    name: Annotated[
+        str | None, typer.Option("--name", help="Its name (default: derived from the text).")
+    ] = None,
+    tags: TagsOption = None,
+    home: HomeOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    from choir.ctl.remote import with_choird
+
+    data = with_choird(
+        home, lambda choird: choird.knowledge_add(agent_id, text, name=name, tags=tags or None)
+    )
+    emit(data, as_json, lambda: _stored(agent_id, data))
+
+
+@app.command("write")
+@documented("knowledge write")
+def write(
+    agent_id: AgentArgument,
+    ref: RefArgument,
+    text: Annotated[str, typer.Argument(help="Its new text.", show_default=False)],
+    tags: TagsOption = None,
+    home: HomeOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    from choir.ctl.remote import with_choird
+
+    data = with_choird(
+        home, lambda choird: choird.knowledge_write(agent_id, ref, text, tags=tags or None)
+    )
+    emit(data, as_json, lambda: _stored(agent_id, data))
+
+
+def _stored(agent_id: str, data: KnowledgeStored) -> None:
     item = data.item
-    named = f"{item.id} (key {item.key})" if item.key else item.id
-    how = "updated" if data.updated else "stored"
+    how = f"wrote version {item.version} of" if data.updated else "stored"
     vector = "embedded" if data.embedded else "not embedded yet: found by text until a backfill"
-    emit(data, as_json, lambda: print(f"{how} {named} in {agent_id}'s knowledge; {vector}"))
+    print(f"{how} {item.name} in {agent_id}'s knowledge; {vector}")
+
+
+@app.command("rename")
+@documented("knowledge rename")
+def rename(
+    agent_id: AgentArgument,
+    ref: RefArgument,
+    name: Annotated[str, typer.Argument(help="Its new name.", show_default=False)],
+    home: HomeOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    from choir.ctl.remote import with_choird
+
+    data = with_choird(home, lambda choird: choird.knowledge_rename(agent_id, ref, name))
+    emit(data, as_json, lambda: print(f"renamed {ref} to {data.name} in {agent_id}'s knowledge"))
+
+
+@app.command("alias")
+@documented("knowledge alias")
+def alias(
+    agent_id: AgentArgument,
+    ref: RefArgument,
+    alias: Annotated[str, typer.Argument(help="Another name for it.", show_default=False)],
+    home: HomeOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    from choir.ctl.remote import with_choird
+
+    data = with_choird(home, lambda choird: choird.knowledge_alias(agent_id, ref, alias))
+    emit(data, as_json, lambda: print(f"{data.name} now answers to {', '.join(data.aliases)}"))
+
+
+@app.command("history")
+@documented("knowledge history")
+def history(
+    agent_id: AgentArgument,
+    ref: RefArgument,
+    limit: Annotated[int, typer.Option("--limit", help="Show at most this many.")] = 50,
+    home: HomeOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    from choir.ctl.remote import with_choird
+    from choir.ctl.render.humanize import moment, one_line
+
+    data = with_choird(home, lambda choird: choird.knowledge_history(agent_id, ref, limit=limit))
+    rows = [
+        (
+            str(v.version),
+            moment(v.written_at),
+            f"restored {v.restored_from}" if v.restored_from else "",
+            v.name,
+            one_line(v.text, 50),
+        )
+        for v in data.versions
+    ]
+    emit(data, as_json, lambda: table(("version", "written", "", "name", "text"), rows))
+
+
+@app.command("restore")
+@documented("knowledge restore")
+def restore(
+    agent_id: AgentArgument,
+    ref: RefArgument,
+    version: Annotated[
+        int, typer.Argument(help="The version to restore (`knowledge history`).", min=1)
+    ],
+    home: HomeOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    from choir.ctl.remote import with_choird
+
+    data = with_choird(home, lambda choird: choird.knowledge_restore(agent_id, ref, version))
+    item = data.item
+    emit(
+        data,
+        as_json,
+        lambda: print(f"restored {item.name} to version {version}: now version {item.version}"),
+    )
 
 
 @app.command("delete")

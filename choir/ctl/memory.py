@@ -76,7 +76,7 @@ def _hits(data: MemorySearch) -> None:
 
 def _where(hit: MemoryHitView) -> str:
     if hit.store == "knowledge":
-        return f"key {hit.key}" if hit.key else "knowledge"
+        return hit.name or "knowledge"
     revs = f" revs {hit.first_rev}-{hit.last_rev}" if hit.first_rev is not None else ""
     return f"{hit.session_id} {hit.tier}{revs}"
 

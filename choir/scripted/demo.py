@@ -156,7 +156,7 @@ def demo_script() -> Script:
                 calls=[
                     ScriptedCall(
                         name=MEMORY_WRITE,
-                        arguments={"op": "insert", "text": "{1}", "tags": ["demo"]},
+                        arguments={"op": "add", "text": "{1}", "tags": ["demo"]},
                     )
                 ],
             ),

@@ -1,11 +1,10 @@
 """Knowledge, tier 4 (§11.6, §23.3): an agent's own notes in `knowledge_documents`.
 
 Functions take a connection already running as the agent (`run_as_agent`): table names are
-unqualified and resolve in the agent's schema. An item is named by its id or, when it has one, by
-its dedup key; putting an item with a key that exists updates it in place (same id). A changed
-text drops the item's vector in the same statement, so a search never ranks the new text by the
-old text's embedding; the embedding queue writes the new one. Texts may hold any character
-(NUL included, `jsonb_safe.encode_text`).
+unqualified and resolve in the agent's schema. An item is addressed by its id, its unique name or
+one of its aliases (`choir.core.memory.knowledge_names`). This module reads; the closed set of
+writes (add, write, rename, alias, remove, and restore of a version) is `knowledge_writes`.
+Texts may hold any character (NUL included, `jsonb_safe.encode_text`).
 """
 
 from __future__ import annotations
@@ -17,62 +16,40 @@ from uuid import UUID
 
 from asyncpg import Record
 
+from choir.core.memory.knowledge_names import check_name
 from choir.errors import NotFoundError, UsageError
-from choir.store.postgres.jsonb_safe import decode_text, encode_json, encode_text
+from choir.store.postgres.jsonb_safe import decode_text, encode_json
 from choir.store.postgres.pool import Connection
 
 KNOWLEDGE_MAX_BYTES: Final = 32 * 1024
 """Largest knowledge text (UTF-8): a note or a reference page, not a document store; larger
 content is split into items by the caller."""
-KNOWLEDGE_KEY_MAX_CHARS: Final = 200
 KNOWLEDGE_METADATA_MAX_BYTES: Final = 4 * 1024
 """Largest metadata (tags, source, category) as JSON."""
 LIST_MAX: Final = 1000
 """Most items one page lists."""
 
-_FIELDS: Final = "d.id, d.key, d.text, d.metadata, d.created_at, d.updated_at"
+_FIELDS: Final = "d.id, d.name, d.text, d.metadata, d.version, d.created_at, d.updated_at"
 _HAS_VECTOR: Final = "EXISTS (SELECT FROM knowledge_embeddings e WHERE e.document_id = d.id)"
-_COLUMNS: Final = f"{_FIELDS}, {_HAS_VECTOR} AS has_vector"
-
-_INSERT: Final = f"""
-WITH d AS (INSERT INTO knowledge_documents (text, metadata) VALUES ($1, $2) RETURNING *)
-SELECT {_COLUMNS} FROM d
-"""
-
-# Every part of the statement sees the table as it was before it (one snapshot): `prior` is the
-# item before the update, the vector goes exactly when the text changes, and `has_vector` is
-# read from that snapshot only when the text stayed.
-_PUT_BY_KEY: Final = f"""
-WITH prior AS (SELECT id, text FROM knowledge_documents WHERE key = $3),
-stale AS (
-    DELETE FROM knowledge_embeddings e USING prior
-    WHERE e.document_id = prior.id AND prior.text IS DISTINCT FROM $1
-),
-d AS (
-    INSERT INTO knowledge_documents (text, metadata, key) VALUES ($1, $2, $3)
-    ON CONFLICT (key) DO UPDATE
-        SET text = EXCLUDED.text, metadata = EXCLUDED.metadata, updated_at = now()
-    RETURNING *
+_ALIASES: Final = (
+    "ARRAY(SELECT n.name FROM knowledge_names n WHERE n.document_id = d.id AND n.is_alias "
+    "ORDER BY n.name) AS aliases"
 )
-SELECT {_FIELDS}, (prior.text IS NOT DISTINCT FROM $1 AND {_HAS_VECTOR}) AS has_vector
-FROM d LEFT JOIN prior ON prior.id = d.id
+COLUMNS: Final = f"{_FIELDS}, {_ALIASES}, {_HAS_VECTOR} AS has_vector"
+
+# An id, a name or an alias; a ref that is one item's id and another's name names the first.
+_RESOLVE: Final = """
+SELECT id FROM (
+    SELECT id, 0 AS rank FROM knowledge_documents WHERE id = $1
+    UNION ALL SELECT id, 1 FROM knowledge_documents WHERE name = $2
+    UNION ALL SELECT document_id, 2 FROM knowledge_names WHERE name = $2 AND is_alias
+) AS r ORDER BY rank LIMIT 1
 """
 
-# A ref matching one item's id and another's key names the item with that id.
-_GET: Final = f"""
-SELECT {_COLUMNS} FROM knowledge_documents d
-WHERE d.id = $1 OR d.key = $2 ORDER BY d.id = $1 DESC NULLS LAST LIMIT 1
-"""
-
-_DELETE: Final = """
-DELETE FROM knowledge_documents WHERE id = (
-    SELECT id FROM knowledge_documents WHERE id = $1 OR key = $2
-    ORDER BY id = $1 DESC NULLS LAST LIMIT 1
-)
-"""
+_GET: Final = f"SELECT {COLUMNS} FROM knowledge_documents d WHERE d.id = $1"
 
 _LIST: Final = f"""
-SELECT {_COLUMNS} FROM knowledge_documents d
+SELECT {COLUMNS} FROM knowledge_documents d
 WHERE $2::timestamptz IS NULL OR (d.created_at, d.id) > ($2, $3)
 ORDER BY d.created_at, d.id LIMIT $1
 """
@@ -85,10 +62,14 @@ class KnowledgeItem:
     """One stored knowledge item."""
 
     id: UUID
-    key: str | None
-    """The optional dedup key (e.g. `user.preference.theme`)."""
+    name: str
+    """Its unique name (e.g. `user.preference.theme`): the dedup key of a put."""
+    aliases: tuple[str, ...]
+    """Other names it answers to, sorted."""
     text: str
     metadata: dict[str, Any]
+    version: int
+    """1 when added; each write of its content adds one (`knowledge_versions` keeps them)."""
     created_at: datetime
     updated_at: datetime
     has_vector: bool
@@ -96,10 +77,10 @@ class KnowledgeItem:
 
 
 class KnowledgeRefused(UsageError):
-    """A knowledge item that cannot be stored as given (too large, empty, bad key)."""
+    """A knowledge item that cannot be stored as given (too large, empty, bad name)."""
 
 
-def check_item(text: str, key: str | None, metadata: dict[str, Any]) -> None:
+def check_item(text: str, name: str | None, metadata: dict[str, Any]) -> None:
     """Refuse what must not be stored, naming the limit; nothing is written before this."""
     size = len(text.encode())
     if size > KNOWLEDGE_MAX_BYTES:
@@ -109,10 +90,8 @@ def check_item(text: str, key: str | None, metadata: dict[str, Any]) -> None:
         )
     if not text.strip():
         raise KnowledgeRefused("knowledge text is empty; give the text to remember")
-    if key is not None and not 1 <= len(key) <= KNOWLEDGE_KEY_MAX_CHARS:
-        raise KnowledgeRefused(
-            f"knowledge key must be 1 to {KNOWLEDGE_KEY_MAX_CHARS} characters, not {len(key)}"
-        )
+    if name is not None:
+        check_name(name)
     meta_size = len(encode_json(metadata))
     if meta_size > KNOWLEDGE_METADATA_MAX_BYTES:
         raise KnowledgeRefused(
@@ -121,30 +100,35 @@ def check_item(text: str, key: str | None, metadata: dict[str, Any]) -> None:
         )
 
 
-async def put_item(
-    conn: Connection, text: str, *, key: str | None = None, metadata: dict[str, Any] | None = None
-) -> KnowledgeItem:
-    """Insert an item, or update the one with `key` (its vector dropped if the text changed)."""
-    meta = metadata or {}
-    check_item(text, key, meta)
-    if key is None:
-        row = await conn.fetchrow(_INSERT, encode_text(text), meta)
-    else:
-        row = await conn.fetchrow(_PUT_BY_KEY, encode_text(text), meta, key)
-    assert row is not None
-    return _item(row)
+async def resolve(conn: Connection, ref: UUID | str) -> UUID | None:
+    """The id of the item whose id, name or alias is `ref`, or None."""
+    found: UUID | None = await conn.fetchval(_RESOLVE, *_ref_args(ref))
+    return found
+
+
+async def resolved(conn: Connection, ref: UUID | str) -> UUID:
+    """The id of the item `ref` names; `NotFoundError` when none does."""
+    found = await resolve(conn, ref)
+    if found is None:
+        raise NotFoundError(
+            f"there is no knowledge item named {str(ref)!r} (by name, alias or id); list "
+            "the items to see their names"
+        )
+    return found
 
 
 async def get_item(conn: Connection, ref: UUID | str) -> KnowledgeItem | None:
-    """The item whose id or key is `ref`, or None."""
-    row = await conn.fetchrow(_GET, *_ref_args(ref))
-    return _item(row) if row is not None else None
+    """The item whose id, name or alias is `ref`, or None."""
+    found = await resolve(conn, ref)
+    if found is None:
+        return None
+    return await item_by_id(conn, found)
 
 
-async def delete_item(conn: Connection, ref: UUID | str) -> bool:
-    """Delete the item whose id or key is `ref` (its vector with it); whether one was."""
-    status: str = await conn.execute(_DELETE, *_ref_args(ref))
-    return status == "DELETE 1"
+async def item_by_id(conn: Connection, item_id: UUID) -> KnowledgeItem:
+    row = await conn.fetchrow(_GET, item_id)
+    assert row is not None, "read in the transaction that resolved it"
+    return item_of(row)
 
 
 async def list_items(
@@ -161,7 +145,7 @@ async def list_items(
         if position is None:
             raise NotFoundError(f"no knowledge item {after}: list again from the start")
     rows = await conn.fetch(_LIST, limit, position, after_id)
-    return [_item(row) for row in rows]
+    return [item_of(row) for row in rows]
 
 
 def _ref_args(ref: UUID | str) -> tuple[UUID | None, str]:
@@ -180,12 +164,14 @@ def _as_uuid(ref: UUID | str) -> UUID:
         raise UsageError(f"{ref!r} is not a knowledge item id (a UUID)") from None
 
 
-def _item(row: Record) -> KnowledgeItem:
+def item_of(row: Record) -> KnowledgeItem:
     return KnowledgeItem(
         id=row["id"],
-        key=row["key"],
+        name=row["name"],
+        aliases=tuple(row["aliases"]),
         text=decode_text(row["text"]),
         metadata=row["metadata"],
+        version=row["version"],
         created_at=row["created_at"],
         updated_at=row["updated_at"],
         has_vector=row["has_vector"],

@@ -1,7 +1,8 @@
 """Search over an agent's session memory or knowledge (§11.7, §23.4): the SQL of every mode.
 
 - semantic: the HNSW index's nearest vectors (cosine); score is the cosine similarity.
-- text: GIN full-text matches ranked by `ts_rank` over 1 + log(length) (`ts_rank_cd`, the
+- text: for knowledge, BM25 over name and text (`_BM25`); for session memory, GIN full-text
+  matches ranked by `ts_rank` over 1 + log(length) (`ts_rank_cd`, the
   cover-density rank, cost ten times as much per match); `websearch_to_tsquery` syntax ("quoted
   phrases", -exclusions, or). At most `TEXT_CANDIDATES` matches are ranked, so a term found in
   every row costs the same as one found in a thousand: the rest are never read.
@@ -53,8 +54,8 @@ class HitSource:
     first_rev: int | None = None
     last_rev: int | None = None
     """The session events the chunk was cut from (None for summaries and knowledge)."""
-    key: str | None = None
-    """A knowledge item's dedup key."""
+    name: str | None = None
+    """A knowledge item's name."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,14 +79,14 @@ class _Corpus:
 _SESSION: Final = _Corpus(
     "memory_documents",
     "memory_embeddings",
-    "d.session_id, d.tier, d.kind, d.first_rev, d.last_rev, NULL::text AS key",
+    "d.session_id, d.tier, d.kind, d.first_rev, d.last_rev, NULL::text AS name",
     "d.tier IN ('mid_term', 'long_term_summary')",
 )
 _KNOWLEDGE: Final = _Corpus(
     "knowledge_documents",
     "knowledge_embeddings",
     "NULL::text AS session_id, NULL::text AS tier, NULL::text AS kind, "
-    "NULL::bigint AS first_rev, NULL::bigint AS last_rev, d.key",
+    "NULL::bigint AS first_rev, NULL::bigint AS last_rev, d.name",
     "true",
 )
 CORPORA: Final = {"session": _SESSION, "knowledge": _KNOWLEDGE}
@@ -163,11 +164,45 @@ def _sql(template: str, corpus: _Corpus) -> str:
     )
 
 
+# Okapi BM25 as Lucene computes it (`bm25s`' "lucene" method, checked against it in
+# `tests/memory/store/test_bm25.py`): idf = ln(1 + (N - df + 0.5) / (df + 0.5)), and per query
+# term tf / (tf + k1 (1 - b + b len / avglen)) (Lucene dropped the constant factor k1 + 1). Terms
+# and lengths are the generated `terms` columns of agent migration 7: name and text, stemmed.
+# Every matching item is ranked — unlike `ts_rank`'s capped candidates, BM25's order depends on
+# all of them.
+_BM25: Final = """
+WITH q AS MATERIALIZED (SELECT DISTINCT lexeme AS term FROM unnest(to_tsvector('english', $1))),
+s AS MATERIALIZED (SELECT count(*)::float8 AS n, coalesce(avg(terms_length), 1)::float8 AS avglen
+                   FROM knowledge_documents),
+t AS MATERIALIZED (SELECT q.term, (SELECT count(*) FROM knowledge_documents d
+                                   WHERE d.terms @@ quote_literal(q.term)::tsquery)::float8 AS df
+                   FROM q),
+c AS (SELECT d.id, d.terms, d.terms_length FROM knowledge_documents d
+      WHERE d.terms @@ (SELECT string_agg(quote_literal(term), ' | ')::tsquery FROM q)),
+m AS (
+    SELECT c.id, sum(
+        ln(1 + (s.n - t.df + 0.5) / (t.df + 0.5)) * u.tf
+        / (u.tf + $3::float8 * (1 - $4::float8 + $4::float8 * c.terms_length / s.avglen))) AS rank
+    FROM c CROSS JOIN s
+    CROSS JOIN LATERAL (SELECT lexeme, cardinality(positions) AS tf FROM unnest(c.terms)) AS u
+    JOIN t ON t.term = u.lexeme
+    GROUP BY c.id ORDER BY rank DESC, c.id LIMIT $2
+)
+SELECT {columns}, d.id, d.text, m.rank AS score
+FROM m JOIN knowledge_documents d ON d.id = m.id
+ORDER BY m.rank DESC, d.id
+"""
+BM25_K1: Final = 1.2
+"""Term-frequency saturation (Lucene's default): the 2nd occurrence counts less than the 1st."""
+BM25_B: Final = 0.75
+"""Document-length normalisation (Lucene's default): 0 none, 1 full."""
+
 QUERIES: Final = {  # the statement of each (store, mode); tests EXPLAIN them
     (store, name): _sql(template, corpus)
     for store, corpus in CORPORA.items()
     for name, template in (("semantic", _SEMANTIC), ("text", _TEXT), ("hybrid", _HYBRID))
 }
+QUERIES["knowledge", "text"] = _sql(_BM25, _KNOWLEDGE)
 _DETAIL: Final = {
     True: _sql(_DETAIL_TEXT, _SESSION),
     False: _sql(_DETAIL_ALL, _SESSION),
@@ -185,8 +220,12 @@ async def semantic(
 async def text(
     conn: Connection, agent_id: str, store: StoreName, query: str, limit: int
 ) -> list[MemoryHit]:
-    """The `limit` best full-text matches of `query` among the capped candidates."""
-    rows = await conn.fetch(QUERIES[store, "text"], query, limit)
+    """The `limit` best full-text matches of `query`: by BM25 for knowledge, among the capped
+    candidates by `ts_rank` for session memory."""
+    if store == "knowledge":
+        rows = await conn.fetch(QUERIES[store, "text"], query, limit, BM25_K1, BM25_B)
+    else:
+        rows = await conn.fetch(QUERIES[store, "text"], query, limit)
     return [_hit(agent_id, store, row) for row in rows]
 
 
@@ -228,6 +267,6 @@ def _hit(agent_id: str, store: StoreName, row: Record) -> MemoryHit:
             kind=ChunkKind(row["kind"]) if row["kind"] else None,
             first_rev=row["first_rev"],
             last_rev=row["last_rev"],
-            key=row["key"],
+            name=row["name"],
         ),
     )

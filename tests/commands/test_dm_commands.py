@@ -9,6 +9,7 @@ the command's id; it never reaches the agent (the scripted model would answer it
 from __future__ import annotations
 
 import asyncio
+import copy
 import os
 import sys
 from collections.abc import AsyncIterator, Iterator
@@ -22,15 +23,22 @@ from choir.scripted import ReplyStep, ScriptedCall, ToolCallsStep
 from choir.store.postgres.target import ConnectParams
 from tests.harness.cluster import Cluster, running_cluster
 from tests.harness.homes import short_root
+from tests.harness.proposals import TOOL_PROPOSAL
 
 CHOIRCTL = Path(sys.executable).parent / "choirctl"
 
-PROPOSE = "choir.propose.skill"
+PROPOSE = "choir.propose.tool"
+"""Tool proposals only notify when approved: a skill's would be applied (built, the agent
+updated), which is not what these tests are about."""
 
 
 def proposal(tag: str) -> ScriptedCall:
-    spec = {"name": f"skill-{tag}", "description": f"proposed {tag}"}
-    return ScriptedCall(name=PROPOSE, arguments={"spec": spec, "rationale": f"because {tag}"})
+    manifest = copy.deepcopy(TOOL_PROPOSAL["manifest"])
+    manifest["llm"]["name"] = f"weather.lookup_{tag}"
+    return ScriptedCall(
+        name=PROPOSE,
+        arguments={**TOOL_PROPOSAL, "manifest": manifest, "rationale": f"because {tag}"},
+    )
 
 
 SCRIPT = [

@@ -75,12 +75,14 @@ async def test_knowledge_is_written_updated_by_key_found_and_deleted(daemon: Cho
     stored = await upsert(agent, op="insert", text="The deploy host is castor.", tags=["ops"])
     assert stored["status"] == "success"
     await upsert(agent, op="update", key="user.editor", text="The user edits with vim.")
-    await upsert(agent, op="update", key="user.editor", text="The user edits with helix.")
+    await upsert(agent, op="update", key="user.editor", text="The user edits with emacs.")
+    # an old tool definition's insert with a key replaces the keyed entry, as it always did
+    await upsert(agent, op="insert", key="user.editor", text="The user edits with helix.")
 
     found = await query(agent, store="knowledge", mode="text", query="edits")
     assert texts(found) == ["The user edits with helix."]  # updated in place, not added
     [hit] = found["data"]["hits"]
-    assert (hit["agent"], hit["store"], hit["key"]) == ("agent-1", "knowledge", "user.editor")
+    assert (hit["agent"], hit["store"], hit["name"]) == ("agent-1", "knowledge", "user.editor")
     assert isinstance(hit["score"], float)
     # semantic search embeds the query with the local model; the item's vector may still be
     # queued, so hybrid (text + vector) is what finds it at once either way
@@ -92,6 +94,48 @@ async def test_knowledge_is_written_updated_by_key_found_and_deleted(daemon: Cho
     assert texts(await query(agent, store="knowledge", mode="text", query="edits")) == []
     again = await upsert(agent, op="delete", key="user.editor")
     assert (again["status"], again["error_code"]) == ("error", "not_found")
+    await agent.close()
+
+
+async def test_the_closed_set_names_aliases_and_refusals_reach_the_model(
+    daemon: ChoirDaemon,
+) -> None:
+    agent = await as_agent(daemon, "agent-1")
+    added = await upsert(agent, op="add", name="editor", text="The user edits with vim.")
+    assert (added["status"], added["data"]["name"], added["data"]["version"]) == (
+        "success",
+        "editor",
+        1,
+    )
+    unnamed = await upsert(agent, op="add", text="Standup is at nine.")
+    assert unnamed["data"]["name"].startswith("standup-is-at-nine-")
+    aliased = await upsert(agent, op="alias", name="editor", alias="user.editor")
+    assert aliased["data"]["aliases"] == ["user.editor"]
+    written = await upsert(agent, op="write", name="user.editor", text="The user edits with helix.")
+    assert (written["data"]["name"], written["data"]["version"]) == ("editor", 2)
+    renamed = await upsert(agent, op="rename", name="editor", new_name="user.preferred.editor")
+    assert renamed["data"]["name"] == "user.preferred.editor"
+
+    refusals = [
+        ({"op": "add", "name": "user.editor", "text": "x"}, "name_taken", "an alias of"),
+        ({"op": "rename", "name": unnamed["data"]["name"], "new_name": "user.editor"},
+         "name_taken", "an alias of 'user.preferred.editor'"),
+        ({"op": "alias", "name": unnamed["data"]["name"], "alias": "user.preferred.editor"},
+         "name_taken", "the name of another item"),
+        ({"op": "write", "name": "editor", "text": "x"}, "not_found", "'editor'"),
+        ({"op": "remove", "name": "editor"}, "not_found", "'editor'"),
+    ]  # fmt: skip
+    for arguments, code, needle in refusals:
+        refused = await upsert(agent, **arguments)
+        assert (refused["status"], refused["error_code"]) == ("error", code), refused
+        assert needle in refused["summary"], refused
+    found = await query(agent, store="knowledge", mode="text", query="edits")
+    assert texts(found) == ["The user edits with helix."]
+    assert found["data"]["hits"][0]["name"] == "user.preferred.editor"
+
+    removed = await upsert(agent, op="remove", name="user.editor")  # by its alias
+    assert removed["status"] == "success"
+    assert texts(await query(agent, store="knowledge", mode="text", query="edits")) == []
     await agent.close()
 
 
@@ -124,7 +168,9 @@ async def test_another_agents_memory_is_read_never_written(daemon: ChoirDaemon) 
         ("choir.memory.query", {"store": "attic", "mode": "text", "query": "x"}, "attic"),
         ("choir.memory.query", {"store": "session", "mode": "session_detail"}, "session_id"),
         ("choir.memory.query", {"store": "knowledge", "mode": "text", "limit": 0}, "limit"),
-        ("choir.memory.upsert", {"op": "update", "text": "no key"}, "key"),
+        ("choir.memory.upsert", {"op": "update", "text": "no key"}, "needs the name"),
+        ("choir.memory.upsert", {"op": "rename", "name": "x"}, "new_name is missing"),
+        ("choir.memory.upsert", {"op": "add", "text": "x", "name": " x"}, "surrounding spaces"),
         ("choir.memory.upsert", {"op": "insert"}, "text is missing"),
         ("choir.memory.upsert", {"op": "merge", "text": "x"}, "unknown op"),
         ("choir.memory.upsert", {"op": "insert", "text": "x" * 40_000}, "KiB"),

@@ -62,8 +62,8 @@ SCRIPT = Script(
                 ScriptedCall(
                     name="choir.memory.upsert",
                     arguments={
-                        "op": "update",
-                        "key": "user.colour",
+                        "op": "put",
+                        "name": "user.colour",
                         "text": "The user's favourite colour is teal.",
                     },
                 )

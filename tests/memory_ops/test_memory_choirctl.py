@@ -79,12 +79,13 @@ async def test_knowledge_put_list_show_delete(filled: Filled):
 
     item_id = again.json()["item"]["id"]
     assert (put.code, put.err) == (0, "")
-    assert put.out == (f"stored {item_id} (key team.standup) in agent-1's knowledge; embedded\n")
+    assert put.out == "stored team.standup in agent-1's knowledge; embedded\n"
     assert set(again.json()) == fields(a.KnowledgeStored)
     assert again.json()["updated"] is True
-    assert listed.out.splitlines()[1].split()[:3] == [item_id, "team.standup", "yes"]
+    assert listed.out.splitlines()[1].split()[:3] == ["team.standup", "2", "yes"]
     assert "standup is at ten" in listed.out
-    assert "key       team.standup" in shown.out
+    assert "name      team.standup (knowledge of agent-1)" in shown.out
+    assert f"id        {item_id}" in shown.out
     assert "metadata" not in shown.out  # the update carried no tags
     assert shown.out.endswith("text:\nstandup is at ten\n")
     assert item_id in found.out
@@ -112,6 +113,15 @@ async def test_knowledge_put_list_show_delete(filled: Filled):
          "agent agent-1 has no knowledge item 'nothing.here'"),
         (("knowledge", "put", "agent-1", "x" * 33_000), 2, "over the limit of 32768 bytes"),
         (("knowledge", "put", "nobody", "x"), 4, "no agent named 'nobody'"),
+        (("knowledge", "write", "agent-1", "nothing.here", "x"), 4,
+         "no knowledge item named 'nothing.here'"),
+        (("knowledge", "rename", "agent-1", "nothing.here", "y"), 4,
+         "no knowledge item named 'nothing.here'"),
+        (("knowledge", "history", "agent-1", "nothing.here"), 4,
+         "no knowledge item named 'nothing.here'"),
+        (("knowledge", "restore", "agent-1", "nothing.here", "1"), 4,
+         "no knowledge item named 'nothing.here'"),
+        (("knowledge", "add", "agent-1", "x", "--name", "tab\there"), 2, "control characters"),
     ],
 )  # fmt: skip
 async def test_a_refusal_is_one_line_with_its_exit_code_and_writes_nothing(
@@ -127,3 +137,61 @@ async def test_a_refusal_is_one_line_with_its_exit_code_and_writes_nothing(
     assert message in refused.err
     assert refused.err.count("\n") == 1
     assert (await filled.client.memory_stats()).agents == before
+
+
+async def test_knowledge_add_alias_rename_write_history_restore(filled: Filled):
+    added = await run(
+        filled, "knowledge", "add", "agent-1", "standup is at nine", "--name", "standup"
+    )
+    aliased = await run(filled, "knowledge", "alias", "agent-1", "standup", "daily")
+    written = await run(filled, "knowledge", "write", "agent-1", "daily", "standup is at ten")
+    renamed = await run(filled, "knowledge", "rename", "agent-1", "standup", "team.standup")
+    restored = await run(filled, "knowledge", "restore", "agent-1", "daily", "1")
+    history = await run(filled, "knowledge", "history", "agent-1", "team.standup")
+    history_json = (await run(filled, "knowledge", "history", "agent-1", "daily", "--json")).json()
+
+    assert added.out == "stored standup in agent-1's knowledge; embedded\n"
+    assert aliased.out == "standup now answers to daily\n"
+    assert written.out == "wrote version 2 of standup in agent-1's knowledge; embedded\n"
+    assert renamed.out == "renamed standup to team.standup in agent-1's knowledge\n"
+    assert restored.out == "restored team.standup to version 1: now version 3\n"
+    lines = history.out.splitlines()
+    assert lines[0].split() == ["VERSION", "WRITTEN", "NAME", "TEXT"]
+    assert [line.split()[0] for line in lines[1:]] == ["3", "2", "1"]
+    assert lines[1].split()[3:] == ["restored", "1", "team.standup", "standup", "is", "at", "nine"]
+    assert lines[2].split()[3:] == ["standup", "standup", "is", "at", "ten"]
+    assert set(history_json) == fields(a.KnowledgeHistory)
+    assert set(history_json["versions"][0]) == fields(a.KnowledgeVersionView)
+    item = history_json["item"]
+    assert (item["name"], item["aliases"], item["version"], item["text"]) == (
+        "team.standup",
+        ["daily"],
+        3,
+        "standup is at nine",
+    )
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("add", "agent-1", "x", "--name", "daily"), "cannot use 'daily' as name: it is an alias"),
+        (("rename", "agent-1", "other", "standup"), "it is the name of another item"),
+        (("alias", "agent-1", "other", "daily"), "it is an alias of 'standup'"),
+        (("restore", "agent-1", "standup", "9"), "has no version 9; it has versions 1 to 1"),
+    ],
+)  # fmt: skip
+async def test_a_taken_name_exits_5_and_changes_nothing(
+    filled: Filled, args: tuple[str, ...], message: str
+):
+    await filled.client.knowledge_add("agent-1", "standup is at nine", name="standup")
+    await filled.client.knowledge_alias("agent-1", "standup", "daily")
+    await filled.client.knowledge_add("agent-1", "another note", name="other")
+    before = await filled.client.knowledge_list("agent-1")
+
+    refused = await run(filled, "knowledge", *args)
+
+    assert refused.code == (4 if args[0] == "restore" else 5), refused.err
+    assert (refused.out, refused.err.count("\n")) == ("", 1)
+    assert refused.err.startswith("error: ")
+    assert message in refused.err
+    assert await filled.client.knowledge_list("agent-1") == before

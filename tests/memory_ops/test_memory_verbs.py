@@ -116,8 +116,8 @@ async def test_stats_count_tiers_knowledge_missing_vectors_and_the_embedder(fill
 
 async def test_knowledge_put_update_list_show_and_delete(filled: Filled):
     client = filled.client
-    first = await client.knowledge_put("agent-1", "theme: dark", key="user.theme", tags=["ui"])
-    second = await client.knowledge_put("agent-1", "theme: light", key="user.theme")
+    first = await client.knowledge_put("agent-1", "theme: dark", name="user.theme", tags=["ui"])
+    second = await client.knowledge_put("agent-1", "theme: light", name="user.theme")
     other = await client.knowledge_put("agent-2", "agent-2 keeps its own notes")
     plain = await client.knowledge_put("agent-1", "standup is at nine")
 
@@ -137,7 +137,7 @@ async def test_knowledge_put_update_list_show_and_delete(filled: Filled):
     assert (await client.knowledge_show("agent-1", "user.theme")).text == "theme: light"
     found = await client.memory_search("agent-1", "which colour scheme", store="knowledge")
     assert found.hits[0].id == first.item.id
-    assert found.hits[0].key == "user.theme"
+    assert found.hits[0].name == "user.theme"
     shown = await client.memory_show(first.item.id)
     assert shown.store == "knowledge"
     assert shown.knowledge == second.item
@@ -260,10 +260,10 @@ async def test_an_agent_added_by_config_apply_has_its_memory_at_once(
     await client.config_load()
 
     await client.config_apply()
-    stored = await client.knowledge_put("agent-3", "deploys go through staging", key="deploy")
+    stored = await client.knowledge_put("agent-3", "deploys go through staging", name="deploy")
 
-    assert (stored.item.key, stored.updated) == ("deploy", False)
+    assert (stored.item.name, stored.updated) == ("deploy", False)
     listed = await client.knowledge_list("agent-3")
-    assert [item.key for item in listed.items] == ["deploy"]
+    assert [item.name for item in listed.items] == ["deploy"]
     (stats,) = (await client.memory_stats("agent-3")).agents
     assert (stats.agent_id, stats.knowledge_items) == ("agent-3", 1)

@@ -133,8 +133,13 @@ async def test_it_remembers_what_it_is_told_in_its_knowledge_base(chat: Chat) ->
     called = await chat.say('Remember that my editor is "helix"')
     [call] = called.tool_calls
     assert call.name == "choir.memory.upsert"
-    assert call.arguments == {"op": "insert", "text": 'my editor is "helix"', "tags": ["demo"]}
-    stored = ToolResult.ok("stored knowledge 0b5c", op="insert", id="0b5c", key=None)
+    assert call.arguments == {"op": "add", "text": 'my editor is "helix"', "tags": ["demo"]}
+    stored = ToolResult.ok(
+        "stored knowledge 'my-editor-is-helix-0b5c0000'",
+        op="add",
+        id="0b5c",
+        name="my-editor-is-helix-0b5c0000",
+    )
     answered = await answer_with(chat, call.id, call.name, stored)
     assert "outlives this session" in answered.text
     assert "recall" in answered.text

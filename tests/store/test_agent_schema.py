@@ -14,6 +14,8 @@ AGENT_TABLES = {
     "memory_embeddings",
     "knowledge_documents",
     "knowledge_embeddings",
+    "knowledge_names",
+    "knowledge_versions",
     "embedding_model",
 }
 
@@ -83,7 +85,7 @@ async def test_other_dimensions_keep_stored_vectors_and_report_them_stale(
 ) -> None:
     async with run_as_agent(conn, two_agents[0]) as agent:
         doc_id = await agent.fetchval(
-            "INSERT INTO knowledge_documents (text) VALUES ('a note') RETURNING id"
+            "INSERT INTO knowledge_documents (name, text) VALUES ('note', 'a note') RETURNING id"
         )
         await agent.execute(
             "INSERT INTO knowledge_embeddings VALUES ($1, $2)", doc_id, [1.0, 0.0, 0.0]
@@ -114,7 +116,7 @@ async def test_empty_embedding_tables_take_the_new_dimensions(
             "AND indexdef LIKE '%USING hnsw%'"
         )
         doc_id = await agent.fetchval(
-            "INSERT INTO knowledge_documents (text) VALUES ('a note') RETURNING id"
+            "INSERT INTO knowledge_documents (name, text) VALUES ('note', 'a note') RETURNING id"
         )
         await agent.execute("INSERT INTO knowledge_embeddings VALUES ($1, $2)", doc_id, [1.0] * 8)
     assert {r["indexname"] for r in indexes} == {

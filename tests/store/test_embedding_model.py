@@ -30,7 +30,8 @@ async def store_vectors(conn: Connection, agent_id: str, dims: int) -> None:
     async with run_as_agent(conn, agent_id) as agent:
         for n in range(3):
             doc = await agent.fetchval(
-                "INSERT INTO knowledge_documents (text) VALUES ($1) RETURNING id", f"note {n}"
+                "INSERT INTO knowledge_documents (name, text) VALUES ($1, $1) RETURNING id",
+                f"note {n}",
             )
             await agent.execute(
                 "INSERT INTO knowledge_embeddings VALUES ($1, $2)", doc, [float(n + 1)] * dims

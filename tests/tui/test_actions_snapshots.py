@@ -207,7 +207,7 @@ def with_memory(app: ChoirApp) -> None:
     hits = [
         MemoryHitView(
             id=item_id, store="session", score=score, text=text, session_id=SESSION,
-            tier="mid_term", kind="tool_call", first_rev=rev, last_rev=rev + 1, key=None,
+            tier="mid_term", kind="tool_call", first_rev=rev, last_rev=rev + 1, name=None,
         )
         for item_id, score, rev, text in MEMORY_HITS
     ]  # fmt: skip

@@ -21,7 +21,7 @@ def shown(app: Any, widget_id: str) -> str:
 
 async def test_stats_search_open_and_knowledge(live: Live):
     session_id, ids = await fill_memory(live.daemon)
-    wifi = await live.client.knowledge_put("agent-1", "the office wifi is choir-guest", key="wifi")
+    wifi = await live.client.knowledge_put("agent-1", "the office wifi is choir-guest", name="wifi")
     async with console(live.home) as (app, pilot):
         app.select_agent("agent-1")
         await show_tab(pilot, "memory")

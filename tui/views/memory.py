@@ -255,7 +255,7 @@ class MemoryView(ChoirView):
 
 def hit_row(hit: a.MemoryHitView) -> tuple[str, str, str, str]:
     if hit.store == "knowledge":
-        where = f"key {hit.key}" if hit.key else "knowledge"
+        where = hit.name or "knowledge"
     else:
         revs = f" revs {hit.first_rev}-{hit.last_rev}" if hit.first_rev is not None else ""
         where = f"{hit.tier}{revs}"
@@ -264,7 +264,7 @@ def hit_row(hit: a.MemoryHitView) -> tuple[str, str, str, str]:
 
 def item_row(item: a.KnowledgeView) -> tuple[str, str, str, str]:
     vector = "" if item.has_vector else " (no vector)"
-    return item.id, "", f"key {item.key}{vector}" if item.key else f"-{vector}", flat(item.text)
+    return item.id, "", f"{item.name}{vector}", flat(item.text)
 
 
 def flat(text: str) -> str:
@@ -278,7 +278,7 @@ def item_text(item: a.MemoryItem) -> Text:
     if item.knowledge is not None:
         k = item.knowledge
         text.append(f"knowledge {k.id}", "bold")
-        text.append(f"  key {k.key or '-'} · updated {(k.updated_at or '-')[:19]}\n")
+        text.append(f"  {k.name} v{k.version} · updated {(k.updated_at or '-')[:19]}\n")
         text.append(k.text)
         return text
     chunk = item.chunk

@@ -1,7 +1,7 @@
 """choird's `MemoryStore` (§11.9): an agent's session memory and knowledge, behind one interface.
 
     store = PostgresMemoryStore(pool)
-    item = await store.put_knowledge("ada", "prefers dark mode", key="user.theme")
+    item = await store.put_knowledge("ada", "prefers dark mode", name="user.theme")
     refs = await store.add_session_chunks("ada", session_id, Tier.MID_TERM, chunks)
     await store.set_vectors("ada", "memory", [(ref.id, vector), ...])
     hits = await store.search("ada", MemoryQuery(store="session", mode="text", text="deploy"))
@@ -25,12 +25,22 @@ from typing import Any, Protocol, TypeVar
 from uuid import UUID
 
 from choir.core.memory.chunks import MemoryChunk, Tier
+from choir.core.memory.knowledge_names import check_name
 from choir.daemon.memory.search import MemoryQuery, checked, ef_search, run_search
 from choir.daemon.memory.vector_models import VectorModels
 from choir.errors import NotFoundError, UnavailableError
-from choir.store import knowledge, memory, memory_stats, memory_vectors
+from choir.store import (
+    knowledge,
+    knowledge_versions,
+    knowledge_writes,
+    memory,
+    memory_stats,
+    memory_vectors,
+)
 from choir.store.agent_schema import run_as_agent
 from choir.store.knowledge import KnowledgeItem
+from choir.store.knowledge_versions import KnowledgeVersion
+from choir.store.knowledge_writes import Written
 from choir.store.memory import ChunkRef, StoredChunk
 from choir.store.memory_search import MemoryHit
 from choir.store.memory_stats import MemoryStats
@@ -49,15 +59,51 @@ class MemoryStore(Protocol):
         agent_id: str,
         text: str,
         *,
-        key: str | None = None,
+        name: str | None = None,
         metadata: dict[str, Any] | None = None,
     ) -> KnowledgeItem:
-        """Insert an item, or update the one with dedup `key` (a changed text loses its
-        vector until it is embedded again). Oversized content is refused, nothing written."""
+        """The spec's insert and update-by-key: write the item that `name` names (a changed
+        text loses its vector until embedded again), or add it (a derived name when None).
+        Oversized content or a bad name is refused, nothing written."""
+        ...
+
+    async def add_knowledge(
+        self,
+        agent_id: str,
+        text: str,
+        *,
+        name: str | None = None,
+        metadata: dict[str, Any] | None = None,
+    ) -> KnowledgeItem:
+        """Add an item; a name some item answers to is `KnowledgeNameTaken`."""
+        ...
+
+    async def write_knowledge(
+        self, agent_id: str, ref: UUID | str, text: str, *, metadata: dict[str, Any] | None = None
+    ) -> Written:
+        """Replace the content of the item `ref` names, keeping the previous version."""
+        ...
+
+    async def rename_knowledge(self, agent_id: str, ref: UUID | str, name: str) -> KnowledgeItem:
+        """Rename the item `ref` names; a taken name is `KnowledgeNameTaken`."""
+        ...
+
+    async def alias_knowledge(self, agent_id: str, ref: UUID | str, alias: str) -> KnowledgeItem:
+        """Let the item `ref` names answer to `alias` too."""
+        ...
+
+    async def knowledge_history(
+        self, agent_id: str, ref: UUID | str, *, limit: int
+    ) -> tuple[KnowledgeItem, list[KnowledgeVersion]]:
+        """The item `ref` names and its versions, newest first."""
+        ...
+
+    async def restore_knowledge(self, agent_id: str, ref: UUID | str, version: int) -> Written:
+        """Write an earlier version's content as the newest version."""
         ...
 
     async def get_knowledge(self, agent_id: str, ref: UUID | str) -> KnowledgeItem:
-        """The item whose id or key is `ref`; `NotFoundError` when there is none."""
+        """The item whose id, name or alias is `ref`; `NotFoundError` when there is none."""
         ...
 
     async def list_knowledge(
@@ -67,7 +113,7 @@ class MemoryStore(Protocol):
         ...
 
     async def delete_knowledge(self, agent_id: str, ref: UUID | str) -> bool:
-        """Delete the item whose id or key is `ref`; whether there was one."""
+        """Remove the item whose id, name or alias is `ref`; whether there was one."""
         ...
 
     async def add_session_chunks(
@@ -125,13 +171,57 @@ class PostgresMemoryStore:
         agent_id: str,
         text: str,
         *,
-        key: str | None = None,
+        name: str | None = None,
         metadata: dict[str, Any] | None = None,
     ) -> KnowledgeItem:
-        knowledge.check_item(text, key, metadata or {})  # refused before a connection is taken
-        return await self._run(
-            agent_id, lambda c: knowledge.put_item(c, text, key=key, metadata=metadata)
+        meta = metadata or {}
+        knowledge.check_item(text, name, meta)  # refused before a connection is taken
+        written = await self._run(
+            agent_id, lambda c: knowledge_writes.put_item(c, text, name=name, metadata=meta)
         )
+        return written.item
+
+    async def add_knowledge(
+        self,
+        agent_id: str,
+        text: str,
+        *,
+        name: str | None = None,
+        metadata: dict[str, Any] | None = None,
+    ) -> KnowledgeItem:
+        meta = metadata or {}
+        knowledge.check_item(text, name, meta)
+        return await self._run(
+            agent_id, lambda c: knowledge_writes.add_item(c, text, name=name, metadata=meta)
+        )
+
+    async def write_knowledge(
+        self, agent_id: str, ref: UUID | str, text: str, *, metadata: dict[str, Any] | None = None
+    ) -> Written:
+        knowledge.check_item(text, None, metadata or {})
+        return await self._run(
+            agent_id, lambda c: knowledge_writes.write_item(c, ref, text, metadata=metadata)
+        )
+
+    async def rename_knowledge(self, agent_id: str, ref: UUID | str, name: str) -> KnowledgeItem:
+        check_name(name)
+        return await self._run(agent_id, lambda c: knowledge_writes.rename_item(c, ref, name))
+
+    async def alias_knowledge(self, agent_id: str, ref: UUID | str, alias: str) -> KnowledgeItem:
+        check_name(alias, "alias")
+        return await self._run(agent_id, lambda c: knowledge_writes.alias_item(c, ref, alias))
+
+    async def knowledge_history(
+        self, agent_id: str, ref: UUID | str, *, limit: int
+    ) -> tuple[KnowledgeItem, list[KnowledgeVersion]]:
+        async def work(conn: Connection) -> tuple[KnowledgeItem, list[KnowledgeVersion]]:
+            item_id, versions = await knowledge_versions.history(conn, ref, limit=limit)
+            return await knowledge.item_by_id(conn, item_id), versions
+
+        return await self._run(agent_id, work)
+
+    async def restore_knowledge(self, agent_id: str, ref: UUID | str, version: int) -> Written:
+        return await self._run(agent_id, lambda c: knowledge_versions.restore(c, ref, version))
 
     async def get_knowledge(self, agent_id: str, ref: UUID | str) -> KnowledgeItem:
         item = await self._run(agent_id, lambda c: knowledge.get_item(c, ref))
@@ -147,7 +237,7 @@ class PostgresMemoryStore:
         )
 
     async def delete_knowledge(self, agent_id: str, ref: UUID | str) -> bool:
-        return await self._run(agent_id, lambda c: knowledge.delete_item(c, ref))
+        return await self._run(agent_id, lambda c: knowledge_writes.remove_item(c, ref))
 
     async def add_session_chunks(
         self, agent_id: str, session_id: str, tier: Tier, chunks: Sequence[MemoryChunk]

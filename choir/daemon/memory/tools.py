@@ -5,8 +5,11 @@
   unknown agent is an error the model sees, never an empty result. `semantic` and `hybrid`
   embed the query text first; when no embedder answers in time the search runs as `text` and
   the result says so (§11.9: search degrades, it never fails for want of a vector).
-- `choir.memory.upsert`: insert, update by key, delete — the caller's own knowledge only. A
-  stored item is queued for embedding (`index`); it is searchable by text at once.
+- `choir.memory.upsert`: the closed set of knowledge writes — add, write, rename, alias,
+  remove (and put: write-or-add, the spec's update-by-key) — on the caller's own knowledge
+  only, each item addressed by its name or an alias. An unknown name is the tool error
+  `not_found`, a name another item answers to `name_taken`. A written item is queued for
+  embedding (`index`); it is searchable by text at once.
 
 Arguments were checked by the agent against the tool's schema, but choird trusts nothing an
 agent sends: every argument is checked again here, and a bad one is a one-line tool error.
@@ -20,12 +23,13 @@ from typing import TYPE_CHECKING, Any, Final, Protocol
 from uuid import UUID
 
 from choir.daemon.agents.host_tools import HostToolCall, HostTools
-from choir.errors import UnavailableError, UsageError
+from choir.errors import ConflictError, NotFoundError, UnavailableError, UsageError
 from choir.protocol import ToolResult
 
 if TYPE_CHECKING:  # numpy and pgvector load with memory, after choird's start (see `_query`)
     from choir.daemon.memory.provider import Vector
     from choir.daemon.memory.store import MemoryStore
+    from choir.store.knowledge import KnowledgeItem
     from choir.store.memory_search import MemoryHit
     from choir.store.memory_vectors import VectorTarget
 
@@ -144,23 +148,74 @@ class MemoryTools:
                 f"knowledge is written to your own store only, not {target!r}'s (§11.2)",
             )
         op = _required(args, "op")
-        key = _text(args, "key")
+        if op == "insert" and args.get("key") is not None:
+            op = "put"  # §11.7's insert with a key replaced the keyed entry, as put does
+        op = LEGACY_OPS.get(op, op)
+        if op not in OPS:
+            raise _Refused(
+                "invalid_input", f"unknown op {op!r}: use " + ", ".join(OPS) + " (see the tool)"
+            )
         store, index = await self.parts()
-        if op == "delete":
-            if key is None:
-                raise _Refused("invalid_input", "op delete needs the key of the entry to remove")
-            if not await store.delete_knowledge(caller, key):
-                raise _Refused("not_found", f"there is no knowledge entry with key {key!r}")
-            return ToolResult.ok(f"deleted knowledge {key!r}", op=op, key=key)
-        if op not in ("insert", "update"):
-            raise _Refused("invalid_input", f"unknown op {op!r}: use insert, update or delete")
-        if op == "update" and key is None:
-            raise _Refused("invalid_input", "op update needs the key of the entry to replace")
-        text = _required(args, "text")
-        item = await store.put_knowledge(caller, text, key=key, metadata=_tags(args))
+        return await _write(op, caller, args, store, index)
+
+
+LEGACY_OPS: Final = {"insert": "add", "update": "put", "delete": "remove"}
+"""The spec's operations (§11.7), still accepted from a tool definition that offers them:
+update-by-key writes the item with that name or adds it (`put`)."""
+OPS: Final = ("add", "write", "rename", "alias", "remove", "put")
+
+
+async def _write(
+    op: str, caller: str, args: Mapping[str, Any], store: MemoryStore, index: Indexer
+) -> ToolResult:
+    """Run one op of the closed set; refusals (unknown name, taken name) become tool errors."""
+    name = _text(args, "name") or _text(args, "key")
+    if op == "add":
+        item = await store.add_knowledge(
+            caller, _required(args, "text"), name=name, metadata=_tags(args)
+        )
         index(caller, "knowledge", item.id, item.text)
-        named = repr(key) if key is not None else str(item.id)
-        return ToolResult.ok(f"stored knowledge {named}", op=op, id=str(item.id), key=key)
+        return _done(f"stored knowledge {item.name!r}", op, item)
+    if name is None:
+        raise _Refused("invalid_input", f"op {op} needs the name of the item (or an alias)")
+    if op == "remove":
+        if not await store.delete_knowledge(caller, name):
+            raise _Refused("not_found", _unknown(name))
+        return ToolResult.ok(f"removed knowledge {name!r}", op=op, name=name)
+    if op == "rename":
+        item = await store.rename_knowledge(caller, name, _required(args, "new_name"))
+        return _done(f"renamed knowledge {name!r} to {item.name!r}", op, item)
+    if op == "alias":
+        item = await store.alias_knowledge(caller, name, _required(args, "alias"))
+        return _done(f"{item.name!r} now also answers to {args['alias']!r}", op, item)
+    text, tags = _required(args, "text"), _tags(args)
+    if op == "put":
+        item = await store.put_knowledge(caller, text, name=name, metadata=tags)
+    else:
+        written = await store.write_knowledge(caller, name, text, metadata=tags or None)
+        item = written.item
+    index(caller, "knowledge", item.id, item.text)
+    if item.version == 1:
+        return _done(f"stored knowledge {item.name!r}", op, item)
+    return _done(f"wrote knowledge {item.name!r} (version {item.version})", op, item)
+
+
+def _done(summary: str, op: str, item: KnowledgeItem) -> ToolResult:
+    return ToolResult.ok(
+        summary,
+        op=op,
+        id=str(item.id),
+        name=item.name,
+        aliases=list(item.aliases),
+        version=item.version,
+    )
+
+
+def _unknown(name: str) -> str:
+    return (
+        f"there is no knowledge item named {name!r} (by name or alias); search the "
+        "knowledge store to find its name"
+    )
 
 
 async def _answered(work: Awaitable[ToolResult]) -> ToolResult:
@@ -171,6 +226,10 @@ async def _answered(work: Awaitable[ToolResult]) -> ToolResult:
         return ToolResult.fail(refused.code, refused.message)
     except UsageError as err:
         return ToolResult.fail("invalid_input", err.message)
+    except NotFoundError as err:
+        return ToolResult.fail("not_found", err.message)
+    except ConflictError as err:
+        return ToolResult.fail("name_taken", err.message)
     except UnavailableError as err:
         return ToolResult.fail("memory_unavailable", err.message)
 
@@ -222,7 +281,7 @@ def _hit(hit: MemoryHit) -> dict[str, Any]:
         "kind": source.kind.value if source.kind else None,
         "first_rev": source.first_rev,
         "last_rev": source.last_rev,
-        "key": source.key,
+        "name": source.name,
     }
     found.update((name, value) for name, value in extra.items() if value is not None)
     return found

@@ -38,6 +38,7 @@ from choir.daemon.operator import chat as operator_chat
 from choir.daemon.operator import config as operator_config
 from choir.daemon.operator import events as operator_events
 from choir.daemon.operator import gateways as operator_gateways
+from choir.daemon.operator import knowledge as operator_knowledge
 from choir.daemon.operator import logs as operator_logs
 from choir.daemon.operator import memory as operator_memory
 from choir.daemon.operator import recover as operator_recover
@@ -150,6 +151,12 @@ VERBS: Final[Mapping[OperatorVerb, Route]] = {
     V.KNOWLEDGE_SHOW: Route(operator_memory.knowledge_show),
     V.KNOWLEDGE_PUT: Route(operator_memory.knowledge_put),
     V.KNOWLEDGE_DELETE: Route(operator_memory.knowledge_delete),
+    V.KNOWLEDGE_ADD: Route(operator_knowledge.knowledge_add),
+    V.KNOWLEDGE_WRITE: Route(operator_knowledge.knowledge_write),
+    V.KNOWLEDGE_RENAME: Route(operator_knowledge.knowledge_rename),
+    V.KNOWLEDGE_ALIAS: Route(operator_knowledge.knowledge_alias),
+    V.KNOWLEDGE_HISTORY: Route(operator_knowledge.knowledge_history),
+    V.KNOWLEDGE_RESTORE: Route(operator_knowledge.knowledge_restore),
     V.MEMORY_REEMBED: Route(operator_reembed.memory_reembed),
     V.GATEWAY_STATUS: Route(operator_gateways.gateway_status),
     V.SESSION_INJECT: Route(operator_sessions.session_inject),

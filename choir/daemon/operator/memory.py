@@ -1,4 +1,5 @@
-"""`memory.search|show|stats` and `knowledge.list|show|put|delete`: the operator's view of memory.
+"""`memory.search|show|stats` and `knowledge.list|show|put|delete`: the operator's view of memory
+(`knowledge.add|write|rename|alias|history|restore` are `choir.daemon.operator.knowledge`).
 
 Everything goes through choird's `MemoryStore` (§11.9), which runs each call as the agent's own
 role in its schema; the operator may read and write any configured agent's memory (the §11.2
@@ -44,7 +45,7 @@ a skill phase or a size cap: rarely more than a few dozen)."""
 _VECTOR_MODES: Final = ("semantic", "hybrid")
 
 
-def _store(ctx: OperatorContext) -> MemoryStore:
+def store_of(ctx: OperatorContext) -> MemoryStore:
     store = ctx.memory_store()
     if store is None:
         raise UnavailableError("this choird serves no memory store: restart choird")
@@ -58,7 +59,7 @@ async def memory_search(ctx: OperatorContext, request: r.MemorySearch) -> a.Memo
     """Search one agent's session memory or knowledge; semantic and hybrid fall back to text."""
     from choir.daemon.memory.search import MemoryQuery
 
-    store = _store(ctx)
+    store = store_of(ctx)
     ctx.require_agent(request.agent_id)
     mode, fallback, vector = request.mode, None, None
     if mode in _VECTOR_MODES:
@@ -140,7 +141,7 @@ def _hit_view(hit: MemoryHit) -> a.MemoryHitView:
         kind=source.kind.value if source.kind else None,
         first_rev=source.first_rev,
         last_rev=source.last_rev,
-        key=source.key,
+        name=source.name,
     )
 
 
@@ -149,7 +150,7 @@ def _hit_view(hit: MemoryHit) -> a.MemoryHitView:
 
 async def memory_show(ctx: OperatorContext, request: r.MemoryItemRef) -> a.MemoryItem:
     """A session chunk with its source events, or a knowledge item, found by id."""
-    store = _store(ctx)
+    store = store_of(ctx)
     item_id = _uuid(request.item_id)
     if request.agent_id is not None:
         ctx.require_agent(request.agent_id)
@@ -230,7 +231,9 @@ def knowledge_view(
     return a.KnowledgeView(
         agent_id=agent_id,
         id=str(item.id),
-        key=item.key,
+        name=item.name,
+        aliases=list(item.aliases),
+        version=item.version,
         text=item.text,
         metadata=item.metadata,
         created_at=iso(item.created_at),
@@ -245,7 +248,7 @@ def knowledge_view(
 async def memory_stats(ctx: OperatorContext, request: r.MemoryStatsRequest) -> a.MemoryStats:
     """Per agent (one, or every configured one): counts per tier, knowledge, vectors missing,
     index sizes; and the embedding service's queue and breaker."""
-    store = _store(ctx)
+    store = store_of(ctx)
     if request.agent_id is not None:
         ctx.require_agent(request.agent_id)
     agents = [request.agent_id] if request.agent_id else sorted(ctx.config.agents)
@@ -296,7 +299,7 @@ def _embedding_view(ctx: OperatorContext) -> a.EmbeddingView:
 
 async def knowledge_list(ctx: OperatorContext, request: r.KnowledgeList) -> a.KnowledgeList:
     """A page of the agent's knowledge, oldest first."""
-    store = _store(ctx)
+    store = store_of(ctx)
     ctx.require_agent(request.agent_id)
     items = await store.list_knowledge(
         request.agent_id, limit=request.limit + 1, after=request.after
@@ -311,7 +314,7 @@ async def knowledge_list(ctx: OperatorContext, request: r.KnowledgeList) -> a.Kn
 
 
 async def knowledge_show(ctx: OperatorContext, request: r.KnowledgeRef) -> a.KnowledgeView:
-    store = _store(ctx)
+    store = store_of(ctx)
     ctx.require_agent(request.agent_id)
     return knowledge_view(request.agent_id, await _knowledge(store, request))
 
@@ -325,25 +328,36 @@ async def _knowledge(store: MemoryStore, request: r.KnowledgeRef) -> KnowledgeIt
 
 def _no_item(request: r.KnowledgeRef) -> NotFoundError:
     return NotFoundError(
-        f"agent {request.agent_id} has no knowledge item {request.ref!r} (an id or key: see "
+        f"agent {request.agent_id} has no knowledge item {request.ref!r} (a name, alias or id: see "
         f"choirctl knowledge list {request.agent_id})"
     )
 
 
 async def knowledge_put(ctx: OperatorContext, request: r.KnowledgePut) -> a.KnowledgeStored:
-    """Insert an item (or update the one with `key`), then embed it."""
-    store = _store(ctx)
+    """Write the item `name` names, or add it (the spec's insert and update-by-key); then
+    embed it."""
+    store = store_of(ctx)
     ctx.require_agent(request.agent_id)
-    if any(not tag.strip() for tag in request.tags):
-        raise UsageError("knowledge tags must be non-empty words")
-    metadata = {"tags": request.tags} if request.tags else {}
     item = await store.put_knowledge(
-        request.agent_id, request.text, key=request.key, metadata=metadata
+        request.agent_id, request.text, name=request.name, metadata=tag_metadata(request.tags)
     )
-    embedded = item.has_vector or await _index(ctx, store, request.agent_id, item)
+    return await stored(ctx, store, request.agent_id, item)
+
+
+def tag_metadata(tags: list[str]) -> dict[str, Any]:
+    if any(not tag.strip() for tag in tags):
+        raise UsageError("knowledge tags must be non-empty words")
+    return {"tags": tags} if tags else {}
+
+
+async def stored(
+    ctx: OperatorContext, store: MemoryStore, agent_id: str, item: KnowledgeItem
+) -> a.KnowledgeStored:
+    """The answer to a write: the item, embedded now when the embedder answers."""
+    embedded = item.has_vector or await _index(ctx, store, agent_id, item)
     return a.KnowledgeStored(
-        item=knowledge_view(request.agent_id, item, embedded=embedded),
-        updated=item.updated_at != item.created_at,
+        item=knowledge_view(agent_id, item, embedded=embedded),
+        updated=item.version > 1,
         embedded=embedded,
     )
 
@@ -359,7 +373,7 @@ async def _index(
 
 
 async def knowledge_delete(ctx: OperatorContext, request: r.KnowledgeRef) -> a.KnowledgeDeleted:
-    store = _store(ctx)
+    store = store_of(ctx)
     ctx.require_agent(request.agent_id)
     if not await store.delete_knowledge(request.agent_id, request.ref):
         raise _no_item(request)

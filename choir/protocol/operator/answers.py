@@ -510,8 +510,8 @@ class MemoryHitView(OperatorModel):
     first_rev: int | None
     last_rev: int | None
     """The session events a chunk was cut from (None for summaries and knowledge)."""
-    key: str | None
-    """A knowledge item's dedup key."""
+    name: str | None
+    """A knowledge item's name."""
 
 
 class MemorySearch(OperatorModel):
@@ -545,7 +545,12 @@ class KnowledgeView(OperatorModel):
 
     agent_id: str
     id: str
-    key: str | None
+    name: str
+    """Its unique name: every command addresses it by name, alias or id."""
+    aliases: list[str]
+    """Other names it answers to, sorted."""
+    version: int
+    """1 when added, one more for each write of its content (`knowledge history`)."""
     text: str
     metadata: JsonObject
     created_at: str | None
@@ -614,9 +619,29 @@ class KnowledgeList(OperatorModel):
 class KnowledgeStored(OperatorModel):
     item: KnowledgeView
     updated: bool
-    """An item with the same key existed and was replaced (same id)."""
+    """An item with that name existed and its content was written (same id)."""
     embedded: bool
     """Its vector is stored: semantic search finds it now (else by text, until a backfill)."""
+
+
+class KnowledgeVersionView(OperatorModel):
+    """One version of a knowledge item's content."""
+
+    version: int
+    name: str
+    """The item's name when the version was written."""
+    text: str
+    metadata: JsonObject
+    written_at: str | None
+    restored_from: int | None
+    """The version this one restored (None: an ordinary write)."""
+
+
+class KnowledgeHistory(OperatorModel):
+    """`knowledge.history`: the item as it is, and its versions, newest first."""
+
+    item: KnowledgeView
+    versions: list[KnowledgeVersionView]
 
 
 class KnowledgeDeleted(OperatorModel):

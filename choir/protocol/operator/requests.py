@@ -240,7 +240,7 @@ class KnowledgeRef(WireModel):
     agent_id: str = Field(min_length=1)
     """Whose knowledge."""
     ref: str = Field(min_length=1)
-    """An item's id or its dedup key."""
+    """An item's name, one of its aliases, or its id."""
 
 
 class KnowledgePut(WireModel):
@@ -248,10 +248,62 @@ class KnowledgePut(WireModel):
     """Whose knowledge to write (the operator may write any agent's)."""
     text: str = Field(min_length=1)
     """What to remember; choird refuses more than 32 KiB, naming the limit."""
-    key: str | None = None
-    """A dedup key: the item with this key is updated in place (same id)."""
+    name: str | None = None
+    """The item's name, the dedup key: the item it names (or whose alias it is) is written,
+    else an item of that name is added (None: a name derived from the text)."""
     tags: list[str] = Field(default_factory=list)
     """Labels stored in the item's metadata."""
+
+
+class KnowledgeAdd(WireModel):
+    agent_id: str = Field(min_length=1)
+    text: str = Field(min_length=1)
+    """What to remember; choird refuses more than 32 KiB, naming the limit."""
+    name: str | None = None
+    """Its name: refused when an item answers to it (None: a name derived from the text)."""
+    tags: list[str] = Field(default_factory=list)
+
+
+class KnowledgeWrite(WireModel):
+    agent_id: str = Field(min_length=1)
+    ref: str = Field(min_length=1)
+    """The item's name, one of its aliases, or its id."""
+    text: str = Field(min_length=1)
+    """Its new content; the previous one is kept as a version."""
+    tags: list[str] = Field(default_factory=list)
+    """New labels (empty: the item keeps its own)."""
+
+
+class KnowledgeRename(WireModel):
+    agent_id: str = Field(min_length=1)
+    ref: str = Field(min_length=1)
+    """The item's name, one of its aliases, or its id."""
+    name: str = Field(min_length=1)
+    """Its new name: not one any other item answers to."""
+
+
+class KnowledgeAlias(WireModel):
+    agent_id: str = Field(min_length=1)
+    ref: str = Field(min_length=1)
+    """The item's name, one of its aliases, or its id."""
+    alias: str = Field(min_length=1)
+    """Another name for it: not one any other item answers to."""
+
+
+class KnowledgeHistoryRequest(WireModel):
+    agent_id: str = Field(min_length=1)
+    ref: str = Field(min_length=1)
+    """The item's name, one of its aliases, or its id."""
+    limit: int = Field(default=50, ge=1, le=1000)
+    """Most versions, newest first."""
+
+
+class KnowledgeRestore(WireModel):
+    agent_id: str = Field(min_length=1)
+    ref: str = Field(min_length=1)
+    """The item's name, one of its aliases, or its id."""
+    version: int = Field(ge=1)
+    """The version whose content becomes the newest version (`knowledge history`)."""
 
 
 class MemoryReembed(WireModel):

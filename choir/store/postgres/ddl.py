@@ -480,6 +480,71 @@ CREATE INDEX knowledge_embeddings_hnsw_idx ON {schema}.knowledge_embeddings
     USING hnsw (embedding vector_cosine_ops) WITH (m = 8, ef_construction = 128);
 """,
     ),
+    Migration(
+        6,
+        "knowledge names, aliases and versions",
+        # The dedup key becomes the item's name (design 002): every item gets one. An unnamed
+        # item is named `<slug of its first 40 characters>-<first 8 hex digits of its id>`, as
+        # `choir.core.memory.knowledge_names.derived_name` names new ones; the full id replaces
+        # the 8 digits in the unlikely case that name is taken. Names and aliases share one
+        # namespace (`knowledge_names`, its primary key), so a name is never another item's
+        # alias without any lock. Versions keep every content a write replaced.
+        """
+ALTER TABLE {schema}.knowledge_documents RENAME COLUMN key TO name;
+UPDATE {schema}.knowledge_documents d
+SET name = coalesce(nullif(trim(BOTH '-' FROM left(
+    regexp_replace(lower(d.text), '[^a-z0-9]+', '-', 'g'), 40)), ''), 'item')
+    || '-' || left(replace(d.id::text, '-', ''), 8)
+WHERE d.name IS NULL;
+UPDATE {schema}.knowledge_documents d
+SET name = left(d.name, length(d.name) - 8) || replace(d.id::text, '-', '')
+WHERE EXISTS (SELECT FROM {schema}.knowledge_documents o
+              WHERE o.id <> d.id AND o.name = d.name AND d.created_at >= o.created_at);
+ALTER TABLE {schema}.knowledge_documents
+    ALTER COLUMN name SET NOT NULL,
+    ADD COLUMN version int NOT NULL DEFAULT 1;
+CREATE TABLE {schema}.knowledge_names (
+    name        text PRIMARY KEY,
+    document_id uuid NOT NULL REFERENCES {schema}.knowledge_documents (id) ON DELETE CASCADE,
+    is_alias    boolean NOT NULL
+);
+CREATE INDEX knowledge_names_document_idx ON {schema}.knowledge_names (document_id);
+INSERT INTO {schema}.knowledge_names (name, document_id, is_alias)
+SELECT name, id, false FROM {schema}.knowledge_documents;
+CREATE TABLE {schema}.knowledge_versions (
+    document_id uuid NOT NULL REFERENCES {schema}.knowledge_documents (id) ON DELETE CASCADE,
+    version     int NOT NULL,
+    name        text NOT NULL,
+    text        text NOT NULL,
+    metadata    jsonb NOT NULL,
+    written_at  timestamptz NOT NULL DEFAULT now(),
+    restored_from int,
+    PRIMARY KEY (document_id, version)
+);
+INSERT INTO {schema}.knowledge_versions (document_id, version, name, text, metadata, written_at)
+SELECT id, 1, name, text, metadata, updated_at FROM {schema}.knowledge_documents;
+""",
+    ),
+    Migration(
+        7,
+        "knowledge BM25 terms over name and text",
+        # BM25 (`store/memory_search`) reads term frequencies and document lengths from these
+        # generated columns (one may not read another, so the length recomputes the vector):
+        # the name's words (split at any non-alphanumeric) and the text, with
+        # Postgres' english stemming and stop words. Aliases add no terms. A length counts every
+        # position of every lexeme (a tsvector keeps at most 256 positions per lexeme).
+        """
+CREATE FUNCTION {schema}.tsvector_tokens(tsvector) RETURNS int
+    LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+    AS 'SELECT coalesce(sum(cardinality(positions)), 0)::int FROM unnest($1)';
+ALTER TABLE {schema}.knowledge_documents
+    ADD COLUMN terms tsvector GENERATED ALWAYS AS (to_tsvector('english',
+        regexp_replace(name, '[^[:alnum:]]+', ' ', 'g') || ' ' || text)) STORED,
+    ADD COLUMN terms_length int GENERATED ALWAYS AS ({schema}.tsvector_tokens(to_tsvector(
+        'english', regexp_replace(name, '[^[:alnum:]]+', ' ', 'g') || ' ' || text))) STORED;
+CREATE INDEX knowledge_documents_terms_idx ON {schema}.knowledge_documents USING gin (terms);
+""",
+    ),
 )
 
 

@@ -48,7 +48,7 @@ async def test_an_indexed_knowledge_item_gets_its_vector(daemon: ChoirDaemon) ->
     assert store is not None
     assert index is not None
     assert daemon.memory is not None
-    item = await store.put_knowledge("agent-1", "the user prefers dark mode", key="theme")
+    item = await store.put_knowledge("agent-1", "the user prefers dark mode", name="theme")
     other = await store.put_knowledge("agent-2", "agent-2 deploys on fridays")
     index.index("agent-1", "knowledge", item.id, item.text)
     index.index("agent-2", "knowledge", other.id, other.text)

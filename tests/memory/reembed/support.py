@@ -51,7 +51,7 @@ async def seeded_home(
         await ensure_agent_schema(conn, AGENT, dims, model)
         async with run_as_agent(conn, AGENT) as agent:
             await agent.execute(
-                "INSERT INTO knowledge_documents (key, text) SELECT 'k' || n, "
+                "INSERT INTO knowledge_documents (name, text) SELECT 'k' || n, "
                 "'note ' || n || ': the deploy of service ' || n || ' runs at ' || (n % 24) "
                 f"|| ' o''clock' FROM generate_series(1, {knowledge:d}) AS n"
             )

@@ -38,7 +38,8 @@ async def test_a_stale_agents_semantic_query_runs_as_text_until_reembedded(
         async with run_as_agent(conn, AGENT) as agent:
             for n, text in enumerate(NOTES):
                 doc = await agent.fetchval(
-                    "INSERT INTO knowledge_documents (text) VALUES ($1) RETURNING id", text
+                    "INSERT INTO knowledge_documents (name, text) VALUES ($1, $1) RETURNING id",
+                    text,
                 )
                 vector = [0.0] * 256
                 vector[n] = 1.0

@@ -20,7 +20,9 @@ async def test_a_block_commits_as_the_agent_and_leaves_the_admin(pool: Pool, ada
             inside = await agent.fetchrow(
                 "SELECT current_user AS role, current_setting('hnsw.ef_search') AS ef"
             )
-            await agent.execute("INSERT INTO knowledge_documents (text) VALUES ('kept')")
+            await agent.execute(
+                "INSERT INTO knowledge_documents (name, text) VALUES ('kept', 'kept')"
+            )
         assert not conn.is_in_transaction()
         assert await conn.fetchval("SELECT current_user") == admin
         assert (inside["role"], inside["ef"]) == (agent_role(ada), "77")
@@ -30,7 +32,7 @@ async def test_a_block_commits_as_the_agent_and_leaves_the_admin(pool: Pool, ada
 
 async def _write_then(conn: Connection, agent_id: str, statement: str) -> None:
     async with run_as_agent(conn, agent_id) as agent:
-        await agent.execute("INSERT INTO knowledge_documents (text) VALUES ('lost')")
+        await agent.execute("INSERT INTO knowledge_documents (name, text) VALUES ('lost', 'lost')")
         if statement:
             await agent.execute(statement)  # the server aborts the transaction
         raise RuntimeError("boom")

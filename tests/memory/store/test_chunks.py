@@ -176,9 +176,9 @@ async def test_missing_vectors_lists_searchable_rows_only(
 async def test_a_vector_of_a_text_since_replaced_is_skipped(
     store: PostgresMemoryStore, ada: str
 ) -> None:
-    item = await store.put_knowledge(ada, "prefers dark mode", key="user.theme")
+    item = await store.put_knowledge(ada, "prefers dark mode", name="user.theme")
     # the embedder is given the first text; the item changes before its vector comes back
-    await store.put_knowledge(ada, "prefers light mode", key="user.theme")
+    await store.put_knowledge(ada, "prefers light mode", name="user.theme")
 
     stale = await store.set_vectors(
         ada, "knowledge", [(item.id, vec(1, 0, 0), "prefers dark mode")]

@@ -19,7 +19,7 @@ async def test_each_agent_sees_only_its_own_memory(
 ) -> None:
     ada, bob = agents
     await store.add_session_chunks(bob, "s1", Tier.MID_TERM, event_chunks(["bob's secret plan"]))
-    await store.put_knowledge(bob, "bob's secret key location", key="secret")
+    await store.put_knowledge(bob, "bob's secret key location", name="secret")
 
     assert await store.search(ada, MemoryQuery(mode="text", text="secret")) == []
     assert await store.list_knowledge(ada, limit=10) == []

@@ -1,4 +1,4 @@
-"""Knowledge (tier 4): insert, update by dedup key, get/delete by id or key, paging, limits."""
+"""Knowledge (tier 4): put (insert, update by name), get/delete by id or name, paging, limits."""
 
 from __future__ import annotations
 
@@ -13,13 +13,13 @@ from tests.memory.store.support import vec
 async def test_an_item_is_found_by_its_id_and_by_its_key(
     store: PostgresMemoryStore, ada: str
 ) -> None:
-    item = await store.put_knowledge(ada, "prefers dark mode", key="user.theme", metadata={"t": 1})
+    item = await store.put_knowledge(ada, "prefers dark mode", name="user.theme", metadata={"t": 1})
 
     by_id = await store.get_knowledge(ada, item.id)
     by_id_text = await store.get_knowledge(ada, str(item.id))
     by_key = await store.get_knowledge(ada, "user.theme")
     assert by_id == by_id_text == by_key == item
-    assert (item.text, item.key, item.metadata, item.has_vector) == (
+    assert (item.text, item.name, item.metadata, item.has_vector) == (
         "prefers dark mode",
         "user.theme",
         {"t": 1},
@@ -30,8 +30,8 @@ async def test_an_item_is_found_by_its_id_and_by_its_key(
 async def test_putting_an_existing_key_updates_the_item_in_place(
     store: PostgresMemoryStore, ada: str
 ) -> None:
-    first = await store.put_knowledge(ada, "prefers dark mode", key="user.theme")
-    second = await store.put_knowledge(ada, "prefers light mode", key="user.theme")
+    first = await store.put_knowledge(ada, "prefers dark mode", name="user.theme")
+    second = await store.put_knowledge(ada, "prefers light mode", name="user.theme")
 
     assert second.id == first.id
     assert second.text == "prefers light mode"
@@ -42,14 +42,14 @@ async def test_putting_an_existing_key_updates_the_item_in_place(
 async def test_a_changed_text_drops_the_stale_vector_and_the_same_text_keeps_it(
     store: PostgresMemoryStore, ada: str
 ) -> None:
-    item = await store.put_knowledge(ada, "prefers dark mode", key="user.theme")
+    item = await store.put_knowledge(ada, "prefers dark mode", name="user.theme")
     assert await store.set_vectors(ada, "knowledge", [(item.id, vec(1, 0, 0))]) == 1
 
-    same = await store.put_knowledge(ada, "prefers dark mode", key="user.theme", metadata={"a": 1})
+    same = await store.put_knowledge(ada, "prefers dark mode", name="user.theme", metadata={"a": 1})
     assert same.has_vector
     assert (await store.get_knowledge(ada, item.id)).has_vector
 
-    changed = await store.put_knowledge(ada, "prefers light mode", key="user.theme")
+    changed = await store.put_knowledge(ada, "prefers light mode", name="user.theme")
     assert not changed.has_vector
     assert not (await store.get_knowledge(ada, item.id)).has_vector
     assert [(m.target, m.id) for m in await store.missing_vectors(ada, limit=10)] == [
@@ -66,7 +66,7 @@ async def test_items_without_a_key_are_separate(store: PostgresMemoryStore, ada:
 async def test_delete_by_id_or_key_answers_whether_something_was_deleted(
     store: PostgresMemoryStore, ada: str
 ) -> None:
-    keyed = await store.put_knowledge(ada, "the deploy needs sudo", key="deploy.sudo")
+    keyed = await store.put_knowledge(ada, "the deploy needs sudo", name="deploy.sudo")
     plain = await store.put_knowledge(ada, "the office is closed on Fridays")
     await store.set_vectors(ada, "knowledge", [(keyed.id, vec(0, 1, 0))])
 
@@ -79,12 +79,13 @@ async def test_delete_by_id_or_key_answers_whether_something_was_deleted(
     assert (await store.stats(ada)).knowledge_items == 0
 
 
-async def test_a_key_that_looks_like_another_items_id_names_that_item_by_id(
+async def test_a_name_that_looks_like_another_items_id_is_refused(
     store: PostgresMemoryStore, ada: str
 ) -> None:
     target = await store.put_knowledge(ada, "the real one")
-    await store.put_knowledge(ada, "an impostor", key=str(target.id))
-    assert (await store.get_knowledge(ada, target.id)).text == "the real one"
+    with pytest.raises(UsageError, match="looks like an item id"):
+        await store.put_knowledge(ada, "an impostor", name=str(target.id))
+    assert [i.text for i in await store.list_knowledge(ada, limit=10)] == ["the real one"]
 
 
 async def test_listing_pages_oldest_first(store: PostgresMemoryStore, ada: str) -> None:
@@ -105,12 +106,12 @@ async def test_listing_pages_oldest_first(store: PostgresMemoryStore, ada: str) 
 async def test_oversized_content_is_refused_with_the_limit_named_and_nothing_written(
     store: PostgresMemoryStore, ada: str
 ) -> None:
-    await store.put_knowledge(ada, "small", key="k")
+    await store.put_knowledge(ada, "small", name="k")
     with pytest.raises(KnowledgeRefused, match=f"over the limit of {KNOWLEDGE_MAX_BYTES} bytes"):
-        await store.put_knowledge(ada, "é" * (KNOWLEDGE_MAX_BYTES // 2 + 1), key="k")
+        await store.put_knowledge(ada, "é" * (KNOWLEDGE_MAX_BYTES // 2 + 1), name="k")
     with pytest.raises(KnowledgeRefused, match="over the limit"):
         await store.put_knowledge(ada, "x" * (KNOWLEDGE_MAX_BYTES + 1))
-    assert [(i.key, i.text) for i in await store.list_knowledge(ada, limit=10)] == [("k", "small")]
+    assert [(i.name, i.text) for i in await store.list_knowledge(ada, limit=10)] == [("k", "small")]
     # exactly at the limit is stored
     at_limit = await store.put_knowledge(ada, "x" * KNOWLEDGE_MAX_BYTES)
     assert len(at_limit.text) == KNOWLEDGE_MAX_BYTES
@@ -118,17 +119,17 @@ async def test_oversized_content_is_refused_with_the_limit_named_and_nothing_wri
 
 @pytest.mark.parametrize(
     ("text", "key", "problem"),
-    [("   ", None, "text is empty"), ("ok", "", "key must be 1 to 200"), ("ok", "k" * 201, "201")],
+    [("   ", None, "text is empty"), ("ok", "", "name is 1 to 200"), ("ok", "k" * 201, "201")],
 )
-async def test_empty_text_and_bad_keys_are_refused(
+async def test_empty_text_and_bad_names_are_refused(
     store: PostgresMemoryStore, ada: str, text: str, key: str | None, problem: str
 ) -> None:
-    with pytest.raises(KnowledgeRefused, match=problem):
-        await store.put_knowledge(ada, text, key=key)
+    with pytest.raises(UsageError, match=problem):
+        await store.put_knowledge(ada, text, name=key)
     assert await store.list_knowledge(ada, limit=10) == []
 
 
 async def test_any_character_survives_a_round_trip(store: PostgresMemoryStore, ada: str) -> None:
     text = "nul \x00 and soh \x01 kept"
-    item = await store.put_knowledge(ada, text, key="odd")
+    item = await store.put_knowledge(ada, text, name="odd")
     assert (await store.get_knowledge(ada, "odd")).text == item.text == text

@@ -38,7 +38,7 @@ async def test_text_search_ranks_matches_and_cites_the_source(
         Tier.MID_TERM,
         ChunkKind.TOOL_CALL,
     )
-    assert (source.first_rev, source.last_rev, source.key) == (1, 1, None)
+    assert (source.first_rev, source.last_rev, source.name) == (1, 1, None)
 
 
 async def test_semantic_search_orders_by_cosine_similarity(
@@ -57,7 +57,7 @@ async def test_semantic_search_orders_by_cosine_similarity(
 
 
 async def test_knowledge_search_carries_the_key(store: PostgresMemoryStore, ada: str) -> None:
-    item = await store.put_knowledge(ada, "the user prefers tea over coffee", key="user.drink")
+    item = await store.put_knowledge(ada, "the user prefers tea over coffee", name="user.drink")
     await store.put_knowledge(ada, "the office has a coffee machine")
     await store.set_vectors(ada, "knowledge", [(item.id, vec(0, 1, 0))])
 
@@ -65,7 +65,7 @@ async def test_knowledge_search_carries_the_key(store: PostgresMemoryStore, ada:
     vector_hits = await store.search(
         ada, MemoryQuery(store="knowledge", mode="semantic", vector=vec(0, 1, 0))
     )
-    assert [h.source.key for h in text_hits] == ["user.drink"]
+    assert [h.source.name for h in text_hits] == ["user.drink"]
     assert [(h.source.store, h.source.id, h.source.session_id) for h in vector_hits] == [
         ("knowledge", item.id, None)
     ]
