@@ -101,12 +101,14 @@ def prune_orphan_images() -> int:
     client = docker.from_env(timeout=30)
     removed = 0
     try:
-        for image in client.images.list(filters={"label": "choir.role=agent"}):
-            home = image.labels.get("choir.home")
+        # the low-level list: `images.list` inspects each image after listing, and one removed
+        # meanwhile by a parallel build (another checkout, another worker) failed the session
+        for image in client.api.images(filters={"label": "choir.role=agent"}):
+            home = (image.get("Labels") or {}).get("choir.home")
             if not home or os.path.exists(home):
                 continue
             with contextlib.suppress(docker.errors.APIError):
-                client.images.remove(str(image.id), force=True)
+                client.images.remove(str(image["Id"]), force=True)
                 removed += 1
     finally:
         client.close()

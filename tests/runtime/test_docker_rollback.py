@@ -14,6 +14,7 @@ import subprocess
 
 import pytest
 
+from choir.daemon.images import kept
 from choir.daemon.images.kept import pin_file
 from tests.harness.processes import run_choirctl
 from tests.lifecycle.support import commit_file, one_error_line
@@ -88,4 +89,13 @@ async def test_rollback_redeploys_the_kept_image_and_update_ends_it(choird: Choi
     restarted = await choird.start()
     assert restarted["image"]["agent_repo_commit"] == first
     assert (await chat(client, "hello"))["text"].startswith("Hello!")
+    await client.agent_stop("agent-1")
+
+    # a pinned image removed from docker: the next start runs the latest build, unpinned
+    held = kept.pinned(home, "agent-1")
+    assert held is not None
+    kept.pin(home, "agent-1", kept.Pin("sha256:" + "0" * 64, "choir-agent-1:gone", held.version))
+    again = await choird.start()
+    assert again["image"]["agent_repo_commit"] == second
+    assert not pin_file(home, "agent-1").exists()
     await client.agent_stop("agent-1")

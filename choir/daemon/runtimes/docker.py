@@ -43,7 +43,7 @@ from choir.core.security.profile import (
     create_options,
 )
 from choir.daemon.images.build import latest_image_file
-from choir.daemon.images.kept import pinned
+from choir.daemon.images.kept import pinned, unpin
 from choir.daemon.runtimes.adopt import followed_since
 from choir.daemon.runtimes.agent_link import (
     NetworkLinkFn,
@@ -200,8 +200,17 @@ class DockerRuntime:
         `ensure_agent_image`, which builds only when something changed. An agent rolled back
         (`agent rollback`: pinned) runs its pinned image while the engine still has it."""
         held = await asyncio.to_thread(pinned, self._home, agent_id)
-        if held is not None and await self._engine.engine.image(held.image_id) is not None:
-            return Artefact(held.version, image=held.tag, image_id=held.image_id)
+        if held is not None:
+            if await self._engine.engine.image(held.image_id) is not None:
+                return Artefact(held.version, image=held.tag, image_id=held.image_id)
+            # removed from the engine: the pin is dropped, or the next rollback would count
+            # from an image the agent no longer runs
+            await asyncio.to_thread(unpin, self._home, agent_id)
+            log.warning(
+                f"{agent_id}: its pinned image {held.tag} is gone from docker; it runs the "
+                "latest build again (choirctl agent rollback pins another)",
+                fields={"agent_id": agent_id, "image_id": held.image_id},
+            )
         ready = self._ready.get(agent_id)
         if ready is not None and await self._still_latest(agent_id, ready[0]):
             return ready[1]
