@@ -216,6 +216,7 @@ class ChoirAgent:
         from choir.agent.lanes.working_query import working_query_hook
         from choir.agent.recovery.resume import CoreJobRecovery, settle_edge
         from choir.agent.replication.control_plane import ControlPlaneHostBridge
+        from choir.agent.replication.job_tokens import JobTokens
         from choir.agent.replication.status import StatusReporter
         from choir.agent.startup import LANE_TOOLS, runtime_tools
         from choir.agent.stopping import lanes_stopped
@@ -225,7 +226,8 @@ class ChoirAgent:
         options, state, commit_log = self.options, sync.state, restored.log
         table: dict[str, LaneHook] = {}
         hooks = {name: _late(table, name) for name in LANE_TOOLS | INTEGRATION_TOOLS}
-        bridge = ControlPlaneHostBridge(control_plane)
+        tokens = JobTokens(options.lease_token, options.session_id)
+        bridge = ControlPlaneHostBridge(control_plane, tokens)
         settle_edge(commit_log, restored.ledger)  # before the arbiter folds its idempotency table
         async with (
             LlmClient() as llm,
@@ -258,12 +260,15 @@ class ChoirAgent:
             kit.spend.begin(options.agent_id, restored.spend)
             kit.start()
             jobs = CoreJobRunner(kit, BudgetAsk(bridge))
+            tokens.job_of = jobs.job_of
             tools = CoreJobTools(kit, jobs)
             recovery = self._recovery = CoreJobRecovery(kit, jobs, restored.ledger)
             table.update(tools.hooks())
 
             async def host_query(proposal: ToolProposal, arguments: dict[str, Any]) -> ToolResult:
-                return await bridge.execute_host_tool(proposal.tool, proposal.call_id, arguments)
+                return await bridge.execute_host_tool(
+                    proposal.tool, proposal.call_id, arguments, lane=proposal.lane
+                )
 
             table["choir.memory.query"] = working_query_hook(
                 commit_log,

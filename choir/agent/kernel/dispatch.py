@@ -37,8 +37,10 @@ class HostBridge(Protocol):
     """choird's side of host and meta tools (EXECUTE_HOST_TOOL, REQUEST_APPROVAL)."""
 
     async def execute_host_tool(
-        self, tool: str, call_id: str, arguments: dict[str, Any]
-    ) -> ToolResult: ...
+        self, tool: str, call_id: str, arguments: dict[str, Any], *, lane: str = ...
+    ) -> ToolResult:
+        """Run a host tool in choird; a core `lane`'s call carries its job's token (§7.5(3))."""
+        ...
 
     async def request_approval(self, request_type: str, payload: dict[str, Any]) -> str:
         """Submit a proposal; returns the approval id. The outcome arrives later as a push."""
@@ -206,4 +208,6 @@ class Dispatcher:
                 f"proposal submitted for approval as {approval_id}; the outcome will follow",
                 approval_id=approval_id,
             )
-        return await self._host.execute_host_tool(name, proposal.call_id, call.arguments)
+        return await self._host.execute_host_tool(
+            name, proposal.call_id, call.arguments, lane=proposal.lane
+        )

@@ -12,9 +12,11 @@ from typing import Any, TypeVar
 
 from pydantic import ValidationError
 
+from choir.agent.replication.job_tokens import JobEnded, JobTokens
 from choir.agent.replication.link import ReconnectingClient
 from choir.agent.replication.outgoing import OutgoingHeartbeat
 from choir.protocol import (
+    EDGE_LANE,
     Ack,
     ExecuteHostToolRequest,
     ExecuteHostToolResponse,
@@ -42,6 +44,7 @@ from choir.protocol.wire.artifacts import (
     PutArtifactRequest,
     PutArtifactResponse,
 )
+from choir.protocol.wire.job_tokens import JOB_TOKEN_REFUSED
 from choir.transport.client import Client
 from choir.transport.errors import TransportError
 
@@ -132,16 +135,23 @@ def _parsed(verb: Verb, answer: Any, response: type[ResponseT]) -> ResponseT:
 
 
 class ControlPlaneHostBridge:
-    """The kernel's `HostBridge` over the control plane."""
+    """The kernel's `HostBridge` over the control plane; a core job's calls carry its token."""
 
-    def __init__(self, control_plane: ControlPlane) -> None:
+    def __init__(self, control_plane: ControlPlane, tokens: JobTokens | None = None) -> None:
         self._cp = control_plane
+        self._tokens = tokens
 
     async def execute_host_tool(
-        self, tool: str, call_id: str, arguments: dict[str, Any]
+        self, tool: str, call_id: str, arguments: dict[str, Any], *, lane: str = EDGE_LANE
     ) -> ToolResult:
+        try:
+            job = self._tokens.for_lane(lane) if self._tokens is not None else None
+        except JobEnded:
+            return ToolResult.fail(
+                JOB_TOKEN_REFUSED, f"{tool}: the job of lane {lane} has ended; nothing was run"
+            )
         answer = await self._cp.execute_host_tool(
-            ExecuteHostToolRequest(tool_name=tool, call_id=call_id, input=arguments)
+            ExecuteHostToolRequest(tool_name=tool, call_id=call_id, input=arguments, job=job)
         )
         try:
             return ToolResult.model_validate(answer.output)

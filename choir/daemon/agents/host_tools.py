@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from choir.core.integrations import HOST_WORKER_TOOLS
+from choir.daemon.agents.job_gate import JobGate
 from choir.daemon.sessions.state import Clock, SessionContext, utc_now
 from choir.errors import ChoirError
 from choir.logs import get_logger
@@ -59,6 +60,8 @@ class HostTools:
         self._pool = pool
         """Where calls and results are kept across restarts; None keeps them in memory only."""
         self._clock = clock
+        self.jobs = JobGate(clock=clock)
+        """Core job tokens (§7.5(3)): fed the replicated job ends by `AgentServices`."""
         self._handlers: dict[str, HostToolHandler] = {}
         self._availability: dict[str, Availability] = {}
         self._calls: dict[str, OrderedDict[str, asyncio.Task[ToolResult]]] = {}
@@ -96,6 +99,14 @@ class HostTools:
     async def execute(
         self, ctx: SessionContext, request: ExecuteHostToolRequest
     ) -> ExecuteHostToolResponse:
+        if request.job is not None:  # checked before the call is claimed: a refusal runs nothing
+            refused = self.jobs.refusal(ctx, request.job)
+            if refused is not None:
+                log.info(
+                    "job token refused",
+                    fields={"session": ctx.session_id, "job": request.job.job_id},
+                )
+                return ExecuteHostToolResponse.of(request.call_id, refused)
         calls = self._calls.setdefault(ctx.session_id, OrderedDict())
         task = calls.get(request.call_id)
         if task is None:
@@ -125,6 +136,7 @@ class HostTools:
     def forget(self, session_id: str) -> None:
         """Drop a session's remembered calls (it ended); running ones finish unobserved."""
         self._calls.pop(session_id, None)
+        self.jobs.forget(session_id)
 
     async def _execute_once(self, tool_name: str, call: HostToolCall) -> ToolResult:
         """Claim the call, run it, store its result; or answer as it was stored before."""

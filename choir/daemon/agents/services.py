@@ -73,6 +73,7 @@ class AgentServices:
             inbox,
         )
         sessions.subscribe(services._forget)
+        replicator.subscribe(host_tools.jobs.replicated)  # a job's end closes its token
         return services
 
     def _forget(self, ended: SessionEnded) -> None:

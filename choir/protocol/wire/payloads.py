@@ -17,6 +17,7 @@ from choir.protocol.scalars import Sha256Hex, UtcTimestamp
 from choir.protocol.tooling.bindings import ResourceBindings
 from choir.protocol.tooling.locks import LockState
 from choir.protocol.tooling.tools import ToolResult
+from choir.protocol.wire.job_tokens import JobToken
 
 
 class InitHelloRequest(WireModel):
@@ -250,6 +251,8 @@ class ExecuteHostToolRequest(WireModel):
     """Invocation id; choird de-duplicates re-sent calls by it (§13.3)."""
     input: dict[str, Any] = Field(default_factory=dict)
     """Arguments, already validated against the tool's schema."""
+    job: JobToken | None = Field(default=None, exclude_if=lambda token: token is None)
+    """A core job's token (§7.5(3)); edge's calls carry only the lease."""
 
 
 class ExecuteHostToolResponse(WireModel):

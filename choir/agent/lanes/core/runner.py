@@ -58,6 +58,7 @@ from choir.protocol import (
     CoreJobStart,
     CoreStopped,
     InjectedInstruction,
+    job_name_of,
 )
 from choir.protocol.log.core_jobs import (
     CoreError,
@@ -115,6 +116,11 @@ class CoreJobRunner:
     @property
     def running(self) -> bool:
         return bool(self.jobs)
+
+    def job_of(self, lane: str) -> str | None:
+        """The id of the job running in `lane` (for its token, §7.5(3)), or None."""
+        job = self.jobs.get(job_name_of(lane) or "")
+        return job.start.job_id if job is not None and not job.stopped else None
 
     def inject(self, job_name: str, content: str, source: InjectionSource) -> str | None:
         """Queue an instruction for the job's next step (§12.8), answering a `need_info`
