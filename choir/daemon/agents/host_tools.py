@@ -45,6 +45,8 @@ class HostToolCall:
     call_id: str
     input: dict[str, Any] = field(default_factory=dict)
     """Arguments, validated by the agent against the tool's schema."""
+    job_id: str | None = None
+    """The core job the call is for, from its checked job token; None for edge's calls."""
 
 
 HostToolHandler = Callable[[HostToolCall], Awaitable[ToolResult]]
@@ -110,7 +112,8 @@ class HostTools:
         calls = self._calls.setdefault(ctx.session_id, OrderedDict())
         task = calls.get(request.call_id)
         if task is None:
-            call = HostToolCall(ctx, request.call_id, request.input)
+            job_id = request.job.job_id if request.job is not None else None
+            call = HostToolCall(ctx, request.call_id, request.input, job_id)
             task = asyncio.create_task(self._execute_once(request.tool_name, call))
             calls[request.call_id] = task
             self._running.add(task)

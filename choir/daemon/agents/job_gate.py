@@ -39,12 +39,17 @@ class JobGate:
         problem = job_token_problem(
             token, lease_token=ctx.lease_token, session_id=ctx.session_id, now=self._clock()
         )
-        outcome = self._ended.get(ctx.session_id, {}).get(token.job_id)
+        outcome = self.ended(ctx.session_id, token.job_id)
         if problem is None and outcome is not None:
             problem = f"job {token.job_id} has ended ({outcome}); its token no longer works"
         if problem is None:
             return None
         return ToolResult.fail(JOB_TOKEN_REFUSED, f"{problem}: nothing was run")
+
+    def ended(self, session_id: str, job_id: str) -> str | None:
+        """How the job ended (completed, terminated, cancelled), or None while choird knows no
+        end of it."""
+        return self._ended.get(session_id, {}).get(job_id)
 
     def forget(self, session_id: str) -> None:
         self._ended.pop(session_id, None)
