@@ -55,9 +55,13 @@ class JobTokens:
             raise JobEnded(lane)
         now = self._clock()
         token = self._tokens.get(lane)
-        half_life_ms = int(JOB_TOKEN_TTL.total_seconds() * 500)
-        stale = token is None or token.job_id != job_id
-        if stale or token is None or token.expires_at - epoch_ms(now) < half_life_ms:
+        if token is None or not _fresh(token, job_id, now):
             token = derive_job_token(self._lease, self._session_id, job_id, now)
             self._tokens[lane] = token
         return token
+
+
+def _fresh(token: JobToken, job_id: str, now: datetime) -> bool:
+    """Whether `token` is `job_id`'s and has more than half of its lifetime left."""
+    half_life_ms = int(JOB_TOKEN_TTL.total_seconds() * 500)
+    return token.job_id == job_id and token.expires_at - epoch_ms(now) > half_life_ms
