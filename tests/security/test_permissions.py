@@ -21,6 +21,8 @@ Modes (README "Security"):
 | config.json, secrets.json, *.lock  | 0600                  | secrets, and who may edit them    |
 | socks/, socks/agents/              | 0700                  | the operator API is the operator's|
 | socks/agents/<id>/                 | 0711 at most          | traverse-only, choird's           |
+| socks/agents/<id>/choird.crt       | not group/world       | a container's agent reads it (a   |
+|                                    | writable              | certificate: public)              |
 | sockets                            | 0600                  | only choird's uid connects        |
 | logs/ and all below                | 0700 dirs, 0600 files | logs quote agents and sessions    |
 | pgdata/ and all below              | 0700 dirs, 0600 files | the database (its socket: 0777    |
@@ -88,6 +90,11 @@ POLICY: tuple[Rule, ...] = (
     Rule("socks", "private", "the operator API is the operator's alone"),
     Rule("socks/agents", "private", "agents' sockets are reached through mounts, not paths"),
     Rule("socks/agents/*", "traverse-only", "an agent's socket directory: choird's"),
+    Rule(
+        "socks/agents/*/choird.crt",
+        "not writable by others",
+        "the certificate an agent trusts (public): a container's uid reads it, choird's alone",
+    ),
     Rule("socks/**", "socket", "only choird's uid connects"),
     Rule("logs", "private", "logs quote agents, sessions and tool names"),
     Rule("logs/**", "private", "logs quote agents, sessions and tool names"),

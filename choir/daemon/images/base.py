@@ -13,15 +13,17 @@ import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
-from choir.adapters.docker_engine import DockerEngine, ImageInfo
 from choir.config.scaffolding.scaffold import seeds_dir
 from choir.daemon.images import dockerfile
 from choir.daemon.images.context import TarContext, digest
 from choir.daemon.images.wheelhouse import Wheelhouse, ensure_wheelhouse
 from choir.errors import ConfigError, UsageError
 from choir.home import ChoirHome
+
+if TYPE_CHECKING:  # docker's SDK loads only where an engine is used
+    from choir.adapters.docker_engine import DockerEngine, ImageInfo
 
 BASE_REPOSITORY: Final = dockerfile.BASE_REPOSITORY
 DOCKERFILE: Final = "Dockerfile.base"

@@ -13,14 +13,16 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 from pydantic import ValidationError
 
-from choir.adapters.docker_engine import DockerEngine, ImageInfo
 from choir.daemon.images.base import MANAGED
 from choir.home import ChoirHome
 from choir.protocol import VersionInfo
+
+if TYPE_CHECKING:  # docker's SDK loads only where an engine is used
+    from choir.adapters.docker_engine import DockerEngine, ImageInfo
 
 VERSION_LABEL: Final = "choir.version"
 """An agent image's label holding its version.json (compact JSON)."""

@@ -19,7 +19,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
 from choir.daemon.images import kept, repos
-from choir.daemon.images.build import latest_image_file
 from choir.daemon.operator.agents.lifecycle import lifecycle_of, relaunch, stop_session
 from choir.daemon.operator.context import OperatorContext
 from choir.daemon.operator.progress import Report, reporting
@@ -114,6 +113,8 @@ async def _current(ctx: OperatorContext, agent_id: str, images: list[ImageInfo])
     held = await asyncio.to_thread(kept.pinned, ctx.home, agent_id)
     if held is not None:
         return held.image_id
+    from choir.daemon.images.build import latest_image_file  # loads docker's SDK: only here
+
     try:
         return (await asyncio.to_thread(latest_image_file(ctx.home, agent_id).read_text)).strip()
     except OSError:
