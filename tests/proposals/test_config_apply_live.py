@@ -6,7 +6,9 @@ hot-reloaded value served (`config show`, the agent's acknowledged `config_versi
 told `applied`. A patch that would not load is refused at proposal time, back to the model; an
 edit of config.json where the patch applies, made after the proposal, fails the apply and
 leaves the file as the operator left it; a restart-only change is written and applied, pending
-until choird restarts, and the outcome says so.
+until choird restarts, and the outcome says so; choird killed right after writing config.json
+comes back with the change running and ends the approval `applied` (the agent, adopted by the
+new choird, is not told then: the push precedes its reconnection — a known gap).
 """
 
 from __future__ import annotations
@@ -76,9 +78,14 @@ class Scene:
     async def ctl(self, *args: str) -> subprocess.CompletedProcess[str]:
         return await asyncio.to_thread(choirctl, self.home, *args)
 
-    async def started(self) -> str:
+    async def start_choird(self, **env: str) -> None:
+        self.choird = await asyncio.to_thread(
+            spawn_choird, self.home, "--runtime", "process", **env
+        )
+
+    async def started(self, **env: str) -> str:
         """choird and agent-1 running; agent-1's session id."""
-        self.choird = await asyncio.to_thread(spawn_choird, self.home, "--runtime", "process")
+        await self.start_choird(**env)
         started = as_json(await self.ctl("agent", "start", "agent-1", "--dm", "console", "--json"))
         return str(started["session_id"])
 
@@ -89,9 +96,10 @@ class Scene:
         assert (approval["request_type"], approval["status"]) == ("config_change", "pending")
         return str(approval["approval_id"])
 
-    async def approved(self, approval_id: str) -> dict[str, Any]:
-        answered = await self.ctl("approval", "approve", approval_id)
-        assert answered.returncode == 0, answered.stderr
+    async def approved(self, approval_id: str, *, answer: bool = True) -> dict[str, Any]:
+        if answer:
+            answered = await self.ctl("approval", "approve", approval_id)
+            assert answered.returncode == 0, answered.stderr
 
         async def ended() -> bool:
             shown = as_json(await self.ctl("approval", "show", approval_id, "--json"))
@@ -220,3 +228,24 @@ async def test_a_restart_only_change_is_written_applied_and_left_pending_until_a
         "applied",
         True,
     )
+
+
+async def test_choird_killed_after_writing_config_json_ends_the_apply_applied_on_restart(
+    scene: Scene,
+) -> None:
+    session = await scene.started(CHOIR_FAILPOINTS="proposal.config_after_write=exit")
+    approval_id = await scene.proposed("please propose a shorter approval timeout")
+    answered = await scene.ctl("approval", "approve", approval_id)
+    assert answered.returncode == 0, answered.stderr
+    assert scene.choird is not None
+    assert await asyncio.to_thread(scene.choird.process.wait, 60) == 137  # killed mid-apply
+    assert read_config(scene.home)["approval_timeout_ms"] == 600_000  # written before the kill
+
+    await scene.start_choird()  # starts with the written config.json, resumes the apply
+    shown = await scene.approved(approval_id, answer=False)
+
+    assert shown["status"] == "applied", shown
+    assert "already in effect" in shown["outcome"]
+    assert (await scene.shown_config())["config"]["approval_timeout_ms"] == 600_000
+    status = as_json(await scene.ctl("agent", "status", "agent-1", "--json"))
+    assert status["session_id"] == session  # the agent was adopted, not restarted
