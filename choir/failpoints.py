@@ -53,6 +53,7 @@ KNOWN_FAILPOINTS: Final = frozenset(
         "proposal.after_merge",
         "proposal.after_build",
         "proposal.after_update",
+        "proposal.config_after_write",
     }
 )
 """Every placed failpoint. `arbiter.after_append_before_ack`: a non-idempotent intent is in the
@@ -70,7 +71,9 @@ pushed to its agent.
 recorded yet.
 `memory.reembed.after_page` (choird): a page of a re-embed's vectors is stored, more may wait.
 `proposal.after_<step>` (choird): an approved proposal's apply finished that step (commit,
-merge, build, update) and recorded it; the next has not begun."""
+merge, build, update) and recorded it; the next has not begun.
+`proposal.config_after_write` (choird): an approved config change is written to config.json,
+not yet loaded nor applied."""
 
 _ENTRY = re.compile(r"^(?P<name>[a-z0-9_]+(?:\.[a-z0-9_]+)+)=(?P<action>.+)$")
 _SLEEP = re.compile(r"^sleep\((?P<ms>\d+)\)$")

@@ -23,8 +23,11 @@ async def ask(services: AgentServices):
     ctx = await services.sessions.authenticate(started.session_id, started.lease_token)
 
     async def request(kind: str = "tool") -> str:
+        payload: dict[str, object] = {"proposal": kind}
+        if kind == "config_change":  # checked as `config load` would: a patch that loads
+            payload["patch"] = {"approval_timeout_ms": 600_000}
         reply = await services.approvals.request(
-            ctx, RequestApprovalRequest(request_type=kind, payload={"proposal": kind})
+            ctx, RequestApprovalRequest(request_type=kind, payload=payload)
         )
         return reply.approval_id
 

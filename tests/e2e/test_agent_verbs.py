@@ -141,7 +141,8 @@ async def test_an_approval_request_is_answered_by_the_operator_and_pushed_back(
     agent: Agent, operator: ChoirClient
 ) -> None:
     asked = await agent.control_plane.request_approval(
-        RequestApprovalRequest(request_type="config_change", payload={"patch": {"x": 1}})
+        # a tool proposal only notifies; an approved config change is told once applied
+        RequestApprovalRequest(request_type="tool", payload={"manifest": {"x": 1}})
     )
     assert asked.status == "pending"
     pending = await operator.approval_list()

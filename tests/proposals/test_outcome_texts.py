@@ -33,6 +33,11 @@ def test_an_applied_kind_says_it_is_being_applied_then_how_it_ended() -> None:
     assert outcome_text(failed).endswith("build failed: skills/x.json: bad")
 
 
+def test_an_approved_config_change_says_it_is_loaded_and_applied() -> None:
+    change = replace(SKILL, request_type="config_change", payload={"summary": "shorter timeout"})
+    assert outcome_text(change).endswith("Applying it: config load, config apply.")
+
+
 def test_a_timeout_is_a_rejection_told_as_a_timeout() -> None:
     timed = replace(SKILL, status="rejected", resolved_by="timeout", resolved_via="timeout")
     assert outcome_text(timed).startswith("Approval timed out: ")

@@ -55,6 +55,7 @@ from choir.daemon.operator.agents import rollback as operator_rollback
 from choir.daemon.operator.agents import update as operator_update
 from choir.daemon.operator.agents import verify as operator_verify
 from choir.daemon.operator.agents.launches import Lifecycle
+from choir.daemon.operator.config_proposal import apply_config_change
 from choir.daemon.operator.context import OperatorContext
 from choir.daemon.operator.feed import OperatorFeed
 from choir.daemon.operator.proposal_edges import OperatorApplyEdges
@@ -205,6 +206,7 @@ class OperatorApi:
             OperatorApplyEdges(lambda: self.context),
             lambda row, _: services.approvals.finish(row),
             clock=clock,
+            config=lambda row, note: apply_config_change(self.context, row, note),
         )
 
         self.context = OperatorContext(

@@ -1,7 +1,8 @@
 """Proposals checked before they are offered (issue 17): a skill must load as the agent would
 load it, with the tools of the agent's repos (global and its own) and the skill control tools.
 
-Only a skill is checked and bound to a content hash so far; other kinds are stored as sent.
+A config change must load as `config load` would load config.json with it (`config_patch`).
+Both are bound to a content hash; other kinds are stored as sent.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from pydantic import ValidationError
 from choir.config import ChoirConfig
 from choir.core.skills.runner import CONTROL_TOOLS
 from choir.daemon.images import repos
+from choir.daemon.proposals.config_patch import patched_config
 from choir.daemon.proposals.skill import skill_file
 from choir.daemon.staging.stage import ConfigStage
 from choir.errors import ChoirError
@@ -51,10 +53,20 @@ def proposal_check(stage: ConfigStage) -> Callable[[str, str, dict[str, Any]], s
     """The `ApprovalService.check` of a choird running `stage`'s config."""
 
     def check(agent_id: str, request_type: str, payload: dict[str, Any]) -> str | None:
+        running = stage.running
+        if request_type == "config_change":
+            text = _config_text(running.loaded.home)
+            return patched_config(text, payload, stage.secrets.names()).sha256
         if request_type != "skill":
             return None
-        running = stage.running
         tools = known_tools(running.loaded.home, running.config, agent_id)
         return skill_file(payload, tools).sha256
 
     return check
+
+
+def _config_text(home: ChoirHome) -> str:
+    try:
+        return home.config_file.read_text()
+    except OSError as error:
+        raise ChoirError(f"cannot read {home.config_file}: {error.strerror}") from None

@@ -7,12 +7,16 @@ update) are one object passed in, so the daemon wires the real ones and a fault 
 pipeline between any two steps. The end — `applied`, or `failed` with the step and the reason
 after the agent was put back as it was — is handed to `finished`, which tells the agent and the
 approvers.
+
+A config change (`CONFIG_CHANGE`) is not a git apply: `config` (choird's `config load` +
+`config apply`) applies it in one go, noting its steps on the audit trail; its end is told the
+same way.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Collection
+from collections.abc import Awaitable, Callable, Collection
 from dataclasses import asdict, replace
 from typing import Literal, Protocol
 
@@ -20,6 +24,7 @@ from choir.daemon.proposals.git_apply import ApplyError
 from choir.daemon.proposals.skill import ProposedFile, skill_file
 from choir.daemon.proposals.steps import (
     APPLIED_KINDS,
+    CONFIG_CHANGE,
     ApplyState,
     Effect,
     Outcome,
@@ -59,7 +64,12 @@ class ApplyEdges(Protocol):
     async def redeploy(self, state: ApplyState) -> None: ...
 
 
-Finished = Callable[[ApprovalRow, ApplyState], None]
+Finished = Callable[[ApprovalRow, ApplyState | None], None]
+"""Told how an apply ended (a config change has no `ApplyState`)."""
+Note = Callable[[str, str], Awaitable[None]]
+"""(audit action, detail): a line of the approval's audit trail."""
+ConfigApply = Callable[[ApprovalRow, Note], Awaitable[str]]
+"""Applies an approved config change; what it applied, or `ChoirError` with why not."""
 
 
 def branch_of(row: ApprovalRow, slug: str) -> str:
@@ -70,9 +80,16 @@ class ProposalApplier:
     """Applies approved proposals, one task each; `resume_all` picks up a previous choird's."""
 
     def __init__(
-        self, pool: Pool, edges: ApplyEdges, finished: Finished, *, clock: Clock = utc_now
+        self,
+        pool: Pool,
+        edges: ApplyEdges,
+        finished: Finished,
+        *,
+        clock: Clock = utc_now,
+        config: ConfigApply | None = None,
     ) -> None:
         self._pool = pool
+        self._config = config
         self._edges = edges
         self._finished = finished
         self._clock = clock
@@ -116,6 +133,11 @@ class ProposalApplier:
 
     async def run(self, approval_id: str) -> ApplyState:
         """Apply approval `approval_id` from wherever it is to its end."""
+        async with self._pool.acquire() as conn:
+            found = await get_approval(conn, approval_id)
+        if found is not None and found.request_type == CONFIG_CHANGE:
+            await self._run_config(found)
+            return start(found.id, found.agent_id, "")  # no steps: the end is the row's status
         row, state = await self._load(approval_id)
         while (step := resume(state)) is not None:
             await self._note(state, "step", f"{step}: started")
@@ -128,6 +150,39 @@ class ProposalApplier:
                 await self._note(state, "step", f"{step}: done{_facts(outcome)}")
                 await failpoint(f"proposal.after_{step}")
         return await self._end(row, state)
+
+    async def _run_config(self, row: ApprovalRow) -> None:
+        async def note(action: str, detail: str) -> None:
+            log.info("apply", fields={"approval_id": row.id, "detail": detail})
+            async with self._pool.acquire() as conn:
+                await add_audit(
+                    conn, row.id, action, at=self._clock(), actor=ACTOR, via=ACTOR, detail=detail
+                )
+
+        status: Literal["applied", "failed"] = "failed"
+        try:
+            if self._config is None:
+                raise ApplyError("this choird cannot apply config changes")
+            detail = await self._config(row, note)
+            status = "applied"
+        except asyncio.CancelledError:
+            raise
+        except ChoirError as error:
+            detail = one_line(error.message)
+        except Exception as error:  # a bug fails the apply, never choird
+            log.exception("config apply failed", fields={"approval_id": row.id})
+            detail = f"{type(error).__name__}: {error}"
+        if status == "failed":
+            detail = f"config apply failed: {detail}; config.json and the running config unchanged"
+            await note("failed", detail)
+        async with self._pool.acquire() as conn:
+            ended = await finish_approval(conn, row.id, status, detail)
+            if ended is not None and status == "applied":
+                await add_audit(
+                    conn, row.id, "applied", at=self._clock(), actor=ACTOR, via=ACTOR, detail=detail
+                )
+        if ended is not None:
+            self._finished(ended, None)
 
     async def _load(self, approval_id: str) -> tuple[ApprovalRow, ApplyState]:
         async with self._pool.acquire() as conn:

@@ -12,7 +12,10 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Final, Literal
 
-APPLIED_KINDS: Final = frozenset({"skill"})
+CONFIG_CHANGE: Final = "config_change"
+"""Applied in one go (`executor.ConfigApply`: config.json written, loaded, applied), not by
+these steps: nothing to build or deploy, and `config apply` publishes it to the agents."""
+APPLIED_KINDS: Final = frozenset({"skill", CONFIG_CHANGE})
 """Proposal kinds choird applies once approved; the others only tell the agent (issue 17)."""
 
 Step = Literal["commit", "merge", "build", "update", "done", "failed"]

@@ -40,7 +40,7 @@ from choir.daemon.gateway.commands import VerbCall
 from choir.daemon.gateway.telegram.callback_data import KEY_BYTES, Action, sign, verify
 from choir.daemon.gateway.telegram.client import BotClient
 from choir.daemon.gateway.telegram.outbox import Outbox
-from choir.daemon.proposals.steps import APPLIED_KINDS
+from choir.daemon.proposals.steps import APPLIED_KINDS, CONFIG_CHANGE
 from choir.errors import ChoirError
 from choir.logs import get_logger
 from choir.store.approvals import ApprovalRow
@@ -289,7 +289,12 @@ def outcome_text(row: ApprovalRow) -> str:
     if row.status == "rejected" and row.resolved_by == "timeout":  # §19.6: silence rejects
         return f"Approval timed out: {summary}. Rejected automatically."
     if row.status == "approved" and row.request_type in APPLIED_KINDS:
-        return f"Approved: {summary}. Applying it: commit, merge, build, update."
+        steps = (
+            "config load, config apply"
+            if row.request_type == CONFIG_CHANGE
+            else "commit, merge, build, update"
+        )
+        return f"Approved: {summary}. Applying it: {steps}."
     outcomes: dict[str, str] = {
         "approved": f"Approved: {summary}. Executing.",
         "applied": f"Applied: {summary}. {row.outcome or ''}".strip(),
