@@ -142,7 +142,8 @@ class ChoirDaemon:
     ) -> None:
         self.options = options
         self.home = options.home
-        self.hub = PushHub()
+        # numbered above any seq a previous choird handed out (`PushHub`'s docstring)
+        self.hub = PushHub(base=time.time_ns() // 1_000_000)
         self.started_at = time.monotonic()
         self._operator = operator
         self._early = early

@@ -2,12 +2,19 @@
 
 Business logic calls `hub.push(session_id, push)` without knowing the transport; each live
 subscription (socket `sub` frames, HTTP SSE `GET /events`) receives a `PushEnvelope`-shaped dict
-`{session_id, seq, push}`. `seq` counts per session from 1; a short history lets a client that
-reconnects resume with `after_seq` (SSE `Last-Event-ID`) without missing what was pushed in
-between, and lets pushes made before the agent first subscribed wait for it. A subscriber that
-falls `backlog` pushes behind is cut off with an `unavailable` error so one stalled reader can
-never grow choird's memory; it resubscribes from its last seq. The history restarts with choird,
-so a push that must survive a crash is business logic's to store.
+`{session_id, seq, push}`. `seq` counts per session from `base` + 1; a short history lets a
+client that reconnects resume with `after_seq` (SSE `Last-Event-ID`) without missing what was
+pushed in between, and lets pushes made before the agent first subscribed wait for it. A
+subscriber that falls `backlog` pushes behind is cut off with an `unavailable` error so one
+stalled reader can never grow choird's memory; it resubscribes from its last seq. The history
+restarts with choird, so a push that must survive a crash is business logic's to store.
+
+choird numbers from `base` = its start time in milliseconds, so a restarted choird's seqs are
+above any its predecessor handed out (unless that one pushed more than once a millisecond on
+average): an agent that rode the restart out resubscribes with its old `after_seq` and gets
+every push the new choird made before it came back — the messages redelivered to an adopted
+agent among them. Numbered from 1 again, those pushes were skipped whenever the new choird had
+pushed as many as the old seq before the agent resubscribed.
 """
 
 from __future__ import annotations
@@ -35,9 +42,11 @@ class _Session:
 class PushHub:
     """Per-session push fan-out shared by every listener of one server process."""
 
-    def __init__(self, *, history: int = 256, backlog: int = 1024) -> None:
+    def __init__(self, *, history: int = 256, backlog: int = 1024, base: int = 0) -> None:
         self._history = history
         self._backlog = backlog
+        self._base = base
+        """Where every session's seq starts counting (its first push is `base` + 1)."""
         self._sessions: dict[str, _Session] = {}
 
     def push(self, session_id: str, push: Payload) -> int:
@@ -87,7 +96,7 @@ class PushHub:
     def _session(self, session_id: str) -> _Session:
         session = self._sessions.get(session_id)
         if session is None:
-            session = _Session(history=deque(maxlen=self._history))
+            session = _Session(history=deque(maxlen=self._history), seq=self._base)
             self._sessions[session_id] = session
         return session
 

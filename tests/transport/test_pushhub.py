@@ -78,3 +78,21 @@ async def test_a_closed_subscription_receives_nothing_more() -> None:
     hub.push("a", {"kind": "compact"})
     assert [e async for e in subscription] == []
     assert hub.subscriber_count("a") == 0
+
+
+async def test_a_restarted_hub_numbers_above_its_predecessor_so_no_push_is_skipped() -> None:
+    """An adopted agent saw seq 2 of the choird that died; the new one pushed three times (a
+    redelivered message among them) before the agent resubscribed. Numbered from 1 again, the
+    new pushes 1 and 2 were skipped as already seen; from choird's start time, none is."""
+    old = PushHub(base=1_000)
+    assert [old.push("a", {"kind": "compact"}) for _ in range(2)] == [1_001, 1_002]
+    new = PushHub(base=5_000)
+    for _ in range(3):
+        new.push("a", {"kind": "compact"})
+    resumed = new.subscribe("a", after_seq=1_002)
+    assert await next_seqs(resumed, 3) == [5_001, 5_002, 5_003]
+
+    same_numbers = PushHub()  # what choird did before: two of three pushes lost
+    for _ in range(3):
+        same_numbers.push("a", {"kind": "compact"})
+    assert await next_seqs(same_numbers.subscribe("a", after_seq=2), 1) == [3]
