@@ -306,13 +306,15 @@ CATALOGUE: Final[tuple[Command, ...]] = (
     ),
     Command(
         "approval extend",
-        "Answer a core job's budget question (a budget_extension approval): extend the budget "
-        "by AMOUNT (steps, tool calls, tokens or ms, as the question says) and the job resumes "
-        "where it paused. `approval approve` extends by the amount the question suggests, "
-        "`approval reject` stops the job. Exits 5 if already answered.",
+        "Answer a budget question (a budget_extension approval of a paused core job, of edge, "
+        "or of a spend cap): extend the budget by AMOUNT (steps, tool calls, tokens, ms, or "
+        "whole USD beyond a spend cap, as the question says) and the lane resumes where it "
+        "paused. `approval approve` extends by the amount the question suggests, `approval "
+        "reject` stops it. A spend cap's question only an admin may extend. Exits 5 if already "
+        "answered.",
         EVERYONE, "approval.extend",
         (ANSWERED, Param("amount", "Amount", "word", metavar="amount"), ONLY_BOUND, RESOLVER),
-        dm="extend", dm_help="extend a paused job's budget by an amount: <id|number> <amount>",
+        dm="extend", dm_help="extend a paused budget by an amount: <id|number> <amount>",
         done="{approval_id} extended by {amount}",
     ),
     # workspaces

@@ -23,6 +23,9 @@ EdgeTrigger = Literal[
     "llm_error",
     "stopping",
     "delivered",
+    "budget_ask",
+    "budget_extended",
+    "not_extended",
     "cancel",
     "budget_exceeded",
     "fatal",
@@ -62,10 +65,18 @@ EDGE: Final[Mapping[tuple[EdgeStatus, str], EdgeStatus]] = {
     ("EDGE_REASONING", "llm_error"): "EDGE_FINALIZING",
     ("EDGE_REASONING", "stopping"): "EDGE_FINALIZING",
     ("EDGE_FINALIZING", "delivered"): "EDGE_IDLE",
+    ("EDGE_REASONING", "budget_ask"): "EDGE_WAITING_INFO",
+    ("EDGE_WAITING_INFO", "budget_extended"): "EDGE_REASONING",
+    ("EDGE_WAITING_INFO", "not_extended"): "EDGE_FINALIZING",
+    ("EDGE_WAITING_INFO", "stopping"): "EDGE_FINALIZING",
 }
 """§7.2. Edge never waits for cores: it stays conversational while they run. `stopping`: a
 graceful stop (§17.2) reached the cycle's safe point, which ends like an LLM error does, with
-a message to the user instead of a next step."""
+a message to the user instead of a next step.
+
+A session budget or the spend cap that runs out mid-reply pauses edge (`budget_ask`, issue 19)
+in EDGE_WAITING_INFO until a human extends it (`budget_extended`: the next step) or not
+(`not_extended`: the reply ends with an error saying why)."""
 
 CORE: Final[Mapping[tuple[CoreStatus, str], CoreStatus]] = {
     ("CORE_IDLE", "job_start"): "CORE_CREATED",

@@ -8,8 +8,9 @@ discounts and cache writes that a price list cannot), else the tokens at `models
 never 0, so an unpriced model is never shown as free.
 
 Caps are per UTC day and per UTC calendar month. Calls of unknown cost cannot count towards a
-cap. `cap_refusal` is the one place the decision is made, so a later "ask to extend" turns this
-refusal into a question without touching the callers.
+cap. `cap_reached` is the one place the decision is made; a lane that may ask turns it into a
+question to a human (`Granted`: what the answers allowed beyond the cap), else into
+`cap_refusal`'s one line.
 """
 
 from __future__ import annotations
@@ -126,26 +127,81 @@ def usd(amount: float) -> str:
     return f"${amount:,.2f}" if amount >= 1 else f"${amount:.4f}"
 
 
-def cap_refusal(agent_id: str, cap: SpendCap | None, spent: Spent) -> str | None:
-    """Why the next LLM call must not be made (one line naming the cap and how to raise it),
-    or None when no cap is reached."""
+Period = Literal["day", "month"]
+
+
+@dataclass(frozen=True, slots=True)
+class Granted:
+    """Spend a human allowed beyond an agent's caps (issue 19's budgets that ask): for one UTC
+    day and for the month holding it; a new day (month) starts with nothing granted."""
+
+    day: str
+    """`YYYY-MM-DD`."""
+    day_usd: float = 0.0
+    month_usd: float = 0.0
+
+    def at(self, day: str) -> Granted:
+        if day == self.day:
+            return self
+        return Granted(day, 0.0, self.month_usd if day[:7] == self.day[:7] else 0.0)
+
+    def plus(self, day: str, period: Period, usd: float) -> Granted:
+        """After `usd` more was granted on `day` for `period`."""
+        moved = self.at(day)
+        if period == "day":
+            return Granted(day, moved.day_usd + usd, moved.month_usd)
+        return Granted(day, moved.day_usd, moved.month_usd + usd)
+
+
+@dataclass(frozen=True, slots=True)
+class CapReached:
+    """A cap the next call must not pass: its period, its limit (grants included), the spend."""
+
+    period: Period
+    limit_usd: float
+    spent_usd: float
+    granted_usd: float = 0.0
+
+    @property
+    def budget(self) -> str:
+        """The name a question to extend it gives (`spend_cap_day_usd`)."""
+        return f"spend_cap_{self.period}_usd"
+
+
+def cap_reached(
+    cap: SpendCap | None, spent: Spent, granted: Granted | None = None
+) -> CapReached | None:
+    """The first cap (day, then month) `spent` has reached, counting what was `granted` on top
+    of it; None when the next call may be made."""
     if cap is None:
         return None
-    reached = [
-        (period, figure, limit)
-        for period, figure, limit in (
-            ("day", spent.day_usd, cap.day_usd),
-            ("month", spent.month_usd, cap.month_usd),
-        )
-        if limit is not None and figure >= limit
-    ]
-    if not reached:
+    extra = granted.at(spent.day) if granted is not None else Granted(spent.day)
+    checks: tuple[tuple[Period, float, float | None, float], ...] = (
+        ("day", spent.day_usd, cap.day_usd, extra.day_usd),
+        ("month", spent.month_usd, cap.month_usd, extra.month_usd),
+    )
+    for period, figure, limit, more in checks:
+        if limit is not None and figure >= limit + more:
+            return CapReached(period, limit + more, figure, more)
+    return None
+
+
+def cap_refusal(
+    agent_id: str, cap: SpendCap | None, spent: Spent, granted: Granted | None = None
+) -> str | None:
+    """Why the next LLM call must not be made (one line naming the cap and how to raise it),
+    or None when no cap is reached."""
+    reached = cap_reached(cap, spent, granted)
+    if reached is None:
         return None
-    period, figure, limit = reached[0]
+    period, figure = reached.period, reached.spent_usd
     when = f"today ({spent.day} UTC)" if period == "day" else f"this month ({spent.month} UTC)"
+    configured = usd(reached.limit_usd - reached.granted_usd)
+    base = f"agents.{agent_id}.spend_cap.{period}_usd is {configured}"
+    if reached.granted_usd:
+        base += f" (+{usd(reached.granted_usd)} granted)"
     return (
         f"spend cap reached: agent {agent_id} has spent {usd(figure)} {when}, its cap "
-        f"agents.{agent_id}.spend_cap.{period}_usd is {usd(limit)}; no model call is made until "
-        f"the {period} ends or the cap is raised (edit config.json, then choirctl config load "
-        f"and choirctl config apply)"
+        f"{base}; no model call is made until the {period} ends or the cap is raised (edit "
+        f"config.json, then choirctl config load and choirctl config apply)"
     )

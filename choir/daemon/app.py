@@ -553,15 +553,18 @@ class ChoirDaemon:
             operator = UdsServer(self.home.operator_socket, self.operator, hub=self.hub)
             await self._stack.enter_async_context(operator)
         if self.options.transport == "http":
+            from choir.daemon.runtimes.agent_link import is_wildcard
             from choir.transport import HttpServer
 
             host, port = _host_port(self.options.listen)
             self.http = HttpServer(
-                AgentHandler(services.rpc, services.sessions),
+                AgentHandler(services.rpc, services.sessions, link=self._http_url),
                 hub=self.hub,
                 host=host,
                 port=port,
                 ssl_context=self._tls(host),
+                # on a wildcard address the bridge listener shares the port (`bridge_link`)
+                reuse_port=is_wildcard(host),
             )
             await self._stack.enter_async_context(self.http)
             await self._listen_on_bridge(services)
@@ -585,8 +588,11 @@ class ChoirDaemon:
             return
 
         def serve(host: str, port: int, tls: ssl.SSLContext) -> HttpServer:
-            handler = AgentHandler(services.rpc, services.sessions)
-            return HttpServer(handler, hub=self.hub, host=host, port=port, ssl_context=tls)
+            url = f"https://[{host}]:{port}" if ":" in host else f"https://{host}:{port}"
+            handler = AgentHandler(services.rpc, services.sessions, link=lambda: url)
+            return HttpServer(
+                handler, hub=self.hub, host=host, port=port, ssl_context=tls, reuse_port=True
+            )
 
         self._bridge = await open_bridge(
             self.runtime, self.http, self.home.root / "tls", self._stack, serve
@@ -626,6 +632,9 @@ class ChoirDaemon:
         return None
 
     # -- agents ----------------------------------------------------------------------------
+
+    def _http_url(self) -> str:
+        return self.http.url if self.http is not None else "http"
 
     def agent_link(self) -> HttpLink | None:
         """choird's HTTP(S) listener as the agents it starts reach it (`--transport http`,

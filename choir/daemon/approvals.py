@@ -87,6 +87,17 @@ def suggested_extension(approval: ApprovalRow) -> int | None:
     return suggested if isinstance(suggested, int) and suggested > 0 else 1
 
 
+def raises_spend_cap(approval: ApprovalRow) -> bool:
+    """A budget question that would let the agent spend beyond the cap the operator set: a
+    user's (regular) DM may stop it but not allow it."""
+    budget = approval.payload.get("budget")
+    return (
+        approval.request_type == BUDGET_EXTENSION
+        and isinstance(budget, str)
+        and budget.startswith("spend_cap_")
+    )
+
+
 class ApprovalService:
     """Pending approvals over `choir_control.pending_approvals`."""
 
@@ -209,6 +220,11 @@ class ApprovalService:
             raise ConflictError(
                 f"approval {approval_id} belongs to {current.agent_id}, not {agent_id}: "
                 "only an admin DM or choirctl can answer it"
+            )
+        if agent_id is not None and status == "approved" and raises_spend_cap(current):
+            raise ConflictError(
+                f"approval {approval_id} asks to spend beyond {current.agent_id}'s spend cap: "
+                "only an admin DM, choirctl or the console can allow that (reject stops it)"
             )
         if granted is not None and current.request_type != BUDGET_EXTENSION:
             raise ConflictError(

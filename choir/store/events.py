@@ -122,6 +122,19 @@ async def read_events(
     return [EventRecord(**dict(row)) for row in rows]
 
 
+_ENDED_JOBS: Final = """
+SELECT payload->>'job_id' AS job_id, payload->>'outcome' AS outcome
+FROM choir_control.session_events
+WHERE session_id = $1 AND event_type = 'core_stopped'
+"""
+
+
+async def ended_jobs(conn: Connection, session_id: str) -> dict[str, str]:
+    """The core jobs whose end (`core_stopped`) the session replicated: job id -> outcome."""
+    rows = await conn.fetch(_ENDED_JOBS, session_id)
+    return {row["job_id"]: row["outcome"] for row in rows if row["job_id"]}
+
+
 async def head(conn: Connection, session_id: str) -> Head | None:
     """The session's newest stored (rev, hash), or None when it has no events."""
     row = await conn.fetchrow(_HEAD, session_id)

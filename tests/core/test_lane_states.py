@@ -27,6 +27,10 @@ from choir.protocol.log.lanes import CoreStatus, EdgeStatus
         ("EDGE_REASONING", "llm_error", "EDGE_FINALIZING"),
         ("EDGE_REASONING", "stopping", "EDGE_FINALIZING"),
         ("EDGE_FINALIZING", "delivered", "EDGE_IDLE"),
+        ("EDGE_REASONING", "budget_ask", "EDGE_WAITING_INFO"),
+        ("EDGE_WAITING_INFO", "budget_extended", "EDGE_REASONING"),
+        ("EDGE_WAITING_INFO", "not_extended", "EDGE_FINALIZING"),
+        ("EDGE_WAITING_INFO", "stopping", "EDGE_FINALIZING"),
     ],
 )
 def test_edge_transitions_of_section_7_2(state: str, trigger: str, expected: str) -> None:

@@ -6,7 +6,16 @@ import pytest
 
 from choir.config.model import SpendCap
 from choir.config.resources import ModelPrice
-from choir.core.spend import Cost, Spent, call_cost, cap_refusal, usd
+from choir.core.spend import (
+    CapReached,
+    Cost,
+    Granted,
+    Spent,
+    call_cost,
+    cap_reached,
+    cap_refusal,
+    usd,
+)
 
 PRICE = ModelPrice(prompt=2.0, completion=10.0, cached=0.5)
 
@@ -82,3 +91,26 @@ def test_the_cap_reached_is_named_with_how_to_raise_it(
 
 def test_amounts_read_as_people_read_them() -> None:
     assert (usd(0.0034), usd(1234.5), usd(0.0)) == ("$0.0034", "$1,234.50", "$0.0000")
+
+
+def test_a_grant_raises_its_periods_cap_until_the_period_ends() -> None:
+    cap = SpendCap(day_usd=5, month_usd=20)
+    spent = Spent("2026-11-27", 5.5, 10.0)
+    assert cap_reached(cap, spent) == CapReached("day", 5.0, 5.5)
+    granted = Granted("2026-11-27").plus("2026-11-27", "day", 1.0)
+    assert cap_reached(cap, spent, granted) is None  # $1 beyond today's cap
+    assert cap_reached(cap, Spent("2026-11-27", 6.0, 11.0), granted) == CapReached(
+        "day", 6.0, 6.0, 1.0
+    )
+    why = cap_refusal("agent-1", cap, Spent("2026-11-27", 6.0, 11.0), granted)
+    assert why is not None
+    assert "agents.agent-1.spend_cap.day_usd is $5.00 (+$1.00 granted)" in why
+    # the next day starts with nothing granted for the day; a month's grant lasts the month
+    monthly = granted.plus("2026-11-27", "month", 5.0)
+    assert monthly.at("2026-11-28") == Granted("2026-11-28", 0.0, 5.0)
+    assert monthly.at("2026-12-01") == Granted("2026-12-01", 0.0, 0.0)
+    assert cap_reached(cap, Spent("2026-11-28", 1.0, 24.0), monthly) is None
+    assert cap_reached(cap, Spent("2026-11-28", 1.0, 25.0), monthly) == CapReached(
+        "month", 25.0, 25.0, 5.0
+    )
+    assert CapReached("month", 25.0, 25.0).budget == "spend_cap_month_usd"

@@ -5,7 +5,8 @@ set up as `test_lanes.py`. The job runs out of `per_job_max_steps`: it pauses (C
 with a `budget_extension` approval pending, and the user is told how to answer. Extending by an
 amount resumes it for exactly that many more steps; rejecting stops it with a report that says
 so; nobody answering within `approval_timeout_ms` stops it too, said as such. The wall-time
-watchdog asks the same way. A regular DM's extension for another agent is refused, and an
+watchdog asks the same way, and so does edge when the session's tokens run out mid-reply. A
+regular DM's extension for another agent is refused, and an
 answer to a question already decided says how it ended.
 """
 
@@ -19,6 +20,7 @@ from choir.errors import ConflictError
 from choir.protocol.operator.verbs import OperatorVerb as V
 from choir.protocol.operator.views import ApprovalView
 from choir.scripted import ReplyStep, Script, ToolCallsStep
+from choir.scripted.script import ScriptedUsage
 from tests.commands.test_dm_commands import command
 from tests.e2e_agent.test_agent_process import Agent
 from tests.e2e_agent.test_budget_reload import ended_with, intents
@@ -43,6 +45,12 @@ GRIND = Script(
     ]
 )
 STEPS = {"per_job_max_steps": 2}
+
+
+def tokens(prompt: int, completion: int) -> ScriptedUsage:
+    return ScriptedUsage(
+        prompt_tokens=prompt, completion_tokens=completion, total_tokens=prompt + completion
+    )
 
 
 async def question(agent: Agent, within: float = 20) -> ApprovalView:
@@ -188,3 +196,66 @@ async def test_the_wall_time_watchdog_asks_too_and_an_extension_buys_time(
     replies = await replies_until(agent, sent.after_seq, "core_report", within=20)
     assert replies[-1]["text"].startswith("core job grind terminated: core job grind exceeded")
     assert first["tool"] == "choir.exec"
+
+
+TALL = Script(
+    steps=[
+        ToolCallsStep(match="count", calls=[run("echo one")], usage=tokens(400, 100)),
+        ReplyStep(after="tool", match="one", text="Counted.", usage=tokens(10, 5)),
+    ]
+)
+
+
+async def edge_state(agent: Agent) -> str | None:
+    status = await agent.operator.agent_status("agent-1")
+    return next((lane.state for lane in status.lanes if lane.lane == "edge"), None)
+
+
+async def test_edge_out_of_session_tokens_pauses_its_reply_asks_and_goes_on(
+    launch: Launch,  # noqa: F811
+) -> None:
+    agent = await launch(TALL, budgets={"total_session_tokens": 100})
+    sent = await agent.operator.chat_send("agent-1", "count")
+    asked = await question(agent)
+    assert (asked.payload["budget"], asked.payload["lane"]) == ("total_session_tokens", "edge")
+    assert (asked.payload["limit"], asked.payload["used"], asked.payload["unit"]) == (
+        100,
+        500,
+        "tokens",
+    )
+    assert "job_name" not in asked.payload
+    notice = await paused_notice(agent, sent.after_seq)
+    assert notice["text"].startswith("edge is paused: the session exceeded total_session_tokens")
+
+    async def waiting() -> bool:
+        return await edge_state(agent) == "EDGE_WAITING_INFO"
+
+    await poll_until(waiting, within=10)
+    await agent.operator.approval_extend(asked.approval_id, 1000)
+    reply = await replies_through(
+        agent.operator, sent.after_seq, lambda r: r["category"] == "reply", within=20
+    )
+    assert reply[-1]["text"] == "Counted."
+    assert any(
+        r["text"] == "edge resumes: total_session_tokens extended by 1000 tokens" for r in reply
+    )
+
+
+async def test_edge_not_extended_ends_its_reply_with_why(launch: Launch) -> None:  # noqa: F811
+    agent = await launch(TALL, budgets={"total_session_tokens": 100})
+    sent = await agent.operator.chat_send("agent-1", "count")
+    asked = await question(agent)
+    await agent.operator.approval_reject(asked.approval_id)
+    replies = await replies_through(
+        agent.operator, sent.after_seq, lambda r: r["category"] == "error", within=20
+    )
+    assert replies[-1]["text"] == (
+        "the session exceeded total_session_tokens (100); "
+        f"the extension was refused ({asked.approval_id})"
+    )
+    assert replies[-1]["in_reply_to"] == sent.message_id
+
+    async def idle() -> bool:
+        return await edge_state(agent) == "EDGE_IDLE"
+
+    await poll_until(idle, within=10)

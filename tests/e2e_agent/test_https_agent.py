@@ -93,6 +93,8 @@ async def test_an_agent_over_https_chats_heartbeats_and_stops_gracefully(
 
         replies = await agent.chat("hello over https")
         assert [r["text"] for r in replies] == ["Hello over TLS."]
+        status = await agent.operator.agent_status("agent-1")
+        assert status.link == agent.daemon.http.url  # `agent status` says which way it came
 
         first = (await session_row(agent.daemon, agent.session_id)).last_heartbeat_at
         assert first is not None

@@ -1,6 +1,6 @@
 """Usage and cost end to end (issue 19): every LLM call of a real agent is one usage row, with
 the provider's cost when reported, else the configured price, else unknown — and a spend cap
-stops the next call.
+pauses the next call to ask an admin for more.
 
 choird in the test process on the test session's Postgres, agent-1 started by it on the process
 runtime (the real `choir-agent`), the scripted model reporting fixed token counts (and, for one
@@ -18,7 +18,9 @@ from typing import Any
 import pytest
 
 from choir.client import ChoirClient
-from choir.errors import NotFoundError
+from choir.errors import ConflictError, NotFoundError
+from choir.protocol.operator.verbs import OperatorVerb as V
+from choir.protocol.operator.views import ApprovalView
 from choir.scripted import ReplyStep, ScriptedCall, ToolCallsStep
 from choir.scripted.script import ScriptedUsage
 from choir.store.postgres.pool import connect
@@ -91,6 +93,12 @@ async def configure(cluster: Cluster, *, price: Any = "keep", cap: Any = "keep")
     write_config(cluster.home, data)
     await cluster.client.config_load()
     await cluster.client.config_apply()
+
+    async def caught_up() -> bool:  # a running agent fetches the new version on a heartbeat
+        status = await cluster.client.agent_status("agent-1")
+        return status.state != "running" or not status.config_behind
+
+    await poll_until(caught_up, within=10)
 
 
 async def llm_call_events(cluster: Cluster) -> list[dict[str, Any]]:
@@ -187,7 +195,21 @@ async def test_every_call_is_recorded_once_with_the_providers_cost_else_the_pric
         await client.usage(agent_id="nobody")
 
 
-async def test_a_reached_spend_cap_stops_the_next_call_until_it_is_raised(
+async def spend_question(client: ChoirClient) -> ApprovalView:
+    """The one pending budget question, once it is asked."""
+    found: list[ApprovalView] = []
+
+    async def asked() -> bool:
+        pending = (await client.approval_list()).approvals
+        found[:] = [a for a in pending if a.request_type == "budget_extension"]
+        return bool(found)
+
+    await poll_until(asked, within=20)
+    [view] = found
+    return view
+
+
+async def test_a_reached_spend_cap_asks_an_admin_before_the_next_call(
     cluster: Cluster,
 ) -> None:
     client = cluster.client
@@ -197,34 +219,64 @@ async def test_a_reached_spend_cap_stops_the_next_call_until_it_is_raised(
     assert reply["category"] == "reply"
     asked = chat_requests(cluster)
 
-    _, refused = await cluster.say("agent-1", "hello again")
-    assert refused["category"] == "error"
-    assert "spend cap reached" in refused["text"]
-    assert "$0.0034 today" in refused["text"]
-    assert "agents.agent-1.spend_cap.day_usd is $0.0030" in refused["text"]
-    assert "config apply" in refused["text"]
+    conversation = cluster.conversation("agent-1")
+    sent = await conversation.send("hello again")
+    question = await spend_question(client)
+    assert question.payload["budget"] == "spend_cap_day_usd"
+    assert (question.payload["limit"], question.payload["used"]) == (0.003, 0.0034)
+    assert (question.payload["unit"], question.payload["suggested"]) == ("USD", 1)
+    notice = await conversation.wait_for(lambda r: "is paused" in r["text"], what="the pause")
+    paused = notice["text"]
+    assert paused.startswith("edge is paused: spend cap reached")
+    assert "agents.agent-1.spend_cap.day_usd is $0.0030" in paused
+    assert f"choirctl approval extend {question.approval_id} <USD>" in paused
     assert chat_requests(cluster) == asked  # the call was not made
     status = await client.agent_status("agent-1")
     assert status.spend is not None
     assert status.spend.cap_reached is not None
     assert "day_usd" in status.spend.cap_reached
+    assert status.link == "unix socket"
     assert "spend cap reached" in agent_log_text(cluster.home, "agent-1")
 
-    # a new session of the agent starts from what choird counted: still capped
+    # the user's own (regular) DM may not raise the operator's cap; nothing is decided
+    with pytest.raises(ConflictError, match="only an admin DM, choirctl or the console"):
+        await client.ask(
+            V.APPROVAL_EXTEND,
+            ApprovalView,
+            approval_id=question.approval_id,
+            amount=5,
+            by="dm-of-agent-1",
+            agent_id="agent-1",
+        )
+    assert (await client.approval_show(question.approval_id)).status == "pending"
+
+    await client.approval_extend(question.approval_id, 1)  # choirctl: $1 beyond today's cap
+    answered = await conversation.reply_to(sent)
+    assert (answered["category"], answered["text"]) == ("reply", "Hello.")
+    assert chat_requests(cluster) == asked + 1
+    _, reply = await cluster.say("agent-1", "hello within the grant")
+    assert reply["category"] == "reply"
+
+    # a new session of the agent starts from what choird counted, without the grant: it asks
     await client.agent_stop("agent-1")
     await cluster.start("agent-1")
-    _, refused = await cluster.say("agent-1", "hello once more")
+    asked = chat_requests(cluster)
+    sent = await cluster.conversation("agent-1").send("hello once more")
+    question = await spend_question(client)
+    await client.approval_reject(question.approval_id)
+    refused = await cluster.conversation("agent-1").reply_to(sent)
     assert refused["category"] == "error"
-    assert "spend cap reached" in refused["text"]
+    assert refused["text"].startswith("spend cap reached: agent agent-1 has spent $")
+    assert refused["text"].endswith(f"the extension was refused ({question.approval_id})")
     assert chat_requests(cluster) == asked
 
     await configure(cluster, cap={"day_usd": 1.0, "month_usd": 20.0})
 
-    async def answered() -> bool:
+    async def answered_now() -> bool:
         _, reply = await cluster.say("agent-1", "hello after the raise")
         return bool(reply["category"] == "reply")
 
-    await poll_until(answered, within=10)
+    await poll_until(answered_now, within=10)
     status = await client.agent_status("agent-1")
     assert status.spend is not None
     assert status.spend.cap_reached is None
@@ -241,3 +293,32 @@ def test_config_check_refuses_a_negative_price_and_a_zero_cap(tmp_path: Path) ->
     assert checked.code == 3, checked
     assert "models.demo.price.prompt" in checked.err
     assert "agents.agent-1.spend_cap.day_usd" in checked.err
+
+
+async def test_a_core_job_that_meets_the_cap_asks_too_and_goes_on_when_allowed(
+    cluster: Cluster,
+) -> None:
+    client = cluster.client
+    await configure(cluster, price=PRICE, cap={"day_usd": 0.0036})
+    await cluster.start("agent-1")
+    await cluster.say("agent-1", "hello")  # $0.0034, under the cap
+    conversation = cluster.conversation("agent-1")
+    await conversation.send("digest please")  # the spawn call passes the cap: edge and job ask
+
+    questions: dict[str, ApprovalView] = {}
+
+    async def both_asked() -> bool:
+        pending = (await client.approval_list()).approvals
+        questions.update({str(a.payload["lane"]): a for a in pending})
+        return {"edge", "core:digest"} <= questions.keys()
+
+    await poll_until(both_asked, within=30)
+    job = questions["core:digest"]
+    assert (job.payload["budget"], job.payload["job_name"]) == ("spend_cap_day_usd", "digest")
+    made = chat_requests(cluster)
+    for question in questions.values():
+        await client.approval_extend(question.approval_id, 1)
+    await conversation.wait_for(
+        lambda r: r["text"] == "core job digest completed: Digest done.", what="the job's report"
+    )
+    assert chat_requests(cluster) == made + 2  # edge's reply and the job's step, once each

@@ -1,5 +1,6 @@
-"""Core job tokens (§7.5(3)): a job's host tool calls carry a token derived from the lease, and
-choird refuses one whose job ended, that expired, or that another session's lease derived.
+"""Core job tokens (§7.5(3)): a job's host tool calls and proposals carry a token derived from
+the lease, and choird refuses one whose job ended (a restarted choird too), that expired, or that
+another session's lease derived.
 
 A real choird (the production composition root, in this process) serves the agent's calls on
 its socket; the agent side is choir-agent's own pieces — its `ControlPlane`, its host bridge
@@ -20,7 +21,9 @@ from choir.agent.kernel.commitlog import CommitLog
 from choir.agent.replication.control_plane import ControlPlane, ControlPlaneHostBridge
 from choir.agent.replication.job_tokens import JobTokens
 from choir.daemon.agents.host_tools import HostToolCall, HostToolHandler
+from choir.daemon.agents.job_gate import JobGate
 from choir.daemon.app import ChoirDaemon
+from choir.errors import ConflictError
 from choir.home import ChoirHome
 from choir.protocol import (
     EDGE_LANE,
@@ -28,13 +31,15 @@ from choir.protocol import (
     CoreStarted,
     CoreStopped,
     ExecuteHostToolRequest,
+    RequestApprovalRequest,
     ToolResult,
     core_lane,
 )
 from choir.protocol.wire.job_tokens import JOB_TOKEN_REFUSED, JOB_TOKEN_TTL, JobToken
 from choir.store.postgres.target import ConnectParams
+from choir.transport import RpcError
 from tests.e2e.agent_side import heartbeat, hello
-from tests.harness.daemons import agent_control_plane, running_daemon
+from tests.harness.daemons import agent_control_plane, pool_of, running_daemon
 from tests.harness.homes import external_postgres, make_home
 
 pytestmark = [pytest.mark.slow]
@@ -206,3 +211,43 @@ async def test_a_job_cancelled_while_its_call_runs_gets_no_further_call(home: Ch
     assert refused(after, "has ended (cancelled)")
     assert refused(resent, "has ended (cancelled)")
     assert runs == ["call-1"]
+
+
+async def test_a_choird_that_did_not_see_the_end_reads_it_from_the_stored_events(
+    home: ChoirHome,
+) -> None:
+    """The worst moment: the job's end was replicated, then choird restarted while the token
+    still had minutes to live — the new choird's gate starts empty (a fresh `JobGate` over the
+    same database, as a restarted choird builds it). Before the fix it let the token through."""
+    async with running_daemon(home) as daemon:
+        assert daemon.services is not None
+        agent = await started_agent(daemon)
+        token = agent.tokens.for_lane(LANE)
+        assert token is not None
+        await agent.end_job("terminated")
+        ctx = await daemon.services.sessions.authenticate(agent.session_id, agent.lease_token)
+        restarted = JobGate(pool_of(daemon))
+        forgetful = JobGate()  # what a gate kept in memory only knew after a restart
+        said = await restarted.problem(ctx, token)
+        before = await forgetful.problem(ctx, token)
+        await agent.cp.close()
+    assert said == f"job {JOB_ID} has ended (terminated); its token no longer works"
+    assert before is None
+
+
+async def test_an_ended_job_can_propose_nothing_more(home: ChoirHome) -> None:
+    async with running_daemon(home) as daemon:
+        assert daemon.services is not None
+        agent = await started_agent(daemon)
+        question = {"summary": "more steps?", "budget": "per_job_max_steps", "suggested": 2}
+        asked = await agent.bridge.request_approval("budget_extension", question, lane=LANE)
+        token = agent.tokens.for_lane(LANE)
+        await agent.end_job("cancelled")
+        with pytest.raises(ConflictError, match="the job of lane core:fix-tests has ended"):
+            await agent.bridge.request_approval("budget_extension", question, lane=LANE)
+        late = RequestApprovalRequest(request_type="budget_extension", payload=question, job=token)
+        with pytest.raises(RpcError, match=r"has ended \(cancelled\).*nothing was proposed"):
+            await agent.cp.request_approval(late)
+        pending = await daemon.services.approvals.list()
+        await agent.cp.close()
+    assert [a.id for a in pending] == [asked]

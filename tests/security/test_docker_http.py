@@ -9,7 +9,8 @@ the same address is still refused. Chat answers over a TCP connection the agent 
 listener. choird is SIGKILLed and started again: the same container is adopted and chats again
 over a new connection; `agent verify` fails, naming it, once the opening is removed by hand. The
 hole is gone once choird stops. Before this change the container ran
-`--control-plane=uds` and the gateway refused every port.
+`--control-plane=uds` and the gateway refused every port. The same holds when choird's listener
+is on a wildcard address (the bridge listener shares its port).
 """
 
 from __future__ import annotations
@@ -155,8 +156,9 @@ async def chats(home: ChoirHome) -> None:
     assert "Hello!" in said.stdout, said.stdout
 
 
+@pytest.mark.parametrize("listen", ["127.0.0.1", "0.0.0.0"])
 async def test_a_docker_agent_reaches_choird_over_verified_https_and_rides_out_a_restart(
-    root: Any, pg_params: ConnectParams
+    root: Any, pg_params: ConnectParams, listen: str
 ) -> None:
     require_docker()
     home = make_home(
@@ -167,7 +169,7 @@ async def test_a_docker_agent_reaches_choird_over_verified_https_and_rides_out_a
     )
     port = free_port()
     args = ("--runtime", "docker", "--transport", "http", "--tls-self-signed")
-    args += ("--listen", f"127.0.0.1:{port}")
+    args += ("--listen", f"{listen}:{port}")  # on a wildcard too: the bridge shares the port
     engine = docker.from_env(timeout=60)
     choird = None
     try:

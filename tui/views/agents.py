@@ -319,6 +319,8 @@ def detail_text(status: v.AgentSummary, now: datetime) -> Text:
     if detailed and detailed.last_heartbeat_at:
         beat = datetime.fromisoformat(detailed.last_heartbeat_at)
         text.append(f"  heartbeat {age(beat, now)} ago")
+    if detailed and detailed.link:
+        text.append(f"  via {detailed.link}")
     if detailed and detailed.skill:
         text.append(f"  skill {detailed.skill}")
     if detailed and detailed.config_behind:

@@ -42,8 +42,11 @@ class HostBridge(Protocol):
         """Run a host tool in choird; a core `lane`'s call carries its job's token (§7.5(3))."""
         ...
 
-    async def request_approval(self, request_type: str, payload: dict[str, Any]) -> str:
-        """Submit a proposal; returns the approval id. The outcome arrives later as a push."""
+    async def request_approval(
+        self, request_type: str, payload: dict[str, Any], *, lane: str = ...
+    ) -> str:
+        """Submit a proposal; returns the approval id. The outcome arrives later as a push. A
+        core `lane`'s request carries its job's token (§7.5(3))."""
         ...
 
 
@@ -201,7 +204,9 @@ class Dispatcher:
             )
         if runtime.meta:  # never executes: a proposal for a human (§8.10)
             try:
-                approval_id = await self._host.request_approval(name, call.arguments)
+                approval_id = await self._host.request_approval(
+                    name, call.arguments, lane=proposal.lane
+                )
             except ChoirError as refused:  # e.g. a skill that would not load: the model fixes it
                 return ToolResult.fail("proposal_refused", refused.message)
             return ToolResult.ok(

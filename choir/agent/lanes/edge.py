@@ -8,6 +8,9 @@ again, same id, is taken once: choird keeps it until its `user_msg` is durable);
 committed as an `InjectedInstruction` at edge's next safe point (before its next LLM call, or at
 once when idle). An LLM failure ends the cycle with an `error` reply (§7.7) — the user
 re-triggers; a rate limit first sends one `notice` while the client waits and retries once.
+A session budget (tokens, tool calls) or the spend cap that runs out mid-reply pauses the cycle
+to ask a human to extend it (`budget_ask`); the reply goes on once extended, else ends with an
+`error` reply saying why.
 Edge never waits for its core jobs; they report through `core_report` replies.
 
 Graceful stop (`stopping.Drain`): edge takes no new message; a cycle under way finishes the call
@@ -22,8 +25,19 @@ import asyncio
 from choir.adapters.llm import Completion, LlmError
 from choir.agent.kernel.commitlog import CommitLog
 from choir.agent.kernel.proposal import ToolProposal
+from choir.agent.lanes.core.budget_ask import (
+    Shortfall,
+    asked_notice,
+    grant,
+    of_budget,
+    of_spend,
+    resumed_notice,
+)
 from choir.agent.lanes.core.runner import CoreJobRunner
+from choir.agent.lanes.core.stream import BUDGET_EXCEEDED
+from choir.agent.lanes.spend import SpendCapReached
 from choir.agent.lanes.support import LaneKit
+from choir.core.budgets import SESSION_EXTENDABLE
 from choir.core.lane_states import EdgeTrigger, edge_step, is_final
 from choir.core.memory.working import WorkingMemory
 from choir.core.prompt.build import edge_prompt
@@ -137,13 +151,18 @@ class EdgeLane:
                 self._finish("stopping", STOPPING_TEXT, "error", push.message_id)
                 return
             self._drain()
-            refused = arbiter.policy.begin_step(EDGE_LANE)
-            if refused is not None:
-                self._finish("llm_error", refused, "error", push.message_id)
+            exceeded = arbiter.policy.begin_step_or_exceeded(EDGE_LANE)
+            if exceeded is not None:
+                if await self._paused(of_budget(exceeded, None), push.message_id):
+                    continue
                 return
             tools = self._tools()
             try:
                 completion = await kit.complete(EDGE_LANE, self._prompt(tools), tools, rate_limited)
+            except SpendCapReached as capped:
+                if await self._paused(of_spend(capped, None), push.message_id):
+                    continue
+                return
             except (LlmError, ChoirError) as error:
                 self._finish("llm_error", error.message, "error", push.message_id)
                 return
@@ -152,9 +171,45 @@ class EdgeLane:
                 self._finish("finish", _reply_text(completion), "reply", push.message_id)
                 return
             self._move("tool_proposal")
+            over: object = None
             for call in calls:
-                await arbiter.propose(ToolProposal(EDGE_LANE, call.id, call.name, call.arguments))
+                proposal = ToolProposal(EDGE_LANE, call.id, call.name, call.arguments)
+                result = await arbiter.propose(proposal)
+                if result.error_code == BUDGET_EXCEEDED and over is None:
+                    over = result.data.get("budget")
             self._move("tool_result")
+            if isinstance(over, str) and over in SESSION_EXTENDABLE:
+                # the step's other calls got their answers: a safe point to ask at
+                short = of_budget(arbiter.policy.exceeded(over, None), None)
+                if not await self._paused(short, push.message_id):
+                    return
+
+    async def _paused(self, short: Shortfall, message_id: str | None) -> bool:
+        """Ask a human to extend what ran out mid-reply: True once extended (the cycle goes
+        on), False when the cycle ended (not extended, no one to ask, or a graceful stop)."""
+        kit, policy = self._kit, self._kit.kernel.arbiter.policy
+        asker = self._jobs.asker
+        if not asker.can_ask or kit.drain.draining:
+            self._finish("llm_error", short.message, "error", message_id)
+            return False
+        self._move("budget_ask")
+        answer = await asker.ask(short, kit.drain, self._asked)
+        if kit.drain.draining:
+            self._finish("stopping", STOPPING_TEXT, "error", message_id)
+            return False
+        if answer.granted is None:
+            self._finish("not_extended", f"{short.message}; {answer.why}", "error", message_id)
+            return False
+        grant(short, answer.granted, policy, kit.spend)
+        self._move("budget_extended")
+        self._tell(resumed_notice(short, answer.granted))
+        return True
+
+    def _asked(self, approval_id: str, short: Shortfall) -> None:
+        self._tell(asked_notice(approval_id, short))
+
+    def _tell(self, text: str) -> None:
+        self._kit.kernel.arbiter.commit(EDGE_LANE, AgentReplied(text=text, category="notice"))
 
     @property
     def kit(self) -> LaneKit:

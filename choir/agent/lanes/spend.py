@@ -19,7 +19,17 @@ from choir.adapters.llm import Completion
 from choir.agent.replication.live_config import DynamicConfig
 from choir.config.model import SpendCap
 from choir.config.resources import ModelPrice
-from choir.core.spend import Spent, call_cost, cap_refusal, day_of, tts_billed
+from choir.core.spend import (
+    CapReached,
+    Granted,
+    Period,
+    Spent,
+    call_cost,
+    cap_reached,
+    cap_refusal,
+    day_of,
+    tts_billed,
+)
 from choir.errors import ChoirError, ExitCode
 from choir.logs import get_logger
 from choir.protocol import LlmCallRecorded, SpendSoFar
@@ -30,9 +40,14 @@ Purpose = Literal["step", "summary", "compaction"]
 
 
 class SpendCapReached(ChoirError):
-    """The agent's spend cap refuses the next LLM call; the message names the cap."""
+    """The agent's spend cap refuses the next LLM call; the message names the cap, `reached`
+    says which (a lane asks a human to allow more)."""
 
     exit_code = ExitCode.CONFLICT
+
+    def __init__(self, message: str, reached: CapReached) -> None:
+        super().__init__(message)
+        self.reached = reached
 
 
 def _utc_now() -> datetime:
@@ -46,6 +61,8 @@ class SpendMeter:
         self.agent_id = agent_id
         self._clock = clock
         self._spent = Spent(day_of(clock()))
+        self._granted = Granted(day_of(clock()))
+        """Spend humans allowed beyond the caps this session (a question answered)."""
         self._jobs: dict[str, str] = {}
         """The job id of each core lane that called: a compaction of that lane is the job's."""
 
@@ -60,12 +77,20 @@ class SpendMeter:
         """The known spend, seen from today."""
         return self._spent.at(day_of(self._clock()))
 
-    def refusal(self, config: DynamicConfig) -> str | None:
+    def refusal(self, config: DynamicConfig) -> SpendCapReached | None:
         """Why the next call must not be made (a cap is reached), or None."""
-        why = cap_refusal(self.agent_id, _cap(config.data.get("spend_cap")), self.spent)
-        if why is not None:
-            log.warning("spend cap reached; model call not made", fields={"why": why})
-        return why
+        cap, spent = _cap(config.data.get("spend_cap")), self.spent
+        reached = cap_reached(cap, spent, self._granted)
+        if reached is None:
+            return None
+        why = cap_refusal(self.agent_id, cap, spent, self._granted) or ""
+        log.warning("spend cap reached; model call not made", fields={"why": why})
+        return SpendCapReached(why, reached)
+
+    def grant(self, period: Period, usd: float) -> None:
+        """A human allowed `usd` more than the `period`'s cap (until the period ends)."""
+        self._granted = self._granted.plus(day_of(self._clock()), period, usd)
+        log.info("spend beyond the cap granted", fields={"period": period, "usd": usd})
 
     def observe(self, event: Mapping[str, Any]) -> None:
         """A committed event (JSON): a TTS call's known cost counts towards the caps too."""

@@ -30,7 +30,7 @@ from choir.agent.kernel.registry import lane_kind_of
 from choir.agent.lanes.budget_follow import BudgetFollower
 from choir.agent.lanes.compaction import CompactionDriver
 from choir.agent.lanes.memories import Memories
-from choir.agent.lanes.spend import Purpose, SpendCapReached, SpendMeter, price_of
+from choir.agent.lanes.spend import Purpose, SpendMeter, price_of
 from choir.agent.replication.live_config import DynamicConfig, DynamicState, Secrets
 from choir.agent.replication.status import StatusReporter
 from choir.agent.stopping import Drain
@@ -260,7 +260,7 @@ class LaneKit:
         config = self.state.current()
         refused = self.spend.refusal(config)
         if refused is not None:
-            raise SpendCapReached(refused)
+            raise refused
         settings = await self._model_settings()
         retry_ms = config.data.get("rate_limit_retry_ms")
         request = CompletionRequest(

@@ -15,6 +15,7 @@ from pydantic import ValidationError
 from choir.agent.replication.job_tokens import JobEnded, JobTokens
 from choir.agent.replication.link import ReconnectingClient
 from choir.agent.replication.outgoing import OutgoingHeartbeat
+from choir.errors import ConflictError
 from choir.protocol import (
     EDGE_LANE,
     Ack,
@@ -160,9 +161,16 @@ class ControlPlaneHostBridge:
                 "invalid_host_output", f"choird returned a malformed result for {tool}"
             )
 
-    async def request_approval(self, request_type: str, payload: dict[str, Any]) -> str:
+    async def request_approval(
+        self, request_type: str, payload: dict[str, Any], *, lane: str = EDGE_LANE
+    ) -> str:
+        try:
+            job = self._tokens.for_lane(lane) if self._tokens is not None else None
+        except JobEnded:
+            raise ConflictError(f"the job of lane {lane} has ended: nothing was proposed") from None
         kind = _APPROVAL_TYPES.get(request_type, request_type)
-        answer = await self._cp.request_approval(
-            RequestApprovalRequest.model_validate({"request_type": kind, "payload": payload})
+        request = RequestApprovalRequest.model_validate(
+            {"request_type": kind, "payload": payload, "job": job}
         )
+        answer = await self._cp.request_approval(request)
         return answer.approval_id

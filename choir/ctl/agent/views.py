@@ -69,6 +69,7 @@ def show_status(data: AgentStatus) -> None:
         f"{data.agent_id}  {data.state}"
         + (f"  session {data.session_id} ({data.session_status})" if data.session_id else ""),
         f"{'runtime':<11}{runtime_label(data)}" + (f", pid {data.pid}" if data.pid else ""),
+        *([f"{'link':<11}{data.link}"] if data.link else []),
         f"{'image':<11}{image_label(data.image)}",
         f"{'security':<11}{verified_label(data.verified, sandboxed=data.sandboxed)}",
         f"{'uptime':<11}{duration(data.uptime_s)}",

@@ -14,6 +14,9 @@ socket with forged or stolen leases costs a few lines and a count, never one lin
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Final
+
 from choir.daemon.agents.refusals import RpcFault
 from choir.daemon.agents.rpc import AgentRpc
 from choir.daemon.sessions.service import SessionService
@@ -27,17 +30,25 @@ from choir.transport.dispatch import peer_key
 log = get_logger("choird.agent_socket")
 
 _VERBS = {v.value: v for v in Verb}
+SOCKET_LINK: Final = "unix socket"
 
 
 class AgentHandler:
     """Accepts only the agent verbs, each with a valid lease for its session."""
 
     def __init__(
-        self, rpc: AgentRpc, sessions: SessionService, *, bound_agent: str | None = None
+        self,
+        rpc: AgentRpc,
+        sessions: SessionService,
+        *,
+        bound_agent: str | None = None,
+        link: Callable[[], str] = lambda: SOCKET_LINK,
     ) -> None:
         self._rpc = rpc
         self._sessions = sessions
         self._agent = bound_agent
+        self._link = link
+        """What this listener is, as `agent status` names an agent's link."""
         self._invalid = ThrottledLog(log, "refused a call with an invalid lease")
         self._foreign = ThrottledLog(log, "refused another agent's lease")
 
@@ -48,6 +59,7 @@ class AgentHandler:
             raise RpcError(ErrorCode.NOT_FOUND, f"unknown verb {request.verb!r} (known: {known})")
         peer = peer_key(request.peer)
         ctx = await self._authenticate(request.session_id, request.lease_token, verb.value, peer)
+        ctx.live.link = self._link()
         return await self._rpc.call(ctx, verb, request.payload, carried=request.size)
 
     async def authorize_events(self, session_id: str, lease_token: str) -> bool:

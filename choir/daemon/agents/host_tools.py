@@ -62,7 +62,7 @@ class HostTools:
         self._pool = pool
         """Where calls and results are kept across restarts; None keeps them in memory only."""
         self._clock = clock
-        self.jobs = JobGate(clock=clock)
+        self.jobs = JobGate(pool, clock=clock)
         """Core job tokens (§7.5(3)): fed the replicated job ends by `AgentServices`."""
         self._handlers: dict[str, HostToolHandler] = {}
         self._availability: dict[str, Availability] = {}
@@ -102,7 +102,7 @@ class HostTools:
         self, ctx: SessionContext, request: ExecuteHostToolRequest
     ) -> ExecuteHostToolResponse:
         if request.job is not None:  # checked before the call is claimed: a refusal runs nothing
-            refused = self.jobs.refusal(ctx, request.job)
+            refused = await self.jobs.refusal(ctx, request.job)
             if refused is not None:
                 log.info(
                     "job token refused",

@@ -119,6 +119,10 @@ class AgentVerbs:
     async def request_approval(
         self, ctx: SessionContext, request: RequestApprovalRequest
     ) -> RequestApprovalResponse:
+        if request.job is not None:  # a job that ended proposes nothing more (§7.5(3))
+            problem = await self._host_tools.jobs.problem(ctx, request.job)
+            if problem is not None:
+                raise RpcFault(ErrorCode.CONFLICT, f"{problem}: nothing was proposed")
         return await self._approvals.request(ctx, request)
 
     async def report_status(self, ctx: SessionContext, request: ReportStatusRequest) -> Ack:

@@ -193,6 +193,7 @@ async def agent_status(ctx: OperatorContext, request: AgentRef) -> AgentStatus:
         unavailable_tools=_unavailable_tools(ctx, summary.bindings),
         **(await _tool_figures(ctx, row.session_id) if row is not None else {}),
         spend=await spend_view(ctx, request.agent_id, ctx.clock()),
+        link=ctx.services.sessions.link_of(active.session_id) if active is not None else None,
     )
 
 

@@ -17,9 +17,10 @@ host's address on that network, `bridge_link`), at the same port, serving a self
 certificate of its own that names that address (`tls/bridge.crt`); the egress filter opens
 exactly that address and port, TCP, to the network (`egress.open_link`) and still refuses the
 rest of the host. The container gets `--endpoint=https://<gateway>:<port>` and the certificate
-in its socket directory (`/run/choir/choird.crt`, the one host directory it mounts). Where no
-such listener can be (the main listener on a wildcard address already holds the port; the
-agent's network is not the one choird started with), the agent keeps its socket, logged.
+in its socket directory (`/run/choir/choird.crt`, the one host directory it mounts). A main
+listener on a wildcard address shares its port with that one (SO_REUSEPORT: the specific bind
+takes the gateway's connections). Where no such listener can be (the gateway's port is taken;
+the agent's network is not the one choird started with), the agent keeps its socket, logged.
 """
 
 from __future__ import annotations
@@ -59,6 +60,14 @@ def no_link() -> HttpLink | None:
 
 def no_network_link(network: str) -> HttpLink | None:
     return None
+
+
+def is_wildcard(host: str) -> bool:
+    """Whether `host` is a wildcard address (0.0.0.0, ::): every address of the host."""
+    try:
+        return ipaddress.ip_address(host).is_unspecified
+    except ValueError:
+        return False
 
 
 def local_url(listener_url: str) -> str:

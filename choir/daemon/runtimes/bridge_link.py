@@ -10,15 +10,16 @@ network's gateway changed), whatever the main listener serves: the agent trusts 
 egress filter opens that address and port, TCP, to the network and nothing else of the host
 (`egress.open_link`), closed again when choird stops.
 
-When the main listener is on a wildcard address it already holds the port on the gateway too
-(its certificate need not name the gateway), and when the gateway's port is taken, docker agents
-keep their sockets: logged, never a failed choird start.
+A main listener on a wildcard address holds the port on the gateway too: it listens with
+SO_REUSEPORT, so does this one, and Linux gives a connection to the most specific bind — the
+gateway's connections reach this listener and its certificate, the rest the main one. When the
+gateway's port is taken by another program, docker agents keep their sockets: logged, never a
+failed choird start.
 """
 
 from __future__ import annotations
 
 import asyncio
-import ipaddress
 import ssl
 from collections.abc import Callable
 from contextlib import AsyncExitStack
@@ -85,13 +86,6 @@ async def open_bridge(
 ) -> BridgeLink | None:
     """The bridge listener started and the filter opened to it, both undone by `stack`; None
     (docker agents keep their sockets, logged) when it cannot be."""
-    if _wildcard(main.host):
-        log.warning(
-            "choird's HTTP listener is on a wildcard address: agents in docker containers "
-            "keep their sockets (listen on a specific address to give them HTTPS)",
-            fields={"listener": main.url},
-        )
-        return None
     where = await runtime.bridge()
     if where is None:
         log.warning("the agents' docker network has no gateway: they keep their sockets")
@@ -137,10 +131,3 @@ def certificate_names(cert: Path) -> set[str]:
         return set()
     ips = {str(address) for address in names.get_values_for_type(x509.IPAddress)}
     return ips | set(names.get_values_for_type(x509.DNSName))
-
-
-def _wildcard(host: str) -> bool:
-    try:
-        return ipaddress.ip_address(host).is_unspecified
-    except ValueError:
-        return False

@@ -170,6 +170,11 @@ class SessionService:
         if self._excused_until is None or until > self._excused_until:
             self._excused_until = until
 
+    def link_of(self, session_id: str) -> str | None:
+        """How the session's agent last reached this choird (`LiveSession.link`), if it did."""
+        live = self._live.get(session_id)
+        return live.link if live is not None else None
+
     async def live(self, session_id: str) -> LiveSession:
         """An active session's state; `unauthorized` for any other session id."""
         live = self._live.get(session_id)

@@ -122,6 +122,9 @@ class LiveSession:
     """The image recorded at start; INIT_HELLO refuses a container that differs."""
     lock: asyncio.Lock = field(default_factory=asyncio.Lock, repr=False)
     """Serializes heartbeats, so two cannot race from the same base."""
+    link: str | None = None
+    """How the agent's latest call reached choird: `unix socket`, or the HTTP(S) listener's
+    URL (`agent status`); None before its first call to this choird."""
 
     def context(self, token: str) -> SessionContext:
         return SessionContext(self, token)

@@ -71,10 +71,13 @@ EdgeStatus = Literal[
     "EDGE_CONTEXT_READY",
     "EDGE_REASONING",
     "EDGE_WAITING_TOOL",
+    "EDGE_WAITING_INFO",
     "EDGE_FINALIZING",
     "EDGE_TERMINATED",
 ]
-"""The edge lane's states (§7.2; EDGE_WAITING_CORE was removed by the spec)."""
+"""The edge lane's states (§7.2; EDGE_WAITING_CORE was removed by the spec), plus
+EDGE_WAITING_INFO: a budget or the spend cap ran out mid-reply and a human is asked to extend
+it (issue 19), as a core job's CORE_WAITING_INFO."""
 
 CoreStatus = Literal[
     "CORE_IDLE",

@@ -143,6 +143,9 @@ class AgentStatus(AgentSummary):
     """The latest session's lock waits; both left out when the agent never had a session."""
     spend: SpendView | None = None
     """Known LLM spend today and this month against the agent's caps."""
+    link: str | None = None
+    """How the running agent reaches choird (§12.1): `unix socket`, or the HTTPS listener's
+    URL; None when it is not running or has not called this choird yet."""
 
     def unavailable_by_reason(self) -> list[tuple[str, list[str]]]:
         """`unavailable_tools` as (reason, tool names) in tool-name order: one line each."""

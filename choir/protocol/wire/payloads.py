@@ -154,6 +154,8 @@ class RequestApprovalRequest(WireModel):
     budget_extension when a core job's budget ran out and it waits for more (issue 19)."""
     payload: dict[str, Any]
     """The proposal itself (manifest, skill spec, config patch, or branch ref)."""
+    job: JobToken | None = Field(default=None, exclude_if=lambda token: token is None)
+    """A core job's token (§7.5(3)) when a job asks; edge's requests carry only the lease."""
 
 
 class RequestApprovalResponse(WireModel):

@@ -64,6 +64,7 @@ class HttpServer:
         ssl_context: ssl.SSLContext | None = None,
         limits: Limits | None = None,
         ping_interval: float = 15.0,
+        reuse_port: bool = False,
     ) -> None:
         self.handler = handler
         """The business logic answering calls."""
@@ -77,6 +78,10 @@ class HttpServer:
         """Body cap, read timeout, shutdown grace."""
         self._ssl = ssl_context
         self._ping_interval = ping_interval
+        self._reuse_port = reuse_port
+        """SO_REUSEPORT: a listener on a wildcard address lets one on a specific address of the
+        same port (choird's bridge listener) take that address's connections (Linux prefers
+        the more specific bind). Only sockets of the same uid may share the port."""
         self._runner: web.AppRunner | None = None
         self._listener: socket.socket | None = None
         self._accepting: asyncio.Task[None] | None = None
@@ -103,7 +108,7 @@ class HttpServer:
         )
         await runner.setup()
         try:
-            listener = _listen(self.host, self.port)
+            listener = _listen(self.host, self.port, reuse_port=self._reuse_port)
         except BaseException:
             await runner.cleanup()
             raise
@@ -352,10 +357,10 @@ def _last_event_id(value: str | None) -> int:
     return int(value)
 
 
-def _listen(host: str, port: int) -> socket.socket:
+def _listen(host: str, port: int, *, reuse_port: bool = False) -> socket.socket:
     """A non-blocking TCP listening socket on `host`:`port` (0: a free port)."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    listener = socket.create_server((host, port), family=family, backlog=128)
+    listener = socket.create_server((host, port), family=family, backlog=128, reuse_port=reuse_port)
     listener.setblocking(False)
     return listener
 

@@ -17,13 +17,20 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Final, Literal
 
 from choir.adapters.llm import LlmError, RateLimitNotice
 from choir.agent.kernel.proposal import ToolProposal
-from choir.agent.lanes.core.budget_ask import BudgetAsk, suggested
+from choir.agent.lanes.core.budget_ask import (
+    BudgetAsk,
+    Shortfall,
+    asked_notice,
+    grant,
+    of_budget,
+    of_spend,
+    resumed_notice,
+)
 from choir.agent.lanes.core.stream import (
     BUDGET_EXCEEDED,
     FOCUS_CHARS,
@@ -37,11 +44,11 @@ from choir.agent.lanes.core.stream import (
     focus,
 )
 from choir.agent.lanes.core.watchdog import WallTimeUp, wall_clock
+from choir.agent.lanes.spend import SpendCapReached
 from choir.agent.lanes.support import LaneKit
 from choir.core.budgets import (
     JOB_EXTENDABLE,
     SESSION_EXTENDABLE,
-    UNITS,
     Exceeded,
     wall_time_spent,
 )
@@ -191,8 +198,8 @@ class CoreJobRunner:
 
         A budget (§7.6) that runs out — at the check before a step, a call refused for one (a
         budget lowered by a config reload included), or the wall-time watchdog cutting a step —
-        pauses the job to ask a human to extend it (`_paused`); it ends the job when nobody
-        extends it.
+        or the spend cap refusing the step's model call pauses the job to ask a human to extend
+        it (`_paused`); it ends the job when nobody extends it.
         """
         kit, arbiter = self._kit, self._kit.kernel.arbiter
         self.move(job, "initialized")
@@ -201,7 +208,9 @@ class CoreJobRunner:
                 return None
             if job.state == "CORE_REASONING":
                 self._drain(job)
-            outcome: Ended | Exceeded | None = arbiter.policy.begin_step_or_exceeded(job.lane)
+            outcome: Ended | Exceeded | Shortfall | None = arbiter.policy.begin_step_or_exceeded(
+                job.lane
+            )
             if outcome is None:
                 if job.state == "CORE_INITIALIZING":
                     self.move(job, "llm_called")
@@ -211,12 +220,14 @@ class CoreJobRunner:
                 except WallTimeUp:
                     outcome = self._timed_out(job)
             if isinstance(outcome, Exceeded):
+                outcome = of_budget(outcome, job.start)
+            if isinstance(outcome, Shortfall):
                 outcome = await self._paused(job, outcome)
             if outcome is not None:
                 return outcome
 
-    async def _paused(self, job: CoreJob, exceeded: Exceeded) -> Ended | None:
-        """Ask to extend `exceeded`: None once extended (or a stop began), else the job's end.
+    async def _paused(self, job: CoreJob, short: Shortfall) -> Ended | None:
+        """Ask to extend `short`: None once extended (or a stop began), else the job's end.
 
         The time spent waiting for the answer is granted to the job's wall time: a human's
         pace is not the job's work.
@@ -224,10 +235,10 @@ class CoreJobRunner:
         policy, name = self._kit.kernel.arbiter.policy, job.start.job_name
         if not self.asker.can_ask or self._kit.drain.draining:
             self.move(job, "budget_exceeded")
-            return Ended("terminated", exceeded.message, BUDGET_EXCEEDED)
+            return Ended("terminated", short.message, BUDGET_EXCEEDED)
         self.move(job, "budget_ask")
         began = time.monotonic()
-        answer = await self.asker.ask(exceeded, job.start, self._kit.drain, self._asked(job))
+        answer = await self.asker.ask(short, self._kit.drain, self._asked)
         waited_ms = round((time.monotonic() - began) * 1000)
         if waited_ms > 0:
             policy.extend("per_job_wall_time_ms", waited_ms, name)
@@ -235,32 +246,21 @@ class CoreJobRunner:
             return None
         if answer.granted is None:
             self.move(job, "budget_exceeded")
-            return Ended("terminated", f"{exceeded.message}; {answer.why}", BUDGET_EXCEEDED)
-        budget = exceeded.budget
-        policy.extend(budget, answer.granted, name if budget in JOB_EXTENDABLE else None)
+            return Ended("terminated", f"{short.message}; {answer.why}", BUDGET_EXCEEDED)
+        grant(short, answer.granted, policy, self._kit.spend)
         self.move(job, "budget_extended")
-        unit = UNITS.get(budget, "")
-        self._tell(f"core job {name} resumes: {budget} extended by {answer.granted} {unit}")
+        self._tell(resumed_notice(short, answer.granted))
         return None
 
-    def _asked(self, job: CoreJob) -> Callable[[str, Exceeded], None]:
-        def told(approval_id: str, exceeded: Exceeded) -> None:
-            unit = UNITS.get(exceeded.budget, "amount")
-            self._tell(
-                f"core job {job.start.job_name} is paused: {exceeded.message}. Extend it with "
-                f"/extend {approval_id} <{unit}> (or `choirctl approval extend {approval_id} "
-                f"<{unit}>`), /approve {approval_id} for {suggested(exceeded)} more, or "
-                f"/reject {approval_id} to stop it"
-            )
-
-        return told
+    def _asked(self, approval_id: str, short: Shortfall) -> None:
+        self._tell(asked_notice(approval_id, short))
 
     def _tell(self, text: str) -> None:
         self._kit.kernel.arbiter.commit(EDGE_LANE, AgentReplied(text=text, category="notice"))
 
-    async def _step(self, job: CoreJob) -> Ended | Exceeded | None:
-        """One LLM call and its tool calls: the job's end, a budget a call was refused for,
-        or None to go on."""
+    async def _step(self, job: CoreJob) -> Ended | Exceeded | Shortfall | None:
+        """One LLM call and its tool calls: the job's end, a budget a call was refused for (or
+        the spend cap that refused the model call), or None to go on."""
         kit, arbiter = self._kit, self._kit.kernel.arbiter
         job.steps += 1
         self.emit(job, CoreProgress(phase=f"step {job.steps}", focus=focus(job.start)))
@@ -285,6 +285,8 @@ class CoreJobRunner:
                 self._rate_limited(job),
                 job_id=job.start.job_id,
             )
+        except SpendCapReached as refused:
+            return of_spend(refused, job.start)
         except (LlmError, ChoirError) as error:
             self.move(job, "llm_error")
             return Ended("terminated", f"the model call failed: {error.message}")
