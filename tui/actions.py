@@ -168,8 +168,8 @@ ACTIONS: tuple[ConsoleAction, ...] = (
         fixed={"by": RESOLVER},
     ),
     action(
-        "approval extend", "Approval: extend a paused job's budget", "call",
-        confirm="Extend {approval_id} by {amount}? The paused job resumes at once.",
+        "approval extend", "Approval: extend a paused budget", "call",
+        confirm="Extend {approval_id} by {amount}? The paused lane resumes at once.",
         fixed={"by": RESOLVER},
     ),
     # workspaces
