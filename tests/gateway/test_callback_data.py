@@ -15,13 +15,14 @@ NOW = 1_800_000_000
 
 
 def test_a_signed_press_verifies_in_its_chat_until_it_expires() -> None:
-    data = sign(KEY, "reject", "ap-0123456789ab", 4242, NOW + 60)
+    data = sign(KEY, "reject", "ap-0123456789ab", 4242, NOW + 60, bot="tg")
     assert len(data.encode()) <= MAX_BYTES
-    assert verify(KEY, data, 4242, NOW) == Press("reject", "ap-0123456789ab")
-    assert verify(KEY, data, 4242, NOW + 59.9) is not None
-    assert verify(KEY, data, 4242, NOW + 60) is None  # expired
-    assert verify(KEY, data, 777, NOW) is None  # another chat
-    assert verify(b"x" * 32, data, 4242, NOW) is None  # another choird's key
+    assert verify(KEY, data, 4242, NOW, bot="tg") == Press("reject", "ap-0123456789ab")
+    assert verify(KEY, data, 4242, NOW + 59.9, bot="tg") is not None
+    assert verify(KEY, data, 4242, NOW + 60, bot="tg") is None  # expired
+    assert verify(KEY, data, 777, NOW, bot="tg") is None  # another chat
+    assert verify(b"x" * 32, data, 4242, NOW, bot="tg") is None  # another choird's key
+    assert verify(KEY, data, 4242, NOW, bot="tg2") is None  # the same user's chat, another bot
 
 
 @pytest.mark.parametrize(
@@ -39,15 +40,15 @@ def test_a_signed_press_verifies_in_its_chat_until_it_expires() -> None:
     ],
 )
 def test_altered_or_made_up_data_never_verifies(change: Callable[[str], str]) -> None:
-    data = sign(KEY, "reject", "ap-0123456789ab", 4242, NOW + 60)
-    assert verify(KEY, change(data), 4242, NOW) is None
+    data = sign(KEY, "reject", "ap-0123456789ab", 4242, NOW + 60, bot="tg")
+    assert verify(KEY, change(data), 4242, NOW, bot="tg") is None
 
 
 def test_an_id_that_cannot_ride_a_button_is_refused() -> None:
     with pytest.raises(ValueError, match="cannot ride a button"):
-        sign(KEY, "approve", "ap.1", 1, NOW)
+        sign(KEY, "approve", "ap.1", 1, NOW, bot="tg")
     with pytest.raises(ValueError, match="too long for a button"):
-        sign(KEY, "approve", "ap-" + "0" * 40, 1, NOW)
+        sign(KEY, "approve", "ap-" + "0" * 40, 1, NOW, bot="tg")
 
 
 def test_the_key_is_made_once_private_and_replaced_when_damaged(tmp_path: Path) -> None:

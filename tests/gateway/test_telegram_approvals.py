@@ -174,7 +174,7 @@ async def test_forged_expired_and_foreign_presses_change_nothing_and_elsewhere_e
         approve[: -len(tag)] + ("A" if tag[0] != "A" else "B") + tag[1:],  # the tag altered
         f"a{approval_id}.zzzzzz.{tag}",  # a later expiry under the old tag
         f"a{approval_id}",  # no signature at all
-        sign(key, "approve", approval_id, PHONE, int(time.time()) - 5),  # expired
+        sign(key, "approve", approval_id, PHONE, int(time.time()) - 5, bot="tg"),  # expired
     ]
     presses = [api.user_presses(PHONE, card, data) for data in forged]
     presses.append(api.user_presses(BOSS, card, approve))  # foreign: the phone's button
@@ -208,7 +208,7 @@ async def test_a_regular_dm_decides_only_its_bound_agents_approvals(
     assert card.text.startswith("agent-2 asks for approval (tool): ")
     # a button of agent-2's approval in the phone's chat (as if agent-2 had been bound there)
     key = (home.root / KEY_FILE).read_bytes()
-    elsewhere = sign(key, "approve", approval_id, PHONE, int(time.time()) + 600)
+    elsewhere = sign(key, "approve", approval_id, PHONE, int(time.time()) + 600, bot="tg")
     phone_card = Sent(PHONE, card.message_id, card.text, card.params)
     assert await answered(api, api.user_presses(PHONE, phone_card, elsewhere)) == (
         "no longer valid"

@@ -190,9 +190,11 @@ async def test_cancel_cancels_the_job_and_forged_or_foreign_presses_do_nothing(
         cancel[: -len(tag)] + ("A" if tag[0] != "A" else "B") + tag[1:],  # the tag altered
         f"c{card_id}.zzzzzz.{tag}",  # a later expiry under the old tag
         f"cnosuchcard.{cancel.split('.')[1]}.{tag}",  # another card under this tag
-        sign(key, "cancel", card_id, PHONE, int(time.time()) - 5),  # expired
-        sign(key, "cancel", "nosuchcard", PHONE, int(time.time()) + 600),  # no such card
-        sign(key, "approve", card_id, PHONE, int(time.time()) + 600),  # not a card's action
+        sign(key, "cancel", card_id, PHONE, int(time.time()) - 5, bot="tg"),  # expired
+        sign(key, "cancel", "nosuchcard", PHONE, int(time.time()) + 600, bot="tg"),  # no such card
+        sign(
+            key, "approve", card_id, PHONE, int(time.time()) + 600, bot="tg"
+        ),  # not a card's action
     ]
     presses = [api.user_presses(PHONE, card, data) for data in forged]
     presses.append(api.user_presses(BOSS, card, cancel))  # foreign: the phone's button
@@ -230,7 +232,7 @@ async def test_a_regular_dm_acts_only_on_its_own_agents_jobs(
     # the card's button as if it had been signed for the phone's chat
     card_id = card.buttons[0][1][1:].split(".", 1)[0]
     key = (home.root / KEY_FILE).read_bytes()
-    elsewhere = sign(key, "cancel", card_id, PHONE, int(time.time()) + 600)
+    elsewhere = sign(key, "cancel", card_id, PHONE, int(time.time()) + 600, bot="tg")
     phone_card = Sent(PHONE, card.message_id, card.text, card.params)
     assert await answered(api, api.user_presses(PHONE, phone_card, elsewhere)) == (
         "no longer valid"

@@ -125,7 +125,7 @@ class ApprovalCards:
         text: str,
     ) -> None:
         """A button pressed in `chat` on message `message_id` (showing `text`)."""
-        verified = verify(self._key, data, chat.chat_id, self._now())
+        verified = verify(self._key, data, chat.chat_id, self._now(), bot=chat.client.gateway)
         if (
             verified is None
             or verified.action not in DONE
@@ -190,7 +190,10 @@ class ApprovalCards:
     async def _send(self, row: ApprovalRow, chat: Chat, expires_at: int) -> None:
         """The approval's message in `chat`, its buttons signed for that chat alone."""
         buttons = [
-            (label, sign(self._key, action, row.id, chat.chat_id, expires_at))
+            (
+                label,
+                sign(self._key, action, row.id, chat.chat_id, expires_at, bot=chat.client.gateway),
+            )
             for label, action in BUTTONS
         ]
         text = request_text(row)

@@ -176,7 +176,7 @@ class JobCards:
         self, chat: Chat, bound_session: str | None, callback_id: str, data: str
     ) -> None:
         """A card's button pressed in `chat`, whose DM's agent runs `bound_session`."""
-        verified = verify(self._key, data, chat.chat_id, self._now())
+        verified = verify(self._key, data, chat.chat_id, self._now(), bot=chat.client.gateway)
         card = self._cards.get(verified.approval_id) if verified is not None else None
         if (
             verified is None
@@ -385,7 +385,17 @@ class JobCards:
     def _buttons(self, card: JobCard) -> list[tuple[str, str]]:
         expires_at = int(self._now()) + VALID_S
         return [
-            (label, sign(self._key, action, card.card_id, card.chat.chat_id, expires_at))
+            (
+                label,
+                sign(
+                    self._key,
+                    action,
+                    card.card_id,
+                    card.chat.chat_id,
+                    expires_at,
+                    bot=card.chat.client.gateway,
+                ),
+            )
             for label, action in BUTTONS
         ]
 
