@@ -60,24 +60,37 @@ def postgres_processes(pid_file_text: str) -> list[psutil.Process]:
     return [postmaster, *postmaster.children(recursive=True)]
 
 
+def cpu_by_pid(processes: list[psutil.Process]) -> dict[int, float]:
+    seconds = {}
+    for process in processes:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            times = process.cpu_times()
+            seconds[process.pid] = times.user + times.system
+    return seconds
+
+
+def cpu_since(before: dict[int, float], after: dict[int, float]) -> float:
+    """CPU the processes alive at the end used since `before` (a backend started meanwhile
+    counts whole): Postgres's short-lived backends come and go, and subtracting the CPU of one
+    that exited from a later total read as negative time."""
+    return sum(used - before.get(pid, 0.0) for pid, used in after.items())
+
+
 async def measure(quick: bool) -> dict[str, float]:
     window = 30.0 if quick else 60.0
     async with choird_server() as server:
         choird = psutil.Process(server.pid)
-        postgres = postgres_processes((server.home / "pgdata" / "postmaster.pid").read_text())
+        pid_file = server.home / "pgdata" / "postmaster.pid"
         control_plane = await hello_agent(server)
         agent = asyncio.create_task(idle_agent(control_plane))
         try:
             await asyncio.sleep(2.0)  # let start-up work (pool warm-up, first beats) settle
-            began, choird_cpu, pg_cpu = (
-                time.monotonic(),
-                cpu_seconds([choird]),
-                cpu_seconds(postgres),
-            )
+            began, choird_cpu = time.monotonic(), cpu_seconds([choird])
+            pg_before = cpu_by_pid(postgres_processes(pid_file.read_text()))
             await asyncio.sleep(window)
             wall = time.monotonic() - began
             choird_cpu = cpu_seconds([choird]) - choird_cpu
-            pg_cpu = cpu_seconds(postgres) - pg_cpu
+            pg_cpu = cpu_since(pg_before, cpu_by_pid(postgres_processes(pid_file.read_text())))
             rss = choird.memory_info().rss / 2**20
         finally:
             agent.cancel()
