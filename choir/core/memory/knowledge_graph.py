@@ -72,6 +72,10 @@ class ItemFields:
     type: ItemType | None = None
     data: dict[str, Any] | None = None
 
+    @property
+    def given(self) -> bool:
+        return any(value is not None for value in (self.loc, self.type, self.data))
+
 
 NO_FIELDS: Final = ItemFields()
 
