@@ -175,14 +175,15 @@ async def memory_show(ctx: OperatorContext, request: r.MemoryItemRef) -> a.Memor
                 events_truncated=truncated,
             )
         try:
-            item = await store.get_knowledge(agent_id, item_id)
+            item, found = await store.knowledge_neighbours(agent_id, item_id)
         except NotFoundError:
             continue
+        edges = [edge_view(neighbour.edge) for neighbour in found]
         return a.MemoryItem(
             agent_id=agent_id,
             store="knowledge",
             chunk=None,
-            knowledge=knowledge_view(agent_id, item),
+            knowledge=knowledge_view(agent_id, item, edges=edges),
             events=[],
             events_truncated=False,
         )

@@ -126,7 +126,7 @@ async def test_edges_link_unlink_and_show_both_directions(
     assert only == []
 
     assert await store.unlink_knowledge(ada, "summary", "fact.old", None) == 1
-    with pytest.raises(NotFoundError, match="no derived_from edge from 'summary' to 'fact.old'"):
+    with pytest.raises(NotFoundError, match=r"no derived_from edge from 'summary' to 'fact\.old'"):
         await store.unlink_knowledge(ada, "summary", "fact.old", EdgeType.DERIVED_FROM)
 
 
@@ -272,3 +272,22 @@ async def test_a_too_large_text_with_graph_fields_is_still_refused(
 ) -> None:
     with pytest.raises(KnowledgeRefused, match="over the limit"):
         await store.add_knowledge(ada, "x" * 40_000, fields=ItemFields(loc="a"))
+
+
+async def test_a_version_with_tags_of_before_the_graph_still_restores(
+    store: PostgresMemoryStore, pool: Pool, ada: str
+) -> None:
+    item = await store.add_knowledge(ada, "prefers vim", name="editor")
+    async with pool.acquire() as conn:  # a tag stored before tags were checked
+        await conn.execute(
+            f"UPDATE {quote_ident(agent_schema(ada))}.knowledge_versions "
+            """SET metadata = '{"tags": ["two words"]}' WHERE document_id = $1""",
+            item.id,
+        )
+    await store.write_knowledge(ada, "editor", "prefers helix")
+
+    restored = await store.restore_knowledge(ada, "editor", 1)
+
+    assert (restored.item.text, restored.item.tags) == ("prefers vim", ("two words",))
+    with pytest.raises(GraphRefused, match="not a label"):
+        await store.write_knowledge(ada, "editor", "x", metadata={"tags": ["two words"]})
