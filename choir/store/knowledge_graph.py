@@ -16,6 +16,7 @@ from datetime import datetime
 from typing import Final, Literal
 from uuid import UUID
 
+import asyncpg
 from asyncpg import Record
 
 from choir.core.memory.knowledge_graph import NO_FILTER, EdgeType, GraphFilter, GraphRefused
@@ -114,7 +115,13 @@ async def link(
         raise GraphRefused(
             f"cannot link {str(source)!r} to itself: an edge joins two different items"
         )
-    status: str = await conn.execute(_LINK, source_id, edge_type.value, target_id)
+    try:
+        status: str = await conn.execute(_LINK, source_id, edge_type.value, target_id)
+    except asyncpg.ForeignKeyViolationError:  # an end removed since it was resolved
+        raise NotFoundError(
+            f"cannot link {str(source)!r} and {str(target)!r}: one of them was just removed; "
+            "list the items and link again"
+        ) from None
     source_item, target_item = await item_by_id(conn, source_id), await item_by_id(conn, target_id)
     return source_item, target_item, status == "INSERT 0 1"
 
