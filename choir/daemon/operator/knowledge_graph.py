@@ -21,18 +21,17 @@ from choir.core.memory.knowledge_graph import (
     check_type,
 )
 from choir.daemon.operator.context import OperatorContext
-from choir.errors import UsageError
+from choir.errors import UnavailableError, UsageError
 from choir.protocol.operator import answers as a
 from choir.protocol.operator import requests as r
 
 if TYPE_CHECKING:
+    from choir.daemon.memory.store import MemoryStore
     from choir.store.knowledge_graph import Edge
 
 
 async def knowledge_link(ctx: OperatorContext, request: r.KnowledgeLink) -> a.KnowledgeLinked:
-    from choir.daemon.operator.memory import store_of
-
-    store = store_of(ctx)
+    store = _store(ctx)
     ctx.require_agent(request.agent_id)
     kind = check_edge_type(request.edge)
     source, target, new = await store.link_knowledge(
@@ -44,9 +43,7 @@ async def knowledge_link(ctx: OperatorContext, request: r.KnowledgeLink) -> a.Kn
 
 
 async def knowledge_unlink(ctx: OperatorContext, request: r.KnowledgeUnlink) -> a.KnowledgeUnlinked:
-    from choir.daemon.operator.memory import store_of
-
-    store = store_of(ctx)
+    store = _store(ctx)
     ctx.require_agent(request.agent_id)
     kind: EdgeType | None = None if request.edge is None else check_edge_type(request.edge)
     removed = await store.unlink_knowledge(request.agent_id, request.ref, request.target, kind)
@@ -84,3 +81,11 @@ def edge_view(edge: Edge) -> a.KnowledgeEdgeView:
 def placed(loc: str, kind: str, tags: tuple[str, ...]) -> dict[str, Any]:
     """A view's loc (None when it has none), type and tags."""
     return {"loc": loc or None, "type": kind, "tags": list(tags)}
+
+
+def _store(ctx: OperatorContext) -> MemoryStore:
+    """choird's memory store (as `memory.store_of`, which imports this module)."""
+    store = ctx.memory_store()
+    if store is None:
+        raise UnavailableError("this choird serves no memory store: restart choird")
+    return store
