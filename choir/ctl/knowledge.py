@@ -39,7 +39,7 @@ LocOption = Annotated[
     typer.Option("--loc", help="Its place, segments joined by ':' (projects:choir:design)."),
 ]
 TypeOption = Annotated[
-    str | None, typer.Option("--type", help="system, record, info (default) or abstract.")
+    str | None, typer.Option("--type", help="system, record, info or abstract (new items: info).")
 ]
 DataOption = Annotated[
     str | None,

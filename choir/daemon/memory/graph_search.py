@@ -66,7 +66,7 @@ async def filtered_search(
         hits = await run_search(conn, agent_id, query)
     else:
         hits = await _deepened(conn, agent_id, query, mode, graph)
-    if store != "knowledge":
+    if store != "knowledge" or not hits:
         return [KnowledgeHit(hit, None) for hit in hits]
     placed = await _places(conn, [hit.source.id for hit in hits])
     return [KnowledgeHit(hit, placed.get(hit.source.id)) for hit in hits]

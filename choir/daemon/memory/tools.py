@@ -26,6 +26,7 @@ from uuid import UUID
 
 from choir.core.memory.knowledge_graph import NO_FIELDS
 from choir.daemon.agents.host_tools import HostToolCall, HostTools
+from choir.daemon.memory import graph_tools
 from choir.errors import ConflictError, NotFoundError, UnavailableError, UsageError
 from choir.protocol import ToolResult
 
@@ -108,7 +109,6 @@ class MemoryTools:
                 f"there is no agent {target!r} whose memory could be read; known: "
                 + ", ".join(sorted(self.agents())),
             )
-        from choir.daemon.memory import graph_tools
         from choir.daemon.memory.search import MemoryQuery, SearchMode
 
         mode = _required(args, "mode")
@@ -179,8 +179,6 @@ async def _write(
     op: str, caller: str, args: Mapping[str, Any], store: MemoryStore, index: Indexer
 ) -> ToolResult:
     """Run one op of the closed set; refusals (unknown name, taken name) become tool errors."""
-    from choir.daemon.memory import graph_tools
-
     name = _text(args, "name") or _text(args, "key")
     fields = graph_tools.item_fields(args) if op in ("add", "write", "put") else NO_FIELDS
     if op == "add":
@@ -224,8 +222,6 @@ async def _write(
 
 
 def _done(summary: str, op: str, item: KnowledgeItem) -> ToolResult:
-    from choir.daemon.memory.graph_tools import placed_view
-
     return ToolResult.ok(
         summary,
         op=op,
@@ -233,7 +229,7 @@ def _done(summary: str, op: str, item: KnowledgeItem) -> ToolResult:
         name=item.name,
         aliases=list(item.aliases),
         version=item.version,
-        **placed_view(item.loc, item.type.value, item.tags),
+        **graph_tools.placed_view(item.loc, item.type.value, item.tags),
     )
 
 
