@@ -21,7 +21,7 @@ from collections.abc import AsyncGenerator, Callable, Mapping
 from functools import cache
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Self, TypeAlias, TypeVar
+from typing import TYPE_CHECKING, Any, Self, TypeAlias, TypedDict, TypeVar
 
 from choir.errors import ChoirError, ConfigError, UnavailableError, error_class
 from choir.home import ChoirHome
@@ -419,9 +419,11 @@ class ChoirClient:
         mode: str = "hybrid",
         session_id: str | None = None,
         limit: int = 10,
+        graph: KnowledgeFilter | None = None,
     ) -> a.MemorySearch:
-        """Search an agent's session memory or knowledge; semantic and hybrid fall back to
-        text when no embedder answers (`fallback` says why)."""
+        """Search an agent's session memory or knowledge (kept by `graph`'s loc, type and
+        tags); semantic and hybrid fall back to text when no embedder answers (`fallback`
+        says why)."""
         return await self.ask(
             V.MEMORY_SEARCH,
             a.MemorySearch,
@@ -431,6 +433,7 @@ class ChoirClient:
             mode=mode,
             session_id=session_id,
             limit=limit,
+            **(graph or {}),
         )
 
     async def memory_show(self, item_id: str, *, agent_id: str | None = None) -> a.MemoryItem:
@@ -456,10 +459,21 @@ class ChoirClient:
         return await self.ask(V.USAGE, a.UsageReport, by=by, **given)
 
     async def knowledge_list(
-        self, agent_id: str, *, limit: int = 50, after: str | None = None
+        self,
+        agent_id: str,
+        *,
+        limit: int = 50,
+        after: str | None = None,
+        graph: KnowledgeFilter | None = None,
     ) -> a.KnowledgeList:
+        """A page of items, oldest first; `graph` keeps those of a loc subtree, a type, tags."""
         return await self.ask(
-            V.KNOWLEDGE_LIST, a.KnowledgeList, agent_id=agent_id, limit=limit, after=after
+            V.KNOWLEDGE_LIST,
+            a.KnowledgeList,
+            agent_id=agent_id,
+            limit=limit,
+            after=after,
+            **(graph or {}),
         )
 
     async def knowledge_show(self, agent_id: str, ref: str) -> a.KnowledgeView:
@@ -467,27 +481,91 @@ class ChoirClient:
         return await self.ask(V.KNOWLEDGE_SHOW, a.KnowledgeView, agent_id=agent_id, ref=ref)
 
     async def knowledge_put(
-        self, agent_id: str, text: str, *, name: str | None = None, tags: list[str] | None = None
+        self,
+        agent_id: str,
+        text: str,
+        *,
+        name: str | None = None,
+        tags: list[str] | None = None,
+        fields: KnowledgeFields | None = None,
     ) -> a.KnowledgeStored:
-        """Write the item `name` names, or add it; embedded at once when possible."""
+        """Write the item `name` names, or add it; embedded at once when possible. `fields`:
+        its loc, type and data."""
         return await self.ask(
-            V.KNOWLEDGE_PUT, a.KnowledgeStored, agent_id=agent_id, text=text, name=name, tags=tags
+            V.KNOWLEDGE_PUT,
+            a.KnowledgeStored,
+            agent_id=agent_id,
+            text=text,
+            name=name,
+            tags=tags,
+            **(fields or {}),
         )
 
     async def knowledge_add(
-        self, agent_id: str, text: str, *, name: str | None = None, tags: list[str] | None = None
+        self,
+        agent_id: str,
+        text: str,
+        *,
+        name: str | None = None,
+        tags: list[str] | None = None,
+        fields: KnowledgeFields | None = None,
     ) -> a.KnowledgeStored:
         """Add an item (refused when an item answers to `name`)."""
         return await self.ask(
-            V.KNOWLEDGE_ADD, a.KnowledgeStored, agent_id=agent_id, text=text, name=name, tags=tags
+            V.KNOWLEDGE_ADD,
+            a.KnowledgeStored,
+            agent_id=agent_id,
+            text=text,
+            name=name,
+            tags=tags,
+            **(fields or {}),
         )
 
     async def knowledge_write(
-        self, agent_id: str, ref: str, text: str, *, tags: list[str] | None = None
+        self,
+        agent_id: str,
+        ref: str,
+        text: str | None,
+        *,
+        tags: list[str] | None = None,
+        fields: KnowledgeFields | None = None,
     ) -> a.KnowledgeStored:
-        """Replace the content of the item `ref` names; its previous version is kept."""
+        """Replace the content of the item `ref` names (None text: kept); its previous version
+        is kept."""
         return await self.ask(
-            V.KNOWLEDGE_WRITE, a.KnowledgeStored, agent_id=agent_id, ref=ref, text=text, tags=tags
+            V.KNOWLEDGE_WRITE,
+            a.KnowledgeStored,
+            agent_id=agent_id,
+            ref=ref,
+            text=text,
+            tags=tags,
+            **(fields or {}),
+        )
+
+    async def knowledge_link(
+        self, agent_id: str, ref: str, target: str, edge: str
+    ) -> a.KnowledgeLinked:
+        """Add an edge of type `edge` from item `ref` to item `target`."""
+        return await self.ask(
+            V.KNOWLEDGE_LINK,
+            a.KnowledgeLinked,
+            agent_id=agent_id,
+            ref=ref,
+            target=target,
+            edge=edge,
+        )
+
+    async def knowledge_unlink(
+        self, agent_id: str, ref: str, target: str, edge: str | None = None
+    ) -> a.KnowledgeUnlinked:
+        """Remove the edges (of type `edge`, or all) from item `ref` to item `target`."""
+        return await self.ask(
+            V.KNOWLEDGE_UNLINK,
+            a.KnowledgeUnlinked,
+            agent_id=agent_id,
+            ref=ref,
+            target=target,
+            edge=edge,
         )
 
     async def knowledge_delete(self, agent_id: str, ref: str) -> a.KnowledgeDeleted:
@@ -579,6 +657,22 @@ def _adapter(verb: OperatorVerb) -> TypeAdapter[Any]:
     from choir.protocol.operator.contract import OPERATOR_MODELS
 
     return TypeAdapter(OPERATOR_MODELS[verb].item)
+
+
+class KnowledgeFilter(TypedDict, total=False):
+    """Which knowledge items a listing or a search keeps (design 003)."""
+
+    loc: str
+    type: str
+    tags: list[str]
+
+
+class KnowledgeFields(TypedDict, total=False):
+    """The graph fields a knowledge write sets (design 003)."""
+
+    loc: str
+    type: str
+    data: dict[str, Any]
 
 
 def _present(payload: dict[str, Any]) -> Payload:

@@ -204,6 +204,8 @@ ACTIONS: tuple[ConsoleAction, ...] = (
         "knowledge restore", "Knowledge: restore an item's earlier version", "call",
         confirm="Write version {version} of {ref} as its newest version?",
     ),
+    action("knowledge link", "Knowledge: link two items with a typed edge", "call"),
+    action("knowledge unlink", "Knowledge: remove the edges between two items", "call"),
     action(
         "knowledge delete", "Knowledge: delete an item", "call",
         confirm="Delete {ref} from {agent_id}'s knowledge?", danger=True,

@@ -432,8 +432,8 @@ CATALOGUE: Final[tuple[Command, ...]] = (
     ),
     Command(
         "knowledge write",
-        "Replace the text of a knowledge item; its previous version is kept (knowledge "
-        "history).",
+        "Replace the text of a knowledge item (or only its tags, loc, type or data); its "
+        "previous\nversion is kept (knowledge history).",
         verb="knowledge.write",
         params=(AGENT, KNOWLEDGE_ITEM, Param("text", "New text", "text")),
         done="{ref} written",
@@ -463,6 +463,32 @@ CATALOGUE: Final[tuple[Command, ...]] = (
         verb="knowledge.restore",
         params=(AGENT, KNOWLEDGE_ITEM, Param("version", "Version", "word")),
         done="{ref} restored to version {version}",
+    ),
+    Command(
+        "knowledge link",
+        "Link two knowledge items with a typed edge (relates_to, derived_from, supersedes);\n"
+        "both must exist (exits 4 naming the missing one). Linking twice changes nothing.",
+        verb="knowledge.link",
+        params=(
+            AGENT,
+            KNOWLEDGE_ITEM,
+            Param("edge", "Edge type", "word"),
+            Param("target", "Target item (name, alias or id)", "item"),
+        ),
+        done="{ref} {edge} {target}",
+    ),
+    Command(
+        "knowledge unlink",
+        "Remove the edges from one knowledge item to another (--edge: only that type). Exits 4"
+        "\nif there is none.",
+        verb="knowledge.unlink",
+        params=(
+            AGENT,
+            KNOWLEDGE_ITEM,
+            Param("target", "Target item (name, alias or id)", "item"),
+            Param("edge", "Edge type (empty: all)", "word", optional=True),
+        ),
+        done="edges from {ref} to {target} removed",
     ),
     Command(
         "knowledge delete",

@@ -1,13 +1,15 @@
 """`choirctl knowledge`: an agent's named, versioned knowledge (tier 4, §11.6; seed design 002).
 
 list, show; the closed set of writes: add, write, rename, alias, delete (remove), and put (write
-or add: the spec's update-by-key); history and restore of versions. Items are addressed by name,
-alias or id. The operator may write any agent's knowledge (an agent only its own, §11.2).
+or add: the spec's update-by-key); history and restore of versions; link and unlink (typed
+edges, seed design 003). Items are addressed by name, alias or id, and carry a loc, a type,
+tags and data (`--loc`, `--type`, `--tag`, `--data` on writes; the first three filter `list`).
+The operator may write any agent's knowledge (an agent only its own, §11.2).
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -16,6 +18,7 @@ from choir.ctl.options import HomeOption, JsonOption
 from choir.ctl.render.output import emit, table
 
 if TYPE_CHECKING:
+    from choir.client import KnowledgeFields, KnowledgeFilter
     from choir.protocol.operator.answers import KnowledgeStored, KnowledgeView
 
 app = typer.Typer(
@@ -31,6 +34,49 @@ RefArgument = Annotated[
 ]
 TextArgument = Annotated[str, typer.Argument(help="What to remember.", show_default=False)]
 TagsOption = Annotated[list[str] | None, typer.Option("--tag", help="A label (repeat for more).")]
+LocOption = Annotated[
+    str | None,
+    typer.Option("--loc", help="Its place, segments joined by ':' (projects:choir:design)."),
+]
+TypeOption = Annotated[
+    str | None, typer.Option("--type", help="system, record, info or abstract (new items: info).")
+]
+DataOption = Annotated[
+    str | None,
+    typer.Option("--data", help='Structured data, a JSON object (\'{"host": "castor"}\').'),
+]
+FilterLocOption = Annotated[
+    str | None, typer.Option("--loc", help="Only items at this loc or below it.")
+]
+FilterTypeOption = Annotated[str | None, typer.Option("--type", help="Only items of this type.")]
+FilterTagsOption = Annotated[
+    list[str] | None, typer.Option("--tag", help="Only items with this tag (repeat: all of them).")
+]
+
+
+def graph_filter(loc: str | None, kind: str | None, tags: list[str] | None) -> KnowledgeFilter:
+    """The `--loc`, `--type` and `--tag` filters as the client sends them."""
+    given: dict[str, Any] = {"loc": loc, "type": kind, "tags": tags or None}
+    return {key: value for key, value in given.items() if value is not None}  # type: ignore[return-value]
+
+
+def graph_fields(loc: str | None, kind: str | None, data: str | None) -> KnowledgeFields:
+    """`--loc`, `--type` and `--data` (parsed; choird checks all three)."""
+    given: dict[str, Any] = {"loc": loc, "type": kind}
+    if data is not None:
+        import json
+
+        from choir.errors import UsageError
+
+        try:
+            given["data"] = json.loads(data)
+        except ValueError as exc:
+            raise UsageError(
+                f"--data is not JSON ({exc}); give an object like '{{\"a\": 1}}'"
+            ) from None
+        if not isinstance(given["data"], dict):
+            raise UsageError("--data must be a JSON object like '{\"a\": 1}'")
+    return {key: value for key, value in given.items() if value is not None}  # type: ignore[return-value]
 
 
 @app.command("list")
@@ -41,28 +87,35 @@ def list_items(
     after: Annotated[
         str | None, typer.Option("--after", help="Start after this id (the previous page's last).")
     ] = None,
+    loc: FilterLocOption = None,
+    kind: FilterTypeOption = None,
+    tags: FilterTagsOption = None,
     home: HomeOption = None,
     as_json: JsonOption = False,
 ) -> None:
     from choir.ctl.remote import with_choird
-    from choir.ctl.render.humanize import moment, one_line
+    from choir.ctl.render.humanize import dash, moment, one_line
 
+    graph = graph_filter(loc, kind, tags)
     data = with_choird(
-        home, lambda choird: choird.knowledge_list(agent_id, limit=limit, after=after)
+        home,
+        lambda choird: choird.knowledge_list(agent_id, limit=limit, after=after, graph=graph),
     )
     rows = [
         (
             item.name,
+            dash(item.loc or ""),
+            item.type,
             str(item.version),
             "yes" if item.has_vector else "no",
             moment(item.updated_at),
-            one_line(item.text, 50),
+            one_line(item.text, 40),
         )
         for item in data.items
     ]
 
     def human() -> None:
-        table(("name", "version", "vector", "updated", "text"), rows)
+        table(("name", "loc", "type", "version", "vector", "updated", "text"), rows)
         if data.next_after:
             print(f"(more: choirctl knowledge list {agent_id} --after {data.next_after})")
 
@@ -88,8 +141,20 @@ def fields(item: KnowledgeView) -> None:
     print(f"{'aliases':<10}{dash(', '.join(item.aliases))}")
     print(f"{'id':<10}{item.id}")
     print(f"{'version':<10}{item.version}")
+    print(f"{'loc':<10}{dash(item.loc or '')}")
+    print(f"{'type':<10}{item.type}")
+    print(f"{'tags':<10}{dash(', '.join(item.tags))}")
+    if item.data:
+        print(f"{'data':<10}{compact(item.data, 100)}")
     if item.metadata:
         print(f"{'metadata':<10}{compact(item.metadata, 100)}")
+    for edge in item.edges or ():
+        arrow = (
+            f"{edge.edge} {edge.name}"
+            if edge.direction == "out"
+            else f"{edge.name} {edge.edge} this"
+        )
+        print(f"{'edge':<10}{arrow}")
     print(f"{'vector':<10}{'yes' if item.has_vector else 'no'}")
     print(f"{'created':<10}{moment(item.created_at)}")
     print(f"{'updated':<10}{moment(item.updated_at)}")
@@ -107,13 +172,20 @@ def put(
         typer.Option("--name", "--key", help="The item's name: writes the item so named."),
     ] = None,
     tags: TagsOption = None,
+    loc: LocOption = None,
+    kind: TypeOption = None,
+    data_json: DataOption = None,
     home: HomeOption = None,
     as_json: JsonOption = False,
 ) -> None:
     from choir.ctl.remote import with_choird
 
+    fields = graph_fields(loc, kind, data_json)
     data = with_choird(
-        home, lambda choird: choird.knowledge_put(agent_id, text, name=name, tags=tags or None)
+        home,
+        lambda choird: choird.knowledge_put(
+            agent_id, text, name=name, tags=tags or None, fields=fields
+        ),
     )
     emit(data, as_json, lambda: _stored(agent_id, data))
 
@@ -127,13 +199,20 @@ def add(
         str | None, typer.Option("--name", help="Its name (default: derived from the text).")
     ] = None,
     tags: TagsOption = None,
+    loc: LocOption = None,
+    kind: TypeOption = None,
+    data_json: DataOption = None,
     home: HomeOption = None,
     as_json: JsonOption = False,
 ) -> None:
     from choir.ctl.remote import with_choird
 
+    fields = graph_fields(loc, kind, data_json)
     data = with_choird(
-        home, lambda choird: choird.knowledge_add(agent_id, text, name=name, tags=tags or None)
+        home,
+        lambda choird: choird.knowledge_add(
+            agent_id, text, name=name, tags=tags or None, fields=fields
+        ),
     )
     emit(data, as_json, lambda: _stored(agent_id, data))
 
@@ -143,15 +222,25 @@ def add(
 def write(
     agent_id: AgentArgument,
     ref: RefArgument,
-    text: Annotated[str, typer.Argument(help="Its new text.", show_default=False)],
+    text: Annotated[
+        str | None,
+        typer.Argument(help="Its new text (leave out to change only tags, loc, type or data)."),
+    ] = None,
     tags: TagsOption = None,
+    loc: LocOption = None,
+    kind: TypeOption = None,
+    data_json: DataOption = None,
     home: HomeOption = None,
     as_json: JsonOption = False,
 ) -> None:
     from choir.ctl.remote import with_choird
 
+    fields = graph_fields(loc, kind, data_json)
     data = with_choird(
-        home, lambda choird: choird.knowledge_write(agent_id, ref, text, tags=tags or None)
+        home,
+        lambda choird: choird.knowledge_write(
+            agent_id, ref, text, tags=tags or None, fields=fields
+        ),
     )
     emit(data, as_json, lambda: _stored(agent_id, data))
 
@@ -250,3 +339,44 @@ def delete(
 
     data = with_choird(home, lambda choird: choird.knowledge_delete(agent_id, ref))
     emit(data, as_json, lambda: print(f"deleted {ref} from {agent_id}'s knowledge"))
+
+
+@app.command("link")
+@documented("knowledge link")
+def link(
+    agent_id: AgentArgument,
+    ref: RefArgument,
+    edge: Annotated[
+        str,
+        typer.Argument(
+            help="relates_to, derived_from (made from the target) or supersedes (replaces it).",
+            show_default=False,
+        ),
+    ],
+    target: Annotated[str, typer.Argument(help="The item the edge points to (name, alias or id).")],
+    home: HomeOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    from choir.ctl.remote import with_choird
+
+    data = with_choird(home, lambda choird: choird.knowledge_link(agent_id, ref, target, edge))
+    done = "linked" if data.new else "already linked"
+    emit(data, as_json, lambda: print(f"{done}: {data.source} {data.edge} {data.target}"))
+
+
+@app.command("unlink")
+@documented("knowledge unlink")
+def unlink(
+    agent_id: AgentArgument,
+    ref: RefArgument,
+    target: Annotated[str, typer.Argument(help="The item the edge points to (name, alias or id).")],
+    edge: Annotated[
+        str | None, typer.Option("--edge", help="Only edges of this type (default: all).")
+    ] = None,
+    home: HomeOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    from choir.ctl.remote import with_choird
+
+    data = with_choird(home, lambda choird: choird.knowledge_unlink(agent_id, ref, target, edge))
+    emit(data, as_json, lambda: print(f"removed {data.removed} edge(s) from {ref} to {target}"))

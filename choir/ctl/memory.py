@@ -47,15 +47,33 @@ def search(
         str | None,
         typer.Option("--session", help="The promoted session to open (session_detail)."),
     ] = None,
+    loc: Annotated[
+        str | None, typer.Option("--loc", help="Knowledge: only items at this loc or below it.")
+    ] = None,
+    kind: Annotated[
+        str | None, typer.Option("--type", help="Knowledge: only items of this type.")
+    ] = None,
+    tags: Annotated[
+        list[str] | None,
+        typer.Option("--tag", help="Knowledge: only items with this tag (repeat: all of them)."),
+    ] = None,
     home: HomeOption = None,
     as_json: JsonOption = False,
 ) -> None:
+    from choir.ctl.knowledge import graph_filter
     from choir.ctl.remote import with_choird
 
+    graph = graph_filter(loc, kind, tags)
     data = with_choird(
         home,
         lambda choird: choird.memory_search(
-            agent_id, query, store=store, mode=mode, session_id=session_id, limit=limit
+            agent_id,
+            query,
+            store=store,
+            mode=mode,
+            session_id=session_id,
+            limit=limit,
+            graph=graph,
         ),
     )
     if data.fallback and not as_json:
@@ -76,7 +94,7 @@ def _hits(data: MemorySearch) -> None:
 
 def _where(hit: MemoryHitView) -> str:
     if hit.store == "knowledge":
-        return hit.name or "knowledge"
+        return f"{hit.name} ({hit.loc})" if hit.loc else hit.name or "knowledge"
     revs = f" revs {hit.first_rev}-{hit.last_rev}" if hit.first_rev is not None else ""
     return f"{hit.session_id} {hit.tier}{revs}"
 

@@ -9,13 +9,20 @@ Texts may hold any character (NUL included, `jsonb_safe.encode_text`).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Final
 from uuid import UUID
 
 from asyncpg import Record
 
+from choir.core.memory.knowledge_graph import (
+    NO_FIELDS,
+    ItemFields,
+    ItemType,
+    check_fields,
+    check_tags,
+)
 from choir.core.memory.knowledge_names import check_name
 from choir.errors import NotFoundError, UsageError
 from choir.store.postgres.jsonb_safe import decode_text, encode_json
@@ -29,7 +36,9 @@ KNOWLEDGE_METADATA_MAX_BYTES: Final = 4 * 1024
 LIST_MAX: Final = 1000
 """Most items one page lists."""
 
-_FIELDS: Final = "d.id, d.name, d.text, d.metadata, d.version, d.created_at, d.updated_at"
+_FIELDS: Final = (
+    "d.id, d.name, d.text, d.metadata, d.version, d.created_at, d.updated_at, d.loc, d.type, d.data"
+)
 _HAS_VECTOR: Final = "EXISTS (SELECT FROM knowledge_embeddings e WHERE e.document_id = d.id)"
 _ALIASES: Final = (
     "ARRAY(SELECT n.name FROM knowledge_names n WHERE n.document_id = d.id AND n.is_alias "
@@ -74,14 +83,47 @@ class KnowledgeItem:
     updated_at: datetime
     has_vector: bool
     """Whether its embedding is stored (False until the queue or a backfill writes it)."""
+    loc: str = ""
+    """Its place in the hierarchy (`projects:choir:design`; "" none), design 003."""
+    type: ItemType = ItemType.INFO
+    data: dict[str, Any] = field(default_factory=dict)
+    """Structured data beside the text (a JSON object)."""
+
+    @property
+    def tags(self) -> tuple[str, ...]:
+        """Its labels (kept in `metadata`, as they were before the graph)."""
+        tags = self.metadata.get("tags")
+        return tuple(tag for tag in tags if isinstance(tag, str)) if isinstance(tags, list) else ()
 
 
 class KnowledgeRefused(UsageError):
     """A knowledge item that cannot be stored as given (too large, empty, bad name)."""
 
 
-def check_item(text: str, name: str | None, metadata: dict[str, Any]) -> None:
-    """Refuse what must not be stored, naming the limit; nothing is written before this."""
+def check_item(
+    text: str | None,
+    name: str | None,
+    metadata: dict[str, Any],
+    fields: ItemFields = NO_FIELDS,
+) -> None:
+    """Refuse what must not be stored, naming the limit; nothing is written before this. A None
+    text is a write that keeps the item's own."""
+    if text is not None:
+        _check_text(text)
+    check_fields(fields)
+    if name is not None:
+        check_name(name)
+    if "tags" in metadata:
+        check_tags(metadata["tags"] if isinstance(metadata["tags"], list) else [metadata["tags"]])
+    meta_size = len(encode_json(metadata))
+    if meta_size > KNOWLEDGE_METADATA_MAX_BYTES:
+        raise KnowledgeRefused(
+            f"knowledge metadata is {meta_size} bytes as JSON, over the limit of "
+            f"{KNOWLEDGE_METADATA_MAX_BYTES}; keep tags and sources short"
+        )
+
+
+def _check_text(text: str) -> None:
     size = len(text.encode())
     if size > KNOWLEDGE_MAX_BYTES:
         raise KnowledgeRefused(
@@ -90,14 +132,6 @@ def check_item(text: str, name: str | None, metadata: dict[str, Any]) -> None:
         )
     if not text.strip():
         raise KnowledgeRefused("knowledge text is empty; give the text to remember")
-    if name is not None:
-        check_name(name)
-    meta_size = len(encode_json(metadata))
-    if meta_size > KNOWLEDGE_METADATA_MAX_BYTES:
-        raise KnowledgeRefused(
-            f"knowledge metadata is {meta_size} bytes as JSON, over the limit of "
-            f"{KNOWLEDGE_METADATA_MAX_BYTES}; keep tags and sources short"
-        )
 
 
 async def resolve(conn: Connection, ref: UUID | str) -> UUID | None:
@@ -175,4 +209,7 @@ def item_of(row: Record) -> KnowledgeItem:
         created_at=row["created_at"],
         updated_at=row["updated_at"],
         has_vector=row["has_vector"],
+        loc=row["loc"],
+        type=ItemType(row["type"]),
+        data=row["data"],
     )

@@ -1,18 +1,20 @@
 """Knowledge versions (from seed design 003): every content write keeps the one before it.
 
-Version 1 is the added content; each write that changes the text or metadata adds the next one
-(`knowledge_writes`). Restoring version N writes N's text and metadata as a new version, marked
+Version 1 is the added content; each write that changes the text, metadata (tags), loc, type or
+data adds the next one (`knowledge_writes`). Restoring version N writes N's text, metadata,
+loc, type and data as a new version (edges are not versioned: a restore keeps them), marked
 `restored_from` N, so a restore is itself undone by restoring again. Versions go with the item
 when it is removed. Functions take a connection already running as the agent.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Final
 from uuid import UUID
 
+from choir.core.memory.knowledge_graph import ItemFields, ItemType
 from choir.errors import NotFoundError, UsageError
 from choir.store.knowledge import resolved
 from choir.store.knowledge_writes import Written, write_item
@@ -23,11 +25,13 @@ HISTORY_MAX: Final = 1000
 """Most versions one history answer lists (the newest)."""
 
 _HISTORY: Final = """
-SELECT version, name, text, metadata, written_at, restored_from FROM knowledge_versions
+SELECT version, name, text, metadata, written_at, restored_from, loc, type, data
+FROM knowledge_versions
 WHERE document_id = $1 ORDER BY version DESC LIMIT $2
 """
 _ONE: Final = (
-    "SELECT text, metadata FROM knowledge_versions WHERE document_id = $1 AND version = $2"
+    "SELECT text, metadata, loc, type, data FROM knowledge_versions "
+    "WHERE document_id = $1 AND version = $2"
 )
 _RANGE: Final = "SELECT min(version), max(version) FROM knowledge_versions WHERE document_id = $1"
 
@@ -44,6 +48,9 @@ class KnowledgeVersion:
     written_at: datetime
     restored_from: int | None
     """The version this one restored, if it was a restore."""
+    loc: str = ""
+    type: ItemType = ItemType.INFO
+    data: dict[str, Any] = field(default_factory=dict)
 
 
 async def history(
@@ -62,6 +69,9 @@ async def history(
             metadata=row["metadata"],
             written_at=row["written_at"],
             restored_from=row["restored_from"],
+            loc=row["loc"],
+            type=ItemType(row["type"]),
+            data=row["data"],
         )
         for row in rows
     ]
@@ -77,6 +87,12 @@ async def restore(conn: Connection, ref: UUID | str, version: int) -> Written:
             f"knowledge item {str(ref)!r} has no version {version}; it has versions "
             f"{low} to {high} (see its history)"
         )
+    fields = ItemFields(loc=row["loc"], type=ItemType(row["type"]), data=row["data"])
     return await write_item(
-        conn, item_id, decode_text(row["text"]), metadata=row["metadata"], restored_from=version
+        conn,
+        item_id,
+        decode_text(row["text"]),
+        metadata=row["metadata"],
+        restored_from=version,
+        fields=fields,
     )

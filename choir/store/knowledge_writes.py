@@ -18,6 +18,7 @@ from uuid import UUID, uuid4
 
 import asyncpg
 
+from choir.core.memory.knowledge_graph import DEFAULT_TYPE, NO_FIELDS, ItemFields
 from choir.core.memory.knowledge_names import check_name, derived_name
 from choir.errors import ConflictError
 from choir.store.knowledge import KnowledgeItem, check_item, item_by_id, resolve, resolved
@@ -31,35 +32,45 @@ JOIN knowledge_documents d ON d.id = n.document_id WHERE n.name = $1
 
 _ADD: Final = """
 WITH d AS (
-    INSERT INTO knowledge_documents (id, name, text, metadata) VALUES ($1, $2, $3, $4)
+    INSERT INTO knowledge_documents (id, name, text, metadata, loc, type, data)
+    VALUES ($1, $2, $3, $4, $5, $6, $7)
     RETURNING *
 ),
 n AS (INSERT INTO knowledge_names (name, document_id, is_alias) SELECT name, id, false FROM d)
-INSERT INTO knowledge_versions (document_id, version, name, text, metadata, written_at)
-SELECT id, version, name, text, metadata, created_at FROM d
+INSERT INTO knowledge_versions
+    (document_id, version, name, text, metadata, written_at, loc, type, data)
+SELECT id, version, name, text, metadata, created_at, loc, type, data FROM d
 """
 
 # One snapshot: the vector goes exactly when the text changes. `$4` forces a version even when
 # nothing changed (a restore is always one); otherwise an unchanged write is a no-op, so a
-# retried call does not pile up versions.
+# retried call does not pile up versions. A NULL text, metadata, loc, type or data ($2, $3,
+# $6-$8) keeps the item's own.
 _WRITE: Final = """
-WITH prior AS (SELECT id, text, metadata FROM knowledge_documents WHERE id = $1),
+WITH prior AS (SELECT id, text, metadata, loc, type, data FROM knowledge_documents WHERE id = $1),
+next AS (
+    SELECT id, coalesce($2, text) AS text, coalesce($3, metadata) AS metadata,
+           coalesce($6, loc) AS loc, coalesce($7, type) AS type, coalesce($8, data) AS data,
+           (text, metadata, loc, type, data) IS DISTINCT FROM
+           (coalesce($2, text), coalesce($3, metadata), coalesce($6, loc), coalesce($7, type),
+            coalesce($8, data)) AS changed,
+           text IS DISTINCT FROM coalesce($2, text) AS new_text
+    FROM prior
+),
 stale AS (
-    DELETE FROM knowledge_embeddings e USING prior
-    WHERE e.document_id = prior.id AND prior.text IS DISTINCT FROM $2
+    DELETE FROM knowledge_embeddings e USING next
+    WHERE e.document_id = next.id AND next.new_text
 ),
 d AS (
     UPDATE knowledge_documents k
-    SET text = $2, metadata = coalesce($3, k.metadata), version = k.version + 1,
-        updated_at = now()
-    FROM prior WHERE k.id = prior.id
-        AND ($4 OR prior.text IS DISTINCT FROM $2
-             OR prior.metadata IS DISTINCT FROM coalesce($3, prior.metadata))
+    SET text = next.text, metadata = next.metadata, loc = next.loc, type = next.type,
+        data = next.data, version = k.version + 1, updated_at = now()
+    FROM next WHERE k.id = next.id AND ($4 OR next.changed)
     RETURNING k.*
 )
 INSERT INTO knowledge_versions
-    (document_id, version, name, text, metadata, written_at, restored_from)
-SELECT id, version, name, text, metadata, updated_at, $5 FROM d
+    (document_id, version, name, text, metadata, written_at, restored_from, loc, type, data)
+SELECT id, version, name, text, metadata, updated_at, $5, loc, type, data FROM d
 """
 
 # Three statements, in this order: an alias of the item that becomes its name must be gone
@@ -90,43 +101,72 @@ class Written:
 
 
 async def add_item(
-    conn: Connection, text: str, *, name: str | None = None, metadata: dict[str, Any]
+    conn: Connection,
+    text: str,
+    *,
+    name: str | None = None,
+    metadata: dict[str, Any],
+    fields: ItemFields = NO_FIELDS,
 ) -> KnowledgeItem:
     """Add an item named `name` (derived from its text when None); a taken name is refused."""
-    check_item(text, name, metadata)
+    check_item(text, name, metadata, fields)
     item_id = uuid4()
     name = name if name is not None else derived_name(text, item_id)
     await _check_free(conn, name, "name", None)
-    await _guarded(conn.execute(_ADD, item_id, name, encode_text(text), metadata), name)
+    loc, kind = fields.loc or "", (fields.type or DEFAULT_TYPE).value
+    await _guarded(
+        conn.execute(
+            _ADD, item_id, name, encode_text(text), metadata, loc, kind, fields.data or {}
+        ),
+        name,
+    )
     return await item_by_id(conn, item_id)
 
 
 async def write_item(
     conn: Connection,
     ref: UUID | str,
-    text: str,
+    text: str | None,
     *,
     metadata: dict[str, Any] | None = None,
     restored_from: int | None = None,
+    fields: ItemFields = NO_FIELDS,
 ) -> Written:
-    """Replace the content of the item `ref` names (its metadata too, when given)."""
-    check_item(text, None, metadata or {})
+    """Replace the content of the item `ref` names: its text (None keeps it), its metadata and
+    graph fields where given."""
+    # A restore writes what was stored under the rules of its day (tags checked since design
+    # 003's graph): only what is new is checked.
+    check_item(text, None, metadata or {} if restored_from is None else {}, fields)
     item_id = await resolved(conn, ref)
     status: str = await conn.execute(
-        _WRITE, item_id, encode_text(text), metadata, restored_from is not None, restored_from
+        _WRITE,
+        item_id,
+        None if text is None else encode_text(text),
+        metadata,
+        restored_from is not None,
+        restored_from,
+        fields.loc,
+        None if fields.type is None else fields.type.value,
+        fields.data,
     )
     return Written(await item_by_id(conn, item_id), added=False, changed=status == "INSERT 0 1")
 
 
 async def put_item(
-    conn: Connection, text: str, *, name: str | None = None, metadata: dict[str, Any]
+    conn: Connection,
+    text: str,
+    *,
+    name: str | None = None,
+    metadata: dict[str, Any],
+    fields: ItemFields = NO_FIELDS,
 ) -> Written:
     """The spec's insert and update-by-key: write the item `name` names, or add it."""
-    check_item(text, name, metadata)
+    check_item(text, name, metadata, fields)
     existing = await resolve(conn, name) if name is not None else None
     if existing is None:
-        return Written(await add_item(conn, text, name=name, metadata=metadata), True, True)
-    return await write_item(conn, existing, text, metadata=metadata)
+        added = await add_item(conn, text, name=name, metadata=metadata, fields=fields)
+        return Written(added, True, True)
+    return await write_item(conn, existing, text, metadata=metadata, fields=fields)
 
 
 async def rename_item(conn: Connection, ref: UUID | str, new_name: str) -> KnowledgeItem:
@@ -152,7 +192,8 @@ async def alias_item(conn: Connection, ref: UUID | str, alias: str) -> Knowledge
 
 
 async def remove_item(conn: Connection, ref: UUID | str) -> bool:
-    """Remove the item `ref` names, with its aliases, versions and vector; whether one was."""
+    """Remove the item `ref` names, with its aliases, versions, vector and edges; whether one
+    was."""
     item_id = await resolve(conn, ref)
     if item_id is None:
         return False

@@ -82,7 +82,7 @@ async def test_knowledge_put_list_show_delete(filled: Filled):
     assert put.out == "stored team.standup in agent-1's knowledge; embedded\n"
     assert set(again.json()) == fields(a.KnowledgeStored)
     assert again.json()["updated"] is True
-    assert listed.out.splitlines()[1].split()[:3] == ["team.standup", "2", "yes"]
+    assert listed.out.splitlines()[1].split()[:5] == ["team.standup", "-", "info", "2", "yes"]
     assert "standup is at ten" in listed.out
     assert "name      team.standup (knowledge of agent-1)" in shown.out
     assert f"id        {item_id}" in shown.out

@@ -1,5 +1,6 @@
 """The Memory tab: the selected agent's memory at a glance, a search box, its knowledge, and
-one item opened with the session events it was cut from (§11, issue 14's operator surface).
+one item opened with the session events it was cut from (§11, issue 14's operator surface), or
+a knowledge item with its type, loc, tags and edges (seed design 003).
 
 Nothing here polls: the stats line is read with `memory.stats` on mount, after a resync, when
 another agent is selected and with `f`; results come from `memory.search` (enter in the search
@@ -255,7 +256,7 @@ class MemoryView(ChoirView):
 
 def hit_row(hit: a.MemoryHitView) -> tuple[str, str, str, str]:
     if hit.store == "knowledge":
-        where = hit.name or "knowledge"
+        where = f"{hit.name} ({hit.loc})" if hit.loc else hit.name or "knowledge"
     else:
         revs = f" revs {hit.first_rev}-{hit.last_rev}" if hit.first_rev is not None else ""
         where = f"{hit.tier}{revs}"
@@ -264,7 +265,8 @@ def hit_row(hit: a.MemoryHitView) -> tuple[str, str, str, str]:
 
 def item_row(item: a.KnowledgeView) -> tuple[str, str, str, str]:
     vector = "" if item.has_vector else " (no vector)"
-    return item.id, "", f"{item.name}{vector}", flat(item.text)
+    loc = f" ({item.loc})" if item.loc else ""
+    return item.id, "", f"{item.name}{loc}{vector}", flat(item.text)
 
 
 def flat(text: str) -> str:
@@ -279,6 +281,15 @@ def item_text(item: a.MemoryItem) -> Text:
         k = item.knowledge
         text.append(f"knowledge {k.id}", "bold")
         text.append(f"  {k.name} v{k.version} · updated {(k.updated_at or '-')[:19]}\n")
+        tags = f" · tags {', '.join(k.tags)}" if k.tags else ""
+        text.append(f"{k.type} · loc {k.loc or '-'}{tags}\n", "dim")
+        for edge in k.edges or ():
+            arrow = (
+                f"→ {edge.edge} {edge.name}"
+                if edge.direction == "out"
+                else (f"← {edge.name} {edge.edge} this")
+            )
+            text.append(f"{arrow}\n", "dim")
         text.append(k.text)
         return text
     chunk = item.chunk

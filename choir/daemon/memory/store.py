@@ -18,19 +18,28 @@ vector until `memory reembed` switches it: two models' vectors are never compare
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import replace
 from typing import Any, Protocol, TypeVar
 from uuid import UUID
 
 from choir.core.memory.chunks import MemoryChunk, Tier
+from choir.core.memory.knowledge_graph import (
+    NO_FIELDS,
+    NO_FILTER,
+    EdgeType,
+    GraphFilter,
+    ItemFields,
+)
 from choir.core.memory.knowledge_names import check_name
+from choir.daemon.memory.graph_search import KnowledgeHit, filtered_search
 from choir.daemon.memory.search import MemoryQuery, checked, ef_search, run_search
 from choir.daemon.memory.vector_models import VectorModels
 from choir.errors import NotFoundError, UnavailableError
 from choir.store import (
     knowledge,
+    knowledge_graph,
     knowledge_versions,
     knowledge_writes,
     memory,
@@ -39,6 +48,7 @@ from choir.store import (
 )
 from choir.store.agent_schema import run_as_agent
 from choir.store.knowledge import KnowledgeItem
+from choir.store.knowledge_graph import NEIGHBOURS_MAX, Neighbour
 from choir.store.knowledge_versions import KnowledgeVersion
 from choir.store.knowledge_writes import Written
 from choir.store.memory import ChunkRef, StoredChunk
@@ -61,6 +71,7 @@ class MemoryStore(Protocol):
         *,
         name: str | None = None,
         metadata: dict[str, Any] | None = None,
+        fields: ItemFields = NO_FIELDS,
     ) -> KnowledgeItem:
         """The spec's insert and update-by-key: write the item that `name` names (a changed
         text loses its vector until embedded again), or add it (a derived name when None).
@@ -74,14 +85,22 @@ class MemoryStore(Protocol):
         *,
         name: str | None = None,
         metadata: dict[str, Any] | None = None,
+        fields: ItemFields = NO_FIELDS,
     ) -> KnowledgeItem:
         """Add an item; a name some item answers to is `KnowledgeNameTaken`."""
         ...
 
     async def write_knowledge(
-        self, agent_id: str, ref: UUID | str, text: str, *, metadata: dict[str, Any] | None = None
+        self,
+        agent_id: str,
+        ref: UUID | str,
+        text: str | None,
+        *,
+        metadata: dict[str, Any] | None = None,
+        fields: ItemFields = NO_FIELDS,
     ) -> Written:
-        """Replace the content of the item `ref` names, keeping the previous version."""
+        """Replace the content of the item `ref` names (None text, metadata or field: kept),
+        keeping the previous version."""
         ...
 
     async def rename_knowledge(self, agent_id: str, ref: UUID | str, name: str) -> KnowledgeItem:
@@ -107,9 +126,44 @@ class MemoryStore(Protocol):
         ...
 
     async def list_knowledge(
-        self, agent_id: str, *, limit: int, after: UUID | str | None = None
+        self,
+        agent_id: str,
+        *,
+        limit: int,
+        after: UUID | str | None = None,
+        graph: GraphFilter = NO_FILTER,
     ) -> list[KnowledgeItem]:
-        """A page of items, oldest first, after the item with id `after`."""
+        """A page of items passing `graph`, oldest first, after the item with id `after`."""
+        ...
+
+    async def link_knowledge(
+        self, agent_id: str, source: UUID | str, target: UUID | str, edge_type: EdgeType
+    ) -> tuple[KnowledgeItem, KnowledgeItem, bool]:
+        """Link two items (both must exist); the two and whether the edge is new."""
+        ...
+
+    async def unlink_knowledge(
+        self, agent_id: str, source: UUID | str, target: UUID | str, edge_type: EdgeType | None
+    ) -> int:
+        """Remove the edges from `source` to `target` (of one type or all); none is an error."""
+        ...
+
+    async def knowledge_neighbours(
+        self,
+        agent_id: str,
+        ref: UUID | str,
+        *,
+        types: Collection[EdgeType] = (),
+        graph: GraphFilter = NO_FILTER,
+        limit: int = NEIGHBOURS_MAX,
+    ) -> tuple[KnowledgeItem, list[Neighbour]]:
+        """The item `ref` names and its neighbours at depth 1."""
+        ...
+
+    async def search_placed(
+        self, agent_id: str, query: MemoryQuery, graph: GraphFilter = NO_FILTER
+    ) -> list[KnowledgeHit]:
+        """`search`, knowledge hits filtered by `graph` and carrying their loc, type, tags."""
         ...
 
     async def delete_knowledge(self, agent_id: str, ref: UUID | str) -> bool:
@@ -173,11 +227,13 @@ class PostgresMemoryStore:
         *,
         name: str | None = None,
         metadata: dict[str, Any] | None = None,
+        fields: ItemFields = NO_FIELDS,
     ) -> KnowledgeItem:
         meta = metadata or {}
-        knowledge.check_item(text, name, meta)  # refused before a connection is taken
+        knowledge.check_item(text, name, meta, fields)  # refused before a connection is taken
         written = await self._run(
-            agent_id, lambda c: knowledge_writes.put_item(c, text, name=name, metadata=meta)
+            agent_id,
+            lambda c: knowledge_writes.put_item(c, text, name=name, metadata=meta, fields=fields),
         )
         return written.item
 
@@ -188,19 +244,28 @@ class PostgresMemoryStore:
         *,
         name: str | None = None,
         metadata: dict[str, Any] | None = None,
+        fields: ItemFields = NO_FIELDS,
     ) -> KnowledgeItem:
         meta = metadata or {}
-        knowledge.check_item(text, name, meta)
+        knowledge.check_item(text, name, meta, fields)
         return await self._run(
-            agent_id, lambda c: knowledge_writes.add_item(c, text, name=name, metadata=meta)
+            agent_id,
+            lambda c: knowledge_writes.add_item(c, text, name=name, metadata=meta, fields=fields),
         )
 
     async def write_knowledge(
-        self, agent_id: str, ref: UUID | str, text: str, *, metadata: dict[str, Any] | None = None
+        self,
+        agent_id: str,
+        ref: UUID | str,
+        text: str | None,
+        *,
+        metadata: dict[str, Any] | None = None,
+        fields: ItemFields = NO_FIELDS,
     ) -> Written:
-        knowledge.check_item(text, None, metadata or {})
+        knowledge.check_item(text, None, metadata or {}, fields)
         return await self._run(
-            agent_id, lambda c: knowledge_writes.write_item(c, ref, text, metadata=metadata)
+            agent_id,
+            lambda c: knowledge_writes.write_item(c, ref, text, metadata=metadata, fields=fields),
         )
 
     async def rename_knowledge(self, agent_id: str, ref: UUID | str, name: str) -> KnowledgeItem:
@@ -230,10 +295,62 @@ class PostgresMemoryStore:
         return item
 
     async def list_knowledge(
-        self, agent_id: str, *, limit: int, after: UUID | str | None = None
+        self,
+        agent_id: str,
+        *,
+        limit: int,
+        after: UUID | str | None = None,
+        graph: GraphFilter = NO_FILTER,
     ) -> list[KnowledgeItem]:
+        if graph.given:
+            return await self._run(
+                agent_id,
+                lambda c: knowledge_graph.list_filtered(c, graph, limit=limit, after=after),
+            )
         return await self._run(
             agent_id, lambda c: knowledge.list_items(c, limit=limit, after=after)
+        )
+
+    async def link_knowledge(
+        self, agent_id: str, source: UUID | str, target: UUID | str, edge_type: EdgeType
+    ) -> tuple[KnowledgeItem, KnowledgeItem, bool]:
+        return await self._run(
+            agent_id, lambda c: knowledge_graph.link(c, source, target, edge_type)
+        )
+
+    async def unlink_knowledge(
+        self, agent_id: str, source: UUID | str, target: UUID | str, edge_type: EdgeType | None
+    ) -> int:
+        return await self._run(
+            agent_id, lambda c: knowledge_graph.unlink(c, source, target, edge_type)
+        )
+
+    async def knowledge_neighbours(
+        self,
+        agent_id: str,
+        ref: UUID | str,
+        *,
+        types: Collection[EdgeType] = (),
+        graph: GraphFilter = NO_FILTER,
+        limit: int = NEIGHBOURS_MAX,
+    ) -> tuple[KnowledgeItem, list[Neighbour]]:
+        return await self._run(
+            agent_id,
+            lambda c: knowledge_graph.neighbours(c, ref, types=types, graph=graph, limit=limit),
+        )
+
+    async def search_placed(
+        self, agent_id: str, query: MemoryQuery, graph: GraphFilter = NO_FILTER
+    ) -> list[KnowledgeHit]:
+        checked(query)
+        if query.vector is not None and self._models and not self._models.current(agent_id):
+            if not query.text.strip():
+                return []
+            query = replace(query, mode="text", vector=None)
+        return await self._run(
+            agent_id,
+            lambda c: filtered_search(c, agent_id, query, graph),
+            ef_search=ef_search(query),
         )
 
     async def delete_knowledge(self, agent_id: str, ref: UUID | str) -> bool:

@@ -4,12 +4,14 @@
   itself): any configured agent's memory may be read (`target_agent`, default the caller); an
   unknown agent is an error the model sees, never an empty result. `semantic` and `hybrid`
   embed the query text first; when no embedder answers in time the search runs as `text` and
-  the result says so (§11.9: search degrades, it never fails for want of a vector).
+  the result says so (§11.9: search degrades, it never fails for want of a vector). Knowledge
+  queries filter by loc, type and tags, and mode `neighbours` follows edges (`graph_tools`).
 - `choir.memory.upsert`: the closed set of knowledge writes — add, write, rename, alias,
   remove (and put: write-or-add, the spec's update-by-key) — on the caller's own knowledge
   only, each item addressed by its name or an alias. An unknown name is the tool error
   `not_found`, a name another item answers to `name_taken`. A written item is queued for
-  embedding (`index`); it is searchable by text at once.
+  embedding (`index`); it is searchable by text at once. Items carry a loc, a type, tags and
+  data, and ops link and unlink add and remove typed edges (design 003, `graph_tools`).
 
 Arguments were checked by the agent against the tool's schema, but choird trusts nothing an
 agent sends: every argument is checked again here, and a bad one is a one-line tool error.
@@ -22,7 +24,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, Protocol
 from uuid import UUID
 
+from choir.core.memory.knowledge_graph import NO_FIELDS
 from choir.daemon.agents.host_tools import HostToolCall, HostTools
+from choir.daemon.memory import graph_tools
 from choir.errors import ConflictError, NotFoundError, UnavailableError, UsageError
 from choir.protocol import ToolResult
 
@@ -108,6 +112,10 @@ class MemoryTools:
         from choir.daemon.memory.search import MemoryQuery, SearchMode
 
         mode = _required(args, "mode")
+        if mode == graph_tools.NEIGHBOURS_MODE and store == "knowledge":
+            memory, _ = await self.parts()
+            return await graph_tools.neighbours(caller, target, args, memory, _limit(args))
+        graph = graph_tools.graph_filter(args)
         text = _text(args, "query") or ""
         vector, note = None, ""
         if mode in (SearchMode.SEMANTIC, SearchMode.HYBRID) and not self.current(target):
@@ -126,18 +134,20 @@ class MemoryTools:
             limit=_limit(args),
         )
         memory, _ = await self.parts()
-        hits = await memory.search(target, query)
+        found = await memory.search_placed(target, query, graph)
+        placed = [(f.hit, graph_tools.hit_place(f.placed)) for f in found]
+        note += f" ({graph.describe()})" if graph.given else ""
         whose = "your" if target == caller else f"{target}'s"
         return ToolResult(
             status="success",
-            summary=f"{len(hits)} hit(s) in {whose} {store} memory for {text!r}{note}",
+            summary=f"{len(placed)} hit(s) in {whose} {store} memory for {text!r}{note}",
             data={
                 "store": store,
                 "mode": mode,
                 "target_agent": target,
-                "hits": [_hit(hit) for hit in hits],
+                "hits": [_hit(hit) | place for hit, place in placed],
             },
-            truncated=any(len(hit.text) > HIT_CHARS for hit in hits),
+            truncated=any(len(hit.text) > HIT_CHARS for hit, _ in placed),
         )
 
     async def _upsert(self, caller: str, args: Mapping[str, Any]) -> ToolResult:
@@ -162,7 +172,7 @@ class MemoryTools:
 LEGACY_OPS: Final = {"insert": "add", "update": "put", "delete": "remove"}
 """The spec's operations (§11.7), still accepted from a tool definition that offers them:
 update-by-key writes the item with that name or adds it (`put`)."""
-OPS: Final = ("add", "write", "rename", "alias", "remove", "put")
+OPS: Final = ("add", "write", "rename", "alias", "remove", "put", "link", "unlink")
 
 
 async def _write(
@@ -170,14 +180,17 @@ async def _write(
 ) -> ToolResult:
     """Run one op of the closed set; refusals (unknown name, taken name) become tool errors."""
     name = _text(args, "name") or _text(args, "key")
+    fields = graph_tools.item_fields(args) if op in ("add", "write", "put") else NO_FIELDS
     if op == "add":
         item = await store.add_knowledge(
-            caller, _required(args, "text"), name=name, metadata=_tags(args)
+            caller, _required(args, "text"), name=name, metadata=_tags(args), fields=fields
         )
         index(caller, "knowledge", item.id, item.text)
         return _done(f"stored knowledge {item.name!r}", op, item)
     if name is None:
         raise _Refused("invalid_input", f"op {op} needs the name of the item (or an alias)")
+    if op in graph_tools.GRAPH_OPS:
+        return await graph_tools.graph_write(op, caller, args, name, store)
     if op == "remove":
         if not await store.delete_knowledge(caller, name):
             raise _Refused("not_found", _unknown(name))
@@ -188,13 +201,21 @@ async def _write(
     if op == "alias":
         item = await store.alias_knowledge(caller, name, _required(args, "alias"))
         return _done(f"{item.name!r} now also answers to {args['alias']!r}", op, item)
-    text, tags = _required(args, "text"), _tags(args)
+    tags = _tags(args)
+    text: str | None
     if op == "put":
-        item = await store.put_knowledge(caller, text, name=name, metadata=tags)
+        text = _required(args, "text")
+        item = await store.put_knowledge(caller, text, name=name, metadata=tags, fields=fields)
     else:
-        written = await store.write_knowledge(caller, name, text, metadata=tags or None)
+        text = _text(args, "text")  # None: a write of loc, type, data or tags only
+        if text is None and not (fields.given or tags):
+            raise _Refused("invalid_input", "op write needs text (or loc, type, data, tags)")
+        written = await store.write_knowledge(
+            caller, name, text, metadata=tags or None, fields=fields
+        )
         item = written.item
-    index(caller, "knowledge", item.id, item.text)
+    if text is not None:
+        index(caller, "knowledge", item.id, item.text)
     if item.version == 1:
         return _done(f"stored knowledge {item.name!r}", op, item)
     return _done(f"wrote knowledge {item.name!r} (version {item.version})", op, item)
@@ -208,6 +229,7 @@ def _done(summary: str, op: str, item: KnowledgeItem) -> ToolResult:
         name=item.name,
         aliases=list(item.aliases),
         version=item.version,
+        **graph_tools.placed_view(item.loc, item.type.value, item.tags),
     )
 
 

@@ -39,6 +39,7 @@ from choir.daemon.operator import config as operator_config
 from choir.daemon.operator import events as operator_events
 from choir.daemon.operator import gateways as operator_gateways
 from choir.daemon.operator import knowledge as operator_knowledge
+from choir.daemon.operator import knowledge_graph as operator_knowledge_graph
 from choir.daemon.operator import logs as operator_logs
 from choir.daemon.operator import memory as operator_memory
 from choir.daemon.operator import recover as operator_recover
@@ -158,6 +159,8 @@ VERBS: Final[Mapping[OperatorVerb, Route]] = {
     V.KNOWLEDGE_ALIAS: Route(operator_knowledge.knowledge_alias),
     V.KNOWLEDGE_HISTORY: Route(operator_knowledge.knowledge_history),
     V.KNOWLEDGE_RESTORE: Route(operator_knowledge.knowledge_restore),
+    V.KNOWLEDGE_LINK: Route(operator_knowledge_graph.knowledge_link),
+    V.KNOWLEDGE_UNLINK: Route(operator_knowledge_graph.knowledge_unlink),
     V.MEMORY_REEMBED: Route(operator_reembed.memory_reembed),
     V.GATEWAY_STATUS: Route(operator_gateways.gateway_status),
     V.SESSION_INJECT: Route(operator_sessions.session_inject),

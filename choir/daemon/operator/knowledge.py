@@ -11,8 +11,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from choir.daemon.operator.context import OperatorContext
+from choir.daemon.operator.knowledge_graph import fields_of
 from choir.daemon.operator.memory import knowledge_view, store_of, stored, tag_metadata
 from choir.daemon.operator.views import iso
+from choir.errors import UsageError
 from choir.protocol.operator import answers as a
 from choir.protocol.operator import requests as r
 
@@ -24,18 +26,26 @@ async def knowledge_add(ctx: OperatorContext, request: r.KnowledgeAdd) -> a.Know
     store = store_of(ctx)
     ctx.require_agent(request.agent_id)
     item = await store.add_knowledge(
-        request.agent_id, request.text, name=request.name, metadata=tag_metadata(request.tags)
+        request.agent_id,
+        request.text,
+        name=request.name,
+        metadata=tag_metadata(request.tags),
+        fields=fields_of(request),
     )
     return await stored(ctx, store, request.agent_id, item)
 
 
 async def knowledge_write(ctx: OperatorContext, request: r.KnowledgeWrite) -> a.KnowledgeStored:
-    """Replace the item's content; without tags it keeps its metadata."""
+    """Replace the item's content; without tags it keeps its metadata, without text, loc,
+    type or data its own."""
     store = store_of(ctx)
     ctx.require_agent(request.agent_id)
     metadata = tag_metadata(request.tags) or None
+    fields = fields_of(request)
+    if request.text is None and metadata is None and not fields.given:
+        raise UsageError("give the new text, or tags, loc, type or data to write")
     written = await store.write_knowledge(
-        request.agent_id, request.ref, request.text, metadata=metadata
+        request.agent_id, request.ref, request.text, metadata=metadata, fields=fields
     )
     return await stored(ctx, store, request.agent_id, written.item)
 
@@ -83,4 +93,7 @@ def _version_view(version: KnowledgeVersion) -> a.KnowledgeVersionView:
         metadata=version.metadata,
         written_at=iso(version.written_at),
         restored_from=version.restored_from,
+        loc=version.loc or None,
+        type=version.type,
+        data=version.data,
     )

@@ -20,8 +20,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Final, Literal
 from uuid import UUID
 
+from choir.core.memory.knowledge_graph import check_tags
 from choir.daemon.operator.context import OperatorContext
 from choir.daemon.operator.events import bounded
+from choir.daemon.operator.knowledge_graph import edge_view, fields_of, filter_of, placed
 from choir.daemon.operator.views import event_view, iso
 from choir.errors import NotFoundError, UnavailableError, UsageError
 from choir.protocol.operator import answers as a
@@ -29,6 +31,7 @@ from choir.protocol.operator import requests as r
 from choir.store.events import read_events
 
 if TYPE_CHECKING:
+    from choir.daemon.memory.graph_search import Placed
     from choir.daemon.memory.provider import Vector
     from choir.daemon.memory.service import MemoryService
     from choir.daemon.memory.store import MemoryStore
@@ -77,14 +80,14 @@ async def memory_search(ctx: OperatorContext, request: r.MemorySearch) -> a.Memo
         session_id=request.session_id,
         limit=request.limit,
     )
-    hits = await store.search(request.agent_id, query)
+    found = await store.search_placed(request.agent_id, query, filter_of(request))
     return a.MemorySearch(
         agent_id=request.agent_id,
         store=request.store,
         mode=mode,
         asked_mode=request.mode,
         fallback=fallback,
-        hits=[_hit_view(hit) for hit in hits],
+        hits=[_hit_view(one.hit, one.placed) for one in found],
     )
 
 
@@ -129,8 +132,9 @@ def _why_no_vector(ctx: OperatorContext) -> str:
     )
 
 
-def _hit_view(hit: MemoryHit) -> a.MemoryHitView:
+def _hit_view(hit: MemoryHit, place: Placed | None = None) -> a.MemoryHitView:
     source = hit.source
+    graph = {} if place is None else placed(place.loc, place.type.value, place.tags)
     return a.MemoryHitView(
         id=str(source.id),
         store=source.store,
@@ -142,6 +146,7 @@ def _hit_view(hit: MemoryHit) -> a.MemoryHitView:
         first_rev=source.first_rev,
         last_rev=source.last_rev,
         name=source.name,
+        **graph,
     )
 
 
@@ -170,14 +175,15 @@ async def memory_show(ctx: OperatorContext, request: r.MemoryItemRef) -> a.Memor
                 events_truncated=truncated,
             )
         try:
-            item = await store.get_knowledge(agent_id, item_id)
+            item, found = await store.knowledge_neighbours(agent_id, item_id)
         except NotFoundError:
             continue
+        edges = [edge_view(neighbour.edge) for neighbour in found]
         return a.MemoryItem(
             agent_id=agent_id,
             store="knowledge",
             chunk=None,
-            knowledge=knowledge_view(agent_id, item),
+            knowledge=knowledge_view(agent_id, item, edges=edges),
             events=[],
             events_truncated=False,
         )
@@ -226,7 +232,11 @@ def _chunk_view(chunk: StoredChunk) -> a.ChunkView:
 
 
 def knowledge_view(
-    agent_id: str, item: KnowledgeItem, *, embedded: bool = False
+    agent_id: str,
+    item: KnowledgeItem,
+    *,
+    embedded: bool = False,
+    edges: list[a.KnowledgeEdgeView] | None = None,
 ) -> a.KnowledgeView:
     return a.KnowledgeView(
         agent_id=agent_id,
@@ -239,6 +249,9 @@ def knowledge_view(
         created_at=iso(item.created_at),
         updated_at=iso(item.updated_at),
         has_vector=item.has_vector or embedded,
+        data=item.data,
+        edges=edges,
+        **placed(item.loc, item.type.value, item.tags),
     )
 
 
@@ -302,7 +315,7 @@ async def knowledge_list(ctx: OperatorContext, request: r.KnowledgeList) -> a.Kn
     store = store_of(ctx)
     ctx.require_agent(request.agent_id)
     items = await store.list_knowledge(
-        request.agent_id, limit=request.limit + 1, after=request.after
+        request.agent_id, limit=request.limit + 1, after=request.after, graph=filter_of(request)
     )
     page = items[: request.limit]
     more = len(items) > request.limit
@@ -314,9 +327,15 @@ async def knowledge_list(ctx: OperatorContext, request: r.KnowledgeList) -> a.Kn
 
 
 async def knowledge_show(ctx: OperatorContext, request: r.KnowledgeRef) -> a.KnowledgeView:
+    """The item with its edges, both directions."""
     store = store_of(ctx)
     ctx.require_agent(request.agent_id)
-    return knowledge_view(request.agent_id, await _knowledge(store, request))
+    try:
+        item, found = await store.knowledge_neighbours(request.agent_id, request.ref)
+    except NotFoundError:
+        raise _no_item(request) from None
+    edges = [edge_view(neighbour.edge) for neighbour in found]
+    return knowledge_view(request.agent_id, item, edges=edges)
 
 
 async def _knowledge(store: MemoryStore, request: r.KnowledgeRef) -> KnowledgeItem:
@@ -339,15 +358,17 @@ async def knowledge_put(ctx: OperatorContext, request: r.KnowledgePut) -> a.Know
     store = store_of(ctx)
     ctx.require_agent(request.agent_id)
     item = await store.put_knowledge(
-        request.agent_id, request.text, name=request.name, metadata=tag_metadata(request.tags)
+        request.agent_id,
+        request.text,
+        name=request.name,
+        metadata=tag_metadata(request.tags),
+        fields=fields_of(request),
     )
     return await stored(ctx, store, request.agent_id, item)
 
 
 def tag_metadata(tags: list[str]) -> dict[str, Any]:
-    if any(not tag.strip() for tag in tags):
-        raise UsageError("knowledge tags must be non-empty words")
-    return {"tags": tags} if tags else {}
+    return {"tags": list(check_tags(tags))} if tags else {}
 
 
 async def stored(

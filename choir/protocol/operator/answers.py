@@ -515,6 +515,12 @@ class MemoryHitView(OperatorModel):
     """The session events a chunk was cut from (None for summaries and knowledge)."""
     name: str | None
     """A knowledge item's name."""
+    loc: str | None = None
+    """A knowledge item's place in the hierarchy (None: none, or a session hit)."""
+    type: str | None = None
+    """A knowledge item's type (None for a session hit)."""
+    tags: list[str] = Field(default_factory=list)
+    """A knowledge item's tags."""
 
 
 class MemorySearch(OperatorModel):
@@ -559,6 +565,48 @@ class KnowledgeView(OperatorModel):
     created_at: str | None
     updated_at: str | None
     has_vector: bool
+    loc: str | None = None
+    """Its place in the hierarchy (`projects:choir:design`; None: none)."""
+    type: str = "info"
+    """system, record, info or abstract."""
+    tags: list[str] = Field(default_factory=list)
+    """Its labels (from its metadata)."""
+    data: JsonObject = Field(default_factory=dict)
+    """Structured data beside the text."""
+    edges: list[KnowledgeEdgeView] | None = None
+    """Its edges, both directions (`knowledge.show`; None where they were not read)."""
+
+
+class KnowledgeEdgeView(OperatorModel):
+    """An edge seen from one item."""
+
+    edge: str
+    """relates_to, derived_from or supersedes."""
+    direction: str
+    """`out`: this item is the edge's source (it `edge` the other); `in`: its target."""
+    name: str
+    """The other item's name."""
+    id: str
+    """The other item's id."""
+
+
+class KnowledgeLinked(OperatorModel):
+    """`knowledge.link`: the edge's two ends, by their names now."""
+
+    agent_id: str
+    source: str
+    target: str
+    edge: str
+    new: bool
+    """False: the edge was there already (nothing written)."""
+
+
+class KnowledgeUnlinked(OperatorModel):
+    agent_id: str
+    source: str
+    target: str
+    removed: int
+    """Edges removed (a removal of none is refused, not answered)."""
 
 
 class MemoryItem(OperatorModel):
@@ -638,6 +686,9 @@ class KnowledgeVersionView(OperatorModel):
     written_at: str | None
     restored_from: int | None
     """The version this one restored (None: an ordinary write)."""
+    loc: str | None = None
+    type: str = "info"
+    data: JsonObject = Field(default_factory=dict)
 
 
 class KnowledgeHistory(OperatorModel):

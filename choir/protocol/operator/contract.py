@@ -85,6 +85,8 @@ OPERATOR_MODELS: Final[Mapping[OperatorVerb, OperatorModels]] = {
     V.KNOWLEDGE_ALIAS: OperatorModels(r.KnowledgeAlias, a.KnowledgeView),
     V.KNOWLEDGE_HISTORY: OperatorModels(r.KnowledgeHistoryRequest, a.KnowledgeHistory),
     V.KNOWLEDGE_RESTORE: OperatorModels(r.KnowledgeRestore, a.KnowledgeStored),
+    V.KNOWLEDGE_LINK: OperatorModels(r.KnowledgeLink, a.KnowledgeLinked),
+    V.KNOWLEDGE_UNLINK: OperatorModels(r.KnowledgeUnlink, a.KnowledgeUnlinked),
     V.MEMORY_REEMBED: OperatorModels(r.MemoryReembed, a.MemoryReembedded, i.ReembedItem),
     V.GATEWAY_STATUS: OperatorModels(r.NoArguments, a.GatewayStatus),
     V.SESSION_INJECT: OperatorModels(r.SessionInject, a.InjectRequested),

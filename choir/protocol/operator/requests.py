@@ -7,7 +7,7 @@ verb takes which.
 
 from __future__ import annotations
 
-from typing import Final, Literal
+from typing import Any, Final, Literal
 
 from pydantic import Field
 
@@ -213,6 +213,12 @@ class MemorySearch(WireModel):
     """The promoted session to open (`session_detail` only)."""
     limit: int = Field(default=10, ge=1, le=MEMORY_MAX_LIMIT)
     """Most hits, best first."""
+    loc: str | None = None
+    """Knowledge: keep items at this loc or below it (`projects:choir`)."""
+    type: str | None = None
+    """Knowledge: keep items of this type (system, record, info, abstract)."""
+    tags: list[str] = Field(default_factory=list)
+    """Knowledge: keep items carrying all of these tags."""
 
 
 class MemoryItemRef(WireModel):
@@ -234,6 +240,12 @@ class KnowledgeList(WireModel):
     """Most items, oldest first."""
     after: str | None = None
     """The previous page's last id (`next_after`): the page after it."""
+    loc: str | None = None
+    """Keep items at this loc or below it (`projects:choir`)."""
+    type: str | None = None
+    """Keep items of this type (system, record, info, abstract)."""
+    tags: list[str] = Field(default_factory=list)
+    """Keep items carrying all of these tags."""
 
 
 class KnowledgeRef(WireModel):
@@ -253,6 +265,13 @@ class KnowledgePut(WireModel):
     else an item of that name is added (None: a name derived from the text)."""
     tags: list[str] = Field(default_factory=list)
     """Labels stored in the item's metadata."""
+    loc: str | None = None
+    """Its place in the hierarchy (`projects:choir:design`; "" clears it; None: unchanged or
+    none)."""
+    type: str | None = None
+    """system, record, info or abstract (None: unchanged, or info for a new item)."""
+    data: dict[str, Any] | None = None
+    """Structured data beside the text, at most 16 KiB as JSON (None: unchanged or none)."""
 
 
 class KnowledgeAdd(WireModel):
@@ -262,16 +281,31 @@ class KnowledgeAdd(WireModel):
     name: str | None = None
     """Its name: refused when an item answers to it (None: a name derived from the text)."""
     tags: list[str] = Field(default_factory=list)
+    loc: str | None = None
+    """Its place in the hierarchy (`projects:choir:design`; "" clears it; None: unchanged or
+    none)."""
+    type: str | None = None
+    """system, record, info or abstract (None: unchanged, or info for a new item)."""
+    data: dict[str, Any] | None = None
+    """Structured data beside the text, at most 16 KiB as JSON (None: unchanged or none)."""
 
 
 class KnowledgeWrite(WireModel):
     agent_id: str = Field(min_length=1)
     ref: str = Field(min_length=1)
     """The item's name, one of its aliases, or its id."""
-    text: str = Field(min_length=1)
-    """Its new content; the previous one is kept as a version."""
+    text: str | None = Field(default=None, min_length=1)
+    """Its new content; the previous one is kept as a version (None: the text is kept, the
+    write changes tags, loc, type or data)."""
     tags: list[str] = Field(default_factory=list)
     """New labels (empty: the item keeps its own)."""
+    loc: str | None = None
+    """Its place in the hierarchy (`projects:choir:design`; "" clears it; None: unchanged or
+    none)."""
+    type: str | None = None
+    """system, record, info or abstract (None: unchanged, or info for a new item)."""
+    data: dict[str, Any] | None = None
+    """Structured data beside the text, at most 16 KiB as JSON (None: unchanged or none)."""
 
 
 class KnowledgeRename(WireModel):
@@ -288,6 +322,27 @@ class KnowledgeAlias(WireModel):
     """The item's name, one of its aliases, or its id."""
     alias: str = Field(min_length=1)
     """Another name for it: not one any other item answers to."""
+
+
+class KnowledgeLink(WireModel):
+    agent_id: str = Field(min_length=1)
+    ref: str = Field(min_length=1)
+    """The edge's source: an item's name, one of its aliases, or its id."""
+    target: str = Field(min_length=1)
+    """The edge's target, named the same ways."""
+    edge: str = Field(min_length=1)
+    """relates_to, derived_from (the source was made from the target) or supersedes (the
+    source replaces the target)."""
+
+
+class KnowledgeUnlink(WireModel):
+    agent_id: str = Field(min_length=1)
+    ref: str = Field(min_length=1)
+    """The edge's source: an item's name, one of its aliases, or its id."""
+    target: str = Field(min_length=1)
+    """The edge's target, named the same ways."""
+    edge: str | None = None
+    """The edge type to remove (None: every edge from the source to the target)."""
 
 
 class KnowledgeHistoryRequest(WireModel):

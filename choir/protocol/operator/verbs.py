@@ -75,6 +75,8 @@ class OperatorVerb(StrEnum):
     KNOWLEDGE_ALIAS = "knowledge.alias"
     KNOWLEDGE_HISTORY = "knowledge.history"
     KNOWLEDGE_RESTORE = "knowledge.restore"
+    KNOWLEDGE_LINK = "knowledge.link"
+    KNOWLEDGE_UNLINK = "knowledge.unlink"
     MEMORY_REEMBED = "memory.reembed"
     GATEWAY_STATUS = "gateway.status"
     SESSION_INJECT = "session.inject"

@@ -545,6 +545,37 @@ ALTER TABLE {schema}.knowledge_documents
 CREATE INDEX knowledge_documents_terms_idx ON {schema}.knowledge_documents USING gin (terms);
 """,
     ),
+    Migration(
+        8,
+        "knowledge graph: loc, type, data and typed edges",
+        # Design 003 (`choir.core.memory.knowledge_graph`): loc "" is no place in the hierarchy;
+        # type and edge type are checked by choir, not by a CHECK, like a chunk's kind. Versions
+        # keep loc, type and data with the text. Edges go with either end (ON DELETE CASCADE)
+        # and name items by id, so a rename keeps them. Tags stay in `metadata`, indexed here.
+        """
+ALTER TABLE {schema}.knowledge_documents
+    ADD COLUMN loc  text NOT NULL DEFAULT '',
+    ADD COLUMN type text NOT NULL DEFAULT 'info',
+    ADD COLUMN data jsonb NOT NULL DEFAULT '{{}}';
+CREATE INDEX knowledge_documents_loc_idx
+    ON {schema}.knowledge_documents (loc text_pattern_ops);
+CREATE INDEX knowledge_documents_tags_idx
+    ON {schema}.knowledge_documents USING gin ((metadata -> 'tags'));
+ALTER TABLE {schema}.knowledge_versions
+    ADD COLUMN loc  text NOT NULL DEFAULT '',
+    ADD COLUMN type text NOT NULL DEFAULT 'info',
+    ADD COLUMN data jsonb NOT NULL DEFAULT '{{}}';
+CREATE TABLE {schema}.knowledge_edges (
+    source_id  uuid NOT NULL REFERENCES {schema}.knowledge_documents (id) ON DELETE CASCADE,
+    type       text NOT NULL,
+    target_id  uuid NOT NULL REFERENCES {schema}.knowledge_documents (id) ON DELETE CASCADE,
+    created_at timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (source_id, type, target_id),
+    CHECK (source_id <> target_id)
+);
+CREATE INDEX knowledge_edges_target_idx ON {schema}.knowledge_edges (target_id);
+""",
+    ),
 )
 
 
