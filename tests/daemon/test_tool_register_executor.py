@@ -80,8 +80,8 @@ async def test_phase_one_commits_manifest_and_stub_on_the_branch_and_waits_for_a
     [row] = told
     assert row.status == "approved"  # phase 1 of 2: it stays approved
     assert row.outcome is not None
-    assert row.outcome.startswith("approved; a human will implement it")
-    assert "you cannot call it yet" in row.outcome
+    assert row.outcome.startswith("awaiting implementation: approved, but a human writes")
+    assert "until then it cannot be called" in row.outcome
     assert f"choirctl tool register agent-1 {state.branch}" in row.outcome
 
     assert await applier.run(approved.id) == state  # a restarted choird: waits, says nothing

@@ -53,8 +53,7 @@ def test_an_approved_tool_says_a_human_writes_it_then_what_and_where() -> None:
         payload={"manifest": {"llm": {"name": "weather.lookup"}}, "intended_behavior": "fetch"},
     )
     assert outcome_text(tool).endswith("Committing its manifest and a stub for a human to write.")
-    waiting = replace(tool, outcome="approved; a human will implement it: choirctl tool register")
+    waiting = replace(tool, outcome="awaiting implementation: choirctl tool register")
     assert outcome_text(waiting) == (
-        "Approved: weather.lookup: fetch. approved; a human will implement it: choirctl tool "
-        "register"
+        "Approved: weather.lookup: fetch. awaiting implementation: choirctl tool register"
     )

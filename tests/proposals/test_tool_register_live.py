@@ -115,8 +115,8 @@ async def test_tool_builder_to_a_registered_tool_the_agent_calls_in_the_same_ses
     assert f"apply     implement (branch {branch})" in text
     resolved = await told(scene, session, approval_id)
     assert resolved["status"] == "approved"
-    assert "a human will implement it" in resolved["reason"]
-    assert "you cannot call it yet" in resolved["reason"]
+    assert resolved["reason"].startswith("awaiting implementation: approved, but a human")
+    assert "until then it cannot be called" in resolved["reason"]
     assert "I have no shout tool." in await shout(scene)  # the stub is offered to nobody
 
     # bad registrations: one line each, the right exit code, nothing merged

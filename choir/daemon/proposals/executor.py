@@ -197,7 +197,7 @@ class ProposalApplier:
         if row.outcome is not None:
             return state  # said already (a restarted choird)
         proposed = tool.proposed_tool(row.payload)
-        text = f"{tool.AGENT_TEXT}. {tool.awaiting_text(row.agent_id, state.branch, proposed)}"
+        text = tool.awaiting_text(row.agent_id, state.branch, proposed)
         async with self._pool.acquire() as conn:
             noted = await note_outcome(conn, row.id, text)
         await self._note(state, "awaiting", "implementation: a human writes the tool")

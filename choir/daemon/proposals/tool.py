@@ -175,17 +175,12 @@ def _mode_at(repo: TargetRepo, tip: str, path: str) -> str | None:
 
 
 def awaiting_text(agent_id: str, branch: str, tool: ProposedTool) -> str:
-    """The phase-1 outcome: what a human writes, where, and the command that registers it."""
+    """The phase-1 outcome, for the agent (honest: it cannot call the tool yet) and the operator
+    (what a human writes, where, and the command that registers it)."""
     return (
-        f"awaiting implementation: {tool.manifest.path} and a not-ready stub "
-        f"{tool.executable_path} are committed on branch {branch} (not merged); write the tool "
-        f"in {tool.executable_path} on that branch, make it executable, remove the "
-        f"'{STUB_MARKER}' line, commit, then run: choirctl tool register {agent_id} {branch}"
+        "awaiting implementation: approved, but a human writes the tool and registers it; until "
+        f"then it cannot be called. {tool.manifest.path} and a not-ready stub "
+        f"{tool.executable_path} are committed on branch {branch} (not merged): write the tool "
+        f"in {tool.executable_path} there, make it executable, remove the '{STUB_MARKER}' line, "
+        f"commit, then run: choirctl tool register {agent_id} {branch}"
     )
-
-
-AGENT_TEXT: Final = (
-    "approved; a human will implement it and register it: you cannot call it yet, and you "
-    "will see it among your tools once it is registered"
-)
-"""What the proposing agent is told at the end of phase 1."""
