@@ -107,6 +107,7 @@ async def test_tool_builder_to_a_registered_tool_the_agent_calls_in_the_same_ses
     assert shown["status"] == "approved"
     assert (shown["apply"]["step"], shown["apply"]["branch"]) == ("implement", branch)
     assert f"choirctl tool register agent-1 {branch}" in shown["outcome"]
+    assert f'+    "exec_path": "/choir/tools/agent/{SHOUT}"' in shown["diff"]  # as committed
     assert head(scene.repo) == before  # phase 1 merges nothing
     assert STUB_MARKER in git(scene.repo, "show", f"{branch}:tools/{SHOUT}")
     committed = git(scene.repo, "show", "-s", "--format=%an", branch).strip()
