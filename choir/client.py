@@ -348,6 +348,9 @@ class ChoirClient:
             V.APPROVAL_EXTEND, v.ApprovalView, approval_id=approval_id, amount=amount, by=by
         )
 
+    async def tool_register(self, agent_id: str, branch: str) -> v.ApprovalView:
+        return await self.ask(V.TOOL_REGISTER, v.ApprovalView, agent_id=agent_id, branch=branch)
+
     # workspaces
 
     async def workspace_list(self) -> a.WorkspaceList:

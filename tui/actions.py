@@ -172,6 +172,12 @@ ACTIONS: tuple[ConsoleAction, ...] = (
         confirm="Extend {approval_id} by {amount}? The paused lane resumes at once.",
         fixed={"by": RESOLVER},
     ),
+    action(
+        "tool register", "Tool: register an approved tool's implementation", "call",
+        confirm="Register the tool on {branch} for {agent_id}? Its branch is merged, the agent "
+        "rebuilt and updated (session resumed).",
+        notice="{agent_id}: registering {branch} ended; its approval (tab 6) says how",
+    ),
     # workspaces
     action("workspace list", "Workspaces: list with leases", "view", view="workspaces", key="0"),
     action(

@@ -317,6 +317,18 @@ CATALOGUE: Final[tuple[Command, ...]] = (
         dm="extend", dm_help="extend a paused budget by an amount: <id|number> <amount>",
         done="{approval_id} extended by {amount}",
     ),
+    # tools (§8.10's two-phase registration)
+    Command(
+        "tool register",
+        "Register a human's implementation of an approved tool proposal: validate the proposal "
+        "branch (the manifest loads, the executable is committed and no longer the stub, "
+        "nothing else changes), merge it into the agent repo's ref, build, and update the agent "
+        "resuming its session. A failed build or update reverts the merge; the agent runs as it "
+        "did. Exits 4 for an unknown agent or branch, 2 for a branch not ready, 1 if the apply "
+        "failed.",
+        verb="tool.register",
+        params=(AGENT, Param("branch", "Proposal branch", "word", metavar="branch")),
+    ),
     # workspaces
     Command(
         "workspace list",

@@ -98,7 +98,7 @@ def _show(data: ApprovalView) -> None:
         f"{'type':<10}{data.request_type}",
         f"{'created':<10}{moment(data.created_at)}",
         f"{'status':<10}{resolved}",
-        *_apply_lines(data),
+        *apply_lines(data),
         "payload:",
         orjson.dumps(_beside_diff(data), option=orjson.OPT_INDENT_2).decode(),
         *_audit_lines(data),
@@ -106,7 +106,7 @@ def _show(data: ApprovalView) -> None:
     print("\n".join(lines))
 
 
-def _apply_lines(data: ApprovalView) -> list[str]:
+def apply_lines(data: ApprovalView) -> list[str]:
     """The content hash, the apply's step and what it applied or why it failed."""
     lines = [f"{'sha256':<10}{data.content_sha256}"] if data.content_sha256 else []
     if data.apply is not None:

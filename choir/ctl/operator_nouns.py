@@ -14,6 +14,7 @@ OPERATOR_NOUNS = (
     "logs",
     "session",
     "approval",
+    "tool",
     "workspace",
     "model",
     "voice",

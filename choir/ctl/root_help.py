@@ -28,6 +28,7 @@ NOUNS = (
     ("agent", "Define and manage agents."),
     ("session", "Inspect agent sessions and steer their core jobs (needs..."),
     ("approval", "Answer agents' approval requests (needs choird)."),
+    ("tool", "Register the implementation of an approved tool proposal..."),
     ("workspace", "List and reset workspaces (needs choird)."),
     ("model", "List models and switch an agent's model (needs choird)."),
     ("voice", "List voice profiles and switch an agent's (needs choird)."),

@@ -149,6 +149,18 @@ async def finish_approval(
     return None if row is None else ApprovalRow.of(row)
 
 
+async def note_outcome(conn: Connection, approval_id: str, outcome: str) -> ApprovalRow | None:
+    """Say where an approved proposal's apply waits (a tool: for its implementation), leaving it
+    `approved`; None unless it is `approved`."""
+    row = await conn.fetchrow(
+        "UPDATE choir_control.pending_approvals SET outcome = $2 "
+        f"WHERE id = $1 AND status = 'approved' RETURNING {_COLUMNS}",
+        approval_id,
+        encode_text(outcome),
+    )
+    return None if row is None else ApprovalRow.of(row)
+
+
 async def expire_approvals(
     conn: Connection, *, created_before: datetime, now: datetime, by: str
 ) -> list[ApprovalRow]:

@@ -28,8 +28,9 @@ from tests.harness.proposals import TOOL_PROPOSAL
 CHOIRCTL = Path(sys.executable).parent / "choirctl"
 
 PROPOSE = "choir.propose.tool"
-"""Tool proposals only notify when approved: a skill's would be applied (built, the agent
-updated), which is not what these tests are about."""
+"""Tool proposals: approved, choird only commits the manifest and a stub on a branch (§8.10's
+phase 1) and the agent keeps running; a skill's would be applied (built, the agent updated),
+which is not what these tests are about."""
 
 
 def proposal(tag: str) -> ScriptedCall:

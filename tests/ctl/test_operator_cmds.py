@@ -22,6 +22,7 @@ from choir.protocol import ReportStatusRequest, RequestApprovalRequest, Verb
 from tests.daemon.agent import AgentClient, Chain
 from tests.daemon.conftest import read_config, write_config
 from tests.daemon.operator_served import Operator, served_operator  # noqa: F401  (fixture)
+from tests.harness.proposals import TOOL_PROPOSAL
 
 from .cli import REPO_ROOT, Run, start_choirctl
 
@@ -200,7 +201,8 @@ async def test_approval_commands(operator: Operator):
     home, services = operator.home, operator.services
     agent = await start(services)
     ctx = await services.sessions.authenticate(agent.session_id, agent.token)
-    request = RequestApprovalRequest(request_type="tool", payload={"summary": "run migrations"})
+    payload = {**TOOL_PROPOSAL, "summary": "run migrations"}
+    request = RequestApprovalRequest(request_type="tool", payload=payload)
     approval_id = (await services.approvals.request(ctx, request)).approval_id
 
     listing = await choirctl(home, "approval", "list")

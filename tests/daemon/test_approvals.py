@@ -10,6 +10,7 @@ from choir.errors import ConflictError, NotFoundError
 from choir.protocol import ApprovalResolvedPush, RequestApprovalRequest
 from choir.store.approval_audit import audit_of
 from choir.store.approvals import ApprovalRow
+from tests.harness.proposals import TOOL_PROPOSAL
 
 from .conftest import Clock
 
@@ -24,6 +25,8 @@ async def ask(services: AgentServices):
 
     async def request(kind: str = "tool") -> str:
         payload: dict[str, object] = {"proposal": kind}
+        if kind == "tool":  # checked as the agent's tool loader would: a manifest that loads
+            payload.update(TOOL_PROPOSAL)
         if kind == "config_change":  # checked as `config load` would: a patch that loads
             payload["patch"] = {"approval_timeout_ms": 600_000}
         reply = await services.approvals.request(

@@ -292,7 +292,8 @@ async def test_subscribe_streams_live_updates(choird, api, services, clock):
     assert items[0] == SubscribedItem(data=Subscribed(config_version=1))
     state = ReportStatusRequest(lane="edge", state="EDGE_REASONING")
     services.status.report(agent.session_id, state, clock())
-    request = RequestApprovalRequest(request_type="tool", payload={})
+    # a budget question: told when answered (an approved tool is told when its phase 1 ends)
+    request = RequestApprovalRequest(request_type="budget_extension", payload={})
     approval = (await services.approvals.request(ctx, request)).approval_id
     await choird.approval_approve(approval)
     await choird.model_set("agent-1", "sonnet")

@@ -24,6 +24,7 @@ from choir.protocol.operator.answers import (
 )
 from choir.store.postgres.pool import open_pool
 from choir.transport import UdsServer
+from tests.harness.proposals import TOOL_PROPOSAL
 from tests.harness.waits import poll_until
 
 from .agent import AgentClient, Chain
@@ -42,7 +43,9 @@ async def test_status_reports_choirds_health(choird, services, home, clock):
     clock.advance(90_000)
     agent = await start(services)
     ctx = await services.sessions.authenticate(agent.session_id, agent.token)
-    await services.approvals.request(ctx, RequestApprovalRequest(request_type="tool", payload={}))
+    await services.approvals.request(
+        ctx, RequestApprovalRequest(request_type="tool", payload=TOOL_PROPOSAL)
+    )
 
     status = await choird.status()
 
@@ -279,7 +282,7 @@ async def test_approvals_are_listed_shown_and_answered_once(choird, services, cl
     agent = await start(services)
     ctx = await services.sessions.authenticate(agent.session_id, agent.token)
     ids = []
-    for kind in ("tool", "repo_change"):
+    for kind in ("budget_extension", "repo_change"):  # answered, not applied
         clock.advance(1_000)
         request = RequestApprovalRequest(request_type=kind, payload={"summary": kind})
         ids.append((await services.approvals.request(ctx, request)).approval_id)
@@ -289,8 +292,8 @@ async def test_approvals_are_listed_shown_and_answered_once(choird, services, cl
     shown = await choird.approval_show(ids[0])
     assert (shown.agent_id, shown.request_type, shown.payload) == (
         "agent-1",
-        "tool",
-        {"summary": "tool"},
+        "budget_extension",
+        {"summary": "budget_extension"},
     )
     approved = await choird.approval_approve(ids[0])
     assert (approved.status, approved.resolved_by) == ("approved", "choirctl")

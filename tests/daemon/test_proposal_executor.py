@@ -44,11 +44,21 @@ class Edges:
         running = self.stage.running
         return known_tools(running.loaded.home, running.config, agent_id)
 
-    async def commit(self, state: ApplyState, file: ProposedFile) -> dict[str, str]:
+    async def commit(
+        self, state: ApplyState, file: ProposedFile, *more: ProposedFile
+    ) -> dict[str, str]:
         self.calls.append("commit")
         who = git_apply.identity_of(self.stage.running.config, state.agent_id)
-        base, commit = git_apply.commit_file(self._repo(state), state.branch, file, who, "add")
+        base, commit = git_apply.commit_files(
+            self._repo(state), state.branch, (file, *more), who, "add"
+        )
         return {"base_commit": base, "commit_id": commit}
+
+    async def validate(self, state: ApplyState) -> dict[str, str]:
+        self.calls.append("validate")
+        if self.fail == "validate":
+            raise git_apply.ApplyError("tools/x: not executable")
+        return {}
 
     async def ref_head(self, state: ApplyState) -> str:
         return git_apply.head(self._repo(state))

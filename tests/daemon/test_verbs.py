@@ -24,6 +24,7 @@ from choir.protocol import (
 )
 from choir.store.leases import all_leases
 from choir.store.sessions import SessionStatus
+from tests.harness.proposals import TOOL_PROPOSAL
 
 from .agent import IMAGE, AgentClient, Chain, hello
 from .conftest import read_config, write_config
@@ -163,14 +164,14 @@ async def test_an_allowed_secret_that_is_not_set_is_not_found(services, home):
 
 async def test_request_approval_stores_a_pending_approval(services):
     agent = await start(services)
-    proposal = RequestApprovalRequest(request_type="tool", payload={"name": "choir.x.y"})
+    proposal = RequestApprovalRequest(request_type="tool", payload=TOOL_PROPOSAL)
 
     reply = await agent.ok(Verb.REQUEST_APPROVAL, proposal)
 
     assert reply["status"] == "pending"
     approval = await services.approvals.show(reply["approval_id"])
     assert (approval.agent_id, approval.session_id) == ("agent-1", agent.session_id)
-    assert (approval.request_type, approval.payload) == ("tool", {"name": "choir.x.y"})
+    assert (approval.request_type, approval.payload) == ("tool", TOOL_PROPOSAL)
 
 
 async def test_report_status_keeps_the_latest_per_lane(services, clock):

@@ -141,8 +141,8 @@ async def test_an_approval_request_is_answered_by_the_operator_and_pushed_back(
     agent: Agent, operator: ChoirClient
 ) -> None:
     asked = await agent.control_plane.request_approval(
-        # a tool proposal only notifies; an approved config change is told once applied
-        RequestApprovalRequest(request_type="tool", payload={"manifest": {"x": 1}})
+        # a budget question is told when answered; an applied proposal once its apply ends
+        RequestApprovalRequest(request_type="budget_extension", payload={"suggested": 1})
     )
     assert asked.status == "pending"
     pending = await operator.approval_list()

@@ -18,6 +18,7 @@ from tests.harness.processes import run_choirctl
 from .conftest import BOSS, PHONE
 from .test_telegram_approvals import (
     SUMMARY_LINE,
+    WRITING,
     agent_told,
     answered,
     approval_id_of,
@@ -72,7 +73,7 @@ async def test_an_admin_dm_taking_all_approvals_decides_another_dms_and_both_cop
     assert await answered(api, api.user_presses(BOSS, boss, boss.buttons[0][1])) == "Approved"
     shown = await client.approval_show(approval_id)
     assert (shown.status, shown.resolved_by) == ("approved", "boss")
-    outcome = f"Approved: {SUMMARY_LINE}. Executing."
+    outcome = f"Approved: {SUMMARY_LINE}. {WRITING}"
     # each chat with a copy hears the outcome, and every copy says who decided, buttons gone
     await api.wait_for(lambda: outcome in api.texts(PHONE) and outcome in api.texts(BOSS))
     await api.wait_for(lambda: not edited(api, phone).buttons and not edited(api, boss).buttons)
@@ -88,8 +89,13 @@ async def test_an_admin_dm_taking_all_approvals_decides_another_dms_and_both_cop
     for pressed in late:
         assert await answered(api, pressed) == "no longer valid"
     assert (await client.approval_show(approval_id)).resolved_by == "boss"
+    awaiting = f"Approved: {SUMMARY_LINE}. awaiting implementation: "  # phase 1 ended (§8.10)
     for chat in (PHONE, BOSS):
-        assert [t for t in api.texts(chat) if t.startswith(("Approved:", "Rejected:"))] == [outcome]
+        await api.wait_for(lambda c=chat: any(t.startswith(awaiting) for t in api.texts(c)))
+        said = [t for t in api.texts(chat) if t.startswith(("Approved:", "Rejected:"))]
+        assert said[0] == outcome
+        assert len(said) == 2
+        assert said[1].startswith(awaiting)
 
 
 async def test_an_approval_decided_elsewhere_edits_the_admin_copy_of_a_console_agent(

@@ -26,6 +26,8 @@ from .conftest import BOSS, PHONE, STRANGER
 pytestmark = pytest.mark.slow
 
 SUMMARY_LINE = "weather.lookup: Fetch the forecast for `city` and return temperature and sky"
+WRITING = "Committing its manifest and a stub for a human to write."
+"""What an approved tool's chat is told first (§8.10: a human writes the tool)."""
 
 
 @pytest.fixture
@@ -109,7 +111,7 @@ async def test_approve_by_button_tells_the_chat_edits_the_message_and_the_agent_
     assert await answered(api, pressed) == "Approved"
     shown = await client.approval_show(approval_id)
     assert (shown.status, shown.resolved_by) == ("approved", "phone")
-    await api.wait_for(lambda: f"Approved: {SUMMARY_LINE}. Executing." in api.texts(PHONE))
+    await api.wait_for(lambda: f"Approved: {SUMMARY_LINE}. {WRITING}" in api.texts(PHONE))
     await api.wait_for(lambda: not edited(api, card).buttons)
     assert edited(api, card).text.startswith(card.text + "\n\nApproved by phone at 20")
     assert await agent_told(client, session_id, approval_id) == "approved"
@@ -157,7 +159,7 @@ async def test_a_press_is_answered_at_once_while_the_agent_is_busy_and_the_chat_
     assert "done, slowly" not in api.texts(PHONE)  # the agent was still working
     api.release("sendMessage")
     await api.wait_for(lambda: "done, slowly" in api.texts(PHONE), within=30)
-    assert f"Approved: {SUMMARY_LINE}. Executing." in api.texts(PHONE)
+    assert f"Approved: {SUMMARY_LINE}. {WRITING}" in api.texts(PHONE)
 
 
 async def test_forged_expired_and_foreign_presses_change_nothing_and_elsewhere_edits_it(
@@ -189,7 +191,7 @@ async def test_forged_expired_and_foreign_presses_change_nothing_and_elsewhere_e
     await client.approval_approve(approval_id)  # decided elsewhere: choirctl
     await api.wait_for(lambda: not edited(api, card).buttons)
     assert "Approved by choirctl at " in edited(api, card).text
-    await api.wait_for(lambda: f"Approved: {SUMMARY_LINE}. Executing." in api.texts(PHONE))
+    await api.wait_for(lambda: f"Approved: {SUMMARY_LINE}. {WRITING}" in api.texts(PHONE))
     late = api.user_presses(PHONE, card, approve)
     assert await answered(api, late) == "no longer valid"
     assert (await client.approval_show(approval_id)).resolved_by == "choirctl"

@@ -1,7 +1,12 @@
-"""A tool proposal an agent's scripted model makes (`choir.propose.tool`), for approval tests."""
+"""Tool proposals an agent's scripted model makes (`choir.propose.tool`), for approval tests, and
+the human side of registering one (`implement`)."""
 
 from __future__ import annotations
 
+import os
+import secrets
+import subprocess
+from pathlib import Path
 from typing import Any
 
 TOOL_PROPOSAL: dict[str, Any] = {
@@ -16,3 +21,63 @@ TOOL_PROPOSAL: dict[str, Any] = {
     "intended_behavior": "Fetch the forecast for `city` and return temperature and sky.",
     "rationale": "Operators keep asking about the weather.",
 }
+
+
+SHOUT = "text.shout"
+SHOUT_PROPOSAL: dict[str, Any] = {
+    "manifest": {
+        "llm": {
+            "name": SHOUT,
+            "description": "Upper-case a text.",
+            "parameters": {
+                "type": "object",
+                "properties": {"text": {"type": "string"}},
+                "required": ["text"],
+            },
+        },
+        "runtime": {"timeout_ms": 5000, "side_effect": "none", "idempotent": True},
+    },
+    "intended_behavior": "Return `text` in capitals as the summary.",
+    "rationale": "People want to shout.",
+}
+"""What tool-builder proposes in the tests: a tool simple enough to write in sh."""
+SHOUT_IMPLEMENTATION = """#!/bin/sh
+# text.shout, as its operator wrote it: the `text` argument in capitals.
+text=$(sed -n 's/.*"text": *"\\([^"]*\\)".*/\\1/p' | tr 'a-z' 'A-Z')
+printf '{"status": "ok", "summary": "%s"}\\n' "$text"
+"""
+
+
+def implement(
+    repo: Path,
+    branch: str,
+    scratch: Path,
+    *,
+    name: str = SHOUT,
+    content: str = SHOUT_IMPLEMENTATION,
+    executable: bool = True,
+) -> str:
+    """Write tool `name` on `branch` as a human would (plain git in a worktree of the agent's
+    repo); the commit."""
+    work = scratch / f"implement-{secrets.token_hex(3)}"
+    _git(repo, "worktree", "add", "-q", str(work), branch)
+    path = work / "tools" / name
+    path.write_text(content)
+    path.chmod(0o755 if executable else 0o644)
+    _git(work, "add", f"tools/{name}")
+    _git(work, "commit", "-q", "-m", f"{name}: implemented")
+    commit = _git(work, "rev-parse", "HEAD")
+    _git(repo, "worktree", "remove", str(work))
+    return commit
+
+
+def _git(cwd: Path, *args: str) -> str:
+    done = subprocess.run(
+        ["git", "-c", "user.name=Operator", "-c", "user.email=op@example.com", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**os.environ, "GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1"},
+    )
+    return done.stdout.strip()

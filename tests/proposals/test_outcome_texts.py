@@ -44,3 +44,16 @@ def test_a_timeout_is_a_rejection_told_as_a_timeout() -> None:
     assert outcome_text(timed).endswith("Rejected automatically.")
     assert decided_line(timed) == "Timed out at 2026-11-27 08:00:00 UTC: rejected automatically."
     assert decided_line(SKILL) == "Approved by phone at 2026-11-27 08:00:00 UTC."
+
+
+def test_an_approved_tool_says_a_human_writes_it_then_what_and_where() -> None:
+    tool = replace(
+        SKILL,
+        request_type="tool",
+        payload={"manifest": {"llm": {"name": "weather.lookup"}}, "intended_behavior": "fetch"},
+    )
+    assert outcome_text(tool).endswith("Committing its manifest and a stub for a human to write.")
+    waiting = replace(tool, outcome="awaiting implementation: choirctl tool register")
+    assert outcome_text(waiting) == (
+        "Approved: weather.lookup: fetch. awaiting implementation: choirctl tool register"
+    )

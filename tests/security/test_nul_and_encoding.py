@@ -225,8 +225,9 @@ async def test_an_approval_payload_with_nul_is_stored_and_shown(
     plane = await agent_control_plane(daemon, "uds", started.session_id, started.lease_token)
     try:
         proposal = {"patch": {"note": "a\x00b"}, "why": "c\x00d"}
-        # a tool proposal is stored as sent (a config change's patch must validate first)
-        request = RequestApprovalRequest(request_type="tool", payload=proposal)
+        # a budget question is stored as sent (a tool's manifest must load, a config change's
+        # patch validate, first)
+        request = RequestApprovalRequest(request_type="budget_extension", payload=proposal)
         answer = await plane.request_approval(request)
         shown = await client.approval_show(answer.approval_id)
         assert shown.payload == proposal

@@ -24,8 +24,10 @@ def wire_pushes(services: AgentServices, hub: PushHub) -> Callable[[], None]:
     """Connect the services' events to `hub`; returns the callable that disconnects them."""
 
     def approval_resolved(approval: ApprovalRow) -> None:
-        if approval.status == "approved" and approval.request_type in APPLIED_KINDS:
-            return  # its agent hears how the apply ended (applied or failed), not the decision
+        applying = approval.status == "approved" and approval.outcome is None
+        if applying and approval.request_type in APPLIED_KINDS:
+            return  # its agent hears how the apply ended (applied or failed), not the decision,
+            # or, for a tool, that phase 1 ended: approved, a human implements it (its outcome)
         if approval.session_id is not None:
             hub.push(approval.session_id, push_of(approval).model_dump(mode="json"))
 

@@ -47,6 +47,7 @@ from choir.daemon.operator import recovery_inbox as operator_recovery_inbox
 from choir.daemon.operator import reembed as operator_reembed
 from choir.daemon.operator import sessions as operator_sessions
 from choir.daemon.operator import status as operator_status
+from choir.daemon.operator import tools as operator_tools
 from choir.daemon.operator import usage as operator_usage
 from choir.daemon.operator import workspaces as operator_workspaces
 from choir.daemon.operator.agents import build as operator_build
@@ -128,6 +129,7 @@ VERBS: Final[Mapping[OperatorVerb, Route]] = {
     V.APPROVAL_APPROVE: Route(operator_approvals.approval_approve),
     V.APPROVAL_REJECT: Route(operator_approvals.approval_reject),
     V.APPROVAL_EXTEND: Route(operator_approvals.approval_extend),
+    V.TOOL_REGISTER: Route(operator_tools.tool_register),
     V.WORKSPACE_LIST: Route(operator_workspaces.workspace_list),
     V.WORKSPACE_RESET: Route(operator_workspaces.workspace_reset),
     V.MODEL_LIST: Route(operator_models.model_list),

@@ -9,11 +9,14 @@ from __future__ import annotations
 
 import asyncio
 import json
+from typing import Any
 
 from choir.core.proposal_diff import DIRECTORIES, proposal_diff
 from choir.daemon.images import repos
 from choir.daemon.operator.context import OperatorContext
 from choir.daemon.operator.views import approval_view
+from choir.daemon.proposals.steps import TOOL
+from choir.daemon.proposals.tool import proposed_tool
 from choir.errors import ChoirError
 from choir.protocol.operator.answers import ApprovalList as ApprovalListAnswer
 from choir.protocol.operator.requests import (
@@ -70,7 +73,21 @@ def _diff(ctx: OperatorContext, view: ApprovalView) -> str | None:
         except (OSError, UnicodeDecodeError):
             return None
 
-    return proposal_diff(view.request_type, view.payload, read, config_json, agent_id=view.agent_id)
+    return proposal_diff(
+        view.request_type, _as_committed(view), read, config_json, agent_id=view.agent_id
+    )
+
+
+def _as_committed(view: ApprovalView) -> dict[str, Any]:
+    """The payload with a tool's manifest as phase 1 commits it (choird sets its exec_path),
+    so the diff shows the bytes the approval is bound to; as stored when it would not load."""
+    if view.request_type != TOOL:
+        return view.payload
+    try:
+        manifest = json.loads(proposed_tool(view.payload).manifest.content)
+    except ChoirError:
+        return view.payload
+    return {**view.payload, "manifest": manifest}
 
 
 async def approval_approve(ctx: OperatorContext, request: ApprovalAnswer) -> ApprovalView:

@@ -24,6 +24,7 @@ from choir.daemon.proposals.check import known_tools
 from choir.daemon.proposals.git_apply import ApplyError
 from choir.daemon.proposals.skill import ProposedFile
 from choir.daemon.proposals.steps import ApplyState
+from choir.daemon.proposals.tool import check_registration
 from choir.daemon.runtimes.process import ProcessRuntime
 from choir.protocol.base import WireModel
 
@@ -38,15 +39,29 @@ class OperatorApplyEdges:
         ctx = self._context()
         return known_tools(ctx.home, ctx.config, agent_id)
 
-    async def commit(self, state: ApplyState, file: ProposedFile) -> dict[str, str]:
+    async def commit(
+        self, state: ApplyState, file: ProposedFile, *more: ProposedFile
+    ) -> dict[str, str]:
         config = self._context().config
         repo = git_apply.target_repo(config, state.agent_id)
         who = git_apply.identity_of(config, state.agent_id)
         message = f"{file.path}: proposed by {state.agent_id} ({state.approval_id})"
         base, commit = await asyncio.to_thread(
-            git_apply.commit_file, repo, state.branch, file, who, message
+            git_apply.commit_files, repo, state.branch, (file, *more), who, message
         )
         return {"base_commit": base, "commit_id": commit}
+
+    async def validate(self, state: ApplyState) -> dict[str, str]:
+        """A tool's registration checked again as it is merged: the branch still at the
+        commit the operator registered, and that commit still a valid registration."""
+        repo = git_apply.target_repo(self._context().config, state.agent_id)
+        name = state.branch.rsplit("/", 1)[-1]
+        tip = await asyncio.to_thread(check_registration, repo, state.branch, name)
+        if tip != state.commit_id:
+            raise ApplyError(
+                f"{state.branch} moved after it was registered (now {tip[:12]}): register again"
+            )
+        return {}
 
     async def ref_head(self, state: ApplyState) -> str:
         repo = git_apply.target_repo(self._context().config, state.agent_id)

@@ -1,8 +1,9 @@
 """Proposals checked before they are offered (issue 17): a skill must load as the agent would
 load it, with the tools of the agent's repos (global and its own) and the skill control tools.
 
-A config change must load as `config load` would load config.json with it (`config_patch`).
-Both are bound to a content hash; other kinds are stored as sent.
+A tool's manifest must load as the agent's tool loader would load it, once choird has set where
+its executable goes (`tool`). A config change must load as `config load` would load config.json
+with it (`config_patch`). All three are bound to a content hash; other kinds are stored as sent.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from choir.core.skills.runner import CONTROL_TOOLS
 from choir.daemon.images import repos
 from choir.daemon.proposals.config_patch import patched_config
 from choir.daemon.proposals.skill import skill_file
+from choir.daemon.proposals.tool import proposed_tool
 from choir.daemon.staging.stage import ConfigStage
 from choir.errors import ChoirError
 from choir.home import ChoirHome
@@ -57,6 +59,8 @@ def proposal_check(stage: ConfigStage) -> Callable[[str, str, dict[str, Any]], s
         if request_type == "config_change":
             text = _config_text(running.loaded.home)
             return patched_config(text, payload, stage.secrets.names()).sha256
+        if request_type == "tool":
+            return proposed_tool(payload).manifest.sha256
         if request_type != "skill":
             return None
         tools = known_tools(running.loaded.home, running.config, agent_id)

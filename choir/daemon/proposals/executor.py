@@ -8,6 +8,11 @@ pipeline between any two steps. The end — `applied`, or `failed` with the step
 after the agent was put back as it was — is handed to `finished`, which tells the agent and the
 approvers.
 
+A tool (`TOOL`, §8.10's two-phase registration, `proposals.tool`) stops after its commit at
+`implement`: the approval stays `approved` with an outcome saying what a human writes and the
+command that registers it, and the agent is told it cannot call the tool yet. `register` picks it
+up at `validate` with the human's commit, through the same steps.
+
 A config change (`CONFIG_CHANGE`) is not a git apply: `config` (choird's `config load` +
 `config apply`) applies it in one go, noting its steps on the audit trail; its end is told the
 same way.
@@ -20,11 +25,15 @@ from collections.abc import Awaitable, Callable, Collection
 from dataclasses import asdict, replace
 from typing import Literal, Protocol
 
+from choir.daemon.proposals import tool
 from choir.daemon.proposals.git_apply import ApplyError
 from choir.daemon.proposals.skill import ProposedFile, skill_file
 from choir.daemon.proposals.steps import (
     APPLIED_KINDS,
     CONFIG_CHANGE,
+    ORDER,
+    TOOL,
+    TOOL_ORDER,
     ApplyState,
     Effect,
     Outcome,
@@ -38,11 +47,17 @@ from choir.daemon.proposals.steps import (
     start,
 )
 from choir.daemon.sessions.state import Clock, utc_now
-from choir.errors import ChoirError, one_line
+from choir.errors import ChoirError, ConflictError, one_line
 from choir.failpoints import failpoint
 from choir.logs import get_logger
 from choir.store.approval_audit import add_audit
-from choir.store.approvals import ApprovalRow, finish_approval, get_approval, list_approvals
+from choir.store.approvals import (
+    ApprovalRow,
+    finish_approval,
+    get_approval,
+    list_approvals,
+    note_outcome,
+)
 from choir.store.postgres.pool import Pool
 from choir.store.proposal_applies import get_apply, open_applies, save_apply
 
@@ -55,7 +70,10 @@ class ApplyEdges(Protocol):
     """The side effects of an apply, one method per step (each idempotent)."""
 
     def known_tools(self, agent_id: str) -> Collection[str]: ...
-    async def commit(self, state: ApplyState, file: ProposedFile) -> dict[str, str]: ...
+    async def commit(
+        self, state: ApplyState, file: ProposedFile, *more: ProposedFile
+    ) -> dict[str, str]: ...
+    async def validate(self, state: ApplyState) -> dict[str, str]: ...
     async def ref_head(self, state: ApplyState) -> str: ...
     async def merge(self, state: ApplyState) -> dict[str, str]: ...
     async def build(self, state: ApplyState) -> dict[str, str]: ...
@@ -139,17 +157,53 @@ class ProposalApplier:
             await self._run_config(found)
             return start(found.id, found.agent_id, "")  # no steps: the end is the row's status
         row, state = await self._load(approval_id)
+        order = TOOL_ORDER if row.request_type == TOOL else ORDER
         while (step := resume(state)) is not None:
             await self._note(state, "step", f"{step}: started")
             outcome = await self._attempt(row, state, step)
-            state, effects = advance(state, outcome)
+            state, effects = advance(state, outcome, order)
             await self._save(state)
             if isinstance(outcome, StepFailed):
                 await self._undo(state, effects)
             else:
                 await self._note(state, "step", f"{step}: done{_facts(outcome)}")
                 await failpoint(f"proposal.after_{step}")
+        if state.step == "implement":
+            return await self._awaiting(row, state)
         return await self._end(row, state)
+
+    async def register(self, approval_id: str, commit: str) -> ApplyState:
+        """Phase 2 of a tool waiting at `implement`: the human's `commit` (checked by the
+        caller) validated, merged, built and deployed; the state it ended in. The apply goes on
+        if the caller goes away, and a restarted choird resumes it."""
+        row, state = await self._load(approval_id)
+        if row.request_type != TOOL or state.step != "implement":
+            raise ConflictError(
+                f"approval {approval_id} is not a tool awaiting its implementation "
+                f"(its apply is at {state.step}): see `choirctl approval show {approval_id}`"
+            )
+        if approval_id in self._tasks:
+            raise ConflictError(f"approval {approval_id} is being applied already")
+        state = replace(state, step="validate", commit_id=commit)
+        await self._save(state)
+        await self._note(state, "register", f"commit {commit} of {state.branch}")
+        task = asyncio.create_task(self.run(approval_id), name=f"apply-{approval_id}")
+        self._tasks[approval_id] = task
+        task.add_done_callback(lambda _: self._tasks.pop(approval_id, None))
+        return await asyncio.shield(task)
+
+    async def _awaiting(self, row: ApprovalRow, state: ApplyState) -> ApplyState:
+        """A tool's phase 1 ended: say (once) what a human writes, and tell the agent."""
+        if row.outcome is not None:
+            return state  # said already (a restarted choird)
+        proposed = tool.proposed_tool(row.payload)
+        text = tool.awaiting_text(row.agent_id, state.branch, proposed)
+        async with self._pool.acquire() as conn:
+            noted = await note_outcome(conn, row.id, text)
+        await self._note(state, "awaiting", "implementation: a human writes the tool")
+        if noted is not None:
+            self._finished(noted, state)
+        return state
 
     async def _run_config(self, row: ApprovalRow) -> None:
         async def note(action: str, detail: str) -> None:
@@ -192,7 +246,11 @@ class ProposalApplier:
             stored = await get_apply(conn, approval_id)
             state = None if stored is None else ApplyState(**stored)
             if state is None:
-                slug = str((row.payload.get("spec") or {}).get("name") or "proposal")
+                slug = (
+                    tool.tool_name(row.payload)
+                    if row.request_type == TOOL
+                    else str((row.payload.get("spec") or {}).get("name") or "proposal")
+                )
                 state = start(row.id, row.agent_id, branch_of(row, slug))
                 await save_apply(conn, asdict(state), now=self._clock())
         return row, state
@@ -212,7 +270,10 @@ class ProposalApplier:
         edges = self._edges
         match step:
             case "commit":
-                return await edges.commit(state, self._reviewed(row))
+                first, *more = self._reviewed(row, state)
+                return await edges.commit(state, first, *more)
+            case "validate":
+                return await edges.validate(state)
             case "merge":
                 if state.merged_from is None:  # durable before the ref moves: undo needs it
                     state = replace(state, merged_from=await edges.ref_head(state))
@@ -224,15 +285,23 @@ class ProposalApplier:
                 return await edges.update(state)
         raise ApplyError(f"no step {step}")
 
-    def _reviewed(self, row: ApprovalRow) -> ProposedFile:
-        """The file to commit, refused unless it hashes as what the approver reviewed."""
-        file = skill_file(row.payload, self._edges.known_tools(row.agent_id))
+    def _reviewed(self, row: ApprovalRow, state: ApplyState) -> list[ProposedFile]:
+        """The files to commit, refused unless they hash as what the approver reviewed (a
+        tool: its manifest; the stub beside it is choird's)."""
+        extra: list[ProposedFile] = []
+        if row.request_type == TOOL:
+            proposed = tool.proposed_tool(row.payload)
+            file = proposed.manifest
+            intended = str(row.payload.get("intended_behavior", ""))
+            extra.append(proposed.stub(row.agent_id, state.branch, intended))
+        else:
+            file = skill_file(row.payload, self._edges.known_tools(row.agent_id))
         if row.content_sha256 is None or file.sha256 != row.content_sha256:
             raise ApplyError(
                 "the content to apply differs from what was reviewed (sha256 "
                 f"{file.sha256[:12]} ≠ {str(row.content_sha256)[:12]}): nothing applied"
             )
-        return file
+        return [file, *extra]
 
     async def _undo(self, state: ApplyState, effects: list[Effect]) -> None:
         await self._note(state, "failed", f"{state.failed_step}: {state.reason}")

@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import subprocess
 import tempfile
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -94,33 +95,51 @@ def commit_file(
 ) -> tuple[str, str]:
     """Commit `file` on a new `branch` from the ref's head; (base, commit). An existing branch
     whose tip already holds exactly `file` is the same commit (a restart); any other is refused."""
+    return commit_files(repo, branch, (file,), who, message)
+
+
+def commit_files(
+    repo: TargetRepo,
+    branch: str,
+    files: Sequence[ProposedFile],
+    who: Identity,
+    message: str,
+) -> tuple[str, str]:
+    """`commit_file` for several files in one commit (a tool's manifest and its stub)."""
     existing = _git(
         repo.path, "rev-parse", "--verify", "--quiet", f"refs/heads/{branch}", ok=(0, 1)
     )
     if existing[0] == 0:
         commit = existing[1]
-        if _blob_at(repo, commit, file.path) != _hash_object(repo, file.content, write=False):
-            raise ApplyError(
-                f"branch {branch} exists with other content: delete it or propose anew"
-            )
+        for file in files:
+            if _blob_at(repo, commit, file.path) != _hash_object(repo, file.content, write=False):
+                raise ApplyError(
+                    f"branch {branch} exists with other content: delete it or propose anew"
+                )
         return _out(repo.path, "rev-parse", f"{commit}^"), commit
     base = head(repo)
-    blob = _hash_object(repo, file.content, write=True)
     with tempfile.TemporaryDirectory(prefix="choir-apply-") as scratch:
         index = {"GIT_INDEX_FILE": str(Path(scratch) / "index")}
         _out(repo.path, "read-tree", base, env=index)
-        _out(
-            repo.path,
-            "update-index",
-            "--add",
-            "--cacheinfo",
-            f"100644,{blob},{file.path}",
-            env=index,
-        )
+        for file in files:
+            blob = _hash_object(repo, file.content, write=True)
+            _out(
+                repo.path,
+                "update-index",
+                "--add",
+                "--cacheinfo",
+                f"100644,{blob},{file.path}",
+                env=index,
+            )
         tree = _out(repo.path, "write-tree", env=index)
     commit = _out(repo.path, "commit-tree", tree, "-p", base, "-m", message, env=_as(who))
     _out(repo.path, "update-ref", f"refs/heads/{branch}", commit, "")  # "": must not exist yet
     return base, commit
+
+
+def read_git(repo: TargetRepo, *args: str, ok: tuple[int, ...] = (0,)) -> tuple[int, str]:
+    """A read-only git command in the repo, as this module runs git; (exit code, stdout)."""
+    return _git(repo.path, *args, ok=ok)
 
 
 def merge(repo: TargetRepo, commit: str, who: Identity, message: str) -> str:

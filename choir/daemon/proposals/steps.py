@@ -1,5 +1,9 @@
 """An apply's state machine (pure): `commit → merge → build → update → done`, or `failed`.
 
+A tool (`TOOL_ORDER`, §8.10's two-phase registration) waits after its commit at `implement`
+— the manifest and a not-ready stub are on the proposal branch, a human writes the code — and
+goes on at `validate` only when the operator registers it (`choirctl tool register`).
+
 Each step is idempotent, so a choird killed in the middle runs the step it was at again on
 restart (`resume`). A failure ends in `failed`, naming the step and the reason, with the effects
 that put the agent back as it was: a merged commit is reverted (the ref is reset to where it was)
@@ -15,12 +19,24 @@ from typing import Final, Literal
 CONFIG_CHANGE: Final = "config_change"
 """Applied in one go (`executor.ConfigApply`: config.json written, loaded, applied), not by
 these steps: nothing to build or deploy, and `config apply` publishes it to the agents."""
-APPLIED_KINDS: Final = frozenset({"skill", CONFIG_CHANGE})
+TOOL: Final = "tool"
+APPLIED_KINDS: Final = frozenset({"skill", CONFIG_CHANGE, TOOL})
 """Proposal kinds choird applies once approved; the others only tell the agent (issue 17)."""
 
-Step = Literal["commit", "merge", "build", "update", "done", "failed"]
+Step = Literal["commit", "implement", "validate", "merge", "build", "update", "done", "failed"]
 ORDER: Final[tuple[Step, ...]] = ("commit", "merge", "build", "update", "done")
+TOOL_ORDER: Final[tuple[Step, ...]] = (
+    "commit",
+    "implement",
+    "validate",
+    "merge",
+    "build",
+    "update",
+    "done",
+)
 TERMINAL: Final = frozenset({"done", "failed"})
+WAITING: Final = frozenset({"implement"})
+"""Steps a human ends (`choirctl tool register`), never choird on its own."""
 
 
 @dataclass(frozen=True)
@@ -73,14 +89,16 @@ def start(approval_id: str, agent_id: str, branch: str) -> ApplyState:
     return ApplyState(approval_id, agent_id, "commit", branch)
 
 
-def advance(state: ApplyState, outcome: Outcome) -> tuple[ApplyState, list[Effect]]:
-    """The state after `outcome` of the current step, and what to do to undo a failure."""
+def advance(
+    state: ApplyState, outcome: Outcome, order: tuple[Step, ...] = ORDER
+) -> tuple[ApplyState, list[Effect]]:
+    """The state after `outcome` of the current step (in `order`), and what undoes a failure."""
     if state.step in TERMINAL or outcome.step != state.step:
         raise ValueError(f"apply {state.approval_id} is at {state.step}, not {outcome.step}")
     if isinstance(outcome, StepDone):
         facts = outcome.facts
         known = {k: facts.get(k, getattr(state, k)) for k in _FACTS}
-        following = ORDER[ORDER.index(state.step) + 1]
+        following = order[order.index(state.step) + 1]
         return replace(
             state,
             step=following,
@@ -104,5 +122,6 @@ def undo(state: ApplyState) -> list[Effect]:
 
 
 def resume(state: ApplyState) -> Step | None:
-    """The step a restarted choird runs again (every step is idempotent); None when finished."""
-    return None if state.step in TERMINAL else state.step
+    """The step a restarted choird runs again (every step is idempotent); None when finished
+    or waiting for a human."""
+    return None if state.step in TERMINAL or state.step in WAITING else state.step

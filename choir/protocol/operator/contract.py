@@ -54,6 +54,7 @@ OPERATOR_MODELS: Final[Mapping[OperatorVerb, OperatorModels]] = {
     V.APPROVAL_APPROVE: OperatorModels(r.ApprovalAnswer, v.ApprovalView),
     V.APPROVAL_REJECT: OperatorModels(r.ApprovalAnswer, v.ApprovalView),
     V.APPROVAL_EXTEND: OperatorModels(r.ApprovalExtend, v.ApprovalView),
+    V.TOOL_REGISTER: OperatorModels(r.ToolRegister, v.ApprovalView),
     V.WORKSPACE_LIST: OperatorModels(r.NoArguments, a.WorkspaceList),
     V.WORKSPACE_RESET: OperatorModels(r.WorkspaceRef, a.WorkspaceReset),
     V.MODEL_LIST: OperatorModels(r.NoArguments, a.ModelList),

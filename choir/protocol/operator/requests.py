@@ -140,6 +140,15 @@ class ApprovalAnswer(WireModel):
     """Only if it is this agent's (a regular DM answers only its bound agent's, §19.6)."""
 
 
+class ToolRegister(WireModel):
+    """`tool.register` (§8.10 phase 2): a human's implementation of an approved tool proposal."""
+
+    agent_id: str = Field(min_length=1)
+    """The agent whose repo holds the proposal branch."""
+    branch: str = Field(min_length=1)
+    """The proposal branch, `proposal/<session>/<tool>`, as `approval show` names it."""
+
+
 class ApprovalExtend(WireModel):
     """Answer a paused job's budget question (`budget_extension`): extend by `amount`."""
 

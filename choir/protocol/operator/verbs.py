@@ -44,6 +44,7 @@ class OperatorVerb(StrEnum):
     APPROVAL_APPROVE = "approval.approve"
     APPROVAL_REJECT = "approval.reject"
     APPROVAL_EXTEND = "approval.extend"
+    TOOL_REGISTER = "tool.register"
     WORKSPACE_LIST = "workspace.list"
     WORKSPACE_RESET = "workspace.reset"
     MODEL_LIST = "model.list"

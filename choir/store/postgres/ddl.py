@@ -373,6 +373,18 @@ CREATE TABLE choir_control.approval_audit (
 CREATE INDEX approval_audit_approval_idx ON choir_control.approval_audit (approval_id, id);
 """,
     ),
+    Migration(
+        2,
+        "a tool's apply waits for its implementation (two-phase registration, §8.10)",
+        # an approved tool stops at `implement` (manifest and stub on the proposal branch) until
+        # `choirctl tool register` validates the human's commit (`validate`) and goes on
+        """
+ALTER TABLE choir_control.proposal_applies DROP CONSTRAINT proposal_applies_step_check;
+ALTER TABLE choir_control.proposal_applies ADD CONSTRAINT proposal_applies_step_check
+    CHECK (step IN ('commit', 'implement', 'validate', 'merge', 'build', 'update', 'done',
+                    'failed'));
+""",
+    ),
 )
 """Proposals and their applies have their own scope, like the gateway's: they evolve apart."""
 

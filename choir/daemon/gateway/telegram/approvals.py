@@ -40,7 +40,7 @@ from choir.daemon.gateway.commands import VerbCall
 from choir.daemon.gateway.telegram.callback_data import KEY_BYTES, Action, sign, verify
 from choir.daemon.gateway.telegram.client import BotClient
 from choir.daemon.gateway.telegram.outbox import Outbox
-from choir.daemon.proposals.steps import APPLIED_KINDS, CONFIG_CHANGE
+from choir.daemon.proposals.steps import APPLIED_KINDS, CONFIG_CHANGE, TOOL
 from choir.errors import ChoirError
 from choir.logs import get_logger
 from choir.store.approvals import ApprovalRow
@@ -232,8 +232,8 @@ class ApprovalCards:
 
     async def _decided(self, row: ApprovalRow, card: Card) -> None:
         card.chat.outbox.send(card.chat.chat_id, outcome_text(row))
-        if row.status in ("applied", "failed"):
-            return  # the message already says who approved it and when
+        if row.status in ("applied", "failed") or row.outcome is not None:
+            return  # the message already says who approved it and when (a tool: phase 1 ended)
         edited = f"{card.text}\n\n{decided_line(row)}"
 
         async def edit() -> None:
@@ -291,6 +291,10 @@ def outcome_text(row: ApprovalRow) -> str:
     summary = summary_of(row)
     if row.status == "rejected" and row.resolved_by == "timeout":  # §19.6: silence rejects
         return f"Approval timed out: {summary}. Rejected automatically."
+    if row.status == "approved" and row.request_type == TOOL:  # §8.10: a human implements it
+        if row.outcome is not None:
+            return f"Approved: {summary}. {row.outcome}"
+        return f"Approved: {summary}. Committing its manifest and a stub for a human to write."
     if row.status == "approved" and row.request_type in APPLIED_KINDS:
         steps = (
             "config load, config apply"
