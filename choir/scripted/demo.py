@@ -100,7 +100,9 @@ def demo_script() -> Script:
                 text=(
                     "I proposed a tool (demo.greet). Nothing is installed until you decide: "
                     "approve or reject it in choir tui (tab 6, Approvals) or with "
-                    "`choirctl approval list` and `choirctl approval approve <id>`."
+                    "`choirctl approval list` and `choirctl approval approve <id>`. Approved, "
+                    "it waits on a branch for a human to write it (`choirctl approval show "
+                    "<id>` says how), then `choirctl tool register` installs it."
                 ),
             ),
             # memory: what the tools answered ('remember', 'recall' below)
