@@ -46,9 +46,10 @@ TIMEOUT_RESOLVER = "timeout"
 """`resolved_by` of an approval nobody answered in time."""
 
 ResolvedListener = Callable[[ApprovalRow], None]
-ProposalCheck = Callable[[str, str, dict[str, Any]], str | None]
-"""(agent id, request type, payload) -> the SHA-256 of the content to bind the approval to, or
-None for a kind not bound; raises `UsageError` naming what is wrong with the proposal."""
+ProposalCheck = Callable[[str, str, dict[str, Any], SessionContext], str | None]
+"""(agent id, request type, payload, the proposing session) -> the SHA-256 of the content to
+bind the approval to, or None for a kind not bound; raises `UsageError` naming what is wrong
+with the proposal."""
 
 
 BUDGET_EXTENSION = "budget_extension"
@@ -113,7 +114,7 @@ class ApprovalService:
         content = None
         if self.check is not None:  # reads the repos (git): off the event loop
             content = await asyncio.to_thread(
-                self.check, ctx.agent_id, request.request_type, request.payload
+                self.check, ctx.agent_id, request.request_type, request.payload, ctx
             )
         async with self._pool.acquire() as conn:
             row = await insert_approval(

@@ -14,6 +14,8 @@ from choir.core.proposal_diff import DIRECTORIES, proposal_diff
 from choir.daemon.images import repos
 from choir.daemon.operator.context import OperatorContext
 from choir.daemon.operator.views import approval_view
+from choir.daemon.proposals import git_apply, repo_change
+from choir.daemon.proposals.repo_change import REPO_CHANGE
 from choir.errors import ChoirError
 from choir.protocol.operator.answers import ApprovalList as ApprovalListAnswer
 from choir.protocol.operator.requests import (
@@ -56,6 +58,8 @@ def _diff(ctx: OperatorContext, view: ApprovalView) -> str | None:
     agent = ctx.config.agents.get(view.agent_id)
     if agent is None and view.request_type != "config_change":
         return None
+    if view.request_type == REPO_CHANGE:
+        return _branch_diff(ctx, view)
     try:
         config_json = json.loads(ctx.home.config_file.read_text())
         root = None
@@ -71,6 +75,16 @@ def _diff(ctx: OperatorContext, view: ApprovalView) -> str | None:
             return None
 
     return proposal_diff(view.request_type, view.payload, read, config_json, agent_id=view.agent_id)
+
+
+def _branch_diff(ctx: OperatorContext, view: ApprovalView) -> str | None:
+    """A repo change's fetched branch against its base on the ref, headed by where it is."""
+    branch = f"proposal/{view.session_id or 'none'}/{repo_change.slug_of(view.payload)}"
+    try:
+        repo = git_apply.target_repo(ctx.config, view.agent_id)
+        return repo_change.reviewed(repo, branch).shown(repo)
+    except ChoirError:
+        return None
 
 
 async def approval_approve(ctx: OperatorContext, request: ApprovalAnswer) -> ApprovalView:

@@ -8,6 +8,9 @@ pipeline between any two steps. The end — `applied`, or `failed` with the step
 after the agent was put back as it was — is handed to `finished`, which tells the agent and the
 approvers.
 
+A repo change (`REPO_CHANGE`) was committed by the agent and fetched at proposal time: its
+`commit` step only checks that the fetched branch is still what was reviewed (`fetched`).
+
 A config change (`CONFIG_CHANGE`) is not a git apply: `config` (choird's `config load` +
 `config apply`) applies it in one go, noting its steps on the audit trail; its end is told the
 same way.
@@ -21,6 +24,8 @@ from dataclasses import asdict, replace
 from typing import Literal, Protocol
 
 from choir.daemon.proposals.git_apply import ApplyError
+from choir.daemon.proposals.repo_change import REPO_CHANGE
+from choir.daemon.proposals.repo_change import slug_of as repo_slug
 from choir.daemon.proposals.skill import ProposedFile, skill_file
 from choir.daemon.proposals.steps import (
     APPLIED_KINDS,
@@ -56,6 +61,7 @@ class ApplyEdges(Protocol):
 
     def known_tools(self, agent_id: str) -> Collection[str]: ...
     async def commit(self, state: ApplyState, file: ProposedFile) -> dict[str, str]: ...
+    async def fetched(self, state: ApplyState, sha256: str | None) -> dict[str, str]: ...
     async def ref_head(self, state: ApplyState) -> str: ...
     async def merge(self, state: ApplyState) -> dict[str, str]: ...
     async def build(self, state: ApplyState) -> dict[str, str]: ...
@@ -193,6 +199,8 @@ class ProposalApplier:
             state = None if stored is None else ApplyState(**stored)
             if state is None:
                 slug = str((row.payload.get("spec") or {}).get("name") or "proposal")
+                if row.request_type == REPO_CHANGE:  # the branch choird fetched it into
+                    slug = repo_slug(row.payload)
                 state = start(row.id, row.agent_id, branch_of(row, slug))
                 await save_apply(conn, asdict(state), now=self._clock())
         return row, state
@@ -212,6 +220,8 @@ class ProposalApplier:
         edges = self._edges
         match step:
             case "commit":
+                if row.request_type == REPO_CHANGE:  # committed by the agent: check it only
+                    return await edges.fetched(state, row.content_sha256)
                 return await edges.commit(state, self._reviewed(row))
             case "merge":
                 if state.merged_from is None:  # durable before the ref moves: undo needs it

@@ -15,7 +15,7 @@ from typing import Final, Literal
 CONFIG_CHANGE: Final = "config_change"
 """Applied in one go (`executor.ConfigApply`: config.json written, loaded, applied), not by
 these steps: nothing to build or deploy, and `config apply` publishes it to the agents."""
-APPLIED_KINDS: Final = frozenset({"skill", CONFIG_CHANGE})
+APPLIED_KINDS: Final = frozenset({"skill", CONFIG_CHANGE, "repo_change"})
 """Proposal kinds choird applies once approved; the others only tell the agent (issue 17)."""
 
 Step = Literal["commit", "merge", "build", "update", "done", "failed"]
