@@ -90,6 +90,8 @@ class Launched:
 
 
 Start = Callable[..., Awaitable[Launched]]
+REPO_SHARED = "agent agent-1's repo is also agent agent-2's: a proposal would change both"
+"""make_home's agent-2 shares agent-1's repo: neither may propose a repo change."""
 
 
 @pytest.fixture
@@ -238,6 +240,7 @@ async def test_unconfigured_integrations_are_not_offered_and_a_call_says_why(sta
         f"tools      choir.email.check, choir.email.receive, choir.email.send not offered: "
         f"{email_reason}",
         f"{pad}choir.notion.query not offered: {unavailable['choir.notion.query']}",
+        f"{pad}choir.propose.repo_change not offered: {REPO_SHARED}",
         f"{pad}choir.tts.speak not offered: {unavailable['choir.tts.speak']}",
         f"{pad}choir.web.browse not offered: {BROWSER_OFF}",
         f"{pad}choir.web.search not offered: {unavailable['choir.web.search']}",

@@ -226,6 +226,8 @@ def _unavailable_tools(
 def _clone_source(ctx: OperatorContext, agent_id: str) -> tuple[str | None, str | None]:
     """(the repo path the agent is given to clone, or None and why not), as its runtime says."""
     runtime = ctx.lifecycle.runtime if ctx.lifecycle is not None else None
+    if runtime is None:
+        return None, "this choird starts no agents: none is given a repo to clone"
     if not isinstance(runtime, ProcessRuntime):
         return None, "the container cannot read the agent's repo to clone it (docker runtime)"
     source = runtime.clone_source(agent_id, ctx.config)
