@@ -72,9 +72,7 @@ def clone(stage: ConfigStage, source: Path, *, name: str = "repo") -> Path:
     return where
 
 
-async def propose(
-    services: AgentServices, session: SessionContext, **payload: Any
-) -> ApprovalRow:
+async def propose(services: AgentServices, session: SessionContext, **payload: Any) -> ApprovalRow:
     asked = await services.approvals.request(
         session,
         RequestApprovalRequest(
