@@ -279,7 +279,7 @@ async def test_approvals_are_listed_shown_and_answered_once(choird, services, cl
     agent = await start(services)
     ctx = await services.sessions.authenticate(agent.session_id, agent.token)
     ids = []
-    for kind in ("tool", "repo_change"):
+    for kind in ("tool", "budget_extension"):  # neither checked at proposal time
         clock.advance(1_000)
         request = RequestApprovalRequest(request_type=kind, payload={"summary": kind})
         ids.append((await services.approvals.request(ctx, request)).approval_id)
