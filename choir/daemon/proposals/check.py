@@ -18,6 +18,7 @@ from choir.config import ChoirConfig
 from choir.core.skills.runner import CONTROL_TOOLS
 from choir.daemon.images import repos
 from choir.daemon.proposals.config_patch import patched_config
+from choir.daemon.proposals.git_apply import ApplyError, local_repo
 from choir.daemon.proposals.repo_change import REPO_CHANGE, fetch_proposal, slug_of
 from choir.daemon.proposals.skill import skill_file
 from choir.daemon.sessions.state import SessionContext
@@ -69,9 +70,20 @@ def proposal_check(
         if request_type != "skill":
             return None
         tools = known_tools(running.loaded.home, running.config, agent_id)
-        return skill_file(payload, tools).sha256
+        sha256 = skill_file(payload, tools).sha256
+        require_applicable_repo(running.config, agent_id)
+        return sha256
 
     return check
+
+
+def require_applicable_repo(config: ChoirConfig, agent_id: str) -> None:
+    """Refuse (`UsageError`, one line for the model) a proposal its apply could not write: the
+    agent's repo is not configured, or is a remote URL."""
+    try:
+        local_repo(config, agent_id)
+    except ApplyError as error:
+        raise UsageError(f"this proposal could not be applied: {error.message}") from None
 
 
 def _repo_change(

@@ -71,7 +71,7 @@ def clone_source(config: ChoirConfig, agent_id: str) -> tuple[str, str] | str:
         return f"agent {agent_id} has no repo: set agents.{agent_id}.repo.url"
     if not is_local(url):
         return (
-            f"agents.{agent_id}.repo.url is a remote URL; choird merges proposals only into a "
+            f"agents.{agent_id}.repo.url is a remote URL; choird applies proposals only to a "
             "local repository path"
         )
     mine = _same_place(url)
