@@ -15,8 +15,12 @@ from choir.daemon.images import repos
 from choir.daemon.operator.context import OperatorContext
 from choir.daemon.operator.views import approval_view
 from choir.daemon.proposals import git_apply, repo_change
+from choir.daemon.proposals.config_patch import patched_config
+from choir.daemon.proposals.config_restart import RestartPlan, restart_plan
 from choir.daemon.proposals.repo_change import REPO_CHANGE
-from choir.errors import ChoirError
+from choir.daemon.proposals.steps import CONFIG_CHANGE
+from choir.daemon.staging.diff import config_changes
+from choir.errors import ChoirError, UsageError
 from choir.protocol.operator.answers import ApprovalList as ApprovalListAnswer
 from choir.protocol.operator.requests import (
     ApprovalAnswer,
@@ -26,6 +30,7 @@ from choir.protocol.operator.requests import (
 )
 from choir.protocol.operator.views import ApprovalView
 from choir.store.approval_audit import audit_of
+from choir.store.approvals import ApprovalRow
 from choir.store.proposal_applies import get_apply
 
 
@@ -88,12 +93,29 @@ def _branch_diff(ctx: OperatorContext, view: ApprovalView) -> str | None:
 
 
 async def approval_approve(ctx: OperatorContext, request: ApprovalAnswer) -> ApprovalView:
+    if not request.restart:
+        pending = await ctx.services.approvals.show(request.approval_id)
+        if pending.request_type == CONFIG_CHANGE and pending.status == "pending":
+            plan = await asyncio.to_thread(_restart_plan, ctx, pending)
+            if plan is not None and plan.needed:
+                raise UsageError(plan.refusal(pending.id))
     row = await ctx.services.approvals.approve(
-        request.approval_id, by=request.by, agent_id=request.agent_id
+        request.approval_id, by=request.by, agent_id=request.agent_id, restart=request.restart
     )
     if ctx.proposals is not None:
         ctx.proposals.begin(row)  # a skill is applied now; its progress is in `approval show`
     return approval_view(row)
+
+
+def _restart_plan(ctx: OperatorContext, row: ApprovalRow) -> RestartPlan | None:
+    """What config change `row` needs restarted, against config.json and the running config;
+    None when it no longer applies (its apply will say why)."""
+    try:
+        text = ctx.home.config_file.read_text()
+        patched = patched_config(text, row.payload, ctx.stage.secrets.names())
+    except (OSError, ChoirError):
+        return None
+    return restart_plan(config_changes(ctx.stage.running.config, patched.config))
 
 
 async def approval_extend(ctx: OperatorContext, request: ApprovalExtend) -> ApprovalView:
