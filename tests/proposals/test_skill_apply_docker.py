@@ -24,6 +24,7 @@ from tests.faults.support import IN_CONTAINER_PORT, as_json, serve_model_in, spa
 from tests.faults.test_choird_restart import home_for
 from tests.harness.homes import read_config
 from tests.proposals.test_skill_apply_live import SCRIPT, Scene
+from tests.security.test_docker_http import build
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1500)]
 
@@ -54,6 +55,8 @@ async def test_an_approved_skill_is_built_into_a_new_image_and_the_container_rep
     scene: Scene,
 ) -> None:
     scene.choird = await asyncio.to_thread(spawn_choird, scene.home, "--runtime", "docker")
+    built = await asyncio.to_thread(build, scene.home)  # the first image: longer than a start
+    assert built.returncode == 0, built.stderr
     started = as_json(await scene.ctl("agent", "start", "agent-1", "--dm", "console", "--json"))
     session = started["session_id"]
     before = await container_of(scene)
