@@ -8,9 +8,9 @@ edit of config.json where the patch applies, made after the proposal, fails the 
 leaves the file as the operator left it; a change only a restart puts into effect is refused a
 plain approval (it stays pending, saying so) and applied with `--restart`: an agent-level one
 restarts the agent (its session resumed), a choird-level one stays pending until choird
-restarts, the outcome saying choird cannot restart itself; choird killed right after writing config.json
-comes back with the change running and ends the approval `applied` (the agent, adopted by the
-new choird, is not told then: the push precedes its reconnection — a known gap).
+restarts, the outcome saying choird cannot restart itself; choird killed right after writing
+config.json comes back with the change running and ends the approval `applied` (the agent,
+adopted by the new choird, is not told then: the push precedes its reconnection — a known gap).
 """
 
 from __future__ import annotations
