@@ -2,16 +2,20 @@
 the process runtime, the real `choir-agent`, a scripted model, the real git repos `choirctl init`
 makes (agent-2 moved to a repo of its own: a shared repo is refused).
 
-The agent clones its repo into /workspace with `choir.exec` (`$CHOIR_AGENT_REPO`), commits a
-skill on a branch and proposes it; choird fetches the branch into agent-1's repo, `approval
-show` prints its full diff; approved, it is merged, built and the agent updated with its session
-resumed, and the agent starts the new skill in the same conversation. Rejected, main is
-untouched and the branch stays where the diff's header says. A build failing after the merge
-(an invalid skill in the checkout) reverts it and leaves the agent running as it was.
+choird runs agents unsandboxed (`CHOIR_BWRAP=`): only there is an agent given its repo to
+clone; in the bwrap sandbox the tool is withheld, with why. The agent clones its repo into
+/workspace with `choir.exec` (`$CHOIR_AGENT_REPO`), commits a skill on a branch and proposes
+it; choird fetches the branch into agent-1's repo, `approval show` prints its full diff;
+approved, it is merged, built and the agent updated with its session resumed, and the agent
+starts the new skill in the same conversation. Rejected, main is untouched and the branch stays
+where the diff's header says. A build failing after the merge (an invalid skill in the
+checkout) reverts it and leaves the agent running as it was; choird killed right after the
+merge resumes the apply at the build when it starts again.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import shlex
 from pathlib import Path
@@ -20,6 +24,7 @@ from typing import Any
 import pytest
 
 from choir.config.scaffolding.gitrepo import git, init_with_commit
+from choir.daemon.runtimes.bwrap import find_sandbox
 from choir.scripted import ReplyStep, Script, ScriptedCall, ScriptedModelServer, ToolCallsStep
 from choir.store.postgres.target import ConnectParams
 from tests.faults.support import as_json, teardown
@@ -28,6 +33,10 @@ from tests.harness.homes import read_config, write_config
 from tests.proposals.test_skill_apply_live import Scene, head, told
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
+
+UNSANDBOXED = {"CHOIR_BWRAP": ""}
+"""Agents unsandboxed even where bwrap works: the sandbox shows an agent no repo to clone, so
+there the tool is withheld (`test_in_the_sandbox_the_tool_is_not_offered_and_says_why`)."""
 
 GREETING: dict[str, Any] = {
     "name": "greeting",
@@ -122,7 +131,7 @@ async def proposed(scene: Scene) -> tuple[str, str]:
 async def test_a_branch_the_agent_committed_is_shown_merged_built_and_used_in_the_same_session(
     scene: Scene,
 ) -> None:
-    await scene.start_choird()
+    await scene.start_choird(**UNSANDBOXED)
     before = head(scene.repo)
     session, approval_id = await proposed(scene)
     branch = f"proposal/{session}/greeting"
@@ -152,7 +161,7 @@ async def test_a_branch_the_agent_committed_is_shown_merged_built_and_used_in_th
 
 
 async def test_a_rejected_branch_is_left_in_the_repo_and_main_is_untouched(scene: Scene) -> None:
-    await scene.start_choird()
+    await scene.start_choird(**UNSANDBOXED)
     before = head(scene.repo)
     session, approval_id = await proposed(scene)
 
@@ -170,7 +179,7 @@ async def test_a_rejected_branch_is_left_in_the_repo_and_main_is_untouched(scene
 async def test_a_build_that_fails_after_the_merge_reverts_it_and_the_agent_runs_on(
     scene: Scene,
 ) -> None:
-    await scene.start_choird()
+    await scene.start_choird(**UNSANDBOXED)
     session, approval_id = await proposed(scene)
     before = head(scene.repo)
     pid = as_json(await scene.ctl("agent", "status", "agent-1", "--json"))["pid"]
@@ -190,3 +199,37 @@ async def test_a_build_that_fails_after_the_merge_reverts_it_and_the_agent_runs_
     status = as_json(await scene.ctl("agent", "status", "agent-1", "--json"))
     assert (status["session_id"], status["pid"]) == (session, pid)  # never stopped
     assert (await told(scene, session, approval_id))["status"] == "failed"
+
+
+async def test_choird_killed_after_the_merge_resumes_the_repo_change_when_it_starts_again(
+    scene: Scene,
+) -> None:
+    await scene.start_choird(CHOIR_FAILPOINTS="proposal.after_merge=exit", **UNSANDBOXED)
+    session, approval_id = await proposed(scene)
+    approved = await scene.ctl("approval", "approve", approval_id)
+    assert approved.returncode == 0, approved.stderr
+    assert scene.choird is not None
+    assert await asyncio.to_thread(scene.choird.process.wait, 60) == 137  # killed mid-apply
+
+    await scene.start_choird(**UNSANDBOXED)  # no failpoint: it picks the apply up at `build`
+    shown = await scene.ended(approval_id)
+
+    assert shown["status"] == "applied", shown
+    steps = [f["detail"] for f in shown["audit"] if f["action"] == "step"]
+    assert steps.count("merge: started") == 1  # recorded done before the kill: not run again
+    assert head(scene.repo) == shown["apply"]["commit_id"]
+    assert (await told(scene, session, approval_id))["status"] == "applied"
+    said = await scene.ctl("chat", "agent-1", "now use the greeting skill")
+    assert "Greeting is running." in said.stdout, (said.stdout, said.stderr)
+
+
+async def test_in_the_sandbox_the_tool_is_not_offered_and_says_why(scene: Scene) -> None:
+    if find_sandbox()[0] is None:
+        pytest.skip(f"no bwrap sandbox here: {find_sandbox()[1]}")
+    await scene.start_choird()
+    await scene.ctl("agent", "start", "agent-1", "--dm", "console", "--json")
+
+    status = as_json(await scene.ctl("agent", "status", "agent-1", "--json"))
+
+    reason = status["unavailable_tools"]["choir.propose.repo_change"]
+    assert reason == "the bwrap sandbox shows the agent no host path but its workspace"
