@@ -139,7 +139,8 @@ async def test_a_branch_the_agent_committed_is_shown_merged_built_and_used_in_th
     assert shown["diff"].startswith(f"# {branch} in {scene.repo} ({before[:12]}..")
     assert "+++ b/skills/greeting.json" in shown["diff"]
     text = (await scene.ctl("approval", "show", approval_id)).stdout
-    assert '+  "name": "greeting",' in text or '"name": "greeting"' in text
+    assert f"# {branch} in {scene.repo}" in text
+    assert '+{"name": "greeting", ' in text  # the file as the agent wrote it
 
     approved = await scene.ctl("approval", "approve", approval_id)
     assert approved.returncode == 0, approved.stderr
