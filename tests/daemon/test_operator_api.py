@@ -292,6 +292,8 @@ async def test_approvals_are_listed_shown_and_answered_once(choird, services, cl
         "tool",
         {"summary": "tool"},
     )
+    with pytest.raises(UsageError, match="--restart is for config changes; approval"):
+        await choird.approval_approve(ids[0], restart=True)  # and it stays pending
     approved = await choird.approval_approve(ids[0])
     assert (approved.status, approved.resolved_by) == ("approved", "choirctl")
     assert (await choird.approval_reject(ids[1], by="console")).resolved_by == "console"

@@ -93,8 +93,13 @@ def _branch_diff(ctx: OperatorContext, view: ApprovalView) -> str | None:
 
 
 async def approval_approve(ctx: OperatorContext, request: ApprovalAnswer) -> ApprovalView:
+    pending = await ctx.services.approvals.show(request.approval_id)
+    if request.restart and pending.request_type != CONFIG_CHANGE:
+        raise UsageError(
+            f"--restart is for config changes; approval {pending.id} is a "
+            f"{pending.request_type} proposal: approve it without --restart"
+        )
     if not request.restart:
-        pending = await ctx.services.approvals.show(request.approval_id)
         if pending.request_type == CONFIG_CHANGE and pending.status == "pending":
             plan = await asyncio.to_thread(_restart_plan, ctx, pending)
             if plan is not None and plan.needed:
