@@ -99,11 +99,11 @@ async def approval_approve(ctx: OperatorContext, request: ApprovalAnswer) -> App
             f"--restart is for config changes; approval {pending.id} is a "
             f"{pending.request_type} proposal: approve it without --restart"
         )
-    if not request.restart:
-        if pending.request_type == CONFIG_CHANGE and pending.status == "pending":
-            plan = await asyncio.to_thread(_restart_plan, ctx, pending)
-            if plan is not None and plan.needed:
-                raise UsageError(plan.refusal(pending.id))
+    plain = not request.restart and pending.status == "pending"
+    if plain and pending.request_type == CONFIG_CHANGE:
+        plan = await asyncio.to_thread(_restart_plan, ctx, pending)
+        if plan is not None and plan.needed:
+            raise UsageError(plan.refusal(pending.id))
     row = await ctx.services.approvals.approve(
         request.approval_id, by=request.by, agent_id=request.agent_id, restart=request.restart
     )
