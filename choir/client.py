@@ -335,8 +335,13 @@ class ChoirClient:
     async def approval_show(self, approval_id: str) -> v.ApprovalView:
         return await self.ask(V.APPROVAL_SHOW, v.ApprovalView, approval_id=approval_id)
 
-    async def approval_approve(self, approval_id: str, *, by: str = "choirctl") -> v.ApprovalView:
-        return await self.ask(V.APPROVAL_APPROVE, v.ApprovalView, approval_id=approval_id, by=by)
+    async def approval_approve(
+        self, approval_id: str, *, by: str = "choirctl", restart: bool = False
+    ) -> v.ApprovalView:
+        chosen = {"restart": True} if restart else {}
+        return await self.ask(
+            V.APPROVAL_APPROVE, v.ApprovalView, approval_id=approval_id, by=by, **chosen
+        )
 
     async def approval_reject(self, approval_id: str, *, by: str = "choirctl") -> v.ApprovalView:
         return await self.ask(V.APPROVAL_REJECT, v.ApprovalView, approval_id=approval_id, by=by)

@@ -36,7 +36,12 @@ HOST_TOOLS = {"choir.web.browse", "choir.memory.query", "choir.memory.upsert"}
 CORE_TOOLS = {"choir.core.spawn", "choir.core.inject", "choir.core.cancel", "choir.core.list"}
 REPORT_TOOL = "choir.core.report"
 """The core job's own channel to edge (§12.7): for core lanes only."""
-META_TOOLS = {"choir.propose.tool", "choir.propose.skill", "choir.propose.config_change"}
+META_TOOLS = {
+    "choir.propose.tool",
+    "choir.propose.skill",
+    "choir.propose.config_change",
+    "choir.propose.repo_change",
+}
 
 
 def _tools() -> dict[str, ToolManifest]:

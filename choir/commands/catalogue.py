@@ -292,7 +292,9 @@ CATALOGUE: Final[tuple[Command, ...]] = (
     ),
     Command(
         "approval approve",
-        "Approve a pending approval; the agent is told at once. Exits 5 if already answered.",
+        "Approve a pending approval; the agent is told at once. Exits 5 if already answered."
+        "\n\nA config change that only a restart puts into effect is refused (exit 2, it stays "
+        "pending) unless approved with choirctl's --restart.",
         EVERYONE, "approval.approve", (ANSWERED, ONLY_BOUND, RESOLVER), dm="approve",
         dm_help="approve one: the only pending one, or a number from the list, or an id",
         done="{approval_id} approved",

@@ -21,6 +21,19 @@ WEB_BROWSE: Final = "choir.web.browse"
 HOST_WORKER_TOOLS: Final = frozenset({WEB_BROWSE})
 """Host tools served by a choird worker that may be off or failed (the browser worker):
 withheld unless the dynamic config's `host_unavailable` (from choird) leaves them out."""
+REPO_CHANGE: Final = "choir.propose.repo_change"
+AGENT_REPO: Final = "agent_repo"
+"""The key of `withheld_tools`' data naming the repo the agent may clone to propose a repo
+change (choir-agent adds it from `AGENT_REPO_ENV`, choird from its runtime); without it
+`REPO_CHANGE` is withheld: the agent could not clone what it would propose."""
+AGENT_REPO_ENV: Final = "CHOIR_AGENT_REPO"
+"""The agent's repo path in the environment of an agent that may clone it (and of its tools)."""
+AGENT_REF_ENV: Final = "CHOIR_AGENT_REF"
+NO_REPO_TO_CLONE: Final = (
+    "this agent cannot read its repo to clone it: only an agent on the process runtime without "
+    "the bwrap sandbox, whose repo is a local path no other agent and not the global repo uses, "
+    "is given it"
+)
 NOT_IN_THIS_VERSION: Final[frozenset[str]] = frozenset()
 """Seed manifests without an implementation yet, in choir-agent or in choird: never offered to a
 lane (`open_kernel`'s `unavailable`), so no model is shown a tool that cannot run; a call by name
@@ -206,6 +219,8 @@ def withheld_tools(data: Mapping[str, Any], secret_names: frozenset[str]) -> dic
     if reason:
         withheld.update(dict.fromkeys(EMAIL_TOOLS, reason))
     withheld.update(_host_unavailable(data.get("host_unavailable")))
+    if not data.get(AGENT_REPO):
+        withheld[REPO_CHANGE] = str(data.get("agent_repo_unavailable") or NO_REPO_TO_CLONE)
     return withheld
 
 

@@ -170,11 +170,22 @@ def print_diff(diff: str) -> None:
 @app.command("approve")
 @documented("approval approve")
 def approve(
-    approval_id: ApprovalArgument, home: HomeOption = None, as_json: JsonOption = False
+    approval_id: ApprovalArgument,
+    restart: Annotated[
+        bool,
+        typer.Option(
+            "--restart",
+            help="For a config change that takes effect only after a restart: apply it and "
+            "restart the agents it needs (choird cannot restart itself: its own changes wait "
+            "for its next start). Without it such an approval is refused and stays pending.",
+        ),
+    ] = False,
+    home: HomeOption = None,
+    as_json: JsonOption = False,
 ) -> None:
     from choir.ctl.remote import with_choird
 
-    data = with_choird(home, lambda choird: choird.approval_approve(approval_id))
+    data = with_choird(home, lambda choird: choird.approval_approve(approval_id, restart=restart))
     emit(data, as_json, lambda: print(f"approval {approval_id} approved"))
 
 

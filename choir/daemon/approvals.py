@@ -46,11 +46,13 @@ TIMEOUT_RESOLVER = "timeout"
 """`resolved_by` of an approval nobody answered in time."""
 
 ResolvedListener = Callable[[ApprovalRow], None]
-ProposalCheck = Callable[[str, str, dict[str, Any]], str | None]
-"""(agent id, request type, payload) -> the SHA-256 of the content to bind the approval to, or
-None for a kind not bound; raises `UsageError` naming what is wrong with the proposal."""
+ProposalCheck = Callable[[str, str, dict[str, Any], SessionContext], str | None]
+"""(agent id, request type, payload, the proposing session) -> the SHA-256 of the content to
+bind the approval to, or None for a kind not bound; raises `UsageError` naming what is wrong
+with the proposal."""
 
 
+CONFIG_CHANGE = "config_change"
 BUDGET_EXTENSION = "budget_extension"
 """The request type of a paused core job's question: extend its budget (by how much) or stop."""
 
@@ -124,7 +126,7 @@ class ApprovalService:
         content = None
         if self.check is not None:  # reads the repos (git): off the event loop
             content = await asyncio.to_thread(
-                self.check, ctx.agent_id, request.request_type, request.payload
+                self.check, ctx.agent_id, request.request_type, request.payload, ctx
             )
         async with self._pool.acquire() as conn:
             row = await insert_approval(
@@ -164,12 +166,15 @@ class ApprovalService:
         return row
 
     async def approve(
-        self, approval_id: str, *, by: str, agent_id: str | None = None
+        self, approval_id: str, *, by: str, agent_id: str | None = None, restart: bool = False
     ) -> ApprovalRow:
         """Approve a pending approval; `agent_id` limits it to that agent's (a regular DM).
 
-        A budget question approved as such grants the amount it suggested."""
-        return await self._resolve(approval_id, "approved", by, agent_id, granted=None)
+        A budget question approved as such grants the amount it suggested; a config change
+        records whether the approver chose to `restart` what it needs."""
+        return await self._resolve(
+            approval_id, "approved", by, agent_id, granted=None, restart=restart
+        )
 
     async def extend(
         self, approval_id: str, amount: int, *, by: str, agent_id: str | None = None
@@ -214,6 +219,7 @@ class ApprovalService:
         agent_id: str | None,
         *,
         granted: int | None = None,
+        restart: bool = False,
     ) -> ApprovalRow:
         current = await self.show(approval_id)
         if agent_id is not None and current.agent_id != agent_id:
@@ -235,8 +241,16 @@ class ApprovalService:
             granted = suggested_extension(current)
         via = front_end(by, self._dm_gateways())
         async with self._pool.acquire() as conn:
+            chosen = restart if current.request_type == CONFIG_CHANGE else None
             row = await resolve_approval(
-                conn, approval_id, status, by=by, now=self._clock(), via=via, granted=granted
+                conn,
+                approval_id,
+                status,
+                by=by,
+                now=self._clock(),
+                via=via,
+                granted=granted,
+                restart=chosen,
             )
             if row is None:
                 latest = await get_approval(conn, approval_id) or current

@@ -114,16 +114,22 @@ async def resolve_approval(
     now: datetime,
     via: str | None = None,
     granted: int | None = None,
+    restart: bool | None = None,
 ) -> ApprovalRow | None:
     """Answer a pending approval; None when it is not pending (or does not exist).
 
-    `granted` (an approved `budget_extension`) is stored in the payload as `granted`, in the
-    same guarded UPDATE: the amount is decided with the answer, or not at all.
+    `granted` (an approved `budget_extension`) is stored in the payload as `granted`, and
+    `restart` (whether the approver chose to restart what a config change needs) as
+    `restart_chosen`, in the same guarded UPDATE: decided with the answer, or not at all. Either
+    overwrites a key of that name the agent may have sent.
     """
     row = await conn.fetchrow(
         "UPDATE choir_control.pending_approvals SET status = $2, resolved_at = $3, "
-        "resolved_by = $4, resolved_via = $5, payload = CASE WHEN $6::bigint IS NULL THEN "
-        "payload ELSE payload || jsonb_build_object('granted', $6::bigint) END "
+        "resolved_by = $4, resolved_via = $5, payload = payload"
+        " || CASE WHEN $6::bigint IS NULL THEN '{}'::jsonb"
+        " ELSE jsonb_build_object('granted', $6::bigint) END"
+        " || CASE WHEN $7::boolean IS NULL THEN '{}'::jsonb"
+        " ELSE jsonb_build_object('restart_chosen', $7::boolean) END "
         f"WHERE id = $1 AND status = 'pending' RETURNING {_COLUMNS}",
         approval_id,
         status,
@@ -131,6 +137,7 @@ async def resolve_approval(
         encode_text(by),  # a DM's name: any text, NUL included
         via,
         granted,
+        restart,
     )
     return None if row is None else ApprovalRow.of(row)
 

@@ -282,7 +282,7 @@ async def test_approvals_are_listed_shown_and_answered_once(choird, services, cl
     agent = await start(services)
     ctx = await services.sessions.authenticate(agent.session_id, agent.token)
     ids = []
-    for kind in ("budget_extension", "repo_change"):  # answered, not applied
+    for kind in ("budget_extension", "budget_extension"):  # neither checked at proposal time
         clock.advance(1_000)
         request = RequestApprovalRequest(request_type=kind, payload={"summary": kind})
         ids.append((await services.approvals.request(ctx, request)).approval_id)
@@ -295,6 +295,8 @@ async def test_approvals_are_listed_shown_and_answered_once(choird, services, cl
         "budget_extension",
         {"summary": "budget_extension"},
     )
+    with pytest.raises(UsageError, match="--restart is for config changes; approval"):
+        await choird.approval_approve(ids[0], restart=True)  # and it stays pending
     approved = await choird.approval_approve(ids[0])
     assert (approved.status, approved.resolved_by) == ("approved", "choirctl")
     assert (await choird.approval_reject(ids[1], by="console")).resolved_by == "console"

@@ -13,7 +13,7 @@ import pytest
 
 from choir.config.scaffolding.gitrepo import git
 from choir.daemon.agents.services import AgentServices
-from choir.daemon.proposals import git_apply
+from choir.daemon.proposals import git_apply, repo_change
 from choir.daemon.proposals.check import known_tools
 from choir.daemon.proposals.executor import ProposalApplier
 from choir.daemon.proposals.skill import ProposedFile
@@ -59,6 +59,10 @@ class Edges:
         if self.fail == "validate":
             raise git_apply.ApplyError("tools/x: not executable")
         return {}
+
+    async def fetched(self, state: ApplyState, sha256: str | None) -> dict[str, str]:
+        found = repo_change.applicable(self._repo(state), state.branch, sha256)
+        return {"base_commit": found.base, "commit_id": found.commit}
 
     async def ref_head(self, state: ApplyState) -> str:
         return git_apply.head(self._repo(state))

@@ -5,10 +5,12 @@ Approved, the patch goes through `config load` + `config apply`: config.json rew
 hot-reloaded value served (`config show`, the agent's acknowledged `config_version`), the agent
 told `applied`. A patch that would not load is refused at proposal time, back to the model; an
 edit of config.json where the patch applies, made after the proposal, fails the apply and
-leaves the file as the operator left it; a restart-only change is written and applied, pending
-until choird restarts, and the outcome says so; choird killed right after writing config.json
-comes back with the change running and ends the approval `applied` (the agent, adopted by the
-new choird, is not told then: the push precedes its reconnection — a known gap).
+leaves the file as the operator left it; a change only a restart puts into effect is refused a
+plain approval (it stays pending, saying so) and applied with `--restart`: an agent-level one
+restarts the agent (its session resumed), a choird-level one stays pending until choird
+restarts, the outcome saying choird cannot restart itself; choird killed right after writing
+config.json comes back with the change running and ends the approval `applied` (the agent,
+adopted by the new choird, is not told then: the push precedes its reconnection — a known gap).
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ def proposal(patch: dict[str, Any]) -> dict[str, Any]:
 SHORTER = {"approval_timeout_ms": 600_000}
 BROKEN = {"approval_timeout_ms": "soon"}
 RESTART_ONLY = {"rpc": {"read_timeout_ms": 45_000}}
+AGENT_RESTART = {"git_identities": {"agent-1": {"name": "choir agent one"}}}
 SCRIPT = Script(
     steps=[
         ReplyStep(after="tool", match="proposal submitted", repeat=True, text="Proposed."),
@@ -58,6 +61,13 @@ SCRIPT = Script(
             repeat=True,
             calls=[
                 ScriptedCall(name="choir.propose.config_change", arguments=proposal(RESTART_ONLY))
+            ],
+        ),
+        ToolCallsStep(
+            match="rename your git identity",
+            repeat=True,
+            calls=[
+                ScriptedCall(name="choir.propose.config_change", arguments=proposal(AGENT_RESTART))
             ],
         ),
         ReplyStep(repeat=True, text="ok"),
@@ -208,26 +218,67 @@ async def test_config_json_edited_where_the_patch_applies_after_the_proposal_fai
     assert resolved["reason"].startswith("config apply failed: ")
 
 
-async def test_a_restart_only_change_is_written_applied_and_left_pending_until_a_restart(
+async def plainly_refused(scene: Scene, approval_id: str) -> str:
+    """`approval approve` without `--restart`: refused (exit 2), the approval still pending."""
+    answered = await scene.ctl("approval", "approve", approval_id)
+    assert answered.returncode == 2, (answered.stdout, answered.stderr)
+    shown = as_json(await scene.ctl("approval", "show", approval_id, "--json"))
+    assert shown["status"] == "pending"
+    assert f"approval approve {approval_id} --restart" in answered.stderr
+    assert "it stays pending" in answered.stderr
+    return answered.stderr
+
+
+async def test_a_choird_restart_only_change_needs_the_restart_choice_and_then_stays_pending(
     scene: Scene,
 ) -> None:
     session = await scene.started()
     approval_id = await scene.proposed("please propose slower rpc reads")
+    before = scene.home.config_file.read_bytes()
 
-    shown = await scene.approved(approval_id)
+    said = await plainly_refused(scene, approval_id)
 
+    assert "a choird restart (rpc.read_timeout_ms)" in said
+    assert scene.home.config_file.read_bytes() == before  # nothing written
+    answered = await scene.ctl("approval", "approve", approval_id, "--restart")
+    assert answered.returncode == 0, answered.stderr
+    shown = await scene.approved(approval_id, answer=False)
     assert shown["status"] == "applied", shown
     assert read_config(scene.home)["rpc"]["read_timeout_ms"] == 45_000
     config = await scene.shown_config()
     assert [change["path"] for change in config["pending"]] == ["rpc.read_timeout_ms"]
     assert config["config"]["rpc"]["read_timeout_ms"] == 30_000  # what still runs
-    assert "pending until choird restarts" in shown["outcome"]
-    assert "nothing was restarted" in shown["outcome"]
+    assert "pending until choird restarts: ~ rpc.read_timeout_ms" in shown["outcome"]
+    assert "choird cannot restart itself: choir down, then choir up" in shown["outcome"]
     resolved = await scene.told(session, approval_id)
-    assert (resolved["status"], "pending until choird restarts" in resolved["reason"]) == (
+    assert (resolved["status"], "choird cannot restart itself" in resolved["reason"]) == (
         "applied",
         True,
     )
+
+
+async def test_an_agent_level_restart_only_change_restarts_the_agent_when_chosen(
+    scene: Scene,
+) -> None:
+    session = await scene.started()
+    pid = as_json(await scene.ctl("agent", "status", "agent-1", "--json"))["pid"]
+    approval_id = await scene.proposed("please rename your git identity")
+
+    said = await plainly_refused(scene, approval_id)
+
+    assert "a restart of agent-1" in said
+    assert as_json(await scene.ctl("agent", "status", "agent-1", "--json"))["pid"] == pid
+    answered = await scene.ctl("approval", "approve", approval_id, "--restart")
+    assert answered.returncode == 0, answered.stderr
+    shown = await scene.approved(approval_id, answer=False)
+    assert shown["status"] == "applied", shown
+    assert read_config(scene.home)["git_identities"]["agent-1"]["name"] == "choir agent one"
+    assert "agent-1 restarted" in shown["outcome"]
+    steps = [fact["detail"] for fact in shown["audit"] if fact["action"] == "step"]
+    assert "restart: agent-1 restarted, its session resumed" in steps
+    status = as_json(await scene.ctl("agent", "status", "agent-1", "--json"))
+    assert (status["session_id"], status["pid"] != pid) == (session, True)
+    assert not (await scene.shown_config())["pending"]
 
 
 async def test_choird_killed_after_writing_config_json_ends_the_apply_applied_on_restart(

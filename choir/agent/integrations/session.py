@@ -10,6 +10,7 @@ kept per pair.
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Mapping
 from types import MappingProxyType
@@ -24,6 +25,8 @@ from choir.agent.kernel.registry import RegisteredTool, ToolRegistry
 from choir.agent.kernel.workspace import Workspace
 from choir.agent.replication.live_config import DynamicConfig, DynamicState, Secrets
 from choir.core.integrations import (
+    AGENT_REPO,
+    AGENT_REPO_ENV,
     EMAIL_TOOLS,
     NOTION_QUERY,
     TTS_SPEAK,
@@ -55,7 +58,8 @@ class Integrations:
         config, secrets, cached = self._state.current(), self._state.secrets(), self._withheld
         if cached is not None and cached[0] is config and cached[1] is secrets:
             return cached[2]
-        answer = MappingProxyType(withheld_tools(config.data, secrets.names()))
+        data = {**config.data, AGENT_REPO: os.environ.get(AGENT_REPO_ENV)}  # set by the runtime
+        answer = MappingProxyType(withheld_tools(data, secrets.names()))
         self._withheld = (config, secrets, answer)
         return answer
 

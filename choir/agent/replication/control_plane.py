@@ -55,6 +55,7 @@ _APPROVAL_TYPES = {
     "choir.propose.tool": "tool",
     "choir.propose.skill": "skill",
     "choir.propose.config_change": "config_change",
+    "choir.propose.repo_change": "repo_change",
 }
 
 

@@ -66,6 +66,8 @@ TOOL_ENV_FROM_AGENT: Final = {
     "CHOIR_GITCONFIG": "GIT_CONFIG_GLOBAL",
     "CHOIR_SSH_AUTH_SOCK": "SSH_AUTH_SOCK",
     "CHOIR_GIT_SSH_COMMAND": "GIT_SSH_COMMAND",
+    "CHOIR_AGENT_REPO": "CHOIR_AGENT_REPO",  # what choir.propose.repo_change's clone reads
+    "CHOIR_AGENT_REF": "CHOIR_AGENT_REF",
 }
 """choir-agent's variables (paths it set, never secrets) a tool subprocess gets, renamed."""
 

@@ -15,9 +15,14 @@ from choir.core.proposal_diff import DIRECTORIES, proposal_diff
 from choir.daemon.images import repos
 from choir.daemon.operator.context import OperatorContext
 from choir.daemon.operator.views import approval_view
-from choir.daemon.proposals.steps import TOOL
+from choir.daemon.proposals import git_apply, repo_change
+from choir.daemon.proposals.config_patch import patched_config
+from choir.daemon.proposals.config_restart import RestartPlan, restart_plan
+from choir.daemon.proposals.repo_change import REPO_CHANGE
+from choir.daemon.proposals.steps import CONFIG_CHANGE, TOOL
 from choir.daemon.proposals.tool import proposed_tool
-from choir.errors import ChoirError
+from choir.daemon.staging.diff import config_changes
+from choir.errors import ChoirError, UsageError
 from choir.protocol.operator.answers import ApprovalList as ApprovalListAnswer
 from choir.protocol.operator.requests import (
     ApprovalAnswer,
@@ -27,6 +32,7 @@ from choir.protocol.operator.requests import (
 )
 from choir.protocol.operator.views import ApprovalView
 from choir.store.approval_audit import audit_of
+from choir.store.approvals import ApprovalRow
 from choir.store.proposal_applies import get_apply
 
 
@@ -59,6 +65,8 @@ def _diff(ctx: OperatorContext, view: ApprovalView) -> str | None:
     agent = ctx.config.agents.get(view.agent_id)
     if agent is None and view.request_type != "config_change":
         return None
+    if view.request_type == REPO_CHANGE:
+        return _branch_diff(ctx, view)
     try:
         config_json = json.loads(ctx.home.config_file.read_text())
         root = None
@@ -90,13 +98,45 @@ def _as_committed(view: ApprovalView) -> dict[str, Any]:
     return {**view.payload, "manifest": manifest}
 
 
+def _branch_diff(ctx: OperatorContext, view: ApprovalView) -> str | None:
+    """A repo change's fetched branch against its base on the ref, headed by where it is."""
+    branch = f"proposal/{view.session_id or 'none'}/{repo_change.slug_of(view.payload)}"
+    try:
+        repo = git_apply.target_repo(ctx.config, view.agent_id)
+        return repo_change.reviewed(repo, branch).shown(repo)
+    except ChoirError:
+        return None
+
+
 async def approval_approve(ctx: OperatorContext, request: ApprovalAnswer) -> ApprovalView:
+    pending = await ctx.services.approvals.show(request.approval_id)
+    if request.restart and pending.request_type != CONFIG_CHANGE:
+        raise UsageError(
+            f"--restart is for config changes; approval {pending.id} is a "
+            f"{pending.request_type} proposal: approve it without --restart"
+        )
+    plain = not request.restart and pending.status == "pending"
+    if plain and pending.request_type == CONFIG_CHANGE:
+        plan = await asyncio.to_thread(_restart_plan, ctx, pending)
+        if plan is not None and plan.needed:
+            raise UsageError(plan.refusal(pending.id))
     row = await ctx.services.approvals.approve(
-        request.approval_id, by=request.by, agent_id=request.agent_id
+        request.approval_id, by=request.by, agent_id=request.agent_id, restart=request.restart
     )
     if ctx.proposals is not None:
         ctx.proposals.begin(row)  # a skill is applied now; its progress is in `approval show`
     return approval_view(row)
+
+
+def _restart_plan(ctx: OperatorContext, row: ApprovalRow) -> RestartPlan | None:
+    """What config change `row` needs restarted, against config.json and the running config;
+    None when it no longer applies (its apply will say why)."""
+    try:
+        text = ctx.home.config_file.read_text()
+        patched = patched_config(text, row.payload, ctx.stage.secrets.names())
+    except (OSError, ChoirError):
+        return None
+    return restart_plan(config_changes(ctx.stage.running.config, patched.config))
 
 
 async def approval_extend(ctx: OperatorContext, request: ApprovalExtend) -> ApprovalView:

@@ -5,10 +5,12 @@ Refused, with nothing written, when the patch is not what was reviewed or config
 where it applies since the proposal (the review hash differs), when config.json has edits the
 running config has not applied yet (applying would publish them unreviewed), or when the
 result would not load. config.json is replaced atomically (keeping its mode) and restored if
-`config load` then refuses the home. Changes only a restart takes stay pending after the apply
-(`config show`); the outcome names them and the command that makes them take effect: nothing
-is restarted for the approver. A choird killed after writing config.json starts with it; the
-apply it resumes then finds the patch already running and ends `applied`.
+`config load` then refuses the home. A change only a restart puts into effect is approved only
+with the approver's explicit `--restart` (`config_restart`); the running agents it names are
+then restarted (their sessions resumed), while what only a choird restart takes stays pending
+(`config show`), the outcome saying so: choird cannot restart itself. A choird killed after
+writing config.json starts with it; the apply it resumes then finds the patch already running
+and ends `applied`.
 """
 
 from __future__ import annotations
@@ -22,15 +24,19 @@ from choir.config import config_hash
 from choir.config.atomic import atomic_write
 from choir.config.validation.validate import validate_config_text
 from choir.core.proposal_diff import merge_patch
+from choir.daemon.operator.agents.lifecycle import agent_restart
 from choir.daemon.operator.config import config_apply, config_load
 from choir.daemon.operator.context import OperatorContext
 from choir.daemon.proposals.config_patch import patch_of, patched_config, review_hash
+from choir.daemon.proposals.config_restart import HOW_TO_RESTART_CHOIRD, RestartPlan, restart_plan
 from choir.daemon.proposals.executor import Note
 from choir.daemon.proposals.git_apply import ApplyError
+from choir.errors import ChoirError, one_line
 from choir.failpoints import failpoint
 from choir.protocol.operator.answers import ChangeView
-from choir.protocol.operator.requests import NoArguments
+from choir.protocol.operator.requests import AgentRef, NoArguments
 from choir.store.approvals import ApprovalRow
+from choir.store.sessions import SessionStatus
 
 _LOCK: Final = asyncio.Lock()
 """One config change at a time: each reads config.json, writes it and publishes it."""
@@ -76,12 +82,40 @@ async def apply_config_change(ctx: OperatorContext, row: ApprovalRow, note: Note
         await note("step", f"apply: config_version {applied.config_version}: {changes}")
         pending = [f"{c.op} {c.path}" for c in ctx.stage.pending()]
     detail = f"config_version {applied.config_version}: {changes}"
-    if pending:
+    if row.payload.get("restart_chosen") is True:
+        restarted = await _restart_agents(ctx, restart_plan(applied.changes), note)
+        detail += f"; {restarted}" if restarted else ""
+        if pending:
+            detail += (
+                f"; pending until choird restarts: {', '.join(pending)} (choird cannot "
+                f"restart itself: {HOW_TO_RESTART_CHOIRD} puts it into effect)"
+            )
+    elif pending:
         detail += (
             f"; pending until choird restarts: {', '.join(pending)}"
             " (nothing was restarted: restart choird to put it into effect)"
         )
     return detail
+
+
+async def _restart_agents(ctx: OperatorContext, plan: RestartPlan, note: Note) -> str:
+    """Restart the running agents `plan` names (each resumes its session with the applied
+    config); what was restarted, or why one was not."""
+    wanted = list(ctx.config.agents) if plan.every_agent else list(plan.agents)
+    said = []
+    for agent_id in wanted:
+        latest = await ctx.latest_session(agent_id)
+        if latest is None or latest.status != SessionStatus.ACTIVE:
+            continue  # not running: its next start binds the new config
+        try:
+            await agent_restart(ctx, AgentRef(agent_id=agent_id))
+        except ChoirError as error:
+            said.append(f"restart of {agent_id} failed: {one_line(error.message)}")
+            await note("step", f"restart: {agent_id} failed: {one_line(error.message)}")
+            continue
+        said.append(f"{agent_id} restarted")
+        await note("step", f"restart: {agent_id} restarted, its session resumed")
+    return ", ".join(said)
 
 
 def _already(text: str, patch: dict[str, Any]) -> bool:

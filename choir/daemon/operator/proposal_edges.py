@@ -19,7 +19,7 @@ from pathlib import Path
 from choir.daemon.operator.agents.lifecycle import lifecycle_of
 from choir.daemon.operator.agents.update import tree_digest, update_one
 from choir.daemon.operator.context import OperatorContext
-from choir.daemon.proposals import git_apply
+from choir.daemon.proposals import git_apply, repo_change
 from choir.daemon.proposals.check import known_tools
 from choir.daemon.proposals.git_apply import ApplyError
 from choir.daemon.proposals.skill import ProposedFile
@@ -62,6 +62,11 @@ class OperatorApplyEdges:
                 f"{state.branch} moved after it was registered (now {tip[:12]}): register again"
             )
         return {}
+
+    async def fetched(self, state: ApplyState, sha256: str | None) -> dict[str, str]:
+        repo = git_apply.target_repo(self._context().config, state.agent_id)
+        found = await asyncio.to_thread(repo_change.applicable, repo, state.branch, sha256)
+        return {"base_commit": found.base, "commit_id": found.commit}
 
     async def ref_head(self, state: ApplyState) -> str:
         repo = git_apply.target_repo(self._context().config, state.agent_id)

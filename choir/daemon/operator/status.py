@@ -25,12 +25,13 @@ from typing import Any, Final
 
 from choir import __version__
 from choir.core.held_jobs import recover_command
-from choir.core.integrations import unavailable_tools
+from choir.core.integrations import AGENT_REPO, unavailable_tools
 from choir.daemon.images.repo_refresh import repo_status
 from choir.daemon.operator.context import OperatorContext
 from choir.daemon.operator.gateways import gateway_views
 from choir.daemon.operator.usage import spend_view
 from choir.daemon.operator.views import agent_state, held_view, iso, lane_view, seconds_between
+from choir.daemon.runtimes.process import ProcessRuntime
 from choir.daemon.sessions.outage import outage_view
 from choir.daemon.staging.diff import render_changes
 from choir.protocol.operator.answers import (
@@ -190,14 +191,16 @@ async def agent_status(ctx: OperatorContext, request: AgentRef) -> AgentStatus:
         budget_remaining=edge.report.budget_remaining if edge is not None else {},
         lanes=[lane_view(active.session_id, lane) for lane in lanes.values()] if active else [],
         image=await _image(ctx, request.agent_id),
-        unavailable_tools=_unavailable_tools(ctx, summary.bindings),
+        unavailable_tools=_unavailable_tools(ctx, summary.bindings, request.agent_id),
         **(await _tool_figures(ctx, row.session_id) if row is not None else {}),
         spend=await spend_view(ctx, request.agent_id, ctx.clock()),
         link=ctx.services.sessions.link_of(active.session_id) if active is not None else None,
     )
 
 
-def _unavailable_tools(ctx: OperatorContext, bindings: dict[str, Any]) -> dict[str, str]:
+def _unavailable_tools(
+    ctx: OperatorContext, bindings: dict[str, Any], agent_id: str
+) -> dict[str, str]:
     """What the agent withholds from its model under these bindings (the running session's, or
     the defaults a start would bind), from the config and secrets choird serves it."""
     config = ctx.config
@@ -217,7 +220,19 @@ def _unavailable_tools(ctx: OperatorContext, bindings: dict[str, Any]) -> dict[s
         bound["email"] = email.model_dump(mode="json")
     data["bound"] = bound
     data["host_unavailable"] = ctx.services.host_tools.unavailable()
+    data[AGENT_REPO], data["agent_repo_unavailable"] = _clone_source(ctx, agent_id)
     return unavailable_tools(data, frozenset(ctx.stage.secrets.names()))
+
+
+def _clone_source(ctx: OperatorContext, agent_id: str) -> tuple[str | None, str | None]:
+    """(the repo path the agent is given to clone, or None and why not), as its runtime says."""
+    runtime = ctx.lifecycle.runtime if ctx.lifecycle is not None else None
+    if runtime is None:
+        return None, "this choird starts no agents: none is given a repo to clone"
+    if not isinstance(runtime, ProcessRuntime):
+        return None, "the container cannot read the agent's repo to clone it (docker runtime)"
+    source = runtime.clone_source(agent_id, ctx.config)
+    return (source[0], None) if isinstance(source, tuple) else (None, source)
 
 
 async def _tool_figures(ctx: OperatorContext, session_id: str) -> dict[str, Any]:

@@ -13,6 +13,9 @@ A tool (`TOOL`, §8.10's two-phase registration, `proposals.tool`) stops after i
 command that registers it, and the agent is told it cannot call the tool yet. `register` picks it
 up at `validate` with the human's commit, through the same steps.
 
+A repo change (`REPO_CHANGE`) was committed by the agent and fetched at proposal time: its
+`commit` step only checks that the fetched branch is still what was reviewed (`fetched`).
+
 A config change (`CONFIG_CHANGE`) is not a git apply: `config` (choird's `config load` +
 `config apply`) applies it in one go, noting its steps on the audit trail; its end is told the
 same way.
@@ -27,6 +30,8 @@ from typing import Literal, Protocol
 
 from choir.daemon.proposals import tool
 from choir.daemon.proposals.git_apply import ApplyError
+from choir.daemon.proposals.repo_change import REPO_CHANGE
+from choir.daemon.proposals.repo_change import slug_of as repo_slug
 from choir.daemon.proposals.skill import ProposedFile, skill_file
 from choir.daemon.proposals.steps import (
     APPLIED_KINDS,
@@ -74,6 +79,7 @@ class ApplyEdges(Protocol):
         self, state: ApplyState, file: ProposedFile, *more: ProposedFile
     ) -> dict[str, str]: ...
     async def validate(self, state: ApplyState) -> dict[str, str]: ...
+    async def fetched(self, state: ApplyState, sha256: str | None) -> dict[str, str]: ...
     async def ref_head(self, state: ApplyState) -> str: ...
     async def merge(self, state: ApplyState) -> dict[str, str]: ...
     async def build(self, state: ApplyState) -> dict[str, str]: ...
@@ -246,11 +252,11 @@ class ProposalApplier:
             stored = await get_apply(conn, approval_id)
             state = None if stored is None else ApplyState(**stored)
             if state is None:
-                slug = (
-                    tool.tool_name(row.payload)
-                    if row.request_type == TOOL
-                    else str((row.payload.get("spec") or {}).get("name") or "proposal")
-                )
+                slug = str((row.payload.get("spec") or {}).get("name") or "proposal")
+                if row.request_type == TOOL:
+                    slug = tool.tool_name(row.payload)
+                elif row.request_type == REPO_CHANGE:  # the branch choird fetched it into
+                    slug = repo_slug(row.payload)
                 state = start(row.id, row.agent_id, branch_of(row, slug))
                 await save_apply(conn, asdict(state), now=self._clock())
         return row, state
@@ -270,6 +276,8 @@ class ProposalApplier:
         edges = self._edges
         match step:
             case "commit":
+                if row.request_type == REPO_CHANGE:  # committed by the agent: check it only
+                    return await edges.fetched(state, row.content_sha256)
                 first, *more = self._reviewed(row, state)
                 return await edges.commit(state, first, *more)
             case "validate":

@@ -44,8 +44,9 @@ class Identity:
     email: str
 
 
-def target_repo(config: ChoirConfig, agent_id: str) -> TargetRepo:
-    """The agent's configured repo, which must be a local repository with `ref` a branch."""
+def local_repo(config: ChoirConfig, agent_id: str) -> Path:
+    """The agent's repo path, refused unless it is configured as a local path: what a
+    proposal is checked against when it is made (the rest `target_repo` checks when applying)."""
     agent = config.agents.get(agent_id)
     if agent is None:
         raise ApplyError(f"agent {agent_id} is no longer configured")
@@ -59,7 +60,13 @@ def target_repo(config: ChoirConfig, agent_id: str) -> TargetRepo:
             f"agents.{agent_id}.repo.url is a remote URL; choird applies proposals only to a "
             "local repository path for now: commit the proposal branch there by hand"
         )
-    path = Path(url).expanduser()
+    return Path(url).expanduser()
+
+
+def target_repo(config: ChoirConfig, agent_id: str) -> TargetRepo:
+    """The agent's configured repo, which must be a local repository with `ref` a branch."""
+    path = local_repo(config, agent_id)
+    agent = config.agents[agent_id]
     if _git(path, "rev-parse", "--verify", "--quiet", f"refs/heads/{agent.repo.ref}", ok=(0, 1))[0]:
         raise ApplyError(
             f"agents.{agent_id}.repo.ref {agent.repo.ref!r} is not a branch of {path}: "

@@ -20,7 +20,7 @@ CONFIG_CHANGE: Final = "config_change"
 """Applied in one go (`executor.ConfigApply`: config.json written, loaded, applied), not by
 these steps: nothing to build or deploy, and `config apply` publishes it to the agents."""
 TOOL: Final = "tool"
-APPLIED_KINDS: Final = frozenset({"skill", CONFIG_CHANGE, TOOL})
+APPLIED_KINDS: Final = frozenset({"skill", CONFIG_CHANGE, TOOL, "repo_change"})
 """Proposal kinds choird applies once approved; the others only tell the agent (issue 17)."""
 
 Step = Literal["commit", "implement", "validate", "merge", "build", "update", "done", "failed"]

@@ -42,6 +42,7 @@ import psutil
 
 from choir import subreaper
 from choir.config import ChoirConfig
+from choir.core.integrations import AGENT_REF_ENV, AGENT_REPO_ENV
 from choir.core.security.profile import ProfileReport, unsandboxed
 from choir.core.security.sandbox import (
     HOME_TARGET,
@@ -54,6 +55,7 @@ from choir.core.security.sandbox import (
 from choir.daemon.images import repos
 from choir.daemon.images.agent_tree import materialize
 from choir.daemon.images.agent_tree import merge_tree as merge_tree
+from choir.daemon.proposals.repo_change import clone_source
 from choir.daemon.runtimes.adopt import (
     AdoptedProcess,
     ProcessRecord,
@@ -151,6 +153,8 @@ class ProcessRuntime:
         self._push = push
         self._agents: dict[str, _Process] = {}
         self._schemas = SchemaMemo(home)
+        self._clone_from: dict[str, tuple[str, str] | None] = {}
+        """The repo each agent may clone (`clone_source`), as of its last `prepare`."""
         """Tool schemas found valid by an earlier choird: not checked again (`materialize`)."""
         self._sandbox, note = find_sandbox()
         if self._sandbox is None:
@@ -172,7 +176,16 @@ class ProcessRuntime:
         held = self._agents.get(agent_id)
         return held.agent if held is not None else None
 
+    def clone_source(self, agent_id: str, config: ChoirConfig) -> tuple[str, str] | str:
+        """(repo path, ref) the agent is given to clone for `choir.propose.repo_change`, or why
+        not: the sandbox shows it no host path but its workspace."""
+        if self._sandbox is not None:
+            return "the bwrap sandbox shows the agent no host path but its workspace"
+        return clone_source(config, agent_id)
+
     async def prepare(self, agent_id: str, config: ChoirConfig) -> Artefact:
+        source = self.clone_source(agent_id, config)
+        self._clone_from[agent_id] = source if isinstance(source, tuple) else None
         tree, version = await asyncio.to_thread(self.materialize, agent_id, config)
         return Artefact(version, root=tree)
 
@@ -232,6 +245,8 @@ class ProcessRuntime:
             else:
                 command = _agent_command(socket, artefact.root, workspace, link)
                 env = agent_environment(agent_id, started, agent_home)
+                if (source := self._clone_from.get(agent_id)) is not None:
+                    env.update({AGENT_REPO_ENV: source[0], AGENT_REF_ENV: source[1]})
                 process = await _spawn_unsandboxed(command, env, workspace, stderr)
         await _hand_over(process, started.lease_token)
         build_while_agents_boot()  # the models of the agent's first calls, while it boots

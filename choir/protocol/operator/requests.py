@@ -138,6 +138,10 @@ class ApprovalAnswer(WireModel):
     """Who answers, recorded as `resolved_by` (`choirctl`, `console`, a DM name)."""
     agent_id: str | None = None
     """Only if it is this agent's (a regular DM answers only its bound agent's, §19.6)."""
+    restart: bool = Field(default=False, exclude_if=lambda restart: not restart)
+    """Approve a config change that only takes effect after a restart, and restart what it
+    needs (the agents it names; choird cannot restart itself). Without it such an approval is
+    refused and stays pending."""
 
 
 class ToolRegister(WireModel):
