@@ -46,6 +46,8 @@ TIMEOUT_RESOLVER = "timeout"
 """`resolved_by` of an approval nobody answered in time."""
 
 ResolvedListener = Callable[[ApprovalRow], None]
+ProgressListener = Callable[[str, str], None]
+"""(approval id, one line): a step of an approved proposal's apply."""
 ProposalCheck = Callable[[str, str, dict[str, Any], SessionContext], str | None]
 """(agent id, request type, payload, the proposing session) -> the SHA-256 of the content to
 bind the approval to, or None for a kind not bound; raises `UsageError` naming what is wrong
@@ -118,6 +120,7 @@ class ApprovalService:
         """Set by choird where it knows the agents' repos; None checks nothing."""
         self._listeners: list[ResolvedListener] = []
         self._requested: list[ResolvedListener] = []
+        self._progress: list[ProgressListener] = []
 
     async def request(
         self, ctx: SessionContext, request: RequestApprovalRequest
@@ -205,6 +208,18 @@ class ApprovalService:
         """Call `listener` with every approval once it is resolved; returns the unsubscribe."""
         self._listeners.append(listener)
         return lambda: self._listeners.remove(listener)
+
+    def subscribe_progress(self, listener: ProgressListener) -> Callable[[], None]:
+        """Call `listener` with (approval id, line) for each step of an apply; returns the
+        unsubscribe."""
+        self._progress.append(listener)
+        return lambda: self._progress.remove(listener)
+
+    def progressed(self, approval_id: str, line: str) -> None:
+        """An apply finished (or undid) a step: tell the subscribers (the DMs' approval
+        messages)."""
+        for listener in list(self._progress):
+            listener(approval_id, line)
 
     def subscribe_requests(self, listener: ResolvedListener) -> Callable[[], None]:
         """Call `listener` with every new (pending) approval; returns the unsubscribe."""

@@ -112,6 +112,15 @@ async def test_approve_by_button_tells_the_chat_edits_the_message_and_the_agent_
     shown = await client.approval_show(approval_id)
     assert (shown.status, shown.resolved_by) == ("approved", "phone")
     await api.wait_for(lambda: f"Approved: {SUMMARY_LINE}. {WRITING}" in api.texts(PHONE))
+    # each step of the apply is a line in the chat, after the decision, then how it ended
+    step = f"Applying {approval_id}: commit: done (base_commit "
+
+    def said() -> list[str]:
+        return [t[:9] for t in api.texts(PHONE) if t.startswith((step, "Approved: "))]
+
+    await api.wait_for(lambda: len(said()) == 3)
+    assert said() == ["Approved:", "Applying ", "Approved:"]
+    assert "awaiting implementation" in api.texts(PHONE)[-1]
     await api.wait_for(lambda: not edited(api, card).buttons)
     assert edited(api, card).text.startswith(card.text + "\n\nApproved by phone at 20")
     assert await agent_told(client, session_id, approval_id) == "approved"

@@ -212,6 +212,7 @@ class OperatorApi:
             lambda row, _: services.approvals.finish(row),
             clock=clock,
             config=lambda row, note: apply_config_change(self.context, row, note),
+            progress=services.approvals.progressed,
         )
 
         self.context = OperatorContext(

@@ -90,6 +90,8 @@ class ApplyEdges(Protocol):
 
 Finished = Callable[[ApprovalRow, ApplyState | None], None]
 """Told how an apply ended (a config change has no `ApplyState`)."""
+Progress = Callable[[str, str], None]
+"""Told each step an apply finished or undid: (approval id, one line) — the DMs' progress."""
 Note = Callable[[str, str], Awaitable[None]]
 """(audit action, detail): a line of the approval's audit trail."""
 ConfigApply = Callable[[ApprovalRow, Note], Awaitable[str]]
@@ -111,11 +113,13 @@ class ProposalApplier:
         *,
         clock: Clock = utc_now,
         config: ConfigApply | None = None,
+        progress: Progress | None = None,
     ) -> None:
         self._pool = pool
         self._config = config
         self._edges = edges
         self._finished = finished
+        self._progress = progress
         self._clock = clock
         self._tasks: dict[str, asyncio.Task[ApplyState]] = {}
 
@@ -172,7 +176,7 @@ class ProposalApplier:
             if isinstance(outcome, StepFailed):
                 await self._undo(state, effects)
             else:
-                await self._note(state, "step", f"{step}: done{_facts(outcome)}")
+                await self._note(state, "step", f"{step}: done{_facts(outcome)}", told=True)
                 await failpoint(f"proposal.after_{step}")
         if state.step == "implement":
             return await self._awaiting(row, state)
@@ -312,17 +316,22 @@ class ProposalApplier:
         return [file, *extra]
 
     async def _undo(self, state: ApplyState, effects: list[Effect]) -> None:
-        await self._note(state, "failed", f"{state.failed_step}: {state.reason}")
+        await self._note(state, "failed", f"{state.failed_step}: {state.reason}", told=True)
         for effect in effects:
             try:
                 if isinstance(effect, RevertMerge):
                     await self._edges.revert(state)
                     await self._note(
-                        state, "step", f"rollback: merge reverted to {state.merged_from}"
+                        state,
+                        "step",
+                        f"rollback: merge reverted to {state.merged_from}",
+                        told=True,
                     )
                 elif isinstance(effect, Redeploy):
                     await self._edges.redeploy(state)
-                    await self._note(state, "step", "rollback: agent redeployed on its old build")
+                    await self._note(
+                        state, "step", "rollback: agent redeployed on its old build", told=True
+                    )
             except ChoirError as error:
                 await self._note(state, "step", f"rollback failed: {one_line(error.message)}")
 
@@ -347,8 +356,13 @@ class ProposalApplier:
         async with self._pool.acquire() as conn:
             await save_apply(conn, asdict(state), now=self._clock())
 
-    async def _note(self, state: ApplyState, action: str, detail: str) -> None:
+    async def _note(
+        self, state: ApplyState, action: str, detail: str, *, told: bool = False
+    ) -> None:
+        """A line of the audit trail; `told`: the approvers' chats get it as progress too."""
         log.info("apply", fields={"approval_id": state.approval_id, "detail": detail})
+        if told and self._progress is not None:
+            self._progress(state.approval_id, detail)
         async with self._pool.acquire() as conn:
             await add_audit(
                 conn,

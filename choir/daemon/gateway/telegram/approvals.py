@@ -66,6 +66,14 @@ class Chat:
 
 
 @dataclass(frozen=True)
+class Stepped:
+    """A step of an apply, as its approval's chats are told it."""
+
+    approval_id: str
+    line: str
+
+
+@dataclass(frozen=True)
 class Card:
     """A message that shows an approval."""
 
@@ -97,7 +105,7 @@ class ApprovalCards:
         self._timeout_ms = timeout_ms
         self._now = now
         self._cards: dict[str, list[Card]] = {}
-        self._events: asyncio.Queue[ApprovalRow] = asyncio.Queue()
+        self._events: asyncio.Queue[ApprovalRow | Stepped] = asyncio.Queue()
         self._worker: asyncio.Task[None] | None = None
 
     def start(self) -> None:
@@ -114,6 +122,11 @@ class ApprovalCards:
         """An approval was requested or resolved (`ApprovalService`'s listeners): handled in
         order, so an outcome never overtakes its request's message."""
         self._events.put_nowait(row)
+
+    def progressed(self, approval_id: str, line: str) -> None:
+        """An approved proposal's apply finished (or undid) a step: a line in each chat that
+        shows the approval, in order with its decision and its end."""
+        self._events.put_nowait(Stepped(approval_id, line))
 
     async def press(
         self,
@@ -171,14 +184,21 @@ class ApprovalCards:
 
     async def _work(self) -> None:
         while True:
-            row = await self._events.get()
+            event = await self._events.get()
             try:
-                if row.status == "pending":
-                    await self._requested(row)
+                if isinstance(event, Stepped):
+                    self._stepped(event)
+                elif event.status == "pending":
+                    await self._requested(event)
                 else:
-                    await self._resolved(row)
+                    await self._resolved(event)
             except Exception:
-                log.exception("telegram approval message failed", fields={"approval_id": row.id})
+                which = event.approval_id if isinstance(event, Stepped) else event.id
+                log.exception("telegram approval message failed", fields={"approval_id": which})
+
+    def _stepped(self, step: Stepped) -> None:
+        for card in self._cards.get(step.approval_id, []):
+            card.chat.outbox.send(card.chat.chat_id, progress_text(step))
 
     async def _requested(self, row: ApprovalRow) -> None:
         expires = row.created_at + timedelta(milliseconds=self._timeout_ms())
@@ -284,6 +304,11 @@ def request_text(row: ApprovalRow) -> str:
         f"{row.agent_id} asks for approval ({row.request_type}): {summary_of(row)}.\n"
         f"No buttons? Send /approve {row.id} or /reject {row.id}"
     )
+
+
+def progress_text(step: Stepped) -> str:
+    """One apply step in the approval's chats: `ap-…: merge: done (commit 1a2b3c4d5e6f)`."""
+    return f"Applying {step.approval_id}: {step.line}"
 
 
 def outcome_text(row: ApprovalRow) -> str:

@@ -191,6 +191,7 @@ class TelegramGateways:
             approvals = self._ctx.services.approvals
             detach_asked = approvals.subscribe_requests(cards.changed)
             detach_decided = approvals.subscribe(cards.changed)
+            detach_steps = approvals.subscribe_progress(cards.progressed)
             detach_jobs = self._job_cards(key)
 
             def detach() -> None:
@@ -198,6 +199,7 @@ class TelegramGateways:
                 detach_inbox()
                 detach_asked()
                 detach_decided()
+                detach_steps()
                 detach_jobs()
 
             self._detach = detach
