@@ -18,6 +18,7 @@ from typing import Final
 
 import asyncpg
 
+from choir.daemon.memory.bm25_index import KnowledgeBm25
 from choir.daemon.memory.provider import Vector
 from choir.errors import UsageError
 from choir.store import memory_search
@@ -100,11 +101,14 @@ def _check_inputs(query: MemoryQuery, mode: SearchMode) -> None:
         raise MemoryQueryError(f"mode {mode.value} needs query text")
 
 
-async def run_search(conn: Connection, agent_id: str, query: MemoryQuery) -> list[MemoryHit]:
-    """Run a checked query on `conn` (already running as the agent, `ef_search` set)."""
+async def run_search(
+    conn: Connection, agent_id: str, query: MemoryQuery, bm25: KnowledgeBm25
+) -> list[MemoryHit]:
+    """Run a checked query on `conn` (already running as the agent, `ef_search` set); knowledge
+    text search ranks with `bm25`, the process' in-memory indexes."""
     store, mode = checked(query)
     try:
-        return await _dispatch(conn, agent_id, store, mode, query)
+        return await _dispatch(conn, agent_id, store, mode, query, bm25)
     except asyncpg.DataError as exc:  # pgvector: "different vector dimensions 3 and 256"
         raise MemoryQueryError(
             f"the query vector does not fit agent {agent_id}'s embeddings ({exc}); embed the "
@@ -113,15 +117,23 @@ async def run_search(conn: Connection, agent_id: str, query: MemoryQuery) -> lis
 
 
 async def _dispatch(
-    conn: Connection, agent_id: str, store: StoreName, mode: SearchMode, query: MemoryQuery
+    conn: Connection,
+    agent_id: str,
+    store: StoreName,
+    mode: SearchMode,
+    query: MemoryQuery,
+    bm25: KnowledgeBm25,
 ) -> list[MemoryHit]:
     if mode is SearchMode.SESSION_DETAIL:
         assert query.session_id is not None
         return await memory_search.session_detail(
             conn, agent_id, query.session_id, query.text, query.limit
         )
+    if mode is SearchMode.TEXT and store == "knowledge":
+        ranked = await bm25.top(conn, agent_id, query.text, query.limit)
+        return await memory_search.knowledge_hits(conn, agent_id, ranked)
     if mode is SearchMode.TEXT:
-        return await memory_search.text(conn, agent_id, store, query.text, query.limit)
+        return await memory_search.text(conn, agent_id, query.text, query.limit)
     assert query.vector is not None
     if mode is SearchMode.SEMANTIC:
         return await memory_search.semantic(conn, agent_id, store, query.vector, query.limit)

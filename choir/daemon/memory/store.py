@@ -26,6 +26,7 @@ from uuid import UUID
 
 from choir.core.memory.chunks import MemoryChunk, Tier
 from choir.core.memory.knowledge_names import check_name
+from choir.daemon.memory.bm25_index import KnowledgeBm25
 from choir.daemon.memory.search import MemoryQuery, checked, ef_search, run_search
 from choir.daemon.memory.vector_models import VectorModels
 from choir.errors import NotFoundError, UnavailableError
@@ -165,6 +166,8 @@ class PostgresMemoryStore:
         self._models = models
         """Agents whose vectors are of another model (`memory reembed` pending): their
         searches go by text and no vector is stored next to the old ones. None: all current."""
+        self._bm25 = KnowledgeBm25()
+        """Each searched agent's BM25 index of its knowledge, caught up at every search."""
 
     async def put_knowledge(
         self,
@@ -273,7 +276,9 @@ class PostgresMemoryStore:
                 return []
             query = replace(query, mode="text", vector=None)
         return await self._run(
-            agent_id, lambda c: run_search(c, agent_id, query), ef_search=ef_search(query)
+            agent_id,
+            lambda c: run_search(c, agent_id, query, self._bm25),
+            ef_search=ef_search(query),
         )
 
     async def stats(self, agent_id: str) -> MemoryStats:
