@@ -26,12 +26,14 @@ from uuid import UUID
 
 from choir.core.memory.chunks import MemoryChunk, Tier
 from choir.core.memory.knowledge_names import check_name
+from choir.core.memory.relevance import RelevanceWeights, check_kind
 from choir.daemon.memory.bm25_index import KnowledgeBm25
 from choir.daemon.memory.search import MemoryQuery, checked, ef_search, run_search
 from choir.daemon.memory.vector_models import VectorModels
 from choir.errors import NotFoundError, UnavailableError
 from choir.store import (
     knowledge,
+    knowledge_relevance,
     knowledge_versions,
     knowledge_writes,
     memory,
@@ -62,10 +64,13 @@ class MemoryStore(Protocol):
         *,
         name: str | None = None,
         metadata: dict[str, Any] | None = None,
+        kind: str | None = None,
     ) -> KnowledgeItem:
         """The spec's insert and update-by-key: write the item that `name` names (a changed
         text loses its vector until embedded again), or add it (a derived name when None).
-        Oversized content or a bad name is refused, nothing written."""
+        Oversized content or a bad name is refused, nothing written. `kind` (correction,
+        preference, fact, task) sets its importance for relevance, in the same transaction;
+        None keeps it (a new item: fact)."""
         ...
 
     async def add_knowledge(
@@ -75,12 +80,19 @@ class MemoryStore(Protocol):
         *,
         name: str | None = None,
         metadata: dict[str, Any] | None = None,
+        kind: str | None = None,
     ) -> KnowledgeItem:
         """Add an item; a name some item answers to is `KnowledgeNameTaken`."""
         ...
 
     async def write_knowledge(
-        self, agent_id: str, ref: UUID | str, text: str, *, metadata: dict[str, Any] | None = None
+        self,
+        agent_id: str,
+        ref: UUID | str,
+        text: str,
+        *,
+        metadata: dict[str, Any] | None = None,
+        kind: str | None = None,
     ) -> Written:
         """Replace the content of the item `ref` names, keeping the previous version."""
         ...
@@ -161,8 +173,16 @@ class MemoryStore(Protocol):
 class PostgresMemoryStore:
     """`MemoryStore` over the per-agent schemas of choird's database (§23.2-23.3)."""
 
-    def __init__(self, pool: Pool, *, models: VectorModels | None = None) -> None:
+    def __init__(
+        self,
+        pool: Pool,
+        *,
+        models: VectorModels | None = None,
+        weights: Callable[[], RelevanceWeights] = RelevanceWeights,
+    ) -> None:
         self._pool = pool
+        self._weights = weights
+        """config.json's relevance weights, read at each relevance search (hot-reloaded)."""
         self._models = models
         """Agents whose vectors are of another model (`memory reembed` pending): their
         searches go by text and no vector is stored next to the old ones. None: all current."""
@@ -176,13 +196,17 @@ class PostgresMemoryStore:
         *,
         name: str | None = None,
         metadata: dict[str, Any] | None = None,
+        kind: str | None = None,
     ) -> KnowledgeItem:
         meta = metadata or {}
         knowledge.check_item(text, name, meta)  # refused before a connection is taken
-        written = await self._run(
-            agent_id, lambda c: knowledge_writes.put_item(c, text, name=name, metadata=meta)
-        )
-        return written.item
+        _checked_kind(kind)
+
+        async def work(c: Connection) -> KnowledgeItem:
+            item = (await knowledge_writes.put_item(c, text, name=name, metadata=meta)).item
+            return await _kind_set(c, item, kind)
+
+        return await self._run(agent_id, work)
 
     async def add_knowledge(
         self,
@@ -191,20 +215,35 @@ class PostgresMemoryStore:
         *,
         name: str | None = None,
         metadata: dict[str, Any] | None = None,
+        kind: str | None = None,
     ) -> KnowledgeItem:
         meta = metadata or {}
         knowledge.check_item(text, name, meta)
-        return await self._run(
-            agent_id, lambda c: knowledge_writes.add_item(c, text, name=name, metadata=meta)
-        )
+        _checked_kind(kind)
+
+        async def work(c: Connection) -> KnowledgeItem:
+            item = await knowledge_writes.add_item(c, text, name=name, metadata=meta)
+            return await _kind_set(c, item, kind)
+
+        return await self._run(agent_id, work)
 
     async def write_knowledge(
-        self, agent_id: str, ref: UUID | str, text: str, *, metadata: dict[str, Any] | None = None
+        self,
+        agent_id: str,
+        ref: UUID | str,
+        text: str,
+        *,
+        metadata: dict[str, Any] | None = None,
+        kind: str | None = None,
     ) -> Written:
         knowledge.check_item(text, None, metadata or {})
-        return await self._run(
-            agent_id, lambda c: knowledge_writes.write_item(c, ref, text, metadata=metadata)
-        )
+        _checked_kind(kind)
+
+        async def work(c: Connection) -> Written:
+            written = await knowledge_writes.write_item(c, ref, text, metadata=metadata)
+            return replace(written, item=await _kind_set(c, written.item, kind))
+
+        return await self._run(agent_id, work)
 
     async def rename_knowledge(self, agent_id: str, ref: UUID | str, name: str) -> KnowledgeItem:
         check_name(name)
@@ -274,10 +313,12 @@ class PostgresMemoryStore:
             # the stored vectors are another model's: comparing them would rank noise
             if not query.text.strip():
                 return []
-            query = replace(query, mode="text", vector=None)
+            mode = query.mode if query.mode == "relevance" else "text"
+            query = replace(query, mode=mode, vector=None)
+        weights = self._weights()
         return await self._run(
             agent_id,
-            lambda c: run_search(c, agent_id, query, self._bm25),
+            lambda c: run_search(c, agent_id, query, self._bm25, weights),
             ef_search=ef_search(query),
         )
 
@@ -309,3 +350,15 @@ class PostgresMemoryStore:
                 f"agent {agent_id}'s memory is unavailable: Postgres {classify(exc)} "
                 f"({type(exc).__name__}); retry when the database is back"
             ) from exc
+
+
+def _checked_kind(kind: str | None) -> None:
+    if kind is not None:
+        check_kind(kind)  # refused before a connection is taken
+
+
+async def _kind_set(conn: Connection, item: KnowledgeItem, kind: str | None) -> KnowledgeItem:
+    """`item`, given `kind` in the write's transaction (None: as it is)."""
+    if kind is not None:
+        await knowledge_relevance.set_kind(conn, item.id, kind)
+    return item

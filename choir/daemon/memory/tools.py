@@ -4,10 +4,12 @@
   itself): any configured agent's memory may be read (`target_agent`, default the caller); an
   unknown agent is an error the model sees, never an empty result. `semantic` and `hybrid`
   embed the query text first; when no embedder answers in time the search runs as `text` and
-  the result says so (§11.9: search degrades, it never fails for want of a vector).
+  the result says so (§11.9: search degrades, it never fails for want of a vector); knowledge
+  `relevance` embeds it too, and without a vector ranks without semantic similarity.
 - `choir.memory.upsert`: the closed set of knowledge writes — add, write, rename, alias,
   remove (and put: write-or-add, the spec's update-by-key) — on the caller's own knowledge
-  only, each item addressed by its name or an alias. An unknown name is the tool error
+  only, each item addressed by its name or an alias; `kind` (correction, preference, fact,
+  task) sets an item's importance for relevance search. An unknown name is the tool error
   `not_found`, a name another item answers to `name_taken`. A written item is queued for
   embedding (`index`); it is searchable by text at once.
 
@@ -117,6 +119,10 @@ class MemoryTools:
             vector = await self.embed_query(text, agent_id=caller)
             if vector is None:
                 mode, note = SearchMode.TEXT.value, " (no embedder answered: text search)"
+        elif mode == SearchMode.RELEVANCE and text.strip() and self.current(target):
+            vector = await self.embed_query(text, agent_id=caller)
+            if vector is None:
+                note = " (no embedder answered: relevance without semantic similarity)"
         query = MemoryQuery(
             store=store,
             mode=mode,
@@ -170,9 +176,10 @@ async def _write(
 ) -> ToolResult:
     """Run one op of the closed set; refusals (unknown name, taken name) become tool errors."""
     name = _text(args, "name") or _text(args, "key")
+    kind = _text(args, "kind")
     if op == "add":
         item = await store.add_knowledge(
-            caller, _required(args, "text"), name=name, metadata=_tags(args)
+            caller, _required(args, "text"), name=name, metadata=_tags(args), kind=kind
         )
         index(caller, "knowledge", item.id, item.text)
         return _done(f"stored knowledge {item.name!r}", op, item)
@@ -190,9 +197,9 @@ async def _write(
         return _done(f"{item.name!r} now also answers to {args['alias']!r}", op, item)
     text, tags = _required(args, "text"), _tags(args)
     if op == "put":
-        item = await store.put_knowledge(caller, text, name=name, metadata=tags)
+        item = await store.put_knowledge(caller, text, name=name, metadata=tags, kind=kind)
     else:
-        written = await store.write_knowledge(caller, name, text, metadata=tags or None)
+        written = await store.write_knowledge(caller, name, text, metadata=tags or None, kind=kind)
         item = written.item
     index(caller, "knowledge", item.id, item.text)
     if item.version == 1:
