@@ -1,8 +1,9 @@
 """What knowledge relevance search reads and writes (`choir.core.memory.relevance`).
 
 `candidates` reads, in one statement, the given items (the query's best BM25 matches) and the
-query vector's nearest ones, with what relevance weighs: cosine similarity, days since the last
-access (the last write for an item never returned), access count and kind. `reinforce` counts
+query vector's nearest ones, with what relevance weighs — cosine similarity, days since the last
+access (the last write for an item never returned), access count and kind — and what a hit
+shows, so the hits need no second read. `reinforce` counts
 one access of each returned item, in the search's transaction. Tables: `knowledge_access` and
 the `kind` column (`agent-ranking` migration 2).
 """
@@ -20,15 +21,16 @@ from asyncpg import Record
 from pgvector import Vector as PgVector
 
 from choir.core.memory.relevance import Candidate
+from choir.store.memory_search import KNOWLEDGE_COLUMNS
 from choir.store.postgres.pool import Connection
 
-_COLUMNS: Final = """
-SELECT d.id, d.kind, coalesce(a.access_count, 0) AS access_count,
+_COLUMNS: Final = f"""
+SELECT {KNOWLEDGE_COLUMNS}, d.kind AS item_kind, coalesce(a.access_count, 0) AS access_count,
        extract(epoch FROM now() - coalesce(a.last_accessed, d.updated_at)) / 86400 AS days,
-       {similarity} AS similarity
+       {{similarity}} AS similarity
 FROM ids JOIN knowledge_documents d ON d.id = ids.id
 LEFT JOIN knowledge_access a ON a.document_id = d.id
-{vectors}
+{{vectors}}
 """
 _BY_IDS: Final = "WITH ids AS (SELECT DISTINCT unnest($1::uuid[]) AS id)" + _COLUMNS.format(
     similarity="NULL::float8", vectors=""
@@ -41,10 +43,15 @@ ids AS (SELECT unnest($1::uuid[]) AS id UNION SELECT id FROM near)""" + _COLUMNS
     similarity="1 - (e.embedding <=> $2)",
     vectors="LEFT JOIN knowledge_embeddings e ON e.document_id = d.id",
 )
-# Sorted ids: two searches reinforcing the same items lock their rows in the same order.
+# Sorted ids: two searches reinforcing the same items lock their rows in the same order. The
+# transaction commits without waiting for its WAL flush (`synchronous_commit` off, for this
+# transaction only): a crash may lose the last instants' access counts — a ranking hint — and
+# never leaves them half-written, and a search does not wait on the disk.
 _REINFORCE: Final = """
 INSERT INTO knowledge_access AS a (document_id, access_count, last_accessed)
-SELECT d.id, 1, now() FROM knowledge_documents d WHERE d.id = ANY($1::uuid[]) ORDER BY d.id
+SELECT d.id, 1, now()
+FROM knowledge_documents d, (SELECT set_config('synchronous_commit', 'off', true)) AS s
+WHERE d.id = ANY($1::uuid[]) ORDER BY d.id
 ON CONFLICT (document_id) DO UPDATE
 SET access_count = a.access_count + 1, last_accessed = excluded.last_accessed
 """
@@ -53,12 +60,14 @@ _SET_KIND: Final = "UPDATE knowledge_documents SET kind = $2 WHERE id = $1 AND k
 
 @dataclass(frozen=True, slots=True)
 class Signals:
-    """A candidate's stored signals; its BM25 score is the in-memory index's."""
+    """A candidate's stored signals (its BM25 score is the in-memory index's) and its row."""
 
     similarity: float | None
     days_since_access: float
     access_count: int
     kind: str
+    row: Record
+    """The item as `memory_search.ranked_hits` makes a hit of it."""
 
     def candidate(self, item_id: UUID, bm25: float) -> Candidate:
         return Candidate(
@@ -97,5 +106,6 @@ def _signals(row: Record) -> Signals:
         similarity=float(similarity) if similarity is not None else None,
         days_since_access=float(row["days"]),
         access_count=row["access_count"],
-        kind=row["kind"],
+        kind=row["item_kind"],
+        row=row,
     )

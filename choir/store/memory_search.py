@@ -18,7 +18,7 @@ Functions take a connection already running as the agent.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Final, Literal, TypeAlias
 from uuid import UUID
@@ -210,6 +210,18 @@ async def knowledge_hits(
     """The knowledge items of `ranked` (id, score) as hits, in its order; an item removed since
     it was ranked is left out."""
     rows = {row["id"]: row for row in await conn.fetch(_ROWS, [item_id for item_id, _ in ranked])}
+    return ranked_hits(agent_id, rows, ranked)
+
+
+KNOWLEDGE_COLUMNS: Final = _KNOWLEDGE.columns + ", d.id, d.text, 0.0::float8 AS score"
+"""What a statement reads (from `knowledge_documents d`) for `ranked_hits` to make hits."""
+
+
+def ranked_hits(
+    agent_id: str, rows: Mapping[UUID, Record], ranked: Sequence[tuple[UUID, float]]
+) -> list[MemoryHit]:
+    """The hits of `ranked` (id, score), in its order, from `rows` (by id) of
+    `KNOWLEDGE_COLUMNS`; an id without a row is left out."""
     return [
         replace(_hit(agent_id, "knowledge", rows[item_id]), score=score)
         for item_id, score in ranked

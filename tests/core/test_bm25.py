@@ -41,9 +41,14 @@ def put(index: Bm25Index, item_id: uuid.UUID, tokens: list[str]) -> None:
 
 
 def built(items: dict[uuid.UUID, list[str]]) -> Bm25Index:
-    return Bm25Index.built(
-        (i, list(Counter(t)), list(Counter(t).values()), len(t)) for i, t in items.items()
-    )
+    postings: dict[str, tuple[list[int], list[int]]] = {}
+    for slot, tokens in enumerate(items.values()):
+        for term, tf in Counter(tokens).items():
+            postings.setdefault(term, ([], []))
+            postings[term][0].append(slot)
+            postings[term][1].append(tf)
+    lengths = [len(tokens) for tokens in items.values()]
+    return Bm25Index.built(list(items), lengths, [(t, s, f) for t, (s, f) in postings.items()])
 
 
 @pytest.mark.parametrize("query", [["deploy"], ["castor", "release"], ["test", "cache", "wiki"]])
@@ -104,3 +109,22 @@ def test_ties_go_by_id_and_nothing_matches_nothing() -> None:
     assert Bm25Index().top(["same"], 5) == []
     index.put(ids[0], {}, 0)  # rewritten without terms: it still counts in N, matches nothing
     assert ids[0] not in dict(index.top(["same"], 30))
+
+
+def test_scores_taken_before_writes_stay_right() -> None:
+    """A relevance search scores, awaits Postgres (other searches apply writes), then asks
+    the scores of its vector candidates."""
+    rng = random.Random(11)
+    items = corpus(rng, 50)
+    index = built(items)
+    kept, gone = list(items)[:2]
+    expected = index.scored(["deploy", "castor"]).of([kept])
+    scored = index.scored(["deploy", "castor"])
+    index.remove(gone)
+    put(index, uuid.uuid4(), ["deploy"])  # a new slot past the scored ones
+    new = uuid.uuid4()
+    put(index, new, ["castor"])
+    assert scored.of([kept, gone, new]) == {kept: expected[kept], new: 0.0}
+    for _ in range(bm25._COMPACT_AFTER + 1):  # renumbers every slot
+        put(index, new, ["castor"])
+    assert index.scored(["deploy", "castor"]).of([kept]) == scored.of([kept])

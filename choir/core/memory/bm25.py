@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import heapq
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Final
 from uuid import UUID
 
@@ -87,6 +87,7 @@ class Bm25Index:
         self._alive = _Grown(np.bool_)
         self._postings: dict[str, _Postings] = {}
         self._total_length = 0.0
+        self._compactions = 0
 
     def __len__(self) -> int:
         return len(self._slot)
@@ -114,32 +115,25 @@ class Bm25Index:
     @classmethod
     def built(
         cls,
-        items: Iterable[tuple[UUID, list[str], list[int], int]],
+        ids: Sequence[UUID],
+        lengths: Sequence[int],
+        postings: Iterable[tuple[str, Sequence[int], Sequence[int]]],
         *,
         k1: float = K1,
         b: float = B,
     ) -> Bm25Index:
-        """An index of `items` (id, lexemes, their occurrences, length), built in bulk: plain
-        list appends, one array per term at the end (5x faster than `put` one by one)."""
+        """An index of the items `ids` (their `lengths` alike), whose postings are given per
+        term as (term, slots: places in `ids`, occurrences): one array per term, no loop over
+        every posting."""
         index = cls(k1=k1, b=b)
-        slots: dict[str, list[int]] = {}
-        tfs: dict[str, list[int]] = {}
-        lengths: list[float] = []
-        for slot, (item_id, lexemes, counts, length) in enumerate(items):
-            index._slot[item_id] = slot
-            index._ids.append(item_id)
-            lengths.append(float(length))
-            for term, tf in zip(lexemes, counts, strict=True):
-                if term not in slots:
-                    slots[term], tfs[term] = [], []
-                slots[term].append(slot)
-                tfs[term].append(tf)
-        for term, term_slots in slots.items():
+        index._ids = list(ids)
+        index._slot = {item_id: slot for slot, item_id in enumerate(ids)}
+        for term, slots, tfs in postings:
             p = index._postings[term] = _Postings()
-            p.slots.replace(np.array(term_slots, dtype=np.int32))
-            p.tfs.replace(np.array(tfs[term], dtype=np.float64))
+            p.slots.replace(np.array(slots, dtype=np.int32))
+            p.tfs.replace(np.array(tfs, dtype=np.float64))
         index._lengths.replace(np.array(lengths, dtype=np.float64))
-        index._alive.replace(np.ones(len(lengths), dtype=np.bool_))
+        index._alive.replace(np.ones(len(index._ids), dtype=np.bool_))
         index._total_length = float(sum(lengths))
         return index
 
@@ -158,20 +152,16 @@ class Bm25Index:
     def top(self, query_terms: Iterable[str], limit: int) -> list[tuple[UUID, float]]:
         """The `limit` best-scoring items with a score above 0, best first; ties by id (as
         Postgres orders uuids)."""
-        scores = self._scores(query_terms)
-        if scores is None:
-            return []
-        picked = _best_slots(scores, limit)
-        ranked = [(self._id(int(slot)), float(scores[slot])) for slot in picked]
-        return heapq.nsmallest(limit, ranked, key=lambda pair: (-pair[1], pair[0]))
+        return self.scored(query_terms).top(limit)
 
     def scores_of(self, query_terms: Iterable[str], item_ids: Iterable[UUID]) -> dict[UUID, float]:
         """The score of each of `item_ids` that is indexed (0 when it matches no term)."""
-        scores = self._scores(query_terms)
-        slots = {item_id: self._slot[item_id] for item_id in item_ids if item_id in self._slot}
-        if scores is None:
-            return dict.fromkeys(slots, 0.0)
-        return {item_id: float(scores[slot]) for item_id, slot in slots.items()}
+        return self.scored(query_terms).of(item_ids)
+
+    def scored(self, query_terms: Iterable[str]) -> Bm25Scores:
+        """Every item's score for `query_terms`, computed once: for a top list and the scores
+        of other items (relevance's vector candidates)."""
+        return Bm25Scores(self, list(query_terms))
 
     def _scores(self, query_terms: Iterable[str]) -> npt.NDArray[np.float64] | None:
         """Every slot's score (retired slots 0), or None when no query term is indexed."""
@@ -214,9 +204,40 @@ class Bm25Index:
             p.tfs.replace(p.tfs.view()[live])
         self._lengths.replace(self._lengths.view()[alive])
         self._alive.replace(np.ones(int(alive.sum()), dtype=np.bool_))
+        self._compactions += 1
         live_ids = [item_id for item_id in self._ids if item_id is not None]
         self._ids = list(live_ids)
         self._slot = {item_id: slot for slot, item_id in enumerate(live_ids)}
+
+
+class Bm25Scores:
+    """One query's scores over an index, as it was when scored. Writes after that are seen by
+    `of` as far as they renumber nothing: an item added since scores 0, one removed is left
+    out; after a compaction (which renumbers every slot) `of` scores the query again."""
+
+    def __init__(self, index: Bm25Index, terms: list[str]) -> None:
+        self._index, self._terms = index, terms
+        self._scores = index._scores(terms)
+        self._compactions = index._compactions
+
+    def top(self, limit: int) -> list[tuple[UUID, float]]:
+        """The `limit` best items scoring above 0, best first; ties by id."""
+        if self._scores is None:
+            return []
+        picked = _best_slots(self._scores, limit)
+        ranked = [(self._index._id(int(slot)), float(self._scores[slot])) for slot in picked]
+        return heapq.nsmallest(limit, ranked, key=lambda pair: (-pair[1], pair[0]))
+
+    def of(self, item_ids: Iterable[UUID]) -> dict[UUID, float]:
+        """The score of each of `item_ids` that is indexed (0 when it matches no term)."""
+        if self._compactions != self._index._compactions:
+            self._scores = self._index._scores(self._terms)
+            self._compactions = self._index._compactions
+        scores = self._scores
+        slots = {i: self._index._slot[i] for i in item_ids if i in self._index._slot}
+        if scores is None:
+            return dict.fromkeys(slots, 0.0)
+        return {i: float(scores[slot]) if slot < len(scores) else 0.0 for i, slot in slots.items()}
 
 
 _FRACTIONS: Final = (0.9, 0.7, 0.4, 0.0)

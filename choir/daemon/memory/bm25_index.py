@@ -75,8 +75,9 @@ class KnowledgeBm25:
 
     @staticmethod
     async def _build(conn: Connection, state: _AgentIndex) -> None:
-        mark, items = await knowledge_terms.all_terms(conn)
-        state.index, state.mark = Bm25Index.built(items), mark
+        mark, every = await knowledge_terms.all_terms(conn)
+        state.index = Bm25Index.built(every.ids, every.lengths, every.postings)
+        state.mark = mark
 
     @staticmethod
     def _index(state: _AgentIndex) -> Bm25Index:

@@ -37,12 +37,12 @@ async def relevance_search(
     each returned item's access is counted."""
     depth = max(limit, CANDIDATES)
     index, terms = await bm25.current(conn, agent_id, text)
-    best = dict(index.top(terms, depth))
+    scored = index.scored(terms)  # before the next await: a concurrent search may update it
+    best = dict(scored.top(depth))
     signals = await knowledge_relevance.candidates(conn, list(best), vector, depth)
-    scores = best | index.scores_of(terms, [i for i in signals if i not in best])
+    scores = best | scored.of(i for i in signals if i not in best)
     candidates = [s.candidate(i, scores.get(i, 0.0)) for i, s in signals.items()]
-    hits = await memory_search.knowledge_hits(
-        conn, agent_id, relevance.ranked(candidates, weights, limit)
-    )
+    rows = {item_id: s.row for item_id, s in signals.items()}
+    hits = memory_search.ranked_hits(agent_id, rows, relevance.ranked(candidates, weights, limit))
     await knowledge_relevance.reinforce(conn, [hit.source.id for hit in hits])
     return hits
