@@ -69,10 +69,6 @@ class KnowledgeBm25:
         index, terms = await self.current(conn, agent_id, query)
         return index.top(terms, limit)
 
-    def forget(self, agent_id: str) -> None:
-        """Drop `agent_id`'s index (its next search reads everything again)."""
-        self._agents.pop(agent_id, None)
-
     @staticmethod
     async def _build(conn: Connection, state: _AgentIndex) -> None:
         mark, every = await knowledge_terms.all_terms(conn)
