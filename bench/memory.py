@@ -43,6 +43,8 @@ GOALS = {
     "hybrid_top10_p99_ms": "goal <= 25",
     "bm25_top10_p99_ms": "goal <= 20 (knowledge, 100k items)",
     "relevance_top10_p99_ms": "goal <= 30 (knowledge, 100k items, with a query vector)",
+    "bm25_top10_cpu_ms": "(mean, client + Postgres backend)",
+    "relevance_top10_cpu_ms": "(mean, client + Postgres backend)",
     "bm25_index_build_s": "(choird's first BM25 search of an agent: every item's terms read)",
     "vector_top10_cpu_ms": "(mean, client + Postgres backend)",
     "text_common_term_cpu_ms": "(mean, client + Postgres backend)",
