@@ -385,8 +385,10 @@ CATALOGUE: Final[tuple[Command, ...]] = (
         "memory search",
         "Search an agent's session memory or knowledge, best hits first.\n\n"
         "Modes: hybrid (the default: text and vector ranks fused), semantic, text and, for "
-        "the\nsession store, session_detail (a promoted session's detail chunks: --session). "
-        "Semantic and\nhybrid search by text when no embedder answers, and say so.",
+        "the\nsession store, session_detail (a promoted session's detail chunks: --session); "
+        "for knowledge,\nrelevance (BM25, meaning, recent use and importance; what it returns "
+        "counts as used).\nSemantic and hybrid search by text when no embedder answers, and "
+        "say so.",
         verb="memory.search",
         params=(
             AGENT,

@@ -15,6 +15,7 @@ from choir.config.browser import BrowserConfig
 from choir.config.container import ContainerConfig
 from choir.config.metrics import MetricsConfig
 from choir.config.names import AgentId, ResourceName
+from choir.config.relevance import RelevanceConfig
 from choir.config.resources import (
     DmConfig,
     EmailAccountConfig,
@@ -123,6 +124,8 @@ class ChoirConfig(Tunables):
     """choird's Prometheus endpoint (§22.1): off unless `metrics.listen` is set."""
     browser: BrowserConfig = Field(default_factory=BrowserConfig)
     """choird's browser worker (§18.2), which serves `choir.web.browse`: off unless enabled."""
+    relevance: RelevanceConfig = Field(default_factory=RelevanceConfig)
+    """Weights of knowledge relevance search (`choir.memory.query` mode `relevance`)."""
 
     @field_validator("embedding", mode="before")
     @classmethod

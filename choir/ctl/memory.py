@@ -40,7 +40,11 @@ def search(
         str, typer.Option("--store", help="session (chunks and summaries) or knowledge.")
     ] = "session",
     mode: Annotated[
-        str, typer.Option("--mode", help="hybrid, semantic, text or session_detail.")
+        str,
+        typer.Option(
+            "--mode",
+            help="hybrid, semantic, text, session_detail (session store) or relevance (knowledge).",
+        ),
     ] = "hybrid",
     limit: Annotated[int, typer.Option("--limit", help="Show at most this many (1-100).")] = 10,
     session_id: Annotated[

@@ -434,7 +434,11 @@ class ChoirDaemon:
         assert self.services is not None
         assert self.vector_models is not None
         models = self.vector_models
-        self.memory_store = PostgresMemoryStore(self.database.pool, models=models)
+        self.memory_store = PostgresMemoryStore(
+            self.database.pool,
+            models=models,
+            weights=lambda: stage.running.config.relevance.weights(),
+        )
         self.memory_index = MemoryIndex(
             self.memory_store,
             self.memory,

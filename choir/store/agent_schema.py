@@ -23,6 +23,7 @@ from choir.store.embedding_model import EMBEDDING_TABLES, EmbeddingModel, fit_em
 from choir.store.postgres.ddl import AGENT_MIGRATIONS, CONTROL_SCHEMA, apply_migrations
 from choir.store.postgres.idents import agent_role, agent_schema, quote_ident
 from choir.store.postgres.pool import Connection
+from choir.store.postgres.ranking_ddl import RANKING_MIGRATIONS, RANKING_SCOPE
 
 MAX_HNSW_DIMS: Final = 2000
 """pgvector's limit for an HNSW index on `vector`."""
@@ -47,6 +48,9 @@ async def ensure_agent_schema(
         await _ensure_role(conn, role)
         await apply_migrations(
             conn, f"agent:{agent_id}", AGENT_MIGRATIONS, schema=schema, dims=embedding_dims
+        )
+        await apply_migrations(
+            conn, f"{RANKING_SCOPE}:{agent_id}", RANKING_MIGRATIONS, schema=schema
         )
         await _grant(conn, schema, role)
         return await fit_embedding_model(conn, agent_id, EmbeddingModel(model, embedding_dims))

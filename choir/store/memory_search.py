@@ -1,7 +1,8 @@
 """Search over an agent's session memory or knowledge (§11.7, §23.4): the SQL of every mode.
 
 - semantic: the HNSW index's nearest vectors (cosine); score is the cosine similarity.
-- text: for knowledge, BM25 over name and text (`_BM25`); for session memory, GIN full-text
+- text: for knowledge, BM25 over name and text (`choir.core.memory.bm25`, in memory: this reads
+  the ranked rows, `knowledge_hits`); for session memory, GIN full-text
   matches ranked by `ts_rank` over 1 + log(length) (`ts_rank_cd`, the
   cover-density rank, cost ten times as much per match); `websearch_to_tsquery` syntax ("quoted
   phrases", -exclusions, or). At most `TEXT_CANDIDATES` matches are ranked, so a term found in
@@ -17,7 +18,8 @@ Functions take a connection already running as the agent.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
 from typing import Final, Literal, TypeAlias
 from uuid import UUID
 
@@ -26,6 +28,7 @@ import numpy.typing as npt
 from asyncpg import Record
 from pgvector import Vector as PgVector
 
+from choir.core.memory import bm25
 from choir.core.memory.chunks import ChunkKind, Tier
 from choir.store.postgres.jsonb_safe import decode_text
 from choir.store.postgres.pool import Connection
@@ -164,45 +167,22 @@ def _sql(template: str, corpus: _Corpus) -> str:
     )
 
 
-# Okapi BM25 as Lucene computes it (`bm25s`' "lucene" method, checked against it in
-# `tests/memory/store/test_bm25.py`): idf = ln(1 + (N - df + 0.5) / (df + 0.5)), and per query
-# term tf / (tf + k1 (1 - b + b len / avglen)) (Lucene dropped the constant factor k1 + 1). Terms
-# and lengths are the generated `terms` columns of agent migration 7: name and text, stemmed.
-# Every matching item is ranked — unlike `ts_rank`'s capped candidates, BM25's order depends on
-# all of them.
-_BM25: Final = """
-WITH q AS MATERIALIZED (SELECT DISTINCT lexeme AS term FROM unnest(to_tsvector('english', $1))),
-s AS MATERIALIZED (SELECT count(*)::float8 AS n, coalesce(avg(terms_length), 1)::float8 AS avglen
-                   FROM knowledge_documents),
-t AS MATERIALIZED (SELECT q.term, (SELECT count(*) FROM knowledge_documents d
-                                   WHERE d.terms @@ quote_literal(q.term)::tsquery)::float8 AS df
-                   FROM q),
-c AS (SELECT d.id, d.terms, d.terms_length FROM knowledge_documents d
-      WHERE d.terms @@ (SELECT string_agg(quote_literal(term), ' | ')::tsquery FROM q)),
-m AS (
-    SELECT c.id, sum(
-        ln(1 + (s.n - t.df + 0.5) / (t.df + 0.5)) * u.tf
-        / (u.tf + $3::float8 * (1 - $4::float8 + $4::float8 * c.terms_length / s.avglen))) AS rank
-    FROM c CROSS JOIN s
-    CROSS JOIN LATERAL (SELECT lexeme, cardinality(positions) AS tf FROM unnest(c.terms)) AS u
-    JOIN t ON t.term = u.lexeme
-    GROUP BY c.id ORDER BY rank DESC, c.id LIMIT $2
-)
-SELECT {columns}, d.id, d.text, m.rank AS score
-FROM m JOIN knowledge_documents d ON d.id = m.id
-ORDER BY m.rank DESC, d.id
+# Knowledge text search ranks by BM25 in memory (`choir.core.memory.bm25`, kept current by
+# `choir.daemon.memory.bm25_index`); this reads the ranked items' rows, in one statement.
+_KNOWLEDGE_ROWS: Final = """
+SELECT {columns}, d.id, d.text, 0.0::float8 AS score
+FROM knowledge_documents d WHERE d.id = ANY($1::uuid[])
 """
-BM25_K1: Final = 1.2
-"""Term-frequency saturation (Lucene's default): the 2nd occurrence counts less than the 1st."""
-BM25_B: Final = 0.75
-"""Document-length normalisation (Lucene's default): 0 none, 1 full."""
+BM25_K1: Final = bm25.K1
+BM25_B: Final = bm25.B
 
 QUERIES: Final = {  # the statement of each (store, mode); tests EXPLAIN them
     (store, name): _sql(template, corpus)
     for store, corpus in CORPORA.items()
     for name, template in (("semantic", _SEMANTIC), ("text", _TEXT), ("hybrid", _HYBRID))
+    if (store, name) != ("knowledge", "text")
 }
-QUERIES["knowledge", "text"] = _sql(_BM25, _KNOWLEDGE)
+_ROWS: Final = _sql(_KNOWLEDGE_ROWS, _KNOWLEDGE)
 _DETAIL: Final = {
     True: _sql(_DETAIL_TEXT, _SESSION),
     False: _sql(_DETAIL_ALL, _SESSION),
@@ -217,16 +197,36 @@ async def semantic(
     return [_hit(agent_id, store, row) for row in rows]
 
 
-async def text(
-    conn: Connection, agent_id: str, store: StoreName, query: str, limit: int
+async def text(conn: Connection, agent_id: str, query: str, limit: int) -> list[MemoryHit]:
+    """The `limit` best full-text matches of `query` in session memory, among the capped
+    candidates by `ts_rank` (knowledge ranks by BM25: `knowledge_hits`)."""
+    rows = await conn.fetch(QUERIES["session", "text"], query, limit)
+    return [_hit(agent_id, "session", row) for row in rows]
+
+
+async def knowledge_hits(
+    conn: Connection, agent_id: str, ranked: Sequence[tuple[UUID, float]]
 ) -> list[MemoryHit]:
-    """The `limit` best full-text matches of `query`: by BM25 for knowledge, among the capped
-    candidates by `ts_rank` for session memory."""
-    if store == "knowledge":
-        rows = await conn.fetch(QUERIES[store, "text"], query, limit, BM25_K1, BM25_B)
-    else:
-        rows = await conn.fetch(QUERIES[store, "text"], query, limit)
-    return [_hit(agent_id, store, row) for row in rows]
+    """The knowledge items of `ranked` (id, score) as hits, in its order; an item removed since
+    it was ranked is left out."""
+    rows = {row["id"]: row for row in await conn.fetch(_ROWS, [item_id for item_id, _ in ranked])}
+    return ranked_hits(agent_id, rows, ranked)
+
+
+KNOWLEDGE_COLUMNS: Final = _KNOWLEDGE.columns + ", d.id, d.text, 0.0::float8 AS score"
+"""What a statement reads (from `knowledge_documents d`) for `ranked_hits` to make hits."""
+
+
+def ranked_hits(
+    agent_id: str, rows: Mapping[UUID, Record], ranked: Sequence[tuple[UUID, float]]
+) -> list[MemoryHit]:
+    """The hits of `ranked` (id, score), in its order, from `rows` (by id) of
+    `KNOWLEDGE_COLUMNS`; an id without a row is left out."""
+    return [
+        replace(_hit(agent_id, "knowledge", rows[item_id]), score=score)
+        for item_id, score in ranked
+        if item_id in rows
+    ]
 
 
 async def hybrid(

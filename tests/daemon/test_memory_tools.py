@@ -187,3 +187,35 @@ async def test_a_bad_call_is_a_clear_tool_error_and_writes_nothing(
     assert daemon.memory_store is not None
     assert (await daemon.memory_store.stats("agent-1")).knowledge_items == 0
     await agent.close()
+
+
+async def test_relevance_search_with_kinds_and_use_counted(daemon: ChoirDaemon) -> None:
+    agent = await as_agent(daemon, "agent-1")
+    fact = await upsert(agent, op="add", name="host", text="The deploy host is castor.")
+    fix = await upsert(
+        agent, op="add", name="host.fix", kind="correction",
+        text="Correction: the deploy host is pollux now, not castor.",
+    )  # fmt: skip
+    bad = await upsert(agent, op="put", name="x", text="Maybe castor.", kind="rumour")
+    assert (fact["status"], fix["status"]) == ("success", "success")
+    assert (bad["status"], bad["error_code"]) == ("error", "invalid_input")
+    assert "unknown knowledge kind 'rumour'" in str(bad)
+
+    found = await query(agent, store="knowledge", mode="relevance", query="deploy host castor")
+    assert found["data"]["mode"] == "relevance"
+    assert sorted(texts(found)) == sorted(
+        ["The deploy host is castor.", "Correction: the deploy host is pollux now, not castor."]
+    )
+    assert daemon.database is not None
+    async with daemon.database.pool.acquire() as conn:
+        counts = await conn.fetch(
+            'SELECT access_count FROM "choir_agent-1".knowledge_access ORDER BY access_count'
+        )
+        kinds = await conn.fetch(
+            'SELECT name, kind FROM "choir_agent-1".knowledge_documents ORDER BY name'
+        )
+    assert [row["access_count"] for row in counts] == [1, 1]
+    assert [(row["name"], row["kind"]) for row in kinds] == [
+        ("host", "fact"),
+        ("host.fix", "correction"),
+    ]

@@ -195,3 +195,28 @@ async def test_a_taken_name_exits_5_and_changes_nothing(
     assert refused.err.startswith("error: ")
     assert message in refused.err
     assert await filled.client.knowledge_list("agent-1") == before
+
+
+async def test_knowledge_relevance_search(filled: Filled):
+    await run(filled, "knowledge", "put", "agent-1", "standup is at nine", "--key", "standup")
+    asked = (
+        "memory",
+        "search",
+        "agent-1",
+        "standup",
+        "--store",
+        "knowledge",
+        "--mode",
+        "relevance",
+    )
+    found = await run(filled, *asked)
+    data = (await run(filled, *asked, "--json")).json()
+    session = await run(filled, "memory", "search", "agent-1", "x", "--mode", "relevance")
+
+    assert (found.code, found.err) == (0, "")
+    assert found.out.splitlines()[0] == "agent-1's knowledge memory, relevance search: 1 hit(s)"
+    assert (data["mode"], data["fallback"]) == ("relevance", None)
+    assert [hit["name"] for hit in data["hits"]] == ["standup"]
+    assert 0 < data["hits"][0]["score"] <= 1.1
+    assert session.code == 2
+    assert "unknown search mode 'relevance' for store session: use semantic" in session.err

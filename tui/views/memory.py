@@ -5,8 +5,8 @@ a knowledge item with its type, loc, tags and edges (seed design 003).
 Nothing here polls: the stats line is read with `memory.stats` on mount, after a resync, when
 another agent is selected and with `f`; results come from `memory.search` (enter in the search
 box) or `knowledge.list` (`k`); enter on a row opens it with `memory.show`. `s` switches the
-store searched (session, knowledge), `o` the mode (hybrid, semantic, text). A search that fell
-back to text (no embedder answered) says so above the results.
+store searched (session, knowledge), `o` the mode (hybrid, semantic, text and, for knowledge,
+relevance). A search that fell back to text (no embedder answered) says so above the results.
 """
 
 from __future__ import annotations
@@ -241,11 +241,18 @@ class MemoryView(ChoirView):
 
     def action_store(self) -> None:
         self.store = STORES[(STORES.index(self.store) + 1) % len(STORES)]
+        if self.mode not in self._modes():
+            self.mode = MODES[0]
         self.show(self.what, self.rows)
 
     def action_mode(self) -> None:
-        self.mode = MODES[(MODES.index(self.mode) + 1) % len(MODES)]
+        modes = self._modes()
+        self.mode = modes[(modes.index(self.mode) + 1) % len(modes)]
         self.show(self.what, self.rows)
+
+    def _modes(self) -> tuple[str, ...]:
+        """The modes of the store searched: relevance is knowledge's only."""
+        return tuple(m for m in MODES if self.store == "knowledge" or m != "relevance")
 
     def action_knowledge(self) -> None:
         self.list_knowledge()

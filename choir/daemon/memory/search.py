@@ -4,8 +4,10 @@
                                                        text="theme", vector=embedded))
 
 Stores: `session` (mid-term chunks and long-term summaries) and `knowledge`. Modes: `semantic`
-(a query vector), `text` (query text), `hybrid` (both, fused by reciprocal rank) and, for the
-session store, `session_detail` (one promoted session's detail chunks, `session_id` required).
+(a query vector), `text` (query text), `hybrid` (both, fused by reciprocal rank), for the
+session store `session_detail` (one promoted session's detail chunks, `session_id` required)
+and for knowledge `relevance` (query text, its vector when there is one: design 004's formula,
+`choir.daemon.memory.relevance_search`).
 The caller embeds the query text; the store holds no embedder. Every way a query can be wrong
 is a `MemoryQueryError` naming the problem, raised before the database is touched.
 """
@@ -18,7 +20,11 @@ from typing import Final
 
 import asyncpg
 
+from choir.core.memory.relevance import RelevanceWeights
+from choir.daemon.memory.bm25_index import KnowledgeBm25
 from choir.daemon.memory.provider import Vector
+from choir.daemon.memory.relevance_search import CANDIDATES as RELEVANCE_CANDIDATES
+from choir.daemon.memory.relevance_search import relevance_search
 from choir.errors import UsageError
 from choir.store import memory_search
 from choir.store.memory_search import MemoryHit, StoreName
@@ -40,13 +46,14 @@ class SearchMode(StrEnum):
     TEXT = "text"
     HYBRID = "hybrid"
     SESSION_DETAIL = "session_detail"
+    RELEVANCE = "relevance"
 
 
 _NEEDS_VECTOR: Final = frozenset({SearchMode.SEMANTIC, SearchMode.HYBRID})
-_NEEDS_TEXT: Final = frozenset({SearchMode.TEXT, SearchMode.HYBRID})
+_NEEDS_TEXT: Final = frozenset({SearchMode.TEXT, SearchMode.HYBRID, SearchMode.RELEVANCE})
 _MODES: Final = {
-    "session": tuple(SearchMode),
-    "knowledge": (SearchMode.SEMANTIC, SearchMode.TEXT, SearchMode.HYBRID),
+    "session": tuple(m for m in SearchMode if m is not SearchMode.RELEVANCE),
+    "knowledge": (SearchMode.SEMANTIC, SearchMode.TEXT, SearchMode.HYBRID, SearchMode.RELEVANCE),
 }
 
 
@@ -100,11 +107,29 @@ def _check_inputs(query: MemoryQuery, mode: SearchMode) -> None:
         raise MemoryQueryError(f"mode {mode.value} needs query text")
 
 
-async def run_search(conn: Connection, agent_id: str, query: MemoryQuery) -> list[MemoryHit]:
-    """Run a checked query on `conn` (already running as the agent, `ef_search` set)."""
+async def run_search(
+    conn: Connection,
+    agent_id: str,
+    query: MemoryQuery,
+    bm25: KnowledgeBm25,
+    weights: RelevanceWeights | None = None,
+) -> list[MemoryHit]:
+    """Run a checked query on `conn` (already running as the agent, `ef_search` set); knowledge
+    text and relevance search rank with `bm25`, the process' in-memory indexes, relevance with
+    `weights` (config.json's `relevance`; None: the defaults)."""
     store, mode = checked(query)
     try:
-        return await _dispatch(conn, agent_id, store, mode, query)
+        if mode is SearchMode.RELEVANCE:
+            return await relevance_search(
+                conn,
+                agent_id,
+                query.text,
+                query.vector,
+                query.limit,
+                bm25=bm25,
+                weights=weights or RelevanceWeights(),
+            )
+        return await _dispatch(conn, agent_id, store, mode, query, bm25)
     except asyncpg.DataError as exc:  # pgvector: "different vector dimensions 3 and 256"
         raise MemoryQueryError(
             f"the query vector does not fit agent {agent_id}'s embeddings ({exc}); embed the "
@@ -113,15 +138,23 @@ async def run_search(conn: Connection, agent_id: str, query: MemoryQuery) -> lis
 
 
 async def _dispatch(
-    conn: Connection, agent_id: str, store: StoreName, mode: SearchMode, query: MemoryQuery
+    conn: Connection,
+    agent_id: str,
+    store: StoreName,
+    mode: SearchMode,
+    query: MemoryQuery,
+    bm25: KnowledgeBm25,
 ) -> list[MemoryHit]:
     if mode is SearchMode.SESSION_DETAIL:
         assert query.session_id is not None
         return await memory_search.session_detail(
             conn, agent_id, query.session_id, query.text, query.limit
         )
+    if mode is SearchMode.TEXT and store == "knowledge":
+        ranked = await bm25.top(conn, agent_id, query.text, query.limit)
+        return await memory_search.knowledge_hits(conn, agent_id, ranked)
     if mode is SearchMode.TEXT:
-        return await memory_search.text(conn, agent_id, store, query.text, query.limit)
+        return await memory_search.text(conn, agent_id, query.text, query.limit)
     assert query.vector is not None
     if mode is SearchMode.SEMANTIC:
         return await memory_search.semantic(conn, agent_id, store, query.vector, query.limit)
@@ -131,5 +164,6 @@ async def _dispatch(
 def ef_search(query: MemoryQuery) -> int:
     """The HNSW breadth for `query`: the index returns at most ef_search rows, so a deeper
     list (a large limit, hybrid's candidates) needs a wider search."""
-    depth = max(query.limit, memory_search.HYBRID_CANDIDATES) if query.mode == "hybrid" else 0
+    depths = {"hybrid": memory_search.HYBRID_CANDIDATES, "relevance": RELEVANCE_CANDIDATES}
+    depth = max(query.limit, depths[query.mode]) if query.mode in depths else 0
     return max(EF_SEARCH, query.limit, depth)

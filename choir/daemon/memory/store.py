@@ -34,12 +34,15 @@ from choir.core.memory.knowledge_graph import (
 )
 from choir.core.memory.knowledge_names import check_name
 from choir.daemon.memory.graph_search import KnowledgeHit, filtered_search
+from choir.core.memory.relevance import RelevanceWeights, check_kind
+from choir.daemon.memory.bm25_index import KnowledgeBm25
 from choir.daemon.memory.search import MemoryQuery, checked, ef_search, run_search
 from choir.daemon.memory.vector_models import VectorModels
 from choir.errors import NotFoundError, UnavailableError
 from choir.store import (
     knowledge,
     knowledge_graph,
+    knowledge_relevance,
     knowledge_versions,
     knowledge_writes,
     memory,
@@ -72,10 +75,13 @@ class MemoryStore(Protocol):
         name: str | None = None,
         metadata: dict[str, Any] | None = None,
         fields: ItemFields = NO_FIELDS,
+        kind: str | None = None,
     ) -> KnowledgeItem:
         """The spec's insert and update-by-key: write the item that `name` names (a changed
         text loses its vector until embedded again), or add it (a derived name when None).
-        Oversized content or a bad name is refused, nothing written."""
+        Oversized content or a bad name is refused, nothing written. `kind` (correction,
+        preference, fact, task) sets its importance for relevance, in the same transaction;
+        None keeps it (a new item: fact)."""
         ...
 
     async def add_knowledge(
@@ -86,6 +92,7 @@ class MemoryStore(Protocol):
         name: str | None = None,
         metadata: dict[str, Any] | None = None,
         fields: ItemFields = NO_FIELDS,
+        kind: str | None = None,
     ) -> KnowledgeItem:
         """Add an item; a name some item answers to is `KnowledgeNameTaken`."""
         ...
@@ -98,6 +105,7 @@ class MemoryStore(Protocol):
         *,
         metadata: dict[str, Any] | None = None,
         fields: ItemFields = NO_FIELDS,
+        kind: str | None = None,
     ) -> Written:
         """Replace the content of the item `ref` names (None text, metadata or field: kept),
         keeping the previous version."""
@@ -214,11 +222,21 @@ class MemoryStore(Protocol):
 class PostgresMemoryStore:
     """`MemoryStore` over the per-agent schemas of choird's database (§23.2-23.3)."""
 
-    def __init__(self, pool: Pool, *, models: VectorModels | None = None) -> None:
+    def __init__(
+        self,
+        pool: Pool,
+        *,
+        models: VectorModels | None = None,
+        weights: Callable[[], RelevanceWeights] = RelevanceWeights,
+    ) -> None:
         self._pool = pool
+        self._weights = weights
+        """config.json's relevance weights, read at each relevance search (hot-reloaded)."""
         self._models = models
         """Agents whose vectors are of another model (`memory reembed` pending): their
         searches go by text and no vector is stored next to the old ones. None: all current."""
+        self._bm25 = KnowledgeBm25()
+        """Each searched agent's BM25 index of its knowledge, caught up at every search."""
 
     async def put_knowledge(
         self,
@@ -228,14 +246,19 @@ class PostgresMemoryStore:
         name: str | None = None,
         metadata: dict[str, Any] | None = None,
         fields: ItemFields = NO_FIELDS,
+        kind: str | None = None,
     ) -> KnowledgeItem:
         meta = metadata or {}
         knowledge.check_item(text, name, meta, fields)  # refused before a connection is taken
-        written = await self._run(
-            agent_id,
-            lambda c: knowledge_writes.put_item(c, text, name=name, metadata=meta, fields=fields),
-        )
-        return written.item
+        _checked_kind(kind)
+
+        async def work(c: Connection) -> KnowledgeItem:
+            written = await knowledge_writes.put_item(
+                c, text, name=name, metadata=meta, fields=fields
+            )
+            return await _kind_set(c, written.item, kind)
+
+        return await self._run(agent_id, work)
 
     async def add_knowledge(
         self,
@@ -245,13 +268,17 @@ class PostgresMemoryStore:
         name: str | None = None,
         metadata: dict[str, Any] | None = None,
         fields: ItemFields = NO_FIELDS,
+        kind: str | None = None,
     ) -> KnowledgeItem:
         meta = metadata or {}
         knowledge.check_item(text, name, meta, fields)
-        return await self._run(
-            agent_id,
-            lambda c: knowledge_writes.add_item(c, text, name=name, metadata=meta, fields=fields),
-        )
+        _checked_kind(kind)
+
+        async def work(c: Connection) -> KnowledgeItem:
+            item = await knowledge_writes.add_item(c, text, name=name, metadata=meta, fields=fields)
+            return await _kind_set(c, item, kind)
+
+        return await self._run(agent_id, work)
 
     async def write_knowledge(
         self,
@@ -261,12 +288,18 @@ class PostgresMemoryStore:
         *,
         metadata: dict[str, Any] | None = None,
         fields: ItemFields = NO_FIELDS,
+        kind: str | None = None,
     ) -> Written:
         knowledge.check_item(text, None, metadata or {}, fields)
-        return await self._run(
-            agent_id,
-            lambda c: knowledge_writes.write_item(c, ref, text, metadata=metadata, fields=fields),
-        )
+        _checked_kind(kind)
+
+        async def work(c: Connection) -> Written:
+            written = await knowledge_writes.write_item(
+                c, ref, text, metadata=metadata, fields=fields
+            )
+            return replace(written, item=await _kind_set(c, written.item, kind))
+
+        return await self._run(agent_id, work)
 
     async def rename_knowledge(self, agent_id: str, ref: UUID | str, name: str) -> KnowledgeItem:
         check_name(name)
@@ -388,9 +421,13 @@ class PostgresMemoryStore:
             # the stored vectors are another model's: comparing them would rank noise
             if not query.text.strip():
                 return []
-            query = replace(query, mode="text", vector=None)
+            mode = query.mode if query.mode == "relevance" else "text"
+            query = replace(query, mode=mode, vector=None)
+        weights = self._weights()
         return await self._run(
-            agent_id, lambda c: run_search(c, agent_id, query), ef_search=ef_search(query)
+            agent_id,
+            lambda c: run_search(c, agent_id, query, self._bm25, weights),
+            ef_search=ef_search(query),
         )
 
     async def stats(self, agent_id: str) -> MemoryStats:
@@ -421,3 +458,15 @@ class PostgresMemoryStore:
                 f"agent {agent_id}'s memory is unavailable: Postgres {classify(exc)} "
                 f"({type(exc).__name__}); retry when the database is back"
             ) from exc
+
+
+def _checked_kind(kind: str | None) -> None:
+    if kind is not None:
+        check_kind(kind)  # refused before a connection is taken
+
+
+async def _kind_set(conn: Connection, item: KnowledgeItem, kind: str | None) -> KnowledgeItem:
+    """`item`, given `kind` in the write's transaction (None: as it is)."""
+    if kind is not None:
+        await knowledge_relevance.set_kind(conn, item.id, kind)
+    return item

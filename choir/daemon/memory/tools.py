@@ -4,11 +4,13 @@
   itself): any configured agent's memory may be read (`target_agent`, default the caller); an
   unknown agent is an error the model sees, never an empty result. `semantic` and `hybrid`
   embed the query text first; when no embedder answers in time the search runs as `text` and
-  the result says so (§11.9: search degrades, it never fails for want of a vector). Knowledge
+  the result says so (§11.9: search degrades, it never fails for want of a vector); knowledge
+  `relevance` embeds it too, and without a vector ranks without semantic similarity. Knowledge
   queries filter by loc, type and tags, and mode `neighbours` follows edges (`graph_tools`).
 - `choir.memory.upsert`: the closed set of knowledge writes — add, write, rename, alias,
   remove (and put: write-or-add, the spec's update-by-key) — on the caller's own knowledge
-  only, each item addressed by its name or an alias. An unknown name is the tool error
+  only, each item addressed by its name or an alias; `kind` (correction, preference, fact,
+  task) sets an item's importance for relevance search. An unknown name is the tool error
   `not_found`, a name another item answers to `name_taken`. A written item is queued for
   embedding (`index`); it is searchable by text at once. Items carry a loc, a type, tags and
   data, and ops link and unlink add and remove typed edges (design 003, `graph_tools`).
@@ -125,6 +127,10 @@ class MemoryTools:
             vector = await self.embed_query(text, agent_id=caller)
             if vector is None:
                 mode, note = SearchMode.TEXT.value, " (no embedder answered: text search)"
+        elif mode == SearchMode.RELEVANCE and text.strip() and self.current(target):
+            vector = await self.embed_query(text, agent_id=caller)
+            if vector is None:
+                note = " (no embedder answered: relevance without semantic similarity)"
         query = MemoryQuery(
             store=store,
             mode=mode,
@@ -181,9 +187,15 @@ async def _write(
     """Run one op of the closed set; refusals (unknown name, taken name) become tool errors."""
     name = _text(args, "name") or _text(args, "key")
     fields = graph_tools.item_fields(args) if op in ("add", "write", "put") else NO_FIELDS
+    kind = _text(args, "kind")
     if op == "add":
         item = await store.add_knowledge(
-            caller, _required(args, "text"), name=name, metadata=_tags(args), fields=fields
+            caller,
+            _required(args, "text"),
+            name=name,
+            metadata=_tags(args),
+            fields=fields,
+            kind=kind,
         )
         index(caller, "knowledge", item.id, item.text)
         return _done(f"stored knowledge {item.name!r}", op, item)
@@ -205,13 +217,15 @@ async def _write(
     text: str | None
     if op == "put":
         text = _required(args, "text")
-        item = await store.put_knowledge(caller, text, name=name, metadata=tags, fields=fields)
+        item = await store.put_knowledge(
+            caller, text, name=name, metadata=tags, fields=fields, kind=kind
+        )
     else:
-        text = _text(args, "text")  # None: a write of loc, type, data or tags only
-        if text is None and not (fields.given or tags):
-            raise _Refused("invalid_input", "op write needs text (or loc, type, data, tags)")
+        text = _text(args, "text")  # None: a write of loc, type, data, tags or kind only
+        if text is None and not (fields.given or tags or kind):
+            raise _Refused("invalid_input", "op write needs text (or loc, type, data, tags, kind)")
         written = await store.write_knowledge(
-            caller, name, text, metadata=tags or None, fields=fields
+            caller, name, text, metadata=tags or None, fields=fields, kind=kind
         )
         item = written.item
     if text is not None:

@@ -360,9 +360,19 @@ def memory_store_of(daemon: ChoirDaemon) -> MemoryStore | None:
     """The daemon's memory store, built on first use (numpy and pgvector load with it, not
     with choird's start); None before its database is up."""
     if daemon.memory_store is None and daemon.database is not None:
+        from choir.core.memory.relevance import RelevanceWeights
         from choir.daemon.memory.store import PostgresMemoryStore
 
-        daemon.memory_store = PostgresMemoryStore(daemon.database.pool, models=daemon.vector_models)
+        services = daemon.services
+        daemon.memory_store = PostgresMemoryStore(
+            daemon.database.pool,
+            models=daemon.vector_models,
+            weights=lambda: (
+                services.stage.running.config.relevance.weights()
+                if services is not None
+                else RelevanceWeights()
+            ),
+        )
     return daemon.memory_store
 
 

@@ -5,7 +5,8 @@ Everything goes through choird's `MemoryStore` (§11.9), which runs each call as
 role in its schema; the operator may read and write any configured agent's memory (the §11.2
 rules bind agents, not the operator). `semantic` and `hybrid` searches embed the query with the
 memory service; when it answers None (no provider, a timeout, the breaker open) the search runs
-as `text` and the answer says so — §11.9's degradation, never a failed search. A knowledge item
+as `text` and the answer says so — §11.9's degradation, never a failed search (`relevance`
+ranks without semantic similarity then). A knowledge item
 the operator puts is embedded right away (one text, within `PUT_EMBED_TIMEOUT_S`), so the answer
 can say whether semantic search finds it now; a miss leaves it to the backfill, searchable by
 text meanwhile. Store and mode names are checked by the store's own query checks, which name
@@ -65,7 +66,9 @@ async def memory_search(ctx: OperatorContext, request: r.MemorySearch) -> a.Memo
     store = store_of(ctx)
     ctx.require_agent(request.agent_id)
     mode, fallback, vector = request.mode, None, None
-    if mode in _VECTOR_MODES:
+    if mode == "relevance" and request.query.strip():
+        vector, fallback = await _relevance_vector(ctx, request.query, request.agent_id)
+    elif mode in _VECTOR_MODES:
         if not request.query.strip():
             raise UsageError(f"mode {mode} needs query text: what to search for")
         if (stale := _stale_vectors(ctx, request.agent_id)) is not None:
@@ -89,6 +92,18 @@ async def memory_search(ctx: OperatorContext, request: r.MemorySearch) -> a.Memo
         fallback=fallback,
         hits=[_hit_view(one.hit, one.placed) for one in found],
     )
+
+
+async def _relevance_vector(
+    ctx: OperatorContext, text: str, agent_id: str
+) -> tuple[Vector | None, str | None]:
+    """The query vector of a relevance search, or None and why it ranks without similarity."""
+    if (stale := _stale_vectors(ctx, agent_id)) is not None:
+        return None, stale.replace("searched by text", "relevance without similarity")
+    if (vector := await _embed(ctx.memory, text, None, agent_id)) is None:
+        why = _why_no_vector(ctx).replace("searched by text", "relevance without similarity")
+        return None, why
+    return vector, None
 
 
 async def _embed(

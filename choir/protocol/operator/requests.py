@@ -220,8 +220,9 @@ class MemorySearch(WireModel):
     """`session` (mid-term chunks, long-term summaries) or `knowledge`; checked by choird, which
     names the valid ones."""
     mode: str = "hybrid"
-    """`semantic`, `text`, `hybrid` or (session store) `session_detail`. Semantic and hybrid
-    search by text when no embedder answers; the answer says so."""
+    """`semantic`, `text`, `hybrid`, (session store) `session_detail` or (knowledge store)
+    `relevance`. Semantic and hybrid search by text when no embedder answers, relevance without
+    semantic similarity; the answer says so."""
     session_id: str | None = None
     """The promoted session to open (`session_detail` only)."""
     limit: int = Field(default=10, ge=1, le=MEMORY_MAX_LIMIT)

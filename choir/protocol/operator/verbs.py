@@ -12,8 +12,9 @@ from typing import Final
 
 MEMORY_STORES: Final = ("session", "knowledge")
 """The stores `memory.search` reads, the default first (what front ends offer; choird checks)."""
-MEMORY_MODES: Final = ("hybrid", "semantic", "text", "session_detail")
-"""Its modes, the default first; `session_detail` is the session store's only."""
+MEMORY_MODES: Final = ("hybrid", "semantic", "text", "session_detail", "relevance")
+"""Its modes, the default first; `session_detail` is the session store's only, `relevance` the
+knowledge store's."""
 
 
 class OperatorVerb(StrEnum):

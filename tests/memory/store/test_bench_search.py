@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from bench.memory_bm25 import bm25_figures
 from bench.memory_corpus import COMMON_TERM, session_texts
 from bench.memory_search import search_figures
 
@@ -25,4 +26,16 @@ async def test_the_bench_measures_every_search() -> None:
         "hybrid_top10_cpu_ms",
     }
     assert figures["vector_recall_at_10"] > 0.9  # a thousand vectors: near exact
+    assert all(value > 0 for value in figures.values())
+
+
+async def test_the_bench_measures_bm25_and_relevance() -> None:
+    figures = await bm25_figures(1_000, 30)
+    assert set(figures) == {
+        "bm25_top10_p99_ms",
+        "relevance_top10_p99_ms",
+        "bm25_top10_cpu_ms",
+        "relevance_top10_cpu_ms",
+        "bm25_index_build_s",
+    }
     assert all(value > 0 for value in figures.values())
