@@ -18,6 +18,9 @@ from typing import Final
 from uuid import UUID
 
 from choir.core.memory.knowledge_graph import GraphFilter, ItemType
+from choir.core.memory.relevance import RelevanceWeights
+from choir.daemon.memory.bm25_index import KnowledgeBm25
+from choir.daemon.memory.relevance_search import relevance_search
 from choir.daemon.memory.search import (
     MemoryQuery,
     MemoryQueryError,
@@ -25,7 +28,7 @@ from choir.daemon.memory.search import (
     checked,
     run_search,
 )
-from choir.store import knowledge_graph, memory_search
+from choir.store import knowledge_graph, knowledge_relevance, memory_search
 from choir.store.memory_search import MemoryHit
 from choir.store.postgres.pool import Connection
 
@@ -56,29 +59,48 @@ class KnowledgeHit:
 
 
 async def filtered_search(
-    conn: Connection, agent_id: str, query: MemoryQuery, graph: GraphFilter
+    conn: Connection,
+    agent_id: str,
+    query: MemoryQuery,
+    graph: GraphFilter,
+    bm25: KnowledgeBm25,
+    weights: RelevanceWeights | None = None,
 ) -> list[KnowledgeHit]:
     """Run `query` (checked), keep the knowledge hits passing `graph`, and place each."""
     store, mode = checked(query)
     if graph.given and store != "knowledge":
         raise MemoryQueryError("loc, type and tags filter the knowledge store only")
     if not graph.given:
-        hits = await run_search(conn, agent_id, query)
+        hits = await run_search(conn, agent_id, query, bm25, weights)
     else:
-        hits = await _deepened(conn, agent_id, query, mode, graph)
+        ranking = _Ranking(bm25, weights or RelevanceWeights())
+        hits = await _deepened(conn, agent_id, query, mode, graph, ranking)
+        if mode is SearchMode.RELEVANCE:  # what is returned counts as used, not what was read
+            await knowledge_relevance.reinforce(conn, [hit.source.id for hit in hits])
     if store != "knowledge" or not hits:
         return [KnowledgeHit(hit, None) for hit in hits]
     placed = await _places(conn, [hit.source.id for hit in hits])
     return [KnowledgeHit(hit, placed.get(hit.source.id)) for hit in hits]
 
 
+@dataclass(frozen=True, slots=True)
+class _Ranking:
+    bm25: KnowledgeBm25
+    weights: RelevanceWeights
+
+
 async def _deepened(
-    conn: Connection, agent_id: str, query: MemoryQuery, mode: SearchMode, graph: GraphFilter
+    conn: Connection,
+    agent_id: str,
+    query: MemoryQuery,
+    mode: SearchMode,
+    graph: GraphFilter,
+    ranking: _Ranking,
 ) -> list[MemoryHit]:
     kept: list[MemoryHit] = []
     for depth in DEPTHS:
         depth = max(depth, query.limit)
-        hits = await _ranked(conn, agent_id, query, mode, depth)
+        hits = await _ranked(conn, agent_id, query, mode, depth, ranking)
         allowed = await knowledge_graph.passing(conn, [hit.source.id for hit in hits], graph)
         kept = [hit for hit in hits if hit.source.id in allowed]
         if len(kept) >= query.limit or (mode is SearchMode.TEXT and len(hits) < depth):
@@ -88,12 +110,29 @@ async def _deepened(
 
 
 async def _ranked(
-    conn: Connection, agent_id: str, query: MemoryQuery, mode: SearchMode, depth: int
+    conn: Connection,
+    agent_id: str,
+    query: MemoryQuery,
+    mode: SearchMode,
+    depth: int,
+    ranking: _Ranking,
 ) -> list[MemoryHit]:
     """The knowledge store's top `depth` for `query` (past the tool's limit: this is choird's
     own read, filtered before anything is answered)."""
     if mode is SearchMode.TEXT:
-        return await memory_search.text(conn, agent_id, "knowledge", query.text, depth)
+        ranked = await ranking.bm25.top(conn, agent_id, query.text, depth)
+        return await memory_search.knowledge_hits(conn, agent_id, ranked)
+    if mode is SearchMode.RELEVANCE:
+        return await relevance_search(
+            conn,
+            agent_id,
+            query.text,
+            query.vector,
+            depth,
+            bm25=ranking.bm25,
+            weights=ranking.weights,
+            reinforce=False,
+        )
     assert query.vector is not None
     # The HNSW index returns at most ef_search rows: as deep as the read.
     await conn.execute(f"SET LOCAL hnsw.ef_search = {depth:d}")

@@ -32,9 +32,11 @@ async def relevance_search(
     *,
     bm25: KnowledgeBm25,
     weights: RelevanceWeights,
+    reinforce: bool = True,
 ) -> list[MemoryHit]:
     """The `limit` most relevant knowledge items for `text` (and its `vector`, when embedded);
-    each returned item's access is counted."""
+    each returned item's access is counted (`reinforce`; False: the caller filters them first
+    and counts what it returns)."""
     depth = max(limit, CANDIDATES)
     index, terms = await bm25.current(conn, agent_id, text)
     scored = index.scored(terms)  # before the next await: a concurrent search may update it
@@ -44,5 +46,6 @@ async def relevance_search(
     candidates = [s.candidate(i, scores.get(i, 0.0)) for i, s in signals.items()]
     rows = {item_id: s.row for item_id, s in signals.items()}
     hits = memory_search.ranked_hits(agent_id, rows, relevance.ranked(candidates, weights, limit))
-    await knowledge_relevance.reinforce(conn, [hit.source.id for hit in hits])
+    if reinforce:
+        await knowledge_relevance.reinforce(conn, [hit.source.id for hit in hits])
     return hits

@@ -33,9 +33,9 @@ from choir.core.memory.knowledge_graph import (
     ItemFields,
 )
 from choir.core.memory.knowledge_names import check_name
-from choir.daemon.memory.graph_search import KnowledgeHit, filtered_search
 from choir.core.memory.relevance import RelevanceWeights, check_kind
 from choir.daemon.memory.bm25_index import KnowledgeBm25
+from choir.daemon.memory.graph_search import KnowledgeHit, filtered_search
 from choir.daemon.memory.search import MemoryQuery, checked, ef_search, run_search
 from choir.daemon.memory.vector_models import VectorModels
 from choir.errors import NotFoundError, UnavailableError
@@ -379,10 +379,12 @@ class PostgresMemoryStore:
         if query.vector is not None and self._models and not self._models.current(agent_id):
             if not query.text.strip():
                 return []
-            query = replace(query, mode="text", vector=None)
+            mode = query.mode if query.mode == "relevance" else "text"
+            query = replace(query, mode=mode, vector=None)
+        weights = self._weights()
         return await self._run(
             agent_id,
-            lambda c: filtered_search(c, agent_id, query, graph),
+            lambda c: filtered_search(c, agent_id, query, graph, self._bm25, weights),
             ef_search=ef_search(query),
         )
 
