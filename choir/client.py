@@ -233,6 +233,22 @@ class ChoirClient:
         answer: a.MemoryReembedded = result.result
         return answer
 
+    async def memory_backfill_tools(
+        self, agent_id: str | None, *, all_agents: bool = False, progress: Progress | None = None
+    ) -> a.MemoryToolsBackfilled:
+        """Give an agent's closed sessions (every agent's: `all_agents`) the tool-call rows they
+        lack; idempotent. `progress` receives the sessions done after each one."""
+        items = self.items(
+            V.MEMORY_BACKFILL_TOOLS,
+            _adapter(V.MEMORY_BACKFILL_TOOLS),
+            **_present({"agent_id": agent_id}),
+            all=all_agents,
+        )
+        result = await self._reported(items, progress)
+        assert isinstance(result, _items().BackfillToolsResult)
+        answer: a.MemoryToolsBackfilled = result.result
+        return answer
+
     async def shutdown(self) -> a.ChoirdShutdown:
         """Stop choird (it stops its agents gracefully first)."""
         return await self.ask(V.SHUTDOWN, a.ChoirdShutdown)

@@ -482,6 +482,17 @@ CATALOGUE: Final[tuple[Command, ...]] = (
         params=(Param("agent_id", "Agent (empty: --all)", "agent", optional=True),),
         streams=True,
     ),
+    Command(
+        "memory backfill-tools",
+        "Tell every tool call of an agent's past sessions (or every agent's: --all) in one "
+        "sentence.\n\n"
+        "Sessions closed before tool-call rows existed get one row per call (\"ran `pytest -q` "
+        "(exit 0)\"),\nsearchable by text and, while mid-term, by vector; with a progress bar. "
+        "Idempotent: a\nsecond run stores nothing, a run cut short is completed by the next.",
+        verb="memory.backfill_tools",
+        params=(Param("agent_id", "Agent (empty: --all)", "agent", optional=True),),
+        streams=True,
+    ),
     # gateways
     Command(
         "gateway status",

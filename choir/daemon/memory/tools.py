@@ -77,6 +77,9 @@ class MemoryTools:
     current: Callable[[str], bool] = lambda agent_id: True
     """Whether an agent's vectors are the configured model's (`vector_models`): another
     model's are never compared with a query's, the search runs as text."""
+    health: Callable[[str], Awaitable[dict[str, Any]]] | None = None
+    """An agent's memory health (`health.memory_health` and the embedding queue) for mode
+    `stats`; None where choird serves none (the mode is then refused)."""
 
     def register(self, host_tools: HostTools) -> Callable[[], None]:
         """Serve both tools on `host_tools`; returns the unregister callable."""
@@ -108,6 +111,8 @@ class MemoryTools:
         from choir.daemon.memory.search import MemoryQuery, SearchMode
 
         mode = _required(args, "mode")
+        if mode == STATS:
+            return await self._stats(store, caller, target)
         text = _text(args, "query") or ""
         vector, note = None, ""
         if mode in (SearchMode.SEMANTIC, SearchMode.HYBRID) and not self.current(target):
@@ -140,6 +145,23 @@ class MemoryTools:
             truncated=any(len(hit.text) > HIT_CHARS for hit in hits),
         )
 
+    async def _stats(self, store: str, caller: str, target: str) -> ToolResult:
+        if store != "session":
+            raise _Refused("invalid_input", 'mode stats is for store "session"')
+        if self.health is None:
+            raise _Refused("memory_unavailable", "memory statistics are not served here")
+        data = await self.health(target)
+        whose = "your" if target == caller else f"{target}'s"
+        coverage = data.get("vector_coverage")
+        covered = "no searchable rows" if coverage is None else f"{coverage:.0%} with vectors"
+        return ToolResult.ok(
+            f"{whose} memory: {covered}, {data['embedding_queue_depth']} rows queued for "
+            f"vectors, {data['sessions_pending']} sessions waiting to close, "
+            f"{data['tool_calls_undescribed']} tool calls without their description",
+            target_agent=target,
+            **data,
+        )
+
     async def _upsert(self, caller: str, args: Mapping[str, Any]) -> ToolResult:
         target = _text(args, "target_agent")
         if target is not None and target != caller:
@@ -158,6 +180,10 @@ class MemoryTools:
         store, index = await self.parts()
         return await _write(op, caller, args, store, index)
 
+
+STATS: Final = "stats"
+"""`choir.memory.query` store `session` mode `stats`: the memory's health (seed design 004's
+`memory_stats`), not a search."""
 
 LEGACY_OPS: Final = {"insert": "add", "update": "put", "delete": "remove"}
 """The spec's operations (§11.7), still accepted from a tool definition that offers them:

@@ -46,6 +46,7 @@ from choir.daemon.operator import recovery_inbox as operator_recovery_inbox
 from choir.daemon.operator import reembed as operator_reembed
 from choir.daemon.operator import sessions as operator_sessions
 from choir.daemon.operator import status as operator_status
+from choir.daemon.operator import tool_backfill as operator_tool_backfill
 from choir.daemon.operator import usage as operator_usage
 from choir.daemon.operator import workspaces as operator_workspaces
 from choir.daemon.operator.agents import build as operator_build
@@ -77,6 +78,7 @@ if TYPE_CHECKING:
     from choir.daemon.memory.reembed import Reembedder
     from choir.daemon.memory.service import MemoryService
     from choir.daemon.memory.store import MemoryStore
+    from choir.daemon.memory.tool_rows import ToolRowBackfill
     from choir.daemon.memory.vector_models import VectorModels
 
 Answer = WireModel | AsyncIterator[WireModel]
@@ -159,6 +161,7 @@ VERBS: Final[Mapping[OperatorVerb, Route]] = {
     V.KNOWLEDGE_HISTORY: Route(operator_knowledge.knowledge_history),
     V.KNOWLEDGE_RESTORE: Route(operator_knowledge.knowledge_restore),
     V.MEMORY_REEMBED: Route(operator_reembed.memory_reembed),
+    V.MEMORY_BACKFILL_TOOLS: Route(operator_tool_backfill.memory_backfill_tools),
     V.GATEWAY_STATUS: Route(operator_gateways.gateway_status),
     V.SESSION_INJECT: Route(operator_sessions.session_inject),
     V.USAGE: Route(operator_usage.usage),
@@ -167,7 +170,7 @@ VERBS: Final[Mapping[OperatorVerb, Route]] = {
 }
 """Who answers every operator verb. `session.events` (with follow), `logs`, `subscribe`,
 `agent.build`, `agent.update`, `agent.update_all`, `agent.rollback`, `chat.replies` and
-`memory.reembed` stream."""
+`memory.reembed` and `memory.backfill_tools` stream."""
 
 
 class OperatorApi:
@@ -193,6 +196,7 @@ class OperatorApi:
         memory: MemoryService | None = None,
         reembedder: Callable[[], Awaitable[Reembedder | None]] | None = None,
         vector_models: VectorModels | None = None,
+        tool_backfill: Callable[[], Awaitable[ToolRowBackfill | None]] | None = None,
     ) -> None:
         feed = feed if feed is not None else OperatorFeed()
         health = health if health is not None else DaemonHealth()
@@ -223,6 +227,7 @@ class OperatorApi:
             memory=memory,
             reembedder=reembedder,
             vector_models=vector_models,
+            tool_backfill=tool_backfill,
             proposals=applier,
         )
         """What the verbs work with."""
@@ -347,6 +352,7 @@ def operator_handler(daemon: ChoirDaemon) -> OperatorApi:
         memory=daemon.memory,
         reembedder=daemon.reembedder,
         vector_models=daemon.vector_models,
+        tool_backfill=daemon.tool_backfill,
     )
 
 

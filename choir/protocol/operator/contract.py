@@ -86,6 +86,9 @@ OPERATOR_MODELS: Final[Mapping[OperatorVerb, OperatorModels]] = {
     V.KNOWLEDGE_HISTORY: OperatorModels(r.KnowledgeHistoryRequest, a.KnowledgeHistory),
     V.KNOWLEDGE_RESTORE: OperatorModels(r.KnowledgeRestore, a.KnowledgeStored),
     V.MEMORY_REEMBED: OperatorModels(r.MemoryReembed, a.MemoryReembedded, i.ReembedItem),
+    V.MEMORY_BACKFILL_TOOLS: OperatorModels(
+        r.MemoryBackfillTools, a.MemoryToolsBackfilled, i.BackfillToolsItem
+    ),
     V.GATEWAY_STATUS: OperatorModels(r.NoArguments, a.GatewayStatus),
     V.SESSION_INJECT: OperatorModels(r.SessionInject, a.InjectRequested),
     V.USAGE: OperatorModels(r.UsageRequest, a.UsageReport),

@@ -316,6 +316,13 @@ class MemoryReembed(WireModel):
     whose vectors are of another model."""
 
 
+class MemoryBackfillTools(WireModel):
+    """`memory backfill-tools`: one agent (`agent_id`) or every agent (`all`)."""
+
+    agent_id: str | None = Field(default=None, min_length=1)
+    all: bool = False
+
+
 class SessionInject(WireModel):
     session_id: str = Field(min_length=1)
     """The active session running the job."""

@@ -76,6 +76,7 @@ class OperatorVerb(StrEnum):
     KNOWLEDGE_HISTORY = "knowledge.history"
     KNOWLEDGE_RESTORE = "knowledge.restore"
     MEMORY_REEMBED = "memory.reembed"
+    MEMORY_BACKFILL_TOOLS = "memory.backfill_tools"
     GATEWAY_STATUS = "gateway.status"
     SESSION_INJECT = "session.inject"
     USAGE = "usage"
