@@ -214,6 +214,10 @@ ACTIONS: tuple[ConsoleAction, ...] = (
         confirm="Re-embed {agent_id}'s memory with the configured embedding model? Until it "
         "is done, what is not re-embedded yet is found by text only.",
     ),
+    action(
+        "memory backfill-tools", "Memory: describe past sessions' tool calls (once each)",
+        "report", required=("agent_id",),
+    ),
     # gateways
     action("gateway status", "Gateways: bots, DMs, sends", "view", view="gateways", key="w"),
     action("usage", "Usage: calls and cost per agent per day (k: one kind of call)", "view",
