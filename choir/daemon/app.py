@@ -47,6 +47,7 @@ if TYPE_CHECKING:  # aiohttp and cryptography load only for --transport http
     from choir.daemon.agents.host_tools import HostToolCall
     from choir.daemon.agents.services import AgentServices
     from choir.daemon.health.postgres import PostgresSupervisor
+    from choir.daemon.memory.browse import BrowsePage
     from choir.daemon.memory.close import SessionCloser
     from choir.daemon.memory.index import MemoryIndex
     from choir.daemon.memory.reembed import Reembedder
@@ -466,6 +467,7 @@ class ChoirDaemon:
             lambda: stage.running.config.agents,
             current=self.vector_models.current,
             health=self._memory_health,
+            browse=self._browse_session,
         )
         self._stack.callback(tools.register(services.host_tools))
 
@@ -493,6 +495,17 @@ class ChoirDaemon:
             "tool_sessions_undescribed": health.tool_sessions_undescribed,
             "tool_calls_undescribed": health.tool_calls_undescribed,
         }
+
+    async def _browse_session(
+        self, agent_id: str, session_id: str, after_rev: int, limit: int
+    ) -> BrowsePage:
+        """`choir.memory.query` mode `browse`: a page of the session's messages."""
+        from choir.daemon.memory.browse import browse_page
+
+        assert self.database is not None
+        return await browse_page(
+            self.database.pool, agent_id, session_id, after_rev=after_rev, limit=limit
+        )
 
     async def memory_started(self) -> None:
         """Wait until session memory runs, loading it now if it was waiting for work."""

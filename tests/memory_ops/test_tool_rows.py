@@ -5,13 +5,15 @@ stores one sentence per call, found by a text search on words only the sentence 
 vector. `choirctl memory backfill-tools` (the real CLI against the running choird) gives
 sessions closed before the feature their rows exactly once — a promoted session's in
 `long_term_detail`, without making it mid-term again — and `memory stats` (choirctl, and the
-agent's `choir.memory.query` mode `stats`) counts what is still to do.
+agent's `choir.memory.query` mode `stats`) counts what is still to do. The agent browses a
+session's messages in order, a page at a time (mode `browse`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import itertools
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -112,7 +114,7 @@ def tool_home(root: Path, pg_params: ConnectParams) -> ChoirHome:
 
 
 @pytest.fixture
-async def live(tool_home: ChoirHome):  # type: ignore[no-untyped-def]
+async def live(tool_home: ChoirHome) -> AsyncIterator[tuple[ChoirDaemon, ChoirClient]]:
     async with serving(tool_home) as (daemon, client):
         await daemon.memory_started()
         yield daemon, client
@@ -249,3 +251,49 @@ async def test_the_agent_reads_its_memory_stats_through_the_query_tool(
     assert "tool calls without their description" in stats["summary"]
     assert wrong_store["status"] == "error"
     assert wrong_store["error_code"] == "invalid_input"
+
+
+async def test_the_agent_browses_a_session_page_by_page(live: tuple[ChoirDaemon, ChoirClient]):
+    daemon, _ = live
+    session_id = await run_session(daemon, tool_session(4))
+    assert daemon.services is not None
+    started = await daemon.services.sessions.start("agent-1", {}, new_session=True)
+    agent = await agent_control_plane(
+        daemon, "uds", started.session_id, started.lease_token, agent_id="agent-1"
+    )
+    try:
+        await agent.init_hello(hello("agent-1", started.session_id))
+
+        async def browse(**arguments: Any) -> dict[str, Any]:
+            request = ExecuteHostToolRequest(
+                tool_name="choir.memory.query",
+                call_id=f"b{next(_ids)}",
+                input={"store": "session", "mode": "browse", "query": "browse", **arguments},
+            )
+            output: dict[str, Any] = (await agent.execute_host_tool(request)).output
+            return output
+
+        pages = [await browse(session_id=session_id, limit=2)]
+        while (offset := pages[-1]["data"]["next_offset"]) is not None:
+            pages.append(await browse(session_id=session_id, limit=2, offset=offset))
+        unknown = await browse(session_id="no-such-session")
+        other = await browse(session_id=session_id, target_agent="agent-2")
+        missing = await browse()
+    finally:
+        await agent.close()
+
+    assert all(page["status"] == "success" for page in pages), pages
+    messages = [(m["rev"], m["who"], m["text"]) for p in pages for m in p["data"]["messages"]]
+    assert messages == [
+        (1, "user", "session 4: note the todo items, run the tests, look up ruff"),
+        (3, "agent", "wrote 3 lines to notes/todo.md"),
+        (4, "agent", "ran `pytest -q` (exit 0)"),
+        (6, "agent", 'searched the web for "ruff rules" (2 results)'),
+        (7, "agent", "Done: the todo is noted and the tests pass."),
+    ]
+    assert [len(p["data"]["messages"]) for p in pages] == [2, 2, 1]
+    assert pages[0]["summary"].endswith("read on with offset 3")
+    assert pages[-1]["summary"].endswith("the end of the session")
+    assert (unknown["status"], unknown["error_code"]) == ("error", "not_found")
+    assert (other["status"], other["error_code"]) == ("error", "not_found")  # not agent-2's
+    assert (missing["status"], missing["error_code"]) == ("error", "invalid_input")
