@@ -15,7 +15,7 @@ session store (text, BM25, vectors) and counted, embedded and demoted with their
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final
 
@@ -49,7 +49,7 @@ RETURNING id, chunk_index, tier, text
 """
 
 _DESCRIBED: Final = """
-SELECT DISTINCT session_id FROM memory_documents WHERE kind = $1
+SELECT session_id, count(*) AS rows FROM memory_documents WHERE kind = $1 GROUP BY session_id
 """
 
 _COUNT: Final = "SELECT count(*) FROM memory_documents WHERE kind = $1"
@@ -102,14 +102,27 @@ async def add_tool_rows(
     ]
 
 
-async def described_sessions(conn: Connection) -> set[str]:
-    """Sessions (of the agent whose role `conn` runs as) with tool rows stored."""
-    return {record["session_id"] for record in await conn.fetch(_DESCRIBED, KIND)}
+async def described_sessions(conn: Connection) -> dict[str, int]:
+    """Sessions (of the agent whose role `conn` runs as) with tool rows stored, and how many."""
+    return {record["session_id"]: record["rows"] for record in await conn.fetch(_DESCRIBED, KIND)}
 
 
 async def tool_row_count(conn: Connection) -> int:
     """The agent's tool rows, in every tier."""
     return int(await conn.fetchval(_COUNT, KIND) or 0)
+
+
+def undescribed(
+    closed: Sequence[ClosedWithTools], described: Mapping[str, int]
+) -> list[ClosedWithTools]:
+    """The sessions of `closed` with fewer tool rows than tool results, each with the count
+    of results missing their row: never described (closed before tool rows existed), or only
+    its later part (closed again after a resume)."""
+    return [
+        ClosedWithTools(s.session_id, s.results - described.get(s.session_id, 0))
+        for s in closed
+        if described.get(s.session_id, 0) < s.results
+    ]
 
 
 async def sessions_with_tool_results(conn: Connection, agent_id: str) -> list[ClosedWithTools]:

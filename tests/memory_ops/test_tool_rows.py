@@ -98,10 +98,19 @@ async def tool_rows(pool: Pool, agent_id: str = "agent-1") -> list[dict[str, Any
     return [dict(row) for row in rows]
 
 
-async def forget_tool_rows(pool: Pool, agent_id: str = "agent-1") -> None:
-    """What a session closed by a choird before this feature looks like: no tool rows."""
+async def forget_tool_rows(
+    pool: Pool, agent_id: str = "agent-1", *, keep: tuple[str, int] | None = None
+) -> None:
+    """What a session closed by a choird before this feature looks like: no tool rows (but
+    `keep`'s (session, index): a session closed again after a resume has its later part's)."""
+    session, index = keep if keep is not None else ("", 1)
     async with pool.acquire() as conn, run_as_agent(conn, agent_id) as agent:
-        await agent.execute("DELETE FROM memory_documents WHERE kind = 'tool_description'")
+        await agent.execute(
+            "DELETE FROM memory_documents WHERE kind = 'tool_description' "
+            "AND NOT (session_id = $1 AND chunk_index = $2)",
+            session,
+            index,
+        )
 
 
 async def ctl(home: ChoirHome, *args: str) -> Run:
@@ -163,7 +172,7 @@ async def test_backfill_fills_old_sessions_once_and_stats_count_what_is_left(
     assert daemon.memory_index is not None
     await daemon.memory_index.settled()
     stored = await tool_rows(pool)
-    await forget_tool_rows(pool)
+    await forget_tool_rows(pool, keep=(newer, -6))  # `newer` resumed: its last call has one
 
     before = (await ctl(tool_home, "memory", "stats", "agent-1", "--json")).json()["agents"][0]
     shown = await ctl(tool_home, "memory", "stats", "agent-1")
@@ -179,15 +188,15 @@ async def test_backfill_fills_old_sessions_once_and_stats_count_what_is_left(
         (older, "long_term_detail"),
         (newer, "mid_term"),
     }
-    assert (before["tool_sessions_undescribed"], before["tool_calls_undescribed"]) == (2, 6)
-    assert (before["tool_rows"], before["sessions_pending"]) == (0, 0)
+    assert (before["tool_sessions_undescribed"], before["tool_calls_undescribed"]) == (2, 5)
+    assert (before["tool_rows"], before["sessions_pending"]) == (1, 0)
     assert before["sessions_unsummarized"] == 0
     assert 0 < before["vector_coverage"] <= 1
-    assert "calls without one 6 in 2 sessions (choirctl memory backfill-tools agent-1)" in (
+    assert "calls without one 5 in 2 sessions (choirctl memory backfill-tools agent-1)" in (
         shown.out
     )
     assert first.code == 0, first.err
-    assert first.out.splitlines()[1].split() == ["agent-1", "2", "6", "0"]
+    assert first.out.splitlines()[1].split() == ["agent-1", "2", "5", "0"]
     assert "sessions" in first.err  # the progress bar, on stderr
     # the same rows as the close stored, each once; the promoted session's stay detail
     assert [(r["session_id"], r["tier"], r["chunk_index"], r["text"]) for r in filled] == [

@@ -16,7 +16,11 @@ from choir.core.memory.chunks import Tier
 from choir.daemon.memory.store import MemoryStore
 from choir.store.memory_closes import pending_closes
 from choir.store.memory_stats import MemoryStats
-from choir.store.memory_tool_rows import sessions_with_tool_results, unsummarized_sessions
+from choir.store.memory_tool_rows import (
+    sessions_with_tool_results,
+    undescribed,
+    unsummarized_sessions,
+)
 from choir.store.postgres.pool import Pool
 
 PENDING_CAP: Final = 10_000
@@ -46,7 +50,7 @@ async def memory_health(pool: Pool, store: MemoryStore, agent_id: str) -> Memory
         pending = await pending_closes(conn, [agent_id], agent_id=agent_id, limit=PENDING_CAP)
         unsummarized = await unsummarized_sessions(conn, agent_id)
         closed = await sessions_with_tool_results(conn, agent_id)
-    undescribed = [s for s in closed if s.session_id not in described]
+    missing = undescribed(closed, described)
     searchable = (
         stats.chunks[Tier.MID_TERM] + stats.chunks[Tier.LONG_TERM_SUMMARY] + stats.knowledge_items
     )
@@ -57,6 +61,6 @@ async def memory_health(pool: Pool, store: MemoryStore, agent_id: str) -> Memory
         sessions_pending=len(pending),
         sessions_unsummarized=unsummarized,
         tool_rows=tool_rows,
-        tool_sessions_undescribed=len(undescribed),
-        tool_calls_undescribed=sum(s.results for s in undescribed),
+        tool_sessions_undescribed=len(missing),
+        tool_calls_undescribed=sum(s.results for s in missing),
     )

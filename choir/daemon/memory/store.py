@@ -155,8 +155,8 @@ class MemoryStore(Protocol):
         """Store the session's tool-call rows not stored yet (`tool_synthesis`); those stored."""
         ...
 
-    async def described_sessions(self, agent_id: str) -> set[str]:
-        """The agent's sessions with tool-call rows stored."""
+    async def described_sessions(self, agent_id: str) -> dict[str, int]:
+        """The agent's sessions with tool-call rows stored, and how many each."""
         ...
 
     async def tool_row_count(self, agent_id: str) -> int:
@@ -287,7 +287,7 @@ class PostgresMemoryStore:
             agent_id, lambda c: memory_tool_rows.add_tool_rows(c, session_id, rows)
         )
 
-    async def described_sessions(self, agent_id: str) -> set[str]:
+    async def described_sessions(self, agent_id: str) -> dict[str, int]:
         return await self._run(agent_id, memory_tool_rows.described_sessions)
 
     async def tool_row_count(self, agent_id: str) -> int:

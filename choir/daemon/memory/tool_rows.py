@@ -7,7 +7,8 @@
 Every closed session's tool calls get one past-tense sentence each, stored as rows of the
 session (`choir.store.memory_tool_rows`) and queued for vectors when mid-term. Sessions closed
 before this existed have none: the backfill reads each closed session with tool results and no
-rows yet, one at a time under the closer's lock (a promotion moving the session's rows to
+rows for all of them yet (a session resumed and closed again since has rows for its later part
+only), one at a time under the closer's lock (a promotion moving the session's rows to
 `long_term_detail` never races it), and stores its rows in the tier its chunks are in. Running it
 again stores nothing (the rows are keyed); a backfill cut short (choird killed, Postgres gone)
 resumes with the sessions it had not reached. Every row's text passes choird's secret redaction,
@@ -32,7 +33,7 @@ from choir.daemon.memory.store import MemoryStore
 from choir.failpoints import failpoint
 from choir.logs import get_logger, redact
 from choir.store.memory import ChunkRef
-from choir.store.memory_tool_rows import sessions_with_tool_results
+from choir.store.memory_tool_rows import sessions_with_tool_results, undescribed
 from choir.store.postgres.pool import Pool
 
 _log = get_logger("choir.memory")
@@ -82,7 +83,7 @@ class BackfillRun:
     rows: int
     """Rows stored by this run."""
     already: int
-    """Closed sessions with tool calls that had their rows before this run."""
+    """Closed sessions with tool calls that had all their rows before this run."""
 
 
 class ToolRowBackfill:
@@ -95,20 +96,12 @@ class ToolRowBackfill:
         self._lock = lock
         """The closer's: one close, promotion or session backfill at a time."""
 
-    async def pending(self, agent_id: str) -> tuple[int, int]:
-        """(sessions, tool results) of the agent's closed sessions still without rows."""
-        async with self._pool.acquire() as conn:
-            closed = await sessions_with_tool_results(conn, agent_id)
-        described = await self._store.described_sessions(agent_id)
-        todo = [s for s in closed if s.session_id not in described]
-        return len(todo), sum(s.results for s in todo)
-
     async def run(self, agent_id: str, progress: Progress | None = None) -> BackfillRun:
         """Backfill the agent's closed sessions without rows, oldest close first."""
         async with self._pool.acquire() as conn:
             closed = await sessions_with_tool_results(conn, agent_id)
         described = await self._store.described_sessions(agent_id)
-        todo = [s.session_id for s in closed if s.session_id not in described]
+        todo = [s.session_id for s in undescribed(closed, described)]
         stored = 0
         for done, session_id in enumerate(todo, start=1):
             async with self._lock:
