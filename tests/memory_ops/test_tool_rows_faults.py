@@ -1,6 +1,8 @@
-"""`memory backfill-tools` under a kill: choird (a real process) dies right after the first
-session's rows are stored; `choirctl` reports choird gone in one line, and the next run, on a
-restarted choird, fills the remaining session — every row stored exactly once."""
+"""Tool rows under a kill. `memory backfill-tools`: choird (a real process) dies right after
+the first session's rows are stored; `choirctl` reports choird gone in one line, and the next
+run, on a restarted choird, fills the remaining session. A close: choird dies with a session's
+chunks and tool rows stored, its close not recorded; the next start finishes it. Every row is
+stored exactly once."""
 
 from __future__ import annotations
 
@@ -79,3 +81,38 @@ async def test_a_backfill_killed_midway_is_completed_by_the_next_run_once(
     key = ("session_id", "tier", "chunk_index", "text")
     assert [tuple(r[k] for k in key) for r in done] == [tuple(r[k] for k in key) for r in closed]
     assert len(done) == 6
+
+
+async def test_choird_killed_mid_close_stores_each_tool_row_once(
+    root: Path, pg_params: ConnectParams
+) -> None:
+    home = make_home(root, postgres=external_postgres(pg_params))
+    conn = await connect(pg_params)
+    try:
+        await apply_control_schema(conn)
+        await store_ended_session(conn, "s-tools-killed", tool_session(7))
+    finally:
+        await conn.close()
+    choird = None
+    try:
+        async with open_pool(pg_params, min_size=1, max_size=2) as pool:
+            choird = await asyncio.to_thread(
+                spawn_choird,
+                home,
+                "--runtime",
+                "process",
+                CHOIR_FAILPOINTS="memory.close.after_chunks=exit",
+            )
+            process = choird.process
+            await poll_until(lambda: process.poll() is not None, within=60)
+            stored = await tool_rows(pool)
+            choird = await asyncio.to_thread(spawn_choird, home, "--runtime", "process")
+            await wait_closed(pool, "s-tools-killed", within=60)
+            again = await tool_rows(pool)
+    finally:
+        await asyncio.to_thread(teardown, home, choird)
+
+    assert process.returncode == 137  # killed with the chunks and tool rows stored
+    key = ("session_id", "tier", "chunk_index", "text")
+    assert [r["chunk_index"] for r in stored] == [-3, -4, -6]
+    assert [tuple(r[k] for k in key) for r in again] == [tuple(r[k] for k in key) for r in stored]
