@@ -233,6 +233,19 @@ class ChoirClient:
         answer: a.MemoryReembedded = result.result
         return answer
 
+    async def session_messages(
+        self, session_id: str, *, offset: int = 0, limit: int = 50
+    ) -> a.SessionMessages:
+        """A page of the session's messages after revision `offset`; read on from
+        `next_offset`."""
+        return await self.ask(
+            V.SESSION_MESSAGES,
+            a.SessionMessages,
+            session_id=session_id,
+            offset=offset,
+            limit=limit,
+        )
+
     async def memory_backfill_tools(
         self, agent_id: str | None, *, all_agents: bool = False, progress: Progress | None = None
     ) -> a.MemoryToolsBackfilled:

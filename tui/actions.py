@@ -136,6 +136,7 @@ ACTIONS: tuple[ConsoleAction, ...] = (
     # sessions
     action("session list", "Sessions: list", "show"),
     action("session events", "Session: events (live timeline)", "view", view="events", key="5"),
+    action("session messages", "Session: its messages in order (tool calls as sentences)", "show"),
     action("session cores", "Session: core jobs", "view", view="cores", key="4"),
     action("session locks", "Session: lock table", "view", view="locks", key="3"),
     action(

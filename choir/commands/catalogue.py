@@ -226,6 +226,13 @@ CATALOGUE: Final[tuple[Command, ...]] = (
         dm_help="the session's last 20 events", dm_fixed={"limit": 20}, shows="events",
     ),
     Command(
+        "session messages",
+        "Print a session's messages in order: the user's, the agent's, each tool call told in "
+        "one\nsentence (secrets redacted). --limit at a time; --offset reads on after a "
+        "revision (the\n`next_offset` a page gives).",
+        verb="session.messages", params=(SESSION,),
+    ),
+    Command(
         "session cores",
         "List a session's core jobs: name, state, skill and step, as they last reported.\n\n"
         "A job held after a crash shows `held: unknown outcome of <tool>`, and the command "

@@ -306,3 +306,47 @@ async def test_the_agent_browses_a_session_page_by_page(live: tuple[ChoirDaemon,
     assert (unknown["status"], unknown["error_code"]) == ("error", "not_found")
     assert (other["status"], other["error_code"]) == ("error", "not_found")  # not agent-2's
     assert (missing["status"], missing["error_code"]) == ("error", "invalid_input")
+
+
+async def test_the_operator_reads_a_session_s_messages_with_choirctl(
+    live: tuple[ChoirDaemon, ChoirClient], tool_home: ChoirHome
+):
+    daemon, _ = live
+    session_id = await run_session(daemon, tool_session(5))
+
+    first = await ctl(tool_home, "session", "messages", session_id, "--limit", "3")
+    rest = await ctl(
+        tool_home, "session", "messages", session_id, "--offset", "4", "--limit", "3", "--json"
+    )
+    unknown = await ctl(tool_home, "session", "messages", "no-such-session")
+
+    assert first.code == 0, first.err
+    assert first.out.splitlines() == [
+        "     1  user: session 5: note the todo items, run the tests, look up ruff",
+        "     3  agent: wrote 3 lines to notes/todo.md",
+        "     4  agent: ran `pytest -q` (exit 0)",
+        f"(more: choirctl session messages {session_id} --offset 4)",
+    ]
+    assert rest.json() == {
+        "session_id": session_id,
+        "agent_id": "agent-1",
+        "messages": [
+            {
+                "rev": 6,
+                "who": "agent",
+                "text": 'searched the web for "ruff rules" (2 results)',
+                "cut": False,
+            },
+            {
+                "rev": 7,
+                "who": "agent",
+                "text": "Done: the todo is noted and the tests pass.",
+                "cut": False,
+            },
+        ],
+        "next_offset": None,
+    }
+    assert unknown.code == 4
+    assert unknown.err.strip().splitlines() == [
+        "error: there is no session 'no-such-session'; list them with choirctl session list"
+    ]

@@ -44,6 +44,7 @@ from choir.daemon.operator import memory as operator_memory
 from choir.daemon.operator import recover as operator_recover
 from choir.daemon.operator import recovery_inbox as operator_recovery_inbox
 from choir.daemon.operator import reembed as operator_reembed
+from choir.daemon.operator import session_messages as operator_session_messages
 from choir.daemon.operator import sessions as operator_sessions
 from choir.daemon.operator import status as operator_status
 from choir.daemon.operator import tool_backfill as operator_tool_backfill
@@ -162,6 +163,7 @@ VERBS: Final[Mapping[OperatorVerb, Route]] = {
     V.KNOWLEDGE_RESTORE: Route(operator_knowledge.knowledge_restore),
     V.MEMORY_REEMBED: Route(operator_reembed.memory_reembed),
     V.MEMORY_BACKFILL_TOOLS: Route(operator_tool_backfill.memory_backfill_tools),
+    V.SESSION_MESSAGES: Route(operator_session_messages.session_messages),
     V.GATEWAY_STATUS: Route(operator_gateways.gateway_status),
     V.SESSION_INJECT: Route(operator_sessions.session_inject),
     V.USAGE: Route(operator_usage.usage),

@@ -681,6 +681,25 @@ class MemoryReembedded(OperatorModel):
     agents: list[AgentReembedded]
 
 
+class SessionMessage(OperatorModel):
+    """One message of a session: who said it, or a tool call told in one sentence."""
+
+    rev: int
+    who: str
+    """`user`, `user (injected)`, `agent` or `agent (core job <name>)`."""
+    text: str
+    cut: bool = False
+    """The text was cut (the whole event is in `session events`)."""
+
+
+class SessionMessages(OperatorModel):
+    session_id: str
+    agent_id: str
+    messages: list[SessionMessage]
+    next_offset: int | None
+    """Pass as `offset` for the next page; None after the last."""
+
+
 class AgentToolsBackfilled(OperatorModel):
     """One agent's `memory backfill-tools`."""
 

@@ -86,6 +86,7 @@ OPERATOR_MODELS: Final[Mapping[OperatorVerb, OperatorModels]] = {
     V.KNOWLEDGE_HISTORY: OperatorModels(r.KnowledgeHistoryRequest, a.KnowledgeHistory),
     V.KNOWLEDGE_RESTORE: OperatorModels(r.KnowledgeRestore, a.KnowledgeStored),
     V.MEMORY_REEMBED: OperatorModels(r.MemoryReembed, a.MemoryReembedded, i.ReembedItem),
+    V.SESSION_MESSAGES: OperatorModels(r.SessionMessages, a.SessionMessages),
     V.MEMORY_BACKFILL_TOOLS: OperatorModels(
         r.MemoryBackfillTools, a.MemoryToolsBackfilled, i.BackfillToolsItem
     ),

@@ -77,6 +77,7 @@ class OperatorVerb(StrEnum):
     KNOWLEDGE_RESTORE = "knowledge.restore"
     MEMORY_REEMBED = "memory.reembed"
     MEMORY_BACKFILL_TOOLS = "memory.backfill_tools"
+    SESSION_MESSAGES = "session.messages"
     GATEWAY_STATUS = "gateway.status"
     SESSION_INJECT = "session.inject"
     USAGE = "usage"
