@@ -179,6 +179,18 @@ CASES: list[tuple[str, dict[str, Any], ToolResult, str]] = [
         "read the result of tool call call-7",
     ),
     (
+        "choir.memory.query",
+        {"store": "session", "mode": "browse", "query": "x", "session_id": "s-1", "offset": 4},
+        ok(messages=[]),
+        "read the messages of session s-1",
+    ),
+    (
+        "choir.memory.query",
+        {"store": "session", "mode": "stats", "query": "stats"},
+        ok(),
+        "checked its memory statistics",
+    ),
+    (
         "choir.memory.upsert",
         {"op": "rename", "name": "user.theme", "new_name": "user.ui-theme"},
         ok(),

@@ -394,6 +394,12 @@ def _memory_query(args: Mapping[str, Any], result: ToolResult | None) -> _Phrase
         case "session_detail":
             session = _str(args, "session_id") or "a past session"
             return _Phrase(f"opened session {session} from {memory}", f"open session {session}")
+        case "browse":
+            session = _str(args, "session_id") or "a session"
+            return _Phrase(f"read the messages of session {session}", f"read session {session}")
+        case "stats":
+            whose = f"{whose}'s" if whose else "its"
+            return _Phrase(f"checked {whose} memory statistics", f"check {whose} memory statistics")
     if query is None:
         return None
     return _Phrase(
