@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from choir.core.memory.chunks import ChunkKind, MemoryChunk, Tier
+from choir.core.memory.tool_synthesis import ECHOES
 from choir.errors import UsageError
 from choir.store.memory import ChunkRef
 from choir.store.postgres.jsonb_safe import decode_text, encode_text
@@ -59,6 +60,7 @@ SELECT c.session_id, count(e.id) AS results
 FROM choir_control.memory_closes c
 JOIN choir_control.session_events e
     ON e.session_id = c.session_id AND e.event_type = 'tool_result_committed'
+    AND NOT coalesce(e.payload->>'tool', '') = ANY($2::text[])
 WHERE c.agent_id = $1 AND c.state = 'closed'
 GROUP BY c.session_id, c.closed_at
 ORDER BY c.closed_at, c.session_id
@@ -126,11 +128,11 @@ def undescribed(
 
 
 async def sessions_with_tool_results(conn: Connection, agent_id: str) -> list[ClosedWithTools]:
-    """The agent's closed sessions whose logs hold tool results, closed first first (an admin
-    connection: `choir_control`)."""
+    """The agent's closed sessions whose logs hold tool results that get a row (not `ECHOES`'),
+    closed first first (an admin connection: `choir_control`)."""
     return [
         ClosedWithTools(record["session_id"], record["results"])
-        for record in await conn.fetch(_WITH_RESULTS, agent_id)
+        for record in await conn.fetch(_WITH_RESULTS, agent_id, sorted(ECHOES))
     ]
 
 

@@ -433,3 +433,25 @@ def test_tool_rows_are_keyed_by_their_result_and_unanswered_calls_grouped():
         "choir.exec",
     ]
     assert tool_rows(events) == rows  # the same events, the same rows
+
+
+def test_memory_searches_get_no_row_so_a_later_search_finds_what_they_found():
+    query = ToolCall(
+        id="q", name="choir.memory.query", arguments={"store": "session", "query": "zebra"}
+    )
+    pending = ToolCall(id="p", name="choir.memory.query", arguments={"store": "knowledge"})
+    events = logged(
+        [
+            ("edge", ModelOutput(lane="edge", model="m", tool_calls=[query, pending])),
+            (
+                "edge",
+                ToolResultCommitted(call_id="q", tool="choir.memory.query", result=ok(hits=[{}])),
+            ),
+        ]
+    )
+
+    assert tool_rows(events) == []
+    assert [d.text for d in tool_descriptions(events)] == [
+        "asked to call choir.memory.query with store=knowledge (no result)",
+        'searched session memory for "zebra" (1 hit)',
+    ]  # browse still shows them

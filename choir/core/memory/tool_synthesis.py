@@ -14,6 +14,9 @@ spelled out in a command, the text typed into a page, an email's body, or anythi
 or for a tool this module does not know (the generic sentence uses its arguments' short values
 and the result's summary). Every value is cut, and the sentence to `MAX_CHARS`.
 
+Calls of `ECHOES` (memory searches) get no row: their sentence only repeats a query, and would
+answer the same query later in place of what it found (their chunk still holds the call).
+
 A call's row is keyed by the revision of its result (`index = -rev`: session chunks count up
 from 0, so the two never meet); a call that never got a result is keyed by the revision of the
 model output that asked for it, the unanswered calls of one output told in one row.
@@ -43,6 +46,8 @@ SUMMARY_CHARS: Final = 100
 """A result's summary, quoted by the generic sentence and by failures."""
 GENERIC_ARGS: Final = 3
 """The generic sentence names at most this many of an unknown tool's arguments."""
+ECHOES: Final = frozenset({"choir.memory.query"})
+"""Tools whose calls get no row (`tool_rows`): reading memory adds nothing to remember."""
 
 _BEARER: Final = re.compile(r"(?i)\b(bearer|basic)\s+[\w.~+/=-]+")
 """`Authorization: Bearer …` in a command line."""
@@ -103,10 +108,10 @@ class ToolDescription:
 
 
 def tool_descriptions(
-    events: Iterable[LoggedEvent], *, masked: Collection[str] = ()
+    events: Iterable[LoggedEvent], *, masked: Collection[str] = (), skip: Collection[str] = ()
 ) -> list[ToolDescription]:
-    """Every tool call of a session's events, described, in revision order; `masked` names the
-    prompt-masked tools."""
+    """Every tool call of a session's events (but those of `skip`), described, in revision
+    order; `masked` names the prompt-masked tools."""
     calls: dict[str, tuple[int, str, ToolCall]] = {}
     described: list[ToolDescription] = []
     for logged in sorted(events, key=lambda e: e.rev):
@@ -114,7 +119,7 @@ def tool_descriptions(
         if isinstance(event, ModelOutput):
             for call in event.tool_calls:
                 calls[call.id] = (logged.rev, logged.lane, call)
-        elif isinstance(event, ToolResultCommitted):
+        elif isinstance(event, ToolResultCommitted) and event.tool not in skip:
             asked = calls.pop(event.call_id, None)
             text = describe(
                 event.tool,
@@ -126,6 +131,8 @@ def tool_descriptions(
             described.append(ToolDescription(logged.rev, first_rev, logged.lane, event.tool, text))
     unanswered: dict[int, tuple[str, list[ToolCall]]] = {}
     for rev, lane, call in calls.values():
+        if call.name in skip:
+            continue
         unanswered.setdefault(rev, (lane, []))[1].append(call)
     for rev, (lane, pending) in unanswered.items():
         text = "; ".join(
@@ -138,7 +145,8 @@ def tool_descriptions(
 
 
 def tool_rows(events: Iterable[LoggedEvent], *, masked: Collection[str] = ()) -> list[MemoryChunk]:
-    """The session's tool-call rows: each description with who made the call, keyed `-rev`."""
+    """The session's tool-call rows: each description with who made the call, keyed `-rev`
+    (none for `ECHOES`)."""
     return [
         MemoryChunk(
             -d.rev,
@@ -147,7 +155,7 @@ def tool_rows(events: Iterable[LoggedEvent], *, masked: Collection[str] = ()) ->
             d.first_rev,
             d.rev,
         )
-        for d in tool_descriptions(events, masked=masked)
+        for d in tool_descriptions(events, masked=masked, skip=ECHOES)
     ]
 
 
