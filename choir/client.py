@@ -233,6 +233,35 @@ class ChoirClient:
         answer: a.MemoryReembedded = result.result
         return answer
 
+    async def session_messages(
+        self, session_id: str, *, offset: int = 0, limit: int = 50
+    ) -> a.SessionMessages:
+        """A page of the session's messages after revision `offset`; read on from
+        `next_offset`."""
+        return await self.ask(
+            V.SESSION_MESSAGES,
+            a.SessionMessages,
+            session_id=session_id,
+            offset=offset,
+            limit=limit,
+        )
+
+    async def memory_backfill_tools(
+        self, agent_id: str | None, *, all_agents: bool = False, progress: Progress | None = None
+    ) -> a.MemoryToolsBackfilled:
+        """Give an agent's closed sessions (every agent's: `all_agents`) the tool-call rows they
+        lack; idempotent. `progress` receives the sessions done after each one."""
+        items = self.items(
+            V.MEMORY_BACKFILL_TOOLS,
+            _adapter(V.MEMORY_BACKFILL_TOOLS),
+            **_present({"agent_id": agent_id}),
+            all=all_agents,
+        )
+        result = await self._reported(items, progress)
+        assert isinstance(result, _items().BackfillToolsResult)
+        answer: a.MemoryToolsBackfilled = result.result
+        return answer
+
     async def shutdown(self) -> a.ChoirdShutdown:
         """Stop choird (it stops its agents gracefully first)."""
         return await self.ask(V.SHUTDOWN, a.ChoirdShutdown)

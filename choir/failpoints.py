@@ -49,6 +49,7 @@ KNOWN_FAILPOINTS: Final = frozenset(
         "choird.before_stop_agents",
         "memory.close.after_chunks",
         "memory.reembed.after_page",
+        "memory.backfill_tools.after_session",
         "proposal.after_commit",
         "proposal.after_merge",
         "proposal.after_build",
@@ -70,6 +71,8 @@ pushed to its agent.
 `memory.close.after_chunks` (choird): a session's memory chunks are stored, its close is not
 recorded yet.
 `memory.reembed.after_page` (choird): a page of a re-embed's vectors is stored, more may wait.
+`memory.backfill_tools.after_session` (choird): one session's tool-call rows are stored by
+`memory backfill-tools`, more sessions may wait.
 `proposal.after_<step>` (choird): an approved proposal's apply finished that step (commit,
 merge, build, update) and recorded it; the next has not begun.
 `proposal.config_after_write` (choird): an approved config change is written to config.json,

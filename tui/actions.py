@@ -136,6 +136,7 @@ ACTIONS: tuple[ConsoleAction, ...] = (
     # sessions
     action("session list", "Sessions: list", "show"),
     action("session events", "Session: events (live timeline)", "view", view="events", key="5"),
+    action("session messages", "Session: its messages in order (tool calls as sentences)", "show"),
     action("session cores", "Session: core jobs", "view", view="cores", key="4"),
     action("session locks", "Session: lock table", "view", view="locks", key="3"),
     action(
@@ -221,6 +222,10 @@ ACTIONS: tuple[ConsoleAction, ...] = (
         required=("agent_id",),
         confirm="Re-embed {agent_id}'s memory with the configured embedding model? Until it "
         "is done, what is not re-embedded yet is found by text only.",
+    ),
+    action(
+        "memory backfill-tools", "Memory: describe past sessions' tool calls (once each)",
+        "report", required=("agent_id",),
     ),
     # gateways
     action("gateway status", "Gateways: bots, DMs, sends", "view", view="gateways", key="w"),

@@ -226,6 +226,13 @@ CATALOGUE: Final[tuple[Command, ...]] = (
         dm_help="the session's last 20 events", dm_fixed={"limit": 20}, shows="events",
     ),
     Command(
+        "session messages",
+        "Print a session's messages in order: the user's, the agent's, each tool call told in "
+        "one\nsentence (secrets redacted). --limit at a time; --offset reads on after a "
+        "revision (the\n`next_offset` a page gives).",
+        verb="session.messages", params=(SESSION,),
+    ),
+    Command(
         "session cores",
         "List a session's core jobs: name, state, skill and step, as they last reported.\n\n"
         "A job held after a crash shows `held: unknown outcome of <tool>`, and the command "
@@ -523,6 +530,17 @@ CATALOGUE: Final[tuple[Command, ...]] = (
         "Stopped midway,\nthe next run resumes. --missing only embeds the rows an embedding "
         "outage left without a\nvector.",
         verb="memory.reembed",
+        params=(Param("agent_id", "Agent (empty: --all)", "agent", optional=True),),
+        streams=True,
+    ),
+    Command(
+        "memory backfill-tools",
+        "Tell every tool call of an agent's past sessions (or every agent's: --all) in one "
+        "sentence.\n\n"
+        "Sessions closed before tool-call rows existed get one row per call (\"ran `pytest -q` "
+        "(exit 0)\"),\nsearchable by text and, while mid-term, by vector; with a progress bar. "
+        "Idempotent: a\nsecond run stores nothing, a run cut short is completed by the next.",
+        verb="memory.backfill_tools",
         params=(Param("agent_id", "Agent (empty: --all)", "agent", optional=True),),
         streams=True,
     ),

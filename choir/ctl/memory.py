@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from choir.commands import documented
+from choir.ctl.memory_backfill_tools import backfill_tools
 from choir.ctl.memory_reembed import reembed
 from choir.ctl.options import HomeOption, JsonOption
 from choir.ctl.render.output import emit, table, warn
@@ -178,6 +179,19 @@ def _stats(data: MemoryStats) -> None:
     ]
     headers = ("agent", "mid-term", "summaries", "detail", "knowledge", "no vector", "indexes")
     table(headers, rows)
+    for s in data.agents:
+        coverage = "-" if s.vector_coverage is None else f"{s.vector_coverage:.1%}"
+        print(
+            f"{s.agent_id}: vector coverage {coverage}; sessions waiting to close "
+            f"{s.sessions_pending}, without summary {s.sessions_unsummarized}; tool-call rows "
+            f"{s.tool_rows}, calls without one {s.tool_calls_undescribed} in "
+            f"{s.tool_sessions_undescribed} sessions"
+            + (
+                f" (choirctl memory backfill-tools {s.agent_id})"
+                if s.tool_sessions_undescribed
+                else ""
+            )
+        )
     e = data.embedding
     print(
         f"embedding: {e.provider} ({e.dimensions} dims), queue {e.queue_depth}, breaker {e.breaker}"
@@ -196,3 +210,4 @@ def _size(count: int) -> str:
 
 
 app.command("reembed")(reembed)  # `choir.ctl.memory_reembed`
+app.command("backfill-tools")(backfill_tools)  # `choir.ctl.memory_backfill_tools`

@@ -160,6 +160,34 @@ def _indented(payload: dict[str, Any]) -> str:
     return orjson.dumps(payload, option=orjson.OPT_INDENT_2).decode()
 
 
+@app.command("messages")
+@documented("session messages")
+def messages(
+    session_id: SessionArgument,
+    offset: Annotated[
+        int, typer.Option("--offset", min=0, help="Read on after this revision (a next_offset).")
+    ] = 0,
+    limit: Annotated[
+        int, typer.Option("--limit", "-n", min=1, max=500, help="How many messages.")
+    ] = 50,
+    home: HomeOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    from choir.ctl.remote import with_choird
+
+    data = with_choird(
+        home, lambda choird: choird.session_messages(session_id, offset=offset, limit=limit)
+    )
+
+    def show() -> None:
+        for message in data.messages:
+            print(f"{message.rev:>6}  {message.who}: {message.text}")
+        if data.next_offset is not None:
+            print(f"(more: choirctl session messages {session_id} --offset {data.next_offset})")
+
+    emit(data, as_json, show)
+
+
 @app.command("cores")
 @documented("session cores")
 def cores(

@@ -19,7 +19,7 @@ from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Final, Literal, Protocol, Self, runtime_checkable
+from typing import TYPE_CHECKING, Any, Final, Literal, Protocol, Self, runtime_checkable
 
 from choir import __version__
 from choir.config import ChoirConfig, EmbeddedPostgres, SecretStore, load_home
@@ -47,11 +47,13 @@ if TYPE_CHECKING:  # aiohttp and cryptography load only for --transport http
     from choir.daemon.agents.host_tools import HostToolCall
     from choir.daemon.agents.services import AgentServices
     from choir.daemon.health.postgres import PostgresSupervisor
+    from choir.daemon.memory.browse import BrowsePage
     from choir.daemon.memory.close import SessionCloser
     from choir.daemon.memory.index import MemoryIndex
     from choir.daemon.memory.reembed import Reembedder
     from choir.daemon.memory.service import MemoryService
     from choir.daemon.memory.store import MemoryStore
+    from choir.daemon.memory.tool_rows import ToolRowBackfill
     from choir.daemon.memory.tools import Indexer
     from choir.daemon.memory.usage import EmbeddingMeter
     from choir.daemon.memory.vector_models import VectorModels
@@ -468,8 +470,46 @@ class ChoirDaemon:
             self.memory.embed_query,
             lambda: stage.running.config.agents,
             current=self.vector_models.current,
+            health=self._memory_health,
+            browse=self._browse_session,
         )
         self._stack.callback(tools.register(services.host_tools))
+
+    async def _memory_health(self, agent_id: str) -> dict[str, Any]:
+        """`choir.memory.query` mode `stats`: the agent's memory health and the embedding
+        queue, as the model reads them."""
+        from choir.core.memory.chunks import Tier
+        from choir.daemon.memory.health import memory_health
+
+        store, _ = await self._memory_parts()
+        assert self.database is not None
+        assert self.memory is not None
+        health = await memory_health(self.database.pool, store, agent_id)
+        stats = health.stats
+        return {
+            "chunks": {str(tier): stats.chunks[tier] for tier in Tier},
+            "sessions": {str(tier): stats.sessions[tier] for tier in Tier},
+            "knowledge_items": stats.knowledge_items,
+            "vectors_missing": stats.vectors_missing,
+            "vector_coverage": health.vector_coverage,
+            "embedding_queue_depth": self.memory.depth,
+            "sessions_pending": health.sessions_pending,
+            "sessions_unsummarized": health.sessions_unsummarized,
+            "tool_rows": health.tool_rows,
+            "tool_sessions_undescribed": health.tool_sessions_undescribed,
+            "tool_calls_undescribed": health.tool_calls_undescribed,
+        }
+
+    async def _browse_session(
+        self, agent_id: str, session_id: str, after_rev: int, limit: int
+    ) -> BrowsePage:
+        """`choir.memory.query` mode `browse`: a page of the session's messages."""
+        from choir.daemon.memory.browse import browse_page
+
+        assert self.database is not None
+        return await browse_page(
+            self.database.pool, agent_id, session_id, after_rev=after_rev, limit=limit
+        )
 
     async def memory_started(self) -> None:
         """Wait until session memory runs, loading it now if it was waiting for work."""
@@ -547,6 +587,21 @@ class ChoirDaemon:
             async with asyncio.timeout(timeout_s):
                 await self.memory_started()
         return self.memory_reembed
+
+    async def tool_backfill(self, timeout_s: float = 30.0) -> ToolRowBackfill | None:
+        """`memory backfill-tools`' runner, once session memory started; None if it does not
+        within `timeout_s`."""
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(timeout_s):
+                await self.memory_started()
+        if self.memory_closer is None or self.memory_store is None or self.database is None:
+            return None
+        from choir.daemon.memory.tool_rows import ToolRowBackfill
+
+        assert self.memory_index is not None
+        return ToolRowBackfill(
+            self.database.pool, self.memory_store, self.memory_index, self.memory_closer.lock
+        )
 
     async def _listen(self, services: AgentServices) -> None:
         from choir.daemon.agents.handler import AgentHandler

@@ -364,9 +364,7 @@ def _scrub(value: Any, depth: int = 0) -> Any:
         return value
     if isinstance(value, dict):
         return {
-            key: REDACTED
-            if isinstance(key, str) and _names_secret(key)
-            else _scrub(item, depth + 1)
+            key: REDACTED if isinstance(key, str) and names_secret(key) else _scrub(item, depth + 1)
             for key, item in value.items()
         }
     if isinstance(value, list):
@@ -375,7 +373,8 @@ def _scrub(value: Any, depth: int = 0) -> Any:
 
 
 @functools.lru_cache(maxsize=1024)
-def _names_secret(key: str) -> bool:
+def names_secret(key: str) -> bool:
+    """Whether a JSON key names a secret (`refresh_token`, `apiKey`; not `max_tokens`)."""
     words = _NOT_WORD.split(_CAMEL.sub(r"\1_\2", key).lower())
     joined = "_".join(words)
     return any(word in _SECRET_WORDS for word in words) or any(p in joined for p in _SECRET_PAIRS)

@@ -29,6 +29,8 @@ class ChunkKind(StrEnum):
     """User messages and model output, cut at the size cap."""
     SUMMARY = "summary"
     """A part of the agent's session summary (tier `long_term_summary`)."""
+    TOOL_DESCRIPTION = "tool_description"
+    """One tool call told in one past-tense sentence (`tool_synthesis`), keyed by `-rev`."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,7 +7,8 @@
     await closer.aclose()                           # at shutdown: bounded, resumed next start
 
 In the background, one session at a time, oldest first: the session's events are read back,
-chunked and stored as `mid_term` and their chunks queued for vectors (`MemoryIndex`); then, while
+chunked and stored as `mid_term` with one row per tool call (`tool_rows`: a past-tense sentence
+each) and queued for vectors (`MemoryIndex`); then, while
 the agent has more than `mid_term_sessions` mid-term sessions, the oldest is promoted — its
 summary (none when it crashed) stored as `long_term_summary` and vectorized, its event chunks
 turned `long_term_detail` without vectors. A session is ended for memory when it stopped or
@@ -40,6 +41,7 @@ from choir.daemon.memory.chunks import (
 )
 from choir.daemon.memory.index import MemoryIndex
 from choir.daemon.memory.store import MemoryStore
+from choir.daemon.memory.tool_rows import index_rows, session_tool_rows
 from choir.daemon.sessions.state import Clock, SessionEnded, utc_now
 from choir.errors import UnavailableError
 from choir.failpoints import failpoint
@@ -108,6 +110,9 @@ class SessionCloser:
         self._worker: asyncio.Task[None] | None = None
         self._retry: asyncio.TimerHandle | None = None
         self._attempt = 0
+        self.lock = asyncio.Lock()
+        """Held by each close (its promotions included) and by each session a tool-row backfill
+        fills (`tool_rows.ToolRowBackfill`): a promotion never races a backfill."""
         self._failed: set[str] = set()
         """Sessions whose close failed (not for want of Postgres): retried at the next start."""
         self.closed = 0
@@ -205,7 +210,8 @@ class SessionCloser:
 
     async def _close_logged(self, pending: PendingClose) -> bool:
         try:
-            await self.close_one(pending)
+            async with self.lock:
+                await self.close_one(pending)
         except Exception as exc:
             if _unavailable(exc):
                 raise
@@ -240,6 +246,7 @@ class SessionCloser:
             session = await read_session(conn, session_id, after_rev=begun.from_rev)
         # CPU-bound for long sessions (~0.3 s per 5k events): off the event loop
         chunks = await asyncio.to_thread(_numbered, session, begun.chunk_chars, begun.first_index)
+        tool_rows = await asyncio.to_thread(session_tool_rows, session)
         refs: list[ChunkRef] = []
         for start in range(0, len(chunks), STORE_PAGE):  # embedding starts with the first page
             page = chunks[start : start + STORE_PAGE]
@@ -248,6 +255,9 @@ class SessionCloser:
                 if ref.tier is Tier.MID_TERM:  # a promoted session's detail gets no vector
                     self._index.index(agent_id, "memory", ref.id, ref.text)
             refs += stored
+        # each tool call in one sentence, keyed apart from the chunks (`memory_tool_rows`)
+        described = await self._store.add_tool_rows(agent_id, session_id, tool_rows)
+        index_rows(self._index, agent_id, described)
         await failpoint("memory.close.after_chunks")
         promoted = await self._promote(agent_id, config.mid_term_sessions, begun.chunk_chars)
         async with self._pool.acquire() as conn:
@@ -262,6 +272,7 @@ class SessionCloser:
                 "after_rev": begun.from_rev,
                 "chunks": len(refs),
                 "new_chunks": sum(ref.new for ref in refs),
+                "tool_rows": len(described),
                 "promoted": promoted,
             },
         )

@@ -47,6 +47,7 @@ from choir.store import (
     knowledge_writes,
     memory,
     memory_stats,
+    memory_tool_rows,
     memory_vectors,
 )
 from choir.store.agent_schema import run_as_agent
@@ -208,6 +209,20 @@ class MemoryStore(Protocol):
         self, agent_id: str, session_id: str, summary_chunks: Sequence[MemoryChunk]
     ) -> list[ChunkRef]:
         """Move a session to long-term memory in one transaction; idempotent."""
+        ...
+
+    async def add_tool_rows(
+        self, agent_id: str, session_id: str, rows: Sequence[MemoryChunk]
+    ) -> list[ChunkRef]:
+        """Store the session's tool-call rows not stored yet (`tool_synthesis`); those stored."""
+        ...
+
+    async def described_sessions(self, agent_id: str) -> dict[str, int]:
+        """The agent's sessions with tool-call rows stored, and how many each."""
+        ...
+
+    async def tool_row_count(self, agent_id: str) -> int:
+        """The agent's tool-call rows, in every tier."""
         ...
 
     async def search(self, agent_id: str, query: MemoryQuery) -> list[MemoryHit]:
@@ -416,6 +431,19 @@ class PostgresMemoryStore:
         self, agent_id: str, session_id: str, summary_chunks: Sequence[MemoryChunk]
     ) -> list[ChunkRef]:
         return await self._run(agent_id, lambda c: memory.promote(c, session_id, summary_chunks))
+
+    async def add_tool_rows(
+        self, agent_id: str, session_id: str, rows: Sequence[MemoryChunk]
+    ) -> list[ChunkRef]:
+        return await self._run(
+            agent_id, lambda c: memory_tool_rows.add_tool_rows(c, session_id, rows)
+        )
+
+    async def described_sessions(self, agent_id: str) -> dict[str, int]:
+        return await self._run(agent_id, memory_tool_rows.described_sessions)
+
+    async def tool_row_count(self, agent_id: str) -> int:
+        return await self._run(agent_id, memory_tool_rows.tool_row_count)
 
     async def search(self, agent_id: str, query: MemoryQuery) -> list[MemoryHit]:
         checked(query)  # refused before a connection is taken

@@ -33,6 +33,7 @@ from choir.errors import ConflictError, NotFoundError, UnavailableError, UsageEr
 from choir.protocol import ToolResult
 
 if TYPE_CHECKING:  # numpy and pgvector load with memory, after choird's start (see `_query`)
+    from choir.daemon.memory.browse import BrowsePage
     from choir.daemon.memory.provider import Vector
     from choir.daemon.memory.store import MemoryStore
     from choir.store.knowledge import KnowledgeItem
@@ -59,6 +60,8 @@ class QueryEmbedder(Protocol):
 
 Indexer = Callable[[str, "VectorTarget", UUID, str], None]
 """Queue a stored row's text for embedding: (agent, target, row id, text)."""
+Browse = Callable[[str, str, int, int], Awaitable["BrowsePage"]]
+"""(agent, session, after revision, limit) → a page of the session's messages."""
 MemoryParts = Callable[[], Awaitable[tuple["MemoryStore", Indexer]]]
 """The store and the indexer, once choird's memory has started (`UnavailableError` when it
 does not in time: the tools are served from choird's start, memory comes up just after)."""
@@ -83,6 +86,11 @@ class MemoryTools:
     current: Callable[[str], bool] = lambda agent_id: True
     """Whether an agent's vectors are the configured model's (`vector_models`): another
     model's are never compared with a query's, the search runs as text."""
+    health: Callable[[str], Awaitable[dict[str, Any]]] | None = None
+    """An agent's memory health (`health.memory_health` and the embedding queue) for mode
+    `stats`; None where choird serves none (the mode is then refused)."""
+    browse: Browse | None = None
+    """A page of a session's messages for mode `browse`; None where choird serves none."""
 
     def register(self, host_tools: HostTools) -> Callable[[], None]:
         """Serve both tools on `host_tools`; returns the unregister callable."""
@@ -114,6 +122,10 @@ class MemoryTools:
         from choir.daemon.memory.search import MemoryQuery, SearchMode
 
         mode = _required(args, "mode")
+        if mode == STATS:
+            return await self._stats(store, caller, target)
+        if mode == BROWSE:
+            return await self._browse(store, caller, target, args)
         if mode == graph_tools.NEIGHBOURS_MODE and store == "knowledge":
             memory, _ = await self.parts()
             return await graph_tools.neighbours(caller, target, args, memory, _limit(args))
@@ -156,6 +168,59 @@ class MemoryTools:
             truncated=any(len(hit.text) > HIT_CHARS for hit, _ in placed),
         )
 
+    async def _stats(self, store: str, caller: str, target: str) -> ToolResult:
+        if store != "session":
+            raise _Refused("invalid_input", 'mode stats is for store "session"')
+        if self.health is None:
+            raise _Refused("memory_unavailable", "memory statistics are not served here")
+        data = await self.health(target)
+        whose = "your" if target == caller else f"{target}'s"
+        coverage = data.get("vector_coverage")
+        covered = "no searchable rows" if coverage is None else f"{coverage:.0%} with vectors"
+        return ToolResult.ok(
+            f"{whose} memory: {covered}, {data['embedding_queue_depth']} rows queued for "
+            f"vectors, {data['sessions_pending']} sessions waiting to close, "
+            f"{data['tool_calls_undescribed']} tool calls without their description",
+            target_agent=target,
+            **data,
+        )
+
+    async def _browse(
+        self, store: str, caller: str, target: str, args: Mapping[str, Any]
+    ) -> ToolResult:
+        if store != "session":
+            raise _Refused("invalid_input", 'mode browse is for store "session"')
+        if self.browse is None:
+            raise _Refused("memory_unavailable", "browsing sessions is not served here")
+        session_id = _text(args, "session_id")
+        if session_id is None:
+            raise _Refused("invalid_input", "mode browse needs session_id: the session to read")
+        offset = args.get("offset", 0)
+        if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
+            raise _Refused("invalid_input", "offset must be an integer from 0 (a next_offset)")
+        page = await self.browse(target, session_id, offset, _limit(args))
+        whose = "your" if target == caller else f"{target}'s"
+        more = (
+            f"; read on with offset {page.next_offset}"
+            if page.next_offset is not None
+            else "; the end of the session"
+        )
+        return ToolResult(
+            status="success",
+            summary=f"{len(page.lines)} message(s) of {whose} session {session_id}{more}",
+            data={
+                "session_id": session_id,
+                "target_agent": target,
+                "messages": [
+                    {"rev": line.rev, "who": line.who, "text": line.text}
+                    | ({"cut": True} if line.cut else {})
+                    for line in page.lines
+                ],
+                "next_offset": page.next_offset,
+            },
+            truncated=page.next_offset is not None,
+        )
+
     async def _upsert(self, caller: str, args: Mapping[str, Any]) -> ToolResult:
         target = _text(args, "target_agent")
         if target is not None and target != caller:
@@ -174,6 +239,13 @@ class MemoryTools:
         store, index = await self.parts()
         return await _write(op, caller, args, store, index)
 
+
+BROWSE: Final = "browse"
+"""`choir.memory.query` store `session` mode `browse`: a session's messages in order, a page
+(`limit`) after revision `offset` at a time (seed design 004's `memory_browse`)."""
+STATS: Final = "stats"
+"""`choir.memory.query` store `session` mode `stats`: the memory's health (seed design 004's
+`memory_stats`), not a search."""
 
 LEGACY_OPS: Final = {"insert": "add", "update": "put", "delete": "remove"}
 """The spec's operations (§11.7), still accepted from a tool definition that offers them:

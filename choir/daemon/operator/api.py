@@ -45,8 +45,10 @@ from choir.daemon.operator import memory as operator_memory
 from choir.daemon.operator import recover as operator_recover
 from choir.daemon.operator import recovery_inbox as operator_recovery_inbox
 from choir.daemon.operator import reembed as operator_reembed
+from choir.daemon.operator import session_messages as operator_session_messages
 from choir.daemon.operator import sessions as operator_sessions
 from choir.daemon.operator import status as operator_status
+from choir.daemon.operator import tool_backfill as operator_tool_backfill
 from choir.daemon.operator import tools as operator_tools
 from choir.daemon.operator import usage as operator_usage
 from choir.daemon.operator import workspaces as operator_workspaces
@@ -79,6 +81,7 @@ if TYPE_CHECKING:
     from choir.daemon.memory.reembed import Reembedder
     from choir.daemon.memory.service import MemoryService
     from choir.daemon.memory.store import MemoryStore
+    from choir.daemon.memory.tool_rows import ToolRowBackfill
     from choir.daemon.memory.vector_models import VectorModels
 
 Answer = WireModel | AsyncIterator[WireModel]
@@ -164,6 +167,8 @@ VERBS: Final[Mapping[OperatorVerb, Route]] = {
     V.KNOWLEDGE_LINK: Route(operator_knowledge_graph.knowledge_link),
     V.KNOWLEDGE_UNLINK: Route(operator_knowledge_graph.knowledge_unlink),
     V.MEMORY_REEMBED: Route(operator_reembed.memory_reembed),
+    V.MEMORY_BACKFILL_TOOLS: Route(operator_tool_backfill.memory_backfill_tools),
+    V.SESSION_MESSAGES: Route(operator_session_messages.session_messages),
     V.GATEWAY_STATUS: Route(operator_gateways.gateway_status),
     V.SESSION_INJECT: Route(operator_sessions.session_inject),
     V.USAGE: Route(operator_usage.usage),
@@ -172,7 +177,7 @@ VERBS: Final[Mapping[OperatorVerb, Route]] = {
 }
 """Who answers every operator verb. `session.events` (with follow), `logs`, `subscribe`,
 `agent.build`, `agent.update`, `agent.update_all`, `agent.rollback`, `chat.replies` and
-`memory.reembed` stream."""
+`memory.reembed` and `memory.backfill_tools` stream."""
 
 
 class OperatorApi:
@@ -198,6 +203,7 @@ class OperatorApi:
         memory: MemoryService | None = None,
         reembedder: Callable[[], Awaitable[Reembedder | None]] | None = None,
         vector_models: VectorModels | None = None,
+        tool_backfill: Callable[[], Awaitable[ToolRowBackfill | None]] | None = None,
     ) -> None:
         feed = feed if feed is not None else OperatorFeed()
         health = health if health is not None else DaemonHealth()
@@ -229,6 +235,7 @@ class OperatorApi:
             memory=memory,
             reembedder=reembedder,
             vector_models=vector_models,
+            tool_backfill=tool_backfill,
             proposals=applier,
         )
         """What the verbs work with."""
@@ -353,6 +360,7 @@ def operator_handler(daemon: ChoirDaemon) -> OperatorApi:
         memory=daemon.memory,
         reembedder=daemon.reembedder,
         vector_models=daemon.vector_models,
+        tool_backfill=daemon.tool_backfill,
     )
 
 

@@ -33,6 +33,7 @@ if TYPE_CHECKING:  # numpy and pgvector load with the first memory verb
     from choir.daemon.memory.reembed import Reembedder
     from choir.daemon.memory.service import MemoryService
     from choir.daemon.memory.store import MemoryStore
+    from choir.daemon.memory.tool_rows import ToolRowBackfill
     from choir.daemon.memory.vector_models import VectorModels
 
 
@@ -60,6 +61,9 @@ class OperatorContext:
     """`memory.reembed`'s runner, once session memory started; None where choird has none."""
     vector_models: VectorModels | None = None
     """Which agents' memory vectors are another model's (`status`)."""
+    tool_backfill: Callable[[], Awaitable[ToolRowBackfill | None]] | None = None
+    """`memory.backfill_tools`' runner, once session memory started; None where choird has
+    none."""
     telegram_bots: dict[str, Callable[[], BotStatus]] = field(default_factory=dict)
     """How each Telegram bot choird started is doing, by gateway name (`status`,
     `gateway.status`); registered by the gateway when it starts."""

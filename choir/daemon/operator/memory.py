@@ -274,16 +274,31 @@ def knowledge_view(
 
 
 async def memory_stats(ctx: OperatorContext, request: r.MemoryStatsRequest) -> a.MemoryStats:
-    """Per agent (one, or every configured one): counts per tier, knowledge, vectors missing,
-    index sizes; and the embedding service's queue and breaker."""
+    """Per agent (one, or every configured one): counts per tier, knowledge, vectors missing
+    and coverage, index sizes, sessions waiting or unsummarized, tool calls without their
+    sentence (`memory.health`); and the embedding service's queue and breaker."""
+    from choir.daemon.memory.health import memory_health
+
     store = store_of(ctx)
     if request.agent_id is not None:
         ctx.require_agent(request.agent_id)
     agents = [request.agent_id] if request.agent_id else sorted(ctx.config.agents)
-    rows = [
-        _agent_stats(agent_id, await store.stats(agent_id), _stale_vectors(ctx, agent_id))
-        for agent_id in agents
-    ]
+    rows = []
+    for agent_id in agents:
+        health = await memory_health(ctx.pool, store, agent_id)
+        row = _agent_stats(agent_id, health.stats, _stale_vectors(ctx, agent_id))
+        rows.append(
+            row.model_copy(
+                update={
+                    "vector_coverage": health.vector_coverage,
+                    "sessions_pending": health.sessions_pending,
+                    "sessions_unsummarized": health.sessions_unsummarized,
+                    "tool_rows": health.tool_rows,
+                    "tool_sessions_undescribed": health.tool_sessions_undescribed,
+                    "tool_calls_undescribed": health.tool_calls_undescribed,
+                }
+            )
+        )
     return a.MemoryStats(agents=rows, embedding=_embedding_view(ctx))
 
 

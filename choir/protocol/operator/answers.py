@@ -641,6 +641,19 @@ class AgentMemoryStats(OperatorModel):
     reembed: str | None = None
     """Why and how to re-embed, when the agent's vectors are another embedding model's
     (searched by text until then); None when they are the configured model's."""
+    vector_coverage: float | None = None
+    """The share of searchable rows (mid-term, summaries, knowledge) with their vector, 0-1;
+    None when there are none."""
+    sessions_pending: int = 0
+    """Ended sessions not put into memory yet (their close is queued or under way)."""
+    sessions_unsummarized: int = 0
+    """Sessions in memory whose agent wrote no session summary (a crash, a timeout)."""
+    tool_rows: int = 0
+    """Tool calls told in a sentence (`memory backfill-tools`), in every tier."""
+    tool_sessions_undescribed: int = 0
+    """Sessions in memory whose tool calls have no rows yet: `memory backfill-tools` fills them."""
+    tool_calls_undescribed: int = 0
+    """The tool results of those sessions."""
 
 
 class EmbeddingView(OperatorModel):
@@ -720,6 +733,43 @@ class MemoryReembedded(OperatorModel):
     """The result of `memory reembed`."""
 
     agents: list[AgentReembedded]
+
+
+class SessionMessage(OperatorModel):
+    """One message of a session: who said it, or a tool call told in one sentence."""
+
+    rev: int
+    who: str
+    """`user`, `user (injected)`, `agent` or `agent (core job <name>)`."""
+    text: str
+    cut: bool = False
+    """The text was cut (the whole event is in `session events`)."""
+
+
+class SessionMessages(OperatorModel):
+    session_id: str
+    agent_id: str
+    messages: list[SessionMessage]
+    next_offset: int | None
+    """Pass as `offset` for the next page; None after the last."""
+
+
+class AgentToolsBackfilled(OperatorModel):
+    """One agent's `memory backfill-tools`."""
+
+    agent_id: str
+    sessions: int
+    """Closed sessions whose tool calls got their rows by this run."""
+    rows: int
+    """Tool-call rows stored by this run (one per call)."""
+    already: int
+    """Closed sessions with tool calls that had their rows before this run."""
+
+
+class MemoryToolsBackfilled(OperatorModel):
+    """The result of `memory backfill-tools`."""
+
+    agents: list[AgentToolsBackfilled]
 
 
 # -- gateways -----------------------------------------------------------------------------

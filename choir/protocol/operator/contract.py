@@ -89,6 +89,10 @@ OPERATOR_MODELS: Final[Mapping[OperatorVerb, OperatorModels]] = {
     V.KNOWLEDGE_LINK: OperatorModels(r.KnowledgeLink, a.KnowledgeLinked),
     V.KNOWLEDGE_UNLINK: OperatorModels(r.KnowledgeUnlink, a.KnowledgeUnlinked),
     V.MEMORY_REEMBED: OperatorModels(r.MemoryReembed, a.MemoryReembedded, i.ReembedItem),
+    V.SESSION_MESSAGES: OperatorModels(r.SessionMessages, a.SessionMessages),
+    V.MEMORY_BACKFILL_TOOLS: OperatorModels(
+        r.MemoryBackfillTools, a.MemoryToolsBackfilled, i.BackfillToolsItem
+    ),
     V.GATEWAY_STATUS: OperatorModels(r.NoArguments, a.GatewayStatus),
     V.SESSION_INJECT: OperatorModels(r.SessionInject, a.InjectRequested),
     V.USAGE: OperatorModels(r.UsageRequest, a.UsageReport),

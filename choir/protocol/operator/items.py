@@ -16,6 +16,7 @@ from pydantic import Field
 from choir.protocol.operator.answers import (
     ImageBuilt,
     MemoryReembedded,
+    MemoryToolsBackfilled,
     RolledBack,
     UpdateAll,
     UpdateOutcome,
@@ -158,7 +159,7 @@ class Progress(Sparse):
     kind: Literal["progress"] = "progress"
     agent_id: str
     phase: str
-    """`build`, `stop`, `start`, `outcome` or `reembed`."""
+    """`build`, `stop`, `start`, `outcome`, `reembed` or `backfill-tools`."""
     total: int | None = None
     step: int | None = None
     title: str | None = None
@@ -200,3 +201,13 @@ class ReembedResult(OperatorModel):
 
 ReembedItem = Annotated[Progress | ReembedResult, Field(discriminator="kind")]
 """`memory.reembed`: `Progress` (phase `reembed`, `step` vectors of `total`) after each page."""
+
+
+class BackfillToolsResult(OperatorModel):
+    kind: Literal["result"] = "result"
+    result: MemoryToolsBackfilled
+
+
+BackfillToolsItem = Annotated[Progress | BackfillToolsResult, Field(discriminator="kind")]
+"""`memory.backfill_tools`: `Progress` (phase `backfill-tools`, `step` sessions of `total`)
+after each session, then the result."""

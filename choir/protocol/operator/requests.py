@@ -385,6 +385,22 @@ class MemoryReembed(WireModel):
     whose vectors are of another model."""
 
 
+class SessionMessages(WireModel):
+    """`session messages`: a page of a session's messages in order."""
+
+    session_id: str = Field(min_length=1)
+    offset: int = Field(default=0, ge=0)
+    """The revision to read on after (0: the start; the previous page's `next_offset`)."""
+    limit: int = Field(default=50, ge=1, le=500)
+
+
+class MemoryBackfillTools(WireModel):
+    """`memory backfill-tools`: one agent (`agent_id`) or every agent (`all`)."""
+
+    agent_id: str | None = Field(default=None, min_length=1)
+    all: bool = False
+
+
 class SessionInject(WireModel):
     session_id: str = Field(min_length=1)
     """The active session running the job."""

@@ -80,6 +80,8 @@ class OperatorVerb(StrEnum):
     KNOWLEDGE_LINK = "knowledge.link"
     KNOWLEDGE_UNLINK = "knowledge.unlink"
     MEMORY_REEMBED = "memory.reembed"
+    MEMORY_BACKFILL_TOOLS = "memory.backfill_tools"
+    SESSION_MESSAGES = "session.messages"
     GATEWAY_STATUS = "gateway.status"
     SESSION_INJECT = "session.inject"
     USAGE = "usage"
