@@ -1,9 +1,10 @@
 """One heartbeat in one statement: its new events stored and the session's head advanced (§13.1).
 
-The common heartbeat — new events after choird's ack, no artifact, no user message, no
-snapshot — used to take five round trips to Postgres (BEGIN, the insert, the head's update,
-COMMIT, and the pool's reset), each a wake-up of both processes. One statement is atomic on its
-own, so this is one round trip with the same guarantees:
+The common heartbeat — new events after choird's ack (with the usage rows of the model calls
+among them), no artifact, no user message, no snapshot — used to take five round trips to
+Postgres (BEGIN, the insert, the head's update, COMMIT, and the pool's reset), each a wake-up of
+both processes (one with a model call, more: its usage rows too). One statement is atomic on
+its own, so this is one round trip with the same guarantees:
 
 - the head advances only from the ack choird holds, of an active session (`expected_ack_rev`);
   otherwise nothing is stored and `advanced` is False (the head moved, or the session ended);
@@ -56,6 +57,23 @@ WITH sent AS (
         (session_id, rev, event_type, lane, payload, hash_prev, hash, created_at)
     SELECT $1, sent.* FROM sent WHERE EXISTS (SELECT 1 FROM advanced)
     ON CONFLICT (session_id, rev) DO NOTHING
+), used AS (
+    INSERT INTO choir_control.llm_usage (
+        session_id, rev, agent_id, lane, job_id, purpose, model, provider_model, prompt_tokens,
+        completion_tokens, cached_tokens, latency_ms, cost_usd, cost_source, called_at, kind,
+        characters
+    )
+    SELECT $1, r.rev, $10, r.lane, r.job_id, r.purpose, r.model, r.provider_model,
+        r.prompt_tokens, r.completion_tokens, r.cached_tokens, r.latency_ms, r.cost_usd,
+        r.cost_source, r.called_at, r.kind, r.characters
+    FROM jsonb_to_recordset($9::jsonb) AS r (
+        rev bigint, lane text, job_id text, purpose text, model text, provider_model text,
+        prompt_tokens bigint, completion_tokens bigint, cached_tokens bigint, latency_ms int,
+        cost_usd double precision, cost_source text, called_at timestamptz, kind text,
+        characters bigint
+    )
+    WHERE EXISTS (SELECT 1 FROM advanced)
+    ON CONFLICT (session_id, rev) DO NOTHING
 )
 SELECT (SELECT rev FROM forked) AS forked_rev, EXISTS (SELECT 1 FROM advanced) AS advanced
 """
@@ -81,9 +99,12 @@ async def append_heartbeat(
     head_hash: str,
     config_version: int,
     now: datetime,
+    agent_id: str,
+    usage: Sequence[dict[str, Any]] = (),
 ) -> Appended:
-    """Store `events` and advance the session's head from `expected_ack_rev` to `ack_rev`, in
-    one statement (no transaction needed); see the module's docstring."""
+    """Store `events` and their `usage` rows (`choir.store.usage.usage_rows`, of `agent_id`)
+    and advance the session's head from `expected_ack_rev` to `ack_rev`, in one statement (no
+    transaction needed); see the module's docstring."""
     row = await conn.fetchrow(
         _APPEND,
         session_id,
@@ -94,6 +115,8 @@ async def append_heartbeat(
         config_version,
         now,
         events[0].rev if events else expected_ack_rev + 1,
+        list(usage),
+        agent_id,
     )
     assert row is not None  # the outer SELECT always yields one row
     forked = row["forked_rev"]

@@ -15,6 +15,7 @@ from choir.protocol import (
     GENESIS_HASH,
     PROTOCOL_VERSION,
     CommittedEvent,
+    Event,
     HeartbeatRequest,
     InitHelloRequest,
     ResponseEnvelope,
@@ -60,16 +61,27 @@ class Chain:
     def commit(self, count: int, *, text: str = "hello") -> list[CommittedEvent]:
         for _ in range(count):
             rev = self.rev + 1
-            self.events.append(
-                CommittedEvent.seal(
-                    rev=rev,
-                    lane="edge" if rev % 3 else "core:refactor-auth",
-                    ts=T0 + timedelta(milliseconds=rev),
-                    hash_prev=self.head,
-                    event=UserMsg(text=f"{text} {rev}"),
-                )
-            )
+            lane = "edge" if rev % 3 else "core:refactor-auth"
+            self._seal(lane, UserMsg(text=f"{text} {rev}"))
         return self.events[-count:] if count else []
+
+    def commit_events(self, events: list[Event], lane: str = "edge") -> list[CommittedEvent]:
+        """`events` committed on `lane`, in order."""
+        for event in events:
+            self._seal(lane, event)
+        return self.events[-len(events) :] if events else []
+
+    def _seal(self, lane: str, event: Event) -> None:
+        rev = self.rev + 1
+        self.events.append(
+            CommittedEvent.seal(
+                rev=rev,
+                lane=lane,
+                ts=T0 + timedelta(milliseconds=rev),
+                hash_prev=self.head,
+                event=event,
+            )
+        )
 
     def heartbeat(
         self, base_rev: int, *, snapshot: bool = False, config_version: int = 1

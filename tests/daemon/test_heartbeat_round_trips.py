@@ -14,7 +14,7 @@ import pytest
 
 from choir.daemon.agents.ingest import committed_of
 from choir.daemon.agents.services import AgentServices
-from choir.protocol import GENESIS_HASH, Verb
+from choir.protocol import GENESIS_HASH, LlmCallRecorded, UserMsg, Verb
 from choir.protocol.log.committed import chain_break
 from choir.store.events import read_events
 from choir.store.postgres.ddl import apply_control_schema
@@ -68,3 +68,35 @@ async def test_events_stored_in_one_statement_read_back_exactly(
         stored = [committed_of(record) for record in await read_events(conn, agent.session_id)]
     assert stored == sent
     assert chain_break(stored, base_rev=0, hash_prev=GENESIS_HASH, check_hashes=True) is None
+
+
+async def test_a_heartbeat_of_model_calls_stores_their_usage_in_the_same_statement(
+    services: AgentServices, pool: Pool
+) -> None:
+    """Every model call's `llm_call` event has its usage row: stored by the one statement that
+    stores the event (a plain heartbeat), exactly once even when the heartbeat is sent again."""
+    agent = AgentClient(services, await services.sessions.start("agent-1", {}))
+    chain = Chain()
+    chain.commit(2)
+    assert (await agent.ok(Verb.HEARTBEAT, chain.heartbeat(0)))["ack_rev"] == 2
+    call = LlmCallRecorded(
+        lane="edge", model="demo", prompt_tokens=120, cost_usd=0.25, cost_source="price"
+    )
+    chain.commit_events([call, UserMsg(text="no usage"), call.model_copy(update={"job_id": None})])
+    QUERIES.clear()
+
+    assert (await agent.ok(Verb.HEARTBEAT, chain.heartbeat(2)))["ack_rev"] == 5
+    assert QUERIES == [None]
+    # a resend overlapping the ack stores nothing twice
+    assert (await agent.ok(Verb.HEARTBEAT, chain.heartbeat(2)))["ack_rev"] == 5
+
+    async with pool.acquire() as conn:
+        rows = await conn.fetch(
+            "SELECT rev, agent_id, lane, model, prompt_tokens, cost_usd, kind "
+            "FROM choir_control.llm_usage WHERE session_id = $1 ORDER BY rev",
+            agent.session_id,
+        )
+    assert [tuple(row) for row in rows] == [
+        (3, "agent-1", "edge", "demo", 120, 0.25, "llm"),
+        (5, "agent-1", "edge", "demo", 120, 0.25, "llm"),
+    ]

@@ -290,8 +290,8 @@ class EventIngest:
     ) -> None:
         now = self._clock()
         usage = usage_rows(records)
-        if fresh and not usage and _plain(request, records):
-            await self._append(live, request, records, now)
+        if fresh and _plain(request, records):
+            await self._append(live, request, records, usage, now)
             return
         snapshot_rev: int | None = None
         async with self._pool.acquire() as conn, conn.transaction():
@@ -333,9 +333,11 @@ class EventIngest:
         live: LiveSession,
         request: HeartbeatRequest,
         records: Sequence[EventRecord],
+        usage: Sequence[dict[str, Any]],
         now: datetime,
     ) -> None:
-        """`_store` of a heartbeat with nothing but new events: one statement, one round trip."""
+        """`_store` of a heartbeat with nothing but new events (and their usage rows): one
+        statement, one round trip."""
         async with self._pool.acquire() as conn:
             appended = await append_heartbeat(
                 conn,
@@ -346,6 +348,8 @@ class EventIngest:
                 head_hash=request.hash_new,
                 config_version=request.config_version,
                 now=now,
+                agent_id=live.agent_id,
+                usage=usage,
             )
         if appended.forked_rev is not None:
             raise _Forked(appended.forked_rev)
