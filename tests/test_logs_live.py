@@ -141,3 +141,32 @@ def test_a_follower_reads_across_an_in_place_archive_even_when_the_file_regrew(
     tail.close()
     assert seen == ["one", "two", "three", "four is a longer line than all before", "five", "six"]
     assert tail.emptied == 2
+
+
+def test_a_starved_follower_reads_every_archive_made_since_it_last_looked(
+    tmp_path: Path,
+) -> None:
+    """Two in-place archives between two looks (a follower starved on a loaded host): what it
+    had not reached is in the first archive, all of the second is new to it. Before, it read
+    the newest archive from its old offset and lost lines (tests/runtime/test_log_archiving)."""
+    from choir.daemon.operator.logs import LogTail
+    from choir.logs import every_archive, last_archive
+
+    home = ChoirHome(tmp_path / "choir.d")
+    home.logs.mkdir(parents=True)
+    log = home.agent_log("agent-1")
+    with AppendSink(log) as sink:
+        tail = LogTail(
+            log, lambda: last_archive(home, "agent-1"), lambda: every_archive(home, "agent-1")
+        )
+        sink.write(b"one\n")
+        seen = [line for batch in tail.drain() for line in batch]
+        sink.write(b"two\n")
+        LiveLogArchiver(home).archive("agent-1")
+        sink.write(b"three\nfour\n")
+        LiveLogArchiver(home).archive("agent-1")  # the second before the follower looked
+        sink.write(b"five\n")
+        seen += [line for batch in tail.drain() for line in batch]
+    tail.close()
+    assert seen == ["one", "two", "three", "four", "five"]
+    assert len(every_archive(home, "agent-1")) == 2

@@ -13,7 +13,13 @@
 
 from __future__ import annotations
 
-from choir.logs.archive import archive_agent_log, archived_logs, last_archive, log_path
+from choir.logs.archive import (
+    archive_agent_log,
+    archived_logs,
+    every_archive,
+    last_archive,
+    log_path,
+)
 from choir.logs.context import LogContext, bind_context, current_context, set_context
 from choir.logs.formatter import JsonLinesFormatter
 from choir.logs.handler import ArchivingFileHandler
@@ -38,6 +44,7 @@ __all__ = [
     "archived_logs",
     "bind_context",
     "current_context",
+    "every_archive",
     "get_logger",
     "last_archive",
     "log_path",

@@ -51,6 +51,21 @@ def archived_logs(home: ChoirHome, source: str) -> list[Path]:
     return sorted(found, key=_order)
 
 
+def every_archive(home: ChoirHome, source: str) -> list[Path]:
+    """Every archive of `source`, oldest first: finished (`.log.gz`) or still being compressed
+    (the staged `.log`), one path per archive (the finished one while both exist)."""
+    folder = archive_dir(home, source)
+    if not folder.is_dir():
+        return []
+    found: dict[str, Path] = {}
+    for path in folder.iterdir():
+        if _NAME.fullmatch(path.name):
+            staged = path.name.removesuffix(".gz")
+            if staged not in found or path.name.endswith(".gz"):
+                found[staged] = path
+    return sorted(found.values(), key=_order)
+
+
 def last_archive(home: ChoirHome, source: str) -> Path | None:
     """The newest archive of `source`, finished (`.log.gz`) or still being compressed (the staged
     `.log`, complete since its rename); None when there is none."""

@@ -135,6 +135,25 @@ async def ended_jobs(conn: Connection, session_id: str) -> dict[str, str]:
     return {row["job_id"]: row["outcome"] for row in rows if row["job_id"]}
 
 
+_JOB_OPEN: Final = """
+SELECT EXISTS (
+    SELECT 1 FROM choir_control.session_events started
+    WHERE started.session_id = $1 AND started.event_type = 'core_started'
+      AND started.payload->'job'->>'job_name' = $2
+      AND NOT EXISTS (
+          SELECT 1 FROM choir_control.session_events stopped
+          WHERE stopped.session_id = $1 AND stopped.event_type = 'core_stopped'
+            AND stopped.payload->>'job_name' = $2 AND stopped.rev > started.rev
+      )
+)
+"""
+
+
+async def job_open(conn: Connection, session_id: str, job_name: str) -> bool:
+    """Whether the session replicated the start of a core job `job_name` and not its end."""
+    return bool(await conn.fetchval(_JOB_OPEN, session_id, job_name))
+
+
 async def head(conn: Connection, session_id: str) -> Head | None:
     """The session's newest stored (rev, hash), or None when it has no events."""
     row = await conn.fetchrow(_HEAD, session_id)

@@ -260,6 +260,12 @@ CASES: list[tuple[str, dict[str, Any], ToolResult, str]] = [
         "proposed a config change: raise the daily cap",
     ),
     (
+        "choir.propose.repo_change",
+        {"branch": "proposal/greeting", "description": "a greeting skill"},
+        ok(),
+        "proposed a change to its repo on branch proposal/greeting",
+    ),
+    (
         "choir.propose.skill",
         {"spec": {"name": "triage"}, "rationale": "r"},
         ok(),

@@ -9,7 +9,6 @@ committed in the proposing lane.
 from __future__ import annotations
 
 import asyncio
-import json
 import shutil
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -29,6 +28,7 @@ from choir.daemon.agents.services import AgentServices
 from choir.home import ChoirHome
 from choir.protocol import ToolResult
 from choir.transport import PushHub, RpcError, UdsServer, connect
+from tests.harness.proposals import TOOL_PROPOSAL
 
 SEEDS = Path(__file__).parents[2] / "seeds" / "global"
 LANE_TOOLS = (
@@ -119,17 +119,7 @@ async def test_a_host_tool_without_a_handler_is_a_structured_error(wired: Wired)
 
 
 async def test_a_meta_tool_never_executes_and_its_outcome_is_committed(wired: Wired) -> None:
-    manifest = json.loads((SEEDS / "tools" / "choir.web.search.json").read_text())
-    proposal = ToolProposal(
-        "edge",
-        "call-3",
-        "choir.propose.tool",
-        {
-            "manifest": manifest,
-            "intended_behavior": "Look things up on the web.",
-            "rationale": "users ask for it",
-        },
-    )
+    proposal = ToolProposal("edge", "call-3", "choir.propose.tool", dict(TOOL_PROPOSAL))
     result = await wired.kernel.arbiter.propose(proposal)
     assert result.status == "success", result
     approval_id = result.data["approval_id"]
@@ -139,20 +129,21 @@ async def test_a_meta_tool_never_executes_and_its_outcome_is_committed(wired: Wi
     assert [a.id for a in pending] == [approval_id]
     assert pending[0].request_type == "tool"
 
+    # rejected, the agent is told at once (approved, a tool's outcome waits for its apply)
     pushes = wired.control_plane.pushes()
-    await wired.services.approvals.approve(approval_id, by="choirctl")
+    await wired.services.approvals.reject(approval_id, by="choirctl")
     envelope = await asyncio.wait_for(anext(pushes), 5)
     assert envelope.push.kind == "approval_resolved"
     await pushes.aclose()
-    entry = wired.kernel.arbiter.resolve_approval(approval_id, "approved")
+    entry = wired.kernel.arbiter.resolve_approval(approval_id, "rejected")
     assert entry is not None
     assert entry.lane == "edge"
     assert entry.event == {
         "kind": "approval_resolved",
         "approval_id": approval_id,
-        "status": "approved",
+        "status": "rejected",
     }
-    assert wired.kernel.arbiter.resolve_approval(approval_id, "approved") is None
+    assert wired.kernel.arbiter.resolve_approval(approval_id, "rejected") is None
 
 
 async def test_another_agents_lease_is_refused_on_this_socket(

@@ -1,7 +1,7 @@
 """TTS calls as usage rows (issue 19): a real choir-agent speaks through the local ElevenLabs
 stand-in; the characters billed and their cost at `tts.<provider>.price` become one usage row of
 kind `tts`, and the cost counts towards the agent's spend cap in the running session — the
-model call after the speech is refused once the cap is passed.
+model call after the speech asks to pass the cap, and a rejection ends the reply.
 
 choird in the test process on the test session's Postgres, the real `choir-agent`, the scripted
 model (no price: its calls' cost is unknown and counts towards no cap).
@@ -20,6 +20,8 @@ from choir.scripted import ReplyStep, Script, ScriptedCall, ScriptedModelServer,
 from choir.store.postgres.target import ConnectParams
 from tests.ctl.cli import choirctl
 from tests.e2e_agent.test_agent_process import Agent, choir_root, running_agent
+from tests.e2e_agent.test_budget_ask import question
+from tests.harness.chat import replies_through
 from tests.harness.elevenlabs import ElevenLabsServer
 from tests.harness.homes import external_postgres, make_home, read_config, write_config
 from tests.harness.waits import poll_until
@@ -81,8 +83,14 @@ async def agent(
 
 async def test_a_tts_call_is_a_usage_row_and_counts_towards_the_cap(agent: Agent) -> None:
     operator, cost = agent.operator, len(SPOKEN) * PER_MILLION_CHARACTERS / 1e6
-    replies = await agent.chat("please say good morning", until="error")
-    # the speech was made and billed; the model call after it is refused by the cap
+    sent = await operator.chat_send("agent-1", "please say good morning")
+    # the speech was made and billed; the model call after it meets the cap, which asks
+    asked = await question(agent)
+    assert asked.payload["budget"] == "spend_cap_day_usd"
+    await operator.approval_reject(asked.approval_id)
+    replies = await replies_through(
+        operator, sent.after_seq, lambda r: r["category"] == "error", within=30
+    )
     assert "spend cap reached" in replies[-1]["text"]
     assert f"${cost:,.2f} today" in replies[-1]["text"]
 

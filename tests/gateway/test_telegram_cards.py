@@ -74,7 +74,8 @@ LISTENER = Script(
     steps=[
         *edge("listener"),
         ReplyStep(after="tool", match="listened", text="Done, as told."),
-        ToolCallsStep(calls=[run("sleep 8; echo listened")]),
+        # waits until the test saw its instruction sent: however slow the host, it is running
+        ToolCallsStep(calls=[run("until [ -e go ]; do sleep 0.2; done; echo listened")]),
     ]
 )
 
@@ -251,7 +252,7 @@ async def test_a_regular_dm_acts_only_on_its_own_agents_jobs(
 
 @scripted(LISTENER)
 async def test_inject_prompts_for_an_instruction_and_the_reply_reaches_the_job(
-    agent: tuple[ChoirClient, str], api: BotApiServer, model: ScriptedModelServer
+    agent: tuple[ChoirClient, str], api: BotApiServer, model: ScriptedModelServer, home: ChoirHome
 ) -> None:
     client, session_id = agent
     card = await card_of(api, "listener")
@@ -266,6 +267,8 @@ async def test_inject_prompts_for_an_instruction_and_the_reply_reaches_the_job(
     api.user_says(PHONE, "use blue", reply_to=prompt)
     sent = "Sent to core job listener: it reads it at its next step."
     await api.wait_for(lambda: sent in api.texts(PHONE))
+    workspace = Path(read_config(home)["workspaces"]["default"]["path"])
+    (workspace / "go").touch()  # the job's command ends: its next step reads the instruction
     await api.wait_for(
         lambda: now_of(api, card).text.startswith("Core job listener: done"), within=40
     )

@@ -16,6 +16,9 @@ AGENT_TABLES = {
     "knowledge_embeddings",
     "knowledge_names",
     "knowledge_versions",
+    "knowledge_edges",
+    "knowledge_access",
+    "knowledge_term_changes",
     "embedding_model",
 }
 

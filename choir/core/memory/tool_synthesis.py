@@ -545,6 +545,12 @@ def _propose_config(args: Mapping[str, Any], result: ToolResult | None) -> _Phra
     return _Phrase(f"proposed a config change{said}", "propose a config change")
 
 
+def _propose_repo_change(args: Mapping[str, Any], result: ToolResult | None) -> _Phrase:
+    branch = _str(args, "branch", TEXT_CHARS)
+    where = f" on branch {branch}" if branch else ""
+    return _Phrase(f"proposed a change to its repo{where}", f"propose a change to its repo{where}")
+
+
 def _propose_skill(args: Mapping[str, Any], result: ToolResult | None) -> _Phrase:
     spec = args.get("spec")
     name = _str(spec, "name") if isinstance(spec, Mapping) else None
@@ -587,6 +593,7 @@ _DESCRIBERS: Final[Mapping[str, Describer]] = {
     "choir.email.receive": _email_receive,
     "choir.notion.query": _notion,
     "choir.propose.config_change": _propose_config,
+    "choir.propose.repo_change": _propose_repo_change,
     "choir.propose.skill": _propose_skill,
     "choir.propose.tool": _propose_tool,
     "choir.tts.speak": _tts,

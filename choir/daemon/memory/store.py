@@ -390,17 +390,14 @@ class PostgresMemoryStore:
     async def search_placed(
         self, agent_id: str, query: MemoryQuery, graph: GraphFilter = NO_FILTER
     ) -> list[KnowledgeHit]:
-        checked(query)
-        if query.vector is not None and self._models and not self._models.current(agent_id):
-            if not query.text.strip():
-                return []
-            mode = query.mode if query.mode == "relevance" else "text"
-            query = replace(query, mode=mode, vector=None)
+        comparable = self._comparable(agent_id, query)
+        if comparable is None:
+            return []
         weights = self._weights()
         return await self._run(
             agent_id,
-            lambda c: filtered_search(c, agent_id, query, graph, self._bm25, weights),
-            ef_search=ef_search(query),
+            lambda c: filtered_search(c, agent_id, comparable, graph, self._bm25, weights),
+            ef_search=ef_search(comparable),
         )
 
     async def delete_knowledge(self, agent_id: str, ref: UUID | str) -> bool:
@@ -446,19 +443,27 @@ class PostgresMemoryStore:
         return await self._run(agent_id, memory_tool_rows.tool_row_count)
 
     async def search(self, agent_id: str, query: MemoryQuery) -> list[MemoryHit]:
-        checked(query)  # refused before a connection is taken
-        if query.vector is not None and self._models and not self._models.current(agent_id):
-            # the stored vectors are another model's: comparing them would rank noise
-            if not query.text.strip():
-                return []
-            mode = query.mode if query.mode == "relevance" else "text"
-            query = replace(query, mode=mode, vector=None)
+        comparable = self._comparable(agent_id, query)
+        if comparable is None:
+            return []
         weights = self._weights()
         return await self._run(
             agent_id,
-            lambda c: run_search(c, agent_id, query, self._bm25, weights),
-            ef_search=ef_search(query),
+            lambda c: run_search(c, agent_id, comparable, self._bm25, weights),
+            ef_search=ef_search(comparable),
         )
+
+    def _comparable(self, agent_id: str, query: MemoryQuery) -> MemoryQuery | None:
+        """`query` (checked: refused before a connection is taken) as it can run on the agent's
+        stored vectors: without its vector when they are another model's — comparing them would
+        rank noise —, None when nothing is left to search by."""
+        checked(query)
+        if query.vector is None or not self._models or self._models.current(agent_id):
+            return query
+        if not query.text.strip():
+            return None
+        mode = query.mode if query.mode == "relevance" else "text"
+        return replace(query, mode=mode, vector=None)
 
     async def stats(self, agent_id: str) -> MemoryStats:
         return await self._run(agent_id, memory_stats.memory_stats)

@@ -7,7 +7,9 @@ its end before switching to the new file at the same path, so a line written jus
 archive rename is never lost; watchfiles (inotify) on the log directory says when to look, and a
 look every `RECHECK_MS` covers anything a notification could miss. A running agent's log is
 archived in place (copied, then truncated: `choir.logs.live`): the follower reads what it had
-not reached from the archive, a byte copy, then goes on from the file's new start. An agent's
+not reached from the archive, a byte copy, then goes on from the file's new start (from every
+archive made since it last looked, when a starved follower missed one: the first from where it
+was, the later ones whole). An agent's
 log is archived when its process exits too: while no agent process writes one, the snapshot is
 the last archive (the last session's log, where "see choirctl logs <agent>" after a failed start
 points).
@@ -27,7 +29,7 @@ from typing import BinaryIO, Final
 from choir.config import AGENT_ID_PATTERN
 from choir.daemon.operator.context import OperatorContext
 from choir.errors import NotFoundError
-from choir.logs import last_archive, log_path
+from choir.logs import every_archive, last_archive, log_path
 from choir.protocol.base import WireModel
 from choir.protocol.operator.items import LogLines, LogRotated, LogSnapshotEnd
 from choir.protocol.operator.requests import LogsRequest
@@ -59,17 +61,22 @@ async def logs(ctx: OperatorContext, request: LogsRequest) -> AsyncIterator[Wire
         path,
         follow=request.follow,
         previous=lambda: last_archive(ctx.home, previous) if previous else None,
+        archives=lambda: every_archive(ctx.home, previous) if previous else [],
     )
 
 
 async def tail_log(
-    path: Path, *, follow: bool, previous: Callable[[], Path | None] | None = None
+    path: Path,
+    *,
+    follow: bool,
+    previous: Callable[[], Path | None] | None = None,
+    archives: Callable[[], list[Path]] | None = None,
 ) -> AsyncIterator[WireModel]:
     """Snapshot then (when `follow`) new lines of the log at `path`, like `tail -f -n +1`.
 
     With no file at `path` (an agent's log is archived when its process exits), the snapshot is
     `previous()`'s archive — the last session's log, which a "see choirctl logs" points to."""
-    tail = LogTail(path, previous)
+    tail = LogTail(path, previous, archives)
     stop = asyncio.Event()
     try:
         if not tail.is_open and previous is not None:
@@ -141,10 +148,17 @@ def _archive_name(path: Path | None) -> str | None:
 class LogTail:
     """Whole lines from a log file that may be archived (renamed away) and recreated."""
 
-    def __init__(self, path: Path, archived: Callable[[], Path | None] | None = None) -> None:
+    def __init__(
+        self,
+        path: Path,
+        archived: Callable[[], Path | None] | None = None,
+        archives: Callable[[], list[Path]] | None = None,
+    ) -> None:
         self.path = path
         self._archived = archived
         """The newest archive of the log: where a live log emptied in place put its lines."""
+        self._archives = archives
+        """Every archive of the log, oldest first (None: only the newest is known)."""
         self._file: BinaryIO | None = None
         self._partial = b""
         self.emptied = 0
@@ -177,10 +191,26 @@ class LogTail:
         """A running agent's log archived in place (`choir.logs.live`): the archive is a byte
         copy of the file, so what was written past `offset` before the truncate is there."""
         self.emptied += 1
-        if self._archived is not None:
-            archive = self._archived()
-            self._seen_archive = _archive_name(archive)
-            yield from self._split(_archive_bytes(archive)[offset:])
+        fresh = self._fresh_archives()
+        if not fresh:
+            return
+        self._seen_archive = _archive_name(fresh[-1])
+        yield from self._split(_archive_bytes(fresh[0])[offset:])
+        for later in fresh[1:]:  # emptied again before this follower looked: all of it is new
+            yield from self._split(_archive_bytes(later))
+
+    def _fresh_archives(self) -> list[Path]:
+        """The archives made since the last look (just the newest when that is all we know)."""
+        if self._archives is None:
+            newest = self._archived() if self._archived is not None else None
+            return [newest] if newest is not None else []
+        every = self._archives()
+        names = [_archive_name(path) for path in every]
+        if self._seen_archive is None:
+            return every  # none existed when the file was opened
+        if self._seen_archive in names:
+            return every[names.index(self._seen_archive) + 1 :]
+        return every[-1:]  # the one we saw was removed meanwhile: the newest is ours
 
     def _archived_in_place(self) -> bool:
         """Whether a new archive appeared while the path still names the open file (an exit's

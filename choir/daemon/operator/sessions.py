@@ -32,6 +32,7 @@ from choir.protocol.operator.requests import (
     SessionRef,
 )
 from choir.protocol.operator.views import CoreView, LocksView
+from choir.store.events import job_open
 
 FINISHED_CORE_STATES: Final = frozenset({"CORE_COMPLETED", "CORE_TERMINATED"})
 
@@ -83,6 +84,10 @@ async def _running_job(ctx: OperatorContext, session_id: str, job_name: str, ver
     row = await ctx.active_session(session_id)
     lane = ctx.services.status.lanes(row.session_id).get(core_lane(job_name))
     if lane is None:
+        # started and replicated (its DM card shows it) before its lane's first status report
+        async with ctx.pool.acquire() as conn:
+            if await job_open(conn, row.session_id, job_name):
+                return row.session_id
         raise NotFoundError(
             f"session {row.session_id} has no core job named {job_name!r} "
             f"(see choirctl session cores {row.session_id})"
