@@ -98,13 +98,19 @@ async def killed_mid_append(
     try:
         sent = await operator.chat_send("agent-1", "please start the appender")
         await replies_until(operator, sent.after_seq, "Started appender.")
-        await poll_until(lambda: asyncio.to_thread(appended.exists), within=10)
+        # the line itself, not the file: `>>` creates it before echo writes (a kill between
+        # the two left it empty, and the test read that as the job's effect lost)
+        await poll_until(lambda: asyncio.to_thread(_appended, appended), within=10)
     finally:
         first.kill()
         await first.wait()
     assert daemon.services is not None
     rows = await daemon.services.sessions.recent("agent-1", 1)
     return sent, rows[0].session_id
+
+
+def _appended(path: Path) -> bool:
+    return path.exists() and path.read_text() == "x\n"
 
 
 def chain_intact(events: list[Any]) -> bool:
