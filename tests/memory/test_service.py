@@ -81,11 +81,11 @@ def cosine(a: Vector, b: Vector) -> float:
 
 async def test_the_local_model_embeds_chunks_and_queries():
     async with MemoryService(lambda: EmbeddingSource(EmbeddingConfig())) as memory:
+        sink = Delivered()
+        memory.connect(sink)  # before anything starts the engine (a warm one starts at once)
         # a query that cannot wait for the first use's start degrades; the start goes on (no
         # time at all: another test of this worker may have imported the model already)
         assert await memory.embed_query("the cat sat on the mat", timeout_s=0) is None
-        sink = Delivered()
-        memory.connect(sink)
         futures = [
             await memory.enqueue(f"c{n}", f"session note {n}: the cat sat on the mat")
             for n in range(40)
