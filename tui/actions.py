@@ -164,6 +164,14 @@ ACTIONS: tuple[ConsoleAction, ...] = (
         fixed={"by": RESOLVER},
     ),
     action(
+        "approval approve", "Approval: approve and restart (a config change needing a restart)",
+        "call",
+        confirm="Approve {approval_id} and restart what it needs? choird restarts the agents "
+        "the change needs (its own changes wait for its next start).",
+        key="6 R", fixed={"by": RESOLVER, "restart": True},
+        notice="{approval_id} approved; restarting what it needs",
+    ),
+    action(
         "approval reject", "Approval: reject", "call",
         confirm="Reject {approval_id}? The agent is told at once.", danger=True, key="6 r",
         fixed={"by": RESOLVER},

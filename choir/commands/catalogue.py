@@ -27,6 +27,11 @@ ANSWERED = Param("approval_id", "Approval", "approval", fill="pick")
 ONLY_BOUND = Param("agent_id", "Agent", "agent", optional=True, fill="scoped", operator=False)
 """A regular DM only sees and answers its bound agent's approvals (§19.6)."""
 RESOLVER = Param("by", "Answered by", "resolver", optional=True, operator=False)
+RESTART = Param(
+    "restart", "Also restart what a config change needs", "flag", optional=True, operator=False
+)
+"""The restart choice (§8.10): choirctl's `--restart`, the console's own action, a DM's
+trailing `restart`, Telegram's third button."""
 MEMORY_ITEM = Param("item_id", "Memory item id", "item")
 KNOWLEDGE_ITEM = Param("ref", "Knowledge item (name, alias or id)", "item")
 
@@ -301,9 +306,13 @@ CATALOGUE: Final[tuple[Command, ...]] = (
         "approval approve",
         "Approve a pending approval; the agent is told at once. Exits 5 if already answered."
         "\n\nA config change that only a restart puts into effect is refused (exit 2, it stays "
-        "pending) unless approved with choirctl's --restart.",
-        EVERYONE, "approval.approve", (ANSWERED, ONLY_BOUND, RESOLVER), dm="approve",
-        dm_help="approve one: the only pending one, or a number from the list, or an id",
+        "pending) unless approved with the restart choice: choirctl's --restart, the console's "
+        "approve and restart (R in the Approvals tab), `/approve <id> restart` in a DM or the "
+        "Approve + restart button in Telegram.",
+        EVERYONE, "approval.approve", (ANSWERED, ONLY_BOUND, RESOLVER, RESTART), dm="approve",
+        dm_help="approve one: the only pending one, or a number from the list, or an id; "
+        "`restart` after it applies a config change that needs a restart and restarts what it "
+        "needs",
         done="{approval_id} approved",
     ),
     Command(

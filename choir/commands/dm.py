@@ -104,6 +104,10 @@ def _bind(command: Command, words: list[tuple[str, int]], line: str) -> Invocati
         return None
     rest = words[start:]
     given: dict[str, Any] = {}
+    for param in command.params:  # a flag's word ends the line, after the other arguments
+        if param.dm_fill == "flag" and rest and rest[-1][0].lower() == param.word:
+            given[param.name] = True
+            rest = rest[:-1]
     for param in command.params:
         fill = param.dm_fill
         if fill in ("given", "pick", "bound_or_named"):

@@ -23,20 +23,22 @@ DMS: Final[frozenset[Scope]] = frozenset({"admin", "regular"})
 Kind = Literal[
     "agent", "running_agent", "session", "job", "lane", "approval", "workspace", "llm", "voice",
     "recover_choice", "word", "text", "settings", "resolver", "memory_store", "memory_mode",
-    "item",
+    "item", "flag",
 ]  # fmt: skip
 """What an argument's value is (a front end offers choices from it: the TUI's pick lists)."""
 
 Fill = Literal[
-    "given", "pick", "bound", "bound_or_named", "session", "scoped", "rest", "pairs", "dm", "none"
-]
+    "given", "pick", "bound", "bound_or_named", "session", "scoped", "rest", "pairs", "dm", "none",
+    "flag",
+]  # fmt: skip
 """Where a DM takes an argument's value from:
 `given` the next word of the line; `pick` the next word, or the DM picks (the only pending
 approval, else a numbered list to choose from); `bound` the DM's bound agent;
 `bound_or_named` the bound agent, or (admin DMs only) the agent named by the next word;
 `session` the bound agent's active session; `scoped` the bound agent in a regular DM, nothing
 (every agent) in an admin DM; `rest` the rest of the line; `pairs` every remaining `key=value`
-word; `dm` the DM's own name; `none` never from a DM."""
+word; `dm` the DM's own name; `none` never from a DM; `flag` True when the line ends with the
+parameter's word (`/approve 2 restart`), else left out."""
 
 Shows = Literal["fields", "status", "events", "approvals"]
 """How a DM says a command's answer (`choir.commands.text`): every field, an agent's status in
@@ -44,7 +46,7 @@ a few lines, events one a line, approvals numbered."""
 
 _DEFAULT_FILL: Final[Mapping[Kind, Fill]] = {
     "agent": "bound", "running_agent": "bound", "session": "session", "text": "rest",
-    "settings": "pairs", "resolver": "dm",
+    "settings": "pairs", "resolver": "dm", "flag": "flag",
 }  # fmt: skip
 
 
@@ -120,7 +122,8 @@ class Command(NamedTuple):
         for param in self.params:
             fill = param.dm_fill
             bracketed = fill in ("given", "rest", "pairs") and param.optional
-            if (fill == "bound_or_named" and scope == "admin") or fill == "pick" or bracketed:
+            bracketed = bracketed or fill in ("pick", "flag")
+            if (fill == "bound_or_named" and scope == "admin") or bracketed:
                 words.append(f"[{param.word}]")
             elif fill in ("given", "rest", "pairs"):
                 words.append(f"<{param.word}>")

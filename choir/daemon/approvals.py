@@ -279,6 +279,10 @@ class ApprovalService:
         """An approved proposal's apply ended (`applied` or `failed`): tell the subscribers."""
         self._resolved(row)
 
+    def via(self, by: str) -> str:
+        """The front end `by` answers through (`front_end`)."""
+        return front_end(by, self._dm_gateways())
+
     def _dm_gateways(self) -> dict[str, str]:
         config = self._stage.running.config
         types = {name: gateway.type for name, gateway in config.gateways.items()}

@@ -126,6 +126,16 @@ def test_a_regular_dm_fills_its_bound_agent_and_session() -> None:
         "approval_id": "ap-1", "agent_id": "agent-2", "by": "dm-2",
     }  # fmt: skip
     assert built("/reject", ADMIN) == {"by": "console"}
+    # the restart choice: a trailing `restart`, after the id or alone (the only pending one)
+    assert built("/approve ap-1 restart", REGULAR) == {
+        "approval_id": "ap-1", "agent_id": "agent-2", "by": "dm-2", "restart": True,
+    }  # fmt: skip
+    assert built("/approve 2 RESTART", ADMIN) == {
+        "approval_id": "2",
+        "by": "console",
+        "restart": True,
+    }
+    assert built("/approve restart", ADMIN) == {"by": "console", "restart": True}
     # admin: the bound agent unless another is named; start takes key=value bindings
     assert built("/stop", ADMIN) == {"agent_id": "agent-1"}
     assert built("/stop agent-3", ADMIN) == {"agent_id": "agent-3"}
@@ -149,6 +159,8 @@ def test_a_regular_dm_may_not_name_another_agent() -> None:
         ("/frobnicate", "unknown command /frobnicate: /help lists the commands this DM can run"),
         ("/", "a command follows the slash: /help lists them"),
         ("/cancel", "usage: /cancel <name>"),
+        ("/approve ap-1 now", "usage: /approve [id] [restart]"),
+        ("/approve ap-1 restart later", "usage: /approve [id] [restart]"),
         ("/cancel a b", "usage: /cancel <name>"),
         ("/inject", "usage: /inject <message>"),
         ("/inject   ", "usage: /inject <message>"),

@@ -28,6 +28,12 @@ pytestmark = pytest.mark.slow
 SUMMARY_LINE = "weather.lookup: Fetch the forecast for `city` and return temperature and sky"
 WRITING = "Committing its manifest and a stub for a human to write."
 """What an approved tool's chat is told first (§8.10: a human writes the tool)."""
+RENAME = {
+    "summary": "Sign my commits as choir agent one",
+    "patch": {"git_identities": {"agent-1": {"name": "choir agent one"}}},
+    "rationale": "asked",
+}
+"""A config change that takes effect only when agent-1 restarts."""
 
 
 @pytest.fixture
@@ -40,6 +46,11 @@ def script() -> Script:
                 match="propose a tool",
                 repeat=True,
                 calls=[ScriptedCall(name="choir.propose.tool", arguments=TOOL_PROPOSAL)],
+            ),
+            ToolCallsStep(
+                match="rename your git identity",
+                repeat=True,
+                calls=[ScriptedCall(name="choir.propose.config_change", arguments=RENAME)],
             ),
             ReplyStep(match="slowly", repeat=True, delay_ms=6000, text="done, slowly"),
             ReplyStep(repeat=True, text="I only echo."),
@@ -293,3 +304,38 @@ async def test_an_approval_of_an_agent_bound_elsewhere_is_not_sent_to_telegram(
     api.user_says(PHONE, "ping")  # the gateway is polling: a later update is seen
     await api.wait_for(lambda: bool(api.sent(PHONE)), within=30)
     assert not any(m.buttons for m in api.sent(PHONE))
+
+
+async def test_a_restart_only_config_change_gets_an_approve_and_restart_button(
+    agent: tuple[ChoirClient, str], api: BotApiServer
+) -> None:
+    client, session_id = agent
+    pid = (await client.agent_status("agent-1")).pid
+    api.user_says(PHONE, "please rename your git identity")
+    await api.wait_for(lambda: any(m.buttons for m in api.sent(PHONE)), within=30)
+    [card] = [m for m in api.sent(PHONE) if m.buttons]
+    approval_id = approval_id_of(card)
+    assert [label for label, _ in card.buttons] == ["Approve", "Approve + restart", "Reject"]
+    assert f"/approve {approval_id} restart or /reject {approval_id}" in card.text
+    assert all(len(data.encode()) <= 64 for _, data in card.buttons)
+
+    # the plain button: refused, said in the chat with the way to choose; still pending
+    plain = await answered(api, api.user_presses(PHONE, card, card.buttons[0][1]))
+    assert plain.startswith(f"approval {approval_id} takes effect only with a restart of agent-1")
+    await api.wait_for(lambda: any("the Approve + restart button" in t for t in api.texts(PHONE)))
+    assert (await client.approval_show(approval_id)).status == "pending"
+    assert card.buttons == edited(api, card).buttons
+
+    pressed = api.user_presses(PHONE, card, card.buttons[1][1])
+    assert await answered(api, pressed) == "Approved; restarting what it needs"
+
+    async def applied() -> bool:
+        return (await client.approval_show(approval_id)).status == "applied"
+
+    await poll_until(applied, within=60)
+    shown = await client.approval_show(approval_id)
+    assert (shown.resolved_by, shown.resolved_via) == ("phone", "telegram")
+    assert "agent-1 restarted" in (shown.outcome or "")
+    status = await client.agent_status("agent-1")
+    assert (status.session_id, status.pid != pid) == (session_id, True)
+    await api.wait_for(lambda: not edited(api, card).buttons)

@@ -281,6 +281,30 @@ async def test_an_agent_level_restart_only_change_restarts_the_agent_when_chosen
     assert not (await scene.shown_config())["pending"]
 
 
+async def test_a_dm_refuses_a_plain_approve_naming_approve_restart_which_applies_it(
+    scene: Scene,
+) -> None:
+    session = await scene.started()  # bound to the console DM
+    approval_id = await scene.proposed("please rename your git identity")
+
+    plain = await scene.ctl("chat", "agent-1", f"/approve {approval_id}")
+
+    assert plain.returncode == 1, (plain.stdout, plain.stderr)
+    assert f"approve it with `/approve {approval_id} restart`" in plain.stderr
+    assert "--restart" not in plain.stderr  # the DM's own way, not choirctl's
+    shown = as_json(await scene.ctl("approval", "show", approval_id, "--json"))
+    assert shown["status"] == "pending"
+    chosen = await scene.ctl("chat", "agent-1", "/approve restart")  # the only pending one
+    assert chosen.returncode == 0, chosen.stderr
+    assert f"{approval_id} approved" in chosen.stdout
+    shown = await scene.approved(approval_id, answer=False)
+    assert shown["status"] == "applied", shown
+    assert (shown["resolved_by"], shown["resolved_via"]) == ("console", "console")
+    assert "agent-1 restarted" in shown["outcome"]
+    status = as_json(await scene.ctl("agent", "status", "agent-1", "--json"))
+    assert status["session_id"] == session
+
+
 async def test_choird_killed_after_writing_config_json_ends_the_apply_applied_on_restart(
     scene: Scene,
 ) -> None:

@@ -46,3 +46,13 @@ def test_an_update_all_restarts_every_running_agent() -> None:
     plan = restart_plan([change("global_repo.ref", "choirctl agent update-all")])
     assert (plan.needed, plan.every_agent) == (True, True)
     assert "a restart of every running agent" in plan.refusal("ap-2")
+
+
+def test_the_refusal_names_the_restart_choice_of_the_front_end_that_asked() -> None:
+    plan = restart_plan([change("git_identities.agent-1.name", "choirctl agent update agent-1")])
+    assert "with `choirctl approval approve ap-3 --restart`" in plan.refusal("ap-3", "choirctl")
+    assert "with `/approve ap-3 restart`" in plan.refusal("ap-3", "console")
+    by_button = plan.refusal("ap-3", "telegram")
+    assert "with the Approve + restart button or `/approve ap-3 restart`" in by_button
+    assert "R in the Approvals tab" in plan.refusal("ap-3", "tui")
+    assert "--restart" not in plan.refusal("ap-3", "tui")

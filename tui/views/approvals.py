@@ -64,10 +64,18 @@ EMPTY: Final = (
 KEPT_ENDED: Final = 100
 """Resolved approvals remembered to say how they ended, oldest forgotten first."""
 _DIFF_STYLES: Final = {"+": "green", "-": "red", "~": "yellow"}
+ANSWERED: Final = {
+    "approve": ("Approve", "approved", "approval approve {id}"),
+    "restart": ("Approve and restart", "approved (restarting what it needs)",
+                "approval approve {id} --restart"),
+    "reject": ("Reject", "rejected", "approval reject {id}"),
+}  # fmt: skip
+"""How to answer: the dialog's verb, what is said after, choirctl's command."""
 
 
 class ApprovalsView(ChoirView):
-    """Pending approvals; `a` approves and `r` rejects the highlighted one after a confirmation."""
+    """Pending approvals; `a` approves and `r` rejects the highlighted one after a confirmation;
+    `R` approves a config change that needs a restart and restarts what it needs."""
 
     VIEW_ID = "approvals"
     TITLE = "Approvals"
@@ -83,6 +91,7 @@ class ApprovalsView(ChoirView):
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("a", "answer('approve')", "Approve"),
+        Binding("R", "answer('restart')", "Approve+restart"),
         Binding("r", "answer('reject')", "Reject"),
         Binding("e", "expand", "Expand/collapse"),
     ]
@@ -268,11 +277,17 @@ class ApprovalsView(ChoirView):
         if approval is None:
             self.notify(self._already(approval_id), severity="warning")
             return
-        verb = "Approve" if how == "approve" else "Reject"
+        verb, _, ctl = ANSWERED[how]
+        restarts = (
+            " choird restarts the agents the change needs (its own changes wait for its next "
+            "start)."
+            if how == "restart"
+            else ""
+        )
         dialog = ConfirmDialog(
             f"{verb} {approval_id} ({approval.request_type}) from {approval.agent_id}?",
             f"{words.summary(approval.payload, 70)}\n"
-            f"The agent is told at once. choirctl: choirctl approval {how} {approval_id}",
+            f"The agent is told at once.{restarts} choirctl: choirctl {ctl.format(id=approval_id)}",
             yes=verb,
             danger=how == "reject",
         )
@@ -291,19 +306,24 @@ class ApprovalsView(ChoirView):
         if approval_id not in self.state.approvals:
             self.notify(self._already(approval_id), severity="warning")
             return
+        _, said, ctl = ANSWERED[how]
+        title = f"approval {ctl.split()[1]}"
         try:
             verb = (
-                OperatorVerb.APPROVAL_APPROVE if how == "approve" else OperatorVerb.APPROVAL_REJECT
+                OperatorVerb.APPROVAL_REJECT if how == "reject" else OperatorVerb.APPROVAL_APPROVE
             )
-            await self.bridge.ask(verb, v.ApprovalView, approval_id=approval_id, by=RESOLVER)
+            choice = {"restart": True} if how == "restart" else {}
+            await self.bridge.ask(
+                verb, v.ApprovalView, approval_id=approval_id, by=RESOLVER, **choice
+            )
         except ConflictError as error:
             self.notify(f"{error.message}: nothing to do.", severity="warning")
             return
         except ChoirError as error:
-            self.notify(error.message, title=f"approval {how}", severity="error", timeout=8)
+            self.notify(error.message, title=title, severity="error", timeout=8)
             return
         self.say("")
-        self.notify(f"{approval_id} {how}d; the agent is told.", title=f"approval {how}")
+        self.notify(f"{approval_id} {said}; the agent is told.", title=title)
 
     def _already(self, approval_id: str) -> str:
         ended = self.ended.get(approval_id)
@@ -348,6 +368,11 @@ class ApprovalsView(ChoirView):
                 "Approvals: approve the highlighted approval",
                 "choirctl approval approve <id>",
                 lambda: self.action_answer("approve"),
+            ),
+            PaletteCommand(
+                "Approvals: approve the highlighted approval and restart what it needs",
+                "choirctl approval approve <id> --restart",
+                lambda: self.action_answer("restart"),
             ),
             PaletteCommand(
                 "Approvals: reject the highlighted approval",

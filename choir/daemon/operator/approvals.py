@@ -17,7 +17,7 @@ from choir.daemon.operator.context import OperatorContext
 from choir.daemon.operator.views import approval_view
 from choir.daemon.proposals import git_apply, repo_change
 from choir.daemon.proposals.config_patch import patched_config
-from choir.daemon.proposals.config_restart import RestartPlan, restart_plan
+from choir.daemon.proposals.config_restart import CHOICE, RestartPlan, restart_plan
 from choir.daemon.proposals.repo_change import REPO_CHANGE
 from choir.daemon.proposals.steps import CONFIG_CHANGE, TOOL
 from choir.daemon.proposals.tool import proposed_tool
@@ -110,16 +110,18 @@ def _branch_diff(ctx: OperatorContext, view: ApprovalView) -> str | None:
 
 async def approval_approve(ctx: OperatorContext, request: ApprovalAnswer) -> ApprovalView:
     pending = await ctx.services.approvals.show(request.approval_id)
+    via = ctx.services.approvals.via(request.by)
     if request.restart and pending.request_type != CONFIG_CHANGE:
+        choice = "--restart" if via not in CHOICE else "the restart choice"
         raise UsageError(
-            f"--restart is for config changes; approval {pending.id} is a "
-            f"{pending.request_type} proposal: approve it without --restart"
+            f"{choice} is for config changes; approval {pending.id} is a "
+            f"{pending.request_type} proposal: approve it without {choice}"
         )
     plain = not request.restart and pending.status == "pending"
     if plain and pending.request_type == CONFIG_CHANGE:
-        plan = await asyncio.to_thread(_restart_plan, ctx, pending)
+        plan = await asyncio.to_thread(restart_plan_of, ctx, pending)
         if plan is not None and plan.needed:
-            raise UsageError(plan.refusal(pending.id))
+            raise UsageError(plan.refusal(pending.id, via))
     row = await ctx.services.approvals.approve(
         request.approval_id, by=request.by, agent_id=request.agent_id, restart=request.restart
     )
@@ -128,7 +130,7 @@ async def approval_approve(ctx: OperatorContext, request: ApprovalAnswer) -> App
     return approval_view(row)
 
 
-def _restart_plan(ctx: OperatorContext, row: ApprovalRow) -> RestartPlan | None:
+def restart_plan_of(ctx: OperatorContext, row: ApprovalRow) -> RestartPlan | None:
     """What config change `row` needs restarted, against config.json and the running config;
     None when it no longer applies (its apply will say why)."""
     try:

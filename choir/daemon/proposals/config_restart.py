@@ -5,8 +5,10 @@ effect: `choirctl agent update <id>` / `agent update-all` (the agents that bind 
 restart applies it), `restart choird` (a section choird reads once at start: choird cannot
 restart itself, so it waits for choird's next start), or a start or stop by hand (an agent
 added or removed: said, not done). Approving a change that needs an agent or choird restarted
-is a choice the approver makes explicitly (`approval approve <id> --restart`); without it the
-approval is refused and stays pending.
+is a choice the approver makes explicitly — choirctl's `approval approve <id> --restart`, the
+console's approve and restart, a DM's `/approve <id> restart`, Telegram's Approve + restart
+button —; without it the approval is refused and stays pending, the refusal naming the choice
+in the words of the front end that asked (`CHOICE`).
 """
 
 from __future__ import annotations
@@ -20,6 +22,15 @@ from choir.daemon.staging.diff import RESTART_CHOIRD
 UPDATE_ONE: Final = "choirctl agent update "
 UPDATE_ALL: Final = "choirctl agent update-all"
 HOW_TO_RESTART_CHOIRD: Final = "choir down, then choir up"
+CHOICE: Final = {
+    "tui": "the console's approve and restart (R in the Approvals tab, or the palette's "
+    '"Approval: approve and restart")',
+    "console": "`/approve {id} restart`",
+    "telegram": "the Approve + restart button or `/approve {id} restart`",
+}
+"""How each front end makes the restart choice, by `approvals.front_end`; choirctl's (and any
+other's) is `CHOIRCTL`."""
+CHOIRCTL: Final = "`choirctl approval approve {id} --restart`"
 
 
 class Classified(Protocol):
@@ -47,8 +58,9 @@ class RestartPlan:
     def needed(self) -> bool:
         return bool(self.agents or self.every_agent or self.choird)
 
-    def refusal(self, approval_id: str) -> str:
-        """One line: why approving `approval_id` plainly is refused, and the choice."""
+    def refusal(self, approval_id: str, via: str = "choirctl") -> str:
+        """One line: why approving `approval_id` plainly is refused, and the choice as the
+        front end `via` makes it."""
         needs = []
         if self.agents or self.every_agent:
             who = "every running agent" if self.every_agent else ", ".join(self.agents)
@@ -57,7 +69,7 @@ class RestartPlan:
             needs.append(f"a choird restart ({', '.join(self.choird)})")
         return (
             f"approval {approval_id} takes effect only with {'; '.join(needs)}: approve it with "
-            f"`choirctl approval approve {approval_id} --restart` (choird restarts the agents; "
+            f"{CHOICE.get(via, CHOIRCTL).format(id=approval_id)} (choird restarts the agents; "
             "it cannot restart itself, so its own changes wait for its next start) or reject "
             "it; it stays pending"
         )

@@ -36,6 +36,13 @@ CONFIG_PROPOSAL: dict[str, Any] = {
     "rationale": "Half an hour is too long to wait.",
 }
 
+RESTART_PROPOSAL: dict[str, Any] = {
+    "summary": "Sign my commits with a clearer name",
+    "patch": {"git_identities": {"agent-1": {"name": "choir agent one"}}},
+    "rationale": "The operator asked for it.",
+}
+"""Takes effect only when agent-1 restarts: approved only with the restart choice."""
+
 SCRIPT = Script(
     description="the console's action views: proposals, replies and a core job",
     steps=[
@@ -46,6 +53,11 @@ SCRIPT = Script(
             match="propose a tool",
             repeat=True,
             calls=[ScriptedCall(name="choir.propose.tool", arguments=TOOL_PROPOSAL)],
+        ),
+        ToolCallsStep(
+            match="propose a restart change",
+            repeat=True,
+            calls=[ScriptedCall(name="choir.propose.config_change", arguments=RESTART_PROPOSAL)],
         ),
         ToolCallsStep(
             match="propose a config change",

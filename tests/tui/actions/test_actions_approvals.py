@@ -6,6 +6,7 @@ from datetime import timedelta
 
 import pytest
 
+from tests.harness.waits import poll_until
 from tests.tui.actions.conftest import Choird, confirmation, notes
 from tests.tui.pilot import console, show_tab, until
 from tui.dialogs import ConfirmDialog
@@ -124,3 +125,45 @@ async def test_ages_and_countdowns_tick_locally_and_config_changes_show_as_a_dif
         assert "~ approval_timeout_ms: 1800000 → 600000" in detail
         assert "- event_window_size" in detail
         assert "Give operators ten minutes to answer approvals" in detail
+
+
+async def test_a_restart_only_config_change_is_refused_plainly_and_approved_with_restart(
+    choird: Choird,
+):
+    session = await choird.start_agent()
+    pid = (await choird.client.agent_status("agent-1")).pid
+    key = (await choird.propose("restart change"))["approval_id"]
+    async with console(choird.home) as (app, pilot):
+        await show_tab(pilot, "approvals")
+        view = app.query_one(ApprovalsView)
+        await until(pilot, lambda: key in view.table.rows, what="the approval in the table")
+        await pilot.press("a")
+        await confirmation(pilot)
+        await pilot.press("y")
+        await until(
+            pilot, lambda: any(m for s, m in notes(app) if s == "error"), what="the refusal"
+        )
+        refused = [m for s, m in notes(app) if s == "error"]
+        assert "takes effect only with a restart of agent-1" in refused[-1]
+        assert "R in the Approvals tab" in refused[-1]
+        assert "--restart" not in refused[-1]  # the console's own way, not choirctl's
+        assert (await choird.client.approval_show(key)).status == "pending"
+        assert key in view.table.rows
+        await pilot.press("R")
+        dialog = await confirmation(pilot)
+        assert f"Approve and restart {key} (config_change) from agent-1?" in dialog.question
+        assert f"choirctl approval approve {key} --restart" in dialog.detail
+        await pilot.press("y")
+        await until(pilot, lambda: key not in view.table.rows, what="the row to leave")
+        said = f"{key} approved (restarting what it needs); the agent is told."
+        assert ("information", said) in notes(app)
+
+    async def applied() -> bool:
+        return (await choird.client.approval_show(key)).status == "applied"
+
+    await poll_until(applied, within=60, every=0.5)
+    shown = await choird.client.approval_show(key)
+    assert (shown.resolved_by, shown.resolved_via) == ("choir tui", "tui")
+    assert "agent-1 restarted" in (shown.outcome or "")
+    status = await choird.client.agent_status("agent-1")
+    assert (status.session_id, status.pid != pid) == (session, True)

@@ -5,7 +5,10 @@ each admin DM whose config asks for every approval (`approvals: "all"`), each co
 carrying callback data signed for its own chat (`callback_data`). A press is checked (its
 chat, the HMAC, the expiry) and decided through the operator verbs `approval.approve` /
 `approval.reject` — the path choirctl takes, the DM's scope included (a regular DM answers
-only its bound agent's). Anything else a press may be —
+only its bound agent's). A config change that takes effect only with a restart gets a third
+button, [Approve + restart] (`approval.approve` with the restart choice, as choirctl's
+`--restart`); its plain [Approve] is then refused, the chat told why and how to choose. Anything
+else a press may be —
 forged, replayed, expired, from another chat, already decided — changes nothing and is
 answered "no longer valid".
 
@@ -32,7 +35,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
 from choir.commands.model import DmScope
 from choir.commands.text import cut, scalar
@@ -41,7 +44,7 @@ from choir.daemon.gateway.telegram.callback_data import KEY_BYTES, Action, sign,
 from choir.daemon.gateway.telegram.client import BotClient
 from choir.daemon.gateway.telegram.outbox import Outbox
 from choir.daemon.proposals.steps import APPLIED_KINDS, CONFIG_CHANGE, TOOL
-from choir.errors import ChoirError
+from choir.errors import ChoirError, UsageError
 from choir.logs import get_logger
 from choir.store.approvals import ApprovalRow
 
@@ -82,6 +85,8 @@ class Card:
     text: str
 
 
+NeedsRestart = Callable[[ApprovalRow], Awaitable[bool]]
+"""Whether a pending approval takes effect only with a restart (a restart-only config change)."""
 Where = Callable[[str | None], Awaitable[list[Chat]]]
 """The chats an approval of a session goes to: its bound DM's (when a Telegram DM), then the
 admin DMs that take every approval."""
@@ -97,9 +102,11 @@ class ApprovalCards:
         where: Where,
         timeout_ms: Callable[[], int],
         *,
+        needs_restart: NeedsRestart | None = None,
         now: Callable[[], float] = time.time,
     ) -> None:
         self._call = call
+        self._needs_restart = needs_restart
         self._key = key
         self._where = where
         self._timeout_ms = timeout_ms
@@ -151,11 +158,20 @@ class ApprovalCards:
         # a message sent before a restart is known only from its press: edited once decided
         card = Card(chat, message_id, text) if message_id is not None else None
         added = card is not None and self._register(approval_id, card)
-        request = {"approval_id": approval_id, "by": chat.dm}
+        request: dict[str, Any] = {"approval_id": approval_id, "by": chat.dm}
         if chat.scope == "regular":
             request["agent_id"] = bound_agent or ""
+        if verified.action == "restart":
+            request["restart"] = True
+        verb = "reject" if verified.action == "reject" else "approve"
         try:
-            await self._call(f"approval.{verified.action}", request)
+            await self._call(f"approval.{verb}", request)
+        except UsageError as error:  # still pending: e.g. it needs the restart choice
+            if added and card is not None:
+                self._forget(approval_id, card)
+            chat.outbox.send(chat.chat_id, error.message)
+            await self._answer(chat, callback_id, cut(error.message, ANSWER_WIDTH))
+            return
         except ChoirError as error:
             if added and card is not None:
                 self._forget(approval_id, card)
@@ -209,14 +225,16 @@ class ApprovalCards:
 
     async def _send(self, row: ApprovalRow, chat: Chat, expires_at: int) -> None:
         """The approval's message in `chat`, its buttons signed for that chat alone."""
+        restart = row.request_type == CONFIG_CHANGE and self._needs_restart is not None
+        restart = restart and await self._restart_needed(row)
         buttons = [
             (
                 label,
                 sign(self._key, action, row.id, chat.chat_id, expires_at, bot=chat.client.gateway),
             )
-            for label, action in BUTTONS
+            for label, action in (RESTART_BUTTONS if restart else BUTTONS)
         ]
-        text = request_text(row)
+        text = request_text(row, restart=restart)
 
         async def send() -> int:
             return await chat.client.send_buttons(chat.chat_id, text, buttons)
@@ -224,6 +242,14 @@ class ApprovalCards:
         message_id = await chat.outbox.tried(chat.chat_id, send, "approval message")
         if message_id is not None:
             self._register(row.id, Card(chat, message_id, text))
+
+    async def _restart_needed(self, row: ApprovalRow) -> bool:
+        assert self._needs_restart is not None
+        try:
+            return await self._needs_restart(row)
+        except Exception:  # the plain buttons then: a plain approval says what it needs
+            log.exception("restart need not known", fields={"approval_id": row.id})
+            return False
 
     def _forget(self, approval_id: str, card: Card) -> None:
         """`card` does not show the approval after all (its press was refused)."""
@@ -272,7 +298,15 @@ class ApprovalCards:
 
 
 BUTTONS: Final[tuple[tuple[str, Action], ...]] = (("Approve", "approve"), ("Reject", "reject"))
-DONE: Final[dict[Action, str]] = {"approve": "Approved", "reject": "Rejected"}
+RESTART_BUTTONS: Final[tuple[tuple[str, Action], ...]] = (
+    ("Approve", "approve"), ("Approve + restart", "restart"), ("Reject", "reject"),
+)  # fmt: skip
+"""A config change that takes effect only with a restart: the restart is the approver's choice."""
+DONE: Final[dict[Action, str]] = {
+    "approve": "Approved", "reject": "Rejected", "restart": "Approved; restarting what it needs",
+}  # fmt: skip
+ANSWER_WIDTH: Final = 200
+"""Telegram's limit on a callback answer's text."""
 
 
 # -- texts (pure) -------------------------------------------------------------------------
@@ -299,7 +333,14 @@ def summary_of(row: ApprovalRow) -> str:
     return cut(text, SUMMARY_WIDTH).rstrip(". ")
 
 
-def request_text(row: ApprovalRow) -> str:
+def request_text(row: ApprovalRow, *, restart: bool = False) -> str:
+    if restart:
+        return (
+            f"{row.agent_id} asks for approval ({row.request_type}): {summary_of(row)}.\n"
+            "It takes effect only with a restart: Approve + restart applies it and restarts "
+            "what it needs (choird's own changes wait for its next start).\n"
+            f"No buttons? Send /approve {row.id} restart or /reject {row.id}"
+        )
     return (
         f"{row.agent_id} asks for approval ({row.request_type}): {summary_of(row)}.\n"
         f"No buttons? Send /approve {row.id} or /reject {row.id}"

@@ -1,4 +1,5 @@
-"""The callback data of an approval's [Approve] [Reject] buttons (§19.6), signed; pure.
+"""The callback data of an approval's [Approve] [Reject] (and [Approve + restart]) buttons
+(§19.6), signed; pure.
 
 Telegram hands a button's `callback_data` back verbatim to whoever presses it, and anyone who
 can talk to the bot can send a callback query with data of their own making. So the data is
@@ -26,14 +27,17 @@ import hmac
 from dataclasses import dataclass
 from typing import Final, Literal
 
-Action = Literal["approve", "reject", "cancel", "inject"]
+Action = Literal["approve", "reject", "restart", "cancel", "inject"]
+"""`restart`: approve a config change that needs a restart, and restart what it needs."""
 
 MAX_BYTES: Final = 64
 """Telegram's limit on a button's callback data."""
 TAG_BYTES: Final = 16
 KEY_BYTES: Final = 32
 
-_CODES: Final[dict[Action, str]] = {"approve": "a", "reject": "r", "cancel": "c", "inject": "i"}
+_CODES: Final[dict[Action, str]] = {
+    "approve": "a", "reject": "r", "restart": "s", "cancel": "c", "inject": "i",
+}  # fmt: skip
 _ACTIONS: Final[dict[str, Action]] = {code: action for action, code in _CODES.items()}
 
 

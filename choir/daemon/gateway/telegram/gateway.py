@@ -48,10 +48,12 @@ from choir.daemon.gateway.telegram.polling import BotPoller, BotState
 from choir.daemon.gateway.telegram.receive import Received, receive
 from choir.daemon.gateway.telegram.reply_cursor import CATCH_UP_RETRY_S, owed, sent
 from choir.daemon.gateway.telegram.status import NO_TOKEN, RUNNING, BotStatus, latest
+from choir.daemon.operator.approvals import restart_plan_of
 from choir.daemon.operator.context import OperatorContext
 from choir.errors import ChoirError
 from choir.logs import get_logger
 from choir.protocol.log.committed import CommittedEvent
+from choir.store.approvals import ApprovalRow
 from choir.store.inbox import InboxMessage
 from choir.store.sessions import SessionRow
 
@@ -185,7 +187,11 @@ class TelegramGateways:
             detach_inbox = self._ctx.services.inbox.subscribe_undelivered(self._undelivered)
             key = load_key(self._ctx.home.root)
             self._cards = cards = ApprovalCards(
-                self._call, key, self._approval_chats, lambda: self._ctx.config.approval_timeout_ms
+                self._call,
+                key,
+                self._approval_chats,
+                lambda: self._ctx.config.approval_timeout_ms,
+                needs_restart=self._needs_restart,
             )
             cards.start()
             approvals = self._ctx.services.approvals
@@ -210,6 +216,12 @@ class TelegramGateways:
                 self._watch_folders(), name="telegram-send-folders"
             )
             self._ctx.admin_notices.append(self.notify_admins)
+
+    async def _needs_restart(self, row: ApprovalRow) -> bool:
+        """Whether a config change takes effect only with a restart (its approval's third
+        button)."""
+        plan = await asyncio.to_thread(restart_plan_of, self._ctx, row)
+        return plan is not None and plan.needed
 
     def notify_admins(self, text: str) -> None:
         """Send `text` to every admin DM of every bot (the recovery inbox's restart notice)."""
