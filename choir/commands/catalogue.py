@@ -341,9 +341,10 @@ CATALOGUE: Final[tuple[Command, ...]] = (
         "Register a human's implementation of an approved tool proposal: validate the proposal "
         "branch (the manifest loads, the executable is committed and no longer the stub, "
         "nothing else changes), merge it into the agent repo's ref, build, and update the agent "
-        "resuming its session. A failed build or update reverts the merge; the agent runs as it "
-        "did. Exits 4 for an unknown agent or branch, 2 for a branch not ready, 1 if the apply "
-        "failed.",
+        "resuming its session. A step that fails (validate, merge, build, update) is undone — the "
+        "agent runs as it did — and the approval waits for the implementation again, `approval "
+        "show` saying which step failed and why: fix the branch and register again. Exits 4 for "
+        "an unknown agent or branch, 2 for a branch not ready, 1 if the register failed.",
         verb="tool.register",
         params=(AGENT, Param("branch", "Proposal branch", "word", metavar="branch")),
     ),

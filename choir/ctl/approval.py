@@ -112,7 +112,12 @@ def apply_lines(data: ApprovalView) -> list[str]:
     if data.apply is not None:
         apply = data.apply
         step = f"{apply.step} (branch {apply.branch})"
-        if apply.failed_step:
+        if apply.failed_step and apply.step == "implement":  # a register failed: try again
+            step = (
+                f"implement (branch {apply.branch}): the last register failed at "
+                f"{apply.failed_step}: {apply.reason}"
+            )
+        elif apply.failed_step:
             step = f"failed at {apply.failed_step}: {apply.reason}"
         lines.append(f"{'apply':<10}{step}")
         if apply.commit_id:

@@ -2,8 +2,9 @@
 and update edges of `test_proposal_executor` (real git; a build or update that fails on demand):
 phase 1 commits the manifest and a stub and waits; `register` takes the human's commit through
 validate, merge, build and update; a failure at any of those leaves the configured ref where it
-was (reverted after the merge) and the approval failed at that step; an apply stopped mid-build
-is resumed by the next executor."""
+was (reverted after the merge) and the approval waiting for an implementation again, the failed
+step and reason said, and a second register then goes through; an apply stopped mid-build is
+resumed by the next executor."""
 
 from __future__ import annotations
 
@@ -21,7 +22,8 @@ from choir.daemon.proposals.tool import STUB_MARKER, check_registration
 from choir.daemon.staging.stage import ConfigStage
 from choir.errors import ConflictError
 from choir.protocol import RequestApprovalRequest
-from choir.store.approvals import ApprovalRow
+from choir.store.approval_audit import audit_of
+from choir.store.approvals import ApprovalRow, get_approval
 from choir.store.postgres.pool import Pool
 from tests.daemon.test_proposal_executor import Edges, head
 from tests.harness.proposals import SHOUT, SHOUT_PROPOSAL, implement
@@ -131,18 +133,34 @@ async def test_a_failure_at_any_step_of_register_leaves_the_ref_and_the_agent_as
         approved.id, commit
     )
 
-    assert (ended.step, ended.failed_step) == ("failed", step)
+    assert (ended.step, ended.failed_step) == ("implement", step)  # waits to be registered again
     assert head(repo) == before
     assert not (repo / "tools" / SHOUT).exists()
     order = ["validate", "merge", "build", "update"]
     ran = order[: order.index(step) + 1]
     undo = {"build": ["revert"], "update": ["revert", "redeploy"]}.get(step, [])
     assert edges.calls == ran + undo
-    [row] = told
-    assert row.status == "failed"
+    assert told == []  # not ended: the agent is not told again
+    async with pool.acquire() as conn:
+        row = await get_approval(conn, approved.id)
+        audit = await audit_of(conn, approved.id)
+    assert row is not None
+    assert row.status == "approved"
     assert row.outcome is not None
-    assert row.outcome.startswith(f"{step} failed: ")
+    assert row.outcome.startswith(f"awaiting implementation: the last register failed at {step}: ")
+    assert f"choirctl tool register agent-1 {state.branch}" in row.outcome
+    assert [f.action for f in audit].count("register_failed") == 1
     assert git(repo, "rev-parse", state.branch).strip() == commit  # left for inspection
+
+    # the human fixed it (here: the fault is gone) and registers again: it goes through
+    fixed = ToolEdges(stage)
+    again = await ProposalApplier(pool, fixed, lambda row, _: told.append(row)).register(
+        approved.id, commit
+    )
+    assert (again.step, again.commit_id, again.failed_step) == ("done", commit, None)
+    assert fixed.calls == order
+    assert head(repo) == commit
+    assert [row.status for row in told] == ["applied"]
 
 
 async def test_a_register_stopped_mid_build_is_resumed_by_the_next_executor(

@@ -7,6 +7,7 @@ from dataclasses import replace
 import pytest
 
 from choir.daemon.proposals.steps import (
+    TOOL_ORDER,
     ApplyState,
     Redeploy,
     RevertMerge,
@@ -14,6 +15,7 @@ from choir.daemon.proposals.steps import (
     StepDone,
     StepFailed,
     advance,
+    registered,
     resume,
     start,
 )
@@ -74,3 +76,34 @@ def test_a_finished_apply_takes_no_more_outcomes_and_an_outcome_must_be_for_its_
 def test_a_restart_runs_the_step_it_was_at_again() -> None:
     steps: tuple[Step, ...] = ("commit", "merge", "build", "update")
     assert [resume(replace(FRESH, step=step)) for step in steps] == list(steps)
+
+
+@pytest.mark.parametrize(
+    ("step", "effects"),
+    [
+        ("validate", []),
+        ("merge", []),
+        ("build", [RevertMerge()]),
+        ("update", [RevertMerge(), Redeploy()]),
+    ],
+)
+def test_a_failed_register_is_undone_and_waits_at_implement_to_be_registered_again(
+    step: Step, effects: list[object]
+) -> None:
+    state = replace(MERGED, step=step, image_id="img")
+    after, undo = advance(state, StepFailed(step, "it broke"), TOOL_ORDER)
+    assert (after.step, after.failed_step, after.reason) == ("implement", step, "it broke")
+    assert after.merged_from == "b0"  # what the revert resets the ref to
+    assert undo == effects
+    assert resume(after) is None  # a human registers again, never choird on its own
+    again = registered(after, "c2")
+    assert (again.step, again.commit_id, resume(again)) == ("validate", "c2", "validate")
+    assert (again.merged_from, again.image_id, again.failed_step, again.reason) == (None,) * 4
+    assert again.base_commit == "b0"
+
+
+def test_a_tools_phase_one_commit_failing_still_ends_failed() -> None:
+    after, _ = advance(FRESH, StepFailed("commit", "no repo"), TOOL_ORDER)
+    assert (after.step, after.failed_step) == ("failed", "commit")
+    with pytest.raises(ValueError, match="is at failed, not implement"):
+        registered(after, "c2")

@@ -10,7 +10,7 @@ a worktree of agent-1's repo); bad registrations are refused with one line and t
 code, nothing merged; `choirctl tool register` merges, builds and updates the agent, which calls
 the tool in its resumed session. Faults: choird SIGKILLed right after the register's merge
 resumes it on restart; a build that fails reverts the merge and leaves the agent running as it
-was.
+was, the approval waiting for the implementation again, and a second register goes through.
 """
 
 from __future__ import annotations
@@ -191,12 +191,30 @@ async def test_a_failed_build_reverts_the_registers_merge_and_leaves_the_agent_a
     registered = await scene.ctl("tool", "register", "agent-1", branch)
 
     assert registered.returncode == 1, (registered.stdout, registered.stderr)
-    assert "failed at build: " in registered.stdout
+    assert "the last register failed at build: " in registered.stdout
     shown = await scene.show(approval_id)
-    assert (shown["status"], shown["apply"]["failed_step"]) == ("failed", "build")
+    assert (shown["status"], shown["apply"]["step"], shown["apply"]["failed_step"]) == (
+        "approved",
+        "implement",
+        "build",
+    )  # still registrable: no new proposal needed
+    assert shown["outcome"].startswith("awaiting implementation: the last register failed at")
+    failures = [f["detail"] for f in shown["audit"] if f["action"] == "register_failed"]
+    assert len(failures) == 1
+    assert failures[0].startswith("build: ")
+    said = (await scene.ctl("approval", "show", approval_id)).stdout
+    assert "the last register failed at build: " in said
     assert head(scene.repo) == before  # the merge was undone
     assert not (scene.repo / "tools" / SHOUT).exists()
     status = as_json(await scene.ctl("agent", "status", "agent-1", "--json"))
     assert (status["session_id"], status["pid"]) == (session, pid)  # never stopped
     broken.unlink()
     assert "I have no shout tool." in await shout(scene)
+
+    again = await scene.ctl("tool", "register", "agent-1", branch)  # fixed: registered again
+
+    assert again.returncode == 0, (again.stdout, again.stderr)
+    shown = await scene.show(approval_id)
+    assert (shown["status"], shown["apply"]["failed_step"]) == ("applied", None)
+    assert await scene.active_session() == session
+    assert "It says HELLO." in await shout(scene)

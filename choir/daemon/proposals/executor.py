@@ -11,7 +11,10 @@ approvers.
 A tool (`TOOL`, §8.10's two-phase registration, `proposals.tool`) stops after its commit at
 `implement`: the approval stays `approved` with an outcome saying what a human writes and the
 command that registers it, and the agent is told it cannot call the tool yet. `register` picks it
-up at `validate` with the human's commit, through the same steps.
+up at `validate` with the human's commit, through the same steps; a register that fails is
+undone and waits at `implement` again (the approval stays `approved`, its outcome and audit
+trail saying which step failed and why, the approvers' chats told), so the human fixes the
+branch and registers again — the agent, never stopped or told, runs as it did.
 
 A repo change (`REPO_CHANGE`) was committed by the agent and fetched at proposal time: its
 `commit` step only checks that the fetched branch is still what was reviewed (`fetched`).
@@ -48,6 +51,7 @@ from choir.daemon.proposals.steps import (
     StepDone,
     StepFailed,
     advance,
+    registered,
     resume,
     start,
 )
@@ -178,6 +182,8 @@ class ProposalApplier:
             else:
                 await self._note(state, "step", f"{step}: done{_facts(outcome)}", told=True)
                 await failpoint(f"proposal.after_{step}")
+        if state.step == "implement" and state.failed_step is not None:
+            return await self._register_failed(row, state)
         if state.step == "implement":
             return await self._awaiting(row, state)
         return await self._end(row, state)
@@ -194,7 +200,7 @@ class ProposalApplier:
             )
         if approval_id in self._tasks:
             raise ConflictError(f"approval {approval_id} is being applied already")
-        state = replace(state, step="validate", commit_id=commit)
+        state = registered(state, commit)
         await self._save(state)
         await self._note(state, "register", f"commit {commit} of {state.branch}")
         task = asyncio.create_task(self.run(approval_id), name=f"apply-{approval_id}")
@@ -213,6 +219,20 @@ class ProposalApplier:
         await self._note(state, "awaiting", "implementation: a human writes the tool")
         if noted is not None:
             self._finished(noted, state)
+        return state
+
+    async def _register_failed(self, row: ApprovalRow, state: ApplyState) -> ApplyState:
+        """A register failed and was undone: the approval waits for an implementation again,
+        its outcome saying why (once: a restarted choird finds it said)."""
+        assert state.failed_step is not None
+        text = tool.register_failed_text(
+            row.agent_id, state.branch, state.failed_step, state.reason or ""
+        )
+        if row.outcome == text:
+            return state
+        async with self._pool.acquire() as conn:
+            await note_outcome(conn, row.id, text)
+        await self._note(state, "awaiting", f"implementation again: {text}", told=True)
         return state
 
     async def _run_config(self, row: ApprovalRow) -> None:
@@ -316,7 +336,8 @@ class ProposalApplier:
         return [file, *extra]
 
     async def _undo(self, state: ApplyState, effects: list[Effect]) -> None:
-        await self._note(state, "failed", f"{state.failed_step}: {state.reason}", told=True)
+        action = "register_failed" if state.step == "implement" else "failed"
+        await self._note(state, action, f"{state.failed_step}: {state.reason}", told=True)
         for effect in effects:
             try:
                 if isinstance(effect, RevertMerge):

@@ -9,6 +9,10 @@ restart (`resume`). A failure ends in `failed`, naming the step and the reason, 
 that put the agent back as it was: a merged commit is reverted (the ref is reset to where it was)
 once the build or the update failed, and an agent the update stopped is redeployed on the old
 build. Before the merge nothing the agent runs from has changed, so nothing is undone.
+
+A tool's register (`REGISTER`: validate → update) failing is undone the same way but does not
+end the apply: it goes back to `implement`, the failed step and reason kept, so the human fixes
+the branch and registers again (`registered` clears them) — the proposal stays approved.
 """
 
 from __future__ import annotations
@@ -37,6 +41,8 @@ TOOL_ORDER: Final[tuple[Step, ...]] = (
 TERMINAL: Final = frozenset({"done", "failed"})
 WAITING: Final = frozenset({"implement"})
 """Steps a human ends (`choirctl tool register`), never choird on its own."""
+REGISTER: Final = frozenset({"validate", "merge", "build", "update"})
+"""A tool's register: a failure here waits at `implement` again, to be registered again."""
 
 
 @dataclass(frozen=True)
@@ -107,8 +113,25 @@ def advance(
             merged_from=known["merged_from"],
             image_id=known["image_id"],
         ), []
-    failed = replace(state, step="failed", failed_step=state.step, reason=outcome.reason)
+    ended: Step = "implement" if order == TOOL_ORDER and state.step in REGISTER else "failed"
+    failed = replace(state, step=ended, failed_step=state.step, reason=outcome.reason)
     return failed, undo(state)
+
+
+def registered(state: ApplyState, commit: str) -> ApplyState:
+    """A tool waiting at `implement` registered with the human's `commit`: on at `validate`,
+    what a failed register left (its merge base, its image, its failure) forgotten."""
+    if state.step != "implement":
+        raise ValueError(f"apply {state.approval_id} is at {state.step}, not implement")
+    return replace(
+        state,
+        step="validate",
+        commit_id=commit,
+        merged_from=None,
+        image_id=None,
+        failed_step=None,
+        reason=None,
+    )
 
 
 def undo(state: ApplyState) -> list[Effect]:

@@ -184,3 +184,13 @@ def awaiting_text(agent_id: str, branch: str, tool: ProposedTool) -> str:
         f"in {tool.executable_path} there, make it executable, remove the '{STUB_MARKER}' line, "
         f"commit, then run: choirctl tool register {agent_id} {branch}"
     )
+
+
+def register_failed_text(agent_id: str, branch: str, step: str, reason: str) -> str:
+    """A failed register's outcome: what failed, that nothing changed, and that the approval
+    still waits for the implementation — fix the branch and register again."""
+    return (
+        f"awaiting implementation: the last register failed at {step}: {reason}; it was undone "
+        f"and the agent runs as it did. Fix the tool on branch {branch}, commit, then run again: "
+        f"choirctl tool register {agent_id} {branch}"
+    )
