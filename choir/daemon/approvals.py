@@ -102,6 +102,21 @@ def raises_spend_cap(approval: ApprovalRow) -> bool:
     )
 
 
+def outside_its_agent(approval: ApprovalRow) -> bool:
+    """A config change that touches more of config.json than its own agent's entry: a user's
+    (regular) DM answers only for its bound agent (§19.1), so it may reject it, not apply it."""
+    if approval.request_type != CONFIG_CHANGE:
+        return False
+    patch = approval.payload.get("patch")
+    agents = patch.get("agents") if isinstance(patch, dict) else None
+    return not (
+        isinstance(patch, dict)
+        and set(patch) == {"agents"}
+        and isinstance(agents, dict)
+        and set(agents) == {approval.agent_id}
+    )
+
+
 class ApprovalService:
     """Pending approvals over `choir_control.pending_approvals`."""
 
@@ -246,6 +261,11 @@ class ApprovalService:
             raise ConflictError(
                 f"approval {approval_id} asks to spend beyond {current.agent_id}'s spend cap: "
                 "only an admin DM, choirctl or the console can allow that (reject stops it)"
+            )
+        if agent_id is not None and status == "approved" and outside_its_agent(current):
+            raise ConflictError(
+                f"approval {approval_id} changes config.json beyond agents.{current.agent_id}: "
+                "only an admin DM, choirctl or the console can approve it (reject drops it)"
             )
         if granted is not None and current.request_type != BUDGET_EXTENSION:
             raise ConflictError(

@@ -17,7 +17,7 @@ from choir.store.postgres.pool import Connection
 
 _COLUMNS: Final = (
     "approval_id, agent_id, step, branch, base_commit, commit_id, merged_from, image_id, "
-    "failed_step, reason"
+    "failed_step, reason, undo_pending"
 )
 
 
@@ -36,9 +36,10 @@ async def save_apply(conn: Connection, state: ApplyFields, *, now: datetime) -> 
     """Insert or update the apply's row to `state`."""
     await conn.execute(
         f"INSERT INTO choir_control.proposal_applies ({_COLUMNS}, started_at, updated_at) "
-        "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $11) "
+        "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $12, $11, $11) "
         "ON CONFLICT (approval_id) DO UPDATE SET step = $3, base_commit = $5, commit_id = $6, "
-        "merged_from = $7, image_id = $8, failed_step = $9, reason = $10, updated_at = $11",
+        "merged_from = $7, image_id = $8, failed_step = $9, reason = $10, undo_pending = $12, "
+        "updated_at = $11",
         state["approval_id"],
         state["agent_id"],
         state["step"],
@@ -50,6 +51,7 @@ async def save_apply(conn: Connection, state: ApplyFields, *, now: datetime) -> 
         state["failed_step"],
         None if state["reason"] is None else encode_text(state["reason"]),
         now,
+        bool(state.get("undo_pending", False)),
     )
 
 
@@ -62,9 +64,10 @@ async def get_apply(conn: Connection, approval_id: str) -> dict[str, Any] | None
 
 
 async def open_applies(conn: Connection) -> list[dict[str, Any]]:
-    """Applies not finished (choird stopped in the middle), oldest first."""
+    """Applies not finished (choird stopped in the middle, or before it finished undoing a
+    failure), oldest first."""
     rows = await conn.fetch(
         f"SELECT {_COLUMNS} FROM choir_control.proposal_applies "
-        "WHERE step NOT IN ('done', 'failed') ORDER BY started_at, approval_id"
+        "WHERE step NOT IN ('done', 'failed') OR undo_pending ORDER BY started_at, approval_id"
     )
     return [_state(row) for row in rows]

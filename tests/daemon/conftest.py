@@ -7,6 +7,7 @@ so every exclusive lease and every secret scope can be exercised.
 from __future__ import annotations
 
 import json
+import subprocess
 from collections.abc import AsyncIterator, Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -73,7 +74,7 @@ def extend_config(data: dict[str, Any], root: Path) -> None:
     data["gateways"]["bot"] = {"type": "telegram", "secret": "telegram-token"}
     data["dms"]["ops"] = {"gateway": "console", "user_id": "ops"}
     data["agents"]["agent-2"] = {
-        "repo": data["agents"]["agent-1"]["repo"],
+        "repo": own_repo(data["agents"]["agent-1"]["repo"], root / "repo-agent-2"),
         "defaults": {
             "workspace": "other",
             "llm": "sonnet",
@@ -84,6 +85,14 @@ def extend_config(data: dict[str, Any], root: Path) -> None:
             "dm": "ops",
         },
     }
+
+
+def own_repo(repo: dict[str, str], path: Path) -> dict[str, str]:
+    """A clone of `repo` at `path`: a repo agent-2 does not share (a proposal to a shared repo
+    is refused)."""
+    if not path.exists():
+        subprocess.run(["git", "clone", "-q", repo["url"], str(path)], check=True)
+    return {**repo, "url": str(path)}
 
 
 def write_config(home: ChoirHome, data: dict[str, Any]) -> None:

@@ -190,6 +190,47 @@ async def test_an_apply_stopped_mid_build_is_resumed_at_the_build_by_the_next_ex
     assert [row.status for row in ended] == ["applied"]
 
 
+class StallingRevert(Edges):
+    """An update that fails, then a revert that stalls: choird stopped while undoing."""
+
+    async def revert(self, state: ApplyState) -> None:
+        self.calls.append("revert")
+        self.stalled.set()
+        await asyncio.Event().wait()  # until cancelled
+
+
+async def test_an_undo_stopped_midway_is_finished_by_the_next_executor_not_the_step_retried(
+    pool: Pool, stage: ConfigStage, repo: Path, approved: ApprovalRow
+) -> None:
+    before = head(repo)
+    first = StallingRevert(stage, fail="update")
+    applier = ProposalApplier(pool, first, lambda *_: None)
+    applier.begin(approved)
+    await asyncio.wait_for(first.stalled.wait(), 30)
+    await applier.close()  # choird stopping after the failure was saved, before the revert
+    assert head(repo) != before  # the merge is still there
+
+    second = Edges(stage)
+    ended: list[ApprovalRow] = []
+    [task] = await ProposalApplier(pool, second, lambda row, _: ended.append(row)).resume_all()
+    state = await task
+
+    assert first.calls == ["commit", "merge", "build", "update", "revert"]
+    assert second.calls == ["revert", "redeploy"]  # the undo again; no build of the reverted ref
+    assert (state.step, state.failed_step, state.undo_pending) == ("failed", "update", False)
+    assert head(repo) == before
+    assert [(row.status, row.outcome) for row in ended] == [
+        ("failed", "update failed: the agent did not come back; the agent runs as it did")
+    ]
+    async with pool.acquire() as conn:
+        details = [fact.detail for fact in await audit_of(conn, approved.id)]
+    assert "rollback: resumed after a restart" in details
+    assert f"rollback: merge reverted to {before}" in details
+    third = Edges(stage)
+    assert await ProposalApplier(pool, third, lambda *_: None).resume_all() == []
+    assert third.calls == []
+
+
 class MovedBeforeMerge(Edges):
     """The operator commits their own `skills/triage.json` between the commit and the merge."""
 

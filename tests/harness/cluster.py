@@ -125,13 +125,15 @@ def cluster_home(
     root: Path, pg_params: ConnectParams | None, model_url: str, agents: int = 1, **settings: Any
 ) -> ChoirHome:
     """`choirctl init`'s home on the test's Postgres (`pg_params`; None: the home's own embedded
-    server): `agents` agents, each with its own workspace and console DM, the demo model pointed
-    at `model_url`, `settings` applied, and `test.effect` in the agents' repo."""
+    server): `agents` agents, each with its own workspace, console DM and repo (a clone of
+    agent-1's: a proposal may change only its own agent's repo), the demo model pointed at
+    `model_url`, `settings` applied, and `test.effect` in every agent's repo."""
     postgres = external_postgres(pg_params) if pg_params is not None else None
     home = make_home(root, postgres=postgres, **settings)
     data = read_config(home)
     data["models"]["demo"] = {"provider": "scripted", "model": "faults", "endpoint": model_url}
     repo = data["agents"]["agent-1"]["repo"]
+    add_effect_tool(Path(repo["url"]), root / "tool-pids")
     data["agents"] = {}
     for agent_id in agent_ids(agents):
         dm = "console" if agent_id == "agent-1" else f"dm-{agent_id}"
@@ -142,12 +144,15 @@ def cluster_home(
         data["git_identities"].setdefault(
             agent_id, {"name": f"choir {agent_id}", "email": f"{agent_id}@choir.local"}
         )
+        own = repo
+        if agent_id != "agent-1":
+            own = {**repo, "url": str(root / "repos" / agent_id)}
+            git(root, "clone", "-q", repo["url"], own["url"])
         data["agents"][agent_id] = {
-            "repo": repo,
+            "repo": own,
             "defaults": {"workspace": agent_id, "llm": "demo", "git_identity": agent_id, "dm": dm},
         }
     write_config(home, data)
-    add_effect_tool(Path(repo["url"]), root / "tool-pids")
     return home
 
 

@@ -54,6 +54,8 @@ from choir.daemon.proposals.steps import (
     registered,
     resume,
     start,
+    undo,
+    undone,
 )
 from choir.daemon.sessions.state import Clock, utc_now
 from choir.errors import ChoirError, ConflictError, one_line
@@ -172,13 +174,18 @@ class ProposalApplier:
             return start(found.id, found.agent_id, "")  # no steps: the end is the row's status
         row, state = await self._load(approval_id)
         order = TOOL_ORDER if row.request_type == TOOL else ORDER
+        if state.undo_pending:  # a previous choird was killed while undoing a failure
+            await self._note(state, "step", "rollback: resumed after a restart", told=True)
+            state = await self._rollback(state, undo(state))
         while (step := resume(state)) is not None:
             await self._note(state, "step", f"{step}: started")
             outcome = await self._attempt(row, state, step)
             state, effects = advance(state, outcome, order)
             await self._save(state)
             if isinstance(outcome, StepFailed):
-                await self._undo(state, effects)
+                action = "register_failed" if state.step == "implement" else "failed"
+                await self._note(state, action, f"{state.failed_step}: {state.reason}", told=True)
+                state = await self._rollback(state, effects)
             else:
                 await self._note(state, "step", f"{step}: done{_facts(outcome)}", told=True)
                 await failpoint(f"proposal.after_{step}")
@@ -335,9 +342,9 @@ class ProposalApplier:
             )
         return [file, *extra]
 
-    async def _undo(self, state: ApplyState, effects: list[Effect]) -> None:
-        action = "register_failed" if state.step == "implement" else "failed"
-        await self._note(state, action, f"{state.failed_step}: {state.reason}", told=True)
+    async def _rollback(self, state: ApplyState, effects: list[Effect]) -> ApplyState:
+        """Run a failure's undo, then record it done (a failed effect is noted, not retried:
+        the operator is told and the agent is what `agent status` shows)."""
         for effect in effects:
             try:
                 if isinstance(effect, RevertMerge):
@@ -354,7 +361,14 @@ class ProposalApplier:
                         state, "step", "rollback: agent redeployed on its old build", told=True
                     )
             except ChoirError as error:
-                await self._note(state, "step", f"rollback failed: {one_line(error.message)}")
+                await self._note(
+                    state, "step", f"rollback failed: {one_line(error.message)}", told=True
+                )
+        if not state.undo_pending:
+            return state
+        state = undone(state)
+        await self._save(state)
+        return state
 
     async def _end(self, row: ApprovalRow, state: ApplyState) -> ApplyState:
         status: Literal["applied", "failed"] = "applied" if state.step == "done" else "failed"

@@ -60,7 +60,30 @@ def local_repo(config: ChoirConfig, agent_id: str) -> Path:
             f"agents.{agent_id}.repo.url is a remote URL; choird applies proposals only to a "
             "local repository path for now: commit the proposal branch there by hand"
         )
+    shared = shared_with(config, agent_id)
+    if shared is not None:
+        raise ApplyError(shared)
     return Path(url).expanduser()
+
+
+def shared_with(config: ChoirConfig, agent_id: str) -> str | None:
+    """Why a proposal of `agent_id` must not write its repo, or None: the repo is the global
+    repo or another agent's too, and a proposal changes only its own agent's repo (issue 17)."""
+    mine = _same_place(config.agents[agent_id].repo.url)
+    fix = f"give {agent_id} a repo of its own (agents.{agent_id}.repo.url)"
+    if config.global_repo.url.strip() and _same_place(config.global_repo.url) == mine:
+        why = "a proposal would change every agent"
+        return f"agent {agent_id}'s repo is the global repo: {why}; {fix}"
+    for other, entry in config.agents.items():
+        if other != agent_id and entry.repo.url.strip() and _same_place(entry.repo.url) == mine:
+            why = "a proposal would change both"
+            return f"agent {agent_id}'s repo is also agent {other}'s: {why}; {fix}"
+    return None
+
+
+def _same_place(url: str) -> str:
+    url = url.strip()
+    return os.path.realpath(os.path.expanduser(url)) if is_local(url) else url
 
 
 def target_repo(config: ChoirConfig, agent_id: str) -> TargetRepo:

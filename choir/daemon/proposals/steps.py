@@ -9,6 +9,9 @@ restart (`resume`). A failure ends in `failed`, naming the step and the reason, 
 that put the agent back as it was: a merged commit is reverted (the ref is reset to where it was)
 once the build or the update failed, and an agent the update stopped is redeployed on the old
 build. Before the merge nothing the agent runs from has changed, so nothing is undone.
+The undo is durable (`undo_pending`, cleared by `undone`): a choird killed before it finished
+undoing runs the undo again on restart — never the failed step, whose retry would build the
+reverted ref and call the proposal applied.
 
 A tool's register (`REGISTER`: validate → update) failing is undone the same way but does not
 end the apply: it goes back to `implement`, the failed step and reason kept, so the human fixes
@@ -61,6 +64,8 @@ class ApplyState:
     """What the build made (an image id, or the process runtime's tree digest)."""
     failed_step: Step | None = None
     reason: str | None = None
+    undo_pending: bool = False
+    """A failure's undo (`undo`) is not finished: a restarted choird runs it again."""
 
 
 @dataclass(frozen=True)
@@ -114,8 +119,15 @@ def advance(
             image_id=known["image_id"],
         ), []
     ended: Step = "implement" if order == TOOL_ORDER and state.step in REGISTER else "failed"
-    failed = replace(state, step=ended, failed_step=state.step, reason=outcome.reason)
-    return failed, undo(state)
+    effects = undo(state)
+    failed = replace(
+        state,
+        step=ended,
+        failed_step=state.step,
+        reason=outcome.reason,
+        undo_pending=bool(effects),
+    )
+    return failed, effects
 
 
 def registered(state: ApplyState, commit: str) -> ApplyState:
@@ -131,17 +143,27 @@ def registered(state: ApplyState, commit: str) -> ApplyState:
         image_id=None,
         failed_step=None,
         reason=None,
+        undo_pending=False,
     )
 
 
 def undo(state: ApplyState) -> list[Effect]:
     """What puts the agent back after a failure at `state.step`."""
+    if state.step in TERMINAL or state.step in WAITING:  # a failed state: its undo again
+        if not state.undo_pending or state.failed_step is None:
+            return []
+        state = replace(state, step=state.failed_step)
     effects: list[Effect] = []
     if state.step in ("build", "update") and state.merged_from is not None:
         effects.append(RevertMerge())
     if state.step == "update":
         effects.append(Redeploy())
     return effects
+
+
+def undone(state: ApplyState) -> ApplyState:
+    """`state` once its failure's undo has run."""
+    return replace(state, undo_pending=False)
 
 
 def resume(state: ApplyState) -> Step | None:

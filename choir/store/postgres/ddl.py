@@ -385,6 +385,16 @@ ALTER TABLE choir_control.proposal_applies ADD CONSTRAINT proposal_applies_step_
                     'failed'));
 """,
     ),
+    Migration(
+        3,
+        "an apply's undo is durable: a choird killed before it finished undoing finishes it",
+        # set with the failure, cleared once the merge is reverted and the agent redeployed:
+        # a restarted choird that finds it set runs the undo again (each effect is idempotent)
+        """
+ALTER TABLE choir_control.proposal_applies
+    ADD COLUMN undo_pending boolean NOT NULL DEFAULT false;
+""",
+    ),
 )
 """Proposals and their applies have their own scope, like the gateway's: they evolve apart."""
 
