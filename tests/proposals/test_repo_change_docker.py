@@ -4,7 +4,8 @@ fetches the branch from the workspace (the clone belongs to the container's uid)
 approves with choirctl, and the change is merged, built into a new image by a real
 `docker build` and the container replaced, its session resumed — the new container gets the
 mount again and the agent starts the new skill. A write from inside the container into the mount
-fails, for the agent's uid and for uid 0 in there alike; no Docker socket is in sight.
+fails, for the agent's uid and for uid 0 in there alike; no Docker socket is in sight; a choird
+killed and started again adopts the container and checks its mount read-only again.
 
 choird runs as a real process with `--runtime docker`; the scripted model (the script of the
 process-runtime test) runs inside the agent's container on its loopback (`serve_model_in`).
@@ -25,9 +26,17 @@ from choir.config.scaffolding.gitrepo import git
 from choir.core.security.profile import REPO_TARGET
 from choir.store.postgres.target import ConnectParams
 from tests.docker_support import require_docker
-from tests.faults.support import IN_CONTAINER_PORT, as_json, serve_model_in, spawn_choird, teardown
+from tests.faults.support import (
+    IN_CONTAINER_PORT,
+    as_json,
+    kill9,
+    serve_model_in,
+    spawn_choird,
+    teardown,
+)
 from tests.faults.test_choird_restart import home_for
 from tests.harness.homes import read_config
+from tests.harness.waits import poll_until
 from tests.proposals.test_repo_change_live import SCRIPT, own_repo_for_agent_2
 from tests.proposals.test_skill_apply_docker import container_of
 from tests.proposals.test_skill_apply_live import Scene, head, told
@@ -113,6 +122,20 @@ async def test_the_agent_clones_its_read_only_repo_proposes_and_the_change_is_bu
     code, _ = in_container(container, "test -e /var/run/docker.sock || test -e /run/docker.sock")
     assert code != 0  # no engine socket anywhere the agent could reach it
     await asyncio.to_thread(cannot_write, container, scene.repo)
+
+    # choird killed: the new one adopts the container and checks it against the repo it has
+    assert scene.choird is not None
+    await asyncio.to_thread(kill9, scene.choird)
+    scene.choird = await asyncio.to_thread(spawn_choird, scene.home, "--runtime", "docker")
+
+    async def adopted() -> bool:
+        status = await scene.ctl("agent", "status", "agent-1", "--json")
+        return status.returncode == 0 and as_json(status)["container"] == container
+
+    await poll_until(adopted, within=30, every=0.5)
+    verified = as_json(await scene.ctl("agent", "verify", "agent-1", "--json"))
+    assert verified["ok"] is True, verified
+    assert {c["item"] for c in verified["checks"] if c["ok"]} >= {"repo_read_only"}
 
     await asyncio.to_thread(serve_model_in, container)
     said = await scene.ctl("chat", "agent-1", "please add a greeting skill to your repo")
