@@ -295,7 +295,8 @@ async def test_in_the_sandbox_the_agent_cannot_write_to_its_repo(
 
         text = answer.read_text()
         codes = [line for line in text.splitlines() if line.startswith("rc=")]
-        assert len(codes) == 3 and "rc=0" not in codes, text
+        assert len(codes) == 3, text
+        assert "rc=0" not in codes, text  # each write failed
         assert text.count("Read-only file system") == 3, text
         assert not (repo / "written").exists()
         assert not (repo / ".git" / "written").exists()
