@@ -19,6 +19,7 @@ from choir.config.scaffolding.gitrepo import git, init_with_commit
 from choir.daemon.agents.services import AgentServices
 from choir.daemon.proposals import git_apply, repo_change
 from choir.daemon.proposals.executor import ProposalApplier
+from choir.daemon.runtimes.container_spec import container_repo
 from choir.daemon.sessions.state import SessionContext
 from choir.daemon.staging.stage import ConfigStage
 from choir.errors import UsageError
@@ -367,3 +368,22 @@ def test_the_agents_git_trusts_the_repo_it_was_given_though_another_uid_owns_it(
     cloned = clone_as_agent("cloned")
     assert cloned.returncode == 0, cloned.stderr
     assert (scratch / "cloned" / "README.md").read_text() == "the agent's repo\n"
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="choird as root runs containers as another uid")
+def test_a_container_is_given_no_repo_its_uid_could_not_read_and_says_how_to_fix_it(
+    stage: ConfigStage, repo: Path
+) -> None:
+    config = stage.running.config
+    mode = repo.stat().st_mode
+    try:
+        repo.chmod(0o700)
+        refused = container_repo(config, "agent-1")
+        assert refused == (
+            f"{repo.resolve()} is not readable by the agent's uid (mode 0700): "
+            f"chmod -R o+rX {repo.resolve()} to let the agent clone it"
+        )
+        repo.chmod(0o755)
+        assert container_repo(config, "agent-1") == (repo.resolve(), "main")
+    finally:
+        repo.chmod(mode)

@@ -5,8 +5,8 @@ container is created from the declared security profile (`choir.core.security.pr
 `choir-agent` as a uid:gid that is never 0 — the agent's own when choird is root (`agent_users`),
 else choird's — with the workspace at /workspace (handed over to that uid, private to it,
 `nosuid,nodev`: `workspace_guard`), the agent's socket directory at /run/choir and, for an agent
-that may propose repo changes (`repo_change.mount_source`), its own repo read-only at /agent-repo
-to clone from (`$CHOIR_AGENT_REPO` says where) — nothing else mounted — on the choir network of its
+that may propose repo changes (`container_repo`), its own repo read-only at /agent-repo to clone
+from (`$CHOIR_AGENT_REPO` says where) — nothing else mounted — on the choir network of its
 egress policy (`egress`). The environment holds only the agent's identity (and that path); the
 lease token goes in on stdin (§14.1). Under `choird --transport http` the agent reaches choird over
 HTTPS on its network's gateway (`bridge_link`), trusting the certificate put in its socket
@@ -47,7 +47,7 @@ from choir.core.security.profile import (
 )
 from choir.daemon.images.build import latest_image_file
 from choir.daemon.images.kept import pinned, unpin
-from choir.daemon.proposals.repo_change import clone_environment, mount_source
+from choir.daemon.proposals.repo_change import clone_environment
 from choir.daemon.runtimes.adopt import followed_since
 from choir.daemon.runtimes.agent_link import (
     NetworkLinkFn,
@@ -74,6 +74,7 @@ from choir.daemon.runtimes.container_spec import (
     agent_profile,
     built_image,
     container_environment,
+    container_repo,
     docker_socket_dir,
     kernel_view,
     loopback_endpoint,
@@ -202,7 +203,7 @@ class DockerRuntime:
 
     def clone_source(self, agent_id: str, config: ChoirConfig) -> tuple[str, str] | str:
         """(`REPO_TARGET`, ref) when the agent's container gets its repo read-only, or why not."""
-        source = mount_source(config, agent_id)
+        source = container_repo(config, agent_id)
         return (REPO_TARGET, source[1]) if isinstance(source, tuple) else source
 
     async def prepare(self, agent_id: str, config: ChoirConfig) -> Artefact:
@@ -272,7 +273,7 @@ class DockerRuntime:
             # a public certificate, readable by the container's uid, changed only by choird
             await asyncio.to_thread(place_certificate, socket, link, mode=0o644)
         environment = container_environment(agent_id, started.session_id)
-        source = await asyncio.to_thread(mount_source, config, agent_id)
+        source = await asyncio.to_thread(container_repo, config, agent_id)
         repo = str(source[0]) if isinstance(source, tuple) else None
         if isinstance(source, tuple):
             environment.update(clone_environment(REPO_TARGET, source[1]))
