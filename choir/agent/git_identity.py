@@ -13,6 +13,11 @@ The socket and the symlink live in `$HOME/.choir` (0700): HOME is private to one
 
 An identity with an SSH key gets an ssh-agent holding it, and ssh pinned to the configured host
 keys (`choir.agent.git_ssh`).
+
+The repo the runtime gave the agent to clone (`$CHOIR_AGENT_REPO`, for `choir.propose.repo_change`)
+is trusted (`safe.directory`): mounted read-only into a container that runs as the agent's own uid,
+it belongs to another user, and git would refuse to clone it. Only the global config serves:
+git gives a local clone's upload-pack none of the `-c` options.
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ from typing import Any, Final
 from choir.agent.credentials import CredentialServer, GitCredential
 from choir.agent.git_ssh import ssh_files, ssh_key_loaded
 from choir.agent.replication.live_config import DynamicState, Secrets
+from choir.core.integrations import AGENT_REPO_ENV
 from choir.logs import get_logger
 
 log = get_logger("choir.agent.git")
@@ -186,6 +192,13 @@ def _mentions_ssh_command(config: Path) -> bool:
         return False
 
 
+def git_dir(repo: Path) -> str:
+    """The repository directory git checks a clone's source by: `.git` in a working tree, the
+    repo itself when bare."""
+    inside = repo / ".git"
+    return str(inside if inside.is_dir() else repo)
+
+
 @asynccontextmanager
 async def git_identity(state: DynamicState, home: Path) -> AsyncIterator[Path]:
     """Configure git for the bound identity and serve its credential until exit; the socket."""
@@ -203,6 +216,8 @@ async def git_identity(state: DynamicState, home: Path) -> AsyncIterator[Path]:
     ssh = ssh_files(private, identity, max_socket=MAX_SOCKET_PATH)
     if ssh is not None:
         settings["core.sshCommand"] = ssh.command
+    if repo := os.environ.get(AGENT_REPO_ENV):
+        settings["safe.directory"] = git_dir(Path(repo))
     await configure_git(config, settings)
     if ssh is None:
         await forget_ssh_command(config)

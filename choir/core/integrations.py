@@ -30,9 +30,8 @@ AGENT_REPO_ENV: Final = "CHOIR_AGENT_REPO"
 """The agent's repo path in the environment of an agent that may clone it (and of its tools)."""
 AGENT_REF_ENV: Final = "CHOIR_AGENT_REF"
 NO_REPO_TO_CLONE: Final = (
-    "this agent cannot read its repo to clone it: only an agent on the process runtime without "
-    "the bwrap sandbox, whose repo is a local path no other agent and not the global repo uses, "
-    "is given it"
+    "choird gave this agent no repo to clone: only an agent whose repo is a local path that "
+    "neither another agent nor the global repo uses is given it (read-only)"
 )
 NOT_IN_THIS_VERSION: Final[frozenset[str]] = frozenset()
 """Seed manifests without an implementation yet, in choir-agent or in choird: never offered to a

@@ -5,16 +5,21 @@ fail on demand). What cannot be proposed is refused with one line, nothing left 
 
 from __future__ import annotations
 
+import asyncio
 import os
+import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from choir.agent.git_identity import configure_git, git_dir
+from choir.config import ChoirConfig
 from choir.config.scaffolding.gitrepo import git, init_with_commit
 from choir.daemon.agents.services import AgentServices
 from choir.daemon.proposals import git_apply, repo_change
 from choir.daemon.proposals.executor import ProposalApplier
+from choir.daemon.runtimes.container_spec import container_repo
 from choir.daemon.sessions.state import SessionContext
 from choir.daemon.staging.stage import ConfigStage
 from choir.errors import UsageError
@@ -26,6 +31,8 @@ from tests.daemon.conftest import daemon_home, read_config, write_config
 from tests.daemon.test_proposal_executor import Edges
 
 GREETING = '{"name": "greeting"}\n'
+AGENT_UID = 200_000
+"""A uid no host user has, as a container's agent runs as when choird is root."""
 AGENT = ("-c", "user.name=choir agent-1", "-c", "user.email=agent-1@choir.local")
 
 
@@ -264,14 +271,9 @@ def test_a_remote_or_shared_repo_is_refused_at_proposal_time(
         (str(stage.running.config.agents["agent-2"].repo.url), "is also agent agent-2's"),
         (stage.running.config.global_repo.url, "is the global repo"),
     ]:
-        config = stage.running.config
-        agents = {**config.agents}
-        agents["agent-1"] = agents["agent-1"].model_copy(
-            update={"repo": agents["agent-1"].repo.model_copy(update={"url": url})}
-        )
         with pytest.raises(UsageError) as error:
             repo_change.fetch_proposal(
-                config.model_copy(update={"agents": agents}),
+                with_repo_url(stage.running.config, url),
                 "agent-1",
                 workspace(stage),
                 {"branch": "proposal/greeting", "description": "x"},
@@ -279,3 +281,109 @@ def test_a_remote_or_shared_repo_is_refused_at_proposal_time(
             )
         assert problem in refused(error)
     assert git(repo, "branch", "--list", "proposal/*").strip() == ""
+
+
+def with_repo_url(config: ChoirConfig, url: str) -> ChoirConfig:
+    agents = {**config.agents}
+    agents["agent-1"] = agents["agent-1"].model_copy(
+        update={"repo": agents["agent-1"].repo.model_copy(update={"url": url})}
+    )
+    return config.model_copy(update={"agents": agents})
+
+
+def test_only_a_repo_that_can_be_proposed_is_given_to_mount_and_by_its_real_path(
+    stage: ConfigStage, repo: Path, short_tmp: Path
+) -> None:
+    config = stage.running.config
+    assert repo_change.mount_source(config, "agent-1") == (repo.resolve(), "main")
+    link = short_tmp / "repo-link"
+    link.symlink_to(repo)
+    assert repo_change.mount_source(with_repo_url(config, str(link)), "agent-1") == (
+        repo.resolve(),
+        "main",
+    )  # the engine binds what the link points at now, and the check compares that
+    for url, problem in [
+        (str(short_tmp / "missing"), "is not a directory: nothing to clone"),
+        ("https://git.example.org/agent-1.git", "is a remote URL"),
+        (str(config.agents["agent-2"].repo.url), "is also agent agent-2's"),
+        (config.global_repo.url, "is the global repo"),
+    ]:
+        refused = repo_change.mount_source(with_repo_url(config, url), "agent-1")
+        assert isinstance(refused, str)
+        assert problem in refused
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to own files as another uid")
+async def test_a_clone_the_agents_uid_owns_is_fetched_as_a_container_leaves_it(
+    stage: ConfigStage, services: AgentServices, session: SessionContext, repo: Path
+) -> None:
+    """Docker with choird as root: the workspace (and the clone) belong to the agent's uid,
+    which git refuses to read from unless told to trust that one clone."""
+    tip = head(clone(stage, repo), "proposal/greeting")
+    for path in [workspace(stage), *workspace(stage).rglob("*")]:
+        os.lchown(path, AGENT_UID, AGENT_UID)
+
+    row = await propose(services, session)
+
+    fetched = f"proposal/{session.session_id}/greeting"
+    assert head(repo, fetched) == tip
+    assert (
+        row.content_sha256
+        == repo_change.reviewed(git_apply.TargetRepo(repo, "main"), fetched).sha256
+    )
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to run git as another uid")
+def test_the_agents_git_trusts_the_repo_it_was_given_though_another_uid_owns_it(
+    short_tmp: Path,
+) -> None:
+    """What a container's agent does at start (`git_identity`): its git config names the mounted
+    repo safe, so its uid (not the repo owner's) can clone it; without that, git refuses."""
+    short_tmp.chmod(0o711)  # the agent's uid may pass through, not list
+    repo = short_tmp / "repo"  # root's, readable by all: as an operator's repo is
+    repo.mkdir(mode=0o755)
+    (repo / "README.md").write_text("the agent's repo\n")
+    init_with_commit(repo, "start")
+    scratch = short_tmp / "agent-home"
+    scratch.mkdir()
+    os.chown(scratch, AGENT_UID, AGENT_UID)
+    config = scratch / "gitconfig"
+
+    def clone_as_agent(name: str) -> subprocess.CompletedProcess[str]:
+        env = {"PATH": os.environ["PATH"], "HOME": str(scratch), "GIT_CONFIG_GLOBAL": str(config)}
+        return subprocess.run(
+            ["git", "clone", "-q", str(repo), str(scratch / name)],
+            env=env,
+            user=AGENT_UID,
+            group=AGENT_UID,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+
+    refused = clone_as_agent("refused")
+    assert "dubious ownership" in refused.stderr
+    asyncio.run(configure_git(config, {"safe.directory": git_dir(repo)}))
+    os.chown(config, AGENT_UID, AGENT_UID)
+    cloned = clone_as_agent("cloned")
+    assert cloned.returncode == 0, cloned.stderr
+    assert (scratch / "cloned" / "README.md").read_text() == "the agent's repo\n"
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="choird as root runs containers as another uid")
+def test_a_container_is_given_no_repo_its_uid_could_not_read_and_says_how_to_fix_it(
+    stage: ConfigStage, repo: Path
+) -> None:
+    config = stage.running.config
+    mode = repo.stat().st_mode
+    try:
+        repo.chmod(0o700)
+        refused = container_repo(config, "agent-1")
+        assert refused == (
+            f"{repo.resolve()} is not readable by the agent's uid (mode 0700): "
+            f"chmod -R o+rX {repo.resolve()} to let the agent clone it"
+        )
+        repo.chmod(0o755)
+        assert container_repo(config, "agent-1") == (repo.resolve(), "main")
+    finally:
+        repo.chmod(mode)

@@ -91,8 +91,8 @@ class Launched:
 
 Start = Callable[..., Awaitable[Launched]]
 REPO_SHARED = "agent agent-1's repo is also agent agent-2's: a proposal would change both"
-"""make_home's agent-2 shares agent-1's repo: neither may propose a repo change."""
-SANDBOXED = "the bwrap sandbox shows the agent no host path but its workspace"
+"""make_home's agent-2 shares agent-1's repo: neither may propose a repo change (sandboxed or
+not: the sandbox binds an agent's own repo read-only, a shared one not at all)."""
 
 
 @pytest.fixture
@@ -236,7 +236,7 @@ async def test_unconfigured_integrations_are_not_offered_and_a_call_says_why(sta
     lines = unavailable_lines(unavailable)
     pad = " " * 11
     repo_reason = unavailable["choir.propose.repo_change"]
-    assert repo_reason in (REPO_SHARED, SANDBOXED)  # sandboxed where bwrap works here
+    assert repo_reason == REPO_SHARED
     email_reason = unavailable["choir.email.send"]
     assert "no email account is bound" in email_reason
     assert lines == [

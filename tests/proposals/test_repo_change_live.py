@@ -2,12 +2,13 @@
 the process runtime, the real `choir-agent`, a scripted model, the real git repos `choirctl init`
 makes (agent-2 moved to a repo of its own: a shared repo is refused).
 
-choird runs agents unsandboxed (`CHOIR_BWRAP=`): only there is an agent given its repo to
-clone; in the bwrap sandbox the tool is withheld, with why. The agent clones its repo into
-/workspace with `choir.exec` (`$CHOIR_AGENT_REPO`), commits a skill on a branch and proposes
-it; choird fetches the branch into agent-1's repo, `approval show` prints its full diff;
-approved, it is merged, built and the agent updated with its session resumed, and the agent
-starts the new skill in the same conversation. Rejected, main is untouched and the branch stays
+The agent clones its repo into /workspace with `choir.exec` (`$CHOIR_AGENT_REPO`: the repo's
+path unsandboxed, its read-only bind at /agent-repo in the bwrap sandbox), commits a skill on a
+branch and proposes it; choird fetches the branch into agent-1's repo, `approval show` prints
+its full diff; approved, it is merged, built and the agent updated with its session resumed, and
+the agent starts the new skill in the same conversation — unsandboxed and in bwrap. In the
+sandbox a write to the repo fails (read-only), and a repo shared with another agent is not bound
+at all (the tool withheld, with why). Rejected, main is untouched and the branch stays
 where the diff's header says. A build failing after the merge (an invalid skill in the
 checkout) reverts it and leaves the agent running as it was; choird killed right after the
 merge resumes the apply at the build when it starts again.
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import shlex
 from pathlib import Path
 from typing import Any
@@ -24,19 +26,29 @@ from typing import Any
 import pytest
 
 from choir.config.scaffolding.gitrepo import git, init_with_commit
-from choir.daemon.runtimes.bwrap import find_sandbox
+from choir.core.security.profile import REPO_TARGET
+from choir.home import ChoirHome
 from choir.scripted import ReplyStep, Script, ScriptedCall, ScriptedModelServer, ToolCallsStep
 from choir.store.postgres.target import ConnectParams
 from tests.faults.support import as_json, teardown
 from tests.faults.test_choird_restart import home_for
 from tests.harness.homes import read_config, write_config
+from tests.harness.waits import poll_until
 from tests.proposals.test_skill_apply_live import Scene, head, told
+from tests.security.process_agents import (
+    SANDBOXES,
+    Sandbox,
+    exec_script,
+    process_agent,
+    require_bwrap,
+)
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 
 UNSANDBOXED = {"CHOIR_BWRAP": ""}
-"""Agents unsandboxed even where bwrap works: the sandbox shows an agent no repo to clone, so
-there the tool is withheld (`test_in_the_sandbox_the_tool_is_not_offered_and_says_why`)."""
+"""Agents unsandboxed even where bwrap works (the agent clones the repo's host path)."""
+IN_BWRAP: dict[str, str] = {}
+"""choird's own sandbox choice: bwrap where it works (`require_bwrap` first)."""
 
 GREETING: dict[str, Any] = {
     "name": "greeting",
@@ -101,16 +113,22 @@ def script() -> Script:
     return SCRIPT
 
 
-@pytest.fixture
-def scene(root: Path, pg_params: ConnectParams, model: ScriptedModelServer) -> Any:
-    home = home_for(root, pg_params, model.url)
-    other = root / "agent-2-repo"
+def own_repo_for_agent_2(home: ChoirHome) -> None:
+    """agent-2 moved off agent-1's repo (`choirctl init` has them share it), so agent-1 may
+    propose changes to its own: a shared repo is refused."""
+    other = home.root.parent / "agent-2-repo"
     other.mkdir()
     (other / "README.md").write_text("agent-2\n")
     init_with_commit(other, "start")
     data = read_config(home)
     data["agents"]["agent-2"]["repo"] = {"url": str(other), "ref": "main"}
     write_config(home, data)
+
+
+@pytest.fixture
+def scene(root: Path, pg_params: ConnectParams, model: ScriptedModelServer) -> Any:
+    home = home_for(root, pg_params, model.url)
+    own_repo_for_agent_2(home)
     made = Scene(home)
     yield made
     teardown(made.home, made.choird)
@@ -128,10 +146,13 @@ async def proposed(scene: Scene) -> tuple[str, str]:
     return started["session_id"], approval["approval_id"]
 
 
+@pytest.mark.parametrize("sandbox", SANDBOXES)
 async def test_a_branch_the_agent_committed_is_shown_merged_built_and_used_in_the_same_session(
-    scene: Scene,
+    scene: Scene, sandbox: Sandbox
 ) -> None:
-    await scene.start_choird(**UNSANDBOXED)
+    if sandbox == "bwrap":
+        require_bwrap()
+    await scene.start_choird(**(IN_BWRAP if sandbox == "bwrap" else UNSANDBOXED))
     before = head(scene.repo)
     session, approval_id = await proposed(scene)
     branch = f"proposal/{session}/greeting"
@@ -159,6 +180,9 @@ async def test_a_branch_the_agent_committed_is_shown_merged_built_and_used_in_th
     said = await scene.ctl("chat", "agent-1", "now use the greeting skill")
     assert "Greeting is running." in said.stdout, (said.stdout, said.stderr)
     assert (await told(scene, session, approval_id))["status"] == "applied"
+    if sandbox == "bwrap":  # the updated agent, its repo bound again: still what the profile says
+        verified = as_json(await scene.ctl("agent", "verify", "agent-1", "--json"))
+        assert verified["ok"] is True, verified
 
 
 async def test_a_rejected_branch_is_left_in_the_repo_and_main_is_untouched(scene: Scene) -> None:
@@ -224,13 +248,57 @@ async def test_choird_killed_after_the_merge_resumes_the_repo_change_when_it_sta
     assert "Greeting is running." in said.stdout, (said.stdout, said.stderr)
 
 
-async def test_in_the_sandbox_the_tool_is_not_offered_and_says_why(scene: Scene) -> None:
-    if find_sandbox()[0] is None:
-        pytest.skip(f"no bwrap sandbox here: {find_sandbox()[1]}")
-    await scene.start_choird()
+async def test_in_the_sandbox_a_repo_shared_with_another_agent_is_not_bound_and_says_why(
+    scene: Scene,
+) -> None:
+    require_bwrap()
+    data = read_config(scene.home)
+    data["agents"]["agent-2"]["repo"] = data["agents"]["agent-1"]["repo"]  # shared again
+    write_config(scene.home, data)
+    await scene.start_choird(**IN_BWRAP)
     await scene.ctl("agent", "start", "agent-1", "--dm", "console", "--json")
 
     status = as_json(await scene.ctl("agent", "status", "agent-1", "--json"))
 
     reason = status["unavailable_tools"]["choir.propose.repo_change"]
-    assert reason == "the bwrap sandbox shows the agent no host path but its workspace"
+    assert reason == "agent agent-1's repo is also agent agent-2's: a proposal would change both"
+    assert status["sandboxed"] is True
+    inside = f"/proc/{status['pid']}/root{REPO_TARGET}"
+    assert not await asyncio.to_thread(os.path.lexists, inside)  # nothing bound
+
+
+WRITE_ATTEMPT = (
+    'for target in "$CHOIR_AGENT_REPO/written" "$CHOIR_AGENT_REPO/.git/written"; do '
+    'touch "$target" 2>> write.txt; echo "rc=$?" >> write.txt; done; '
+    'git -C "$CHOIR_AGENT_REPO" branch agent-was-here 2>> write.txt; echo "rc=$?" >> write.txt; '
+    "echo write-done"
+)
+
+
+async def test_in_the_sandbox_the_agent_cannot_write_to_its_repo(
+    root: Path, pg_params: ConnectParams, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    script = exec_script(WRITE_ATTEMPT, done="write-done")
+    async with process_agent(
+        root,
+        pg_params,
+        script,
+        sandbox="bwrap",
+        monkeypatch=monkeypatch,
+        configure=own_repo_for_agent_2,
+    ) as agent:
+        repo = agent.home.sources / "agents" / "agent-1"
+        before = git(repo, "for-each-ref").strip()
+        await agent.start_worker()
+        answer = agent.workspace / "write.txt"
+        await poll_until(lambda: answer.exists() and answer.read_text().count("rc=") == 3, 60)
+
+        text = answer.read_text()
+        codes = [line for line in text.splitlines() if line.startswith("rc=")]
+        assert len(codes) == 3, text
+        assert "rc=0" not in codes, text  # each write failed
+        assert text.count("Read-only file system") == 3, text
+        assert not (repo / "written").exists()
+        assert not (repo / ".git" / "written").exists()
+        assert git(repo, "for-each-ref").strip() == before  # no branch made
+        await agent.client.agent_stop("agent-1")

@@ -12,6 +12,7 @@ kernel views that lack it.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import os
 import signal
@@ -22,9 +23,13 @@ import psutil
 import pytest
 
 from choir.client import ChoirClient
+from choir.core.security.profile import REPO_TARGET
 from choir.core.security.sandbox import (
+    HostFiles,
     Mount,
+    SandboxLayout,
     SandboxView,
+    bwrap_args,
     check_sandbox,
     parse_mountinfo,
 )
@@ -244,6 +249,15 @@ def view(**changes: object) -> SandboxView:
         ),
         ({"mounts": [Mount("/workspace", frozenset({"rw"}), "ext4")]}, ["nosuid_mounts"]),
         ({"visible": ["/h/secrets.json"]}, ["host_paths_hidden"]),
+        (  # the agent's repo bound writable
+            {
+                "mounts": [
+                    Mount("/workspace", frozenset({"rw", "nosuid", "nodev"}), "ext4"),
+                    Mount("/agent-repo", frozenset({"rw", "nosuid", "nodev"}), "ext4"),
+                ]
+            },
+            ["writable_paths"],
+        ),
     ],
 )
 def test_the_check_fails_each_item_a_view_lacks(
@@ -252,6 +266,15 @@ def test_the_check_fails_each_item_a_view_lacks(
     checks = check_sandbox(view(**changes))
     assert [c.item for c in checks] == ITEMS
     assert [c.item for c in checks if not c.ok] == failed
+
+
+def test_the_agents_repo_is_bound_read_only_at_agent_repo_only_when_given() -> None:
+    layout = SandboxLayout(HostFiles(()), "/srv/ws", "/h/runtime/a/choir", "/h/socks/a/s", "a")
+    assert REPO_TARGET not in bwrap_args(layout)
+    args = bwrap_args(dataclasses.replace(layout, repo="/h/sources/agents/a"))
+    at = args.index(REPO_TARGET)
+    assert args[at - 2 : at + 1] == ["--ro-bind", "/h/sources/agents/a", REPO_TARGET]
+    assert args.index("--remount-ro") > at
 
 
 def test_mountinfo_lines_are_read_with_their_per_mount_options() -> None:

@@ -16,6 +16,7 @@ import pytest
 from choir.config import ChoirConfig
 from choir.config.container import ContainerConfig
 from choir.core.security.profile import (
+    REPO_TARGET,
     SOCKET_DIR_TARGET,
     WORKSPACE_TARGET,
     ContainerLimits,
@@ -312,3 +313,77 @@ def test_a_loopback_model_endpoint_is_noticed(endpoint: str | None, loopback: bo
         model["endpoint"] = endpoint
     config = ChoirConfig.model_validate({"global_repo": {"url": ""}, "models": {"m": model}})
     assert (loopback_endpoint(config, "m") is not None) == loopback
+
+
+REPO = "/home/op/.choir.d/sources/agents/a"
+REPO_LINE = f"573 560 254:0 {REPO} /agent-repo ro,relatime - ext4 /dev/vda rw\n"
+
+
+def with_repo(rw: bool = False) -> dict[str, Any]:
+    """`inspected()` of a container created with the agent's repo (`create_options(repo=…)`)."""
+    inspect = inspected()
+    mount = {"Type": "bind", "Source": REPO, "Destination": REPO_TARGET, "RW": rw}
+    inspect["Mounts"].append(mount)
+    return inspect
+
+
+def repo_failed(inspect: dict[str, Any], mountinfo: str | None) -> list[str]:
+    checks = check_container(
+        PROFILE,
+        inspect,
+        workspace=WS,
+        socket=SOCK,
+        repo=REPO,
+        proc_status=PROC,
+        mountinfo=mountinfo,
+    )
+    return [check.item for check in checks if not check.ok]
+
+
+def test_the_repo_is_mounted_read_only_at_agent_repo_only_when_given() -> None:
+    options = create_options(PROFILE, workspace=WS, socket=SOCK, repo=REPO)
+    assert options["volumes"][REPO] == {"bind": "/agent-repo", "mode": "ro"}
+    assert len(options["volumes"]) == 3
+    assert REPO not in create_options(PROFILE, workspace=WS, socket=SOCK)["volumes"]
+
+    checks = check_container(
+        PROFILE,
+        with_repo(),
+        workspace=WS,
+        socket=SOCK,
+        repo=REPO,
+        proc_status=PROC,
+        mountinfo=MOUNTINFO + REPO_LINE,
+    )
+    assert all(c.ok for c in checks), [c for c in checks if not c.ok]
+    assert checks[-1].item == "repo_read_only"
+    assert checks[-1].actual == "kernel: relatime,ro"
+    (mounts,) = [c for c in checks if c.item == "only_workspace_and_socket_mounted"]
+    assert f"bind:{REPO}->/agent-repo (ro)" in mounts.expected
+
+
+@pytest.mark.parametrize(
+    ("inspect", "mountinfo", "items"),
+    [
+        # asked read-write: the mount list fails, and the kernel's word with it
+        (with_repo(rw=True), MOUNTINFO + REPO_LINE.replace(" ro,", " rw,"), None),
+        # docker says ro, the kernel rw (an engine ignoring the mode)
+        (with_repo(), MOUNTINFO + REPO_LINE.replace(" ro,", " rw,"), ["repo_read_only"]),
+        # started with it, gone now
+        (inspected(), MOUNTINFO, ["only_workspace_and_socket_mounted", "repo_read_only"]),
+        # no kernel view: docker's word decides, and nosuid is unknown
+        (with_repo(rw=True), None, None),
+    ],
+)
+def test_a_writable_or_missing_repo_mount_fails(
+    inspect: dict[str, Any], mountinfo: str | None, items: list[str] | None
+) -> None:
+    found = repo_failed(inspect, mountinfo)
+    if items is None:
+        assert {"only_workspace_and_socket_mounted", "repo_read_only"} <= set(found), found
+    else:
+        assert found == items
+
+
+def test_a_repo_mount_the_agent_was_not_started_with_fails_the_mount_list() -> None:
+    assert failed(with_repo()) == ["only_workspace_and_socket_mounted"]

@@ -35,6 +35,10 @@ SOCKET_TARGET: Final = f"{SOCKET_DIR_TARGET}/choir.sock"
 """The agent's socket is mounted as its directory (`$CHOIR_HOME/socks/agents/<id>/`), not as a
 file: a restarted choird makes a new socket — a new inode — at the same host path, which a file
 bind mount would never show the container; a directory mount does (issue 12 point 5)."""
+REPO_TARGET: Final = "/agent-repo"
+"""Where an agent that may propose repo changes (`choir.propose.repo_change`) sees its own repo,
+read-only, to clone it into /workspace: docker's `mode: ro`, bwrap's `--ro-bind`. Not under
+/choir, the image's (or the sandbox's read-only) tree, where bwrap could make no mount point."""
 FORBIDDEN_NETWORKS: Final = ("host",)
 """Network modes that would share a host namespace (`container:<id>` is refused as well)."""
 TMPFS_OPTIONS: Final = "rw,nosuid,nodev,size={size},mode={mode},uid={uid},gid={gid}"
@@ -130,10 +134,19 @@ class ProfileReport:
         }
 
 
-def create_options(profile: SecurityProfile, *, workspace: str, socket: str) -> dict[str, Any]:
+def create_options(
+    profile: SecurityProfile, *, workspace: str, socket: str, repo: str | None = None
+) -> dict[str, Any]:
     """docker SDK `containers.create` keyword arguments that apply `profile`; `socket` is the
-    agent's socket on the host, whose directory is mounted."""
+    agent's socket on the host, whose directory is mounted; `repo` the agent's repo on the host,
+    mounted read-only at `REPO_TARGET`."""
     limits = profile.limits
+    volumes = {
+        workspace: {"bind": WORKSPACE_TARGET, "mode": "rw"},
+        socket_dir(socket): {"bind": SOCKET_DIR_TARGET, "mode": "rw"},
+    }
+    if repo is not None:
+        volumes[repo] = {"bind": REPO_TARGET, "mode": "ro"}
     return {
         "user": profile.user,
         "cap_drop": list(profile.cap_drop),
@@ -147,10 +160,7 @@ def create_options(profile: SecurityProfile, *, workspace: str, socket: str) -> 
         "network_mode": profile.network,
         "privileged": False,
         "init": True,
-        "volumes": {
-            workspace: {"bind": WORKSPACE_TARGET, "mode": "rw"},
-            socket_dir(socket): {"bind": SOCKET_DIR_TARGET, "mode": "rw"},
-        },
+        "volumes": volumes,
     }
 
 
@@ -193,13 +203,16 @@ def check_container(
     *,
     workspace: str,
     socket: str,
+    repo: str | None = None,
     proc_status: Mapping[str, str] | None = None,
     mountinfo: str | None = None,
 ) -> tuple[ProfileCheck, ...]:
     """Every §15.3 item, from `docker inspect` and, when given, `/proc/<pid>/status` and
     `/proc/<pid>/mountinfo` of the container's main process (the kernel's word on capabilities,
-    no_new_privs, seccomp, its uid and its mounts)."""
+    no_new_privs, seccomp, its uid and its mounts). `repo`: the agent's repo on the host when it
+    was started with it (`create_options`), which must then be mounted read-only."""
     c = _Container.of(inspect, proc_status, mountinfo)
+    repo_checks = (_repo_read_only(c),) if repo is not None else ()
     return (
         _cap_drop(profile, c),
         _no_new_privileges(c),
@@ -215,10 +228,11 @@ def check_container(
         _network(profile, c.host.get("NetworkMode")),
         _namespace("no_host_ipc", c.host.get("IpcMode")),
         _no_devices(c),
-        _mounts(c, workspace=workspace, socket=socket),
+        _mounts(c, workspace=workspace, socket=socket, repo=repo),
         ProfileCheck("user", c.user == profile.user, profile.user, c.user or "(image default)"),
         _not_root(c),
         _workspace_nosuid(profile, c),
+        *repo_checks,
     )
 
 
@@ -299,17 +313,42 @@ def _no_devices(c: _Container) -> ProfileCheck:
     return ProfileCheck("no_devices", not found, "none", _render(found))
 
 
-def _mounts(c: _Container, *, workspace: str, socket: str) -> ProfileCheck:
+def _mounts(c: _Container, *, workspace: str, socket: str, repo: str | None) -> ProfileCheck:
+    """The workspace and the socket's directory read-write, the repo (if any) read-only, and
+    nothing else."""
     sockets = socket_dir(socket)
-    expected = {(workspace, WORKSPACE_TARGET, "bind"), (sockets, SOCKET_DIR_TARGET, "bind")}
-    found = {
-        (str(m.get("Source")), str(m.get("Destination")), str(m.get("Type"))) for m in c.mounts
+    expected = {
+        (workspace, WORKSPACE_TARGET, "bind", True),
+        (sockets, SOCKET_DIR_TARGET, "bind", True),
     }
-    writable = all(m.get("RW") is True for m in c.mounts)
-    ok = found == expected and writable and not c.host.get("VolumesFrom")
-    rendered = ", ".join(f"{t}:{s}->{d}" for s, d, t in sorted(found)) or "none"
-    want = f"bind:{workspace}->{WORKSPACE_TARGET}, bind:{sockets}->{SOCKET_DIR_TARGET}"
-    return ProfileCheck("only_workspace_and_socket_mounted", ok, want, rendered)
+    if repo is not None:
+        expected.add((repo, REPO_TARGET, "bind", False))
+    found = {
+        (str(m.get("Source")), str(m.get("Destination")), str(m.get("Type")), m.get("RW") is True)
+        for m in c.mounts
+    }
+    ok = found == expected and not c.host.get("VolumesFrom")
+    return ProfileCheck(
+        "only_workspace_and_socket_mounted", ok, _rendered(expected), _rendered(found) or "none"
+    )
+
+
+def _rendered(mounts: set[tuple[str, str, str, bool]]) -> str:
+    return ", ".join(f"{t}:{s}->{d}{'' if rw else ' (ro)'}" for s, d, t, rw in sorted(mounts))
+
+
+def _repo_read_only(c: _Container) -> ProfileCheck:
+    """The repo mount read-only in the container's own mount table (docker's `RW` is only what
+    the engine was asked); from docker's word alone when choird cannot see the kernel's."""
+    expected = f"{REPO_TARGET} mounted ro"
+    if c.mountinfo is None:
+        ok = any(m.get("Destination") == REPO_TARGET and m.get("RW") is False for m in c.mounts)
+        actual = f"docker: {'ro' if ok else 'rw'} (choird cannot see the container's mounts)"
+        return ProfileCheck("repo_read_only", ok, expected, actual)
+    mount = mount_at(parse_mountinfo(c.mountinfo), REPO_TARGET)
+    options = sorted(mount.options) if mount is not None else []
+    actual = f"kernel: {','.join(options) or 'not mounted'}"
+    return ProfileCheck("repo_read_only", "ro" in options, expected, actual)
 
 
 def _not_root(c: _Container) -> ProfileCheck:

@@ -6,10 +6,11 @@ host's, since agents reach their LLM endpoint (§18.1 allows outbound web access
 an empty read-only root holding only what choir-agent needs — the OS's `/usr` (and its
 `/bin`/`/lib` links), a short list of `/etc` files, the Python that runs choir, the agent's merged
 tree at `/choir` read-only, its own socket's directory at its host path read-only (the only entry
-of `$CHOIR_HOME` in there) — plus a private `/proc`, `/dev`, a tmpfs `/tmp` holding HOME, and the
-workspace at `/workspace`, the one writable host path. Every mount is nosuid and nodev, every
-capability is dropped, no_new_privs is set, the setuid filter (`nosuid_filter`) is loaded, the
-agent gets a session of its own, and it cannot make user namespaces of its own.
+of `$CHOIR_HOME` in there), for an agent that may propose repo changes its own repo read-only at
+`/agent-repo` (`REPO_TARGET`, to clone from) — plus a private `/proc`, `/dev`, a tmpfs `/tmp`
+holding HOME, and the workspace at `/workspace`, the one writable host path. Every mount is nosuid
+and nodev, every capability is dropped, no_new_privs is set, the setuid filter (`nosuid_filter`) is
+loaded, the agent gets a session of its own, and it cannot make user namespaces of its own.
 
 The PID namespace is also what ends an agent's whole tree: bwrap's init is PID 1 in it, the agent
 its only child; when the agent exits — or is killed — init exits, and the kernel kills every
@@ -27,7 +28,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Final
 
-from choir.core.security.profile import ProfileCheck
+from choir.core.security.profile import REPO_TARGET, ProfileCheck
 
 WORKSPACE_TARGET: Final = "/workspace"
 TREE_TARGET: Final = "/choir"
@@ -90,6 +91,8 @@ class SandboxLayout:
     tree: str
     socket: str
     hostname: str
+    repo: str | None = None
+    """The agent's repo on the host, bound read-only at `REPO_TARGET` (None: not bound)."""
 
 
 def bwrap_args(layout: SandboxLayout, *, seccomp_fd: int | None = None) -> list[str]:
@@ -109,6 +112,7 @@ def bwrap_args(layout: SandboxLayout, *, seccomp_fd: int | None = None) -> list[
         *("--symlink", "/tmp", "/var/tmp"),
         *("--ro-bind", layout.tree, TREE_TARGET),
         *("--bind", layout.workspace, WORKSPACE_TARGET),
+        *(("--ro-bind", layout.repo, REPO_TARGET) if layout.repo is not None else ()),
         # the socket's own directory, not the socket: a restarted choird's new socket appears
         *("--ro-bind", posixpath.dirname(layout.socket), posixpath.dirname(layout.socket)),
         *("--remount-ro", "/", "--chdir", WORKSPACE_TARGET),

@@ -31,7 +31,6 @@ from choir.daemon.operator.context import OperatorContext
 from choir.daemon.operator.gateways import gateway_views
 from choir.daemon.operator.usage import spend_view
 from choir.daemon.operator.views import agent_state, held_view, iso, lane_view, seconds_between
-from choir.daemon.runtimes.process import ProcessRuntime
 from choir.daemon.sessions.outage import outage_view
 from choir.daemon.staging.diff import render_changes
 from choir.protocol.operator.answers import (
@@ -229,8 +228,6 @@ def _clone_source(ctx: OperatorContext, agent_id: str) -> tuple[str | None, str 
     runtime = ctx.lifecycle.runtime if ctx.lifecycle is not None else None
     if runtime is None:
         return None, "this choird starts no agents: none is given a repo to clone"
-    if not isinstance(runtime, ProcessRuntime):
-        return None, "the container cannot read the agent's repo to clone it (docker runtime)"
     source = runtime.clone_source(agent_id, ctx.config)
     return (source[0], None) if isinstance(source, tuple) else (None, source)
 

@@ -1,14 +1,18 @@
 """`choir.propose.repo_change` (§20 user-initiated flow): a branch the agent committed in its own
 clone of its repo, in its workspace, fetched by choird and bound to its full diff.
 
-The agent never gets write access to its repo: it clones it read-only (the process runtime hands
-an unsandboxed agent the path, `clone_source`; where the agent cannot read it the tool is not
-offered), commits on a branch in `/workspace`, and proposes that branch. choird then fetches the
-branch *from* the workspace clone into the agent's repo as `proposal/<session>/<slug>` — the
-clone is checked first: inside the workspace, no symlink on the way, a real `.git` directory,
-no alternates or linked worktree pointing elsewhere. The branch must share history with the
-configured ref (`base` = their merge base) and change something; it may not add symlinks or
-submodules (a merge would write them into the operator's checkout, which the build reads).
+The agent never gets write access to its repo: it clones it from a read-only view
+(`$CHOIR_AGENT_REPO`: the repo's host path for an unsandboxed process agent, a read-only mount at
+`/agent-repo` in a container or the bwrap sandbox — `mount_source`; when `clone_source` refuses the
+repo there is no view and the tool is not offered), commits on a branch in `/workspace`, and
+proposes that branch. choird then fetches the branch *from* the workspace clone into the agent's
+repo as `proposal/<session>/<slug>` — the clone is checked first: inside the workspace, no symlink
+on the way, a real `.git` directory, no alternates or linked worktree pointing elsewhere. A
+container's clone belongs to the agent's uid (choird as root), so the fetch trusts that one clone
+explicitly (`safe.directory`, given to the upload-pack git runs in it). The branch must share
+history with the configured ref (`base` = their merge base) and change something; it may not add
+symlinks or submodules (a merge would write them into the operator's checkout, which the build
+reads).
 
 The approval is bound to the SHA-256 of the base, the tip and the full diff `base..tip`
 (`Reviewed.sha256`): `approval show` prints that diff, and the apply re-reads the fetched branch
@@ -21,6 +25,7 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import shlex
 import stat
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -28,7 +33,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any, Final
 
 from choir.config import ChoirConfig
-from choir.core.integrations import AGENT_REPO_ENV
+from choir.core.integrations import AGENT_REF_ENV, AGENT_REPO_ENV
 from choir.daemon.images.repos import is_local
 from choir.daemon.proposals.git_apply import ApplyError, TargetRepo, _git, _out, target_repo
 from choir.errors import UsageError
@@ -83,6 +88,24 @@ def clone_source(config: ChoirConfig, agent_id: str) -> tuple[str, str] | str:
     return str(Path(url).expanduser()), agent.repo.ref
 
 
+def mount_source(config: ChoirConfig, agent_id: str) -> tuple[Path, str] | str:
+    """(the repo's resolved host path, ref) a runtime mounts read-only for the agent to clone,
+    or why not: `clone_source`'s refusals, or no such directory (a bind mount of a missing
+    source would have the engine create it)."""
+    source = clone_source(config, agent_id)
+    if isinstance(source, str):
+        return source
+    path = Path(os.path.realpath(source[0]))
+    if not path.is_dir():
+        return f"agents.{agent_id}.repo.url {source[0]} is not a directory: nothing to clone"
+    return path, source[1]
+
+
+def clone_environment(path: str, ref: str) -> dict[str, str]:
+    """What tells the agent (and its tools) where to clone from: the path as it sees it."""
+    return {AGENT_REPO_ENV: path, AGENT_REF_ENV: ref}
+
+
 def _same_place(url: str) -> str:
     return os.path.realpath(os.path.expanduser(url.strip())) if is_local(url.strip()) else url
 
@@ -118,11 +141,15 @@ def fetch_proposal(
         raise UsageError(error.message) from None
     clone = _clone_dir(workspace, str(payload.get("path") or DEFAULT_CLONE))
     _valid_branch(repo, branch)
+    # git runs upload-pack in the clone without choird's `-c` options: the agent's uid may own
+    # it (docker, choird as root), which git refuses unless trusted where upload-pack reads it
+    # (by its real path: what git compares with, whatever links lead to the workspace)
+    trusted = shlex.quote(os.path.realpath(clone / ".git"))
+    upload_pack = f"git -c safe.directory={trusted} upload-pack"
     _git(
         repo.path,
-        "-c",
-        f"safe.directory={clone}",
         "fetch",
+        f"--upload-pack={upload_pack}",
         "--quiet",
         "--no-tags",
         "--no-recurse-submodules",

@@ -128,6 +128,12 @@ class AgentRuntime(Protocol):
         """Build or merge what the agent runs; refuses (ChoirError) before any lease is taken."""
         ...
 
+    def clone_source(self, agent_id: str, config: ChoirConfig) -> tuple[str, str] | str:
+        """(the path the agent clones its repo from, as it sees it, and the ref) for
+        `choir.propose.repo_change` — a read-only view of the repo, given at its start — or
+        why it is given none."""
+        ...
+
     async def start(
         self,
         agent_id: str,

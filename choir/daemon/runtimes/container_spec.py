@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import pwd
+import stat
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -25,6 +26,7 @@ from choir.core.security.profile import (
     SecurityProfile,
     parse_proc_status,
 )
+from choir.daemon.proposals.repo_change import mount_source
 from choir.daemon.runtimes.agent_link import HttpLink, control_plane_args
 from choir.daemon.runtimes.base import Artefact
 from choir.errors import ConfigError
@@ -95,6 +97,28 @@ def agent_user(config: ChoirConfig, agent_id: str) -> tuple[int, int]:
         header="an agent must not share a uid with a host user: move container.agent_uid_base "
         "to a range no user has",
     )
+
+
+def container_repo(config: ChoirConfig, agent_id: str) -> tuple[Path, str] | str:
+    """`mount_source` for a container: (the repo's host path, ref) mounted read-only, or why
+    not — which includes a repo the container's uid could not read (choird as root runs it as
+    the agent's own uid, for which only the "other" permission bits count)."""
+    source = mount_source(config, agent_id)
+    if isinstance(source, str) or os.geteuid() != 0:
+        return source
+    for path in (source[0], source[0] / ".git"):
+        try:
+            mode = path.stat().st_mode
+        except FileNotFoundError:
+            continue  # a bare repository has no .git
+        except OSError as error:
+            return f"cannot read {path}: {error.strerror}"
+        if mode & (stat.S_IROTH | stat.S_IXOTH) != stat.S_IROTH | stat.S_IXOTH:
+            return (
+                f"{path} is not readable by the agent's uid (mode {stat.S_IMODE(mode):04o}): "
+                f"chmod -R o+rX {source[0]} to let the agent clone it"
+            )
+    return source
 
 
 def now_iso() -> str:

@@ -1,23 +1,25 @@
 """The `docker` runtime: each agent in a disposable container with the §15.3 profile.
 
-The agent's image comes from `ensure_agent_image` (§17.3: built only when something changed);
-its container is created from the declared security profile (`choir.core.security.profile`),
-runs `choir-agent` as a uid:gid that is never 0 — the agent's own when choird is root
-(`agent_users`), else choird's — with the workspace at /workspace (handed over to that uid,
-private to it, `nosuid,nodev`: `workspace_guard`) and the agent's socket directory at
-/run/choir and nothing else mounted, on the choir network of its egress policy (`egress`). The
-environment holds only the agent's identity; the lease token goes in on stdin (§14.1). Under
-`choird --transport http` the agent reaches choird over HTTPS on its network's gateway
-(`bridge_link`), trusting the certificate put in its socket directory. Right
-after start the container is read back and checked against the profile, from docker's, the
-kernel's and the host's side; one that does not match is removed and the start refused.
+The agent's image comes from `ensure_agent_image` (§17.3: built only when something changed); its
+container is created from the declared security profile (`choir.core.security.profile`), runs
+`choir-agent` as a uid:gid that is never 0 — the agent's own when choird is root (`agent_users`),
+else choird's — with the workspace at /workspace (handed over to that uid, private to it,
+`nosuid,nodev`: `workspace_guard`), the agent's socket directory at /run/choir and, for an agent
+that may propose repo changes (`container_repo`), its own repo read-only at /agent-repo to clone
+from (`$CHOIR_AGENT_REPO` says where) — nothing else mounted — on the choir network of its
+egress policy (`egress`). The environment holds only the agent's identity (and that path); the
+lease token goes in on stdin (§14.1). Under `choird --transport http` the agent reaches choird over
+HTTPS on its network's gateway (`bridge_link`), trusting the certificate put in its socket
+directory. Right after start the container is read back and checked against the profile, from
+docker's, the kernel's and the host's side; one that does not match is removed and the start
+refused.
 
 A follower thread copies the container's output to `logs/<agent-id>.log` until it exits. Exit
-without TERMINATE_SELF marks the session crashed (§13.1), and the dead container is removed
-either way. When the reaper declares a session crashed (no heartbeat) while its container
-still runs, the container is killed and removed. At choird start, the containers labelled
-`choir.managed=true` for this `$CHOIR_HOME` that a previous run left are adopted when their
-session still holds its lease (`runtime_adopt`), and removed otherwise.
+without TERMINATE_SELF marks the session crashed (§13.1), and the dead container is removed either
+way. When the reaper declares a session crashed (no heartbeat) while its container still runs, the
+container is killed and removed. At choird start, the containers labelled `choir.managed=true` for
+this `$CHOIR_HOME` that a previous run left are adopted when their session still holds its lease
+(`runtime_adopt`), and removed otherwise.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from choir.adapters.docker_engine import DockerEngine
 from choir.config import ChoirConfig
 from choir.core.security.host import HostView, MountSource, check_host, mounts_of
 from choir.core.security.profile import (
+    REPO_TARGET,
     SOCKET_DIR_TARGET,
     WORKSPACE_TARGET,
     ProfileReport,
@@ -44,6 +47,7 @@ from choir.core.security.profile import (
 )
 from choir.daemon.images.build import latest_image_file
 from choir.daemon.images.kept import pinned, unpin
+from choir.daemon.proposals.repo_change import clone_environment
 from choir.daemon.runtimes.adopt import followed_since
 from choir.daemon.runtimes.agent_link import (
     NetworkLinkFn,
@@ -70,6 +74,7 @@ from choir.daemon.runtimes.container_spec import (
     agent_profile,
     built_image,
     container_environment,
+    container_repo,
     docker_socket_dir,
     kernel_view,
     loopback_endpoint,
@@ -116,6 +121,8 @@ class _Container:
     socket: str
     guard: WorkspaceGuard
     egress: EgressSetup
+    repo: str | None = None
+    """The agent's repo on the host, mounted read-only at `REPO_TARGET` (None: not mounted)."""
     link: tuple[str, int] | None = None
     """The gateway and port of choird's listener the agent reaches (`bridge_link`), if any."""
     watcher: asyncio.Task[int] | None = None
@@ -194,6 +201,11 @@ class DockerRuntime:
         held = self._agents.get(agent_id)
         return held.agent if held is not None else None
 
+    def clone_source(self, agent_id: str, config: ChoirConfig) -> tuple[str, str] | str:
+        """(`REPO_TARGET`, ref) when the agent's container gets its repo read-only, or why not."""
+        source = container_repo(config, agent_id)
+        return (REPO_TARGET, source[1]) if isinstance(source, tuple) else source
+
     async def prepare(self, agent_id: str, config: ChoirConfig) -> Artefact:
         """The agent's image: the one this choird last made ready while it is still the
         newest built for the agent (a start needs no build check, §17.3 step 10); otherwise
@@ -260,14 +272,21 @@ class DockerRuntime:
         if link is not None:
             # a public certificate, readable by the container's uid, changed only by choird
             await asyncio.to_thread(place_certificate, socket, link, mode=0o644)
+        environment = container_environment(agent_id, started.session_id)
+        source = await asyncio.to_thread(container_repo, config, agent_id)
+        repo = str(source[0]) if isinstance(source, tuple) else None
+        if isinstance(source, tuple):
+            environment.update(clone_environment(REPO_TARGET, source[1]))
         spec = ContainerSpec(
             image=artefact.image_id or artefact.image,
             command=agent_command(link),
             name=f"choir-{agent_id}-{secrets.token_hex(4)}",
-            environment=container_environment(agent_id, started.session_id),
+            environment=environment,
             labels=self.labels(agent_id, started.session_id),
             working_dir=WORKSPACE_TARGET,
-            options=create_options(profile, workspace=str(workspace), socket=str(socket)),
+            options=create_options(
+                profile, workspace=str(workspace), socket=str(socket), repo=repo
+            ),
         )
         # the firewall rules go in while the container is made: the start needs both, neither
         # needs the other (the network exists), and each is a fair part of a start's time
@@ -298,6 +317,7 @@ class DockerRuntime:
             str(socket),
             guard,
             egress,
+            repo,
             endpoint_of(link.url) if link is not None else None,
         )
         try:
@@ -394,6 +414,7 @@ class DockerRuntime:
             inspect,
             workspace=held.workspace,
             socket=held.socket,
+            repo=held.repo,
             proc_status=kernel.status if kernel else None,
             mountinfo=kernel.mountinfo if kernel else None,
         )
@@ -495,6 +516,7 @@ class DockerRuntime:
             str(socket),
             guard,
             egress,
+            mounts.get(REPO_TARGET),  # as it was started: verified against that
         )
         self._agents[agent_id] = held
         since = followed_since(self._home.agent_log(agent_id))

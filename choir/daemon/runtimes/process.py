@@ -8,7 +8,9 @@ writable host path, no host home or `$CHOIR_HOME` in sight), else unsandboxed â€
 version.json choird holds the agent to at INIT_HELLO), and `choir-agent` runs with only its
 session's identity and a minimal environment â€” never choird's, which may hold API keys. The
 lease token goes in on stdin, so no environment holds it. It reaches choird on its own socket,
-or under `choird --transport http` on choird's HTTP(S) listener (`agent_link`).
+or under `choird --transport http` on choird's HTTP(S) listener (`agent_link`). An agent that may
+propose repo changes (`repo_change.mount_source`) is told where to clone its repo from
+(`$CHOIR_AGENT_REPO`): in the sandbox a read-only bind at `/agent-repo`, unsandboxed its path.
 
 Nothing an agent started outlives it: in the sandbox, the agent is the only child of the PID
 namespace's init, and the namespace dies with it; unsandboxed, it runs under `choir.subreaper`,
@@ -42,8 +44,7 @@ import psutil
 
 from choir import subreaper
 from choir.config import ChoirConfig
-from choir.core.integrations import AGENT_REF_ENV, AGENT_REPO_ENV
-from choir.core.security.profile import ProfileReport, unsandboxed
+from choir.core.security.profile import REPO_TARGET, ProfileReport, unsandboxed
 from choir.core.security.sandbox import (
     HOME_TARGET,
     TREE_TARGET,
@@ -55,7 +56,7 @@ from choir.core.security.sandbox import (
 from choir.daemon.images import repos
 from choir.daemon.images.agent_tree import materialize
 from choir.daemon.images.agent_tree import merge_tree as merge_tree
-from choir.daemon.proposals.repo_change import clone_source
+from choir.daemon.proposals.repo_change import clone_environment, mount_source
 from choir.daemon.runtimes.adopt import (
     AdoptedProcess,
     ProcessRecord,
@@ -153,9 +154,8 @@ class ProcessRuntime:
         self._push = push
         self._agents: dict[str, _Process] = {}
         self._schemas = SchemaMemo(home)
-        self._clone_from: dict[str, tuple[str, str] | None] = {}
-        """The repo each agent may clone (`clone_source`), as of its last `prepare`."""
-        """Tool schemas found valid by an earlier choird: not checked again (`materialize`)."""
+        self._clone_from: dict[str, tuple[Path, str] | None] = {}
+        """The repo each agent may clone (`mount_source`), as of its last `prepare`."""
         self._sandbox, note = find_sandbox()
         if self._sandbox is None:
             log.warning("process runtime: agents run unsandboxed", fields={"reason": note})
@@ -178,13 +178,15 @@ class ProcessRuntime:
 
     def clone_source(self, agent_id: str, config: ChoirConfig) -> tuple[str, str] | str:
         """(repo path, ref) the agent is given to clone for `choir.propose.repo_change`, or why
-        not: the sandbox shows it no host path but its workspace."""
-        if self._sandbox is not None:
-            return "the bwrap sandbox shows the agent no host path but its workspace"
-        return clone_source(config, agent_id)
+        not: in the sandbox its repo bound read-only at `REPO_TARGET`, unsandboxed its host path
+        (which it must only read: nothing stops a host process)."""
+        source = mount_source(config, agent_id)
+        if isinstance(source, str):
+            return source
+        return (REPO_TARGET if self._sandbox is not None else str(source[0])), source[1]
 
     async def prepare(self, agent_id: str, config: ChoirConfig) -> Artefact:
-        source = self.clone_source(agent_id, config)
+        source = mount_source(config, agent_id)
         self._clone_from[agent_id] = source if isinstance(source, tuple) else None
         tree, version = await asyncio.to_thread(self.materialize, agent_id, config)
         return Artefact(version, root=tree)
@@ -235,18 +237,26 @@ class ProcessRuntime:
         agent_home = artefact.root.parent / "home"
         link = self._link()
         place_certificate(socket, link)
+        source = self._clone_from.get(agent_id)
         with _prepare(self._home, agent_id, started, workspace, agent_home) as stderr:
             if self._sandbox is not None:
                 layout = SandboxLayout(
-                    self._sandbox.host, str(workspace), str(artefact.root), str(socket), agent_id
+                    self._sandbox.host,
+                    str(workspace),
+                    str(artefact.root),
+                    str(socket),
+                    agent_id,
+                    repo=str(source[0]) if source is not None else None,
                 )
                 env = agent_environment(agent_id, started, Path(HOME_TARGET))
+                if source is not None:
+                    env.update(clone_environment(REPO_TARGET, source[1]))
                 process = await _spawn_sandboxed(self._sandbox, layout, env, stderr, link)
             else:
                 command = _agent_command(socket, artefact.root, workspace, link)
                 env = agent_environment(agent_id, started, agent_home)
-                if (source := self._clone_from.get(agent_id)) is not None:
-                    env.update({AGENT_REPO_ENV: source[0], AGENT_REF_ENV: source[1]})
+                if source is not None:
+                    env.update(clone_environment(str(source[0]), source[1]))
                 process = await _spawn_unsandboxed(command, env, workspace, stderr)
         await _hand_over(process, started.lease_token)
         build_while_agents_boot()  # the models of the agent's first calls, while it boots
