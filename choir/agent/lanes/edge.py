@@ -49,6 +49,7 @@ from choir.core.memory.working import WorkingMemory
 from choir.core.prompt.build import edge_prompt
 from choir.core.prompt.window import ShownEvents
 from choir.errors import ChoirError
+from choir.failpoints import failpoint
 from choir.logs import get_logger
 from choir.protocol import (
     EDGE_LANE,
@@ -152,6 +153,7 @@ class EdgeLane:
             recalled = await self._recall(push.text, push.message_id)
             if recalled is not None:
                 arbiter.commit(EDGE_LANE, recalled)
+                await failpoint("edge.after_recall")
         self._move("context_ready")
 
         async def rate_limited(wait_s: float) -> None:
