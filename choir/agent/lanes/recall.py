@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, Final
 
 from pydantic import ValidationError
@@ -31,7 +31,7 @@ DEFAULT_DEADLINE_MS: Final = 150
 class Recall:
     """Asks choird for a message's memories; `config` reads the current dynamic config."""
 
-    def __init__(self, host: HostBridge, config: Callable[[], dict[str, Any]]) -> None:
+    def __init__(self, host: HostBridge, config: Callable[[], Mapping[str, Any]]) -> None:
         self._host = host
         self._config = config
 
@@ -79,6 +79,6 @@ class Recall:
         )
 
 
-def _setting(config: dict[str, Any], key: str, default: int) -> int:
+def _setting(config: Mapping[str, Any], key: str, default: int) -> int:
     value = config.get(key)
     return value if isinstance(value, int) and not isinstance(value, bool) else default
