@@ -2,7 +2,8 @@
 test's Postgres, `choir-agent` on the process runtime, the scripted model recording what it is
 sent. A message that matches stored knowledge gets those items in the model's request, within
 the token budget and delimited as memory; an unrelated one gets none; each turn's recall is one
-`memory_recalled` event the operator reads on one line; a search stuck on a lock past its
+`memory_recalled` event the operator reads on one line (none when nothing was relevant); a
+search stuck on a lock past its
 deadline still lets the turn answer, and its event says why nothing came."""
 
 from __future__ import annotations
@@ -111,13 +112,12 @@ async def test_relevant_memories_reach_the_model_within_budget_and_a_stuck_searc
         await say(client, "good morning", "answered morning")
         assert memory_messages(model, "good morning") == []
 
-        first, second = await recalled_events(client, session_id, 2)
+        [first] = await recalled_events(client, session_id, 1)
         names = [item["name"] for item in first.payload["items"]]
         assert "launch.code" in names
         assert "launch.crew" not in names
         assert 0 < first.payload["tokens"] <= BUDGET
         assert first.payload["budget_tokens"] == BUDGET
-        assert second.payload["items"] == []
         line = event_line(first, session_id)
         assert "memory_recalled" in line
         assert f"/{BUDGET} tokens" in line
@@ -136,7 +136,8 @@ async def test_relevant_memories_reach_the_model_within_budget_and_a_stuck_searc
         finally:
             await blocker.close()
         assert memory_messages(model, stuck) == []
-        third = (await recalled_events(client, session_id, 3))[2]
+        # the unrelated message recalled nothing and committed nothing: the stuck one is next
+        third = (await recalled_events(client, session_id, 2))[1]
         assert third.payload["items"] == []
         assert "deadline" in third.payload["skipped"]
         assert "nothing recalled" in event_line(third, session_id)

@@ -104,6 +104,7 @@ class EdgeLane:
     async def run(self) -> None:
         """Serve messages until cancelled or a graceful stop settled; the core jobs end with it."""
         self._kit.report(EDGE_LANE, self.state)
+        warming = asyncio.create_task(self._recall.warm()) if self._recall is not None else None
         try:
             while (push := await self._next()) is not None:
                 self._answering = push.message_id
@@ -113,6 +114,8 @@ class EdgeLane:
                 log.info("stopping with messages unread", fields={"count": self._inbox.qsize()})
             await self._jobs.settled()
         finally:
+            if warming is not None:
+                warming.cancel()
             await self._jobs.cancel_all("the agent is stopping")
             self._end()
 

@@ -4,7 +4,9 @@ user message and gets back the `MemoryRecalled` event it commits before its firs
 choird answers `choir.memory.recall` (`choir.daemon.memory.recall`) within config.json's
 `recall_deadline_ms`. Nothing here can fail or hold up a turn: an error answer, a broken link
 to choird or no answer in time becomes an event with `skipped` saying why, and the turn goes on
-without memories. `recall_budget_tokens` 0 asks nothing and commits nothing.
+without memories. A recall that found nothing relevant commits nothing either (nothing was
+put into the prompt: an event per message saying so would only bury the log), and
+`recall_budget_tokens` 0 asks nothing.
 """
 
 from __future__ import annotations
@@ -26,6 +28,8 @@ log = get_logger("choir.agent.lanes.recall")
 
 TOOL: Final = "choir.memory.recall"
 DEFAULT_DEADLINE_MS: Final = 150
+WARM_DEADLINE_MS: Final = 60_000
+"""How long choird may take to load memory for this agent (its start, the embedder, BM25)."""
 
 
 class Recall:
@@ -35,8 +39,26 @@ class Recall:
         self._host = host
         self._config = config
 
+    async def warm(self) -> None:
+        """Have choird load what this agent's recalls need (memory, embedder, BM25 index) while
+        no message waits: a cold first recall would miss its deadline. Never raises."""
+        if _setting(self._config(), "recall_budget_tokens", DEFAULT_BUDGET_TOKENS) <= 0:
+            return
+        arguments = {"text": "", "budget_tokens": 0, "deadline_ms": WARM_DEADLINE_MS, "warm": True}
+        started = time.monotonic()
+        try:
+            result = await self._host.execute_host_tool(
+                TOOL, f"recall-warm-{uuid.uuid4().hex}", arguments, lane=EDGE_LANE
+            )
+        except Exception as error:  # the first recall will say what is wrong
+            log.info("recall warm-up failed", fields={"error": f"{type(error).__name__}: {error}"})
+            return
+        took = round((time.monotonic() - started) * 1000)
+        log.info("recall warm-up", fields={"status": result.status, "took_ms": took})
+
     async def __call__(self, text: str, message_id: str | None) -> MemoryRecalled | None:
-        """The event to commit for the message, or None when recall is off (budget 0)."""
+        """The event to commit for the message; None when recall is off (budget 0) or found
+        nothing relevant."""
         config = self._config()
         budget = _setting(config, "recall_budget_tokens", DEFAULT_BUDGET_TOKENS)
         deadline_ms = _setting(config, "recall_deadline_ms", DEFAULT_DEADLINE_MS)
@@ -67,6 +89,8 @@ class Recall:
             items, skipped = [], "choird sent a malformed recall answer"
         if skipped is not None:
             log.warning("memories not recalled", fields={"why": skipped, "took_ms": took})
+        elif not items:
+            return None
         note = data.get("note")
         return MemoryRecalled(
             message_id=message_id,

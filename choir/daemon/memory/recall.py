@@ -9,6 +9,11 @@ what fits the token budget, and counts an access for those only. All of it withi
 the agent sends: past it the search is cancelled (its transaction rolls back, nothing counted)
 and the answer is the error `recall_timeout` — the agent goes on without memories either way.
 
+A call with `warm` true (the agent sends one when its session starts) recalls nothing: it loads
+what the first real recall would otherwise wait for — choird's memory (it starts on first use),
+the embedder (its first use imports and loads the model) and the agent's BM25 index (built by
+its first search: seconds at 100k items) — so the first message's recall fits its deadline.
+
 Knowledge only: session memory (mid-term chunks) is the agent's to search with
 `choir.memory.query` — its chunks are long and partly the current session, and a second search
 would not fit the deadline (docs/ARCHITECTURE.md, memory).
@@ -35,6 +40,8 @@ if TYPE_CHECKING:
 
 RECALL: Final = "choir.memory.recall"
 TIMEOUT: Final = "recall_timeout"
+WARM_EMBED_S: Final = 30.0
+"""How long a warm-up waits for the embedder's first load."""
 MAX_TEXT_CHARS: Final = 4_000
 """Of a long message, what the search looks at (its start)."""
 
@@ -56,6 +63,10 @@ class MemoryRecall:
             text, budget, deadline_s = _arguments(call.input)
         except ValueError as bad:
             return ToolResult.fail("invalid_input", str(bad))
+        if call.input.get("warm") is True:
+            async with asyncio.timeout(deadline_s):
+                await self._warm(call.context.agent_id)
+            return ToolResult.ok("memory ready for recalls", items=[], tokens=0)
         if budget == 0 or not text.strip():
             return ToolResult.ok("nothing to recall", items=[], tokens=0)
         try:
@@ -68,6 +79,12 @@ class MemoryRecall:
             )
         except ChoirError as err:
             return ToolResult.fail("memory_unavailable", err.message)
+
+    async def _warm(self, agent_id: str) -> None:
+        store, _ = await self.parts()
+        if self.current(agent_id):
+            await self.embed_query("warm up", WARM_EMBED_S)  # billed to nobody: no agent_id
+        await store.recall(agent_id, "warm up", None, lambda hits: [])  # builds the BM25 index
 
     async def _recall(self, agent_id: str, text: str, budget: int, deadline_s: float) -> ToolResult:
         vector, note = None, None

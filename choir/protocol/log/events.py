@@ -276,7 +276,8 @@ class MemoryRecalled(WireModel):
     Committed by edge right after the `UserMsg` it is for, before the turn's first LLM call; the
     prompt shows the latest one for the latest user message, read from the log, so a replay or
     a recovery shows the same block without searching again. `skipped` says why nothing was put
-    in (the search failed or was too slow): the turn goes on without it.
+    in (the search failed or was too slow): the turn goes on without it. A recall that found
+    nothing relevant is not committed.
     """
 
     kind: Literal["memory_recalled"] = "memory_recalled"

@@ -106,3 +106,15 @@ async def test_memory_not_up_and_bad_arguments_are_error_answers(pool: Pool, ada
     assert (bad.status, bad.error_code) == ("error", "invalid_input")
     off = await asyncio.wait_for(recall(_call(ada, "deploy host", budget=0)), 1)
     assert off.data["items"] == []
+
+
+async def test_a_warm_up_loads_without_recalling_or_counting_anything(pool: Pool, ada: str) -> None:
+    store = PostgresMemoryStore(pool)
+    await fill(store, ada)
+    warm = HostToolCall(_call(ada, "").context, "warm-1", {**_call(ada, "").input, "warm": True})
+    result = await _recall(store)(warm)
+    assert result.status == "success", result.summary
+    assert result.data["items"] == []
+    assert set((await access(pool, ada)).values()) == {0}
+    found = await _recall(store)(_call(ada, "deploy host"))  # the index the warm-up built
+    assert "host.fact" in _names(found)
