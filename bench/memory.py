@@ -57,6 +57,7 @@ GOALS = {
     "session_close_10k_chunks": "(chunks the session became)",
     "context_injection_ms_p50": "goal <= 20 (message -> recalled memories' block, 100k items)",
     "context_injection_ms_p99": "(no goal)",
+    "context_injection_cpu_ms": "(mean, client + Postgres backend)",
     "context_injection_items": "(mean items recalled per message, 2,000-token budget)",
     "memory_query_tool_p50_ms": "goal <= 15 (agent -> choird -> Postgres -> agent)",
     "memory_query_tool_p99_ms": "(no goal)",

@@ -82,7 +82,9 @@ async def bm25_figures(count: int, queries: int) -> dict[str, float]:
             relevance_p99, relevance_cpu = await _timed(
                 clock, lambda n: _search(store, asked, "relevance", n), len(asked)
             )
-            injection = await memory_inject.injection_figures(store, AGENT, asked, _vector)
+            injection = await memory_inject.injection_figures(
+                store, AGENT, asked, _vector, clock.cpu_s
+            )
             return injection | {
                 "bm25_top10_p99_ms": bm25_p99,
                 "relevance_top10_p99_ms": relevance_p99,

@@ -10,6 +10,8 @@ budget filled, the chosen items' access counted in the search's transaction), th
 corpus' vectors are 3-dim, so the 256-dim vector the local model makes is timed but the search
 gets the corpus' own query vector. Not in it: the agent -> choird socket hop (one
 EXECUTE_HOST_TOOL round trip; `memory_query_tool_p50_ms` measures that hop with a search).
+`context_injection_cpu_ms` is the mean CPU time of one, this process and its Postgres backend:
+what a loaded machine does not inflate.
 """
 
 from __future__ import annotations
@@ -35,8 +37,13 @@ Vector = npt.NDArray[np.float32]
 
 
 async def injection_figures(
-    store: PostgresMemoryStore, agent_id: str, asked: list[str], vector: Callable[[str], Vector]
+    store: PostgresMemoryStore,
+    agent_id: str,
+    asked: list[str],
+    vector: Callable[[str], Vector],
+    cpu_s: Callable[[], float],
 ) -> dict[str, float]:
+    """The figures; `cpu_s` reads this process' and its Postgres backend's CPU seconds."""
     embedder = LocalEmbeddings()
     await embedder.load()
 
@@ -65,12 +72,15 @@ async def injection_figures(
     for text in asked[:20]:  # warm the caches and the prepared statements
         await inject(text)
     samples = []
+    cpu_started = cpu_s()
     for text in asked:
         started = time.perf_counter()
         await inject(text)
         samples.append((time.perf_counter() - started) * 1000)
+    cpu_ms = (cpu_s() - cpu_started) * 1000 / len(samples)
     return {
         "context_injection_ms_p50": percentile(samples, 50),
         "context_injection_ms_p99": percentile(samples, 99),
+        "context_injection_cpu_ms": cpu_ms,
         "context_injection_items": sum(found[20:]) / len(samples),
     }
