@@ -13,6 +13,8 @@
   see `bench.memory_search`.
 - bm25_top10_p99_ms, relevance_top10_p99_ms, bm25_index_build_s: BM25 `text` and `relevance`
   search of 100k knowledge items (5k with --quick), limit 10; see `bench.memory_bm25`.
+- context_injection_ms_p50 (and _p99): from a user message to its recalled memories ready for
+  the prompt (design 004), over the same 100k items; see `bench.memory_inject`.
 
 - session_close_10k_events_s (and _cpu_s, _chunks): a stopped session of 10k events chunked,
   embedded (local model) and stored by choird's close; see `bench.memory_close`.
@@ -53,6 +55,10 @@ GOALS = {
     "session_close_10k_events_cpu_s": "(choird's + Postgres' CPU over the same span)",
     "session_close_10k_postgres_cpu_s": "(Postgres' part: storing and HNSW-indexing vectors)",
     "session_close_10k_chunks": "(chunks the session became)",
+    "context_injection_ms_p50": "goal <= 20 (message -> recalled memories' block, 100k items)",
+    "context_injection_ms_p99": "(no goal)",
+    "context_injection_cpu_ms": "(mean, client + Postgres backend)",
+    "context_injection_items": "(mean items recalled per message, 2,000-token budget)",
     "memory_query_tool_p50_ms": "goal <= 15 (agent -> choird -> Postgres -> agent)",
     "memory_query_tool_p99_ms": "(no goal)",
 }

@@ -15,6 +15,8 @@ after a first search that builds choird's in-memory BM25 index (timed apart).
 - bm25_top10_cpu_ms, relevance_top10_cpu_ms: their mean CPU time per query, this process and
   its Postgres backend (what a loaded machine does not inflate).
 - bm25_index_build_s: the first search of the agent, which reads every item's terms.
+- context_injection_ms_p50 (and _p99, _items): a message's recalled memories, from the message
+  to the prompt's block; see `bench.memory_inject`.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from typing import Final
 import numpy as np
 import numpy.typing as npt
 
+from bench import memory_inject
 from bench.memory_corpus import query_texts, session_texts
 from bench.memory_search import _Clock, _timed
 from choir.daemon.memory.search import MemoryQuery
@@ -79,7 +82,10 @@ async def bm25_figures(count: int, queries: int) -> dict[str, float]:
             relevance_p99, relevance_cpu = await _timed(
                 clock, lambda n: _search(store, asked, "relevance", n), len(asked)
             )
-            return {
+            injection = await memory_inject.injection_figures(
+                store, AGENT, asked, _vector, clock.cpu_s
+            )
+            return injection | {
                 "bm25_top10_p99_ms": bm25_p99,
                 "relevance_top10_p99_ms": relevance_p99,
                 "bm25_top10_cpu_ms": bm25_cpu,

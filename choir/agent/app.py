@@ -207,6 +207,7 @@ class ChoirAgent:
         from choir.agent.lanes.core.jobs import CoreJobTools
         from choir.agent.lanes.core.runner import CoreJobRunner
         from choir.agent.lanes.edge import EdgeLane
+        from choir.agent.lanes.recall import Recall
         from choir.agent.lanes.support import (
             DemoModel,
             Identity,
@@ -281,7 +282,7 @@ class ChoirAgent:
             kernel.arbiter.add_gate(self._drain.gate)
             kernel.arbiter.add_gate(integrations.gate)
             kernel.arbiter.add_gate(tools.gate)
-            edge = EdgeLane(kit, jobs)
+            edge = EdgeLane(kit, jobs, Recall(bridge, lambda: state.current().data))
             restored.attach(kit, edge, recovery)  # budgets, skills, memories: before lanes run
             resumed = recovery.resume_open()
             recovery.announce_held(options.session_id)

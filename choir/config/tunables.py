@@ -73,6 +73,12 @@ class Tunables(ConfigModel):
     memory_chunk_chars: Annotated[int, Field(ge=200, le=16_000)] = 2_000
     """The longest chunk a closed session is cut into (§11.4): a longer tool call, skill phase
     or run of messages is split, shorter neighbours are merged up to it. Read at each close."""
+    recall_budget_tokens: Annotated[int, Field(ge=0, le=32_000)] = 2_000
+    """Tokens of relevant memories put into edge's prompt before each user message is answered
+    (design 004; knowledge only); 0 recalls nothing."""
+    recall_deadline_ms: Annotated[int, Field(ge=10, le=5_000)] = 150
+    """The longest the recall may take: a slower search is given up and the turn goes on
+    without it (the event says so)."""
     summary_timeout_ms: Positive = 30_000
     """Graceful stop skips the session summary if the LLM takes longer (§11.8)."""
     stop_timeout_ms: Positive = 10_000

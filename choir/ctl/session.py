@@ -112,6 +112,7 @@ async def _whole(choird: ChoirClient, session_id: str, event: EventView) -> Even
 
 
 def event_line(event: EventView, session_id: str | None = None, *, full: bool = False) -> str:
+    from choir.core.memory.recall import recall_line
     from choir.ctl.render.humanize import compact, moment
 
     payload = {
@@ -119,9 +120,11 @@ def event_line(event: EventView, session_id: str | None = None, *, full: bool = 
         for key, value in event.payload.items()
         if key != "kind" and value not in (None, "", [], {})
     }
+    # the recalled memories' texts would fill the line: who, scores and tokens say enough
+    shown = recall_line(payload) if event.event_type == "memory_recalled" else compact(payload)
     line = (
         f"{event.rev:>6}  {moment(event.created_at)}  {event.lane:<18} "
-        f"{event.event_type:<20} {compact(payload)}"
+        f"{event.event_type:<20} {shown}"
     )
     artifact = event.artifact
     if artifact and not full and session_id is not None:

@@ -152,8 +152,10 @@ async def test_a_message_gets_the_scripted_reply_and_the_events_are_durable(agen
     await poll_until(replied_durably, within=5)
     events = await stored_events(agent.daemon, agent.session_id)
     kinds = ["user_msg", "llm_call", "model_output", "agent_replied"]
-    assert [e.event_type for e in events] == kinds
-    assert [e.rev for e in events] == [1, 2, 3, 4]
+    # a message sent the instant the agent is up may beat choird's memory loading: its recall
+    # then misses the deadline, a `memory_recalled` event saying so (nothing is recalled)
+    assert [e.event_type for e in events if e.event_type != "memory_recalled"] == kinds
+    assert [e.rev for e in events] == list(range(1, len(events) + 1))
     previous = GENESIS_HASH
     for event in events:
         assert event.hash_prev == previous

@@ -110,6 +110,7 @@ async def test_an_agent_over_https_chats_heartbeats_and_stops_gracefully(
         row = await session_row(agent.daemon, agent.session_id)
         assert row.status == SessionStatus.STOPPED
         kinds = [e.event_type for e in await stored_events(agent.daemon, agent.session_id)]
+        kinds = [kind for kind in kinds if kind != "memory_recalled"]  # a cold first recall's
         assert kinds[:4] == ["user_msg", "llm_call", "model_output", "agent_replied"]
         assert kinds[-1] == "session_summary"
 

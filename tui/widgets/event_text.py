@@ -13,6 +13,8 @@ import json
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Final
 
+from choir.core.memory.recall import recall_line
+
 if TYPE_CHECKING:
     from choir.protocol.operator.views import EventView
 
@@ -118,6 +120,7 @@ _SUMMARIES: Final[dict[str, Callable[[Payload], str]]] = {
     "agent_replied": lambda p: f"[{p.get('category', 'reply')}] {p.get('text', '')}",
     "session_summary": lambda p: p.get("summary", ""),
     "llm_call": _llm_call,
+    "memory_recalled": recall_line,
 }
 
 

@@ -13,6 +13,11 @@ to ask a human to extend it (`budget_ask`); the reply goes on once extended, els
 `error` reply saying why.
 Edge never waits for its core jobs; they report through `core_report` replies.
 
+Before a message's first LLM call edge commits the memories recalled for it (`recall`, design
+004: one `MemoryRecalled` event, right after the `UserMsg`); the prompt shows them from working
+memory, so a replay of the log shows the same block. A failed or slow recall is an event too,
+and the turn goes on without memories.
+
 Graceful stop (`stopping.Drain`): edge takes no new message; a cycle under way finishes the call
 it has in flight, then ends at that safe point with an `error` reply saying the message was not
 finished (`stopping`, like an LLM error), and edge waits for its jobs to reach theirs.
@@ -35,6 +40,7 @@ from choir.agent.lanes.core.budget_ask import (
 )
 from choir.agent.lanes.core.runner import CoreJobRunner
 from choir.agent.lanes.core.stream import BUDGET_EXCEEDED
+from choir.agent.lanes.recall import Recall
 from choir.agent.lanes.spend import SpendCapReached
 from choir.agent.lanes.support import LaneKit
 from choir.core.budgets import SESSION_EXTENDABLE
@@ -43,6 +49,7 @@ from choir.core.memory.working import WorkingMemory
 from choir.core.prompt.build import edge_prompt
 from choir.core.prompt.window import ShownEvents
 from choir.errors import ChoirError
+from choir.failpoints import failpoint
 from choir.logs import get_logger
 from choir.protocol import (
     EDGE_LANE,
@@ -64,9 +71,11 @@ STOPPING_TEXT = (
 class EdgeLane:
     """The edge lane of one session; `run` is its task."""
 
-    def __init__(self, kit: LaneKit, jobs: CoreJobRunner) -> None:
+    def __init__(self, kit: LaneKit, jobs: CoreJobRunner, recall: Recall | None = None) -> None:
         self._kit = kit
         self._jobs = jobs
+        self._recall = recall
+        """Memories for each message (design 004); None recalls nothing."""
         self.state: EdgeStatus = "EDGE_IDLE"
         self._inbox: asyncio.Queue[UserMessagePush] = asyncio.Queue()
         self._injections: list[str] = []
@@ -95,6 +104,7 @@ class EdgeLane:
     async def run(self) -> None:
         """Serve messages until cancelled or a graceful stop settled; the core jobs end with it."""
         self._kit.report(EDGE_LANE, self.state)
+        warming = asyncio.create_task(self._recall.warm()) if self._recall is not None else None
         try:
             while (push := await self._next()) is not None:
                 self._answering = push.message_id
@@ -104,6 +114,8 @@ class EdgeLane:
                 log.info("stopping with messages unread", fields={"count": self._inbox.qsize()})
             await self._jobs.settled()
         finally:
+            if warming is not None:
+                warming.cancel()
             await self._jobs.cancel_all("the agent is stopping")
             self._end()
 
@@ -140,6 +152,11 @@ class EdgeLane:
         self._move("user_message")
         message = UserMsg(text=push.text, attachments=push.attachments, message_id=push.message_id)
         arbiter.commit(EDGE_LANE, message)
+        if self._recall is not None:
+            recalled = await self._recall(push.text, push.message_id)
+            if recalled is not None:
+                arbiter.commit(EDGE_LANE, recalled)
+                await failpoint("edge.after_recall")
         self._move("context_ready")
 
         async def rate_limited(wait_s: float) -> None:

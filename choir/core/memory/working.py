@@ -28,7 +28,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any, Final, Protocol
 
-from choir.protocol.log.events import EVENT_ADAPTER, Event, MemoryWriteCommitted
+from choir.protocol.log.events import EVENT_ADAPTER, Event, MemoryRecalled, MemoryWriteCommitted
 from choir.protocol.log.lanes import EDGE_LANE
 from choir.protocol.tooling.memory import ReferenceSummary
 
@@ -110,6 +110,9 @@ class WorkingMemory:
     """The compaction call in flight, if any."""
     forced: bool = False
     """A manual trigger (tool, choirctl, /compact) asked for a compaction."""
+    recalled: MemoryRecalled | None = None
+    """Edge only: the memories recalled for `latest_user` (design 004), from the log — so a
+    replay shows the same block; a new user message clears it. Never in the window."""
 
     def observe(self, record: CommittedRecord, model: Event | None = None) -> WorkingMemory:
         """The memory after one committed record of the session (any lane's); `model` is its
@@ -117,15 +120,20 @@ class WorkingMemory:
         kind = record.event.get("kind")
         if kind == "memory_write_committed":
             return self._replayed(record)
+        if kind == "memory_recalled":
+            return self._recalled(record, model)
         is_user = kind == "user_msg" and self.lane == EDGE_LANE and record.lane == EDGE_LANE
         if not is_user and (record.rev < self.window_start_rev or not in_window(self.lane, record)):
             return self
         event = model if model is not None else EVENT_ADAPTER.validate_python(record.event)
         item = WindowEvent(record.rev, record.lane, record.hash, event)
         latest_user = item if is_user else self.latest_user
+        recalled = None if is_user else self.recalled
         if record.rev < self.window_start_rev:
-            return replace(self, latest_user=latest_user)
-        return replace(self, events=(*self.events, item), latest_user=latest_user)
+            return replace(self, latest_user=latest_user, recalled=recalled)
+        return replace(
+            self, events=(*self.events, item), latest_user=latest_user, recalled=recalled
+        )
 
     def observe_all(self, records: Iterable[CommittedRecord]) -> WorkingMemory:
         """Replay `records` in order (recovery: the log tail after a snapshot)."""
@@ -164,6 +172,12 @@ class WorkingMemory:
     def compactable(self) -> tuple[WindowEvent, ...]:
         """Window events that count against the window: all but the latest user message."""
         return tuple(item for item in self.events if item is not self.latest_user)
+
+    def _recalled(self, record: CommittedRecord, model: Event | None) -> WorkingMemory:
+        if self.lane != EDGE_LANE or record.lane != EDGE_LANE:
+            return self
+        event = model if isinstance(model, MemoryRecalled) else None
+        return replace(self, recalled=event or MemoryRecalled.model_validate(record.event))
 
     def _replayed(self, record: CommittedRecord) -> WorkingMemory:
         if record.event.get("summary_lane") != self.lane:

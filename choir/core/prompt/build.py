@@ -4,6 +4,7 @@ The layout follows choir's memory page (seed 000) exactly:
 
     edge: [system: instructions + skills] [system: USER.md] [system: SOUL.md]
           [system: reference summary] [event window, the latest user message included]
+          [system: memories recalled for the latest user message]
     core: [system: instructions + skills] [system: SOUL-CORE.md]
           [system: reference summary] [event window] [system: CoreJobStart]
 
@@ -11,7 +12,10 @@ The latest user message is part of the window in its place in time (what the mod
 comes after it), and is shown in full even once it is folded out of the window; it then comes
 right after the summary. While a skill runs, one last system message shows its current state
 only: objective, allowed tools, transitions (§10.2). Empty parts (no summary yet, an empty
-identity file) are left out rather than sent as empty messages.
+identity file) are left out rather than sent as empty messages. The recalled memories (design
+004, `choir.core.memory.recall`) come last, after the window: they change with every message, so
+the head and window before them stay the same prefix from call to call (a provider's prompt cache
+keeps serving it).
 
 `LanePrompt` also measures itself: the window (compactable) and everything else (never
 compacted), which is what `compaction.should_compact` compares with its threshold.
@@ -23,6 +27,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
+from choir.core.memory.recall import recall_block
 from choir.core.memory.working import WorkingMemory
 from choir.core.prompt.text import (
     CORE_INSTRUCTIONS,
@@ -137,7 +142,8 @@ def edge_prompt(
             *_optional(summary_text(memory.summary)),
         ],
     )
-    return _assemble(memory, head, [], skill_view, window_size, result_view, shown)
+    recalled = recall_block(memory.recalled) if memory.recalled is not None else None
+    return _assemble(memory, head, _optional(recalled), skill_view, window_size, result_view, shown)
 
 
 def core_prompt(

@@ -8,10 +8,11 @@ access each (reinforcement) before the transaction commits — a search that fai
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Final
 
 from choir.core.memory import relevance
-from choir.core.memory.relevance import RelevanceWeights
+from choir.core.memory.relevance import Candidate, RelevanceWeights
 from choir.daemon.memory.bm25_index import KnowledgeBm25
 from choir.daemon.memory.provider import Vector
 from choir.store import knowledge_relevance, memory_search
@@ -33,10 +34,11 @@ async def relevance_search(
     bm25: KnowledgeBm25,
     weights: RelevanceWeights,
     reinforce: bool = True,
+    admit: Callable[[Candidate], bool] | None = None,
 ) -> list[MemoryHit]:
     """The `limit` most relevant knowledge items for `text` (and its `vector`, when embedded);
     each returned item's access is counted (`reinforce`; False: the caller filters them first
-    and counts what it returns)."""
+    and counts what it returns); `admit` leaves out candidates before they are ranked."""
     depth = max(limit, CANDIDATES)
     index, terms = await bm25.current(conn, agent_id, text)
     scored = index.scored(terms)  # before the next await: a concurrent search may update it
@@ -44,6 +46,8 @@ async def relevance_search(
     signals = await knowledge_relevance.candidates(conn, list(best), vector, depth)
     scores = best | scored.of(i for i in signals if i not in best)
     candidates = [s.candidate(i, scores.get(i, 0.0)) for i, s in signals.items()]
+    if admit is not None:
+        candidates = [c for c in candidates if admit(c)]
     rows = {item_id: s.row for item_id, s in signals.items()}
     hits = memory_search.ranked_hits(agent_id, rows, relevance.ranked(candidates, weights, limit))
     if reinforce:

@@ -33,9 +33,12 @@ from choir.core.memory.knowledge_graph import (
     ItemFields,
 )
 from choir.core.memory.knowledge_names import check_name
+from choir.core.memory.recall import MAX_ITEMS, admitted
 from choir.core.memory.relevance import RelevanceWeights, check_kind
 from choir.daemon.memory.bm25_index import KnowledgeBm25
 from choir.daemon.memory.graph_search import KnowledgeHit, filtered_search
+from choir.daemon.memory.provider import Vector
+from choir.daemon.memory.relevance_search import relevance_search
 from choir.daemon.memory.search import MemoryQuery, checked, ef_search, run_search
 from choir.daemon.memory.vector_models import VectorModels
 from choir.errors import NotFoundError, UnavailableError
@@ -63,6 +66,8 @@ from choir.store.postgres.failures import classify
 from choir.store.postgres.pool import Connection, Pool
 
 T = TypeVar("T")
+Choose = Callable[[list[MemoryHit]], list[MemoryHit]]
+"""Which of a recall's ranked hits go into the prompt (access, budget: `daemon.memory.recall`)."""
 
 
 class MemoryStore(Protocol):
@@ -231,6 +236,13 @@ class MemoryStore(Protocol):
 
     async def stats(self, agent_id: str) -> MemoryStats:
         """Counts per tier, knowledge items, vectors missing, index sizes."""
+        ...
+
+    async def recall(
+        self, agent_id: str, text: str, vector: Vector | None, choose: Choose
+    ) -> list[MemoryHit]:
+        """The knowledge items relevant to `text` that `choose` keeps (a prompt's memories,
+        design 004); only those count an access (reinforcement), in the search's transaction."""
         ...
 
 
@@ -467,6 +479,33 @@ class PostgresMemoryStore:
 
     async def stats(self, agent_id: str) -> MemoryStats:
         return await self._run(agent_id, memory_stats.memory_stats)
+
+    async def recall(
+        self, agent_id: str, text: str, vector: Vector | None, choose: Choose
+    ) -> list[MemoryHit]:
+        query = MemoryQuery(store="knowledge", mode="relevance", text=text, vector=vector)
+        comparable = self._comparable(agent_id, replace(query, limit=MAX_ITEMS))
+        if comparable is None:
+            return []
+        weights = self._weights()
+
+        async def work(conn: Connection) -> list[MemoryHit]:
+            hits = await relevance_search(
+                conn,
+                agent_id,
+                comparable.text,
+                comparable.vector,
+                comparable.limit,
+                bm25=self._bm25,
+                weights=weights,
+                reinforce=False,
+                admit=admitted,
+            )
+            chosen = choose(hits)
+            await knowledge_relevance.reinforce(conn, [hit.source.id for hit in chosen])
+            return chosen
+
+        return await self._run(agent_id, work, ef_search=ef_search(comparable))
 
     async def _run(
         self,

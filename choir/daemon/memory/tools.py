@@ -93,8 +93,16 @@ class MemoryTools:
     """A page of a session's messages for mode `browse`; None where choird serves none."""
 
     def register(self, host_tools: HostTools) -> Callable[[], None]:
-        """Serve both tools on `host_tools`; returns the unregister callable."""
-        undo = [host_tools.register(QUERY, self.query), host_tools.register(UPSERT, self.upsert)]
+        """Serve both tools, and `choir.memory.recall` (edge's own, never the model's), on
+        `host_tools`; returns the unregister callable."""
+        from choir.daemon.memory.recall import RECALL, MemoryRecall
+
+        recall = MemoryRecall(self.parts, self.embed_query, self.current)
+        undo = [
+            host_tools.register(QUERY, self.query),
+            host_tools.register(UPSERT, self.upsert),
+            host_tools.register(RECALL, recall),
+        ]
 
         def unregister() -> None:
             for step in undo:

@@ -253,6 +253,50 @@ class SessionSummary(WireModel):
     """Work left unfinished."""
 
 
+class RecalledItem(WireModel):
+    """One memory `MemoryRecalled` put into a prompt."""
+
+    id: str
+    """The item's id (`choirctl memory show <id>` opens it)."""
+    name: str | None = None
+    """A knowledge item's name."""
+    store: Literal["knowledge"] = "knowledge"
+    """Where it came from; knowledge only for now (docs/ARCHITECTURE.md, memory)."""
+    score: float
+    """Its relevance (design 004's formula) for the message."""
+    tokens: int = Field(ge=0)
+    """What it costs in the prompt (estimated, 4 characters a token)."""
+    text: str
+    """The text the prompt showed: kept here so a replay shows the very same block."""
+
+
+class MemoryRecalled(WireModel):
+    """The memories put into edge's prompt for one user message (design 004, "relevant context").
+
+    Committed by edge right after the `UserMsg` it is for, before the turn's first LLM call; the
+    prompt shows the latest one for the latest user message, read from the log, so a replay or
+    a recovery shows the same block without searching again. `skipped` says why nothing was put
+    in (the search failed or was too slow): the turn goes on without it. A recall that found
+    nothing relevant is not committed.
+    """
+
+    kind: Literal["memory_recalled"] = "memory_recalled"
+    message_id: str | None = None
+    """The user message it is for."""
+    items: list[RecalledItem] = Field(default_factory=list)
+    """Best first."""
+    tokens: int = Field(default=0, ge=0)
+    """The items' tokens, together (at most `budget_tokens`)."""
+    budget_tokens: int = Field(ge=0)
+    """config.json `recall_budget_tokens` at the time."""
+    took_ms: int = Field(default=0, ge=0)
+    """From the search's request to its answer (or to giving up)."""
+    skipped: str | None = None
+    """Why nothing was recalled (an error, the deadline); None when the search answered."""
+    note: str | None = None
+    """How the search ran when not in full (no embedder answered: no similarity)."""
+
+
 class LlmCallRecorded(WireModel):
     """One LLM call a lane made, as billed: what usage and spend are counted from.
 
@@ -307,7 +351,8 @@ Event = Annotated[
     | ApprovalResolved
     | AgentReplied
     | SessionSummary
-    | LlmCallRecorded,
+    | LlmCallRecorded
+    | MemoryRecalled,
     Field(discriminator="kind"),
 ]
 """Any authoritative event, tagged by `kind`."""

@@ -1,0 +1,120 @@
+"""`choir.memory.recall` on real Postgres (design 004, relevant context each turn): the items
+that match the message, best first, within the token budget, only those counted as used; a
+search stuck on a lock is given up at its deadline with nothing counted; memory that is not up
+is an error answer, never an exception."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+from choir.core.memory.relevance import RelevanceWeights
+from choir.daemon.agents.host_tools import HostToolCall
+from choir.daemon.memory.recall import TIMEOUT, MemoryRecall
+from choir.daemon.memory.store import PostgresMemoryStore
+from choir.daemon.sessions.state import LiveSession
+from choir.errors import UnavailableError
+from choir.protocol import ResourceBindings, ToolResult
+from choir.store.postgres.idents import agent_schema, quote_ident
+from choir.store.postgres.pool import Pool
+from tests.memory.store.test_relevance import access, fill
+
+
+def _call(agent_id: str, text: str, budget: int = 2_000, deadline_ms: int = 5_000) -> HostToolCall:
+    bindings = ResourceBindings(workspace="ws", llm="demo", dm="console")
+    live = LiveSession("s-1", agent_id, "hash", bindings, False, 0, "genesis", None)
+    arguments = {"text": text, "budget_tokens": budget, "deadline_ms": deadline_ms}
+    return HostToolCall(live.context("token"), "recall-1", arguments)
+
+
+def _recall(store: PostgresMemoryStore) -> MemoryRecall:
+    async def parts() -> tuple[PostgresMemoryStore, Any]:
+        return store, None
+
+    async def no_vector(*_: Any, **__: Any) -> None:
+        raise AssertionError("the 3-dim test vectors are not the embedder's: never asked")
+
+    return MemoryRecall(parts, no_vector, current=lambda agent_id: False)
+
+
+def _names(result: ToolResult) -> list[str]:
+    return [item["name"] for item in result.data["items"]]
+
+
+async def test_matching_items_within_the_budget_and_only_those_count_as_used(
+    pool: Pool, ada: str
+) -> None:
+    store = PostgresMemoryStore(pool, weights=lambda: RelevanceWeights(0, 0, 0, 1))
+    await fill(store, ada)
+    recall = _recall(store)
+
+    result = await recall(_call(ada, "which host do deploys use?"))
+    assert result.status == "success", result.summary
+    # importance orders the matches; the printer note shares no word with the message
+    assert _names(result) == ["host.fix", "host.pref", "host.fact", "host.task"]
+    assert result.data["tokens"] == sum(item["tokens"] for item in result.data["items"])
+    assert (await access(pool, ada)) == {
+        "host.fix": 1, "host.pref": 1, "host.fact": 1, "host.task": 1, "office": 0
+    }  # fmt: skip
+
+    first = result.data["items"][0]["tokens"]
+    small = await recall(_call(ada, "which host do deploys use?", budget=first))
+    assert _names(small) == ["host.fix"]
+    assert small.data["tokens"] <= first
+    assert (await access(pool, ada))["host.fix"] == 2
+    assert (await access(pool, ada))["host.pref"] == 1
+
+    unrelated = await recall(_call(ada, "good morning, how are you today"))
+    assert unrelated.status == "success"
+    assert unrelated.data["items"] == []
+
+
+async def test_a_search_stuck_past_its_deadline_is_given_up_and_counts_nothing(
+    pool: Pool, ada: str
+) -> None:
+    store = PostgresMemoryStore(pool)
+    await fill(store, ada)
+    schema = quote_ident(agent_schema(ada))
+    async with pool.acquire() as admin:
+        blocker = admin.transaction()
+        await blocker.start()
+        await admin.execute(f"LOCK TABLE {schema}.knowledge_documents IN ACCESS EXCLUSIVE MODE")
+        started = time.monotonic()
+        result = await _recall(store)(_call(ada, "deploy host", deadline_ms=150))
+        took = time.monotonic() - started
+        await blocker.rollback()
+    assert result.status == "error"
+    assert result.error_code == TIMEOUT
+    assert "deadline" in result.summary
+    assert took < 2.0  # given up near 150 ms, not when the lock went
+    assert set((await access(pool, ada)).values()) == {0}
+
+
+async def test_memory_not_up_and_bad_arguments_are_error_answers(pool: Pool, ada: str) -> None:
+    async def down() -> tuple[PostgresMemoryStore, Any]:
+        raise UnavailableError("choird's memory has not started yet")
+
+    async def no_vector(*_: Any, **__: Any) -> None:
+        return None
+
+    recall = MemoryRecall(down, no_vector, current=lambda agent_id: True)
+    result = await recall(_call(ada, "deploy host"))
+    assert (result.status, result.error_code) == ("error", "memory_unavailable")
+    assert "not started" in result.summary
+    bad = await recall(HostToolCall(_call(ada, "x").context, "r", {"text": 3}))
+    assert (bad.status, bad.error_code) == ("error", "invalid_input")
+    off = await asyncio.wait_for(recall(_call(ada, "deploy host", budget=0)), 1)
+    assert off.data["items"] == []
+
+
+async def test_a_warm_up_loads_without_recalling_or_counting_anything(pool: Pool, ada: str) -> None:
+    store = PostgresMemoryStore(pool)
+    await fill(store, ada)
+    warm = HostToolCall(_call(ada, "").context, "warm-1", {**_call(ada, "").input, "warm": True})
+    result = await _recall(store)(warm)
+    assert result.status == "success", result.summary
+    assert result.data["items"] == []
+    assert set((await access(pool, ada)).values()) == {0}
+    found = await _recall(store)(_call(ada, "deploy host"))  # the index the warm-up built
+    assert "host.fact" in _names(found)
