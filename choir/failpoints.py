@@ -48,6 +48,7 @@ KNOWN_FAILPOINTS: Final = frozenset(
         "postgres.before_restart",
         "choird.before_stop_agents",
         "memory.close.after_chunks",
+        "memory.archive.before_store",
         "memory.reembed.after_page",
         "memory.backfill_tools.after_session",
         "proposal.after_commit",
@@ -70,6 +71,8 @@ pushed to its agent.
 `choird.before_stop_agents` (choird): it is stopping and about to stop its agents.
 `memory.close.after_chunks` (choird): a session's memory chunks are stored, its close is not
 recorded yet.
+`memory.archive.before_store` (choird): a compaction naming an archive is durable, its archive
+is not stored yet (the session's close stores it).
 `memory.reembed.after_page` (choird): a page of a re-embed's vectors is stored, more may wait.
 `memory.backfill_tools.after_session` (choird): one session's tool-call rows are stored by
 `memory backfill-tools`, more sessions may wait.
