@@ -30,6 +30,7 @@ __all__ = [
     "archive_name",
     "iso_minute",
     "marked",
+    "session_segment",
 ]
 
 ARCHIVE_KEY: Final = "compaction_archive"
@@ -42,8 +43,7 @@ finds archives only."""
 
 def archive_name(session_id: str, upto_rev: int) -> str:
     """The generated name of the archive of a fold of `session_id` up to `upto_rev`."""
-    short = session_id.removeprefix("s-") or "session"
-    return f"archive/{short}/{upto_rev}"
+    return f"archive/{session_segment(session_id)}/{upto_rev}"
 
 
 def iso_minute(moment: datetime) -> str:
@@ -94,12 +94,13 @@ def archive_entry(session_id: str, rev: int, event: MemoryWriteCommitted) -> Arc
         "marker_rev": rev,
         "archived_at": archive.archived_at,
     }
-    loc = f"{ARCHIVE_LOC}:{_loc_segment(session_id)}"
+    loc = f"{ARCHIVE_LOC}:{session_segment(session_id)}"
     return ArchiveEntry(archive.name, f"{header}\n\n{summary}", {ARCHIVE_KEY: source}, loc)
 
 
-def _loc_segment(session_id: str) -> str:
-    """The session id as a loc segment (lowercase letters, digits, `._-`)."""
+def session_segment(session_id: str) -> str:
+    """The session id as a name and loc segment (lowercase letters, digits, `._-`), without its
+    `s-` prefix."""
     segment = "".join(c if c.isalnum() or c in "._-" else "-" for c in session_id.lower())
     return segment.removeprefix("s-") or "session"
 

@@ -14,6 +14,10 @@ eager write (choird killed, Postgres away, the failpoint `memory.archive.before_
 nothing then: the close, which is itself resumed after a crash, stores what is missing, and an
 archive stored twice is stored once. The archive's vector is queued like any knowledge item's;
 one not written is backfilled.
+
+At the close the session's summary — the agent's, made at graceful stop — becomes the summary
+tree's branch over those archives (`choir.core.memory.summary_tree`): an item `summary/<session>`
+linked `derived_from` each archive, stored once however often the close runs.
 """
 
 from __future__ import annotations
@@ -21,11 +25,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Awaitable, Callable, Iterable, Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from choir.core.memory.archives import ArchiveEntry, archive_entry
+from choir.core.memory.summary_tree import session_summary_entry, who_said_what
 from choir.failpoints import failpoint
-from choir.logs import get_logger
+from choir.logs import get_logger, redact
 from choir.protocol.log.committed import CommittedEvent
 from choir.protocol.log.events import Event, MemoryWriteCommitted
 
@@ -41,13 +47,14 @@ Parts = Callable[[], Awaitable[tuple["MemoryStore", "Indexer"]]]
 
 
 def archives_of(session_id: str, events: Iterable[tuple[int, Event]]) -> list[ArchiveEntry]:
-    """The archive entries the compactions among `events` ((rev, event), any order) named."""
+    """The archive entries the compactions among `events` ((rev, event), any order) named,
+    with any secret the model repeated redacted (as session chunks are)."""
     entries = []
     for rev, event in events:
         if isinstance(event, MemoryWriteCommitted):
             entry = archive_entry(session_id, rev, event)
             if entry is not None:
-                entries.append(entry)
+                entries.append(replace(entry, text=redact(entry.text)))
     return entries
 
 
@@ -64,6 +71,35 @@ async def store_entries(
         names = [item.name for item in stored]
         _log.info("compaction archives stored", fields={"agent_id": agent_id, "names": names})
     return len(stored)
+
+
+async def store_session_branch(
+    store: MemoryStore, index: Indexer, agent_id: str, session: StoredSession
+) -> bool:
+    """At a session's close: store its summary (the tree's branch) linked derived_from its
+    archives, unless stored already; whether it was stored now (False without a summary)."""
+    summary = session.summary
+    if summary is None:
+        return False
+    times = [stored.ts for stored in session.events if stored.ts is not None]
+    participation = who_said_what(stored.event for stored in session.events)
+
+    def make(archives: list[str]) -> ArchiveEntry:
+        entry = session_summary_entry(
+            session.session_id,
+            summary,
+            first_at=min(times, default=None),
+            last_at=max(times, default=None),
+            participation=participation,
+            archives=archives,
+        )
+        return replace(entry, text=redact(entry.text))
+
+    item = await store.store_session_summary(agent_id, session.session_id, make)
+    if item is not None:
+        index(agent_id, "knowledge", item.id, item.text)
+        _log.info("session summary stored", fields={"agent_id": agent_id, "name": item.name})
+    return item is not None
 
 
 async def store_session_archives(
@@ -123,4 +159,10 @@ class ArchiveWriter:
             )
 
 
-__all__ = ["ArchiveWriter", "archives_of", "store_entries", "store_session_archives"]
+__all__ = [
+    "ArchiveWriter",
+    "archives_of",
+    "store_entries",
+    "store_session_archives",
+    "store_session_branch",
+]
