@@ -502,6 +502,7 @@ class ChoirDaemon:
             "tool_rows": health.tool_rows,
             "tool_sessions_undescribed": health.tool_sessions_undescribed,
             "tool_calls_undescribed": health.tool_calls_undescribed,
+            "tree_depth": stats.tree_depth,
         }
 
     async def _browse_session(

@@ -57,6 +57,12 @@ async def test_a_closed_session_becomes_a_branch_over_its_archives_expandable_to
     assert {m["who"] for m in events["data"]["messages"]} >= {"user"}
     assert "session 0 turn 0" in events["data"]["messages"][0]["text"]
 
+    stats = await query(agent, store="session", mode="stats", query="stats")
+    assert stats["data"]["tree_depth"] == 2, stats
+    assert "summary tree depth 2" in stats["summary"]
+    assert daemon.memory_store is not None
+    assert (await daemon.memory_store.stats("agent-1")).tree_depth == 2  # `memory stats`
+
     refused = await upsert(agent, op="write", name=branch, text="rewritten")
     assert (refused["status"], refused["error_code"]) == ("error", "immutable"), refused
     assert "archives are immutable" in refused["summary"]

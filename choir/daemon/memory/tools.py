@@ -185,7 +185,8 @@ class MemoryTools:
         return ToolResult.ok(
             f"{whose} memory: {covered}, {data['embedding_queue_depth']} rows queued for "
             f"vectors, {data['sessions_pending']} sessions waiting to close, "
-            f"{data['tool_calls_undescribed']} tool calls without their description",
+            f"{data['tool_calls_undescribed']} tool calls without their description, summary "
+            f"tree depth {data['tree_depth']}",
             target_agent=target,
             **data,
         )
