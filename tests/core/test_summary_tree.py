@@ -14,7 +14,7 @@ from choir.core.memory.summary_tree import (
     who_said_what,
 )
 from choir.protocol import AgentReplied, UserMsg
-from choir.protocol.log.events import SessionSummary
+from choir.protocol.log.events import Event, SessionSummary
 
 
 def test_the_branch_names_its_session_and_lists_its_leaves_with_when_and_who() -> None:
@@ -41,7 +41,7 @@ def test_the_branch_names_its_session_and_lists_its_leaves_with_when_and_who() -
 
 
 def test_who_said_what_counts_each_party() -> None:
-    events = [UserMsg(text="a"), AgentReplied(text="b"), UserMsg(text="c")]
+    events: list[Event] = [UserMsg(text="a"), AgentReplied(text="b"), UserMsg(text="c")]
     assert who_said_what(events) == "2 user messages, 1 agent replies"
     assert who_said_what([]) == "no messages"
 
