@@ -10,7 +10,7 @@ import json
 import pytest
 
 from choir.daemon.memory.search import MemoryQuery
-from choir.errors import ChoirError
+from choir.errors import ChoirError, ConflictError
 from tests.e2e_agent.test_lanes import (
     FOLD_MARK,
     MEMORY_SCRIPT,
@@ -57,9 +57,9 @@ async def test_a_compaction_leaves_an_immutable_archive_found_by_name_and_by_sea
     assert f"archived {archive['archived_at']}" in shown.text
     assert shown.metadata["compaction_archive"]["session_id"] == agent.session_id
 
-    with pytest.raises(ChoirError, match="archives are immutable"):
+    with pytest.raises(ConflictError, match="archives are immutable"):  # choirctl: exit 5
         await agent.operator.knowledge_delete("agent-1", name)
-    with pytest.raises(ChoirError, match="archives are immutable"):
+    with pytest.raises(ConflictError, match="archives are immutable"):
         await agent.operator.knowledge_rename("agent-1", name, "mine-now")
 
     store = agent.daemon.memory_store
