@@ -5,7 +5,8 @@ Each is a knowledge item (`choir.core.memory.archives`, `summary_tree`): searche
 other item (BM25, text, vector, relevance) and opened by name like one. Storing one is
 idempotent by its name — the paths that store it (an archive when its event is durable and at
 the session's close; a summary at the close, which a crash makes run again) may all run — the
-first stored wins, and a name an item of another kind holds is refused loudly rather than
+first stored wins (a racing second store finds the first's item), and a name an item of
+another kind holds is refused loudly rather than
 skipped. A session summary is linked `derived_from` to each of the session's archives. Every
 content write, rename and removal of these items is refused (`knowledge_immutable`): aliases,
 links and reads are not writes of them.
@@ -20,7 +21,7 @@ from choir.core.memory.knowledge_graph import EdgeType, GraphFilter, ItemFields,
 from choir.errors import ConflictError
 from choir.store.knowledge import KnowledgeItem, get_item
 from choir.store.knowledge_graph import link, list_filtered
-from choir.store.knowledge_writes import add_item
+from choir.store.knowledge_writes import KnowledgeNameTaken, add_item
 from choir.store.postgres.pool import Connection
 
 LEAVES_MAX = 1000
@@ -29,20 +30,40 @@ LEAVES_MAX = 1000
 
 async def store_archive(conn: Connection, entry: ArchiveEntry) -> KnowledgeItem | None:
     """Store `entry` unless it is stored already; the new item, or None when it was there."""
-    existing = await get_item(conn, entry.name)
-    if existing is not None:
-        [key] = entry.metadata
-        same = existing.metadata.get(key)
-        if not isinstance(same, dict) or same.get("session_id") != entry.metadata[key].get(
-            "session_id"
-        ):
-            raise ConflictError(
-                f"cannot store {entry.name!r} of the summary tree: an item of that name holds "
-                "something else; rename that item so the tree's item can take its name"
-            )
+    if await _stored(conn, entry):
         return None
     fields = ItemFields(loc=entry.loc, type=ItemType.ABSTRACT)
-    return await add_item(conn, entry.text, name=entry.name, metadata=entry.metadata, fields=fields)
+    # A savepoint (by hand: `run_as_agent` began the transaction with a plain BEGIN, which
+    # asyncpg's nested `transaction()` refuses): the other path may be storing it right now.
+    await conn.execute("SAVEPOINT tree_item")
+    try:
+        item = await add_item(
+            conn, entry.text, name=entry.name, metadata=entry.metadata, fields=fields
+        )
+    except KnowledgeNameTaken:
+        await conn.execute("ROLLBACK TO SAVEPOINT tree_item")
+        if await _stored(conn, entry):  # it committed first: stored once, by it
+            return None
+        raise
+    await conn.execute("RELEASE SAVEPOINT tree_item")
+    return item
+
+
+async def _stored(conn: Connection, entry: ArchiveEntry) -> bool:
+    """Whether `entry` is stored; a name another item holds is refused."""
+    existing = await get_item(conn, entry.name)
+    if existing is None:
+        return False
+    [key] = entry.metadata
+    same = existing.metadata.get(key)
+    if not isinstance(same, dict) or same.get("session_id") != entry.metadata[key].get(
+        "session_id"
+    ):
+        raise ConflictError(
+            f"cannot store {entry.name!r} of the summary tree: an item of that name holds "
+            "something else; rename that item so the tree's item can take its name"
+        )
+    return True
 
 
 async def archive_names(conn: Connection, loc: str) -> list[str]:

@@ -5,6 +5,7 @@ carry the marker naming it."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 
 import pytest
@@ -74,3 +75,36 @@ async def test_a_compaction_leaves_an_immutable_archive_found_by_name_and_by_sea
         r.body for r in agent.model.requests if FOLD_MARK not in json.dumps(r.body["messages"])
     ]
     assert f"[archived as {name}]" in system_texts(answers[-1])
+
+
+async def test_a_stopped_sessions_summary_becomes_the_branch_over_its_archives(
+    launch: Launch,
+) -> None:
+    agent = await launch(MEMORY_SCRIPT, event_window_size=4)
+    for n in range(3):
+        await agent.chat(f"hello {n}")
+    await durable(agent, "memory_write_committed")
+    agent.daemon.hub.push(agent.session_id, {"kind": "shutdown", "reason": "stop"})
+    assert await asyncio.wait_for(agent.process.wait(), 15) == 0
+    branch = f"summary/{agent.session_id.removeprefix('s-')}"
+
+    async def closed() -> bool:
+        try:
+            await agent.operator.knowledge_show("agent-1", branch)
+        except ChoirError:
+            return False
+        return True
+
+    await poll_until(closed, within=60)
+    shown = await agent.operator.knowledge_show("agent-1", branch)
+    assert "The user said hello; the agent answered." in shown.text
+    assert "user messages" in shown.text
+    leaves = [
+        e.name for e in shown.edges or () if e.edge == "derived_from" and e.direction == "out"
+    ]
+    assert leaves
+    assert all(
+        leaf.startswith(f"archive/{agent.session_id.removeprefix('s-')}/") for leaf in leaves
+    )
+    stats = await agent.operator.memory_stats("agent-1")
+    assert stats.agents[0].tree_depth == 2

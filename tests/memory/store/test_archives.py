@@ -3,6 +3,7 @@ are stored, found by every knowledge search and by name, and never changed by an
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable
 
 import pytest
@@ -108,3 +109,11 @@ async def test_an_archive_may_be_given_an_alias(store: PostgresMemoryStore, ada:
     aliased = await store.alias_knowledge(ada, item.name, "the-port-move")
     assert aliased.aliases == ("the-port-move",)
     assert (await store.get_knowledge(ada, "the-port-move")).id == item.id
+
+
+async def test_racing_stores_of_one_archive_store_it_once_and_none_fails(
+    store: PostgresMemoryStore, ada: str
+) -> None:
+    stored = await asyncio.gather(*(store.store_archives(ada, [entry()]) for _ in range(4)))
+    assert sorted(len(new) for new in stored) == [0, 0, 0, 1]
+    assert [i.name for i in await store.list_knowledge(ada, limit=10)] == [entry().name]
