@@ -8,9 +8,11 @@ from datetime import UTC, datetime, timedelta, timezone
 from choir.agent.kernel.commitlog import CommitLog
 from choir.core.memory.archives import (
     ARCHIVE_KEY,
+    TEXT_MAX_BYTES,
     archive_entry,
     archive_marker,
     archive_name,
+    fitted,
     iso_minute,
     marked,
 )
@@ -125,3 +127,11 @@ def test_an_event_written_before_archives_makes_none_and_keeps_its_wire_form() -
     event = MemoryWriteCommitted.model_validate(old)
     assert archive_entry("s-a", 4, event) is None
     assert "archive" not in event.model_dump(mode="json")  # old chain hashes stay valid
+
+
+def test_a_text_too_long_for_the_store_is_cut_never_refused() -> None:
+    text = "é" * 20_000  # 40,000 bytes of UTF-8
+    cut = fitted(text)
+    assert len(cut.encode()) <= TEXT_MAX_BYTES
+    assert cut.endswith(" …[cut]")
+    assert fitted("short") == "short"

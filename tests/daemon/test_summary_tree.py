@@ -69,3 +69,22 @@ async def test_a_closed_session_becomes_a_branch_over_its_archives_expandable_to
     gone = await query(agent, store="knowledge", mode="expand", query="no.such.item")
     assert (gone["status"], gone["error_code"]) == ("error", "not_found"), gone
     assert "no knowledge item no.such.item" in gone["summary"]
+
+
+async def test_a_name_held_by_a_note_costs_that_archive_only_and_the_close_completes(
+    daemon: ChoirDaemon,
+) -> None:
+    await daemon.memory_started()
+    assert daemon.memory_store is not None
+    await daemon.memory_store.add_knowledge(
+        "agent-1", "my own note, named like an archive", name=NAME
+    )
+    session_id = await run_session(daemon, [*compacted(), SessionSummary(summary="Ports.")])
+    await wait_closed(pool_of(daemon), session_id)  # the close went on
+    agent = await as_agent(daemon, "agent-1")
+    note = await query(agent, store="knowledge", mode="expand", query=NAME)
+    assert note["data"]["item"]["text"] == "my own note, named like an archive"
+    branch = await query(
+        agent, store="knowledge", mode="expand", query=f"summary/{session_id.removeprefix('s-')}"
+    )
+    assert (branch["status"], branch["data"]["sources"]) == ("success", [])

@@ -28,6 +28,7 @@ __all__ = [
     "archive_entry",
     "archive_marker",
     "archive_name",
+    "fitted",
     "iso_minute",
     "marked",
     "session_segment",
@@ -36,6 +37,9 @@ __all__ = [
 ARCHIVE_KEY: Final = "compaction_archive"
 """The metadata key of an archive item (where it came from): what makes it immutable to every
 write (`choir.store.knowledge_archives`)."""
+TEXT_MAX_BYTES: Final = 32 * 1024
+"""The knowledge store's limit on a text (`choir.store.knowledge.KNOWLEDGE_MAX_BYTES`): a tree
+item's text is cut to it, never refused — a refusal would stop the session's close."""
 ARCHIVE_LOC: Final = "archive"
 """The loc root (design 003) of archive items, `archive:<session>`: a search with `loc=archive`
 finds archives only."""
@@ -95,7 +99,17 @@ def archive_entry(session_id: str, rev: int, event: MemoryWriteCommitted) -> Arc
         "archived_at": archive.archived_at,
     }
     loc = f"{ARCHIVE_LOC}:{session_segment(session_id)}"
-    return ArchiveEntry(archive.name, f"{header}\n\n{summary}", {ARCHIVE_KEY: source}, loc)
+    text = fitted(f"{header}\n\n{summary}")
+    return ArchiveEntry(archive.name, text, {ARCHIVE_KEY: source}, loc)
+
+
+def fitted(text: str, max_bytes: int = TEXT_MAX_BYTES) -> str:
+    """`text`, cut to `max_bytes` of UTF-8 (marked where it was cut)."""
+    if len(text.encode()) <= max_bytes:
+        return text
+    mark = " …[cut]"
+    kept = text.encode()[: max_bytes - len(mark.encode())].decode(errors="ignore")
+    return kept + mark
 
 
 def session_segment(session_id: str) -> str:

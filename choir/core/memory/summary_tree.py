@@ -17,7 +17,13 @@ from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import Final
 
-from choir.core.memory.archives import ARCHIVE_KEY, ArchiveEntry, iso_minute, session_segment
+from choir.core.memory.archives import (
+    ARCHIVE_KEY,
+    ArchiveEntry,
+    fitted,
+    iso_minute,
+    session_segment,
+)
 from choir.protocol.log.events import (
     AgentReplied,
     Event,
@@ -95,7 +101,8 @@ def session_summary_entry(
         "archives": list(archives),
     }
     loc = f"{SUMMARY_LOC}:{session_segment(session_id)}"
-    return ArchiveEntry(summary_name(session_id), "\n".join(lines), {SUMMARY_KEY: source}, loc)
+    text = fitted("\n".join(lines))
+    return ArchiveEntry(summary_name(session_id), text, {SUMMARY_KEY: source}, loc)
 
 
 def tree_depth(archives: int, summaries: int, linked: int) -> int:

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING
 
 from choir.core.memory.archives import ArchiveEntry, archive_entry
 from choir.core.memory.summary_tree import session_summary_entry, who_said_what
+from choir.errors import ConflictError, UsageError
 from choir.failpoints import failpoint
 from choir.logs import get_logger, redact
 from choir.protocol.log.committed import CommittedEvent
@@ -102,6 +103,26 @@ async def store_session_branch(
     return item is not None
 
 
+async def store_session_tree(
+    store: MemoryStore, index: Indexer, agent_id: str, session: StoredSession
+) -> None:
+    """At a session's close: its archives, then its summary over them. A refusal (an item of
+    another kind holding a tree item's name) is logged and the close goes on: the session's
+    memory must not wait on it. Postgres being away is raised (the close is retried)."""
+    for step in (store_session_archives, store_session_branch):
+        try:
+            await step(store, index, agent_id, session)
+        except (ConflictError, UsageError) as refused:
+            _log.error(
+                "summary tree items of a session not stored",
+                fields={
+                    "agent_id": agent_id,
+                    "session_id": session.session_id,
+                    "error": refused.message,
+                },
+            )
+
+
 async def store_session_archives(
     store: MemoryStore, index: Indexer, agent_id: str, session: StoredSession
 ) -> int:
@@ -165,4 +186,5 @@ __all__ = [
     "store_entries",
     "store_session_archives",
     "store_session_branch",
+    "store_session_tree",
 ]

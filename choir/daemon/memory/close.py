@@ -34,7 +34,7 @@ from dataclasses import replace
 from typing import Final, Protocol
 
 from choir.core.memory.chunks import MemoryChunk, Tier
-from choir.daemon.memory.archives import store_session_archives, store_session_branch
+from choir.daemon.memory.archives import store_session_tree
 from choir.daemon.memory.chunks import (
     StoredSession,
     event_chunks,
@@ -261,10 +261,9 @@ class SessionCloser:
         # each tool call in one sentence, keyed apart from the chunks (`memory_tool_rows`)
         described = await self._store.add_tool_rows(agent_id, session_id, tool_rows)
         index_rows(self._index, agent_id, described)
-        # the compactions' archives not stored when their events became durable
-        await store_session_archives(self._store, self._index.index, agent_id, session)
-        # the session's summary, the summary tree's branch over those archives
-        await store_session_branch(self._store, self._index.index, agent_id, session)
+        # the compactions' archives not stored when their events became durable, and the
+        # session's summary: the summary tree's branch over them
+        await store_session_tree(self._store, self._index.index, agent_id, session)
         await failpoint("memory.close.after_chunks")
         promoted = await self._promote(agent_id, config.mid_term_sessions, begun.chunk_chars)
         async with self._pool.acquire() as conn:
