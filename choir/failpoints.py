@@ -49,6 +49,7 @@ KNOWN_FAILPOINTS: Final = frozenset(
         "choird.before_stop_agents",
         "memory.close.after_chunks",
         "edge.after_recall",
+        "memory.archive.before_store",
         "memory.reembed.after_page",
         "memory.backfill_tools.after_session",
         "proposal.after_commit",
@@ -73,6 +74,8 @@ pushed to its agent.
 recorded yet.
 `edge.after_recall` (agent): a message's recalled memories are committed, its first LLM call
 is not made yet.
+`memory.archive.before_store` (choird): a compaction naming an archive is durable, its archive
+is not stored yet (the session's close stores it).
 `memory.reembed.after_page` (choird): a page of a re-embed's vectors is stored, more may wait.
 `memory.backfill_tools.after_session` (choird): one session's tool-call rows are stored by
 `memory backfill-tools`, more sessions may wait.

@@ -257,6 +257,7 @@ class ChoirAgent:
                 status,
                 drain=self._drain,
                 withheld=integrations.withheld,
+                session_id=options.session_id,
             )
             kit.spend.begin(options.agent_id, restored.spend)
             kit.start()

@@ -155,11 +155,27 @@ def fields(item: KnowledgeView) -> None:
             else f"{edge.name} {edge.edge} this"
         )
         print(f"{'edge':<10}{arrow}")
+    sources = _source_events(item)
+    if sources:
+        print(f"{'sources':<10}{sources}")
     print(f"{'vector':<10}{'yes' if item.has_vector else 'no'}")
     print(f"{'created':<10}{moment(item.created_at)}")
     print(f"{'updated':<10}{moment(item.updated_at)}")
     print("text:")
     print(item.text)
+
+
+def _source_events(item: KnowledgeView) -> str | None:
+    """For a compaction archive (a leaf of the summary tree): the command that reads the
+    messages it summarizes; None for any other item (a summary's sources are its edges)."""
+    leaf = item.metadata.get("compaction_archive")
+    if not isinstance(leaf, dict):
+        return None
+    first, last = int(leaf["from_rev"]), int(leaf["upto_rev"])
+    return (
+        f"choirctl session messages {leaf['session_id']} --offset {first - 1} "
+        f"--limit {last - first + 1}"
+    )
 
 
 @app.command("put")

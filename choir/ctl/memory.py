@@ -191,6 +191,7 @@ def _stats(data: MemoryStats) -> None:
                 if s.tool_sessions_undescribed
                 else ""
             )
+            + f"; summary tree depth {s.tree_depth}"
         )
     e = data.embedding
     print(

@@ -47,6 +47,7 @@ if TYPE_CHECKING:  # aiohttp and cryptography load only for --transport http
     from choir.daemon.agents.host_tools import HostToolCall
     from choir.daemon.agents.services import AgentServices
     from choir.daemon.health.postgres import PostgresSupervisor
+    from choir.daemon.memory.archives import ArchiveWriter
     from choir.daemon.memory.browse import BrowsePage
     from choir.daemon.memory.close import SessionCloser
     from choir.daemon.memory.index import MemoryIndex
@@ -188,6 +189,8 @@ class ChoirDaemon:
         self.memory_closer: SessionCloser | None = None
         """Puts ended sessions into memory (§11.8 steps 6-7)."""
         self.memory_ready = asyncio.Event()
+        self.archive_writer: ArchiveWriter | None = None
+        """Stores each compaction's archive once its event is durable (from the start)."""
         self.browser: BrowserWorker | None = None
         """The browser worker of `choir.web.browse` (§18.2); Chromium runs when enabled."""
         self._memory_wanted = asyncio.Event()
@@ -347,6 +350,7 @@ class ChoirDaemon:
         self._serve_memory_tools(services, stage)
         await self._start_browser(services, config)
         services.sessions.subscribe(lambda ended: self._memory_wanted.set())
+        self._stack.callback(self._store_archives(services))
         self._memory_start = asyncio.create_task(self._start_memory(stage), name="memory-start")
         log.info(
             "choird ready",
@@ -498,6 +502,7 @@ class ChoirDaemon:
             "tool_rows": health.tool_rows,
             "tool_sessions_undescribed": health.tool_sessions_undescribed,
             "tool_calls_undescribed": health.tool_calls_undescribed,
+            "tree_depth": stats.tree_depth,
         }
 
     async def _browse_session(
@@ -543,8 +548,19 @@ class ChoirDaemon:
         assert self.memory_index is not None
         return self.memory_store, self.memory_index.index
 
+    def _store_archives(self, services: AgentServices) -> Callable[[], None]:
+        """Store each compaction's archive once its event is durable; returns the unsubscribe."""
+        from choir.daemon.memory.archives import ArchiveWriter
+
+        writer = self.archive_writer = ArchiveWriter(self._memory_parts)
+        return services.replicator.subscribe(
+            lambda durable: writer.durable(durable.agent_id, durable.session_id, durable.events)
+        )
+
     async def _stop_memory(self) -> None:
         """Closes in progress get a bounded grace, then stop (resumed at the next start)."""
+        if self.archive_writer is not None:
+            await self.archive_writer.aclose()
         if self._memory_start is not None and not self._memory_start.done():
             self._memory_start.cancel()
             await asyncio.gather(self._memory_start, return_exceptions=True)

@@ -8,6 +8,8 @@ taken — as a name or as an alias — is a `KnowledgeNameTaken` naming the hold
 write keeps the previous version (`knowledge_versions`); a rename or an alias changes no content
 and adds no version. A changed text drops the item's vector in the same statement, so a search
 never ranks the new text by the old text's embedding; the embedding queue writes the new one.
+Compaction archives are immutable: their writes, renames and removals are refused
+(`knowledge_immutable`).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from choir.core.memory.knowledge_graph import DEFAULT_TYPE, NO_FIELDS, ItemField
 from choir.core.memory.knowledge_names import check_name, derived_name
 from choir.errors import ConflictError
 from choir.store.knowledge import KnowledgeItem, check_item, item_by_id, resolve, resolved
+from choir.store.knowledge_immutable import refuse_archive
 from choir.store.postgres.jsonb_safe import encode_text
 from choir.store.postgres.pool import Connection
 
@@ -138,6 +141,7 @@ async def write_item(
     # 003's graph): only what is new is checked.
     check_item(text, None, metadata or {} if restored_from is None else {}, fields)
     item_id = await resolved(conn, ref)
+    await refuse_archive(conn, item_id, "restore" if restored_from is not None else "rewrite")
     status: str = await conn.execute(
         _WRITE,
         item_id,
@@ -173,6 +177,7 @@ async def rename_item(conn: Connection, ref: UUID | str, new_name: str) -> Knowl
     """Give the item `ref` names the name `new_name` (one of its own aliases may become it)."""
     check_name(new_name)
     item_id = await resolved(conn, ref)
+    await refuse_archive(conn, item_id, "rename")
     await _check_free(conn, new_name, "name", item_id)
     for statement in _RENAME:
         await _guarded(conn.execute(statement, item_id, new_name), new_name)
@@ -197,6 +202,7 @@ async def remove_item(conn: Connection, ref: UUID | str) -> bool:
     item_id = await resolve(conn, ref)
     if item_id is None:
         return False
+    await refuse_archive(conn, item_id, "remove")
     status: str = await conn.execute(_REMOVE, item_id)
     return status == "DELETE 1"
 

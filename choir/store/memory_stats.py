@@ -1,5 +1,5 @@
 """What an agent's memory holds (`memory stats`): chunks and sessions per tier, knowledge items,
-rows still waiting for a vector, and the size of each search index.
+rows still waiting for a vector, the size of each search index, and the summary tree's depth.
 
 Counting is exact (`count(*)`): it runs on an operator's request, not on a hot path. Runs on a
 connection already running as the agent (`run_as_agent`).
@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from choir.core.memory.chunks import Tier
+from choir.core.memory.summary_tree import tree_depth
 from choir.store.postgres.pool import Connection
 
 INDEXES: Final = (
@@ -35,7 +36,13 @@ SELECT
         AS memory_missing,
     (SELECT count(*) FROM knowledge_documents d
      WHERE NOT EXISTS (SELECT FROM knowledge_embeddings e WHERE e.document_id = d.id))
-        AS knowledge_missing
+        AS knowledge_missing,
+    (SELECT count(*) FROM knowledge_documents WHERE metadata ? 'compaction_archive') AS leaves,
+    (SELECT count(*) FROM knowledge_documents WHERE metadata ? 'session_summary') AS branches,
+    (SELECT count(DISTINCT s.id) FROM knowledge_documents s
+     JOIN knowledge_edges e ON e.source_id = s.id AND e.type = 'derived_from'
+     JOIN knowledge_documents a ON a.id = e.target_id AND a.metadata ? 'compaction_archive'
+     WHERE s.metadata ? 'session_summary') AS linked
 """
 
 _INDEX_SIZES: Final = """
@@ -56,6 +63,9 @@ class MemoryStats:
     """Searchable rows (mid-term, summaries, knowledge) without their embedding yet."""
     index_bytes: dict[str, int]
     """On-disk size of each search index (HNSW and GIN), by index name."""
+    tree_depth: int = 0
+    """Levels of the summary tree (`core.memory.summary_tree.tree_depth`): 0 none, 1 archives
+    only, 2 session summaries over them."""
 
 
 async def memory_stats(conn: Connection) -> MemoryStats:
@@ -70,4 +80,5 @@ async def memory_stats(conn: Connection) -> MemoryStats:
         knowledge_items=totals["knowledge"],
         vectors_missing=totals["memory_missing"] + totals["knowledge_missing"],
         index_bytes={row["name"]: row["bytes"] or 0 for row in sizes},
+        tree_depth=tree_depth(totals["leaves"], totals["branches"], totals["linked"]),
     )

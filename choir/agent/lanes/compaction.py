@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Awaitable, Callable, Mapping
+from datetime import UTC, datetime
 from typing import Any, Final
 
 from choir.adapters.llm import Completion, LlmError
@@ -24,9 +25,11 @@ from choir.agent.kernel.proposal import ToolProposal
 from choir.agent.lanes.memories import Memories
 from choir.agent.replication.live_config import DynamicState
 from choir.agent.wiring import Kernel
+from choir.core.memory.archives import archive_name, iso_minute
 from choir.core.memory.compaction import (
     CompactionApplied,
     CompactionPolicy,
+    CompactionRequest,
     apply_compaction,
     compaction_request,
     should_compact,
@@ -35,6 +38,7 @@ from choir.core.prompt.build import DEFAULT_WINDOW_SIZE, PromptSize
 from choir.errors import ChoirError
 from choir.logs import get_logger
 from choir.protocol import ToolResult
+from choir.protocol.log.events import CompactionArchive
 
 log = get_logger("choir.agent.compaction")
 
@@ -49,10 +53,18 @@ class CompactionDriver:
     """Starts, finishes and abandons the compactions of one session's lanes."""
 
     def __init__(
-        self, kernel: Kernel, state: DynamicState, memories: Memories, complete: Complete
+        self,
+        kernel: Kernel,
+        state: DynamicState,
+        memories: Memories,
+        complete: Complete,
+        *,
+        session_id: str = "",
     ) -> None:
         self._kernel, self._state, self._memories = kernel, state, memories
         self._complete = complete
+        self._session_id = session_id
+        """Names the archives the folds leave (`choir.core.memory.archives`)."""
         self._tasks: dict[str, asyncio.Task[None]] = {}
         self._sizes: dict[str, PromptSize] = {}
         self.applied = 0
@@ -85,7 +97,7 @@ class CompactionDriver:
             return False
         self._memories.lanes[lane] = memory.begin(request.upto_rev)
         task = asyncio.get_running_loop().create_task(
-            self._fold(lane, request.upto_rev, list(request.messages), policy),
+            self._fold(lane, request, policy),
             name=f"compact:{lane}",
         )
         self._tasks[lane] = task
@@ -131,11 +143,10 @@ class CompactionDriver:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
 
-    async def _fold(
-        self, lane: str, upto_rev: int, messages: list[dict[str, Any]], policy: CompactionPolicy
-    ) -> None:
+    async def _fold(self, lane: str, request: CompactionRequest, policy: CompactionPolicy) -> None:
+        upto_rev = request.upto_rev
         try:
-            completion = await self._complete(lane, messages, [])
+            completion = await self._complete(lane, list(request.messages), [])
         except (LlmError, ChoirError) as error:
             log.warning("compaction call failed", fields={"lane": lane, "error": error.message})
             self._abandon(lane)
@@ -146,8 +157,17 @@ class CompactionDriver:
         memory = self._memories.lanes.get(lane)
         if memory is None:
             return  # the lane ended while the call was out
+        archive = CompactionArchive(
+            name=archive_name(self._session_id, upto_rev),
+            folded_from_rev=request.folded[0].rev,
+            archived_at=iso_minute(datetime.now(UTC)),
+        )
         outcome = apply_compaction(
-            memory, completion.text, upto_rev, max_summary_chars=policy.max_summary_chars
+            memory,
+            completion.text,
+            upto_rev,
+            max_summary_chars=policy.max_summary_chars,
+            archive=archive,
         )
         self._memories.lanes[lane] = outcome.memory
         if not isinstance(outcome, CompactionApplied):
@@ -156,7 +176,8 @@ class CompactionDriver:
             return
         self._kernel.arbiter.commit(lane, outcome.event)
         self.applied += 1
-        log.info("working memory compacted", fields={"lane": lane, "upto_rev": upto_rev})
+        fields = {"lane": lane, "upto_rev": upto_rev, "archive": archive.name}
+        log.info("working memory compacted", fields=fields)
 
     def _abandon(self, lane: str) -> None:
         memory = self._memories.lanes.get(lane)

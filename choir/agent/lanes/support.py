@@ -186,6 +186,8 @@ class LaneKit:
     """Graceful stop (§17.2): once set, lanes finish their safe point and start nothing new."""
     withheld: Callable[[], Mapping[str, str]] = dict
     """The tools that cannot run under the current config, with why: never offered."""
+    session_id: str = ""
+    """The session's id: names the compaction archives (`choir.core.memory.archives`)."""
     spend: SpendMeter = field(default_factory=SpendMeter)
     """Each call's cost, committed as an `llm_call` event; the spend caps, checked before it."""
     compaction: CompactionDriver = field(init=False)
@@ -199,7 +201,11 @@ class LaneKit:
 
     def __post_init__(self) -> None:
         self.compaction = CompactionDriver(
-            self.kernel, self.state, self.memories, self._compaction_call
+            self.kernel,
+            self.state,
+            self.memories,
+            self._compaction_call,
+            session_id=self.session_id,
         )
         kernel = self.kernel
         self.budgets = BudgetFollower(self.state, kernel.log, kernel.arbiter, self.status.refresh)

@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final, Literal
 
+from choir.core.memory.archives import marked
 from choir.core.memory.fold_prompt import compaction_messages, parse_delta
 from choir.core.memory.working import WindowEvent, WorkingMemory
 from choir.core.prompt.build import DEFAULT_WINDOW_SIZE, PromptSize
@@ -31,7 +32,12 @@ from choir.core.prompt.window import (
     event_messages,
     full_result,
 )
-from choir.protocol.log.events import MemoryWriteCommitted, ModelOutput, ToolResultCommitted
+from choir.protocol.log.events import (
+    CompactionArchive,
+    MemoryWriteCommitted,
+    ModelOutput,
+    ToolResultCommitted,
+)
 
 __all__ = [
     "RESPONSE_FORMAT",
@@ -148,8 +154,11 @@ def apply_compaction(
     upto_rev: int,
     *,
     max_summary_chars: int = DEFAULT_MAX_SUMMARY_CHARS,
+    archive: CompactionArchive | None = None,
 ) -> CompactionApplied | CompactionFailed:
-    """Fold the events up to `upto_rev` into the summary with the model's reply, atomically."""
+    """Fold the events up to `upto_rev` into the summary with the model's reply, atomically.
+    With `archive`, the fold names its archive entry: the summary update ends with its marker
+    (`choir.core.memory.archives`) and the event carries it."""
     pending = memory.pending
     stale = pending is not None and pending.upto_rev != upto_rev
     if stale or upto_rev < memory.window_start_rev:
@@ -159,13 +168,16 @@ def apply_compaction(
     if isinstance(delta, list):
         why = f"the compaction reply is not a valid memory delta: {delta[0]}"
         return CompactionFailed("invalid_delta", why, memory.abandon(), tuple(delta))
+    if archive is not None:
+        update = marked(delta.summary_update, archive.name)
+        delta = delta.model_copy(update={"summary_update": update})
     summary = memory.summary.apply(delta)
     if len(summary.summary) > max_summary_chars:
         chars = len(summary.summary)
         why = f"the summary would grow to {chars} characters (max {max_summary_chars})"
         return CompactionFailed("summary_too_long", why, memory.abandon())
     event = MemoryWriteCommitted(
-        summary_lane=memory.lane, delta=delta, window_start_rev=upto_rev + 1
+        summary_lane=memory.lane, delta=delta, window_start_rev=upto_rev + 1, archive=archive
     )
     return CompactionApplied(memory.folded(summary, upto_rev), event)
 

@@ -40,7 +40,9 @@ Answer with one JSON object and nothing else, of this JSON Schema:
 {schema}
 - mode "append" adds summary_update to the summary; "overwrite" replaces the summary text with it.
 - Keep what the lane will need later: requests, decisions, results, names, paths, errors, open \
-work. Drop chatter and raw tool output. Write from the {perspective}'s side, concisely.
+work. Drop chatter and raw tool output. Write from the {perspective}'s side, concisely, \
+saying who said or did what (the user, the agent, a tool). The summary update is also kept as \
+this window's archive entry, which can be searched and opened by name later.
 - add_references: hashes (as shown in brackets) of events worth finding again.
 - add_fact: one durable key/value fact, with the hash of its event as source_event; remove_fact \
 drops an outdated fact by key. Omit both when there is none.{rewrite}"""

@@ -14,6 +14,7 @@ otherwise.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from datetime import datetime
 from typing import Final
 
 from pydantic import ValidationError
@@ -44,6 +45,8 @@ class StoredEvent:
     rev: int
     lane: str
     event: Event
+    ts: datetime | None = None
+    """When it was committed (None where it is not known)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,7 +79,7 @@ async def read_session(
                 continue
             if isinstance(event, SessionSummary):
                 summary = event
-            events.append(StoredEvent(record.rev, record.lane, event))
+            events.append(StoredEvent(record.rev, record.lane, event, record.created_at))
         next_rev = records[-1].rev + 1
     if unreadable:
         _log.warning(

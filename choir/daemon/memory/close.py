@@ -11,7 +11,9 @@ chunked and stored as `mid_term` with one row per tool call (`tool_rows`: a past
 each) and queued for vectors (`MemoryIndex`); then, while
 the agent has more than `mid_term_sessions` mid-term sessions, the oldest is promoted — its
 summary (none when it crashed) stored as `long_term_summary` and vectorized, its event chunks
-turned `long_term_detail` without vectors. A session is ended for memory when it stopped or
+turned `long_term_detail` without vectors. The compaction archives its events name and that are
+not stored yet are stored too, and its summary as the summary tree's branch over them
+(`archives`). A session is ended for memory when it stopped or
 forked, or when it crashed or was suspended and its agent has started a newer session since
 (`choir.store.memory_closes`).
 
@@ -32,6 +34,7 @@ from dataclasses import replace
 from typing import Final, Protocol
 
 from choir.core.memory.chunks import MemoryChunk, Tier
+from choir.daemon.memory.archives import store_session_tree
 from choir.daemon.memory.chunks import (
     StoredSession,
     event_chunks,
@@ -258,6 +261,9 @@ class SessionCloser:
         # each tool call in one sentence, keyed apart from the chunks (`memory_tool_rows`)
         described = await self._store.add_tool_rows(agent_id, session_id, tool_rows)
         index_rows(self._index, agent_id, described)
+        # the compactions' archives not stored when their events became durable, and the
+        # session's summary: the summary tree's branch over them
+        await store_session_tree(self._store, self._index.index, agent_id, session)
         await failpoint("memory.close.after_chunks")
         promoted = await self._promote(agent_id, config.mid_term_sessions, begun.chunk_chars)
         async with self._pool.acquire() as conn:

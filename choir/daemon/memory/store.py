@@ -24,6 +24,7 @@ from dataclasses import replace
 from typing import Any, Protocol, TypeVar
 from uuid import UUID
 
+from choir.core.memory.archives import ARCHIVE_LOC, ArchiveEntry, session_segment
 from choir.core.memory.chunks import MemoryChunk, Tier
 from choir.core.memory.knowledge_graph import (
     NO_FIELDS,
@@ -44,6 +45,7 @@ from choir.daemon.memory.vector_models import VectorModels
 from choir.errors import NotFoundError, UnavailableError
 from choir.store import (
     knowledge,
+    knowledge_archives,
     knowledge_graph,
     knowledge_relevance,
     knowledge_versions,
@@ -182,6 +184,19 @@ class MemoryStore(Protocol):
 
     async def delete_knowledge(self, agent_id: str, ref: UUID | str) -> bool:
         """Remove the item whose id, name or alias is `ref`; whether there was one."""
+        ...
+
+    async def store_archives(
+        self, agent_id: str, entries: Sequence[ArchiveEntry]
+    ) -> list[KnowledgeItem]:
+        """Store the compaction archives not stored yet, in one transaction; the new ones."""
+        ...
+
+    async def store_session_summary(
+        self, agent_id: str, session_id: str, make: Callable[[list[str]], ArchiveEntry]
+    ) -> KnowledgeItem | None:
+        """Store the session's summary item `make(archive names)` unless stored, and link it
+        derived_from each of the session's archives; the new item, or None."""
         ...
 
     async def add_session_chunks(
@@ -414,6 +429,29 @@ class PostgresMemoryStore:
 
     async def delete_knowledge(self, agent_id: str, ref: UUID | str) -> bool:
         return await self._run(agent_id, lambda c: knowledge_writes.remove_item(c, ref))
+
+    async def store_archives(
+        self, agent_id: str, entries: Sequence[ArchiveEntry]
+    ) -> list[KnowledgeItem]:
+        async def work(c: Connection) -> list[KnowledgeItem]:
+            stored = [await knowledge_archives.store_archive(c, entry) for entry in entries]
+            return [item for item in stored if item is not None]
+
+        return await self._run(agent_id, work)
+
+    async def store_session_summary(
+        self, agent_id: str, session_id: str, make: Callable[[list[str]], ArchiveEntry]
+    ) -> KnowledgeItem | None:
+        loc = f"{ARCHIVE_LOC}:{session_segment(session_id)}"
+
+        async def work(c: Connection) -> KnowledgeItem | None:
+            leaves = await knowledge_archives.archive_names(c, loc)
+            entry = make(leaves)
+            item = await knowledge_archives.store_archive(c, entry)
+            await knowledge_archives.link_sources(c, entry.name, leaves)
+            return item
+
+        return await self._run(agent_id, work)
 
     async def add_session_chunks(
         self, agent_id: str, session_id: str, tier: Tier, chunks: Sequence[MemoryChunk]

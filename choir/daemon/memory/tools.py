@@ -6,7 +6,8 @@
   embed the query text first; when no embedder answers in time the search runs as `text` and
   the result says so (§11.9: search degrades, it never fails for want of a vector); knowledge
   `relevance` embeds it too, and without a vector ranks without semantic similarity. Knowledge
-  queries filter by loc, type and tags, and mode `neighbours` follows edges (`graph_tools`).
+  queries filter by loc, type and tags, mode `neighbours` follows edges (`graph_tools`), mode
+  `expand` goes one step down the summary tree (`tree_tools`).
 - `choir.memory.upsert`: the closed set of knowledge writes — add, write, rename, alias,
   remove (and put: write-or-add, the spec's update-by-key) — on the caller's own knowledge
   only, each item addressed by its name or an alias; `kind` (correction, preference, fact,
@@ -28,9 +29,10 @@ from uuid import UUID
 
 from choir.core.memory.knowledge_graph import NO_FIELDS
 from choir.daemon.agents.host_tools import HostToolCall, HostTools
-from choir.daemon.memory import graph_tools
+from choir.daemon.memory import graph_tools, tree_tools
 from choir.errors import ConflictError, NotFoundError, UnavailableError, UsageError
 from choir.protocol import ToolResult
+from choir.store.knowledge_immutable import ArchiveImmutable
 
 if TYPE_CHECKING:  # numpy and pgvector load with memory, after choird's start (see `_query`)
     from choir.daemon.memory.browse import BrowsePage
@@ -137,6 +139,9 @@ class MemoryTools:
         if mode == graph_tools.NEIGHBOURS_MODE and store == "knowledge":
             memory, _ = await self.parts()
             return await graph_tools.neighbours(caller, target, args, memory, _limit(args))
+        if mode == tree_tools.EXPAND_MODE and store == "knowledge":
+            memory, _ = await self.parts()
+            return await tree_tools.expand(caller, target, args, memory, self.browse, _limit(args))
         graph = graph_tools.graph_filter(args)
         text = _text(args, "query") or ""
         vector, note = None, ""
@@ -188,7 +193,8 @@ class MemoryTools:
         return ToolResult.ok(
             f"{whose} memory: {covered}, {data['embedding_queue_depth']} rows queued for "
             f"vectors, {data['sessions_pending']} sessions waiting to close, "
-            f"{data['tool_calls_undescribed']} tool calls without their description",
+            f"{data['tool_calls_undescribed']} tool calls without their description, summary "
+            f"tree depth {data['tree_depth']}",
             target_agent=target,
             **data,
         )
@@ -344,6 +350,8 @@ async def _answered(work: Awaitable[ToolResult]) -> ToolResult:
         return ToolResult.fail("invalid_input", err.message)
     except NotFoundError as err:
         return ToolResult.fail("not_found", err.message)
+    except ArchiveImmutable as err:
+        return ToolResult.fail("immutable", err.message)
     except ConflictError as err:
         return ToolResult.fail("name_taken", err.message)
     except UnavailableError as err:

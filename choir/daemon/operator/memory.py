@@ -316,6 +316,7 @@ def _agent_stats(
         vectors_missing=stats.vectors_missing,
         index_bytes=stats.index_bytes,
         reembed=reembed,
+        tree_depth=stats.tree_depth,
     )
 
 

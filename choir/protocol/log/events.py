@@ -128,8 +128,21 @@ class ToolResultCommitted(WireModel):
     `lock_wait_ms`), for telemetry: `agent status` p50/p95 per tool, the metrics endpoint."""
 
 
+class CompactionArchive(WireModel):
+    """The immutable archive entry a compaction leaves (seed design 002): the folded window's
+    summary, stored by choird as a knowledge item of this name when the event is durable."""
+
+    name: str = Field(min_length=1, max_length=200)
+    """Its generated, unique name: `archive/<session short id>/<rev folded up to>`."""
+    folded_from_rev: int = Field(ge=1)
+    """The oldest rev the compaction folded (the newest is `window_start_rev - 1`)."""
+    archived_at: str = Field(pattern=r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}Z$")
+    """When, to the minute (ISO 8601, UTC): `2026-11-27T13:52Z`."""
+
+
 class MemoryWriteCommitted(WireModel):
-    """A compaction folded events into a lane's reference summary (working memory, §11.3)."""
+    """A compaction folded events into a lane's reference summary (working memory, §11.3).
+    It is also the lane history's marker of the archive the compaction left (`archive`)."""
 
     kind: Literal["memory_write_committed"] = "memory_write_committed"
     summary_lane: LaneId
@@ -138,6 +151,9 @@ class MemoryWriteCommitted(WireModel):
     """The structured edit applied to the summary."""
     window_start_rev: int = Field(ge=1)
     """The lane's new event window boundary: the oldest rev still in the window."""
+    archive: CompactionArchive | None = Field(default=None, exclude_if=lambda a: a is None)
+    """The archive entry of the folded window; None (left out) in logs written before
+    archives, whose compactions left none."""
 
 
 class CoreStarted(WireModel):

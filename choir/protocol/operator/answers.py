@@ -654,6 +654,9 @@ class AgentMemoryStats(OperatorModel):
     """Sessions in memory whose tool calls have no rows yet: `memory backfill-tools` fills them."""
     tool_calls_undescribed: int = 0
     """The tool results of those sessions."""
+    tree_depth: int = 0
+    """Levels of the summary tree: 0 none, 1 compaction archives only, 2 session summaries
+    linked to them (seed design 004)."""
 
 
 class EmbeddingView(OperatorModel):

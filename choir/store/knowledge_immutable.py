@@ -1,0 +1,34 @@
+"""Which knowledge items no write may change: the summary tree's — compaction archives and
+session summaries (`knowledge_archives`).
+
+`knowledge_writes` asks here before a content write, a rename or a removal, in the write's own
+transaction, so a refusal leaves nothing half-written.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+from uuid import UUID
+
+from choir.core.memory.summary_tree import TREE_KEYS
+from choir.errors import ConflictError
+from choir.store.postgres.pool import Connection
+
+_IN_TREE: Final = "SELECT name FROM knowledge_documents WHERE id = $1 AND metadata ?| $2::text[]"
+
+
+class ArchiveImmutable(ConflictError):
+    """A write, rename or removal of a compaction archive or a session summary."""
+
+
+async def refuse_archive(conn: Connection, item_id: UUID, what: str) -> None:
+    """Refuse `what` (e.g. "rewrite") of the item `item_id` if it is in the summary tree."""
+    name = await conn.fetchval(_IN_TREE, item_id, list(TREE_KEYS))
+    if name is not None:
+        raise ArchiveImmutable(
+            f"cannot {what} {name!r}: it is a compaction archive or a session summary, and "
+            "archives are immutable; write a new note (and link it to the archive) instead"
+        )
+
+
+__all__ = ["ArchiveImmutable", "refuse_archive"]
