@@ -7,6 +7,7 @@ from collections.abc import Callable
 from choir.config.model import ChoirConfig
 from choir.config.resources import TelegramGateway
 from choir.config.validation.embedding import embedding_problems
+from choir.core.memory.access import check_grants
 
 SCRIPTED_PROVIDER = "scripted"
 """The built-in demo provider: replays a script, needs no endpoint or key."""
@@ -83,6 +84,17 @@ def pinned_ssh_hosts(config: ChoirConfig) -> list[str]:
     ]
 
 
+def memory_grants(config: ChoirConfig) -> list[str]:
+    """Each agent's `memories` entries name known agents and roles their class allows."""
+    agents = sorted(config.agents)
+    return [
+        problem
+        for name, agent in config.agents.items()
+        if agent.memories is not None
+        for problem in check_grants(name, [m.grant(name) for m in agent.memories], agents)
+    ]
+
+
 RULES: tuple[Callable[[ChoirConfig], list[str]], ...] = (
     crash_threshold,
     model_endpoints,
@@ -92,6 +104,7 @@ RULES: tuple[Callable[[ChoirConfig], list[str]], ...] = (
     admin_approvals,
     embedding_problems,
     pinned_ssh_hosts,
+    memory_grants,
 )
 
 
