@@ -80,6 +80,7 @@ async def test_personal_memory_is_the_sessions_user_only(daemon: ChoirDaemon) ->
     ]
     only = await query(one, store="knowledge", mode="text", query="cat", memory="personal")
     assert texts(only) == ["My cat is called Miso."]
+    assert only["data"]["hits"][0]["memory"] == "personal"
 
     # agent-2 (no grant can give it) neither reads nor writes agent-1's personal memory
     two, _ = await session(daemon, "agent-2")

@@ -166,7 +166,9 @@ def placed_view(loc: str, kind: str, tags: tuple[str, ...]) -> dict[str, Any]:
 
 
 def hit_place(placed: Placed | None) -> dict[str, Any]:
-    return {} if placed is None else placed_view(placed.loc, placed.type.value, placed.tags)
+    if placed is None:
+        return {}
+    return placed_view(placed.loc, placed.type.value, placed.tags) | {"memory": placed.memory_class}
 
 
 def _neighbour(neighbour: Neighbour) -> dict[str, Any]:
