@@ -1,19 +1,25 @@
 """The memory host tools (§11.7) choird serves over EXECUTE_HOST_TOOL, with §11.2's access rules.
 
 - `choir.memory.query` for the `session` and `knowledge` stores (the agent answers `working`
-  itself): any configured agent's memory may be read (`target_agent`, default the caller); an
-  unknown agent is an error the model sees, never an empty result. `semantic` and `hybrid`
-  embed the query text first; when no embedder answers in time the search runs as `text` and
-  the result says so (§11.9: search degrades, it never fails for want of a vector); knowledge
-  `relevance` embeds it too, and without a vector ranks without semantic similarity. Knowledge
-  queries filter by loc, type and tags, and mode `neighbours` follows edges (`graph_tools`).
+  itself): the caller's memory, or another agent's (`target_agent`) as its memory classes and
+  roles allow (`access.MemoryGate`, asked on every call: a knowledge search covers the memories
+  the caller may read, or the one `memory` names; a personal item is its session's user's
+  only); an unknown agent is an error the model sees, never an empty result. `semantic` and
+  `hybrid` embed the query text first; when no embedder answers in time the search runs as
+  `text` and the result says so (§11.9: search degrades, it never fails for want of a vector);
+  knowledge `relevance` embeds it too, and without a vector ranks without semantic similarity.
+  Knowledge queries filter by loc, type and tags, and mode `neighbours` follows edges
+  (`graph_tools`).
 - `choir.memory.upsert`: the closed set of knowledge writes — add, write, rename, alias,
-  remove (and put: write-or-add, the spec's update-by-key) — on the caller's own knowledge
-  only, each item addressed by its name or an alias; `kind` (correction, preference, fact,
-  task) sets an item's importance for relevance search. An unknown name is the tool error
-  `not_found`, a name another item answers to `name_taken`. A written item is queued for
-  embedding (`index`); it is searchable by text at once. Items carry a loc, a type, tags and
-  data, and ops link and unlink add and remove typed edges (design 003, `graph_tools`).
+  remove (and put: write-or-add, the spec's update-by-key) — on a memory the caller may write
+  (its own but system; another agent's app memory attached read-write), checked against the
+  item's memory (an existing item's never changes) or `memory` for a new one, each item
+  addressed by its name or an alias; a refusal is the tool error `access_denied`. `kind`
+  (correction, preference, fact, task) sets an item's importance for relevance search. An
+  unknown name is the tool error `not_found`, a name another item answers to `name_taken`. A
+  written item is queued for embedding (`index`); it is searchable by text at once. Items
+  carry a loc, a type, tags and data, and ops link and unlink add and remove typed edges
+  (design 003, `graph_tools`).
 
 Arguments were checked by the agent against the tool's schema, but choird trusts nothing an
 agent sends: every argument is checked again here, and a bad one is a one-line tool error.
