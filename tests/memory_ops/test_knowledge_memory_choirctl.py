@@ -28,6 +28,11 @@ async def test_the_operator_writes_system_and_personal_memory(filled: Filled) ->
     assert "memory    personal (user console)" in shown.out
     assert (shown_json["memory"], shown_json["user"]) == ("system", None)
     assert again.out.startswith("wrote version 2 of user.style in agent-1's personal memory")
+    listed = (await run(filled, "knowledge", "list", "agent-1", "--json")).json()
+    assert {(i["name"], i["memory"], i["user"]) for i in listed["items"]} >= {
+        ("identity", "system", None),
+        ("user.style", "personal", "console"),
+    }
 
 
 @pytest.mark.parametrize(
