@@ -710,6 +710,10 @@ class KnowledgeFields(TypedDict, total=False):
     loc: str
     type: str
     data: dict[str, Any]
+    memory: str
+    """A new item's memory (add, put only): system, knowledge, app or personal."""
+    user: str
+    """A personal item's user, a DM (add, put only)."""
 
 
 def _present(payload: dict[str, Any]) -> Payload:

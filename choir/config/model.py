@@ -13,6 +13,7 @@ from pydantic import Field, field_validator
 from choir.config.base import ConfigModel, NonEmpty
 from choir.config.browser import BrowserConfig
 from choir.config.container import ContainerConfig
+from choir.config.memories import MemoryEntry
 from choir.config.metrics import MetricsConfig
 from choir.config.names import AgentId, ResourceName
 from choir.config.relevance import RelevanceConfig
@@ -85,6 +86,9 @@ class AgentConfig(ConfigModel):
     spend_cap: SpendCap | None = None
     """Spend caps of this agent's LLM calls (calls of unknown cost do not count); hot-reloaded:
     a raised cap applies to the next call."""
+    memories: list[MemoryEntry] | None = None
+    """The memories it attaches, each with a role (`choir.config.memories`); absent: its own
+    memories and every other agent's knowledge and app memory readable, as before classes."""
 
 
 class ChoirConfig(Tunables):

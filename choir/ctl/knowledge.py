@@ -60,6 +60,32 @@ def graph_filter(loc: str | None, kind: str | None, tags: list[str] | None) -> K
     return {key: value for key, value in given.items() if value is not None}  # type: ignore[return-value]
 
 
+MemoryOption = Annotated[
+    str | None,
+    typer.Option(
+        "--memory",
+        help="A new item's memory: system (the agent's definition, read-only to it), "
+        "knowledge (default), app or personal.",
+    ),
+]
+UserOption = Annotated[
+    str | None,
+    typer.Option("--user", help="A personal item's user: the DM whose sessions see it."),
+]
+
+
+def placed_fields(
+    loc: str | None, kind: str | None, data: str | None, memory: str | None, user: str | None
+) -> KnowledgeFields:
+    """`graph_fields`, and the memory a new item goes to."""
+    fields = graph_fields(loc, kind, data)
+    if memory is not None:
+        fields["memory"] = memory
+    if user is not None:
+        fields["user"] = user
+    return fields
+
+
 def graph_fields(loc: str | None, kind: str | None, data: str | None) -> KnowledgeFields:
     """`--loc`, `--type` and `--data` (parsed; choird checks all three)."""
     given: dict[str, Any] = {"loc": loc, "type": kind}
@@ -143,6 +169,7 @@ def fields(item: KnowledgeView) -> None:
     print(f"{'version':<10}{item.version}")
     print(f"{'loc':<10}{dash(item.loc or '')}")
     print(f"{'type':<10}{item.type}")
+    print(f"{'memory':<10}{item.memory}" + (f" (user {item.user})" if item.user else ""))
     print(f"{'tags':<10}{dash(', '.join(item.tags))}")
     if item.data:
         print(f"{'data':<10}{compact(item.data, 100)}")
@@ -191,12 +218,14 @@ def put(
     loc: LocOption = None,
     kind: TypeOption = None,
     data_json: DataOption = None,
+    memory: MemoryOption = None,
+    user: UserOption = None,
     home: HomeOption = None,
     as_json: JsonOption = False,
 ) -> None:
     from choir.ctl.remote import with_choird
 
-    fields = graph_fields(loc, kind, data_json)
+    fields = placed_fields(loc, kind, data_json, memory, user)
     data = with_choird(
         home,
         lambda choird: choird.knowledge_put(
@@ -218,12 +247,14 @@ def add(
     loc: LocOption = None,
     kind: TypeOption = None,
     data_json: DataOption = None,
+    memory: MemoryOption = None,
+    user: UserOption = None,
     home: HomeOption = None,
     as_json: JsonOption = False,
 ) -> None:
     from choir.ctl.remote import with_choird
 
-    fields = graph_fields(loc, kind, data_json)
+    fields = placed_fields(loc, kind, data_json, memory, user)
     data = with_choird(
         home,
         lambda choird: choird.knowledge_add(
@@ -265,7 +296,8 @@ def _stored(agent_id: str, data: KnowledgeStored) -> None:
     item = data.item
     how = f"wrote version {item.version} of" if data.updated else "stored"
     vector = "embedded" if data.embedded else "not embedded yet: found by text until a backfill"
-    print(f"{how} {item.name} in {agent_id}'s knowledge; {vector}")
+    where = "knowledge" if item.memory == "knowledge" else f"{item.memory} memory"
+    print(f"{how} {item.name} in {agent_id}'s {where}; {vector}")
 
 
 @app.command("rename")

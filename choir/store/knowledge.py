@@ -37,7 +37,8 @@ LIST_MAX: Final = 1000
 """Most items one page lists."""
 
 _FIELDS: Final = (
-    "d.id, d.name, d.text, d.metadata, d.version, d.created_at, d.updated_at, d.loc, d.type, d.data"
+    "d.id, d.name, d.text, d.metadata, d.version, d.created_at, d.updated_at, d.loc, d.type, "
+    "d.data, d.memory_class, d.owner_user"
 )
 _HAS_VECTOR: Final = "EXISTS (SELECT FROM knowledge_embeddings e WHERE e.document_id = d.id)"
 _ALIASES: Final = (
@@ -88,6 +89,10 @@ class KnowledgeItem:
     type: ItemType = ItemType.INFO
     data: dict[str, Any] = field(default_factory=dict)
     """Structured data beside the text (a JSON object)."""
+    memory_class: str = "knowledge"
+    """Which of the agent's memories holds it (`choir.core.memory.access.MemoryClass`)."""
+    owner_user: str = ""
+    """A personal item's user (the DM it was written from); "" for the other classes."""
 
     @property
     def tags(self) -> tuple[str, ...]:
@@ -212,4 +217,6 @@ def item_of(row: Record) -> KnowledgeItem:
         loc=row["loc"],
         type=ItemType(row["type"]),
         data=row["data"],
+        memory_class=row["memory_class"],
+        owner_user=row["owner_user"],
     )

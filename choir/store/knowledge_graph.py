@@ -39,18 +39,31 @@ Direction = Literal["out", "in"]
 
 
 def filter_sql(first: int) -> str:
-    """The `GraphFilter` condition on `d`, its three parameters numbered from `first`:
-    loc (NULL: any), type (NULL: any), tags (empty: any)."""
+    """The `GraphFilter` condition on `d`, its five parameters numbered from `first`:
+    loc (NULL: any), type (NULL: any), tags (empty: any), the scope's classes (NULL: any) and
+    its user (NULL: no personal item)."""
     loc, kind, tags = f"${first}::text", f"${first + 1}::text", f"${first + 2}::text[]"
+    classes, user = f"${first + 3}::text[]", f"${first + 4}::text"
     return (
         f"({loc} IS NULL OR d.loc = {loc} OR starts_with(d.loc, {loc} || ':')) "
         f"AND ({kind} IS NULL OR d.type = {kind}) "
-        f"AND (cardinality({tags}) = 0 OR d.metadata -> 'tags' @> to_jsonb({tags}))"
+        f"AND (cardinality({tags}) = 0 OR d.metadata -> 'tags' @> to_jsonb({tags})) "
+        f"AND ({classes} IS NULL OR (d.memory_class = ANY({classes}) "
+        f"AND (d.memory_class <> 'personal' OR d.owner_user = {user})))"
     )
 
 
-def filter_args(graph: GraphFilter) -> tuple[str | None, str | None, list[str]]:
-    return graph.loc, None if graph.type is None else graph.type.value, list(graph.tags)
+def filter_args(
+    graph: GraphFilter,
+) -> tuple[str | None, str | None, list[str], list[str] | None, str | None]:
+    scope = graph.scope
+    return (
+        graph.loc,
+        None if graph.type is None else graph.type.value,
+        list(graph.tags),
+        None if scope is None else list(scope.classes),
+        None if scope is None else scope.user,
+    )
 
 
 _LINK: Final = """

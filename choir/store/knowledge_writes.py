@@ -20,7 +20,7 @@ from uuid import UUID, uuid4
 
 import asyncpg
 
-from choir.core.memory.knowledge_graph import DEFAULT_TYPE, NO_FIELDS, ItemFields
+from choir.core.memory.knowledge_graph import DEFAULT_TYPE, NO_FIELDS, ItemFields, Placement
 from choir.core.memory.knowledge_names import check_name, derived_name
 from choir.errors import ConflictError
 from choir.store.knowledge import KnowledgeItem, check_item, item_by_id, resolve, resolved
@@ -35,8 +35,9 @@ JOIN knowledge_documents d ON d.id = n.document_id WHERE n.name = $1
 
 _ADD: Final = """
 WITH d AS (
-    INSERT INTO knowledge_documents (id, name, text, metadata, loc, type, data)
-    VALUES ($1, $2, $3, $4, $5, $6, $7)
+    INSERT INTO knowledge_documents
+        (id, name, text, metadata, loc, type, data, memory_class, owner_user)
+    VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
     RETURNING *
 ),
 n AS (INSERT INTO knowledge_names (name, document_id, is_alias) SELECT name, id, false FROM d)
@@ -117,9 +118,19 @@ async def add_item(
     name = name if name is not None else derived_name(text, item_id)
     await _check_free(conn, name, "name", None)
     loc, kind = fields.loc or "", (fields.type or DEFAULT_TYPE).value
+    memory = fields.memory or Placement("knowledge")
     await _guarded(
         conn.execute(
-            _ADD, item_id, name, encode_text(text), metadata, loc, kind, fields.data or {}
+            _ADD,
+            item_id,
+            name,
+            encode_text(text),
+            metadata,
+            loc,
+            kind,
+            fields.data or {},
+            memory.memory_class,
+            memory.user,
         ),
         name,
     )

@@ -289,7 +289,8 @@ def item_text(item: a.MemoryItem) -> Text:
         text.append(f"knowledge {k.id}", "bold")
         text.append(f"  {k.name} v{k.version} · updated {(k.updated_at or '-')[:19]}\n")
         tags = f" · tags {', '.join(k.tags)}" if k.tags else ""
-        text.append(f"{k.type} · loc {k.loc or '-'}{tags}\n", "dim")
+        memory = f" · {k.memory} memory" + (f" of {k.user}" if k.user else "")
+        text.append(f"{k.type} · loc {k.loc or '-'}{tags}{memory}\n", "dim")
         for edge in k.edges or ():
             arrow = (
                 f"→ {edge.edge} {edge.name}"

@@ -7,6 +7,7 @@ from collections.abc import Callable
 from choir.config.model import ChoirConfig
 from choir.config.resources import TelegramGateway
 from choir.config.validation.embedding import embedding_problems
+from choir.core.memory.access import check_grants
 
 SCRIPTED_PROVIDER = "scripted"
 """The built-in demo provider: replays a script, needs no endpoint or key."""
@@ -83,6 +84,27 @@ def pinned_ssh_hosts(config: ChoirConfig) -> list[str]:
     ]
 
 
+def memory_grants(config: ChoirConfig) -> list[str]:
+    """Each agent's `memories` entries name known agents and roles their class allows."""
+    agents = sorted(config.agents)
+    problems = [
+        problem
+        for name, agent in config.agents.items()
+        if agent.memories is not None
+        for problem in check_grants(name, [m.grant(name) for m in agent.memories], agents)
+    ]
+    # Sealing is not wired to the store yet: a memory marked encrypted would be stored in the
+    # clear, so the mark is refused rather than silently ignored.
+    problems += [
+        f"agents.{name}.memories[{index}].encrypted: encryption at rest is not built yet; "
+        "remove encrypted (the memory would be stored in the clear)"
+        for name, agent in config.agents.items()
+        for index, entry in enumerate(agent.memories or ())
+        if entry.encrypted and (entry.agent or name) == name
+    ]
+    return problems
+
+
 RULES: tuple[Callable[[ChoirConfig], list[str]], ...] = (
     crash_threshold,
     model_endpoints,
@@ -92,6 +114,7 @@ RULES: tuple[Callable[[ChoirConfig], list[str]], ...] = (
     admin_approvals,
     embedding_problems,
     pinned_ssh_hosts,
+    memory_grants,
 )
 
 

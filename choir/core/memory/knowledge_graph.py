@@ -71,10 +71,31 @@ class ItemFields:
     """"" clears it (the item has no place in the hierarchy)."""
     type: ItemType | None = None
     data: dict[str, Any] | None = None
+    memory: Placement | None = None
+    """Which of the agent's memories a new item goes to (None: knowledge); set at add only,
+    never changed by a write."""
 
     @property
     def given(self) -> bool:
         return any(value is not None for value in (self.loc, self.type, self.data))
+
+
+@dataclass(frozen=True, slots=True)
+class Placement:
+    """One of an agent's memories (`choir.core.memory.access`): its class, and for a personal
+    item its user ("" for the other classes)."""
+
+    memory_class: str
+    user: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryScope:
+    """The memories a read covers: items of `classes`, personal ones only if they are `user`'s
+    (None: no personal item)."""
+
+    classes: tuple[str, ...]
+    user: str | None = None
 
 
 NO_FIELDS: Final = ItemFields()
@@ -89,10 +110,17 @@ class GraphFilter:
     type: ItemType | None = None
     tags: tuple[str, ...] = ()
     """The item carries every one of these tags."""
+    scope: MemoryScope | None = None
+    """The memories the caller may read (None: all of them, the operator's reads)."""
 
     @property
     def given(self) -> bool:
-        return self.loc is not None or self.type is not None or bool(self.tags)
+        return (
+            self.loc is not None
+            or self.type is not None
+            or bool(self.tags)
+            or self.scope is not None
+        )
 
     def describe(self) -> str:
         """The filter as the model and the operator read it back (`loc=a:b type=info`)."""

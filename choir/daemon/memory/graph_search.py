@@ -37,7 +37,7 @@ DEPTHS: Final = (200, 1000)
 FILTERED_DEPTH_MAX: Final = DEPTHS[-1]
 
 _GRAPH: Final = (
-    "SELECT id, loc, type, coalesce(metadata -> 'tags', '[]') AS tags "
+    "SELECT id, loc, type, coalesce(metadata -> 'tags', '[]') AS tags, memory_class "
     "FROM knowledge_documents WHERE id = ANY($1)"
 )
 
@@ -49,6 +49,8 @@ class Placed:
     loc: str
     type: ItemType
     tags: tuple[str, ...]
+    memory_class: str = "knowledge"
+    """The memory that holds it (system, knowledge, app, personal)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,6 +150,7 @@ async def _places(conn: Connection, ids: Sequence[UUID]) -> dict[UUID, Placed]:
             loc=row["loc"],
             type=ItemType(row["type"]),
             tags=tuple(tag for tag in row["tags"] if isinstance(tag, str)),
+            memory_class=row["memory_class"],
         )
         for row in rows
     }

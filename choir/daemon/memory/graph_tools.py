@@ -116,18 +116,23 @@ async def graph_write(
 
 
 async def neighbours(
-    caller: str, target_agent: str, args: Mapping[str, Any], store: MemoryStore, limit: int
+    caller: str,
+    target_agent: str,
+    args: Mapping[str, Any],
+    store: MemoryStore,
+    limit: int,
+    graph: GraphFilter,
 ) -> ToolResult:
-    """Mode `neighbours`: the items linked to item `query`, depth 1."""
+    """Mode `neighbours`: the items linked to item `query`, depth 1, passing `graph` (the
+    query's filter and the memories the caller may read)."""
     ref = args.get("query") or args.get("name")
     if not isinstance(ref, str) or not ref.strip():
         raise UsageError("mode neighbours needs query: the name (or alias) of the item")
-    graph = graph_filter(args)
     item, found = await store.knowledge_neighbours(
         target_agent, ref, types=edge_types(args.get("edge_types")), graph=graph, limit=limit
     )
     whose = "your" if target_agent == caller else f"{target_agent}'s"
-    filtered = f" ({graph.describe()})" if graph.given else ""
+    filtered = f" ({graph.describe()})" if graph.describe() else ""
     return ToolResult(
         status="success",
         summary=f"{len(found)} neighbour(s) of {item.name!r} in {whose} knowledge{filtered}",
@@ -161,7 +166,9 @@ def placed_view(loc: str, kind: str, tags: tuple[str, ...]) -> dict[str, Any]:
 
 
 def hit_place(placed: Placed | None) -> dict[str, Any]:
-    return {} if placed is None else placed_view(placed.loc, placed.type.value, placed.tags)
+    if placed is None:
+        return {}
+    return placed_view(placed.loc, placed.type.value, placed.tags) | {"memory": placed.memory_class}
 
 
 def _neighbour(neighbour: Neighbour) -> dict[str, Any]:

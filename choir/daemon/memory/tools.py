@@ -1,20 +1,25 @@
 """The memory host tools (§11.7) choird serves over EXECUTE_HOST_TOOL, with §11.2's access rules.
 
 - `choir.memory.query` for the `session` and `knowledge` stores (the agent answers `working`
-  itself): any configured agent's memory may be read (`target_agent`, default the caller); an
-  unknown agent is an error the model sees, never an empty result. `semantic` and `hybrid`
-  embed the query text first; when no embedder answers in time the search runs as `text` and
-  the result says so (§11.9: search degrades, it never fails for want of a vector); knowledge
-  `relevance` embeds it too, and without a vector ranks without semantic similarity. Knowledge
-  queries filter by loc, type and tags, mode `neighbours` follows edges (`graph_tools`), mode
-  `expand` goes one step down the summary tree (`tree_tools`).
+  itself): the caller's memory, or another agent's (`target_agent`) as its memory classes and
+  roles allow (`access.MemoryGate`, asked on every call: a knowledge search covers the memories
+  the caller may read, or the one `memory` names; a personal item is its session's user's
+  only); an unknown agent is an error the model sees, never an empty result. `semantic` and
+  `hybrid` embed the query text first; when no embedder answers in time the search runs as
+  `text` and the result says so (§11.9: search degrades, it never fails for want of a vector);
+  knowledge `relevance` embeds it too, and without a vector ranks without semantic similarity.
+  Knowledge queries filter by loc, type and tags, mode `neighbours` follows edges
+  (`graph_tools`), mode `expand` goes one step down the summary tree (`tree_tools`).
 - `choir.memory.upsert`: the closed set of knowledge writes — add, write, rename, alias,
-  remove (and put: write-or-add, the spec's update-by-key) — on the caller's own knowledge
-  only, each item addressed by its name or an alias; `kind` (correction, preference, fact,
-  task) sets an item's importance for relevance search. An unknown name is the tool error
-  `not_found`, a name another item answers to `name_taken`. A written item is queued for
-  embedding (`index`); it is searchable by text at once. Items carry a loc, a type, tags and
-  data, and ops link and unlink add and remove typed edges (design 003, `graph_tools`).
+  remove (and put: write-or-add, the spec's update-by-key) — on a memory the caller may write
+  (its own but system; another agent's app memory attached read-write), checked against the
+  item's memory (an existing item's never changes) or `memory` for a new one, each item
+  addressed by its name or an alias; a refusal is the tool error `access_denied`. `kind`
+  (correction, preference, fact, task) sets an item's importance for relevance search. An
+  unknown name is the tool error `not_found`, a name another item answers to `name_taken`. A
+  written item is queued for embedding (`index`); it is searchable by text at once. Items
+  carry a loc, a type, tags and data, and ops link and unlink add and remove typed edges
+  (design 003, `graph_tools`).
 
 Arguments were checked by the agent against the tool's schema, but choird trusts nothing an
 agent sends: every argument is checked again here, and a bad one is a one-line tool error.
@@ -22,19 +27,28 @@ agent sends: every argument is checked again here, and a bad one is a one-line t
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Collection, Mapping
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Final, Protocol
 from uuid import UUID
 
-from choir.core.memory.knowledge_graph import NO_FIELDS
+from choir.core.memory.access import MemoryClass, Op
+from choir.core.memory.knowledge_graph import (
+    NO_FIELDS,
+    GraphFilter,
+    ItemFields,
+    MemoryScope,
+    Placement,
+)
 from choir.daemon.agents.host_tools import HostToolCall, HostTools
 from choir.daemon.memory import graph_tools, tree_tools
+from choir.daemon.memory.access import MemoryAccessDenied, MemoryGate
 from choir.errors import ConflictError, NotFoundError, UnavailableError, UsageError
 from choir.protocol import ToolResult
 from choir.store.knowledge_immutable import ArchiveImmutable
 
 if TYPE_CHECKING:  # numpy and pgvector load with memory, after choird's start (see `_query`)
+    from choir.config.model import AgentConfig
     from choir.daemon.memory.browse import BrowsePage
     from choir.daemon.memory.provider import Vector
     from choir.daemon.memory.store import MemoryStore
@@ -83,8 +97,9 @@ class MemoryTools:
 
     parts: MemoryParts
     embed_query: QueryEmbedder
-    agents: Callable[[], Collection[str]]
-    """The configured agents: whose memory exists to be read."""
+    agents: Callable[[], Mapping[str, AgentConfig]]
+    """The configured agents: whose memory exists to be read, and the memories each attaches
+    (`memories`, checked by `MemoryGate` on every call)."""
     current: Callable[[str], bool] = lambda agent_id: True
     """Whether an agent's vectors are the configured model's (`vector_models`): another
     model's are never compared with a query's, the search runs as text."""
@@ -112,13 +127,19 @@ class MemoryTools:
 
         return unregister
 
+    @property
+    def gate(self) -> MemoryGate:
+        return MemoryGate(self.agents)
+
     async def query(self, call: HostToolCall) -> ToolResult:
-        return await _answered(self._query(call.context.agent_id, call.input))
+        user = call.context.bindings.dm
+        return await _answered(self._query(call.context.agent_id, call.input, user))
 
     async def upsert(self, call: HostToolCall) -> ToolResult:
-        return await _answered(self._upsert(call.context.agent_id, call.input))
+        user = call.context.bindings.dm
+        return await _answered(self._upsert(call.context.agent_id, call.input, user))
 
-    async def _query(self, caller: str, args: Mapping[str, Any]) -> ToolResult:
+    async def _query(self, caller: str, args: Mapping[str, Any], user: str | None) -> ToolResult:
         store = _required(args, "store")
         if store == "working":
             raise _Refused("invalid_input", 'store "working" is searched by the agent itself')
@@ -132,17 +153,29 @@ class MemoryTools:
         from choir.daemon.memory.search import MemoryQuery, SearchMode
 
         mode = _required(args, "mode")
+        graph = graph_tools.graph_filter(args)
+        if store == "knowledge":
+            graph = replace(graph, scope=self._scope(caller, target, args, user))
+        elif args.get("memory") is not None:
+            raise _Refused("invalid_input", "memory (a class) filters the knowledge store only")
+        else:
+            self.gate.check_session(caller, target)
         if mode == STATS:
             return await self._stats(store, caller, target)
         if mode == BROWSE:
             return await self._browse(store, caller, target, args)
         if mode == graph_tools.NEIGHBOURS_MODE and store == "knowledge":
             memory, _ = await self.parts()
-            return await graph_tools.neighbours(caller, target, args, memory, _limit(args))
+            ref = args.get("query") or args.get("name")
+            if isinstance(ref, str) and ref.strip():
+                await self._visible(memory, caller, target, ref, user, graph)
+            return await graph_tools.neighbours(caller, target, args, memory, _limit(args), graph)
         if mode == tree_tools.EXPAND_MODE and store == "knowledge":
             memory, _ = await self.parts()
+            ref = args.get("query") or args.get("name")
+            if isinstance(ref, str) and ref.strip():
+                await self._visible(memory, caller, target, ref, user, graph)
             return await tree_tools.expand(caller, target, args, memory, self.browse, _limit(args))
-        graph = graph_tools.graph_filter(args)
         text = _text(args, "query") or ""
         vector, note = None, ""
         if mode in (SearchMode.SEMANTIC, SearchMode.HYBRID) and not self.current(target):
@@ -167,7 +200,7 @@ class MemoryTools:
         memory, _ = await self.parts()
         found = await memory.search_placed(target, query, graph)
         placed = [(f.hit, graph_tools.hit_place(f.placed)) for f in found]
-        note += f" ({graph.describe()})" if graph.given else ""
+        note += f" ({graph.describe()})" if graph.describe() else ""
         whose = "your" if target == caller else f"{target}'s"
         return ToolResult(
             status="success",
@@ -235,13 +268,48 @@ class MemoryTools:
             truncated=page.next_offset is not None,
         )
 
-    async def _upsert(self, caller: str, args: Mapping[str, Any]) -> ToolResult:
-        target = _text(args, "target_agent")
-        if target is not None and target != caller:
+    def _scope(
+        self, caller: str, target: str, args: Mapping[str, Any], user: str | None
+    ) -> MemoryScope:
+        """The memories of `target` a knowledge read covers: `memory` (a class) or every one
+        the caller may read."""
+        wanted = _memory_class(args)
+        if wanted is None:
+            return self.gate.scope(caller, target, user=user)
+        self.gate.check(caller, target, wanted, Op.READ, user=user)
+        return MemoryScope((wanted.value,), user)
+
+    async def _visible(
+        self,
+        store: MemoryStore,
+        caller: str,
+        target: str,
+        ref: str,
+        user: str | None,
+        graph: GraphFilter,
+    ) -> KnowledgeItem:
+        """The item `ref` names in `target`'s knowledge, if the caller may read its memory;
+        another user's personal item is not found, as an absent one."""
+        try:
+            item = await store.get_knowledge(target, ref)
+        except NotFoundError:
+            raise _Refused("not_found", _unknown(ref)) from None
+        if not self.gate.visible(caller, target, item.memory_class, item.owner_user, user):
+            raise _Refused("not_found", _unknown(ref))
+        scope = graph.scope
+        if scope is not None and item.memory_class not in scope.classes:
+            self.gate.check(caller, target, MemoryClass(item.memory_class), Op.READ, user=user)
             raise _Refused(
-                "access_denied",
-                f"knowledge is written to your own store only, not {target!r}'s (§11.2)",
+                "invalid_input",
+                f"item {ref!r} is in memory {target}/{item.memory_class}, outside the memory "
+                "asked for; drop memory or ask for that one",
             )
+        return item
+
+    async def _upsert(self, caller: str, args: Mapping[str, Any], user: str | None) -> ToolResult:
+        target = _text(args, "target_agent") or caller
+        if target not in self.agents():
+            raise _Refused("unknown_agent", f"there is no agent {target!r} whose memory to write")
         op = _required(args, "op")
         if op == "insert" and args.get("key") is not None:
             op = "put"  # §11.7's insert with a key replaced the keyed entry, as put does
@@ -251,7 +319,56 @@ class MemoryTools:
                 "invalid_input", f"unknown op {op!r}: use " + ", ".join(OPS) + " (see the tool)"
             )
         store, index = await self.parts()
-        return await _write(op, caller, args, store, index)
+        fields = await self._placed(store, op, caller, target, args, user)
+        return await _write(op, target, args, store, index, fields)
+
+    async def _placed(
+        self,
+        store: MemoryStore,
+        op: str,
+        caller: str,
+        target: str,
+        args: Mapping[str, Any],
+        user: str | None,
+    ) -> ItemFields:
+        """Check the write against the memory it goes to: the item's own (an existing item's
+        class never changes) or `memory` for a new one (default knowledge); the fields to
+        write, a new item's placement among them."""
+        wanted = _memory_class(args)
+        fields = graph_tools.item_fields(args) if op in ("add", "write", "put") else NO_FIELDS
+        name = _text(args, "name") or _text(args, "key")
+        existing = None
+        if op != "add" and name is not None:
+            try:
+                existing = await store.get_knowledge(target, name)
+            except NotFoundError:
+                if op != "put":  # the op itself says what is missing, arguments first
+                    memory_class = wanted or MemoryClass.KNOWLEDGE
+                    self.gate.check(caller, target, memory_class, Op.WRITE, user=user)
+                    return fields
+        if existing is None:
+            memory_class = wanted or MemoryClass.KNOWLEDGE
+            self.gate.check(caller, target, memory_class, Op.WRITE, user=user)
+            owner = user if memory_class is MemoryClass.PERSONAL and user else ""
+            return replace(fields, memory=Placement(memory_class.value, owner))
+        if not self.gate.visible(caller, target, existing.memory_class, existing.owner_user, user):
+            if op == "put":  # another user's item holds the name: never written over
+                raise _Refused(
+                    "name_taken",
+                    f"the name {name!r} is taken in {target}'s memory; choose another name",
+                )
+            raise _Refused("not_found", _unknown(str(name)))
+        memory_class = MemoryClass(existing.memory_class)
+        self.gate.check(caller, target, memory_class, Op.WRITE, user=user)
+        if wanted is not None and wanted is not memory_class:
+            raise _Refused(
+                "invalid_input",
+                f"item {existing.name!r} is in memory {target}/{memory_class.value}, not "
+                f"{wanted.value}: an item never changes memory; add a new one there",
+            )
+        if op in graph_tools.GRAPH_OPS:
+            await self._visible(store, caller, target, _required(args, "target"), user, _ANY)
+        return fields
 
 
 BROWSE: Final = "browse"
@@ -268,11 +385,16 @@ OPS: Final = ("add", "write", "rename", "alias", "remove", "put", "link", "unlin
 
 
 async def _write(
-    op: str, caller: str, args: Mapping[str, Any], store: MemoryStore, index: Indexer
+    op: str,
+    caller: str,
+    args: Mapping[str, Any],
+    store: MemoryStore,
+    index: Indexer,
+    fields: ItemFields,
 ) -> ToolResult:
-    """Run one op of the closed set; refusals (unknown name, taken name) become tool errors."""
+    """Run one op of the closed set on `caller`'s memory (the agent written to, after the
+    access check); refusals (unknown name, taken name) become tool errors."""
     name = _text(args, "name") or _text(args, "key")
-    fields = graph_tools.item_fields(args) if op in ("add", "write", "put") else NO_FIELDS
     kind = _text(args, "kind")
     if op == "add":
         item = await store.add_knowledge(
@@ -329,6 +451,7 @@ def _done(summary: str, op: str, item: KnowledgeItem) -> ToolResult:
         name=item.name,
         aliases=list(item.aliases),
         version=item.version,
+        memory=item.memory_class,
         **graph_tools.placed_view(item.loc, item.type.value, item.tags),
     )
 
@@ -346,6 +469,8 @@ async def _answered(work: Awaitable[ToolResult]) -> ToolResult:
         return await work
     except _Refused as refused:
         return ToolResult.fail(refused.code, refused.message)
+    except MemoryAccessDenied as err:
+        return ToolResult.fail("access_denied", err.message)
     except UsageError as err:
         return ToolResult.fail("invalid_input", err.message)
     except NotFoundError as err:
@@ -372,6 +497,22 @@ def _text(args: Mapping[str, Any], name: str) -> str | None:
     if not isinstance(value, str) or not value.strip():
         raise _Refused("invalid_input", f"{name} must be a non-empty string")
     return value
+
+
+def _memory_class(args: Mapping[str, Any]) -> MemoryClass | None:
+    value = _text(args, "memory")
+    if value is None:
+        return None
+    try:
+        return MemoryClass(value)
+    except ValueError:
+        raise _Refused(
+            "invalid_input",
+            f"unknown memory {value!r}: use " + ", ".join(c.value for c in MemoryClass),
+        ) from None
+
+
+_ANY: Final = GraphFilter()
 
 
 def _limit(args: Mapping[str, Any]) -> int:

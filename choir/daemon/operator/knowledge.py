@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from choir.daemon.operator.context import OperatorContext
+from choir.daemon.operator.knowledge_access import placed_fields
 from choir.daemon.operator.knowledge_graph import fields_of
 from choir.daemon.operator.memory import knowledge_view, store_of, stored, tag_metadata
 from choir.daemon.operator.views import iso
@@ -30,7 +31,7 @@ async def knowledge_add(ctx: OperatorContext, request: r.KnowledgeAdd) -> a.Know
         request.text,
         name=request.name,
         metadata=tag_metadata(request.tags),
-        fields=fields_of(request),
+        fields=await placed_fields(ctx, store, request),
     )
     return await stored(ctx, store, request.agent_id, item)
 

@@ -24,7 +24,8 @@ from uuid import UUID
 from choir.core.memory.knowledge_graph import check_tags
 from choir.daemon.operator.context import OperatorContext
 from choir.daemon.operator.events import bounded
-from choir.daemon.operator.knowledge_graph import edge_view, fields_of, filter_of, placed
+from choir.daemon.operator.knowledge_access import placed_fields
+from choir.daemon.operator.knowledge_graph import edge_view, filter_of, placed
 from choir.daemon.operator.views import event_view, iso
 from choir.errors import NotFoundError, UnavailableError, UsageError
 from choir.protocol.operator import answers as a
@@ -266,6 +267,8 @@ def knowledge_view(
         has_vector=item.has_vector or embedded,
         data=item.data,
         edges=edges,
+        memory=item.memory_class,
+        user=item.owner_user or None,
         **placed(item.loc, item.type.value, item.tags),
     )
 
@@ -393,7 +396,7 @@ async def knowledge_put(ctx: OperatorContext, request: r.KnowledgePut) -> a.Know
         request.text,
         name=request.name,
         metadata=tag_metadata(request.tags),
-        fields=fields_of(request),
+        fields=await placed_fields(ctx, store, request),
     )
     return await stored(ctx, store, request.agent_id, item)
 

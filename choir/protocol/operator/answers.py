@@ -575,6 +575,10 @@ class KnowledgeView(OperatorModel):
     """Structured data beside the text."""
     edges: list[KnowledgeEdgeView] | None = None
     """Its edges, both directions (`knowledge.show`; None where they were not read)."""
+    memory: str = "knowledge"
+    """The memory that holds it: system, knowledge, app or personal."""
+    user: str | None = None
+    """A personal item's user (its DM); None for the other memories."""
 
 
 class KnowledgeEdgeView(OperatorModel):

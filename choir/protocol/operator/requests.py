@@ -286,6 +286,11 @@ class KnowledgePut(WireModel):
     """system, record, info or abstract (None: unchanged, or info for a new item)."""
     data: dict[str, Any] | None = None
     """Structured data beside the text, at most 16 KiB as JSON (None: unchanged or none)."""
+    memory: str | None = None
+    """Which of the agent's memories a new item goes to: system, knowledge, app or personal
+    (None: knowledge); an existing item stays in its own."""
+    user: str | None = None
+    """A personal item's user: the DM (a key of `dms`) whose sessions see it."""
 
 
 class KnowledgeAdd(WireModel):
@@ -302,6 +307,11 @@ class KnowledgeAdd(WireModel):
     """system, record, info or abstract (None: unchanged, or info for a new item)."""
     data: dict[str, Any] | None = None
     """Structured data beside the text, at most 16 KiB as JSON (None: unchanged or none)."""
+    memory: str | None = None
+    """Which of the agent's memories it goes to: system, knowledge, app or personal (None:
+    knowledge)."""
+    user: str | None = None
+    """A personal item's user: the DM (a key of `dms`) whose sessions see it."""
 
 
 class KnowledgeWrite(WireModel):

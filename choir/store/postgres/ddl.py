@@ -598,6 +598,23 @@ CREATE TABLE {schema}.knowledge_edges (
 CREATE INDEX knowledge_edges_target_idx ON {schema}.knowledge_edges (target_id);
 """,
     ),
+    Migration(
+        9,
+        "knowledge memory classes: system, knowledge, app, personal (per user)",
+        # Design 003's classes (`choir.core.memory.access`): every item is in one of the
+        # agent's four memories, set when it is added and never changed; a personal item
+        # belongs to one user (the session's DM), "" for the other classes. Items from before
+        # classes are the agent's knowledge.
+        """
+ALTER TABLE {schema}.knowledge_documents
+    ADD COLUMN memory_class text NOT NULL DEFAULT 'knowledge'
+        CHECK (memory_class IN ('system', 'knowledge', 'app', 'personal')),
+    ADD COLUMN owner_user text NOT NULL DEFAULT ''
+        CHECK ((memory_class = 'personal') = (owner_user <> ''));
+CREATE INDEX knowledge_documents_memory_idx
+    ON {schema}.knowledge_documents (memory_class, owner_user);
+""",
+    ),
 )
 
 

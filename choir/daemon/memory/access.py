@@ -1,0 +1,79 @@
+"""The one place choird checks memory access: every `choir.memory.query` and
+`choir.memory.upsert` (and nothing else) asks here before it reads or writes.
+
+    gate = MemoryGate(lambda: config.agents)
+    gate.check("ada", "bob", MemoryClass.APP, Op.WRITE, user="tg-alice")  # or MemoryAccessDenied
+    scope = gate.scope("ada", "bob", user="tg-alice")  # what a search of bob's knowledge covers
+
+The decision is `choir.core.memory.access` (pure); this reads the agents' `memories` entries
+from the running config at each call, so a changed config.json applies to the next call. The
+user of a call is its session's bound DM (`ResourceBindings.dm`): personal memory is per DM.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from choir.core.memory.access import (
+    MemoryAccess,
+    MemoryClass,
+    Op,
+    readable,
+    refusal,
+    session_refusal,
+)
+from choir.core.memory.knowledge_graph import MemoryScope
+from choir.errors import UsageError
+
+if TYPE_CHECKING:
+    from choir.config.model import AgentConfig
+
+
+class MemoryAccessDenied(UsageError):
+    """A read or write the caller's memory classes and roles do not allow (the tool error
+    `access_denied`, one line naming the memory, its class and role and what would allow it)."""
+
+
+@dataclass(frozen=True)
+class MemoryGate:
+    agents: Callable[[], Mapping[str, AgentConfig]]
+    """The configured agents, as running now."""
+
+    def access(self, agent: str) -> MemoryAccess:
+        config = self.agents().get(agent)
+        entries = None if config is None else config.memories
+        if entries is None:
+            return MemoryAccess(agent)
+        return MemoryAccess(agent, tuple(entry.grant(agent) for entry in entries))
+
+    def check(
+        self, caller: str, target: str, memory_class: MemoryClass, op: Op, *, user: str | None
+    ) -> None:
+        """Return if `caller` may `op` `target`'s memory of `memory_class`; else refuse."""
+        refused = refusal(self.access(caller), target, memory_class, op, user=user)
+        if refused is not None:
+            raise MemoryAccessDenied(refused)
+
+    def check_session(self, caller: str, target: str) -> None:
+        """Return if `caller` may read `target`'s session memory; else refuse."""
+        refused = session_refusal(self.access(caller), target)
+        if refused is not None:
+            raise MemoryAccessDenied(refused)
+
+    def scope(self, caller: str, target: str, *, user: str | None) -> MemoryScope:
+        """The memories of `target` a knowledge read by `caller` covers; none is a refusal
+        (naming the knowledge memory: the one a caller most likely meant)."""
+        classes = readable(self.access(caller), target, user=user)
+        if not classes:
+            self.check(caller, target, MemoryClass.KNOWLEDGE, Op.READ, user=user)
+        return MemoryScope(tuple(c.value for c in classes), user)
+
+    def visible(
+        self, caller: str, target: str, memory_class: str, owner: str, user: str | None
+    ) -> bool:
+        """Whether an item of `target`'s memory (its class and owner) exists for `caller`: a
+        personal item of another user is not there at all, as far as the caller can tell."""
+        personal = memory_class == MemoryClass.PERSONAL
+        return not personal or (target == caller and owner == user)

@@ -1,0 +1,72 @@
+"""The memory an operator's `knowledge add|put` writes to (`--memory`, `--user`).
+
+The operator is not an agent: it holds every role on every memory (it writes an agent's
+`system` memory, its definition, which the agent itself only reads), so nothing here is the
+agents' class-and-role check (`choir.daemon.memory.access`). What is checked: the class is one
+of the four, a personal item names its user (a configured DM) and no other class does, and an
+existing item stays in its memory. Each refusal is a `UsageError` (exit 2), nothing written.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+from choir.core.memory.access import MemoryClass
+from choir.core.memory.knowledge_graph import ItemFields, Placement
+from choir.daemon.operator.context import OperatorContext
+from choir.daemon.operator.knowledge_graph import fields_of
+from choir.errors import NotFoundError, UsageError
+from choir.protocol.operator import requests as r
+
+if TYPE_CHECKING:
+    from choir.daemon.memory.store import MemoryStore
+
+
+async def placed_fields(
+    ctx: OperatorContext, store: MemoryStore, request: r.KnowledgeAdd | r.KnowledgePut
+) -> ItemFields:
+    """The request's fields, a new item's memory among them (checked)."""
+    placement = placement_of(ctx, request.memory, request.user)
+    if isinstance(request, r.KnowledgePut) and request.name is not None:
+        try:
+            existing = await store.get_knowledge(request.agent_id, request.name)
+        except NotFoundError:
+            existing = None
+        if (
+            existing is not None
+            and request.memory is not None
+            and (
+                existing.memory_class != placement.memory_class
+                or existing.owner_user != placement.user
+            )
+        ):
+            where = existing.memory_class + (
+                f" of {existing.owner_user}" if existing.owner_user else ""
+            )
+            raise UsageError(
+                f"item {existing.name!r} is in {request.agent_id}'s {where} memory: an item "
+                "never changes memory; drop --memory/--user, or add a new item there"
+            )
+    return replace(fields_of(request), memory=placement)
+
+
+def placement_of(ctx: OperatorContext, memory: str | None, user: str | None) -> Placement:
+    try:
+        memory_class = MemoryClass(memory or MemoryClass.KNOWLEDGE)
+    except ValueError:
+        raise UsageError(
+            f"unknown memory {memory!r}: use " + ", ".join(c.value for c in MemoryClass)
+        ) from None
+    if memory_class is not MemoryClass.PERSONAL:
+        if user is not None:
+            raise UsageError("--user names a personal item's user; add --memory personal")
+        return Placement(memory_class.value)
+    dms = sorted(ctx.config.dms)
+    if user is None:
+        raise UsageError(
+            "a personal item belongs to one user: add --user DM (one of " + ", ".join(dms) + ")"
+        )
+    if user not in ctx.config.dms:
+        raise UsageError(f"--user {user!r} is no DM in config.json (known: {', '.join(dms)})")
+    return Placement(memory_class.value, user)
