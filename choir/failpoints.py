@@ -48,6 +48,8 @@ KNOWN_FAILPOINTS: Final = frozenset(
         "postgres.before_restart",
         "choird.before_stop_agents",
         "memory.close.after_chunks",
+        "memory.forget.before_delete",
+        "memory.forget.after_delete",
         "memory.reembed.after_page",
         "memory.backfill_tools.after_session",
         "proposal.after_commit",

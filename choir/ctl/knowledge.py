@@ -1,10 +1,11 @@
 """`choirctl knowledge`: an agent's named, versioned knowledge (tier 4, §11.6; seed design 002).
 
-list, show; the closed set of writes: add, write, rename, alias, delete (remove), and put (write
-or add: the spec's update-by-key); history and restore of versions; link and unlink (typed
-edges, seed design 003). Items are addressed by name, alias or id, and carry a loc, a type,
-tags and data (`--loc`, `--type`, `--tag`, `--data` on writes; the first three filter `list`).
-The operator may write any agent's knowledge (an agent only its own, §11.2).
+list, show (with where its content came from; `source` opens the session events it came
+from); the closed set of writes: add, write, rename, alias, delete (remove), and put (write or
+add: the spec's update-by-key); history and restore of versions; link and unlink (typed edges,
+seed design 003). Items are addressed by name, alias or id, and carry a loc, a type, tags,
+data and a kind (`--loc`, `--type`, `--tag`, `--data`, `--kind` on writes; the first three
+filter `list`). The operator may write any agent's knowledge (an agent only its own, §11.2).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from choir.ctl.render.output import emit, table
 
 if TYPE_CHECKING:
     from choir.client import KnowledgeFields, KnowledgeFilter
-    from choir.protocol.operator.answers import KnowledgeStored, KnowledgeView
+    from choir.protocol.operator.answers import KnowledgeStored, KnowledgeView, ProvenanceView
 
 app = typer.Typer(
     rich_markup_mode=None,
@@ -41,6 +42,12 @@ LocOption = Annotated[
 TypeOption = Annotated[
     str | None, typer.Option("--type", help="system, record, info or abstract (new items: info).")
 ]
+KindOption = Annotated[
+    str | None,
+    typer.Option(
+        "--kind", help="correction, preference, fact or task: its importance (new items: fact)."
+    ),
+]
 DataOption = Annotated[
     str | None,
     typer.Option("--data", help='Structured data, a JSON object (\'{"host": "castor"}\').'),
@@ -60,9 +67,11 @@ def graph_filter(loc: str | None, kind: str | None, tags: list[str] | None) -> K
     return {key: value for key, value in given.items() if value is not None}  # type: ignore[return-value]
 
 
-def graph_fields(loc: str | None, kind: str | None, data: str | None) -> KnowledgeFields:
-    """`--loc`, `--type` and `--data` (parsed; choird checks all three)."""
-    given: dict[str, Any] = {"loc": loc, "type": kind}
+def graph_fields(
+    loc: str | None, kind: str | None, data: str | None, importance: str | None = None
+) -> KnowledgeFields:
+    """`--loc`, `--type`, `--data` (parsed) and `--kind`; choird checks them all."""
+    given: dict[str, Any] = {"loc": loc, "type": kind, "kind": importance}
     if data is not None:
         import json
 
@@ -158,8 +167,36 @@ def fields(item: KnowledgeView) -> None:
     print(f"{'vector':<10}{'yes' if item.has_vector else 'no'}")
     print(f"{'created':<10}{moment(item.created_at)}")
     print(f"{'updated':<10}{moment(item.updated_at)}")
+    print(f"{'source':<10}{source_line(item.provenance)}")
     print("text:")
     print(item.text)
+
+
+def source_line(provenance: ProvenanceView | None) -> str:
+    """Where an item's content came from, one line (`choirctl knowledge source` opens it)."""
+    from choir.core.memory.provenance import UNKNOWN, provenance_of
+
+    found = provenance_of(provenance.model_dump(mode="json") if provenance else None)
+    return UNKNOWN if found is None else found.describe()
+
+
+@app.command("source")
+@documented("knowledge source")
+def source(
+    agent_id: AgentArgument, ref: RefArgument, home: HomeOption = None, as_json: JsonOption = False
+) -> None:
+    from choir.ctl.remote import with_choird
+    from choir.ctl.render.humanize import moment
+
+    data = with_choird(home, lambda choird: choird.knowledge_source(agent_id, ref))
+
+    def human() -> None:
+        print(f"{data.name} (knowledge of {data.agent_id}): {data.note}")
+        for event in data.events:
+            print(f"rev {event.rev} {moment(event.created_at)} {event.lane} {event.kind}")
+            print(f"  {event.text}")
+
+    emit(data, as_json, human)
 
 
 @app.command("put")
@@ -175,12 +212,13 @@ def put(
     loc: LocOption = None,
     kind: TypeOption = None,
     data_json: DataOption = None,
+    importance: KindOption = None,
     home: HomeOption = None,
     as_json: JsonOption = False,
 ) -> None:
     from choir.ctl.remote import with_choird
 
-    fields = graph_fields(loc, kind, data_json)
+    fields = graph_fields(loc, kind, data_json, importance)
     data = with_choird(
         home,
         lambda choird: choird.knowledge_put(
@@ -202,12 +240,13 @@ def add(
     loc: LocOption = None,
     kind: TypeOption = None,
     data_json: DataOption = None,
+    importance: KindOption = None,
     home: HomeOption = None,
     as_json: JsonOption = False,
 ) -> None:
     from choir.ctl.remote import with_choird
 
-    fields = graph_fields(loc, kind, data_json)
+    fields = graph_fields(loc, kind, data_json, importance)
     data = with_choird(
         home,
         lambda choird: choird.knowledge_add(
@@ -224,18 +263,21 @@ def write(
     ref: RefArgument,
     text: Annotated[
         str | None,
-        typer.Argument(help="Its new text (leave out to change only tags, loc, type or data)."),
+        typer.Argument(
+            help="Its new text (leave out to change only tags, loc, type, data or kind)."
+        ),
     ] = None,
     tags: TagsOption = None,
     loc: LocOption = None,
     kind: TypeOption = None,
     data_json: DataOption = None,
+    importance: KindOption = None,
     home: HomeOption = None,
     as_json: JsonOption = False,
 ) -> None:
     from choir.ctl.remote import with_choird
 
-    fields = graph_fields(loc, kind, data_json)
+    fields = graph_fields(loc, kind, data_json, importance)
     data = with_choird(
         home,
         lambda choird: choird.knowledge_write(

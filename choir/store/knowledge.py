@@ -24,6 +24,7 @@ from choir.core.memory.knowledge_graph import (
     check_tags,
 )
 from choir.core.memory.knowledge_names import check_name
+from choir.core.memory.provenance import Provenance, provenance_of
 from choir.errors import NotFoundError, UsageError
 from choir.store.postgres.jsonb_safe import decode_text, encode_json
 from choir.store.postgres.pool import Connection
@@ -37,7 +38,8 @@ LIST_MAX: Final = 1000
 """Most items one page lists."""
 
 _FIELDS: Final = (
-    "d.id, d.name, d.text, d.metadata, d.version, d.created_at, d.updated_at, d.loc, d.type, d.data"
+    "d.id, d.name, d.text, d.metadata, d.version, d.created_at, d.updated_at, d.loc, d.type, "
+    "d.data, d.provenance"
 )
 _HAS_VECTOR: Final = "EXISTS (SELECT FROM knowledge_embeddings e WHERE e.document_id = d.id)"
 _ALIASES: Final = (
@@ -88,6 +90,8 @@ class KnowledgeItem:
     type: ItemType = ItemType.INFO
     data: dict[str, Any] = field(default_factory=dict)
     """Structured data beside the text (a JSON object)."""
+    provenance: Provenance | None = None
+    """Who wrote its current content (None: written before provenance was recorded)."""
 
     @property
     def tags(self) -> tuple[str, ...]:
@@ -212,4 +216,5 @@ def item_of(row: Record) -> KnowledgeItem:
         loc=row["loc"],
         type=ItemType(row["type"]),
         data=row["data"],
+        provenance=provenance_of(row["provenance"]),
     )

@@ -13,7 +13,8 @@
   task) sets an item's importance for relevance search. An unknown name is the tool error
   `not_found`, a name another item answers to `name_taken`. A written item is queued for
   embedding (`index`); it is searchable by text at once. Items carry a loc, a type, tags and
-  data, and ops link and unlink add and remove typed edges (design 003, `graph_tools`).
+  data, and ops link and unlink add and remove typed edges (design 003, `graph_tools`). Every
+  content write records its provenance: the session, its revision, the call and the user.
 
 Arguments were checked by the agent against the tool's schema, but choird trusts nothing an
 agent sends: every argument is checked again here, and a bad one is a one-line tool error.
@@ -27,6 +28,7 @@ from typing import TYPE_CHECKING, Any, Final, Protocol
 from uuid import UUID
 
 from choir.core.memory.knowledge_graph import NO_FIELDS
+from choir.core.memory.provenance import Provenance
 from choir.daemon.agents.host_tools import HostToolCall, HostTools
 from choir.daemon.memory import graph_tools
 from choir.errors import ConflictError, NotFoundError, UnavailableError, UsageError
@@ -106,7 +108,7 @@ class MemoryTools:
         return await _answered(self._query(call.context.agent_id, call.input))
 
     async def upsert(self, call: HostToolCall) -> ToolResult:
-        return await _answered(self._upsert(call.context.agent_id, call.input))
+        return await _answered(self._upsert(call.context.agent_id, call.input, _provenance(call)))
 
     async def _query(self, caller: str, args: Mapping[str, Any]) -> ToolResult:
         store = _required(args, "store")
@@ -221,7 +223,9 @@ class MemoryTools:
             truncated=page.next_offset is not None,
         )
 
-    async def _upsert(self, caller: str, args: Mapping[str, Any]) -> ToolResult:
+    async def _upsert(
+        self, caller: str, args: Mapping[str, Any], provenance: Provenance
+    ) -> ToolResult:
         target = _text(args, "target_agent")
         if target is not None and target != caller:
             raise _Refused(
@@ -237,7 +241,7 @@ class MemoryTools:
                 "invalid_input", f"unknown op {op!r}: use " + ", ".join(OPS) + " (see the tool)"
             )
         store, index = await self.parts()
-        return await _write(op, caller, args, store, index)
+        return await _write(op, caller, args, store, index, provenance)
 
 
 BROWSE: Final = "browse"
@@ -253,8 +257,27 @@ update-by-key writes the item with that name or adds it (`put`)."""
 OPS: Final = ("add", "write", "rename", "alias", "remove", "put", "link", "unlink")
 
 
+def _provenance(call: HostToolCall) -> Provenance:
+    """Where a write by `call` comes from: the session, its committed revision (the call's own
+    events follow it), the tool call and the session's user (its DM)."""
+    live = call.context.live
+    return Provenance(
+        agent=live.agent_id,
+        session_id=live.session_id,
+        rev=live.ack_rev,
+        call_id=call.call_id,
+        tool=UPSERT,
+        user=live.bindings.dm,
+    )
+
+
 async def _write(
-    op: str, caller: str, args: Mapping[str, Any], store: MemoryStore, index: Indexer
+    op: str,
+    caller: str,
+    args: Mapping[str, Any],
+    store: MemoryStore,
+    index: Indexer,
+    provenance: Provenance,
 ) -> ToolResult:
     """Run one op of the closed set; refusals (unknown name, taken name) become tool errors."""
     name = _text(args, "name") or _text(args, "key")
@@ -268,6 +291,7 @@ async def _write(
             metadata=_tags(args),
             fields=fields,
             kind=kind,
+            provenance=provenance,
         )
         index(caller, "knowledge", item.id, item.text)
         return _done(f"stored knowledge {item.name!r}", op, item)
@@ -290,14 +314,20 @@ async def _write(
     if op == "put":
         text = _required(args, "text")
         item = await store.put_knowledge(
-            caller, text, name=name, metadata=tags, fields=fields, kind=kind
+            caller, text, name=name, metadata=tags, fields=fields, kind=kind, provenance=provenance
         )
     else:
         text = _text(args, "text")  # None: a write of loc, type, data, tags or kind only
         if text is None and not (fields.given or tags or kind):
             raise _Refused("invalid_input", "op write needs text (or loc, type, data, tags, kind)")
         written = await store.write_knowledge(
-            caller, name, text, metadata=tags or None, fields=fields, kind=kind
+            caller,
+            name,
+            text,
+            metadata=tags or None,
+            fields=fields,
+            kind=kind,
+            provenance=provenance,
         )
         item = written.item
     if text is not None:

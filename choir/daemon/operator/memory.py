@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, Final, Literal
 from uuid import UUID
 
 from choir.core.memory.knowledge_graph import check_tags
+from choir.core.memory.provenance import Provenance, operator
 from choir.daemon.operator.context import OperatorContext
 from choir.daemon.operator.events import bounded
 from choir.daemon.operator.knowledge_graph import edge_view, fields_of, filter_of, placed
@@ -266,6 +267,7 @@ def knowledge_view(
         has_vector=item.has_vector or embedded,
         data=item.data,
         edges=edges,
+        provenance=provenance_view(item.provenance),
         **placed(item.loc, item.type.value, item.tags),
     )
 
@@ -393,8 +395,14 @@ async def knowledge_put(ctx: OperatorContext, request: r.KnowledgePut) -> a.Know
         name=request.name,
         metadata=tag_metadata(request.tags),
         fields=fields_of(request),
+        kind=request.kind,
+        provenance=operator(request.by),
     )
     return await stored(ctx, store, request.agent_id, item)
+
+
+def provenance_view(provenance: Provenance | None) -> a.ProvenanceView | None:
+    return None if provenance is None else a.ProvenanceView(**provenance.as_json())
 
 
 def tag_metadata(tags: list[str]) -> dict[str, Any]:
