@@ -626,6 +626,21 @@ class ChoirClient:
             V.KNOWLEDGE_HISTORY, a.KnowledgeHistory, agent_id=agent_id, ref=ref, limit=limit
         )
 
+    async def memory_about(self, agent_id: str, user: str, *, limit: int = 100) -> a.MemoryAbout:
+        """The items `agent_id`'s sessions with `user` (a DM name or gateway user id) wrote."""
+        return await self.ask(
+            V.MEMORY_ABOUT, a.MemoryAbout, agent_id=agent_id, user=user, limit=limit
+        )
+
+    async def memory_forget(self, agent_id: str, ref: str) -> a.MemoryForgotten:
+        """Remove the item `ref` names from every memory store and index (recorded as the
+        client's `by`, choirctl's default)."""
+        return await self.ask(V.MEMORY_FORGET, a.MemoryForgotten, agent_id=agent_id, ref=ref)
+
+    async def knowledge_source(self, agent_id: str, ref: str) -> a.KnowledgeSource:
+        """Where the item's content came from, with the session events that wrote it."""
+        return await self.ask(V.KNOWLEDGE_SOURCE, a.KnowledgeSource, agent_id=agent_id, ref=ref)
+
     async def knowledge_restore(self, agent_id: str, ref: str, version: int) -> a.KnowledgeStored:
         """Write version `version`'s content as the item's newest version."""
         return await self.ask(
@@ -705,7 +720,7 @@ class KnowledgeFilter(TypedDict, total=False):
 
 
 class KnowledgeFields(TypedDict, total=False):
-    """The graph fields a knowledge write sets (design 003)."""
+    """The graph fields a knowledge write sets (design 003), and its kind (design 004)."""
 
     loc: str
     type: str
@@ -714,6 +729,8 @@ class KnowledgeFields(TypedDict, total=False):
     """A new item's memory (add, put only): system, knowledge, app or personal."""
     user: str
     """A personal item's user, a DM (add, put only)."""
+    kind: str
+    """correction, preference, fact or task: its importance in relevance search."""
 
 
 def _present(payload: dict[str, Any]) -> Payload:

@@ -50,6 +50,8 @@ KNOWN_FAILPOINTS: Final = frozenset(
         "memory.close.after_chunks",
         "edge.after_recall",
         "memory.archive.before_store",
+        "memory.forget.before_delete",
+        "memory.forget.after_delete",
         "memory.reembed.after_page",
         "memory.backfill_tools.after_session",
         "proposal.after_commit",

@@ -430,6 +430,23 @@ CATALOGUE: Final[tuple[Command, ...]] = (
         params=(Param("agent_id", "Agent (empty: all)", "agent", optional=True),),
     ),
     Command(
+        "memory about",
+        "List what an agent learnt from a user: the knowledge items its sessions with that\n"
+        "user (a DM's name, or its user id on its gateway) wrote, oldest first. Edit one with\n"
+        "knowledge write, remove one with memory forget.",
+        verb="memory.about",
+        params=(AGENT, Param("user", "User (a DM name or gateway user id)", "word")),
+    ),
+    Command(
+        "memory forget",
+        "Forget a knowledge item: remove it, its versions and its vector from every memory\n"
+        "store and index, in one transaction; choird records who forgot it and when (the\n"
+        "session event log keeps its own record). Asks first on a terminal; elsewhere --yes\n"
+        "is required. Exits 4 if there is no such item.",
+        verb="memory.forget", params=(AGENT, KNOWLEDGE_ITEM),
+        done="{ref} forgotten from {agent_id}'s memory",
+    ),
+    Command(
         "knowledge list",
         "List an agent's knowledge items, oldest first.",
         verb="knowledge.list", params=(AGENT,),
@@ -438,6 +455,14 @@ CATALOGUE: Final[tuple[Command, ...]] = (
         "knowledge show",
         "Show one knowledge item by name, alias or id.",
         verb="knowledge.show", params=(AGENT, KNOWLEDGE_ITEM),
+    ),
+    Command(
+        "knowledge source",
+        "Show where a knowledge item's content came from: the agent's session, its user and the\n"
+        "tool call that wrote it, with the user message before the call (from the session's\n"
+        "event log); or the operator front end that wrote it. Items written before choir kept\n"
+        "this say \"source unknown\".",
+        verb="knowledge.source", params=(AGENT, KNOWLEDGE_ITEM),
     ),
     Command(
         "knowledge put",

@@ -1,10 +1,11 @@
 """`choirctl knowledge`: an agent's named, versioned knowledge (tier 4, §11.6; seed design 002).
 
-list, show; the closed set of writes: add, write, rename, alias, delete (remove), and put (write
-or add: the spec's update-by-key); history and restore of versions; link and unlink (typed
-edges, seed design 003). Items are addressed by name, alias or id, and carry a loc, a type,
-tags and data (`--loc`, `--type`, `--tag`, `--data` on writes; the first three filter `list`).
-The operator may write any agent's knowledge (an agent only its own, §11.2).
+list, show (with where its content came from; `source` opens the session events it came
+from); the closed set of writes: add, write, rename, alias, delete (remove), and put (write or
+add: the spec's update-by-key); history and restore of versions; link and unlink (typed edges,
+seed design 003). Items are addressed by name, alias or id, and carry a loc, a type, tags,
+data and a kind (`--loc`, `--type`, `--tag`, `--data`, `--kind` on writes; the first three
+filter `list`). The operator may write any agent's knowledge (an agent only its own, §11.2).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from choir.ctl.render.output import emit, table
 
 if TYPE_CHECKING:
     from choir.client import KnowledgeFields, KnowledgeFilter
-    from choir.protocol.operator.answers import KnowledgeStored, KnowledgeView
+    from choir.protocol.operator.answers import KnowledgeStored, KnowledgeView, ProvenanceView
 
 app = typer.Typer(
     rich_markup_mode=None,
@@ -40,6 +41,12 @@ LocOption = Annotated[
 ]
 TypeOption = Annotated[
     str | None, typer.Option("--type", help="system, record, info or abstract (new items: info).")
+]
+KindOption = Annotated[
+    str | None,
+    typer.Option(
+        "--kind", help="correction, preference, fact or task: its importance (new items: fact)."
+    ),
 ]
 DataOption = Annotated[
     str | None,
@@ -75,10 +82,15 @@ UserOption = Annotated[
 
 
 def placed_fields(
-    loc: str | None, kind: str | None, data: str | None, memory: str | None, user: str | None
+    loc: str | None,
+    kind: str | None,
+    data: str | None,
+    importance: str | None,
+    memory: str | None,
+    user: str | None,
 ) -> KnowledgeFields:
     """`graph_fields`, and the memory a new item goes to."""
-    fields = graph_fields(loc, kind, data)
+    fields = graph_fields(loc, kind, data, importance)
     if memory is not None:
         fields["memory"] = memory
     if user is not None:
@@ -86,9 +98,11 @@ def placed_fields(
     return fields
 
 
-def graph_fields(loc: str | None, kind: str | None, data: str | None) -> KnowledgeFields:
-    """`--loc`, `--type` and `--data` (parsed; choird checks all three)."""
-    given: dict[str, Any] = {"loc": loc, "type": kind}
+def graph_fields(
+    loc: str | None, kind: str | None, data: str | None, importance: str | None = None
+) -> KnowledgeFields:
+    """`--loc`, `--type`, `--data` (parsed) and `--kind`; choird checks them all."""
+    given: dict[str, Any] = {"loc": loc, "type": kind, "kind": importance}
     if data is not None:
         import json
 
@@ -188,6 +202,7 @@ def fields(item: KnowledgeView) -> None:
     print(f"{'vector':<10}{'yes' if item.has_vector else 'no'}")
     print(f"{'created':<10}{moment(item.created_at)}")
     print(f"{'updated':<10}{moment(item.updated_at)}")
+    print(f"{'source':<10}{source_line(item.provenance)}")
     print("text:")
     print(item.text)
 
@@ -205,6 +220,33 @@ def _source_events(item: KnowledgeView) -> str | None:
     )
 
 
+def source_line(provenance: ProvenanceView | None) -> str:
+    """Where an item's content came from, one line (`choirctl knowledge source` opens it)."""
+    from choir.core.memory.provenance import UNKNOWN, provenance_of
+
+    found = provenance_of(provenance.model_dump(mode="json") if provenance else None)
+    return UNKNOWN if found is None else found.describe()
+
+
+@app.command("source")
+@documented("knowledge source")
+def source(
+    agent_id: AgentArgument, ref: RefArgument, home: HomeOption = None, as_json: JsonOption = False
+) -> None:
+    from choir.ctl.remote import with_choird
+    from choir.ctl.render.humanize import moment
+
+    data = with_choird(home, lambda choird: choird.knowledge_source(agent_id, ref))
+
+    def human() -> None:
+        print(f"{data.name} (knowledge of {data.agent_id}): {data.note}")
+        for event in data.events:
+            print(f"rev {event.rev} {moment(event.created_at)} {event.lane} {event.kind}")
+            print(f"  {event.text}")
+
+    emit(data, as_json, human)
+
+
 @app.command("put")
 @documented("knowledge put")
 def put(
@@ -218,6 +260,7 @@ def put(
     loc: LocOption = None,
     kind: TypeOption = None,
     data_json: DataOption = None,
+    importance: KindOption = None,
     memory: MemoryOption = None,
     user: UserOption = None,
     home: HomeOption = None,
@@ -225,7 +268,7 @@ def put(
 ) -> None:
     from choir.ctl.remote import with_choird
 
-    fields = placed_fields(loc, kind, data_json, memory, user)
+    fields = placed_fields(loc, kind, data_json, importance, memory, user)
     data = with_choird(
         home,
         lambda choird: choird.knowledge_put(
@@ -247,6 +290,7 @@ def add(
     loc: LocOption = None,
     kind: TypeOption = None,
     data_json: DataOption = None,
+    importance: KindOption = None,
     memory: MemoryOption = None,
     user: UserOption = None,
     home: HomeOption = None,
@@ -254,7 +298,7 @@ def add(
 ) -> None:
     from choir.ctl.remote import with_choird
 
-    fields = placed_fields(loc, kind, data_json, memory, user)
+    fields = placed_fields(loc, kind, data_json, importance, memory, user)
     data = with_choird(
         home,
         lambda choird: choird.knowledge_add(
@@ -271,18 +315,21 @@ def write(
     ref: RefArgument,
     text: Annotated[
         str | None,
-        typer.Argument(help="Its new text (leave out to change only tags, loc, type or data)."),
+        typer.Argument(
+            help="Its new text (leave out to change only tags, loc, type, data or kind)."
+        ),
     ] = None,
     tags: TagsOption = None,
     loc: LocOption = None,
     kind: TypeOption = None,
     data_json: DataOption = None,
+    importance: KindOption = None,
     home: HomeOption = None,
     as_json: JsonOption = False,
 ) -> None:
     from choir.ctl.remote import with_choird
 
-    fields = graph_fields(loc, kind, data_json)
+    fields = graph_fields(loc, kind, data_json, importance)
     data = with_choird(
         home,
         lambda choird: choird.knowledge_write(

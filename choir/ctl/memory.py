@@ -8,6 +8,7 @@ import typer
 
 from choir.commands import documented
 from choir.ctl.memory_backfill_tools import backfill_tools
+from choir.ctl.memory_curation import about, forget
 from choir.ctl.memory_reembed import reembed
 from choir.ctl.options import HomeOption, JsonOption
 from choir.ctl.render.output import emit, table, warn
@@ -211,4 +212,6 @@ def _size(count: int) -> str:
 
 
 app.command("reembed")(reembed)  # `choir.ctl.memory_reembed`
+app.command("about")(about)  # `choir.ctl.memory_curation`
+app.command("forget")(forget)
 app.command("backfill-tools")(backfill_tools)  # `choir.ctl.memory_backfill_tools`

@@ -53,7 +53,7 @@ if TYPE_CHECKING:  # aiohttp and cryptography load only for --transport http
     from choir.daemon.memory.index import MemoryIndex
     from choir.daemon.memory.reembed import Reembedder
     from choir.daemon.memory.service import MemoryService
-    from choir.daemon.memory.store import MemoryStore
+    from choir.daemon.memory.store import MemoryStore, PostgresMemoryStore
     from choir.daemon.memory.tool_rows import ToolRowBackfill
     from choir.daemon.memory.tools import Indexer
     from choir.daemon.memory.usage import EmbeddingMeter
@@ -458,9 +458,21 @@ class ChoirDaemon:
             self.database.pool, self.memory_store, self.memory_index, lambda: stage.running.config
         )
         self.services.sessions.subscribe(self.memory_closer.session_ended)
+        await self._prewarm_bm25(self.memory_store, self.services)
         self.memory_closer.start()
         self.memory_index.backfill_all()
         self.memory_ready.set()
+
+    async def _prewarm_bm25(self, store: PostgresMemoryStore, services: AgentServices) -> None:
+        """Each starting agent's BM25 index built in the background (`memory.prewarm`), the
+        running ones' now."""
+        from choir.daemon.memory.prewarm import Bm25Prewarm
+
+        prewarm = Bm25Prewarm(store)
+        self._stack.push_async_callback(prewarm.aclose)
+        self._stack.callback(services.sessions.subscribe_started(prewarm.session_started))
+        for row in await services.sessions.active():
+            prewarm.session_started(row.session_id, row.agent_id)
 
     def _serve_memory_tools(self, services: AgentServices, stage: ConfigStage) -> None:
         """`choir.memory.query` (session, knowledge) and `choir.memory.upsert` from now on;

@@ -24,6 +24,7 @@ from choir.core.memory.knowledge_graph import (
     check_tags,
 )
 from choir.core.memory.knowledge_names import check_name
+from choir.core.memory.provenance import Provenance, provenance_of
 from choir.errors import NotFoundError, UsageError
 from choir.store.postgres.jsonb_safe import decode_text, encode_json
 from choir.store.postgres.pool import Connection
@@ -38,7 +39,7 @@ LIST_MAX: Final = 1000
 
 _FIELDS: Final = (
     "d.id, d.name, d.text, d.metadata, d.version, d.created_at, d.updated_at, d.loc, d.type, "
-    "d.data, d.memory_class, d.owner_user"
+    "d.data, d.memory_class, d.owner_user, d.provenance"
 )
 _HAS_VECTOR: Final = "EXISTS (SELECT FROM knowledge_embeddings e WHERE e.document_id = d.id)"
 _ALIASES: Final = (
@@ -93,6 +94,8 @@ class KnowledgeItem:
     """Which of the agent's memories holds it (`choir.core.memory.access.MemoryClass`)."""
     owner_user: str = ""
     """A personal item's user (the DM it was written from); "" for the other classes."""
+    provenance: Provenance | None = None
+    """Who wrote its current content (None: written before provenance was recorded)."""
 
     @property
     def tags(self) -> tuple[str, ...]:
@@ -219,4 +222,5 @@ def item_of(row: Record) -> KnowledgeItem:
         data=row["data"],
         memory_class=row["memory_class"],
         owner_user=row["owner_user"],
+        provenance=provenance_of(row["provenance"]),
     )

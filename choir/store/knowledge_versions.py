@@ -15,6 +15,7 @@ from typing import Any, Final
 from uuid import UUID
 
 from choir.core.memory.knowledge_graph import ItemFields, ItemType
+from choir.core.memory.provenance import Provenance, provenance_of
 from choir.errors import NotFoundError, UsageError
 from choir.store.knowledge import resolved
 from choir.store.knowledge_writes import Written, write_item
@@ -25,7 +26,7 @@ HISTORY_MAX: Final = 1000
 """Most versions one history answer lists (the newest)."""
 
 _HISTORY: Final = """
-SELECT version, name, text, metadata, written_at, restored_from, loc, type, data
+SELECT version, name, text, metadata, written_at, restored_from, loc, type, data, provenance
 FROM knowledge_versions
 WHERE document_id = $1 ORDER BY version DESC LIMIT $2
 """
@@ -51,6 +52,8 @@ class KnowledgeVersion:
     loc: str = ""
     type: ItemType = ItemType.INFO
     data: dict[str, Any] = field(default_factory=dict)
+    provenance: Provenance | None = None
+    """Who wrote this version (None: before provenance was recorded)."""
 
 
 async def history(
@@ -72,13 +75,17 @@ async def history(
             loc=row["loc"],
             type=ItemType(row["type"]),
             data=row["data"],
+            provenance=provenance_of(row["provenance"]),
         )
         for row in rows
     ]
 
 
-async def restore(conn: Connection, ref: UUID | str, version: int) -> Written:
-    """Write version `version`'s content as the item's newest version."""
+async def restore(
+    conn: Connection, ref: UUID | str, version: int, provenance: Provenance | None = None
+) -> Written:
+    """Write version `version`'s content as the item's newest version, written by
+    `provenance` (the restore's writer, not the restored version's)."""
     item_id = await resolved(conn, ref)
     row = await conn.fetchrow(_ONE, item_id, version)
     if row is None:
@@ -95,4 +102,5 @@ async def restore(conn: Connection, ref: UUID | str, version: int) -> Written:
         metadata=row["metadata"],
         restored_from=version,
         fields=fields,
+        provenance=provenance,
     )

@@ -10,6 +10,8 @@ and adds no version. A changed text drops the item's vector in the same statemen
 never ranks the new text by the old text's embedding; the embedding queue writes the new one.
 Compaction archives are immutable: their writes, renames and removals are refused
 (`knowledge_immutable`).
+A content write stores its provenance (who wrote it, `choir.core.memory.provenance`) on the item
+and the version it adds; None (a caller that knows nothing of it) stores none.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import asyncpg
 
 from choir.core.memory.knowledge_graph import DEFAULT_TYPE, NO_FIELDS, ItemFields, Placement
 from choir.core.memory.knowledge_names import check_name, derived_name
+from choir.core.memory.provenance import Provenance
 from choir.errors import ConflictError
 from choir.store.knowledge import KnowledgeItem, check_item, item_by_id, resolve, resolved
 from choir.store.knowledge_immutable import refuse_archive
@@ -36,20 +39,20 @@ JOIN knowledge_documents d ON d.id = n.document_id WHERE n.name = $1
 _ADD: Final = """
 WITH d AS (
     INSERT INTO knowledge_documents
-        (id, name, text, metadata, loc, type, data, memory_class, owner_user)
-    VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+        (id, name, text, metadata, loc, type, data, memory_class, owner_user, provenance)
+    VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
     RETURNING *
 ),
 n AS (INSERT INTO knowledge_names (name, document_id, is_alias) SELECT name, id, false FROM d)
 INSERT INTO knowledge_versions
-    (document_id, version, name, text, metadata, written_at, loc, type, data)
-SELECT id, version, name, text, metadata, created_at, loc, type, data FROM d
+    (document_id, version, name, text, metadata, written_at, loc, type, data, provenance)
+SELECT id, version, name, text, metadata, created_at, loc, type, data, provenance FROM d
 """
 
 # One snapshot: the vector goes exactly when the text changes. `$4` forces a version even when
 # nothing changed (a restore is always one); otherwise an unchanged write is a no-op, so a
-# retried call does not pile up versions. A NULL text, metadata, loc, type or data ($2, $3,
-# $6-$8) keeps the item's own.
+# retried call does not pile up versions (nor changes the provenance, $9). A NULL text,
+# metadata, loc, type or data ($2, $3, $6-$8) keeps the item's own.
 _WRITE: Final = """
 WITH prior AS (SELECT id, text, metadata, loc, type, data FROM knowledge_documents WHERE id = $1),
 next AS (
@@ -68,13 +71,13 @@ stale AS (
 d AS (
     UPDATE knowledge_documents k
     SET text = next.text, metadata = next.metadata, loc = next.loc, type = next.type,
-        data = next.data, version = k.version + 1, updated_at = now()
+        data = next.data, version = k.version + 1, updated_at = now(), provenance = $9
     FROM next WHERE k.id = next.id AND ($4 OR next.changed)
     RETURNING k.*
 )
-INSERT INTO knowledge_versions
-    (document_id, version, name, text, metadata, written_at, restored_from, loc, type, data)
-SELECT id, version, name, text, metadata, updated_at, $5, loc, type, data FROM d
+INSERT INTO knowledge_versions (document_id, version, name, text, metadata, written_at,
+                                restored_from, loc, type, data, provenance)
+SELECT id, version, name, text, metadata, updated_at, $5, loc, type, data, provenance FROM d
 """
 
 # Three statements, in this order: an alias of the item that becomes its name must be gone
@@ -111,8 +114,10 @@ async def add_item(
     name: str | None = None,
     metadata: dict[str, Any],
     fields: ItemFields = NO_FIELDS,
+    provenance: Provenance | None = None,
 ) -> KnowledgeItem:
-    """Add an item named `name` (derived from its text when None); a taken name is refused."""
+    """Add an item named `name` (derived from its text when None); a taken name is refused.
+    `provenance`: who wrote it (None: unknown)."""
     check_item(text, name, metadata, fields)
     item_id = uuid4()
     name = name if name is not None else derived_name(text, item_id)
@@ -131,6 +136,7 @@ async def add_item(
             fields.data or {},
             memory.memory_class,
             memory.user,
+            _stored(provenance),
         ),
         name,
     )
@@ -145,6 +151,7 @@ async def write_item(
     metadata: dict[str, Any] | None = None,
     restored_from: int | None = None,
     fields: ItemFields = NO_FIELDS,
+    provenance: Provenance | None = None,
 ) -> Written:
     """Replace the content of the item `ref` names: its text (None keeps it), its metadata and
     graph fields where given."""
@@ -163,6 +170,7 @@ async def write_item(
         fields.loc,
         None if fields.type is None else fields.type.value,
         fields.data,
+        _stored(provenance),
     )
     return Written(await item_by_id(conn, item_id), added=False, changed=status == "INSERT 0 1")
 
@@ -174,14 +182,19 @@ async def put_item(
     name: str | None = None,
     metadata: dict[str, Any],
     fields: ItemFields = NO_FIELDS,
+    provenance: Provenance | None = None,
 ) -> Written:
     """The spec's insert and update-by-key: write the item `name` names, or add it."""
     check_item(text, name, metadata, fields)
     existing = await resolve(conn, name) if name is not None else None
     if existing is None:
-        added = await add_item(conn, text, name=name, metadata=metadata, fields=fields)
+        added = await add_item(
+            conn, text, name=name, metadata=metadata, fields=fields, provenance=provenance
+        )
         return Written(added, True, True)
-    return await write_item(conn, existing, text, metadata=metadata, fields=fields)
+    return await write_item(
+        conn, existing, text, metadata=metadata, fields=fields, provenance=provenance
+    )
 
 
 async def rename_item(conn: Connection, ref: UUID | str, new_name: str) -> KnowledgeItem:
@@ -216,6 +229,10 @@ async def remove_item(conn: Connection, ref: UUID | str) -> bool:
     await refuse_archive(conn, item_id, "remove")
     status: str = await conn.execute(_REMOVE, item_id)
     return status == "DELETE 1"
+
+
+def _stored(provenance: Provenance | None) -> dict[str, Any] | None:
+    return None if provenance is None else provenance.as_json()
 
 
 async def _check_free(conn: Connection, name: str, what: str, owner: UUID | None) -> None:

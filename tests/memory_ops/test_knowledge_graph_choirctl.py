@@ -116,7 +116,7 @@ async def test_graph_fields_edges_and_filters(filled: Filled) -> None:
         (("add", "agent-1", "x", "--data", "{nope"), 2, "--data is not JSON"),
         (("put", "agent-1", "x", "--data", '{"a": "' + "y" * 17_000 + '"}'), 2, "over the limit"),
         (("write", "agent-1", "fact", "changed", "--loc", "Bad"), 2, "the segment 'Bad'"),
-        (("write", "agent-1", "fact"), 2, "give the new text, or tags, loc, type or data"),
+        (("write", "agent-1", "fact"), 2, "give the new text, or tags, loc, type, data or kind"),
         (("list", "agent-1", "--loc", "a::b"), 2, "has an empty segment"),
         (("list", "agent-1", "--type", "note"), 2, "unknown knowledge type"),
     ],

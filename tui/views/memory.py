@@ -4,9 +4,14 @@ a knowledge item with its type, loc, tags and edges (seed design 003).
 
 Nothing here polls: the stats line is read with `memory.stats` on mount, after a resync, when
 another agent is selected and with `f`; results come from `memory.search` (enter in the search
-box) or `knowledge.list` (`k`); enter on a row opens it with `memory.show`. `s` switches the
-store searched (session, knowledge), `o` the mode (hybrid, semantic, text and, for knowledge,
-relevance). A search that fell back to text (no embedder answered) says so above the results.
+box) or `knowledge.list` (`k`); enter on a row opens it with `memory.show`, `e` opens a
+knowledge item's source (`knowledge.source`: the session events its content came from), `a`
+lists what the agent learnt from a user (`memory.about`), `x` forgets the highlighted knowledge
+item after a confirmation (`memory.forget`), `v` browses a session's messages in order
+(`session.messages`: the selected agent's session by default; `n` reads the next page). `s`
+switches the store searched (session, knowledge), `o` the mode (hybrid, semantic, text and,
+for knowledge, relevance). A search that fell back to text (no embedder answered) says so
+above the results.
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ from textual.widgets import DataTable, Input, Static
 from choir.errors import ChoirError
 from choir.lazy import LazyModule
 from choir.protocol.operator.verbs import MEMORY_MODES, MEMORY_STORES, OperatorVerb
+from tui.dialogs import ConfirmDialog, TextPrompt
 from tui.views.base import ChoirView
 
 if TYPE_CHECKING:
@@ -37,6 +43,8 @@ STORES: Final = MEMORY_STORES
 MODES: Final = tuple(mode for mode in MEMORY_MODES if mode != "session_detail")
 """The modes `o` cycles through (`session_detail` is choirctl's `--mode session_detail`)."""
 TEXT_WIDTH: Final = 200
+RESOLVER: Final = "choir tui"
+"""Who the console records as having written or forgotten an item."""
 EMPTY: Final = "Select an agent (1 or [ ]), then type a query and press enter; k lists knowledge."
 
 
@@ -62,6 +70,11 @@ class MemoryView(ChoirView):
         Binding("o", "mode", "Mode"),
         Binding("k", "knowledge", "Knowledge"),
         Binding("f", "refresh", "Refresh"),
+        Binding("e", "source", "Source"),
+        Binding("a", "about", "About a user"),
+        Binding("x", "forget", "Forget"),
+        Binding("v", "browse", "Messages"),
+        Binding("n", "more", "Next page", show=False),
         Binding("escape", "leave", "Leave search", show=False),
     ]
 
@@ -75,6 +88,9 @@ class MemoryView(ChoirView):
         """The line above the results: what they are."""
         self.rows: list[tuple[str, str, str, str]] = []
         """(id, score, from, text) of the results shown."""
+        self.browsing: tuple[str, int | None] | None = None
+        """The session whose messages are shown and the offset of its next page (None: the
+        last page is shown); None when the results are not a session's messages."""
 
     def compose(self) -> ComposeResult:
         yield Static("", id="memory-stats", markup=False)
@@ -112,7 +128,8 @@ class MemoryView(ChoirView):
         table = self.table
         table.clear()
         for row in self.rows:
-            table.add_row(row[0][:8], row[1], row[2], row[3], key=row[0])
+            shown_id = "" if row[0].startswith(MESSAGE) else row[0][:8]
+            table.add_row(shown_id, row[1], row[2], flat(row[3]), key=row[0])
 
     def stats_text(self) -> Text:
         agent = self.selected_agent
@@ -140,6 +157,8 @@ class MemoryView(ChoirView):
         return text
 
     def show(self, what: str, rows: list[tuple[str, str, str, str]]) -> None:
+        if rows is not self.rows and not (rows and rows[0][0].startswith(MESSAGE)):
+            self.browsing = None
         self.what, self.rows = what, rows
         if self.is_attached:  # the console may have closed while the call ran
             with contextlib.suppress(NoMatches):
@@ -209,8 +228,15 @@ class MemoryView(ChoirView):
 
     @on(DataTable.RowSelected, "#memory-results")
     def _selected(self, event: DataTable.RowSelected) -> None:
-        if event.row_key.value is not None:
-            self.open(str(event.row_key.value))
+        key = event.row_key.value
+        if key is None:
+            return
+        if key.startswith(MESSAGE):  # a browsed message: its whole text below
+            row = next(row for row in self.rows if row[0] == key)
+            with contextlib.suppress(NoMatches):
+                self.query_one("#memory-detail", Static).update(f"{row[2]}\n{row[3]}")
+            return
+        self.open(str(key))
 
     @work(group="memory-open", exclusive=True)
     async def open(self, item_id: str) -> None:
@@ -226,6 +252,99 @@ class MemoryView(ChoirView):
             return
         with contextlib.suppress(NoMatches):
             self.query_one("#memory-detail", Static).update(item_text(item))
+
+    @work(group="memory-open", exclusive=True)
+    async def open_source(self, item_id: str) -> None:
+        agent = self.selected_agent
+        if agent is None:
+            self.notify("Select an agent first.", severity="warning")
+            return
+        try:
+            found = await self.bridge.ask(
+                OperatorVerb.KNOWLEDGE_SOURCE, a.KnowledgeSource, agent_id=agent, ref=item_id
+            )
+        except ChoirError as error:
+            self.notify(error.message, title="knowledge source", severity="error", markup=False)
+            return
+        with contextlib.suppress(NoMatches):
+            self.query_one("#memory-detail", Static).update(source_text(found))
+
+    @work(group="memory-search", exclusive=True)
+    async def about(self) -> None:
+        agent = self.selected_agent
+        if agent is None:
+            self.notify("Select an agent first.", severity="warning")
+            return
+        user = await self.app.push_screen_wait(
+            TextPrompt(f"What has {agent} learnt from which user (a DM name or user id)?")
+        )
+        if not user:
+            return
+        try:
+            found = await self.bridge.ask(
+                OperatorVerb.MEMORY_ABOUT, a.MemoryAbout, agent_id=agent, user=user, limit=200
+            )
+        except ChoirError as error:
+            self.notify(error.message, title="memory about", severity="error", markup=False)
+            return
+        self.show(
+            f"{len(found.items)} item(s) {agent} learnt from {found.user} (x forgets one)",
+            [item_row(item) for item in found.items],
+        )
+        self.table.focus()
+
+    @work(group="memory-open", exclusive=True)
+    async def forget(self, item_id: str, label: str) -> None:
+        agent = self.selected_agent
+        if agent is None:
+            return
+        question = f"Forget {label} from {agent}'s memory, with its versions and vector?"
+        dialog = ConfirmDialog(question, "choirctl memory forget", danger=True)
+        if not await self.app.push_screen_wait(dialog):
+            return
+        try:
+            gone = await self.bridge.ask(
+                OperatorVerb.MEMORY_FORGET,
+                a.MemoryForgotten,
+                agent_id=agent,
+                ref=item_id,
+                by=RESOLVER,
+            )
+        except ChoirError as error:
+            self.notify(error.message, title="memory forget", severity="error", markup=False)
+            return
+        self.notify(f"forgot {label} ({gone.versions} version(s))", markup=False)
+        self.show(self.what, [row for row in self.rows if row[0] != item_id])
+        with contextlib.suppress(NoMatches):
+            self.query_one("#memory-detail", Static).update("")
+
+    @work(group="memory-search", exclusive=True)
+    async def browse(self, session_id: str | None = None, offset: int = 0) -> None:
+        if session_id is None:
+            session_id = await self.app.push_screen_wait(
+                TextPrompt("Browse which session's messages?", value=self.selected_session or "")
+            )
+            if not session_id:
+                return
+        try:
+            page = await self.bridge.ask(
+                OperatorVerb.SESSION_MESSAGES,
+                a.SessionMessages,
+                session_id=session_id,
+                offset=offset,
+                limit=100,
+            )
+        except ChoirError as error:
+            self.notify(error.message, title="session messages", severity="error", markup=False)
+            return
+        kept = self.rows if offset else []
+        rows = kept + [
+            message_row(len(kept) + n, message) for n, message in enumerate(page.messages)
+        ]
+        self.browsing = (session_id, page.next_offset)
+        more = "; n: the next page" if page.next_offset is not None else "; the end"
+        self.show(f"{len(rows)} message(s) of {page.agent_id}'s session {session_id}{more}", rows)
+        self.table.focus()
 
     # actions (the palette's "Memory: search…" and "Knowledge: list…" run the first and third)
 
@@ -260,6 +379,45 @@ class MemoryView(ChoirView):
     def action_refresh(self) -> None:
         self.read_stats()
 
+    def action_source(self) -> None:
+        """Open the highlighted knowledge item's source events."""
+        if (row := self._highlighted()) is not None:
+            self.open_source(row[0])
+
+    def action_about(self) -> None:
+        self.about()
+
+    def action_browse(self) -> None:
+        self.browse()
+
+    def action_more(self) -> None:
+        """The next page of the session browsed."""
+        if self.browsing is None or self.browsing[1] is None:
+            return
+        self.browse(self.browsing[0], self.browsing[1])
+
+    def action_forget(self) -> None:
+        """Forget the highlighted knowledge item, once confirmed."""
+        if (row := self._highlighted()) is not None:
+            self.forget(row[0], row[2])
+
+    def _highlighted(self) -> tuple[str, str, str, str] | None:
+        table = self.table
+        if not self.rows or table.cursor_row >= len(self.rows):
+            self.notify("List knowledge (k) or search it, then pick an item.", severity="warning")
+            return None
+        return self.rows[table.cursor_row]
+
+
+MESSAGE: Final = "message:"
+"""The key prefix of a browsed message's row (`message:<n>`), not an item id."""
+
+
+def message_row(number: int, message: a.SessionMessage) -> tuple[str, str, str, str]:
+    """A browsed message: its number in the browse as key, its rev, who said it, its text."""
+    cut = " (cut)" if message.cut else ""
+    return f"{MESSAGE}{number}", f"rev {message.rev}", f"{message.who}{cut}", message.text
+
 
 def hit_row(hit: a.MemoryHitView) -> tuple[str, str, str, str]:
     if hit.store == "knowledge":
@@ -276,9 +434,30 @@ def item_row(item: a.KnowledgeView) -> tuple[str, str, str, str]:
     return item.id, "", f"{item.name}{loc}{vector}", flat(item.text)
 
 
+def _source_line(found: a.ProvenanceView | None) -> str:
+    if found is None:
+        return "unknown"
+    if found.session_id is None:
+        return f"operator via {found.by}"
+    user = f" with {found.user}" if found.user else ""
+    return f"{found.agent}'s session {found.session_id}{user}, call {found.call_id}"
+
+
 def flat(text: str) -> str:
     one = " ".join(text.split())
     return one if len(one) <= TEXT_WIDTH else one[: TEXT_WIDTH - 1] + "…"
+
+
+def source_text(found: a.KnowledgeSource) -> Text:
+    """Where a knowledge item came from, and its source events one a line."""
+    text = Text()
+    text.append(f"source of {found.name}", "bold")
+    text.append(f"  {found.note}\n")
+    for event in found.events:
+        text.append(f"{event.rev:>5} {event.lane:<20} {event.kind:<22} ", "dim")
+        text.append(flat(event.text))
+        text.append("\n")
+    return text
 
 
 def item_text(item: a.MemoryItem) -> Text:
@@ -291,6 +470,7 @@ def item_text(item: a.MemoryItem) -> Text:
         tags = f" · tags {', '.join(k.tags)}" if k.tags else ""
         memory = f" · {k.memory} memory" + (f" of {k.user}" if k.user else "")
         text.append(f"{k.type} · loc {k.loc or '-'}{tags}{memory}\n", "dim")
+        text.append(f"source: {_source_line(k.provenance)} (e opens it)\n", "dim")
         for edge in k.edges or ():
             arrow = (
                 f"→ {edge.edge} {edge.name}"

@@ -62,6 +62,21 @@ class KnowledgeBm25:
             state.mark = changes.mark
             return index, changes.query
 
+    def built(self, agent_id: str) -> bool:
+        """Whether `agent_id`'s index is in memory (built by a search or a pre-warm)."""
+        state = self._agents.get(agent_id)
+        return state is not None and state.index is not None
+
+    async def drop(self, agent_id: str, item_id: UUID) -> None:
+        """Take a forgotten item out of `agent_id`'s index now, not at its next search (which
+        would read its removal from the change log anyway)."""
+        state = self._agents.get(agent_id)
+        if state is None:
+            return
+        async with state.lock:
+            if state.index is not None:
+                state.index.remove(item_id)
+
     async def top(
         self, conn: Connection, agent_id: str, query: str, limit: int
     ) -> list[tuple[UUID, float]]:

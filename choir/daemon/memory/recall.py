@@ -27,6 +27,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
+from choir.core.memory.knowledge_graph import GraphFilter, MemoryScope
 from choir.core.memory.recall import Recalled, fill
 from choir.daemon.agents.host_tools import HostToolCall
 from choir.daemon.memory.readable import may_read
@@ -56,6 +57,9 @@ class MemoryRecall:
     """(text, timeout_s, agent_id=...) → the vector, or None (`tools.QueryEmbedder`)."""
     current: Callable[[str], bool]
     """Whether an agent's vectors are the configured model's (else no query vector)."""
+    scope: Callable[[str, str | None], MemoryScope]
+    """(agent, the session's user) → the agent's memories that user's session may read
+    (`access.MemoryGate.scope`): a recall never puts another user's personal item in a prompt."""
 
     async def __call__(self, call: HostToolCall) -> ToolResult:
         started = time.monotonic()
@@ -71,7 +75,7 @@ class MemoryRecall:
             return ToolResult.ok("nothing to recall", items=[], tokens=0)
         try:
             async with asyncio.timeout(deadline_s):
-                return await self._recall(call.context.agent_id, text, budget, deadline_s)
+                return await self._recall(call, text, budget, deadline_s)
         except TimeoutError:
             took = round((time.monotonic() - started) * 1000)
             return ToolResult.fail(
@@ -86,7 +90,11 @@ class MemoryRecall:
             await self.embed_query("warm up", WARM_EMBED_S)  # billed to nobody: no agent_id
         await store.recall(agent_id, "warm up", None, lambda hits: [])  # builds the BM25 index
 
-    async def _recall(self, agent_id: str, text: str, budget: int, deadline_s: float) -> ToolResult:
+    async def _recall(
+        self, call: HostToolCall, text: str, budget: int, deadline_s: float
+    ) -> ToolResult:
+        agent_id = call.context.agent_id
+        graph = GraphFilter(scope=self.scope(agent_id, call.context.bindings.dm))
         vector, note = None, None
         if self.current(agent_id):
             vector = await self.embed_query(text, deadline_s / 2, agent_id=agent_id)
@@ -101,7 +109,7 @@ class MemoryRecall:
             chosen.update((item.id, tokens) for item, tokens in picked)
             return [hit for hit in readable if str(hit.source.id) in chosen]
 
-        hits = await store.recall(agent_id, text, vector, choose)
+        hits = await store.recall(agent_id, text, vector, choose, graph)
         items = [_recalled(hit) for hit in hits]
         return ToolResult.ok(
             f"{len(items)} item(s) recalled",

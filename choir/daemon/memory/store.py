@@ -35,6 +35,7 @@ from choir.core.memory.knowledge_graph import (
 )
 from choir.core.memory.knowledge_names import check_name
 from choir.core.memory.recall import MAX_ITEMS, admitted
+from choir.core.memory.provenance import Provenance
 from choir.core.memory.relevance import RelevanceWeights, check_kind
 from choir.daemon.memory.bm25_index import KnowledgeBm25
 from choir.daemon.memory.graph_search import KnowledgeHit, filtered_search
@@ -46,6 +47,7 @@ from choir.errors import NotFoundError, UnavailableError
 from choir.store import (
     knowledge,
     knowledge_archives,
+    knowledge_forget,
     knowledge_graph,
     knowledge_relevance,
     knowledge_versions,
@@ -57,6 +59,7 @@ from choir.store import (
 )
 from choir.store.agent_schema import run_as_agent
 from choir.store.knowledge import KnowledgeItem
+from choir.store.knowledge_forget import Forgotten
 from choir.store.knowledge_graph import NEIGHBOURS_MAX, Neighbour
 from choir.store.knowledge_versions import KnowledgeVersion
 from choir.store.knowledge_writes import Written
@@ -84,12 +87,14 @@ class MemoryStore(Protocol):
         metadata: dict[str, Any] | None = None,
         fields: ItemFields = NO_FIELDS,
         kind: str | None = None,
+        provenance: Provenance | None = None,
     ) -> KnowledgeItem:
         """The spec's insert and update-by-key: write the item that `name` names (a changed
         text loses its vector until embedded again), or add it (a derived name when None).
         Oversized content or a bad name is refused, nothing written. `kind` (correction,
         preference, fact, task) sets its importance for relevance, in the same transaction;
-        None keeps it (a new item: fact)."""
+        None keeps it (a new item: fact). `provenance` is who wrote it (every write records
+        one; None: unknown), kept with the item and the version."""
         ...
 
     async def add_knowledge(
@@ -101,6 +106,7 @@ class MemoryStore(Protocol):
         metadata: dict[str, Any] | None = None,
         fields: ItemFields = NO_FIELDS,
         kind: str | None = None,
+        provenance: Provenance | None = None,
     ) -> KnowledgeItem:
         """Add an item; a name some item answers to is `KnowledgeNameTaken`."""
         ...
@@ -114,6 +120,7 @@ class MemoryStore(Protocol):
         metadata: dict[str, Any] | None = None,
         fields: ItemFields = NO_FIELDS,
         kind: str | None = None,
+        provenance: Provenance | None = None,
     ) -> Written:
         """Replace the content of the item `ref` names (None text, metadata or field: kept),
         keeping the previous version."""
@@ -133,7 +140,9 @@ class MemoryStore(Protocol):
         """The item `ref` names and its versions, newest first."""
         ...
 
-    async def restore_knowledge(self, agent_id: str, ref: UUID | str, version: int) -> Written:
+    async def restore_knowledge(
+        self, agent_id: str, ref: UUID | str, version: int, provenance: Provenance | None = None
+    ) -> Written:
         """Write an earlier version's content as the newest version."""
         ...
 
@@ -197,6 +206,14 @@ class MemoryStore(Protocol):
     ) -> KnowledgeItem | None:
         """Store the session's summary item `make(archive names)` unless stored, and link it
         derived_from each of the session's archives; the new item, or None."""
+    async def knowledge_about(self, agent_id: str, user: str, *, limit: int) -> list[KnowledgeItem]:
+        """The items a session with `user` (a DM name) wrote a version of, oldest first."""
+        ...
+
+    async def forget_knowledge(self, agent_id: str, ref: UUID | str, *, by: str) -> Forgotten:
+        """Remove the item `ref` names with its names, versions, vector, edges and use counts,
+        from Postgres and this choird's BM25 index, recording that `by` forgot it (one
+        transaction); `NotFoundError` when no item answers to `ref`."""
         ...
 
     async def add_session_chunks(
@@ -254,10 +271,16 @@ class MemoryStore(Protocol):
         ...
 
     async def recall(
-        self, agent_id: str, text: str, vector: Vector | None, choose: Choose
+        self,
+        agent_id: str,
+        text: str,
+        vector: Vector | None,
+        choose: Choose,
+        graph: GraphFilter = NO_FILTER,
     ) -> list[MemoryHit]:
-        """The knowledge items relevant to `text` that `choose` keeps (a prompt's memories,
-        design 004); only those count an access (reinforcement), in the search's transaction."""
+        """The knowledge items relevant to `text` that pass `graph` (the memories the session
+        may read) and that `choose` keeps (a prompt's memories, design 004); only those count
+        an access (reinforcement), in the search's transaction."""
         ...
 
 
@@ -289,6 +312,7 @@ class PostgresMemoryStore:
         metadata: dict[str, Any] | None = None,
         fields: ItemFields = NO_FIELDS,
         kind: str | None = None,
+        provenance: Provenance | None = None,
     ) -> KnowledgeItem:
         meta = metadata or {}
         knowledge.check_item(text, name, meta, fields)  # refused before a connection is taken
@@ -296,7 +320,7 @@ class PostgresMemoryStore:
 
         async def work(c: Connection) -> KnowledgeItem:
             written = await knowledge_writes.put_item(
-                c, text, name=name, metadata=meta, fields=fields
+                c, text, name=name, metadata=meta, fields=fields, provenance=provenance
             )
             return await _kind_set(c, written.item, kind)
 
@@ -311,13 +335,16 @@ class PostgresMemoryStore:
         metadata: dict[str, Any] | None = None,
         fields: ItemFields = NO_FIELDS,
         kind: str | None = None,
+        provenance: Provenance | None = None,
     ) -> KnowledgeItem:
         meta = metadata or {}
         knowledge.check_item(text, name, meta, fields)
         _checked_kind(kind)
 
         async def work(c: Connection) -> KnowledgeItem:
-            item = await knowledge_writes.add_item(c, text, name=name, metadata=meta, fields=fields)
+            item = await knowledge_writes.add_item(
+                c, text, name=name, metadata=meta, fields=fields, provenance=provenance
+            )
             return await _kind_set(c, item, kind)
 
         return await self._run(agent_id, work)
@@ -331,13 +358,14 @@ class PostgresMemoryStore:
         metadata: dict[str, Any] | None = None,
         fields: ItemFields = NO_FIELDS,
         kind: str | None = None,
+        provenance: Provenance | None = None,
     ) -> Written:
         knowledge.check_item(text, None, metadata or {}, fields)
         _checked_kind(kind)
 
         async def work(c: Connection) -> Written:
             written = await knowledge_writes.write_item(
-                c, ref, text, metadata=metadata, fields=fields
+                c, ref, text, metadata=metadata, fields=fields, provenance=provenance
             )
             return replace(written, item=await _kind_set(c, written.item, kind))
 
@@ -360,8 +388,12 @@ class PostgresMemoryStore:
 
         return await self._run(agent_id, work)
 
-    async def restore_knowledge(self, agent_id: str, ref: UUID | str, version: int) -> Written:
-        return await self._run(agent_id, lambda c: knowledge_versions.restore(c, ref, version))
+    async def restore_knowledge(
+        self, agent_id: str, ref: UUID | str, version: int, provenance: Provenance | None = None
+    ) -> Written:
+        return await self._run(
+            agent_id, lambda c: knowledge_versions.restore(c, ref, version, provenance)
+        )
 
     async def get_knowledge(self, agent_id: str, ref: UUID | str) -> KnowledgeItem:
         item = await self._run(agent_id, lambda c: knowledge.get_item(c, ref))
@@ -452,6 +484,20 @@ class PostgresMemoryStore:
             return item
 
         return await self._run(agent_id, work)
+    async def knowledge_about(self, agent_id: str, user: str, *, limit: int) -> list[KnowledgeItem]:
+        return await self._run(
+            agent_id, lambda c: knowledge_forget.learnt_from(c, user, limit=limit)
+        )
+
+    async def forget_knowledge(self, agent_id: str, ref: UUID | str, *, by: str) -> Forgotten:
+        gone = await self._run(agent_id, lambda c: knowledge_forget.forget(c, ref, by=by))
+        if gone is None:
+            raise NotFoundError(
+                f"agent {agent_id} has no knowledge item {str(ref)!r} (a name, alias or id: see "
+                f"choirctl knowledge list {agent_id})"
+            )
+        await self._bm25.drop(agent_id, gone.id)
+        return gone
 
     async def add_session_chunks(
         self, agent_id: str, session_id: str, tier: Tier, chunks: Sequence[MemoryChunk]
@@ -519,7 +565,12 @@ class PostgresMemoryStore:
         return await self._run(agent_id, memory_stats.memory_stats)
 
     async def recall(
-        self, agent_id: str, text: str, vector: Vector | None, choose: Choose
+        self,
+        agent_id: str,
+        text: str,
+        vector: Vector | None,
+        choose: Choose,
+        graph: GraphFilter = NO_FILTER,
     ) -> list[MemoryHit]:
         query = MemoryQuery(store="knowledge", mode="relevance", text=text, vector=vector)
         comparable = self._comparable(agent_id, replace(query, limit=MAX_ITEMS))
@@ -539,11 +590,23 @@ class PostgresMemoryStore:
                 reinforce=False,
                 admit=admitted,
             )
+            if graph.given:  # another user's personal item never reaches this one's prompt
+                allowed = await knowledge_graph.passing(conn, [hit.source.id for hit in hits], graph)
+                hits = [hit for hit in hits if hit.source.id in allowed]
             chosen = choose(hits)
             await knowledge_relevance.reinforce(conn, [hit.source.id for hit in chosen])
             return chosen
 
         return await self._run(agent_id, work, ef_search=ef_search(comparable))
+    async def warm_bm25(self, agent_id: str) -> None:
+        """Build (or catch up) `agent_id`'s BM25 index now, not at its first search
+        (`prewarm`)."""
+        await self._run(agent_id, lambda c: self._bm25.current(c, agent_id, ""))
+
+    @property
+    def bm25(self) -> KnowledgeBm25:
+        """The agents' in-memory BM25 indexes (what a pre-warm built)."""
+        return self._bm25
 
     async def _run(
         self,

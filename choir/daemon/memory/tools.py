@@ -19,7 +19,8 @@
   unknown name is the tool error `not_found`, a name another item answers to `name_taken`. A
   written item is queued for embedding (`index`); it is searchable by text at once. Items
   carry a loc, a type, tags and data, and ops link and unlink add and remove typed edges
-  (design 003, `graph_tools`).
+  (design 003, `graph_tools`). Every content write records its provenance: the session, its
+  revision, the call and the user.
 
 Arguments were checked by the agent against the tool's schema, but choird trusts nothing an
 agent sends: every argument is checked again here, and a bad one is a one-line tool error.
@@ -40,6 +41,7 @@ from choir.core.memory.knowledge_graph import (
     MemoryScope,
     Placement,
 )
+from choir.core.memory.provenance import Provenance
 from choir.daemon.agents.host_tools import HostToolCall, HostTools
 from choir.daemon.memory import graph_tools, tree_tools
 from choir.daemon.memory.access import MemoryAccessDenied, MemoryGate
@@ -114,7 +116,12 @@ class MemoryTools:
         `host_tools`; returns the unregister callable."""
         from choir.daemon.memory.recall import RECALL, MemoryRecall
 
-        recall = MemoryRecall(self.parts, self.embed_query, self.current)
+        recall = MemoryRecall(
+            self.parts,
+            self.embed_query,
+            self.current,
+            lambda agent, user: self.gate.scope(agent, agent, user=user),
+        )
         undo = [
             host_tools.register(QUERY, self.query),
             host_tools.register(UPSERT, self.upsert),
@@ -137,7 +144,9 @@ class MemoryTools:
 
     async def upsert(self, call: HostToolCall) -> ToolResult:
         user = call.context.bindings.dm
-        return await _answered(self._upsert(call.context.agent_id, call.input, user))
+        return await _answered(
+            self._upsert(call.context.agent_id, call.input, user, _provenance(call))
+        )
 
     async def _query(self, caller: str, args: Mapping[str, Any], user: str | None) -> ToolResult:
         store = _required(args, "store")
@@ -306,7 +315,9 @@ class MemoryTools:
             )
         return item
 
-    async def _upsert(self, caller: str, args: Mapping[str, Any], user: str | None) -> ToolResult:
+    async def _upsert(
+        self, caller: str, args: Mapping[str, Any], user: str | None, provenance: Provenance
+    ) -> ToolResult:
         target = _text(args, "target_agent") or caller
         if target not in self.agents():
             raise _Refused("unknown_agent", f"there is no agent {target!r} whose memory to write")
@@ -320,7 +331,7 @@ class MemoryTools:
             )
         store, index = await self.parts()
         fields = await self._placed(store, op, caller, target, args, user)
-        return await _write(op, target, args, store, index, fields)
+        return await _write(op, target, args, store, index, fields, provenance)
 
     async def _placed(
         self,
@@ -384,6 +395,20 @@ update-by-key writes the item with that name or adds it (`put`)."""
 OPS: Final = ("add", "write", "rename", "alias", "remove", "put", "link", "unlink")
 
 
+def _provenance(call: HostToolCall) -> Provenance:
+    """Where a write by `call` comes from: the session, its committed revision (the call's own
+    events follow it), the tool call and the session's user (its DM)."""
+    live = call.context.live
+    return Provenance(
+        agent=live.agent_id,
+        session_id=live.session_id,
+        rev=live.ack_rev,
+        call_id=call.call_id,
+        tool=UPSERT,
+        user=live.bindings.dm,
+    )
+
+
 async def _write(
     op: str,
     caller: str,
@@ -391,6 +416,7 @@ async def _write(
     store: MemoryStore,
     index: Indexer,
     fields: ItemFields,
+    provenance: Provenance,
 ) -> ToolResult:
     """Run one op of the closed set on `caller`'s memory (the agent written to, after the
     access check); refusals (unknown name, taken name) become tool errors."""
@@ -404,6 +430,7 @@ async def _write(
             metadata=_tags(args),
             fields=fields,
             kind=kind,
+            provenance=provenance,
         )
         index(caller, "knowledge", item.id, item.text)
         return _done(f"stored knowledge {item.name!r}", op, item)
@@ -426,14 +453,20 @@ async def _write(
     if op == "put":
         text = _required(args, "text")
         item = await store.put_knowledge(
-            caller, text, name=name, metadata=tags, fields=fields, kind=kind
+            caller, text, name=name, metadata=tags, fields=fields, kind=kind, provenance=provenance
         )
     else:
         text = _text(args, "text")  # None: a write of loc, type, data, tags or kind only
         if text is None and not (fields.given or tags or kind):
             raise _Refused("invalid_input", "op write needs text (or loc, type, data, tags, kind)")
         written = await store.write_knowledge(
-            caller, name, text, metadata=tags or None, fields=fields, kind=kind
+            caller,
+            name,
+            text,
+            metadata=tags or None,
+            fields=fields,
+            kind=kind,
+            provenance=provenance,
         )
         item = written.item
     if text is not None:

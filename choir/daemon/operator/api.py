@@ -36,10 +36,12 @@ from choir.daemon.health.board import DaemonHealth
 from choir.daemon.operator import approvals as operator_approvals
 from choir.daemon.operator import chat as operator_chat
 from choir.daemon.operator import config as operator_config
+from choir.daemon.operator import curation as operator_curation
 from choir.daemon.operator import events as operator_events
 from choir.daemon.operator import gateways as operator_gateways
 from choir.daemon.operator import knowledge as operator_knowledge
 from choir.daemon.operator import knowledge_graph as operator_knowledge_graph
+from choir.daemon.operator import knowledge_source as operator_knowledge_source
 from choir.daemon.operator import logs as operator_logs
 from choir.daemon.operator import memory as operator_memory
 from choir.daemon.operator import recover as operator_recover
@@ -166,6 +168,9 @@ VERBS: Final[Mapping[OperatorVerb, Route]] = {
     V.KNOWLEDGE_RESTORE: Route(operator_knowledge.knowledge_restore),
     V.KNOWLEDGE_LINK: Route(operator_knowledge_graph.knowledge_link),
     V.KNOWLEDGE_UNLINK: Route(operator_knowledge_graph.knowledge_unlink),
+    V.KNOWLEDGE_SOURCE: Route(operator_knowledge_source.knowledge_source),
+    V.MEMORY_ABOUT: Route(operator_curation.memory_about),
+    V.MEMORY_FORGET: Route(operator_curation.memory_forget),
     V.MEMORY_REEMBED: Route(operator_reembed.memory_reembed),
     V.MEMORY_BACKFILL_TOOLS: Route(operator_tool_backfill.memory_backfill_tools),
     V.SESSION_MESSAGES: Route(operator_session_messages.session_messages),

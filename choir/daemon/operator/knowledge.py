@@ -10,10 +10,17 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from choir.core.memory.provenance import operator
 from choir.daemon.operator.context import OperatorContext
 from choir.daemon.operator.knowledge_access import placed_fields
 from choir.daemon.operator.knowledge_graph import fields_of
-from choir.daemon.operator.memory import knowledge_view, store_of, stored, tag_metadata
+from choir.daemon.operator.memory import (
+    knowledge_view,
+    provenance_view,
+    store_of,
+    stored,
+    tag_metadata,
+)
 from choir.daemon.operator.views import iso
 from choir.errors import UsageError
 from choir.protocol.operator import answers as a
@@ -32,6 +39,8 @@ async def knowledge_add(ctx: OperatorContext, request: r.KnowledgeAdd) -> a.Know
         name=request.name,
         metadata=tag_metadata(request.tags),
         fields=await placed_fields(ctx, store, request),
+        kind=request.kind,
+        provenance=operator(request.by),
     )
     return await stored(ctx, store, request.agent_id, item)
 
@@ -43,10 +52,16 @@ async def knowledge_write(ctx: OperatorContext, request: r.KnowledgeWrite) -> a.
     ctx.require_agent(request.agent_id)
     metadata = tag_metadata(request.tags) or None
     fields = fields_of(request)
-    if request.text is None and metadata is None and not fields.given:
-        raise UsageError("give the new text, or tags, loc, type or data to write")
+    if request.text is None and metadata is None and not fields.given and request.kind is None:
+        raise UsageError("give the new text, or tags, loc, type, data or kind to write")
     written = await store.write_knowledge(
-        request.agent_id, request.ref, request.text, metadata=metadata, fields=fields
+        request.agent_id,
+        request.ref,
+        request.text,
+        metadata=metadata,
+        fields=fields,
+        kind=request.kind,
+        provenance=operator(request.by),
     )
     return await stored(ctx, store, request.agent_id, written.item)
 
@@ -82,7 +97,9 @@ async def knowledge_history(
 async def knowledge_restore(ctx: OperatorContext, request: r.KnowledgeRestore) -> a.KnowledgeStored:
     store = store_of(ctx)
     ctx.require_agent(request.agent_id)
-    written = await store.restore_knowledge(request.agent_id, request.ref, request.version)
+    written = await store.restore_knowledge(
+        request.agent_id, request.ref, request.version, operator(request.by)
+    )
     return await stored(ctx, store, request.agent_id, written.item)
 
 
@@ -97,4 +114,5 @@ def _version_view(version: KnowledgeVersion) -> a.KnowledgeVersionView:
         loc=version.loc or None,
         type=version.type,
         data=version.data,
+        provenance=provenance_view(version.provenance),
     )

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, Final, Literal
 from uuid import UUID
 
 from choir.core.memory.knowledge_graph import check_tags
+from choir.core.memory.provenance import Provenance, operator
 from choir.daemon.operator.context import OperatorContext
 from choir.daemon.operator.events import bounded
 from choir.daemon.operator.knowledge_access import placed_fields
@@ -269,6 +270,7 @@ def knowledge_view(
         edges=edges,
         memory=item.memory_class,
         user=item.owner_user or None,
+        provenance=provenance_view(item.provenance),
         **placed(item.loc, item.type.value, item.tags),
     )
 
@@ -397,8 +399,14 @@ async def knowledge_put(ctx: OperatorContext, request: r.KnowledgePut) -> a.Know
         name=request.name,
         metadata=tag_metadata(request.tags),
         fields=await placed_fields(ctx, store, request),
+        kind=request.kind,
+        provenance=operator(request.by),
     )
     return await stored(ctx, store, request.agent_id, item)
+
+
+def provenance_view(provenance: Provenance | None) -> a.ProvenanceView | None:
+    return None if provenance is None else a.ProvenanceView(**provenance.as_json())
 
 
 def tag_metadata(tags: list[str]) -> dict[str, Any]:

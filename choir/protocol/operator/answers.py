@@ -579,6 +579,50 @@ class KnowledgeView(OperatorModel):
     """The memory that holds it: system, knowledge, app or personal."""
     user: str | None = None
     """A personal item's user (its DM); None for the other memories."""
+    provenance: ProvenanceView | None = Field(default=None, exclude_if=lambda p: p is None)
+    """Who wrote its current content; left out when unknown (written before it was kept)."""
+
+
+class ProvenanceView(OperatorModel):
+    """Where a knowledge item's content came from: an agent's tool call in a session, or an
+    operator's front end (`by`). Only the keys that apply are sent."""
+
+    agent: str | None = Field(default=None, exclude_if=lambda v: v is None)
+    session_id: str | None = Field(default=None, exclude_if=lambda v: v is None)
+    rev: int | None = Field(default=None, exclude_if=lambda v: v is None)
+    """The session's committed revision when the call ran; the call's events follow it."""
+    call_id: str | None = Field(default=None, exclude_if=lambda v: v is None)
+    tool: str | None = Field(default=None, exclude_if=lambda v: v is None)
+    user: str | None = Field(default=None, exclude_if=lambda v: v is None)
+    """The session's DM: the user the agent talked to."""
+    by: str | None = Field(default=None, exclude_if=lambda v: v is None)
+    """The operator front end that wrote it (`choirctl`, `console`, a DM name)."""
+
+
+class SourceEvent(OperatorModel):
+    """One event of the session that wrote an item: the tool call, the user message before it."""
+
+    rev: int
+    lane: str
+    kind: str
+    """`user_msg`, `tool_call_requested`, `tool_result_committed`…"""
+    text: str
+    """The message, or the call's tool and arguments, or its result's summary (redacted)."""
+    created_at: str | None
+
+
+class KnowledgeSource(OperatorModel):
+    """`knowledge.source`: where an item's content came from, with its source events."""
+
+    agent_id: str
+    name: str
+    provenance: ProvenanceView | None
+    """None: written before provenance was kept (source unknown)."""
+    events: list[SourceEvent]
+    """The user message before the call, the call and its result (empty for an operator's
+    write or an unknown source)."""
+    note: str
+    """One line on what was found (`source unknown`, `written by the operator via choirctl`)."""
 
 
 class KnowledgeEdgeView(OperatorModel):
@@ -709,6 +753,8 @@ class KnowledgeVersionView(OperatorModel):
     loc: str | None = None
     type: str = "info"
     data: JsonObject = Field(default_factory=dict)
+    provenance: ProvenanceView | None = Field(default=None, exclude_if=lambda p: p is None)
+    """Who wrote this version; left out when unknown."""
 
 
 class KnowledgeHistory(OperatorModel):
@@ -722,6 +768,28 @@ class KnowledgeDeleted(OperatorModel):
     agent_id: str
     ref: str
     deleted: bool
+
+
+class MemoryAbout(OperatorModel):
+    """`memory.about`: the items an agent's sessions with a user wrote, oldest first."""
+
+    agent_id: str
+    user: str
+    """The DM the items were learnt from."""
+    items: list[KnowledgeView]
+
+
+class MemoryForgotten(OperatorModel):
+    """`memory.forget`: what was removed, by whom and when."""
+
+    agent_id: str
+    ref: str
+    id: str
+    """The forgotten item's id (the record of the forget keeps only it)."""
+    versions: int
+    """Versions removed with it."""
+    by: str
+    forgotten_at: str | None
 
 
 class AgentReembedded(OperatorModel):

@@ -291,6 +291,11 @@ class KnowledgePut(WireModel):
     (None: knowledge); an existing item stays in its own."""
     user: str | None = None
     """A personal item's user: the DM (a key of `dms`) whose sessions see it."""
+    kind: str | None = None
+    """correction, preference, fact or task: its importance in relevance search (None: kept,
+    or fact for a new item)."""
+    by: str = Field(default="choirctl", min_length=1, max_length=64)
+    """Who writes, recorded as the content's provenance (`choirctl`, `console`, a DM name)."""
 
 
 class KnowledgeAdd(WireModel):
@@ -312,6 +317,11 @@ class KnowledgeAdd(WireModel):
     knowledge)."""
     user: str | None = None
     """A personal item's user: the DM (a key of `dms`) whose sessions see it."""
+    kind: str | None = None
+    """correction, preference, fact or task: its importance in relevance search (None: kept,
+    or fact for a new item)."""
+    by: str = Field(default="choirctl", min_length=1, max_length=64)
+    """Who writes, recorded as the content's provenance (`choirctl`, `console`, a DM name)."""
 
 
 class KnowledgeWrite(WireModel):
@@ -330,6 +340,11 @@ class KnowledgeWrite(WireModel):
     """system, record, info or abstract (None: unchanged, or info for a new item)."""
     data: dict[str, Any] | None = None
     """Structured data beside the text, at most 16 KiB as JSON (None: unchanged or none)."""
+    kind: str | None = None
+    """correction, preference, fact or task: its importance in relevance search (None: kept,
+    or fact for a new item)."""
+    by: str = Field(default="choirctl", min_length=1, max_length=64)
+    """Who writes, recorded as the content's provenance (`choirctl`, `console`, a DM name)."""
 
 
 class KnowledgeRename(WireModel):
@@ -383,6 +398,28 @@ class KnowledgeRestore(WireModel):
     """The item's name, one of its aliases, or its id."""
     version: int = Field(ge=1)
     """The version whose content becomes the newest version (`knowledge history`)."""
+    by: str = Field(default="choirctl", min_length=1, max_length=64)
+    """Who writes, recorded as the content's provenance (`choirctl`, `console`, a DM name)."""
+
+
+class MemoryAbout(WireModel):
+    """`memory about`: what an agent learnt from one user."""
+
+    agent_id: str = Field(min_length=1)
+    user: str = Field(min_length=1)
+    """The user: a DM's name (config.json `dms`) or its user id on its gateway."""
+    limit: int = Field(default=100, ge=1, le=1000)
+    """Most items, oldest first."""
+
+
+class MemoryForget(WireModel):
+    """`memory forget`: remove a knowledge item from every memory store and index."""
+
+    agent_id: str = Field(min_length=1)
+    ref: str = Field(min_length=1)
+    """The item's name, one of its aliases, or its id."""
+    by: str = Field(default="choirctl", min_length=1, max_length=64)
+    """Who forgets it, recorded with the time (`choirctl`, `choir tui`, a DM name)."""
 
 
 class MemoryReembed(WireModel):

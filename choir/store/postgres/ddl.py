@@ -615,6 +615,34 @@ CREATE INDEX knowledge_documents_memory_idx
     ON {schema}.knowledge_documents (memory_class, owner_user);
 """,
     ),
+    Migration(
+        10,
+        "knowledge provenance",
+        # Who wrote each item's content (`choir.core.memory.provenance`): the agent's session,
+        # revision and tool call, or the operator's front end. NULL: written before it was
+        # recorded ("source unknown"). The index finds what was learnt with one user.
+        """
+ALTER TABLE {schema}.knowledge_documents ADD COLUMN provenance jsonb;
+ALTER TABLE {schema}.knowledge_versions ADD COLUMN provenance jsonb;
+CREATE INDEX knowledge_versions_user_idx
+    ON {schema}.knowledge_versions ((provenance ->> 'user'));
+""",
+    ),
+    Migration(
+        11,
+        "forgotten knowledge",
+        # The operator's `memory forget` (`choir.store.knowledge_forget`): one row per forgotten
+        # item, written in the transaction that deletes it — who (the front end) and when, and
+        # nothing of what it said (its name included: it may be the very thing forgotten).
+        """
+CREATE TABLE {schema}.knowledge_forgotten (
+    document_id  uuid PRIMARY KEY,
+    by           text NOT NULL,
+    versions     int NOT NULL,
+    forgotten_at timestamptz NOT NULL DEFAULT now()
+);
+""",
+    ),
 )
 
 

@@ -159,11 +159,16 @@ def showing(tabs: TabbedContent, view: str | None) -> bool:
     return tabs.active == view
 
 
+ASKED_IN_TAB = {"memory about": ("console",), "session messages": ("s-none",)}
+"""What the tab asks once open (the user; the session, the selected agent's by default)."""
+
+
 async def test_actions_done_in_a_tab_open_it(choird: Choird):
     async with console(choird.home) as (app, pilot):
         tabs = app.query_one(TabbedContent)
-        for view, title in [(a.view, a.title) for a in ACTIONS if a.mode == "view"]:
-            await run(pilot, title)
+        for action in [a for a in ACTIONS if a.mode == "view"]:
+            view = action.view
+            await run(pilot, action.title, *ASKED_IN_TAB.get(action.command, ()))
             await until(pilot, partial(showing, tabs, view), what=f"tab {view}")
             if isinstance(app.screen, ConfirmDialog):
                 await pilot.press("n")  # apply / secret apply ask first
