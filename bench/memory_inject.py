@@ -27,6 +27,7 @@ import numpy.typing as npt
 from bench.common import percentile
 from choir.core.memory.recall import DEFAULT_BUDGET_TOKENS, recall_block
 from choir.daemon.agents.host_tools import HostToolCall
+from choir.daemon.memory.access import MemoryGate
 from choir.daemon.memory.local_provider import LocalEmbeddings
 from choir.daemon.memory.recall import MemoryRecall
 from choir.daemon.memory.store import PostgresMemoryStore
@@ -54,7 +55,13 @@ async def injection_figures(
         await embedder.embed([text])  # what choird pays; the corpus needs its 3-dim vector
         return vector(text)
 
-    recall = MemoryRecall(parts, embed, current=lambda agent: True)
+    gate = MemoryGate(dict)  # an agent with no `memories` entry: its own, as by default
+    recall = MemoryRecall(
+        parts,
+        embed,
+        current=lambda agent: True,
+        scope=lambda agent, user: gate.scope(agent, agent, user=user),
+    )
     bindings = ResourceBindings(workspace="ws", llm="demo", dm="console")
     live = LiveSession("bench", agent_id, "hash", bindings, False, 0, "genesis", None)
     context, ids = live.context("token"), itertools.count()

@@ -27,7 +27,7 @@ from choir.home import ChoirHome
 from choir.protocol import RequestApprovalRequest
 from choir.store.approvals import ApprovalRow
 from choir.store.postgres.pool import Pool
-from tests.daemon.conftest import daemon_home, read_config, write_config
+from tests.daemon.conftest import daemon_home
 from tests.daemon.test_proposal_executor import Edges
 
 GREETING = '{"name": "greeting"}\n'
@@ -38,16 +38,8 @@ AGENT = ("-c", "user.name=choir agent-1", "-c", "user.email=agent-1@choir.local"
 
 @pytest.fixture
 def home(short_tmp: Path) -> ChoirHome:
-    """daemon_home, agent-2 on a repo of its own (it shares agent-1's there)."""
-    made = daemon_home(short_tmp)
-    other = short_tmp / "agent-2-repo"
-    other.mkdir()
-    (other / "README.md").write_text("agent-2\n")
-    init_with_commit(other, "start")
-    data = read_config(made)
-    data["agents"]["agent-2"]["repo"] = {"url": str(other), "ref": "main"}
-    write_config(made, data)
-    return made
+    """daemon_home: agent-2 on a repo of its own."""
+    return daemon_home(short_tmp)
 
 
 @pytest.fixture

@@ -90,9 +90,6 @@ class Launched:
 
 
 Start = Callable[..., Awaitable[Launched]]
-REPO_SHARED = "agent agent-1's repo is also agent agent-2's: a proposal would change both"
-"""make_home's agent-2 shares agent-1's repo: neither may propose a repo change (sandboxed or
-not: the sandbox binds an agent's own repo read-only, a shared one not at all)."""
 
 
 @pytest.fixture
@@ -235,15 +232,13 @@ async def test_unconfigured_integrations_are_not_offered_and_a_call_says_why(sta
     assert unavailable["choir.web.search"] == result["summary"].split(": ", 1)[1]
     lines = unavailable_lines(unavailable)
     pad = " " * 11
-    repo_reason = unavailable["choir.propose.repo_change"]
-    assert repo_reason == REPO_SHARED
+    assert "choir.propose.repo_change" not in unavailable  # agent-1 clones its own repo
     email_reason = unavailable["choir.email.send"]
     assert "no email account is bound" in email_reason
     assert lines == [
         f"tools      choir.email.check, choir.email.receive, choir.email.send not offered: "
         f"{email_reason}",
         f"{pad}choir.notion.query not offered: {unavailable['choir.notion.query']}",
-        f"{pad}choir.propose.repo_change not offered: {repo_reason}",
         f"{pad}choir.tts.speak not offered: {unavailable['choir.tts.speak']}",
         f"{pad}choir.web.browse not offered: {BROWSER_OFF}",
         f"{pad}choir.web.search not offered: {unavailable['choir.web.search']}",

@@ -107,12 +107,16 @@ def scripted_home(root: Path, pg_params: ConnectParams, model_url: str) -> Choir
 
 
 def add_second_agent(data: dict[str, Any], root: Path) -> None:
-    """agent-2: agent-1's repo, its own workspace, git identity and console DM."""
+    """agent-2: its own repo (a clone of agent-1's: a proposal may change only its own agent's
+    repo), workspace, git identity and console DM."""
+    repo = root / "repo-agent-2"
+    if not repo.exists():
+        git(root, "clone", "-q", data["agents"]["agent-1"]["repo"]["url"], str(repo))
     data["workspaces"]["other"] = {"path": str(root / "ws-other")}
     data["dms"]["ops"] = {"gateway": "console", "user_id": "ops"}
     data["git_identities"]["agent-2"] = {"name": "choir agent-2", "email": "agent-2@choir.local"}
     data["agents"]["agent-2"] = {
-        "repo": data["agents"]["agent-1"]["repo"],
+        "repo": {**data["agents"]["agent-1"]["repo"], "url": str(repo)},
         "defaults": {"workspace": "other", "llm": "demo", "git_identity": "agent-2", "dm": "ops"},
     }
 

@@ -37,7 +37,7 @@ from tests.faults.support import (
 from tests.faults.test_choird_restart import home_for
 from tests.harness.homes import read_config
 from tests.harness.waits import poll_until
-from tests.proposals.test_repo_change_live import SCRIPT, own_repo_for_agent_2
+from tests.proposals.test_repo_change_live import SCRIPT
 from tests.proposals.test_skill_apply_docker import container_of
 from tests.proposals.test_skill_apply_live import Scene, head, told
 from tests.security.test_docker_http import build
@@ -49,7 +49,6 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(1500)]
 def scene(root: Path, pg_params: ConnectParams) -> Any:
     require_docker()
     home = home_for(root, pg_params, f"http://127.0.0.1:{IN_CONTAINER_PORT}/v1")
-    own_repo_for_agent_2(home)
     workspace = Path(read_config(home)["workspaces"]["default"]["path"])
     (workspace / ".script.json").write_text(SCRIPT.model_dump_json())
     made = Scene(home)

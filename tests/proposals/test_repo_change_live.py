@@ -25,9 +25,8 @@ from typing import Any
 
 import pytest
 
-from choir.config.scaffolding.gitrepo import git, init_with_commit
+from choir.config.scaffolding.gitrepo import git
 from choir.core.security.profile import REPO_TARGET
-from choir.home import ChoirHome
 from choir.scripted import ReplyStep, Script, ScriptedCall, ScriptedModelServer, ToolCallsStep
 from choir.store.postgres.target import ConnectParams
 from tests.faults.support import as_json, teardown
@@ -113,22 +112,9 @@ def script() -> Script:
     return SCRIPT
 
 
-def own_repo_for_agent_2(home: ChoirHome) -> None:
-    """agent-2 moved off agent-1's repo (`choirctl init` has them share it), so agent-1 may
-    propose changes to its own: a shared repo is refused."""
-    other = home.root.parent / "agent-2-repo"
-    other.mkdir()
-    (other / "README.md").write_text("agent-2\n")
-    init_with_commit(other, "start")
-    data = read_config(home)
-    data["agents"]["agent-2"]["repo"] = {"url": str(other), "ref": "main"}
-    write_config(home, data)
-
-
 @pytest.fixture
 def scene(root: Path, pg_params: ConnectParams, model: ScriptedModelServer) -> Any:
     home = home_for(root, pg_params, model.url)
-    own_repo_for_agent_2(home)
     made = Scene(home)
     yield made
     teardown(made.home, made.choird)
@@ -261,7 +247,10 @@ async def test_in_the_sandbox_a_repo_shared_with_another_agent_is_not_bound_and_
     status = as_json(await scene.ctl("agent", "status", "agent-1", "--json"))
 
     reason = status["unavailable_tools"]["choir.propose.repo_change"]
-    assert reason == "agent agent-1's repo is also agent agent-2's: a proposal would change both"
+    assert reason == (
+        "agent agent-1's repo is also agent agent-2's: a proposal would change both; "
+        "give agent-1 a repo of its own (agents.agent-1.repo.url)"
+    )
     assert status["sandboxed"] is True
     inside = f"/proc/{status['pid']}/root{REPO_TARGET}"
     assert not await asyncio.to_thread(os.path.lexists, inside)  # nothing bound
@@ -285,7 +274,6 @@ async def test_in_the_sandbox_the_agent_cannot_write_to_its_repo(
         script,
         sandbox="bwrap",
         monkeypatch=monkeypatch,
-        configure=own_repo_for_agent_2,
     ) as agent:
         repo = agent.home.sources / "agents" / "agent-1"
         before = git(repo, "for-each-ref").strip()

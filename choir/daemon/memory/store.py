@@ -34,8 +34,8 @@ from choir.core.memory.knowledge_graph import (
     ItemFields,
 )
 from choir.core.memory.knowledge_names import check_name
-from choir.core.memory.recall import MAX_ITEMS, admitted
 from choir.core.memory.provenance import Provenance
+from choir.core.memory.recall import MAX_ITEMS, admitted
 from choir.core.memory.relevance import RelevanceWeights, check_kind
 from choir.daemon.memory.bm25_index import KnowledgeBm25
 from choir.daemon.memory.graph_search import KnowledgeHit, filtered_search
@@ -206,6 +206,7 @@ class MemoryStore(Protocol):
     ) -> KnowledgeItem | None:
         """Store the session's summary item `make(archive names)` unless stored, and link it
         derived_from each of the session's archives; the new item, or None."""
+
     async def knowledge_about(self, agent_id: str, user: str, *, limit: int) -> list[KnowledgeItem]:
         """The items a session with `user` (a DM name) wrote a version of, oldest first."""
         ...
@@ -484,6 +485,7 @@ class PostgresMemoryStore:
             return item
 
         return await self._run(agent_id, work)
+
     async def knowledge_about(self, agent_id: str, user: str, *, limit: int) -> list[KnowledgeItem]:
         return await self._run(
             agent_id, lambda c: knowledge_forget.learnt_from(c, user, limit=limit)
@@ -591,13 +593,16 @@ class PostgresMemoryStore:
                 admit=admitted,
             )
             if graph.given:  # another user's personal item never reaches this one's prompt
-                allowed = await knowledge_graph.passing(conn, [hit.source.id for hit in hits], graph)
+                allowed = await knowledge_graph.passing(
+                    conn, [hit.source.id for hit in hits], graph
+                )
                 hits = [hit for hit in hits if hit.source.id in allowed]
             chosen = choose(hits)
             await knowledge_relevance.reinforce(conn, [hit.source.id for hit in chosen])
             return chosen
 
         return await self._run(agent_id, work, ef_search=ef_search(comparable))
+
     async def warm_bm25(self, agent_id: str) -> None:
         """Build (or catch up) `agent_id`'s BM25 index now, not at its first search
         (`prewarm`)."""

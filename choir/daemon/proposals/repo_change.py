@@ -35,7 +35,14 @@ from typing import Any, Final
 from choir.config import ChoirConfig
 from choir.core.integrations import AGENT_REF_ENV, AGENT_REPO_ENV
 from choir.daemon.images.repos import is_local
-from choir.daemon.proposals.git_apply import ApplyError, TargetRepo, _git, _out, target_repo
+from choir.daemon.proposals.git_apply import (
+    ApplyError,
+    TargetRepo,
+    _git,
+    _out,
+    shared_with,
+    target_repo,
+)
 from choir.errors import UsageError
 
 REPO_CHANGE: Final = "repo_change"
@@ -79,12 +86,9 @@ def clone_source(config: ChoirConfig, agent_id: str) -> tuple[str, str] | str:
             f"agents.{agent_id}.repo.url is a remote URL; choird applies proposals only to a "
             "local repository path"
         )
-    mine = _same_place(url)
-    if _same_place(config.global_repo.url) == mine:
-        return f"agent {agent_id}'s repo is the global repo: a proposal would change every agent"
-    for other, entry in config.agents.items():
-        if other != agent_id and entry.repo.url.strip() and _same_place(entry.repo.url) == mine:
-            return f"agent {agent_id}'s repo is also agent {other}'s: a proposal would change both"
+    shared = shared_with(config, agent_id)
+    if shared is not None:
+        return shared
     return str(Path(url).expanduser()), agent.repo.ref
 
 
@@ -104,10 +108,6 @@ def mount_source(config: ChoirConfig, agent_id: str) -> tuple[Path, str] | str:
 def clone_environment(path: str, ref: str) -> dict[str, str]:
     """What tells the agent (and its tools) where to clone from: the path as it sees it."""
     return {AGENT_REPO_ENV: path, AGENT_REF_ENV: ref}
-
-
-def _same_place(url: str) -> str:
-    return os.path.realpath(os.path.expanduser(url.strip())) if is_local(url.strip()) else url
 
 
 def slug_of(payload: Mapping[str, Any]) -> str:
