@@ -9,8 +9,10 @@ import asyncio
 import time
 from typing import Any
 
+from choir.core.memory.knowledge_graph import ItemFields, Placement
 from choir.core.memory.relevance import RelevanceWeights
 from choir.daemon.agents.host_tools import HostToolCall
+from choir.daemon.memory.access import MemoryGate
 from choir.daemon.memory.recall import TIMEOUT, MemoryRecall
 from choir.daemon.memory.store import PostgresMemoryStore
 from choir.daemon.sessions.state import LiveSession
@@ -21,8 +23,10 @@ from choir.store.postgres.pool import Pool
 from tests.memory.store.test_relevance import access, fill
 
 
-def _call(agent_id: str, text: str, budget: int = 2_000, deadline_ms: int = 5_000) -> HostToolCall:
-    bindings = ResourceBindings(workspace="ws", llm="demo", dm="console")
+def _call(
+    agent_id: str, text: str, budget: int = 2_000, deadline_ms: int = 5_000, dm: str = "console"
+) -> HostToolCall:
+    bindings = ResourceBindings(workspace="ws", llm="demo", dm=dm)
     live = LiveSession("s-1", agent_id, "hash", bindings, False, 0, "genesis", None)
     arguments = {"text": text, "budget_tokens": budget, "deadline_ms": deadline_ms}
     return HostToolCall(live.context("token"), "recall-1", arguments)
@@ -35,7 +39,13 @@ def _recall(store: PostgresMemoryStore) -> MemoryRecall:
     async def no_vector(*_: Any, **__: Any) -> None:
         raise AssertionError("the 3-dim test vectors are not the embedder's: never asked")
 
-    return MemoryRecall(parts, no_vector, current=lambda agent_id: False)
+    gate = MemoryGate(dict)  # agents without `memories`: their own memories, by default
+    return MemoryRecall(
+        parts,
+        no_vector,
+        current=lambda agent_id: False,
+        scope=lambda agent, user: gate.scope(agent, agent, user=user),
+    )
 
 
 def _names(result: ToolResult) -> list[str]:
@@ -70,6 +80,21 @@ async def test_matching_items_within_the_budget_and_only_those_count_as_used(
     assert unrelated.data["items"] == []
 
 
+async def test_a_personal_item_is_recalled_for_its_user_only(pool: Pool, ada: str) -> None:
+    store = PostgresMemoryStore(pool)
+    mine = ItemFields(memory=Placement("personal", "phone"))
+    await store.add_knowledge(ada, "the deploy host is kestrel", name="host.mine", fields=mine)
+    recall = _recall(store)
+
+    theirs = await recall(_call(ada, "which deploy host?", dm="console"))
+    own = await recall(_call(ada, "which deploy host?", dm="phone"))
+
+    assert theirs.status == own.status == "success"
+    assert _names(theirs) == []  # another user's: never in this user's prompt
+    assert _names(own) == ["host.mine"]
+    assert (await access(pool, ada)) == {"host.mine": 1}
+
+
 async def test_a_search_stuck_past_its_deadline_is_given_up_and_counts_nothing(
     pool: Pool, ada: str
 ) -> None:
@@ -98,7 +123,13 @@ async def test_memory_not_up_and_bad_arguments_are_error_answers(pool: Pool, ada
     async def no_vector(*_: Any, **__: Any) -> None:
         return None
 
-    recall = MemoryRecall(down, no_vector, current=lambda agent_id: True)
+    gate = MemoryGate(lambda: {})
+    recall = MemoryRecall(
+        down,
+        no_vector,
+        current=lambda agent_id: True,
+        scope=lambda agent, user: gate.scope(agent, agent, user=user),
+    )
     result = await recall(_call(ada, "deploy host"))
     assert (result.status, result.error_code) == ("error", "memory_unavailable")
     assert "not started" in result.summary
