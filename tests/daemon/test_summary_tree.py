@@ -68,7 +68,7 @@ async def test_a_closed_session_becomes_a_branch_over_its_archives_expandable_to
     assert "archives are immutable" in refused["summary"]
     gone = await query(agent, store="knowledge", mode="expand", query="no.such.item")
     assert (gone["status"], gone["error_code"]) == ("error", "not_found"), gone
-    assert "no knowledge item no.such.item" in gone["summary"]
+    assert "no knowledge item named 'no.such.item'" in gone["summary"]
 
 
 async def test_a_name_held_by_a_note_costs_that_archive_only_and_the_close_completes(
