@@ -326,15 +326,20 @@ async def test_a_restart_only_config_change_gets_an_approve_and_restart_button(
     assert (await client.approval_show(approval_id)).status == "pending"
     assert card.buttons == edited(api, card).buttons
 
+    # a git identity is config.json beyond agents.agent-1: a user's DM may not approve it
     pressed = api.user_presses(PHONE, card, card.buttons[1][1])
-    assert await answered(api, pressed) == "Approved; restarting what it needs"
+    assert (await answered(api, pressed)).startswith(
+        f"approval {approval_id} changes config.json beyond agents.agent-1: only an admin DM"
+    )
+    assert (await client.approval_show(approval_id)).status == "pending"
+    api.user_says(BOSS, f"/approve {approval_id} restart")  # the admin DM may
 
     async def applied() -> bool:
         return (await client.approval_show(approval_id)).status == "applied"
 
     await poll_until(applied, within=60)
     shown = await client.approval_show(approval_id)
-    assert (shown.resolved_by, shown.resolved_via) == ("phone", "telegram")
+    assert (shown.resolved_by, shown.resolved_via) == ("boss", "telegram")
     assert "agent-1 restarted" in (shown.outcome or "")
     status = await client.agent_status("agent-1")
     assert (status.session_id, status.pid != pid) == (session_id, True)

@@ -179,6 +179,11 @@ class ApprovalCards:
                 "telegram approval button refused",
                 fields={"dm": chat.dm, "approval_id": approval_id, "why": error.message},
             )
+            if verb == "approve" and await self._pending(approval_id):
+                # refused, not decided (e.g. only an admin may allow it): say why
+                chat.outbox.send(chat.chat_id, error.message)
+                await self._answer(chat, callback_id, cut(error.message, ANSWER_WIDTH))
+                return
             await self._answer(chat, callback_id, NO_LONGER_VALID)
             return
         except Exception:
@@ -286,6 +291,14 @@ class ApprovalCards:
             await card.chat.client.edit_text(card.chat.chat_id, card.message_id, edited)
 
         await card.chat.outbox.tried(card.chat.chat_id, edit, "approval message edit")
+
+    async def _pending(self, approval_id: str) -> bool:
+        """Whether the approval is still pending (a refusal, not a decision, left it so)."""
+        try:
+            shown = await self._call("approval.show", {"approval_id": approval_id})
+        except ChoirError:
+            return False
+        return isinstance(shown, dict) and shown.get("status") == "pending"
 
     async def _answer(self, chat: Chat, callback_id: str, text: str) -> None:
         try:
