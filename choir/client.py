@@ -717,6 +717,10 @@ class KnowledgeFilter(TypedDict, total=False):
     loc: str
     type: str
     tags: list[str]
+    memory: str
+    """Only items of this memory: system, knowledge, app or personal."""
+    user: str
+    """Only this user's personal items (a DM)."""
 
 
 class KnowledgeFields(TypedDict, total=False):

@@ -22,7 +22,12 @@ from choir.commands import Param
 from choir.commands.text import progress_line
 from choir.errors import ChoirError, ConflictError, UsageError
 from choir.lazy import LazyModule
-from choir.protocol.operator.verbs import MEMORY_MODES, MEMORY_STORES, OperatorVerb
+from choir.protocol.operator.verbs import (
+    MEMORY_CLASSES,
+    MEMORY_MODES,
+    MEMORY_STORES,
+    OperatorVerb,
+)
 from tui.actions import ACTIONS, RECOVER_CHOICES, ConsoleAction
 from tui.bridge import parsed_answer
 from tui.dialogs import ConfirmDialog, TextPrompt
@@ -146,14 +151,14 @@ async def ask(app: App[Any], action: ConsoleAction) -> dict[str, str] | None:
     """Each argument, asked in turn; None when the operator cancels one."""
     answers: dict[str, str] = {}
     for arg in action.args:
+        if arg.asked_if is not None and answers.get(arg.asked_if[0]) != arg.asked_if[1]:
+            continue  # e.g. a user only for a personal item
         default, choices, strict = await options(app, arg, answers)
-        label = f"{action.title}: {arg.label.lower()}?"
+        optional = action.optional(arg) and arg.asked_if is None
+        skip = " (enter: none)" if optional and not default and "empty" not in arg.label else ""
+        label = f"{action.title}: {arg.label.lower()}?{skip}"
         prompt = TextPrompt(
-            label,
-            value=default,
-            choices=choices,
-            allow_empty=action.optional(arg),
-            strict=strict,
+            label, value=default, choices=choices, allow_empty=optional, strict=strict
         )
         answer = await app.push_screen_wait(prompt)
         if answer is None:
@@ -191,6 +196,8 @@ async def options(
         return MEMORY_STORES[0], list(MEMORY_STORES), False  # choird names the valid ones
     if arg.kind == "memory_mode":
         return MEMORY_MODES[0], list(MEMORY_MODES), False
+    if arg.kind == "memory_class":  # empty: choird's default, and an existing item's own
+        return "", list(MEMORY_CLASSES), True
     if arg.kind in ("text", "word", "item"):
         return "", [], False  # free text: choird checks it
     return "", await listed(app, arg), True

@@ -34,6 +34,13 @@ RESTART = Param(
 trailing `restart`, Telegram's third button."""
 MEMORY_ITEM = Param("item_id", "Memory item id", "item")
 KNOWLEDGE_ITEM = Param("ref", "Knowledge item (name, alias or id)", "item")
+NEW_ITEM_MEMORY = Param("memory", "Memory (empty: knowledge)", "memory_class", optional=True)
+"""A new item's memory: system, knowledge, app or personal (choirctl's `--memory`)."""
+PERSONAL_USER = Param(
+    "user", "User (the DM whose sessions see it)", "word", optional=True,
+    asked_if=("memory", "personal"),
+)  # fmt: skip
+"""A personal item's user (choirctl's `--user`): asked only for a personal item."""
 
 CATALOGUE: Final[tuple[Command, ...]] = (
     # set-up and files (no choird)
@@ -434,8 +441,10 @@ CATALOGUE: Final[tuple[Command, ...]] = (
         "List what an agent learnt from a user: the knowledge items its sessions with that\n"
         "user (a DM's name, or its user id on its gateway) wrote, oldest first. Edit one with\n"
         "knowledge write, remove one with memory forget.",
-        verb="memory.about",
-        params=(AGENT, Param("user", "User (a DM name or gateway user id)", "word")),
+        ADMIN, "memory.about",
+        (AGENT, Param("user", "User (a DM name or gateway user id)", "word", metavar="user")),
+        dm="memory about", shows="knowledge",
+        dm_help="what the agent learnt from a user (a DM name or gateway user id)",
     ),
     Command(
         "memory forget",
@@ -443,7 +452,8 @@ CATALOGUE: Final[tuple[Command, ...]] = (
         "store and index, in one transaction; choird records who forgot it and when (the\n"
         "session event log keeps its own record). Asks first on a terminal; elsewhere --yes\n"
         "is required. Exits 4 if there is no such item.",
-        verb="memory.forget", params=(AGENT, KNOWLEDGE_ITEM),
+        ADMIN, "memory.forget", (AGENT, KNOWLEDGE_ITEM._replace(metavar="name"), RESOLVER),
+        dm="memory forget", dm_help="forget one of the agent's knowledge items, versions too",
         done="{ref} forgotten from {agent_id}'s memory",
     ),
     Command(
@@ -474,6 +484,8 @@ CATALOGUE: Final[tuple[Command, ...]] = (
             AGENT,
             Param("text", "Text to remember", "text"),
             Param("name", "Name (empty: derived from the text)", "word", optional=True),
+            NEW_ITEM_MEMORY,
+            PERSONAL_USER,
         ),
         done="stored in {agent_id}'s knowledge",
     ),
@@ -485,6 +497,8 @@ CATALOGUE: Final[tuple[Command, ...]] = (
             AGENT,
             Param("text", "Text to remember", "text"),
             Param("name", "Name (empty: derived from the text)", "word", optional=True),
+            NEW_ITEM_MEMORY,
+            PERSONAL_USER,
         ),
         done="added to {agent_id}'s knowledge",
     ),

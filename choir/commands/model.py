@@ -23,7 +23,7 @@ DMS: Final[frozenset[Scope]] = frozenset({"admin", "regular"})
 Kind = Literal[
     "agent", "running_agent", "session", "job", "lane", "approval", "workspace", "llm", "voice",
     "recover_choice", "word", "text", "settings", "resolver", "memory_store", "memory_mode",
-    "item", "flag",
+    "item", "flag", "memory_class",
 ]  # fmt: skip
 """What an argument's value is (a front end offers choices from it: the TUI's pick lists)."""
 
@@ -40,9 +40,9 @@ approval, else a numbered list to choose from); `bound` the DM's bound agent;
 word; `dm` the DM's own name; `none` never from a DM; `flag` True when the line ends with the
 parameter's word (`/approve 2 restart`), else left out."""
 
-Shows = Literal["fields", "status", "events", "approvals"]
+Shows = Literal["fields", "status", "events", "approvals", "knowledge"]
 """How a DM says a command's answer (`choir.commands.text`): every field, an agent's status in
-a few lines, events one a line, approvals numbered."""
+a few lines, events one a line, approvals numbered, knowledge items one a line."""
 
 _DEFAULT_FILL: Final[Mapping[Kind, Fill]] = {
     "agent": "bound", "running_agent": "bound", "session": "session", "text": "rest",
@@ -66,6 +66,9 @@ class Param(NamedTuple):
     """Whether an operator front end asks for it (False: a DM-only field, e.g. the resolver)."""
     metavar: str = ""
     """Its name in a DM usage line (default: from the kind)."""
+    asked_if: tuple[str, str] | None = None
+    """(argument, value): an operator front end asks for it only when that argument was given
+    that value, and then requires it (a personal item's user); otherwise it is left out."""
 
     @property
     def dm_fill(self) -> Fill:

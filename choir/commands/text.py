@@ -96,6 +96,19 @@ def event_lines(events: Sequence[Mapping[str, Any]]) -> list[str]:
     return lines
 
 
+def knowledge_lines(answer: Mapping[str, Any]) -> list[str]:
+    """`memory.about`: one line per knowledge item, `name (memory): text`."""
+    items = answer.get("items") or []
+    if not items:
+        return [f"{answer.get('agent_id')} learnt nothing from {answer.get('user')}"]
+    lines = []
+    for item in items:
+        memory = str(item.get("memory", "knowledge"))
+        memory += f" of {item['user']}" if item.get("user") else ""
+        lines.append(cut(f"{item['name']} ({memory}): {item.get('text', '')}"))
+    return lines
+
+
 def approval_lines(approvals: Sequence[Mapping[str, Any]]) -> list[str]:
     """Pending approvals, numbered: `/approve <n>` picks one."""
     lines = []

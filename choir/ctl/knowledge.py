@@ -61,9 +61,28 @@ FilterTagsOption = Annotated[
 ]
 
 
-def graph_filter(loc: str | None, kind: str | None, tags: list[str] | None) -> KnowledgeFilter:
-    """The `--loc`, `--type` and `--tag` filters as the client sends them."""
-    given: dict[str, Any] = {"loc": loc, "type": kind, "tags": tags or None}
+FilterMemoryOption = Annotated[
+    str | None,
+    typer.Option("--memory", help="Only items of this memory: system, knowledge, app or personal."),
+]
+FilterUserOption = Annotated[
+    str | None,
+    typer.Option("--user", help="Only this user's personal items (a DM name)."),
+]
+
+
+def graph_filter(
+    loc: str | None,
+    kind: str | None,
+    tags: list[str] | None,
+    memory: str | None = None,
+    user: str | None = None,
+) -> KnowledgeFilter:
+    """The `--loc`, `--type`, `--tag`, `--memory` and `--user` filters as the client sends
+    them."""
+    given: dict[str, Any] = {
+        "loc": loc, "type": kind, "tags": tags or None, "memory": memory, "user": user
+    }  # fmt: skip
     return {key: value for key, value in given.items() if value is not None}  # type: ignore[return-value]
 
 
@@ -130,13 +149,15 @@ def list_items(
     loc: FilterLocOption = None,
     kind: FilterTypeOption = None,
     tags: FilterTagsOption = None,
+    memory: FilterMemoryOption = None,
+    user: FilterUserOption = None,
     home: HomeOption = None,
     as_json: JsonOption = False,
 ) -> None:
     from choir.ctl.remote import with_choird
     from choir.ctl.render.humanize import dash, moment, one_line
 
-    graph = graph_filter(loc, kind, tags)
+    graph = graph_filter(loc, kind, tags, memory, user)
     data = with_choird(
         home,
         lambda choird: choird.knowledge_list(agent_id, limit=limit, after=after, graph=graph),
@@ -146,6 +167,7 @@ def list_items(
             item.name,
             dash(item.loc or ""),
             item.type,
+            item.memory + (f" ({item.user})" if item.user else ""),
             str(item.version),
             "yes" if item.has_vector else "no",
             moment(item.updated_at),
@@ -155,7 +177,7 @@ def list_items(
     ]
 
     def human() -> None:
-        table(("name", "loc", "type", "version", "vector", "updated", "text"), rows)
+        table(("name", "loc", "type", "memory", "version", "vector", "updated", "text"), rows)
         if data.next_after:
             print(f"(more: choirctl knowledge list {agent_id} --after {data.next_after})")
 

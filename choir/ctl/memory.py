@@ -63,13 +63,24 @@ def search(
         list[str] | None,
         typer.Option("--tag", help="Knowledge: only items with this tag (repeat: all of them)."),
     ] = None,
+    memory: Annotated[
+        str | None,
+        typer.Option(
+            "--memory",
+            help="Knowledge: only items of this memory (system, knowledge, app, personal).",
+        ),
+    ] = None,
+    user: Annotated[
+        str | None,
+        typer.Option("--user", help="Knowledge: only this user's personal items (a DM name)."),
+    ] = None,
     home: HomeOption = None,
     as_json: JsonOption = False,
 ) -> None:
     from choir.ctl.knowledge import graph_filter
     from choir.ctl.remote import with_choird
 
-    graph = graph_filter(loc, kind, tags)
+    graph = graph_filter(loc, kind, tags, memory, user)
     data = with_choird(
         home,
         lambda choird: choird.memory_search(

@@ -39,23 +39,24 @@ Direction = Literal["out", "in"]
 
 
 def filter_sql(first: int) -> str:
-    """The `GraphFilter` condition on `d`, its five parameters numbered from `first`:
-    loc (NULL: any), type (NULL: any), tags (empty: any), the scope's classes (NULL: any) and
-    its user (NULL: no personal item)."""
+    """The `GraphFilter` condition on `d`, its six parameters numbered from `first`:
+    loc (NULL: any), type (NULL: any), tags (empty: any), the scope's classes (NULL: any), its
+    user (NULL: no personal item) and whether every user's personal items pass."""
     loc, kind, tags = f"${first}::text", f"${first + 1}::text", f"${first + 2}::text[]"
     classes, user = f"${first + 3}::text[]", f"${first + 4}::text"
+    every = f"${first + 5}::boolean"
     return (
         f"({loc} IS NULL OR d.loc = {loc} OR starts_with(d.loc, {loc} || ':')) "
         f"AND ({kind} IS NULL OR d.type = {kind}) "
         f"AND (cardinality({tags}) = 0 OR d.metadata -> 'tags' @> to_jsonb({tags})) "
         f"AND ({classes} IS NULL OR (d.memory_class = ANY({classes}) "
-        f"AND (d.memory_class <> 'personal' OR d.owner_user = {user})))"
+        f"AND (d.memory_class <> 'personal' OR {every} OR d.owner_user = {user})))"
     )
 
 
 def filter_args(
     graph: GraphFilter,
-) -> tuple[str | None, str | None, list[str], list[str] | None, str | None]:
+) -> tuple[str | None, str | None, list[str], list[str] | None, str | None, bool]:
     scope = graph.scope
     return (
         graph.loc,
@@ -63,6 +64,7 @@ def filter_args(
         list(graph.tags),
         None if scope is None else list(scope.classes),
         None if scope is None else scope.user,
+        scope is not None and scope.every_user,
     )
 
 

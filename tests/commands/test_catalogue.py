@@ -213,4 +213,5 @@ def test_dm_answers_are_shown_the_way_the_catalogue_says() -> None:
         "agent status": "status",
         "session events": "events",
         "approval list": "approvals",
+        "memory about": "knowledge",
     }

@@ -29,6 +29,21 @@ class Run:
         return json.loads(self.out)
 
 
+def table_rows(lines: list[str]) -> list[dict[str, str]]:
+    """A `choirctl` table (its header line first) as rows keyed by lowercase column name: each
+    cell is cut at the header's column positions (columns are two spaces apart), so a test keeps
+    working when a column is added."""
+    header, *body = lines
+    starts = [
+        i for i, ch in enumerate(header) if ch != " " and (i == 0 or header[i - 2 : i] == "  ")
+    ]
+    bounds = list(zip(starts, [*starts[1:], None], strict=True))
+    names = [header[a:b].strip().lower() for a, b in bounds]
+    return [
+        {n: line[a:b].strip() for n, (a, b) in zip(names, bounds, strict=True)} for line in body
+    ]
+
+
 def choirctl(home: Path, *args: str, stdin: str | None = None) -> Run:
     """Run `choirctl args` with CHOIR_HOME=home, exactly as an operator would."""
     env = {k: v for k, v in os.environ.items() if k != "CHOIR_HOME"}

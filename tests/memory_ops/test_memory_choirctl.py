@@ -10,7 +10,7 @@ import pytest
 
 from choir.protocol.operator import answers as a
 from choir.protocol.operator.views import OperatorModel
-from tests.ctl.cli import Run, choirctl
+from tests.ctl.cli import Run, choirctl, table_rows
 from tests.harness.memory import TEXTS
 
 from .conftest import Filled
@@ -82,7 +82,10 @@ async def test_knowledge_put_list_show_delete(filled: Filled):
     assert put.out == "stored team.standup in agent-1's knowledge; embedded\n"
     assert set(again.json()) == fields(a.KnowledgeStored)
     assert again.json()["updated"] is True
-    assert listed.out.splitlines()[1].split()[:5] == ["team.standup", "-", "info", "2", "yes"]
+    row = table_rows(listed.out.splitlines())[0]
+    assert [row[c] for c in ("name", "loc", "type", "memory", "version", "vector")] == [
+        "team.standup", "-", "info", "knowledge", "2", "yes"
+    ]  # fmt: skip
     assert "standup is at ten" in listed.out
     assert "name      team.standup (knowledge of agent-1)" in shown.out
     assert f"id        {item_id}" in shown.out

@@ -12,6 +12,7 @@ from tests.tui.actions.conftest import confirmation, notes
 from tests.tui.actions.test_actions_palette import palette, prompt
 from tests.tui.conftest import Live, column
 from tests.tui.pilot import console, show_tab, until
+from tui.dialogs import TextPrompt
 from tui.views.memory import MemoryView
 
 
@@ -63,21 +64,41 @@ async def test_stats_search_open_and_knowledge(live: Live):
         assert [row.value for row in view.table.rows] == [wifi.item.id]
 
 
+def problem(prompt: TextPrompt) -> str:
+    return str(prompt.query_one("#problem", Static).content)
+
+
+async def asked(pilot, about: str) -> TextPrompt:
+    """The prompt asking `about` (`: name (`: the one before it may still be closing)."""
+    await until(
+        pilot,
+        lambda: isinstance(pilot.app.screen, TextPrompt) and about in pilot.app.screen.label,
+        what=f"the prompt for {about}",
+    )
+    screen = pilot.app.screen
+    assert isinstance(screen, TextPrompt)
+    return screen
+
+
 async def test_knowledge_from_the_palette_and_a_refusal_as_one_notification(live: Live):
     async with console(live.home) as (app, pilot):
         app.select_agent("agent-1")
         await palette(pilot, "knowledge put")
-        assert (await prompt(pilot)).value == "agent-1"
+        assert (await asked(pilot, ": agent?")).value == "agent-1"
         await pilot.press("enter")
-        await prompt(pilot)
+        await asked(pilot, ": text to remember?")
         await pilot.press(*"the printer is on floor two", "enter")
-        await prompt(pilot)  # the key: none
-        await pilot.press("enter")
+        await asked(pilot, ": name (")
+        await pilot.press("enter")  # optional: derived from the text
+        memory = await asked(pilot, ": memory (")
+        assert (memory.value, memory.choices) == ("", ("knowledge", "system", "app", "personal"))
+        await pilot.press("enter")  # optional: knowledge, and no user is asked
         await until(
             pilot,
             lambda: any("stored in agent-1's knowledge" in t for _, t in notes(app)),
             what="the notice",
         )
+        assert not isinstance(app.screen, TextPrompt)
 
         await palette(pilot, "knowledge delete")
         await pilot.press("enter")  # agent-1
@@ -92,4 +113,41 @@ async def test_knowledge_from_the_palette_and_a_refusal_as_one_notification(live
             what="the refusal",
         )
     items = (await live.client.knowledge_list("agent-1")).items
-    assert [item.text for item in items] == ["the printer is on floor two"]
+    assert [(item.text, item.memory) for item in items] == [
+        ("the printer is on floor two", "knowledge")
+    ]
+
+
+async def test_a_personal_item_from_the_palette_asks_its_user(live: Live):
+    async with console(live.home) as (app, pilot):
+        app.select_agent("agent-1")
+        await palette(pilot, "knowledge add")
+        await asked(pilot, ": agent?")
+        await pilot.press("enter")
+        await asked(pilot, ": text to remember?")
+        await pilot.press(*"prefers short answers", "enter")
+        await asked(pilot, ": name (")
+        await pilot.press(*"style", "enter")
+        memory = await asked(pilot, ": memory (")
+        await pilot.press(*"persnal", "enter")  # a typo is caught here, not sent
+        await until(
+            pilot, lambda: "is not one of" in str(memory.query_one("#problem", Static).content)
+        )
+        await pilot.press(*["backspace"] * 7, *"personal", "enter")
+        user = await asked(pilot, ": user (")
+        await pilot.press("enter")  # required for a personal item
+        await until(
+            pilot, lambda: "type an answer" in str(user.query_one("#problem", Static).content)
+        )
+        await pilot.press(*"console", "enter")
+        await until(
+            pilot,
+            lambda: any("added to agent-1's knowledge" in t for _, t in notes(app)),
+            what="the notice",
+        )
+        await show_tab(pilot, "memory")
+        await pilot.press("k")
+        await until(pilot, lambda: "1 knowledge item(s)" in shown(app, "memory-what"))
+        assert column(app, "memory-results", "from") == ["style · personal of console"]
+    items = (await live.client.knowledge_list("agent-1")).items
+    assert [(i.name, i.memory, i.user) for i in items] == [("style", "personal", "console")]

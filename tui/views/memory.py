@@ -431,7 +431,12 @@ def hit_row(hit: a.MemoryHitView) -> tuple[str, str, str, str]:
 def item_row(item: a.KnowledgeView) -> tuple[str, str, str, str]:
     vector = "" if item.has_vector else " (no vector)"
     loc = f" ({item.loc})" if item.loc else ""
-    return item.id, "", f"{item.name}{loc}{vector}", flat(item.text)
+    return item.id, "", f"{item.name}{loc}{vector} · {memory_of(item)}", flat(item.text)
+
+
+def memory_of(item: a.KnowledgeView) -> str:
+    """The memory holding an item: `app`, `personal of alice`."""
+    return item.memory + (f" of {item.user}" if item.user else "")
 
 
 def _source_line(found: a.ProvenanceView | None) -> str:

@@ -96,6 +96,8 @@ class MemoryScope:
 
     classes: tuple[str, ...]
     user: str | None = None
+    every_user: bool = False
+    """Personal items of every user (the operator's `--memory personal` without `--user`)."""
 
 
 NO_FIELDS: Final = ItemFields()

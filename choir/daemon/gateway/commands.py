@@ -20,6 +20,7 @@ from choir.commands.dm import Invocation, Seat, help_lines, payload
 from choir.commands.text import (
     approval_lines,
     event_lines,
+    knowledge_lines,
     progress_line,
     readable,
     status_lines,
@@ -81,6 +82,8 @@ class DmCommands:
             return event_lines(answer["events"])
         if cmd.shows == "status":
             return status_lines(answer)
+        if cmd.shows == "knowledge":
+            return knowledge_lines(answer)
         return readable(answer)
 
     async def _pick(self, seat: Seat, given: str | None, verb: str) -> str | list[str]:

@@ -71,7 +71,7 @@ async def filtered_search(
     """Run `query` (checked), keep the knowledge hits passing `graph`, and place each."""
     store, mode = checked(query)
     if graph.given and store != "knowledge":
-        raise MemoryQueryError("loc, type and tags filter the knowledge store only")
+        raise MemoryQueryError("loc, type, tags and memory filter the knowledge store only")
     if not graph.given:
         hits = await run_search(conn, agent_id, query, bm25, weights)
     else:

@@ -10,10 +10,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from choir.core.memory.access import MemoryClass
 from choir.core.memory.knowledge_graph import (
     EdgeType,
     GraphFilter,
     ItemFields,
+    MemoryScope,
     check_data,
     check_edge_type,
     check_loc,
@@ -69,7 +71,26 @@ def filter_of(request: r.KnowledgeList | r.MemorySearch) -> GraphFilter:
         loc=None if request.loc is None else check_loc(request.loc),
         type=None if request.type is None else check_type(request.type),
         tags=check_tags(request.tags),
+        scope=_memory_scope(request.memory, request.user),
     )
+
+
+def _memory_scope(memory: str | None, user: str | None) -> MemoryScope | None:
+    """The operator's `--memory`/`--user` filter: one memory (personal: every user's items,
+    or `user`'s); `--user` alone keeps that user's personal items. None: every memory."""
+    if memory is None and user is None:
+        return None
+    try:
+        memory_class = MemoryClass(memory or MemoryClass.PERSONAL)
+    except ValueError:
+        raise UsageError(
+            f"unknown memory {memory!r}: use " + ", ".join(c.value for c in MemoryClass)
+        ) from None
+    if user is not None and memory_class is not MemoryClass.PERSONAL:
+        raise UsageError("--user keeps a user's personal items: drop --memory or make it personal")
+    if user == "":
+        raise UsageError("--user needs a DM name (every user's items: leave it out)")
+    return MemoryScope((memory_class.value,), user, every_user=user is None)
 
 
 def edge_view(edge: Edge) -> a.KnowledgeEdgeView:

@@ -233,6 +233,10 @@ class MemorySearch(WireModel):
     """Knowledge: keep items of this type (system, record, info, abstract)."""
     tags: list[str] = Field(default_factory=list)
     """Knowledge: keep items carrying all of these tags."""
+    memory: str | None = None
+    """Knowledge: keep items of this memory (system, knowledge, app or personal; None: all)."""
+    user: str | None = None
+    """Knowledge: keep personal items of this user (a DM name); with memory personal or alone."""
 
 
 class MemoryItemRef(WireModel):
@@ -260,6 +264,10 @@ class KnowledgeList(WireModel):
     """Keep items of this type (system, record, info, abstract)."""
     tags: list[str] = Field(default_factory=list)
     """Keep items carrying all of these tags."""
+    memory: str | None = None
+    """Keep items of this memory (system, knowledge, app or personal; None: all)."""
+    user: str | None = None
+    """Keep personal items of this user (a DM name); with memory personal or alone."""
 
 
 class KnowledgeRef(WireModel):

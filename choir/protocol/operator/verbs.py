@@ -15,6 +15,9 @@ MEMORY_STORES: Final = ("session", "knowledge")
 MEMORY_MODES: Final = ("hybrid", "semantic", "text", "session_detail", "relevance")
 """Its modes, the default first; `session_detail` is the session store's only, `relevance` the
 knowledge store's."""
+MEMORY_CLASSES: Final = ("knowledge", "system", "app", "personal")
+"""An agent's memories (`choir.core.memory.access.MemoryClass`), the default first: what front
+ends offer for a knowledge write's `memory` and a listing's filter; choird checks."""
 
 
 class OperatorVerb(StrEnum):
