@@ -6,8 +6,9 @@ one the agent's model writes at graceful stop (`SessionSummary`) — stored at t
 close as a knowledge item `summary/<session>` and linked to the session's archives by
 `derived_from` edges. A search hit on a branch expands to its leaves, a leaf to its source
 events (`choir.memory.query` mode `expand`). Times are ISO minutes; the head of each summary says
-who took part and how much each said or did. The root — a periodic roll-up over sessions written
-by the agent when idle — is not built yet.
+who took part and how much each said or did. The root is a roll-up over sessions the agent's
+model writes while edge is idle (`rollup`): an item `rollup/<ISO minute>` linked `derived_from`
+each session summary it covers.
 """
 
 from __future__ import annotations
@@ -34,6 +35,8 @@ from choir.protocol.log.events import (
 )
 
 __all__ = [
+    "ROLLUP_KEY",
+    "ROLLUP_LOC",
     "SUMMARY_KEY",
     "SUMMARY_LOC",
     "TREE_KEYS",
@@ -46,7 +49,11 @@ SUMMARY_KEY: Final = "session_summary"
 """The metadata key of a session summary item (a branch of the tree)."""
 SUMMARY_LOC: Final = "summary"
 """The loc root of session summaries, `summary:<session>`."""
-TREE_KEYS: Final = (ARCHIVE_KEY, SUMMARY_KEY)
+ROLLUP_KEY: Final = "memory_rollup"
+"""The metadata key of a roll-up item (a root of the tree)."""
+ROLLUP_LOC: Final = "rollup"
+"""The loc of roll-ups: a search with `loc=rollup` finds roots only."""
+TREE_KEYS: Final = (ARCHIVE_KEY, SUMMARY_KEY, ROLLUP_KEY)
 """Metadata keys of the tree's items: every one of them is immutable."""
 
 
@@ -105,9 +112,11 @@ def session_summary_entry(
     return ArchiveEntry(summary_name(session_id), text, {SUMMARY_KEY: source}, loc)
 
 
-def tree_depth(archives: int, summaries: int, linked: int) -> int:
-    """Levels the tree has: 0 empty, 1 leaves only, 2 with branches (3 once roots exist);
-    `linked` counts branches with at least one leaf."""
+def tree_depth(archives: int, summaries: int, linked: int, roots: int = 0) -> int:
+    """Levels the tree has: 0 empty, 1 leaves only, 2 with branches over leaves, 3 with a root
+    (a roll-up) over branches; `linked` counts branches with at least one leaf."""
+    if roots and summaries:
+        return 3 if linked else 2
     if summaries and linked:
         return 2
-    return 1 if archives or summaries else 0
+    return 1 if archives or summaries or roots else 0

@@ -37,6 +37,7 @@ from choir.core.memory.knowledge_names import check_name
 from choir.core.memory.provenance import Provenance
 from choir.core.memory.recall import MAX_ITEMS, admitted
 from choir.core.memory.relevance import RelevanceWeights, check_kind
+from choir.core.memory.rollup import PendingSummary
 from choir.daemon.memory.bm25_index import KnowledgeBm25
 from choir.daemon.memory.graph_search import KnowledgeHit, filtered_search
 from choir.daemon.memory.provider import Vector
@@ -50,6 +51,7 @@ from choir.store import (
     knowledge_forget,
     knowledge_graph,
     knowledge_relevance,
+    knowledge_rollups,
     knowledge_versions,
     knowledge_writes,
     memory,
@@ -206,6 +208,19 @@ class MemoryStore(Protocol):
     ) -> KnowledgeItem | None:
         """Store the session's summary item `make(archive names)` unless stored, and link it
         derived_from each of the session's archives; the new item, or None."""
+
+    async def store_rollups(
+        self, agent_id: str, entries: Sequence[ArchiveEntry]
+    ) -> list[KnowledgeItem]:
+        """Store the roll-ups (the tree's roots) not stored yet, each linked derived_from the
+        summaries it covers, in one transaction; the new ones."""
+        ...
+
+    async def pending_summaries(
+        self, agent_id: str, limit: int, *, besides: Sequence[str] = ()
+    ) -> list[PendingSummary]:
+        """The session summaries no roll-up covers yet (nor `besides`), oldest first."""
+        ...
 
     async def knowledge_about(self, agent_id: str, user: str, *, limit: int) -> list[KnowledgeItem]:
         """The items a session with `user` (a DM name) wrote a version of, oldest first."""
@@ -482,9 +497,27 @@ class PostgresMemoryStore:
             entry = make(leaves)
             item = await knowledge_archives.store_archive(c, entry)
             await knowledge_archives.link_sources(c, entry.name, leaves)
+            await knowledge_rollups.link_covering(c, entry.name)
             return item
 
         return await self._run(agent_id, work)
+
+    async def store_rollups(
+        self, agent_id: str, entries: Sequence[ArchiveEntry]
+    ) -> list[KnowledgeItem]:
+        async def work(c: Connection) -> list[KnowledgeItem]:
+            stored = [await knowledge_rollups.store_rollup(c, entry) for entry in entries]
+            return [item for item in stored if item is not None]
+
+        return await self._run(agent_id, work)
+
+    async def pending_summaries(
+        self, agent_id: str, limit: int, *, besides: Sequence[str] = ()
+    ) -> list[PendingSummary]:
+        return await self._run(
+            agent_id,
+            lambda c: knowledge_rollups.pending_summaries(c, limit, besides=list(besides)),
+        )
 
     async def knowledge_about(self, agent_id: str, user: str, *, limit: int) -> list[KnowledgeItem]:
         return await self._run(

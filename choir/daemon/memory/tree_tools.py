@@ -2,9 +2,10 @@
 
     {"store": "knowledge", "mode": "expand", "query": "summary/0123456789abcdef"}
 
-A search hit on a summary is expanded by its name: a session summary (a branch) to the items it
-was derived from — its compaction archives, whole up to `HIT_CHARS` each —, an archive (a leaf)
-to its source events, the session's messages in its rev range, each with who said it (a page of
+A search hit on a summary is expanded by its name: a roll-up (a root, `rollup/<ISO minute>`) to
+the session summaries it covers, a session summary (a branch) to the items it was derived
+from — its compaction archives, whole up to `HIT_CHARS` each —, an archive (a leaf) to its
+source events, the session's messages in its rev range, each with who said it (a page of
 `limit`; `offset` reads on). Any other item expands to what it was derived from, if anything.
 """
 
@@ -55,7 +56,7 @@ async def expand(
     return ToolResult(
         status="success",
         summary=f"{item.name!r} in {whose} knowledge was derived from {len(sources)} item(s); "
-        "expand an archive among them for its source events",
+        "expand a summary among them for its archives, an archive for its source events",
         data={
             "store": "knowledge",
             "mode": EXPAND_MODE,
