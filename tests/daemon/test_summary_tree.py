@@ -2,7 +2,7 @@
 a session with a compaction and a summary closes into a leaf (its archive) and a branch (its
 summary, linked derived_from the archive); a search hit on the branch expands to the archive,
 the archive to its source messages with who said them; neither can be changed. A roll-up over
-summaries (the root) expands to them."""
+summaries (the root) expands to them; a session's tool calls are a leaf under its summary."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from tests.daemon.test_memory_tools import as_agent, call, daemon, home, query, 
 from tests.harness.daemons import pool_of
 from tests.memory.close.support import run_session, wait_closed
 from tests.memory.close.test_archive_faults import NAME, compacted
+from tests.memory_ops.test_tool_rows import tool_session
 
 pytestmark = pytest.mark.slow
 __all__ = ["daemon", "home"]  # the fixtures this module borrows
@@ -131,4 +132,31 @@ async def test_a_rollup_is_the_root_expanded_to_summaries_then_archives_then_eve
     stats = await query(agent, store="session", mode="stats", query="stats")
     assert stats["data"]["tree_depth"] == 3, stats
     refused = await upsert(agent, op="write", name=root, text="rewritten")
+    assert (refused["status"], refused["error_code"]) == ("error", "immutable"), refused
+
+
+async def test_a_sessions_tool_calls_are_a_leaf_under_its_summary_expandable_to_events(
+    daemon: ChoirDaemon,
+) -> None:
+    await daemon.memory_started()
+    session_id = await run_session(daemon, tool_session(0))
+    await wait_closed(pool_of(daemon), session_id)
+    segment = session_id.removeprefix("s-")
+    agent = await as_agent(daemon, "agent-1")
+
+    down = await query(agent, store="knowledge", mode="expand", query=f"summary/{segment}")
+    [leaf] = down["data"]["sources"]
+    assert leaf["name"] == f"tools/{segment}/6"
+    assert leaf["text"].startswith(f"Tool calls of session {session_id}, revs 2-6 (3 calls).")
+    assert "rev 4: agent ran `pytest -q` (exit 0)" in leaf["text"]
+    found = await query(agent, store="knowledge", mode="text", query="pytest", loc="tools")
+    assert hit_names(found) == [leaf["name"]]
+
+    events = await query(agent, store="knowledge", mode="expand", query=leaf["name"], limit=50)
+    assert events["status"] == "success", events
+    assert (events["data"]["from_rev"], events["data"]["upto_rev"]) == (2, 6)
+    assert [m["rev"] for m in events["data"]["messages"]] == sorted(
+        m["rev"] for m in events["data"]["messages"]
+    )
+    refused = await upsert(agent, op="remove", name=leaf["name"])
     assert (refused["status"], refused["error_code"]) == ("error", "immutable"), refused

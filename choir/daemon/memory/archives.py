@@ -15,9 +15,11 @@ nothing then: the close, which is itself resumed after a crash, stores what is m
 archive stored twice is stored once. The archive's vector is queued like any knowledge item's;
 one not written is backfilled.
 
-At the close the session's summary — the agent's, made at graceful stop — becomes the summary
-tree's branch over those archives (`choir.core.memory.summary_tree`): an item `summary/<session>`
-linked `derived_from` each archive, stored once however often the close runs.
+At the close the session's tool calls (their computed sentences, `tool_rows`) become one more
+leaf, `tools/<session>/<last rev>`, and the session's summary — the agent's, made at graceful
+stop — becomes the summary tree's branch over those archives and that leaf
+(`choir.core.memory.summary_tree`): an item `summary/<session>` linked `derived_from` each of
+them, stored once however often the close runs.
 
 A roll-up (`MemoryRollup`, the tree's root: the agent's model over session summaries, written
 while edge was idle) is stored the same way — eagerly when its event is durable (failpoint
@@ -34,8 +36,13 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from choir.core.memory.archives import ArchiveEntry, archive_entry
+from choir.core.memory.chunks import MemoryChunk
 from choir.core.memory.rollup import rollup_entry
-from choir.core.memory.summary_tree import session_summary_entry, who_said_what
+from choir.core.memory.summary_tree import (
+    session_summary_entry,
+    tool_sequence_entry,
+    who_said_what,
+)
 from choir.errors import ConflictError, UsageError
 from choir.failpoints import failpoint
 from choir.logs import get_logger, redact
@@ -138,12 +145,21 @@ async def store_session_branch(
 
 
 async def store_session_tree(
-    store: MemoryStore, index: Indexer, agent_id: str, session: StoredSession
+    store: MemoryStore,
+    index: Indexer,
+    agent_id: str,
+    session: StoredSession,
+    tool_rows: Sequence[MemoryChunk] = (),
 ) -> None:
-    """At a session's close: its archives, then its summary over them. A refusal (an item of
-    another kind holding a tree item's name) is logged and the close goes on: the session's
-    memory must not wait on it. Postgres being away is raised (the close is retried)."""
-    for step in (store_session_archives, store_session_branch, store_session_rollups):
+    """At a session's close: its archives and its tool sequence (`tool_rows`, the leaves), then
+    its summary over them, then its roll-ups. A refusal (an item of another kind holding a tree
+    item's name) is logged and the close goes on: the session's memory must not wait on it.
+    Postgres being away is raised (the close is retried)."""
+
+    async def tools(store: MemoryStore, index: Indexer, agent_id: str, s: StoredSession) -> int:
+        return await store_tool_sequence(store, index, agent_id, s.session_id, tool_rows)
+
+    for step in (store_session_archives, tools, store_session_branch, store_session_rollups):
         try:
             await step(store, index, agent_id, session)
         except (ConflictError, UsageError) as refused:
@@ -155,6 +171,19 @@ async def store_session_tree(
                     "error": refused.message,
                 },
             )
+
+
+async def store_tool_sequence(
+    store: MemoryStore,
+    index: Indexer,
+    agent_id: str,
+    session_id: str,
+    tool_rows: Sequence[MemoryChunk],
+) -> int:
+    """The leaf of the session's tool calls (`tool_rows`, redacted already), unless stored; 1
+    when stored now."""
+    entry = tool_sequence_entry(session_id, tool_rows)
+    return 0 if entry is None else await store_entries(store, index, agent_id, [entry])
 
 
 async def store_session_archives(
@@ -254,4 +283,5 @@ __all__ = [
     "store_session_branch",
     "store_session_rollups",
     "store_session_tree",
+    "store_tool_sequence",
 ]

@@ -38,6 +38,7 @@ from choir.core.memory.provenance import Provenance
 from choir.core.memory.recall import MAX_ITEMS, admitted
 from choir.core.memory.relevance import RelevanceWeights, check_kind
 from choir.core.memory.rollup import PendingSummary
+from choir.core.memory.summary_tree import TOOLS_LOC
 from choir.daemon.memory.bm25_index import KnowledgeBm25
 from choir.daemon.memory.graph_search import KnowledgeHit, filtered_search
 from choir.daemon.memory.provider import Vector
@@ -207,7 +208,8 @@ class MemoryStore(Protocol):
         self, agent_id: str, session_id: str, make: Callable[[list[str]], ArchiveEntry]
     ) -> KnowledgeItem | None:
         """Store the session's summary item `make(archive names)` unless stored, and link it
-        derived_from each of the session's archives; the new item, or None."""
+        derived_from each of the session's archives and tool sequences (and the roll-ups
+        covering it to it); the new item, or None."""
 
     async def store_rollups(
         self, agent_id: str, entries: Sequence[ArchiveEntry]
@@ -490,13 +492,16 @@ class PostgresMemoryStore:
     async def store_session_summary(
         self, agent_id: str, session_id: str, make: Callable[[list[str]], ArchiveEntry]
     ) -> KnowledgeItem | None:
-        loc = f"{ARCHIVE_LOC}:{session_segment(session_id)}"
+        segment = session_segment(session_id)
+        loc = f"{ARCHIVE_LOC}:{segment}"
 
         async def work(c: Connection) -> KnowledgeItem | None:
             leaves = await knowledge_archives.archive_names(c, loc)
             entry = make(leaves)
             item = await knowledge_archives.store_archive(c, entry)
             await knowledge_archives.link_sources(c, entry.name, leaves)
+            tools = await knowledge_archives.archive_names(c, f"{TOOLS_LOC}:{segment}")
+            await knowledge_archives.link_sources(c, entry.name, tools)
             await knowledge_rollups.link_covering(c, entry.name)
             return item
 
