@@ -2,7 +2,8 @@
 scripted model, idle, rolls up the session summaries of its earlier sessions with its own model;
 choird stores the roll-up once, linked derived_from the summaries, found by search, opened by
 name and not changeable. A user message arriving while the roll-up's model call is in flight is
-answered at once: the roll-up is cancelled and written at the next idle period."""
+answered at once: the roll-up is cancelled and written at the next idle period. A failing model
+(an HTTP 500, an empty answer) is retried when idle again, and the user is told nothing."""
 
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ from choir.core.memory.rollup import ROLLUP_MARKER
 from choir.daemon.memory.search import MemoryQuery
 from choir.errors import ChoirError, ConflictError
 from choir.protocol.log.events import SessionSummary
-from choir.scripted import ReplyStep, Script, ScriptedModelServer
+from choir.scripted import RawStep, ReplyStep, Script, ScriptedModelServer
 from choir.store.postgres.ddl import apply_control_schema
 from choir.store.postgres.pool import connect
 from choir.store.postgres.target import ConnectParams
@@ -167,3 +168,27 @@ async def test_a_message_during_the_rollup_is_answered_at_once_and_the_rollup_wa
     events = await stored_events(agent.daemon, agent.session_id)
     kinds = [e.event_type for e in events]
     assert kinds.index("agent_replied") < kinds.index("memory_rollup")
+
+
+async def test_a_failing_model_is_retried_at_the_next_idle_period_and_the_user_sees_nothing(
+    start: Start,
+) -> None:
+    failing = Script(
+        steps=[
+            RawStep(match=ROLLUP_MARKER, status=500, body='{"error": {"message": "down"}}'),
+            ReplyStep(match=ROLLUP_MARKER, text="   "),  # nothing written: retried too
+            *SCRIPT.steps,
+        ]
+    )
+    agent = await start(failing, rollup_idle_s=1)
+    await wait_closed(pool_of(agent.daemon), SESSION, within=60)
+
+    async def rolled() -> bool:
+        return bool(await rollups(agent))
+
+    await poll_until(rolled, within=90)
+    [event] = await rollups(agent)
+    assert event["text"] == ROLLUP_TEXT
+    assert len(rollup_requests(agent)) >= 3  # the 500, the empty answer, the roll-up
+    events = await stored_events(agent.daemon, agent.session_id)
+    assert [e for e in events if e.event_type == "agent_replied"] == []  # nothing told the user
