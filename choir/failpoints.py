@@ -50,6 +50,7 @@ KNOWN_FAILPOINTS: Final = frozenset(
         "memory.close.after_chunks",
         "edge.after_recall",
         "memory.archive.before_store",
+        "memory.rollup.before_store",
         "memory.forget.before_delete",
         "memory.forget.after_delete",
         "memory.reembed.after_page",
@@ -78,6 +79,8 @@ recorded yet.
 is not made yet.
 `memory.archive.before_store` (choird): a compaction naming an archive is durable, its archive
 is not stored yet (the session's close stores it).
+`memory.rollup.before_store` (choird): a `memory_rollup` event is durable, its roll-up is not
+stored yet (the session's close stores it).
 `memory.reembed.after_page` (choird): a page of a re-embed's vectors is stored, more may wait.
 `memory.backfill_tools.after_session` (choird): one session's tool-call rows are stored by
 `memory backfill-tools`, more sessions may wait.

@@ -208,6 +208,7 @@ class ChoirAgent:
         from choir.agent.lanes.core.runner import CoreJobRunner
         from choir.agent.lanes.edge import EdgeLane
         from choir.agent.lanes.recall import Recall
+        from choir.agent.lanes.rollup import IdleRollup
         from choir.agent.lanes.support import (
             DemoModel,
             Identity,
@@ -283,7 +284,8 @@ class ChoirAgent:
             kernel.arbiter.add_gate(self._drain.gate)
             kernel.arbiter.add_gate(integrations.gate)
             kernel.arbiter.add_gate(tools.gate)
-            edge = EdgeLane(kit, jobs, Recall(bridge, lambda: state.current().data))
+            config = lambda: state.current().data  # noqa: E731 - read at each use: it changes
+            edge = EdgeLane(kit, jobs, Recall(bridge, config), IdleRollup(kit, bridge, config))
             restored.attach(kit, edge, recovery)  # budgets, skills, memories: before lanes run
             resumed = recovery.resume_open()
             recovery.announce_held(options.session_id)

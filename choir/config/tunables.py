@@ -79,6 +79,9 @@ class Tunables(ConfigModel):
     recall_deadline_ms: Annotated[int, Field(ge=10, le=5_000)] = 150
     """The longest the recall may take: a slower search is given up and the turn goes on
     without it (the event says so)."""
+    rollup_idle_s: Annotated[int, Field(ge=0, le=86_400)] = 600
+    """Edge idle this long (no user message) rolls up the session summaries no roll-up covers
+    yet with the agent's model (design 004, the summary tree's root); 0 never rolls up."""
     summary_timeout_ms: Positive = 30_000
     """Graceful stop skips the session summary if the LLM takes longer (§11.8)."""
     stop_timeout_ms: Positive = 10_000

@@ -1,5 +1,5 @@
-"""Which knowledge items no write may change: the summary tree's — compaction archives and
-session summaries (`knowledge_archives`).
+"""Which knowledge items no write may change: the summary tree's — compaction archives, tool
+sequences, session summaries and roll-ups (`knowledge_archives`, `knowledge_rollups`).
 
 `knowledge_writes` asks here before a content write, a rename or a removal, in the write's own
 transaction, so a refusal leaves nothing half-written.
@@ -18,7 +18,7 @@ _IN_TREE: Final = "SELECT name FROM knowledge_documents WHERE id = $1 AND metada
 
 
 class ArchiveImmutable(ConflictError):
-    """A write, rename or removal of a compaction archive or a session summary."""
+    """A write, rename or removal of an item of the summary tree."""
 
 
 async def refuse_archive(conn: Connection, item_id: UUID, what: str) -> None:
@@ -26,8 +26,9 @@ async def refuse_archive(conn: Connection, item_id: UUID, what: str) -> None:
     name = await conn.fetchval(_IN_TREE, item_id, list(TREE_KEYS))
     if name is not None:
         raise ArchiveImmutable(
-            f"cannot {what} {name!r}: it is a compaction archive or a session summary, and "
-            "archives are immutable; write a new note (and link it to the archive) instead"
+            f"cannot {what} {name!r}: it is in the summary tree (an archive, a tool sequence, a "
+            "session summary or a roll-up), and archives are immutable; write a new note (and "
+            "link it to the archive) instead"
         )
 
 

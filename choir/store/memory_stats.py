@@ -37,12 +37,18 @@ SELECT
     (SELECT count(*) FROM knowledge_documents d
      WHERE NOT EXISTS (SELECT FROM knowledge_embeddings e WHERE e.document_id = d.id))
         AS knowledge_missing,
-    (SELECT count(*) FROM knowledge_documents WHERE metadata ? 'compaction_archive') AS leaves,
+    (SELECT count(*) FROM knowledge_documents
+     WHERE metadata ?| array['compaction_archive', 'tool_sequence']) AS leaves,
     (SELECT count(*) FROM knowledge_documents WHERE metadata ? 'session_summary') AS branches,
     (SELECT count(DISTINCT s.id) FROM knowledge_documents s
      JOIN knowledge_edges e ON e.source_id = s.id AND e.type = 'derived_from'
-     JOIN knowledge_documents a ON a.id = e.target_id AND a.metadata ? 'compaction_archive'
-     WHERE s.metadata ? 'session_summary') AS linked
+     JOIN knowledge_documents a ON a.id = e.target_id
+      AND a.metadata ?| array['compaction_archive', 'tool_sequence']
+     WHERE s.metadata ? 'session_summary') AS linked,
+    (SELECT count(DISTINCT r.id) FROM knowledge_documents r
+     JOIN knowledge_edges e ON e.source_id = r.id AND e.type = 'derived_from'
+     JOIN knowledge_documents s ON s.id = e.target_id AND s.metadata ? 'session_summary'
+     WHERE r.metadata ? 'memory_rollup') AS roots
 """
 
 _INDEX_SIZES: Final = """
@@ -65,7 +71,7 @@ class MemoryStats:
     """On-disk size of each search index (HNSW and GIN), by index name."""
     tree_depth: int = 0
     """Levels of the summary tree (`core.memory.summary_tree.tree_depth`): 0 none, 1 archives
-    only, 2 session summaries over them."""
+    (or tool sequences) only, 2 session summaries over them, 3 a roll-up over those."""
 
 
 async def memory_stats(conn: Connection) -> MemoryStats:
@@ -80,5 +86,7 @@ async def memory_stats(conn: Connection) -> MemoryStats:
         knowledge_items=totals["knowledge"],
         vectors_missing=totals["memory_missing"] + totals["knowledge_missing"],
         index_bytes={row["name"]: row["bytes"] or 0 for row in sizes},
-        tree_depth=tree_depth(totals["leaves"], totals["branches"], totals["linked"]),
+        tree_depth=tree_depth(
+            totals["leaves"], totals["branches"], totals["linked"], totals["roots"]
+        ),
     )

@@ -13,10 +13,12 @@ from pathlib import Path
 import pytest
 
 from choir.client import ChoirClient
+from choir.core.memory.summary_tree import TREE_KEYS
 from choir.home import ChoirHome
+from choir.store.agent_schema import run_as_agent
 from choir.store.postgres.target import ConnectParams
 from tests.harness.chat import replies_until
-from tests.harness.daemons import running_daemon
+from tests.harness.daemons import pool_of, running_daemon
 from tests.harness.homes import external_postgres, make_home
 
 pytestmark = pytest.mark.slow
@@ -47,4 +49,10 @@ async def test_what_it_is_told_to_remember_outlives_a_restart(home: ChoirHome) -
         recalled = await say(client, "recall editor", "From my memory")
         assert recalled == "From my memory: my editor is helix"
         assert daemon.memory_store is not None
-        assert (await daemon.memory_store.stats("agent-1")).knowledge_items == 1
+        async with pool_of(daemon).acquire() as conn, run_as_agent(conn, "agent-1") as agent:
+            noted = await agent.fetchval(  # the summary tree's items (the close's) aside
+                "SELECT count(*) FROM knowledge_documents WHERE NOT metadata ?| $1::text[]",
+                list(TREE_KEYS),
+            )
+            kinds = await agent.fetch("SELECT metadata FROM knowledge_documents")
+        assert noted == 1, [row["metadata"] for row in kinds]

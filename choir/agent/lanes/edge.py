@@ -41,6 +41,7 @@ from choir.agent.lanes.core.budget_ask import (
 from choir.agent.lanes.core.runner import CoreJobRunner
 from choir.agent.lanes.core.stream import BUDGET_EXCEEDED
 from choir.agent.lanes.recall import Recall
+from choir.agent.lanes.rollup import IdleRollup
 from choir.agent.lanes.spend import SpendCapReached
 from choir.agent.lanes.support import LaneKit
 from choir.core.budgets import SESSION_EXTENDABLE
@@ -71,11 +72,22 @@ STOPPING_TEXT = (
 class EdgeLane:
     """The edge lane of one session; `run` is its task."""
 
-    def __init__(self, kit: LaneKit, jobs: CoreJobRunner, recall: Recall | None = None) -> None:
+    def __init__(
+        self,
+        kit: LaneKit,
+        jobs: CoreJobRunner,
+        recall: Recall | None = None,
+        rollup: IdleRollup | None = None,
+    ) -> None:
         self._kit = kit
         self._jobs = jobs
         self._recall = recall
         """Memories for each message (design 004); None recalls nothing."""
+        self._rollup = rollup
+        """The idle roll-up (design 004, the summary tree's root), run while waiting for a
+        message and cancelled by one; None rolls nothing up."""
+        self._cancelled: set[asyncio.Task[None]] = set()
+        """Idle roll-ups cancelled by a message, until they have unwound."""
         self.state: EdgeStatus = "EDGE_IDLE"
         self._inbox: asyncio.Queue[UserMessagePush] = asyncio.Queue()
         self._injections: list[str] = []
@@ -128,12 +140,24 @@ class EdgeLane:
             return self._inbox.get_nowait()
         message = asyncio.ensure_future(self._inbox.get())
         stopping = asyncio.ensure_future(drain.wait())
+        idle = self._idle()
         try:
             await asyncio.wait({message, stopping}, return_when=asyncio.FIRST_COMPLETED)
         finally:
             stopping.cancel()
             message.cancel()
+            if idle is not None:  # not awaited: the message is not kept waiting for it
+                idle.cancel()
         return None if drain.draining or message.cancelled() else message.result()
+
+    def _idle(self) -> asyncio.Task[None] | None:
+        """The idle roll-up, started beside the wait for a message."""
+        if self._rollup is None:
+            return None
+        task = asyncio.get_running_loop().create_task(self._rollup.while_idle(), name="rollup")
+        self._cancelled.add(task)
+        task.add_done_callback(self._cancelled.discard)
+        return task
 
     def _end(self) -> None:
         """Edge's last move: after its safe point, or cancelled mid-cycle (the user is told)."""

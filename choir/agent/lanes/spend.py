@@ -36,7 +36,7 @@ from choir.protocol import LlmCallRecorded, SpendSoFar
 
 log = get_logger("choir.agent.spend")
 
-Purpose = Literal["step", "summary", "compaction"]
+Purpose = Literal["step", "summary", "compaction", "rollup"]
 
 
 class SpendCapReached(ChoirError):

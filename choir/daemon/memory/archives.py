@@ -15,26 +15,39 @@ nothing then: the close, which is itself resumed after a crash, stores what is m
 archive stored twice is stored once. The archive's vector is queued like any knowledge item's;
 one not written is backfilled.
 
-At the close the session's summary — the agent's, made at graceful stop — becomes the summary
-tree's branch over those archives (`choir.core.memory.summary_tree`): an item `summary/<session>`
-linked `derived_from` each archive, stored once however often the close runs.
+At the close the session's tool calls (their computed sentences, `tool_rows`) become one more
+leaf, `tools/<session>/<last rev>`, and the session's summary — the agent's, made at graceful
+stop — becomes the summary tree's branch over those archives and that leaf
+(`choir.core.memory.summary_tree`): an item `summary/<session>` linked `derived_from` each of
+them, stored once however often the close runs.
+
+A roll-up (`MemoryRollup`, the tree's root: the agent's model over session summaries, written
+while edge was idle) is stored the same way — eagerly when its event is durable (failpoint
+`memory.rollup.before_store`), again at the close — as `rollup/<ISO minute>` linked
+`derived_from` each summary it covers (`choir.store.knowledge_rollups`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Iterable, Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from choir.core.memory.archives import ArchiveEntry, archive_entry
-from choir.core.memory.summary_tree import session_summary_entry, who_said_what
+from choir.core.memory.chunks import MemoryChunk
+from choir.core.memory.rollup import rollup_entry
+from choir.core.memory.summary_tree import (
+    session_summary_entry,
+    tool_sequence_entry,
+    who_said_what,
+)
 from choir.errors import ConflictError, UsageError
 from choir.failpoints import failpoint
 from choir.logs import get_logger, redact
 from choir.protocol.log.committed import CommittedEvent
-from choir.protocol.log.events import Event, MemoryWriteCommitted
+from choir.protocol.log.events import Event, MemoryRollup, MemoryWriteCommitted
 
 if TYPE_CHECKING:
     from choir.daemon.memory.chunks import StoredSession
@@ -57,6 +70,34 @@ def archives_of(session_id: str, events: Iterable[tuple[int, Event]]) -> list[Ar
             if entry is not None:
                 entries.append(replace(entry, text=redact(entry.text)))
     return entries
+
+
+def rollups_of(session_id: str, events: Iterable[tuple[int, Event]]) -> list[ArchiveEntry]:
+    """The roll-up entries among `events` ((rev, event)), redacted like archives."""
+    return [
+        replace(entry, text=redact(entry.text))
+        for entry in (
+            rollup_entry(session_id, rev, event)
+            for rev, event in events
+            if isinstance(event, MemoryRollup)
+        )
+    ]
+
+
+async def store_rollups(
+    store: MemoryStore, index: Indexer, agent_id: str, entries: Sequence[ArchiveEntry]
+) -> int:
+    """Store the roll-ups among `entries` not stored yet (linked to their summaries) and queue
+    their vectors; how many were new."""
+    if not entries:
+        return 0
+    stored = await store.store_rollups(agent_id, entries)
+    for item in stored:
+        index(agent_id, "knowledge", item.id, item.text)
+    if stored:
+        names = [item.name for item in stored]
+        _log.info("memory roll-ups stored", fields={"agent_id": agent_id, "names": names})
+    return len(stored)
 
 
 async def store_entries(
@@ -104,12 +145,21 @@ async def store_session_branch(
 
 
 async def store_session_tree(
-    store: MemoryStore, index: Indexer, agent_id: str, session: StoredSession
+    store: MemoryStore,
+    index: Indexer,
+    agent_id: str,
+    session: StoredSession,
+    tool_rows: Sequence[MemoryChunk] = (),
 ) -> None:
-    """At a session's close: its archives, then its summary over them. A refusal (an item of
-    another kind holding a tree item's name) is logged and the close goes on: the session's
-    memory must not wait on it. Postgres being away is raised (the close is retried)."""
-    for step in (store_session_archives, store_session_branch):
+    """At a session's close: its archives and its tool sequence (`tool_rows`, the leaves), then
+    its summary over them, then its roll-ups. A refusal (an item of another kind holding a tree
+    item's name) is logged and the close goes on: the session's memory must not wait on it.
+    Postgres being away is raised (the close is retried)."""
+
+    async def tools(store: MemoryStore, index: Indexer, agent_id: str, s: StoredSession) -> int:
+        return await store_tool_sequence(store, index, agent_id, s.session_id, tool_rows)
+
+    for step in (store_session_archives, tools, store_session_branch, store_session_rollups):
         try:
             await step(store, index, agent_id, session)
         except (ConflictError, UsageError) as refused:
@@ -123,6 +173,19 @@ async def store_session_tree(
             )
 
 
+async def store_tool_sequence(
+    store: MemoryStore,
+    index: Indexer,
+    agent_id: str,
+    session_id: str,
+    tool_rows: Sequence[MemoryChunk],
+) -> int:
+    """The leaf of the session's tool calls (`tool_rows`, redacted already), unless stored; 1
+    when stored now."""
+    entry = tool_sequence_entry(session_id, tool_rows)
+    return 0 if entry is None else await store_entries(store, index, agent_id, [entry])
+
+
 async def store_session_archives(
     store: MemoryStore, index: Indexer, agent_id: str, session: StoredSession
 ) -> int:
@@ -131,8 +194,17 @@ async def store_session_archives(
     return await store_entries(store, index, agent_id, archives_of(session.session_id, events))
 
 
+async def store_session_rollups(
+    store: MemoryStore, index: Indexer, agent_id: str, session: StoredSession
+) -> int:
+    """At a session's close: store every roll-up its events hold that is not stored yet."""
+    events = ((stored.rev, stored.event) for stored in session.events)
+    return await store_rollups(store, index, agent_id, rollups_of(session.session_id, events))
+
+
 class ArchiveWriter:
-    """Stores the archives of newly durable compactions in the background, one task each."""
+    """Stores the archives of newly durable compactions, and the roll-ups of newly durable
+    `MemoryRollup` events, in the background, one task each."""
 
     def __init__(self, parts: Parts) -> None:
         self._parts = parts
@@ -142,11 +214,14 @@ class ArchiveWriter:
         """A replication listener: store the archives `events` name (a batch without any costs
         one pass over its kinds)."""
         entries = archives_of(session_id, ((e.rev, e.event) for e in events))
-        if not entries:
-            return
-        task = asyncio.get_running_loop().create_task(
-            self._store(agent_id, session_id, entries), name="memory-archive"
-        )
+        if entries:
+            self._spawn(self._store(agent_id, session_id, entries), "memory-archive")
+        roots = rollups_of(session_id, ((e.rev, e.event) for e in events))
+        if roots:
+            self._spawn(self._store_rollups(agent_id, session_id, roots), "memory-rollup")
+
+    def _spawn(self, work: Coroutine[Any, Any, None], name: str) -> None:
+        task = asyncio.get_running_loop().create_task(work, name=name)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
@@ -179,12 +254,34 @@ class ArchiveWriter:
                 },
             )
 
+    async def _store_rollups(
+        self, agent_id: str, session_id: str, entries: list[ArchiveEntry]
+    ) -> None:
+        try:
+            await failpoint("memory.rollup.before_store")
+            store, index = await self._parts()
+            await store_rollups(store, index, agent_id, entries)
+        except Exception as exc:
+            _log.warning(
+                "memory roll-up not stored yet; the session's close stores it",
+                fields={
+                    "agent_id": agent_id,
+                    "session_id": session_id,
+                    "names": [entry.name for entry in entries],
+                    "error": f"{type(exc).__name__}: {exc}",
+                },
+            )
+
 
 __all__ = [
     "ArchiveWriter",
     "archives_of",
+    "rollups_of",
     "store_entries",
+    "store_rollups",
     "store_session_archives",
     "store_session_branch",
+    "store_session_rollups",
     "store_session_tree",
+    "store_tool_sequence",
 ]

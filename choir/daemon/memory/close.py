@@ -263,7 +263,7 @@ class SessionCloser:
         index_rows(self._index, agent_id, described)
         # the compactions' archives not stored when their events became durable, and the
         # session's summary: the summary tree's branch over them
-        await store_session_tree(self._store, self._index.index, agent_id, session)
+        await store_session_tree(self._store, self._index.index, agent_id, session, tool_rows)
         await failpoint("memory.close.after_chunks")
         promoted = await self._promote(agent_id, config.mid_term_sessions, begun.chunk_chars)
         async with self._pool.acquire() as conn:

@@ -37,6 +37,8 @@ from choir.core.memory.knowledge_names import check_name
 from choir.core.memory.provenance import Provenance
 from choir.core.memory.recall import MAX_ITEMS, admitted
 from choir.core.memory.relevance import RelevanceWeights, check_kind
+from choir.core.memory.rollup import PendingSummary
+from choir.core.memory.summary_tree import TOOLS_LOC
 from choir.daemon.memory.bm25_index import KnowledgeBm25
 from choir.daemon.memory.graph_search import KnowledgeHit, filtered_search
 from choir.daemon.memory.provider import Vector
@@ -50,6 +52,7 @@ from choir.store import (
     knowledge_forget,
     knowledge_graph,
     knowledge_relevance,
+    knowledge_rollups,
     knowledge_versions,
     knowledge_writes,
     memory,
@@ -205,7 +208,21 @@ class MemoryStore(Protocol):
         self, agent_id: str, session_id: str, make: Callable[[list[str]], ArchiveEntry]
     ) -> KnowledgeItem | None:
         """Store the session's summary item `make(archive names)` unless stored, and link it
-        derived_from each of the session's archives; the new item, or None."""
+        derived_from each of the session's archives and tool sequences (and the roll-ups
+        covering it to it); the new item, or None."""
+
+    async def store_rollups(
+        self, agent_id: str, entries: Sequence[ArchiveEntry]
+    ) -> list[KnowledgeItem]:
+        """Store the roll-ups (the tree's roots) not stored yet, each linked derived_from the
+        summaries it covers, in one transaction; the new ones."""
+        ...
+
+    async def pending_summaries(
+        self, agent_id: str, limit: int, *, besides: Sequence[str] = ()
+    ) -> list[PendingSummary]:
+        """The session summaries no roll-up covers yet (nor `besides`), oldest first."""
+        ...
 
     async def knowledge_about(self, agent_id: str, user: str, *, limit: int) -> list[KnowledgeItem]:
         """The items a session with `user` (a DM name) wrote a version of, oldest first."""
@@ -475,16 +492,37 @@ class PostgresMemoryStore:
     async def store_session_summary(
         self, agent_id: str, session_id: str, make: Callable[[list[str]], ArchiveEntry]
     ) -> KnowledgeItem | None:
-        loc = f"{ARCHIVE_LOC}:{session_segment(session_id)}"
+        segment = session_segment(session_id)
+        loc = f"{ARCHIVE_LOC}:{segment}"
 
         async def work(c: Connection) -> KnowledgeItem | None:
             leaves = await knowledge_archives.archive_names(c, loc)
             entry = make(leaves)
             item = await knowledge_archives.store_archive(c, entry)
             await knowledge_archives.link_sources(c, entry.name, leaves)
+            tools = await knowledge_archives.archive_names(c, f"{TOOLS_LOC}:{segment}")
+            await knowledge_archives.link_sources(c, entry.name, tools)
+            await knowledge_rollups.link_covering(c, entry.name)
             return item
 
         return await self._run(agent_id, work)
+
+    async def store_rollups(
+        self, agent_id: str, entries: Sequence[ArchiveEntry]
+    ) -> list[KnowledgeItem]:
+        async def work(c: Connection) -> list[KnowledgeItem]:
+            stored = [await knowledge_rollups.store_rollup(c, entry) for entry in entries]
+            return [item for item in stored if item is not None]
+
+        return await self._run(agent_id, work)
+
+    async def pending_summaries(
+        self, agent_id: str, limit: int, *, besides: Sequence[str] = ()
+    ) -> list[PendingSummary]:
+        return await self._run(
+            agent_id,
+            lambda c: knowledge_rollups.pending_summaries(c, limit, besides=list(besides)),
+        )
 
     async def knowledge_about(self, agent_id: str, user: str, *, limit: int) -> list[KnowledgeItem]:
         return await self._run(

@@ -112,9 +112,10 @@ class MemoryTools:
     """A page of a session's messages for mode `browse`; None where choird serves none."""
 
     def register(self, host_tools: HostTools) -> Callable[[], None]:
-        """Serve both tools, and `choir.memory.recall` (edge's own, never the model's), on
-        `host_tools`; returns the unregister callable."""
+        """Serve both tools, and `choir.memory.recall` and `choir.memory.rollup` (edge's own,
+        never the model's), on `host_tools`; returns the unregister callable."""
         from choir.daemon.memory.recall import RECALL, MemoryRecall
+        from choir.daemon.memory.rollup_tool import ROLLUP, RollupSources
 
         recall = MemoryRecall(
             self.parts,
@@ -126,6 +127,7 @@ class MemoryTools:
             host_tools.register(QUERY, self.query),
             host_tools.register(UPSERT, self.upsert),
             host_tools.register(RECALL, recall),
+            host_tools.register(ROLLUP, RollupSources(self.parts)),
         ]
 
         def unregister() -> None:

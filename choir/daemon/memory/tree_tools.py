@@ -2,10 +2,12 @@
 
     {"store": "knowledge", "mode": "expand", "query": "summary/0123456789abcdef"}
 
-A search hit on a summary is expanded by its name: a session summary (a branch) to the items it
-was derived from — its compaction archives, whole up to `HIT_CHARS` each —, an archive (a leaf)
-to its source events, the session's messages in its rev range, each with who said it (a page of
-`limit`; `offset` reads on). Any other item expands to what it was derived from, if anything.
+A search hit on a summary is expanded by its name: a roll-up (a root, `rollup/<ISO minute>`) to
+the session summaries it covers, a session summary (a branch) to the items it was derived
+from — its compaction archives and tool sequences, whole up to `HIT_CHARS` each —, a leaf (an
+archive, or a tool sequence `tools/<session>/<rev>`) to its source events, the session's
+messages in its rev range, each with who said it (a page of `limit`; `offset` reads on). Any
+other item expands to what it was derived from, if anything.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from choir.core.memory.archives import ARCHIVE_KEY
 from choir.core.memory.knowledge_graph import EdgeType
+from choir.core.memory.summary_tree import TOOLS_KEY
 from choir.daemon.memory.graph_tools import item_view
 from choir.errors import UsageError
 from choir.protocol import ToolResult
@@ -45,7 +48,7 @@ async def expand(
         raise UsageError("mode expand needs query: the name of a summary or an archive")
     item = await store.get_knowledge(target, ref)
     whose = "your" if target == caller else f"{target}'s"
-    leaf = item.metadata.get(ARCHIVE_KEY)
+    leaf = item.metadata.get(ARCHIVE_KEY) or item.metadata.get(TOOLS_KEY)
     if isinstance(leaf, dict):
         return await _events(target, item, leaf, args, browse, limit, whose)
     _, found = await store.knowledge_neighbours(
@@ -55,7 +58,7 @@ async def expand(
     return ToolResult(
         status="success",
         summary=f"{item.name!r} in {whose} knowledge was derived from {len(sources)} item(s); "
-        "expand an archive among them for its source events",
+        "expand a summary among them for its archives, an archive for its source events",
         data={
             "store": "knowledge",
             "mode": EXPAND_MODE,
@@ -86,7 +89,7 @@ async def _events(
     more = page.next_offset is not None and page.next_offset < last
     return ToolResult(
         status="success",
-        summary=f"{len(lines)} source message(s) of archive {item.name!r} in {whose} memory "
+        summary=f"{len(lines)} source message(s) of {item.name!r} in {whose} memory "
         f"(session {session_id}, revs {first}-{last})"
         + (f"; read on with offset {page.next_offset}" if more else ""),
         data={

@@ -269,6 +269,21 @@ class SessionSummary(WireModel):
     """Work left unfinished."""
 
 
+class MemoryRollup(WireModel):
+    """The summary tree's root (design 004): the agent's own roll-up over session summaries,
+    written by its model while edge was idle. choird stores it as an immutable knowledge item
+    of this name, linked derived_from each summary it covers, once the event is durable (and
+    again, idempotently, at the session's close): the event is the source of truth."""
+
+    kind: Literal["memory_rollup"] = "memory_rollup"
+    name: str = Field(pattern=r"^rollup/\d{4}-\d{2}-\d{2}T\d{2}:\d{2}Z$")
+    """`rollup/<ISO minute>`: when it was written, to the minute (UTC)."""
+    text: str = Field(min_length=1)
+    """What the model wrote over the summaries."""
+    covers: list[str] = Field(min_length=1, max_length=100)
+    """The names of the session summaries (`summary/<session>`) it rolls up, oldest first."""
+
+
 class RecalledItem(WireModel):
     """One memory `MemoryRecalled` put into a prompt."""
 
@@ -328,9 +343,10 @@ class LlmCallRecorded(WireModel):
     """The lane whose call this was."""
     job_id: str | None = None
     """The core job that made the call; null for edge."""
-    purpose: Literal["step", "summary", "compaction"] = "step"
+    purpose: Literal["step", "summary", "compaction", "rollup"] = "step"
     """`step`: a lane's reasoning step; `summary`: the session summary of a graceful stop;
-    `compaction`: folding a lane's oldest events into its summary (§11.3)."""
+    `compaction`: folding a lane's oldest events into its summary (§11.3); `rollup`: the idle
+    roll-up over session summaries (`MemoryRollup`)."""
     model: str
     """The named model of config.json that was called."""
     provider_model: str | None = None
@@ -368,7 +384,8 @@ Event = Annotated[
     | AgentReplied
     | SessionSummary
     | LlmCallRecorded
-    | MemoryRecalled,
+    | MemoryRecalled
+    | MemoryRollup,
     Field(discriminator="kind"),
 ]
 """Any authoritative event, tagged by `kind`."""
