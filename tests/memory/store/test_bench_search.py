@@ -37,5 +37,9 @@ async def test_the_bench_measures_bm25_and_relevance() -> None:
         "bm25_top10_cpu_ms",
         "relevance_top10_cpu_ms",
         "bm25_index_build_s",
+        "context_injection_ms_p50",
+        "context_injection_ms_p99",
+        "context_injection_cpu_ms",
+        "context_injection_items",
     }
     assert all(value > 0 for value in figures.values())
