@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 from choir.core.memory.provenance import operator
 from choir.daemon.operator.context import OperatorContext
-from choir.daemon.operator.knowledge_access import placed_fields
+from choir.daemon.operator.knowledge_access import placed_fields, refuse_sealed
 from choir.daemon.operator.knowledge_graph import fields_of
 from choir.daemon.operator.memory import (
     knowledge_view,
@@ -54,6 +54,9 @@ async def knowledge_write(ctx: OperatorContext, request: r.KnowledgeWrite) -> a.
     fields = fields_of(request)
     if request.text is None and metadata is None and not fields.given and request.kind is None:
         raise UsageError("give the new text, or tags, loc, type, data or kind to write")
+    if request.text is not None or fields.data is not None:
+        item = await store.get_knowledge(request.agent_id, request.ref)
+        refuse_sealed(ctx, request.agent_id, item.memory_class)
     written = await store.write_knowledge(
         request.agent_id,
         request.ref,
