@@ -5,12 +5,15 @@ agent-1's personal memory is marked encrypted. Started with its key, what the mo
 there is sealed in the database (a placeholder text, a sealed value in data: nothing of the
 content, in the item or its versions) and read back opened. Stopped, the key is gone: started
 again without it, the item is listed locked and a write is refused; started with another key,
-the start is refused and nothing runs. A tampered sealed value reads as one that does not
-open. The key is nowhere in choird's logs, the agent's environment or its workspace.
+the start is refused and nothing runs. The operator's writes there are refused (they would be
+in the clear). A tampered sealed value reads as one that does not open. The key reaches choird
+through `choirctl agent start --memory-key-file` (a file, or stdin) and is nowhere in choird's
+logs, the agent's environment or its workspace.
 """
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
 import secrets
@@ -23,11 +26,13 @@ import pytest
 from choir.agent.lanes.summary import SUMMARY_MARKER
 from choir.client import ChoirClient
 from choir.core.memory.knowledge_graph import ItemFields
-from choir.core.memory.sealed_items import SEALED_KEY, SEALED_TEXT
+from choir.core.memory.sealed_items import SEALED_KEY, SEALED_TEXT, open_item
 from choir.errors import ChoirError
 from choir.home import ChoirHome
+from choir.protocol.operator.verbs import OperatorVerb as V
 from choir.scripted import ReplyStep, Script, ScriptedCall, ScriptedModelServer, ToolCallsStep
 from choir.store.postgres.target import ConnectParams
+from tests.ctl.cli import choirctl
 from tests.harness.chat import replies_until
 from tests.harness.daemons import running_daemon
 from tests.harness.homes import external_postgres, make_home, read_config, write_config
@@ -60,6 +65,13 @@ SCRIPT = Script(
             data={"species": "cat"},
             tags=["pet"],
             memory="personal",
+        ),
+        _call(
+            "note the breed",
+            tool="choir.memory.upsert",
+            op="write",
+            name="user.pet",
+            data={"species": "cat", "breed": "tabby"},
         ),
         _call(
             "what is my pet",
@@ -131,14 +143,27 @@ async def test_an_encrypted_memory_is_sealed_at_rest_and_opens_with_its_key_only
 ) -> None:
     key = secrets.token_bytes(32)
     needles = [key, key.hex().encode(), base64.b64encode(key)]
+    key_file = home.root.parent / "memory.key"
+    key_file.write_bytes(key)
+    bad_file = home.root.parent / "short.key"
+    bad_file.write_text("not a key\n")
+    start = ("agent", "start", "agent-1", "--dm", "console", "--new-session", "--json")
     async with running_daemon(home) as daemon, await ChoirClient.connect(home) as client:
-        started = await client.agent_start(
-            "agent-1", {"dm": "console"}, new_session=True, memory_key=key
+        bad = await asyncio.to_thread(
+            choirctl, home.root, *start, "--memory-key-file", str(bad_file)
         )
-        workspace = started.bindings["workspace"]
-        environ = Path(f"/proc/{started.pid}/environ").read_bytes()
+        assert (bad.code, bad.err.count("\n")) == (2, 1), bad
+        assert "the memory key is not a 256-bit key" in bad.err
+        run = await asyncio.to_thread(
+            choirctl, home.root, *start, "--memory-key-file", str(key_file)
+        )
+        assert run.code == 0, run
+        started = run.json()
+        workspace = started["bindings"]["workspace"]
+        environ = await asyncio.to_thread(Path(f"/proc/{started['pid']}/environ").read_bytes)
         assert not any(needle in environ for needle in needles)
         assert await say(client, "remember my pet", "stored") == "stored"
+        assert await say(client, "note the breed", "stored") == "stored"
         assert await say(client, "what is my pet", "found") == f"found: {SECRET}"
         store = daemon.memory_store
         assert store is not None
@@ -152,6 +177,17 @@ async def test_an_encrypted_memory_is_sealed_at_rest_and_opens_with_its_key_only
         _, versions = await store.knowledge_history("agent-1", "user.pet", limit=10)
         assert all("Miso" not in version.text for version in versions)
         assert "Miso" not in json.dumps(item.data)
+        opened = open_item(key, "agent-1", "personal", item.data)
+        assert (opened.text, opened.data) == (SECRET, {"species": "cat", "breed": "tabby"})
+        with pytest.raises(ChoirError, match="memory agent-1/personal is encrypted: the operator"):
+            await client.call(
+                V.KNOWLEDGE_PUT,
+                agent_id="agent-1",
+                text="in the clear",
+                name="user.pet",
+                memory="personal",
+                user="console",
+            )
         await client.agent_stop("agent-1")
 
         # stopped: the key is forgotten, the memory locked
@@ -184,7 +220,10 @@ async def test_an_encrypted_memory_is_sealed_at_rest_and_opens_with_its_key_only
             None,
             fields=ItemFields(data={SEALED_KEY: base64.b64encode(broken).decode()}),
         )
-        await client.agent_start("agent-1", {"dm": "console"}, new_session=True, memory_key=key)
+        run = await asyncio.to_thread(
+            choirctl, home.root, *start, "--memory-key-file", "-", stdin=key.hex()
+        )
+        assert run.code == 0, run
         assert (await say(client, "what is my pet", "found")).startswith(
             "found: (encrypted, does not open: a sealed value of agent-1/personal does not open"
         )

@@ -127,7 +127,7 @@ class MemoryTools:
             self.parts,
             self.embed_query,
             self.current,
-            self._recall_scope,
+            self.recall_scope,
         )
         undo = [
             host_tools.register(QUERY, self.query),
@@ -145,7 +145,7 @@ class MemoryTools:
     def gate(self) -> MemoryGate:
         return MemoryGate(self.agents)
 
-    def _recall_scope(self, agent: str, user: str | None) -> MemoryScope:
+    def recall_scope(self, agent: str, user: str | None) -> MemoryScope:
         """What a per-turn recall covers: the memories the agent may read, less its encrypted
         ones — a recall's items go into the session's event log (and its session memory),
         where an encrypted item's plaintext must never be; the model reads them by asking."""
