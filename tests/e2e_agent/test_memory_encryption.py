@@ -4,11 +4,12 @@ process runtime and a scripted model that calls the memory tools as a model woul
 agent-1's personal memory is marked encrypted. Started with its key, what the model stores
 there is sealed in the database (a placeholder text, a sealed value in data: nothing of the
 content, in the item or its versions) and read back opened. Stopped, the key is gone: started
-again without it, the item is listed locked and a write is refused; started with another key,
-the start is refused and nothing runs. The operator's writes there are refused (they would be
-in the clear). A tampered sealed value reads as one that does not open. The key reaches choird
-through `choirctl agent start --memory-key-file` (a file, or stdin) and is nowhere in choird's
-logs, the agent's environment or its workspace.
+again without it, the item is listed locked and a write is refused. A restarted choird holds
+no key: locked again; started with another key, the start is refused and nothing runs. The
+operator's writes there are refused (they would be in the clear). A tampered sealed value
+reads as one that does not open. The key reaches choird through `choirctl agent start
+--memory-key-file` (a file, or stdin) and is nowhere in choird's logs, the agent's environment
+or its workspace.
 """
 
 from __future__ import annotations
@@ -201,17 +202,34 @@ async def test_an_encrypted_memory_is_sealed_at_rest_and_opens_with_its_key_only
         assert refused.startswith("error: memory agent-1/personal is encrypted and locked")
         await client.agent_stop("agent-1")
         assert (await store.get_knowledge("agent-1", "user.pet")).data == item.data
+        await client.agent_start("agent-1", {"dm": "console"}, new_session=True, memory_key=key)
+        assert await say(client, "what is my pet", "found") == f"found: {SECRET}"
+        # choird exits with the agent running and its key held
 
-        # another key: the start is refused, nothing runs
-        with pytest.raises(
-            ChoirError, match="the memory key does not open memory agent-1/personal"
-        ):
-            await client.agent_start(
-                "agent-1", {"dm": "console"}, new_session=True, memory_key=secrets.token_bytes(32)
-            )
+    async with running_daemon(home) as daemon, await ChoirClient.connect(home) as client:
+        # a new choird holds no key: the memory is locked until a start supplies it
+        await client.agent_start("agent-1", {"dm": "console"}, new_session=True)
+        assert (await say(client, "what is my pet", "found")).startswith(
+            "found: (encrypted, locked"
+        )
+        await client.agent_stop("agent-1")
+
+        # another key: the start is refused in one line, nothing runs
+        wrong = await asyncio.to_thread(
+            choirctl,
+            home.root,
+            *start,
+            "--memory-key-file",
+            "-",
+            stdin=secrets.token_bytes(32).hex(),
+        )
+        assert (wrong.code, wrong.err.count("\n")) == (2, 1), wrong
+        assert "the memory key does not open memory agent-1/personal" in wrong.err
         assert (await client.agent_status("agent-1")).pid is None
 
         # a tampered sealed value: read as one that does not open, never as content
+        store = daemon.memory_store
+        assert store is not None
         sealed = base64.b64decode(item.data[SEALED_KEY])
         broken = sealed[:-1] + bytes([sealed[-1] ^ 1])
         await store.write_knowledge(
