@@ -52,6 +52,7 @@ KNOWN_FAILPOINTS: Final = frozenset(
         "memory.archive.before_store",
         "memory.forget.before_delete",
         "memory.forget.after_delete",
+        "memory.key.after_record",
         "memory.reembed.after_page",
         "memory.backfill_tools.after_session",
         "proposal.after_commit",

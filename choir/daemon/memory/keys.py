@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 from choir.core.memory.access import MemoryClass
 from choir.core.memory.sealing import key_check, parse_key, verify_key
 from choir.errors import UsageError
+from choir.failpoints import failpoint
 from choir.store import memory_key_checks
 from choir.store.agent_schema import run_as_agent
 
@@ -89,6 +90,7 @@ async def checked_key(pool: Pool, agent: str, config: AgentConfig | None, raw: b
         await memory_key_checks.record_key_checks(
             tx, {c.value: key_check(key) for c in classes if c.value not in recorded}
         )
+        await failpoint("memory.key.after_record")  # recorded, not committed, nothing running
     return key
 
 
