@@ -11,6 +11,7 @@ import pytest
 from choir.core.memory.sealed_items import (
     SEALED_KEY,
     SEALED_TEXT,
+    SealedTooLarge,
     is_sealed,
     open_item,
     seal_item,
@@ -59,3 +60,10 @@ def test_an_altered_value_is_refused_naming_the_memory() -> None:
         open_item(KEY, "ada", "personal", altered)
     with pytest.raises(SealBroken, match="ada/personal is not base64"):
         open_item(KEY, "ada", "personal", {SEALED_KEY: "not base64!"})
+
+
+def test_an_item_too_large_once_sealed_is_refused_naming_the_limit() -> None:
+    with pytest.raises(SealedTooLarge, match=r"over the limit of 16384 \(16 KiB\) sealed; keep"):
+        seal_item(KEY, "ada", "personal", "x" * 13_000, {}, nonce=secrets.token_bytes(12))
+    text, _ = seal_item(KEY, "ada", "personal", "x" * 12_000, {}, nonce=secrets.token_bytes(12))
+    assert text == SEALED_TEXT

@@ -19,12 +19,18 @@ import json
 from dataclasses import dataclass
 from typing import Any, Final
 
+from choir.core.memory.knowledge_graph import DATA_MAX_BYTES
 from choir.core.memory.sealing import SealBroken, open_sealed, seal
+from choir.errors import UsageError
 
 SEALED_TEXT: Final = "(encrypted)"
 """An encrypted item's stored text: the same for every item, so it says nothing."""
 SEALED_KEY: Final = "choir_sealed"
 """The one key of an encrypted item's stored data."""
+
+
+class SealedTooLarge(UsageError):
+    """An item whose sealed value would not fit an item's data."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,7 +61,16 @@ def seal_item(
     """The (text, data) to store for an item of `agent`'s encrypted `memory_class` memory."""
     plain = json.dumps({"text": text, "data": data}, ensure_ascii=False).encode()
     sealed = seal(key, plain, memory_context(agent, memory_class), nonce=nonce)
-    return SEALED_TEXT, {SEALED_KEY: base64.b64encode(sealed).decode("ascii")}
+    stored = {SEALED_KEY: base64.b64encode(sealed).decode("ascii")}
+    size = len(json.dumps(stored))
+    if size > DATA_MAX_BYTES:  # base64 adds a third: the limit is the data's, on the sealed form
+        raise SealedTooLarge(
+            f"an item of encrypted memory {agent}/{memory_class} is {len(plain)} bytes of text "
+            f"and data, {size} sealed, over the limit of {DATA_MAX_BYTES} "
+            f"({DATA_MAX_BYTES // 1024} KiB) sealed; keep it under about "
+            f"{DATA_MAX_BYTES * 3 // 4 // 1024} KiB, or split it into several items"
+        )
+    return SEALED_TEXT, stored
 
 
 def open_item(key: bytes, agent: str, memory_class: str, data: dict[str, Any]) -> OpenedItem:

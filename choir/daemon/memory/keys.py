@@ -1,8 +1,8 @@
 """The keys of encrypted memories, held in choird's memory only (seed design 003).
 
-    keys = MemoryKeys()
-    await unlock(pool, keys, "ada", config.agents["ada"], raw_key)  # or WrongMemoryKey …
-    keys.key("ada")                                                 # bytes, or None: locked
+    key = await checked_key(pool, "ada", config.agents["ada"], raw)  # or WrongMemoryKey …
+    keys.hold("ada", key)                                             # MemoryKeys, choird's
+    keys.key("ada")                                                   # bytes, or None: locked
 
 The operator supplies an agent's key when it starts it (`choirctl agent start …
 --memory-key-file`); choird checks it against the key check recorded at the first start
