@@ -189,6 +189,10 @@ async def test_an_encrypted_memory_is_sealed_at_rest_and_opens_with_its_key_only
                 memory="personal",
                 user="console",
             )
+        with pytest.raises(ChoirError, match="memory agent-1/personal is encrypted: the operator"):
+            await client.call(V.KNOWLEDGE_WRITE, agent_id="agent-1", ref="user.pet", text="clear")
+        with pytest.raises(ChoirError, match="agent agent-2 has no encrypted memory: drop"):
+            await client.agent_start("agent-2", {"dm": "ops"}, memory_key=key)
         await client.agent_stop("agent-1")
 
         # stopped: the key is forgotten, the memory locked
