@@ -207,6 +207,7 @@ async def test_an_encrypted_memory_is_sealed_at_rest_and_opens_with_its_key_only
         await client.agent_stop("agent-1")
         assert (await store.get_knowledge("agent-1", "user.pet")).data == item.data
         await client.agent_start("agent-1", {"dm": "console"}, new_session=True, memory_key=key)
+        await client.agent_restart("agent-1")  # a restart keeps the key
         assert await say(client, "what is my pet", "found") == f"found: {SECRET}"
         # choird exits with the agent running and its key held
 
