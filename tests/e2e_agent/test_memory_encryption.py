@@ -6,10 +6,10 @@ there is sealed in the database (a placeholder text, a sealed value in data: not
 content, in the item or its versions) and read back opened. Stopped, the key is gone: started
 again without it, the item is listed locked and a write is refused. A restarted choird holds
 no key: locked again; started with another key, the start is refused and nothing runs. The
-operator's writes there are refused (they would be in the clear). A tampered sealed value
-reads as one that does not open. The key reaches choird through `choirctl agent start
---memory-key-file` (a file, or stdin) and is nowhere in choird's logs, the agent's environment
-or its workspace.
+operator's writes there are refused (they would be in the clear); `knowledge show` opens an
+item while choird holds the key. A tampered sealed value reads as one that does not open. The
+key reaches choird through `choirctl agent start --memory-key-file` (a file, or stdin) and is
+nowhere in choird's logs, the agent's environment or its workspace.
 """
 
 from __future__ import annotations
@@ -180,6 +180,8 @@ async def test_an_encrypted_memory_is_sealed_at_rest_and_opens_with_its_key_only
         assert "Miso" not in json.dumps(item.data)
         opened = open_item(key, "agent-1", "personal", item.data)
         assert (opened.text, opened.data) == (SECRET, {"species": "cat", "breed": "tabby"})
+        shown = await client.knowledge_show("agent-1", "user.pet")
+        assert (shown.text, shown.data) == (SECRET, {"species": "cat", "breed": "tabby"})
         with pytest.raises(ChoirError, match="memory agent-1/personal is encrypted: the operator"):
             await client.call(
                 V.KNOWLEDGE_PUT,
@@ -206,6 +208,8 @@ async def test_an_encrypted_memory_is_sealed_at_rest_and_opens_with_its_key_only
         assert refused.startswith("error: memory agent-1/personal is encrypted and locked")
         await client.agent_stop("agent-1")
         assert (await store.get_knowledge("agent-1", "user.pet")).data == item.data
+        shown = await client.knowledge_show("agent-1", "user.pet")
+        assert (shown.text, shown.data) == (SEALED_TEXT, item.data)
         await client.agent_start("agent-1", {"dm": "console"}, new_session=True, memory_key=key)
         await client.agent_restart("agent-1")  # a restart keeps the key
         assert await say(client, "what is my pet", "found") == f"found: {SECRET}"

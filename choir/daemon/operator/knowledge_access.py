@@ -5,7 +5,8 @@ The operator is not an agent: it holds every role on every memory (it writes an 
 agents' class-and-role check (`choir.daemon.memory.access`). What is checked: the class is one
 of the four, a personal item names its user (a configured DM) and no other class does, and an
 existing item stays in its memory, and that an encrypted memory gets no write in the clear
-(`refuse_sealed`). Each refusal is a `UsageError` (exit 2), nothing written.
+(`refuse_sealed`); `knowledge show` opens an encrypted item while choird holds its key
+(`opened`). Each refusal is a `UsageError` (exit 2), nothing written.
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ from typing import TYPE_CHECKING
 
 from choir.core.memory.access import MemoryClass
 from choir.core.memory.knowledge_graph import ItemFields, Placement
+from choir.core.memory.sealed_items import is_sealed, open_item
+from choir.core.memory.sealing import SealError
 from choir.daemon.memory.keys import classes_of
 from choir.daemon.operator.context import OperatorContext
 from choir.daemon.operator.knowledge_graph import fields_of
@@ -23,6 +26,7 @@ from choir.protocol.operator import requests as r
 
 if TYPE_CHECKING:
     from choir.daemon.memory.store import MemoryStore
+    from choir.store.knowledge import KnowledgeItem
 
 
 async def placed_fields(
@@ -65,6 +69,19 @@ def refuse_sealed(ctx: OperatorContext, agent: str, memory_class: str) -> None:
             f"memory {agent}/{memory_class} is encrypted: the operator's writes are not sealed, "
             "so choir refuses them; have the agent write it (its tool seals what it writes)"
         )
+
+
+def opened(ctx: OperatorContext, agent: str, item: KnowledgeItem) -> KnowledgeItem:
+    """`item` with an encrypted item's text and data opened while choird holds `agent`'s key
+    (the operator supplied it); else as stored — the sealed value, never a guess."""
+    key = ctx.services.memory_keys.key(agent)
+    if key is None or not is_sealed(item.data):
+        return item
+    try:
+        content = open_item(key, agent, item.memory_class, item.data)
+    except SealError:
+        return item
+    return replace(item, text=content.text, data=content.data)
 
 
 def placement_of(ctx: OperatorContext, memory: str | None, user: str | None) -> Placement:
