@@ -79,6 +79,8 @@ recorded yet.
 is not made yet.
 `memory.archive.before_store` (choird): a compaction naming an archive is durable, its archive
 is not stored yet (the session's close stores it).
+`memory.key.after_record` (choird): a keyed `agent start` recorded its encrypted memories' key
+checks inside their transaction, not committed, the agent not started.
 `memory.reembed.after_page` (choird): a page of a re-embed's vectors is stored, more may wait.
 `memory.backfill_tools.after_session` (choird): one session's tool-call rows are stored by
 `memory backfill-tools`, more sessions may wait.
