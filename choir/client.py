@@ -144,9 +144,12 @@ class ChoirClient:
         *,
         new_session: bool = False,
         resume: str | None = None,
+        memory_key: bytes | None = None,
     ) -> a.AgentStarted:
-        """Start the agent (§17.1); `overrides` maps a role (`dm`, `llm`…) to a name."""
+        """Start the agent (§17.1); `overrides` maps a role (`dm`, `llm`…) to a name;
+        `memory_key` (32 bytes) opens its encrypted memories."""
         chosen = {role: name for role, name in (overrides or {}).items() if name is not None}
+        key = {} if memory_key is None else {"memory_key": memory_key.hex()}
         return await self.ask(
             V.AGENT_START,
             a.AgentStarted,
@@ -154,6 +157,7 @@ class ChoirClient:
             overrides=chosen,
             new_session=new_session,
             resume=resume,
+            **key,
         )
 
     async def agent_stop(self, agent_id: str) -> a.AgentStopped:

@@ -53,6 +53,7 @@ KNOWN_FAILPOINTS: Final = frozenset(
         "memory.rollup.before_store",
         "memory.forget.before_delete",
         "memory.forget.after_delete",
+        "memory.key.after_record",
         "memory.reembed.after_page",
         "memory.backfill_tools.after_session",
         "proposal.after_commit",
@@ -81,6 +82,8 @@ is not made yet.
 is not stored yet (the session's close stores it).
 `memory.rollup.before_store` (choird): a `memory_rollup` event is durable, its roll-up is not
 stored yet (the session's close stores it).
+`memory.key.after_record` (choird): a keyed `agent start` recorded its encrypted memories' key
+checks inside their transaction, not committed, the agent not started.
 `memory.reembed.after_page` (choird): a page of a re-embed's vectors is stored, more may wait.
 `memory.backfill_tools.after_session` (choird): one session's tool-call rows are stored by
 `memory backfill-tools`, more sessions may wait.

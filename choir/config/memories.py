@@ -8,11 +8,11 @@
 
 `agent` (default: the agent itself) owns the memory; `class` is one of system, knowledge, app,
 personal (`choir.core.memory.access` says what each allows); `role` is read or read-write.
-An entry for the agent's own memory narrows its role (`encrypted`, sealing it at rest, is
-refused until sealing is wired to the store). Leaving `memories` out keeps the behaviour before
-classes (every other agent's knowledge and app memory readable); a list, even empty, makes
-another agent's memory reachable only as listed. Read by choird at each call: a changed list
-applies to the next memory call.
+An entry for the agent's own memory narrows its role, and `encrypted` seals its personal or
+app memory at rest under a key the operator supplies at each start (`choir.daemon.memory.keys`).
+Leaving `memories` out keeps the behaviour before classes (every other agent's knowledge and
+app memory readable); a list, even empty, makes another agent's memory reachable only as
+listed. Read by choird at each call: a changed list applies to the next memory call.
 """
 
 from __future__ import annotations
@@ -36,8 +36,8 @@ class MemoryEntry(ConfigModel):
     role: Literal["read", "read-write"] = "read"
     """read, or read-write."""
     encrypted: bool = False
-    """Seal the memory's content and data at rest (own memory only). Not built yet: true is
-    refused by validation, never silently stored in the clear."""
+    """Seal the memory's content and data at rest with AES-256-GCM (own personal or app memory
+    only); its key is supplied at each start (`choirctl agent start --memory-key-file`)."""
 
     def grant(self, owner: str) -> Grant:
         """The entry as `choir.core.memory.access` reads it (`owner`: the agent it is under)."""

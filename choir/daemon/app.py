@@ -488,6 +488,7 @@ class ChoirDaemon:
             current=self.vector_models.current,
             health=self._memory_health,
             browse=self._browse_session,
+            keys=services.memory_keys,
         )
         self._stack.callback(tools.register(services.host_tools))
 

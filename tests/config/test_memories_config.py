@@ -69,9 +69,9 @@ def test_entries_load_as_grants() -> None:
             "agent can be granted it",
         ),
         (
-            [{"class": "personal", "encrypted": True}],
-            "agents.agent-1.memories[0].encrypted: encryption at rest is not built yet; remove "
-            "encrypted (the memory would be stored in the clear)",
+            [{"class": "knowledge", "encrypted": True}],
+            "agents.agent-1.memories[0].encrypted: knowledge memory cannot be encrypted (choird "
+            "or the operator writes it without the key); encrypt personal or app memory",
         ),
         (
             [{"class": "system", "role": "read-write"}],
@@ -84,3 +84,20 @@ def test_bad_entries_are_refused_with_the_fix(memories: object, problem: str) ->
     report = validate_config_data(_config(memories), None)
     assert report.config is None
     assert problem in report.errors, report.errors
+
+
+def test_own_personal_and_app_memory_may_be_encrypted() -> None:
+    report = validate_config_data(
+        _config(
+            [
+                {"class": "personal", "role": "read-write", "encrypted": True},
+                {"class": "app", "role": "read-write", "encrypted": True},
+            ]
+        ),
+        None,
+    )
+    assert report.errors == []
+    assert report.config is not None
+    entries = report.config.agents["agent-1"].memories
+    assert entries is not None
+    assert [entry.grant("agent-1").encrypted for entry in entries] == [True, True]

@@ -87,22 +87,12 @@ def pinned_ssh_hosts(config: ChoirConfig) -> list[str]:
 def memory_grants(config: ChoirConfig) -> list[str]:
     """Each agent's `memories` entries name known agents and roles their class allows."""
     agents = sorted(config.agents)
-    problems = [
+    return [
         problem
         for name, agent in config.agents.items()
         if agent.memories is not None
         for problem in check_grants(name, [m.grant(name) for m in agent.memories], agents)
     ]
-    # Sealing is not wired to the store yet: a memory marked encrypted would be stored in the
-    # clear, so the mark is refused rather than silently ignored.
-    problems += [
-        f"agents.{name}.memories[{index}].encrypted: encryption at rest is not built yet; "
-        "remove encrypted (the memory would be stored in the clear)"
-        for name, agent in config.agents.items()
-        for index, entry in enumerate(agent.memories or ())
-        if entry.encrypted and (entry.agent or name) == name
-    ]
-    return problems
 
 
 RULES: tuple[Callable[[ChoirConfig], list[str]], ...] = (

@@ -60,6 +60,10 @@ OTHERS_MAX: Final = {
 """The widest role another agent may be granted on each class (personal: none at all)."""
 LEGACY_READABLE: Final = frozenset({MemoryClass.KNOWLEDGE, MemoryClass.APP})
 """Another agent's classes an agent with no `memories` entry reads (as before classes)."""
+ENCRYPTABLE: Final = frozenset({MemoryClass.PERSONAL, MemoryClass.APP})
+"""The classes an agent's own memory may be `encrypted` in: choird itself writes session
+summaries and archives into knowledge memory, and the operator writes system memory, neither
+of which holds the key."""
 OPERATOR_WRITES: Final = "the operator writes it (choirctl knowledge put|write … --memory system)"
 
 
@@ -188,6 +192,12 @@ def check_grants(agent: str, grants: Sequence[Grant], agents: Sequence[str]) -> 
             )
         seen.add(key)
         if grant.agent == agent:
+            if grant.encrypted and grant.memory_class not in ENCRYPTABLE:
+                problems.append(
+                    f"{path}.encrypted: {grant.memory_class.value} memory cannot be encrypted "
+                    "(choird or the operator writes it without the key); encrypt personal or "
+                    "app memory"
+                )
             if grant.memory_class is MemoryClass.SYSTEM and grant.role is Role.READ_WRITE:
                 problems.append(
                     f"{path}: system memory is read-only to its own agent; use role read "

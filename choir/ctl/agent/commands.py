@@ -7,6 +7,7 @@ and `agent stop` ask choird; `restart`, `update` and `update-all` live in `agent
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
@@ -17,6 +18,7 @@ from choir.ctl.agent import lifecycle as agent_lifecycle
 from choir.ctl.agent import verify as agent_verify
 from choir.ctl.options import HomeOption, JsonOption, home_of
 from choir.ctl.render.output import emit, warn
+from choir.errors import UsageError
 
 if TYPE_CHECKING:
     from choir.config import AgentInitResult
@@ -205,10 +207,22 @@ def start(
         str | None,
         typer.Option("--resume", help="Resume this session id.", show_default=False),
     ] = None,
+    memory_key_file: Annotated[
+        Path | None,
+        typer.Option(
+            "--memory-key-file",
+            help="The key of the agent's encrypted memories (32 bytes, 64 hex digits or "
+            "base64; - reads stdin). choird holds it in memory only: after a choird restart "
+            "or agent stop the memory is locked until a start supplies it again.",
+            show_default=False,
+        ),
+    ] = None,
     home: HomeOption = None,
     as_json: JsonOption = False,
 ) -> None:
     from choir.ctl.remote import with_choird
+
+    memory_key = None if memory_key_file is None else _memory_key(memory_key_file)
 
     overrides = {
         "workspace": workspace,
@@ -224,11 +238,27 @@ def start(
     data = with_choird(
         home,
         lambda choird: choird.agent_start(
-            agent_id, overrides, new_session=new_session, resume=resume
+            agent_id, overrides, new_session=new_session, resume=resume, memory_key=memory_key
         ),
         call_timeout=None,  # the docker runtime may build the image first
     )
     emit(data, as_json, lambda: print("\n".join(started_lines(data))))
+
+
+def _memory_key(path: Path) -> bytes:
+    """The key in `path` (`-`: stdin), checked here: a bad one never leaves choirctl."""
+    import sys
+
+    from choir.core.memory.sealing import parse_key
+
+    try:
+        raw = sys.stdin.buffer.read() if str(path) == "-" else path.read_bytes()
+    except OSError as error:
+        raise UsageError(
+            f"--memory-key-file {path}: cannot read it ({error.strerror}); give the key "
+            "file's path, or - to read the key from stdin"
+        ) from None
+    return parse_key(raw)
 
 
 @app.command("stop")

@@ -8,7 +8,7 @@ per-session state of the other services is dropped with it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from choir.daemon.agents.artifacts import ArtifactVerbs
 from choir.daemon.agents.hello import Greeter
@@ -20,6 +20,7 @@ from choir.daemon.agents.status_board import StatusBoard
 from choir.daemon.agents.verbs import AgentVerbs
 from choir.daemon.approvals import ApprovalService
 from choir.daemon.gateway.inbox import Inbox
+from choir.daemon.memory.keys import MemoryKeys
 from choir.daemon.proposals.check import proposal_check
 from choir.daemon.sessions.service import SessionService
 from choir.daemon.sessions.state import Clock, SessionEnded, utc_now
@@ -40,6 +41,8 @@ class AgentServices:
     replicator: EventIngest
     inbox: Inbox
     """User messages accepted from DMs until their agent has them."""
+    memory_keys: MemoryKeys = field(default_factory=MemoryKeys)
+    """The keys of encrypted memories choird holds (in memory only), by agent."""
 
     @classmethod
     def build(cls, pool: Pool, stage: ConfigStage, *, clock: Clock = utc_now) -> AgentServices:

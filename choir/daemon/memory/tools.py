@@ -28,8 +28,9 @@ agent sends: every argument is checked again here, and a bad one is a one-line t
 
 from __future__ import annotations
 
+import secrets
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Final, Protocol
 from uuid import UUID
 
@@ -42,9 +43,12 @@ from choir.core.memory.knowledge_graph import (
     Placement,
 )
 from choir.core.memory.provenance import Provenance
+from choir.core.memory.sealed_items import SEALED_TEXT, is_sealed, open_item, seal_item
+from choir.core.memory.sealing import NONCE_BYTES, SealError
 from choir.daemon.agents.host_tools import HostToolCall, HostTools
 from choir.daemon.memory import graph_tools, tree_tools
 from choir.daemon.memory.access import MemoryAccessDenied, MemoryGate
+from choir.daemon.memory.keys import MemoryKeys, MemoryLocked, classes_of, locked_message
 from choir.errors import ConflictError, NotFoundError, UnavailableError, UsageError
 from choir.protocol import ToolResult
 from choir.store.knowledge_immutable import ArchiveImmutable
@@ -110,6 +114,9 @@ class MemoryTools:
     `stats`; None where choird serves none (the mode is then refused)."""
     browse: Browse | None = None
     """A page of a session's messages for mode `browse`; None where choird serves none."""
+    keys: MemoryKeys = field(default_factory=MemoryKeys)
+    """The keys of encrypted memories choird holds (`keys`): a write to one seals its text and
+    data, a hit from one is opened, or shown locked without its key."""
 
     def register(self, host_tools: HostTools) -> Callable[[], None]:
         """Serve both tools, and `choir.memory.recall` and `choir.memory.rollup` (edge's own,
@@ -121,7 +128,7 @@ class MemoryTools:
             self.parts,
             self.embed_query,
             self.current,
-            lambda agent, user: self.gate.scope(agent, agent, user=user),
+            self.recall_scope,
         )
         undo = [
             host_tools.register(QUERY, self.query),
@@ -139,6 +146,14 @@ class MemoryTools:
     @property
     def gate(self) -> MemoryGate:
         return MemoryGate(self.agents)
+
+    def recall_scope(self, agent: str, user: str | None) -> MemoryScope:
+        """What a per-turn recall covers: the memories the agent may read, less its encrypted
+        ones — a recall's items go into the session's event log (and its session memory),
+        where an encrypted item's plaintext must never be; the model reads them by asking."""
+        scope = self.gate.scope(agent, agent, user=user)
+        sealed = {c.value for c in classes_of(self.agents(), agent)}
+        return replace(scope, classes=tuple(c for c in scope.classes if c not in sealed))
 
     async def query(self, call: HostToolCall) -> ToolResult:
         user = call.context.bindings.dm
@@ -211,6 +226,8 @@ class MemoryTools:
         memory, _ = await self.parts()
         found = await memory.search_placed(target, query, graph)
         placed = [(f.hit, graph_tools.hit_place(f.placed)) for f in found]
+        if store == "knowledge":
+            placed = [(await self._opened(memory, target, hit), at) for hit, at in placed]
         note += f" ({graph.describe()})" if graph.describe() else ""
         whose = "your" if target == caller else f"{target}'s"
         return ToolResult(
@@ -224,6 +241,27 @@ class MemoryTools:
             },
             truncated=any(len(hit.text) > HIT_CHARS for hit, _ in placed),
         )
+
+    async def _opened(self, memory: MemoryStore, target: str, hit: MemoryHit) -> MemoryHit:
+        """`hit` with an encrypted item's text opened; without the key (or when its value does
+        not open) the text says so, never anything of the content."""
+        if hit.text != SEALED_TEXT:
+            return hit
+        try:
+            item = await memory.get_knowledge(target, hit.source.id)
+        except NotFoundError:
+            return hit
+        if not is_sealed(item.data):
+            return hit
+        key = self.keys.key(target)
+        if key is None:
+            text = f"(encrypted, locked: {locked_message(target, item.memory_class)})"
+            return replace(hit, text=text)
+        try:
+            opened = open_item(key, target, item.memory_class, item.data)
+        except SealError as error:
+            return replace(hit, text=f"(encrypted, does not open: {error.message})")
+        return replace(hit, text=opened.text)
 
     async def _stats(self, store: str, caller: str, target: str) -> ToolResult:
         if store != "session":
@@ -332,8 +370,47 @@ class MemoryTools:
                 "invalid_input", f"unknown op {op!r}: use " + ", ".join(OPS) + " (see the tool)"
             )
         store, index = await self.parts()
-        fields = await self._placed(store, op, caller, target, args, user)
+        fields, existing = await self._placed(store, op, caller, target, args, user)
+        memory_class = existing.memory_class if existing is not None else None
+        if memory_class is None and fields.memory is not None:
+            memory_class = fields.memory.memory_class
+        sealed = memory_class in {c.value for c in classes_of(self.agents(), target)}
+        if sealed and op in ("add", "write", "put") and memory_class is not None:
+            args, fields = self._sealed(target, memory_class, op, args, fields, existing)
+            index = _unindexed  # no vector of a sealed item: its text is the placeholder
         return await _write(op, target, args, store, index, fields, provenance)
+
+    def _sealed(
+        self,
+        target: str,
+        memory_class: str,
+        op: str,
+        args: Mapping[str, Any],
+        fields: ItemFields,
+        existing: KnowledgeItem | None,
+    ) -> tuple[Mapping[str, Any], ItemFields]:
+        """The write's text and data sealed under `target`'s key (the item's current text or
+        data kept where the write leaves one out); a write of loc, type, tags or kind only
+        leaves the sealed value as it is."""
+        text, data = _text(args, "text"), fields.data
+        if op == "write" and text is None and data is None:
+            return args, fields
+        key = self.keys.key(target)
+        if key is None:
+            raise MemoryLocked(locked_message(target, memory_class))
+        if existing is not None and (text is None or data is None):
+            kept_text, kept_data = existing.text, existing.data
+            if is_sealed(existing.data):
+                opened = open_item(key, target, memory_class, existing.data)
+                kept_text, kept_data = opened.text, opened.data
+            text = kept_text if text is None else text
+            data = kept_data if data is None else data
+        if text is None:
+            text = _required(args, "text")
+        stored_text, stored_data = seal_item(
+            key, target, memory_class, text, data or {}, nonce=secrets.token_bytes(NONCE_BYTES)
+        )
+        return {**args, "text": stored_text}, replace(fields, data=stored_data)
 
     async def _placed(
         self,
@@ -343,10 +420,10 @@ class MemoryTools:
         target: str,
         args: Mapping[str, Any],
         user: str | None,
-    ) -> ItemFields:
+    ) -> tuple[ItemFields, KnowledgeItem | None]:
         """Check the write against the memory it goes to: the item's own (an existing item's
         class never changes) or `memory` for a new one (default knowledge); the fields to
-        write, a new item's placement among them."""
+        write, a new item's placement among them, and the existing item."""
         wanted = _memory_class(args)
         fields = graph_tools.item_fields(args) if op in ("add", "write", "put") else NO_FIELDS
         name = _text(args, "name") or _text(args, "key")
@@ -358,12 +435,12 @@ class MemoryTools:
                 if op != "put":  # the op itself says what is missing, arguments first
                     memory_class = wanted or MemoryClass.KNOWLEDGE
                     self.gate.check(caller, target, memory_class, Op.WRITE, user=user)
-                    return fields
+                    return fields, None
         if existing is None:
             memory_class = wanted or MemoryClass.KNOWLEDGE
             self.gate.check(caller, target, memory_class, Op.WRITE, user=user)
             owner = user if memory_class is MemoryClass.PERSONAL and user else ""
-            return replace(fields, memory=Placement(memory_class.value, owner))
+            return replace(fields, memory=Placement(memory_class.value, owner)), None
         if not self.gate.visible(caller, target, existing.memory_class, existing.owner_user, user):
             if op == "put":  # another user's item holds the name: never written over
                 raise _Refused(
@@ -381,7 +458,7 @@ class MemoryTools:
             )
         if op in graph_tools.GRAPH_OPS:
             await self._visible(store, caller, target, _required(args, "target"), user, _ANY)
-        return fields
+        return fields, existing
 
 
 BROWSE: Final = "browse"
@@ -506,6 +583,10 @@ async def _answered(work: Awaitable[ToolResult]) -> ToolResult:
         return ToolResult.fail(refused.code, refused.message)
     except MemoryAccessDenied as err:
         return ToolResult.fail("access_denied", err.message)
+    except MemoryLocked as err:
+        return ToolResult.fail("memory_locked", err.message)
+    except SealError as err:
+        return ToolResult.fail("sealed", err.message)
     except UsageError as err:
         return ToolResult.fail("invalid_input", err.message)
     except NotFoundError as err:
@@ -548,6 +629,10 @@ def _memory_class(args: Mapping[str, Any]) -> MemoryClass | None:
 
 
 _ANY: Final = GraphFilter()
+
+
+def _unindexed(agent: str, target: VectorTarget, row: UUID, text: str) -> None:
+    """The indexer of a sealed write: nothing to embed (no vector of plaintext, ever)."""
 
 
 def _limit(args: Mapping[str, Any]) -> int:

@@ -8,11 +8,13 @@ is a write: the restored text is embedded like any other.
 
 from __future__ import annotations
 
+import contextlib
 from typing import TYPE_CHECKING
 
 from choir.core.memory.provenance import operator
+from choir.daemon.memory.keys import classes_of
 from choir.daemon.operator.context import OperatorContext
-from choir.daemon.operator.knowledge_access import placed_fields
+from choir.daemon.operator.knowledge_access import placed_fields, refuse_sealed
 from choir.daemon.operator.knowledge_graph import fields_of
 from choir.daemon.operator.memory import (
     knowledge_view,
@@ -22,7 +24,7 @@ from choir.daemon.operator.memory import (
     tag_metadata,
 )
 from choir.daemon.operator.views import iso
-from choir.errors import UsageError
+from choir.errors import NotFoundError, UsageError
 from choir.protocol.operator import answers as a
 from choir.protocol.operator import requests as r
 
@@ -54,6 +56,12 @@ async def knowledge_write(ctx: OperatorContext, request: r.KnowledgeWrite) -> a.
     fields = fields_of(request)
     if request.text is None and metadata is None and not fields.given and request.kind is None:
         raise UsageError("give the new text, or tags, loc, type, data or kind to write")
+    if (request.text is not None or fields.data is not None) and classes_of(
+        ctx.config.agents, request.agent_id
+    ):
+        with contextlib.suppress(NotFoundError):  # the write itself says what is missing
+            item = await store.get_knowledge(request.agent_id, request.ref)
+            refuse_sealed(ctx, request.agent_id, item.memory_class)
     written = await store.write_knowledge(
         request.agent_id,
         request.ref,

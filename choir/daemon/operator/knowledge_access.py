@@ -4,7 +4,9 @@ The operator is not an agent: it holds every role on every memory (it writes an 
 `system` memory, its definition, which the agent itself only reads), so nothing here is the
 agents' class-and-role check (`choir.daemon.memory.access`). What is checked: the class is one
 of the four, a personal item names its user (a configured DM) and no other class does, and an
-existing item stays in its memory. Each refusal is a `UsageError` (exit 2), nothing written.
+existing item stays in its memory, and that an encrypted memory gets no write in the clear
+(`refuse_sealed`); `knowledge show` opens an encrypted item while choird holds its key
+(`opened`). Each refusal is a `UsageError` (exit 2), nothing written.
 """
 
 from __future__ import annotations
@@ -14,6 +16,9 @@ from typing import TYPE_CHECKING
 
 from choir.core.memory.access import MemoryClass
 from choir.core.memory.knowledge_graph import ItemFields, Placement
+from choir.core.memory.sealed_items import is_sealed, open_item
+from choir.core.memory.sealing import SealError
+from choir.daemon.memory.keys import classes_of
 from choir.daemon.operator.context import OperatorContext
 from choir.daemon.operator.knowledge_graph import fields_of
 from choir.errors import NotFoundError, UsageError
@@ -21,6 +26,7 @@ from choir.protocol.operator import requests as r
 
 if TYPE_CHECKING:
     from choir.daemon.memory.store import MemoryStore
+    from choir.store.knowledge import KnowledgeItem
 
 
 async def placed_fields(
@@ -28,11 +34,14 @@ async def placed_fields(
 ) -> ItemFields:
     """The request's fields, a new item's memory among them (checked)."""
     placement = placement_of(ctx, request.memory, request.user)
+    refuse_sealed(ctx, request.agent_id, placement.memory_class)
     if isinstance(request, r.KnowledgePut) and request.name is not None:
         try:
             existing = await store.get_knowledge(request.agent_id, request.name)
         except NotFoundError:
             existing = None
+        if existing is not None:
+            refuse_sealed(ctx, request.agent_id, existing.memory_class)
         if (
             existing is not None
             and request.memory is not None
@@ -49,6 +58,30 @@ async def placed_fields(
                 "never changes memory; drop --memory/--user, or add a new item there"
             )
     return replace(fields_of(request), memory=placement)
+
+
+def refuse_sealed(ctx: OperatorContext, agent: str, memory_class: str) -> None:
+    """Refuse an operator's content write to an encrypted memory: choird seals only what the
+    agent writes (with the key it holds for that agent), and would otherwise store the
+    operator's text in the clear."""
+    if memory_class in {c.value for c in classes_of(ctx.config.agents, agent)}:
+        raise UsageError(
+            f"memory {agent}/{memory_class} is encrypted: the operator's writes are not sealed, "
+            "so choir refuses them; have the agent write it (its tool seals what it writes)"
+        )
+
+
+def opened(ctx: OperatorContext, agent: str, item: KnowledgeItem) -> KnowledgeItem:
+    """`item` with an encrypted item's text and data opened while choird holds `agent`'s key
+    (the operator supplied it); else as stored — the sealed value, never a guess."""
+    key = ctx.services.memory_keys.key(agent)
+    if key is None or not is_sealed(item.data):
+        return item
+    try:
+        content = open_item(key, agent, item.memory_class, item.data)
+    except SealError:
+        return item
+    return replace(item, text=content.text, data=content.data)
 
 
 def placement_of(ctx: OperatorContext, memory: str | None, user: str | None) -> Placement:

@@ -25,7 +25,7 @@ from choir.core.memory.knowledge_graph import check_tags
 from choir.core.memory.provenance import Provenance, operator
 from choir.daemon.operator.context import OperatorContext
 from choir.daemon.operator.events import bounded
-from choir.daemon.operator.knowledge_access import placed_fields
+from choir.daemon.operator.knowledge_access import opened, placed_fields
 from choir.daemon.operator.knowledge_graph import edge_view, filter_of, placed
 from choir.daemon.operator.views import event_view, iso
 from choir.errors import NotFoundError, UnavailableError, UsageError
@@ -371,7 +371,7 @@ async def knowledge_show(ctx: OperatorContext, request: r.KnowledgeRef) -> a.Kno
     except NotFoundError:
         raise _no_item(request) from None
     edges = [edge_view(neighbour.edge) for neighbour in found]
-    return knowledge_view(request.agent_id, item, edges=edges)
+    return knowledge_view(request.agent_id, opened(ctx, request.agent_id, item), edges=edges)
 
 
 async def _knowledge(store: MemoryStore, request: r.KnowledgeRef) -> KnowledgeItem:

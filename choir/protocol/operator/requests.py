@@ -57,6 +57,10 @@ class AgentStart(WireModel):
     """Start a fresh session even when the previous one could be resumed."""
     resume: str | None = None
     """Resume this session instead of choosing one."""
+    memory_key: str | None = Field(default=None, repr=False, exclude_if=lambda key: key is None)
+    """The key of the agent's encrypted memories (64 hex digits; `choirctl agent start
+    --memory-key-file`): choird checks it and holds it in memory only, never stores, logs or
+    returns it."""
 
 
 class SessionRef(WireModel):

@@ -643,6 +643,21 @@ CREATE TABLE {schema}.knowledge_forgotten (
 );
 """,
     ),
+    Migration(
+        12,
+        "memory key checks",
+        # An encrypted memory's key check (`choir.core.memory.sealing.key_check`), recorded at
+        # the agent's first start with a key: a later start's key is told wrong here, before
+        # anything is read or written. The key itself is never stored (choird holds it in
+        # memory only).
+        """
+CREATE TABLE {schema}.memory_key_checks (
+    memory_class text PRIMARY KEY,
+    key_check    bytea NOT NULL,
+    recorded_at  timestamptz NOT NULL DEFAULT now()
+);
+""",
+    ),
 )
 
 

@@ -23,6 +23,7 @@ from typing import Any, Final
 
 from choir.config.scaffolding.home_setup import SCRATCH_DIRS
 from choir.daemon.agents.resume_watch import until_resumed
+from choir.daemon.memory.keys import checked_key
 from choir.daemon.operator.agents.launches import Launched, Lifecycle
 from choir.daemon.operator.context import OperatorContext
 from choir.daemon.runtimes.base import TERM_GRACE_S, StopReason, graceful_stop
@@ -50,16 +51,38 @@ SHUTDOWN_DELAY_S: Final = 0.05
 
 
 async def agent_start(ctx: OperatorContext, request: AgentStart) -> AgentStarted:
-    """Start the agent's session and its process; undo the session if the process fails."""
+    """Start the agent's session and its process; undo the session if the process fails. A
+    memory key is checked first (a wrong one refuses the start, nothing written) and held in
+    choird's memory from then on (`choir.daemon.memory.keys`)."""
     async with lifecycle_of(ctx).exclusive(request.agent_id):
-        return await launch(ctx, request)
+        if request.memory_key is None:
+            return await launch(ctx, request)
+        ctx.require_agent(request.agent_id)
+        key = await checked_key(
+            ctx.pool,
+            request.agent_id,
+            ctx.config.agents[request.agent_id],
+            request.memory_key.encode("ascii", errors="replace"),
+        )
+        keys = ctx.services.memory_keys
+        held = keys.key(request.agent_id)
+        keys.hold(request.agent_id, key)
+        try:
+            return await launch(ctx, request.model_copy(update={"memory_key": None}))
+        except BaseException:
+            if held is None:
+                keys.forget(request.agent_id)
+            raise
 
 
 async def agent_stop(ctx: OperatorContext, request: AgentRef) -> AgentStopped:
-    """Graceful stop (§17.2); answers once the process exited, with the session's end status."""
+    """Graceful stop (§17.2); answers once the process exited, with the session's end status.
+    The agent's memory key is forgotten (a restart keeps it)."""
     async with lifecycle_of(ctx).exclusive(request.agent_id):
         row = await ctx.running_session(request.agent_id, hint="nothing to stop")
-        return await stop_session(ctx, row, "stop")
+        stopped = await stop_session(ctx, row, "stop")
+        ctx.services.memory_keys.forget(request.agent_id)
+        return stopped
 
 
 async def agent_restart(ctx: OperatorContext, request: AgentRef) -> AgentRestarted:

@@ -1,0 +1,260 @@
+"""Encryption at rest end to end: a real choird and Postgres, the real `choir-agent` on the
+process runtime and a scripted model that calls the memory tools as a model would.
+
+agent-1's personal memory is marked encrypted. Started with its key, what the model stores
+there is sealed in the database (a placeholder text, a sealed value in data: nothing of the
+content, in the item or its versions) and read back opened. Stopped, the key is gone: started
+again without it, the item is listed locked and a write is refused. A restarted choird holds
+no key: locked again; started with another key, the start is refused and nothing runs. The
+operator's writes there are refused (they would be in the clear); `knowledge show` opens an
+item while choird holds the key. A tampered sealed value reads as one that does not open. The
+key reaches choird through `choirctl agent start --memory-key-file` (a file, or stdin) and is
+nowhere in choird's logs, the agent's environment or its workspace.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import secrets
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from choir.agent.lanes.summary import SUMMARY_MARKER
+from choir.client import ChoirClient
+from choir.core.memory.knowledge_graph import ItemFields
+from choir.core.memory.sealed_items import SEALED_KEY, SEALED_TEXT, open_item
+from choir.errors import ChoirError
+from choir.home import ChoirHome
+from choir.protocol.operator.verbs import OperatorVerb as V
+from choir.scripted import ReplyStep, Script, ScriptedCall, ScriptedModelServer, ToolCallsStep
+from choir.store.postgres.target import ConnectParams
+from tests.ctl.cli import choirctl
+from tests.harness.chat import replies_until
+from tests.harness.daemons import running_daemon
+from tests.harness.homes import external_postgres, make_home, read_config, write_config
+
+pytestmark = pytest.mark.slow
+
+JSON_STRING = r'"((?:[^"\\]|\\.)*)"'
+SUMMARY = json.dumps({"summary": "A short chat.", "topics": [], "decisions": [], "open_items": []})
+SECRET = "The user's cat is called Miso."
+
+
+def _call(match: str, **arguments: Any) -> ToolCallsStep:
+    return ToolCallsStep(
+        after="user",
+        match=match,
+        repeat=True,
+        calls=[ScriptedCall(name=arguments.pop("tool"), arguments=arguments)],
+    )
+
+
+SCRIPT = Script(
+    steps=[
+        ReplyStep(match=SUMMARY_MARKER, repeat=True, text=SUMMARY),
+        _call(
+            "remember my pet",
+            tool="choir.memory.upsert",
+            op="put",
+            name="user.pet",
+            text=SECRET,
+            data={"species": "cat"},
+            tags=["pet"],
+            memory="personal",
+        ),
+        _call(
+            "note the breed",
+            tool="choir.memory.upsert",
+            op="write",
+            name="user.pet",
+            data={"species": "cat", "breed": "tabby"},
+        ),
+        _call(
+            "what is my pet",
+            tool="choir.memory.query",
+            store="knowledge",
+            mode="text",
+            query="encrypted",
+            tags=["pet"],
+        ),
+        ReplyStep(
+            after="tool",
+            match_regex='^\\{"status":"error","summary":' + JSON_STRING,
+            templated=True,
+            repeat=True,
+            text="error: {1}",
+        ),
+        ReplyStep(
+            after="tool",
+            match_regex=r'^\{"status":"success","summary":"(stored|wrote) knowledge',
+            repeat=True,
+            text="stored",
+        ),
+        ReplyStep(
+            after="tool",
+            match_regex=r'"hits":\[\{"text":' + JSON_STRING,
+            templated=True,
+            repeat=True,
+            text="found: {1}",
+        ),
+        ReplyStep(after="tool", match='"hits":[]', repeat=True, text="found nothing"),
+    ]
+)
+
+
+@pytest.fixture
+async def model() -> AsyncIterator[ScriptedModelServer]:
+    async with ScriptedModelServer(SCRIPT) as server:
+        yield server
+
+
+@pytest.fixture
+def home(root: Path, pg_params: ConnectParams, model: ScriptedModelServer) -> ChoirHome:
+    home = make_home(root, postgres=external_postgres(pg_params))
+    data: dict[str, Any] = read_config(home)
+    data["models"]["demo"] = {"provider": "scripted", "model": "e2e", "endpoint": model.url}
+    data["agents"]["agent-1"]["memories"] = [
+        {"class": "personal", "role": "read-write", "encrypted": True}
+    ]
+    write_config(home, data)
+    return home
+
+
+async def say(client: ChoirClient, text: str, awaited: str) -> str:
+    sent = await client.chat_send("agent-1", text)
+    replies = await replies_until(client, sent.after_seq, awaited, within=30)
+    return str(replies[-1]["text"])
+
+
+def _files_holding(directory: Path, needles: list[bytes]) -> list[str]:
+    return [
+        str(path)
+        for path in directory.rglob("*")
+        if path.is_file() and any(needle in path.read_bytes() for needle in needles)
+    ]
+
+
+async def test_an_encrypted_memory_is_sealed_at_rest_and_opens_with_its_key_only(
+    home: ChoirHome,
+) -> None:
+    key = secrets.token_bytes(32)
+    needles = [key, key.hex().encode(), base64.b64encode(key)]
+    key_file = home.root.parent / "memory.key"
+    key_file.write_bytes(key)
+    bad_file = home.root.parent / "short.key"
+    bad_file.write_text("not a key\n")
+    start = ("agent", "start", "agent-1", "--dm", "console", "--new-session", "--json")
+    async with running_daemon(home) as daemon, await ChoirClient.connect(home) as client:
+        bad = await asyncio.to_thread(
+            choirctl, home.root, *start, "--memory-key-file", str(bad_file)
+        )
+        assert (bad.code, bad.err.count("\n")) == (2, 1), bad
+        assert "the memory key is not a 256-bit key" in bad.err
+        run = await asyncio.to_thread(
+            choirctl, home.root, *start, "--memory-key-file", str(key_file)
+        )
+        assert run.code == 0, run
+        started = run.json()
+        workspace = started["bindings"]["workspace"]
+        environ = await asyncio.to_thread(Path(f"/proc/{started['pid']}/environ").read_bytes)
+        assert not any(needle in environ for needle in needles)
+        assert await say(client, "remember my pet", "stored") == "stored"
+        assert await say(client, "note the breed", "stored") == "stored"
+        assert await say(client, "what is my pet", "found") == f"found: {SECRET}"
+        store = daemon.memory_store
+        assert store is not None
+        item = await store.get_knowledge("agent-1", "user.pet")
+        assert (item.memory_class, item.text, list(item.data)) == (
+            "personal",
+            SEALED_TEXT,
+            [SEALED_KEY],
+        )
+        assert item.tags == ("pet",)
+        _, versions = await store.knowledge_history("agent-1", "user.pet", limit=10)
+        assert all("Miso" not in version.text for version in versions)
+        assert "Miso" not in json.dumps(item.data)
+        opened = open_item(key, "agent-1", "personal", item.data)
+        assert (opened.text, opened.data) == (SECRET, {"species": "cat", "breed": "tabby"})
+        shown = await client.knowledge_show("agent-1", "user.pet")
+        assert (shown.text, shown.data) == (SECRET, {"species": "cat", "breed": "tabby"})
+        with pytest.raises(ChoirError, match="memory agent-1/personal is encrypted: the operator"):
+            await client.call(
+                V.KNOWLEDGE_PUT,
+                agent_id="agent-1",
+                text="in the clear",
+                name="user.pet",
+                memory="personal",
+                user="console",
+            )
+        with pytest.raises(ChoirError, match="memory agent-1/personal is encrypted: the operator"):
+            await client.call(V.KNOWLEDGE_WRITE, agent_id="agent-1", ref="user.pet", text="clear")
+        with pytest.raises(ChoirError, match="agent agent-2 has no encrypted memory: drop"):
+            await client.agent_start("agent-2", {"dm": "ops"}, memory_key=key)
+        await client.agent_stop("agent-1")
+
+        # stopped: the key is forgotten, the memory locked
+        await client.agent_start("agent-1", {"dm": "console"}, new_session=True)
+        listed = await say(client, "what is my pet", "found")
+        assert listed.startswith(
+            "found: (encrypted, locked: memory agent-1/personal is encrypted and locked"
+        )
+        assert "Miso" not in listed
+        refused = await say(client, "remember my pet", "error")
+        assert refused.startswith("error: memory agent-1/personal is encrypted and locked")
+        await client.agent_stop("agent-1")
+        assert (await store.get_knowledge("agent-1", "user.pet")).data == item.data
+        shown = await client.knowledge_show("agent-1", "user.pet")
+        assert (shown.text, shown.data) == (SEALED_TEXT, item.data)
+        await client.agent_start("agent-1", {"dm": "console"}, new_session=True, memory_key=key)
+        await client.agent_restart("agent-1")  # a restart keeps the key
+        assert await say(client, "what is my pet", "found") == f"found: {SECRET}"
+        # choird exits with the agent running and its key held
+
+    async with running_daemon(home) as daemon, await ChoirClient.connect(home) as client:
+        # a new choird holds no key: the memory is locked until a start supplies it
+        await client.agent_start("agent-1", {"dm": "console"}, new_session=True)
+        assert (await say(client, "what is my pet", "found")).startswith(
+            "found: (encrypted, locked"
+        )
+        await client.agent_stop("agent-1")
+
+        # another key: the start is refused in one line, nothing runs
+        wrong = await asyncio.to_thread(
+            choirctl,
+            home.root,
+            *start,
+            "--memory-key-file",
+            "-",
+            stdin=secrets.token_bytes(32).hex(),
+        )
+        assert (wrong.code, wrong.err.count("\n")) == (2, 1), wrong
+        assert "the memory key does not open memory agent-1/personal" in wrong.err
+        assert (await client.agent_status("agent-1")).pid is None
+
+        # a tampered sealed value: read as one that does not open, never as content
+        store = daemon.memory_store
+        assert store is not None
+        sealed = base64.b64decode(item.data[SEALED_KEY])
+        broken = sealed[:-1] + bytes([sealed[-1] ^ 1])
+        await store.write_knowledge(
+            "agent-1",
+            "user.pet",
+            None,
+            fields=ItemFields(data={SEALED_KEY: base64.b64encode(broken).decode()}),
+        )
+        run = await asyncio.to_thread(
+            choirctl, home.root, *start, "--memory-key-file", "-", stdin=key.hex()
+        )
+        assert run.code == 0, run
+        assert (await say(client, "what is my pet", "found")).startswith(
+            "found: (encrypted, does not open: a sealed value of agent-1/personal does not open"
+        )
+        await client.agent_stop("agent-1")
+    assert _files_holding(home.logs, needles) == []
+    path = Path(read_config(home)["workspaces"][workspace]["path"])
+    assert _files_holding(path, needles) == []
