@@ -14,11 +14,13 @@ AGENT_TABLES = {
     "memory_embeddings",
     "knowledge_documents",
     "knowledge_embeddings",
+    "knowledge_forgotten",
     "knowledge_names",
     "knowledge_versions",
     "knowledge_edges",
     "knowledge_access",
     "knowledge_term_changes",
+    "memory_key_checks",
     "embedding_model",
 }
 

@@ -8,7 +8,10 @@ read roles (issue 15, design 003) decide here once they exist: relevant context 
 
 from __future__ import annotations
 
-from choir.store.memory_search import HitSource
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # memory_search loads numpy: choird registers the recall tool at its start
+    from choir.store.memory_search import HitSource
 
 
 def may_read(reader: str, source: HitSource) -> bool:
