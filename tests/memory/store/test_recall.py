@@ -123,7 +123,7 @@ async def test_memory_not_up_and_bad_arguments_are_error_answers(pool: Pool, ada
     async def no_vector(*_: Any, **__: Any) -> None:
         return None
 
-    gate = MemoryGate(lambda: {})
+    gate = MemoryGate(dict)
     recall = MemoryRecall(
         down,
         no_vector,
