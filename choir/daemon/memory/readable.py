@@ -8,7 +8,10 @@ read roles (issue 15, design 003) decide here once they exist: relevant context 
 
 from __future__ import annotations
 
-from choir.store.memory_search import HitSource
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # the search's module imports numpy: choird loads it with memory's first use
+    from choir.store.memory_search import HitSource
 
 
 def may_read(reader: str, source: HitSource) -> bool:
