@@ -39,6 +39,14 @@ def test_choir_agent_starts_without_an_http_client() -> None:
     assert loaded(imports, ("aiohttp", "httpx")) == []
 
 
+def test_choir_agent_loads_its_http_client_beside_the_start() -> None:
+    """aiohttp (~0.1 s of CPU) is not in what the INIT_HELLO answer waits for: the agent imports
+    it on a thread once the answer is parsed (`choir.agent.app.load_http_client`)."""
+    imports = "import choir.agent.app as a\na.import_after_hello()"
+    assert loaded(imports, ("aiohttp",)) == []
+    assert loaded(f"{imports}\na.load_http_client()", ("aiohttp",)) == ["aiohttp"]
+
+
 @pytest.mark.parametrize(
     "heavy",
     [

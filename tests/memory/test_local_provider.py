@@ -75,8 +75,24 @@ def test_loading_the_model_leaves_logging_as_it_was():
     assert done.stdout.split() == ["0", "WARNING"]
 
 
+def wordllama_model():
+    """wordllama's own `WordLlamaInference` of the same files, loaded offline the way its README
+    says (its `load` looks for the tokenizer in another folder than the package's own)."""
+    import tempfile
+    from pathlib import Path
+
+    import wordllama
+
+    package = Path(wordllama.__file__).parent
+    with tempfile.TemporaryDirectory(prefix="choir-wordllama-") as folder:
+        for part in ("tokenizers", "weights"):
+            (Path(folder) / part).symlink_to(package / part, target_is_directory=True)
+        return wordllama.WordLlama.load(cache_dir=folder, disable_download=True)
+
+
 async def test_vectors_equal_wordllamas_own_embedding():
-    """local_pooling computes wordllama's mean of token vectors with less padding: same vectors."""
+    """The model read from wordllama's files without wordllama, pooled with less padding by
+    local_pooling: the vectors of wordllama's own load and embed."""
     texts = [
         "",
         "   ",
@@ -88,5 +104,19 @@ async def test_vectors_equal_wordllamas_own_embedding():
     ]
     ours = np.stack(await LocalEmbeddings().embed(texts))
     with np.errstate(invalid="ignore", divide="ignore"):
-        theirs = local_provider._wordllama().embed(texts)
+        theirs = wordllama_model().embed(texts)
     np.testing.assert_allclose(ours, theirs, atol=1e-6)
+
+
+def test_the_model_loads_without_importing_wordllama():
+    """wordllama's import and load would cost choird ~65 MB it keeps (local_provider)."""
+    script = (
+        "import asyncio, sys\n"
+        "from choir.daemon.memory.local_provider import LocalEmbeddings\n"
+        "asyncio.run(LocalEmbeddings().load())\n"
+        "print('wordllama' in sys.modules)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=True
+    )
+    assert done.stdout.split() == ["False"]

@@ -14,9 +14,7 @@ import os
 import time
 from collections.abc import Mapping
 from types import MappingProxyType
-from typing import Any, Final
-
-import aiohttp
+from typing import TYPE_CHECKING, Any, Final
 
 from choir.agent.integrations import web_search
 from choir.agent.kernel.dispatch import LaneHook
@@ -37,6 +35,9 @@ from choir.core.integrations import (
     withheld_tools,
 )
 from choir.protocol.tooling.tools import ToolResult
+
+if TYPE_CHECKING:  # loaded on a thread once the agent serves (`choir.agent.app`), not at start
+    import aiohttp
 
 UNAVAILABLE: Final = "tool_unavailable"
 DEFAULT_TIMEOUT_S: Final = 15.0
@@ -147,5 +148,7 @@ class Integrations:
 
     def _http(self) -> aiohttp.ClientSession:
         if self._session is None:
+            import aiohttp
+
             self._session = aiohttp.ClientSession()
         return self._session

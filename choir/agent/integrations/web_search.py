@@ -18,14 +18,16 @@ import html
 import re
 import time
 from collections.abc import Mapping
-from typing import Any, Final, Literal
+from typing import TYPE_CHECKING, Any, Final, Literal
 
-import aiohttp
 import orjson
 from pydantic import BaseModel, ConfigDict, Field
 
 from choir.core.integrations import WEB_SEARCH, SearchProvider
 from choir.protocol.tooling.tools import ToolResult
+
+if TYPE_CHECKING:  # loaded on a thread once the agent serves (`choir.agent.app`), not at start
+    import aiohttp
 
 TOOL: Final = WEB_SEARCH
 SEARCH_PATH: Final = "/web/search"
@@ -148,6 +150,8 @@ async def search(
     deadline: float,
 ) -> ToolResult:
     """Run `call` against `provider` with API key `key`, giving up at `deadline` (monotonic)."""
+    import aiohttp  # loaded: `session` is aiohttp's
+
     url = provider.endpoint + SEARCH_PATH
     headers = {"Accept": "application/json", "X-Subscription-Token": key}
     waits = 0

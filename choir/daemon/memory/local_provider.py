@@ -1,23 +1,24 @@
 """The embedded default embedder: wordllama's `l2_supercat`, 256 dims (§11.9, DESIGN-NOTES).
 
-Its weights and tokenizer ship inside the wheel, so memory is semantic on a fresh machine with no
-key and no network. `WordLlama.load()` looks for the tokenizer in the wrong folder and then tries
-to download it, so it is pointed at a folder holding two links to the package's own `tokenizers`
-and `weights` (../shared/ENVIRONMENT.md). The model is loaded once per process, on first use, in
+Its weights and tokenizer ship inside the wordllama wheel, so memory is semantic on a fresh
+machine with no key and no network. They are read from the package's files directly (tokenizers
+and safetensors, wordllama's own dependencies), without importing wordllama: its `load` keeps the
+weights twice (float16 as read, float32 as used) and a padding tokenizer beside the copy
+`local_pooling` needs, ~65 MB of choird's resident memory that it kept after the model was built,
+and its import runs `logging.basicConfig`. The model is loaded once per process, on first use, in
 a worker thread; every embedding also runs in a thread, so the event loop never waits on numpy.
-wordllama loads the model; `local_pooling` computes its vectors (the same ones, faster).
+`local_pooling` computes the vectors (wordllama's, tests/memory/test_local_provider.py).
 """
 
 from __future__ import annotations
 
 import asyncio
-import logging
+import importlib.util
 import os
-import tempfile
 import threading
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Final
 
 from choir.daemon.memory.errors import EmbeddingError, EmbeddingErrorKind
 from choir.daemon.memory.local_pooling import MeanPooler
@@ -25,9 +26,12 @@ from choir.daemon.memory.provider import Vector
 
 DIMENSIONS = 256
 """l2_supercat's size; the pgvector column of agents using the local model is `vector(256)`."""
+TOKENIZER_FILE: Final = "l2_supercat_tokenizer_config.json"
+WEIGHTS_FILE: Final = f"l2_supercat_{DIMENSIONS}.safetensors"
+WEIGHTS_KEY: Final = "embedding.weight"
 _load_lock = threading.Lock()
 _model: MeanPooler | None = None
-"""The process's one model, once loaded (~0.4 s, ~35 MB)."""
+"""The process's one model, once loaded (~0.2 s; ~55 MB with numpy and tokenizers)."""
 
 
 class LocalEmbeddings:
@@ -55,22 +59,24 @@ def _loaded_model() -> MeanPooler:
     global _model
     with _load_lock:  # two first calls at once load it once
         if _model is None:
-            _model = MeanPooler(_wordllama())
+            _model = _load()
         return _model
 
 
-def _wordllama() -> Any:
-    """A fresh `WordLlamaInference`, loaded offline from the wheel's own files."""
+def _load() -> MeanPooler:
+    """The model from the wordllama package's own files, offline."""
     # choird forks (runtimes, git): tokenizers' thread pool then warns on every fork and may
     # deadlock; one core per embedding is the budget anyway (bench.memory).
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     try:
-        wordllama = _import_quietly()
-        package = Path(wordllama.__file__).parent
-        with tempfile.TemporaryDirectory(prefix="choir-wordllama-") as folder:
-            for part in ("tokenizers", "weights"):
-                (Path(folder) / part).symlink_to(package / part, target_is_directory=True)
-            return wordllama.WordLlama.load(cache_dir=folder, disable_download=True)
+        from safetensors import safe_open
+        from tokenizers import Tokenizer
+
+        package = _package()
+        tokenizer = Tokenizer.from_file(str(package / "tokenizers" / TOKENIZER_FILE))
+        with safe_open(str(package / "weights" / WEIGHTS_FILE), framework="np") as weights:
+            table = weights.get_tensor(WEIGHTS_KEY)
+        return MeanPooler(tokenizer, table)
     except Exception as exc:  # any failure of a third-party load means the same to the queue
         raise EmbeddingError(
             EmbeddingErrorKind.MODEL_UNAVAILABLE,
@@ -79,14 +85,9 @@ def _wordllama() -> Any:
         ) from exc
 
 
-def _import_quietly() -> Any:
-    """`import wordllama`, undoing the `logging.basicConfig(level=INFO)` its inference module
-    runs at import: before choird's logging is set up, that would print every log line to
-    stderr."""
-    root = logging.getLogger()
-    handlers, level = root.handlers[:], root.level
-    import wordllama
-
-    root.handlers[:] = handlers
-    root.setLevel(level)
-    return wordllama
+def _package() -> Path:
+    """The installed wordllama package's folder, found without importing it."""
+    spec = importlib.util.find_spec("wordllama")
+    if spec is None or spec.origin is None:
+        raise FileNotFoundError("the wordllama package is not installed")
+    return Path(spec.origin).parent

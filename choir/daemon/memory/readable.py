@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:  # memory_search loads numpy: choird registers the recall tool at its start
+if TYPE_CHECKING:  # the search's module imports numpy: choird loads it with memory's first use
     from choir.store.memory_search import HitSource
 
 
