@@ -117,8 +117,10 @@ def chat_requests(cluster: Cluster) -> int:
 
 
 async def all_recorded(client: ChoirClient, calls: int) -> None:
+    """The model's `calls` recorded (a recall's embedding of a message is a call of its own)."""
+
     async def counted() -> bool:
-        return (await client.usage()).total.calls == calls
+        return (await client.usage(kind="llm")).total.calls == calls
 
     await poll_until(counted, within=10)
 
@@ -139,7 +141,7 @@ async def test_every_call_is_recorded_once_with_the_providers_cost_else_the_pric
     calls = chat_requests(cluster)
     await all_recorded(client, calls)
 
-    report = await client.usage(by="model")
+    report = await client.usage(by="model", kind="llm")
     [row] = report.rows
     assert row.key == "demo"
     assert row.calls == calls == 5
@@ -155,19 +157,19 @@ async def test_every_call_is_recorded_once_with_the_providers_cost_else_the_pric
     assert len(events) == calls
     assert sorted(e["cost_source"] for e in events) == ["price"] * 4 + ["provider"]
 
-    by_job = {r.key: r for r in (await client.usage(by="job")).rows}
+    by_job = {r.key: r for r in (await client.usage(by="job", kind="llm")).rows}
     [job_id] = [key for key in by_job if key != "edge"]
     assert by_job[job_id].cost_usd == pytest.approx(JOB_USD)
     assert by_job["edge"].calls == 4
-    [top] = (await client.usage()).top_jobs
+    [top] = (await client.usage(kind="llm")).top_jobs
     assert (top.agent_id, top.job_id, top.lane) == ("agent-1", job_id, "core:digest")
-    assert [r.key for r in (await client.usage(by="agent")).rows] == ["agent-1"]
+    assert [r.key for r in (await client.usage(by="agent", kind="llm")).rows] == ["agent-1"]
 
     # no price any more: the next call's cost is unknown — shown so, never summed as 0
     await configure(cluster, price=None)
     await cluster.say("agent-1", "hello")
     await all_recorded(client, calls + 1)
-    [row] = (await client.usage(by="model")).rows
+    [row] = (await client.usage(by="model", kind="llm")).rows
     assert row.unknown_cost_calls == 1
     assert row.cost_usd == pytest.approx(expected)
     status = await client.agent_status("agent-1")
@@ -180,7 +182,9 @@ async def test_every_call_is_recorded_once_with_the_providers_cost_else_the_pric
     shown = await asyncio.to_thread(choirctl, home, "usage", "--by", "model")
     assert shown.code == 0, shown.err
     assert "+ 1 unknown" in shown.out
-    as_json = (await asyncio.to_thread(choirctl, home, "usage", "--json", "--since", "7d")).json()
+    as_json = (
+        await asyncio.to_thread(choirctl, home, "usage", "--json", "--since", "7d", "--kind", "llm")
+    ).json()
     assert as_json["total"]["calls"] == calls + 1
     for args, named in ((("--agent", "nobody"), "no agent named 'nobody'"),
                         (("--model", "gpt-9"), "no model named 'gpt-9'")):  # fmt: skip
