@@ -167,6 +167,11 @@ class HostTools:
                 await finish(conn, session_id, call.call_id, payload, self._clock())
         except Exception:  # the caller still gets the result; a resend after a restart of
             # choird is told the outcome is unknown, and nothing runs twice
+            if self._pool.is_closing():  # choird is stopping: expected, not an error
+                log.info(
+                    "host tool result not stored: choird is stopping", fields={"call": call.call_id}
+                )
+                return
             log.exception("could not store a host tool result", fields={"call": call.call_id})
 
     async def _run(self, tool_name: str, call: HostToolCall) -> ToolResult:
