@@ -71,6 +71,7 @@ async def test_a_started_agent_has_every_item_of_the_profile(
     assert mounts == {
         ("bind", str(workspace), "/workspace"),
         ("bind", str(choird.home.agent_socket("agent-1").parent), "/run/choir"),
+        ("bind", str((choird.home.sources / "agents" / "agent-1").resolve()), "/agent-repo"),
     }
     uid = agent_uids(running.agents, config.agent_uid_base, AGENT_UID_SPAN)["agent-1"]
     user = f"{uid}:{uid}" if os.geteuid() == 0 else f"{os.getuid()}:{os.getgid()}"

@@ -59,7 +59,10 @@ async def test_verify_says_unsandboxed_and_the_token_is_in_no_environment(
 
     environ = environ_of(started.pid)
     names = {variable.partition("=")[0] for variable in environ if variable}
-    assert names == {"PATH", "HOME", "LANG", "CHOIR_AGENT_ID", "CHOIR_SESSION_ID"}
+    assert names == {"PATH", "HOME", "LANG", "CHOIR_AGENT_ID", "CHOIR_SESSION_ID"} | {
+        "CHOIR_AGENT_REPO",  # where it clones its own repo from, and which branch
+        "CHOIR_AGENT_REF",
+    }
     row = await session_row(daemon, started.session_id)
     values = {variable.partition("=")[2] for variable in environ}
     assert row.lease_id not in {hashlib.sha256(v.encode()).hexdigest() for v in values}

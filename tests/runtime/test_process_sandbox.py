@@ -103,7 +103,16 @@ def confined(pid: int, home: ChoirHome, workspace: Path) -> None:
     environ = dict(
         v.split("=", 1) for v in Path(f"/proc/{pid}/environ").read_text().split("\0") if v
     )
-    assert set(environ) - {"PWD"} == {"PATH", "HOME", "LANG", "CHOIR_AGENT_ID", "CHOIR_SESSION_ID"}
+    assert set(environ) - {"PWD"} == {
+        "PATH",
+        "HOME",
+        "LANG",
+        "CHOIR_AGENT_ID",
+        "CHOIR_SESSION_ID",
+    } | {
+        "CHOIR_AGENT_REPO",  # /agent-repo, its own repo read-only, and which branch
+        "CHOIR_AGENT_REF",
+    }
     assert environ.get("PWD", "/workspace") == "/workspace"  # bwrap's --chdir sets it
     assert environ["HOME"] == "/tmp/home"  # on the sandbox's own tmpfs, not the host's
 
