@@ -18,117 +18,33 @@ import asyncio
 import base64
 import json
 import secrets
-from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from choir.agent.lanes.summary import SUMMARY_MARKER
 from choir.client import ChoirClient
 from choir.core.memory.knowledge_graph import ItemFields
 from choir.core.memory.sealed_items import SEALED_KEY, SEALED_TEXT, open_item
 from choir.errors import ChoirError
 from choir.home import ChoirHome
 from choir.protocol.operator.verbs import OperatorVerb as V
-from choir.scripted import ReplyStep, Script, ScriptedCall, ScriptedModelServer, ToolCallsStep
-from choir.store.postgres.target import ConnectParams
+from choir.scripted import Script
 from tests.ctl.cli import choirctl
-from tests.harness.chat import replies_until
 from tests.harness.daemons import running_daemon
-from tests.harness.homes import external_postgres, make_home, read_config, write_config
+from tests.harness.homes import read_config
+from tests.harness.memory_encryption import SCRIPT, SECRET, encrypt_personal, say
 
 pytestmark = pytest.mark.slow
 
-JSON_STRING = r'"((?:[^"\\]|\\.)*)"'
-SUMMARY = json.dumps({"summary": "A short chat.", "topics": [], "decisions": [], "open_items": []})
-SECRET = "The user's cat is called Miso."
 
-
-def _call(match: str, **arguments: Any) -> ToolCallsStep:
-    return ToolCallsStep(
-        after="user",
-        match=match,
-        repeat=True,
-        calls=[ScriptedCall(name=arguments.pop("tool"), arguments=arguments)],
-    )
-
-
-SCRIPT = Script(
-    steps=[
-        ReplyStep(match=SUMMARY_MARKER, repeat=True, text=SUMMARY),
-        _call(
-            "remember my pet",
-            tool="choir.memory.upsert",
-            op="put",
-            name="user.pet",
-            text=SECRET,
-            data={"species": "cat"},
-            tags=["pet"],
-            memory="personal",
-        ),
-        _call(
-            "note the breed",
-            tool="choir.memory.upsert",
-            op="write",
-            name="user.pet",
-            data={"species": "cat", "breed": "tabby"},
-        ),
-        _call(
-            "what is my pet",
-            tool="choir.memory.query",
-            store="knowledge",
-            mode="text",
-            query="encrypted",
-            tags=["pet"],
-        ),
-        ReplyStep(
-            after="tool",
-            match_regex='^\\{"status":"error","summary":' + JSON_STRING,
-            templated=True,
-            repeat=True,
-            text="error: {1}",
-        ),
-        ReplyStep(
-            after="tool",
-            match_regex=r'^\{"status":"success","summary":"(stored|wrote) knowledge',
-            repeat=True,
-            text="stored",
-        ),
-        ReplyStep(
-            after="tool",
-            match_regex=r'"hits":\[\{"text":' + JSON_STRING,
-            templated=True,
-            repeat=True,
-            text="found: {1}",
-        ),
-        ReplyStep(after="tool", match='"hits":[]', repeat=True, text="found nothing"),
-    ]
-)
+@pytest.fixture
+def script() -> Script:
+    return SCRIPT
 
 
 @pytest.fixture
-async def model() -> AsyncIterator[ScriptedModelServer]:
-    async with ScriptedModelServer(SCRIPT) as server:
-        yield server
-
-
-@pytest.fixture
-def home(root: Path, pg_params: ConnectParams, model: ScriptedModelServer) -> ChoirHome:
-    home = make_home(root, postgres=external_postgres(pg_params))
-    data: dict[str, Any] = read_config(home)
-    data["models"]["demo"] = {"provider": "scripted", "model": "e2e", "endpoint": model.url}
-    data["agents"]["agent-1"]["memories"] = [
-        {"class": "personal", "role": "read-write", "encrypted": True}
-    ]
-    write_config(home, data)
-    return home
-
-
-async def say(client: ChoirClient, text: str, awaited: str) -> str:
-    sent = await client.chat_send("agent-1", text)
-    replies = await replies_until(client, sent.after_seq, awaited, within=30)
-    return str(replies[-1]["text"])
+def home(home: ChoirHome) -> ChoirHome:
+    return encrypt_personal(home)
 
 
 def _files_holding(directory: Path, needles: list[bytes]) -> list[str]:
