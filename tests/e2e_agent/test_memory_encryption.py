@@ -24,7 +24,7 @@ import pytest
 
 from choir.client import ChoirClient
 from choir.core.memory.knowledge_graph import ItemFields
-from choir.core.memory.sealed_items import SEALED_KEY, SEALED_TEXT, open_item
+from choir.core.memory.sealed_items import LOCKED_TEXT, SEALED_KEY, SEALED_TEXT, open_item
 from choir.errors import ChoirError
 from choir.home import ChoirHome
 from choir.protocol.operator.verbs import OperatorVerb as V
@@ -174,3 +174,56 @@ async def test_an_encrypted_memory_is_sealed_at_rest_and_opens_with_its_key_only
     assert _files_holding(home.logs, needles) == []
     path = Path(read_config(home)["workspaces"][workspace]["path"])
     assert _files_holding(path, needles) == []
+
+
+async def _views(client: ChoirClient, home: ChoirHome) -> dict[str, list[str]]:
+    """user.pet's text in each operator list view: choirctl's and the operator API's."""
+    listed = await asyncio.to_thread(choirctl, home.root, "knowledge", "list", "agent-1", "--json")
+    history = await asyncio.to_thread(
+        choirctl, home.root, "knowledge", "history", "agent-1", "user.pet", "--json"
+    )
+    about = await asyncio.to_thread(
+        choirctl, home.root, "memory", "about", "agent-1", "console", "--json"
+    )
+    assert (listed.code, history.code, about.code) == (0, 0, 0), (listed, history, about)
+    shown = await client.memory_show(str((await client.knowledge_list("agent-1")).items[0].id))
+    assert shown.knowledge is not None
+    return {
+        "knowledge list": [i["text"] for i in listed.json()["items"] if i["name"] == "user.pet"],
+        "knowledge history": [history.json()["item"]["text"]]
+        + [version["text"] for version in history.json()["versions"]],
+        "memory about": [item["text"] for item in about.json()["items"]],
+        "memory show": [shown.knowledge.text],
+    }
+
+
+async def test_the_list_views_and_the_agents_graph_modes_open_an_item_while_the_key_is_held(
+    home: ChoirHome,
+) -> None:
+    key = secrets.token_bytes(32)
+    async with running_daemon(home), await ChoirClient.connect(home) as client:
+        await client.agent_start("agent-1", {"dm": "console"}, new_session=True, memory_key=key)
+        assert await say(client, "remember my pet", "stored") == "stored"
+        assert await say(client, "note the breed", "stored") == "stored"
+        views = await _views(client, home)
+        assert views == {
+            "knowledge list": [SECRET],
+            "knowledge history": [SECRET, SECRET, SECRET],  # the item, its two versions
+            "memory about": [SECRET],
+            "memory show": [SECRET],
+        }
+        assert await say(client, "neighbours of my pet", "neighbours") == f"neighbours: {SECRET}"
+        assert await say(client, "expand my pet", "expand") == f"expand: {SECRET}"
+        await client.agent_stop("agent-1")
+
+        # stopped: the key is gone, every view says the item is locked, nothing of it shown
+        views = await _views(client, home)
+        assert views["knowledge list"] == views["memory about"] == [LOCKED_TEXT]
+        assert views["knowledge history"] == [LOCKED_TEXT] * 3
+        assert views["memory show"] == [SEALED_TEXT]  # as knowledge show: the value as stored
+        await client.agent_start("agent-1", {"dm": "console"}, new_session=True)
+        locked = "(encrypted, locked: memory agent-1/personal is encrypted and locked"
+        neighbours = await say(client, "neighbours of my pet", "neighbours")
+        assert neighbours.startswith(f"neighbours: {locked}")
+        assert (await say(client, "expand my pet", "expand")).startswith(f"expand: {locked}")
+        await client.agent_stop("agent-1")

@@ -1,6 +1,7 @@
 """An agent with an encrypted memory, for tests on a real choird: agent-1's personal memory
 marked encrypted, and a scripted model that calls the memory tools there as a model would
-("remember my pet", "note the breed", "what is my pet"). Shared by the end-to-end test
+("remember my pet", "note the breed", "what is my pet", "neighbours of my pet",
+"expand my pet"). Shared by the end-to-end test
 (`tests/e2e_agent/test_memory_encryption.py`) and the console's (`tests/tui/actions/`)."""
 
 from __future__ import annotations
@@ -57,6 +58,20 @@ SCRIPT = Script(
             query="encrypted",
             tags=["pet"],
         ),
+        _call(
+            "neighbours of my pet",
+            tool="choir.memory.query",
+            store="knowledge",
+            mode="neighbours",
+            query="user.pet",
+        ),
+        _call(
+            "expand my pet",
+            tool="choir.memory.query",
+            store="knowledge",
+            mode="expand",
+            query="user.pet",
+        ),
         ReplyStep(
             after="tool",
             match_regex='^\\{"status":"error","summary":' + JSON_STRING,
@@ -78,6 +93,13 @@ SCRIPT = Script(
             text="found: {1}",
         ),
         ReplyStep(after="tool", match='"hits":[]', repeat=True, text="found nothing"),
+        ReplyStep(  # neighbours and expand show the item itself first: its text
+            after="tool",
+            match_regex=r'"mode":"(neighbours|expand)".*?"text":' + JSON_STRING,
+            templated=True,
+            repeat=True,
+            text="{1}: {2}",
+        ),
     ]
 )
 

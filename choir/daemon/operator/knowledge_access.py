@@ -6,7 +6,8 @@ agents' class-and-role check (`choir.daemon.memory.access`). What is checked: th
 of the four, a personal item names its user (a configured DM) and no other class does, and an
 existing item stays in its memory, and that an encrypted memory gets no write in the clear
 (`refuse_sealed`); `knowledge show` opens an encrypted item while choird holds its key
-(`opened`). Each refusal is a `UsageError` (exit 2), nothing written.
+(`opened`), the list views too (`listed`: "(encrypted, locked)" without it). Each refusal is
+a `UsageError` (exit 2), nothing written.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from typing import TYPE_CHECKING
 
 from choir.core.memory.access import MemoryClass
 from choir.core.memory.knowledge_graph import ItemFields, Placement
-from choir.core.memory.sealed_items import is_sealed, open_item
+from choir.core.memory.sealed_items import is_sealed, open_item, readable
 from choir.core.memory.sealing import SealError
 from choir.daemon.memory.keys import classes_of
 from choir.daemon.operator.context import OperatorContext
@@ -27,6 +28,7 @@ from choir.protocol.operator import requests as r
 if TYPE_CHECKING:
     from choir.daemon.memory.store import MemoryStore
     from choir.store.knowledge import KnowledgeItem
+    from choir.store.knowledge_versions import KnowledgeVersion
 
 
 async def placed_fields(
@@ -82,6 +84,27 @@ def opened(ctx: OperatorContext, agent: str, item: KnowledgeItem) -> KnowledgeIt
     except SealError:
         return item
     return replace(item, text=content.text, data=content.data)
+
+
+def listed(ctx: OperatorContext, agent: str, item: KnowledgeItem) -> KnowledgeItem:
+    """`item` as the list views show it (`knowledge list`, `knowledge history`, `memory
+    about`, the console's Memory tab): an encrypted one opened while choird holds `agent`'s
+    key, else its text says it is locked (or does not open) — not the placeholder stored for
+    every sealed item, which would read as if it were the content."""
+    shown = readable(
+        ctx.services.memory_keys.key(agent), agent, item.memory_class, item.text, item.data
+    )
+    return replace(item, text=shown.text, data=shown.data)
+
+
+def listed_version(
+    ctx: OperatorContext, agent: str, item: KnowledgeItem, version: KnowledgeVersion
+) -> KnowledgeVersion:
+    """A version of `item` as `listed` shows the item (its versions share its memory)."""
+    shown = readable(
+        ctx.services.memory_keys.key(agent), agent, item.memory_class, version.text, version.data
+    )
+    return replace(version, text=shown.text, data=shown.data)
 
 
 def placement_of(ctx: OperatorContext, memory: str | None, user: str | None) -> Placement:

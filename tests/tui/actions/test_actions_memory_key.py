@@ -11,13 +11,14 @@ from pathlib import Path
 
 import pytest
 
-from choir.core.memory.sealed_items import SEALED_TEXT
+from choir.core.memory.sealed_items import LOCKED_TEXT, SEALED_TEXT
 from choir.home import ChoirHome
 from choir.scripted import Script
 from tests.harness.memory_encryption import SCRIPT, SECRET, encrypt_personal, say
 from tests.tui.actions.conftest import Choird, notes
 from tests.tui.actions.test_actions_catalogue import answer_shown, noted, run
-from tests.tui.pilot import console, until
+from tests.tui.conftest import column
+from tests.tui.pilot import console, show_tab, until
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 
@@ -39,7 +40,7 @@ async def test_an_agent_started_from_the_palette_with_its_key_opens_its_encrypte
 ):
     key_file = root / "memory.key"
     key_file.write_text(secrets.token_bytes(32).hex() + "\n")
-    async with console(choird.home) as (_, pilot):
+    async with console(choird.home) as (app, pilot):
         await run(pilot, START, "agent-1", str(key_file))
         await noted(pilot, "agent-1 started")
         assert await say(choird.client, "remember my pet", "stored") == "stored"
@@ -49,6 +50,15 @@ async def test_an_agent_started_from_the_palette_with_its_key_opens_its_encrypte
         assert stored.text == SEALED_TEXT  # sealed at rest
         await run(pilot, "Knowledge: show an item", "agent-1", "user.pet")
         assert SECRET in await answer_shown(pilot, SECRET)
+        app.select_agent("agent-1")
+        await show_tab(pilot, "memory")
+        await pilot.press("k")  # the Memory tab's knowledge list: opened too
+        await until(pilot, lambda: SECRET in column(app, "memory-results", "text"), what=SECRET)
+        await choird.client.agent_stop("agent-1")  # the key is gone: the list says locked
+        await pilot.press("k")
+        await until(
+            pilot, lambda: LOCKED_TEXT in column(app, "memory-results", "text"), what="locked"
+        )
 
 
 async def test_a_bad_key_file_is_refused_in_one_notification_and_nothing_starts(
