@@ -25,6 +25,7 @@ import pytest
 from choir.client import ChoirClient
 from choir.core.memory.knowledge_graph import ItemFields
 from choir.core.memory.sealed_items import LOCKED_TEXT, SEALED_KEY, SEALED_TEXT, open_item
+from choir.daemon.operator.knowledge_access import NOT_IN_A_DM
 from choir.errors import ChoirError
 from choir.home import ChoirHome
 from choir.protocol.operator.verbs import OperatorVerb as V
@@ -212,6 +213,10 @@ async def test_the_list_views_and_the_agents_graph_modes_open_an_item_while_the_
             "memory about": [SECRET],
             "memory show": [SECRET],
         }
+        # a DM's answer travels through a chat: never opened there
+        about = await say(client, "/memory about console", "user.pet")
+        assert NOT_IN_A_DM in about
+        assert "Miso" not in about
         assert await say(client, "neighbours of my pet", "neighbours") == f"neighbours: {SECRET}"
         assert await say(client, "expand my pet", "expand") == f"expand: {SECRET}"
         await client.agent_stop("agent-1")
