@@ -16,9 +16,11 @@ both ways, and against the README's "choir tui ↔ choirctl" table.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Final, Literal
 
 from choir.commands import Command, Param, command
+from choir.ctl.memory_key import read_memory_key
 
 Mode = Literal["call", "show", "report", "view"]
 """`call` runs the verb and notifies the outcome; `show` puts its answer on a screen; `report`
@@ -94,6 +96,12 @@ class ConsoleAction:
         values: dict[str, Any] = dict(answers)
         if values.get("choice"):
             values["choice"] = RECOVER_CHOICES.get(values["choice"], values["choice"])
+        for param in self.args:
+            if param.kind == "key_file" and values.get(param.name):
+                # read and checked here, on the operator's machine: the key, never the path,
+                # goes to choird, and a bad one never leaves the console (a UsageError)
+                key = read_memory_key(Path(values[param.name]), "memory key file")
+                values[param.name] = key.hex()
         return {**self.fixed, **self.spec.payload(values)}
 
 

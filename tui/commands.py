@@ -198,7 +198,7 @@ async def options(
         return MEMORY_MODES[0], list(MEMORY_MODES), False
     if arg.kind == "memory_class":  # empty: choird's default, and an existing item's own
         return "", list(MEMORY_CLASSES), True
-    if arg.kind in ("text", "word", "item"):
+    if arg.kind in ("text", "word", "item", "key_file"):
         return "", [], False  # free text: choird checks it
     return "", await listed(app, arg), True
 

@@ -42,6 +42,14 @@ PERSONAL_USER = Param(
 )  # fmt: skip
 """A personal item's user (choirctl's `--user`): asked only for a personal item."""
 
+MEMORY_KEY_FILE = Param(
+    "memory_key", "Memory key file (a path on this machine)", "key_file", optional=True,
+    fill="none",
+)  # fmt: skip
+"""The key of the agent's encrypted memories (choirctl's `--memory-key-file`): an operator front
+end reads the file on its own machine and sends the key; never a DM's (`none`): a key must not
+travel through a chat."""
+
 CATALOGUE: Final[tuple[Command, ...]] = (
     # set-up and files (no choird)
     Command(
@@ -147,7 +155,8 @@ CATALOGUE: Final[tuple[Command, ...]] = (
         "Start an agent: lease its resources, start (or resume) its session and its process.",
         ADMIN, "agent.start",
         (Param("agent_id", "Agent", "agent", fill="given"),
-         Param("overrides", "Bindings", "settings", optional=True, operator=False)),
+         Param("overrides", "Bindings", "settings", optional=True, operator=False),
+         MEMORY_KEY_FILE),
         dm="start",
         dm_help="start an agent; key=value overrides its default bindings (workspace, llm, dm…)",
         done="{agent_id} started",

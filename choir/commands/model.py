@@ -23,7 +23,7 @@ DMS: Final[frozenset[Scope]] = frozenset({"admin", "regular"})
 Kind = Literal[
     "agent", "running_agent", "session", "job", "lane", "approval", "workspace", "llm", "voice",
     "recover_choice", "word", "text", "settings", "resolver", "memory_store", "memory_mode",
-    "item", "flag", "memory_class",
+    "item", "flag", "memory_class", "key_file",
 ]  # fmt: skip
 """What an argument's value is (a front end offers choices from it: the TUI's pick lists)."""
 

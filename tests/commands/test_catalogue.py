@@ -144,6 +144,19 @@ def test_a_regular_dm_fills_its_bound_agent_and_session() -> None:
     }  # fmt: skip
 
 
+def test_a_memory_key_is_an_operator_front_ends_never_a_dms() -> None:
+    start = command("agent start")
+    assert start.param("memory_key").dm_fill == "none"  # the console asks; a DM never takes it
+    assert start.usage("admin") == "/start <agent-id> [key=value…]"
+    key = "ab" * 32
+    parsed = parse(f"/start agent-3 memory_key={key}", "admin")
+    assert isinstance(parsed, Invocation)
+    assert payload(parsed, ADMIN) == {
+        "agent_id": "agent-3",
+        "overrides": {"memory_key": key},
+    }  # fmt: skip  (a binding choird refuses, never the key field)
+
+
 def test_a_regular_dm_may_not_name_another_agent() -> None:
     parsed = parse("/restart agent-1", "regular")
     assert isinstance(parsed, Invocation)

@@ -9,11 +9,15 @@ import secrets
 import pytest
 
 from choir.core.memory.sealed_items import (
+    LOCKED_TEXT,
     SEALED_KEY,
     SEALED_TEXT,
+    UNOPENED_TEXT,
+    OpenedItem,
     SealedTooLarge,
     is_sealed,
     open_item,
+    readable,
     seal_item,
 )
 from choir.core.memory.sealing import SealBroken
@@ -67,3 +71,16 @@ def test_an_item_too_large_once_sealed_is_refused_naming_the_limit() -> None:
         seal_item(KEY, "ada", "personal", "x" * 13_000, {}, nonce=secrets.token_bytes(12))
     text, _ = seal_item(KEY, "ada", "personal", "x" * 12_000, {}, nonce=secrets.token_bytes(12))
     assert text == SEALED_TEXT
+
+
+def test_a_view_shows_an_item_opened_with_its_key_else_says_why_not() -> None:
+    sealed = _sealed()
+    assert readable(KEY, "ada", "personal", SEALED_TEXT, sealed) == OpenedItem(
+        "likes tea", {"cups": 2}
+    )
+    assert readable(None, "ada", "personal", SEALED_TEXT, sealed) == OpenedItem(LOCKED_TEXT, sealed)
+    other = bytes(32)
+    assert readable(other, "ada", "personal", SEALED_TEXT, sealed).text == UNOPENED_TEXT
+    assert readable(KEY, "ada", "app", SEALED_TEXT, sealed).text == UNOPENED_TEXT  # moved
+    clear = readable(None, "ada", "personal", "in the clear", {"a": 1})
+    assert clear == OpenedItem("in the clear", {"a": 1})

@@ -18,117 +18,34 @@ import asyncio
 import base64
 import json
 import secrets
-from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from choir.agent.lanes.summary import SUMMARY_MARKER
 from choir.client import ChoirClient
 from choir.core.memory.knowledge_graph import ItemFields
-from choir.core.memory.sealed_items import SEALED_KEY, SEALED_TEXT, open_item
+from choir.core.memory.sealed_items import LOCKED_TEXT, SEALED_KEY, SEALED_TEXT, open_item
+from choir.daemon.operator.knowledge_access import NOT_IN_A_DM
 from choir.errors import ChoirError
 from choir.home import ChoirHome
 from choir.protocol.operator.verbs import OperatorVerb as V
-from choir.scripted import ReplyStep, Script, ScriptedCall, ScriptedModelServer, ToolCallsStep
-from choir.store.postgres.target import ConnectParams
+from choir.scripted import Script
 from tests.ctl.cli import choirctl
-from tests.harness.chat import replies_until
 from tests.harness.daemons import running_daemon
-from tests.harness.homes import external_postgres, make_home, read_config, write_config
+from tests.harness.homes import read_config
+from tests.harness.memory_encryption import SCRIPT, SECRET, encrypt_personal, say
 
 pytestmark = pytest.mark.slow
 
-JSON_STRING = r'"((?:[^"\\]|\\.)*)"'
-SUMMARY = json.dumps({"summary": "A short chat.", "topics": [], "decisions": [], "open_items": []})
-SECRET = "The user's cat is called Miso."
 
-
-def _call(match: str, **arguments: Any) -> ToolCallsStep:
-    return ToolCallsStep(
-        after="user",
-        match=match,
-        repeat=True,
-        calls=[ScriptedCall(name=arguments.pop("tool"), arguments=arguments)],
-    )
-
-
-SCRIPT = Script(
-    steps=[
-        ReplyStep(match=SUMMARY_MARKER, repeat=True, text=SUMMARY),
-        _call(
-            "remember my pet",
-            tool="choir.memory.upsert",
-            op="put",
-            name="user.pet",
-            text=SECRET,
-            data={"species": "cat"},
-            tags=["pet"],
-            memory="personal",
-        ),
-        _call(
-            "note the breed",
-            tool="choir.memory.upsert",
-            op="write",
-            name="user.pet",
-            data={"species": "cat", "breed": "tabby"},
-        ),
-        _call(
-            "what is my pet",
-            tool="choir.memory.query",
-            store="knowledge",
-            mode="text",
-            query="encrypted",
-            tags=["pet"],
-        ),
-        ReplyStep(
-            after="tool",
-            match_regex='^\\{"status":"error","summary":' + JSON_STRING,
-            templated=True,
-            repeat=True,
-            text="error: {1}",
-        ),
-        ReplyStep(
-            after="tool",
-            match_regex=r'^\{"status":"success","summary":"(stored|wrote) knowledge',
-            repeat=True,
-            text="stored",
-        ),
-        ReplyStep(
-            after="tool",
-            match_regex=r'"hits":\[\{"text":' + JSON_STRING,
-            templated=True,
-            repeat=True,
-            text="found: {1}",
-        ),
-        ReplyStep(after="tool", match='"hits":[]', repeat=True, text="found nothing"),
-    ]
-)
+@pytest.fixture
+def script() -> Script:
+    return SCRIPT
 
 
 @pytest.fixture
-async def model() -> AsyncIterator[ScriptedModelServer]:
-    async with ScriptedModelServer(SCRIPT) as server:
-        yield server
-
-
-@pytest.fixture
-def home(root: Path, pg_params: ConnectParams, model: ScriptedModelServer) -> ChoirHome:
-    home = make_home(root, postgres=external_postgres(pg_params))
-    data: dict[str, Any] = read_config(home)
-    data["models"]["demo"] = {"provider": "scripted", "model": "e2e", "endpoint": model.url}
-    data["agents"]["agent-1"]["memories"] = [
-        {"class": "personal", "role": "read-write", "encrypted": True}
-    ]
-    write_config(home, data)
-    return home
-
-
-async def say(client: ChoirClient, text: str, awaited: str) -> str:
-    sent = await client.chat_send("agent-1", text)
-    replies = await replies_until(client, sent.after_seq, awaited, within=30)
-    return str(replies[-1]["text"])
+def home(home: ChoirHome) -> ChoirHome:
+    return encrypt_personal(home)
 
 
 def _files_holding(directory: Path, needles: list[bytes]) -> list[str]:
@@ -258,3 +175,60 @@ async def test_an_encrypted_memory_is_sealed_at_rest_and_opens_with_its_key_only
     assert _files_holding(home.logs, needles) == []
     path = Path(read_config(home)["workspaces"][workspace]["path"])
     assert _files_holding(path, needles) == []
+
+
+async def _views(client: ChoirClient, home: ChoirHome) -> dict[str, list[str]]:
+    """user.pet's text in each operator list view: choirctl's and the operator API's."""
+    listed = await asyncio.to_thread(choirctl, home.root, "knowledge", "list", "agent-1", "--json")
+    history = await asyncio.to_thread(
+        choirctl, home.root, "knowledge", "history", "agent-1", "user.pet", "--json"
+    )
+    about = await asyncio.to_thread(
+        choirctl, home.root, "memory", "about", "agent-1", "console", "--json"
+    )
+    assert (listed.code, history.code, about.code) == (0, 0, 0), (listed, history, about)
+    shown = await client.memory_show(str((await client.knowledge_list("agent-1")).items[0].id))
+    assert shown.knowledge is not None
+    return {
+        "knowledge list": [i["text"] for i in listed.json()["items"] if i["name"] == "user.pet"],
+        "knowledge history": [history.json()["item"]["text"]]
+        + [version["text"] for version in history.json()["versions"]],
+        "memory about": [item["text"] for item in about.json()["items"]],
+        "memory show": [shown.knowledge.text],
+    }
+
+
+async def test_the_list_views_and_the_agents_graph_modes_open_an_item_while_the_key_is_held(
+    home: ChoirHome,
+) -> None:
+    key = secrets.token_bytes(32)
+    async with running_daemon(home), await ChoirClient.connect(home) as client:
+        await client.agent_start("agent-1", {"dm": "console"}, new_session=True, memory_key=key)
+        assert await say(client, "remember my pet", "stored") == "stored"
+        assert await say(client, "note the breed", "stored") == "stored"
+        views = await _views(client, home)
+        assert views == {
+            "knowledge list": [SECRET],
+            "knowledge history": [SECRET, SECRET, SECRET],  # the item, its two versions
+            "memory about": [SECRET],
+            "memory show": [SECRET],
+        }
+        # a DM's answer travels through a chat: never opened there
+        about = await say(client, "/memory about console", "user.pet")
+        assert NOT_IN_A_DM in about
+        assert "Miso" not in about
+        assert await say(client, "neighbours of my pet", "neighbours") == f"neighbours: {SECRET}"
+        assert await say(client, "expand my pet", "expand") == f"expand: {SECRET}"
+        await client.agent_stop("agent-1")
+
+        # stopped: the key is gone, every view says the item is locked, nothing of it shown
+        views = await _views(client, home)
+        assert views["knowledge list"] == views["memory about"] == [LOCKED_TEXT]
+        assert views["knowledge history"] == [LOCKED_TEXT] * 3
+        assert views["memory show"] == [SEALED_TEXT]  # as knowledge show: the value as stored
+        await client.agent_start("agent-1", {"dm": "console"}, new_session=True)
+        locked = "(encrypted, locked: memory agent-1/personal is encrypted and locked"
+        neighbours = await say(client, "neighbours of my pet", "neighbours")
+        assert neighbours.startswith(f"neighbours: {locked}")
+        assert (await say(client, "expand my pet", "expand")).startswith(f"expand: {locked}")
+        await client.agent_stop("agent-1")

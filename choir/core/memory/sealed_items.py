@@ -20,13 +20,17 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from choir.core.memory.knowledge_graph import DATA_MAX_BYTES
-from choir.core.memory.sealing import SealBroken, open_sealed, seal
+from choir.core.memory.sealing import SealBroken, SealError, open_sealed, seal
 from choir.errors import UsageError
 
 SEALED_TEXT: Final = "(encrypted)"
 """An encrypted item's stored text: the same for every item, so it says nothing."""
 SEALED_KEY: Final = "choir_sealed"
 """The one key of an encrypted item's stored data."""
+LOCKED_TEXT: Final = "(encrypted, locked)"
+"""An encrypted item's text in an operator's list views while choird holds no key for it."""
+UNOPENED_TEXT: Final = "(encrypted, does not open)"
+"""... and when its sealed value does not open with the key (altered, or another memory's)."""
 
 
 class SealedTooLarge(UsageError):
@@ -86,3 +90,19 @@ def open_item(key: bytes, agent: str, memory_class: str, data: dict[str, Any]) -
         return OpenedItem(str(opened["text"]), dict(opened["data"]))
     except (ValueError, KeyError, TypeError):
         raise SealBroken(f"a sealed value of {where} opened to no item") from None
+
+
+def readable(
+    key: bytes | None, agent: str, memory_class: str, text: str, data: dict[str, Any]
+) -> OpenedItem:
+    """An item's (or a version's) text and data as a view shows them: as stored when not
+    sealed; opened with `key`; else `LOCKED_TEXT` (no key) or `UNOPENED_TEXT` with the sealed
+    value as stored — never a guess at the content."""
+    if not is_sealed(data):
+        return OpenedItem(text, data)
+    if key is None:
+        return OpenedItem(LOCKED_TEXT, data)
+    try:
+        return open_item(key, agent, memory_class, data)
+    except SealError:
+        return OpenedItem(UNOPENED_TEXT, data)

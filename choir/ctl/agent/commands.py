@@ -18,7 +18,6 @@ from choir.ctl.agent import lifecycle as agent_lifecycle
 from choir.ctl.agent import verify as agent_verify
 from choir.ctl.options import HomeOption, JsonOption, home_of
 from choir.ctl.render.output import emit, warn
-from choir.errors import UsageError
 
 if TYPE_CHECKING:
     from choir.config import AgentInitResult
@@ -220,9 +219,12 @@ def start(
     home: HomeOption = None,
     as_json: JsonOption = False,
 ) -> None:
+    from choir.ctl.memory_key import read_memory_key
     from choir.ctl.remote import with_choird
 
-    memory_key = None if memory_key_file is None else _memory_key(memory_key_file)
+    memory_key = (
+        None if memory_key_file is None else read_memory_key(memory_key_file, "--memory-key-file")
+    )
 
     overrides = {
         "workspace": workspace,
@@ -243,22 +245,6 @@ def start(
         call_timeout=None,  # the docker runtime may build the image first
     )
     emit(data, as_json, lambda: print("\n".join(started_lines(data))))
-
-
-def _memory_key(path: Path) -> bytes:
-    """The key in `path` (`-`: stdin), checked here: a bad one never leaves choirctl."""
-    import sys
-
-    from choir.core.memory.sealing import parse_key
-
-    try:
-        raw = sys.stdin.buffer.read() if str(path) == "-" else path.read_bytes()
-    except OSError as error:
-        raise UsageError(
-            f"--memory-key-file {path}: cannot read it ({error.strerror}); give the key "
-            "file's path, or - to read the key from stdin"
-        ) from None
-    return parse_key(raw)
 
 
 @app.command("stop")

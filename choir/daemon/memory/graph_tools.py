@@ -14,7 +14,7 @@ Every argument is checked here (choird trusts nothing an agent sends): a bad one
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Final
 
 from choir.core.memory.knowledge_graph import (
@@ -35,6 +35,9 @@ if TYPE_CHECKING:
     from choir.daemon.memory.store import MemoryStore
     from choir.store.knowledge import KnowledgeItem
     from choir.store.knowledge_graph import Neighbour
+
+Readable = Callable[["KnowledgeItem"], "KnowledgeItem"]
+"""An item as the model may read it: an encrypted one opened with its key, or saying why not."""
 
 NEIGHBOURS_MODE: Final = "neighbours"
 GRAPH_OPS: Final = ("link", "unlink")
@@ -122,9 +125,11 @@ async def neighbours(
     store: MemoryStore,
     limit: int,
     graph: GraphFilter,
+    readable: Readable = lambda item: item,
 ) -> ToolResult:
     """Mode `neighbours`: the items linked to item `query`, depth 1, passing `graph` (the
-    query's filter and the memories the caller may read)."""
+    query's filter and the memories the caller may read); each item as `readable` shows it
+    (an encrypted one opened with its key, or saying it is locked)."""
     ref = args.get("query") or args.get("name")
     if not isinstance(ref, str) or not ref.strip():
         raise UsageError("mode neighbours needs query: the name (or alias) of the item")
@@ -140,8 +145,8 @@ async def neighbours(
             "store": "knowledge",
             "mode": NEIGHBOURS_MODE,
             "target_agent": target_agent,
-            "item": item_view(item),
-            "neighbours": [_neighbour(n) for n in found],
+            "item": item_view(readable(item)),
+            "neighbours": [_neighbour(n, readable) for n in found],
         },
     )
 
@@ -171,7 +176,7 @@ def hit_place(placed: Placed | None) -> dict[str, Any]:
     return placed_view(placed.loc, placed.type.value, placed.tags) | {"memory": placed.memory_class}
 
 
-def _neighbour(neighbour: Neighbour) -> dict[str, Any]:
+def _neighbour(neighbour: Neighbour, readable: Readable) -> dict[str, Any]:
     edge = neighbour.edge
     shown = {"edge": edge.type.value, "direction": edge.direction}
-    return shown | item_view(neighbour.item, NEIGHBOUR_TEXT_CHARS)
+    return shown | item_view(readable(neighbour.item), NEIGHBOUR_TEXT_CHARS)

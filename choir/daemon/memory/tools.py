@@ -31,6 +31,7 @@ from __future__ import annotations
 import secrets
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field, replace
+from functools import partial
 from typing import TYPE_CHECKING, Any, Final, Protocol
 from uuid import UUID
 
@@ -195,13 +196,23 @@ class MemoryTools:
             ref = args.get("query") or args.get("name")
             if isinstance(ref, str) and ref.strip():
                 await self._visible(memory, caller, target, ref, user, graph)
-            return await graph_tools.neighbours(caller, target, args, memory, _limit(args), graph)
+            return await graph_tools.neighbours(
+                caller, target, args, memory, _limit(args), graph, partial(self._readable, target)
+            )
         if mode == tree_tools.EXPAND_MODE and store == "knowledge":
             memory, _ = await self.parts()
             ref = args.get("query") or args.get("name")
             if isinstance(ref, str) and ref.strip():
                 await self._visible(memory, caller, target, ref, user, graph)
-            return await tree_tools.expand(caller, target, args, memory, self.browse, _limit(args))
+            return await tree_tools.expand(
+                caller,
+                target,
+                args,
+                memory,
+                self.browse,
+                _limit(args),
+                partial(self._readable, target),
+            )
         text = _text(args, "query") or ""
         vector, note = None, ""
         if mode in (SearchMode.SEMANTIC, SearchMode.HYBRID) and not self.current(target):
@@ -253,15 +264,23 @@ class MemoryTools:
             return hit
         if not is_sealed(item.data):
             return hit
+        return replace(hit, text=self._readable(target, item).text)
+
+    def _readable(self, target: str, item: KnowledgeItem) -> KnowledgeItem:
+        """`item` as the model reads it: an encrypted one opened while choird holds `target`'s
+        key; else its text says why not (locked, or its value does not open), its data
+        nothing (the sealed value would only be noise to the model)."""
+        if not is_sealed(item.data):
+            return item
         key = self.keys.key(target)
         if key is None:
             text = f"(encrypted, locked: {locked_message(target, item.memory_class)})"
-            return replace(hit, text=text)
+            return replace(item, text=text, data={})
         try:
             opened = open_item(key, target, item.memory_class, item.data)
         except SealError as error:
-            return replace(hit, text=f"(encrypted, does not open: {error.message})")
-        return replace(hit, text=opened.text)
+            return replace(item, text=f"(encrypted, does not open: {error.message})", data={})
+        return replace(item, text=opened.text, data=opened.data)
 
     async def _stats(self, store: str, caller: str, target: str) -> ToolResult:
         if store != "session":

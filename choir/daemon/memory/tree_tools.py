@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Final
 from choir.core.memory.archives import ARCHIVE_KEY
 from choir.core.memory.knowledge_graph import EdgeType
 from choir.core.memory.summary_tree import TOOLS_KEY
-from choir.daemon.memory.graph_tools import item_view
+from choir.daemon.memory.graph_tools import Readable, item_view
 from choir.errors import UsageError
 from choir.protocol import ToolResult
 
@@ -41,12 +41,14 @@ async def expand(
     store: MemoryStore,
     browse: Browse | None,
     limit: int,
+    readable: Readable = lambda item: item,
 ) -> ToolResult:
-    """Mode `expand`: the sources of the item `query` names, one level down."""
+    """Mode `expand`: the sources of the item `query` names, one level down, each as
+    `readable` shows it (an encrypted one opened with its key, or saying it is locked)."""
     ref = args.get("query") or args.get("name")
     if not isinstance(ref, str) or not ref.strip():
         raise UsageError("mode expand needs query: the name of a summary or an archive")
-    item = await store.get_knowledge(target, ref)
+    item = readable(await store.get_knowledge(target, ref))
     whose = "your" if target == caller else f"{target}'s"
     leaf = item.metadata.get(ARCHIVE_KEY) or item.metadata.get(TOOLS_KEY)
     if isinstance(leaf, dict):
@@ -63,7 +65,7 @@ async def expand(
             "store": "knowledge",
             "mode": EXPAND_MODE,
             "item": item_view(item, SOURCE_TEXT_CHARS),
-            "sources": [item_view(source, SOURCE_TEXT_CHARS) for source in sources],
+            "sources": [item_view(readable(source), SOURCE_TEXT_CHARS) for source in sources],
         },
     )
 

@@ -64,6 +64,7 @@ from choir.daemon.operator.agents.launches import Lifecycle
 from choir.daemon.operator.config_proposal import apply_config_change
 from choir.daemon.operator.context import OperatorContext
 from choir.daemon.operator.feed import OperatorFeed
+from choir.daemon.operator.knowledge_access import IN_A_DM
 from choir.daemon.operator.proposal_edges import OperatorApplyEdges
 from choir.daemon.operator.recovery_start import note_restart, tell_admins
 from choir.daemon.proposals.executor import ProposalApplier
@@ -214,7 +215,12 @@ class OperatorApi:
         health = health if health is not None else DaemonHealth()
 
         async def call(verb: str, payload: Payload) -> Payload | AsyncIterator[Payload]:
-            return await call_verb(self.context, verb, payload)
+            """A DM's verb (console DM, Telegram): encrypted items stay unopened for it."""
+            in_a_dm = IN_A_DM.set(True)
+            try:
+                return await call_verb(self.context, verb, payload)
+            finally:
+                IN_A_DM.reset(in_a_dm)
 
         self._call = call
         applier = ProposalApplier(

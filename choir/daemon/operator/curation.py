@@ -10,6 +10,7 @@ memory store and index in one transaction, records who forgot it and when in the
 from __future__ import annotations
 
 from choir.daemon.operator.context import OperatorContext
+from choir.daemon.operator.knowledge_access import listed
 from choir.daemon.operator.memory import knowledge_view, store_of
 from choir.daemon.operator.views import iso
 from choir.logs import get_logger
@@ -27,7 +28,7 @@ async def memory_about(ctx: OperatorContext, request: r.MemoryAbout) -> a.Memory
     return a.MemoryAbout(
         agent_id=request.agent_id,
         user=user,
-        items=[knowledge_view(request.agent_id, item) for item in items],
+        items=[knowledge_view(request.agent_id, listed(ctx, request.agent_id, i)) for i in items],
     )
 
 

@@ -14,7 +14,12 @@ from typing import TYPE_CHECKING
 from choir.core.memory.provenance import operator
 from choir.daemon.memory.keys import classes_of
 from choir.daemon.operator.context import OperatorContext
-from choir.daemon.operator.knowledge_access import placed_fields, refuse_sealed
+from choir.daemon.operator.knowledge_access import (
+    listed,
+    listed_version,
+    placed_fields,
+    refuse_sealed,
+)
 from choir.daemon.operator.knowledge_graph import fields_of
 from choir.daemon.operator.memory import (
     knowledge_view,
@@ -96,9 +101,10 @@ async def knowledge_history(
     item, versions = await store.knowledge_history(
         request.agent_id, request.ref, limit=request.limit
     )
+    agent = request.agent_id
     return a.KnowledgeHistory(
-        item=knowledge_view(request.agent_id, item),
-        versions=[_version_view(version) for version in versions],
+        item=knowledge_view(agent, listed(ctx, agent, item)),
+        versions=[_version_view(listed_version(ctx, agent, item, v)) for v in versions],
     )
 
 

@@ -6,17 +6,19 @@ agents' class-and-role check (`choir.daemon.memory.access`). What is checked: th
 of the four, a personal item names its user (a configured DM) and no other class does, and an
 existing item stays in its memory, and that an encrypted memory gets no write in the clear
 (`refuse_sealed`); `knowledge show` opens an encrypted item while choird holds its key
-(`opened`). Each refusal is a `UsageError` (exit 2), nothing written.
+(`opened`), the list views too (`listed`: "(encrypted, locked)" without it). Each refusal is
+a `UsageError` (exit 2), nothing written.
 """
 
 from __future__ import annotations
 
+from contextvars import ContextVar
 from dataclasses import replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from choir.core.memory.access import MemoryClass
 from choir.core.memory.knowledge_graph import ItemFields, Placement
-from choir.core.memory.sealed_items import is_sealed, open_item
+from choir.core.memory.sealed_items import OpenedItem, is_sealed, open_item, readable
 from choir.core.memory.sealing import SealError
 from choir.daemon.memory.keys import classes_of
 from choir.daemon.operator.context import OperatorContext
@@ -27,6 +29,7 @@ from choir.protocol.operator import requests as r
 if TYPE_CHECKING:
     from choir.daemon.memory.store import MemoryStore
     from choir.store.knowledge import KnowledgeItem
+    from choir.store.knowledge_versions import KnowledgeVersion
 
 
 async def placed_fields(
@@ -74,7 +77,7 @@ def refuse_sealed(ctx: OperatorContext, agent: str, memory_class: str) -> None:
 def opened(ctx: OperatorContext, agent: str, item: KnowledgeItem) -> KnowledgeItem:
     """`item` with an encrypted item's text and data opened while choird holds `agent`'s key
     (the operator supplied it); else as stored — the sealed value, never a guess."""
-    key = ctx.services.memory_keys.key(agent)
+    key = _key(ctx, agent)
     if key is None or not is_sealed(item.data):
         return item
     try:
@@ -82,6 +85,41 @@ def opened(ctx: OperatorContext, agent: str, item: KnowledgeItem) -> KnowledgeIt
     except SealError:
         return item
     return replace(item, text=content.text, data=content.data)
+
+
+IN_A_DM: ContextVar[bool] = ContextVar("IN_A_DM", default=False)
+"""Set while a DM's command runs a verb (`OperatorApi`'s in-process call): a DM's answer
+travels through a chat (Telegram), so an encrypted item is never opened for it."""
+NOT_IN_A_DM = "(encrypted: opened only in choirctl and the console)"
+
+
+def _key(ctx: OperatorContext, agent: str) -> bytes | None:
+    return None if IN_A_DM.get() else ctx.services.memory_keys.key(agent)
+
+
+def _shown(
+    ctx: OperatorContext, agent: str, memory_class: str, text: str, data: dict[str, Any]
+) -> OpenedItem:
+    if IN_A_DM.get() and is_sealed(data):
+        return OpenedItem(NOT_IN_A_DM, data)
+    return readable(_key(ctx, agent), agent, memory_class, text, data)
+
+
+def listed(ctx: OperatorContext, agent: str, item: KnowledgeItem) -> KnowledgeItem:
+    """`item` as the list views show it (`knowledge list`, `knowledge history`, `memory
+    about`, the console's Memory tab): an encrypted one opened while choird holds `agent`'s
+    key, else its text says it is locked (or does not open) — not the placeholder stored for
+    every sealed item, which would read as if it were the content."""
+    shown = _shown(ctx, agent, item.memory_class, item.text, item.data)
+    return replace(item, text=shown.text, data=shown.data)
+
+
+def listed_version(
+    ctx: OperatorContext, agent: str, item: KnowledgeItem, version: KnowledgeVersion
+) -> KnowledgeVersion:
+    """A version of `item` as `listed` shows the item (its versions share its memory)."""
+    shown = _shown(ctx, agent, item.memory_class, version.text, version.data)
+    return replace(version, text=shown.text, data=shown.data)
 
 
 def placement_of(ctx: OperatorContext, memory: str | None, user: str | None) -> Placement:

@@ -25,7 +25,7 @@ from choir.core.memory.knowledge_graph import check_tags
 from choir.core.memory.provenance import Provenance, operator
 from choir.daemon.operator.context import OperatorContext
 from choir.daemon.operator.events import bounded
-from choir.daemon.operator.knowledge_access import opened, placed_fields
+from choir.daemon.operator.knowledge_access import listed, opened, placed_fields
 from choir.daemon.operator.knowledge_graph import edge_view, filter_of, placed
 from choir.daemon.operator.views import event_view, iso
 from choir.errors import NotFoundError, UnavailableError, UsageError
@@ -200,7 +200,7 @@ async def memory_show(ctx: OperatorContext, request: r.MemoryItemRef) -> a.Memor
             agent_id=agent_id,
             store="knowledge",
             chunk=None,
-            knowledge=knowledge_view(agent_id, item, edges=edges),
+            knowledge=knowledge_view(agent_id, opened(ctx, agent_id, item), edges=edges),
             events=[],
             events_truncated=False,
         )
@@ -357,7 +357,9 @@ async def knowledge_list(ctx: OperatorContext, request: r.KnowledgeList) -> a.Kn
     more = len(items) > request.limit
     return a.KnowledgeList(
         agent_id=request.agent_id,
-        items=[knowledge_view(request.agent_id, item) for item in page],
+        items=[
+            knowledge_view(request.agent_id, listed(ctx, request.agent_id, item)) for item in page
+        ],
         next_after=str(page[-1].id) if more else None,
     )
 

@@ -133,7 +133,7 @@ async def test_changing_actions_on_a_session_do_it_or_say_why_not(choird: Choird
 async def test_agent_lifecycle_actions_start_restart_and_stop(choird: Choird, other: Path):
     first = await choird.start_agent("agent-1")
     async with console(choird.home) as (_, pilot):
-        await run(pilot, "Agent: start", "agent-2")
+        await run(pilot, "Agent: start", "agent-2", "")  # no memory key file
         await noted(pilot, "agent-2 started")
         await run(pilot, "Agent: restart (same session)", "agent-1")
         await noted(pilot, "agent-1 restarted")
