@@ -199,7 +199,7 @@ async def test_agent_status_and_the_metrics_endpoint_show_tool_latency_and_lock_
             assert value(scraped, "process_cpu_seconds_total") > 0
 
             # the model calls, as the usage report stored them in Postgres
-            report = await operator.usage(by="model")
+            report = await operator.usage(by="model", kind="llm")  # a recall embeds too
             [demo] = report.rows
             llm = {"agent": "agent-1", "model": demo.key, "kind": "llm"}
             assert value(scraped, "choir_model_calls_total", **llm) == demo.calls >= 5

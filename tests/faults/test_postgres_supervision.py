@@ -122,7 +122,11 @@ async def scenario(home: Any) -> None:
     assert_chain(records)
     # the message's whole cycle is stored, its tool call included (a fast agent may have run
     # the call before the kill landed: what matters is that nothing of it was lost)
-    [asked] = [r for r in records if r.payload.get("message_id") == sent.message_id]
+    [asked] = [
+        r
+        for r in records
+        if r.event_type == "user_msg" and r.payload.get("message_id") == sent.message_id
+    ]
     kinds = [r.event_type for r in records if r.rev > asked.rev]
     assert "tool_result_committed" in kinds, kinds
     assert kinds[-1] == "agent_replied", kinds
