@@ -97,7 +97,7 @@ async def test_a_started_agent_has_every_item_of_the_profile(
 
     verified = await choird.client.call("agent.verify", agent_id="agent-1")
     assert verified["ok"], [c for c in verified["checks"] if not c["ok"]]
-    assert len(verified["checks"]) == 21
+    assert len(verified["checks"]) == 22  # repo_read_only among them: agent-1 clones its own repo
     assert all("kernel" in c["actual"] for c in verified["checks"][:2])
     status = await choird.client.agent_status("agent-1")
     assert status.verified.ok
@@ -108,7 +108,7 @@ async def test_a_started_agent_has_every_item_of_the_profile(
     lines = shown.stdout.splitlines()
     assert lines[0].startswith(f"agent-1 (container {container.id[:12]}, checked ")
     assert lines[0].endswith("matches the security profile")
-    assert len(lines) == 22
+    assert len(lines) == 23
     assert all(line.startswith("  pass  ") for line in lines[1:])
     as_json = await asyncio.to_thread(
         run_choirctl, choird.home, "agent", "verify", "agent-1", "--json"
