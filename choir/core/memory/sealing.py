@@ -22,9 +22,6 @@ import hashlib
 import hmac
 from typing import Final
 
-from cryptography.exceptions import InvalidTag
-from cryptography.hazmat.primitives.ciphers.aead import AESGCM
-
 from choir.errors import UsageError
 
 KEY_BYTES: Final = 32
@@ -93,6 +90,9 @@ def seal(key: bytes, plaintext: bytes, context: bytes, *, nonce: bytes) -> bytes
     key (draw 12 random bytes per call)."""
     if len(nonce) != NONCE_BYTES:
         raise ValueError(f"a nonce is {NONCE_BYTES} bytes, not {len(nonce)}")
+    # imported at first use: choird on the process runtime loads no cryptography at start
+    from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
     return VERSION + nonce + AESGCM(_checked(key)).encrypt(nonce, plaintext, context)
 
 
@@ -108,6 +108,9 @@ def open_sealed(key: bytes, sealed: bytes, context: bytes) -> bytes:
             f"a sealed value of {context.decode(errors='replace')} is cut short "
             f"({len(sealed)} bytes)"
         )
+    from cryptography.exceptions import InvalidTag
+    from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
     nonce, body = sealed[1 : 1 + NONCE_BYTES], sealed[1 + NONCE_BYTES :]
     try:
         return AESGCM(_checked(key)).decrypt(nonce, body, context)

@@ -54,6 +54,8 @@ HOST_ONLY: Final = frozenset(
         "typer",
         "watchfiles",
         "wordllama",  # choird's local embedding model (daemon/memory), with numpy and tokenizers
+        "tokenizers",  # what choird reads wordllama's files with (daemon/memory/local_provider)
+        "safetensors",
     }
 )
 """choir's dependencies choir-agent never imports: left out of the image."""

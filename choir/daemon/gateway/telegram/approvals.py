@@ -179,7 +179,7 @@ class ApprovalCards:
                 "telegram approval button refused",
                 fields={"dm": chat.dm, "approval_id": approval_id, "why": error.message},
             )
-            if verb == "approve" and await self._pending(approval_id):
+            if verb == "approve" and await self._pending(approval_id, request.get("agent_id")):
                 # refused, not decided (e.g. only an admin may allow it): say why
                 chat.outbox.send(chat.chat_id, error.message)
                 await self._answer(chat, callback_id, cut(error.message, ANSWER_WIDTH))
@@ -292,13 +292,18 @@ class ApprovalCards:
 
         await card.chat.outbox.tried(card.chat.chat_id, edit, "approval message edit")
 
-    async def _pending(self, approval_id: str) -> bool:
-        """Whether the approval is still pending (a refusal, not a decision, left it so)."""
+    async def _pending(self, approval_id: str, bound: str | None) -> bool:
+        """Whether the approval is still pending (a refusal, not a decision, left it so) and
+        is the pressing DM's to see (`bound`: a regular DM's agent; None: an admin DM)."""
         try:
             shown = await self._call("approval.show", {"approval_id": approval_id})
         except ChoirError:
             return False
-        return isinstance(shown, dict) and shown.get("status") == "pending"
+        return (
+            isinstance(shown, dict)
+            and shown.get("status") == "pending"
+            and (bound is None or shown.get("agent_id") == bound)
+        )
 
     async def _answer(self, chat: Chat, callback_id: str, text: str) -> None:
         try:
