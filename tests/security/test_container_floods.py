@@ -76,9 +76,11 @@ STATUS_WITHIN_S = 10.0
 HEARTBEAT_MS = 300
 HEARTBEAT_GAP_S = 3.0
 """Ten heartbeats missed; choird declares a session crashed after 10 s without one."""
-FD_SLACK = 4
+FD_SLACK = 6
 """Descriptors beyond the agent socket's cap choird may hold for a moment during the flood: the
-connection it accepted only to refuse it, `choirctl status`'s, a database connection."""
+connection it accepted only to refuse it, `choirctl status`'s, a database connection, and the
+two memory's own work may open meanwhile (the session's BM25 pre-warm and recall warm-up start
+with it: a pool connection, the embedding model's files)."""
 FLOOD_WITHIN_S = 60.0
 
 
