@@ -33,8 +33,8 @@ from collections.abc import Sequence
 
 from bench import memory_bm25, memory_close, memory_search, memory_tool
 from bench.common import figures_dict, median, parse_args, report
-from choir.daemon.memory.local_provider import LocalEmbeddings
-from choir.daemon.memory.queue import EmbeddingQueue, EmbeddingResult
+from choir.daemon.memory.embedding.local_provider import LocalEmbeddings
+from choir.daemon.memory.embedding.queue import EmbeddingQueue, EmbeddingResult
 
 GOALS = {
     "embed_local_texts_per_s": "goal >= 20,000 (one core)",

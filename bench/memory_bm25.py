@@ -35,7 +35,7 @@ import numpy.typing as npt
 from bench import memory_inject
 from bench.memory_corpus import query_texts, session_texts
 from bench.memory_search import _Clock, _timed
-from choir.daemon.memory.search import MemoryQuery
+from choir.daemon.memory.search.query import MemoryQuery
 from choir.daemon.memory.store import PostgresMemoryStore
 from choir.store.agent_schema import ensure_agent_schema, run_as_agent
 from choir.store.postgres.ddl import apply_control_schema

@@ -30,10 +30,10 @@ import psutil
 
 from choir.config.resources import EmbeddingConfig
 from choir.daemon.agents.ingest import record_of
-from choir.daemon.memory.close import SessionCloser
-from choir.daemon.memory.index import MemoryIndex
-from choir.daemon.memory.local_provider import DIMENSIONS
-from choir.daemon.memory.service import EmbeddingSource, MemoryService
+from choir.daemon.memory.closing.close import SessionCloser
+from choir.daemon.memory.embedding.index import MemoryIndex
+from choir.daemon.memory.embedding.local_provider import DIMENSIONS
+from choir.daemon.memory.embedding.service import EmbeddingSource, MemoryService
 from choir.daemon.memory.store import PostgresMemoryStore
 from choir.protocol.log.chain import GENESIS_HASH
 from choir.protocol.log.committed import CommittedEvent
@@ -49,7 +49,7 @@ from choir.protocol.log.events import (
 from choir.protocol.tooling.tools import ToolResult
 from choir.store.agent_schema import ensure_agent_schema
 from choir.store.events import insert_events
-from choir.store.memory_closes import PendingClose
+from choir.store.memory.closes import PendingClose
 from choir.store.postgres.ddl import apply_control_schema
 from choir.store.postgres.embedded import EmbeddedPostgres
 from choir.store.postgres.pool import Pool, open_pool

@@ -28,9 +28,9 @@ from bench.common import percentile
 from choir.core.memory.recall import DEFAULT_BUDGET_TOKENS, recall_block
 from choir.daemon.agents.host_tools import HostToolCall
 from choir.daemon.memory.access import MemoryGate
-from choir.daemon.memory.local_provider import LocalEmbeddings
-from choir.daemon.memory.recall import MemoryRecall
+from choir.daemon.memory.embedding.local_provider import LocalEmbeddings
 from choir.daemon.memory.store import PostgresMemoryStore
+from choir.daemon.memory.tools.recall import MemoryRecall
 from choir.daemon.sessions.state import LiveSession
 from choir.protocol import MemoryRecalled, RecalledItem, ResourceBindings
 

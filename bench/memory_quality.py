@@ -29,8 +29,8 @@ from typing import Final
 from bench.common import figures_dict, parse_args, report
 from bench.memory_corpus import session_texts
 from bench.memory_quality_set import TOPICS, Item, Query
-from choir.daemon.memory.local_provider import LocalEmbeddings
-from choir.daemon.memory.search import MemoryQuery
+from choir.daemon.memory.embedding.local_provider import LocalEmbeddings
+from choir.daemon.memory.search.query import MemoryQuery
 from choir.daemon.memory.store import PostgresMemoryStore
 from choir.store.agent_schema import ensure_agent_schema
 from choir.store.postgres.ddl import apply_control_schema

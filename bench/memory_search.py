@@ -34,9 +34,9 @@ import numpy as np
 from bench.common import percentile
 from bench.memory_corpus import COMMON_TERM, query_texts, session_texts
 from choir.core.memory.chunks import ChunkKind, MemoryChunk, Tier
-from choir.daemon.memory.local_provider import DIMENSIONS, LocalEmbeddings
-from choir.daemon.memory.provider import Vector
-from choir.daemon.memory.search import MemoryQuery
+from choir.daemon.memory.embedding.local_provider import DIMENSIONS, LocalEmbeddings
+from choir.daemon.memory.embedding.provider import Vector
+from choir.daemon.memory.search.query import MemoryQuery
 from choir.daemon.memory.store import PostgresMemoryStore
 from choir.store.agent_schema import ensure_agent_schema
 from choir.store.postgres.ddl import apply_control_schema

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, Final, Literal
 
 from choir.commands import Command, Param, command
-from choir.ctl.memory_key import read_memory_key
+from choir.ctl.memory.key import read_memory_key
 
 Mode = Literal["call", "show", "report", "view"]
 """`call` runs the verb and notifies the outcome; `show` puts its answer on a screen; `report`

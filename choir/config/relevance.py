@@ -13,7 +13,7 @@ from typing import Annotated
 from pydantic import Field, model_validator
 
 from choir.config.base import ConfigModel
-from choir.core.memory.relevance import RelevanceWeights
+from choir.core.memory.knowledge.relevance import RelevanceWeights
 
 _DEFAULT = RelevanceWeights()
 Weight = Annotated[float, Field(ge=0.0, le=1.0)]

@@ -30,8 +30,8 @@ def register(
     home: HomeOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    from choir.ctl.approval import apply_lines
     from choir.ctl.remote import with_choird
+    from choir.ctl.sessions.approval import apply_lines
 
     data = with_choird(home, lambda choird: choird.tool_register(agent_id, branch))
 

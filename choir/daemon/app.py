@@ -47,17 +47,17 @@ if TYPE_CHECKING:  # aiohttp and cryptography load only for --transport http
     from choir.daemon.agents.host_tools import HostToolCall
     from choir.daemon.agents.services import AgentServices
     from choir.daemon.health.postgres import PostgresSupervisor
-    from choir.daemon.memory.archives import ArchiveWriter
-    from choir.daemon.memory.browse import BrowsePage
-    from choir.daemon.memory.close import SessionCloser
-    from choir.daemon.memory.index import MemoryIndex
+    from choir.daemon.memory.closing.archives import ArchiveWriter
+    from choir.daemon.memory.closing.close import SessionCloser
+    from choir.daemon.memory.closing.tool_rows import ToolRowBackfill
+    from choir.daemon.memory.embedding.index import MemoryIndex
+    from choir.daemon.memory.embedding.service import MemoryService
+    from choir.daemon.memory.embedding.usage import EmbeddingMeter
+    from choir.daemon.memory.embedding.vector_models import VectorModels
     from choir.daemon.memory.reembed import Reembedder
-    from choir.daemon.memory.service import MemoryService
     from choir.daemon.memory.store import MemoryStore, PostgresMemoryStore
-    from choir.daemon.memory.tool_rows import ToolRowBackfill
-    from choir.daemon.memory.tools import Indexer
-    from choir.daemon.memory.usage import EmbeddingMeter
-    from choir.daemon.memory.vector_models import VectorModels
+    from choir.daemon.memory.tools.browse import BrowsePage
+    from choir.daemon.memory.tools.host import Indexer
     from choir.daemon.prestart import EarlyStart
     from choir.daemon.runtimes.agent_link import HttpLink
     from choir.daemon.runtimes.base import AgentRuntime, RuntimeChoice
@@ -74,7 +74,7 @@ AFTER_DATABASE: Final = (
     "choir.daemon.agents.services",
     "choir.daemon.health.postgres",
     "choir.daemon.images.repo_refresh",
-    "choir.daemon.memory.service",
+    "choir.daemon.memory.embedding.service",
     "choir.daemon.operator.api",
     "choir.daemon.runtimes.adopt",
     "choir.daemon.runtimes.select",
@@ -285,7 +285,7 @@ class ChoirDaemon:
         from choir.daemon.agents.pushes import wire_pushes
         from choir.daemon.agents.services import AgentServices
         from choir.daemon.health.postgres import PostgresSupervisor
-        from choir.daemon.memory.service import MemoryService, stage_source
+        from choir.daemon.memory.embedding.service import MemoryService, stage_source
         from choir.daemon.runtimes.adopt import adopt_agents
         from choir.daemon.runtimes.select import select_runtime
         from choir.daemon.sessions.state import utc_now
@@ -392,7 +392,7 @@ class ChoirDaemon:
     def _embedding_meter(self, stage: ConfigStage) -> EmbeddingMeter:
         """Records embedding calls at the running config's `embedding` price; the rows still
         waiting are written as choird stops (after the service has drained its queue)."""
-        from choir.daemon.memory.usage import EmbeddingMeter
+        from choir.daemon.memory.embedding.usage import EmbeddingMeter
 
         database = self.database
         meter = EmbeddingMeter(
@@ -428,10 +428,10 @@ class ChoirDaemon:
         if not await self._memory_work_waiting(stage):
             log.info("memory: nothing to close or embed; it loads with the first memory work")
             await self._memory_wanted.wait()
-        modules = ("choir.daemon.memory.store", "choir.daemon.memory.close")
+        modules = ("choir.daemon.memory.store", "choir.daemon.memory.closing.close")
         await asyncio.to_thread(lambda: [importlib.import_module(m) for m in modules])
-        from choir.daemon.memory.close import SessionCloser
-        from choir.daemon.memory.index import MemoryIndex
+        from choir.daemon.memory.closing.close import SessionCloser
+        from choir.daemon.memory.embedding.index import MemoryIndex
         from choir.daemon.memory.reembed import Reembedder
         from choir.daemon.memory.store import PostgresMemoryStore
 
@@ -466,7 +466,7 @@ class ChoirDaemon:
     async def _prewarm_bm25(self, store: PostgresMemoryStore, services: AgentServices) -> None:
         """Each starting agent's BM25 index built in the background (`memory.prewarm`), the
         running ones' now."""
-        from choir.daemon.memory.prewarm import Bm25Prewarm
+        from choir.daemon.memory.search.prewarm import Bm25Prewarm
 
         prewarm = Bm25Prewarm(store)
         self._stack.push_async_callback(prewarm.aclose)
@@ -477,7 +477,7 @@ class ChoirDaemon:
     def _serve_memory_tools(self, services: AgentServices, stage: ConfigStage) -> None:
         """`choir.memory.query` (session, knowledge) and `choir.memory.upsert` from now on;
         a call made before memory has started waits for it (`MEMORY_READY_WAIT_S`)."""
-        from choir.daemon.memory.tools import MemoryTools
+        from choir.daemon.memory.tools.host import MemoryTools
 
         assert self.memory is not None
         assert self.vector_models is not None
@@ -522,7 +522,7 @@ class ChoirDaemon:
         self, agent_id: str, session_id: str, after_rev: int, limit: int
     ) -> BrowsePage:
         """`choir.memory.query` mode `browse`: a page of the session's messages."""
-        from choir.daemon.memory.browse import browse_page
+        from choir.daemon.memory.tools.browse import browse_page
 
         assert self.database is not None
         return await browse_page(
@@ -536,7 +536,7 @@ class ChoirDaemon:
 
     async def _memory_work_waiting(self, stage: ConfigStage) -> bool:
         """Whether an ended session awaits its close or a row its vector (no numpy needed)."""
-        from choir.store.memory_work import memory_work_waiting
+        from choir.store.memory.work import memory_work_waiting
 
         assert self.database is not None
         try:
@@ -563,7 +563,7 @@ class ChoirDaemon:
 
     def _store_archives(self, services: AgentServices) -> Callable[[], None]:
         """Store each compaction's archive once its event is durable; returns the unsubscribe."""
-        from choir.daemon.memory.archives import ArchiveWriter
+        from choir.daemon.memory.closing.archives import ArchiveWriter
 
         writer = self.archive_writer = ArchiveWriter(self._memory_parts)
         return services.replicator.subscribe(
@@ -588,9 +588,9 @@ class ChoirDaemon:
             await self.memory_index.aclose()
 
     async def _agent_schemas(self, config: ChoirConfig) -> None:
-        from choir.daemon.memory.vector_models import VectorModels
+        from choir.daemon.memory.embedding.vector_models import VectorModels
         from choir.store.agent_schema import ensure_agent_schema
-        from choir.store.embedding_model import EmbeddingModel
+        from choir.store.memory.embedding_model import EmbeddingModel
 
         assert self.database is not None
         configured = EmbeddingModel(config.embedding.model_name, config.embedding.vector_dimensions)
@@ -625,7 +625,7 @@ class ChoirDaemon:
                 await self.memory_started()
         if self.memory_closer is None or self.memory_store is None or self.database is None:
             return None
-        from choir.daemon.memory.tool_rows import ToolRowBackfill
+        from choir.daemon.memory.closing.tool_rows import ToolRowBackfill
 
         assert self.memory_index is not None
         return ToolRowBackfill(

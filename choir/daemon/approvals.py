@@ -28,8 +28,8 @@ from choir.errors import ConflictError, NotFoundError
 from choir.logs import get_logger
 from choir.protocol import ApprovalResolvedPush, RequestApprovalRequest, RequestApprovalResponse
 from choir.protocol.wire.pushes import TIMED_OUT_REASON
-from choir.store.approval_audit import add_audit
-from choir.store.approvals import (
+from choir.store.approvals.audit import add_audit
+from choir.store.approvals.pending import (
     ApprovalRow,
     ApprovalStatus,
     expire_approvals,

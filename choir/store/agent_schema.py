@@ -19,7 +19,7 @@ from typing import Final
 import asyncpg
 
 from choir.errors import ConfigError, NotFoundError
-from choir.store.embedding_model import EMBEDDING_TABLES, EmbeddingModel, fit_embedding_model
+from choir.store.memory.embedding_model import EMBEDDING_TABLES, EmbeddingModel, fit_embedding_model
 from choir.store.postgres.ddl import AGENT_MIGRATIONS, CONTROL_SCHEMA, apply_migrations
 from choir.store.postgres.idents import agent_role, agent_schema, quote_ident
 from choir.store.postgres.pool import Connection
@@ -39,7 +39,7 @@ async def ensure_agent_schema(
 
     Empty embedding tables simply take the configured dimensions (nothing is lost: a home made
     before the local embedder became the default has 1536-dim columns and no vectors);
-    `choir.store.embedding_model` keeps stored vectors from being mixed with another model's.
+    `choir.store.memory.embedding_model` keeps stored vectors from being mixed with another model's.
     """
     _check_dims(embedding_dims)
     schema = quote_ident(agent_schema(agent_id))

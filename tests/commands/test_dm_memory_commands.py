@@ -9,7 +9,7 @@ agent's tool call gives them.
 
 from __future__ import annotations
 
-from choir.core.memory.provenance import Provenance
+from choir.core.memory.knowledge.provenance import Provenance
 from tests.harness.cluster import Cluster
 from tests.harness.memory import memory_store
 from tests.memory_ops.curation_support import forgets

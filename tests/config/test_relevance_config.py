@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from choir.config import init_home, load_home
-from choir.core.memory.relevance import RelevanceWeights
+from choir.core.memory.knowledge.relevance import RelevanceWeights
 from choir.errors import ConfigError
 from choir.home import ChoirHome
 

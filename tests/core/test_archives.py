@@ -6,7 +6,13 @@ import json
 from datetime import UTC, datetime, timedelta, timezone
 
 from choir.agent.kernel.commitlog import CommitLog
-from choir.core.memory.archives import (
+from choir.core.memory.compaction import (
+    CompactionApplied,
+    CompactionPolicy,
+    apply_compaction,
+    compaction_request,
+)
+from choir.core.memory.summaries.archives import (
     ARCHIVE_KEY,
     TEXT_MAX_BYTES,
     archive_entry,
@@ -15,12 +21,6 @@ from choir.core.memory.archives import (
     fitted,
     iso_minute,
     marked,
-)
-from choir.core.memory.compaction import (
-    CompactionApplied,
-    CompactionPolicy,
-    apply_compaction,
-    compaction_request,
 )
 from choir.core.memory.working import WorkingMemory
 from choir.core.prompt.build import PromptSize

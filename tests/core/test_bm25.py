@@ -11,8 +11,8 @@ from collections import Counter
 import bm25s
 import pytest
 
-from choir.core.memory import bm25
-from choir.core.memory.bm25 import Bm25Index
+from choir.core.memory.knowledge import bm25
+from choir.core.memory.knowledge.bm25 import Bm25Index
 
 WORDS = [
     "deploy",

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from choir.core.memory.provenance import UNKNOWN, Provenance, operator, provenance_of
+from choir.core.memory.knowledge.provenance import UNKNOWN, Provenance, operator, provenance_of
 
 SESSION = Provenance(
     agent="ada", session_id="s-1", rev=41, call_id="call_7", tool="choir.memory.upsert", user="ops"

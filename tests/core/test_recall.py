@@ -7,6 +7,7 @@ from __future__ import annotations
 import uuid
 
 from choir.agent.kernel.commitlog import CommitLog
+from choir.core.memory.knowledge.relevance import Candidate
 from choir.core.memory.recall import (
     MAX_ITEMS,
     Recalled,
@@ -16,7 +17,6 @@ from choir.core.memory.recall import (
     recall_block,
     recall_line,
 )
-from choir.core.memory.relevance import Candidate
 from choir.core.memory.working import WorkingMemory
 from choir.core.prompt.build import edge_prompt
 from choir.protocol import AgentReplied, MemoryRecalled, RecalledItem, UserMsg

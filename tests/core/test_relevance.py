@@ -7,7 +7,7 @@ import uuid
 
 import pytest
 
-from choir.core.memory.relevance import (
+from choir.core.memory.knowledge.relevance import (
     Candidate,
     RelevanceWeights,
     check_kind,

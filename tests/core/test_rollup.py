@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 import pytest
 from pydantic import ValidationError
 
-from choir.core.memory.rollup import (
+from choir.core.memory.summaries.rollup import (
     MAX_COVERED,
     ROLLUP_MARKER,
     SUMMARY_CHARS,
@@ -18,7 +18,7 @@ from choir.core.memory.rollup import (
     rollup_messages,
     rollup_name,
 )
-from choir.core.memory.summary_tree import tree_depth
+from choir.core.memory.summaries.tree import tree_depth
 from choir.protocol import MemoryRollup
 
 

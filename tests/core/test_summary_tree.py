@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from choir.core.memory.summary_tree import (
+from choir.core.memory.summaries.tree import (
     SUMMARY_KEY,
     session_summary_entry,
     summary_name,

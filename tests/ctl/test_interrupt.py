@@ -121,7 +121,7 @@ main()
     "module",
     [
         "typer",  # the command-line parser, before any command is known
-        "choir.ctl.logs",  # the noun named on the command line, registered before it runs
+        "choir.ctl.sessions.logs",  # the noun named on the command line, registered before it runs
         "choir.client",  # the command runs: before it connects to choird
     ],
 )

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from choir.ctl.knowledge import fields
+from choir.ctl.memory.knowledge import fields
 from choir.protocol.operator.answers import KnowledgeView
 
 GOLDEN = Path(__file__).parents[1] / "protocol" / "golden" / "v1" / "operator.json"

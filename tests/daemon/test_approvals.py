@@ -8,8 +8,8 @@ from choir.daemon.agents.services import AgentServices
 from choir.daemon.approvals import ApprovalService, push_of
 from choir.errors import ConflictError, NotFoundError
 from choir.protocol import ApprovalResolvedPush, RequestApprovalRequest
-from choir.store.approval_audit import audit_of
-from choir.store.approvals import ApprovalRow
+from choir.store.approvals.audit import audit_of
+from choir.store.approvals.pending import ApprovalRow
 from tests.harness.proposals import TOOL_PROPOSAL
 
 from .conftest import Clock

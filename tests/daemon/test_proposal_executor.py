@@ -21,8 +21,8 @@ from choir.daemon.proposals.steps import ApplyState
 from choir.daemon.staging.stage import ConfigStage
 from choir.home import ChoirHome
 from choir.protocol import RequestApprovalRequest
-from choir.store.approval_audit import audit_of
-from choir.store.approvals import ApprovalRow
+from choir.store.approvals.audit import audit_of
+from choir.store.approvals.pending import ApprovalRow
 from choir.store.postgres.pool import Pool
 from tests.proposals.test_skill_apply_live import TRIAGE
 

@@ -25,7 +25,7 @@ from choir.daemon.staging.stage import ConfigStage
 from choir.errors import UsageError
 from choir.home import ChoirHome
 from choir.protocol import RequestApprovalRequest
-from choir.store.approvals import ApprovalRow
+from choir.store.approvals.pending import ApprovalRow
 from choir.store.postgres.pool import Pool
 from tests.daemon.conftest import daemon_home
 from tests.daemon.test_proposal_executor import Edges

@@ -22,8 +22,8 @@ from choir.daemon.proposals.tool import STUB_MARKER, check_registration
 from choir.daemon.staging.stage import ConfigStage
 from choir.errors import ConflictError
 from choir.protocol import RequestApprovalRequest
-from choir.store.approval_audit import audit_of
-from choir.store.approvals import ApprovalRow, get_approval
+from choir.store.approvals.audit import audit_of
+from choir.store.approvals.pending import ApprovalRow, get_approval
 from choir.store.postgres.pool import Pool
 from tests.daemon.test_proposal_executor import Edges, head
 from tests.harness.proposals import SHOUT, SHOUT_PROPOSAL, implement

@@ -10,7 +10,7 @@ import json
 
 import pytest
 
-from choir.daemon.memory.search import MemoryQuery
+from choir.daemon.memory.search.query import MemoryQuery
 from choir.errors import ChoirError, ConflictError
 from tests.e2e_agent.test_lanes import (
     FOLD_MARK,

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from choir.client import ChoirClient
-from choir.core.memory.summary_tree import TREE_KEYS
+from choir.core.memory.summaries.tree import TREE_KEYS
 from choir.home import ChoirHome
 from choir.store.agent_schema import run_as_agent
 from choir.store.postgres.target import ConnectParams

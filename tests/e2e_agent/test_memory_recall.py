@@ -16,7 +16,7 @@ import pytest
 
 from choir.agent.lanes.summary import SUMMARY_MARKER
 from choir.client import ChoirClient
-from choir.ctl.session import event_line
+from choir.ctl.sessions.session import event_line
 from choir.home import ChoirHome
 from choir.protocol.operator.views import EventView
 from choir.scripted import ReplyStep, Script, ScriptedModelServer

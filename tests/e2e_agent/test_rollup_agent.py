@@ -18,8 +18,8 @@ from typing import Any
 import pytest
 
 from choir.agent.lanes.summary import SUMMARY_MARKER
-from choir.core.memory.rollup import ROLLUP_MARKER
-from choir.daemon.memory.search import MemoryQuery
+from choir.core.memory.summaries.rollup import ROLLUP_MARKER
+from choir.daemon.memory.search.query import MemoryQuery
 from choir.errors import ChoirError, ConflictError
 from choir.protocol.log.events import SessionSummary
 from choir.scripted import RawStep, ReplyStep, Script, ScriptedModelServer

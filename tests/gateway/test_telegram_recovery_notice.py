@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 import pytest
 
 from choir.client import ChoirClient
-from choir.daemon.operator.recovery_start import INTERRUPTED, NOTICE_DELAY_S
+from choir.daemon.operator.recovery.start import INTERRUPTED, NOTICE_DELAY_S
 from choir.home import ChoirHome
 from choir.store.postgres.ddl import apply_control_schema
 from choir.store.postgres.pool import connect_plain

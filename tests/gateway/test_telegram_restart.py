@@ -20,7 +20,7 @@ import pytest
 from choir.daemon.gateway.telegram.chunks import chunks
 from choir.home import ChoirHome
 from choir.scripted import ScriptedModelServer
-from choir.store.gateway_reply_cursors import ReplyCursor, load_cursor, replies_after
+from choir.store.gateway.reply_cursors import ReplyCursor, load_cursor, replies_after
 from choir.store.postgres.pool import connect
 from choir.store.postgres.target import ConnectParams
 from tests.faults.support import as_json, choirctl, kill9, spawn_choird, teardown

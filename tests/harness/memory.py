@@ -12,11 +12,11 @@ from uuid import UUID
 
 from choir.core.memory.chunks import ChunkKind, MemoryChunk, Tier
 from choir.daemon.app import ChoirDaemon
-from choir.daemon.memory.provider import Vector
+from choir.daemon.memory.embedding.provider import Vector
 from choir.daemon.memory.store import PostgresMemoryStore
 from choir.daemon.operator.api import memory_store_of
 from choir.protocol import Verb
-from choir.store.memory_vectors import VectorTarget
+from choir.store.memory.vectors import VectorTarget
 from tests.daemon.agent import AgentClient, Chain
 from tests.harness.waits import poll_until
 

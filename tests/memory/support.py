@@ -6,8 +6,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from choir.daemon.memory.backoff import Backoff
-from choir.daemon.memory.openai_provider import EmbeddingSettings, OpenAIEmbeddings
+from choir.daemon.memory.embedding.backoff import Backoff
+from choir.daemon.memory.embedding.openai_provider import EmbeddingSettings, OpenAIEmbeddings
 from tests.harness.log_lines import log_lines
 
 FAST = Backoff(base_s=0.01)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from choir.daemon.memory.backoff import Backoff
+from choir.daemon.memory.embedding.backoff import Backoff
 
 
 @pytest.mark.parametrize(

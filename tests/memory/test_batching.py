@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from choir.daemon.memory.batching import PendingChunks
+from choir.daemon.memory.embedding.batching import PendingChunks
 
 
 def ids(batch: list[tuple[str, str]] | None) -> list[str] | None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from choir.daemon.memory.breaker import BreakerState, Change, CircuitBreaker
+from choir.daemon.memory.embedding.breaker import BreakerState, Change, CircuitBreaker
 
 
 def test_opens_after_k_consecutive_failures_and_probes_after_the_cooldown():

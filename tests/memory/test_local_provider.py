@@ -8,8 +8,8 @@ import sys
 
 import numpy as np
 
-from choir.daemon.memory import local_provider
-from choir.daemon.memory.local_provider import LocalEmbeddings
+from choir.daemon.memory.embedding import local_provider
+from choir.daemon.memory.embedding.local_provider import LocalEmbeddings
 
 
 def cosine(a: np.ndarray, b: np.ndarray) -> float:
@@ -64,7 +64,7 @@ def test_loading_the_model_leaves_logging_as_it_was():
     change because the model was loaded."""
     script = (
         "import asyncio, logging\n"
-        "from choir.daemon.memory.local_provider import LocalEmbeddings\n"
+        "from choir.daemon.memory.embedding.local_provider import LocalEmbeddings\n"
         "asyncio.run(LocalEmbeddings().load())\n"
         "root = logging.getLogger()\n"
         "print(len(root.handlers), logging.getLevelName(root.level))\n"
@@ -112,7 +112,7 @@ def test_the_model_loads_without_importing_wordllama():
     """wordllama's import and load would cost choird ~65 MB it keeps (local_provider)."""
     script = (
         "import asyncio, sys\n"
-        "from choir.daemon.memory.local_provider import LocalEmbeddings\n"
+        "from choir.daemon.memory.embedding.local_provider import LocalEmbeddings\n"
         "asyncio.run(LocalEmbeddings().load())\n"
         "print('wordllama' in sys.modules)\n"
     )

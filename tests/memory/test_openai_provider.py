@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from choir.config.resources import EmbeddingConfig
-from choir.daemon.memory.errors import EmbeddingError, EmbeddingErrorKind
-from choir.daemon.memory.openai_provider import EmbeddingSettings
+from choir.daemon.memory.embedding.errors import EmbeddingError, EmbeddingErrorKind
+from choir.daemon.memory.embedding.openai_provider import EmbeddingSettings
 from choir.errors import ConfigError
 from tests.memory import embeddings_server as fault
 from tests.memory.embeddings_server import EmbeddingsServer, refused_url, vector_for

@@ -10,11 +10,11 @@ from collections.abc import Sequence
 import numpy as np
 import pytest
 
-from choir.daemon.memory.backoff import Backoff
-from choir.daemon.memory.local_provider import LocalEmbeddings
-from choir.daemon.memory.openai_provider import EmbeddingSettings, OpenAIEmbeddings
-from choir.daemon.memory.provider import Vector
-from choir.daemon.memory.queue import EmbeddingQueue, EmbeddingResult
+from choir.daemon.memory.embedding.backoff import Backoff
+from choir.daemon.memory.embedding.local_provider import LocalEmbeddings
+from choir.daemon.memory.embedding.openai_provider import EmbeddingSettings, OpenAIEmbeddings
+from choir.daemon.memory.embedding.provider import Vector
+from choir.daemon.memory.embedding.queue import EmbeddingQueue, EmbeddingResult
 from tests.memory import embeddings_server as fault
 from tests.memory.embeddings_server import EmbeddingsServer, refused_url, vector_for
 from tests.memory.support import KEY, memory_log_lines, provider

@@ -9,7 +9,7 @@ from typing import Any
 
 from choir.config.model import AgentConfig
 from choir.config.validation.validate import validate_config_data
-from choir.daemon.memory.tools import MemoryTools
+from choir.daemon.memory.tools.host import MemoryTools
 
 
 def _agents(memories: list[dict[str, Any]]) -> dict[str, AgentConfig]:

@@ -17,10 +17,10 @@ import pytest
 
 from choir.config import SecretStore, load_home
 from choir.config.resources import EmbeddingConfig
-from choir.daemon.memory.breaker import CircuitBreaker
-from choir.daemon.memory.provider import Vector
-from choir.daemon.memory.queue import EmbeddingResult
-from choir.daemon.memory.service import EmbeddingSource, MemoryService, stage_source
+from choir.daemon.memory.embedding.breaker import CircuitBreaker
+from choir.daemon.memory.embedding.provider import Vector
+from choir.daemon.memory.embedding.queue import EmbeddingResult
+from choir.daemon.memory.embedding.service import EmbeddingSource, MemoryService, stage_source
 from choir.daemon.staging.stage import ConfigStage
 from choir.home import ChoirHome
 from tests.harness.homes import initialized, read_config, write_config

@@ -18,8 +18,8 @@ HEAVY = (
     "wordllama",
     "tokenizers",
     "httpx",
-    "choir.daemon.memory.queue",
-    "choir.daemon.memory.local_provider",
+    "choir.daemon.memory.embedding.queue",
+    "choir.daemon.memory.embedding.local_provider",
 )
 
 PROBE = """
@@ -58,7 +58,7 @@ def test_choird_is_ready_before_the_embedding_stack_loads(
     assert done.returncode == 0, done.stderr[-2000:]
     ready, used, shape = ast.literal_eval(done.stdout.strip().splitlines()[-1])
     assert ready == []
-    assert set(used) >= {"numpy", "tokenizers", "choir.daemon.memory.local_provider"}
+    assert set(used) >= {"numpy", "tokenizers", "choir.daemon.memory.embedding.local_provider"}
     assert shape == (256,)  # the local model, as configured by default
 
 

@@ -12,7 +12,7 @@ import pytest
 
 from choir.core.memory.chunks import ChunkKind
 from choir.daemon.agents.ingest import record_of
-from choir.daemon.memory.chunks import (
+from choir.daemon.memory.closing.chunks import (
     StoredSession,
     event_chunks,
     read_session,

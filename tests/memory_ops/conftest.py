@@ -16,7 +16,7 @@ import pytest
 
 from choir.client import ChoirClient
 from choir.daemon.app import ChoirDaemon
-from choir.daemon.memory.service import MemoryService
+from choir.daemon.memory.embedding.service import MemoryService
 from choir.daemon.memory.store import PostgresMemoryStore
 from choir.home import ChoirHome
 from choir.scripted import ReplyStep, Script

@@ -4,7 +4,7 @@ choird, real Postgres), and it ranks what was stored."""
 
 from __future__ import annotations
 
-from choir.daemon.memory.search import MemoryQuery
+from choir.daemon.memory.search.query import MemoryQuery
 from tests.harness.waits import poll_until
 
 from .conftest import Filled

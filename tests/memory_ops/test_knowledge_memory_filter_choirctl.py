@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from choir.core.memory.knowledge_graph import ItemFields, Placement
+from choir.core.memory.knowledge.graph import ItemFields, Placement
 from tests.ctl.cli import table_rows
 
 from .conftest import Filled

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from uuid import UUID
 
-from choir.core.memory.knowledge_graph import EdgeType
-from choir.core.memory.provenance import Provenance
-from choir.daemon.memory.search import MemoryQuery
+from choir.core.memory.knowledge.graph import EdgeType
+from choir.core.memory.knowledge.provenance import Provenance
+from choir.daemon.memory.search.query import MemoryQuery
 from choir.protocol.operator.verbs import OperatorVerb
 
 from .conftest import Filled

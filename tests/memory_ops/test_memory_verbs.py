@@ -16,7 +16,7 @@ from choir.client import ChoirClient
 from choir.core.memory.chunks import ChunkKind, MemoryChunk, Tier
 from choir.errors import NotFoundError, UsageError
 from choir.home import ChoirHome
-from choir.store.knowledge import KNOWLEDGE_MAX_BYTES
+from choir.store.knowledge.items import KNOWLEDGE_MAX_BYTES
 from tests.ctl.cli import choirctl
 from tests.daemon.conftest import read_config, write_config
 from tests.harness.cluster import serving

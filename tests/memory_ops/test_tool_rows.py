@@ -21,7 +21,7 @@ import pytest
 
 from choir.client import ChoirClient
 from choir.daemon.app import ChoirDaemon
-from choir.daemon.memory.search import MemoryQuery
+from choir.daemon.memory.search.query import MemoryQuery
 from choir.home import ChoirHome
 from choir.protocol import ExecuteHostToolRequest
 from choir.protocol.log.events import (

@@ -6,7 +6,7 @@ from dataclasses import replace
 from datetime import UTC, datetime
 
 from choir.daemon.gateway.telegram.approvals import decided_line, outcome_text
-from choir.store.approvals import ApprovalRow
+from choir.store.approvals.pending import ApprovalRow
 
 AT = datetime(2026, 11, 27, 8, 0, tzinfo=UTC)
 SKILL = ApprovalRow(

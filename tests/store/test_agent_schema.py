@@ -5,7 +5,7 @@ import pytest
 
 from choir.errors import ConfigError
 from choir.store.agent_schema import embedding_dims_of, ensure_agent_schema, run_as_agent
-from choir.store.embedding_model import EmbeddingModel
+from choir.store.memory.embedding_model import EmbeddingModel
 from choir.store.postgres.ddl import AGENT_MIGRATIONS, apply_control_schema
 from choir.store.postgres.pool import Connection
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from choir.store.agent_schema import embedding_dims_of, ensure_agent_schema, run_as_agent
-from choir.store.embedding_model import (
+from choir.store.memory.embedding_model import (
     UNKNOWN_MODEL,
     EmbeddingModel,
     stored_embedding_model,

@@ -6,7 +6,7 @@ import dataclasses
 from datetime import UTC, datetime, timedelta
 
 from choir.store.events import insert_events
-from choir.store.gateway_reply_cursors import (
+from choir.store.gateway.reply_cursors import (
     REPLIED,
     ReplyCursor,
     load_cursor,

@@ -8,7 +8,7 @@ from typing import Any
 
 from textual.widgets import Input, Static
 
-from choir.core.memory.provenance import Provenance
+from choir.core.memory.knowledge.provenance import Provenance
 from tests.harness.memory import fill_memory, memory_store
 from tests.memory_ops.curation_support import forgets
 from tests.tui.actions.conftest import confirmation, notes

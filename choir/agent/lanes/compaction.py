@@ -25,7 +25,6 @@ from choir.agent.kernel.proposal import ToolProposal
 from choir.agent.lanes.memories import Memories
 from choir.agent.replication.live_config import DynamicState
 from choir.agent.wiring import Kernel
-from choir.core.memory.archives import archive_name, iso_minute
 from choir.core.memory.compaction import (
     CompactionApplied,
     CompactionPolicy,
@@ -34,6 +33,7 @@ from choir.core.memory.compaction import (
     compaction_request,
     should_compact,
 )
+from choir.core.memory.summaries.archives import archive_name, iso_minute
 from choir.core.prompt.build import DEFAULT_WINDOW_SIZE, PromptSize
 from choir.errors import ChoirError
 from choir.logs import get_logger
@@ -64,7 +64,7 @@ class CompactionDriver:
         self._kernel, self._state, self._memories = kernel, state, memories
         self._complete = complete
         self._session_id = session_id
-        """Names the archives the folds leave (`choir.core.memory.archives`)."""
+        """Names the archives the folds leave (`choir.core.memory.summaries.archives`)."""
         self._tasks: dict[str, asyncio.Task[None]] = {}
         self._sizes: dict[str, PromptSize] = {}
         self.applied = 0

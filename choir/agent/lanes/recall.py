@@ -1,7 +1,7 @@
 """Relevant context each turn (design 004): edge asks choird for the memories relevant to a
 user message and gets back the `MemoryRecalled` event it commits before its first LLM call.
 
-choird answers `choir.memory.recall` (`choir.daemon.memory.recall`) within config.json's
+choird answers `choir.memory.recall` (`choir.daemon.memory.tools.recall`) within config.json's
 `recall_deadline_ms`. Nothing here can fail or hold up a turn: an error answer, a broken link
 to choird or no answer in time becomes an event with `skipped` saying why, and the turn goes on
 without memories. A recall that found nothing relevant commits nothing either (nothing was

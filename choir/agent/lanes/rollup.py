@@ -3,8 +3,8 @@
 While edge waits for a message, `IdleRollup.while_idle` runs beside the wait: after config.json's
 `rollup_idle_s` without a user message (0: never) it asks choird for the session summaries no
 roll-up covers yet (`choir.memory.rollup`, a host tool never offered to the model), has the
-model write one roll-up over them (`choir.core.memory.rollup`, bounded) and commits it in edge's
-lane as a `MemoryRollup` event — the source of truth choird stores as `rollup/<ISO minute>`.
+model write one roll-up over them (`choir.core.memory.summaries.rollup`, bounded) and commits it in
+edge's lane as a `MemoryRollup` event — the source of truth choird stores as `rollup/<ISO minute>`.
 
 It never holds a user up: a message arriving cancels it wherever it is (the model call
 included); nothing of a cancelled roll-up is kept, the next idle period starts over. A failure
@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from choir.adapters.llm import LlmError
 from choir.agent.kernel.dispatch import HostBridge
-from choir.core.memory.rollup import (
+from choir.core.memory.summaries.rollup import (
     DEFAULT_IDLE_S,
     MAX_COVERED,
     PendingSummary,

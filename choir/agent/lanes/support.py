@@ -187,7 +187,7 @@ class LaneKit:
     withheld: Callable[[], Mapping[str, str]] = dict
     """The tools that cannot run under the current config, with why: never offered."""
     session_id: str = ""
-    """The session's id: names the compaction archives (`choir.core.memory.archives`)."""
+    """The session's id: names the compaction archives (`choir.core.memory.summaries.archives`)."""
     spend: SpendMeter = field(default_factory=SpendMeter)
     """Each call's cost, committed as an `llm_call` event; the spend caps, checked before it."""
     compaction: CompactionDriver = field(init=False)

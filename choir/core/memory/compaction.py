@@ -21,8 +21,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final, Literal
 
-from choir.core.memory.archives import marked
 from choir.core.memory.fold_prompt import compaction_messages, parse_delta
+from choir.core.memory.summaries.archives import marked
 from choir.core.memory.working import WindowEvent, WorkingMemory
 from choir.core.prompt.build import DEFAULT_WINDOW_SIZE, PromptSize
 from choir.core.prompt.window import (
@@ -158,7 +158,7 @@ def apply_compaction(
 ) -> CompactionApplied | CompactionFailed:
     """Fold the events up to `upto_rev` into the summary with the model's reply, atomically.
     With `archive`, the fold names its archive entry: the summary update ends with its marker
-    (`choir.core.memory.archives`) and the event carries it."""
+    (`choir.core.memory.summaries.archives`) and the event carries it."""
     pending = memory.pending
     stale = pending is not None and pending.upto_rev != upto_rev
     if stale or upto_rev < memory.window_start_rev:

@@ -1,5 +1,5 @@
 """Relevant context each turn (design 004): which recalled memories fit a prompt, and how the
-prompt shows them. Pure: choird searches (`choir.daemon.memory.recall`), edge commits the
+prompt shows them. Pure: choird searches (`choir.daemon.memory.tools.recall`), edge commits the
 `MemoryRecalled` event (`choir.agent.lanes.recall`), the prompt builder renders it.
 
 An item is admitted only when it matches the message — a query term (BM25 above 0) or a vector
@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final
 
-from choir.core.memory.relevance import Candidate
+from choir.core.memory.knowledge.relevance import Candidate
 from choir.protocol.log.events import MemoryRecalled
 
 __all__ = [

@@ -19,7 +19,7 @@ import json
 from dataclasses import dataclass
 from typing import Any, Final
 
-from choir.core.memory.knowledge_graph import DATA_MAX_BYTES
+from choir.core.memory.knowledge.graph import DATA_MAX_BYTES
 from choir.core.memory.sealing import SealBroken, SealError, open_sealed, seal
 from choir.errors import UsageError
 

@@ -219,7 +219,7 @@ def start(
     home: HomeOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    from choir.ctl.memory_key import read_memory_key
+    from choir.ctl.memory.key import read_memory_key
     from choir.ctl.remote import with_choird
 
     memory_key = (

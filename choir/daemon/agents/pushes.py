@@ -16,7 +16,7 @@ from choir.daemon.approvals import push_of
 from choir.daemon.proposals.steps import APPLIED_KINDS
 from choir.daemon.sessions.state import SessionEnded
 from choir.protocol import UserMessagePush
-from choir.store.approvals import ApprovalRow
+from choir.store.approvals.pending import ApprovalRow
 from choir.transport import PushHub
 
 

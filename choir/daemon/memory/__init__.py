@@ -1,22 +1,17 @@
-"""choird's memory (§11): the embedding pipeline of §11.9 and its service, and stored sessions cut
-into chunks; not yet offered to any tool or command, nor run at session close.
+"""choird's memory (§11, issue 15): everything choird stores, indexes and serves of agents' memory.
 
-- `service`: `MemoryService`, what choird holds: built from config, it loads its provider at
-  first use, flushes the queue on a ~100 ms timer, follows hot config reloads, answers query
-  vectors within a timeout and drains (bounded) at shutdown; `service_guard` + `breaker` stop
-  calling an endpoint that keeps failing;
-- `chunks`: a session's stored events (and its summary) read back and cut into `MemoryChunk`s
-  (`choir.core.memory.chunking`);
-- `provider`: the `EmbeddingProvider` interface every embedder meets, and `Vector`;
-- `openai_provider`: an OpenAI-compatible `/v1/embeddings` endpoint, batches of 32, retried with
-  backoff (`backoff`), its answers checked (`openai_response`) before anything is stored;
-- `local_provider`: the embedded default, `wordllama` (256 dims, weights inside its wheel);
-- `queue`: `EmbeddingQueue`, flushed when a batch is full or on the heartbeat tick; a chunk whose
-  embedding fails gets no vector, never an exception (`batching` holds its state).
-
-- `store`: the `MemoryStore` interface and `PostgresMemoryStore` (knowledge, session chunks,
-  vectors, promotion, stats), every call under the agent's own role; `search`: `MemoryQuery`,
-  its checks and modes.
+- `embedding/`: the embedding pipeline of §11.9 — the providers (the local wordllama default, an
+  OpenAI-compatible endpoint), the queue and its batches, the breaker and backoff, the service
+  choird holds, vectors written back per agent, and their usage rows;
+- `search/`: a memory query checked before any SQL and sent to its search — BM25 (the in-memory
+  index, pre-warmed at session start), relevance, the graph's filters — and the one read rule;
+- `tools/`: the memory host tools choird serves over EXECUTE_HOST_TOOL (query, upsert, recall,
+  expand, browse, the roll-up's sources) with the access rules;
+- `closing/`: an ended session into memory — chunks, compaction archives, tool rows, the summary
+  tree's branch and roots;
+- `store`: the `MemoryStore` interface and `PostgresMemoryStore`, every call under the agent's
+  own role; `access`: `MemoryGate`, memory classes checked; `keys`: the keys of encrypted
+  memories, held in memory only; `health`: `memory stats`; `reembed`: switching embedding models.
 
 The embedding modules import no store: vectors leave through a callback the store's user passes in.
 """

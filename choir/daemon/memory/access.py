@@ -24,7 +24,7 @@ from choir.core.memory.access import (
     refusal,
     session_refusal,
 )
-from choir.core.memory.knowledge_graph import MemoryScope
+from choir.core.memory.knowledge.graph import MemoryScope
 from choir.errors import UsageError
 
 if TYPE_CHECKING:

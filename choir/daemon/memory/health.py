@@ -1,6 +1,6 @@
 """How an agent's memory is doing (`memory stats`, `choir.memory.query` mode `stats`).
 
-From seed design 004's `memory_stats`: beside what `choir.store.memory_stats` counts (chunks and
+From seed design 004's `memory_stats`: beside what `choir.store.memory.stats` counts (chunks and
 sessions per tier, knowledge, rows without a vector), the share of searchable rows with their
 vector, sessions waiting to be put into memory, sessions in memory without the agent's summary,
 and the tool calls still without their sentence (`memory backfill-tools`). choir has no summary
@@ -14,9 +14,9 @@ from typing import Final
 
 from choir.core.memory.chunks import Tier
 from choir.daemon.memory.store import MemoryStore
-from choir.store.memory_closes import pending_closes
-from choir.store.memory_stats import MemoryStats
-from choir.store.memory_tool_rows import (
+from choir.store.memory.closes import pending_closes
+from choir.store.memory.stats import MemoryStats
+from choir.store.memory.tool_rows import (
     sessions_with_tool_results,
     undescribed,
     unsummarized_sessions,

@@ -22,8 +22,8 @@ from choir.core.memory.access import MemoryClass
 from choir.core.memory.sealing import key_check, parse_key, verify_key
 from choir.errors import UsageError
 from choir.failpoints import failpoint
-from choir.store import memory_key_checks
 from choir.store.agent_schema import run_as_agent
+from choir.store.memory import key_checks as memory_key_checks
 
 if TYPE_CHECKING:
     from choir.config.model import AgentConfig

@@ -28,14 +28,14 @@ from typing import TYPE_CHECKING, Final
 from choir.errors import ConflictError, UnavailableError, UsageError
 from choir.failpoints import failpoint
 from choir.logs import get_logger
-from choir.store.embedding_model import EmbeddingModel, switch_embedding_model
+from choir.store.memory.embedding_model import EmbeddingModel, switch_embedding_model
 from choir.store.postgres.pool import Pool
 
 if TYPE_CHECKING:
-    from choir.daemon.memory.index import MemoryIndex
-    from choir.daemon.memory.service import MemoryService
+    from choir.daemon.memory.embedding.index import MemoryIndex
+    from choir.daemon.memory.embedding.service import MemoryService
+    from choir.daemon.memory.embedding.vector_models import VectorModels
     from choir.daemon.memory.store import MemoryStore
-    from choir.daemon.memory.vector_models import VectorModels
 
 _log = get_logger("choir.memory")
 

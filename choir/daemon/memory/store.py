@@ -24,52 +24,50 @@ from dataclasses import replace
 from typing import Any, Protocol, TypeVar
 from uuid import UUID
 
-from choir.core.memory.archives import ARCHIVE_LOC, ArchiveEntry, session_segment
 from choir.core.memory.chunks import MemoryChunk, Tier
-from choir.core.memory.knowledge_graph import (
+from choir.core.memory.knowledge.graph import (
     NO_FIELDS,
     NO_FILTER,
     EdgeType,
     GraphFilter,
     ItemFields,
 )
-from choir.core.memory.knowledge_names import check_name
-from choir.core.memory.provenance import Provenance
+from choir.core.memory.knowledge.names import check_name
+from choir.core.memory.knowledge.provenance import Provenance
+from choir.core.memory.knowledge.relevance import RelevanceWeights, check_kind
 from choir.core.memory.recall import MAX_ITEMS, admitted
-from choir.core.memory.relevance import RelevanceWeights, check_kind
-from choir.core.memory.rollup import PendingSummary
-from choir.core.memory.summary_tree import TOOLS_LOC
-from choir.daemon.memory.bm25_index import KnowledgeBm25
-from choir.daemon.memory.graph_search import KnowledgeHit, filtered_search
-from choir.daemon.memory.provider import Vector
-from choir.daemon.memory.relevance_search import relevance_search
-from choir.daemon.memory.search import MemoryQuery, checked, ef_search, run_search
-from choir.daemon.memory.vector_models import VectorModels
+from choir.core.memory.summaries.archives import ARCHIVE_LOC, ArchiveEntry, session_segment
+from choir.core.memory.summaries.rollup import PendingSummary
+from choir.core.memory.summaries.tree import TOOLS_LOC
+from choir.daemon.memory.embedding.provider import Vector
+from choir.daemon.memory.embedding.vector_models import VectorModels
+from choir.daemon.memory.search.bm25_index import KnowledgeBm25
+from choir.daemon.memory.search.graph import KnowledgeHit, filtered_search
+from choir.daemon.memory.search.query import MemoryQuery, checked, ef_search, run_search
+from choir.daemon.memory.search.relevance import relevance_search
 from choir.errors import NotFoundError, UnavailableError
-from choir.store import (
-    knowledge,
-    knowledge_archives,
-    knowledge_forget,
-    knowledge_graph,
-    knowledge_relevance,
-    knowledge_rollups,
-    knowledge_versions,
-    knowledge_writes,
-    memory,
-    memory_stats,
-    memory_tool_rows,
-    memory_vectors,
-)
 from choir.store.agent_schema import run_as_agent
-from choir.store.knowledge import KnowledgeItem
-from choir.store.knowledge_forget import Forgotten
-from choir.store.knowledge_graph import NEIGHBOURS_MAX, Neighbour
-from choir.store.knowledge_versions import KnowledgeVersion
-from choir.store.knowledge_writes import Written
-from choir.store.memory import ChunkRef, StoredChunk
-from choir.store.memory_search import MemoryHit
-from choir.store.memory_stats import MemoryStats
-from choir.store.memory_vectors import MissingVector, VectorOf, VectorTarget
+from choir.store.knowledge import archives as knowledge_archives
+from choir.store.knowledge import forget as knowledge_forget
+from choir.store.knowledge import graph as knowledge_graph
+from choir.store.knowledge import items as knowledge
+from choir.store.knowledge import relevance as knowledge_relevance
+from choir.store.knowledge import rollups as knowledge_rollups
+from choir.store.knowledge import versions as knowledge_versions
+from choir.store.knowledge import writes as knowledge_writes
+from choir.store.knowledge.forget import Forgotten
+from choir.store.knowledge.graph import NEIGHBOURS_MAX, Neighbour
+from choir.store.knowledge.items import KnowledgeItem
+from choir.store.knowledge.versions import KnowledgeVersion
+from choir.store.knowledge.writes import Written
+from choir.store.memory import chunks as memory
+from choir.store.memory import stats as memory_stats
+from choir.store.memory import tool_rows as memory_tool_rows
+from choir.store.memory import vectors as memory_vectors
+from choir.store.memory.chunks import ChunkRef, StoredChunk
+from choir.store.memory.search import MemoryHit
+from choir.store.memory.stats import MemoryStats
+from choir.store.memory.vectors import MissingVector, VectorOf, VectorTarget
 from choir.store.postgres.failures import classify
 from choir.store.postgres.pool import Connection, Pool
 

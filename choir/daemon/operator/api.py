@@ -33,24 +33,13 @@ from choir.daemon.agents.services import AgentServices
 from choir.daemon.gateway.commands import DmCommands
 from choir.daemon.gateway.console import ConsoleDm, PushFn
 from choir.daemon.health.board import DaemonHealth
-from choir.daemon.operator import approvals as operator_approvals
 from choir.daemon.operator import chat as operator_chat
 from choir.daemon.operator import config as operator_config
-from choir.daemon.operator import curation as operator_curation
 from choir.daemon.operator import events as operator_events
 from choir.daemon.operator import gateways as operator_gateways
-from choir.daemon.operator import knowledge as operator_knowledge
-from choir.daemon.operator import knowledge_graph as operator_knowledge_graph
-from choir.daemon.operator import knowledge_source as operator_knowledge_source
 from choir.daemon.operator import logs as operator_logs
-from choir.daemon.operator import memory as operator_memory
-from choir.daemon.operator import recover as operator_recover
-from choir.daemon.operator import recovery_inbox as operator_recovery_inbox
-from choir.daemon.operator import reembed as operator_reembed
-from choir.daemon.operator import session_messages as operator_session_messages
 from choir.daemon.operator import sessions as operator_sessions
 from choir.daemon.operator import status as operator_status
-from choir.daemon.operator import tool_backfill as operator_tool_backfill
 from choir.daemon.operator import tools as operator_tools
 from choir.daemon.operator import usage as operator_usage
 from choir.daemon.operator import workspaces as operator_workspaces
@@ -61,12 +50,23 @@ from choir.daemon.operator.agents import rollback as operator_rollback
 from choir.daemon.operator.agents import update as operator_update
 from choir.daemon.operator.agents import verify as operator_verify
 from choir.daemon.operator.agents.launches import Lifecycle
-from choir.daemon.operator.config_proposal import apply_config_change
+from choir.daemon.operator.approvals import verbs as operator_approvals
+from choir.daemon.operator.approvals.config_change import apply_config_change
+from choir.daemon.operator.approvals.edges import OperatorApplyEdges
 from choir.daemon.operator.context import OperatorContext
 from choir.daemon.operator.feed import OperatorFeed
-from choir.daemon.operator.knowledge_access import IN_A_DM
-from choir.daemon.operator.proposal_edges import OperatorApplyEdges
-from choir.daemon.operator.recovery_start import note_restart, tell_admins
+from choir.daemon.operator.memory import curation as operator_curation
+from choir.daemon.operator.memory import knowledge as operator_knowledge
+from choir.daemon.operator.memory import knowledge_graph as operator_knowledge_graph
+from choir.daemon.operator.memory import knowledge_source as operator_knowledge_source
+from choir.daemon.operator.memory import reembed as operator_reembed
+from choir.daemon.operator.memory import session_messages as operator_session_messages
+from choir.daemon.operator.memory import tool_backfill as operator_tool_backfill
+from choir.daemon.operator.memory import views as operator_memory
+from choir.daemon.operator.memory.knowledge_access import IN_A_DM
+from choir.daemon.operator.recovery import inbox as operator_recovery_inbox
+from choir.daemon.operator.recovery import recover as operator_recover
+from choir.daemon.operator.recovery.start import note_restart, tell_admins
 from choir.daemon.proposals.executor import ProposalApplier
 from choir.daemon.sessions.state import Clock, utc_now
 from choir.errors import ChoirError
@@ -81,11 +81,11 @@ from choir.transport import Payload, Request, RpcError, Stream
 
 if TYPE_CHECKING:
     from choir.daemon.app import ChoirDaemon
+    from choir.daemon.memory.closing.tool_rows import ToolRowBackfill
+    from choir.daemon.memory.embedding.service import MemoryService
+    from choir.daemon.memory.embedding.vector_models import VectorModels
     from choir.daemon.memory.reembed import Reembedder
-    from choir.daemon.memory.service import MemoryService
     from choir.daemon.memory.store import MemoryStore
-    from choir.daemon.memory.tool_rows import ToolRowBackfill
-    from choir.daemon.memory.vector_models import VectorModels
 
 Answer = WireModel | AsyncIterator[WireModel]
 """A verb's answer, or the items it streams; serialized here, once, as JSON."""
@@ -379,7 +379,7 @@ def memory_store_of(daemon: ChoirDaemon) -> MemoryStore | None:
     """The daemon's memory store, built on first use (numpy and pgvector load with it, not
     with choird's start); None before its database is up."""
     if daemon.memory_store is None and daemon.database is not None:
-        from choir.core.memory.relevance import RelevanceWeights
+        from choir.core.memory.knowledge.relevance import RelevanceWeights
         from choir.daemon.memory.store import PostgresMemoryStore
 
         services = daemon.services

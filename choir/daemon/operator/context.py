@@ -30,11 +30,11 @@ from choir.store.postgres.pool import Pool
 from choir.store.sessions import SessionRow, SessionStatus, get_session, previous_session
 
 if TYPE_CHECKING:  # numpy and pgvector load with the first memory verb
+    from choir.daemon.memory.closing.tool_rows import ToolRowBackfill
+    from choir.daemon.memory.embedding.service import MemoryService
+    from choir.daemon.memory.embedding.vector_models import VectorModels
     from choir.daemon.memory.reembed import Reembedder
-    from choir.daemon.memory.service import MemoryService
     from choir.daemon.memory.store import MemoryStore
-    from choir.daemon.memory.tool_rows import ToolRowBackfill
-    from choir.daemon.memory.vector_models import VectorModels
 
 
 @dataclass(frozen=True)

@@ -43,7 +43,7 @@ from choir.protocol.operator.items import (
     Subscribed,
     SubscribedItem,
 )
-from choir.store.approvals import ApprovalRow
+from choir.store.approvals.pending import ApprovalRow
 from choir.transport import RpcError
 
 DEFAULT_BACKLOG: Final = 1000

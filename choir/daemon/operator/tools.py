@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 
-from choir.daemon.operator.approvals import approval_show
+from choir.daemon.operator.approvals.verbs import approval_show
 from choir.daemon.operator.context import OperatorContext
 from choir.daemon.proposals import git_apply
 from choir.daemon.proposals.steps import TOOL
@@ -20,7 +20,7 @@ from choir.daemon.proposals.tool import check_registration
 from choir.errors import ConflictError, NotFoundError, UnavailableError
 from choir.protocol.operator.requests import ApprovalRef, ToolRegister
 from choir.protocol.operator.views import ApprovalView
-from choir.store.proposal_applies import get_apply
+from choir.store.approvals.applies import get_apply
 
 
 async def tool_register(ctx: OperatorContext, request: ToolRegister) -> ApprovalView:

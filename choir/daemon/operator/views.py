@@ -28,8 +28,8 @@ from choir.protocol.operator.views import (
     SessionView,
 )
 from choir.protocol.wire.payloads import HeldCall
-from choir.store.approval_audit import AuditRow
-from choir.store.approvals import ApprovalRow
+from choir.store.approvals.audit import AuditRow
+from choir.store.approvals.pending import ApprovalRow
 from choir.store.events import EventRecord
 from choir.store.sessions import SessionRow, SessionStatus
 

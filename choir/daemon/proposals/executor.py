@@ -61,8 +61,9 @@ from choir.daemon.sessions.state import Clock, utc_now
 from choir.errors import ChoirError, ConflictError, one_line
 from choir.failpoints import failpoint
 from choir.logs import get_logger
-from choir.store.approval_audit import add_audit
-from choir.store.approvals import (
+from choir.store.approvals.applies import get_apply, open_applies, save_apply
+from choir.store.approvals.audit import add_audit
+from choir.store.approvals.pending import (
     ApprovalRow,
     finish_approval,
     get_approval,
@@ -70,7 +71,6 @@ from choir.store.approvals import (
     note_outcome,
 )
 from choir.store.postgres.pool import Pool
-from choir.store.proposal_applies import get_apply, open_applies, save_apply
 
 log = get_logger("choird.proposals")
 

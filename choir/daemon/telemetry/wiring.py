@@ -8,7 +8,7 @@ from contextlib import AsyncExitStack
 from pathlib import Path
 
 from choir.daemon.agents.services import AgentServices
-from choir.daemon.memory.usage import EmbeddingMeter
+from choir.daemon.memory.embedding.usage import EmbeddingMeter
 from choir.daemon.sessions.state import SessionEnded
 from choir.daemon.telemetry.endpoint import serve_metrics
 from choir.daemon.telemetry.metrics import ChoirMetrics, ModelCallSeen

@@ -474,9 +474,9 @@ CREATE INDEX knowledge_embeddings_hnsw_idx ON {schema}.knowledge_embeddings
     Migration(
         4,
         "the embedding model of the stored vectors",
-        # One row (written by `choir.store.embedding_model`, which knows the configured model):
-        # what computed the vectors stored, so a model change is seen even at equal dimensions
-        # and semantic search never compares vectors of two models.
+        # One row (written by `choir.store.memory.embedding_model`, which knows the configured
+        # model): what computed the vectors stored, so a model change is seen even at equal
+        # dimensions and semantic search never compares vectors of two models.
         """
 CREATE TABLE {schema}.embedding_model (
     only_row boolean PRIMARY KEY DEFAULT true CHECK (only_row),
@@ -507,7 +507,7 @@ CREATE INDEX knowledge_embeddings_hnsw_idx ON {schema}.knowledge_embeddings
         "knowledge names, aliases and versions",
         # The dedup key becomes the item's name (design 002): every item gets one. An unnamed
         # item is named `<slug of its first 40 characters>-<first 8 hex digits of its id>`, as
-        # `choir.core.memory.knowledge_names.derived_name` names new ones; the full id replaces
+        # `choir.core.memory.knowledge.names.derived_name` names new ones; the full id replaces
         # the 8 digits in the unlikely case that name is taken. Names and aliases share one
         # namespace (`knowledge_names`, its primary key), so a name is never another item's
         # alias without any lock. Versions keep every content a write replaced.
@@ -570,7 +570,7 @@ CREATE INDEX knowledge_documents_terms_idx ON {schema}.knowledge_documents USING
     Migration(
         8,
         "knowledge graph: loc, type, data and typed edges",
-        # Design 003 (`choir.core.memory.knowledge_graph`): loc "" is no place in the hierarchy;
+        # Design 003 (`choir.core.memory.knowledge.graph`): loc "" is no place in the hierarchy;
         # type and edge type are checked by choir, not by a CHECK, like a chunk's kind. Versions
         # keep loc, type and data with the text. Edges go with either end (ON DELETE CASCADE)
         # and name items by id, so a rename keeps them. Tags stay in `metadata`, indexed here.
@@ -618,8 +618,8 @@ CREATE INDEX knowledge_documents_memory_idx
     Migration(
         10,
         "knowledge provenance",
-        # Who wrote each item's content (`choir.core.memory.provenance`): the agent's session,
-        # revision and tool call, or the operator's front end. NULL: written before it was
+        # Who wrote each item's content (`choir.core.memory.knowledge.provenance`): the agent's
+        # session, revision and tool call, or the operator's front end. NULL: written before it was
         # recorded ("source unknown"). The index finds what was learnt with one user.
         """
 ALTER TABLE {schema}.knowledge_documents ADD COLUMN provenance jsonb;
@@ -631,7 +631,7 @@ CREATE INDEX knowledge_versions_user_idx
     Migration(
         11,
         "forgotten knowledge",
-        # The operator's `memory forget` (`choir.store.knowledge_forget`): one row per forgotten
+        # The operator's `memory forget` (`choir.store.knowledge.forget`): one row per forgotten
         # item, written in the transaction that deletes it — who (the front end) and when, and
         # nothing of what it said (its name included: it may be the very thing forgotten).
         """

@@ -5,7 +5,7 @@ knowledge tables) in the same transaction of `ensure_agent_schema`: ranking evol
 the item tables, as the control plane's scopes do, so its steps never compete for a number with
 theirs. Templates take `{schema}` (quoted); literal braces are doubled.
 
-1. The BM25 change log (`choir.daemon.memory.bm25_index` keeps each agent's in-memory index
+1. The BM25 change log (`choir.daemon.memory.search.bm25_index` keeps each agent's in-memory index
    current from it): a trigger records, in the writing transaction, which item's name or text
    changed (or that it went) and the writer's transaction id. A write killed midway rolls back
    with its log row, so the log never disagrees with the items. No backfill: the terms are the

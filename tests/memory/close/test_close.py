@@ -12,12 +12,12 @@ import pytest
 
 from choir.agent.kernel.commitlog import CommitLog
 from choir.daemon.app import ChoirDaemon
-from choir.daemon.memory.close import SessionCloser
-from choir.daemon.memory.search import MemoryQuery
+from choir.daemon.memory.closing.close import SessionCloser
+from choir.daemon.memory.search.query import MemoryQuery
 from choir.daemon.sessions.state import StartedSession
 from choir.protocol import TerminateSelfRequest
 from choir.protocol.log.events import AgentReplied, Event, UserMsg
-from choir.store.memory_closes import PendingClose
+from choir.store.memory.closes import PendingClose
 from choir.store.postgres.ddl import apply_control_schema
 from choir.store.postgres.pool import connect
 from choir.store.postgres.target import ConnectParams

@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 
 from choir import failpoints
-from choir.daemon.memory.backoff import Backoff
-from choir.daemon.memory.breaker import CircuitBreaker
+from choir.daemon.memory.embedding.backoff import Backoff
+from choir.daemon.memory.embedding.breaker import CircuitBreaker
 from choir.home import ChoirHome
 from choir.store.postgres.ddl import apply_control_schema
 from choir.store.postgres.pool import connect, open_pool

@@ -12,9 +12,9 @@ import pytest
 from choir.config.resources import EmbeddingConfig
 from choir.core.memory.chunks import ChunkKind, MemoryChunk, Tier
 from choir.daemon.app import ChoirDaemon
-from choir.daemon.memory.index import MemoryIndex, chunk_id, parse_chunk_id
-from choir.daemon.memory.search import MemoryQuery
-from choir.daemon.memory.service import EmbeddingSource, MemoryService
+from choir.daemon.memory.embedding.index import MemoryIndex, chunk_id, parse_chunk_id
+from choir.daemon.memory.embedding.service import EmbeddingSource, MemoryService
+from choir.daemon.memory.search.query import MemoryQuery
 from choir.store.postgres.target import ConnectParams
 from tests.harness.daemons import running_daemon
 from tests.harness.homes import external_postgres, make_home

@@ -13,7 +13,7 @@ from typing import Any
 
 from choir.home import ChoirHome
 from choir.store.agent_schema import ensure_agent_schema, run_as_agent
-from choir.store.embedding_model import EmbeddingModel, stored_embedding_model
+from choir.store.memory.embedding_model import EmbeddingModel, stored_embedding_model
 from choir.store.postgres.ddl import apply_control_schema
 from choir.store.postgres.pool import Pool, connect
 from choir.store.postgres.target import ConnectParams

@@ -15,7 +15,7 @@ import pytest
 from choir.client import ChoirClient
 from choir.errors import UsageError
 from choir.home import ChoirHome
-from choir.store.embedding_model import EmbeddingModel
+from choir.store.memory.embedding_model import EmbeddingModel
 from choir.store.postgres.pool import open_pool
 from choir.store.postgres.target import ConnectParams
 from tests.faults.support import spawn_choird, teardown

@@ -9,11 +9,11 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from choir.daemon.memory.search import MemoryQuery
+from choir.daemon.memory.embedding.vector_models import VectorModels
+from choir.daemon.memory.search.query import MemoryQuery
 from choir.daemon.memory.store import PostgresMemoryStore
-from choir.daemon.memory.vector_models import VectorModels
 from choir.store.agent_schema import ensure_agent_schema
-from choir.store.embedding_model import EmbeddingModel, switch_embedding_model
+from choir.store.memory.embedding_model import EmbeddingModel, switch_embedding_model
 from choir.store.postgres.ddl import apply_control_schema
 from choir.store.postgres.pool import Pool, open_pool
 from choir.store.postgres.target import ConnectParams

@@ -13,7 +13,7 @@ import pytest
 
 from choir.protocol import ExecuteHostToolRequest
 from choir.store.agent_schema import ensure_agent_schema, run_as_agent
-from choir.store.embedding_model import EmbeddingModel
+from choir.store.memory.embedding_model import EmbeddingModel
 from choir.store.postgres.ddl import apply_control_schema
 from choir.store.postgres.pool import connect
 from choir.store.postgres.target import ConnectParams

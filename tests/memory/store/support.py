@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from choir.core.memory.chunks import ChunkKind, MemoryChunk
-from choir.daemon.memory.provider import Vector
+from choir.daemon.memory.embedding.provider import Vector
 
 
 def vec(*values: float) -> Vector:

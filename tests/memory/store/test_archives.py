@@ -8,14 +8,14 @@ from collections.abc import Awaitable, Callable
 
 import pytest
 
-from choir.core.memory.archives import ArchiveEntry, archive_entry
-from choir.core.memory.knowledge_graph import GraphFilter, ItemType
-from choir.daemon.memory.search import MemoryQuery
+from choir.core.memory.knowledge.graph import GraphFilter, ItemType
+from choir.core.memory.summaries.archives import ArchiveEntry, archive_entry
+from choir.daemon.memory.search.query import MemoryQuery
 from choir.daemon.memory.store import PostgresMemoryStore
 from choir.errors import ConflictError
 from choir.protocol.log.events import CompactionArchive, MemoryWriteCommitted
 from choir.protocol.tooling.memory import MemoryDelta
-from choir.store.knowledge_immutable import ArchiveImmutable
+from choir.store.knowledge.immutable import ArchiveImmutable
 
 
 def entry(

@@ -7,10 +7,10 @@ from __future__ import annotations
 import bm25s
 import pytest
 
-from choir.daemon.memory.search import MemoryQuery
+from choir.daemon.memory.search.query import MemoryQuery
 from choir.daemon.memory.store import PostgresMemoryStore
 from choir.store.agent_schema import run_as_agent
-from choir.store.memory_search import BM25_B, BM25_K1
+from choir.store.memory.search import BM25_B, BM25_K1
 from choir.store.postgres.pool import Pool
 
 CORPUS = {

@@ -11,7 +11,7 @@ import uuid
 
 import pytest
 
-from choir.daemon.memory.search import MemoryQuery
+from choir.daemon.memory.search.query import MemoryQuery
 from choir.daemon.memory.store import PostgresMemoryStore
 from choir.errors import UnavailableError
 from choir.store.agent_schema import ensure_agent_schema

@@ -9,11 +9,11 @@ import numpy as np
 import pytest
 
 from choir.core.memory.chunks import ChunkKind, MemoryChunk, Tier
-from choir.daemon.memory.provider import Vector
-from choir.daemon.memory.search import MemoryQuery
+from choir.daemon.memory.embedding.provider import Vector
+from choir.daemon.memory.search.query import MemoryQuery
 from choir.daemon.memory.store import PostgresMemoryStore
 from choir.errors import UsageError
-from choir.store.memory_vectors import VectorRefused
+from choir.store.memory.vectors import VectorRefused
 from choir.store.postgres.pool import Pool
 from tests.memory.store.support import event_chunks, summary_chunks, vec
 

@@ -8,10 +8,10 @@ import uuid
 import numpy as np
 from pgvector import Vector as PgVector
 
-from choir.daemon.memory.search import MemoryQuery
+from choir.daemon.memory.search.query import MemoryQuery
 from choir.daemon.memory.store import PostgresMemoryStore
 from choir.store.agent_schema import ensure_agent_schema, run_as_agent
-from choir.store.memory_search import QUERIES
+from choir.store.memory.search import QUERIES
 from choir.store.postgres.ddl import AGENT_MIGRATIONS, apply_migrations
 from choir.store.postgres.idents import agent_schema, quote_ident
 from choir.store.postgres.pool import Pool

@@ -6,7 +6,7 @@ import asyncpg
 import pytest
 
 from choir.core.memory.chunks import Tier
-from choir.daemon.memory.search import MemoryQuery
+from choir.daemon.memory.search.query import MemoryQuery
 from choir.daemon.memory.store import PostgresMemoryStore
 from choir.errors import NotFoundError
 from choir.store.agent_schema import run_as_agent

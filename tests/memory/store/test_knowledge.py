@@ -6,7 +6,7 @@ import pytest
 
 from choir.daemon.memory.store import PostgresMemoryStore
 from choir.errors import NotFoundError, UsageError
-from choir.store.knowledge import KNOWLEDGE_MAX_BYTES, KnowledgeRefused
+from choir.store.knowledge.items import KNOWLEDGE_MAX_BYTES, KnowledgeRefused
 from tests.memory.store.support import vec
 
 

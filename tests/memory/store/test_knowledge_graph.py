@@ -7,7 +7,7 @@ import uuid
 
 import pytest
 
-from choir.core.memory.knowledge_graph import (
+from choir.core.memory.knowledge.graph import (
     DATA_MAX_BYTES,
     EdgeType,
     GraphFilter,
@@ -15,12 +15,12 @@ from choir.core.memory.knowledge_graph import (
     ItemFields,
     ItemType,
 )
-from choir.daemon.memory.graph_search import DEPTHS
-from choir.daemon.memory.search import MemoryQuery
+from choir.daemon.memory.search.graph import DEPTHS
+from choir.daemon.memory.search.query import MemoryQuery
 from choir.daemon.memory.store import PostgresMemoryStore
 from choir.errors import NotFoundError
 from choir.store.agent_schema import ensure_agent_schema
-from choir.store.knowledge import KnowledgeRefused
+from choir.store.knowledge.items import KnowledgeRefused
 from choir.store.postgres.ddl import AGENT_MIGRATIONS, apply_migrations
 from choir.store.postgres.idents import agent_schema, quote_ident
 from choir.store.postgres.pool import Pool

@@ -9,7 +9,7 @@ import asyncio
 
 import pytest
 
-from choir.core.memory.knowledge_graph import EdgeType, ItemFields, ItemType
+from choir.core.memory.knowledge.graph import EdgeType, ItemFields, ItemType
 from choir.daemon.memory.store import PostgresMemoryStore
 from choir.errors import NotFoundError, UnavailableError
 from choir.store.postgres.idents import agent_schema, quote_ident

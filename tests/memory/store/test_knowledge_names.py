@@ -8,10 +8,10 @@ import re
 
 import pytest
 
-from choir.core.memory.knowledge_names import KnowledgeNameRefused, derived_name
+from choir.core.memory.knowledge.names import KnowledgeNameRefused, derived_name
 from choir.daemon.memory.store import PostgresMemoryStore
 from choir.errors import NotFoundError
-from choir.store.knowledge_writes import KnowledgeNameTaken
+from choir.store.knowledge.writes import KnowledgeNameTaken
 from tests.memory.store.support import vec
 
 

@@ -7,11 +7,11 @@ import uuid
 
 import pytest
 
-from choir.core.memory.knowledge_names import derived_name
+from choir.core.memory.knowledge.names import derived_name
 from choir.daemon.memory.store import PostgresMemoryStore
 from choir.errors import NotFoundError
 from choir.store.agent_schema import ensure_agent_schema
-from choir.store.knowledge_writes import KnowledgeNameTaken
+from choir.store.knowledge.writes import KnowledgeNameTaken
 from choir.store.postgres.ddl import AGENT_MIGRATIONS, apply_migrations
 from choir.store.postgres.idents import agent_schema, quote_ident
 from choir.store.postgres.pool import Pool

@@ -8,14 +8,14 @@ import uuid
 import asyncpg
 import pytest
 
-from choir.core.memory.knowledge_graph import (
+from choir.core.memory.knowledge.graph import (
     EdgeType,
     GraphFilter,
     ItemFields,
     MemoryScope,
     Placement,
 )
-from choir.daemon.memory.search import MemoryQuery
+from choir.daemon.memory.search.query import MemoryQuery
 from choir.daemon.memory.store import PostgresMemoryStore
 from choir.store.agent_schema import ensure_agent_schema
 from choir.store.postgres.ddl import AGENT_MIGRATIONS, apply_migrations

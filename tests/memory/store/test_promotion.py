@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from choir.core.memory.chunks import Tier
-from choir.daemon.memory.search import MemoryQuery
+from choir.daemon.memory.search.query import MemoryQuery
 from choir.daemon.memory.store import PostgresMemoryStore
-from choir.store.memory import ChunkRef
+from choir.store.memory.chunks import ChunkRef
 from tests.memory.store.support import event_chunks, summary_chunks, vec
 
 EVENTS = ["ran the migration on staging", "the migration locked the orders table", "rolled back"]

@@ -9,12 +9,12 @@ import asyncio
 import time
 from typing import Any
 
-from choir.core.memory.knowledge_graph import ItemFields, Placement
-from choir.core.memory.relevance import RelevanceWeights
+from choir.core.memory.knowledge.graph import ItemFields, Placement
+from choir.core.memory.knowledge.relevance import RelevanceWeights
 from choir.daemon.agents.host_tools import HostToolCall
 from choir.daemon.memory.access import MemoryGate
-from choir.daemon.memory.recall import TIMEOUT, MemoryRecall
 from choir.daemon.memory.store import PostgresMemoryStore
+from choir.daemon.memory.tools.recall import TIMEOUT, MemoryRecall
 from choir.daemon.sessions.state import LiveSession
 from choir.errors import UnavailableError
 from choir.protocol import ResourceBindings, ToolResult

@@ -9,8 +9,8 @@ import asyncio
 
 import pytest
 
-from choir.core.memory.relevance import RelevanceWeights
-from choir.daemon.memory.search import MemoryQuery
+from choir.core.memory.knowledge.relevance import RelevanceWeights
+from choir.daemon.memory.search.query import MemoryQuery
 from choir.daemon.memory.store import PostgresMemoryStore
 from choir.errors import UnavailableError, UsageError
 from choir.store.postgres.idents import agent_schema, quote_ident

@@ -7,10 +7,10 @@ from typing import Any
 import pytest
 
 from choir.core.memory.chunks import ChunkKind, Tier
-from choir.daemon.memory.search import MemoryQuery, MemoryQueryError
+from choir.daemon.memory.search.query import MemoryQuery, MemoryQueryError
 from choir.daemon.memory.store import PostgresMemoryStore
 from choir.store.agent_schema import run_as_agent
-from choir.store.memory_search import QUERIES, TEXT_CANDIDATES
+from choir.store.memory.search import QUERIES, TEXT_CANDIDATES
 from choir.store.postgres.pool import Pool
 from tests.memory.store.support import event_chunks, vec
 

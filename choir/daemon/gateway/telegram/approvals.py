@@ -46,7 +46,7 @@ from choir.daemon.gateway.telegram.outbox import Outbox
 from choir.daemon.proposals.steps import APPLIED_KINDS, CONFIG_CHANGE, TOOL
 from choir.errors import ChoirError, UsageError
 from choir.logs import get_logger
-from choir.store.approvals import ApprovalRow
+from choir.store.approvals.pending import ApprovalRow
 
 log = get_logger("choird.telegram")
 

@@ -48,12 +48,12 @@ from choir.daemon.gateway.telegram.polling import BotPoller, BotState
 from choir.daemon.gateway.telegram.receive import Received, receive
 from choir.daemon.gateway.telegram.reply_cursor import CATCH_UP_RETRY_S, owed, sent
 from choir.daemon.gateway.telegram.status import NO_TOKEN, RUNNING, BotStatus, latest
-from choir.daemon.operator.approvals import restart_plan_of
+from choir.daemon.operator.approvals.verbs import restart_plan_of
 from choir.daemon.operator.context import OperatorContext
 from choir.errors import ChoirError
 from choir.logs import get_logger
 from choir.protocol.log.committed import CommittedEvent
-from choir.store.approvals import ApprovalRow
+from choir.store.approvals.pending import ApprovalRow
 from choir.store.inbox import InboxMessage
 from choir.store.sessions import SessionRow
 

@@ -27,7 +27,7 @@ from telegram import Update
 
 from choir.daemon.gateway.telegram.client import POLL_TIMEOUT_S, BotClient
 from choir.logs import get_logger
-from choir.store.gateway_offsets import load_offset, save_offset
+from choir.store.gateway.offsets import load_offset, save_offset
 from choir.store.postgres.pool import Pool
 
 log = get_logger("choird.telegram")

@@ -1,6 +1,6 @@
 """Agent replies to a Telegram DM survive a choird killed before Telegram took them.
 
-Each DM keeps a cursor in Postgres (`choir.store.gateway_reply_cursors`): the session and rev of
+Each DM keeps a cursor in Postgres (`choir.store.gateway.reply_cursors`): the session and rev of
 the last `agent_replied` event the bot is done with — written after the last message of the
 reply left (or was given up, counted and reported: never retried forever), by the chat's own
 sender, so writes follow the chat's order. A starting bot sends again, before any new reply,
@@ -26,7 +26,7 @@ from choir.daemon.gateway.telegram.outbox import Done
 from choir.logs import get_logger
 from choir.protocol.log.committed import CommittedEvent
 from choir.store.events import head
-from choir.store.gateway_reply_cursors import (
+from choir.store.gateway.reply_cursors import (
     load_cursor,
     replies_after,
     save_cursor,

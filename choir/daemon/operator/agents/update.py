@@ -24,7 +24,7 @@ from typing import Final, Literal
 
 from choir.daemon.operator.agents.launches import Lifecycle
 from choir.daemon.operator.agents.lifecycle import lifecycle_of, relaunch, stop_session
-from choir.daemon.operator.applies import recorded_update
+from choir.daemon.operator.approvals.applies import recorded_update
 from choir.daemon.operator.context import OperatorContext
 from choir.daemon.operator.progress import Report, reporting
 from choir.daemon.runtimes.process import ProcessRuntime

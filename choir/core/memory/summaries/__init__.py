@@ -1,0 +1,1 @@
+"""The summary tree, pure (seed designs 002, 004): archives, session summaries, roll-ups."""

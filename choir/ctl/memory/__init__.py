@@ -1,0 +1,1 @@
+"""`choirctl memory` and `choirctl knowledge`: an agent's memory, for the operator."""

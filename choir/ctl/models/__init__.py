@@ -1,0 +1,1 @@
+"""`choirctl model|voice`: the named LLMs, TTS providers and voice profiles."""

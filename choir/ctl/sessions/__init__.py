@@ -1,0 +1,1 @@
+"""`choirctl session|chat|inbox|approval|logs`: sessions and what waits on them."""

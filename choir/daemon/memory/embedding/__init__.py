@@ -1,0 +1,1 @@
+"""The embedding pipeline of §11.9: providers, queue, breaker and backoff, vectors written back."""
