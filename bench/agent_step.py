@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any, cast
 
 from bench.common import parse_args, percentile, report
-from choir.adapters.llm import Completion, CompletionRequest, LlmClient, RateLimitNotice
+from choir.adapters.llm.client import Completion, CompletionRequest, LlmClient, RateLimitNotice
 from choir.agent.kernel.commitlog import CommitLog, LogEntry, event_json
 from choir.agent.kernel.dispatch import LaneHook
 from choir.agent.lanes.core.jobs import CoreJobTools

@@ -33,8 +33,8 @@ from bench.common import parse_args, percentile, report
 from choir.config.browser import BrowserConfig
 from choir.daemon.agents.host_tools import HostTools
 from choir.daemon.sessions.state import LiveSession, SessionContext
-from choir.daemon.workers.browse_tool import BrowseTool
-from choir.daemon.workers.browser import BrowserWorker
+from choir.daemon.workers.browser.chromium import BrowserWorker
+from choir.daemon.workers.browser.tool import BrowseTool
 from choir.protocol import ExecuteHostToolRequest, ResourceBindings
 
 GOALS: Final = {

@@ -132,8 +132,8 @@ def own_image(engine: docker.DockerClient, repository: str, dockerfile: str) -> 
 async def runtime_on(daemon: ChoirDaemon, images: Images) -> tuple[DockerRuntime, ChoirConfig]:
     """A docker runtime on `daemon`'s sessions and running config that asks `images` for the
     image to start; (the runtime, that config). The caller closes the runtime."""
-    from choir.adapters.docker_containers import ContainerEngine
-    from choir.adapters.docker_engine import DockerEngine
+    from choir.adapters.docker.containers import ContainerEngine
+    from choir.adapters.docker.engine import DockerEngine
     from choir.daemon.runtimes.docker import DockerRuntime
 
     services = daemon.services

@@ -64,7 +64,7 @@ def test_choird_on_the_process_runtime_skips(heavy: str) -> None:
 
 def test_choir_agent_skips_the_command_line_tool_of_httpx() -> None:
     """`import httpx` would load its CLI (click, rich, pygments: ~70 ms); `choir` blocks it."""
-    imports = "import choir.agent.app, choir.adapters.llm, httpx"
+    imports = "import choir.agent.app, choir.adapters.llm.client, httpx"
     assert loaded(imports, ("click", "rich", "pygments")) == []
 
 
@@ -85,7 +85,7 @@ def test_choir_agent_builds_no_event_validator_at_import() -> None:
 @pytest.mark.parametrize(
     "heavy",
     [
-        "choir.adapters.llm",  # the LLM client (its aiohttp loads at the first call)
+        "choir.adapters.llm.client",  # the LLM client (its aiohttp loads at the first call)
         "choir.agent.lanes.edge",  # the lanes
         "choir.agent.kernel.registry",  # the tool registry and the kernel
         "choir.agent.wiring",

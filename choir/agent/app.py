@@ -57,7 +57,7 @@ START_FAILED_TIMEOUT_S = 5.0
 """How long the agent tries to tell choird its start failed before it exits anyway."""
 
 AFTER_HELLO: Final = (
-    "choir.adapters.llm",
+    "choir.adapters.llm.client",
     "choir.agent.git_identity",
     "choir.agent.integrations.session",
     "choir.agent.lanes.core.jobs",
@@ -213,7 +213,7 @@ class ChoirAgent:
         restored: RestoredSession,
         replicator: Replicator,
     ) -> None:
-        from choir.adapters.llm import LlmClient
+        from choir.adapters.llm.client import LlmClient
         from choir.agent.integrations.session import Integrations
         from choir.agent.lanes.core.budget_ask import BudgetAsk
         from choir.agent.lanes.core.jobs import CoreJobTools

@@ -63,7 +63,7 @@ if TYPE_CHECKING:  # aiohttp and cryptography load only for --transport http
     from choir.daemon.runtimes.base import AgentRuntime, RuntimeChoice
     from choir.daemon.runtimes.bridge_link import BridgeLink
     from choir.daemon.sessions.state import SessionEnded
-    from choir.daemon.workers.browser import BrowserWorker
+    from choir.daemon.workers.browser.chromium import BrowserWorker
     from choir.transport import HttpServer
 
 log = get_logger("choird")
@@ -79,7 +79,7 @@ AFTER_DATABASE: Final = (
     "choir.daemon.runtimes.adopt",
     "choir.daemon.runtimes.select",
     "choir.daemon.sessions.state",
-    "choir.daemon.workers.browse_tool",
+    "choir.daemon.workers.browser.tool",
     "choir.store.agent_schema",
 )
 """What start-up needs only once Postgres is up, about half of choird's imports: imported while
@@ -369,8 +369,8 @@ class ChoirDaemon:
         """The browser worker and `choir.web.browse` (§18.2). Chromium starts in the background
         when `browser.enabled` (choird is ready first); off, the tool answers why and agents
         withhold it. Contexts follow sessions: made at start, closed at end."""
-        from choir.daemon.workers.browse_tool import BrowseTool
-        from choir.daemon.workers.browser import BrowserWorker
+        from choir.daemon.workers.browser.chromium import BrowserWorker
+        from choir.daemon.workers.browser.tool import BrowseTool
 
         worker = await self._stack.enter_async_context(BrowserWorker(config.browser))
         self.browser = worker

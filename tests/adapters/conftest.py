@@ -4,7 +4,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from choir.adapters.llm import LlmClient
+from choir.adapters.llm.client import LlmClient
 
 
 @pytest.fixture

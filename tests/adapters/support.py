@@ -7,7 +7,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from choir.adapters.llm import CompletionRequest, ModelSettings
+from choir.adapters.llm.client import CompletionRequest, ModelSettings
 from choir.protocol.tooling.manifest import ToolManifest
 from choir.scripted import ScriptedModelServer
 from tests.harness.log_lines import log_lines

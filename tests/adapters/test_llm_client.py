@@ -6,7 +6,7 @@ import aiohttp
 import orjson
 import pytest
 
-from choir.adapters.llm import CompletionRequest, LlmClient, ModelSettings
+from choir.adapters.llm.client import CompletionRequest, LlmClient, ModelSettings
 from choir.config.resources import ModelConfig
 from choir.errors import ConfigError
 from choir.protocol.log.events import ModelOutput, ToolCall, Usage

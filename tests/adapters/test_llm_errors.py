@@ -9,7 +9,7 @@ from typing import Any
 import orjson
 import pytest
 
-from choir.adapters.llm import LlmClient, LlmError, LlmErrorKind, ModelSettings
+from choir.adapters.llm.client import LlmClient, LlmError, LlmErrorKind, ModelSettings
 from choir.config.resources import ModelConfig
 from choir.scripted import HttpErrorStep, RawStep, ReplyStep, Script, ScriptedModelServer
 from tests.adapters.support import ask, llm_log_lines, settings_for

@@ -17,7 +17,7 @@ import orjson
 import pytest
 from aiohttp import web
 
-from choir.adapters.llm import LlmClient, LlmError, LlmErrorKind, ModelSettings
+from choir.adapters.llm.client import LlmClient, LlmError, LlmErrorKind, ModelSettings
 from choir.transport.tls import create_self_signed, server_context
 from tests.adapters.support import ask
 
@@ -115,7 +115,7 @@ async def test_a_proxy_named_in_the_environment_is_used(monkeypatch: pytest.Monk
 
 FIRST_CALL = """
 import asyncio, sys, threading
-from choir.adapters.llm import CompletionRequest, LlmClient, ModelSettings
+from choir.adapters.llm.client import CompletionRequest, LlmClient, ModelSettings
 
 loaded_on = []
 

@@ -7,7 +7,13 @@ from typing import Any
 import orjson
 import pytest
 
-from choir.adapters.llm import Completion, CompletionRequest, LlmClient, LlmError, LlmErrorKind
+from choir.adapters.llm.client import (
+    Completion,
+    CompletionRequest,
+    LlmClient,
+    LlmError,
+    LlmErrorKind,
+)
 from choir.protocol.log.events import ToolCall, Usage
 from choir.scripted import (
     RawStep,

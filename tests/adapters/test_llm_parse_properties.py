@@ -8,9 +8,9 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from choir.adapters.llm import Completion, CompletionRequest, LlmError, ModelSettings
-from choir.adapters.llm_response import parse_completion
-from choir.adapters.llm_tool_calls import offered_names
+from choir.adapters.llm.client import Completion, CompletionRequest, LlmError, ModelSettings
+from choir.adapters.llm.response import parse_completion
+from choir.adapters.llm.tool_calls import offered_names
 from choir.scripted.request import FUNCTION_NAME_PATTERN
 from tests.adapters.support import tool_view
 

@@ -8,7 +8,7 @@ from email.utils import format_datetime
 
 import pytest
 
-from choir.adapters.llm import LlmClient, LlmError, LlmErrorKind
+from choir.adapters.llm.client import LlmClient, LlmError, LlmErrorKind
 from choir.scripted import HttpErrorStep, RateLimitStep, ReplyStep, Script, ScriptedModelServer
 from tests.adapters.support import ask, llm_log_lines, settings_for
 

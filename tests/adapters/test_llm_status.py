@@ -6,9 +6,9 @@ from datetime import UTC, datetime
 
 import pytest
 
-from choir.adapters.llm import CompletionRequest, LlmError, LlmErrorKind, ModelSettings
-from choir.adapters.llm_response import request_body
-from choir.adapters.llm_status import provider_detail, retry_after_seconds
+from choir.adapters.llm.client import CompletionRequest, LlmError, LlmErrorKind, ModelSettings
+from choir.adapters.llm.response import request_body
+from choir.adapters.llm.status import provider_detail, retry_after_seconds
 
 NOW = datetime(2025, 3, 1, 12, 0, 0, tzinfo=UTC)
 

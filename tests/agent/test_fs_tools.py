@@ -15,11 +15,14 @@ import orjson
 import pytest
 
 from choir.agent.kernel.workspace import PathOutsideWorkspace, Workspace
-from choir.agent.tools import _caps, fs_read, fs_search, fs_write
+from choir.agent.tools import _caps
 from choir.agent.tools.builtin import BUILTIN_TOOLS
-from choir.agent.tools.fs_read import FsReadInput
-from choir.agent.tools.fs_search import FsSearchInput
-from choir.agent.tools.fs_write import FsWriteInput
+from choir.agent.tools.fs import read as fs_read
+from choir.agent.tools.fs import search as fs_search
+from choir.agent.tools.fs import write as fs_write
+from choir.agent.tools.fs.read import FsReadInput
+from choir.agent.tools.fs.search import FsSearchInput
+from choir.agent.tools.fs.write import FsWriteInput
 from choir.agent.tools.rg_json import Match, RgStream
 from choir.protocol.tooling.tools import ToolResult
 

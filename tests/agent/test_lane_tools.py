@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from choir.adapters.llm import LlmClient
+from choir.adapters.llm.client import LlmClient
 from choir.agent.lanes.support import DemoModel, Identity, LaneKit
 from choir.agent.replication.control_plane import ControlPlane
 from choir.agent.replication.link import ReconnectingClient

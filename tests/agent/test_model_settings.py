@@ -12,7 +12,7 @@ from typing import Any
 
 from pydantic import SecretStr
 
-from choir.adapters.llm import LlmClient
+from choir.adapters.llm.client import LlmClient
 from choir.agent.lanes.support import DemoModel, Identity, LaneKit, StatusReporter
 from choir.agent.replication.control_plane import ControlPlane
 from choir.agent.replication.link import ReconnectingClient

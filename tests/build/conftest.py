@@ -21,7 +21,7 @@ import docker
 import docker.errors
 import pytest
 
-from choir.adapters.docker_engine import DockerEngine
+from choir.adapters.docker.engine import DockerEngine
 from choir.config import init_home
 from choir.daemon.images.wheelhouse import WHEELHOUSE_ENV, ensure_wheelhouse
 from choir.home import ChoirHome

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from choir.daemon.workers.browse_rules import (
+from choir.daemon.workers.browser.rules import (
     MAX_CHARS,
     BrowseCall,
     chunk,

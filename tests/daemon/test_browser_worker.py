@@ -17,8 +17,8 @@ import pytest
 from choir.config.browser import BrowserConfig
 from choir.daemon.agents.host_tools import HostTools
 from choir.daemon.sessions.state import LiveSession, SessionContext
-from choir.daemon.workers.browse_tool import BrowseTool
-from choir.daemon.workers.browser import BrowserWorker
+from choir.daemon.workers.browser.chromium import BrowserWorker
+from choir.daemon.workers.browser.tool import BrowseTool
 from choir.protocol import ExecuteHostToolRequest, ResourceBindings, ToolResult
 from tests.harness.chromium import chromium_processes, require_chromium
 from tests.harness.website import LARGE_PARAGRAPHS, LocalSite

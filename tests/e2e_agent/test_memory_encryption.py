@@ -25,7 +25,7 @@ import pytest
 from choir.client import ChoirClient
 from choir.core.memory.knowledge.graph import ItemFields
 from choir.core.memory.sealed_items import LOCKED_TEXT, SEALED_KEY, SEALED_TEXT, open_item
-from choir.daemon.operator.memory.knowledge_access import NOT_IN_A_DM
+from choir.daemon.operator.memory.access import NOT_IN_A_DM
 from choir.errors import ChoirError
 from choir.home import ChoirHome
 from choir.protocol.operator.verbs import OperatorVerb as V

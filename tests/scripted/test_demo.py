@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from choir.adapters.llm import Completion, CompletionRequest, LlmClient, ModelSettings
+from choir.adapters.llm.client import Completion, CompletionRequest, LlmClient, ModelSettings
 from choir.core.prompt.window import full_result, json_text
 from choir.protocol.tooling.tools import ToolResult
 from choir.scripted import DEMO_MODEL_ID, ScriptedModelServer, demo_script

@@ -300,8 +300,8 @@ async def model_address(runtime: str) -> str:
     address on the agents' network for a container."""
     if runtime != "docker":
         return "127.0.0.1"
-    from choir.adapters.docker_containers import ContainerEngine
-    from choir.adapters.docker_engine import DockerEngine
+    from choir.adapters.docker.containers import ContainerEngine
+    from choir.adapters.docker.engine import DockerEngine
     from choir.core.security.egress_rules import EgressPolicy
     from choir.daemon.runtimes.egress import NETWORK_LABELS
 

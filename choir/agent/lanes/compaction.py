@@ -20,7 +20,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any, Final
 
-from choir.adapters.llm import Completion, LlmError
+from choir.adapters.llm.client import Completion, LlmError
 from choir.agent.kernel.proposal import ToolProposal
 from choir.agent.lanes.memories import Memories
 from choir.agent.replication.live_config import DynamicState

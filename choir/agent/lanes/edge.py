@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import asyncio
 
-from choir.adapters.llm import Completion, LlmError
+from choir.adapters.llm.client import Completion, LlmError
 from choir.agent.kernel.commitlog import CommitLog
 from choir.agent.kernel.proposal import ToolProposal
 from choir.agent.lanes.core.budget_ask import (

@@ -20,7 +20,7 @@ from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Final
 
-from choir.adapters.llm import LlmError
+from choir.adapters.llm.client import LlmError
 from choir.agent.kernel.dispatch import HostBridge
 from choir.core.memory.summaries.rollup import (
     DEFAULT_IDLE_S,

@@ -15,7 +15,7 @@ from typing import Any, Final, Literal, TypeVar
 
 from pydantic import ValidationError
 
-from choir.adapters.llm import Completion
+from choir.adapters.llm.client import Completion
 from choir.agent.replication.live_config import DynamicConfig
 from choir.config.model import SpendCap
 from choir.config.resources import ModelPrice

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
 from pydantic import ValidationError
 
-from choir.adapters.llm import LlmError
+from choir.adapters.llm.client import LlmError
 from choir.agent.stopping import Drain, unless_hurried
 from choir.core.memory.working import WorkingMemory
 from choir.core.prompt.window import Message, ResultView, full_result, window_messages

@@ -17,7 +17,7 @@ from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
-from choir.adapters.llm import (
+from choir.adapters.llm.client import (
     Completion,
     CompletionRequest,
     InvalidToolCall,

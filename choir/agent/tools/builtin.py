@@ -9,7 +9,10 @@ from __future__ import annotations
 from typing import Any
 
 from choir.agent.kernel.tool_contract import BuiltinTool
-from choir.agent.tools import fs_read, fs_search, fs_write, shell
+from choir.agent.tools import shell
+from choir.agent.tools.fs import read as fs_read
+from choir.agent.tools.fs import search as fs_search
+from choir.agent.tools.fs import write as fs_write
 
 BUILTIN_TOOLS: dict[str, BuiltinTool[Any]] = {
     tool.name: tool for tool in (fs_read.TOOL, fs_write.TOOL, fs_search.TOOL, shell.TOOL)

@@ -23,7 +23,7 @@ from choir.errors import ConfigError, UsageError
 from choir.home import ChoirHome
 
 if TYPE_CHECKING:  # docker's SDK loads only where an engine is used
-    from choir.adapters.docker_engine import DockerEngine, ImageInfo
+    from choir.adapters.docker.engine import DockerEngine, ImageInfo
 
 BASE_REPOSITORY: Final = dockerfile.BASE_REPOSITORY
 DOCKERFILE: Final = "Dockerfile.base"

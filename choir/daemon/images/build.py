@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
-from choir.adapters.docker_engine import BuildFailed, DockerEngine, ImageInfo
+from choir.adapters.docker.engine import BuildFailed, DockerEngine, ImageInfo
 from choir.config import ChoirConfig
 from choir.daemon.images import dockerfile, repos
 from choir.daemon.images.agent_tree import materialize

@@ -22,7 +22,7 @@ from choir.home import ChoirHome
 from choir.protocol import VersionInfo
 
 if TYPE_CHECKING:  # docker's SDK loads only where an engine is used
-    from choir.adapters.docker_engine import DockerEngine, ImageInfo
+    from choir.adapters.docker.engine import DockerEngine, ImageInfo
 
 VERSION_LABEL: Final = "choir.version"
 """An agent image's label holding its version.json (compact JSON)."""

@@ -56,14 +56,14 @@ from choir.daemon.operator.approvals.edges import OperatorApplyEdges
 from choir.daemon.operator.context import OperatorContext
 from choir.daemon.operator.feed import OperatorFeed
 from choir.daemon.operator.memory import curation as operator_curation
+from choir.daemon.operator.memory import graph as operator_knowledge_graph
 from choir.daemon.operator.memory import knowledge as operator_knowledge
-from choir.daemon.operator.memory import knowledge_graph as operator_knowledge_graph
-from choir.daemon.operator.memory import knowledge_source as operator_knowledge_source
 from choir.daemon.operator.memory import reembed as operator_reembed
 from choir.daemon.operator.memory import session_messages as operator_session_messages
+from choir.daemon.operator.memory import source as operator_knowledge_source
 from choir.daemon.operator.memory import tool_backfill as operator_tool_backfill
 from choir.daemon.operator.memory import views as operator_memory
-from choir.daemon.operator.memory.knowledge_access import IN_A_DM
+from choir.daemon.operator.memory.access import IN_A_DM
 from choir.daemon.operator.recovery import inbox as operator_recovery_inbox
 from choir.daemon.operator.recovery import recover as operator_recover
 from choir.daemon.operator.recovery.start import note_restart, tell_admins

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Final
 from urllib.parse import urlsplit
 
-from choir.adapters.docker_host import DEFAULT_SOCKET
+from choir.adapters.docker.host import DEFAULT_SOCKET
 from choir.config import ChoirConfig
 from choir.config.container import AGENT_UID_SPAN
 from choir.core.security.agent_users import agent_uids

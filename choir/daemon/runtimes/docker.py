@@ -32,8 +32,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final, Literal
 
-from choir.adapters.docker_containers import ContainerEngine, ContainerSpec
-from choir.adapters.docker_engine import DockerEngine
+from choir.adapters.docker.containers import ContainerEngine, ContainerSpec
+from choir.adapters.docker.engine import DockerEngine
 from choir.config import ChoirConfig
 from choir.core.security.host import HostView, MountSource, check_host, mounts_of
 from choir.core.security.profile import (

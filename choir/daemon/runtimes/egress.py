@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from choir.adapters import iptables
-from choir.adapters.docker_containers import ContainerEngine
+from choir.adapters.docker.containers import ContainerEngine
 from choir.config.container import MANAGED_NETWORK, ContainerConfig
 from choir.core.security.egress_rules import (
     EgressPolicy,

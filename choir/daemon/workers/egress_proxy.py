@@ -19,7 +19,7 @@ from collections.abc import Callable
 from typing import Final
 from urllib.parse import urlsplit
 
-from choir.daemon.workers.browse_rules import private_address
+from choir.daemon.workers.browser.rules import private_address
 from choir.logs import get_logger
 
 log = get_logger("choird.browser.egress")

@@ -20,7 +20,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Final, Literal
 
-from choir.adapters.llm import LlmError, RateLimitNotice
+from choir.adapters.llm.client import LlmError, RateLimitNotice
 from choir.agent.kernel.proposal import ToolProposal
 from choir.agent.lanes.core.budget_ask import (
     BudgetAsk,

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from enum import StrEnum
 
-from choir.adapters.llm_errors import one_line, scrub
+from choir.adapters.llm.errors import one_line, scrub
 from choir.errors import ChoirError
 
 

@@ -23,7 +23,7 @@ from urllib.parse import urlsplit
 import httpx
 import orjson
 
-from choir.adapters.llm_status import provider_detail, retry_after_seconds
+from choir.adapters.llm.status import provider_detail, retry_after_seconds
 from choir.config.resources import EmbeddingConfig
 from choir.daemon.memory.embedding.backoff import Backoff
 from choir.daemon.memory.embedding.errors import EmbeddingError, EmbeddingErrorKind

@@ -30,7 +30,7 @@ from choir.protocol.operator.requests import AgentRollback
 from choir.store.sessions import SessionRow, SessionStatus
 
 if TYPE_CHECKING:
-    from choir.adapters.docker_engine import DockerEngine, ImageInfo
+    from choir.adapters.docker.engine import DockerEngine, ImageInfo
     from choir.daemon.images.build import BuildProgress
 
 _REV: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9._/:@+-]*")
@@ -57,7 +57,7 @@ async def agent_rollback(ctx: OperatorContext, request: AgentRollback) -> AsyncI
         )
     if request.to is not None and not _REV.fullmatch(request.to):
         raise UsageError(f"--to {request.to!r} is not an image or a commit: name one")
-    from choir.adapters.docker_engine import DockerEngine
+    from choir.adapters.docker.engine import DockerEngine
 
     engine = await DockerEngine.connect()
     try:

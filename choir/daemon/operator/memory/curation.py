@@ -10,7 +10,7 @@ memory store and index in one transaction, records who forgot it and when in the
 from __future__ import annotations
 
 from choir.daemon.operator.context import OperatorContext
-from choir.daemon.operator.memory.knowledge_access import listed
+from choir.daemon.operator.memory.access import listed
 from choir.daemon.operator.memory.views import knowledge_view, store_of
 from choir.daemon.operator.views import iso
 from choir.logs import get_logger

@@ -14,13 +14,13 @@ from typing import TYPE_CHECKING
 from choir.core.memory.knowledge.provenance import operator
 from choir.daemon.memory.keys import classes_of
 from choir.daemon.operator.context import OperatorContext
-from choir.daemon.operator.memory.knowledge_access import (
+from choir.daemon.operator.memory.access import (
     listed,
     listed_version,
     placed_fields,
     refuse_sealed,
 )
-from choir.daemon.operator.memory.knowledge_graph import fields_of
+from choir.daemon.operator.memory.graph import fields_of
 from choir.daemon.operator.memory.views import (
     knowledge_view,
     provenance_view,

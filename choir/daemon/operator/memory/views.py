@@ -25,8 +25,8 @@ from choir.core.memory.knowledge.graph import check_tags
 from choir.core.memory.knowledge.provenance import Provenance, operator
 from choir.daemon.operator.context import OperatorContext
 from choir.daemon.operator.events import bounded
-from choir.daemon.operator.memory.knowledge_access import listed, opened, placed_fields
-from choir.daemon.operator.memory.knowledge_graph import edge_view, filter_of, placed
+from choir.daemon.operator.memory.access import listed, opened, placed_fields
+from choir.daemon.operator.memory.graph import edge_view, filter_of, placed
 from choir.daemon.operator.views import event_view, iso
 from choir.errors import NotFoundError, UnavailableError, UsageError
 from choir.protocol.operator import answers as a

@@ -15,7 +15,7 @@ from typing import Any
 
 import orjson
 
-from choir.adapters.llm_types import InvalidToolCall
+from choir.adapters.llm.types import InvalidToolCall
 from choir.protocol.lenient_json import loads_lenient
 from choir.protocol.log.events import ToolCall
 from choir.protocol.names import WIRE_NAME_MAX, from_wire_name, to_wire_name

@@ -23,7 +23,7 @@ from typing import Any, Final, Protocol, TypeVar
 import docker.errors
 import requests.exceptions
 
-from choir.adapters.docker_engine import DockerEngine
+from choir.adapters.docker.engine import DockerEngine
 from choir.errors import ChoirError, ConflictError, NotFoundError, UnavailableError
 
 T = TypeVar("T")

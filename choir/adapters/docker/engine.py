@@ -28,7 +28,7 @@ import docker
 import docker.errors
 import requests.exceptions
 
-from choir.adapters.docker_host import DEFAULT_SOCKET
+from choir.adapters.docker.host import DEFAULT_SOCKET
 from choir.errors import ChoirError, NotFoundError, UnavailableError
 
 T = TypeVar("T")

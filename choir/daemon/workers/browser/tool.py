@@ -21,10 +21,10 @@ from typing import TYPE_CHECKING, Final
 from pydantic import ValidationError
 
 from choir.daemon.agents.host_tools import HostToolCall, HostTools
-from choir.daemon.workers import browse_actions as actions
-from choir.daemon.workers.browse_actions import TOOL, Refused
-from choir.daemon.workers.browse_rules import BrowseCall, web_url
-from choir.daemon.workers.browser import BrowserUnavailable, BrowserWorker, SessionBrowser
+from choir.daemon.workers.browser import actions
+from choir.daemon.workers.browser.actions import TOOL, Refused
+from choir.daemon.workers.browser.chromium import BrowserUnavailable, BrowserWorker, SessionBrowser
+from choir.daemon.workers.browser.rules import BrowseCall, web_url
 from choir.protocol import ToolResult
 
 if TYPE_CHECKING:

@@ -8,8 +8,8 @@ from __future__ import annotations
 import contextlib
 from typing import TYPE_CHECKING, Any, Final
 
-from choir.daemon.workers.browse_rules import MAX_LINKS, BrowseCall, chunk, clean_text, snippet
-from choir.daemon.workers.browser import SessionBrowser
+from choir.daemon.workers.browser.chromium import SessionBrowser
+from choir.daemon.workers.browser.rules import MAX_LINKS, BrowseCall, chunk, clean_text, snippet
 from choir.protocol import ToolResult
 
 if TYPE_CHECKING:

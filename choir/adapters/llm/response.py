@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from choir.adapters.llm_errors import LlmError, LlmErrorKind
-from choir.adapters.llm_status import body_error
-from choir.adapters.llm_tool_calls import offered_names, read_tool_calls
-from choir.adapters.llm_types import Completion, CompletionRequest
+from choir.adapters.llm.errors import LlmError, LlmErrorKind
+from choir.adapters.llm.status import body_error
+from choir.adapters.llm.tool_calls import offered_names, read_tool_calls
+from choir.adapters.llm.types import Completion, CompletionRequest
 from choir.protocol.log.events import Usage
 
 

@@ -13,8 +13,8 @@ from typing import Any
 
 import orjson
 
-from choir.adapters.llm_errors import LlmError, LlmErrorKind, one_line, scrub
-from choir.adapters.llm_types import ModelSettings
+from choir.adapters.llm.errors import LlmError, LlmErrorKind, one_line, scrub
+from choir.adapters.llm.types import ModelSettings
 
 DETAIL_LIMIT = 160
 """Characters of the provider's own error message kept in ours."""

@@ -37,10 +37,10 @@ from urllib.parse import urlsplit
 
 import orjson
 
-from choir.adapters.llm_errors import LlmError, LlmErrorKind, scrub
-from choir.adapters.llm_response import parse_completion, request_body
-from choir.adapters.llm_status import rate_limited, retry_after_seconds, status_error
-from choir.adapters.llm_types import (
+from choir.adapters.llm.errors import LlmError, LlmErrorKind, scrub
+from choir.adapters.llm.response import parse_completion, request_body
+from choir.adapters.llm.status import rate_limited, retry_after_seconds, status_error
+from choir.adapters.llm.types import (
     Completion,
     CompletionRequest,
     InvalidToolCall,

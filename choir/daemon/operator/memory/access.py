@@ -22,7 +22,7 @@ from choir.core.memory.sealed_items import OpenedItem, is_sealed, open_item, rea
 from choir.core.memory.sealing import SealError
 from choir.daemon.memory.keys import classes_of
 from choir.daemon.operator.context import OperatorContext
-from choir.daemon.operator.memory.knowledge_graph import fields_of
+from choir.daemon.operator.memory.graph import fields_of
 from choir.errors import NotFoundError, UsageError
 from choir.protocol.operator import requests as r
 

@@ -1,0 +1,1 @@
+"""The workspace file tools: read, write and search, every path kept inside the workspace."""
