@@ -62,6 +62,8 @@ def engine_problem() -> str | None:
     import docker.errors
     import requests.exceptions
 
+    if (refused := _socket_refused()) is not None:
+        return f"no Docker engine answers ({refused}; run scripts/ensure-docker)"
     try:
         client = docker.from_env(timeout=5)
         try:
@@ -73,6 +75,26 @@ def engine_problem() -> str | None:
         return f"the base image {BASE_IMAGE} is missing (run scripts/ensure-docker)"
     except (docker.errors.DockerException, requests.exceptions.RequestException, OSError) as error:
         return f"no Docker engine answers ({type(error).__name__}; run scripts/ensure-docker)"
+    return None
+
+
+def _socket_refused() -> str | None:
+    """Why the engine's Unix socket refuses a connection, or None (or not a Unix socket).
+
+    docker-py leaves the socket of a refused connect unclosed, and its ResourceWarning then
+    fails whichever test the garbage collector happens to run in: ask with our own socket first.
+    """
+    import socket
+
+    host = os.environ.get("DOCKER_HOST", "unix:///var/run/docker.sock")
+    if not host.startswith("unix://"):
+        return None
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+        probe.settimeout(5)
+        try:
+            probe.connect(host.removeprefix("unix://"))
+        except OSError as error:
+            return type(error).__name__
     return None
 
 
