@@ -64,7 +64,7 @@ from choir.store.agent_schema import run_as_agent
 from choir.store.knowledge import KnowledgeItem
 from choir.store.knowledge_forget import Forgotten
 from choir.store.knowledge_graph import NEIGHBOURS_MAX, Neighbour
-from choir.store.knowledge_versions import KnowledgeVersion
+from choir.store.knowledge_versions import KnowledgeVersion, Restored
 from choir.store.knowledge_writes import Written
 from choir.store.memory import ChunkRef, StoredChunk
 from choir.store.memory_search import MemoryHit
@@ -144,9 +144,15 @@ class MemoryStore(Protocol):
         ...
 
     async def restore_knowledge(
-        self, agent_id: str, ref: UUID | str, version: int, provenance: Provenance | None = None
+        self,
+        agent_id: str,
+        ref: UUID | str,
+        version: int,
+        provenance: Provenance | None = None,
+        stored_as: Restored | None = None,
     ) -> Written:
-        """Write an earlier version's content as the newest version."""
+        """Write an earlier version's content as the newest version (its text and data as
+        `stored_as` makes them: sealed, in an encrypted memory)."""
         ...
 
     async def get_knowledge(self, agent_id: str, ref: UUID | str) -> KnowledgeItem:
@@ -407,10 +413,15 @@ class PostgresMemoryStore:
         return await self._run(agent_id, work)
 
     async def restore_knowledge(
-        self, agent_id: str, ref: UUID | str, version: int, provenance: Provenance | None = None
+        self,
+        agent_id: str,
+        ref: UUID | str,
+        version: int,
+        provenance: Provenance | None = None,
+        stored_as: Restored | None = None,
     ) -> Written:
         return await self._run(
-            agent_id, lambda c: knowledge_versions.restore(c, ref, version, provenance)
+            agent_id, lambda c: knowledge_versions.restore(c, ref, version, provenance, stored_as)
         )
 
     async def get_knowledge(self, agent_id: str, ref: UUID | str) -> KnowledgeItem:

@@ -23,9 +23,10 @@ from uuid import UUID
 
 from choir.core.memory.knowledge_graph import check_tags
 from choir.core.memory.provenance import Provenance, operator
+from choir.core.memory.sealed_items import is_sealed
 from choir.daemon.operator.context import OperatorContext
 from choir.daemon.operator.events import bounded
-from choir.daemon.operator.knowledge_access import listed, opened, placed_fields
+from choir.daemon.operator.knowledge_access import listed, opened, placed_content
 from choir.daemon.operator.knowledge_graph import edge_view, filter_of, placed
 from choir.daemon.operator.views import event_view, iso
 from choir.errors import NotFoundError, UnavailableError, UsageError
@@ -395,12 +396,13 @@ async def knowledge_put(ctx: OperatorContext, request: r.KnowledgePut) -> a.Know
     embed it."""
     store = store_of(ctx)
     ctx.require_agent(request.agent_id)
+    text, fields = await placed_content(ctx, store, request)
     item = await store.put_knowledge(
         request.agent_id,
-        request.text,
+        text,
         name=request.name,
         metadata=tag_metadata(request.tags),
-        fields=await placed_fields(ctx, store, request),
+        fields=fields,
         kind=request.kind,
         provenance=operator(request.by),
     )
@@ -418,10 +420,14 @@ def tag_metadata(tags: list[str]) -> dict[str, Any]:
 async def stored(
     ctx: OperatorContext, store: MemoryStore, agent_id: str, item: KnowledgeItem
 ) -> a.KnowledgeStored:
-    """The answer to a write: the item, embedded now when the embedder answers."""
-    embedded = item.has_vector or await _index(ctx, store, agent_id, item)
+    """The answer to a write: the item, embedded now when the embedder answers; a sealed one
+    never (its text is the placeholder) and shown opened as `knowledge show` shows it."""
+    if is_sealed(item.data):
+        embedded = False
+    else:
+        embedded = item.has_vector or await _index(ctx, store, agent_id, item)
     return a.KnowledgeStored(
-        item=knowledge_view(agent_id, item, embedded=embedded),
+        item=knowledge_view(agent_id, opened(ctx, agent_id, item), embedded=embedded),
         updated=item.version > 1,
         embedded=embedded,
     )
