@@ -16,7 +16,7 @@ import secrets
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from choir.core.memory.sealed_items import is_sealed, open_item, seal_item
+from choir.core.memory.sealed_items import SEALED_TEXT, is_sealed, open_item, seal_item
 from choir.core.memory.sealing import NONCE_BYTES
 from choir.daemon.memory.keys import MemoryKeys, MemoryLocked, classes_of, locked_message
 
@@ -70,7 +70,9 @@ def sealed_version(
     """A restored version's (text, data) in an encrypted memory: a sealed one as it is (it
     opens with the same key: nothing is opened or written in the clear, no key needed); one
     written in the clear before the memory was marked encrypted, sealed now with the key."""
-    if is_sealed(data):
+    if is_sealed(data) and text == SEALED_TEXT:
         return text, data
     key = sealing_key(keys, agent, memory_class)
+    if is_sealed(data):  # text in the clear beside a sealed value: never stored so by choir
+        data = open_item(key, agent, memory_class, data).data
     return seal_item(key, agent, memory_class, text, data, nonce=secrets.token_bytes(NONCE_BYTES))
