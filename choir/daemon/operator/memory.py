@@ -164,6 +164,7 @@ def _hit_view(hit: MemoryHit, place: Placed | None = None) -> a.MemoryHitView:
         first_rev=source.first_rev,
         last_rev=source.last_rev,
         name=source.name,
+        memory=None if place is None else place.memory_class,
         **graph,
     )
 
