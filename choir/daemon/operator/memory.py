@@ -18,12 +18,13 @@ choird's operator API.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Final, Literal
 from uuid import UUID
 
 from choir.core.memory.knowledge_graph import check_tags
 from choir.core.memory.provenance import Provenance, operator
-from choir.core.memory.sealed_items import is_sealed
+from choir.core.memory.sealed_items import SEALED_TEXT, is_sealed
 from choir.daemon.operator.context import OperatorContext
 from choir.daemon.operator.events import bounded
 from choir.daemon.operator.knowledge_access import listed, opened, placed_content
@@ -93,8 +94,25 @@ async def memory_search(ctx: OperatorContext, request: r.MemorySearch) -> a.Memo
         mode=mode,
         asked_mode=request.mode,
         fallback=fallback,
-        hits=[_hit_view(one.hit, one.placed) for one in found],
+        hits=[
+            _hit_view(await _readable_hit(ctx, store, request.agent_id, one.hit), one.placed)
+            for one in found
+        ],
     )
+
+
+async def _readable_hit(
+    ctx: OperatorContext, store: MemoryStore, agent_id: str, hit: MemoryHit
+) -> MemoryHit:
+    """`hit` with an encrypted item's text as the list views show it (`listed`: opened while
+    choird holds the key, else locked), not the placeholder every sealed item stores."""
+    if hit.source.store != "knowledge" or hit.text != SEALED_TEXT:
+        return hit
+    try:
+        item = await store.get_knowledge(agent_id, hit.source.id)
+    except NotFoundError:
+        return hit
+    return replace(hit, text=listed(ctx, agent_id, item).text)
 
 
 async def _relevance_vector(

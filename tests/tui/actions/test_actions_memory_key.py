@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 from textual.pilot import Pilot
+from textual.widgets import Static
 
 from choir.core.memory.sealed_items import LOCKED_TEXT, SEALED_TEXT
 from choir.home import ChoirHome
@@ -70,6 +71,11 @@ async def test_an_agent_started_from_the_palette_with_its_key_opens_its_encrypte
         await show_tab(pilot, "memory")
         await pilot.press("k")  # the Memory tab's knowledge list: opened too
         await until(pilot, lambda: TABBY in column(app, "memory-results", "text"), what=TABBY)
+        # a search's hit: opened too, with its memory
+        await pilot.press("s", "o", "o", "slash", *"encrypted", "enter")  # knowledge, text
+        await until(pilot, lambda: "hit(s) for" in shown(app), what="the search")
+        assert column(app, "memory-results", "text") == [TABBY]
+        assert column(app, "memory-results", "from") == ["user.pet · personal"]
         await choird.client.agent_stop("agent-1")  # the key is gone: the list says locked
         await pilot.press("k")
         await until(
@@ -112,6 +118,10 @@ async def test_the_agents_tab_start_asks_for_the_key_of_an_encrypted_memory(
         assert store is not None
         assert (await store.get_knowledge("agent-1", "user.pet")).text == SEALED_TEXT
         await choird.client.agent_stop("agent-1")
+
+
+def shown(app: Any) -> str:
+    return str(app.query_one("#memory-what", Static).content)
 
 
 async def until_prompt(pilot: Pilot[Any]) -> TextPrompt:
