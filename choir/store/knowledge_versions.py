@@ -18,6 +18,7 @@ from uuid import UUID
 from choir.core.memory.knowledge_graph import ItemFields, ItemType
 from choir.core.memory.provenance import Provenance, provenance_of
 from choir.errors import NotFoundError, UsageError
+from choir.failpoints import failpoint
 from choir.store.knowledge import resolved
 from choir.store.knowledge_writes import Written, write_item
 from choir.store.postgres.jsonb_safe import decode_text
@@ -109,7 +110,7 @@ async def restore(
     if stored_as is not None:
         text, data = stored_as(text, data)
     fields = ItemFields(loc=row["loc"], type=ItemType(row["type"]), data=data)
-    return await write_item(
+    written = await write_item(
         conn,
         item_id,
         text,
@@ -118,3 +119,5 @@ async def restore(
         fields=fields,
         provenance=provenance,
     )
+    await failpoint("memory.restore.after_write")  # written (sealed where encrypted), uncommitted
+    return written
