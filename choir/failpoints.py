@@ -54,6 +54,7 @@ KNOWN_FAILPOINTS: Final = frozenset(
         "memory.forget.before_delete",
         "memory.forget.after_delete",
         "memory.key.after_record",
+        "memory.restore.after_write",
         "memory.reembed.after_page",
         "memory.backfill_tools.after_session",
         "proposal.after_commit",
@@ -84,6 +85,8 @@ is not stored yet (the session's close stores it).
 stored yet (the session's close stores it).
 `memory.key.after_record` (choird): a keyed `agent start` recorded its encrypted memories' key
 checks inside their transaction, not committed, the agent not started.
+`memory.restore.after_write` (choird): a knowledge restore wrote the version (sealed, in an
+encrypted memory) inside its transaction, not committed.
 `memory.reembed.after_page` (choird): a page of a re-embed's vectors is stored, more may wait.
 `memory.backfill_tools.after_session` (choird): one session's tool-call rows are stored by
 `memory backfill-tools`, more sessions may wait.

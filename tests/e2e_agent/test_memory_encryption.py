@@ -6,8 +6,9 @@ there is sealed in the database (a placeholder text, a sealed value in data: not
 content, in the item or its versions) and read back opened. Stopped, the key is gone: started
 again without it, the item is listed locked and a write is refused. A restarted choird holds
 no key: locked again; started with another key, the start is refused and nothing runs. The
-operator's writes there are refused (they would be in the clear); `knowledge show` opens an
-item while choird holds the key. A tampered sealed value reads as one that does not open. The
+operator's writes there (`knowledge add|write|restore`) are sealed with the key choird holds,
+as the agent's are, and refused without it; `knowledge show` opens an item while choird holds
+the key. A tampered sealed value reads as one that does not open. The
 key reaches choird through `choirctl agent start --memory-key-file` (a file, or stdin) and is
 nowhere in choird's logs, the agent's environment or its workspace.
 """
@@ -19,6 +20,7 @@ import base64
 import json
 import secrets
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -28,12 +30,15 @@ from choir.core.memory.sealed_items import LOCKED_TEXT, SEALED_KEY, SEALED_TEXT,
 from choir.daemon.operator.memory.access import NOT_IN_A_DM
 from choir.errors import ChoirError
 from choir.home import ChoirHome
-from choir.protocol.operator.verbs import OperatorVerb as V
 from choir.scripted import Script
 from tests.ctl.cli import choirctl
 from tests.harness.daemons import running_daemon
 from tests.harness.homes import read_config
 from tests.harness.memory_encryption import SCRIPT, SECRET, encrypt_personal, say
+
+if TYPE_CHECKING:
+    from choir.daemon.memory.store import MemoryStore
+    from choir.store.knowledge.items import KnowledgeItem
 
 pytestmark = pytest.mark.slow
 
@@ -99,17 +104,6 @@ async def test_an_encrypted_memory_is_sealed_at_rest_and_opens_with_its_key_only
         assert (opened.text, opened.data) == (SECRET, {"species": "cat", "breed": "tabby"})
         shown = await client.knowledge_show("agent-1", "user.pet")
         assert (shown.text, shown.data) == (SECRET, {"species": "cat", "breed": "tabby"})
-        with pytest.raises(ChoirError, match="memory agent-1/personal is encrypted: the operator"):
-            await client.call(
-                V.KNOWLEDGE_PUT,
-                agent_id="agent-1",
-                text="in the clear",
-                name="user.pet",
-                memory="personal",
-                user="console",
-            )
-        with pytest.raises(ChoirError, match="memory agent-1/personal is encrypted: the operator"):
-            await client.call(V.KNOWLEDGE_WRITE, agent_id="agent-1", ref="user.pet", text="clear")
         with pytest.raises(ChoirError, match="agent agent-2 has no encrypted memory: drop"):
             await client.agent_start("agent-2", {"dm": "ops"}, memory_key=key)
         await client.agent_stop("agent-1")
@@ -231,4 +225,119 @@ async def test_the_list_views_and_the_agents_graph_modes_open_an_item_while_the_
         neighbours = await say(client, "neighbours of my pet", "neighbours")
         assert neighbours.startswith(f"neighbours: {locked}")
         assert (await say(client, "expand my pet", "expand")).startswith(f"expand: {locked}")
+        await client.agent_stop("agent-1")
+
+
+def _ctl(home: ChoirHome, *args: str) -> Any:
+    return choirctl(home.root, "knowledge", *args, "--json")
+
+
+async def _raw(store: MemoryStore, ref: str) -> tuple[KnowledgeItem, list[str]]:
+    """The item as stored, and every stored text and data of it and its versions (none of
+    which may hold the secret)."""
+    item = await store.get_knowledge("agent-1", ref)
+    _, versions = await store.knowledge_history("agent-1", ref, limit=50)
+    stored = [item.text, json.dumps(item.data)]
+    stored += [part for v in versions for part in (v.text, json.dumps(v.data))]
+    return item, stored
+
+
+async def test_the_operators_writes_are_sealed_with_the_key_choird_holds_and_refused_without(
+    home: ChoirHome,
+) -> None:
+    key = secrets.token_bytes(32)
+    add = (
+        "add", "agent-1", SECRET, "--name", "user.pet", "--memory", "personal",
+        "--user", "console", "--tag", "pet", "--data", '{"species": "cat"}',
+    )  # fmt: skip
+    async with running_daemon(home) as daemon, await ChoirClient.connect(home) as client:
+        # no key held: refused in one line naming the fix, nothing written
+        refused = await asyncio.to_thread(_ctl, home, *add)
+        assert (refused.code, refused.err.count("\n")) == (2, 1), refused
+        assert "memory agent-1/personal is encrypted and locked" in refused.err
+        assert "choirctl agent start agent-1 --memory-key-file PATH" in refused.err
+        assert (await client.knowledge_list("agent-1")).items == []
+
+        await client.agent_start("agent-1", {"dm": "console"}, new_session=True, memory_key=key)
+        added = await asyncio.to_thread(_ctl, home, *add)
+        assert added.code == 0, added
+        store = daemon.memory_store
+        assert store is not None
+        shown = added.json()["item"]  # the answer opens it, as knowledge show does
+        assert (shown["text"], shown["data"], shown["has_vector"]) == (
+            SECRET,
+            {"species": "cat"},
+            False,
+        )
+        item, stored = await _raw(store, "user.pet")
+        assert (item.text, list(item.data), item.has_vector) == (SEALED_TEXT, [SEALED_KEY], False)
+        assert not any("Miso" in part for part in stored)
+        opened = open_item(key, "agent-1", "personal", item.data)
+        assert (opened.text, opened.data) == (SECRET, {"species": "cat"})
+
+        # a write of the data only keeps the text (opened and sealed again with the new data)
+        written = await asyncio.to_thread(
+            _ctl, home, "write", "agent-1", "user.pet", "--data", '{"species": "cat", "age": 3}'
+        )
+        assert written.code == 0, written
+        assert written.json()["item"]["text"] == SECRET
+        # the agent's own tool reads what the operator sealed
+        assert await say(client, "what is my pet", "found") == f"found: {SECRET}"
+        restored = await asyncio.to_thread(_ctl, home, "restore", "agent-1", "user.pet", "1")
+        assert restored.code == 0, restored
+        assert restored.json()["item"]["data"] == {"species": "cat"}
+        item, stored = await _raw(store, "user.pet")
+        assert (item.version, item.text, list(item.data)) == (3, SEALED_TEXT, [SEALED_KEY])
+        assert not item.has_vector
+        assert not any("Miso" in part for part in stored)
+        history = await asyncio.to_thread(_ctl, home, "history", "agent-1", "user.pet")
+        assert [v["text"] for v in history.json()["versions"]] == [SECRET] * 3
+        # a rename and a tag are no content write: they work as on any item
+        renamed = await asyncio.to_thread(_ctl, home, "rename", "agent-1", "user.pet", "pet")
+        assert renamed.code == 0, renamed
+        tagged = await asyncio.to_thread(_ctl, home, "write", "agent-1", "pet", "--tag", "cat")
+        assert tagged.code == 0, tagged
+        item, _ = await _raw(store, "pet")
+        assert (item.version, item.tags, list(item.data)) == (4, ("cat",), [SEALED_KEY])
+        await client.agent_stop("agent-1")
+
+        # the key is gone: a content write is refused, nothing written
+        another = (
+            "add",
+            "agent-1",
+            "x",
+            "--name",
+            "other",
+            "--memory",
+            "personal",
+            "--user",
+            "console",
+        )
+        for args in (("write", "agent-1", "pet", "clear"), another):
+            locked = await asyncio.to_thread(_ctl, home, *args)
+            assert (locked.code, locked.err.count("\n")) == (2, 1), locked
+            assert "is encrypted and locked" in locked.err
+        assert (await store.get_knowledge("agent-1", "pet")).version == 4
+        listed = (await client.knowledge_list("agent-1")).items
+        assert [i.name for i in listed if i.memory == "personal"] == ["pet"]
+        # a version written in the clear (before the memory was marked encrypted, here by the
+        # store itself): restoring it needs the key to seal it; a sealed one is copied as it is
+        await store.write_knowledge(
+            "agent-1", "pet", "in the clear, from before", fields=ItemFields(data={"old": 1})
+        )
+        locked = await asyncio.to_thread(_ctl, home, "restore", "agent-1", "pet", "5")
+        assert (locked.code, locked.err.count("\n")) == (2, 1), locked
+        assert "is encrypted and locked" in locked.err
+        assert (await store.get_knowledge("agent-1", "pet")).version == 5
+        copied = await asyncio.to_thread(_ctl, home, "restore", "agent-1", "pet", "3")
+        assert copied.code == 0, copied
+        assert copied.json()["item"]["text"] == SEALED_TEXT  # as knowledge show: as stored
+        item = await store.get_knowledge("agent-1", "pet")
+        assert (item.version, item.text, list(item.data)) == (6, SEALED_TEXT, [SEALED_KEY])
+        await client.agent_start("agent-1", {"dm": "console"}, new_session=True, memory_key=key)
+        sealed = await asyncio.to_thread(_ctl, home, "restore", "agent-1", "pet", "5")
+        assert sealed.code == 0, sealed
+        assert sealed.json()["item"]["text"] == "in the clear, from before"
+        item = await store.get_knowledge("agent-1", "pet")
+        assert (item.version, item.text, list(item.data)) == (7, SEALED_TEXT, [SEALED_KEY])
         await client.agent_stop("agent-1")

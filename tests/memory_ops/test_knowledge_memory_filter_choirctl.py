@@ -80,7 +80,11 @@ async def test_memory_search_keeps_to_one_memory(filled: Filled) -> None:
         "knowledge",
     )  # fmt: skip
 
-    assert names(every.json()) == ["wifi", "wifi.bob", "wifi.console"]
+    assert sorted((hit["name"], hit["memory"]) for hit in every.json()["hits"]) == [
+        ("wifi", "knowledge"),
+        ("wifi.bob", "personal"),
+        ("wifi.console", "personal"),
+    ]  # each hit names its memory
     assert names(personal.json()) == ["wifi.bob", "wifi.console"]
     assert names(bob.json()) == ["wifi.bob"]
     assert knowledge.code == 0, knowledge.err

@@ -62,6 +62,7 @@ async def test_stats_search_open_and_knowledge(live: Live):
         await pilot.press("slash", *"internet access", "enter")
         await until(pilot, lambda: "(semantic)" in shown(app, "memory-what"), what="search")
         assert [row.value for row in view.table.rows] == [wifi.item.id]
+        assert column(app, "memory-results", "from") == [f"{wifi.item.name} · knowledge"]
 
 
 def problem(prompt: TextPrompt) -> str:
@@ -149,5 +150,8 @@ async def test_a_personal_item_from_the_palette_asks_its_user(live: Live):
         await pilot.press("k")
         await until(pilot, lambda: "1 knowledge item(s)" in shown(app, "memory-what"))
         assert column(app, "memory-results", "from") == ["style · personal of console"]
+        await pilot.press("s", "slash", *"short answers", "enter")  # a search's hit: its memory
+        await until(pilot, lambda: "hit(s) for" in shown(app, "memory-what"), what="the search")
+        assert column(app, "memory-results", "from") == ["style · personal"]
     items = (await live.client.knowledge_list("agent-1")).items
     assert [(i.name, i.memory, i.user) for i in items] == [("style", "personal", "console")]

@@ -8,15 +8,18 @@ selection or the listing changes. An agent with core jobs held after a crash say
 state, and its detail line names the command that decides each; a crashed agent's says why and
 when, and that `s` resumes it.
 
-Actions are choirctl's verbs: `s` start (`choirctl agent start`), `x` stop and `r` restart
-(`choirctl agent stop|restart`, after a confirmation), `z` roll back to the previous image
-(`choirctl agent rollback`, after a confirmation; its steps on a result screen).
+Actions are choirctl's verbs: `s` start (`choirctl agent start`; an agent with an encrypted
+memory is asked for its key file first, as the palette's start asks: escape starts nothing),
+`x` stop and `r` restart (`choirctl agent stop|restart`, after a confirmation), `z` roll back
+to the previous image (`choirctl agent rollback`, after a confirmation; its steps on a result
+screen).
 """
 
 from __future__ import annotations
 
 import contextlib
 from datetime import datetime
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Final
 
 from rich.text import Text
@@ -27,10 +30,11 @@ from textual.css.query import NoMatches
 from textual.widgets import DataTable, Static
 
 from choir.commands.text import progress_line
-from choir.errors import ChoirError
+from choir.ctl.memory.key import read_memory_key
+from choir.errors import ChoirError, UsageError
 from choir.lazy import LazyModule
 from choir.protocol.operator.verbs import OperatorVerb
-from tui.dialogs import ConfirmDialog
+from tui.dialogs import ConfirmDialog, TextPrompt
 from tui.dialogs.result import ResultScreen, as_lines
 from tui.messages import AgentsUpdated, LaneReported
 from tui.views.base import ChoirView, PaletteCommand
@@ -212,9 +216,37 @@ class AgentsView(ChoirView):
         agent_id = self.selected_agent
         if agent_id is None:
             return
+        payload: dict[str, Any] = {"agent_id": agent_id}
+        agent = self.state.agents.get(agent_id)
+        if agent is not None and agent.encrypted_memories:
+            key = await self._memory_key(agent_id, agent.encrypted_memories)
+            if key is None:
+                return
+            if key:
+                payload["memory_key"] = key
         self.notify(f"starting {agent_id}…", title="agent.start")
-        if await self.act("agent.start", f"{agent_id} started", agent_id=agent_id) is not None:
+        if await self.act("agent.start", f"{agent_id} started", **payload) is not None:
             self.bridge.refresh_agents()
+
+    async def _memory_key(self, agent_id: str, classes: list[str]) -> str | None:
+        """The key of `agent_id`'s encrypted memories as the start sends it (hex), asked for as
+        the palette's start asks (a key file on this machine, read and checked here: a bad one
+        never reaches choird); "" to start without it (the memories stay locked); None when
+        the operator cancels or the file holds no key (nothing is started)."""
+        prompt = TextPrompt(
+            f"Start {agent_id}: memory key file (a path on this machine)? Its "
+            f"{', '.join(classes)} memory is encrypted (enter: none, it stays locked)",
+            allow_empty=True,
+            strict=False,
+        )
+        path = await self.app.push_screen_wait(prompt)
+        if path is None or not path:
+            return path
+        try:
+            return read_memory_key(Path(path), "memory key file").hex()
+        except UsageError as error:
+            self.notify(error.message, title="agent.start", severity="error", markup=False)
+            return None
 
     @work(exclusive=True, group="agent-action")
     async def action_stop(self) -> None:

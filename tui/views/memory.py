@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import json
-from typing import TYPE_CHECKING, Any, ClassVar, Final
+from typing import TYPE_CHECKING, Any, ClassVar, Final, TypeVar
 
 from rich.text import Text
 from textual import on, work
@@ -35,9 +35,12 @@ from tui.dialogs import ConfirmDialog, TextPrompt
 from tui.views.base import ChoirView
 
 if TYPE_CHECKING:
+    from choir.protocol.base import WireModel
     from choir.protocol.operator import answers as a
 else:  # the models (and pydantic) load with the first answer: the console paints first
     a = LazyModule("choir.protocol.operator.answers")
+
+A = TypeVar("A", bound="WireModel")
 
 STORES: Final = MEMORY_STORES
 MODES: Final = tuple(mode for mode in MEMORY_MODES if mode != "session_detail")
@@ -166,15 +169,32 @@ class MemoryView(ChoirView):
 
     # reading
 
+    def _agent_or_warn(self) -> str | None:
+        """The selected agent; None, with a warning to select one, when none is."""
+        agent = self.selected_agent
+        if agent is None:
+            self.notify("Select an agent first.", severity="warning")
+        return agent
+
+    async def _ask(
+        self, title: str, verb: OperatorVerb, answer: type[A], **payload: Any
+    ) -> A | None:
+        """choird's answer to `verb`; None once its refusal is notified under `title`."""
+        try:
+            return await self.bridge.ask(verb, answer, **payload)
+        except ChoirError as error:
+            self.notify(error.message, title=title, severity="error", markup=False)
+            return None
+
     @work(group="memory-stats", exclusive=True)
     async def read_stats(self) -> None:
         agent = self.selected_agent
         if agent is None or not self.bridge.connected:
             return  # the resync or the selection reads it
-        try:
-            answer = await self.bridge.ask(OperatorVerb.MEMORY_STATS, a.MemoryStats, agent_id=agent)
-        except ChoirError as error:
-            self.notify(error.message, title="memory stats", severity="error", markup=False)
+        answer = await self._ask(
+            "memory stats", OperatorVerb.MEMORY_STATS, a.MemoryStats, agent_id=agent
+        )
+        if answer is None:
             return
         self.stats, self.embedding = answer.agents[0], answer.embedding
         self.show(self.what, self.rows)
@@ -186,22 +206,19 @@ class MemoryView(ChoirView):
 
     @work(group="memory-search", exclusive=True)
     async def search(self, query: str) -> None:
-        agent = self.selected_agent
-        if agent is None:
-            self.notify("Select an agent first.", severity="warning")
+        if (agent := self._agent_or_warn()) is None:
             return
-        try:
-            found = await self.bridge.ask(
-                OperatorVerb.MEMORY_SEARCH,
-                a.MemorySearch,
-                agent_id=agent,
-                query=query,
-                store=self.store,
-                mode=self.mode,
-                limit=50,
-            )
-        except ChoirError as error:
-            self.notify(error.message, title="memory search", severity="error", markup=False)
+        found = await self._ask(
+            "memory search",
+            OperatorVerb.MEMORY_SEARCH,
+            a.MemorySearch,
+            agent_id=agent,
+            query=query,
+            store=self.store,
+            mode=self.mode,
+            limit=50,
+        )
+        if found is None:
             return
         what = f"{len(found.hits)} hit(s) for {query!r} ({found.mode})"
         if found.fallback:
@@ -211,16 +228,16 @@ class MemoryView(ChoirView):
 
     @work(group="memory-search", exclusive=True)
     async def list_knowledge(self) -> None:
-        agent = self.selected_agent
-        if agent is None:
-            self.notify("Select an agent first.", severity="warning")
+        if (agent := self._agent_or_warn()) is None:
             return
-        try:
-            page = await self.bridge.ask(
-                OperatorVerb.KNOWLEDGE_LIST, a.KnowledgeList, agent_id=agent, limit=200
-            )
-        except ChoirError as error:
-            self.notify(error.message, title="knowledge list", severity="error", markup=False)
+        page = await self._ask(
+            "knowledge list",
+            OperatorVerb.KNOWLEDGE_LIST,
+            a.KnowledgeList,
+            agent_id=agent,
+            limit=200,
+        )
+        if page is None:
             return
         more = " (first 200: choirctl knowledge list for the rest)" if page.next_after else ""
         self.show(f"{len(page.items)} knowledge item(s){more}", [item_row(i) for i in page.items])
@@ -240,52 +257,52 @@ class MemoryView(ChoirView):
 
     @work(group="memory-open", exclusive=True)
     async def open(self, item_id: str) -> None:
-        try:
-            item = await self.bridge.ask(
-                OperatorVerb.MEMORY_SHOW,
-                a.MemoryItem,
-                item_id=item_id,
-                agent_id=self.selected_agent,
-            )
-        except ChoirError as error:
-            self.notify(error.message, title="memory show", severity="error", markup=False)
+        item = await self._ask(
+            "memory show",
+            OperatorVerb.MEMORY_SHOW,
+            a.MemoryItem,
+            item_id=item_id,
+            agent_id=self.selected_agent,
+        )
+        if item is None:
             return
         with contextlib.suppress(NoMatches):
             self.query_one("#memory-detail", Static).update(item_text(item))
 
     @work(group="memory-open", exclusive=True)
     async def open_source(self, item_id: str) -> None:
-        agent = self.selected_agent
-        if agent is None:
-            self.notify("Select an agent first.", severity="warning")
+        if (agent := self._agent_or_warn()) is None:
             return
-        try:
-            found = await self.bridge.ask(
-                OperatorVerb.KNOWLEDGE_SOURCE, a.KnowledgeSource, agent_id=agent, ref=item_id
-            )
-        except ChoirError as error:
-            self.notify(error.message, title="knowledge source", severity="error", markup=False)
+        found = await self._ask(
+            "knowledge source",
+            OperatorVerb.KNOWLEDGE_SOURCE,
+            a.KnowledgeSource,
+            agent_id=agent,
+            ref=item_id,
+        )
+        if found is None:
             return
         with contextlib.suppress(NoMatches):
             self.query_one("#memory-detail", Static).update(source_text(found))
 
     @work(group="memory-search", exclusive=True)
     async def about(self) -> None:
-        agent = self.selected_agent
-        if agent is None:
-            self.notify("Select an agent first.", severity="warning")
+        if (agent := self._agent_or_warn()) is None:
             return
         user = await self.app.push_screen_wait(
             TextPrompt(f"What has {agent} learnt from which user (a DM name or user id)?")
         )
         if not user:
             return
-        try:
-            found = await self.bridge.ask(
-                OperatorVerb.MEMORY_ABOUT, a.MemoryAbout, agent_id=agent, user=user, limit=200
-            )
-        except ChoirError as error:
-            self.notify(error.message, title="memory about", severity="error", markup=False)
+        found = await self._ask(
+            "memory about",
+            OperatorVerb.MEMORY_ABOUT,
+            a.MemoryAbout,
+            agent_id=agent,
+            user=user,
+            limit=200,
+        )
+        if found is None:
             return
         self.show(
             f"{len(found.items)} item(s) {agent} learnt from {found.user} (x forgets one)",
@@ -302,16 +319,15 @@ class MemoryView(ChoirView):
         dialog = ConfirmDialog(question, "choirctl memory forget", danger=True)
         if not await self.app.push_screen_wait(dialog):
             return
-        try:
-            gone = await self.bridge.ask(
-                OperatorVerb.MEMORY_FORGET,
-                a.MemoryForgotten,
-                agent_id=agent,
-                ref=item_id,
-                by=RESOLVER,
-            )
-        except ChoirError as error:
-            self.notify(error.message, title="memory forget", severity="error", markup=False)
+        gone = await self._ask(
+            "memory forget",
+            OperatorVerb.MEMORY_FORGET,
+            a.MemoryForgotten,
+            agent_id=agent,
+            ref=item_id,
+            by=RESOLVER,
+        )
+        if gone is None:
             return
         self.notify(f"forgot {label} ({gone.versions} version(s))", markup=False)
         self.show(self.what, [row for row in self.rows if row[0] != item_id])
@@ -326,16 +342,15 @@ class MemoryView(ChoirView):
             )
             if not session_id:
                 return
-        try:
-            page = await self.bridge.ask(
-                OperatorVerb.SESSION_MESSAGES,
-                a.SessionMessages,
-                session_id=session_id,
-                offset=offset,
-                limit=100,
-            )
-        except ChoirError as error:
-            self.notify(error.message, title="session messages", severity="error", markup=False)
+        page = await self._ask(
+            "session messages",
+            OperatorVerb.SESSION_MESSAGES,
+            a.SessionMessages,
+            session_id=session_id,
+            offset=offset,
+            limit=100,
+        )
+        if page is None:
             return
         kept = self.rows if offset else []
         rows = kept + [
@@ -422,6 +437,8 @@ def message_row(number: int, message: a.SessionMessage) -> tuple[str, str, str, 
 def hit_row(hit: a.MemoryHitView) -> tuple[str, str, str, str]:
     if hit.store == "knowledge":
         where = f"{hit.name} ({hit.loc})" if hit.loc else hit.name or "knowledge"
+        if hit.memory:  # its memory, as the knowledge list shows it
+            where += f" · {hit.memory}"
     else:
         revs = f" revs {hit.first_rev}-{hit.last_rev}" if hit.first_rev is not None else ""
         where = f"{hit.tier}{revs}"

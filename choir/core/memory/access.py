@@ -62,8 +62,10 @@ LEGACY_READABLE: Final = frozenset({MemoryClass.KNOWLEDGE, MemoryClass.APP})
 """Another agent's classes an agent with no `memories` entry reads (as before classes)."""
 ENCRYPTABLE: Final = frozenset({MemoryClass.PERSONAL, MemoryClass.APP})
 """The classes an agent's own memory may be `encrypted` in: choird itself writes session
-summaries and archives into knowledge memory, and the operator writes system memory, neither
-of which holds the key."""
+summaries and archives into knowledge memory whether or not it holds the key, and system
+memory is the agent's definition, which the operator writes while the agent is stopped (no key
+held). (The operator's writes to an encrypted personal or app memory are sealed with the key
+choird holds, refused without it.)"""
 OPERATOR_WRITES: Final = "the operator writes it (choirctl knowledge put|write … --memory system)"
 
 

@@ -58,7 +58,7 @@ from choir.store.knowledge import writes as knowledge_writes
 from choir.store.knowledge.forget import Forgotten
 from choir.store.knowledge.graph import NEIGHBOURS_MAX, Neighbour
 from choir.store.knowledge.items import KnowledgeItem
-from choir.store.knowledge.versions import KnowledgeVersion
+from choir.store.knowledge.versions import KnowledgeVersion, Restored
 from choir.store.knowledge.writes import Written
 from choir.store.memory import chunks as memory
 from choir.store.memory import stats as memory_stats
@@ -142,9 +142,15 @@ class MemoryStore(Protocol):
         ...
 
     async def restore_knowledge(
-        self, agent_id: str, ref: UUID | str, version: int, provenance: Provenance | None = None
+        self,
+        agent_id: str,
+        ref: UUID | str,
+        version: int,
+        provenance: Provenance | None = None,
+        stored_as: Restored | None = None,
     ) -> Written:
-        """Write an earlier version's content as the newest version."""
+        """Write an earlier version's content as the newest version (its text and data as
+        `stored_as` makes them: sealed, in an encrypted memory)."""
         ...
 
     async def get_knowledge(self, agent_id: str, ref: UUID | str) -> KnowledgeItem:
@@ -405,10 +411,15 @@ class PostgresMemoryStore:
         return await self._run(agent_id, work)
 
     async def restore_knowledge(
-        self, agent_id: str, ref: UUID | str, version: int, provenance: Provenance | None = None
+        self,
+        agent_id: str,
+        ref: UUID | str,
+        version: int,
+        provenance: Provenance | None = None,
+        stored_as: Restored | None = None,
     ) -> Written:
         return await self._run(
-            agent_id, lambda c: knowledge_versions.restore(c, ref, version, provenance)
+            agent_id, lambda c: knowledge_versions.restore(c, ref, version, provenance, stored_as)
         )
 
     async def get_knowledge(self, agent_id: str, ref: UUID | str) -> KnowledgeItem:

@@ -27,6 +27,7 @@ from choir import __version__
 from choir.core.held_jobs import recover_command
 from choir.core.integrations import AGENT_REPO, unavailable_tools
 from choir.daemon.images.repo_refresh import repo_status
+from choir.daemon.memory.keys import classes_of
 from choir.daemon.operator.context import OperatorContext
 from choir.daemon.operator.gateways import gateway_views
 from choir.daemon.operator.usage import spend_view
@@ -272,6 +273,7 @@ def _agent_summary(ctx: OperatorContext, agent_id: str, row: SessionRow | None) 
         held_jobs=_held_of(ctx, active) if active else [],
         interrupted=_outage(outage_view(row)),
         **_runtime_of(ctx, agent_id),
+        encrypted_memories=sorted(c.value for c in classes_of(ctx.config.agents, agent_id)),
     )
 
 

@@ -521,6 +521,9 @@ class MemoryHitView(OperatorModel):
     """A knowledge item's type (None for a session hit)."""
     tags: list[str] = Field(default_factory=list)
     """A knowledge item's tags."""
+    memory: str | None = Field(default=None, exclude_if=lambda memory: memory is None)
+    """A knowledge item's memory: system, knowledge, app or personal (left out for a session
+    hit)."""
 
 
 class MemorySearch(OperatorModel):

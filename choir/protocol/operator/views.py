@@ -253,6 +253,9 @@ class AgentSummary(OperatorModel):
     pid: int | None
     container: str | None
     verified: VerifyReport | None
+    encrypted_memories: list[str] = Field(default_factory=list, exclude_if=lambda v: not v)
+    """The classes of its memory marked encrypted in config.json (left out: none): a start
+    from the console asks for their key (`--memory-key-file`)."""
 
 
 class ProblemFields(Sparse):

@@ -9,6 +9,7 @@ when it is removed. Functions take a connection already running as the agent.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Final
@@ -17,6 +18,7 @@ from uuid import UUID
 from choir.core.memory.knowledge.graph import ItemFields, ItemType
 from choir.core.memory.knowledge.provenance import Provenance, provenance_of
 from choir.errors import NotFoundError, UsageError
+from choir.failpoints import failpoint
 from choir.store.knowledge.items import resolved
 from choir.store.knowledge.writes import Written, write_item
 from choir.store.postgres.jsonb_safe import decode_text
@@ -35,6 +37,11 @@ _ONE: Final = (
     "WHERE document_id = $1 AND version = $2"
 )
 _RANGE: Final = "SELECT min(version), max(version) FROM knowledge_versions WHERE document_id = $1"
+
+Restored = Callable[[str, dict[str, Any]], tuple[str, dict[str, Any]]]
+"""A restored version's (text, data) → what the restore stores: in an encrypted memory, the
+two sealed (a version written in the clear before it was marked encrypted); it may refuse
+(raise), and the restore writes nothing."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,10 +89,15 @@ async def history(
 
 
 async def restore(
-    conn: Connection, ref: UUID | str, version: int, provenance: Provenance | None = None
+    conn: Connection,
+    ref: UUID | str,
+    version: int,
+    provenance: Provenance | None = None,
+    stored_as: Restored | None = None,
 ) -> Written:
     """Write version `version`'s content as the item's newest version, written by
-    `provenance` (the restore's writer, not the restored version's)."""
+    `provenance` (the restore's writer, not the restored version's); its text and data as
+    `stored_as` makes them (None: as the version holds them)."""
     item_id = await resolved(conn, ref)
     row = await conn.fetchrow(_ONE, item_id, version)
     if row is None:
@@ -94,13 +106,18 @@ async def restore(
             f"knowledge item {str(ref)!r} has no version {version}; it has versions "
             f"{low} to {high} (see its history)"
         )
-    fields = ItemFields(loc=row["loc"], type=ItemType(row["type"]), data=row["data"])
-    return await write_item(
+    text, data = decode_text(row["text"]), row["data"]
+    if stored_as is not None:
+        text, data = stored_as(text, data)
+    fields = ItemFields(loc=row["loc"], type=ItemType(row["type"]), data=data)
+    written = await write_item(
         conn,
         item_id,
-        decode_text(row["text"]),
+        text,
         metadata=row["metadata"],
         restored_from=version,
         fields=fields,
         provenance=provenance,
     )
+    await failpoint("memory.restore.after_write")  # written (sealed where encrypted), uncommitted
+    return written

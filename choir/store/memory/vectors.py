@@ -62,6 +62,7 @@ _MISSING: Final = """
 UNION ALL
 (SELECT 'knowledge', d.id, d.text FROM knowledge_documents d
  WHERE NOT EXISTS (SELECT FROM knowledge_embeddings e WHERE e.document_id = d.id)
+   AND NOT (d.data ? 'choir_sealed' AND d.data - 'choir_sealed' = '{}'::jsonb)
  ORDER BY d.created_at, d.id LIMIT $1)
 LIMIT $1
 """
@@ -105,7 +106,9 @@ def _parts(item: VectorOf) -> tuple[Array, str | None]:
 
 
 async def missing_vectors(conn: Connection, *, limit: int) -> list[MissingVector]:
-    """Up to `limit` searchable rows without a vector, session chunks first, oldest first."""
+    """Up to `limit` searchable rows without a vector, session chunks first, oldest first;
+    never an encrypted item (`choir.core.memory.sealed_items`: its text is a placeholder, and
+    no vector is made of it)."""
     rows = await conn.fetch(_MISSING, limit)
     return [MissingVector(row["target"], row["id"], decode_text(row["text"])) for row in rows]
 

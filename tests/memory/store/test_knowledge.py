@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import secrets
+
 import pytest
 
+from choir.core.memory.knowledge.graph import ItemFields
+from choir.core.memory.sealed_items import SEALED_KEY, seal_item
+from choir.core.memory.sealing import NONCE_BYTES
 from choir.daemon.memory.store import PostgresMemoryStore
 from choir.errors import NotFoundError, UsageError
 from choir.store.knowledge.items import KNOWLEDGE_MAX_BYTES, KnowledgeRefused
@@ -55,6 +60,20 @@ async def test_a_changed_text_drops_the_stale_vector_and_the_same_text_keeps_it(
     assert [(m.target, m.id) for m in await store.missing_vectors(ada, limit=10)] == [
         ("knowledge", item.id)
     ]
+
+
+async def test_a_sealed_item_is_never_backfilled_with_a_vector(
+    store: PostgresMemoryStore, ada: str
+) -> None:
+    """An encrypted memory's item stores a placeholder text: nothing to embed, ever (an item
+    whose own data merely has the key beside others is embedded as any other)."""
+    key = secrets.token_bytes(32)
+    text, data = seal_item(key, ada, "personal", "likes tea", {}, nonce=bytes(NONCE_BYTES))
+    await store.add_knowledge(ada, text, name="sealed", fields=ItemFields(data=data))
+    plain = await store.add_knowledge(
+        ada, "has a key", name="plain", fields=ItemFields(data={SEALED_KEY: "x", "other": 1})
+    )
+    assert [m.id for m in await store.missing_vectors(ada, limit=10)] == [plain.id]
 
 
 async def test_items_without_a_key_are_separate(store: PostgresMemoryStore, ada: str) -> None:

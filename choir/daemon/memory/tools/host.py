@@ -28,7 +28,6 @@ agent sends: every argument is checked again here, and a bad one is a one-line t
 
 from __future__ import annotations
 
-import secrets
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field, replace
 from functools import partial
@@ -44,11 +43,12 @@ from choir.core.memory.knowledge.graph import (
     Placement,
 )
 from choir.core.memory.knowledge.provenance import Provenance
-from choir.core.memory.sealed_items import SEALED_TEXT, is_sealed, open_item, seal_item
-from choir.core.memory.sealing import NONCE_BYTES, SealError
+from choir.core.memory.sealed_items import SEALED_TEXT, is_sealed, open_item
+from choir.core.memory.sealing import SealError
 from choir.daemon.agents.host_tools import HostToolCall, HostTools
 from choir.daemon.memory.access import MemoryAccessDenied, MemoryGate
 from choir.daemon.memory.keys import MemoryKeys, MemoryLocked, classes_of, locked_message
+from choir.daemon.memory.sealed_writes import is_encrypted, sealed_content
 from choir.daemon.memory.tools import graph as graph_tools
 from choir.daemon.memory.tools import tree as tree_tools
 from choir.errors import ConflictError, NotFoundError, UnavailableError, UsageError
@@ -394,7 +394,7 @@ class MemoryTools:
         memory_class = existing.memory_class if existing is not None else None
         if memory_class is None and fields.memory is not None:
             memory_class = fields.memory.memory_class
-        sealed = memory_class in {c.value for c in classes_of(self.agents(), target)}
+        sealed = memory_class is not None and is_encrypted(self.agents(), target, memory_class)
         if sealed and op in ("add", "write", "put") and memory_class is not None:
             args, fields = self._sealed(target, memory_class, op, args, fields, existing)
             index = _unindexed  # no vector of a sealed item: its text is the placeholder
@@ -415,20 +415,10 @@ class MemoryTools:
         text, data = _text(args, "text"), fields.data
         if op == "write" and text is None and data is None:
             return args, fields
-        key = self.keys.key(target)
-        if key is None:
-            raise MemoryLocked(locked_message(target, memory_class))
-        if existing is not None and (text is None or data is None):
-            kept_text, kept_data = existing.text, existing.data
-            if is_sealed(existing.data):
-                opened = open_item(key, target, memory_class, existing.data)
-                kept_text, kept_data = opened.text, opened.data
-            text = kept_text if text is None else text
-            data = kept_data if data is None else data
-        if text is None:
+        if existing is None and text is None:
             text = _required(args, "text")
-        stored_text, stored_data = seal_item(
-            key, target, memory_class, text, data or {}, nonce=secrets.token_bytes(NONCE_BYTES)
+        stored_text, stored_data = sealed_content(
+            self.keys, target, memory_class, text, data, existing
         )
         return {**args, "text": stored_text}, replace(fields, data=stored_data)
 

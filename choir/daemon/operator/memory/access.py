@@ -4,23 +4,25 @@ The operator is not an agent: it holds every role on every memory (it writes an 
 `system` memory, its definition, which the agent itself only reads), so nothing here is the
 agents' class-and-role check (`choir.daemon.memory.access`). What is checked: the class is one
 of the four, a personal item names its user (a configured DM) and no other class does, and an
-existing item stays in its memory, and that an encrypted memory gets no write in the clear
-(`refuse_sealed`); `knowledge show` opens an encrypted item while choird holds its key
-(`opened`), the list views too (`listed`: "(encrypted, locked)" without it). Each refusal is
-a `UsageError` (exit 2), nothing written.
+existing item stays in its memory. A write to an encrypted memory is sealed with the key
+choird holds, as the agent's own are (`sealed`, `restored`; refused without the key: nothing is
+ever stored in the clear there); `knowledge show` opens an encrypted item while choird holds
+its key (`opened`), the list views too (`listed`: "(encrypted, locked)" without it). Each
+refusal is a `UsageError` (exit 2), nothing written.
 """
 
 from __future__ import annotations
 
 from contextvars import ContextVar
 from dataclasses import replace
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from choir.core.memory.access import MemoryClass
 from choir.core.memory.knowledge.graph import ItemFields, Placement
 from choir.core.memory.sealed_items import OpenedItem, is_sealed, open_item, readable
 from choir.core.memory.sealing import SealError
-from choir.daemon.memory.keys import classes_of
+from choir.daemon.memory.sealed_writes import is_encrypted, sealed_content, sealed_version
 from choir.daemon.operator.context import OperatorContext
 from choir.daemon.operator.memory.graph import fields_of
 from choir.errors import NotFoundError, UsageError
@@ -29,22 +31,21 @@ from choir.protocol.operator import requests as r
 if TYPE_CHECKING:
     from choir.daemon.memory.store import MemoryStore
     from choir.store.knowledge.items import KnowledgeItem
-    from choir.store.knowledge.versions import KnowledgeVersion
+    from choir.store.knowledge.versions import KnowledgeVersion, Restored
 
 
-async def placed_fields(
+async def placed_content(
     ctx: OperatorContext, store: MemoryStore, request: r.KnowledgeAdd | r.KnowledgePut
-) -> ItemFields:
-    """The request's fields, a new item's memory among them (checked)."""
+) -> tuple[str, ItemFields]:
+    """The request's text and fields, a new item's memory among them (checked), as stored:
+    sealed when the memory is encrypted (`sealed`)."""
     placement = placement_of(ctx, request.memory, request.user)
-    refuse_sealed(ctx, request.agent_id, placement.memory_class)
+    existing = None
     if isinstance(request, r.KnowledgePut) and request.name is not None:
         try:
             existing = await store.get_knowledge(request.agent_id, request.name)
         except NotFoundError:
             existing = None
-        if existing is not None:
-            refuse_sealed(ctx, request.agent_id, existing.memory_class)
         if (
             existing is not None
             and request.memory is not None
@@ -60,18 +61,45 @@ async def placed_fields(
                 f"item {existing.name!r} is in {request.agent_id}'s {where} memory: an item "
                 "never changes memory; drop --memory/--user, or add a new item there"
             )
-    return replace(fields_of(request), memory=placement)
+    memory_class = existing.memory_class if existing is not None else placement.memory_class
+    fields = replace(fields_of(request), memory=placement)
+    text, fields = sealed(ctx, request.agent_id, memory_class, request.text, fields, existing)
+    assert text is not None  # an add's and a put's text is required
+    return text, fields
 
 
-def refuse_sealed(ctx: OperatorContext, agent: str, memory_class: str) -> None:
-    """Refuse an operator's content write to an encrypted memory: choird seals only what the
-    agent writes (with the key it holds for that agent), and would otherwise store the
-    operator's text in the clear."""
-    if memory_class in {c.value for c in classes_of(ctx.config.agents, agent)}:
-        raise UsageError(
-            f"memory {agent}/{memory_class} is encrypted: the operator's writes are not sealed, "
-            "so choir refuses them; have the agent write it (its tool seals what it writes)"
-        )
+def sealed(
+    ctx: OperatorContext,
+    agent: str,
+    memory_class: str,
+    text: str | None,
+    fields: ItemFields,
+    existing: KnowledgeItem | None,
+) -> tuple[str | None, ItemFields]:
+    """An operator's write to `agent`'s `memory_class` memory as stored: in an encrypted one,
+    its text and data sealed with the key choird holds, as the agent's own tool writes are
+    (`sealed_writes`; the part left out kept from `existing`); without the key `MemoryLocked`
+    (one line naming the fix), nothing written. A write of loc, type, tags or kind only leaves
+    the sealed value as it is. From a DM too: what is stored is sealed, and the answer shows
+    the sealed value only (`opened` opens nothing for a DM)."""
+    if (text is None and fields.data is None) or not is_encrypted(
+        ctx.config.agents, agent, memory_class
+    ):
+        return text, fields
+    keys = ctx.services.memory_keys
+    stored_text, stored_data = sealed_content(
+        keys, agent, memory_class, text, fields.data, existing
+    )
+    return stored_text, replace(fields, data=stored_data)
+
+
+def restored(ctx: OperatorContext, agent: str, item: KnowledgeItem) -> Restored | None:
+    """How a restore of `item` stores the version it restores: in an encrypted memory, sealed
+    (`sealed_version`: a sealed version as it is, one in the clear sealed with the key);
+    None (as the version is) elsewhere."""
+    if not is_encrypted(ctx.config.agents, agent, item.memory_class):
+        return None
+    return partial(sealed_version, ctx.services.memory_keys, agent, item.memory_class)
 
 
 def opened(ctx: OperatorContext, agent: str, item: KnowledgeItem) -> KnowledgeItem:

@@ -3,7 +3,8 @@
 Like the rest of the operator's memory verbs (`choir.daemon.operator.memory.views`) they go through
 choird's `MemoryStore`, one transaction each under the agent's role: an unknown name is a
 `NotFoundError`, a taken name a `ConflictError`, and nothing is written on a refusal. A restore
-is a write: the restored text is embedded like any other.
+is a write: the restored text is embedded like any other. A write to an encrypted memory is
+sealed with the key choird holds (`knowledge_access.sealed`, `restored`): no vector of it.
 """
 
 from __future__ import annotations
@@ -12,13 +13,13 @@ import contextlib
 from typing import TYPE_CHECKING
 
 from choir.core.memory.knowledge.provenance import operator
-from choir.daemon.memory.keys import classes_of
 from choir.daemon.operator.context import OperatorContext
 from choir.daemon.operator.memory.access import (
     listed,
     listed_version,
-    placed_fields,
-    refuse_sealed,
+    placed_content,
+    restored,
+    sealed,
 )
 from choir.daemon.operator.memory.graph import fields_of
 from choir.daemon.operator.memory.views import (
@@ -40,12 +41,13 @@ if TYPE_CHECKING:
 async def knowledge_add(ctx: OperatorContext, request: r.KnowledgeAdd) -> a.KnowledgeStored:
     store = store_of(ctx)
     ctx.require_agent(request.agent_id)
+    text, fields = await placed_content(ctx, store, request)
     item = await store.add_knowledge(
         request.agent_id,
-        request.text,
+        text,
         name=request.name,
         metadata=tag_metadata(request.tags),
-        fields=await placed_fields(ctx, store, request),
+        fields=fields,
         kind=request.kind,
         provenance=operator(request.by),
     )
@@ -61,16 +63,15 @@ async def knowledge_write(ctx: OperatorContext, request: r.KnowledgeWrite) -> a.
     fields = fields_of(request)
     if request.text is None and metadata is None and not fields.given and request.kind is None:
         raise UsageError("give the new text, or tags, loc, type, data or kind to write")
-    if (request.text is not None or fields.data is not None) and classes_of(
-        ctx.config.agents, request.agent_id
-    ):
+    text = request.text
+    if text is not None or fields.data is not None:
         with contextlib.suppress(NotFoundError):  # the write itself says what is missing
             item = await store.get_knowledge(request.agent_id, request.ref)
-            refuse_sealed(ctx, request.agent_id, item.memory_class)
+            text, fields = sealed(ctx, request.agent_id, item.memory_class, text, fields, item)
     written = await store.write_knowledge(
         request.agent_id,
         request.ref,
-        request.text,
+        text,
         metadata=metadata,
         fields=fields,
         kind=request.kind,
@@ -111,8 +112,12 @@ async def knowledge_history(
 async def knowledge_restore(ctx: OperatorContext, request: r.KnowledgeRestore) -> a.KnowledgeStored:
     store = store_of(ctx)
     ctx.require_agent(request.agent_id)
+    stored_as = None
+    with contextlib.suppress(NotFoundError):  # the restore itself says what is missing
+        item = await store.get_knowledge(request.agent_id, request.ref)
+        stored_as = restored(ctx, request.agent_id, item)
     written = await store.restore_knowledge(
-        request.agent_id, request.ref, request.version, operator(request.by)
+        request.agent_id, request.ref, request.version, operator(request.by), stored_as
     )
     return await stored(ctx, store, request.agent_id, written.item)
 

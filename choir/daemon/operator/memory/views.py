@@ -18,14 +18,16 @@ choird's operator API.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Final, Literal
 from uuid import UUID
 
 from choir.core.memory.knowledge.graph import check_tags
 from choir.core.memory.knowledge.provenance import Provenance, operator
+from choir.core.memory.sealed_items import SEALED_TEXT, is_sealed
 from choir.daemon.operator.context import OperatorContext
 from choir.daemon.operator.events import bounded
-from choir.daemon.operator.memory.access import listed, opened, placed_fields
+from choir.daemon.operator.memory.access import listed, opened, placed_content
 from choir.daemon.operator.memory.graph import edge_view, filter_of, placed
 from choir.daemon.operator.views import event_view, iso
 from choir.errors import NotFoundError, UnavailableError, UsageError
@@ -92,8 +94,25 @@ async def memory_search(ctx: OperatorContext, request: r.MemorySearch) -> a.Memo
         mode=mode,
         asked_mode=request.mode,
         fallback=fallback,
-        hits=[_hit_view(one.hit, one.placed) for one in found],
+        hits=[
+            _hit_view(await _readable_hit(ctx, store, request.agent_id, one.hit), one.placed)
+            for one in found
+        ],
     )
+
+
+async def _readable_hit(
+    ctx: OperatorContext, store: MemoryStore, agent_id: str, hit: MemoryHit
+) -> MemoryHit:
+    """`hit` with an encrypted item's text as the list views show it (`listed`: opened while
+    choird holds the key, else locked), not the placeholder every sealed item stores."""
+    if hit.source.store != "knowledge" or hit.text != SEALED_TEXT:
+        return hit
+    try:
+        item = await store.get_knowledge(agent_id, hit.source.id)
+    except NotFoundError:
+        return hit
+    return replace(hit, text=listed(ctx, agent_id, item).text)
 
 
 async def _relevance_vector(
@@ -163,6 +182,7 @@ def _hit_view(hit: MemoryHit, place: Placed | None = None) -> a.MemoryHitView:
         first_rev=source.first_rev,
         last_rev=source.last_rev,
         name=source.name,
+        memory=None if place is None else place.memory_class,
         **graph,
     )
 
@@ -395,12 +415,13 @@ async def knowledge_put(ctx: OperatorContext, request: r.KnowledgePut) -> a.Know
     embed it."""
     store = store_of(ctx)
     ctx.require_agent(request.agent_id)
+    text, fields = await placed_content(ctx, store, request)
     item = await store.put_knowledge(
         request.agent_id,
-        request.text,
+        text,
         name=request.name,
         metadata=tag_metadata(request.tags),
-        fields=await placed_fields(ctx, store, request),
+        fields=fields,
         kind=request.kind,
         provenance=operator(request.by),
     )
@@ -418,10 +439,14 @@ def tag_metadata(tags: list[str]) -> dict[str, Any]:
 async def stored(
     ctx: OperatorContext, store: MemoryStore, agent_id: str, item: KnowledgeItem
 ) -> a.KnowledgeStored:
-    """The answer to a write: the item, embedded now when the embedder answers."""
-    embedded = item.has_vector or await _index(ctx, store, agent_id, item)
+    """The answer to a write: the item, embedded now when the embedder answers; a sealed one
+    never (its text is the placeholder) and shown opened as `knowledge show` shows it."""
+    if is_sealed(item.data):
+        embedded = False
+    else:
+        embedded = item.has_vector or await _index(ctx, store, agent_id, item)
     return a.KnowledgeStored(
-        item=knowledge_view(agent_id, item, embedded=embedded),
+        item=knowledge_view(agent_id, opened(ctx, agent_id, item), embedded=embedded),
         updated=item.version > 1,
         embedded=embedded,
     )
