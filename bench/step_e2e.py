@@ -109,8 +109,10 @@ def timed_server(rounds: int) -> Any:
     return TimedServer(script(rounds), zero_latency=True)
 
 
-def prepare_home(root: Path, model_url: str) -> ChoirHome:
-    """`choirctl init`'s home, its model pointed at the scripted server."""
+def prepare_home(root: Path, model_url: str, rounds: int) -> ChoirHome:
+    """`choirctl init`'s home, its model pointed at the scripted server. The session's budgets
+    fit the rounds: each costs ~300k tokens (a prompt of up to ~9k tokens per model call), and
+    at the default 2M a seventh round paused for a budget extension no one approved."""
     from choir.config import init_home
     from choir.home import ChoirHome
 
@@ -118,6 +120,9 @@ def prepare_home(root: Path, model_url: str) -> ChoirHome:
     init_home(home)
     data = json.loads(home.config_file.read_text())
     data["models"]["demo"] = {"provider": "scripted", "model": "bench", "endpoint": model_url}
+    budgets = data.setdefault("budgets", {})
+    budgets["total_session_tokens"] = (rounds + 2) * 500_000
+    budgets["max_tool_calls_per_session"] = (rounds + 2) * TOOL_CALLS * 2
     home.config_file.write_text(json.dumps(data, indent=2))
     return home
 
@@ -237,7 +242,7 @@ class Run:
 async def run(root: Path, rounds: int) -> Run:
     server = timed_server(rounds)
     async with server:
-        home = prepare_home(root, server.url)
+        home = prepare_home(root, server.url, rounds)
         async with choird(home):  # the first start creates Postgres' cluster: not measured
             pass
         began = time.perf_counter()
