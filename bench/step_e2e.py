@@ -111,7 +111,7 @@ def timed_server(rounds: int) -> Any:
     return TimedServer(script(rounds), zero_latency=True)
 
 
-def prepare_home(root: Path, model_url: str, rounds: int) -> ChoirHome:
+def prepare_home(root: Path, model_url: str, rounds: int = 5) -> ChoirHome:
     """`choirctl init`'s home, its model pointed at the scripted server. The session's budgets
     fit the rounds: each costs ~300k tokens (a prompt of up to ~9k tokens per model call), and
     at the default 2M a seventh round paused for a budget extension no one approved."""

@@ -324,7 +324,7 @@ class PostgresMemoryStore:
         """Agents whose vectors are of another model (`memory reembed` pending): their
         searches go by text and no vector is stored next to the old ones. None: all current."""
         self._bm25 = KnowledgeBm25()
-        self._warming: dict[str, asyncio.Future[object]] = {}
+        self._warming: dict[str, asyncio.Future[None]] = {}
         """BM25 warm-ups under way, per agent (`warm_bm25`)."""
         """Each searched agent's BM25 index of its knowledge, caught up at every search."""
 
@@ -655,14 +655,15 @@ class PostgresMemoryStore:
         (a backend of ~20 MB) waiting on the index's lock."""
         running = self._warming.get(agent_id)
         if running is None:
-            running = asyncio.ensure_future(
-                self._run(agent_id, lambda c: self._bm25.current(c, agent_id, ""))
-            )
+            running = asyncio.ensure_future(self._build_bm25(agent_id))
             self._warming[agent_id] = running
             running.add_done_callback(lambda done: self._warmed(agent_id, done))
         await asyncio.shield(running)
 
-    def _warmed(self, agent_id: str, done: asyncio.Future[object]) -> None:
+    async def _build_bm25(self, agent_id: str) -> None:
+        await self._run(agent_id, lambda c: self._bm25.current(c, agent_id, ""))
+
+    def _warmed(self, agent_id: str, done: asyncio.Future[None]) -> None:
         self._warming.pop(agent_id, None)
         if not done.cancelled():
             done.exception()  # retrieved: every caller that still waits gets it raised
