@@ -489,8 +489,17 @@ class ChoirDaemon:
             health=self._memory_health,
             browse=self._browse_session,
             keys=services.memory_keys,
+            knowledge_exists=self._knowledge_exists,
         )
         self._stack.callback(tools.register(services.host_tools))
+
+    async def _knowledge_exists(self, agent_id: str) -> bool:
+        """Whether the agent has knowledge to recall, asked without loading memory."""
+        from choir.store.memory.work import knowledge_exists
+
+        assert self.database is not None
+        async with self.database.pool.acquire() as conn:
+            return await knowledge_exists(conn, agent_id)
 
     async def _memory_health(self, agent_id: str) -> dict[str, Any]:
         """`choir.memory.query` mode `stats`: the agent's memory health and the embedding

@@ -18,6 +18,7 @@ vector until `memory reembed` switches it: two models' vectors are never compare
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import replace
@@ -305,6 +306,10 @@ class MemoryStore(Protocol):
         an access (reinforcement), in the search's transaction."""
         ...
 
+    async def warm_bm25(self, agent_id: str) -> None:
+        """Build (or catch up) `agent_id`'s BM25 index now, not at its first search."""
+        ...
+
 
 class PostgresMemoryStore:
     """`MemoryStore` over the per-agent schemas of choird's database (§23.2-23.3)."""
@@ -323,6 +328,8 @@ class PostgresMemoryStore:
         """Agents whose vectors are of another model (`memory reembed` pending): their
         searches go by text and no vector is stored next to the old ones. None: all current."""
         self._bm25 = KnowledgeBm25()
+        self._warming: dict[str, asyncio.Future[None]] = {}
+        """BM25 warm-ups under way, per agent (`warm_bm25`)."""
         """Each searched agent's BM25 index of its knowledge, caught up at every search."""
 
     async def put_knowledge(
@@ -652,8 +659,23 @@ class PostgresMemoryStore:
 
     async def warm_bm25(self, agent_id: str) -> None:
         """Build (or catch up) `agent_id`'s BM25 index now, not at its first search
-        (`prewarm`)."""
+        (`prewarm`). Callers while one is under way share it: the session start's pre-warm and
+        the agent's recall warm-up come together, and each would hold a Postgres connection
+        (a backend of ~20 MB) waiting on the index's lock."""
+        running = self._warming.get(agent_id)
+        if running is None:
+            running = asyncio.ensure_future(self._build_bm25(agent_id))
+            self._warming[agent_id] = running
+            running.add_done_callback(lambda done: self._warmed(agent_id, done))
+        await asyncio.shield(running)
+
+    async def _build_bm25(self, agent_id: str) -> None:
         await self._run(agent_id, lambda c: self._bm25.current(c, agent_id, ""))
+
+    def _warmed(self, agent_id: str, done: asyncio.Future[None]) -> None:
+        self._warming.pop(agent_id, None)
+        if not done.cancelled():
+            done.exception()  # retrieved: every caller that still waits gets it raised
 
     @property
     def bm25(self) -> KnowledgeBm25:

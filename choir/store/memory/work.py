@@ -37,3 +37,10 @@ async def memory_work_waiting(conn: Connection, agents: Collection[str]) -> bool
         except NotFoundError:  # added by `config apply`: no schema (so no memory) until restart
             continue
     return False
+
+
+async def knowledge_exists(conn: Connection, agent_id: str) -> bool:
+    """Whether `agent_id` has any knowledge item: a recall with none has nothing to rank, and
+    needs neither choird's memory nor the embedder loaded to say so."""
+    async with run_as_agent(conn, agent_id) as agent:
+        return bool(await agent.fetchval("SELECT EXISTS (SELECT FROM knowledge_documents)"))

@@ -18,6 +18,7 @@ from choir.daemon.memory.tools.recall import TIMEOUT, MemoryRecall
 from choir.daemon.sessions.state import LiveSession
 from choir.errors import UnavailableError
 from choir.protocol import ResourceBindings, ToolResult
+from choir.store.memory.work import knowledge_exists
 from choir.store.postgres.idents import agent_schema, quote_ident
 from choir.store.postgres.pool import Pool
 from tests.memory.store.test_relevance import access, fill
@@ -149,3 +150,55 @@ async def test_a_warm_up_loads_without_recalling_or_counting_anything(pool: Pool
     assert set((await access(pool, ada)).values()) == {0}
     found = await _recall(store)(_call(ada, "deploy host"))  # the index the warm-up built
     assert "host.fact" in _names(found)
+
+
+async def test_an_agent_without_knowledge_loads_nothing_until_it_has_some(
+    pool: Pool, ada: str
+) -> None:
+    """No knowledge: the warm-up and a recall answer from one query, without memory's store or
+    the embedder; once an item exists, both run in full and the agent is not asked again."""
+    store = PostgresMemoryStore(pool, weights=lambda: RelevanceWeights(0, 0, 0, 1))
+    asked: list[str] = []
+    loaded: list[str] = []
+
+    async def exists(agent_id: str) -> bool:
+        asked.append(agent_id)
+        async with pool.acquire() as conn:
+            return await knowledge_exists(conn, agent_id)
+
+    async def parts() -> tuple[PostgresMemoryStore, Any]:
+        loaded.append("memory")
+        return store, None
+
+    async def embed(*_: Any, **__: Any) -> None:
+        loaded.append("embedder")
+
+    gate = MemoryGate(dict)
+    recall = MemoryRecall(
+        parts,
+        embed,
+        current=lambda agent_id: True,
+        scope=lambda agent, user: gate.scope(agent, agent, user=user),
+        knowledge_exists=exists,
+    )
+    warm = HostToolCall(_call(ada, "").context, "warm-1", {**_call(ada, "").input, "warm": True})
+    assert (await recall(warm)).status == "success"
+    empty = await recall(_call(ada, "which host do deploys use?"))
+    assert (empty.status, empty.data["items"]) == ("success", [])
+    assert (asked, loaded) == ([ada, ada], [])
+
+    await fill(store, ada)
+    assert (await recall(warm)).status == "success"
+    assert loaded == ["memory", "embedder"]
+    assert store.bm25.built(ada)
+    found = await recall(_call(ada, "which host do deploys use?"))
+    assert "host.fix" in _names(found)
+    assert asked == [ada, ada, ada]  # known to have knowledge since the warm-up
+
+
+async def test_warm_ups_under_way_together_share_one_build(pool: Pool, ada: str) -> None:
+    store = PostgresMemoryStore(pool)
+    await fill(store, ada)
+    await asyncio.gather(*(store.warm_bm25(ada) for _ in range(3)))
+    assert store.bm25.built(ada)
+    await store.warm_bm25(ada)  # a later one catches up on its own

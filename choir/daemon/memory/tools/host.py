@@ -119,6 +119,9 @@ class MemoryTools:
     keys: MemoryKeys = field(default_factory=MemoryKeys)
     """The keys of encrypted memories choird holds (`keys`): a write to one seals its text and
     data, a hit from one is opened, or shown locked without its key."""
+    knowledge_exists: Callable[[str], Awaitable[bool]] | None = None
+    """Whether an agent has any knowledge item, asked without loading memory: a recall for
+    one with none answers at once (`recall`); None: taken as yes."""
 
     def register(self, host_tools: HostTools) -> Callable[[], None]:
         """Serve both tools, and `choir.memory.recall` and `choir.memory.rollup` (edge's own,
@@ -131,6 +134,7 @@ class MemoryTools:
             self.embed_query,
             self.current,
             self.recall_scope,
+            self.knowledge_exists,
         )
         undo = [
             host_tools.register(QUERY, self.query),

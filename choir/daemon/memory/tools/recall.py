@@ -14,6 +14,12 @@ what the first real recall would otherwise wait for — choird's memory (it star
 the embedder (its first use imports and loads the model) and the agent's BM25 index (built by
 its first search: seconds at 100k items) — so the first message's recall fits its deadline.
 
+An agent without knowledge items has nothing to recall: one query says so (`knowledge_exists`,
+no numpy), and neither the warm-up nor a recall loads memory, the embedder or an index for it —
+they would cost choird ~0.5 s of CPU and ~60 MB beside the agent's first reply. Once an item
+exists (its write loaded memory and the embedder to store and embed it) the agent is not asked
+again.
+
 Knowledge only: session memory (mid-term chunks) is the agent's to search with
 `choir.memory.query` — its chunks are long and partly the current session, and a second search
 would not fit the deadline (docs/ARCHITECTURE.md, memory).
@@ -24,7 +30,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
 from choir.core.memory.knowledge.graph import GraphFilter, MemoryScope
@@ -60,6 +66,11 @@ class MemoryRecall:
     scope: Callable[[str, str | None], MemoryScope]
     """(agent, the session's user) → the agent's memories that user's session may read
     (`access.MemoryGate.scope`): a recall never puts another user's personal item in a prompt."""
+    knowledge_exists: Callable[[str], Awaitable[bool]] | None = None
+    """Whether an agent has any knowledge item, asked without loading memory
+    (`store.memory_work.knowledge_exists`); None: taken as yes."""
+    _known: set[str] = field(default_factory=set, compare=False, repr=False)
+    """Agents known to have knowledge: not asked again."""
 
     async def __call__(self, call: HostToolCall) -> ToolResult:
         started = time.monotonic()
@@ -84,16 +95,28 @@ class MemoryRecall:
         except ChoirError as err:
             return ToolResult.fail("memory_unavailable", err.message)
 
+    async def _anything(self, agent_id: str) -> bool:
+        if agent_id in self._known or self.knowledge_exists is None:
+            return True
+        if await self.knowledge_exists(agent_id):
+            self._known.add(agent_id)
+            return True
+        return False
+
     async def _warm(self, agent_id: str) -> None:
+        if not await self._anything(agent_id):
+            return
         store, _ = await self.parts()
+        await store.warm_bm25(agent_id)  # the session start's pre-warm, if under way
         if self.current(agent_id):
             await self.embed_query("warm up", WARM_EMBED_S)  # billed to nobody: no agent_id
-        await store.recall(agent_id, "warm up", None, lambda hits: [])  # builds the BM25 index
 
     async def _recall(
         self, call: HostToolCall, text: str, budget: int, deadline_s: float
     ) -> ToolResult:
         agent_id = call.context.agent_id
+        if not await self._anything(agent_id):
+            return ToolResult.ok("nothing to recall", items=[], tokens=0)
         graph = GraphFilter(scope=self.scope(agent_id, call.context.bindings.dm))
         vector, note = None, None
         if self.current(agent_id):
