@@ -163,6 +163,7 @@ def _hit_view(hit: MemoryHit, place: Placed | None = None) -> a.MemoryHitView:
         first_rev=source.first_rev,
         last_rev=source.last_rev,
         name=source.name,
+        user=source.owner_user or None,
         **graph,
     )
 

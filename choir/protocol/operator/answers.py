@@ -521,6 +521,9 @@ class MemoryHitView(OperatorModel):
     """A knowledge item's type (None for a session hit)."""
     tags: list[str] = Field(default_factory=list)
     """A knowledge item's tags."""
+    user: str | None = None
+    """Whose it is: a personal item's user, or the user of the session it was derived from
+    (None: nobody's)."""
 
 
 class MemorySearch(OperatorModel):
