@@ -684,16 +684,23 @@ ALTER TABLE {schema}.knowledge_documents ADD CONSTRAINT knowledge_documents_owne
     CHECK ((memory_class <> 'personal' OR owner_user <> '')
            AND (owner_user = '' OR memory_class IN ('personal', 'knowledge')));
 ALTER TABLE {schema}.memory_documents ADD COLUMN owner_user text NOT NULL DEFAULT '';
-UPDATE {schema}.memory_documents d SET owner_user = s.resource_bindings ->> 'dm'
-FROM choir_control.sessions s
-WHERE s.session_id = d.session_id AND coalesce(s.resource_bindings ->> 'dm', '') <> '';
-UPDATE {schema}.knowledge_documents d SET owner_user = s.resource_bindings ->> 'dm'
-FROM choir_control.sessions s
-WHERE d.memory_class = 'knowledge' AND d.owner_user = ''
-    AND s.session_id = coalesce(d.metadata -> 'compaction_archive' ->> 'session_id',
-                                d.metadata -> 'session_summary' ->> 'session_id',
-                                d.metadata -> 'tool_sequence' ->> 'session_id')
-    AND coalesce(s.resource_bindings ->> 'dm', '') <> '';
+DO $$
+BEGIN
+    -- no sessions table (a schema made without the control plane): no session to read
+    IF to_regclass('choir_control.sessions') IS NULL THEN
+        RETURN;
+    END IF;
+    UPDATE {schema}.memory_documents d SET owner_user = s.resource_bindings ->> 'dm'
+    FROM choir_control.sessions s
+    WHERE s.session_id = d.session_id AND coalesce(s.resource_bindings ->> 'dm', '') <> '';
+    UPDATE {schema}.knowledge_documents d SET owner_user = s.resource_bindings ->> 'dm'
+    FROM choir_control.sessions s
+    WHERE d.memory_class = 'knowledge' AND d.owner_user = ''
+        AND s.session_id = coalesce(d.metadata -> 'compaction_archive' ->> 'session_id',
+                                    d.metadata -> 'session_summary' ->> 'session_id',
+                                    d.metadata -> 'tool_sequence' ->> 'session_id')
+        AND coalesce(s.resource_bindings ->> 'dm', '') <> '';
+END $$;
 DELETE FROM {schema}.knowledge_documents r
 WHERE r.metadata ? 'memory_rollup' AND (
     SELECT count(DISTINCT s.owner_user) FROM {schema}.knowledge_documents s
