@@ -44,6 +44,7 @@ from choir.transport.limits import AGENT_SOCKET_LIMITS
 from choir.transport.uds.sockfile import claim
 
 if TYPE_CHECKING:  # aiohttp and cryptography load only for --transport http
+    from choir.core.memory.access import Viewer
     from choir.daemon.agents.host_tools import HostToolCall
     from choir.daemon.agents.services import AgentServices
     from choir.daemon.health.postgres import PostgresSupervisor
@@ -528,14 +529,20 @@ class ChoirDaemon:
         }
 
     async def _browse_session(
-        self, agent_id: str, session_id: str, after_rev: int, limit: int
+        self, agent_id: str, session_id: str, after_rev: int, limit: int, viewer: Viewer
     ) -> BrowsePage:
-        """`choir.memory.query` mode `browse`: a page of the session's messages."""
+        """`choir.memory.query` mode `browse`: a page of the session's messages, if `viewer`
+        sees that session's user's."""
         from choir.daemon.memory.tools.browse import browse_page
 
         assert self.database is not None
         return await browse_page(
-            self.database.pool, agent_id, session_id, after_rev=after_rev, limit=limit
+            self.database.pool,
+            agent_id,
+            session_id,
+            after_rev=after_rev,
+            limit=limit,
+            viewer=viewer,
         )
 
     async def memory_started(self) -> None:

@@ -121,6 +121,15 @@ async def reactivate(
     return _updated(result)
 
 
+async def session_user(conn: Connection, session_id: str) -> str:
+    """The user of `session_id`: its bound DM ("": none, or no such session)."""
+    dm = await conn.fetchval(
+        "SELECT resource_bindings ->> 'dm' FROM choir_control.sessions WHERE session_id = $1",
+        session_id,
+    )
+    return dm if isinstance(dm, str) else ""
+
+
 async def get_session(conn: Connection, session_id: str) -> SessionRow | None:
     row = await conn.fetchrow(
         f"SELECT {_COLUMNS} FROM choir_control.sessions WHERE session_id = $1", session_id

@@ -170,3 +170,15 @@ def test_check_grants_reports_every_bad_entry() -> None:
         "owner's entry, under agents.bob.memories)",
         "agents.ada.memories[5]: a second entry for bob/app; keep one",
     ]
+
+
+def test_an_item_with_an_owner_is_seen_by_its_agents_sessions_of_that_user_and_the_operator():
+    from choir.core.memory.access import EVERYONE, viewer
+
+    assert viewer("ada", "ada", "alice").sees("alice")
+    assert viewer("ada", "ada", "alice").sees("")  # nobody's: as before
+    assert not viewer("ada", "ada", "bob").sees("alice")
+    assert not viewer("ada", "ada", None).sees("alice")  # a session with no user
+    assert not viewer("bob", "ada", "alice").sees("alice")  # another agent, same user
+    assert viewer("bob", "ada", "alice").sees("")
+    assert EVERYONE.sees("alice")

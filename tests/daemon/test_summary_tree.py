@@ -101,10 +101,13 @@ async def test_a_rollup_is_the_root_expanded_to_summaries_then_archives_then_eve
     first = await run_session(daemon, [*compacted(), summary])
     await wait_closed(pool_of(daemon), first)
     branch = f"summary/{first.removeprefix('s-')}"
-    pending = await daemon.memory_store.pending_summaries("agent-1", 20)
+    pending = await daemon.memory_store.pending_summaries("agent-1", 20, user="console")
     assert [p.name for p in pending] == [branch]
     assert "deploy script" in pending[0].text
-    assert await daemon.memory_store.pending_summaries("agent-1", 20, besides=[branch]) == []
+    rolled = await daemon.memory_store.pending_summaries(
+        "agent-1", 20, user="console", besides=[branch]
+    )
+    assert rolled == []
 
     root = "rollup/2026-11-27T14:40Z"
     rollup = MemoryRollup(name=root, text="Across sessions: the deploy script.", covers=[branch])

@@ -133,7 +133,7 @@ async def test_an_idle_agent_rolls_up_its_session_summaries_once_into_the_trees_
     await asyncio.sleep(3)  # three more idle periods: nothing left to roll up
     assert len(await rollups(agent)) == 1
     assert len(rollup_requests(agent)) == 1
-    assert await store.pending_summaries("agent-1", 20) == []
+    assert await store.pending_summaries("agent-1", 20, user="console") == []
 
 
 async def test_a_message_during_the_rollup_is_answered_at_once_and_the_rollup_waits(

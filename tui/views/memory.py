@@ -442,7 +442,8 @@ def hit_row(hit: a.MemoryHitView) -> tuple[str, str, str, str]:
     else:
         revs = f" revs {hit.first_rev}-{hit.last_rev}" if hit.first_rev is not None else ""
         where = f"{hit.tier}{revs}"
-    return hit.id, f"{hit.score:.4f}", where, flat(hit.text)
+    whose = f" · of {hit.user}" if hit.user else ""  # a user's item or session row
+    return hit.id, f"{hit.score:.4f}", where + whose, flat(hit.text)
 
 
 def item_row(item: a.KnowledgeView) -> tuple[str, str, str, str]:

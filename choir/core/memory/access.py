@@ -13,6 +13,12 @@ Every agent owns four memories, one per class, kept in its own schema:
 - `personal`: per user — the user of the session (its bound DM). Read-write to its agent, and
   only the items of the session's own user; never another agent's, whatever config says.
 
+Whatever choird derives from a session of a user (its session memory, compaction archives, tool
+sequence, summary, and the roll-ups over that user's summaries) is that user's: knowledge class,
+but with the session's user as `owner_user`. An item with an owner is seen by its own agent in a
+session of that same user only, and by the operator (`Viewer`); never by another agent, grants
+notwithstanding, nor by a session of another user or of none.
+
 An agent with no `memories` entry in config.json keeps the behaviour choir had before classes:
 its own memories as above, and every other agent's `knowledge` and `app` memory (and session
 memory) readable. With a `memories` list, another agent's memory is reachable only as listed,
@@ -179,6 +185,30 @@ def session_refusal(access: MemoryAccess, target: str) -> str | None:
         f'{{"agent": "{target}", "class": "knowledge", "role": "read"}} '
         f"to agents.{access.agent}.memories in config.json"
     )
+
+
+@dataclass(frozen=True, slots=True)
+class Viewer:
+    """Who reads an agent's memory, as far as the owner of an item goes: a session of `user`
+    (None: a session with no user) of the agent itself, or anyone else; `everyone` is the
+    operator, who sees every item."""
+
+    user: str | None
+    everyone: bool = False
+
+    def sees(self, owner: str) -> bool:
+        """Whether an item owned by `owner` ("": nobody's) exists for this reader."""
+        return self.everyone or not owner or owner == self.user
+
+
+EVERYONE: Final = Viewer(None, everyone=True)
+"""The operator (choirctl, the console): every user's items, with their owner shown."""
+
+
+def viewer(caller: str, target: str, user: str | None) -> Viewer:
+    """The reader a session of `user` of agent `caller` is in `target`'s memory: its own user's
+    items in its own memory; in another agent's, only items of no user."""
+    return Viewer(user if caller == target else None)
 
 
 def check_grants(agent: str, grants: Sequence[Grant], agents: Sequence[str]) -> list[str]:

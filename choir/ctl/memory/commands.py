@@ -110,10 +110,12 @@ def _hits(data: MemorySearch) -> None:
 
 
 def _where(hit: MemoryHitView) -> str:
+    """Where a hit is from, and whose it is (a user's: `[user <dm>]`)."""
+    whose = f" [user {hit.user}]" if hit.user else ""
     if hit.store == "knowledge":
-        return f"{hit.name} ({hit.loc})" if hit.loc else hit.name or "knowledge"
+        return (f"{hit.name} ({hit.loc})" if hit.loc else hit.name or "knowledge") + whose
     revs = f" revs {hit.first_rev}-{hit.last_rev}" if hit.first_rev is not None else ""
-    return f"{hit.session_id} {hit.tier}{revs}"
+    return f"{hit.session_id} {hit.tier}{revs}{whose}"
 
 
 @app.command("show")

@@ -20,9 +20,11 @@ from choir.core.memory.access import (
     MemoryAccess,
     MemoryClass,
     Op,
+    Viewer,
     readable,
     refusal,
     session_refusal,
+    viewer,
 )
 from choir.core.memory.knowledge.graph import MemoryScope
 from choir.errors import UsageError
@@ -68,12 +70,18 @@ class MemoryGate:
         classes = readable(self.access(caller), target, user=user)
         if not classes:
             self.check(caller, target, MemoryClass.KNOWLEDGE, Op.READ, user=user)
-        return MemoryScope(tuple(c.value for c in classes), user)
+        return MemoryScope(tuple(c.value for c in classes), self.viewer(caller, target, user).user)
+
+    def viewer(self, caller: str, target: str, user: str | None) -> Viewer:
+        """Whose items of `target`'s memory a session of `user` of `caller` sees (an item with
+        an owner: its own agent's session of that user only)."""
+        return viewer(caller, target, user)
 
     def visible(
         self, caller: str, target: str, memory_class: str, owner: str, user: str | None
     ) -> bool:
-        """Whether an item of `target`'s memory (its class and owner) exists for `caller`: a
-        personal item of another user is not there at all, as far as the caller can tell."""
-        personal = memory_class == MemoryClass.PERSONAL
-        return not personal or (target == caller and owner == user)
+        """Whether an item of `target`'s memory (its class and owner) exists for `caller`: an
+        item of another user (personal, or derived from that user's session) is not there at
+        all, as far as the caller can tell."""
+        del memory_class  # a personal item always has an owner: the owner decides
+        return self.viewer(caller, target, user).sees(owner)

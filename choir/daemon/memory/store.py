@@ -71,6 +71,7 @@ from choir.store.memory.stats import MemoryStats
 from choir.store.memory.vectors import MissingVector, VectorOf, VectorTarget
 from choir.store.postgres.failures import classify
 from choir.store.postgres.pool import Connection, Pool
+from choir.store.sessions import session_user
 
 T = TypeVar("T")
 Choose = Callable[[list[MemoryHit]], list[MemoryHit]]
@@ -224,13 +225,15 @@ class MemoryStore(Protocol):
         ...
 
     async def pending_summaries(
-        self, agent_id: str, limit: int, *, besides: Sequence[str] = ()
+        self, agent_id: str, limit: int, *, user: str, besides: Sequence[str] = ()
     ) -> list[PendingSummary]:
-        """The session summaries no roll-up covers yet (nor `besides`), oldest first."""
+        """The session summaries of `user` no roll-up covers yet (nor `besides`), oldest first;
+        none pending: those of sessions with no user (one roll-up is one user's)."""
         ...
 
     async def knowledge_about(self, agent_id: str, user: str, *, limit: int) -> list[KnowledgeItem]:
-        """The items a session with `user` (a DM name) wrote a version of, oldest first."""
+        """The items a session with `user` (a DM name) wrote a version of, or `user` owns
+        (personal, or derived from its sessions), oldest first."""
         ...
 
     async def forget_knowledge(self, agent_id: str, ref: UUID | str, *, by: str) -> Forgotten:
@@ -240,9 +243,21 @@ class MemoryStore(Protocol):
         ...
 
     async def add_session_chunks(
-        self, agent_id: str, session_id: str, tier: Tier, chunks: Sequence[MemoryChunk]
+        self,
+        agent_id: str,
+        session_id: str,
+        tier: Tier,
+        chunks: Sequence[MemoryChunk],
+        *,
+        owner: str = "",
     ) -> list[ChunkRef]:
-        """Store a session's chunks; idempotent (a rerun stores nothing, same ids back)."""
+        """Store a session's chunks, `owner` its user ("": the user of its rows stored
+        already); idempotent (a rerun stores nothing, same ids back)."""
+        ...
+
+    async def session_user(self, session_id: str) -> str:
+        """The user of `session_id` (its bound DM; "": none, or no such session): what choird
+        derives from the session is that user's."""
         ...
 
     async def get_chunk(self, agent_id: str, chunk_id: UUID) -> StoredChunk | None:
@@ -533,11 +548,13 @@ class PostgresMemoryStore:
         return await self._run(agent_id, work)
 
     async def pending_summaries(
-        self, agent_id: str, limit: int, *, besides: Sequence[str] = ()
+        self, agent_id: str, limit: int, *, user: str, besides: Sequence[str] = ()
     ) -> list[PendingSummary]:
         return await self._run(
             agent_id,
-            lambda c: knowledge_rollups.pending_summaries(c, limit, besides=list(besides)),
+            lambda c: knowledge_rollups.pending_summaries(
+                c, limit, user=user, besides=list(besides)
+            ),
         )
 
     async def knowledge_about(self, agent_id: str, user: str, *, limit: int) -> list[KnowledgeItem]:
@@ -556,9 +573,29 @@ class PostgresMemoryStore:
         return gone
 
     async def add_session_chunks(
-        self, agent_id: str, session_id: str, tier: Tier, chunks: Sequence[MemoryChunk]
+        self,
+        agent_id: str,
+        session_id: str,
+        tier: Tier,
+        chunks: Sequence[MemoryChunk],
+        *,
+        owner: str = "",
     ) -> list[ChunkRef]:
-        return await self._run(agent_id, lambda c: memory.add_chunks(c, session_id, tier, chunks))
+        return await self._run(
+            agent_id, lambda c: memory.add_chunks(c, session_id, tier, chunks, owner=owner)
+        )
+
+    async def session_user(self, session_id: str) -> str:
+        try:
+            async with self._pool.acquire() as conn:
+                return await session_user(conn, session_id)
+        except Exception as exc:
+            if classify(exc) is None:
+                raise
+            raise UnavailableError(
+                f"the user of session {session_id} is unavailable: Postgres {classify(exc)}; "
+                "retry when the database is back"
+            ) from exc
 
     async def get_chunk(self, agent_id: str, chunk_id: UUID) -> StoredChunk | None:
         return await self._run(agent_id, lambda c: memory.get_chunk(c, chunk_id))

@@ -524,6 +524,9 @@ class MemoryHitView(OperatorModel):
     memory: str | None = Field(default=None, exclude_if=lambda memory: memory is None)
     """A knowledge item's memory: system, knowledge, app or personal (left out for a session
     hit)."""
+    user: str | None = None
+    """Whose it is: a personal item's user, or the user of the session it was derived from
+    (None: nobody's)."""
 
 
 class MemorySearch(OperatorModel):

@@ -16,7 +16,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from choir.core.memory.knowledge.graph import EdgeType, GraphFilter, ItemFields, ItemType
+from choir.core.memory.knowledge.graph import (
+    EdgeType,
+    GraphFilter,
+    ItemFields,
+    ItemType,
+    Placement,
+)
 from choir.core.memory.summaries.archives import ArchiveEntry
 from choir.errors import ConflictError
 from choir.store.knowledge.graph import link, list_filtered
@@ -32,7 +38,10 @@ async def store_archive(conn: Connection, entry: ArchiveEntry) -> KnowledgeItem 
     """Store `entry` unless it is stored already; the new item, or None when it was there."""
     if await _stored(conn, entry):
         return None
-    fields = ItemFields(loc=entry.loc, type=ItemType.ABSTRACT)
+    # knowledge class, whoever's: choird writes it unsealed (the event log holds the same words)
+    fields = ItemFields(
+        loc=entry.loc, type=ItemType.ABSTRACT, memory=Placement("knowledge", entry.owner)
+    )
     # A savepoint (by hand: `run_as_agent` began the transaction with a plain BEGIN, which
     # asyncpg's nested `transaction()` refuses): the other path may be storing it right now.
     await conn.execute("SAVEPOINT tree_item")

@@ -4,8 +4,10 @@
     gone = await forget(conn, "user.phone", by="choirctl")  # None: no such item
 
 What an agent learnt from a user is every item one of whose versions an agent's session with
-that user (its DM, `choir.core.memory.knowledge.provenance`) wrote — even if the operator rewrote
-it since.
+that user (its DM, `choir.core.memory.knowledge.provenance`) wrote — even if the operator
+rewrote it since — and every item that user owns: personal items, and what choird derived from
+that user's sessions (archives, tool sequences, session summaries, roll-ups), each then
+forgettable.
 
 Forgetting is one statement in the caller's transaction (`run_as_agent`): the item row goes,
 and with it (ON DELETE CASCADE) its names and aliases, every version, its vector, its edges and
@@ -32,7 +34,8 @@ ABOUT_MAX: Final = 1000
 
 _LEARNT: Final = f"""
 SELECT {COLUMNS} FROM knowledge_documents d
-WHERE EXISTS (SELECT FROM knowledge_versions v
+WHERE d.owner_user = $1
+   OR EXISTS (SELECT FROM knowledge_versions v
               WHERE v.document_id = d.id AND v.provenance ->> 'user' = $1)
 ORDER BY d.created_at, d.id LIMIT $2
 """
@@ -55,7 +58,8 @@ class Forgotten:
 
 
 async def learnt_from(conn: Connection, user: str, *, limit: int) -> list[KnowledgeItem]:
-    """Items a session with `user` (a DM name) wrote a version of, oldest first."""
+    """Items a session with `user` (a DM name) wrote a version of, or `user` owns, oldest
+    first."""
     if not 1 <= limit <= ABOUT_MAX:
         raise UsageError(f"a memory about page lists 1 to {ABOUT_MAX} items, not {limit}")
     return [item_of(row) for row in await conn.fetch(_LEARNT, user, limit)]

@@ -41,7 +41,8 @@ Direction = Literal["out", "in"]
 def filter_sql(first: int) -> str:
     """The `GraphFilter` condition on `d`, its six parameters numbered from `first`:
     loc (NULL: any), type (NULL: any), tags (empty: any), the scope's classes (NULL: any), its
-    user (NULL: no personal item) and whether every user's personal items pass."""
+    user (NULL: no item with an owner) and whether every user's items pass. An item with an
+    owner (personal, or derived from that user's session) passes for its own user only."""
     loc, kind, tags = f"${first}::text", f"${first + 1}::text", f"${first + 2}::text[]"
     classes, user = f"${first + 3}::text[]", f"${first + 4}::text"
     every = f"${first + 5}::boolean"
@@ -50,7 +51,7 @@ def filter_sql(first: int) -> str:
         f"AND ({kind} IS NULL OR d.type = {kind}) "
         f"AND (cardinality({tags}) = 0 OR d.metadata -> 'tags' @> to_jsonb({tags})) "
         f"AND ({classes} IS NULL OR (d.memory_class = ANY({classes}) "
-        f"AND (d.memory_class <> 'personal' OR {every} OR d.owner_user = {user})))"
+        f"AND (d.owner_user = '' OR {every} OR d.owner_user = {user})))"
     )
 
 

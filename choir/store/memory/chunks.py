@@ -7,6 +7,8 @@ crashed halfway is simply run again. A session's event chunks are one family acr
 and `long_term_detail`: once promoted, storing its mid-term chunks again is a no-op too.
 Promotion is one transaction (the caller's): summary chunks in, event chunks marked
 `long_term_detail`, their vectors dropped. One session is closed by one caller at a time.
+Every row carries the session's user (`owner_user`, its bound DM; "": none): a chunk stored
+without one given takes the user of the session's rows stored before it (`OWNER_OF_SESSION`).
 """
 
 from __future__ import annotations
@@ -31,9 +33,16 @@ _FAMILY: Final = {
 }
 """Tiers holding the same chunks of a session: an event chunk is mid-term, then detail."""
 
-_INSERT: Final = """
-INSERT INTO memory_documents (session_id, tier, chunk_index, text, kind, first_rev, last_rev)
-SELECT $1, $2, c.chunk_index, c.text, c.kind, c.first_rev, c.last_rev
+OWNER_OF_SESSION: Final = """coalesce(nullif({owner}, ''), (
+    SELECT o.owner_user FROM memory_documents o
+    WHERE o.session_id = $1 AND o.owner_user <> '' LIMIT 1), '')"""
+"""The owner a session's new row gets: `{owner}` (a parameter) if given, else its rows'."""
+
+_INSERT: Final = f"""
+INSERT INTO memory_documents
+    (session_id, tier, chunk_index, text, kind, first_rev, last_rev, owner_user)
+SELECT $1, $2, c.chunk_index, c.text, c.kind, c.first_rev, c.last_rev,
+       {OWNER_OF_SESSION.format(owner="$9::text")}
 FROM unnest($3::int[], $4::text[], $5::text[], $6::bigint[], $7::bigint[])
     AS c (chunk_index, text, kind, first_rev, last_rev)
 WHERE NOT EXISTS (
@@ -101,9 +110,15 @@ class ChunkRef:
 
 
 async def add_chunks(
-    conn: Connection, session_id: str, tier: Tier, chunks: Sequence[MemoryChunk]
+    conn: Connection,
+    session_id: str,
+    tier: Tier,
+    chunks: Sequence[MemoryChunk],
+    *,
+    owner: str = "",
 ) -> list[ChunkRef]:
-    """Store `chunks` of `session_id` in `tier` unless stored already; their refs, in order."""
+    """Store `chunks` of `session_id` in `tier` unless stored already; their refs, in order.
+    `owner`: the session's user ("": the user of its rows stored already, if any)."""
     _check_indexes(chunks)
     if not chunks:
         return []
@@ -118,6 +133,7 @@ async def add_chunks(
         [c.first_rev for c in chunks],
         [c.last_rev for c in chunks],
         family,
+        owner,
     )
     new = {row["id"] for row in inserted}
     rows = await conn.fetch(_STORED, session_id, family, [c.index for c in chunks])

@@ -60,6 +60,9 @@ class HitSource:
     """The session events the chunk was cut from (None for summaries and knowledge)."""
     name: str | None = None
     """A knowledge item's name."""
+    owner_user: str = ""
+    """The user whose row or item it is (a personal item's, or one derived from that user's
+    session; "": nobody's): only that user's sessions, and the operator, see it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,14 +86,14 @@ class _Corpus:
 _SESSION: Final = _Corpus(
     "memory_documents",
     "memory_embeddings",
-    "d.session_id, d.tier, d.kind, d.first_rev, d.last_rev, NULL::text AS name",
+    "d.session_id, d.tier, d.kind, d.first_rev, d.last_rev, NULL::text AS name, d.owner_user",
     "d.tier IN ('mid_term', 'long_term_summary')",
 )
 _KNOWLEDGE: Final = _Corpus(
     "knowledge_documents",
     "knowledge_embeddings",
     "NULL::text AS session_id, NULL::text AS tier, NULL::text AS kind, "
-    "NULL::bigint AS first_rev, NULL::bigint AS last_rev, d.name",
+    "NULL::bigint AS first_rev, NULL::bigint AS last_rev, d.name, d.owner_user",
     "true",
 )
 CORPORA: Final = {"session": _SESSION, "knowledge": _KNOWLEDGE}
@@ -269,5 +272,6 @@ def _hit(agent_id: str, store: StoreName, row: Record) -> MemoryHit:
             first_rev=row["first_rev"],
             last_rev=row["last_rev"],
             name=row["name"],
+            owner_user=row["owner_user"],
         ),
     )

@@ -10,7 +10,8 @@ rows again stores nothing (the unique key, and the `NOT EXISTS` across the sessi
 as `memory.add_chunks` does). The rows go where the session's event chunks are — `mid_term`
 (searched, given vectors) or, once promoted, `long_term_detail` — so a backfill never makes a
 promoted session mid-term again. Being ordinary rows, they are found by every search of the
-session store (text, BM25, vectors) and counted, embedded and demoted with their session.
+session store (text, BM25, vectors) and counted, embedded and demoted with their session,
+and belong to its user as its chunks do (`memory.OWNER_OF_SESSION`).
 """
 
 from __future__ import annotations
@@ -22,13 +23,13 @@ from typing import Final
 from choir.core.memory.chunks import ChunkKind, MemoryChunk, Tier
 from choir.core.memory.tool_synthesis import ECHOES
 from choir.errors import UsageError
-from choir.store.memory.chunks import ChunkRef
+from choir.store.memory.chunks import OWNER_OF_SESSION, ChunkRef
 from choir.store.postgres.jsonb_safe import decode_text, encode_text
 from choir.store.postgres.pool import Connection
 
 KIND: Final = str(ChunkKind.TOOL_DESCRIPTION)
 
-_INSERT: Final = """
+_INSERT: Final = f"""
 WITH target AS (
     SELECT coalesce(
         (SELECT tier FROM memory_documents
@@ -36,8 +37,10 @@ WITH target AS (
          ORDER BY tier = 'mid_term' DESC LIMIT 1),
         'mid_term') AS tier
 )
-INSERT INTO memory_documents (session_id, tier, chunk_index, text, kind, first_rev, last_rev)
-SELECT $1, target.tier, c.chunk_index, c.text, $2, c.first_rev, c.last_rev
+INSERT INTO memory_documents
+    (session_id, tier, chunk_index, text, kind, first_rev, last_rev, owner_user)
+SELECT $1, target.tier, c.chunk_index, c.text, $2, c.first_rev, c.last_rev,
+       {OWNER_OF_SESSION.format(owner="''")}
 FROM target, unnest($3::int[], $4::text[], $5::bigint[], $6::bigint[])
     AS c (chunk_index, text, first_rev, last_rev)
 WHERE NOT EXISTS (

@@ -658,6 +658,64 @@ CREATE TABLE {schema}.memory_key_checks (
 );
 """,
     ),
+    Migration(
+        13,
+        "session-derived memory belongs to the session's user",
+        # What choird derives from a session of a user (`choir.core.memory.access.Viewer`) is
+        # that user's: its session memory rows and its summary tree items (archives, tool
+        # sequence, summary: knowledge class) get the session's bound DM as `owner_user`, read
+        # from `sessions.resource_bindings` (a session with none: "", as before). A personal
+        # item still always has its user; a knowledge item may have one now (system and app
+        # items never do). A roll-up made
+        # before roll-ups were per user gets its summaries' one user; one over several users'
+        # summaries is removed (derived content: its summaries are pending again, rolled up
+        # per user; the `memory_rollup` event keeps its text in the session's log).
+        """
+DO $$
+DECLARE name text;
+BEGIN
+    -- migration 9's check, named by Postgres (a check of two columns: `<table>_check`)
+    SELECT c.conname INTO name FROM pg_constraint c
+    WHERE c.conrelid = '{schema}.knowledge_documents'::regclass AND c.contype = 'c'
+        AND pg_get_constraintdef(c.oid) LIKE '%owner_user%';
+    EXECUTE format('ALTER TABLE {schema}.knowledge_documents DROP CONSTRAINT %I', name);
+END $$;
+ALTER TABLE {schema}.knowledge_documents ADD CONSTRAINT knowledge_documents_owner_user_check
+    CHECK ((memory_class <> 'personal' OR owner_user <> '')
+           AND (owner_user = '' OR memory_class IN ('personal', 'knowledge')));
+ALTER TABLE {schema}.memory_documents ADD COLUMN owner_user text NOT NULL DEFAULT '';
+DO $$
+BEGIN
+    -- no sessions table (a schema made without the control plane): no session to read
+    IF to_regclass('choir_control.sessions') IS NULL THEN
+        RETURN;
+    END IF;
+    UPDATE {schema}.memory_documents d SET owner_user = s.resource_bindings ->> 'dm'
+    FROM choir_control.sessions s
+    WHERE s.session_id = d.session_id AND coalesce(s.resource_bindings ->> 'dm', '') <> '';
+    UPDATE {schema}.knowledge_documents d SET owner_user = s.resource_bindings ->> 'dm'
+    FROM choir_control.sessions s
+    WHERE d.memory_class = 'knowledge' AND d.owner_user = ''
+        AND s.session_id = coalesce(d.metadata -> 'compaction_archive' ->> 'session_id',
+                                    d.metadata -> 'session_summary' ->> 'session_id',
+                                    d.metadata -> 'tool_sequence' ->> 'session_id')
+        AND coalesce(s.resource_bindings ->> 'dm', '') <> '';
+END $$;
+DELETE FROM {schema}.knowledge_documents r
+WHERE r.metadata ? 'memory_rollup' AND (
+    SELECT count(DISTINCT s.owner_user) FROM {schema}.knowledge_documents s
+    WHERE s.metadata ? 'session_summary'
+        AND r.metadata -> 'memory_rollup' -> 'covers' ? s.name) > 1;
+UPDATE {schema}.knowledge_documents r SET owner_user = (
+    SELECT min(s.owner_user) FROM {schema}.knowledge_documents s
+    WHERE s.metadata ? 'session_summary'
+        AND r.metadata -> 'memory_rollup' -> 'covers' ? s.name)
+WHERE r.metadata ? 'memory_rollup' AND EXISTS (
+    SELECT FROM {schema}.knowledge_documents s
+    WHERE s.metadata ? 'session_summary' AND s.owner_user <> ''
+        AND r.metadata -> 'memory_rollup' -> 'covers' ? s.name);
+""",
+    ),
 )
 
 

@@ -46,11 +46,14 @@ async def run_session(
     *,
     end: Literal["stop", "crash"] = "stop",
     agent_id: str = "agent-1",
+    dm: str | None = None,
 ) -> str:
-    """A new session of `agent_id` whose agent replicates `events` over its socket and then
-    stops gracefully (TERMINATE_SELF) or is declared crashed; its id."""
+    """A new session of `agent_id` (bound to `dm`; None: the agent's default DM) whose agent
+    replicates `events` over its socket and then stops gracefully (TERMINATE_SELF) or is
+    declared crashed; its id."""
     assert daemon.services is not None
-    started = await daemon.services.sessions.start(agent_id, {}, new_session=True)
+    overrides = {} if dm is None else {"dm": dm}
+    started = await daemon.services.sessions.start(agent_id, overrides, new_session=True)
     plane = await agent_control_plane(
         daemon, "uds", started.session_id, started.lease_token, agent_id=agent_id
     )

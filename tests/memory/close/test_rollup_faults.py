@@ -117,3 +117,7 @@ async def test_a_rollup_whose_eager_store_failed_is_stored_once_at_the_sessions_
         assert daemon.archive_writer is not None
         await daemon.archive_writer.settled()
         assert [(n, s) for n, _, s in await roots(pool_of(daemon))] == [(ROLLUP, [branch])]
+        assert daemon.memory_store is not None  # the close stored it as its session's user's
+        for name in (ROLLUP, branch):
+            item = await daemon.memory_store.get_knowledge("agent-1", name)
+            assert (item.memory_class, item.owner_user) == ("knowledge", "console")

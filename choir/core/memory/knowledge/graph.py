@@ -91,13 +91,13 @@ class Placement:
 
 @dataclass(frozen=True, slots=True)
 class MemoryScope:
-    """The memories a read covers: items of `classes`, personal ones only if they are `user`'s
-    (None: no personal item)."""
+    """The memories a read covers: items of `classes`, those with an owner (personal, or
+    derived from a session of that user) only if they are `user`'s (None: no such item)."""
 
     classes: tuple[str, ...]
     user: str | None = None
     every_user: bool = False
-    """Personal items of every user (the operator's `--memory personal` without `--user`)."""
+    """Items of every user (the operator's `--memory personal` without `--user`)."""
 
 
 NO_FIELDS: Final = ItemFields()

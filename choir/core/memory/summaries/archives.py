@@ -76,6 +76,9 @@ class ArchiveEntry:
     """`{"compaction_archive": {session_id, lane, from_rev, upto_rev, marker_rev, archived_at}}`."""
     loc: str
     """`archive:<session>`."""
+    owner: str = ""
+    """The user of the session it was derived from (its bound DM; "": none): the item is that
+    user's (`choir.core.memory.access.Viewer`)."""
 
 
 def archive_entry(session_id: str, rev: int, event: MemoryWriteCommitted) -> ArchiveEntry | None:

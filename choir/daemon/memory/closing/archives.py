@@ -25,6 +25,11 @@ A roll-up (`MemoryRollup`, the tree's root: the agent's model over session summa
 while edge was idle) is stored the same way — eagerly when its event is durable (failpoint
 `memory.rollup.before_store`), again at the close — as `rollup/<ISO minute>` linked
 `derived_from` each summary it covers (`choir.store.knowledge.rollups`).
+
+Every one of these items belongs to the user of the session it comes from (its bound DM, read
+from the session's bindings; "": none): knowledge class with that `owner_user`, seen by the
+agent's sessions of that user only and by the operator (`choir.core.memory.access.Viewer`). A
+roll-up is the one user's whose summaries it covers (the roll-up tool lists one user's).
 """
 
 from __future__ import annotations
@@ -33,12 +38,13 @@ import asyncio
 import contextlib
 from collections.abc import Awaitable, Callable, Coroutine, Iterable, Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 from choir.core.memory.chunks import MemoryChunk
 from choir.core.memory.summaries.archives import ArchiveEntry, archive_entry
 from choir.core.memory.summaries.rollup import rollup_entry
 from choir.core.memory.summaries.tree import (
+    ROLLUP_KEY,
     session_summary_entry,
     tool_sequence_entry,
     who_said_what,
@@ -55,6 +61,10 @@ if TYPE_CHECKING:
     from choir.daemon.memory.tools.host import Indexer
 
 _log = get_logger("choir.memory.archives")
+
+ARCHIVE_POINT: Final = "memory.archive.before_store"
+ROLLUP_POINT: Final = "memory.rollup.before_store"
+"""The failpoints before the eager store of an archive, of a roll-up."""
 
 Parts = Callable[[], Awaitable[tuple["MemoryStore", "Indexer"]]]
 """choird's memory store and indexer, once memory has started (`ChoirDaemon._memory_parts`)."""
@@ -84,34 +94,31 @@ def rollups_of(session_id: str, events: Iterable[tuple[int, Event]]) -> list[Arc
     ]
 
 
-async def store_rollups(
-    store: MemoryStore, index: Indexer, agent_id: str, entries: Sequence[ArchiveEntry]
-) -> int:
-    """Store the roll-ups among `entries` not stored yet (linked to their summaries) and queue
-    their vectors; how many were new."""
-    if not entries:
-        return 0
-    stored = await store.store_rollups(agent_id, entries)
-    for item in stored:
-        index(agent_id, "knowledge", item.id, item.text)
-    if stored:
-        names = [item.name for item in stored]
-        _log.info("memory roll-ups stored", fields={"agent_id": agent_id, "names": names})
-    return len(stored)
-
-
 async def store_entries(
-    store: MemoryStore, index: Indexer, agent_id: str, entries: Sequence[ArchiveEntry]
+    store: MemoryStore,
+    index: Indexer,
+    agent_id: str,
+    entries: Sequence[ArchiveEntry],
+    *,
+    owner: str,
 ) -> int:
-    """Store the `entries` not stored yet and queue their vectors; how many were new."""
+    """Store the summary tree items among `entries` not stored yet as `owner`'s (the user of
+    the session they come from; "": none) — archives and tool sequences as they are, roll-ups
+    linked to the summaries they cover — and queue their vectors; how many were new."""
     if not entries:
         return 0
-    stored = await store.store_archives(agent_id, entries)
+    owned = [replace(entry, owner=owner) for entry in entries]
+    roots = [entry for entry in owned if ROLLUP_KEY in entry.metadata]
+    leaves = [entry for entry in owned if ROLLUP_KEY not in entry.metadata]
+    stored = [
+        *(await store.store_archives(agent_id, leaves) if leaves else []),
+        *(await store.store_rollups(agent_id, roots) if roots else []),
+    ]
     for item in stored:
         index(agent_id, "knowledge", item.id, item.text)
     if stored:
         names = [item.name for item in stored]
-        _log.info("compaction archives stored", fields={"agent_id": agent_id, "names": names})
+        _log.info("memory tree items stored", fields={"agent_id": agent_id, "names": names})
     return len(stored)
 
 
@@ -135,7 +142,7 @@ async def store_session_branch(
             participation=participation,
             archives=archives,
         )
-        return replace(entry, text=redact(entry.text))
+        return replace(entry, text=redact(entry.text), owner=session.user)
 
     item = await store.store_session_summary(agent_id, session.session_id, make)
     if item is not None:
@@ -157,7 +164,7 @@ async def store_session_tree(
     Postgres being away is raised (the close is retried)."""
 
     async def tools(store: MemoryStore, index: Indexer, agent_id: str, s: StoredSession) -> int:
-        return await store_tool_sequence(store, index, agent_id, s.session_id, tool_rows)
+        return await store_tool_sequence(store, index, agent_id, s, tool_rows)
 
     for step in (store_session_archives, tools, store_session_branch, store_session_rollups):
         try:
@@ -177,13 +184,15 @@ async def store_tool_sequence(
     store: MemoryStore,
     index: Indexer,
     agent_id: str,
-    session_id: str,
+    session: StoredSession,
     tool_rows: Sequence[MemoryChunk],
 ) -> int:
     """The leaf of the session's tool calls (`tool_rows`, redacted already), unless stored; 1
     when stored now."""
-    entry = tool_sequence_entry(session_id, tool_rows)
-    return 0 if entry is None else await store_entries(store, index, agent_id, [entry])
+    entry = tool_sequence_entry(session.session_id, tool_rows)
+    if entry is None:
+        return 0
+    return await store_entries(store, index, agent_id, [entry], owner=session.user)
 
 
 async def store_session_archives(
@@ -191,7 +200,8 @@ async def store_session_archives(
 ) -> int:
     """At a session's close: store every archive its events name that is not stored yet."""
     events = ((stored.rev, stored.event) for stored in session.events)
-    return await store_entries(store, index, agent_id, archives_of(session.session_id, events))
+    entries = archives_of(session.session_id, events)
+    return await store_entries(store, index, agent_id, entries, owner=session.user)
 
 
 async def store_session_rollups(
@@ -199,7 +209,8 @@ async def store_session_rollups(
 ) -> int:
     """At a session's close: store every roll-up its events hold that is not stored yet."""
     events = ((stored.rev, stored.event) for stored in session.events)
-    return await store_rollups(store, index, agent_id, rollups_of(session.session_id, events))
+    entries = rollups_of(session.session_id, events)
+    return await store_entries(store, index, agent_id, entries, owner=session.user)
 
 
 class ArchiveWriter:
@@ -215,10 +226,11 @@ class ArchiveWriter:
         one pass over its kinds)."""
         entries = archives_of(session_id, ((e.rev, e.event) for e in events))
         if entries:
-            self._spawn(self._store(agent_id, session_id, entries), "memory-archive")
+            work = self._store(agent_id, session_id, entries, ARCHIVE_POINT)
+            self._spawn(work, "memory-archive")
         roots = rollups_of(session_id, ((e.rev, e.event) for e in events))
         if roots:
-            self._spawn(self._store_rollups(agent_id, session_id, roots), "memory-rollup")
+            self._spawn(self._store(agent_id, session_id, roots, ROLLUP_POINT), "memory-rollup")
 
     def _spawn(self, work: Coroutine[Any, Any, None], name: str) -> None:
         task = asyncio.get_running_loop().create_task(work, name=name)
@@ -238,32 +250,18 @@ class ArchiveWriter:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
 
-    async def _store(self, agent_id: str, session_id: str, entries: list[ArchiveEntry]) -> None:
-        try:
-            await failpoint("memory.archive.before_store")
-            store, index = await self._parts()
-            await store_entries(store, index, agent_id, entries)
-        except Exception as exc:
-            _log.warning(
-                "compaction archive not stored yet; the session's close stores it",
-                fields={
-                    "agent_id": agent_id,
-                    "session_id": session_id,
-                    "names": [entry.name for entry in entries],
-                    "error": f"{type(exc).__name__}: {exc}",
-                },
-            )
-
-    async def _store_rollups(
-        self, agent_id: str, session_id: str, entries: list[ArchiveEntry]
+    async def _store(
+        self, agent_id: str, session_id: str, entries: list[ArchiveEntry], point: str
     ) -> None:
+        what = "memory roll-up" if point == ROLLUP_POINT else "compaction archive"
         try:
-            await failpoint("memory.rollup.before_store")
+            await failpoint(point)
             store, index = await self._parts()
-            await store_rollups(store, index, agent_id, entries)
+            owner = await store.session_user(session_id)
+            await store_entries(store, index, agent_id, entries, owner=owner)
         except Exception as exc:
             _log.warning(
-                "memory roll-up not stored yet; the session's close stores it",
+                f"{what} not stored yet; the session's close stores it",
                 fields={
                     "agent_id": agent_id,
                     "session_id": session_id,
@@ -278,7 +276,6 @@ __all__ = [
     "archives_of",
     "rollups_of",
     "store_entries",
-    "store_rollups",
     "store_session_archives",
     "store_session_branch",
     "store_session_rollups",

@@ -25,6 +25,7 @@ from choir.logs import get_logger, redact
 from choir.protocol.log.events import EVENT_ADAPTER, Event, SessionSummary
 from choir.store.events import read_events
 from choir.store.postgres.pool import Connection
+from choir.store.sessions import session_user
 
 _SUMMARY: Final = """
 SELECT payload FROM choir_control.session_events
@@ -59,6 +60,8 @@ class StoredSession:
     """The agent's summary of the session (§11.8); None when it made none (a crash, a timeout)."""
     unreadable: int = 0
     """Rows left out because they no longer parse."""
+    user: str = ""
+    """The session's user (its bound DM; "": none): what is derived from it is that user's."""
 
 
 async def read_session(
@@ -86,7 +89,8 @@ async def read_session(
             "session events left out of memory: they no longer parse",
             fields={"session_id": session_id, "events": unreadable},
         )
-    return StoredSession(session_id, events, summary, unreadable)
+    user = await session_user(conn, session_id)
+    return StoredSession(session_id, events, summary, unreadable, user)
 
 
 async def read_summary(conn: Connection, session_id: str) -> SessionSummary | None:

@@ -11,11 +11,12 @@ chunked and stored as `mid_term` with one row per tool call (`tool_rows`: a past
 each) and queued for vectors (`MemoryIndex`); then, while
 the agent has more than `mid_term_sessions` mid-term sessions, the oldest is promoted — its
 summary (none when it crashed) stored as `long_term_summary` and vectorized, its event chunks
-turned `long_term_detail` without vectors. The compaction archives its events name and that are
-not stored yet are stored too, and its summary as the summary tree's branch over them
-(`archives`). A session is ended for memory when it stopped or
-forked, or when it crashed or was suspended and its agent has started a newer session since
-(`choir.store.memory.closes`).
+turned `long_term_detail` without vectors. Every row is the session's user's (its bound DM):
+only the agent's sessions of that user, and the operator, find it. The compaction archives
+its events name and that are not stored yet are stored too, and its summary as the summary
+tree's branch over them (`archives`), as that user's. A session is ended for memory when it
+stopped or forked, or when it crashed or was suspended and its agent has started a newer
+session since (`choir.store.memory.closes`).
 
 Idempotent and resumable: `memory_closes` records `closing` with the chunk size before anything
 is stored and `closed` after the promotions, every store step is idempotent, so a close cut
@@ -253,7 +254,9 @@ class SessionCloser:
         refs: list[ChunkRef] = []
         for start in range(0, len(chunks), STORE_PAGE):  # embedding starts with the first page
             page = chunks[start : start + STORE_PAGE]
-            stored = await self._store.add_session_chunks(agent_id, session_id, Tier.MID_TERM, page)
+            stored = await self._store.add_session_chunks(
+                agent_id, session_id, Tier.MID_TERM, page, owner=session.user
+            )
             for ref in stored:
                 if ref.tier is Tier.MID_TERM:  # a promoted session's detail gets no vector
                     self._index.index(agent_id, "memory", ref.id, ref.text)

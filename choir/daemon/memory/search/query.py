@@ -10,16 +10,22 @@ and for knowledge `relevance` (query text, its vector when there is one: design 
 `choir.daemon.memory.search.relevance`).
 The caller embeds the query text; the store holds no embedder. Every way a query can be wrong
 is a `MemoryQueryError` naming the problem, raised before the database is touched.
+
+A session row belongs to its session's user: a query with a `viewer` other than the operator
+keeps only the rows that reader sees (`Viewer.sees`), reading the ranking deeper
+(`OWNED_DEPTHS`) when too few of the top rows are its own. (Knowledge items are filtered by the
+query's `GraphFilter` scope: `graph_search`.)
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import StrEnum
 from typing import Final
 
 import asyncpg
 
+from choir.core.memory.access import EVERYONE, Viewer
 from choir.core.memory.knowledge.relevance import RelevanceWeights
 from choir.daemon.memory.embedding.provider import Vector
 from choir.daemon.memory.search.bm25_index import KnowledgeBm25
@@ -39,6 +45,9 @@ ef_construction 128): 0.940 at 48, 0.955 at 64, 0.961 at 80, 0.963 at 96, 0.966 
 gave 0.955 and 0.960 (levels are drawn at random): 96 keeps a margin over the 0.95 goal. The m 16
 indexes of migration 3 read ~1,170 pages for 0.961 (at 48), and cost each insert twice as much."""
 STORES: Final[tuple[StoreName, ...]] = ("session", "knowledge")
+OWNED_DEPTHS: Final = (200, 1000)
+"""How deep a session search of one reader reads the ranking, in turn, until `limit` of its
+rows are found (another user's rows ranked above them are read and left out)."""
 
 
 class SearchMode(StrEnum):
@@ -74,6 +83,8 @@ class MemoryQuery:
     session_id: str | None = None
     """The promoted session to open (session_detail only)."""
     limit: int = 10
+    viewer: Viewer = EVERYONE
+    """Whose session rows the answer may hold (the operator: everyone's)."""
 
 
 def checked(query: MemoryQuery) -> tuple[StoreName, SearchMode]:
@@ -129,6 +140,8 @@ async def run_search(
                 bm25=bm25,
                 weights=weights or RelevanceWeights(),
             )
+        if store == "session" and not query.viewer.everyone:
+            return await _owned(conn, agent_id, mode, query, bm25)
         return await _dispatch(conn, agent_id, store, mode, query, bm25)
     except asyncpg.DataError as exc:  # pgvector: "different vector dimensions 3 and 256"
         raise MemoryQueryError(
@@ -159,6 +172,24 @@ async def _dispatch(
     if mode is SearchMode.SEMANTIC:
         return await memory_search.semantic(conn, agent_id, store, query.vector, query.limit)
     return await memory_search.hybrid(conn, agent_id, store, query.text, query.vector, query.limit)
+
+
+async def _owned(
+    conn: Connection, agent_id: str, mode: SearchMode, query: MemoryQuery, bm25: KnowledgeBm25
+) -> list[MemoryHit]:
+    """The session rows of `query` its viewer sees, best first: the ranking read deeper until
+    `limit` pass or it has nothing deeper."""
+    kept: list[MemoryHit] = []
+    for depth in (query.limit, *OWNED_DEPTHS):
+        depth = max(depth, query.limit)
+        if mode in _NEEDS_VECTOR:  # the HNSW index returns at most ef_search rows
+            await conn.execute(f"SET LOCAL hnsw.ef_search = {max(depth, EF_SEARCH):d}")
+        deeper = replace(query, limit=depth)
+        hits = await _dispatch(conn, agent_id, "session", mode, deeper, bm25)
+        kept = [hit for hit in hits if query.viewer.sees(hit.source.owner_user)]
+        if len(kept) >= query.limit or (mode not in _NEEDS_VECTOR and len(hits) < depth):
+            break
+    return kept[: query.limit]
 
 
 def ef_search(query: MemoryQuery) -> int:

@@ -9,7 +9,9 @@ costs a few hundred events. Events a little before the page are read too, so a t
 the page finds the call that asked for it (its arguments make the sentence). Every line passes
 choird's secret redaction; tool calls are sentences (`core.memory.browse`), never a masked
 result's data. Works on any session of the agent, open or closed — unlike `session_detail`, which
-reads a promoted session's stored chunks.
+reads a promoted session's stored chunks. A session of a user is that user's: another reader
+(`viewer`: a session of another user, or of none, or another agent) finds no such session; the
+operator reads every one.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from typing import Final
 
 from pydantic import ValidationError
 
+from choir.core.memory.access import EVERYONE, Viewer
 from choir.core.memory.browse import MessageLine, message_lines
 from choir.daemon.memory.closing.chunks import StoredEvent
 from choir.daemon.memory.closing.tool_rows import masked_tools
@@ -46,14 +49,26 @@ class BrowsePage:
 
 
 async def browse_page(
-    pool: Pool, agent_id: str, session_id: str, *, after_rev: int, limit: int
+    pool: Pool,
+    agent_id: str,
+    session_id: str,
+    *,
+    after_rev: int,
+    limit: int,
+    viewer: Viewer = EVERYONE,
 ) -> BrowsePage:
     """Up to `limit` messages of `agent_id`'s session after revision `after_rev`, in order (a
-    page never splits the lines of one revision)."""
+    page never splits the lines of one revision), if `viewer` sees the session's user's
+    messages."""
     events: list[StoredEvent] = []
     async with pool.acquire() as conn:
         session = await get_session(conn, session_id)
-        if session is None or session.agent_id != agent_id:
+        owner = session.resource_bindings.get("dm") if session is not None else None
+        if (
+            session is None
+            or session.agent_id != agent_id
+            or not viewer.sees(owner if isinstance(owner, str) else "")
+        ):
             raise NotFoundError(
                 f"agent {agent_id} has no session {session_id!r}; search its session memory "
                 "to find a session id"

@@ -51,6 +51,7 @@ from choir.daemon.memory.keys import MemoryKeys, MemoryLocked, classes_of, locke
 from choir.daemon.memory.sealed_writes import is_encrypted, sealed_content
 from choir.daemon.memory.tools import graph as graph_tools
 from choir.daemon.memory.tools import tree as tree_tools
+from choir.daemon.memory.tools.tree import Browse
 from choir.errors import ConflictError, NotFoundError, UnavailableError, UsageError
 from choir.protocol import ToolResult
 from choir.store.knowledge.immutable import ArchiveImmutable
@@ -59,7 +60,6 @@ if TYPE_CHECKING:  # numpy and pgvector load with memory, after choird's start (
     from choir.config.model import AgentConfig
     from choir.daemon.memory.embedding.provider import Vector
     from choir.daemon.memory.store import MemoryStore
-    from choir.daemon.memory.tools.browse import BrowsePage
     from choir.store.knowledge.items import KnowledgeItem
     from choir.store.memory.search import MemoryHit
     from choir.store.memory.vectors import VectorTarget
@@ -84,8 +84,6 @@ class QueryEmbedder(Protocol):
 
 Indexer = Callable[[str, "VectorTarget", UUID, str], None]
 """Queue a stored row's text for embedding: (agent, target, row id, text)."""
-Browse = Callable[[str, str, int, int], Awaitable["BrowsePage"]]
-"""(agent, session, after revision, limit) → a page of the session's messages."""
 MemoryParts = Callable[[], Awaitable[tuple["MemoryStore", Indexer]]]
 """The store and the indexer, once choird's memory has started (`UnavailableError` when it
 does not in time: the tools are served from choird's start, memory comes up just after)."""
@@ -195,7 +193,7 @@ class MemoryTools:
         if mode == STATS:
             return await self._stats(store, caller, target)
         if mode == BROWSE:
-            return await self._browse(store, caller, target, args)
+            return await self._browse(store, caller, target, args, user)
         if mode == graph_tools.NEIGHBOURS_MODE and store == "knowledge":
             memory, _ = await self.parts()
             ref = args.get("query") or args.get("name")
@@ -217,6 +215,8 @@ class MemoryTools:
                 self.browse,
                 _limit(args),
                 partial(self._readable, target),
+                graph=GraphFilter(scope=graph.scope),
+                viewer=self.gate.viewer(caller, target, user),
             )
         text = _text(args, "query") or ""
         vector, note = None, ""
@@ -238,6 +238,7 @@ class MemoryTools:
             vector=vector,
             session_id=_text(args, "session_id"),
             limit=_limit(args),
+            viewer=self.gate.viewer(caller, target, user),
         )
         memory, _ = await self.parts()
         found = await memory.search_placed(target, query, graph)
@@ -306,7 +307,7 @@ class MemoryTools:
         )
 
     async def _browse(
-        self, store: str, caller: str, target: str, args: Mapping[str, Any]
+        self, store: str, caller: str, target: str, args: Mapping[str, Any], user: str | None
     ) -> ToolResult:
         if store != "session":
             raise _Refused("invalid_input", 'mode browse is for store "session"')
@@ -318,7 +319,8 @@ class MemoryTools:
         offset = args.get("offset", 0)
         if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
             raise _Refused("invalid_input", "offset must be an integer from 0 (a next_offset)")
-        page = await self.browse(target, session_id, offset, _limit(args))
+        viewer = self.gate.viewer(caller, target, user)
+        page = await self.browse(target, session_id, offset, _limit(args), viewer)
         whose = "your" if target == caller else f"{target}'s"
         more = (
             f"; read on with offset {page.next_offset}"
@@ -350,7 +352,7 @@ class MemoryTools:
         if wanted is None:
             return self.gate.scope(caller, target, user=user)
         self.gate.check(caller, target, wanted, Op.READ, user=user)
-        return MemoryScope((wanted.value,), user)
+        return MemoryScope((wanted.value,), self.gate.viewer(caller, target, user).user)
 
     async def _visible(
         self,

@@ -33,6 +33,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
+from choir.core.memory.access import Viewer
 from choir.core.memory.knowledge.graph import GraphFilter, MemoryScope
 from choir.core.memory.recall import Recalled, fill
 from choir.daemon.agents.host_tools import HostToolCall
@@ -65,10 +66,11 @@ class MemoryRecall:
     """Whether an agent's vectors are the configured model's (else no query vector)."""
     scope: Callable[[str, str | None], MemoryScope]
     """(agent, the session's user) → the agent's memories that user's session may read
-    (`access.MemoryGate.scope`): a recall never puts another user's personal item in a prompt."""
+    (`access.MemoryGate.scope`): a recall never puts another user's item (personal, or derived
+    from that user's sessions) in a prompt."""
     knowledge_exists: Callable[[str], Awaitable[bool]] | None = None
     """Whether an agent has any knowledge item, asked without loading memory
-    (`store.memory_work.knowledge_exists`); None: taken as yes."""
+    (`store.memory.work.knowledge_exists`); None: taken as yes."""
     _known: set[str] = field(default_factory=set, compare=False, repr=False)
     """Agents known to have knowledge: not asked again."""
 
@@ -117,7 +119,9 @@ class MemoryRecall:
         agent_id = call.context.agent_id
         if not await self._anything(agent_id):
             return ToolResult.ok("nothing to recall", items=[], tokens=0)
-        graph = GraphFilter(scope=self.scope(agent_id, call.context.bindings.dm))
+        user = call.context.bindings.dm
+        graph = GraphFilter(scope=self.scope(agent_id, user))
+        own = Viewer(user)  # the store filters by `graph` already; this holds if it did not
         vector, note = None, None
         if self.current(agent_id):
             vector = await self.embed_query(text, deadline_s / 2, agent_id=agent_id)
@@ -127,7 +131,11 @@ class MemoryRecall:
         chosen: dict[str, int] = {}
 
         def choose(hits: list[MemoryHit]) -> list[MemoryHit]:
-            readable = [hit for hit in hits if may_read(agent_id, hit.source)]
+            readable = [
+                hit
+                for hit in hits
+                if may_read(agent_id, hit.source) and own.sees(hit.source.owner_user)
+            ]
             picked = fill([_recalled(hit) for hit in readable], budget)
             chosen.update((item.id, tokens) for item, tokens in picked)
             return [hit for hit in readable if str(hit.source.id) in chosen]

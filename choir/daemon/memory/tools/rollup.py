@@ -3,7 +3,11 @@
 A host tool the agent calls itself while edge is idle (`choir.agent.lanes.rollup`), never
 offered to the model: `{"limit": n, "besides": [names]}` answers the agent's session summaries
 no stored roll-up covers yet, oldest first, but `besides` (those the agent's own log rolled up
-already: a roll-up durable but not stored yet is not written twice). choird only reads here;
+already: a roll-up durable but not stored yet is not written twice). Only the summaries of the
+calling session's user (its bound DM), or when it has none pending those of sessions with no
+user (which every session of the agent reads anyway): one roll-up is over one user's sessions
+and is stored as that user's, so no user's conversations reach another user's session. A
+user's summaries are rolled up by the agent's sessions with that user. choird only reads here;
 the roll-up itself is the agent's model's, committed as a `memory_rollup` event and stored by
 choird when durable (`archives.ArchiveWriter`).
 """
@@ -41,7 +45,9 @@ class RollupSources:
             return ToolResult.fail("invalid_input", str(bad))
         try:
             store, _ = await self.parts()
-            pending = await store.pending_summaries(call.context.agent_id, limit, besides=besides)
+            pending = await store.pending_summaries(
+                call.context.agent_id, limit, user=call.context.bindings.dm or "", besides=besides
+            )
         except ChoirError as error:
             return ToolResult.fail("unavailable", error.message)
         return ToolResult.ok(

@@ -15,7 +15,8 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any, Final
 
-from choir.core.memory.knowledge.graph import EdgeType
+from choir.core.memory.access import Viewer
+from choir.core.memory.knowledge.graph import NO_FILTER, EdgeType, GraphFilter
 from choir.core.memory.summaries.archives import ARCHIVE_KEY
 from choir.core.memory.summaries.tree import TOOLS_KEY
 from choir.daemon.memory.tools.graph import Readable, item_view
@@ -31,7 +32,8 @@ EXPAND_MODE: Final = "expand"
 SOURCE_TEXT_CHARS: Final = 1_500
 """Text of one source item shown; the rest is another `expand` or a `show` away."""
 
-Browse = Callable[[str, str, int, int], Awaitable["BrowsePage"]]
+Browse = Callable[[str, str, int, int, Viewer], Awaitable["BrowsePage"]]
+"""(agent, session id, after rev, limit, who reads) → a page of the session's messages."""
 
 
 async def expand(
@@ -42,9 +44,14 @@ async def expand(
     browse: Browse | None,
     limit: int,
     readable: Readable = lambda item: item,
+    *,
+    graph: GraphFilter = NO_FILTER,
+    viewer: Viewer,
 ) -> ToolResult:
     """Mode `expand`: the sources of the item `query` names, one level down, each as
-    `readable` shows it (an encrypted one opened with its key, or saying it is locked)."""
+    `readable` shows it (an encrypted one opened with its key, or saying it is locked); only
+    sources passing `graph` (the caller's memories: never another user's), a leaf's events
+    only if `viewer` sees its session's."""
     ref = args.get("query") or args.get("name")
     if not isinstance(ref, str) or not ref.strip():
         raise UsageError("mode expand needs query: the name of a summary or an archive")
@@ -52,9 +59,9 @@ async def expand(
     whose = "your" if target == caller else f"{target}'s"
     leaf = item.metadata.get(ARCHIVE_KEY) or item.metadata.get(TOOLS_KEY)
     if isinstance(leaf, dict):
-        return await _events(target, item, leaf, args, browse, limit, whose)
+        return await _events(target, item, leaf, args, browse, limit, whose, viewer)
     _, found = await store.knowledge_neighbours(
-        target, item.id, types=(EdgeType.DERIVED_FROM,), limit=limit
+        target, item.id, types=(EdgeType.DERIVED_FROM,), graph=graph, limit=limit
     )
     sources = [n.item for n in found if n.edge.direction == "out"]
     return ToolResult(
@@ -78,6 +85,7 @@ async def _events(
     browse: Browse | None,
     limit: int,
     whose: str,
+    viewer: Viewer,
 ) -> ToolResult:
     """An archive's source events: its session's messages from `from_rev` to `upto_rev`."""
     if browse is None:
@@ -86,7 +94,7 @@ async def _events(
     offset = args.get("offset", first - 1)
     if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
         raise UsageError("offset must be an integer from 0 (a next_offset)")
-    page = await browse(target, session_id, max(offset, first - 1), limit)
+    page = await browse(target, session_id, max(offset, first - 1), limit, viewer)
     lines = [line for line in page.lines if line.rev <= last]
     more = page.next_offset is not None and page.next_offset < last
     return ToolResult(

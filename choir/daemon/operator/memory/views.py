@@ -183,6 +183,7 @@ def _hit_view(hit: MemoryHit, place: Placed | None = None) -> a.MemoryHitView:
         last_rev=source.last_rev,
         name=source.name,
         memory=None if place is None else place.memory_class,
+        user=source.owner_user or None,
         **graph,
     )
 
