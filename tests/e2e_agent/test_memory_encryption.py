@@ -187,7 +187,9 @@ async def _views(client: ChoirClient, home: ChoirHome) -> dict[str, list[str]]:
         "knowledge list": [i["text"] for i in listed.json()["items"] if i["name"] == "user.pet"],
         "knowledge history": [history.json()["item"]["text"]]
         + [version["text"] for version in history.json()["versions"]],
-        "memory about": [item["text"] for item in about.json()["items"]],
+        "memory about": [  # what the user taught, not what their sessions left (summaries)
+            item["text"] for item in about.json()["items"] if item["name"] == "user.pet"
+        ],
         "memory show": [shown.knowledge.text],
     }
 

@@ -152,6 +152,6 @@ async def test_a_personal_item_from_the_palette_asks_its_user(live: Live):
         assert column(app, "memory-results", "from") == ["style · personal of console"]
         await pilot.press("s", "slash", *"short answers", "enter")  # a search's hit: its memory
         await until(pilot, lambda: "hit(s) for" in shown(app, "memory-what"), what="the search")
-        assert column(app, "memory-results", "from") == ["style · personal"]
+        assert column(app, "memory-results", "from") == ["style · personal of console"]
     items = (await live.client.knowledge_list("agent-1")).items
     assert [(i.name, i.memory, i.user) for i in items] == [("style", "personal", "console")]

@@ -435,15 +435,15 @@ def message_row(number: int, message: a.SessionMessage) -> tuple[str, str, str, 
 
 
 def hit_row(hit: a.MemoryHitView) -> tuple[str, str, str, str]:
+    whose = f"of {hit.user}" if hit.user else ""  # a user's item or session row
     if hit.store == "knowledge":
         where = f"{hit.name} ({hit.loc})" if hit.loc else hit.name or "knowledge"
-        if hit.memory:  # its memory, as the knowledge list shows it
-            where += f" · {hit.memory}"
+        if hit.memory:  # its memory, as the knowledge list shows it: `personal of alice`
+            whose = " ".join(part for part in (hit.memory, whose) if part)
     else:
         revs = f" revs {hit.first_rev}-{hit.last_rev}" if hit.first_rev is not None else ""
         where = f"{hit.tier}{revs}"
-    whose = f" · of {hit.user}" if hit.user else ""  # a user's item or session row
-    return hit.id, f"{hit.score:.4f}", where + whose, flat(hit.text)
+    return hit.id, f"{hit.score:.4f}", where + (f" · {whose}" if whose else ""), flat(hit.text)
 
 
 def item_row(item: a.KnowledgeView) -> tuple[str, str, str, str]:

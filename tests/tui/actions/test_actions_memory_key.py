@@ -75,7 +75,7 @@ async def test_an_agent_started_from_the_palette_with_its_key_opens_its_encrypte
         await pilot.press("s", "o", "o", "slash", *"encrypted", "enter")  # knowledge, text
         await until(pilot, lambda: "hit(s) for" in shown(app), what="the search")
         assert column(app, "memory-results", "text") == [TABBY]
-        assert column(app, "memory-results", "from") == ["user.pet · personal"]
+        assert column(app, "memory-results", "from") == ["user.pet · personal of console"]
         await choird.client.agent_stop("agent-1")  # the key is gone: the list says locked
         await pilot.press("k")
         await until(
