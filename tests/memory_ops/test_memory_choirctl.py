@@ -37,9 +37,9 @@ async def test_memory_search_show_and_stats(filled: Filled):
     assert (found.code, found.err) == (0, "")
     lines = found.out.splitlines()
     assert lines[0] == "agent-1's session memory, text search: 1 hit(s)"
-    assert lines[1].split() == ["ID", "SCORE", "FROM", "TEXT"]
+    assert lines[1].split() == ["ID", "SCORE", "FROM", "MEMORY", "TEXT"]
     assert lines[2].startswith(f"{deploy}  0.")
-    assert f"{filled.session_id} mid_term revs 1-2  {TEXTS[0]}" in lines[2]
+    assert f"{filled.session_id} mid_term revs 1-2  -       {TEXTS[0]}" in lines[2]
     assert set(data) == fields(a.MemorySearch)
     assert set(data["hits"][0]) == fields(a.MemoryHitView) - {"memory"}  # a knowledge hit's
     assert (data["mode"], data["hits"][0]["id"]) == ("hybrid", deploy)
