@@ -263,6 +263,7 @@ async def test_the_operators_writes_are_sealed_with_the_key_choird_holds_and_ref
         await client.agent_start("agent-1", {"dm": "console"}, new_session=True, memory_key=key)
         added = await asyncio.to_thread(_ctl, home, *add)
         assert added.code == 0, added
+        assert (added.json()["embedded"], added.json()["sealed"]) == (False, True)
         store = daemon.memory_store
         assert store is not None
         shown = added.json()["item"]  # the answer opens it, as knowledge show does
@@ -342,4 +343,12 @@ async def test_the_operators_writes_are_sealed_with_the_key_choird_holds_and_ref
         assert sealed.json()["item"]["text"] == "in the clear, from before"
         item = await store.get_knowledge("agent-1", "pet")
         assert (item.version, item.text, list(item.data)) == (7, SEALED_TEXT, [SEALED_KEY])
+        # the text output says how a sealed item is found (never by its content)
+        said = await asyncio.to_thread(
+            choirctl, home.root, "knowledge", "write", "agent-1", "pet", "a cat called Miso"
+        )
+        assert said.out == (
+            "wrote version 8 of pet in agent-1's personal memory; "
+            "encrypted: found by its name, loc, type and tags only\n"
+        ), said
         await client.agent_stop("agent-1")

@@ -89,6 +89,9 @@ async def test_memory_search_keeps_to_one_memory(filled: Filled) -> None:
     assert names(bob.json()) == ["wifi.bob"]
     assert knowledge.code == 0, knowledge.err
     assert "1 hit(s)" in knowledge.out.splitlines()[0]
+    assert [(row["from"], row["memory"]) for row in table_rows(knowledge.out.splitlines()[1:])] == [
+        ("wifi", "knowledge")
+    ]  # the text table names each hit's memory, as `knowledge list` does
 
 
 @pytest.mark.parametrize(

@@ -37,9 +37,9 @@ async def test_memory_search_show_and_stats(filled: Filled):
     assert (found.code, found.err) == (0, "")
     lines = found.out.splitlines()
     assert lines[0] == "agent-1's session memory, text search: 1 hit(s)"
-    assert lines[1].split() == ["ID", "SCORE", "FROM", "TEXT"]
+    assert lines[1].split() == ["ID", "SCORE", "FROM", "MEMORY", "TEXT"]
     assert lines[2].startswith(f"{deploy}  0.")
-    assert f"{filled.session_id} mid_term revs 1-2  {TEXTS[0]}" in lines[2]
+    assert f"{filled.session_id} mid_term revs 1-2  -       {TEXTS[0]}" in lines[2]
     assert set(data) == fields(a.MemorySearch)
     assert set(data["hits"][0]) == fields(a.MemoryHitView) - {"memory"}  # a knowledge hit's
     assert (data["mode"], data["hits"][0]["id"]) == ("hybrid", deploy)
@@ -80,7 +80,7 @@ async def test_knowledge_put_list_show_delete(filled: Filled):
     item_id = again.json()["item"]["id"]
     assert (put.code, put.err) == (0, "")
     assert put.out == "stored team.standup in agent-1's knowledge; embedded\n"
-    assert set(again.json()) == fields(a.KnowledgeStored)
+    assert set(again.json()) == fields(a.KnowledgeStored) - {"sealed"}  # a sealed item's
     assert again.json()["updated"] is True
     row = table_rows(listed.out.splitlines())[0]
     assert [row[c] for c in ("name", "loc", "type", "memory", "version", "vector")] == [

@@ -29,6 +29,8 @@ async def test_stats_search_open_and_knowledge(live: Live):
         view = app.query_one(MemoryView)
         await until(pilot, lambda: "mid-term 3 (1 sessions)" in shown(app, "memory-stats"))
         assert "knowledge 1" in shown(app, "memory-stats")
+        assert "vector coverage " in shown(app, "memory-stats")
+        assert "tree depth 0" in shown(app, "memory-stats")  # as choirctl's 2nd line
         assert "embedding local (256 dims) · queue 0 · breaker closed" in shown(app, "memory-stats")
 
         await pilot.press("slash")

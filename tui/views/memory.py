@@ -149,6 +149,14 @@ class MemoryView(ChoirView):
             f"{stats.knowledge_items} · no vector {stats.vectors_missing} · indexes "
             f"{sum(stats.index_bytes.values()) // 1024} KiB"
         )
+        # what is still to do, and the summary tree: `choirctl memory stats`' second line
+        coverage = "-" if stats.vector_coverage is None else f"{stats.vector_coverage:.1%}"
+        text.append(
+            f"\nvector coverage {coverage} · sessions to close {stats.sessions_pending} · "
+            f"without summary {stats.sessions_unsummarized} · tool-call rows {stats.tool_rows}"
+            f" · tree depth {stats.tree_depth}",
+            "dim",
+        )
         embedding = self.embedding
         if embedding is not None:
             style = "red" if embedding.breaker == "open" else "dim"

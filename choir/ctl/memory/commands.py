@@ -102,11 +102,13 @@ def _hits(data: MemorySearch) -> None:
     from choir.ctl.render.humanize import one_line
 
     rows = [
-        (hit.id, f"{hit.score:.4f}", _where(hit), one_line(hit.text, TEXT_WIDTH))
+        (hit.id, f"{hit.score:.4f}", _where(hit), hit.memory or "-", one_line(hit.text, TEXT_WIDTH))
         for hit in data.hits
     ]
     print(f"{data.agent_id}'s {data.store} memory, {data.mode} search: {len(rows)} hit(s)")
-    table(("id", "score", "from", "text"), rows)
+    # `memory` is a knowledge item's memory class (as `knowledge list` shows it); "-" on a
+    # session hit, which has none.
+    table(("id", "score", "from", "memory", "text"), rows)
 
 
 def _where(hit: MemoryHitView) -> str:

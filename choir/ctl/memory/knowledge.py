@@ -364,7 +364,10 @@ def write(
 def _stored(agent_id: str, data: KnowledgeStored) -> None:
     item = data.item
     how = f"wrote version {item.version} of" if data.updated else "stored"
-    vector = "embedded" if data.embedded else "not embedded yet: found by text until a backfill"
+    if data.sealed:  # its stored text is a placeholder: nothing of the content is searchable
+        vector = "encrypted: found by its name, loc, type and tags only"
+    else:
+        vector = "embedded" if data.embedded else "not embedded yet: found by text until a backfill"
     where = "knowledge" if item.memory == "knowledge" else f"{item.memory} memory"
     print(f"{how} {item.name} in {agent_id}'s {where}; {vector}")
 

@@ -743,6 +743,9 @@ class KnowledgeStored(OperatorModel):
     """An item with that name existed and its content was written (same id)."""
     embedded: bool
     """Its vector is stored: semantic search finds it now (else by text, until a backfill)."""
+    sealed: bool = Field(default=False, exclude_if=lambda sealed: not sealed)
+    """Stored sealed in an encrypted memory: never embedded, found by its name, loc, type and
+    tags only (left out when False)."""
 
 
 class KnowledgeVersionView(OperatorModel):

@@ -81,6 +81,10 @@ class _Corpus:
     embeddings: str
     columns: str
     searched: str
+    words: str = "tsv"
+    """The tsvector text matching reads: a knowledge item's `terms` are its name and text (as
+    its BM25 ranking has them), so an item is found by its name in every mode, an encrypted
+    one (whose stored text is a placeholder) too."""
 
 
 _SESSION: Final = _Corpus(
@@ -95,6 +99,7 @@ _KNOWLEDGE: Final = _Corpus(
     "NULL::text AS session_id, NULL::text AS tier, NULL::text AS kind, "
     "NULL::bigint AS first_rev, NULL::bigint AS last_rev, d.name, d.owner_user",
     "true",
+    "terms",
 )
 CORPORA: Final = {"session": _SESSION, "knowledge": _KNOWLEDGE}
 
@@ -113,9 +118,9 @@ ORDER BY n.distance
 # The innermost LIMIT stops reading matches at the cap; only those are ranked.
 _TEXT: Final = """
 SELECT {columns}, d.id, d.text, m.rank AS score
-FROM (SELECT c.id, ts_rank(c.tsv, q.query, 1) AS rank
-      FROM (SELECT d.id, d.tsv FROM {documents} d
-            WHERE d.tsv @@ websearch_to_tsquery('english', $1) AND {searched}
+FROM (SELECT c.id, ts_rank(c.words, q.query, 1) AS rank
+      FROM (SELECT d.id, d.{words} AS words FROM {documents} d
+            WHERE d.{words} @@ websearch_to_tsquery('english', $1) AND {searched}
             LIMIT {candidates}) AS c,
            websearch_to_tsquery('english', $1) AS q (query)
       ORDER BY rank DESC, c.id LIMIT $2) AS m
@@ -130,9 +135,9 @@ WITH near AS (
           ORDER BY embedding <=> $1 LIMIT $4) AS n
 ),
 matched AS (
-    SELECT c.id, row_number() OVER (ORDER BY ts_rank(c.tsv, q.query, 1) DESC, c.id) AS rank
-    FROM (SELECT d.id, d.tsv FROM {documents} d
-          WHERE d.tsv @@ websearch_to_tsquery('english', $2) AND {searched}
+    SELECT c.id, row_number() OVER (ORDER BY ts_rank(c.words, q.query, 1) DESC, c.id) AS rank
+    FROM (SELECT d.id, d.{words} AS words FROM {documents} d
+          WHERE d.{words} @@ websearch_to_tsquery('english', $2) AND {searched}
           LIMIT {candidates}) AS c,
          websearch_to_tsquery('english', $2) AS q (query)
 ),
@@ -167,6 +172,7 @@ def _sql(template: str, corpus: _Corpus) -> str:
         documents=corpus.documents,
         embeddings=corpus.embeddings,
         searched=corpus.searched,
+        words=corpus.words,
         candidates=TEXT_CANDIDATES,
     )
 

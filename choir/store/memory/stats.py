@@ -35,7 +35,8 @@ SELECT
        AND NOT EXISTS (SELECT FROM memory_embeddings e WHERE e.document_id = d.id))
         AS memory_missing,
     (SELECT count(*) FROM knowledge_documents d
-     WHERE NOT EXISTS (SELECT FROM knowledge_embeddings e WHERE e.document_id = d.id))
+     WHERE NOT EXISTS (SELECT FROM knowledge_embeddings e WHERE e.document_id = d.id)
+       AND NOT (d.data ? 'choir_sealed' AND d.data - 'choir_sealed' = '{}'::jsonb))
         AS knowledge_missing,
     (SELECT count(*) FROM knowledge_documents
      WHERE metadata ?| array['compaction_archive', 'tool_sequence']) AS leaves,
@@ -66,7 +67,8 @@ class MemoryStats:
     """Sessions with chunks in each tier."""
     knowledge_items: int
     vectors_missing: int
-    """Searchable rows (mid-term, summaries, knowledge) without their embedding yet."""
+    """Searchable rows (mid-term, summaries, knowledge) without their embedding yet; never an
+    encrypted item, which gets no vector by design (`store.memory.vectors.missing_vectors`)."""
     index_bytes: dict[str, int]
     """On-disk size of each search index (HNSW and GIN), by index name."""
     tree_depth: int = 0

@@ -66,7 +66,8 @@ async def test_a_sealed_item_is_never_backfilled_with_a_vector(
     store: PostgresMemoryStore, ada: str
 ) -> None:
     """An encrypted memory's item stores a placeholder text: nothing to embed, ever (an item
-    whose own data merely has the key beside others is embedded as any other)."""
+    whose own data merely has the key beside others is embedded as any other); `memory stats`
+    does not count it as waiting for a vector either."""
     key = secrets.token_bytes(32)
     text, data = seal_item(key, ada, "personal", "likes tea", {}, nonce=bytes(NONCE_BYTES))
     await store.add_knowledge(ada, text, name="sealed", fields=ItemFields(data=data))
@@ -74,6 +75,8 @@ async def test_a_sealed_item_is_never_backfilled_with_a_vector(
         ada, "has a key", name="plain", fields=ItemFields(data={SEALED_KEY: "x", "other": 1})
     )
     assert [m.id for m in await store.missing_vectors(ada, limit=10)] == [plain.id]
+    stats = await store.stats(ada)
+    assert (stats.knowledge_items, stats.vectors_missing) == (2, 1)
 
 
 async def test_items_without_a_key_are_separate(store: PostgresMemoryStore, ada: str) -> None:

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import secrets
 from typing import Any
 
 import pytest
 
 from choir.core.memory.chunks import ChunkKind, Tier
+from choir.core.memory.knowledge.graph import ItemFields
+from choir.core.memory.sealed_items import seal_item
+from choir.core.memory.sealing import NONCE_BYTES
 from choir.daemon.memory.search.query import MemoryQuery, MemoryQueryError
 from choir.daemon.memory.store import PostgresMemoryStore
 from choir.store.agent_schema import run_as_agent
@@ -105,6 +109,25 @@ async def test_a_text_without_vectors_is_still_found_by_hybrid(
     refs = await store.add_session_chunks(ada, "s1", Tier.MID_TERM, event_chunks(["rare zebra"]))
     hits = await store.search(ada, MemoryQuery(mode="hybrid", text="zebra", vector=vec(1, 0, 0)))
     assert [h.source.id for h in hits] == [refs[0].id]
+
+
+async def test_hybrid_finds_a_knowledge_item_by_its_name_an_encrypted_one_too(
+    store: PostgresMemoryStore, ada: str
+) -> None:
+    """Hybrid's text half reads an item's name and text (its BM25 terms), as text mode does: an
+    encrypted item, whose stored text is a placeholder and which has no vector, is found by its
+    name in the default mode too."""
+    key = secrets.token_bytes(32)
+    text, data = seal_item(key, ada, "app", "the door code is 4321", {}, nonce=bytes(NONCE_BYTES))
+    door = await store.add_knowledge(ada, text, name="door", fields=ItemFields(data=data))
+    plain = await store.add_knowledge(ada, "on floor two", name="printer.location")
+    await store.set_vectors(ada, "knowledge", [(plain.id, vec(1, 0, 0))])
+
+    for query, found in (("door", door.id), ("printer", plain.id)):
+        hits = await store.search(
+            ada, MemoryQuery(store="knowledge", mode="hybrid", text=query, vector=vec(0, 1, 0))
+        )
+        assert found in [h.source.id for h in hits], query
 
 
 async def test_a_query_of_stop_words_finds_nothing(store: PostgresMemoryStore, ada: str) -> None:

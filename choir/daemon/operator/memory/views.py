@@ -442,14 +442,13 @@ async def stored(
 ) -> a.KnowledgeStored:
     """The answer to a write: the item, embedded now when the embedder answers; a sealed one
     never (its text is the placeholder) and shown opened as `knowledge show` shows it."""
-    if is_sealed(item.data):
-        embedded = False
-    else:
-        embedded = item.has_vector or await _index(ctx, store, agent_id, item)
+    sealed = is_sealed(item.data)
+    embedded = not sealed and (item.has_vector or await _index(ctx, store, agent_id, item))
     return a.KnowledgeStored(
         item=knowledge_view(agent_id, opened(ctx, agent_id, item), embedded=embedded),
         updated=item.version > 1,
         embedded=embedded,
+        sealed=sealed,
     )
 
 
