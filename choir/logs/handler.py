@@ -118,9 +118,9 @@ class ArchivingFileHandler(logging.FileHandler):
         try:
             if self.stream is None:
                 self.stream = self._open()
-            note = self._lost_note(record) if self.dropped else b""
+            notes = self._notes(record)
             held = b"".join(self._held)
-            append_whole(self.stream.fileno(), note + held + line, torn=self._torn)
+            append_whole(self.stream.fileno(), b"".join(notes) + held + line, torn=self._torn)
         except OSError as error:
             self._torn = self._torn or getattr(error, "torn", False)
             self._hold_or_drop(line, record)
@@ -129,7 +129,7 @@ class ArchivingFileHandler(logging.FileHandler):
                 self._drop_stream()
             self._tell(error)
             return
-        self.lines += (2 if note else 1) + len(self._held)
+        self.lines += len(notes) + len(self._held) + 1
         self.dropped, self._torn = 0, False
         self._held.clear()
         if self._failing:
@@ -152,10 +152,21 @@ class ArchivingFileHandler(logging.FileHandler):
             with contextlib.suppress(OSError):
                 stream.close()
 
-    def _lost_note(self, record: logging.LogRecord) -> bytes:
-        message = f"{self.dropped} log record(s) were lost: the disk was full or failing"
-        note = logging.LogRecord(record.name, logging.WARNING, __file__, 0, message, None, None)
-        return (self.format(note) + self.terminator).encode("utf-8", "surrogateescape")
+    def _notes(self, record: logging.LogRecord) -> list[bytes]:
+        """What the log says about the records written late or never, before they follow."""
+        messages = []
+        if self.dropped:
+            messages.append(f"{self.dropped} log record(s) were lost: the disk was full or failing")
+        if self._held:
+            messages.append(
+                f"{len(self._held)} warning(s) could not be written when logged, the disk was full "
+                "or failing: they follow, each with the time it was logged"
+            )
+        notes = []
+        for message in messages:
+            note = logging.LogRecord(record.name, logging.WARNING, __file__, 0, message, None, None)
+            notes.append((self.format(note) + self.terminator).encode("utf-8", "surrogateescape"))
+        return notes
 
     def _tell(self, error: OSError | None) -> None:
         _tell(self.on_write_error, Path(self.baseFilename), error)

@@ -119,13 +119,15 @@ def test_a_warning_logged_while_the_disk_is_full_is_written_once_there_is_room(
     lines = parsed_lines(home.choird_log)[padding:]
     assert [line["message"] for line in lines] == [
         "2 log record(s) were lost: the disk was full or failing",
+        "1 warning(s) could not be written when logged, the disk was full or failing: they "
+        "follow, each with the time it was logged",
         "disk unhealthy",
         "after space was freed",
     ]
-    warning = lines[1]
+    warning = lines[2]
     assert (warning["level"], warning["state"]) == ("WARNING", "full")
-    assert str(warning["timestamp"]) <= str(lines[2]["timestamp"])  # its own time, not later
-    assert handler.lines == padding + 3
+    assert str(warning["timestamp"]) <= str(lines[3]["timestamp"])  # its own time, not later
+    assert handler.lines == padding + 4
 
 
 # -- a full disk under a running choird and agent --------------------------------------------
