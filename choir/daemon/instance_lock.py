@@ -3,6 +3,11 @@
 The operator-socket probe alone races: two choirds started at the same instant both find no
 server answering and both go on to adopt the embedded Postgres. The kernel releases a `flock`
 when its holder exits however it exits, so a crashed choird never leaves a stale lock behind.
+
+The lock belongs to the open file, not to the descriptor: a child forked by any of choird's
+threads (a `git` of the repo fetch, a probe) shares that file until its exec closes it. Closing
+the descriptor alone therefore left the lock held for that instant, and a choird started right
+after a stop was refused as "already running". `release` unlocks the file first.
 """
 
 from __future__ import annotations
@@ -42,6 +47,8 @@ class InstanceLock:
 
     def release(self) -> None:
         if self._fd is not None:
+            with contextlib.suppress(OSError):
+                fcntl.flock(self._fd, fcntl.LOCK_UN)  # also for a child that shares the file
             with contextlib.suppress(OSError):
                 os.close(self._fd)
             self._fd = None

@@ -9,6 +9,10 @@ A record is written whole or not at all (issue 12): one `write(2)` of the encode
 O_APPEND descriptor, and a short write — the disk filled up half-way — is cut back to where the
 line began. A record that could not be written is counted, `on_write_error` is told (choird
 reports the disk as full), and the next line that gets through says how many were lost.
+Warnings and errors are not lost with them: they are kept (up to `HELD_MAX_LINES`) and written,
+with their own time, before that next line. The warning that matters most is logged exactly
+while the disk is full — choird's own "disk unhealthy" — and an operator reading the log
+afterwards must find it there, not only a count of lost lines.
 After an error other than a full disk (a file system the kernel made read-only, an I/O error)
 the file is opened afresh for the next record: once the operator has mounted a repaired or new
 file system there, logging resumes in it instead of failing on the dead one for good.
@@ -31,6 +35,10 @@ from choir.logs.archive import compress, compress_pending, stage
 from choir.logs.locking import lockable, shared
 
 _ROOM_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT})
+
+HELD_MAX_LINES = 100
+HELD_MAX_BYTES = 256 * 1024
+"""Bounds of the warnings kept while writes fail: beyond them a warning is counted as lost."""
 
 WriteErrorHook = Callable[[Path, OSError | None], None]
 """Told of every failed write (the error) and of the first write that succeeds after one (None)."""
@@ -72,6 +80,8 @@ class ArchivingFileHandler(logging.FileHandler):
         self._compressors: list[threading.Thread] = []
         self.dropped = 0
         """Records lost since the last line that was written (disk full, I/O error)."""
+        self._held: list[bytes] = []
+        """Warnings and errors that could not be written yet: they go before the next line."""
         self.on_write_error: WriteErrorHook | None = None
         """Who to tell when writes start failing and when they succeed again (choird's health)."""
         self._torn = False
@@ -108,21 +118,33 @@ class ArchivingFileHandler(logging.FileHandler):
         try:
             if self.stream is None:
                 self.stream = self._open()
-            note = self._lost_note(record) if self.dropped else b""
-            append_whole(self.stream.fileno(), note + line, torn=self._torn)
+            notes = self._notes(record)
+            held = b"".join(self._held)
+            append_whole(self.stream.fileno(), b"".join(notes) + held + line, torn=self._torn)
         except OSError as error:
             self._torn = self._torn or getattr(error, "torn", False)
-            self.dropped += 1
+            self._hold_or_drop(line, record)
             self._failing = True
             if error.errno not in _ROOM_ERRNOS:  # a full disk frees up in place; others may not
                 self._drop_stream()
             self._tell(error)
             return
-        self.lines += 2 if note else 1
+        self.lines += len(notes) + len(self._held) + 1
         self.dropped, self._torn = 0, False
+        self._held.clear()
         if self._failing:
             self._failing = False
             self._tell(None)
+
+    def _hold_or_drop(self, line: bytes, record: logging.LogRecord) -> None:
+        """Keep a warning or error that could not be written for the next write; count the rest
+        (and warnings past the bounds) as lost."""
+        room = len(self._held) < HELD_MAX_LINES
+        room = room and sum(map(len, self._held)) + len(line) <= HELD_MAX_BYTES
+        if record.levelno >= logging.WARNING and room:
+            self._held.append(line)
+        else:
+            self.dropped += 1
 
     def _drop_stream(self) -> None:
         stream, self.stream = self.stream, None
@@ -130,10 +152,21 @@ class ArchivingFileHandler(logging.FileHandler):
             with contextlib.suppress(OSError):
                 stream.close()
 
-    def _lost_note(self, record: logging.LogRecord) -> bytes:
-        message = f"{self.dropped} log record(s) were lost: the disk was full or failing"
-        note = logging.LogRecord(record.name, logging.WARNING, __file__, 0, message, None, None)
-        return (self.format(note) + self.terminator).encode("utf-8", "surrogateescape")
+    def _notes(self, record: logging.LogRecord) -> list[bytes]:
+        """What the log says about the records written late or never, before they follow."""
+        messages = []
+        if self.dropped:
+            messages.append(f"{self.dropped} log record(s) were lost: the disk was full or failing")
+        if self._held:
+            messages.append(
+                f"{len(self._held)} warning(s) could not be written when logged, the disk was full "
+                "or failing: they follow, each with the time it was logged"
+            )
+        notes = []
+        for message in messages:
+            note = logging.LogRecord(record.name, logging.WARNING, __file__, 0, message, None, None)
+            notes.append((self.format(note) + self.terminator).encode("utf-8", "surrogateescape"))
+        return notes
 
     def _tell(self, error: OSError | None) -> None:
         _tell(self.on_write_error, Path(self.baseFilename), error)

@@ -95,6 +95,41 @@ def test_a_log_record_is_written_whole_or_not_at_all_on_a_full_disk(tmpfs: Path)
     assert handler.lines == 3
 
 
+def test_a_warning_logged_while_the_disk_is_full_is_written_once_there_is_room(
+    tmpfs: Path,
+) -> None:
+    """choird's "disk unhealthy" is logged exactly while its log cannot be written: the
+    operator must still find it in the log afterwards, at the time it was logged."""
+    home = ChoirHome(tmpfs / "home")
+    handler = setup_logging(home, "choird")
+    log = get_logger("choird.test")
+    log.info("before the disk fills")
+    filler = fill(tmpfs)
+    padding = 0
+    while not handler.dropped:  # the page the log ends in may hold a few short lines: use it up
+        log.info("p")
+        padding += 1
+    log.warning("disk unhealthy", fields={"state": "full", "reason": "no space left"})
+    log.info("an info record while full", fields={"blob": "y" * 6000})
+    messages = [line["message"] for line in parsed_lines(home.choird_log)]
+    assert messages == ["before the disk fills"] + ["p"] * (padding - 1)  # nor the warning
+
+    filler.unlink()
+    log.info("after space was freed")
+    lines = parsed_lines(home.choird_log)[padding:]
+    assert [line["message"] for line in lines] == [
+        "2 log record(s) were lost: the disk was full or failing",
+        "1 warning(s) could not be written when logged, the disk was full or failing: they "
+        "follow, each with the time it was logged",
+        "disk unhealthy",
+        "after space was freed",
+    ]
+    warning = lines[2]
+    assert (warning["level"], warning["state"]) == ("WARNING", "full")
+    assert str(warning["timestamp"]) <= str(lines[3]["timestamp"])  # its own time, not later
+    assert handler.lines == padding + 4
+
+
 # -- a full disk under a running choird and agent --------------------------------------------
 
 SETTINGS: dict[str, Any] = {"heartbeat_interval_ms": 1000, "crash_detection_threshold_ms": 3000}

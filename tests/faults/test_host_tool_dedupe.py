@@ -27,10 +27,10 @@ from tests.e2e.agent_side import hello
 from tests.harness.daemons import agent_control_plane, running_daemon
 from tests.harness.homes import external_postgres, make_home
 
-# serial: twice in three CI runs on xdist workers the second in-process choird found the first's
-# instance lock still held (same test process, the first exit clean); never alone. Cause not
-# found yet (issue 13 note of 2026-11-26); alone it checks what it means to.
-pytestmark = [pytest.mark.slow, pytest.mark.serial]
+# The second in-process choird used to find the first's instance lock still held, now and then:
+# a git of the first one's repo fetch, forked just before the stop, shared the lock's file until
+# its exec. `InstanceLock.release` now unlocks the file itself (tests/daemon/test_instance_lock.py).
+pytestmark = [pytest.mark.slow]
 
 TOOL = "test.counting"  # a host tool of the test's own: choird serves choir.web.browse itself
 
