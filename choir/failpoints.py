@@ -55,6 +55,7 @@ KNOWN_FAILPOINTS: Final = frozenset(
         "memory.forget.after_delete",
         "memory.key.after_record",
         "memory.restore.after_write",
+        "memory.seal.after_items",
         "memory.reembed.after_page",
         "memory.backfill_tools.after_session",
         "proposal.after_commit",
@@ -87,6 +88,9 @@ stored yet (the session's close stores it).
 checks inside their transaction, not committed, the agent not started.
 `memory.restore.after_write` (choird): a knowledge restore wrote the version (sealed, in an
 encrypted memory) inside its transaction, not committed.
+`memory.seal.after_items` (choird): a keyed `agent start` sealed the current text and data of
+the items written in the clear before their memory was marked encrypted, inside its
+transaction; their versions and vectors not yet, nothing committed.
 `memory.reembed.after_page` (choird): a page of a re-embed's vectors is stored, more may wait.
 `memory.backfill_tools.after_session` (choird): one session's tool-call rows are stored by
 `memory backfill-tools`, more sessions may wait.

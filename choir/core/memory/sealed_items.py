@@ -63,18 +63,41 @@ def seal_item(
     nonce: bytes,
 ) -> tuple[str, dict[str, Any]]:
     """The (text, data) to store for an item of `agent`'s encrypted `memory_class` memory."""
-    plain = json.dumps({"text": text, "data": data}, ensure_ascii=False).encode()
-    sealed = seal(key, plain, memory_context(agent, memory_class), nonce=nonce)
-    stored = {SEALED_KEY: base64.b64encode(sealed).decode("ascii")}
+    stored = _sealed_value(key, agent, memory_class, text, data, nonce)
     size = len(json.dumps(stored))
+    plain = len(json.dumps({"text": text, "data": data}, ensure_ascii=False).encode())
     if size > DATA_MAX_BYTES:  # base64 adds a third: the limit is the data's, on the sealed form
         raise SealedTooLarge(
-            f"an item of encrypted memory {agent}/{memory_class} is {len(plain)} bytes of text "
+            f"an item of encrypted memory {agent}/{memory_class} is {plain} bytes of text "
             f"and data, {size} sealed, over the limit of {DATA_MAX_BYTES} "
             f"({DATA_MAX_BYTES // 1024} KiB) sealed; keep it under about "
             f"{DATA_MAX_BYTES * 3 // 4 // 1024} KiB, or split it into several items"
         )
     return SEALED_TEXT, stored
+
+
+def seal_existing(
+    key: bytes,
+    agent: str,
+    memory_class: str,
+    text: str,
+    data: dict[str, Any],
+    *,
+    nonce: bytes,
+) -> tuple[str, dict[str, Any]]:
+    """`seal_item` of an item (or a version) stored in the clear before its memory was marked
+    encrypted, whatever its size: the limit keeps a new write's sealed value within an item's
+    data, but an item already there is sealed all the same — left in the clear it would break
+    what marking the memory promised."""
+    return SEALED_TEXT, _sealed_value(key, agent, memory_class, text, data, nonce)
+
+
+def _sealed_value(
+    key: bytes, agent: str, memory_class: str, text: str, data: dict[str, Any], nonce: bytes
+) -> dict[str, Any]:
+    plain = json.dumps({"text": text, "data": data}, ensure_ascii=False).encode()
+    sealed = seal(key, plain, memory_context(agent, memory_class), nonce=nonce)
+    return {SEALED_KEY: base64.b64encode(sealed).decode("ascii")}
 
 
 def open_item(key: bytes, agent: str, memory_class: str, data: dict[str, Any]) -> OpenedItem:

@@ -212,7 +212,8 @@ def start(
             "--memory-key-file",
             help="The key of the agent's encrypted memories (32 bytes, 64 hex digits or "
             "base64; - reads stdin). choird holds it in memory only: after a choird restart "
-            "or agent stop the memory is locked until a start supplies it again.",
+            "or agent stop the memory is locked until a start supplies it again. Items "
+            "written there before the memory was marked encrypted are sealed with it.",
             show_default=False,
         ),
     ] = None,

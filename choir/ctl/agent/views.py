@@ -194,7 +194,8 @@ def held_job_lines(held: list[HeldView]) -> list[str]:
 
 
 def started_lines(data: AgentStarted) -> list[str]:
-    """What `agent start` prints: the session, the runtime (and whether it is sandboxed)."""
+    """What `agent start` prints: the session, the runtime (and whether it is sandboxed), and
+    what a keyed start sealed that was written before its memory was marked encrypted."""
     how = "resumed" if data.resumed else "new"
     sandbox = sandbox_word(data.runtime, data.sandboxed)
     bindings = " ".join(f"{role}={name}" for role, name in data.bindings.items() if name)
@@ -202,4 +203,5 @@ def started_lines(data: AgentStarted) -> list[str]:
         f"{data.agent_id} started: session {data.session_id} ({how})",
         f"runtime: {data.runtime} ({sandbox}), pid {data.pid}",
         f"bindings: {bindings}",
+        *data.memory_sealed,
     ]

@@ -33,7 +33,8 @@ class MemoryHealth:
 
     stats: MemoryStats
     vector_coverage: float | None
-    """Searchable rows with their vector, 0-1; None when there are none."""
+    """Searchable rows with their vector, 0-1; None when there are none (sealed items, which
+    never get one, are not counted)."""
     sessions_pending: int
     sessions_unsummarized: int
     tool_rows: int
@@ -51,8 +52,11 @@ async def memory_health(pool: Pool, store: MemoryStore, agent_id: str) -> Memory
         unsummarized = await unsummarized_sessions(conn, agent_id)
         closed = await sessions_with_tool_results(conn, agent_id)
     missing = undescribed(closed, described)
-    searchable = (
-        stats.chunks[Tier.MID_TERM] + stats.chunks[Tier.LONG_TERM_SUMMARY] + stats.knowledge_items
+    searchable = (  # a sealed item never gets a vector: not a row the coverage is about
+        stats.chunks[Tier.MID_TERM]
+        + stats.chunks[Tier.LONG_TERM_SUMMARY]
+        + stats.knowledge_items
+        - stats.knowledge_sealed
     )
     coverage = None if not searchable else round(1 - stats.vectors_missing / searchable, 4)
     return MemoryHealth(

@@ -168,6 +168,9 @@ class AgentStarted(OperatorModel):
     sandboxed: bool
     pid: int | None
     image: ImageVersion
+    memory_sealed: list[str] = Field(default_factory=list)
+    """What a keyed start sealed that was written in the clear before its memory was marked
+    encrypted ("sealed 2 items of agent-1/personal written before it was marked encrypted")."""
 
 
 class StopSummary(OperatorModel):

@@ -38,6 +38,8 @@ SELECT
      WHERE NOT EXISTS (SELECT FROM knowledge_embeddings e WHERE e.document_id = d.id)
        AND NOT (d.data ? 'choir_sealed' AND d.data - 'choir_sealed' = '{}'::jsonb))
         AS knowledge_missing,
+    (SELECT count(*) FROM knowledge_documents d
+     WHERE d.data ? 'choir_sealed' AND d.data - 'choir_sealed' = '{}'::jsonb) AS knowledge_sealed,
     (SELECT count(*) FROM knowledge_documents
      WHERE metadata ?| array['compaction_archive', 'tool_sequence']) AS leaves,
     (SELECT count(*) FROM knowledge_documents WHERE metadata ? 'session_summary') AS branches,
@@ -71,6 +73,9 @@ class MemoryStats:
     encrypted item, which gets no vector by design (`store.memory.vectors.missing_vectors`)."""
     index_bytes: dict[str, int]
     """On-disk size of each search index (HNSW and GIN), by index name."""
+    knowledge_sealed: int = 0
+    """Knowledge items of an encrypted memory (sealed): never given a vector, so neither
+    covered nor missing in a vector coverage."""
     tree_depth: int = 0
     """Levels of the summary tree (`core.memory.summary_tree.tree_depth`): 0 none, 1 archives
     (or tool sequences) only, 2 session summaries over them, 3 a roll-up over those."""
@@ -88,6 +93,7 @@ async def memory_stats(conn: Connection) -> MemoryStats:
         knowledge_items=totals["knowledge"],
         vectors_missing=totals["memory_missing"] + totals["knowledge_missing"],
         index_bytes={row["name"]: row["bytes"] or 0 for row in sizes},
+        knowledge_sealed=totals["knowledge_sealed"],
         tree_depth=tree_depth(
             totals["leaves"], totals["branches"], totals["linked"], totals["roots"]
         ),

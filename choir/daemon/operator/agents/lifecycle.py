@@ -24,6 +24,7 @@ from typing import Any, Final
 from choir.config.scaffolding.home_setup import SCRATCH_DIRS
 from choir.daemon.agents.resume_watch import until_resumed
 from choir.daemon.memory.keys import checked_key
+from choir.daemon.memory.sealed_backfill import seal_written_before, sealed_notes
 from choir.daemon.operator.agents.launches import Launched, Lifecycle
 from choir.daemon.operator.context import OperatorContext
 from choir.daemon.runtimes.base import TERM_GRACE_S, StopReason, graceful_stop
@@ -53,7 +54,8 @@ SHUTDOWN_DELAY_S: Final = 0.05
 async def agent_start(ctx: OperatorContext, request: AgentStart) -> AgentStarted:
     """Start the agent's session and its process; undo the session if the process fails. A
     memory key is checked first (a wrong one refuses the start, nothing written) and held in
-    choird's memory from then on (`choir.daemon.memory.keys`)."""
+    choird's memory from then on (`choir.daemon.memory.keys`); items written in the clear before
+    their memory was marked encrypted are sealed with it first (`sealed_backfill`)."""
     async with lifecycle_of(ctx).exclusive(request.agent_id):
         if request.memory_key is None:
             return await launch(ctx, request)
@@ -64,11 +66,20 @@ async def agent_start(ctx: OperatorContext, request: AgentStart) -> AgentStarted
             ctx.config.agents[request.agent_id],
             request.memory_key.encode("ascii", errors="replace"),
         )
+        notes = sealed_notes(
+            request.agent_id,
+            await seal_written_before(
+                ctx.pool, request.agent_id, ctx.config.agents[request.agent_id], key
+            ),
+        )
+        for note in notes:
+            log.info(note, fields={"agent_id": request.agent_id})
         keys = ctx.services.memory_keys
         held = keys.key(request.agent_id)
         keys.hold(request.agent_id, key)
         try:
-            return await launch(ctx, request.model_copy(update={"memory_key": None}))
+            started = await launch(ctx, request.model_copy(update={"memory_key": None}))
+            return started.model_copy(update={"memory_sealed": notes})
         except BaseException:
             if held is None:
                 keys.forget(request.agent_id)
