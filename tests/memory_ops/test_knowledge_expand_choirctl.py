@@ -26,7 +26,10 @@ async def test_the_operator_expands_a_rollup_down_to_its_events(filled: Filled) 
     assert (leaf["level"], leaf["session_id"]) == ("archive", tree.session_id)
     assert (leaf["from_rev"], leaf["upto_rev"]) == (1, 8)
     revs = [m["rev"] for m in leaf["messages"]]
-    assert revs and revs == sorted(revs) and 1 <= revs[0] and revs[-1] <= 8, leaf
+    assert revs, leaf
+    assert revs == sorted(revs)
+    assert revs[0] >= 1
+    assert revs[-1] <= 8
     assert leaf["next_offset"] is None
     assert {m["who"] for m in leaf["messages"]} >= {"user"}
 
