@@ -24,10 +24,16 @@ class Tree:
     archive: str
 
 
-async def grow_tree(daemon: ChoirDaemon) -> Tree:
+async def grow_tree(daemon: ChoirDaemon, *, opening: str | None = None) -> Tree:
+    """The tree; `opening`: the first user message of the archived window instead of the
+    usual one."""
     await daemon.memory_started()
     summary = SessionSummary(summary="The user asked about the deploy script.")
-    first = await run_session(daemon, [*compacted(), summary])
+    events = compacted()
+    if opening is not None:
+        assert isinstance(events[0], UserMsg)
+        events[0] = UserMsg(text=opening)
+    first = await run_session(daemon, [*events, summary])
     await wait_closed(pool_of(daemon), first)
     branch = f"summary/{first.removeprefix('s-')}"
     rollup = MemoryRollup(name=ROOT, text="Across sessions: the deploy script.", covers=[branch])

@@ -5,13 +5,19 @@ text and `--json`; an unknown item and an item outside the tree are one-line ref
 
 from __future__ import annotations
 
+from choir.logs import REDACTED
+from tests.harness.daemons import pool_of
+from tests.harness.homes import GIT_TOKEN
+from tests.memory.close.support import run_session, wait_closed
+from tests.memory_ops.test_tool_rows import tool_session
+
 from .conftest import Filled
 from .summary_tree import grow_tree
 from .test_memory_choirctl import run
 
 
 async def test_the_operator_expands_a_rollup_down_to_its_events(filled: Filled) -> None:
-    tree = await grow_tree(filled.daemon)
+    tree = await grow_tree(filled.daemon, opening=f"deploy with the token {GIT_TOKEN} please")
 
     root = (await run(filled, "knowledge", "expand", "agent-1", tree.root, "--json")).json()
     branch = (await run(filled, "knowledge", "expand", "agent-1", tree.branch, "--json")).json()
@@ -32,6 +38,8 @@ async def test_the_operator_expands_a_rollup_down_to_its_events(filled: Filled) 
     assert revs[-1] <= 8
     assert leaf["next_offset"] is None
     assert {m["who"] for m in leaf["messages"]} >= {"user"}
+    assert leaf["messages"][0]["text"] == f"deploy with the token {REDACTED} please"
+    assert GIT_TOKEN not in page.out + str(leaf)
 
     assert page.code == 0, page.err
     lines = page.out.splitlines()
@@ -68,3 +76,23 @@ async def test_expand_refuses_an_unknown_item_and_one_outside_the_tree(filled: F
     assert "'wifi' is not part of the summary tree: expand a roll-up (rollup/…)" in outside.err
     assert len(outside.err.splitlines()) == 1
     assert no_agent.code == 4, no_agent.err
+
+
+async def test_a_summary_expands_to_its_tool_leaf_and_the_leaf_to_its_events(
+    filled: Filled,
+) -> None:
+    await filled.daemon.memory_started()
+    session_id = await run_session(filled.daemon, tool_session(0))
+    await wait_closed(pool_of(filled.daemon), session_id)
+    segment = session_id.removeprefix("s-")
+
+    branch = (
+        await run(filled, "knowledge", "expand", "agent-1", f"summary/{segment}", "--json")
+    ).json()
+    [leaf] = branch["sources"]
+    events = (await run(filled, "knowledge", "expand", "agent-1", leaf["name"], "--json")).json()
+
+    assert leaf["name"] == f"tools/{segment}/6"
+    assert (events["level"], events["from_rev"], events["upto_rev"]) == ("tools", 2, 6)
+    assert events["messages"], events
+    assert all(2 <= m["rev"] <= 6 for m in events["messages"])
