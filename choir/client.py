@@ -645,6 +645,20 @@ class ChoirClient:
         """Where the item's content came from, with the session events that wrote it."""
         return await self.ask(V.KNOWLEDGE_SOURCE, a.KnowledgeSource, agent_id=agent_id, ref=ref)
 
+    async def knowledge_expand(
+        self, agent_id: str, ref: str, offset: int | None = None, limit: int = 50
+    ) -> a.KnowledgeExpansion:
+        """One step down the summary tree from the item `ref` names (a leaf: a page of its
+        session events from `offset`)."""
+        return await self.ask(
+            V.KNOWLEDGE_EXPAND,
+            a.KnowledgeExpansion,
+            agent_id=agent_id,
+            ref=ref,
+            offset=offset,
+            limit=limit,
+        )
+
     async def knowledge_restore(self, agent_id: str, ref: str, version: int) -> a.KnowledgeStored:
         """Write version `version`'s content as the item's newest version."""
         return await self.ask(

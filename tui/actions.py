@@ -226,6 +226,7 @@ ACTIONS: tuple[ConsoleAction, ...] = (
            then="knowledge", key="m k"),
     action("knowledge show", "Knowledge: show an item", "show"),
     action("knowledge source", "Knowledge: open the session events an item came from", "show"),
+    action("knowledge expand", "Knowledge: one step down the summary tree (to its events)", "show"),
     action("knowledge put", "Knowledge: remember a text", "call",
            fixed={"by": RESOLVER}),
     action("knowledge add", "Knowledge: add a named item", "call",

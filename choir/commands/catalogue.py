@@ -484,6 +484,14 @@ CATALOGUE: Final[tuple[Command, ...]] = (
         verb="knowledge.source", params=(AGENT, KNOWLEDGE_ITEM),
     ),
     Command(
+        "knowledge expand",
+        "Go one step down the summary tree: a roll-up (rollup/...) to the session summaries it\n"
+        "covers, a session summary (summary/...) to its compaction archives and tool leaf, an\n"
+        "archive or a tool leaf to the session messages it covers (secrets redacted; --limit at\n"
+        "a time, --offset reads on). Every user's items and sessions.",
+        verb="knowledge.expand", params=(AGENT, KNOWLEDGE_ITEM),
+    ),
+    Command(
         "knowledge put",
         "Remember a text in an agent's knowledge; with --name, write the item with that name\n"
         "(or add it when there is none).\n\nThe item is embedded at once when the embedder "

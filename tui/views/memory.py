@@ -8,7 +8,10 @@ box) or `knowledge.list` (`k`); enter on a row opens it with `memory.show`, `e` 
 knowledge item's source (`knowledge.source`: the session events its content came from), `a`
 lists what the agent learnt from a user (`memory.about`), `x` forgets the highlighted knowledge
 item after a confirmation (`memory.forget`), `v` browses a session's messages in order
-(`session.messages`: the selected agent's session by default; `n` reads the next page). `s`
+(`session.messages`: the selected agent's session by default; `n` reads the next page), `d`
+goes one step down the summary tree from the highlighted knowledge row (`knowledge.expand`: a
+roll-up's summaries, a summary's archives and tool leaf as rows `d` expands again, a leaf's
+session messages as rows, `n` the next page). `s`
 switches the store searched (session, knowledge), `o` the mode (hybrid, semantic, text and,
 for knowledge, relevance). A search that fell back to text (no embedder answered) says so
 above the results.
@@ -77,6 +80,7 @@ class MemoryView(ChoirView):
         Binding("a", "about", "About a user"),
         Binding("x", "forget", "Forget"),
         Binding("v", "browse", "Messages"),
+        Binding("d", "expand", "Expand"),
         Binding("n", "more", "Next page", show=False),
         Binding("escape", "leave", "Leave search", show=False),
     ]
@@ -94,6 +98,9 @@ class MemoryView(ChoirView):
         self.browsing: tuple[str, int | None] | None = None
         """The session whose messages are shown and the offset of its next page (None: the
         last page is shown); None when the results are not a session's messages."""
+        self.expanding: tuple[str, int | None] | None = None
+        """The leaf whose session messages are shown (`d`) and the offset of their next page
+        (None: the last page is shown); None when the results are not a leaf's messages."""
 
     def compose(self) -> ComposeResult:
         yield Static("", id="memory-stats", markup=False)
@@ -169,7 +176,7 @@ class MemoryView(ChoirView):
 
     def show(self, what: str, rows: list[tuple[str, str, str, str]]) -> None:
         if rows is not self.rows and not (rows and rows[0][0].startswith(MESSAGE)):
-            self.browsing = None
+            self.browsing = self.expanding = None
         self.what, self.rows = what, rows
         if self.is_attached:  # the console may have closed while the call ran
             with contextlib.suppress(NoMatches):
@@ -364,9 +371,49 @@ class MemoryView(ChoirView):
         rows = kept + [
             message_row(len(kept) + n, message) for n, message in enumerate(page.messages)
         ]
-        self.browsing = (session_id, page.next_offset)
+        self.browsing, self.expanding = (session_id, page.next_offset), None
         more = "; n: the next page" if page.next_offset is not None else "; the end"
         self.show(f"{len(rows)} message(s) of {page.agent_id}'s session {session_id}{more}", rows)
+        self.table.focus()
+
+    @work(group="memory-search", exclusive=True)
+    async def expand_item(self, ref: str, offset: int | None = None) -> None:
+        """One step down the summary tree from `ref`: its sources as rows, or a leaf's session
+        messages (from `offset`: the next page, appended)."""
+        if (agent := self._agent_or_warn()) is None:
+            return
+        found = await self._ask(
+            "knowledge expand",
+            OperatorVerb.KNOWLEDGE_EXPAND,
+            a.KnowledgeExpansion,
+            agent_id=agent,
+            ref=ref,
+            offset=offset,
+            limit=100,
+        )
+        if found is None:
+            return
+        with contextlib.suppress(NoMatches):
+            self.query_one("#memory-detail", Static).update(expansion_text(found))
+        name = found.item.name
+        if found.session_id is None:
+            self.show(
+                f"{name} ({found.level}): {len(found.sources)} source(s); d expands one",
+                [item_row(source) for source in found.sources],
+            )
+            self.table.focus()
+            return
+        kept = self.rows if offset is not None else []
+        rows = kept + [
+            message_row(len(kept) + n, message) for n, message in enumerate(found.messages)
+        ]
+        self.browsing, self.expanding = None, (name, found.next_offset)
+        more = "; n: the next page" if found.next_offset is not None else "; the end"
+        self.show(
+            f"{len(rows)} message(s) of {name} (session {found.session_id}, revs "
+            f"{found.from_rev}-{found.upto_rev}){more}",
+            rows,
+        )
         self.table.focus()
 
     # actions (the palette's "Memory: search…" and "Knowledge: list…" run the first and third)
@@ -414,10 +461,22 @@ class MemoryView(ChoirView):
         self.browse()
 
     def action_more(self) -> None:
-        """The next page of the session browsed."""
+        """The next page of the session browsed, or of the leaf expanded."""
+        if self.expanding is not None and self.expanding[1] is not None:
+            self.expand_item(*self.expanding)
+            return
         if self.browsing is None or self.browsing[1] is None:
             return
         self.browse(self.browsing[0], self.browsing[1])
+
+    def action_expand(self) -> None:
+        """One step down the summary tree from the highlighted knowledge row."""
+        if (row := self._highlighted()) is None:
+            return
+        if row[0].startswith(MESSAGE):
+            self.notify("A message is a leaf's event: nothing below it.", severity="warning")
+            return
+        self.expand_item(row[0])
 
     def action_forget(self) -> None:
         """Forget the highlighted knowledge item, once confirmed."""
@@ -488,6 +547,15 @@ def source_text(found: a.KnowledgeSource) -> Text:
         text.append(f"{event.rev:>5} {event.lane:<20} {event.kind:<22} ", "dim")
         text.append(flat(event.text))
         text.append("\n")
+    return text
+
+
+def expansion_text(found: a.KnowledgeExpansion) -> Text:
+    """The item expanded: its name, level and text (its sources or events are the rows)."""
+    text = Text()
+    text.append(found.item.name, "bold")
+    text.append(f"  {found.level} · {memory_of(found.item)}\n", "dim")
+    text.append(found.item.text)
     return text
 
 

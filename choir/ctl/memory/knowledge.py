@@ -1,8 +1,9 @@
 """`choirctl knowledge`: an agent's named, versioned knowledge (tier 4, §11.6; seed design 002).
 
 list, show (with where its content came from; `source` opens the session events it came
-from); the closed set of writes: add, write, rename, alias, delete (remove), and put (write or
-add: the spec's update-by-key); history and restore of versions; link and unlink (typed edges,
+from; `expand` goes one step down the summary tree); the closed set of writes: add, write,
+rename, alias, delete (remove), and put (write or add: the spec's update-by-key); history and
+restore of versions; link and unlink (typed edges,
 seed design 003). Items are addressed by name, alias or id, and carry a loc, a type, tags,
 data and a kind (`--loc`, `--type`, `--tag`, `--data`, `--kind` on writes; the first three
 filter `list`). The operator may write any agent's knowledge (an agent only its own, §11.2).
@@ -265,6 +266,54 @@ def source(
         for event in data.events:
             print(f"rev {event.rev} {moment(event.created_at)} {event.lane} {event.kind}")
             print(f"  {event.text}")
+
+    emit(data, as_json, human)
+
+
+@app.command("expand")
+@documented("knowledge expand")
+def expand(
+    agent_id: AgentArgument,
+    ref: RefArgument,
+    offset: Annotated[
+        int | None,
+        typer.Option(
+            "--offset", min=0, help="A leaf: read on after this revision (a next_offset)."
+        ),
+    ] = None,
+    limit: Annotated[
+        int, typer.Option("--limit", "-n", min=1, max=500, help="How many items or messages.")
+    ] = 50,
+    home: HomeOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    from choir.ctl.remote import with_choird
+
+    data = with_choird(
+        home, lambda choird: choird.knowledge_expand(agent_id, ref, offset=offset, limit=limit)
+    )
+
+    def human() -> None:
+        item = data.item
+        if data.session_id is not None:
+            print(
+                f"{item.name} ({data.level} of {data.agent_id}): session {data.session_id}, "
+                f"revs {data.from_rev}-{data.upto_rev}, {len(data.messages)} message(s)"
+            )
+            for message in data.messages:
+                print(f"{message.rev:>6}  {message.who}: {message.text}")
+            if data.next_offset is not None:
+                print(
+                    f"(more: choirctl knowledge expand {agent_id} {item.name} "
+                    f"--offset {data.next_offset})"
+                )
+            return
+        print(f"{item.name} ({data.level} of {data.agent_id}): {len(data.sources)} source(s)")
+        for source in data.sources:
+            first = source.text.splitlines()[0] if source.text else ""
+            print(f"  {source.name}  {first[:100]}")
+        if data.sources:
+            print(f"(one step further: choirctl knowledge expand {agent_id} NAME)")
 
     emit(data, as_json, human)
 

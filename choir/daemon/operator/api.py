@@ -56,6 +56,7 @@ from choir.daemon.operator.approvals.edges import OperatorApplyEdges
 from choir.daemon.operator.context import OperatorContext
 from choir.daemon.operator.feed import OperatorFeed
 from choir.daemon.operator.memory import curation as operator_curation
+from choir.daemon.operator.memory import expand as operator_knowledge_expand
 from choir.daemon.operator.memory import graph as operator_knowledge_graph
 from choir.daemon.operator.memory import knowledge as operator_knowledge
 from choir.daemon.operator.memory import reembed as operator_reembed
@@ -170,6 +171,7 @@ VERBS: Final[Mapping[OperatorVerb, Route]] = {
     V.KNOWLEDGE_LINK: Route(operator_knowledge_graph.knowledge_link),
     V.KNOWLEDGE_UNLINK: Route(operator_knowledge_graph.knowledge_unlink),
     V.KNOWLEDGE_SOURCE: Route(operator_knowledge_source.knowledge_source),
+    V.KNOWLEDGE_EXPAND: Route(operator_knowledge_expand.knowledge_expand),
     V.MEMORY_ABOUT: Route(operator_curation.memory_about),
     V.MEMORY_FORGET: Route(operator_curation.memory_forget),
     V.MEMORY_REEMBED: Route(operator_reembed.memory_reembed),

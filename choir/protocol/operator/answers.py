@@ -634,6 +634,25 @@ class KnowledgeSource(OperatorModel):
     """One line on what was found (`source unknown`, `written by the operator via choirctl`)."""
 
 
+class KnowledgeExpansion(OperatorModel):
+    """`knowledge.expand`: an item of the summary tree one step down — a roll-up's session
+    summaries, a summary's archives and tool leaf (`sources`), or a leaf's session events
+    (`messages`, a page: `next_offset` reads on)."""
+
+    agent_id: str
+    item: KnowledgeView
+    level: str
+    """`rollup`, `summary`, `archive` or `tools`: where the item sits in the tree."""
+    sources: list[KnowledgeView] = Field(default_factory=list)
+    session_id: str | None = Field(default=None, exclude_if=lambda v: v is None)
+    """A leaf's session; None for a roll-up or a summary."""
+    from_rev: int | None = Field(default=None, exclude_if=lambda v: v is None)
+    upto_rev: int | None = Field(default=None, exclude_if=lambda v: v is None)
+    messages: list[SessionMessage] = Field(default_factory=list)
+    """A leaf's events in its rev range, who said what (redacted)."""
+    next_offset: int | None = None
+
+
 class KnowledgeEdgeView(OperatorModel):
     """An edge seen from one item."""
 

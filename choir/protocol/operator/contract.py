@@ -81,6 +81,7 @@ OPERATOR_MODELS: Final[Mapping[OperatorVerb, OperatorModels]] = {
     V.KNOWLEDGE_PUT: OperatorModels(r.KnowledgePut, a.KnowledgeStored),
     V.KNOWLEDGE_DELETE: OperatorModels(r.KnowledgeRef, a.KnowledgeDeleted),
     V.KNOWLEDGE_SOURCE: OperatorModels(r.KnowledgeRef, a.KnowledgeSource),
+    V.KNOWLEDGE_EXPAND: OperatorModels(r.KnowledgeExpand, a.KnowledgeExpansion),
     V.MEMORY_ABOUT: OperatorModels(r.MemoryAbout, a.MemoryAbout),
     V.MEMORY_FORGET: OperatorModels(r.MemoryForget, a.MemoryForgotten),
     V.KNOWLEDGE_ADD: OperatorModels(r.KnowledgeAdd, a.KnowledgeStored),

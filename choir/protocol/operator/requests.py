@@ -281,6 +281,18 @@ class KnowledgeRef(WireModel):
     """An item's name, one of its aliases, or its id."""
 
 
+class KnowledgeExpand(WireModel):
+    """`knowledge expand`: one step down the summary tree from an item."""
+
+    agent_id: str = Field(min_length=1)
+    ref: str = Field(min_length=1)
+    """A roll-up's, a session summary's, an archive's or a tool leaf's name, alias or id."""
+    offset: int | None = Field(default=None, ge=0)
+    """For a leaf: the revision to read its events on after (None: its first; the previous
+    page's `next_offset`)."""
+    limit: int = Field(default=50, ge=1, le=500)
+
+
 class KnowledgePut(WireModel):
     agent_id: str = Field(min_length=1)
     """Whose knowledge to write (the operator may write any agent's)."""

@@ -83,6 +83,7 @@ class OperatorVerb(StrEnum):
     KNOWLEDGE_LINK = "knowledge.link"
     KNOWLEDGE_UNLINK = "knowledge.unlink"
     KNOWLEDGE_SOURCE = "knowledge.source"
+    KNOWLEDGE_EXPAND = "knowledge.expand"
     MEMORY_ABOUT = "memory.about"
     MEMORY_FORGET = "memory.forget"
     MEMORY_REEMBED = "memory.reembed"

@@ -104,14 +104,16 @@ def restored(ctx: OperatorContext, agent: str, item: KnowledgeItem) -> Restored 
 
 def opened(ctx: OperatorContext, agent: str, item: KnowledgeItem) -> KnowledgeItem:
     """`item` with an encrypted item's text and data opened while choird holds `agent`'s key
-    (the operator supplied it); else as stored — the sealed value, never a guess."""
+    (the operator supplied it); else as stored — the sealed value, never a guess —, the text
+    saying why when the key does not open it (a corrupted value: not the placeholder stored
+    for every sealed item, which would read as if it were the content)."""
     key = _key(ctx, agent)
     if key is None or not is_sealed(item.data):
         return item
     try:
         content = open_item(key, agent, item.memory_class, item.data)
-    except SealError:
-        return item
+    except SealError as error:
+        return replace(item, text=f"(encrypted, does not open: {error.message})")
     return replace(item, text=content.text, data=content.data)
 
 
