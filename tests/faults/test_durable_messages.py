@@ -191,6 +191,13 @@ async def test_a_message_choird_acknowledged_reaches_the_agent_after_choird_is_k
     first = await start_choird(home, choird_processes, armed)
     async with await ChoirClient.connect(home, call_timeout=None) as client:
         started = await client.agent_start("agent-1", {"dm": "console"})
+
+        async def reporting() -> bool:  # its start is done: from here on it outlives choird
+            return bool((await client.agent_status("agent-1")).lanes)
+
+        # Killed mid-start (a loaded machine), the agent would exit with its start unfinished
+        # and never be adopted: a different story, told by the crash tests.
+        await poll_until(reporting, within=30)
         if not armed:  # the agent is mid-turn: the message would only wait in its memory
             await seen.send(client, SLOW)
             await poll_until(lambda: mid_turn(model), within=15)
