@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -137,3 +138,17 @@ def test_commit_of_marks_uncommitted_work_and_non_repos(tmp_path):
     assert commit_of(tmp_path / "repo") == f"{head}+dirty"
     (tmp_path / "plain").mkdir()
     assert commit_of(tmp_path / "plain") == "none"
+
+
+def test_reading_the_operators_repo_never_rewrites_its_index(tmp_path):
+    """Before: `git status` refreshed a stale index under `.git/index.lock`, and the operator's
+    own `git commit` at that moment failed with "index.lock: File exists"."""
+    repo = tmp_path / "repo"
+    head = make_repo(repo, {"a.txt": "1\n"})
+    index = repo / ".git" / "index"
+    (repo / "a.txt").write_text("1\n")  # same content, new mtime: the index is stale
+    os.utime(repo / "a.txt", (1, 1))
+    before = index.stat()
+    assert commit_of(repo) == head
+    after = index.stat()
+    assert (after.st_ino, after.st_mtime_ns) == (before.st_ino, before.st_mtime_ns)

@@ -148,6 +148,8 @@ async def test_choird_takes_a_new_archive_threshold_at_config_apply(home: ChoirH
         assert "log_archive_threshold_lines  [hot-reload]" in loaded.stdout, loaded.stderr
         follower = await Follower.start(home, "choird")
         try:
+            # it has opened the log once it prints: an archive before that would be missed
+            await poll_until(lambda: bool(follower.lines), within=30)
             applied = await asyncio.to_thread(run_choirctl, home, "config", "apply")
             assert applied.returncode == 0, applied.stderr
             for _ in range(4):  # each load logs a line or more

@@ -18,9 +18,19 @@ _IDENTITY = ("-c", "user.name=choir", "-c", "user.email=choir@localhost")
 NO_GIT = "git is not installed: install it (apt-get install git) and rerun"
 
 
-def _env() -> dict[str, str]:
+def git_env(**extra: str) -> dict[str, str]:
+    """The environment of every git choird runs: the operator's global and system config
+    ignored, no prompt, and no optional lock. `git status` in the operator's own repo would
+    otherwise rewrite its index under `index.lock`, and the operator's `git commit` at that
+    moment would fail with "index.lock: File exists"."""
     env = dict(os.environ)
-    env.update(GIT_CONFIG_GLOBAL=os.devnull, GIT_CONFIG_NOSYSTEM="1", GIT_TERMINAL_PROMPT="0")
+    env.update(
+        GIT_CONFIG_GLOBAL=os.devnull,
+        GIT_CONFIG_NOSYSTEM="1",
+        GIT_TERMINAL_PROMPT="0",
+        GIT_OPTIONAL_LOCKS="0",
+        **extra,
+    )
     return env
 
 
@@ -30,7 +40,7 @@ def git(cwd: Path, *args: str) -> str:
         done = subprocess.run(
             ["git", *_IDENTITY, *args],
             cwd=cwd,
-            env=_env(),
+            env=git_env(),
             capture_output=True,
             text=True,
             check=True,

@@ -15,7 +15,6 @@ the flag and the last error live in `repos/state.json`, which `status` shows. Gi
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
 import subprocess
@@ -29,6 +28,7 @@ from typing import Any, Final
 
 from choir.config import ChoirConfig
 from choir.config.model import RepoRef
+from choir.config.scaffolding.gitrepo import git_env
 from choir.daemon.images.agent_tree import commit_of
 from choir.errors import ChoirError, UsageError
 from choir.home import ChoirHome
@@ -262,11 +262,7 @@ def _record(
 
 def _git(cwd: Path, *args: str) -> str:
     """Run git non-interactively with the operator's global config ignored; one-line errors."""
-    env = dict(os.environ)
-    env.update(
-        GIT_CONFIG_GLOBAL=os.devnull,
-        GIT_CONFIG_NOSYSTEM="1",
-        GIT_TERMINAL_PROMPT="0",
+    env = git_env(
         GIT_ASKPASS="",
         SSH_ASKPASS="",
         GIT_SSH_COMMAND="ssh -o BatchMode=yes -o ConnectTimeout=10",

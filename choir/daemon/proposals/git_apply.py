@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from choir.config import ChoirConfig
+from choir.config.scaffolding.gitrepo import git_env
 from choir.daemon.images.repos import is_local
 from choir.daemon.proposals.skill import ProposedFile
 from choir.errors import ChoirError
@@ -263,13 +264,7 @@ def _git(
     stdin: bytes | None = None,
 ) -> tuple[int, str]:
     """Run git non-interactively, the operator's global config ignored; (exit code, stdout)."""
-    full_env = {
-        **os.environ,
-        "GIT_CONFIG_GLOBAL": os.devnull,
-        "GIT_CONFIG_NOSYSTEM": "1",
-        "GIT_TERMINAL_PROMPT": "0",
-        **(env or {}),
-    }
+    full_env = git_env(**(env or {}))
     try:
         done = subprocess.run(
             ["git", *args],
