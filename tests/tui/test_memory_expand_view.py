@@ -69,3 +69,26 @@ async def test_d_expands_a_rollup_down_to_its_messages(live: Live) -> None:
             "(tools/…) (choirctl knowledge show agent-1 wifi shows its edges)",
         ) in notes(app)
         assert "knowledge item(s)" in shown(app, "memory-what")  # the rows stay
+
+
+async def test_d_and_e_on_a_session_hit_browse_its_session(live: Live) -> None:
+    """Before: a session hit (a chunk of messages, not a knowledge item) answered `d` with "no
+    knowledge item"; below a chunk are its session's messages."""
+    tree = await grow_tree(live.daemon)
+    async with console(live.home) as (app, pilot):
+        app.select_agent("agent-1")
+        await show_tab(pilot, "memory")
+        view = app.query_one(MemoryView)
+        for key in ("d", "e"):
+            await pilot.press("slash", *"deploy script", "enter")
+            await until(pilot, lambda: "hit(s) for 'deploy script'" in shown(app, "memory-what"))
+            sessions = [view.hit_sessions.get(row[0]) for row in view.rows]
+            view.table.move_cursor(row=sessions.index(tree.session_id))
+            await pilot.press(key)
+            await until(
+                pilot,
+                lambda: f"of agent-1's session {tree.session_id}" in shown(app, "memory-what"),
+                what=f"{key}: the session's messages",
+            )
+            assert not [m for level, m in notes(app) if level == "error"]
+            assert column(app, "memory-results", "score")[0].startswith("rev ")

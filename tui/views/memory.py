@@ -11,7 +11,8 @@ item after a confirmation (`memory.forget`), `v` browses a session's messages in
 (`session.messages`: the selected agent's session by default; `n` reads the next page), `d`
 goes one step down the summary tree from the highlighted knowledge row (`knowledge.expand`: a
 roll-up's summaries, a summary's archives and tool leaf as rows `d` expands again, a leaf's
-session messages as rows, `n` the next page). `s`
+session messages as rows, `n` the next page; on a session hit, `d` and `e` browse its
+session's messages). `s`
 switches the store searched (session, knowledge), `o` the mode (hybrid, semantic, text and,
 for knowledge, relevance). A search that fell back to text (no embedder answered) says so
 above the results.
@@ -95,6 +96,9 @@ class MemoryView(ChoirView):
         """The line above the results: what they are."""
         self.rows: list[tuple[str, str, str, str]] = []
         """(id, score, from, text) of the results shown."""
+        self.hit_sessions: dict[str, str] = {}
+        """The session of each session hit shown (chunk id → session id): `d` and `e` on one
+        browse its session's messages, as it is not a knowledge item."""
         self.browsing: tuple[str, int | None] | None = None
         """The session whose messages are shown and the offset of its next page (None: the
         last page is shown); None when the results are not a session's messages."""
@@ -239,6 +243,11 @@ class MemoryView(ChoirView):
         if found.fallback:
             what += f" — {found.fallback}"
         self.show(what, [hit_row(hit) for hit in found.hits])
+        self.hit_sessions = {
+            hit.id: hit.session_id
+            for hit in found.hits
+            if hit.store != "knowledge" and hit.session_id is not None
+        }
         self.table.focus()
 
     @work(group="memory-search", exclusive=True)
@@ -451,8 +460,12 @@ class MemoryView(ChoirView):
 
     def action_source(self) -> None:
         """Open the highlighted knowledge item's source events."""
-        if (row := self._highlighted()) is not None:
-            self.open_source(row[0])
+        if (row := self._highlighted()) is None:
+            return
+        if (session_id := self.hit_sessions.get(row[0])) is not None:
+            self.browse(session_id)
+            return
+        self.open_source(row[0])
 
     def action_about(self) -> None:
         self.about()
@@ -475,6 +488,9 @@ class MemoryView(ChoirView):
             return
         if row[0].startswith(MESSAGE):
             self.notify("A message is a leaf's event: nothing below it.", severity="warning")
+            return
+        if (session_id := self.hit_sessions.get(row[0])) is not None:
+            self.browse(session_id)  # a chunk of messages: below it, the messages themselves
             return
         self.expand_item(row[0])
 
