@@ -375,6 +375,14 @@ def parsed_answer(verb: str, answer: Payload) -> Any:
     return answer if models.answer is None else models.answer.model_validate(answer)
 
 
+def answer_notes(answer: Any) -> list[str]:
+    """What an answer says beyond "done" that the operator must read, as choirctl prints it:
+    a keyed start's sealing of items written before their memory was marked encrypted."""
+    from choir.protocol.operator.answers import AgentStarted
+
+    return list(answer.memory_sealed) if isinstance(answer, AgentStarted) else []
+
+
 @contextlib.contextmanager
 def shown_error() -> Iterator[None]:
     """A refusal's message made `visible` on its way to a notification."""

@@ -29,7 +29,7 @@ from choir.protocol.operator.verbs import (
     OperatorVerb,
 )
 from tui.actions import ACTIONS, RECOVER_CHOICES, ConsoleAction
-from tui.bridge import parsed_answer
+from tui.bridge import answer_notes, parsed_answer
 from tui.dialogs import ConfirmDialog, TextPrompt
 from tui.dialogs.result import ResultScreen, as_lines
 from tui.views import VIEWS, ConsoleHost
@@ -128,8 +128,10 @@ async def perform(app: App[Any], action: ConsoleAction) -> None:
         elif action.mode == "report":
             await report(app, action, answers)
         else:
-            await console(app).bridge.call(action.verb, **action.payload(answers))
-            app.notify(action.done.format(command=action.command, **answers), markup=False)
+            answer = await console(app).bridge.call(action.verb, **action.payload(answers))
+            done = action.done.format(command=action.command, **answers)
+            notes = answer_notes(parsed_answer(action.verb, answer))
+            app.notify("\n".join([done, *notes]), markup=False)
     except ChoirError as error:
         message, severity = explain(action, error)
         app.notify(message, title=action.title, severity=severity, timeout=10, markup=False)

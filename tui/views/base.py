@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol, cast
 from textual.widget import Widget
 
 from choir.errors import ChoirError
-from tui.bridge import parsed_answer
+from tui.bridge import answer_notes, parsed_answer
 
 if TYPE_CHECKING:
     from tui.bridge import ChoirBridge
@@ -120,5 +120,5 @@ class ChoirView(Widget):
         except ChoirError as error:
             self.notify(error.message, title=verb, severity="error", timeout=8)
             return None
-        self.notify(done, title=verb)
+        self.notify("\n".join([done, *answer_notes(answer)]), title=verb, markup=False)
         return answer

@@ -4,7 +4,8 @@ as choirctl does. On a real choird whose agent-1 has an encrypted personal memor
 (`tests.harness.memory_encryption`): started with the key, the agent stores a sealed item and
 the console shows it opened, and the console's own write there is sealed too (refused once the
 key is gone); a bad key file is refused in one notification, nothing started. The Agents tab's
-`s` asks for the key file of an agent with an encrypted memory; escape starts nothing."""
+`s` asks for the key file of an agent with an encrypted memory; escape starts nothing; the
+start's notification says what it sealed of what was written before the marking."""
 
 from __future__ import annotations
 
@@ -16,10 +17,12 @@ import pytest
 from textual.pilot import Pilot
 from textual.widgets import Static
 
+from choir.core.memory.knowledge.graph import ItemFields, Placement
 from choir.core.memory.sealed_items import LOCKED_TEXT, SEALED_TEXT
 from choir.home import ChoirHome
 from choir.protocol.operator.verbs import OperatorVerb as V
 from choir.scripted import Script
+from tests.harness.memory import memory_store
 from tests.harness.memory_encryption import SCRIPT, SECRET, encrypt_personal, say
 from tests.tui.actions.conftest import Choird, notes
 from tests.tui.actions.test_actions_catalogue import answer_shown, noted, run
@@ -32,6 +35,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 START = "Agent: start"
 WRITE = "Knowledge: replace an item's text (keeps a version)"
 TABBY = "The cat is Miso, a tabby."
+SEALED_NOTE = "sealed 1 item of agent-1/personal written before it was marked encrypted"
 
 
 @pytest.fixture
@@ -105,10 +109,16 @@ async def test_the_agents_tab_start_asks_for_the_key_of_an_encrypted_memory(
         assert (await choird.client.agent_status("agent-1")).pid is None
         assert not any("started" in text for _, text in notes(app))
 
+        # written in the clear before the marking: the keyed start seals it and says so
+        await choird.daemon.memory_started()
+        personal = ItemFields(memory=Placement("personal", "console"))
+        await memory_store(choird.daemon).add_knowledge(
+            "agent-1", "The user's cat is called Tabby.", name="user.cat", fields=personal
+        )
         await pilot.press("s")
         await until_prompt(pilot)
         await pilot.press(*str(key_file), "enter")
-        await noted(pilot, "agent-1 started")
+        await noted(pilot, f"agent-1 started\n{SEALED_NOTE}")
         # the key is held: the operator's write to the encrypted memory is sealed, not refused
         await choird.client.call(
             V.KNOWLEDGE_PUT, agent_id="agent-1", text=SECRET, name="user.pet",
