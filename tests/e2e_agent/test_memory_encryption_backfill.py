@@ -29,6 +29,7 @@ from choir.scripted import Script
 from choir.store.postgres.idents import agent_schema, quote_ident
 from tests.ctl.cli import choirctl
 from tests.harness.daemons import running_daemon
+from tests.harness.homes import read_config, write_config
 from tests.harness.memory import embed, memory_store
 from tests.harness.memory_encryption import SCRIPT, SECRET, encrypt_personal, say
 
@@ -172,4 +173,41 @@ async def test_items_written_before_the_marking_are_sealed_at_the_first_keyed_st
         assert again.code == 0, again
         assert "sealed" not in again.out
         assert _personal(await _rows(daemon)) == _personal(after)
+        await client.agent_stop("agent-1")
+
+
+async def test_a_restart_with_the_key_held_seals_a_memory_marked_encrypted_since_the_start(
+    home: ChoirHome,
+) -> None:
+    """Before: only `agent start` with a key sealed what was written before the marking, so a
+    memory marked encrypted while the agent ran stayed in the clear across `agent restart`."""
+    key = secrets.token_bytes(32)
+    async with running_daemon(home) as daemon, await ChoirClient.connect(home) as client:
+        await daemon.memory_started()
+        note = await memory_store(daemon).add_knowledge(
+            "agent-1", NOTE, name="note.deploy", fields=ItemFields(memory=Placement("app"))
+        )
+        await embed(daemon, "agent-1", "knowledge", [(note.id, NOTE)])
+        run = await asyncio.to_thread(_start, home, key, "--json")
+        assert (run.code, run.json()["memory_sealed"]) == (0, []), run
+        data = read_config(home)  # the app memory encrypted too, applied while it runs
+        data["agents"]["agent-1"]["memories"].append(
+            {"class": "app", "role": "read-write", "encrypted": True}
+        )
+        write_config(home, data)
+        for verb in ("load", "apply"):
+            done = await asyncio.to_thread(choirctl, home.root, "config", verb)
+            assert done.code == 0, done
+
+        restarted = await asyncio.to_thread(
+            choirctl, home.root, "agent", "restart", "agent-1", "--json"
+        )
+        assert restarted.code == 0, restarted
+        notice = "sealed 1 item of agent-1/app written before it was marked encrypted"
+        assert restarted.json()["memory_sealed"] == [notice]
+        rows = await _rows(daemon)
+        assert rows["items"]["note.deploy"][1] == SEALED_TEXT
+        assert "note.deploy" not in rows["vectors"]
+        shown = await client.knowledge_show("agent-1", "note.deploy")
+        assert shown.text == NOTE  # opened with the key choird holds
         await client.agent_stop("agent-1")

@@ -66,14 +66,7 @@ async def agent_start(ctx: OperatorContext, request: AgentStart) -> AgentStarted
             ctx.config.agents[request.agent_id],
             request.memory_key.encode("ascii", errors="replace"),
         )
-        notes = sealed_notes(
-            request.agent_id,
-            await seal_written_before(
-                ctx.pool, request.agent_id, ctx.config.agents[request.agent_id], key
-            ),
-        )
-        for note in notes:
-            log.info(note, fields={"agent_id": request.agent_id})
+        notes = await _seal_written_before(ctx, request.agent_id, key)
         keys = ctx.services.memory_keys
         held = keys.key(request.agent_id)
         keys.hold(request.agent_id, key)
@@ -170,9 +163,14 @@ async def launch(ctx: OperatorContext, request: AgentStart) -> AgentStarted:
 
 
 async def relaunch(ctx: OperatorContext, row: SessionRow) -> AgentStarted:
-    """Start `row`'s stopped session again with its bindings (transient overrides reverted)."""
+    """Start `row`'s stopped session again with its bindings (transient overrides reverted).
+    With the agent's memory key held, items written in the clear before their memory was
+    marked encrypted (a config change since the keyed start) are sealed first, as a keyed start
+    seals them."""
+    key = ctx.services.memory_keys.key(row.agent_id)
     try:
-        return await launch(
+        notes = [] if key is None else await _seal_written_before(ctx, row.agent_id, key)
+        started = await launch(
             ctx,
             AgentStart(
                 agent_id=row.agent_id,
@@ -180,12 +178,23 @@ async def relaunch(ctx: OperatorContext, row: SessionRow) -> AgentStarted:
                 resume=row.session_id,
             ),
         )
+        return started.model_copy(update={"memory_sealed": notes})
     except ChoirError as error:
         raise type(error)(
             f"{row.agent_id} stopped but did not start again: {error.message} "
             f"(resume it with choirctl agent start {row.agent_id} --dm "
             f"{row.resource_bindings.get('dm')} --resume {row.session_id})"
         ) from None
+
+
+async def _seal_written_before(ctx: OperatorContext, agent_id: str, key: bytes) -> list[str]:
+    """Seal `agent_id`'s items written before their memory was marked encrypted; the notes
+    saying how many, logged too."""
+    counts = await seal_written_before(ctx.pool, agent_id, ctx.config.agents[agent_id], key)
+    notes = sealed_notes(agent_id, counts)
+    for note in notes:
+        log.info(note, fields={"agent_id": agent_id})
+    return notes
 
 
 async def stop_session(ctx: OperatorContext, row: SessionRow, reason: StopReason) -> AgentStopped:
