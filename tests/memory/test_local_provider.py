@@ -143,8 +143,11 @@ def test_the_table_is_written_once_to_the_cache_and_mapped_from_it(
     """The float32 table is memory-mapped from a file in the cache directory: only the rows
     used become resident, instead of 31 MB in choird's memory."""
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    older = tmp_path / "choir" / f"{local_provider.TABLE_PREFIX}0123456789abcdef.npy"
+    older.parent.mkdir()
+    older.write_bytes(b"an older wordllama's table")
     first = local_provider._table(weights_file())
-    (cached,) = (tmp_path / "choir").iterdir()
+    (cached,) = (tmp_path / "choir").iterdir()  # the older one removed
     assert is_mapped(first)
     assert not first.flags.writeable
     written = cached.stat().st_mtime_ns

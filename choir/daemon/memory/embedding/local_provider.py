@@ -123,6 +123,10 @@ def _table(weights: Path) -> npt.NDArray[np.float32]:
         _write(cached, table)
     except OSError:  # a read-only or full cache: the table stays in memory
         return table
+    for old in cached.parent.glob(f"{TABLE_PREFIX}*.npy"):  # other weights' (an older wordllama)
+        if old != cached:
+            with contextlib.suppress(OSError):
+                old.unlink()
     return _mapped(cached)
 
 
