@@ -109,7 +109,6 @@ def _package() -> Path:
 def _table(weights: Path) -> npt.NDArray[np.float32]:
     """The padded float32 table (`local_pooling.padded`), memory-mapped from its cached copy,
     which is written first if missing; built in memory when the cache cannot be written."""
-
     with weights.open("rb") as file:
         digest = hashlib.file_digest(file, "sha256").hexdigest()[:16]
     try:
@@ -127,7 +126,10 @@ def _table(weights: Path) -> npt.NDArray[np.float32]:
         if old != cached:
             with contextlib.suppress(OSError):
                 old.unlink()
-    return _mapped(cached)
+    try:
+        return _mapped(cached)
+    except (OSError, ValueError):  # a cache on a file system that cannot map it
+        return table
 
 
 def cache_dir() -> Path:
@@ -163,9 +165,11 @@ def _mapped(path: Path) -> npt.NDArray[np.float32]:
         # whole page-cache folio around its row (ext4 caches a written or read-ahead file
         # in folios of up to 2 MB): 27 MB resident for 250 rows here, 1.2 MB with it.
         # Pages another process maps stay cached; the rest are read again, one per fault.
-        os.posix_fadvise(file.fileno(), 0, 0, os.POSIX_FADV_DONTNEED)
+        with contextlib.suppress(OSError):  # advice only: a file system may refuse it
+            os.posix_fadvise(file.fileno(), 0, 0, os.POSIX_FADV_DONTNEED)
         mapping = mmap.mmap(file.fileno(), 0, prot=mmap.PROT_READ)
-    mapping.madvise(mmap.MADV_RANDOM)  # no read-ahead: a fault reads its one page
+    with contextlib.suppress(OSError):
+        mapping.madvise(mmap.MADV_RANDOM)  # no read-ahead: a fault reads its one page
     count = shape[0] * shape[1]
     return np.frombuffer(mapping, np.float32, count, offset).reshape(shape)
 
