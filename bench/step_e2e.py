@@ -230,6 +230,22 @@ def pss_mb(processes: list[psutil.Process]) -> float:
     return total / MB
 
 
+def breakdown(groups: dict[str, list[psutil.Process]]) -> list[str]:
+    """One line per process: its group, RSS, PSS and what it is (a Postgres process's title
+    names its role: `checkpointer`, or a backend's user, database and state)."""
+    lines = []
+    for group, processes in groups.items():
+        for process in processes:
+            with contextlib.suppress(psutil.Error):
+                memory = process.memory_full_info()
+                title = " ".join(process.cmdline())[:70]
+                lines.append(
+                    f"{group:9} {process.pid:>7} rss {memory.rss / MB:6.1f} pss "
+                    f"{memory.pss / MB:6.1f}  {title}"
+                )
+    return lines
+
+
 def postgres_processes(home: ChoirHome) -> list[psutil.Process]:
     from choir.store.postgres.postmaster import postmaster_pid
 
@@ -252,6 +268,8 @@ class Run:
     agent_mb: float
     postgres_mb: float
     stack_pss_mb: float
+    processes: list[str]
+    """`breakdown`'s lines, printed beside the figures."""
 
 
 async def run(root: Path, rounds: int) -> Run:
@@ -291,12 +309,14 @@ async def run(root: Path, rounds: int) -> Run:
                 agent_mb=rss_mb(spawned),
                 postgres_mb=rss_mb(postgres),
                 stack_pss_mb=pss_mb([daemon, *spawned, *postgres]),
+                processes=breakdown({"choird": [daemon], "spawned": spawned, "postgres": postgres}),
             )
 
 
 async def measure(quick: bool) -> dict[str, float]:
     with tempfile.TemporaryDirectory(prefix="se-", dir="/tmp") as tmp:
         result = await run(Path(tmp), 1 if quick else 5)
+    print("\n".join(result.processes), file=sys.stderr)
     return {
         "step_e2e_overhead_ms": statistics.median(result.overheads_ms),
         "first_reply_s": result.first_reply_s,

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import mmap
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
+import pytest
 
 from choir.daemon.memory.embedding import local_provider
 from choir.daemon.memory.embedding.local_provider import LocalEmbeddings
@@ -120,3 +123,58 @@ def test_the_model_loads_without_importing_wordllama():
         [sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=True
     )
     assert done.stdout.split() == ["False"]
+
+
+def weights_file() -> Path:
+    return local_provider._package() / "weights" / local_provider.WEIGHTS_FILE
+
+
+def is_mapped(array: np.ndarray) -> bool:
+    """Whether `array`'s memory is a file mapping (an `mmap` at the end of its bases)."""
+    base: object = array
+    while isinstance(base, np.ndarray):
+        base = base.base
+    return isinstance(base.obj if isinstance(base, memoryview) else base, mmap.mmap)
+
+
+def test_the_table_is_written_once_to_the_cache_and_mapped_from_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    """The float32 table is memory-mapped from a file in the cache directory: only the rows
+    used become resident, instead of 31 MB in choird's memory."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    older = tmp_path / "choir" / f"{local_provider.TABLE_PREFIX}0123456789abcdef.npy"
+    older.parent.mkdir()
+    older.write_bytes(b"an older wordllama's table")
+    first = local_provider._table(weights_file())
+    (cached,) = (tmp_path / "choir").iterdir()  # the older one removed
+    assert is_mapped(first)
+    assert not first.flags.writeable
+    written = cached.stat().st_mtime_ns
+    again = local_provider._table(weights_file())
+    assert cached.stat().st_mtime_ns == written  # read, not written again
+    np.testing.assert_array_equal(first, again)
+    assert first.shape == (32_001, local_provider.DIMENSIONS)
+    assert not first[-1].any()  # the padding row
+
+
+def test_a_damaged_cached_table_is_written_anew(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    good = np.array(local_provider._table(weights_file()))
+    (cached,) = (tmp_path / "choir").iterdir()
+    cached.write_bytes(cached.read_bytes()[: 1 << 20])  # cut short, as by a full disk
+    np.testing.assert_array_equal(local_provider._table(weights_file()), good)
+    cached.write_bytes(b"not a table")
+    np.testing.assert_array_equal(local_provider._table(weights_file()), good)
+    assert [p.name for p in (tmp_path / "choir").iterdir()] == [cached.name]  # no temporaries
+
+
+def test_an_unwritable_cache_keeps_the_table_in_memory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    blocked = tmp_path / "file"
+    blocked.write_text("a file where the cache directory would be")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(blocked))
+    table = local_provider._table(weights_file())
+    assert not is_mapped(table)
+    np.testing.assert_array_equal(table, local_provider._table(weights_file()))
