@@ -37,9 +37,8 @@ from urllib.parse import urlsplit
 
 import orjson
 
-from choir.adapters.llm.body import BodyEncoder
 from choir.adapters.llm.errors import LlmError, LlmErrorKind, scrub
-from choir.adapters.llm.response import parse_completion
+from choir.adapters.llm.response import parse_completion, request_body
 from choir.adapters.llm.status import rate_limited, retry_after_seconds, status_error
 from choir.adapters.llm.types import (
     Completion,
@@ -98,8 +97,6 @@ class LlmClient:
         """Made at the first call when not borrowed (a session needs the running loop)."""
         self._verified: ssl.SSLContext | None = None
         """The CAs https endpoints are checked against, read at the first https call."""
-        self._bodies = BodyEncoder()
-        """Encodes each body from the previous one's pieces (a prompt repeats the last one)."""
 
     async def complete(
         self, request: CompletionRequest, *, on_rate_limited: RateLimitNotice | None = None
@@ -117,7 +114,7 @@ class LlmClient:
     async def _complete(
         self, request: CompletionRequest, started: float, on_rate_limited: RateLimitNotice | None
     ) -> Completion:
-        body = self._bodies.encode(request)
+        body = orjson.dumps(request_body(request))
         response = await self._attempt(request, body)
         retried = response.status == 429
         if retried:

@@ -82,8 +82,7 @@ class CompletionRequest:
     settings: ModelSettings
     """Snapshot of the model settings taken when the call started."""
     messages: Sequence[Mapping[str, Any]]
-    """The conversation in OpenAI chat format, system prompt first. Never change a message once
-    it was passed: the client reuses its encoding at the lane's next call (`body`)."""
+    """The conversation in OpenAI chat format, system prompt first."""
     lane: str
     """`edge` or `core:<job-name>`: whose call this is (telemetry, §22.1)."""
     tools: Sequence[Mapping[str, Any]] = ()
