@@ -132,29 +132,3 @@ async def test_a_lone_move_after_a_quiet_spell_goes_at_once(
         await until(lambda: len(choird.calls) == 2, within=0.4)  # not held back
     finally:
         await status.close()
-
-
-async def test_budget_refreshes_are_read_once_per_send_and_the_last_figure_arrives(
-    choird: StatusListener, control_plane: ControlPlane
-) -> None:
-    """Budgets move at nearly every commit: a burst of refreshes reads them when the reports
-    go, once per window, and choird ends with the figure of the last one (on `close()` too)."""
-    status = StatusReporter(control_plane, coalesce_s=60)
-    left = {"calls": 100}
-    reads: list[str] = []
-
-    def remaining(lane: str) -> dict[str, int]:
-        reads.append(lane)
-        return dict(left)
-
-    status.report(state("edge", 1))  # {"calls": 99}
-    await until(lambda: len(choird.calls) == 1)
-    for n in range(50):
-        left["calls"] = 98 - n
-        status.refresh(remaining)
-        await asyncio.sleep(0)
-    assert reads == []  # held back with the reports: within the window
-    await status.close()
-    assert reads == ["edge"]
-    assert [c.budget_remaining for c in choird.calls] == [{"calls": 99}, {"calls": 49}]
-    assert choird.board.lanes("s-1")["edge"].report.budget_remaining == {"calls": 49}

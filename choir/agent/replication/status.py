@@ -57,10 +57,6 @@ class StatusReporter:
         self._idle.set()
         self._closing = False
         self._quiet = False
-        self._stale: Remaining | None = None
-        """Set by `refresh`: the budgets to read for every lane at the next send."""
-        self._force = False
-        """`refresh(force=True)` since the last send: send every lane's even if unchanged."""
         """While the task waits out the quiet window after a send (`_nudge`)."""
         self._task: asyncio.Task[None] | None = None
         self._lock_watch: LockWatch | None = None
@@ -79,33 +75,13 @@ class StatusReporter:
         self._nudge()
 
     def refresh(self, remaining: Remaining, force: bool = False) -> None:
-        """Send each lane's latest report again with its budgets left, where they changed (or
-        always, when `force`): `agent status` must never show a stale figure.
-
-        The figures are read when the reports go (`_send_unsent`), not now: budgets move at
-        almost every commit of a step, and reading them all for every lane each time, when at
-        most one send per `coalesce_s` can carry them, was a good part of what status cost."""
-        if not self._latest:
-            return
-        self._stale = remaining
-        self._force = self._force or force
-        self._idle.clear()
-        self._nudge()
-
-    def _refreshed(self) -> None:
-        """Queue the reports whose budgets moved since `refresh` asked (see there)."""
-        remaining, force = self._stale, self._force
-        if remaining is None:
-            return
-        self._stale, self._force = None, False
+        """Send each lane's latest report again with its budgets left now, where they changed
+        (or always, when `force`): `agent status` must never show a stale figure."""
         for lane, latest in list(self._latest.items()):
             left = remaining(lane)
             if left is None or not (force or changed(latest.budget_remaining, left)):
                 continue
-            refreshed = latest.model_copy(update={"budget_remaining": dict(left)})
-            self._latest[lane] = refreshed
-            self._unsent.pop(lane, None)
-            self._unsent[lane] = refreshed
+            self.report(latest.model_copy(update={"budget_remaining": dict(left)}))
 
     def report_locks(self, locks: list[LockState]) -> None:
         """Send the agent's lock table (it changed) with the edge lane's latest report."""
@@ -154,7 +130,7 @@ class StatusReporter:
             self._wake.clear()
             sent_at = loop.time()
             await self._send_unsent()
-            if not self._unsent and self._stale is None:
+            if not self._unsent:
                 self._idle.set()
 
     async def _until_closing(self) -> None:
@@ -165,7 +141,6 @@ class StatusReporter:
     async def _send_unsent(self) -> None:
         """Send every lane's report not sent yet (the lock table with the first); what comes
         in meanwhile waits for the next window."""
-        self._refreshed()
         unsent, self._unsent = self._unsent, {}
         for lane, request in unsent.items():
             if self._pending_locks is not None:
