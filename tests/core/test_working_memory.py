@@ -123,6 +123,29 @@ def test_edge_pins_the_latest_user_message_even_before_the_window() -> None:
     assert [item.rev for item in memory.compactable()] == [10, 11, 12]
 
 
+@settings(max_examples=60, deadline=None)
+@given(
+    st.integers(1, 6),
+    st.integers(1, 30),
+    st.lists(st.integers(0, 40), max_size=3),
+    st.integers(0, 9),
+)
+def test_window_and_compactable_are_the_events_by_rev_without_the_pinned_message(
+    turns: int, start: int, folds: list[int], size: int
+) -> None:
+    """Found by rev, as they are now, they are what a scan and a sort by rev gave."""
+    memory = WorkingMemory("edge", window_start_rev=start).observe_all(_chat(turns))
+    for upto in [0, *sorted(folds)]:
+        if upto >= memory.window_start_rev:
+            memory = memory.folded(memory.summary, upto)
+        user = memory.latest_user
+        compactable = tuple(item for item in memory.events if item is not user)
+        assert memory.compactable() == compactable
+        shown = compactable[-size:] if size > 0 else ()
+        pinned = (*shown, user) if user is not None else shown
+        assert memory.window(size) == tuple(sorted(pinned, key=lambda item: item.rev))
+
+
 def test_a_core_lane_never_pins_user_messages() -> None:
     memory = WorkingMemory(CORE).observe_all(_chat(2))
     assert memory.latest_user is None

@@ -1,6 +1,7 @@
 """The arbiter (§7.4): the single writer of the session log and the gate of every side effect.
 
-Lanes submit tool proposals through an asyncio queue. For each one the arbiter commits
+Lanes submit tool proposals, admitted in arrival order: at once when none waits before them,
+else through an asyncio queue the arbiter task serves. For each one the arbiter commits
 `ToolCallRequested`, validates it (registry, lane exposure, pluggable gates such as the skill
 allowlist and budgets, input schema, workspace paths), then hands the admitted call back to the
 proposing lane's task, which runs it: acquire the lockset → commit the intent
@@ -117,6 +118,8 @@ class Arbiter:
         self._gates = list(gates)
         self._intent_sink = intent_sink
         self._queue: asyncio.Queue[_Pending | object] = asyncio.Queue()
+        self._serving = False
+        """While `run` admits proposals (from its start until `stop()` reaches it)."""
         self._results: dict[str, ToolResult] = {}
         self._inflight: dict[str, _Pending] = {}
         self._approvals: dict[str, str] = {}
@@ -128,10 +131,10 @@ class Arbiter:
     async def propose(self, proposal: ToolProposal) -> ToolResult:
         """Submit `proposal` and wait for its committed result.
 
-        The arbiter task admits the proposal; the admitted call then executes in the proposing
-        lane's own task, so lanes run tools concurrently, and cancelling a lane cancels its call:
-        the tool is stopped at once and a `cancelled` result is committed, which keeps the
-        transcript the model sees valid.
+        The proposal is admitted (here, or by the arbiter task when others wait before it); the
+        admitted call then executes in the proposing lane's own task, so lanes run tools
+        concurrently, and cancelling a lane cancels its call: the tool is stopped at once and a
+        `cancelled` result is committed, which keeps the transcript the model sees valid.
         """
         done = self._results.get(proposal.call_id)
         if done is not None:
@@ -142,7 +145,12 @@ class Arbiter:
         loop = asyncio.get_running_loop()
         pending = _Pending(proposal, loop.create_future(), loop.create_future())
         self._inflight[proposal.call_id] = pending
-        self._queue.put_nowait(pending)
+        if self._serving and self._queue.empty():
+            # nothing is waiting to be admitted before it: admitting it now is the order the
+            # queue gives, without two task switches (to the arbiter task and back) per call
+            self._admit_safely(pending)
+        else:
+            self._queue.put_nowait(pending)
         try:
             call = await pending.admitted
             if call is not None:
@@ -202,19 +210,29 @@ class Arbiter:
     # -- the arbiter task ----------------------------------------------------------------------
 
     async def run(self) -> None:
-        """Admit proposals in arrival order until `stop()`."""
-        while (item := await self._queue.get()) is not _STOP:
-            assert isinstance(item, _Pending)
-            try:
-                self._admit(item)
-            except Exception as exc:  # the arbiter never dies on one bad proposal
-                log.exception("proposal failed", fields={"tool": item.proposal.tool})
-                self._finish(
-                    item, ToolResult.fail("internal_error", f"{item.proposal.tool}: {exc}")
-                )
+        """Admit proposals in arrival order until `stop()`.
+
+        A proposal made while none waits here is admitted at once by `propose` itself (an
+        admission never awaits, so nothing admitted here can be overtaken); this task admits
+        those that queue behind one — and every proposal before it runs or after `stop()`.
+        """
+        self._serving = True
+        try:
+            while (item := await self._queue.get()) is not _STOP:
+                assert isinstance(item, _Pending)
+                self._admit_safely(item)
+        finally:
+            self._serving = False
 
     def stop(self) -> None:
         self._queue.put_nowait(_STOP)
+
+    def _admit_safely(self, item: _Pending) -> None:
+        try:
+            self._admit(item)
+        except Exception as exc:  # the arbiter never dies on one bad proposal
+            log.exception("proposal failed", fields={"tool": item.proposal.tool})
+            self._finish(item, ToolResult.fail("internal_error", f"{item.proposal.tool}: {exc}"))
 
     def _admit(self, pending: _Pending) -> None:
         if pending.admitted.done():  # the proposer was cancelled while queued

@@ -56,6 +56,8 @@ class StatusReporter:
         """Set while every report was sent (or failed): what `close()` waits for."""
         self._idle.set()
         self._closing = False
+        self._quiet = False
+        """While the task waits out the quiet window after a send (`_nudge`)."""
         self._task: asyncio.Task[None] | None = None
         self._lock_watch: LockWatch | None = None
         self._unsubscribe = control_plane.on_connected(self.resend)
@@ -70,7 +72,7 @@ class StatusReporter:
         self._unsent.pop(request.lane, None)  # keeps lanes in the order of their latest move
         self._unsent[request.lane] = request
         self._idle.clear()
-        self._wake.set()
+        self._nudge()
 
     def refresh(self, remaining: Remaining, force: bool = False) -> None:
         """Send each lane's latest report again with its budgets left now, where they changed
@@ -88,7 +90,7 @@ class StatusReporter:
         if latest is not None and latest.lane not in self._unsent:
             self.report(latest)
         elif latest is not None:
-            self._wake.set()
+            self._nudge()
 
     def resend(self) -> None:
         """Send every lane's latest report again — held calls and budgets left included — and
@@ -104,6 +106,13 @@ class StatusReporter:
             self._lock_watch = LockWatch(locks, self.report_locks)
             self._lock_watch.start()
 
+    def _nudge(self) -> None:
+        """Wake the task for what was queued, unless it is waiting out the quiet window: it
+        sends everything queued when that ends, and a wake per lane move meanwhile (several
+        per model call) only cost a loop turn each."""
+        if not self._quiet:
+            self._wake.set()
+
     async def _run(self) -> None:
         loop = asyncio.get_running_loop()
         sent_at = -self._coalesce_s
@@ -111,9 +120,13 @@ class StatusReporter:
             await self._wake.wait()
             quiet_until = sent_at + self._coalesce_s
             if not self._closing and loop.time() < quiet_until:
-                with contextlib.suppress(TimeoutError):  # close() cuts the wait short
-                    async with asyncio.timeout_at(quiet_until):
-                        await self._until_closing()
+                self._quiet = True
+                try:
+                    with contextlib.suppress(TimeoutError):  # close() cuts the wait short
+                        async with asyncio.timeout_at(quiet_until):
+                            await self._until_closing()
+                finally:
+                    self._quiet = False
             self._wake.clear()
             sent_at = loop.time()
             await self._send_unsent()

@@ -24,6 +24,7 @@ lane). Everything else in the window is compactable.
 
 from __future__ import annotations
 
+from bisect import bisect_left, bisect_right
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any, Final, Protocol
@@ -129,10 +130,18 @@ class WorkingMemory:
         item = WindowEvent(record.rev, record.lane, record.hash, event)
         latest_user = item if is_user else self.latest_user
         recalled = None if is_user else self.recalled
-        if record.rev < self.window_start_rev:
-            return replace(self, latest_user=latest_user, recalled=recalled)
-        return replace(
-            self, events=(*self.events, item), latest_user=latest_user, recalled=recalled
+        events = self.events if record.rev < self.window_start_rev else (*self.events, item)
+        # built directly, not with `dataclasses.replace` (which looks every field up by name):
+        # a lane observes several records per model call
+        return WorkingMemory(
+            lane=self.lane,
+            summary=self.summary,
+            window_start_rev=self.window_start_rev,
+            events=events,
+            latest_user=latest_user,
+            pending=self.pending,
+            forced=self.forced,
+            recalled=recalled,
         )
 
     def observe_all(self, records: Iterable[CommittedRecord]) -> WorkingMemory:
@@ -165,13 +174,25 @@ class WorkingMemory:
         """The events the prompt shows, oldest first: the last `size` compactable events, plus
         the latest user message wherever it falls (first, once it is folded or cut off)."""
         shown = self.compactable()[-size:] if size > 0 else ()
-        if self.latest_user is None:
+        user = self.latest_user
+        if user is None:
             return shown
-        return tuple(sorted((*shown, self.latest_user), key=lambda item: item.rev))
+        at = bisect_right(shown, user.rev, key=_rev)  # `events` are in rev order
+        return (*shown[:at], user, *shown[at:])
 
     def compactable(self) -> tuple[WindowEvent, ...]:
         """Window events that count against the window: all but the latest user message."""
-        return tuple(item for item in self.events if item is not self.latest_user)
+        events, user = self.events, self.latest_user
+        if user is None:
+            return events
+        # found by rev (`events` are in rev order), not by scanning every event: prompts and
+        # the compaction trigger ask for this at every model call
+        at = bisect_left(events, user.rev, key=_rev)
+        if at < len(events) and events[at] is user:
+            return events[:at] + events[at + 1 :]
+        if user.rev < self.window_start_rev:
+            return events  # folded: not among them
+        return tuple(item for item in events if item is not user)
 
     def _recalled(self, record: CommittedRecord, model: Event | None) -> WorkingMemory:
         if self.lane != EDGE_LANE or record.lane != EDGE_LANE:
@@ -186,6 +207,10 @@ class WorkingMemory:
         if event.window_start_rev <= self.window_start_rev:
             return self  # already reflected: committed by this lane, or in the snapshot
         return self.folded(self.summary.apply(event.delta), event.window_start_rev - 1)
+
+
+def _rev(item: WindowEvent) -> int:
+    return item.rev
 
 
 def in_window(lane: str, record: CommittedRecord) -> bool:
