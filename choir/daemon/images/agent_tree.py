@@ -146,7 +146,7 @@ def commit_of(repo: Path) -> str:
         return "none"
     # One git for both (an agent's start reads two repos before it spawns it): the header
     # `# branch.oid` is HEAD, every other line an uncommitted change.
-    lines = git(repo, "status", "--porcelain=v2", "--branch").splitlines()
+    lines = git(repo, "status", "--porcelain=v2", "--branch", "--no-ahead-behind").splitlines()
     head = next((line.split()[2] for line in lines if line.startswith("# branch.oid ")), "")
     if not head or head == "(initial)":
         raise ChoirError(f"{repo} has no commit yet: commit its files (git commit) and retry")
