@@ -150,15 +150,17 @@ class ChoirClient:
         `memory_key` (32 bytes) opens its encrypted memories."""
         chosen = {role: name for role, name in (overrides or {}).items() if name is not None}
         key = {} if memory_key is None else {"memory_key": memory_key.hex()}
-        return await self.ask(
+        started = await self.call(
             V.AGENT_START,
-            a.AgentStarted,
             agent_id=agent_id,
             overrides=chosen,
             new_session=new_session,
             resume=resume,
             **key,
         )
+        # `ask` would load the answer models (~35 ms of CPU in a fresh client) before sending;
+        # here they load once choird answered: it has the request, and the agent runs, sooner
+        return a.AgentStarted.model_validate(started)
 
     async def agent_stop(self, agent_id: str) -> a.AgentStopped:
         """Graceful stop (§17.2); answers when the agent's process has exited."""

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 from pathlib import Path
 
 import pytest
 
 from choir.daemon.images.agent_tree import commit_of, manifest_hashes, materialize
-from choir.errors import ConfigError
+from choir.errors import ChoirError, ConfigError
 from choir.protocol import VersionInfo
 from tests.build.support import make_repo, skill, tool
 
@@ -136,8 +137,19 @@ def test_commit_of_marks_uncommitted_work_and_non_repos(tmp_path):
     assert commit_of(tmp_path / "repo") == head
     (tmp_path / "repo" / "b.txt").write_text("new\n")
     assert commit_of(tmp_path / "repo") == f"{head}+dirty"
+    (tmp_path / "repo" / "b.txt").unlink()
+    (tmp_path / "repo" / "a.txt").write_text("2\n")  # a tracked file changed
+    assert commit_of(tmp_path / "repo") == f"{head}+dirty"
     (tmp_path / "plain").mkdir()
     assert commit_of(tmp_path / "plain") == "none"
+
+
+def test_commit_of_a_repo_without_commits_says_so(tmp_path):
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    subprocess.run(["git", "init", "--quiet", str(empty)], check=True)
+    with pytest.raises(ChoirError, match="has no commit yet"):
+        commit_of(empty)
 
 
 def test_reading_the_operators_repo_never_rewrites_its_index(tmp_path):

@@ -20,7 +20,7 @@ from pydantic import ValidationError
 from choir.config.scaffolding.gitrepo import git, is_repo
 from choir.core.skills.registry import load_skills
 from choir.core.skills.runner import CONTROL_TOOLS
-from choir.errors import ConfigError
+from choir.errors import ChoirError, ConfigError
 from choir.protocol import VersionInfo, skill_manifest_hash, tool_manifest_hash
 from choir.protocol.problems import validation_problems
 from choir.protocol.tooling.manifest import ToolManifest
@@ -144,8 +144,13 @@ def commit_of(repo: Path) -> str:
     """HEAD of the repo's working tree, marked `+dirty` when it has uncommitted changes."""
     if not is_repo(repo):
         return "none"
-    head = git(repo, "rev-parse", "HEAD").strip()
-    dirty = git(repo, "status", "--porcelain").strip()
+    # One git for both (an agent's start reads two repos before it spawns it): the header
+    # `# branch.oid` is HEAD, every other line an uncommitted change.
+    lines = git(repo, "status", "--porcelain=v2", "--branch", "--no-ahead-behind").splitlines()
+    head = next((line.split()[2] for line in lines if line.startswith("# branch.oid ")), "")
+    if not head or head == "(initial)":
+        raise ChoirError(f"{repo} has no commit yet: commit its files (git commit) and retry")
+    dirty = any(not line.startswith("#") for line in lines)
     return f"{head}+dirty" if dirty else head
 
 
