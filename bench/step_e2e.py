@@ -215,9 +215,9 @@ async def memory_loaded(client: ChoirClient) -> None:
     while time.monotonic() < deadline:
         stats = await client.memory_stats("agent-1")
         agent = stats.agents[0] if stats.agents else None
-        if agent is not None and agent.knowledge_items and not agent.vectors_missing:
-            if not stats.embedding.queue_depth:
-                return
+        embedded = agent is not None and agent.knowledge_items and not agent.vectors_missing
+        if embedded and not stats.embedding.queue_depth:
+            return
         await asyncio.sleep(0.05)
 
 
