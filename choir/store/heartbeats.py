@@ -77,15 +77,19 @@ WITH sent AS (
     )
     WHERE EXISTS (SELECT 1 FROM advanced)
     ON CONFLICT (session_id, rev) DO NOTHING
-), delivered AS (
+){delivered}
+SELECT (SELECT rev FROM forked) AS forked_rev, EXISTS (SELECT 1 FROM advanced) AS advanced
+"""
+_DELIVERED: Final = """, delivered AS (
     UPDATE choir_control.session_inbox AS i
     SET status = 'delivered', delivered_rev = d.rev, settled_at = $7
     FROM jsonb_to_recordset($11::jsonb) AS d (message_id text, rev bigint)
     WHERE i.session_id = $1 AND i.message_id = d.message_id AND i.status = 'pending'
         AND EXISTS (SELECT 1 FROM advanced)
-)
-SELECT (SELECT rev FROM forked) AS forked_rev, EXISTS (SELECT 1 FROM advanced) AS advanced
-"""
+)"""
+_PLAIN: Final = _APPEND.format(delivered="")
+_DELIVERING: Final = _APPEND.format(delivered=_DELIVERED)
+"""A heartbeat that delivers user messages; the others (nearly all) plan no inbox update."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,8 +121,9 @@ async def append_heartbeat(
     `choir.store.inbox.mark_delivered` does) and advance the session's head from
     `expected_ack_rev` to `ack_rev`, in one statement (no transaction needed); see the
     module's docstring."""
+    deliveries = [{"message_id": message_id, "rev": rev} for message_id, rev in delivered]
     row = await conn.fetchrow(
-        _APPEND,
+        _DELIVERING if deliveries else _PLAIN,
         session_id,
         [_row(event) for event in events],
         expected_ack_rev,
@@ -129,7 +134,7 @@ async def append_heartbeat(
         events[0].rev if events else expected_ack_rev + 1,
         list(usage),
         agent_id,
-        [{"message_id": message_id, "rev": rev} for message_id, rev in delivered],
+        *([deliveries] if deliveries else []),
     )
     assert row is not None  # the outer SELECT always yields one row
     forked = row["forked_rev"]
