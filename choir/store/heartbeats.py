@@ -1,7 +1,8 @@
 """One heartbeat in one statement: its new events stored and the session's head advanced (§13.1).
 
 The common heartbeat — new events after choird's ack (with the usage rows of the model calls
-among them), no artifact, no user message, no snapshot — used to take five round trips to
+among them, and the deliveries of the user messages among them), no artifact, no snapshot —
+used to take five round trips to
 Postgres (BEGIN, the insert, the head's update, COMMIT, and the pool's reset), each a wake-up of
 both processes (one with a model call, more: its usage rows too). One statement is atomic on
 its own, so this is one round trip with the same guarantees:
@@ -11,6 +12,8 @@ its own, so this is one round trip with the same guarantees:
 - a sent rev that is already stored with another hash is a fork: nothing is stored, and
   `forked_rev` names the first one. Revs already stored with the same hash are skipped (a
   resend overlapping the ack).
+- the user messages whose `user_msg` events it stores are marked delivered by the same
+  statement (`choir.store.inbox`): a message is delivered exactly when its event is durable.
 
 The batch travels as one jsonb array of rows (`jsonb_to_recordset`) rather than seven arrays:
 asyncpg's array encoder inspects every element (about 0.7 ms of choird's CPU for 100 events,
@@ -74,9 +77,19 @@ WITH sent AS (
     )
     WHERE EXISTS (SELECT 1 FROM advanced)
     ON CONFLICT (session_id, rev) DO NOTHING
-)
+){delivered}
 SELECT (SELECT rev FROM forked) AS forked_rev, EXISTS (SELECT 1 FROM advanced) AS advanced
 """
+_DELIVERED: Final = """, delivered AS (
+    UPDATE choir_control.session_inbox AS i
+    SET status = 'delivered', delivered_rev = d.rev, settled_at = $7
+    FROM jsonb_to_recordset($11::jsonb) AS d (message_id text, rev bigint)
+    WHERE i.session_id = $1 AND i.message_id = d.message_id AND i.status = 'pending'
+        AND EXISTS (SELECT 1 FROM advanced)
+)"""
+_PLAIN: Final = _APPEND.format(delivered="")
+_DELIVERING: Final = _APPEND.format(delivered=_DELIVERED)
+"""A heartbeat that delivers user messages; the others (nearly all) plan no inbox update."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,12 +114,16 @@ async def append_heartbeat(
     now: datetime,
     agent_id: str,
     usage: Sequence[dict[str, Any]] = (),
+    delivered: Sequence[tuple[str, int]] = (),
 ) -> Appended:
-    """Store `events` and their `usage` rows (`choir.store.usage.usage_rows`, of `agent_id`)
-    and advance the session's head from `expected_ack_rev` to `ack_rev`, in one statement (no
-    transaction needed); see the module's docstring."""
+    """Store `events` and their `usage` rows (`choir.store.usage.usage_rows`, of `agent_id`),
+    mark the `delivered` user messages ((message id, rev of its `user_msg`), as
+    `choir.store.inbox.mark_delivered` does) and advance the session's head from
+    `expected_ack_rev` to `ack_rev`, in one statement (no transaction needed); see the
+    module's docstring."""
+    deliveries = [{"message_id": message_id, "rev": rev} for message_id, rev in delivered]
     row = await conn.fetchrow(
-        _APPEND,
+        _DELIVERING if deliveries else _PLAIN,
         session_id,
         [_row(event) for event in events],
         expected_ack_rev,
@@ -117,6 +134,7 @@ async def append_heartbeat(
         events[0].rev if events else expected_ack_rev + 1,
         list(usage),
         agent_id,
+        *([deliveries] if deliveries else []),
     )
     assert row is not None  # the outer SELECT always yields one row
     forked = row["forked_rev"]

@@ -2,7 +2,8 @@
 
 A message is stored here before its sender hears it was accepted, and stays `pending` until the
 agent's `user_msg` event carrying its id is durable: the heartbeat that stores that event marks it
-`delivered` in the same transaction (`mark_delivered`). So after any crash — the agent's, or
+`delivered` in the same transaction (`mark_delivered`; a heartbeat of new events only, in its one
+statement: `choir.store.heartbeats`). So after any crash — the agent's, or
 choird's between accepting and pushing — the pending messages of a session are exactly those it
 must still be given (`pending`), and none it already has. A session that ends for good settles
 its pending messages `undelivered` (`give_up`), so their senders can be told.

@@ -1,8 +1,9 @@
 """HEARTBEAT (§13.1, §13.3): make the agent's committed events durable and acknowledge them.
 
 One heartbeat is one transaction: the batch insert, the snapshot if any, and the advance of
-`ack_rev`/`head_hash`/`last_heartbeat_at`. The common one — new events and nothing else — is a
-single statement (`choir.store.heartbeats`), atomic by itself: one round trip to Postgres. A
+`ack_rev`/`head_hash`/`last_heartbeat_at`. The common one — new events (user messages' among
+them), no snapshot, no artifact — is a single statement (`choir.store.heartbeats`), atomic by
+itself: one round trip to Postgres. A
 snapshot whose hash is not `hash_new` refuses the heartbeat; one whose content does not match its
 digest is only left out (a resume could never use it, and the events are still good). Before it,
 every patch's hash is recomputed and the batch must continue the stored chain. A heartbeat whose
@@ -291,7 +292,7 @@ class EventIngest:
         now = self._clock()
         usage = usage_rows(records)
         if fresh and _plain(request, records):
-            await self._append(live, request, records, usage, now)
+            await self._append(live, request, records, usage, _user_messages(records), now)
             return
         snapshot_rev: int | None = None
         async with self._pool.acquire() as conn, conn.transaction():
@@ -334,10 +335,11 @@ class EventIngest:
         request: HeartbeatRequest,
         records: Sequence[EventRecord],
         usage: Sequence[dict[str, Any]],
+        delivered: Sequence[tuple[str, int]],
         now: datetime,
     ) -> None:
-        """`_store` of a heartbeat with nothing but new events (and their usage rows): one
-        statement, one round trip."""
+        """`_store` of a heartbeat with nothing but new events (their usage rows, the user
+        messages they deliver): one statement, one round trip."""
         async with self._pool.acquire() as conn:
             appended = await append_heartbeat(
                 conn,
@@ -350,6 +352,7 @@ class EventIngest:
                 now=now,
                 agent_id=live.agent_id,
                 usage=usage,
+                delivered=delivered,
             )
         if appended.forked_rev is not None:
             raise _Forked(appended.forked_rev)
@@ -386,11 +389,9 @@ async def _check_artifacts(
 
 
 def _plain(request: HeartbeatRequest, records: Sequence[EventRecord]) -> bool:
-    """Whether a heartbeat carries nothing but events (no snapshot, no artifact, no user
-    message to mark delivered): the common case, stored in one statement."""
-    if request.snapshot is not None or any(r.artifact is not None for r in records):
-        return False
-    return not _user_messages(records)
+    """Whether a heartbeat carries nothing but events (no snapshot, no artifact): the common
+    case, stored in one statement."""
+    return request.snapshot is None and all(r.artifact is None for r in records)
 
 
 def _user_messages(records: Sequence[EventRecord]) -> list[tuple[str, int]]:

@@ -13,7 +13,7 @@ as the agent (`run_as_agent`).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final, Literal, TypeAlias
 from uuid import UUID
@@ -34,25 +34,30 @@ VectorOf: TypeAlias = tuple[UUID | str, npt.ArrayLike] | tuple[UUID | str, npt.A
 """A row's id and its vector, optionally with the text the vector was computed from."""
 
 # `vector[]` is bound as pgvector's own objects: asyncpg would walk a numpy array's floats as
-# one more array dimension.
+# one more array dimension. The column's size is read by the statement that writes (one round
+# trip per write): nothing is written unless every vector has it (`$4`, -1 for mixed sizes), and
+# the size comes back for the refusal's message.
 _UPSERT: Final = """
-INSERT INTO {target}_embeddings (document_id, embedding)
-SELECT d.id, v.embedding
-FROM unnest($1::uuid[], $2::vector[], $3::text[]) AS v (id, embedding, text)
-JOIN {target}_documents d
-    ON d.id = v.id AND (v.text IS NULL OR d.text = v.text) {only_searched}
-FOR KEY SHARE OF d
-ON CONFLICT (document_id) DO UPDATE SET embedding = EXCLUDED.embedding
+WITH dims AS (
+    SELECT atttypmod AS n FROM pg_attribute
+    WHERE attrelid = to_regclass('{target}_embeddings') AND attname = 'embedding'
+), written AS (
+    INSERT INTO {target}_embeddings (document_id, embedding)
+    SELECT d.id, v.embedding
+    FROM unnest($1::uuid[], $2::vector[], $3::text[]) AS v (id, embedding, text)
+    JOIN {target}_documents d
+        ON d.id = v.id AND (v.text IS NULL OR d.text = v.text) {only_searched}
+    WHERE $4::int = (SELECT n FROM dims)
+    FOR KEY SHARE OF d
+    ON CONFLICT (document_id) DO UPDATE SET embedding = EXCLUDED.embedding
+    RETURNING 1
+)
+SELECT (SELECT n FROM dims) AS dims, (SELECT count(*) FROM written) AS written
 """
 _UPSERTS: Final = {
     "memory": _UPSERT.format(target="memory", only_searched="AND d.tier <> 'long_term_detail'"),
     "knowledge": _UPSERT.format(target="knowledge", only_searched=""),
 }
-
-_DIMS: Final = """
-SELECT atttypmod FROM pg_attribute
-WHERE attrelid = to_regclass($1) AND attname = 'embedding'
-"""
 
 _MISSING: Final = """
 (SELECT 'memory' AS target, d.id, d.text FROM memory_documents d
@@ -90,14 +95,17 @@ async def set_vectors(conn: Connection, target: VectorTarget, vectors: Sequence[
     latest = {_as_uuid(item[0]): _parts(item) for item in vectors}
     if not latest:
         return 0
-    await _check_dims(conn, target, (array for array, _ in latest.values()))
-    status: str = await conn.execute(
+    sizes = {len(array) for array, _ in latest.values()}
+    row = await conn.fetchrow(
         _UPSERTS[target],
         list(latest),
         [PgVector(array) for array, _ in latest.values()],
         [text for _, text in latest.values()],
+        next(iter(sizes)) if len(sizes) == 1 else -1,
     )
-    return int(status.rsplit(" ", 1)[1])
+    assert row is not None  # the outer SELECT always yields one row
+    _check_dims(target, sizes, row["dims"])
+    return int(row["written"])
 
 
 def _parts(item: VectorOf) -> tuple[Array, str | None]:
@@ -113,9 +121,8 @@ async def missing_vectors(conn: Connection, *, limit: int) -> list[MissingVector
     return [MissingVector(row["target"], row["id"], decode_text(row["text"])) for row in rows]
 
 
-async def _check_dims(conn: Connection, target: VectorTarget, vectors: Iterable[Array]) -> None:
-    sizes = {len(v) for v in vectors}
-    dims: int = await conn.fetchval(_DIMS, f"{target}_embeddings")
+def _check_dims(target: VectorTarget, sizes: set[int], dims: int) -> None:
+    """Refuse vectors whose sizes are not the column's (`dims`): the write stored none."""
     wrong = sizes - {dims}
     if wrong:
         raise VectorRefused(

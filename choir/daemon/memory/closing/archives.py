@@ -62,6 +62,8 @@ if TYPE_CHECKING:
 
 _log = get_logger("choir.memory.archives")
 
+OWNERS_KEPT: Final = 256
+"""Sessions whose user `ArchiveWriter` remembers (a session's bindings never change)."""
 ARCHIVE_POINT: Final = "memory.archive.before_store"
 ROLLUP_POINT: Final = "memory.rollup.before_store"
 """The failpoints before the eager store of an archive, of a roll-up."""
@@ -220,6 +222,9 @@ class ArchiveWriter:
     def __init__(self, parts: Parts) -> None:
         self._parts = parts
         self._tasks: set[asyncio.Task[None]] = set()
+        self._owners: dict[str, str] = {}
+        """The user of each session archives were stored for, newest last: read once per
+        session, not once per compaction."""
 
     def durable(self, agent_id: str, session_id: str, events: Sequence[CommittedEvent]) -> None:
         """A replication listener: store the archives `events` name (a batch without any costs
@@ -257,7 +262,7 @@ class ArchiveWriter:
         try:
             await failpoint(point)
             store, index = await self._parts()
-            owner = await store.session_user(session_id)
+            owner = await self._owner(store, session_id)
             await store_entries(store, index, agent_id, entries, owner=owner)
         except Exception as exc:
             _log.warning(
@@ -269,6 +274,14 @@ class ArchiveWriter:
                     "error": f"{type(exc).__name__}: {exc}",
                 },
             )
+
+    async def _owner(self, store: MemoryStore, session_id: str) -> str:
+        owner = self._owners.get(session_id)
+        if owner is None:
+            owner = self._owners[session_id] = await store.session_user(session_id)
+            if len(self._owners) > OWNERS_KEPT:
+                del self._owners[next(iter(self._owners))]
+        return owner
 
 
 __all__ = [
