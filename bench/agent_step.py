@@ -160,7 +160,10 @@ async def open_lanes(
         ) as kernel,
     ):
         status = StatusReporter(cast(ControlPlane, StatusSink()))
-        kit = LaneKit(kernel, llm, session_config(endpoint), DemoModel(), Identity(), status)
+        # a full run's 400 steps of ~7.4k prompt tokens each pass the default 2M session budget
+        # at the 271st: that step's reply was a budget refusal, and the bench stopped there
+        config = session_config(endpoint, budgets={"total_session_tokens": 100_000_000})
+        kit = LaneKit(kernel, llm, config, DemoModel(), Identity(), status)
         kit.start()
         jobs = CoreJobRunner(kit)
         tools = CoreJobTools(kit, jobs)
