@@ -166,3 +166,10 @@ def test_entry_points_skip_pydantics_plugin_scan(entry: str, argv: str) -> None:
         [sys.executable, "-c", probe], cwd=REPO_ROOT, capture_output=True, text=True, env=env
     )
     assert done.stdout.strip().splitlines()[-1] == "([], False)", done.stderr
+
+
+def test_the_console_paints_before_loading_the_wire_models() -> None:
+    """`choir tui`'s first paint (bench.tui_stream, goal ≤ 600 ms) does not wait on pydantic and
+    the session event models (~0.2 s of CPU): they load with choird's first answer. The event
+    text imported them for one pure formatter."""
+    assert loaded("import tui.app", ("pydantic", "choir.protocol.log.events")) == []

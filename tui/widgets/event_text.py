@@ -13,8 +13,6 @@ import json
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Final
 
-from choir.core.memory.recall import recall_line
-
 if TYPE_CHECKING:
     from choir.protocol.operator.views import EventView
 
@@ -71,6 +69,14 @@ def _tool_result(p: Payload) -> str:
     return f"{p.get('tool', '?')} {status}{took}: {detail}"
 
 
+def _recall_line(p: Payload) -> str:
+    # imported here: its module loads pydantic and the event models (~0.2 s), which the
+    # console's first paint would otherwise wait on
+    from choir.core.memory.recall import recall_line
+
+    return recall_line(p)
+
+
 def _core_event(p: Payload) -> str:
     event = p.get("event") or {}
     return f"{p.get('job_name', '?')} {event.get('kind', '?')}: {core_event_text(event)}"
@@ -120,7 +126,7 @@ _SUMMARIES: Final[dict[str, Callable[[Payload], str]]] = {
     "agent_replied": lambda p: f"[{p.get('category', 'reply')}] {p.get('text', '')}",
     "session_summary": lambda p: p.get("summary", ""),
     "llm_call": _llm_call,
-    "memory_recalled": recall_line,
+    "memory_recalled": _recall_line,
 }
 
 
