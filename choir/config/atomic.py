@@ -5,7 +5,9 @@ from __future__ import annotations
 import contextlib
 import os
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
+from typing import BinaryIO
 
 
 def atomic_write(path: Path, data: bytes, mode: int) -> None:
@@ -14,11 +16,17 @@ def atomic_write(path: Path, data: bytes, mode: int) -> None:
     The temporary file lives in the same directory (so the rename is atomic) and is created
     0600, then set to `mode` before any data is written: a secret is never briefly readable.
     """
+    atomic_write_with(path, lambda handle: handle.write(data), mode)
+
+
+def atomic_write_with(path: Path, write: Callable[[BinaryIO], object], mode: int) -> None:
+    """`atomic_write` of what `write` writes to the open file: large contents (an array)
+    stream to disk without a copy of them in memory first."""
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as handle:
             os.fchmod(handle.fileno(), mode)
-            handle.write(data)
+            write(handle)
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(tmp, path)

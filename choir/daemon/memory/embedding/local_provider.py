@@ -24,12 +24,12 @@ import hashlib
 import importlib.util
 import mmap
 import os
-import tempfile
 import threading
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
+from choir.config.atomic import atomic_write_with
 from choir.daemon.memory.embedding.errors import EmbeddingError, EmbeddingErrorKind
 from choir.daemon.memory.embedding.local_pooling import MeanPooler
 from choir.daemon.memory.embedding.provider import Vector
@@ -180,14 +180,4 @@ def _write(path: Path, table: npt.NDArray[np.float32]) -> None:
     import numpy as np
 
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    fd, temporary = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as file:
-            np.save(file, table, allow_pickle=False)
-            file.flush()
-            os.fsync(file.fileno())
-        os.replace(temporary, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(temporary)
-        raise
+    atomic_write_with(path, lambda file: np.save(file, table, allow_pickle=False), 0o600)
