@@ -117,10 +117,16 @@ def test_params_before_start_say_the_server_is_not_started(scratch_dir: Path) ->
         _ = EmbeddedPostgres(scratch_dir).params
 
 
-async def test_a_restarted_server_runs_with_choirs_small_host_settings(scratch_dir: Path) -> None:
+@pytest.mark.parametrize("start", ["first", "restart"])
+async def test_the_server_runs_with_choirs_small_host_settings(
+    scratch_dir: Path, start: str
+) -> None:
+    """From the first start of a new cluster on: a new home's quickstart is as small as later
+    runs (before, `initdb`'s cluster ran its first start on PostgreSQL's 128 MB defaults)."""
     datadir = scratch_dir / "pgdata"
-    async with EmbeddedPostgres(datadir):
-        pass  # initdb: the cluster gets choir.conf for its next start
+    if start == "restart":
+        async with EmbeddedPostgres(datadir):
+            pass
 
     async with EmbeddedPostgres(datadir) as server:
         conn = await connect_plain(server.params)

@@ -59,6 +59,12 @@ class _UnmanagedServer(PostgresServer):
     def _cleanup(self) -> None:
         self._instances.pop(self.pgdata, None)
 
+    def ensure_pgdata_inited(self) -> None:
+        """initdb when there is no cluster yet, then choir's settings: a new home's server
+        runs with them from its first start."""
+        super().ensure_pgdata_inited()
+        settings.apply(self.pgdata)
+
 
 @dataclass(frozen=True, slots=True)
 class _Serving:

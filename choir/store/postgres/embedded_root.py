@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Final
 
 from choir.errors import UnavailableError
+from choir.store.postgres import settings
 
 SYSTEM_USER: Final = "pgserver"
 """The unprivileged user the server runs as (pgserver's choice, kept so data stays readable)."""
@@ -96,12 +97,16 @@ class RootServer:
         socket_dir = self.socket_dir()
         if socket_dir != self.datadir:
             _private_dir(socket_dir, user)
-        steps = []
         if not (self.datadir / "PG_VERSION").exists():
-            steps.append(self._initdb(namespaced))
-        steps.append(self._pg_ctl_start(namespaced, socket_dir))
+            self._run(user, namespaced, self._initdb(namespaced))
+            # before the first start, not the next: a new home's server runs as sized
+            settings.apply(self.datadir)
+        self._run(user, namespaced, self._pg_ctl_start(namespaced, socket_dir))
+
+    def _run(self, user: pwd.struct_passwd, namespaced: bool, step: list[str]) -> None:
+        """`step` as the server's user (in the private mount namespace when allowed)."""
         script = "set -e\n" + (self._mounts() if namespaced else "")
-        script += "\n".join(_as_user(user, step) for step in steps) + "\n"
+        script += _as_user(user, step) + "\n"
         command = ["unshare", "--mount", "--propagation", "private"] if namespaced else []
         # Files, not pipes: the postmaster must hold no descriptor of ours once pg_ctl returns.
         with tempfile.TemporaryFile() as output:
