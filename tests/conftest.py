@@ -64,7 +64,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     # Longest first: xdist hands tests out one at a time in this order (`--maxschedchunk=1` in
-    # pyproject.toml), so the end-to-end ones (marked `slow`, 5-60 s each) are shared among
+    # ./dev test), so the end-to-end ones (marked `slow`, 5-60 s each) are shared among
     # the workers from the start and the last minutes are filled with short ones, rather than
     # one worker running the slow tests while the others sit idle.
     items.sort(key=lambda item: item.get_closest_marker("slow") is None)
