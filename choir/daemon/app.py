@@ -461,18 +461,24 @@ class ChoirDaemon:
         )
         self.services.sessions.subscribe(self.memory_closer.session_ended)
         prewarm = self._prewarm_bm25(self.memory_store, self.services)
-        self.memory_closer.start()
+        running = await self.services.sessions.active()
+        # The start's work one piece after the other, not side by side: the archives that
+        # waited for memory, the running agents' BM25 builds, the closes of the sessions that
+        # ended meanwhile, then the vectors' backfill. Each holds a pooled connection while it
+        # runs, and a connection opened for it is a Postgres backend of ~15-20 MB that stays
+        # until it has idled `POOL_IDLE_CLOSE_S`. The backfill is scheduled before memory is
+        # ready, so `memory_index.backfilled()` waits for all of it.
+        closed = asyncio.Event()
+        self.memory_index.backfill_all(after=closed.wait)
         self.memory_ready.set()
-        # Then the start's work one piece after the other, not side by side: the archives that
-        # waited for memory, the running agents' BM25 builds, the vectors' backfill. Each holds
-        # a pooled connection while it runs, and a connection opened for it is a Postgres
-        # backend of ~15-20 MB that stays until it has idled `POOL_IDLE_CLOSE_S`.
         if self.archive_writer is not None:
             await self.archive_writer.settled()
-        for row in await self.services.sessions.active():
+        for row in running:
             prewarm.session_started(row.session_id, row.agent_id)
         await prewarm.settled()
-        self.memory_index.backfill_all()
+        self.memory_closer.start()
+        await self.memory_closer.idle()
+        closed.set()
 
     def _prewarm_bm25(self, store: PostgresMemoryStore, services: AgentServices) -> Bm25Prewarm:
         """Each starting agent's BM25 index built in the background (`memory.prewarm`); the
