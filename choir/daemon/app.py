@@ -56,6 +56,7 @@ if TYPE_CHECKING:  # aiohttp and cryptography load only for --transport http
     from choir.daemon.memory.embedding.usage import EmbeddingMeter
     from choir.daemon.memory.embedding.vector_models import VectorModels
     from choir.daemon.memory.reembed import Reembedder
+    from choir.daemon.memory.search.prewarm import Bm25Prewarm
     from choir.daemon.memory.store import MemoryStore, PostgresMemoryStore
     from choir.daemon.memory.tools.browse import BrowsePage
     from choir.daemon.memory.tools.host import Indexer
@@ -459,21 +460,35 @@ class ChoirDaemon:
             self.database.pool, self.memory_store, self.memory_index, lambda: stage.running.config
         )
         self.services.sessions.subscribe(self.memory_closer.session_ended)
-        await self._prewarm_bm25(self.memory_store, self.services)
-        self.memory_closer.start()
-        self.memory_index.backfill_all()
+        prewarm = self._prewarm_bm25(self.memory_store, self.services)
+        running = await self.services.sessions.active()
+        # The start's work one piece after the other, not side by side: the archives that
+        # waited for memory, the running agents' BM25 builds, the closes of the sessions that
+        # ended meanwhile, then the vectors' backfill. Each holds a pooled connection while it
+        # runs, and a connection opened for it is a Postgres backend of ~15-20 MB that stays
+        # until it has idled `POOL_IDLE_CLOSE_S`. The backfill is scheduled before memory is
+        # ready, so `memory_index.backfilled()` waits for all of it.
+        closed = asyncio.Event()
+        self.memory_index.backfill_all(after=closed.wait)
         self.memory_ready.set()
+        if self.archive_writer is not None:
+            await self.archive_writer.settled()
+        for row in running:
+            prewarm.session_started(row.session_id, row.agent_id)
+        await prewarm.settled()
+        self.memory_closer.start()
+        await self.memory_closer.idle()
+        closed.set()
 
-    async def _prewarm_bm25(self, store: PostgresMemoryStore, services: AgentServices) -> None:
-        """Each starting agent's BM25 index built in the background (`memory.prewarm`), the
-        running ones' now."""
+    def _prewarm_bm25(self, store: PostgresMemoryStore, services: AgentServices) -> Bm25Prewarm:
+        """Each starting agent's BM25 index built in the background (`memory.prewarm`); the
+        caller starts the running ones'."""
         from choir.daemon.memory.search.prewarm import Bm25Prewarm
 
         prewarm = Bm25Prewarm(store)
         self._stack.push_async_callback(prewarm.aclose)
         self._stack.callback(services.sessions.subscribe_started(prewarm.session_started))
-        for row in await services.sessions.active():
-            prewarm.session_started(row.session_id, row.agent_id)
+        return prewarm
 
     def _serve_memory_tools(self, services: AgentServices, stage: ConfigStage) -> None:
         """`choir.memory.query` (session, knowledge) and `choir.memory.upsert` from now on;

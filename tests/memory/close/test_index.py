@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -86,3 +87,33 @@ async def test_a_backfill_embeds_rows_stored_without_vectors(daemon: ChoirDaemon
         "memory: 6/7 vectors for agent-1",
         "memory: 7/7 vectors for agent-1",
     ]
+
+
+async def test_few_vectors_are_stored_one_write_at_a_time(
+    daemon: ChoirDaemon, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A few rows' vectors (a compaction's archive) go to both writers, but the two writes take
+    turns: side by side each would hold a pooled connection (a Postgres backend of its own)."""
+    store = daemon.memory_store
+    assert store is not None
+    for n in range(16):  # both writers get some: all 16 in one lane is a 1 in 32k chance
+        await store.put_knowledge("agent-1", f"note {n} about the invoice export")
+    writing, most = 0, 0
+    set_vectors = store.set_vectors
+
+    async def counted(*args: Any, **kwargs: Any) -> int:
+        nonlocal writing, most
+        writing += 1
+        most = max(most, writing)
+        try:
+            return await set_vectors(*args, **kwargs)
+        finally:
+            writing -= 1
+
+    monkeypatch.setattr(store, "set_vectors", counted)
+    async with MemoryService(lambda: EmbeddingSource(EmbeddingConfig())) as service:
+        index = MemoryIndex(store, service, page=16)
+        assert await index.backfill("agent-1") == 16
+        await index.aclose()
+    assert most == 1
+    assert (await store.stats("agent-1")).vectors_missing == 0

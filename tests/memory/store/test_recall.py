@@ -13,6 +13,7 @@ from choir.core.memory.knowledge.graph import ItemFields, Placement
 from choir.core.memory.knowledge.relevance import RelevanceWeights
 from choir.daemon.agents.host_tools import HostToolCall
 from choir.daemon.memory.access import MemoryGate
+from choir.daemon.memory.search.prewarm import Bm25Prewarm
 from choir.daemon.memory.store import PostgresMemoryStore
 from choir.daemon.memory.tools.recall import TIMEOUT, MemoryRecall
 from choir.daemon.sessions.state import LiveSession
@@ -202,3 +203,16 @@ async def test_warm_ups_under_way_together_share_one_build(pool: Pool, ada: str)
     await asyncio.gather(*(store.warm_bm25(ada) for _ in range(3)))
     assert store.bm25.built(ada)
     await store.warm_bm25(ada)  # a later one catches up on its own
+
+
+async def test_a_prewarm_settles_once_its_builds_are_done(pool: Pool, ada: str) -> None:
+    """What memory's start waits for before its backfill takes a connection of its own."""
+    store = PostgresMemoryStore(pool)
+    await fill(store, ada)
+    prewarm = Bm25Prewarm(store)
+    prewarm.session_started("s-1", ada)
+    assert not store.bm25.built(ada)
+    await prewarm.settled()
+    assert store.bm25.built(ada)
+    await prewarm.settled()  # nothing under way: returns at once
+    await prewarm.aclose()

@@ -243,7 +243,7 @@ class ArchiveWriter:
         task.add_done_callback(self._tasks.discard)
 
     async def settled(self) -> None:
-        """Wait for the writes in flight (tests)."""
+        """Wait for the writes in flight (memory's start, before its next piece; tests)."""
         await asyncio.gather(*list(self._tasks), return_exceptions=True)
 
     async def aclose(self) -> None:

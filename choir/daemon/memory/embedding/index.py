@@ -49,6 +49,11 @@ WRITERS: Final = 2
 most of a session close's Postgres work (~1.6 s of CPU for a 10k-event session): two writers
 spread it over two cores. A row always goes to the same writer (`_lane`), so a row queued twice
 (a knowledge item edited) gets its vectors stored in the queue's order, its latest last."""
+SMALL_WRITE: Final = 64
+"""A write of fewer vectors (a compaction's archive, one knowledge item: a few ms of Postgres'
+CPU) waits for the other writer's small write instead of running beside it: two at once would
+hold two pooled connections, and a connection opened for that is a Postgres backend of ~15-20 MB
+kept until it idles. Larger writes (a session's close, a backfill) still run two at once."""
 RETRY_S: Final = (5.0, 15.0, 30.0, 60.0, 120.0, 300.0)
 """After rows went without vectors, when a backfill tries again (the last repeats) unless a
 batch with vectors comes first: an idle choird still notices the embedder is back."""
@@ -93,6 +98,8 @@ class MemoryIndex:
         self._results: list[list[EmbeddingResult]] = [[] for _ in range(WRITERS)]
         """Delivered results each writer has not stored yet."""
         self._writers: list[asyncio.Task[None] | None] = [None] * WRITERS
+        self._small_writes = asyncio.Lock()
+        """Held by a writer storing fewer than `SMALL_WRITE` vectors."""
         self._backfilling: asyncio.Task[None] | None = None
         self._again = False
         """A backfill was asked for while one ran: run once more after it."""
@@ -154,9 +161,17 @@ class MemoryIndex:
                 )
 
     async def _write_loop(self, lane: int) -> None:
-        while waiting := self._results[lane]:
-            self._results[lane] = waiting[WRITE_BATCH:]
-            await self._write(waiting[:WRITE_BATCH])
+        while self._results[lane]:
+            if len(self._results[lane]) >= SMALL_WRITE:
+                await self._write(self._take(lane))
+                continue
+            async with self._small_writes:
+                await self._write(self._take(lane))  # with what gathered while it waited
+
+    def _take(self, lane: int) -> list[EmbeddingResult]:
+        waiting = self._results[lane]
+        self._results[lane] = waiting[WRITE_BATCH:]
+        return waiting[:WRITE_BATCH]
 
     async def _write(self, results: Sequence[EmbeddingResult]) -> None:
         """One `set_vectors` per (agent, target) of the results."""
@@ -218,18 +233,21 @@ class MemoryIndex:
 
     # -- backfill ----------------------------------------------------------------------------
 
-    def backfill_all(self) -> None:
-        """Backfill every configured agent in the background (one run at a time)."""
+    def backfill_all(self, after: Callable[[], Awaitable[object]] | None = None) -> None:
+        """Backfill every configured agent in the background (one run at a time), once
+        `after()` is done if given (`backfilled` waits for that too)."""
         if self._closed:
             return
         if self._backfilling is not None and not self._backfilling.done():
             self._again = True
             return
         self._backfilling = asyncio.get_running_loop().create_task(
-            self._backfill_all(), name="memory-backfill"
+            self._backfill_all(after), name="memory-backfill"
         )
 
-    async def _backfill_all(self) -> None:
+    async def _backfill_all(self, after: Callable[[], Awaitable[object]] | None) -> None:
+        if after is not None:
+            await after()
         while True:
             self._again = False
             for agent_id in [a for a in self._agents() if self._current(a)]:

@@ -44,6 +44,10 @@ class Bm25Prewarm:
                 fields={"agent_id": agent_id, "error": f"{type(exc).__name__}: {exc}"},
             )
 
+    async def settled(self) -> None:
+        """Wait for the builds under way (each logs its own failure)."""
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+
     async def aclose(self) -> None:
         for task in list(self._tasks):
             task.cancel()
