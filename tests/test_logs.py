@@ -102,6 +102,8 @@ def test_line_carries_the_standard_keys_and_fields(home: ChoirHome) -> None:
 
 def test_timestamp_is_rfc3339_utc_with_milliseconds() -> None:
     assert rfc3339_utc(1_795_000_000.456) == "2026-11-18T11:06:40.456Z"
+    assert rfc3339_utc(1_795_000_000.9994) == "2026-11-18T11:06:40.999Z"  # the same second
+    assert rfc3339_utc(1_795_000_000.9996) == "2026-11-18T11:06:41.000Z"  # rounds to the next
     assert rfc3339_utc(1.001) == "1970-01-01T00:00:01.001Z"
     assert rfc3339_utc(59.9999) == "1970-01-01T00:01:00.000Z"
 

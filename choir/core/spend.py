@@ -86,8 +86,11 @@ def tts_billed(event: Mapping[str, Any]) -> TtsBilled | None:
 
 
 def day_of(at: datetime) -> str:
-    """The UTC day a moment falls in, `YYYY-MM-DD` (caps and `usage --by day` use it)."""
-    return at.strftime("%Y-%m-%d")
+    """The UTC day a moment falls in, `YYYY-MM-DD` (caps and `usage --by day` use it).
+
+    `date().isoformat()` rather than `strftime`: the agent asks at every model call, and it
+    costs a fifth as much."""
+    return at.date().isoformat()
 
 
 def month_of(at: datetime) -> str:

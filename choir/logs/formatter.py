@@ -27,10 +27,19 @@ FIELD_PREFIX = "field_"
 """A structured field named like a standard key is written as `field_<name>` instead of it."""
 
 
+_second: list[tuple[int, str]] = [(-1, "")]
+"""The last second formatted and its text: lines come many per second, so the date-and-time
+part is formatted once per second (as `now_ts` does for commits)."""
+
+
 def rfc3339_utc(created: float) -> str:
     """`created` (seconds since the epoch) as `2026-11-26T01:02:03.456Z`."""
     whole, millis = divmod(round(created * 1000), 1000)
-    return f"{time.strftime('%Y-%m-%dT%H:%M:%S', time.gmtime(whole))}.{millis:03d}Z"
+    cached, text = _second[0]
+    if whole != cached:
+        text = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(whole))
+        _second[0] = (whole, text)
+    return f"{text}.{millis:03d}Z"
 
 
 def _type_name(kind: type[BaseException]) -> str:

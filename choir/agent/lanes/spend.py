@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
-from typing import Any, Final, Literal, TypeVar
+from typing import Any, Final, Generic, Literal, TypeVar
 
 from pydantic import ValidationError
 
@@ -79,7 +79,7 @@ class SpendMeter:
 
     def refusal(self, config: DynamicConfig) -> SpendCapReached | None:
         """Why the next call must not be made (a cap is reached), or None."""
-        cap, spent = _cap(config.data.get("spend_cap")), self.spent
+        cap, spent = _CAPS.of(config, None), self.spent
         reached = cap_reached(cap, spent, self._granted)
         if reached is None:
             return None
@@ -141,6 +141,10 @@ no provider bills it."""
 def price_of(config: DynamicConfig, model: str) -> ModelPrice | None:
     """`models.<model>.price` of the config snapshot, None when absent or unreadable; the
     built-in demo model without one is free (its usage reads as $0, not as unknown)."""
+    return _PRICES.of(config, model)
+
+
+def _price(config: DynamicConfig, model: str | None) -> ModelPrice | None:
     entry = (config.data.get("models") or {}).get(model)
     if not isinstance(entry, Mapping):
         return None
@@ -149,8 +153,40 @@ def price_of(config: DynamicConfig, model: str) -> ModelPrice | None:
     return FREE if price is None and demo else price
 
 
-def _cap(raw: Any) -> SpendCap | None:
-    return _valid(SpendCap, raw)
+def _cap(config: DynamicConfig, _: str | None) -> SpendCap | None:
+    return _valid(SpendCap, config.data.get("spend_cap"))
+
+
+_Read = TypeVar("_Read")
+
+
+class _PerSnapshot(Generic[_Read]):
+    """What a config snapshot says, validated once per snapshot and key (a model's name).
+
+    Every model call asks for the cap and the price (~12 µs of validation together), and the
+    answer changes only with the config: a reload swaps the snapshot whole (`DynamicState`), so
+    the one last read answers for as long as it is the current one.
+    """
+
+    __slots__ = ("_config", "_read", "_read_of")
+
+    def __init__(self, read: Callable[[DynamicConfig, str | None], _Read]) -> None:
+        self._read_of = read
+        self._config: DynamicConfig | None = None
+        self._read: dict[str | None, _Read] = {}
+
+    def of(self, config: DynamicConfig, key: str | None) -> _Read:
+        if config is not self._config:
+            self._config, self._read = config, {}
+        try:
+            return self._read[key]
+        except KeyError:
+            read = self._read[key] = self._read_of(config, key)
+            return read
+
+
+_PRICES: Final = _PerSnapshot(_price)
+_CAPS: Final = _PerSnapshot(_cap)
 
 
 _Config = TypeVar("_Config", ModelPrice, SpendCap)
