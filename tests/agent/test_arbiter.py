@@ -457,6 +457,40 @@ async def test_a_side_effect_whose_intent_is_not_durable_never_runs(tmp_path: Pa
         assert durable == [intent.rev]
 
 
+async def test_an_overwrite_runs_without_a_durable_intent_and_an_append_waits_for_one(
+    tmp_path: Path,
+) -> None:
+    """`choir.fs.write` is not idempotent, but its overwrite is (the same bytes again): only the
+    calls that add to a file wait for choird to hold their intent, and the intent says which."""
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    asked: list[str] = []
+
+    async def choird_away(entry: LogEntry) -> None:
+        asked.append(entry.event["call_id"])
+        raise IntentNotDurable("choird did not acknowledge the intent within 5 s")
+
+    async with open_kernel(
+        make_root(tmp_path),
+        workspace,
+        limits=limits(),
+        runtime_tools=UNIMPLEMENTED,
+        intent_sink=choird_away,
+    ) as k:
+        path = "notes/a.txt"
+        whole = call("edge", "choir.fs.write", path=path, op="overwrite", content="one\n")
+        more = call("edge", "choir.fs.write", path=path, op="append", content="two\n")
+        assert (await k.arbiter.propose(whole)).status == "success"
+        refused = await k.arbiter.propose(more)
+        intents = {e.event["call_id"]: e.event for e in k.log if e.kind == "tool_call_committed"}
+
+    assert refused.error_code == "intent_not_durable"
+    assert (workspace / path).read_text() == "one\n"  # the append never ran
+    assert asked == [more.call_id]
+    assert intents[whole.call_id]["idempotent"] is True
+    assert intents[more.call_id]["idempotent"] is False
+
+
 async def test_a_skill_ends_after_max_steps_with_a_committed_transition(kernel: Kernel) -> None:
     lane = "core:review"
     await kernel.arbiter.propose(call(lane, "choir.skill.start", skill="readonly-review"))

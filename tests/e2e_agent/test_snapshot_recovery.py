@@ -56,7 +56,9 @@ CORE = f"core:{JOB}"
 
 
 def _write(n: int) -> ScriptedCall:
-    arguments = {"path": f"note-{n}.txt", "op": "overwrite", "content": f"note {n}\n"}
+    # append, not overwrite: an append's intent is durable before it runs (an overwrite's is
+    # not: it may run again), so each note's heartbeat leaves the snapshot a tail to replay
+    arguments = {"path": f"note-{n}.txt", "op": "append", "content": f"note {n}\n"}
     return ScriptedCall(name="choir.fs.write", arguments=arguments)
 
 

@@ -336,7 +336,7 @@ class Arbiter:
         try:
             committed = self.log.append(proposal.lane, intent(proposal, call, wait_ms))
             await failpoint("arbiter.after_append_before_ack")
-            if not call.tool.manifest.runtime.idempotent and self._intent_sink:
+            if not call.idempotent and self._intent_sink:
                 try:
                     await self._intent_sink(committed)
                 except IntentNotDurable as exc:  # never run a side effect choird cannot see

@@ -80,6 +80,20 @@ class PreparedCall:
     arguments: dict[str, Any]
     builtin_input: BaseModel | None = None
 
+    @property
+    def idempotent(self) -> bool:
+        """Safe to run again after a crash: the tool always is (its manifest), or this call is
+        (`BuiltinTool.idempotent_when`)."""
+        if self.tool.manifest.runtime.idempotent:
+            return True
+        builtin, given = self.tool.builtin, self.builtin_input
+        return (
+            builtin is not None
+            and builtin.idempotent_when is not None
+            and given is not None
+            and builtin.idempotent_when(given)
+        )
+
 
 def prepare_call(
     tool: RegisteredTool, arguments: dict[str, Any], workspace: Workspace

@@ -36,7 +36,7 @@ def intent(proposal: ToolProposal, call: PreparedCall, lock_wait_ms: int) -> dic
         "tool": proposal.tool,
         "locks": [{"resource": r.resource, "mode": r.mode} for r in call.lockset],
         "side_effect": runtime.side_effect,
-        "idempotent": runtime.idempotent,
+        "idempotent": call.idempotent,
         "lock_wait_ms": lock_wait_ms,
     }
 

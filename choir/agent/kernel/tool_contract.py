@@ -35,6 +35,10 @@ class BuiltinTool(Generic[InputT]):
     run: Callable[[Workspace, InputT], Awaitable[ToolResult]]
     lock_keys: Callable[[InputT], list[LockKey]]
     """May raise `PathOutsideWorkspace`: the call is then refused before any lock is taken."""
+    idempotent_when: Callable[[InputT], bool] | None = None
+    """The calls safe to run again after a crash although the tool's manifest says it is not
+    idempotent (`choir.fs.write`'s overwrite puts the same bytes again): their intent is not
+    made durable before they run, and a crash leaves them to be run again, not to the operator."""
 
 
 def path_resource(path: str) -> str:

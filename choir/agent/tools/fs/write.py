@@ -169,4 +169,10 @@ def _replace(dir_fd: int, name: str, data: bytes, st: os.stat_result | None, sto
     os.fsync(dir_fd)
 
 
-TOOL = BuiltinTool(NAME, FsWriteInput, run, lock_keys)
+def idempotent_when(args: FsWriteInput) -> bool:
+    """An overwrite puts the same bytes again when run twice; the other ops add to what is
+    there (an append twice is two lines)."""
+    return args.op == "overwrite"
+
+
+TOOL = BuiltinTool(NAME, FsWriteInput, run, lock_keys, idempotent_when)
