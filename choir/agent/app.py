@@ -89,15 +89,6 @@ def collect_from_now() -> None:
         gc.enable()
 
 
-def load_http_client() -> None:
-    """Import aiohttp, the LLM client's and the integrations' HTTP client: ~0.1 s of CPU (its
-    import builds two TLS contexts from the system's CA store). Not in `AFTER_HELLO`, which
-    the hello answer waits for: on a thread once it is parsed, while the start waits on choird
-    (handover, config, the first message's recall), so the first model call finds it loaded
-    (one that comes sooner waits for the import on its own thread)."""
-    importlib.import_module("aiohttp")
-
-
 def import_after_hello() -> None:
     """Load `AFTER_HELLO`. An image's build runs it too (Dockerfile.base): the first import of a
     module with wire or config models leaves their field docstrings beside its bytecode
@@ -125,8 +116,6 @@ class ChoirAgent:
         """How the graceful stop's session summary went, for TERMINATE_SELF."""
         self._serving = False
         """Set once the lanes run: a failure before is a failed start (or resume)."""
-        self._http_loaded: asyncio.Task[None] | None = None
-        """aiohttp's import on a thread (`load_http_client`), held until it ends."""
 
     def request_stop(self, reason: str, *, resumes: bool = False) -> None:
         """Graceful stop (§17.2): SIGTERM, or a `shutdown` push; a second request hurries it."""
@@ -157,7 +146,6 @@ class ChoirAgent:
             control_plane = ControlPlane(client)
             answer = init_hello_answer(said)
             collect_from_now()
-            self._http_loaded = asyncio.create_task(asyncio.to_thread(load_http_client))
             log.info("session started", fields={"status": answer.status})
             answer, artifacts = await complete_handover(control_plane, answer)
             state = DynamicState()
