@@ -70,8 +70,10 @@ local log, not yet durable. `tool.after_intent_before_run`: the intent is durabl
 not run. `tool.after_run_before_result`: the tool ran, its result is not committed yet.
 `heartbeat.before_send` / `heartbeat.after_send_before_ack`: around one HEARTBEAT.
 `fs.read.in_thread` / `fs.write.in_thread`: inside a file tool's thread (before it counts lines;
-before its point of no return) — `sleep` there is work that cannot be interrupted.
-`fs.write.before_rename`: past that point, before the rename that makes the write visible.
+before its point of no return) — `sleep` there is work that cannot be interrupted; armed, it
+sends even a small read or write to a thread.
+`fs.write.before_rename`: past that point, before the rename that makes the write visible (armed,
+every write takes a thread too).
 `inbox.after_accept_before_push` (choird): a user message is durable and acknowledged, not yet
 pushed to its agent.
 `postgres.before_restart` (choird): its supervisor is about to restart the embedded server.

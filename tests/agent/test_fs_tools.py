@@ -287,6 +287,34 @@ async def test_range_edit_of_a_missing_file_says_how_to_create_it(ws: Workspace)
     assert not (ws.root / "new").exists()
 
 
+async def test_a_small_write_runs_on_the_loop_and_a_large_one_in_a_thread(
+    ws: Workspace,
+) -> None:
+    executor = CountingExecutor(max_workers=1)
+    asyncio.get_running_loop().set_default_executor(executor)
+    line = "x" * 99 + "\n"
+    small = line * (fs_write.INLINE_MAX_BYTES // len(line))
+    inline = await write(ws, path="a.txt", op="overwrite", content=small)
+    assert (inline.status, executor.handed) == ("success", 0)
+    appended = await write(ws, path="a.txt", op="append", content=line * 2)
+    assert (appended.data["lines_after"], executor.handed) == (small.count("\n") + 2, 0)
+    # the old file is now over the bound: found before it is read, and the write goes to a
+    # thread from the start (nothing was written by the inline attempt)
+    again = await write(ws, path="a.txt", op="append", content=line)
+    assert (again.data["lines_before"], again.data["lines_after"], executor.handed) == (
+        small.count("\n") + 2,
+        small.count("\n") + 3,
+        1,
+    )
+    large = await write(ws, path="b.txt", op="overwrite", content=small + line)
+    assert (large.status, executor.handed) == ("success", 2)
+    assert (ws.root / "a.txt").read_text() == small + line * 3
+    assert (ws.root / "b.txt").read_text() == small + line
+    failed = await write(ws, path="nope.txt", op="insert_at", line=1, content=line)
+    assert (failed.error_code, executor.handed) == ("not_found", 2)
+    assert not [p.name for p in ws.root.iterdir() if p.name.startswith(".choir-write-")]
+
+
 async def test_write_is_atomic_and_keeps_mode(ws: Workspace) -> None:
     script = ws.root / "run.sh"
     script.write_text("#!/bin/sh\necho old\n")

@@ -1,9 +1,20 @@
 """`choir.fs.write`: overwrite, append, or patch a file by line numbers, atomically (§8.7).
 
 Every op rewrites the whole file into a temp file in the same directory and renames it over the
-target, so a reader (or a crash) sees the old file or the new one, never half of it. The target's
-permission bits (and, where allowed, owner) are kept. Symlinks inside the workspace are written
-through: the file they point at changes, the link stays.
+target, so a reader (or a crash of the agent) sees the old file or the new one, never half of it.
+The target's permission bits (and, where allowed, owner) are kept. Symlinks inside the workspace
+are written through: the file they point at changes, the link stays.
+
+Nothing is fsynced: /workspace is non-authoritative (§15.4 WS-1, "may be wiped at any time")
+and the session's own log is replicated asynchronously (§7.4, "trades durability for latency"),
+so a write's two fsyncs (~0.3 ms together on a quiet disk, more on a busy one) bought a
+durability against a host crash that nothing else in the session has. A crash of the agent or
+its container keeps the page cache; ext4's default (auto_da_alloc) also writes a renamed-over
+file's data before the rename.
+
+A small write (content of at most `INLINE_MAX_BYTES` characters, an old file of at most as many
+bytes) runs on the event loop, as a small read does (`fs/read`): without the fsyncs it takes a
+fraction of a millisecond, less than the executor hand-off it replaced.
 """
 
 from __future__ import annotations
@@ -12,7 +23,7 @@ import contextlib
 import os
 import secrets
 import stat
-from typing import Literal
+from typing import Final, Literal
 
 from pydantic import Field
 
@@ -20,8 +31,8 @@ from choir.agent.kernel.tool_contract import BuiltinTool, LockKey, path_resource
 from choir.agent.kernel.workspace import Workspace, normalize
 from choir.agent.tools import _caps
 from choir.agent.tools._text import count_lines, splice, split_lines
-from choir.agent.tools.execution import Stop, ToolFailure, run_blocking
-from choir.failpoints import failpoint_sync
+from choir.agent.tools.execution import Stop, ToolFailure, run_blocking, run_inline
+from choir.failpoints import armed, failpoint_sync
 from choir.protocol.base import WireModel
 from choir.protocol.tooling.tools import ToolResult
 
@@ -29,6 +40,18 @@ NAME = "choir.fs.write"
 _WRITE_BLOCK = 1024 * 1024
 """Bytes written between two checks for a cancellation."""
 Op = Literal["overwrite", "append", "replace_range", "insert_at"]
+INLINE_MAX_BYTES: Final = _caps.READ_MAX_BYTES
+"""The largest content, and old file, written on the event loop; a larger write takes a thread,
+where a cancellation stops it between blocks."""
+IN_THREAD: Final = "fs.write.in_thread"
+BEFORE_RENAME: Final = "fs.write.before_rename"
+THREADED_WHILE_ARMED: Final = frozenset({IN_THREAD, BEFORE_RENAME})
+"""While one of these failpoints is armed every write takes a thread: tests sleep in them to
+stand for slow work, which must not stop the event loop."""
+
+
+class _NotSmall(Exception):
+    """An inline write found an old file above `INLINE_MAX_BYTES`, before reading it."""
 
 
 class FsWriteInput(WireModel):
@@ -51,6 +74,11 @@ def lock_keys(args: FsWriteInput) -> list[LockKey]:
 
 
 async def run(ws: Workspace, args: FsWriteInput) -> ToolResult:
+    if len(args.content) <= INLINE_MAX_BYTES and not THREADED_WHILE_ARMED & armed().keys():
+        try:
+            return run_inline(args.path, lambda stop: _write(ws, args, stop, INLINE_MAX_BYTES))
+        except _NotSmall:  # raised before anything was written
+            pass
     return await run_blocking(args.path, lambda stop: _write(ws, args, stop))
 
 
@@ -86,7 +114,9 @@ def _beyond_eof(args: FsWriteInput, what: str, total: int) -> ToolFailure:
     return ToolFailure("range_beyond_eof", f"{what} is past the end of {args.path} ({total} lines)")
 
 
-def _write(ws: Workspace, args: FsWriteInput, stop: Stop) -> ToolResult:
+def _write(
+    ws: Workspace, args: FsWriteInput, stop: Stop, old_max: int = _caps.EDIT_MAX_BYTES
+) -> ToolResult:
     creates = args.op in ("overwrite", "append")
     try:
         dir_fd, name = ws.open_parent(args.path, create=creates)
@@ -95,7 +125,7 @@ def _write(ws: Workspace, args: FsWriteInput, stop: Stop) -> ToolResult:
             raise
         raise _missing(args) from None
     try:
-        old, st = _load(dir_fd, name, args)
+        old, st = _load(dir_fd, name, args, old_max)
         new = edit(None if old is None else _decode(old, args), args).encode()
         _replace(dir_fd, name, new, st, stop)
     finally:
@@ -109,8 +139,11 @@ def _write(ws: Workspace, args: FsWriteInput, stop: Stop) -> ToolResult:
     return ToolResult.ok(summary, path=path, op=args.op, created=old is None, **counts)
 
 
-def _load(dir_fd: int, name: str, args: FsWriteInput) -> tuple[bytes | None, os.stat_result | None]:
-    """The current bytes and stat of the target, or (None, None) when it does not exist."""
+def _load(
+    dir_fd: int, name: str, args: FsWriteInput, old_max: int
+) -> tuple[bytes | None, os.stat_result | None]:
+    """The current bytes and stat of the target, or (None, None) when it does not exist;
+    `_NotSmall` before reading one larger than `old_max` (below the edit cap: an inline write)."""
     try:
         fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=dir_fd)
     except FileNotFoundError:
@@ -123,6 +156,8 @@ def _load(dir_fd: int, name: str, args: FsWriteInput) -> tuple[bytes | None, os.
             raise ToolFailure("not_a_file", f"{args.path} is not a regular file")
         if st.st_size > _caps.EDIT_MAX_BYTES:
             raise ToolFailure("file_too_large", f"{args.path} is too large to edit; use choir.exec")
+        if st.st_size > old_max:
+            raise _NotSmall
         return file.read(), st
 
 
@@ -156,17 +191,14 @@ def _replace(dir_fd: int, name: str, data: bytes, st: os.stat_result | None, sto
                 with contextlib.suppress(PermissionError):
                     os.fchown(fd, st.st_uid, st.st_gid)
                 os.fchmod(fd, stat.S_IMODE(st.st_mode))
-            file.flush()
-            os.fsync(fd)
-        failpoint_sync("fs.write.in_thread")
+        failpoint_sync(IN_THREAD)
         stop.commit()
-        failpoint_sync("fs.write.before_rename")
+        failpoint_sync(BEFORE_RENAME)
         os.rename(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp, dir_fd=dir_fd)
         raise
-    os.fsync(dir_fd)
 
 
 def idempotent_when(args: FsWriteInput) -> bool:
