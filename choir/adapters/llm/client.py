@@ -100,6 +100,9 @@ class LlmClient:
         """The CAs https endpoints are checked against, read at the first https call."""
         self._plain = Http1Pool()
         """Every call's HTTP but a proxied one's or a borrowed session's."""
+        self._proxied: dict[str, bool] = {}
+        """Per endpoint, whether the environment sends it through a proxy, read at its first
+        call: reading the environment's proxies walks all of it (~50 µs a call)."""
 
     async def complete(
         self, request: CompletionRequest, *, on_rate_limited: RateLimitNotice | None = None
@@ -160,7 +163,10 @@ class LlmClient:
     async def _attempt(self, request: CompletionRequest, body: bytes) -> _Answer:
         """One POST; transport failures become LlmError, any HTTP status is returned."""
         url = request.settings.endpoint.rstrip("/") + "/chat/completions"
-        if self._http is None and not _proxied(url):
+        proxied = self._proxied.get(url)
+        if proxied is None:
+            proxied = self._proxied[url] = _proxied(url)
+        if self._http is None and not proxied:
             return await self._attempt_plain(request, url, body)
         return await self._attempt_aiohttp(request, url, body)
 
