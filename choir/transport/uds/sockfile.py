@@ -36,8 +36,12 @@ def bind_private(path: Path, owner: str) -> tuple[socket.socket, Path]:
         raise UsageError(
             f"socket path {path} is longer than {MAX_SOCKET_PATH} bytes; use a shorter CHOIR_HOME"
         )
-    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     directory = os.open(path.parent, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    except BaseException:  # out of descriptors: the directory's must not leak either
+        os.close(directory)
+        raise
     try:
         sock.bind(_anonymous_name(directory, temporary))
         os.chmod(temporary.name, 0o600, dir_fd=directory)
