@@ -123,7 +123,10 @@ class _Handle(Protocol):
 
     pid: int
 
-    async def wait(self) -> int: ...
+    async def wait(self) -> int | None:
+        """The exit code; None for an adopted process (not choird's child: its code is
+        unknown)."""
+        ...
 
 
 @dataclass
@@ -137,7 +140,7 @@ class _Process:
     """The same process as `process`, as psutil knows it (signals check it is still that one)."""
     main: psutil.Process | None = None
     """choir-agent itself, inside the wrapper (None until found, or if it never ran)."""
-    watcher: asyncio.Task[int] | None = None
+    watcher: asyncio.Task[int | None] | None = None
     kills: set[asyncio.Future[None]] = field(default_factory=set)
 
 
@@ -423,7 +426,7 @@ class ProcessRuntime:
     def close(self) -> None:
         self._unsubscribe()
 
-    async def _watch(self, held: _Process) -> int:
+    async def _watch(self, held: _Process) -> int | None:
         code = await held.process.wait()
         forget_process(self._home, held.agent.agent_id, held.process.pid)
         if held.main is not None:  # the wrapper killed on its own: the agent would run on
