@@ -211,18 +211,18 @@ def _read(path: Path) -> ProcessRecord | None:
 
 class AdoptedProcess:
     """An agent process this choird did not start (so cannot `wait` for): its pid, and an
-    awaitable exit. The exit code of a process that is not our child is unknown (None)."""
+    awaitable exit. The exit code of a process that is not our child is unknown (-1)."""
 
     def __init__(self, record: ProcessRecord) -> None:
         self.pid = record.pid
         self._record = record
 
-    async def wait(self) -> int | None:
+    async def wait(self) -> int:
         try:
             pidfd = os.pidfd_open(self.pid)
         except OSError:
             await self._poll()
-            return None
+            return -1
         loop = asyncio.get_running_loop()
         exited: asyncio.Future[None] = loop.create_future()
 
@@ -239,7 +239,7 @@ class AdoptedProcess:
                 loop.remove_reader(pidfd)
         finally:
             os.close(pidfd)
-        return None
+        return -1
 
     async def _poll(self) -> None:
         # Without a pidfd nothing signals the exit of a process that is not our child.

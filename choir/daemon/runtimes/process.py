@@ -123,10 +123,7 @@ class _Handle(Protocol):
 
     pid: int
 
-    async def wait(self) -> int | None:
-        """The exit code; None for an adopted process (not choird's child: its code is
-        unknown)."""
-        ...
+    async def wait(self) -> int: ...
 
 
 @dataclass
@@ -140,7 +137,7 @@ class _Process:
     """The same process as `process`, as psutil knows it (signals check it is still that one)."""
     main: psutil.Process | None = None
     """choir-agent itself, inside the wrapper (None until found, or if it never ran)."""
-    watcher: asyncio.Task[int | None] | None = None
+    watcher: asyncio.Task[int] | None = None
     kills: set[asyncio.Future[None]] = field(default_factory=set)
 
 
@@ -426,7 +423,7 @@ class ProcessRuntime:
     def close(self) -> None:
         self._unsubscribe()
 
-    async def _watch(self, held: _Process) -> int | None:
+    async def _watch(self, held: _Process) -> int:
         code = await held.process.wait()
         forget_process(self._home, held.agent.agent_id, held.process.pid)
         if held.main is not None:  # the wrapper killed on its own: the agent would run on
@@ -434,7 +431,9 @@ class ProcessRuntime:
                 held.main.kill()
         if self._agents.get(held.agent.agent_id) is held:
             del self._agents[held.agent.agent_id]
-        await note_exit(self._sessions, held.agent, code, self.name, self._home)
+        # an adopted process is not choird's child: its exit code is unknown, not -1 (SIGHUP)
+        known = None if isinstance(held.process, AdoptedProcess) else code
+        await note_exit(self._sessions, held.agent, known, self.name, self._home)
         return code
 
     async def _kill(self, held: _Process) -> None:
