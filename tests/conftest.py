@@ -43,7 +43,7 @@ from choir.store.postgres.target import ConnectParams
 settings.register_profile("choir", deadline=None)
 settings.load_profile("choir")
 
-pytest_plugins = ("tests.harness.fixtures",)
+pytest_plugins = ("tests.harness.failure_logs", "tests.harness.fixtures")
 
 SERIAL_CHOICES = ("include", "skip", "only")
 TEMPLATE = "choir_test_template"

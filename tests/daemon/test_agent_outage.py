@@ -102,9 +102,10 @@ def test_a_refusal_says_why_when_and_what_to_do() -> None:
         (1, "exited with code 1"),
         (0, "exited with code 0"),
         (255, "exited with code 255"),
+        (None, "exited (exit code unknown: it was adopted after a choird restart)"),
     ],
 )
-def test_exit_codes_in_words(code: int, words: str) -> None:
+def test_exit_codes_in_words(code: int | None, words: str) -> None:
     assert exit_words(code) == words
 
 

@@ -20,14 +20,16 @@ import pytest
 from choir.scripted import ReplyStep, Script, ToolCallsStep
 from choir.store.postgres.target import ConnectParams
 from tests.harness.cluster import Cluster, running_cluster
+from tests.harness.failure_logs import keep_logs_of
 from tests.harness.homes import short_root
 
 ClusterOf = Callable[..., Awaitable[Cluster]]
 
 
 @pytest.fixture
-def fault_root() -> Iterator[Path]:
+def fault_root(request: pytest.FixtureRequest) -> Iterator[Path]:
     with short_root("cf-") as root:
+        keep_logs_of(request.node, root)  # shown with a failure
         yield root
 
 

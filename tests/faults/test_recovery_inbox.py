@@ -234,7 +234,8 @@ async def test_a_question_pending_when_choird_dies_is_in_the_inbox_after_restart
 
 async def proposed(scene: Scene) -> str:
     """agent-1 proposes a tool; the pending approval's id."""
-    assert (await scene.ctl("chat", "agent-1", "please propose a tool")).returncode == 0
+    chatted = await scene.ctl("chat", "agent-1", "please propose a tool")
+    assert chatted.returncode == 0, chatted.stderr  # why: e.g. the session crashed meanwhile
 
     async def pending() -> bool:
         return bool(as_json(await scene.ctl("approval", "list", "--json"))["approvals"])

@@ -7,7 +7,8 @@
     async def test_x(home: ChoirHome, model: ScriptedModelServer) -> None: ...
 
 - `root`: the test's own short directory under /tmp (Unix socket paths must stay under 107
-  bytes; pytest-xdist lengthens pytest's tmp_path), removed afterwards.
+  bytes; pytest-xdist lengthens pytest's tmp_path), removed afterwards; the logs of the homes
+  in it are attached to the report of a test that fails (`tests.harness.failure_logs`).
 - `model`: a `ScriptedModelServer` replaying the `script` fixture, which a test module (or its
   package's conftest) defines.
 - `home`: `choirctl init`'s home (plus agent-2) on the test's database, its demo model `model`.
@@ -26,6 +27,7 @@ import pytest
 from choir.home import ChoirHome
 from choir.scripted import Script, ScriptedModelServer
 from choir.store.postgres.target import ConnectParams
+from tests.harness.failure_logs import keep_logs_of
 from tests.harness.homes import scripted_home, short_root
 
 
@@ -34,6 +36,7 @@ def root(request: pytest.FixtureRequest) -> Iterator[Path]:
     """A fresh directory under /tmp, named after the test's package (`/tmp/faul-…`)."""
     package = request.path.parent.name
     with short_root(f"{package[:4]}-") as root:
+        keep_logs_of(request.node, root)
         yield root
 
 

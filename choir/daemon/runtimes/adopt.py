@@ -12,7 +12,11 @@ marked crashed (its leases released): "its agent no longer runs", or "its lease 
 choird was down" for an agent that was found alive too late — that one is stopped.
 
 A process is recognised by its pid *and* its start time (`process.json` beside its `/choir`
-tree), so a pid the kernel gave to another program is never mistaken for the agent.
+tree), so a pid the kernel gave to another program is never mistaken for the agent. The start
+time compared is the kernel's own — clock ticks after boot (`/proc/<pid>/stat`) — never a wall-
+clock time: psutil's `create_time` adds the boot time as the wall clock puts it *now*, so an NTP
+step or a paused VM between the agent's start and the adoption shifted it, and a live agent was
+taken for a stranger: its session crashed ("its agent no longer runs") and the agent was killed.
 """
 
 from __future__ import annotations
@@ -39,6 +43,8 @@ log = get_logger("choird.runtime")
 
 RECORD: Final = "process.json"
 START_TIME_TOLERANCE_S: Final = 0.05
+"""For a record without `start_ticks` (written before they were): how far its wall-clock start
+time may be from the process's."""
 POLL_S: Final = 0.5
 """How often an adopted process is checked when the kernel offers no pidfd."""
 
@@ -110,22 +116,37 @@ class ProcessRecord:
     session_id: str
     pid: int
     started: float
-    """Its start time as the kernel reports it (psutil `create_time`)."""
+    """Its start time on the wall clock (psutil `create_time`): what older records hold."""
     workspace: str = ""
     """The workspace's host path (what `agent verify` reads the sandbox's binds against)."""
+    start_ticks: int | None = None
+    """Its start in clock ticks after boot, as the kernel keeps it: immune to clock changes."""
 
     def alive(self) -> bool:
         """Whether `pid` is still this agent: same start time, choir-agent, not a zombie."""
         try:
             process = psutil.Process(self.pid)
-            if abs(process.create_time() - self.started) > START_TIME_TOLERANCE_S:
+            if self.start_ticks is not None:
+                same = start_ticks(self.pid) == self.start_ticks
+            else:
+                same = abs(process.create_time() - self.started) <= START_TIME_TOLERANCE_S
+            if not same:
                 return False  # the pid now belongs to another program
             if process.status() == psutil.STATUS_ZOMBIE:
                 return False
             # the wrapper (bwrap or the subreaper) names choir-agent among its arguments
             return any(Path(arg).name == "choir-agent" for arg in process.cmdline())
-        except (psutil.NoSuchProcess, psutil.AccessDenied):
+        except (psutil.NoSuchProcess, psutil.AccessDenied, OSError):
             return False
+
+
+def start_ticks(pid: int) -> int:
+    """When `pid` started, in clock ticks after boot (field 22 of `/proc/<pid>/stat`); OSError
+    when it is gone. The command name (field 2) may hold spaces and parentheses: the fields
+    are counted after its closing one."""
+    with open(f"/proc/{pid}/stat", "rb") as stat:
+        fields = stat.read().rpartition(b")")[2].split()
+    return int(fields[19])
 
 
 def record_path(home: ChoirHome, agent_id: str) -> Path:
@@ -138,7 +159,8 @@ def record_process(
     """Note a just-started agent process, so a later choird can adopt it."""
     try:
         started = psutil.Process(pid).create_time()
-    except psutil.NoSuchProcess:
+        ticks = start_ticks(pid)
+    except (psutil.NoSuchProcess, OSError):
         return  # it exited at once: its watcher reports that
     path = record_path(home, agent_id)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -147,6 +169,7 @@ def record_process(
         "session_id": session_id,
         "pid": pid,
         "started": started,
+        "start_ticks": ticks,
         "workspace": str(workspace or ""),
     }
     temporary = path.with_suffix(".tmp")
@@ -180,6 +203,7 @@ def _read(path: Path) -> ProcessRecord | None:
             int(data["pid"]),
             float(data["started"]),
             str(data.get("workspace", "")),
+            None if data.get("start_ticks") is None else int(data["start_ticks"]),
         )
     except (OSError, ValueError, KeyError, TypeError):
         return None

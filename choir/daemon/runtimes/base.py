@@ -180,7 +180,7 @@ class AgentRuntime(Protocol):
 async def note_exit(
     sessions: SessionService,
     agent: RunningAgent,
-    code: int,
+    code: int | None,
     runtime: RuntimeName,
     home: ChoirHome,
 ) -> None:

@@ -431,7 +431,9 @@ class ProcessRuntime:
                 held.main.kill()
         if self._agents.get(held.agent.agent_id) is held:
             del self._agents[held.agent.agent_id]
-        await note_exit(self._sessions, held.agent, code, self.name, self._home)
+        # an adopted process is not choird's child: its exit code is unknown, not -1 (SIGHUP)
+        known = None if isinstance(held.process, AdoptedProcess) else code
+        await note_exit(self._sessions, held.agent, known, self.name, self._home)
         return code
 
     async def _kill(self, held: _Process) -> None:

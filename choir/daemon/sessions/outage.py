@@ -83,9 +83,12 @@ def ago(seconds: float) -> str:
     return f"{int(seconds)} s ago"
 
 
-def exit_words(code: int) -> str:
+def exit_words(code: int | None) -> str:
     """How a process ended, from its exit code: a negative code is the signal that killed it
-    (asyncio), 129-192 a shell's or container's way of saying the same."""
+    (asyncio), 129-192 a shell's or container's way of saying the same, None unknown (an agent
+    choird adopted after a restart is not its child: nothing tells it the code)."""
+    if code is None:
+        return "exited (exit code unknown: it was adopted after a choird restart)"
     if code < 0:
         return f"was killed by {_signal_name(-code)}"
     if 128 < code <= 128 + 64:
