@@ -172,11 +172,17 @@ class CountingExecutor(ThreadPoolExecutor):
         return super().submit(fn, *args, **kwargs)
 
 
+@pytest.fixture
+async def executor() -> CountingExecutor:
+    """Installed as the running loop's default executor (the test's own loop)."""
+    counting = CountingExecutor(max_workers=1)
+    asyncio.get_running_loop().set_default_executor(counting)
+    return counting
+
+
 async def test_a_small_file_is_read_on_the_loop_and_a_large_one_in_a_thread(
-    ws: Workspace,
+    ws: Workspace, executor: CountingExecutor
 ) -> None:
-    executor = CountingExecutor(max_workers=1)
-    asyncio.get_running_loop().set_default_executor(executor)
     small = "x" * 99 + "\n"
     (ws.root / "small.txt").write_text(small * (fs_read.INLINE_MAX_BYTES // len(small)))
     (ws.root / "large.txt").write_text(small * (fs_read.INLINE_MAX_BYTES // len(small) + 1))
@@ -288,10 +294,8 @@ async def test_range_edit_of_a_missing_file_says_how_to_create_it(ws: Workspace)
 
 
 async def test_a_small_write_runs_on_the_loop_and_a_large_one_in_a_thread(
-    ws: Workspace,
+    ws: Workspace, executor: CountingExecutor
 ) -> None:
-    executor = CountingExecutor(max_workers=1)
-    asyncio.get_running_loop().set_default_executor(executor)
     line = "x" * 99 + "\n"
     small = line * (fs_write.INLINE_MAX_BYTES // len(line))
     inline = await write(ws, path="a.txt", op="overwrite", content=small)

@@ -582,7 +582,10 @@ def agent_environment(agent_id: str, started: StartedSession, home: Path) -> dic
 
 
 def _orphans(agent_socks: Path) -> list[int]:
-    """Process-group leaders running choir-agent on a socket under `agent_socks`."""
+    """Processes whose first or second argument is choir-agent (the agent, or the bwrap or
+    subreaper wrapper naming it) on a socket under `agent_socks`. The outermost leads the
+    agent's process group (`start_new_session`), so killing each one's group takes the whole
+    tree; an inner pid names no group, and its kill is a no-op."""
     prefix = f"--socket={agent_socks}{os.sep}"
     found = []
     for proc in psutil.process_iter(["pid", "cmdline"]):
