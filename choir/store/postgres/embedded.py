@@ -27,12 +27,13 @@ from types import TracebackType
 from typing import Final, Self
 
 from choir.errors import UnavailableError
-from choir.store.postgres import settings
-from choir.store.postgres.embedded_root import RootServer
+from choir.store.postgres import pg_ctl, settings
+from choir.store.postgres.embedded_root import START_TIMEOUT_S, RootServer
 from choir.store.postgres.pool import wait_until_ready
 from choir.store.postgres.postmaster import (
     clear_stale_pidfile,
     is_postmaster_of,
+    is_ready,
     live_postmaster,
     stop_postmaster,
 )
@@ -43,6 +44,7 @@ with warnings.catch_warnings():
     warnings.simplefilter("ignore")
     from pgserver._commands import POSTGRES_BIN_PATH
     from pgserver.postgres_server import PostgresServer
+    from pgserver.utils import find_suitable_socket_dir
 
 SUPERUSER: Final = "postgres"
 ADMIN_DATABASE: Final = "postgres"
@@ -58,6 +60,21 @@ class _UnmanagedServer(PostgresServer):
 
     def _cleanup(self) -> None:
         self._instances.pop(self.pgdata, None)
+
+    def ensure_postgres_running(self) -> None:
+        """pgserver's, but a server that is not running yet is started by `pg_ctl.run`, which
+        returns once it is ready rather than at pg_ctl's next look; pgserver then adopts it."""
+        if live_postmaster(self.pgdata) is None:
+            socket_dir = find_suitable_socket_dir(self.pgdata, self.runtime_path)
+            argv = [str(POSTGRES_BIN_PATH / "pg_ctl"), "-D", str(self.pgdata), "-w"]
+            argv += ["-o", '-h ""', "-o", f"-k {socket_dir}", "-l", str(self.log), "start"]
+            pg_ctl.run(
+                argv,
+                env=dict(os.environ),
+                timeout_s=START_TIMEOUT_S,
+                done_when=lambda: is_ready(self.pgdata),
+            )
+        super().ensure_postgres_running()
 
     def ensure_pgdata_inited(self) -> None:
         """initdb when there is no cluster yet, then choir's settings: a new home's server
@@ -214,7 +231,7 @@ class EmbeddedPostgres:
         root = RootServer(self.datadir, POSTGRES_BIN_PATH.parent)
         found = live_postmaster(self.datadir)
         if found is None:
-            root.start()
+            root.start(ready=lambda: is_ready(self.datadir))
             found = live_postmaster(self.datadir)
         if found is None:
             raise RuntimeError("pg_ctl said the server started, but no postmaster runs")

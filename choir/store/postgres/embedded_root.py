@@ -23,13 +23,13 @@ import pwd
 import shlex
 import stat
 import subprocess
-import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
 from choir.errors import UnavailableError
-from choir.store.postgres import settings
+from choir.store.postgres import pg_ctl, settings
 
 SYSTEM_USER: Final = "pgserver"
 """The unprivileged user the server runs as (pgserver's choice, kept so data stays readable)."""
@@ -84,9 +84,10 @@ class RootServer:
         those of the namespace)."""
         return self.datadir if recorded == str(ns_data(self.datadir)) else Path(recorded)
 
-    def start(self) -> None:
-        """initdb on first use, then `pg_ctl start`; blocking. Raises CalledProcessError or
-        UnavailableError (no way to start without widening a permission)."""
+    def start(self, ready: Callable[[], bool]) -> None:
+        """initdb on first use, then `pg_ctl start`, returned from once `ready()`; blocking.
+        Raises CalledProcessError or UnavailableError (no way to start without widening a
+        permission)."""
         user = _system_user()
         self._own_datadir(user)
         namespaced = _namespaces_allowed()
@@ -101,28 +102,22 @@ class RootServer:
             self._run(user, namespaced, self._initdb(namespaced))
             # before the first start, not the next: a new home's server runs as sized
             settings.apply(self.datadir)
-        self._run(user, namespaced, self._pg_ctl_start(namespaced, socket_dir))
+        start = self._pg_ctl_start(namespaced, socket_dir)
+        self._run(user, namespaced, start, done_when=ready)
 
-    def _run(self, user: pwd.struct_passwd, namespaced: bool, step: list[str]) -> None:
+    def _run(
+        self,
+        user: pwd.struct_passwd,
+        namespaced: bool,
+        step: list[str],
+        done_when: Callable[[], bool] | None = None,
+    ) -> None:
         """`step` as the server's user (in the private mount namespace when allowed)."""
         script = "set -e\n" + (self._mounts() if namespaced else "")
         script += _as_user(user, step) + "\n"
         command = ["unshare", "--mount", "--propagation", "private"] if namespaced else []
-        # Files, not pipes: the postmaster must hold no descriptor of ours once pg_ctl returns.
-        with tempfile.TemporaryFile() as output:
-            done = subprocess.run(
-                [*command, "/bin/sh", "-c", script],
-                stdin=subprocess.DEVNULL,
-                stdout=output,
-                stderr=output,
-                timeout=START_TIMEOUT_S,
-                env=_environment(),
-                check=False,
-            )
-            if done.returncode != 0:
-                output.seek(0)
-                said = output.read().decode(errors="replace")
-                raise subprocess.CalledProcessError(done.returncode, done.args, stderr=said)
+        argv = [*command, "/bin/sh", "-c", script]
+        pg_ctl.run(argv, env=_environment(), timeout_s=START_TIMEOUT_S, done_when=done_when)
 
     def _own_datadir(self, user: pwd.struct_passwd) -> None:
         self.datadir.mkdir(mode=0o700, parents=True, exist_ok=True)

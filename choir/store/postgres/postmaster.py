@@ -29,6 +29,8 @@ PORT_LINE: Final = 3
 SOCKET_DIR_LINE: Final = 4
 STATUS_LINE: Final = 7
 """0-based lines of postmaster.pid (see PostgreSQL's pidfile.h)."""
+STATUS_READY: Final = "ready"
+"""The status line once the server accepts connections (what `pg_ctl -w` waits for)."""
 FAST_STOP_S: Final = 30.0
 """How long a fast shutdown may take (it checkpoints) before an immediate one."""
 
@@ -107,6 +109,17 @@ def live_postmaster(datadir: Path) -> PidFile | None:
     return info
 
 
+def is_ready(datadir: Path) -> bool:
+    """Whether the pid file says ready and names a live postmaster of `datadir` (a stale file
+    is cleared before a start, so a ready one is the new server's)."""
+    recorded = read_pidfile(datadir)
+    return (
+        recorded is not None
+        and recorded.status == STATUS_READY
+        and is_postmaster_of(recorded.pid, datadir)
+    )
+
+
 def stop_postmaster(datadir: Path, *, fast_s: float = FAST_STOP_S) -> bool:
     """Stop the postmaster serving `datadir` (fast shutdown, then immediate, then SIGKILL);
     False when none was running. Blocking."""
@@ -123,14 +136,17 @@ def stop_postmaster(datadir: Path, *, fast_s: float = FAST_STOP_S) -> bool:
 
 
 def _exited(pid: int, within: float) -> bool:
-    deadline = time.monotonic() + within
+    """Whether `pid` exits within `within` s, looked at after 2, 4, 8… ms (at most every 50):
+    a small server's fast shutdown takes ~10 ms, and `choir down` or a restart waits for it."""
+    deadline, pause = time.monotonic() + within, 0.002
     while time.monotonic() < deadline:
         try:
             if psutil.Process(pid).status() == psutil.STATUS_ZOMBIE:
                 return True
         except psutil.NoSuchProcess:
             return True
-        time.sleep(0.05)
+        time.sleep(pause)
+        pause = min(pause * 2, 0.05)
     return False
 
 
