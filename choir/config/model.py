@@ -6,7 +6,7 @@ Shape only: cross-references between sections, secrets and cross-field rules are
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Any
 
 from pydantic import Field, field_validator
 
@@ -29,10 +29,10 @@ from choir.config.resources import (
     PostgresConfig,
     SearchConfig,
     TtsConfig,
-    Usd,
     VoiceProfileConfig,
     WorkspaceConfig,
 )
+from choir.config.spend import SpendCap
 from choir.config.tunables import Tunables
 
 
@@ -65,15 +65,6 @@ class AgentDefaults(ConfigModel):
     """Email account name (a key of `email_accounts`); optional."""
     dm: str
     """DM name (a key of `dms`); required to start from choirctl (§17.1)."""
-
-
-class SpendCap(ConfigModel):
-    """The most an agent may spend on LLM calls; at a cap its next call is not made."""
-
-    day_usd: Annotated[Usd, Field(gt=0.0)] | None = None
-    """Per UTC day; null: no daily cap."""
-    month_usd: Annotated[Usd, Field(gt=0.0)] | None = None
-    """Per UTC calendar month; null: no monthly cap."""
 
 
 class AgentConfig(ConfigModel):

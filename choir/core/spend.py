@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Final, Literal
 
-from choir.config.model import SpendCap
 from choir.config.resources import ModelPrice
+from choir.config.spend import SpendCap
 
 CostSource = Literal["provider", "price"]
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from choir.config.model import SpendCap
 from choir.config.resources import ModelPrice
+from choir.config.spend import SpendCap
 from choir.core.spend import (
     CapReached,
     Cost,

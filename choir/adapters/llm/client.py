@@ -29,7 +29,6 @@ import logging
 import os
 import ssl
 import time
-import urllib.request
 from collections.abc import Awaitable, Callable
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, NamedTuple, Self
@@ -231,7 +230,7 @@ class LlmClient:
             module = await asyncio.to_thread(importlib.import_module, "aiohttp")
             # aiohttp's trust_env looks up proxies and ~/.netrc on a thread at every call; only
             # an environment that names a proxy needs that (httpx read it once per client)
-            proxied = bool(urllib.request.getproxies_environment())
+            proxied = bool(_environment_proxies())
             if self._http is None:  # another call may have made it meanwhile
                 self._http = module.ClientSession(trust_env=proxied)
         return self._http
@@ -293,10 +292,22 @@ def _headers(settings: ModelSettings) -> dict[str, str]:
 def _proxied(url: str) -> bool:
     """Whether the environment sends `url` through a proxy (`HTTP_PROXY`, `NO_PROXY`, …)."""
     parts = urlsplit(url)
-    proxies = urllib.request.getproxies_environment()
-    if parts.scheme not in proxies:
+    if parts.scheme not in _environment_proxies():
         return False
+    import urllib.request
+
     return not urllib.request.proxy_bypass(parts.netloc)  # NO_PROXY
+
+
+def _environment_proxies() -> dict[str, str]:
+    """urllib's proxies from the environment. urllib.request (with http.client and email: ~6 ms
+    on the first model call's path) is imported only when some variable could name one: it
+    reads nothing but `<scheme>_proxy` variables, in either case."""
+    if not any(name.lower().endswith("_proxy") for name in os.environ):
+        return {}
+    import urllib.request
+
+    return urllib.request.getproxies_environment()
 
 
 def _timed_out(settings: ModelSettings, timeout_s: float) -> LlmError:

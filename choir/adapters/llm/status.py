@@ -8,7 +8,6 @@ providers echo request details back.
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from email.utils import parsedate_to_datetime
 from typing import Any
 
 import orjson
@@ -111,6 +110,10 @@ def retry_after_seconds(value: str | None, now: datetime | None = None) -> float
 
 
 def _until(http_date: str, now: datetime) -> float | None:
+    # imported here: email.utils (~3 ms) is needed only for a Retry-After given as a date, and
+    # choir-agent's first model call waits for this module
+    from email.utils import parsedate_to_datetime
+
     try:
         when = parsedate_to_datetime(http_date)
     except (TypeError, ValueError):

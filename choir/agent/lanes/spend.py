@@ -17,8 +17,8 @@ from pydantic import ValidationError
 
 from choir.adapters.llm.client import Completion
 from choir.agent.replication.live_config import DynamicConfig
-from choir.config.model import SpendCap
 from choir.config.resources import ModelPrice
+from choir.config.spend import SpendCap
 from choir.core.spend import (
     CapReached,
     Granted,
