@@ -112,7 +112,7 @@ async def accept_forever(listener: socket.socket, where: str, refuse: Refuse, se
     delay = BACKOFF_FIRST_S
     while True:
         try:
-            connection, _ = await loop.sock_accept(listener)
+            connection = await _accept(loop, listener)
         except OSError as error:
             failures.note(error.strerror or str(error))
             await asyncio.sleep(delay)
@@ -133,6 +133,36 @@ async def accept_forever(listener: socket.socket, where: str, refuse: Refuse, se
         # reconnects as fast as it is refused would hold the event loop (seen: 0.8 s at a
         # stretch from one process); let everything else run between two accepts
         await asyncio.sleep(0)
+
+
+async def _accept(loop: asyncio.AbstractEventLoop, listener: socket.socket) -> socket.socket:
+    """The next connection, non-blocking. Accepted with no await between the accept and the
+    caller holding the socket: `loop.sock_accept` drops a connection it accepts as its task is
+    cancelled (a listener closing), which then lingers unclosed until the collector finds it."""
+    while True:
+        try:
+            connection, _ = listener.accept()
+        except (BlockingIOError, InterruptedError):
+            await _readable(loop, listener)
+            continue
+        connection.setblocking(False)
+        return connection
+
+
+async def _readable(loop: asyncio.AbstractEventLoop, listener: socket.socket) -> None:
+    """Until `listener` has a connection waiting (or an error to report on accept)."""
+    ready: asyncio.Future[None] = loop.create_future()
+    fd = listener.fileno()
+    loop.add_reader(fd, _wake, ready)
+    try:
+        await ready
+    finally:
+        loop.remove_reader(fd)
+
+
+def _wake(ready: asyncio.Future[None]) -> None:
+    if not ready.done():
+        ready.set_result(None)
 
 
 async def _serve(connection: socket.socket, serve: Serve, where: str) -> None:

@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import gc
 import socket
+import warnings
+from pathlib import Path
 
 import pytest
 
@@ -80,3 +84,43 @@ async def test_connections_waiting_are_accepted_one_loop_turn_apart(refused: boo
             for connection in waiting:
                 connection.close()
     assert len(set(taken)) == len(taken), taken  # other tasks ran between any two accepts
+
+
+@pytest.mark.parametrize("turns", [1, 2, 3])
+async def test_a_connection_arriving_as_the_listener_closes_is_never_left_unclosed(
+    scratch_dir: Path, turns: int
+) -> None:
+    """Closing a listener cancels its accept loop. With `loop.sock_accept`, a connection that
+    arrived in the same loop turn was accepted into a future nobody read any more, and its
+    socket lingered unclosed until the collector found it (a ResourceWarning that failed
+    whichever test ran then). The loop is cancelled 1, 2 and 3 turns after a peer connects:
+    every connection accepted is handed over, none is dropped."""
+    path = scratch_dir / "listener.sock"
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(str(path))
+    listener.listen(8)
+    listener.setblocking(False)
+    served: list[socket.socket] = []
+
+    async def serve(connection: socket.socket) -> None:
+        served.append(connection)
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        loop_task = asyncio.create_task(accept_forever(listener, "test", lambda _: None, serve))
+        await asyncio.sleep(0)  # the loop waits for a connection
+        client = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        client.setblocking(False)
+        client.connect(str(path))
+        for _ in range(turns):
+            await asyncio.sleep(0)
+        loop_task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await loop_task
+        for connection in served:
+            connection.close()
+        client.close()
+        listener.close()
+        gc.collect()
+
+    assert [w for w in caught if issubclass(w.category, ResourceWarning)] == []
