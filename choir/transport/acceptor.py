@@ -129,7 +129,7 @@ async def accept_forever(listener: socket.socket, where: str, refuse: Refuse, se
         else:
             connection.close()
             refusals.note(reason)
-        # sock_accept returns without suspending while a connection waits, so a peer that
+        # an accept returns without suspending while a connection waits, so a peer that
         # reconnects as fast as it is refused would hold the event loop (seen: 0.8 s at a
         # stretch from one process); let everything else run between two accepts
         await asyncio.sleep(0)
