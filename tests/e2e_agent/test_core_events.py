@@ -302,6 +302,9 @@ async def test_an_unanswered_question_ends_with_the_jobs_time_budget(
 ) -> None:
     agent = await launch(LATE_SCRIPT)
     sent = await agent.operator.chat_send("agent-1", "please start the late job")
+    # The first reply includes the agent's start (`Agent.chat` allows it 60 s): the question's
+    # 30 s count from the job's spawn, not from the agent's launch.
+    await replies_until(agent, sent.after_seq, "reply", within=60)
     await refuse_the_question(agent, "per_job_wall_time_ms", 1500)  # out of time: it asks
     replies = await replies_until(agent, sent.after_seq, "core_report")
     assert "core job late needs information: Anyone there?" in [r["text"] for r in replies]
@@ -314,6 +317,8 @@ async def test_an_unanswered_question_ends_with_the_jobs_time_budget(
         if e.lane == "core:late" and e.event_type == "tool_result_committed"
     ]
     assert result["error_code"] == "no_answer"
+    # its wait ended at the deadline: it paused there, its model never called past it
+    assert core_requests_after(agent, "no answer came") == []
     [stopped] = [e.payload for e in events if e.event_type == "core_stopped"]
     assert stopped["outcome"] == "terminated"
     assert "wall" in stopped["report"] or "time" in stopped["report"]

@@ -37,7 +37,7 @@ from choir.store.postgres.target import ConnectParams
 from tests.e2e_agent.scenario_support import launch, lines, stop_left_tools
 from tests.harness.chat import replies_until
 from tests.harness.daemons import poll_until, running_daemon, stored_events
-from tests.harness.homes import scripted_home, short_root
+from tests.harness.homes import scripted_home
 
 pytestmark = pytest.mark.slow
 
@@ -108,10 +108,10 @@ SCRIPT = Script(
 
 
 @pytest.fixture
-def root() -> Iterator[Path]:
-    with short_root("cs-") as root:
-        yield root
-        stop_left_tools(root)
+def root(root: Path) -> Iterator[Path]:
+    """The harness's `root` (a failed test's logs kept), the tools the agent left stopped."""
+    yield root
+    stop_left_tools(root)
 
 
 @pytest.fixture

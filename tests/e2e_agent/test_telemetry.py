@@ -28,7 +28,7 @@ from choir.store.postgres.target import ConnectParams
 from tests.e2e_agent.scenario_support import launch, stop_left_tools
 from tests.harness.chat import replies_until
 from tests.harness.daemons import running_daemon
-from tests.harness.homes import read_config, scripted_home, short_root, write_config
+from tests.harness.homes import read_config, scripted_home, write_config
 from tests.harness.processes import run_choirctl
 
 pytestmark = pytest.mark.slow
@@ -83,10 +83,10 @@ def free_port() -> int:
 
 
 @pytest.fixture
-def root() -> Iterator[Path]:
-    with short_root("tm-") as root:
-        yield root
-        stop_left_tools(root)
+def root(root: Path) -> Iterator[Path]:
+    """The harness's `root` (a failed test's logs kept), the tools the agent left stopped."""
+    yield root
+    stop_left_tools(root)
 
 
 @pytest.fixture

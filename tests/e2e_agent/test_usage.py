@@ -29,7 +29,7 @@ from tests.ctl.cli import choirctl
 from tests.harness.agent_logs import agent_log_text
 from tests.harness.cluster import Cluster, running_cluster
 from tests.harness.daemons import poll_until
-from tests.harness.homes import make_home, read_config, short_root, write_config
+from tests.harness.homes import make_home, read_config, write_config
 
 pytestmark = pytest.mark.slow
 
@@ -75,10 +75,9 @@ STEPS = [
 
 
 @pytest.fixture
-async def cluster(pg_params: ConnectParams) -> AsyncIterator[Cluster]:
-    with short_root("cu-") as root:
-        async with running_cluster(root, pg_params, STEPS) as cluster:
-            yield cluster
+async def cluster(root: Path, pg_params: ConnectParams) -> AsyncIterator[Cluster]:
+    async with running_cluster(root, pg_params, STEPS) as cluster:
+        yield cluster
 
 
 async def configure(cluster: Cluster, *, price: Any = "keep", cap: Any = "keep") -> None:

@@ -153,6 +153,52 @@ async def test_an_agent_whose_lease_expired_while_choird_was_down_is_stopped(
         await asyncio.to_thread(teardown, home, scene.choird)
 
 
+async def test_an_adopted_agent_stops_and_restarts_with_its_exit_code_unknown(
+    root: Path, pg_params: ConnectParams, model: ScriptedModelServer
+) -> None:
+    """An adopted agent is not the new choird's child: nothing tells it the exit code, so its
+    stop says so (it said -1, which reads as killed by SIGHUP). A restart resumes it and leaves
+    it running: the stop is not taken for one of an agent choird never ran, whose session would
+    be pushed a second shutdown (that the resumed agent would get)."""
+    home = home_for(root, pg_params, model.url, **GENEROUS)
+    scene = Scene(home, root, pg_params, "process")
+    try:
+        await start_choird(scene)
+        started = as_json(await run(scene, *START))
+        assert (await run(scene, "chat", "agent-1", "hello")).returncode == 0
+
+        await restart_choird(scene)
+        restarted = as_json(await run(scene, "agent", "restart", "agent-1", "--json"))
+        assert restarted["stopped"]["exit_code"] is None
+        assert restarted["session_id"] == started["session_id"]  # resumed
+        assert gone(started["pid"])
+        hello = await run(scene, "chat", "agent-1", "hello")
+        assert hello.returncode == 0, hello.stderr
+        status = as_json(await run(scene, "agent", "status", "agent-1", "--json"))
+        assert (status["state"], status["pid"]) == ("running", restarted["pid"])
+
+        await restart_choird(scene)
+        stopped = as_json(await run(scene, "agent", "stop", "agent-1", "--json"))
+        assert (stopped["session_id"], stopped["status"]) == (started["session_id"], "stopped")
+        assert stopped["exit_code"] is None
+        assert gone(restarted["pid"])
+    finally:
+        await asyncio.to_thread(teardown, home, scene.choird)
+
+
+async def restart_choird(scene: Scene) -> None:
+    """kill -9 of choird, a new one, and agent-1 adopted by it."""
+    assert scene.choird is not None
+    kill9(scene.choird)
+    await start_choird(scene)
+
+    async def adopted() -> bool:
+        status = await run(scene, "agent", "status", "agent-1", "--json")
+        return status.returncode == 0 and as_json(status)["state"] == "running"
+
+    await poll_until(adopted, within=30, every=0.2)
+
+
 START = ("agent", "start", "agent-1", "--dm", "console", "--json")
 GENEROUS = {"heartbeat_interval_ms": 1000, "crash_detection_threshold_ms": 30_000}
 """A lease that outlives a choird restart on a loaded machine (the agent beats every second)."""

@@ -5,8 +5,9 @@ ends (`root`, `fault_root`), so a test that failed once in CI (a race under load
 nothing to read. A fixture that makes such a directory registers it with `keep_logs_of`; when
 the test fails (setup or call), the report gets one section per log found under it — the tail
 of `logs/choird.log`, of each `logs/agent-*.log` and of each agent's latest archive (choird
-archives an agent's log when the agent exits), and choird's own stderr — shown with the
-failure like captured output, also from an xdist worker.
+archives an agent's log when the agent exits), choird's own stderr, and the stderr of an agent a
+test launched itself (`tests/e2e_agent/launch.py`: `<root>/agent.log`) — shown with the failure
+like captured output, also from an xdist worker.
 """
 
 from __future__ import annotations
@@ -51,6 +52,7 @@ def log_tails(root: Path) -> list[tuple[str, str]]:
         if (archives := sorted(d.glob("*.gz")))
     ]
     found += sorted(root.glob("choird-*.stderr"))
+    found += sorted(root.glob("*.log"))  # agents launched by the test, not by choird
     tails = [(f"log {path.relative_to(root)}", _tail(path)) for path in found]
     return [(title, text) for title, text in tails if text]
 

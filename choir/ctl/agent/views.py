@@ -171,11 +171,20 @@ def outage_lines(agents: list[AgentSummary]) -> list[str]:
 def stopped_lines(stopped: AgentStopped) -> list[str]:
     """What a stop prints: the session's end, and its summary (§11.8) unless it needs a warning
     (`summary_warning`)."""
-    lines = [f"{stopped.agent_id} stopped: session {stopped.session_id} {stopped.status}"]
+    first = f"{stopped.agent_id} stopped: session {stopped.session_id} {stopped.status}"
+    lines = [first + exit_note(stopped.exit_code)]
     summary = stopped.summary
     if summary and not summary.warn:
         lines.append(f"summary: {summary.detail}")
     return lines
+
+
+def exit_note(code: int | None) -> str:
+    """How the stopped process exited, when it did not exit cleanly or nobody knows: an agent
+    choird adopted after a restart (or one run by hand) is not its child, so its code is unknown."""
+    if code is None:
+        return " (exit code unknown)"
+    return "" if code == 0 else f" (exit code {code})"
 
 
 def summary_warning(stopped: AgentStopped) -> str | None:

@@ -211,18 +211,18 @@ def _read(path: Path) -> ProcessRecord | None:
 
 class AdoptedProcess:
     """An agent process this choird did not start (so cannot `wait` for): its pid, and an
-    awaitable exit. The exit code of a process that is not our child is unknown (-1)."""
+    awaitable exit. The exit code of a process that is not our child is unknown (None)."""
 
     def __init__(self, record: ProcessRecord) -> None:
         self.pid = record.pid
         self._record = record
 
-    async def wait(self) -> int:
+    async def wait(self) -> None:
         try:
             pidfd = os.pidfd_open(self.pid)
         except OSError:
             await self._poll()
-            return -1
+            return
         loop = asyncio.get_running_loop()
         exited: asyncio.Future[None] = loop.create_future()
 
@@ -239,7 +239,6 @@ class AdoptedProcess:
                 loop.remove_reader(pidfd)
         finally:
             os.close(pidfd)
-        return -1
 
     async def _poll(self) -> None:
         # Without a pidfd nothing signals the exit of a process that is not our child.

@@ -149,7 +149,8 @@ class AgentRuntime(Protocol):
 
     async def stop(self, agent_id: str, reason: StopReason = "stop") -> int | None:
         """Graceful stop (§17.2), escalating to SIGTERM then SIGKILL; the exit code, or None
-        if this runtime runs no such agent."""
+        if this runtime runs no such agent or the code is unknown (a process runtime's agent
+        adopted after a choird restart is not its child): `running` tells them apart."""
         ...
 
     def running(self, agent_id: str) -> RunningAgent | None: ...

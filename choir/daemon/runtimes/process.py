@@ -123,7 +123,9 @@ class _Handle(Protocol):
 
     pid: int
 
-    async def wait(self) -> int: ...
+    async def wait(self) -> int | None:
+        """The exit code; None when it is unknown (an adopted process is not our child)."""
+        ...
 
 
 @dataclass
@@ -137,7 +139,7 @@ class _Process:
     """The same process as `process`, as psutil knows it (signals check it is still that one)."""
     main: psutil.Process | None = None
     """choir-agent itself, inside the wrapper (None until found, or if it never ran)."""
-    watcher: asyncio.Task[int] | None = None
+    watcher: asyncio.Task[int | None] | None = None
     kills: set[asyncio.Future[None]] = field(default_factory=set)
 
 
@@ -320,7 +322,8 @@ class ProcessRuntime:
             )
 
     async def stop(self, agent_id: str, reason: StopReason = "stop") -> int | None:
-        """Graceful stop (§17.2): shutdown push, then SIGTERM, then SIGKILL; the exit code."""
+        """Graceful stop (§17.2): shutdown push, then SIGTERM, then SIGKILL; the exit code
+        (None for an agent adopted after a choird restart: not our child, its code unknown)."""
         held = self._agents.get(agent_id)
         if held is None or held.watcher is None:
             return None
@@ -423,7 +426,7 @@ class ProcessRuntime:
     def close(self) -> None:
         self._unsubscribe()
 
-    async def _watch(self, held: _Process) -> int:
+    async def _watch(self, held: _Process) -> int | None:
         code = await held.process.wait()
         forget_process(self._home, held.agent.agent_id, held.process.pid)
         if held.main is not None:  # the wrapper killed on its own: the agent would run on
@@ -431,9 +434,7 @@ class ProcessRuntime:
                 held.main.kill()
         if self._agents.get(held.agent.agent_id) is held:
             del self._agents[held.agent.agent_id]
-        # an adopted process is not choird's child: its exit code is unknown, not -1 (SIGHUP)
-        known = None if isinstance(held.process, AdoptedProcess) else code
-        await note_exit(self._sessions, held.agent, known, self.name, self._home)
+        await note_exit(self._sessions, held.agent, code, self.name, self._home)
         return code
 
     async def _kill(self, held: _Process) -> None:

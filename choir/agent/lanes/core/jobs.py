@@ -188,6 +188,7 @@ class CoreJobTools:
             return ToolResult.ok("edge answered: the answer follows as an [INJECTED] instruction")
         if self._kit.drain.draining:
             return ToolResult.fail(STOPPING, "no answer came before the agent stopped")
+        job.waited_out = True
         return ToolResult.fail("no_answer", "no answer came within the job's time budget")
 
 

@@ -99,6 +99,10 @@ class CoreJob:
     """Set when an instruction comes: ends a `need_info` wait."""
     question: str | None = None
     """The `need_info` question the job is waiting on (CORE_WAITING_INFO), for `choir.core.list`."""
+    waited_out: bool = False
+    """Its `need_info` wait ended with its wall time: the step's end pauses it for the budget.
+    The wait ends at the deadline to the millisecond, where `check_wall_time` (elapsed *past*
+    the limit) may still let one more model call go."""
     task: asyncio.Task[None] | None = None
     cancel_reason: str | None = None
     stopped: bool = False
@@ -219,6 +223,9 @@ class CoreJobRunner:
                         outcome = await self._step(job)
                 except WallTimeUp:
                     outcome = self._timed_out(job)
+                if outcome is None and job.waited_out:
+                    outcome = self._timed_out(job)
+                job.waited_out = False
             if isinstance(outcome, Exceeded):
                 outcome = of_budget(outcome, job.start)
             if isinstance(outcome, Shortfall):

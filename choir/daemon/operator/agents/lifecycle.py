@@ -201,8 +201,9 @@ async def stop_session(ctx: OperatorContext, row: SessionRow, reason: StopReason
     """Stop the agent running `row` gracefully (§17.2); its session's end status and how its
     session summary went (§11.8)."""
     lifecycle = lifecycle_of(ctx)
-    exit_code = await lifecycle.runtime.stop(row.agent_id, reason)
-    if exit_code is None:
+    spawned = lifecycle.runtime.running(row.agent_id) is not None
+    exit_code = await lifecycle.runtime.stop(row.agent_id, reason)  # None: unknown, or not ours
+    if not spawned:
         # a session choird did not spawn (e.g. an agent run by hand): ask it to stop and wait
         plan = graceful_stop(reason, ctx.config)
         ctx.sessions.expect_shutdown(row.session_id, reason)
