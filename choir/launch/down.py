@@ -15,6 +15,7 @@ import signal
 from typing import Any
 
 from choir.client import ChoirClient
+from choir.ctl.agent.views import exit_note
 from choir.errors import ChoirError
 from choir.home import ChoirHome
 from choir.launch import choird_process
@@ -69,7 +70,8 @@ async def _stop_all(home: ChoirHome, steps: Steps) -> tuple[list[dict[str, Any]]
                 steps.line(agent_id, f"did not stop: {error.message} (choird stops it next)")
                 stopped.append({"agent_id": agent_id, "error": error.message})
                 continue
-            steps.line(agent_id, f"stopped: session {result.session_id} {result.status}")
+            ended = f"stopped: session {result.session_id} {result.status}"
+            steps.line(agent_id, ended + exit_note(result.exit_code))
             stopped.append(result.model_dump(mode="json"))
             if (summary := summary_line(stopped[-1])) is not None:
                 steps.line(agent_id, summary)

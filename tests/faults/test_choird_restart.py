@@ -186,6 +186,27 @@ async def test_an_adopted_agent_stops_and_restarts_with_its_exit_code_unknown(
         await asyncio.to_thread(teardown, home, scene.choird)
 
 
+async def test_choir_down_says_an_adopted_agents_exit_code_is_unknown(
+    root: Path, pg_params: ConnectParams, model: ScriptedModelServer
+) -> None:
+    """`choir down` stops an adopted agent like `agent stop` does, and says the same of it."""
+    home = home_for(root, pg_params, model.url, **GENEROUS)
+    scene = Scene(home, root, pg_params, "process")
+    try:
+        await start_choird(scene)
+        started = as_json(await run(scene, *START))
+        await restart_choird(scene)
+
+        down = await asyncio.to_thread(run_choir, home, "down")
+
+        assert down.returncode == 0, down.stderr
+        line = f"agent-1   stopped: session {started['session_id']} stopped (exit code unknown)"
+        assert line in down.stdout.splitlines()
+        assert gone(started["pid"])
+    finally:
+        await asyncio.to_thread(teardown, home, scene.choird)
+
+
 async def restart_choird(scene: Scene) -> None:
     """kill -9 of choird, a new one, and agent-1 adopted by it."""
     assert scene.choird is not None
