@@ -28,11 +28,11 @@ from choir.config.resources import (
     NotionConfig,
     PostgresConfig,
     SearchConfig,
+    SpendCap,
     TtsConfig,
     VoiceProfileConfig,
     WorkspaceConfig,
 )
-from choir.config.spend import SpendCap
 from choir.config.tunables import Tunables
 
 

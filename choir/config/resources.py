@@ -46,6 +46,17 @@ class ModelPrice(ConfigModel):
     """Per million prompt tokens served from the provider's cache; null: the `prompt` price."""
 
 
+# Here, not in `model` beside the agent it caps: choir-agent reads it from its live config, and
+# importing `model` loaded the whole config tree into it (~9 ms of its start).
+class SpendCap(ConfigModel):
+    """The most an agent may spend on LLM calls; at a cap its next call is not made."""
+
+    day_usd: Annotated[Usd, Field(gt=0.0)] | None = None
+    """Per UTC day; null: no daily cap."""
+    month_usd: Annotated[Usd, Field(gt=0.0)] | None = None
+    """Per UTC calendar month; null: no monthly cap."""
+
+
 class TtsPrice(ConfigModel):
     """What a TTS model costs: providers bill the characters of the text they speak."""
 

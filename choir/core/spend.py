@@ -20,8 +20,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Final, Literal
 
-from choir.config.resources import ModelPrice
-from choir.config.spend import SpendCap
+from choir.config.resources import ModelPrice, SpendCap
 
 CostSource = Literal["provider", "price"]
 
