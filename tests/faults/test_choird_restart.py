@@ -17,6 +17,8 @@ import asyncio
 import subprocess
 import sys
 import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -84,6 +86,18 @@ def home_for(root: Path, params: ConnectParams, model_url: str, **settings: Any)
     return home
 
 
+@asynccontextmanager
+async def process_scene(root: Path, params: ConnectParams, model_url: str) -> AsyncIterator[Scene]:
+    """A home whose lease outlives a choird restart, its scene on the process runtime; choird
+    and Postgres' leftovers cleaned up after."""
+    home = home_for(root, params, model_url, **GENEROUS)
+    scene = Scene(home, root, params, "process")
+    try:
+        yield scene
+    finally:
+        await asyncio.to_thread(teardown, home, scene.choird)
+
+
 @pytest.fixture
 def script() -> Script:
     return SCRIPT
@@ -107,12 +121,8 @@ async def kinds_stored(scene: Scene, session_id: str) -> list[str]:
 async def test_a_process_agent_rides_out_a_choird_kill(
     root: Path, pg_params: ConnectParams, model: ScriptedModelServer
 ) -> None:
-    home = home_for(root, pg_params, model.url, **GENEROUS)
-    scene = Scene(home, root, pg_params, "process")
-    try:
+    async with process_scene(root, pg_params, model.url) as scene:
         await rides_out_a_kill(scene)
-    finally:
-        await asyncio.to_thread(teardown, home, scene.choird)
 
 
 async def test_a_docker_agent_rides_out_a_choird_kill(root: Path, pg_params: ConnectParams) -> None:
@@ -160,9 +170,7 @@ async def test_an_adopted_agent_stops_and_restarts_with_its_exit_code_unknown(
     stop says so (it said -1, which reads as killed by SIGHUP). A restart resumes it and leaves
     it running: the stop is not taken for one of an agent choird never ran, whose session would
     be pushed a second shutdown (that the resumed agent would get)."""
-    home = home_for(root, pg_params, model.url, **GENEROUS)
-    scene = Scene(home, root, pg_params, "process")
-    try:
+    async with process_scene(root, pg_params, model.url) as scene:
         await start_choird(scene)
         started = as_json(await run(scene, *START))
         assert (await run(scene, "chat", "agent-1", "hello")).returncode == 0
@@ -182,29 +190,25 @@ async def test_an_adopted_agent_stops_and_restarts_with_its_exit_code_unknown(
         assert (stopped["session_id"], stopped["status"]) == (started["session_id"], "stopped")
         assert stopped["exit_code"] is None
         assert gone(restarted["pid"])
-    finally:
-        await asyncio.to_thread(teardown, home, scene.choird)
 
 
 async def test_choir_down_says_an_adopted_agents_exit_code_is_unknown(
     root: Path, pg_params: ConnectParams, model: ScriptedModelServer
 ) -> None:
     """`choir down` stops an adopted agent like `agent stop` does, and says the same of it."""
-    home = home_for(root, pg_params, model.url, **GENEROUS)
-    scene = Scene(home, root, pg_params, "process")
-    try:
+    async with process_scene(root, pg_params, model.url) as scene:
         await start_choird(scene)
         started = as_json(await run(scene, *START))
+        # serving: an agent still starting when choird dies gives its start up (not adopted)
+        assert (await run(scene, "chat", "agent-1", "hello")).returncode == 0
         await restart_choird(scene)
 
-        down = await asyncio.to_thread(run_choir, home, "down")
+        down = await asyncio.to_thread(run_choir, scene.home, "down")
 
         assert down.returncode == 0, down.stderr
         line = f"agent-1   stopped: session {started['session_id']} stopped (exit code unknown)"
         assert line in down.stdout.splitlines()
         assert gone(started["pid"])
-    finally:
-        await asyncio.to_thread(teardown, home, scene.choird)
 
 
 async def restart_choird(scene: Scene) -> None:

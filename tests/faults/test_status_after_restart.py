@@ -11,19 +11,16 @@ SIGKILL; agent-1 runs on the process runtime and stays idle throughout the resta
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
 
 import pytest
 
 from choir.scripted import ScriptedModelServer
 from choir.store.postgres.target import ConnectParams
-from tests.faults.support import as_json, kill9, teardown
+from tests.faults.support import as_json, kill9
 from tests.faults.test_choird_restart import (
-    GENEROUS,
     START,
-    Scene,
-    home_for,
+    process_scene,
     run,
     script,  # noqa: F401 — the fixture
     start_choird,
@@ -38,9 +35,7 @@ async def test_an_adopted_agent_reports_its_lanes_again_without_moving(
     pg_params: ConnectParams,
     model: ScriptedModelServer,
 ) -> None:
-    home = home_for(root, pg_params, model.url, **GENEROUS)
-    scene = Scene(home, root, pg_params, "process")
-    try:
+    async with process_scene(root, pg_params, model.url) as scene:
         await start_choird(scene)
         started = as_json(await run(scene, *START))
         assert (await run(scene, "chat", "agent-1", "hello")).returncode == 0
@@ -67,5 +62,3 @@ async def test_an_adopted_agent_reports_its_lanes_again_without_moving(
         assert after["lanes"][0]["state"] == before["lanes"][0]["state"]
         assert after["budget_remaining"] == before["budget_remaining"]
         assert len(model.requests) == requests  # the agent did nothing: it told it again
-    finally:
-        await asyncio.to_thread(teardown, home, scene.choird)
