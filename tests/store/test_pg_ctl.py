@@ -49,7 +49,7 @@ def test_it_returns_once_done_when_says_so_and_the_command_is_reaped_later(
 def test_a_command_that_outlives_its_timeout_is_killed(scratch_dir: Path) -> None:
     pidfile = scratch_dir / "pid"
 
-    with pytest.raises(subprocess.TimeoutExpired):
+    with pytest.raises(subprocess.TimeoutExpired) as caught:
         pg_ctl.run(
             ["sh", "-c", f"echo $$ > {pidfile}; exec sleep 30"],
             env=ENV,
@@ -57,6 +57,7 @@ def test_a_command_that_outlives_its_timeout_is_killed(scratch_dir: Path) -> Non
             done_when=lambda: False,
         )
 
+    assert caught.value.timeout == 0.3  # what the error says it waited
     assert not psutil.pid_exists(int(pidfile.read_text()))
 
 

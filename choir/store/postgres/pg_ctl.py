@@ -39,7 +39,7 @@ def run(
             argv, stdin=subprocess.DEVNULL, stdout=output, stderr=output, env=env
         )
         try:
-            code = _wait(process, done_when, time.monotonic() + timeout_s)
+            code = _wait(process, done_when, timeout_s)
         except BaseException:
             process.kill()
             process.wait()
@@ -54,15 +54,15 @@ def run(
 
 
 def _wait(
-    process: subprocess.Popen[bytes], done_when: Callable[[], bool] | None, deadline: float
+    process: subprocess.Popen[bytes], done_when: Callable[[], bool] | None, timeout_s: float
 ) -> int | None:
     """The command's exit code once it ended, or None as soon as `done_when()` first."""
-    pause = FIRST_POLL_S
+    deadline, pause = time.monotonic() + timeout_s, FIRST_POLL_S
     while (code := process.poll()) is None:
         if done_when is not None and done_when():
             return None
         if time.monotonic() > deadline:
-            raise subprocess.TimeoutExpired(process.args, deadline)
+            raise subprocess.TimeoutExpired(process.args, timeout_s)
         time.sleep(pause)
         pause = min(pause * 2, MAX_POLL_S)
     return code
