@@ -25,6 +25,9 @@ answers each user message with 30 tool calls, one per model call — `choir.fs.w
   its sandbox) and every Postgres process; `choird_rss_mb`, `agent_rss_mb`, `postgres_rss_mb`
   split it. `stack_pss_mb` is the same set's proportional size: RSS counts each page of
   Postgres' shared memory once per process that touched it, PSS shares it out.
+  `postgres_backends` is how many of choird's connections were open then (each a process of
+  ~20 MB RSS): its pool closes one opened for overlapping queries after 10 s idle, so this
+  figure, 2 or 3 right after the rounds, is most of `stack_rss_mb`'s spread.
 """
 
 from __future__ import annotations
@@ -262,6 +265,14 @@ def breakdown(groups: dict[str, list[psutil.Process]]) -> list[str]:
     return lines
 
 
+def is_backend(process: psutil.Process) -> bool:
+    """A client connection's backend: its title names the client, `[local]` for choird's
+    connections over the server's Unix socket (the server's own processes name their role)."""
+    with contextlib.suppress(psutil.Error):
+        return "[local]" in " ".join(process.cmdline())
+    return False
+
+
 def postgres_processes(home: ChoirHome) -> list[psutil.Process]:
     from choir.store.postgres.postmaster import postmaster_pid
 
@@ -283,6 +294,8 @@ class Run:
     choird_mb: float
     agent_mb: float
     postgres_mb: float
+    postgres_backends: int
+    """choird's connections open when the memory was read."""
     stack_pss_mb: float
     processes: list[str]
     """`breakdown`'s lines, printed beside the figures."""
@@ -325,6 +338,7 @@ async def run(root: Path, rounds: int) -> Run:
                 choird_mb=rss_mb([daemon]),
                 agent_mb=rss_mb(spawned),
                 postgres_mb=rss_mb(postgres),
+                postgres_backends=sum(map(is_backend, postgres)),
                 stack_pss_mb=pss_mb([daemon, *spawned, *postgres]),
                 processes=breakdown({"choird": [daemon], "spawned": spawned, "postgres": postgres}),
             )
@@ -343,6 +357,7 @@ async def measure(quick: bool) -> dict[str, float]:
         "choird_rss_mb": result.choird_mb,
         "agent_rss_mb": result.agent_mb,
         "postgres_rss_mb": result.postgres_mb,
+        "postgres_backends": result.postgres_backends,
         "stack_pss_mb": result.stack_pss_mb,
     }
 

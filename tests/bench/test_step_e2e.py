@@ -19,4 +19,5 @@ async def test_one_round_measures_every_figure() -> None:
     assert 0 < result.first_reply_s < 60
     assert result.agent_cpu_ms > 0
     assert min(result.choird_mb, result.agent_mb, result.postgres_mb) > 10
+    assert result.postgres_backends >= 1  # choird's pool keeps one open
     assert 10 < result.stack_pss_mb < result.choird_mb + result.agent_mb + result.postgres_mb
