@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 import gzip
+import json
+import logging
 from pathlib import Path
 
 import pytest
 
+from choir.home import ChoirHome
+from choir.scripted import ReplyStep, Script
+from tests.harness.daemons import CHOIR_LOGGERS, running_daemon
 from tests.harness.failure_logs import TAIL_LINES, log_tails
 
 
@@ -83,3 +88,26 @@ def test_a_failed_e2e_agent_test_shows_its_agents_and_choirds_logs(
             '{"msg": "budget question asked"}',
         ]
     )
+
+
+@pytest.fixture
+def script() -> Script:
+    return Script(steps=[ReplyStep(text="hi")])  # no agent runs: nothing asks the model
+
+
+async def test_an_in_process_choird_writes_its_info_lines_to_its_log(home: ChoirHome) -> None:
+    """`running_daemon` has no `choird` command line to set up logging: the harness writes
+    choir's INFO lines to `logs/choird.log`, as choird does, for `log_tails` to attach; choir's
+    loggers and the root logger are as they were afterwards."""
+    root = logging.getLogger()
+    handlers, levels = list(root.handlers), [logging.getLogger(n).level for n in CHOIR_LOGGERS]
+
+    async with running_daemon(home):
+        pass
+
+    lines = [json.loads(line) for line in home.choird_log.read_text().splitlines()]
+    messages = [line["message"] for line in lines]
+    assert {"choird ready", "choird stopped"} <= set(messages)
+    assert {line["source"] for line in lines} == {"choird"}
+    assert root.handlers == handlers
+    assert [logging.getLogger(n).level for n in CHOIR_LOGGERS] == levels

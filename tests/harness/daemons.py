@@ -8,16 +8,19 @@ free loopback port with a self-signed certificate the client trusts explicitly.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+import logging
+import os
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
-from typing import Literal
+from typing import Final, Literal
 
 from choir.agent.replication.control_plane import ControlPlane
 from choir.daemon.app import ChoirDaemon, DaemonOptions
 from choir.daemon.operator.api import operator_handler
 from choir.daemon.runtimes.base import RuntimeChoice
 from choir.home import ChoirHome
+from choir.logs.formatter import JsonLinesFormatter
 from choir.store.events import EventRecord, read_events
 from choir.store.leases import Resource, leases_of
 from choir.store.postgres.pool import Pool
@@ -49,8 +52,44 @@ async def running_daemon(
         runtime=runtime,
         agents_over=agents_over,
     )
-    async with ChoirDaemon(options, operator=operator_handler) as daemon:
-        yield daemon
+    with choird_log(home):
+        async with ChoirDaemon(options, operator=operator_handler) as daemon:
+            yield daemon
+
+
+CHOIR_LOGGERS: Final = ("choird", "choir")
+"""The namespaces of choir's loggers (`choir.logs.get_logger`)."""
+
+
+@contextmanager
+def choird_log(home: ChoirHome) -> Iterator[None]:
+    """choir's INFO lines and up in `logs/choird.log` while the block runs, as `choird` writes
+    them: a test that fails attaches its tail (`tests.harness.failure_logs`), where pytest's
+    capture alone keeps WARNING and up. choir's loggers are lowered to INFO for the block (the
+    root logger stays as it was), and the file is closed after it. A test that set up choird's
+    own logging (`choir.logs.setup_logging`) keeps it alone: its lines are not written twice."""
+    path = os.path.abspath(home.choird_log)
+    if any(getattr(h, "baseFilename", None) == path for h in logging.getLogger().handlers):
+        yield
+        return
+    home.logs.mkdir(parents=True, exist_ok=True)
+    handler = logging.FileHandler(home.choird_log, encoding="utf-8")
+    handler.setLevel(logging.INFO)
+    handler.setFormatter(JsonLinesFormatter("choird"))
+    loggers = [logging.getLogger(name) for name in CHOIR_LOGGERS]
+    levels = [each.level for each in loggers]
+    root = logging.getLogger()
+    root.addHandler(handler)
+    for each in loggers:
+        if each.getEffectiveLevel() > logging.INFO:
+            each.setLevel(logging.INFO)
+    try:
+        yield
+    finally:
+        for each, level in zip(loggers, levels, strict=True):
+            each.setLevel(level)
+        root.removeHandler(handler)
+        handler.close()
 
 
 def certificate(daemon: ChoirDaemon) -> Path:
