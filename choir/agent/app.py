@@ -30,6 +30,7 @@ from choir.agent.stopping import Drain
 from choir.errors import ChoirError
 from choir.failpoints import arm_from_env, failpoint
 from choir.logs import get_logger, set_context
+from choir.logs.last_words import START_FAILED
 
 if TYPE_CHECKING:
     from choir.agent.kernel.arbiter import Arbiter
@@ -438,7 +439,8 @@ async def _start_failed(control_plane: ControlPlane, error: ChoirError) -> None:
     hears it (best effort: choird may be what failed)."""
     from choir.protocol import TerminateSelfRequest
 
-    log.error("could not start the session", fields={"error": error.message})  # before choird
+    # before choird; a choird that was away reads this line back (last_words)
+    log.error(START_FAILED, fields={"error": error.message})
     request = TerminateSelfRequest(reason=error.message, failed=True)  # ends it (and this process)
     try:
         async with asyncio.timeout(START_FAILED_TIMEOUT_S):

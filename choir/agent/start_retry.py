@@ -88,8 +88,8 @@ class StartPatience:
         if now >= given_up_at:
             raise ChoirdUnreachable(
                 f"choird was unreachable for {self.patience_s:g} s while {self.agent_id} was "
-                f"starting ({what}: {error}); once choird runs again, start the agent with "
-                f"choirctl agent start {self.agent_id}"
+                f"starting ({what}: {error}); start choird, then the agent again (choirctl "
+                f"agent status {self.agent_id} gives the command)"
             )
         await asyncio.sleep(max(0.0, min(self._outage.retry_at, given_up_at) - now))
 

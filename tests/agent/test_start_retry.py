@@ -119,7 +119,7 @@ async def test_an_outage_past_the_patience_fails_the_start_in_one_line(socket: P
     assert message.startswith(
         "choird was unreachable for 1 s while agent-1 was starting (loading the config: "
     ), message
-    assert message.endswith("start the agent with choirctl agent start agent-1"), message
+    assert message.endswith("(choirctl agent status agent-1 gives the command)"), message
     assert "\n" not in message
     assert gave_up.value.exit_code == ExitCode.UNAVAILABLE
     await client.close()

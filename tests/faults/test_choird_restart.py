@@ -7,6 +7,9 @@ keeps working and buffering; a new choird adopts it: same session, same process 
 its socket back, and the events committed meanwhile replicated — a gap-free, hash-verified
 chain with no unknown outcome — then `choirctl chat` answers again and `agent status` shows it
 running. An agent whose lease expires while choird is down is stopped and its session crashed.
+An agent still starting (INIT_HELLO answered, not serving) when choird dies waits for it and is
+adopted too; one whose choird stays away past its patience gives its start up, and the choird
+that comes back says why on the crashed session.
 `choir down` still stops everything. Before the fix the new choird removed the agent and
 crashed its session; the work done meanwhile was lost.
 """
@@ -27,6 +30,7 @@ from typing import Any
 import psutil
 import pytest
 
+from choir.agent.start_retry import START_PATIENCE_S
 from choir.home import ChoirHome
 from choir.scripted import ReplyStep, Script, ScriptedCall, ScriptedModelServer, ToolCallsStep
 from choir.store.postgres.target import ConnectParams
@@ -203,7 +207,7 @@ async def test_choir_down_says_an_adopted_agents_exit_code_is_unknown(
     async with process_scene(root, pg_params, model.url) as scene:
         await start_choird(scene)
         started = as_json(await run(scene, *START))
-        # serving: an agent still starting when choird dies gives its start up (not adopted)
+        # serving before choird dies (one still starting is test_an_agent_still_starting_…)
         assert (await run(scene, "chat", "agent-1", "hello")).returncode == 0
         await restart_choird(scene)
 
@@ -254,6 +258,51 @@ async def test_an_agent_still_starting_rides_out_a_choird_kill(
         assert_chain(records)
         assert "agent_replied" in [r.event_type for r in records]
         assert not await agent_logged(scene, "could not start the session")
+
+
+async def test_an_agent_whose_choird_stays_away_gives_its_start_up(
+    root: Path, pg_params: ConnectParams, model: ScriptedModelServer
+) -> None:
+    """choird killed while the agent starts, and not back within START_PATIENCE_S (a minute:
+    the only slow part): the agent exits with one line saying choird was unreachable; the choird
+    that comes back later marks the session crashed with that line — `agent status` shows it,
+    and its next step resumes the session, which then serves."""
+    async with process_scene(root, pg_params, model.url) as scene:
+        await start_choird(scene, CHOIR_FAILPOINTS=f"agent.after_hello=sleep({HELLO_HOLD_MS})")
+        started = as_json(await run(scene, *START))
+        session_id = started["session_id"]
+        await poll_until(lambda: agent_logged(scene, "session started"), within=30, every=0.05)
+        assert scene.choird is not None
+        kill9(scene.choird)
+
+        async def exited() -> bool:
+            return await asyncio.to_thread(gone, started["pid"])
+
+        await poll_until(exited, within=START_PATIENCE_S + 60, every=0.5)
+        failures = [
+            line["error"]
+            for line in await agent_lines(scene)
+            if line.get("message") == "could not start the session"
+        ]
+        gave_up = f"choird was unreachable for {START_PATIENCE_S:g} s while agent-1 was starting"
+        assert len(failures) == 1, failures
+        assert failures[0].startswith(gave_up), failures
+        text = await asyncio.to_thread(agent_log_text, scene.home, "agent-1")
+        assert f"error: {failures[0]}" in text.splitlines()  # what it printed as it exited
+
+        await start_choird(scene)
+        status = as_json(await run(scene, "agent", "status", "agent-1", "--json"))
+        assert (status["state"], status["session_status"]) == ("crashed", "crashed")
+        outage = status["interrupted"]
+        assert outage["session_id"] == session_id
+        assert outage["reason"] == f"its agent gave its start up: {failures[0]}"[:500]
+        assert outage["resumes"], outage
+
+        resumed = as_json(await run(scene, *START))  # the next step the operator is given
+        assert resumed["session_id"] == session_id
+        hello = await run(scene, "chat", "agent-1", "hello")
+        assert hello.returncode == 0, hello.stderr
+        assert "hello back" in hello.stdout
 
 
 async def agent_logged(scene: Scene, message: str) -> bool:
