@@ -333,7 +333,7 @@ START = ("agent", "start", "agent-1", "--dm", "console", "--json")
 GENEROUS = {"heartbeat_interval_ms": 1000, "crash_detection_threshold_ms": 30_000}
 """A lease that outlives a choird restart on a loaded machine (the agent beats every second)."""
 SHORT_LEASE = {"crash_detection_threshold_ms": 2000}
-HELLO_HOLD_MS = 3000
+HELLO_HOLD_MS = 5000
 """How long agent-1 stays between INIT_HELLO and its handover: time for the test to see it
 there and kill choird, not long enough to matter."""
 
