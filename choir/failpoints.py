@@ -49,6 +49,7 @@ KNOWN_FAILPOINTS: Final = frozenset(
         "choird.before_stop_agents",
         "memory.close.after_chunks",
         "edge.after_recall",
+        "agent.after_hello",
         "memory.archive.before_store",
         "memory.rollup.before_store",
         "memory.forget.before_delete",
@@ -80,6 +81,8 @@ pushed to its agent.
 `choird.before_stop_agents` (choird): it is stopping and about to stop its agents.
 `memory.close.after_chunks` (choird): a session's memory chunks are stored, its close is not
 recorded yet.
+`agent.after_hello` (agent): INIT_HELLO is answered ("session started" logged), the rest of
+the handover and the config are not fetched yet — the agent is starting, not serving.
 `edge.after_recall` (agent): a message's recalled memories are committed, its first LLM call
 is not made yet.
 `memory.archive.before_store` (choird): a compaction naming an archive is durable, its archive

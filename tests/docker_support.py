@@ -62,7 +62,7 @@ def engine_problem() -> str | None:
     import docker.errors
     import requests.exceptions
 
-    if (refused := _socket_refused()) is not None:
+    if (refused := socket_refused()) is not None:
         return f"no Docker engine answers ({refused}; run scripts/ensure-docker)"
     try:
         client = docker.from_env(timeout=5)
@@ -78,7 +78,7 @@ def engine_problem() -> str | None:
     return None
 
 
-def _socket_refused() -> str | None:
+def socket_refused() -> str | None:
     """Why the engine's Unix socket refuses a connection, or None (or not a Unix socket).
 
     docker-py leaves the socket of a refused connect unclosed, and its ResourceWarning then

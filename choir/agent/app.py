@@ -1,7 +1,8 @@
 """The choir-agent process (§7.1, §13.2, §17.2): start-up, the lanes, the pushes, graceful stop.
 
     arm failpoints -> connect -> INIT_HELLO (plain JSON) -> the wire models, lanes and kernel load
-    -> the answer parsed -> ConfigSync.load (config + secrets, memory only)
+    -> the answer parsed -> the handover's rest, ConfigSync.load (config + secrets, memory only),
+       each waiting out a choird restart (start_retry.py)
     -> rehydrate the log when resuming -> git identity + credential socket (git_identity.py)
     -> Replicator -> kernel (intent sink = replicator)
     -> edge lane task (core jobs are its children) + push pump
@@ -20,14 +21,16 @@ from __future__ import annotations
 import asyncio
 import gc
 import importlib
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 from choir.agent.startup import AgentOptions, open_client, say_hello
 from choir.agent.stopping import Drain
 from choir.errors import ChoirError
-from choir.failpoints import arm_from_env
+from choir.failpoints import arm_from_env, failpoint
 from choir.logs import get_logger, set_context
+from choir.logs.last_words import START_FAILED
 
 if TYPE_CHECKING:
     from choir.agent.kernel.arbiter import Arbiter
@@ -71,6 +74,7 @@ AFTER_HELLO: Final = (
     "choir.agent.replication.control_plane",
     "choir.agent.replication.replicator",
     "choir.agent.replication.status",
+    "choir.agent.start_retry",
     "choir.agent.stopping",
     "choir.agent.wiring",
 )
@@ -141,16 +145,21 @@ class ChoirAgent:
             from choir.agent.replication.config_sync import ConfigSync
             from choir.agent.replication.control_plane import ControlPlane, init_hello_answer
             from choir.agent.replication.live_config import DynamicState
+            from choir.agent.start_retry import StartPatience
             from choir.protocol import TerminateSelfRequest
 
             control_plane = ControlPlane(client)
             answer = init_hello_answer(said)
             collect_from_now()
             log.info("session started", fields={"status": answer.status})
-            answer, artifacts = await complete_handover(control_plane, answer)
+            await failpoint("agent.after_hello")
+            patience = StartPatience(options.agent_id)  # choird may restart meanwhile
+            answer, artifacts = await patience.run(
+                partial(complete_handover, control_plane, answer), "fetching the handover"
+            )
             state = DynamicState()
             async with ConfigSync(control_plane, state) as sync:
-                await sync.load()
+                await patience.run(sync.load, "loading the config")
                 redact_secrets(state.secrets())
                 state.subscribe_secrets(redact_secrets)
                 restored = RestoredSession(answer, artifacts)
@@ -430,7 +439,8 @@ async def _start_failed(control_plane: ControlPlane, error: ChoirError) -> None:
     hears it (best effort: choird may be what failed)."""
     from choir.protocol import TerminateSelfRequest
 
-    log.error("could not start the session", fields={"error": error.message})  # before choird
+    # before choird; a choird that was away reads this line back (last_words)
+    log.error(START_FAILED, fields={"error": error.message})
     request = TerminateSelfRequest(reason=error.message, failed=True)  # ends it (and this process)
     try:
         async with asyncio.timeout(START_FAILED_TIMEOUT_S):

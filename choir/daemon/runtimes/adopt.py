@@ -9,7 +9,9 @@ followed again, its socket listening again. It never stopped: it buffered its co
 retrying, so it reconnects with its lease and replicates what it did while choird was away.
 Everything else is removed as before, and every active session without an adopted agent is
 marked crashed (its leases released): "its agent no longer runs", or "its lease expired while
-choird was down" for an agent that was found alive too late — that one is stopped.
+choird was down" for an agent that was found alive too late — that one is stopped — or, for an
+agent that gave its start up because choird stayed away too long, what its log says of it
+("its agent gave its start up: choird was unreachable for …", `choir.logs.last_words`).
 
 A process is recognised by its pid *and* its start time (`process.json` beside its `/choir`
 tree), so a pid the kernel gave to another program is never mistaken for the agent. The start
@@ -89,12 +91,8 @@ async def adopt_agents(
     for session_id, row in active.items():
         if session_id in adopted:
             continue
-        reason = (
-            f"its lease expired while choird was down (no heartbeat for more than {threshold_ms}"
-            " ms); its agent was stopped"
-            if session_id in found
-            else "its agent no longer runs"
-        )
+        failure = report.start_failures.get(session_id)
+        reason = crash_reason(found=session_id in found, failure=failure, threshold_ms=threshold_ms)
         if await sessions.mark_crashed(session_id, reason):
             crashed.append(row)
     for agent in report.agents:
@@ -103,6 +101,19 @@ async def adopt_agents(
             fields={"agent_id": agent.agent_id, "session_id": agent.session_id, "pid": agent.pid},
         )
     return Adoption(report.agents, report.removed, crashed)
+
+
+def crash_reason(*, found: bool, failure: str | None, threshold_ms: int) -> str:
+    """Why an active session whose agent was not adopted crashed: `found` alive too late, or
+    gone — having given its start up (`failure`, from its log), or without a word."""
+    if found:
+        return (
+            f"its lease expired while choird was down (no heartbeat for more than {threshold_ms}"
+            " ms); its agent was stopped"
+        )
+    if failure is not None:
+        return f"its agent gave its start up: {failure}"
+    return "its agent no longer runs"
 
 
 # -- the process runtime's records -------------------------------------------------------------

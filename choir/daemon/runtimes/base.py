@@ -111,6 +111,9 @@ class Adopted:
     """Re-attached: watched, followed, served again."""
     removed: list[str] = field(default_factory=list)
     """Stopped and removed (container names, `pid N`)."""
+    start_failures: dict[str, str] = field(default_factory=dict)
+    """Why agents that exited while no choird ran gave their start up, by session id, as their
+    logs say (`choir.logs.last_words`): what their crashed sessions are marked with."""
 
 
 class AgentRuntime(Protocol):

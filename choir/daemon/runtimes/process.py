@@ -102,6 +102,7 @@ from choir.errors import ChoirError, ConflictError, UsageError
 from choir.failpoints import ENV_VAR as FAILPOINTS_ENV
 from choir.home import ChoirHome, narrow
 from choir.logs import get_logger
+from choir.logs.last_words import start_failure
 from choir.protocol import VersionInfo
 from choir.store.sessions import SessionStatus
 
@@ -372,6 +373,8 @@ class ProcessRuntime:
             if held is not None:
                 await self._kill(held)
                 report.removed.append(f"pid {record.pid}")
+            else:
+                await self._last_words(record, report)
             forget_process(self._home, agent_id, record.pid)
         handled = {held.pid for held in report.agents} | {
             int(name.split()[1]) for name in report.removed
@@ -381,6 +384,15 @@ class ProcessRuntime:
                 _signal_group(pid, signal.SIGKILL)
                 report.removed.append(f"pid {pid}")
         return report
+
+    async def _last_words(self, record: ProcessRecord, report: Adopted) -> None:
+        """Why `record`'s agent, gone, gave its start up, if its log says (choird was away)."""
+        log_file = self._home.agent_log(record.agent_id)
+        failure = await asyncio.to_thread(
+            start_failure, log_file, record.session_id, record.started
+        )
+        if failure is not None:
+            report.start_failures[record.session_id] = failure
 
     def _found(self, record: ProcessRecord) -> _Process | None:
         """The agent `record` names, if its wrapper still runs choir-agent (blocking)."""

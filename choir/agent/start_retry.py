@@ -1,0 +1,103 @@
+"""A start that rides out a choird restart: the handover and the config load wait for choird.
+
+Once INIT_HELLO is answered, an agent still fetches the rest of its handover and its config
+before it serves. A choird that dies meanwhile (killed, restarted, upgraded) closes the channel
+and refuses connections until it is back; the restarted choird adopts the agent as it adopts a
+serving one (`choir.daemon.runtimes.adopt`: its process is recorded at spawn, its lease taken at
+`agent start`). So a lost connection there is waited out, not taken for a failed start: the step
+runs again on the fresh connection `ReconnectingClient` makes at its next call, after the
+replicator's backoff (`policy.Backoff`), for at most `START_PATIENCE_S` of outage. The steps
+only read (FETCH_EVENTS, FETCH_ARTIFACT, FETCH_DYNAMIC_CONFIG, GET_SECRETS): running one again
+is safe. A refusal that is not an outage — a bad token, an ended session, an invalid request —
+fails the start at once, as before.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections.abc import Awaitable, Callable
+from typing import Final, TypeVar
+
+from choir.agent.replication.policy import Backoff, Outage
+from choir.errors import UnavailableError
+from choir.logs import get_logger
+from choir.protocol import ErrorCode
+from choir.transport import RpcError, TransportError
+
+log = get_logger("choir.agent")
+
+T = TypeVar("T")
+ChoirErrorLike = TransportError | RpcError
+"""What a control-plane call raises when choird does not do it."""
+
+START_PATIENCE_S: Final = 60.0
+"""How long a starting agent waits for an unreachable choird before it gives its start up. A
+restart takes seconds; and a choird back later than the session's lease
+(`crash_detection_threshold_ms`, 10 s by default) does not adopt the agent anyway — it stops it
+and marks the session crashed — so the wait only needs to cover the longest lease an operator
+is likely to set, while still ending an agent whose choird is not coming back. A serving agent
+has no such limit: it holds committed work, and waits until choird answers or stops it."""
+
+
+class ChoirdUnreachable(UnavailableError):
+    """choird stayed unreachable for `START_PATIENCE_S` while the agent was starting."""
+
+
+class StartPatience:
+    """Runs the start's steps, each again while choird is away, within one outage budget."""
+
+    def __init__(self, agent_id: str, *, patience_s: float = START_PATIENCE_S) -> None:
+        self.agent_id = agent_id
+        self.patience_s = patience_s
+        """How long one outage may last before the start is given up."""
+        self._outage = Outage(Backoff())
+
+    async def run(self, step: Callable[[], Awaitable[T]], what: str) -> T:
+        """`step()`'s result, retried while it fails because choird is away; `what` names the
+        step in the log and the error."""
+        loop = asyncio.get_running_loop()
+        while True:
+            try:
+                result = await step()
+            except (TransportError, RpcError) as error:
+                if not choird_away(error):
+                    raise
+                await self._wait(loop.time(), what, error)
+                continue
+            self._back(loop.time())
+            return result
+
+    def _back(self, now: float) -> None:
+        """End the outage, if there was one, and say so."""
+        ended = self._outage.ended()
+        if ended is not None:
+            attempts, since = ended
+            waited_s = round(now - since, 1)
+            log.info("choird reachable again", fields={"attempts": attempts, "waited_s": waited_s})
+
+    async def _wait(self, now: float, what: str, error: ChoirErrorLike) -> None:
+        """Record the failed attempt and sleep until the next; ChoirdUnreachable past the
+        budget."""
+        if self._outage.failed(str(error), now, random.random()):
+            log.warning(
+                "choird unreachable while starting; retrying",
+                fields={"step": what, "error": str(error), "patience_s": self.patience_s},
+            )
+        given_up_at = self._outage.since + self.patience_s
+        if now >= given_up_at:
+            raise ChoirdUnreachable(
+                f"choird was unreachable for {self.patience_s:g} s while {self.agent_id} was "
+                f"starting ({what}: {error}); start choird, then the agent again (choirctl "
+                f"agent status {self.agent_id} gives the command)"
+            )
+        await asyncio.sleep(max(0.0, min(self._outage.retry_at, given_up_at) - now))
+
+
+def choird_away(error: ChoirErrorLike) -> bool:
+    """Whether `error` means choird is unreachable (lost, refused, restarting), not a refusal:
+    the channel failed, or choird answered that it cannot serve the call yet."""
+    return isinstance(error, TransportError) or error.code == ErrorCode.UNAVAILABLE
+
+
+__all__ = ["START_PATIENCE_S", "ChoirdUnreachable", "StartPatience", "choird_away"]

@@ -1,0 +1,125 @@
+"""A starting agent's steps wait out a choird restart, within a bound (`StartPatience`).
+
+A real Unix-socket server stands in for choird's agent socket, reached through the agent's own
+`ReconnectingClient`: it closes while the agent starts and opens again, or never does. A lost or
+refused connection, or choird answering that it cannot serve yet, is waited out; a refusal is not
+(the start fails at once, as before); an outage past the patience fails the start in one line
+that says choird was unreachable. The restart under a real choird and agent is
+`tests/faults/test_choird_restart.py`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from choir.agent.replication.link import ReconnectingClient
+from choir.agent.start_retry import ChoirdUnreachable, StartPatience
+from choir.errors import ExitCode
+from choir.protocol import ErrorCode
+from choir.transport import Payload, Request, RpcError, UdsServer
+from tests.harness.homes import short_root
+
+
+@pytest.fixture
+def socket() -> Iterator[Path]:
+    with short_root("sr-") as root:
+        yield root / "choird.sock"
+
+
+class Choird:
+    """Answers each call with its verb, after refusing the first `refusals` with `refusal`."""
+
+    def __init__(self, refusal: RpcError | None = None, refusals: int = 0) -> None:
+        self.calls = 0
+        self.refusal = refusal
+        self.refusals = refusals
+
+    async def handle(self, request: Request) -> Payload:
+        self.calls += 1
+        if self.refusal is not None and self.calls <= self.refusals:
+            raise self.refusal
+        return {"verb": request.verb}
+
+    async def authorize_events(self, session_id: str, lease_token: str) -> bool:
+        return False
+
+
+async def serving(socket: Path, choird: Choird) -> UdsServer:
+    server = UdsServer(socket, choird)
+    await server.start()
+    return server
+
+
+def client_of(socket: Path) -> ReconnectingClient:
+    return ReconnectingClient(socket, session_id="s-1", lease_token="t", connect_patience_s=5)
+
+
+async def test_a_step_waits_for_a_restarted_choird(socket: Path) -> None:
+    client, choird = client_of(socket), Choird()
+    server = await serving(socket, choird)
+    assert await client.call("INIT_HELLO") == {"verb": "INIT_HELLO"}
+    await server.close()  # choird killed after INIT_HELLO
+
+    async def restarted() -> UdsServer:
+        await asyncio.sleep(0.8)
+        return await serving(socket, choird)
+
+    coming = asyncio.create_task(restarted())
+    patience = StartPatience("agent-1", patience_s=10)
+    answer = await patience.run(lambda: client.call("FETCH_DYNAMIC_CONFIG"), "loading the config")
+    assert answer == {"verb": "FETCH_DYNAMIC_CONFIG"}
+    assert (await patience.run(lambda: client.call("GET_SECRETS"), "loading the config")) == {
+        "verb": "GET_SECRETS"
+    }
+    await client.close()
+    await (await coming).close()
+
+
+async def test_choird_answering_unavailable_is_waited_out(socket: Path) -> None:
+    client = client_of(socket)
+    choird = Choird(RpcError(ErrorCode.UNAVAILABLE, "the database is restarting"), refusals=2)
+    server = await serving(socket, choird)
+    patience = StartPatience("agent-1", patience_s=10)
+    answer = await patience.run(lambda: client.call("FETCH_EVENTS"), "fetching the handover")
+    assert answer == {"verb": "FETCH_EVENTS"}
+    assert choird.calls == 3
+    await client.close()
+    await server.close()
+
+
+async def test_a_refusal_fails_the_start_at_once(socket: Path) -> None:
+    client = client_of(socket)
+    choird = Choird(RpcError(ErrorCode.UNAUTHORIZED, "session s-1 ended"), refusals=5)
+    server = await serving(socket, choird)
+    patience = StartPatience("agent-1", patience_s=10)
+    with pytest.raises(RpcError, match="session s-1 ended") as refused:
+        await patience.run(lambda: client.call("FETCH_EVENTS"), "fetching the handover")
+    assert refused.value.code == ErrorCode.UNAUTHORIZED
+    assert choird.calls == 1
+    await client.close()
+    await server.close()
+
+
+async def test_an_outage_past_the_patience_fails_the_start_in_one_line(socket: Path) -> None:
+    client, choird = client_of(socket), Choird()
+    server = await serving(socket, choird)
+    await client.call("INIT_HELLO")
+    await server.close()  # and no choird comes back
+    patience = StartPatience("agent-1", patience_s=1.0)
+    began = asyncio.get_running_loop().time()
+    with pytest.raises(ChoirdUnreachable) as gave_up:
+        await patience.run(lambda: client.call("FETCH_DYNAMIC_CONFIG"), "loading the config")
+    waited = asyncio.get_running_loop().time() - began
+    assert 1.0 <= waited < 4, waited
+    message = gave_up.value.message
+    assert message.startswith(
+        "choird was unreachable for 1 s while agent-1 was starting (loading the config: "
+    ), message
+    assert message.endswith("(choirctl agent status agent-1 gives the command)"), message
+    assert "\n" not in message
+    assert gave_up.value.exit_code == ExitCode.UNAVAILABLE
+    await client.close()
