@@ -1,15 +1,15 @@
 """A start that rides out a choird restart: the handover and the config load wait for choird.
 
-Once INIT_HELLO is answered, an agent still fetches the rest of its handover and its config
-before it serves. A choird that dies meanwhile (killed, restarted, upgraded) closes the channel
-and refuses connections until it is back; the restarted choird adopts the agent as it adopts a
-serving one (`choir.daemon.runtimes.adopt`: its process is recorded at spawn, its lease taken at
-`agent start`). So a lost connection there is waited out, not taken for a failed start: the step
-runs again on the fresh connection `ReconnectingClient` makes at its next call, after the
-replicator's backoff (`policy.Backoff`), for at most `START_PATIENCE_S` of outage. The steps
-only read (FETCH_EVENTS, FETCH_ARTIFACT, FETCH_DYNAMIC_CONFIG, GET_SECRETS): running one again
-is safe. A refusal that is not an outage — a bad token, an ended session, an invalid request —
-fails the start at once, as before.
+Once INIT_HELLO is answered, an agent still fetches the rest of its handover and its config before
+it serves. A choird that dies meanwhile (killed, restarted, upgraded) closes the channel and refuses
+connections until it is back; the restarted choird adopts the agent as it adopts a serving one
+(`choir.daemon.runtimes.adopt`: its process is recorded at spawn, its lease taken at `agent start`).
+So a lost connection there is waited out, not taken for a failed start: the step runs again on the
+fresh connection `ReconnectingClient` makes at its next call, after the replicator's backoff
+(`policy.Backoff`), for at most `START_PATIENCE_S` of outage. The steps only read (FETCH_EVENTS,
+FETCH_ARTIFACT, FETCH_DYNAMIC_CONFIG, GET_SECRETS): running one again is safe. choird answering "not
+now" (`WAITED_OUT`) is waited out the same way. A refusal that is not an outage — a bad token, an
+ended session, an invalid request — fails the start at once, as before.
 """
 
 from __future__ import annotations
@@ -94,10 +94,18 @@ class StartPatience:
         await asyncio.sleep(max(0.0, min(self._outage.retry_at, given_up_at) - now))
 
 
+WAITED_OUT: Final = frozenset({ErrorCode.UNAVAILABLE, ErrorCode.RATE_LIMITED})
+"""choird's answers that say "not now": it is restarting or its database is away, or this
+session is over its request rate (a resumed session's handover fetches page after page). The
+replicator retries `internal` too, since it holds committed work; a start gives up on it at
+once: a fault in choird does not go away within the patience, and the operator should hear of it."""
+
+
 def choird_away(error: ChoirErrorLike) -> bool:
-    """Whether `error` means choird is unreachable (lost, refused, restarting), not a refusal:
-    the channel failed, or choird answered that it cannot serve the call yet."""
-    return isinstance(error, TransportError) or error.code == ErrorCode.UNAVAILABLE
+    """Whether `error` means choird cannot serve the call now (lost, refused, restarting, or
+    asking the agent to slow down), not a refusal: the channel failed, or its answer's code is
+    one of `WAITED_OUT`."""
+    return isinstance(error, TransportError) or error.code in WAITED_OUT
 
 
-__all__ = ["START_PATIENCE_S", "ChoirdUnreachable", "StartPatience", "choird_away"]
+__all__ = ["START_PATIENCE_S", "WAITED_OUT", "ChoirdUnreachable", "StartPatience", "choird_away"]

@@ -2,7 +2,8 @@
 
 A real Unix-socket server stands in for choird's agent socket, reached through the agent's own
 `ReconnectingClient`: it closes while the agent starts and opens again, or never does. A lost or
-refused connection, or choird answering that it cannot serve yet, is waited out; a refusal is not
+refused connection, or choird answering "not now" (unavailable, rate limited), is waited out; a
+refusal (an internal fault included) is not
 (the start fails at once, as before); an outage past the patience fails the start in one line
 that says choird was unreachable. The restart under a real choird and agent is
 `tests/faults/test_choird_restart.py`.
@@ -79,9 +80,17 @@ async def test_a_step_waits_for_a_restarted_choird(socket: Path) -> None:
     await (await coming).close()
 
 
-async def test_choird_answering_unavailable_is_waited_out(socket: Path) -> None:
+@pytest.mark.parametrize(
+    "refusal",
+    [
+        RpcError(ErrorCode.UNAVAILABLE, "the database is restarting"),
+        RpcError(ErrorCode.RATE_LIMITED, "session s-1 is over its request rate"),
+    ],
+    ids=["unavailable", "rate_limited"],
+)
+async def test_choird_answering_not_now_is_waited_out(socket: Path, refusal: RpcError) -> None:
     client = client_of(socket)
-    choird = Choird(RpcError(ErrorCode.UNAVAILABLE, "the database is restarting"), refusals=2)
+    choird = Choird(refusal, refusals=2)
     server = await serving(socket, choird)
     patience = StartPatience("agent-1", patience_s=10)
     answer = await patience.run(lambda: client.call("FETCH_EVENTS"), "fetching the handover")
@@ -91,14 +100,22 @@ async def test_choird_answering_unavailable_is_waited_out(socket: Path) -> None:
     await server.close()
 
 
-async def test_a_refusal_fails_the_start_at_once(socket: Path) -> None:
+@pytest.mark.parametrize(
+    "refusal",
+    [
+        RpcError(ErrorCode.UNAUTHORIZED, "session s-1 ended"),
+        RpcError(ErrorCode.INTERNAL, "session s-1 ended in a fault"),
+    ],
+    ids=["unauthorized", "internal"],
+)
+async def test_a_refusal_fails_the_start_at_once(socket: Path, refusal: RpcError) -> None:
     client = client_of(socket)
-    choird = Choird(RpcError(ErrorCode.UNAUTHORIZED, "session s-1 ended"), refusals=5)
+    choird = Choird(refusal, refusals=5)
     server = await serving(socket, choird)
     patience = StartPatience("agent-1", patience_s=10)
     with pytest.raises(RpcError, match="session s-1 ended") as refused:
         await patience.run(lambda: client.call("FETCH_EVENTS"), "fetching the handover")
-    assert refused.value.code == ErrorCode.UNAUTHORIZED
+    assert refused.value.code == refusal.code
     assert choird.calls == 1
     await client.close()
     await server.close()
