@@ -22,10 +22,19 @@ from tests.runtime.conftest import (  # noqa: F401  (fixtures)
 NOBODY = 65534
 
 
-async def exec_in(container: Any, *command: str) -> tuple[int, str]:
-    """`docker exec` in a thread (choird answers on this test's event loop)."""
-    done = await asyncio.to_thread(container.exec_run, list(command))
-    return done.exit_code, done.output.decode(errors="replace")
+async def exec_in(container: Any, *command: str, prints: bool = False) -> tuple[int, str]:
+    """`docker exec` in a thread (choird answers on this test's event loop).
+
+    `prints`: the command always writes something when it succeeds (`cat` of a /proc file,
+    `id -u`). Under load the engine now and then returns a successful exec with no output at
+    all (seen in CI: `cat /proc/net/unix`, exit 0, not even the header line), so such an
+    answer is asked again rather than read as the command's."""
+    for _ in range(3):
+        done = await asyncio.to_thread(container.exec_run, list(command))
+        output = done.output.decode(errors="replace")
+        if not (prints and done.exit_code == 0 and not output):
+            break
+    return done.exit_code, output
 
 
 def as_nobody(*command: str) -> subprocess.CompletedProcess[str]:

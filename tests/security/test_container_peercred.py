@@ -58,7 +58,7 @@ async def test_choird_sees_container_processes_by_their_host_pids(
                 code, output = await talking
                 assert code == 0, output
                 seen.append((pid, uid, inside, nspids))
-        code, uid_inside = await exec_in(container, "id", "-u")
+        code, uid_inside = await exec_in(container, "id", "-u", prints=True)
         assert code == 0
         for pid, uid, inside, nspids in seen:
             assert pid not in (0, inside), seen

@@ -79,7 +79,7 @@ async def test_the_workspace_is_nosuid_nodev_inside_and_no_device_can_be_made(
     await choird.start()
     container = the_container(engine, choird)
 
-    code, mountinfo = await exec_in(container, "cat", "/proc/self/mountinfo")
+    code, mountinfo = await exec_in(container, "cat", "/proc/self/mountinfo", prints=True)
     assert code == 0, mountinfo
     mount = mount_at(parse_mountinfo(mountinfo), "/workspace")
     assert mount is not None
@@ -89,6 +89,6 @@ async def test_the_workspace_is_nosuid_nodev_inside_and_no_device_can_be_made(
     assert "Operation not permitted" in output
     code, output = await exec_in(container, "mknod", "/tmp/null", "c", "1", "3")
     assert code != 0, output
-    code, output = await exec_in(container, "id", "-u")
+    code, output = await exec_in(container, "id", "-u", prints=True)
     assert (code, output.strip() != "0") == (0, True)
     await choird.client.agent_stop("agent-1")

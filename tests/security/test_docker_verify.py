@@ -128,7 +128,7 @@ async def test_the_agent_sockets_host_path_is_not_in_the_containers_proc_net_uni
     await choird.start()
     await chat(choird.client, "hello")  # the agent is connected to its socket
     container = the_container(engine, choird)
-    code, listing = await exec_in(container, "cat", "/proc/net/unix")
+    code, listing = await exec_in(container, "cat", "/proc/net/unix", prints=True)
     assert code == 0, listing
     assert "/proc/self/fd/" in listing  # the agent's connection, as the kernel names it
     assert str(choird.home.root) not in listing
