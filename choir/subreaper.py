@@ -1,6 +1,6 @@
 """A subreaper: run one command, then end every process it left behind. Standard library only.
 
-    python -I -S subreaper.py [--grace S] [--forward] [--parent PID] -- COMMAND [ARG...]
+    python -I -S subreaper.py [--grace S] [--forward] [--parent PID] [--report] -- COMMAND [ARG...]
 
 Why: a process group does not hold a tree. `setsid sleep 1000 &` or a double fork leaves the
 group, and the orphan is adopted by PID 1, where nothing that started it can find it any more.
@@ -12,7 +12,9 @@ remaining descendant gets SIGTERM, then SIGKILL after the grace; then it exits a
 
 Uses: `choir.exec` runs each command under one (`--parent <agent pid>`: the tree also ends if
 the agent dies), and the process runtime runs an unsandboxed choir-agent under one (`--forward`:
-signals go to the agent alone, which stops gracefully; its leftovers end when it exits).
+signals go to the agent alone, which stops gracefully; its leftovers end when it exits), and
+`./dev test` runs each pytest pass under one (`--forward --report`: a test run that is killed, or
+a test that leaks a choird or a Postgres, leaves nothing running, and the leak is named).
 
 It is run by path, not imported (`-I -S`: no site-packages, ~20 ms to start), and never forks
 in Python: the command is started with posix_spawn. Signals are blocked and taken with
@@ -36,7 +38,7 @@ RESET = (signal.SIGPIPE, signal.SIGXFSZ, *STOPS, signal.SIGCHLD)
 """Dispositions the command gets back at their defaults (Python ignores SIGPIPE and SIGXFSZ)."""
 KILL_ROUNDS_S = 10.0
 """How long SIGKILL rounds may go on (a fork bomb racing them) before giving up."""
-USAGE = "[--grace S] [--forward] [--parent PID] -- COMMAND [ARG...]"
+USAGE = "[--grace S] [--forward] [--parent PID] [--report] -- COMMAND [ARG...]"
 _TICK_S = 0.02
 
 
@@ -108,7 +110,7 @@ class Tree:
 
 
 def main(argv: list[str]) -> int:
-    grace, forward, parent, command = _parse(argv)
+    grace, forward, parent, report, command = _parse(argv)
     libc = ctypes.CDLL(None, use_errno=True)
     libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
     signal.pthread_sigmask(signal.SIG_BLOCK, WATCHED)
@@ -118,20 +120,43 @@ def main(argv: list[str]) -> int:
             os.kill(os.getpid(), signal.SIGTERM)
     tree = Tree(_spawn(command, new_session=forward))
     _wait(tree, forward)
+    if report:
+        _report(tree)
     tree.end(grace)
     if tree.status is None:
         _, tree.status = os.waitpid(tree.command, 0)
     return _exit_as(tree.status)
 
 
-def _parse(argv: list[str]) -> tuple[float, bool, int | None, list[str]]:
+def _report(tree: Tree) -> None:
+    """Name on stderr what is still running, before it is ended."""
+    tree.reap()
+    left = tree.live()
+    if left:
+        named = ", ".join(f"{pid} {_name(pid)}" for pid in sorted(left))
+        message = f"subreaper: ending {len(left)} process(es) left running: {named}\n"
+        with contextlib.suppress(OSError):  # a closed stderr must not keep them from ending
+            sys.stderr.write(message)
+            sys.stderr.flush()
+
+
+def _name(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/comm") as file:
+            return file.read().strip()
+    except OSError:
+        return "?"
+
+
+def _parse(argv: list[str]) -> tuple[float, bool, int | None, bool, list[str]]:
     if "--" not in argv or argv.index("--") == len(argv) - 1:
         print(f"usage: subreaper.py {USAGE}", file=sys.stderr)
         raise SystemExit(2)
     options, command = argv[: argv.index("--")], argv[argv.index("--") + 1 :]
     grace = float(_option(options, "--grace") or 1.0)
     parent = _option(options, "--parent")
-    return grace, "--forward" in options, int(parent) if parent else None, command
+    forward, report = "--forward" in options, "--report" in options
+    return grace, forward, int(parent) if parent else None, report, command
 
 
 def _option(options: list[str], name: str) -> str | None:
