@@ -44,20 +44,21 @@ def table_rows(lines: list[str]) -> list[dict[str, str]]:
     ]
 
 
-def choirctl(home: Path, *args: str, stdin: str | None = None) -> Run:
-    """Run `choirctl args` with CHOIR_HOME=home, exactly as an operator would."""
+def choirctl(home: Path, *args: str, stdin: str | bytes | None = None) -> Run:
+    """Run `choirctl args` with CHOIR_HOME=home, exactly as an operator would; `stdin` as
+    text, or as bytes (what a file piped in holds)."""
     env = {k: v for k, v in os.environ.items() if k != "CHOIR_HOME"}
     env.update(CHOIR_HOME=str(home), PYTHONPATH=str(REPO_ROOT), COLUMNS="200")
+    given = stdin if stdin is not None else ""
     done = subprocess.run(
         [sys.executable, "-c", _ENTRY, *args],
-        input=stdin if stdin is not None else "",
+        input=given.encode() if isinstance(given, str) else given,
         capture_output=True,
-        text=True,
         env=env,
         check=False,
         timeout=60,
     )
-    return Run(done.returncode, done.stdout, done.stderr)
+    return Run(done.returncode, done.stdout.decode(), done.stderr.decode())
 
 
 def as_foreground() -> None:

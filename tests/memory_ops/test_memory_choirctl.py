@@ -10,14 +10,14 @@ import pytest
 
 from choir.protocol.operator import answers as a
 from choir.protocol.operator.views import OperatorModel
-from tests.ctl.cli import Run, choirctl, table_rows
+from tests.ctl.cli import Run, choirctl, choirctl_on_tty, table_rows
 from tests.harness.memory import TEXTS
 
 from .conftest import Filled
 
 
-async def run(filled: Filled, *args: str) -> Run:
-    return await asyncio.to_thread(choirctl, filled.home.root, *args)
+async def run(filled: Filled, *args: str, stdin: str | bytes | None = None) -> Run:
+    return await asyncio.to_thread(choirctl, filled.home.root, *args, stdin=stdin)
 
 
 def fields(model: type[OperatorModel]) -> set[str]:
@@ -172,6 +172,57 @@ async def test_knowledge_add_alias_rename_write_history_restore(filled: Filled):
         3,
         "standup is at nine",
     )
+
+
+NOTES = "# Deploys\n\nkubectl rollout restart, then watch the pods: ünïcode kept.\n"
+
+
+async def test_a_text_of_dash_is_read_from_standard_input(filled: Filled):
+    """A file piped in, as an operator adds a document: `… - --name deploys < notes.md`."""
+    added = await run(
+        filled, "knowledge", "add", "agent-1", "-", "--name", "deploys", stdin=NOTES.encode()
+    )
+    written = await run(filled, "knowledge", "write", "agent-1", "deploys", "-", stdin="v2\n")
+    put = await run(filled, "knowledge", "put", "agent-1", "-", "--key", "deploys", stdin=NOTES)
+    history = (await run(filled, "knowledge", "history", "agent-1", "deploys", "--json")).json()
+
+    assert (added.code, added.err) == (0, ""), added.err
+    assert added.out == "stored deploys in agent-1's knowledge; embedded\n"
+    assert (written.code, put.code) == (0, 0), (written.err, put.err)
+    texts = [version["text"] for version in history["versions"]]
+    assert texts == [NOTES, "v2\n", NOTES]  # newest first, every byte as piped in
+
+
+@pytest.mark.parametrize(
+    ("args", "stdin", "message"),
+    [
+        (("add", "agent-1", "-"), b"caf\xe9 latin-1", "standard input is not UTF-8 text "
+         "(a bad byte at offset 3): knowledge holds text; convert it first (iconv -t UTF-8)"),
+        (("put", "agent-1", "-", "--key", "big"), "x" * 33_000, "over the limit of 32768 bytes"),
+    ],
+)  # fmt: skip
+async def test_standard_input_that_cannot_be_a_text_is_refused_and_stores_nothing(
+    filled: Filled, args: tuple[str, ...], stdin: str | bytes, message: str
+):
+    before = await filled.client.knowledge_list("agent-1")
+
+    refused = await run(filled, "knowledge", *args, stdin=stdin)
+
+    assert (refused.code, refused.out, refused.err.count("\n")) == (2, "", 1), refused.err
+    assert message in refused.err
+    assert await filled.client.knowledge_list("agent-1") == before
+
+
+async def test_a_dash_on_a_terminal_says_to_pipe_the_text_in(filled: Filled):
+    before = await filled.client.knowledge_list("agent-1")
+
+    code, shown = await asyncio.to_thread(
+        choirctl_on_tty, filled.home.root, "knowledge", "add", "agent-1", "-", typed=""
+    )
+
+    assert code == 2
+    assert "text - is read from standard input, which is a terminal: pipe the text in" in shown
+    assert await filled.client.knowledge_list("agent-1") == before
 
 
 @pytest.mark.parametrize(

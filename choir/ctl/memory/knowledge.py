@@ -7,10 +7,12 @@ restore of versions; link and unlink (typed edges,
 seed design 003). Items are addressed by name, alias or id, and carry a loc, a type, tags,
 data and a kind (`--loc`, `--type`, `--tag`, `--data`, `--kind` on writes; the first three
 filter `list`). The operator may write any agent's knowledge (an agent only its own, §11.2).
+A text given as `-` is read from standard input (`… put agent-1 - --name notes < notes.md`).
 """
 
 from __future__ import annotations
 
+import sys
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
@@ -18,6 +20,7 @@ import typer
 from choir.commands import documented
 from choir.ctl.options import HomeOption, JsonOption
 from choir.ctl.render.output import emit, table
+from choir.errors import UsageError
 
 if TYPE_CHECKING:
     from choir.client import KnowledgeFields, KnowledgeFilter
@@ -34,7 +37,10 @@ RefArgument = Annotated[
     str,
     typer.Argument(help="The item's name, an alias or its id (`choirctl knowledge list`)."),
 ]
-TextArgument = Annotated[str, typer.Argument(help="What to remember.", show_default=False)]
+TextArgument = Annotated[
+    str,
+    typer.Argument(help="What to remember (- reads it from standard input).", show_default=False),
+]
 TagsOption = Annotated[list[str] | None, typer.Option("--tag", help="A label (repeat for more).")]
 LocOption = Annotated[
     str | None,
@@ -99,6 +105,25 @@ UserOption = Annotated[
     str | None,
     typer.Option("--user", help="A personal item's user: the DM whose sessions see it."),
 ]
+
+
+def given_text(text: str, command: str) -> str:
+    """`text`, or what standard input holds when it is `-` (a file piped in)."""
+    if text != "-":
+        return text
+    if sys.stdin.isatty():
+        raise UsageError(
+            "text - is read from standard input, which is a terminal: pipe the text in "
+            f"(choirctl knowledge {command} <agent> … - < notes.md) or give it as an argument"
+        )
+    raw = sys.stdin.buffer.read()
+    try:
+        return raw.decode()
+    except UnicodeDecodeError as error:
+        raise UsageError(
+            f"standard input is not UTF-8 text (a bad byte at offset {error.start}): "
+            "knowledge holds text; convert it first (iconv -t UTF-8)"
+        ) from None
 
 
 def placed_fields(
@@ -339,6 +364,7 @@ def put(
 ) -> None:
     from choir.ctl.remote import with_choird
 
+    text = given_text(text, "put")
     fields = placed_fields(loc, kind, data_json, importance, memory, user)
     data = with_choird(
         home,
@@ -369,6 +395,7 @@ def add(
 ) -> None:
     from choir.ctl.remote import with_choird
 
+    text = given_text(text, "add")
     fields = placed_fields(loc, kind, data_json, importance, memory, user)
     data = with_choird(
         home,
@@ -387,7 +414,8 @@ def write(
     text: Annotated[
         str | None,
         typer.Argument(
-            help="Its new text (leave out to change only tags, loc, type, data or kind)."
+            help="Its new text (- reads it from standard input; leave out to change only tags, "
+            "loc, type, data or kind)."
         ),
     ] = None,
     tags: TagsOption = None,
@@ -400,6 +428,8 @@ def write(
 ) -> None:
     from choir.ctl.remote import with_choird
 
+    if text is not None:
+        text = given_text(text, "write")
     fields = graph_fields(loc, kind, data_json, importance)
     data = with_choird(
         home,
