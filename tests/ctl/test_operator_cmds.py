@@ -66,7 +66,7 @@ async def test_without_choird_commands_say_how_to_start_it(tmp_path):
     assert run.code == 6
     assert run.err == (
         f"error: choird is not running (no socket at {home.operator_socket}): "
-        "start it with `choird`\n"
+        "start it with `choir up` (or `choird` in the foreground)\n"
     )
     assert (await choirctl(home, "session", "list", "--json")).code == 6
 

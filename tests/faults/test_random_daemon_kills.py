@@ -7,7 +7,7 @@ then replies. choird is a real process on a home with its embedded Postgres
 faults, each at a random moment:
 
 - **kill -9 of choird** — wherever it is: mid-heartbeat, storing a message, pushing one. The
-  operator's next command is refused naming the step (`start it with choird`) and the test
+  operator's next command is refused naming the step (`start it with choir up`) and the test
   takes that step at once, as a supervisor (systemd's `Restart=`) would: that restart is the
   one repair allowed. The new choird must adopt every agent — same process, same session —
   deliver what the old one had accepted and never pushed, and take the events the agents

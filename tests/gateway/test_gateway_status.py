@@ -166,6 +166,6 @@ async def test_without_choird_it_says_how_to_start_it(home: ChoirHome) -> None:
     assert run.code == 6
     assert run.err == (
         f"error: choird is not running (no socket at {home.operator_socket}): "
-        "start it with `choird`\n"
+        "start it with `choir up` (or `choird` in the foreground)\n"
     )
     assert (await ctl(home, "gateway", "status", "--json")).code == 6
