@@ -10,6 +10,8 @@ server) so it can be SIGKILLed, or made to exit at a failpoint, while agent-1 ru
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -22,7 +24,7 @@ from choir.store.events import read_events
 from choir.store.gateway.job_cards import CardRow, open_cards
 from choir.store.postgres.pool import connect
 from choir.store.postgres.target import ConnectParams
-from tests.faults.support import teardown
+from tests.faults.support import agent_processes, teardown
 from tests.harness.botapi import BotApiServer, Sent
 from tests.harness.homes import read_config, scripted_home, write_config
 from tests.harness.waits import poll_until
@@ -182,6 +184,29 @@ async def test_a_job_that_ended_while_choird_was_away_gets_its_final_edit(
     assert ", 3 steps\nThrough both gates." in final.text
     assert not final.buttons
     assert card_sends(api, "gated") == 1
+    resumed = '"telegram job card resumed","dm":"phone","job":"gated","ended":true'
+    assert resumed in home.choird_log.read_text()  # its end read at the start, from the log
+    await poll_until(lambda: _none_stored(pg_params), within=20)
+
+
+@scripted(SLEEPER)
+async def test_a_card_whose_session_crashed_while_choird_was_away_ends_as_crashed(
+    daemon: Daemon, api: BotApiServer, home: ChoirHome, pg_params: ConnectParams
+) -> None:
+    await started_card(daemon, api, pg_params, "sleeper")
+    [card] = cards_of(api, "sleeper")
+    daemon.kill()
+    for process in agent_processes(home):  # the agent dies with choird away
+        os.killpg(process.pid, signal.SIGKILL)
+
+    await daemon.start()  # nothing to adopt: the session crashed, and so does the card end
+    await api.wait_for(
+        lambda: now_of(api, card).text.startswith("Core job sleeper: stopped: its session crashed"),
+        within=60,
+    )
+    assert now_of(api, card).text.endswith("its agent no longer runs")
+    assert not now_of(api, card).buttons
+    assert card_sends(api, "sleeper") == 1
     await poll_until(lambda: _none_stored(pg_params), within=20)
 
 

@@ -93,6 +93,7 @@ OUTCOMES: Final = {
     "terminated": "failed",
     "cancelled": "cancelled",
     "session_ended": "stopped with its session",
+    "session_crashed": "stopped: its session crashed",
 }
 
 Where = Callable[[str], Awaitable[Chat | None]]
@@ -397,9 +398,13 @@ class JobCards:
             elif _job_of(committed) == card.job_name:
                 self._take(card, committed)
         session = found.session
-        if card.outcome is None and (session is None or session.status != SessionStatus.ACTIVE):
-            at = (session.ended_at if session else None) or datetime.now(card.started_at.tzinfo)
-            self._ended(card, "session_ended", (session.end_reason or "") if session else "", at)
+        if card.outcome is None and session is None:  # never to be heard of again
+            self._ended(card, "session_ended", "", datetime.now(card.started_at.tzinfo))
+        elif (
+            card.outcome is None and session is not None and session.status != SessionStatus.ACTIVE
+        ):
+            at = session.ended_at or datetime.now(card.started_at.tzinfo)
+            self._ended(card, _session_outcome(session.status), session.end_reason or "", at)
         log.info(
             "telegram job card resumed",
             fields={"dm": row.dm, "job": row.job_name, "ended": card.outcome is not None},
@@ -421,8 +426,9 @@ class JobCards:
 
     def _end_session(self, ended: SessionEnded) -> None:
         self._chats.pop(ended.session_id, None)
+        outcome = _session_outcome(ended.status)
         for card in [c for c in self._cards.values() if c.session_id == ended.session_id]:
-            self._ended(card, "session_ended", ended.reason, datetime.now(card.started_at.tzinfo))
+            self._ended(card, outcome, ended.reason, datetime.now(card.started_at.tzinfo))
 
     # -- one card's task --------------------------------------------------------------------
 
@@ -551,6 +557,11 @@ class JobCards:
 
 
 _JOB_EVENTS: Final = frozenset({"core_started", "core_event_emitted", "core_stopped"})
+
+
+def _session_outcome(status: SessionStatus) -> str:
+    """A card's outcome when its session ended with its job still on."""
+    return "session_crashed" if status == SessionStatus.CRASHED else "session_ended"
 
 
 def _job_of(committed: CommittedEvent) -> str:
