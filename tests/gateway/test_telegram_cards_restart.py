@@ -30,7 +30,7 @@ from tests.harness.homes import read_config, scripted_home, write_config
 from tests.harness.waits import poll_until
 
 from .conftest import PHONE, telegram_home
-from .test_telegram_cards import SLEEPER, answered, edge, edits_of, now_of, run, scripted
+from .test_telegram_cards import LISTENER, SLEEPER, answered, edge, edits_of, now_of, run, scripted
 from .test_telegram_restart import LEASE, Daemon
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
@@ -231,6 +231,54 @@ async def test_cancel_pressed_after_a_restart_cancels_the_job_once(
     assert await stops(pg_params, session_id, "sleeper") == ["cancelled"]
     assert await answered(api, api.user_presses(PHONE, card, cancel)) == "no longer valid"
     await poll_until(lambda: _none_stored(pg_params), within=20)
+
+
+@scripted(LISTENER)
+async def test_an_inject_prompt_sent_before_a_restart_is_answered_after_it(
+    daemon: Daemon, api: BotApiServer, home: ChoirHome, pg_params: ConnectParams
+) -> None:
+    session_id, card = await started_card(daemon, api, pg_params, "listener")
+    pressed = api.user_presses(PHONE, card, card.buttons[1][1])
+    assert await answered(api, pressed) == "Reply to the prompt to instruct listener"
+    prompt = await prompt_of(api)
+
+    async def prompt_stored() -> bool:
+        return [r.prompts for r in await stored_cards(pg_params)] == [(prompt.message_id,)]
+
+    await poll_until(prompt_stored, within=20, every=0.1)
+    daemon.kill()
+    edited = len(edits_of(api, card))
+    await daemon.start()
+    await api.wait_for(lambda: len(edits_of(api, card)) > edited, within=30)  # resumed
+
+    api.user_says(PHONE, "use blue", reply_to=prompt)
+    await api.wait_for(
+        lambda: "Sent to core job listener: it reads it at its next step." in api.texts(PHONE),
+        within=30,
+    )
+    (workspace(home) / "go").touch()
+    await api.wait_for(
+        lambda: now_of(api, card).text.startswith("Core job listener: done"), within=60
+    )
+    conn = await connect(pg_params)
+    try:
+        records = await read_events(conn, session_id, 1, 10_000)
+    finally:
+        await conn.close()
+    injected = [r.payload["content"] for r in records if r.event_type == "injected_instruction"]
+    assert injected == ["use blue"]
+    await poll_until(lambda: _none_stored(pg_params), within=20)
+
+
+async def prompt_of(api: BotApiServer) -> Sent:
+    """The [Inject…] prompt in the phone's chat, once sent."""
+
+    def prompts() -> list[Sent]:
+        return [m for m in api.sent(PHONE) if m.params.get("reply_markup", {}).get("force_reply")]
+
+    await api.wait_for(lambda: bool(prompts()))
+    [prompt] = prompts()
+    return prompt
 
 
 @scripted(GATED)

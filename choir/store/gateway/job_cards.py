@@ -3,7 +3,8 @@
 A card (`choir.daemon.gateway.telegram.cards`) is one Telegram message edited as its job runs.
 What a new choird needs to go on editing it — and to honour its buttons — is stored here: the
 chat (bot, chat id, DM), the message, the job (session, name, the rev of its `core_started`),
-the text last shown, the job's state and whether [Cancel] was pressed. How the job went on while
+the text last shown, the job's state, whether [Cancel] was pressed and the [Inject…] prompts
+awaiting a reply. How the job went on while
 choird was away is not: it is read again from the session's event log, from `started_rev` on.
 The button signatures need nothing more: they bind the card id, the bot and the chat under the
 key kept in the home (`telegram-callback.key`). A row is written before the message is sent
@@ -35,10 +36,19 @@ _SHOWN: Final = (
 _CANCELLING: Final = (
     "UPDATE choir_control.gateway_job_cards SET cancelling = true WHERE card_id = $1"
 )
+# the newest PROMPTS_KEPT only: a card pressed [Inject…] at endlessly keeps a bounded row
+_PROMPTED: Final = """
+UPDATE choir_control.gateway_job_cards
+SET prompts = (array_append(prompts, $2))[greatest(1, cardinality(prompts) + 2 - $3):]
+WHERE card_id = $1
+"""
+_ANSWERED: Final = """
+UPDATE choir_control.gateway_job_cards SET prompts = array_remove(prompts, $2) WHERE card_id = $1
+"""
 _DROP: Final = "DELETE FROM choir_control.gateway_job_cards WHERE card_id = $1"
 _OPEN: Final = """
 SELECT card_id, gateway, chat_id, dm, agent_id, session_id, job_name, started_rev, started_at,
-       message_id, shown, state, cancelling
+       message_id, shown, state, cancelling, prompts
 FROM choir_control.gateway_job_cards
 ORDER BY created_at, card_id
 """
@@ -64,6 +74,8 @@ class CardRow:
     state: str = "starting"
     """The job's state as the card last read it (`thinking`, `running a tool`…)."""
     cancelling: bool = False
+    prompts: tuple[int, ...] = ()
+    """The message ids of its [Inject…] prompts not replied to yet (the newest few)."""
 
 
 async def add_card(conn: Connection, row: CardRow) -> None:
@@ -99,6 +111,16 @@ async def card_cancelling(conn: Connection, card_id: str) -> None:
     await conn.execute(_CANCELLING, card_id)
 
 
+async def card_prompted(conn: Connection, card_id: str, prompt_id: int, kept: int) -> None:
+    """The card's [Inject…] sent the prompt `prompt_id` (the newest `kept` are kept)."""
+    await conn.execute(_PROMPTED, card_id, prompt_id, kept)
+
+
+async def card_answered(conn: Connection, card_id: str, prompt_id: int) -> None:
+    """The prompt `prompt_id` was replied to (it is spent)."""
+    await conn.execute(_ANSWERED, card_id, prompt_id)
+
+
 async def drop_card(conn: Connection, card_id: str) -> None:
     """The card is done with (its final edit made, or given up)."""
     await conn.execute(_DROP, card_id)
@@ -107,4 +129,4 @@ async def drop_card(conn: Connection, card_id: str) -> None:
 async def open_cards(conn: Connection) -> list[CardRow]:
     """Every card not done with, oldest first."""
     rows = await conn.fetch(_OPEN)
-    return [CardRow(**dict(row)) for row in rows]
+    return [CardRow(**{**dict(row), "prompts": tuple(row["prompts"])}) for row in rows]

@@ -265,6 +265,7 @@ CREATE TABLE choir_control.gateway_job_cards (
     shown       text NOT NULL DEFAULT '',
     state       text NOT NULL DEFAULT 'starting',
     cancelling  boolean NOT NULL DEFAULT false,
+    prompts     bigint[] NOT NULL DEFAULT '{}',
     created_at  timestamptz NOT NULL DEFAULT now()
 );
 """,

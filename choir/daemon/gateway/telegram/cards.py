@@ -15,8 +15,27 @@ The buttons' callback data is signed like an approval's (`callback_data`): bound
 the chat it was sent to and an expiry. [Cancel] runs `session.cancel` (once per card);
 [Inject…] sends a ForceReply prompt, and the user's reply to it runs `session.inject` for the
 job — the operator verbs `choirctl session cancel` and `session inject` run. A press of a card
-that ended, of another chat, of a choird that restarted since (cards are kept in memory), or
-from a regular DM whose bound session is no longer the card's, answers "no longer valid".
+that ended, of another chat, or from a regular DM whose bound session is no longer the card's,
+answers "no longer valid".
+
+Cards outlive choird (`card_store`, `choir.store.gateway.job_cards`): a card is stored before
+its message is sent, given the message id once Telegram answered, its text and state at each
+edit, [Cancel] once pressed, its [Inject…] prompts, and deleted with its final edit. A starting
+choird resumes every stored card before any news: it catches it up from its session's event
+log after the job's `core_started` (steps, progress, `core_stopped`) and from its session's row
+(ended or crashed while choird was down), then edits it again — to its outcome if it ended,
+else on as before, since the adopted agent's events and reports arrive again through
+replication and status; an event read at the start and then replicated is taken once (its
+rev). The key the buttons are
+signed with is kept in the home, so a resumed card's buttons verify. Two cases are not
+resumed: a card whose DM is gone or moved to another chat, and one whose message id was not
+stored — choird killed between Telegram taking the card and the write (the
+`telegram.card.after_send` failpoint). That card is dropped, not sent again (Telegram has no
+idempotent send: it might show twice); if it shows, it stays as it was and its buttons answer
+"no longer valid". A live card's [Inject…] prompts awaiting a reply (its newest
+`PROMPTS_STORED`) are stored with it, so a reply after a restart still reaches the job. A card
+write that fails (the database away) is logged; the card goes on in memory, and is only lost to
+a restart that comes before a later write of it.
 """
 
 from __future__ import annotations
@@ -57,7 +76,9 @@ from choir.protocol.log.core_jobs import (
 from choir.store.gateway.job_cards import (
     CardRow,
     add_card,
+    card_answered,
     card_cancelling,
+    card_prompted,
     card_sent,
     card_shown,
     drop_card,
@@ -77,6 +98,8 @@ LINE_WIDTH: Final = 200
 """The progress line and the outcome's report are cut to this many characters."""
 PROMPTS_KEPT: Final = 256
 """Inject prompts remembered (the oldest forgotten first)."""
+PROMPTS_STORED: Final = 8
+"""Inject prompts of one card a restarted choird still takes a reply to (its newest)."""
 
 BUTTONS: Final[tuple[tuple[str, Action], ...]] = (("Cancel", "cancel"), ("Inject…", "inject"))
 CODES: Final = frozenset("ci")
@@ -228,6 +251,12 @@ class JobCards:
         card = self._prompts.pop((chat.chat_id, prompt_id), None)
         if card is None:
             return
+        await self._store.write(
+            "reply",
+            card.card_id,
+            card.job_name,
+            lambda c: card_answered(c, card.card_id, prompt_id),
+        )
         job = card.job_name
         if card.outcome is not None or (
             chat.scope == "regular" and bound_session != card.session_id
@@ -285,10 +314,19 @@ class JobCards:
             )
             await _answer(chat, callback_id, "no prompt could be sent: try again")
             return
-        self._prompts[(chat.chat_id, prompt_id)] = card
+        self._remember(card, prompt_id)
+        await _answer(chat, callback_id, f"Reply to the prompt to instruct {job}")
+        await self._store.write(
+            "prompt",
+            card.card_id,
+            job,
+            lambda c: card_prompted(c, card.card_id, prompt_id, PROMPTS_STORED),
+        )
+
+    def _remember(self, card: JobCard, prompt_id: int) -> None:
+        self._prompts[(card.chat.chat_id, prompt_id)] = card
         while len(self._prompts) > PROMPTS_KEPT:
             self._prompts.popitem(last=False)
-        await _answer(chat, callback_id, f"Reply to the prompt to instruct {job}")
 
     # -- the worker: events in order --------------------------------------------------------
 
@@ -380,6 +418,8 @@ class JobCards:
         card.agent_id, card.started_rev, card.rev = row.agent_id, row.started_rev, row.started_rev
         card.message_id, card.shown, card.state = row.message_id, row.shown, row.state
         card.cancelling = row.cancelling
+        for prompt_id in row.prompts:
+            self._remember(card, prompt_id)
         old = self._by_job.get((row.session_id, row.job_name))
         if old is not None:  # two cards of one name: the newer stands
             if old.started_rev > row.started_rev:
