@@ -181,6 +181,9 @@ class JobCards:
         self._chats: dict[str, Chat | None] = {}
         self._prompts: OrderedDict[tuple[int, int], JobCard] = OrderedDict()
         """(chat id, prompt message id) -> the card whose [Inject…] sent the prompt."""
+        self._resumed: set[tuple[str, int]] = set()
+        """(session id, rev of `core_started`) of the cards resumed at start, ended ones too:
+        that start replicated again makes no second card."""
         self._events: asyncio.Queue[Durable | SessionEnded] = asyncio.Queue()
         self._worker: asyncio.Task[None] | None = None
         self._tasks: set[asyncio.Task[None]] = set()
@@ -377,9 +380,9 @@ class JobCards:
     async def _started(self, durable: Durable, committed: CommittedEvent) -> None:
         assert committed.event.kind == "core_started"
         session_id, job_name = durable.session_id, committed.event.job.job_name
-        old = self._by_job.get((session_id, job_name))
-        if old is not None and old.started_rev >= committed.rev:  # resumed: its card is up
+        if (session_id, committed.rev) in self._resumed:
             return
+        old = self._by_job.get((session_id, job_name))
         if session_id not in self._chats:
             self._chats[session_id] = await self._where(session_id)
         chat = self._chats[session_id]
@@ -398,6 +401,7 @@ class JobCards:
         """A card a previous choird left: caught up with its job's events and its session,
         then edited again — or, if it cannot be, forgotten."""
         row = found.row
+        self._resumed.add((row.session_id, row.started_rev))
         chat = self._chat_named(row.dm) if self._chat_named is not None else None
         if (
             row.message_id is None
