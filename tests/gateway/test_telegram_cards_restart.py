@@ -211,6 +211,24 @@ async def test_a_card_whose_session_crashed_while_choird_was_away_ends_as_crashe
 
 
 @scripted(SLEEPER)
+async def test_a_graceful_stop_ends_the_card_once(
+    daemon: Daemon, api: BotApiServer, pg_params: ConnectParams
+) -> None:
+    await started_card(daemon, api, pg_params, "sleeper")
+    [card] = cards_of(api, "sleeper")
+    await daemon.stop()  # stops agent-1, its job cancelled: the card ends now or at the start
+
+    await daemon.start()
+    await api.wait_for(
+        lambda: now_of(api, card).text.startswith("Core job sleeper: cancelled"), within=60
+    )
+    assert now_of(api, card).text.endswith("\nthe agent is stopping")
+    assert not now_of(api, card).buttons
+    assert card_sends(api, "sleeper") == 1
+    await poll_until(lambda: _none_stored(pg_params), within=20)
+
+
+@scripted(SLEEPER)
 async def test_cancel_pressed_after_a_restart_cancels_the_job_once(
     daemon: Daemon, api: BotApiServer, pg_params: ConnectParams
 ) -> None:
@@ -298,6 +316,8 @@ async def test_a_choird_killed_before_a_sent_card_is_stored_sends_it_once_and_fo
 
     await daemon.start()  # the card may show or not: it is never sent a second time
     await poll_until(lambda: _none_stored(pg_params), within=20)
+    why = "telegram job card not resumed: choird stopped while it was being sent"
+    assert why in home.choird_log.read_text()  # the operator is told which card
     assert await answered(api, api.user_presses(PHONE, card, card.buttons[0][1])) == (
         "no longer valid"
     )

@@ -410,12 +410,15 @@ class JobCards:
         ):
             # no message id: choird stopped between sending it and storing its id, and a
             # message cannot be sent again without maybe showing twice
+            why = (
+                "choird stopped while it was being sent (if it shows, it stays as it is)"
+                if row.message_id is None
+                else "its DM is gone, in another chat or has cards off"
+            )
             log.warning(
-                "telegram job card not resumed: "
-                + ("its DM's chat changed" if row.message_id is not None else
-                   "choird stopped while it was being sent (if it shows, it stays as it is)"),
+                f"telegram job card not resumed: {why}",
                 fields={"dm": row.dm, "job": row.job_name, "session": row.session_id},
-            )  # fmt: skip
+            )
             self._spawn(self._forget(row), f"telegram-card-{row.job_name}")
             return
         card = JobCard(row.card_id, chat, row.session_id, row.job_name, row.started_at)
