@@ -64,6 +64,7 @@ KNOWN_FAILPOINTS: Final = frozenset(
         "proposal.after_build",
         "proposal.after_update",
         "proposal.config_after_write",
+        "telegram.card.after_send",
     }
 )
 """Every placed failpoint. `arbiter.after_append_before_ack`: a non-idempotent intent is in the
@@ -102,7 +103,9 @@ transaction; their versions and vectors not yet, nothing committed.
 `proposal.after_<step>` (choird): an approved proposal's apply finished that step (commit,
 merge, build, update) and recorded it; the next has not begun.
 `proposal.config_after_write` (choird): an approved config change is written to config.json,
-not yet loaded nor applied."""
+not yet loaded nor applied.
+`telegram.card.after_send` (choird): Telegram took a core-job card's message, its id is not
+stored yet."""
 
 _ENTRY = re.compile(r"^(?P<name>[a-z0-9_]+(?:\.[a-z0-9_]+)+)=(?P<action>.+)$")
 _SLEEP = re.compile(r"^sleep\((?P<ms>\d+)\)$")

@@ -56,8 +56,11 @@ class Daemon:
         self.home = home
         self.process: Choird | None = None
 
-    async def start(self) -> None:
-        self.process = await asyncio.to_thread(spawn_choird, self.home, "--runtime", "process")
+    async def start(self, **env: str) -> None:
+        """Start choird (ready), with `env` added (e.g. CHOIR_FAILPOINTS)."""
+        self.process = await asyncio.to_thread(
+            spawn_choird, self.home, "--runtime", "process", **env
+        )
 
     def kill(self) -> None:
         assert self.process is not None

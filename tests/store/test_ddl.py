@@ -34,6 +34,7 @@ CONTROL_TABLES = {
     "config_state",
     "gateway_offsets",
     "gateway_reply_cursors",
+    "gateway_job_cards",
     "llm_usage",
     "recovery_items",
     "proposal_applies",

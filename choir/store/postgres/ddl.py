@@ -245,6 +245,31 @@ CREATE TABLE choir_control.gateway_reply_cursors (
 );
 """,
     ),
+    Migration(
+        3,
+        "live core-job cards, resumed after a choird restart",
+        # one row per card whose job has not been seen to end; deleted with its final edit.
+        # message_id null: the card is being sent (a row left so was killed in between)
+        """
+CREATE TABLE choir_control.gateway_job_cards (
+    card_id     text PRIMARY KEY,
+    gateway     text NOT NULL,
+    chat_id     bigint NOT NULL,
+    dm          text NOT NULL,
+    agent_id    text NOT NULL,
+    session_id  text NOT NULL,
+    job_name    text NOT NULL,
+    started_rev bigint NOT NULL CHECK (started_rev >= 1),
+    started_at  timestamptz NOT NULL,
+    message_id  bigint,
+    shown       text NOT NULL DEFAULT '',
+    state       text NOT NULL DEFAULT 'starting',
+    cancelling  boolean NOT NULL DEFAULT false,
+    prompts     bigint[] NOT NULL DEFAULT '{}',
+    created_at  timestamptz NOT NULL DEFAULT now()
+);
+""",
+    ),
 )
 """The gateway's own scope, like `host_tool_calls`: it evolves apart from the control plane's."""
 

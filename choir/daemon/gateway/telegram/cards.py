@@ -15,8 +15,27 @@ The buttons' callback data is signed like an approval's (`callback_data`): bound
 the chat it was sent to and an expiry. [Cancel] runs `session.cancel` (once per card);
 [Inject…] sends a ForceReply prompt, and the user's reply to it runs `session.inject` for the
 job — the operator verbs `choirctl session cancel` and `session inject` run. A press of a card
-that ended, of another chat, of a choird that restarted since (cards are kept in memory), or
-from a regular DM whose bound session is no longer the card's, answers "no longer valid".
+that ended, of another chat, or from a regular DM whose bound session is no longer the card's,
+answers "no longer valid".
+
+Cards outlive choird (`card_store`, `choir.store.gateway.job_cards`): a card is stored before
+its message is sent, given the message id once Telegram answered, its text and state at each
+edit, [Cancel] once pressed, its [Inject…] prompts, and deleted with its final edit. A starting
+choird resumes every stored card before any news: it catches it up from its session's event
+log after the job's `core_started` (steps, progress, `core_stopped`) and from its session's row
+(ended or crashed while choird was down), then edits it again — to its outcome if it ended,
+else on as before, since the adopted agent's events and reports arrive again through
+replication and status; an event read at the start and then replicated is taken once (its
+rev). The key the buttons are
+signed with is kept in the home, so a resumed card's buttons verify. Two cases are not
+resumed: a card whose DM is gone or moved to another chat, and one whose message id was not
+stored — choird killed between Telegram taking the card and the write (the
+`telegram.card.after_send` failpoint). That card is dropped, not sent again (Telegram has no
+idempotent send: it might show twice); if it shows, it stays as it was and its buttons answer
+"no longer valid". A live card's [Inject…] prompts awaiting a reply (its newest
+`PROMPTS_STORED`) are stored with it, so a reply after a restart still reaches the job. A card
+write that fails (the database away) is logged; the card goes on in memory, and is only lost to
+a restart that comes before a later write of it.
 """
 
 from __future__ import annotations
@@ -37,9 +56,11 @@ from choir.daemon.agents.status_board import LaneReport
 from choir.daemon.gateway.commands import VerbCall
 from choir.daemon.gateway.telegram.approvals import NO_LONGER_VALID, Chat
 from choir.daemon.gateway.telegram.callback_data import Action, sign, verify
+from choir.daemon.gateway.telegram.card_store import CardStore, Resumable, resumable
 from choir.daemon.gateway.telegram.outbox import ATTEMPTS, RETRY_S
 from choir.daemon.sessions.state import SessionEnded
 from choir.errors import ChoirError
+from choir.failpoints import failpoint
 from choir.logs import get_logger
 from choir.protocol import EDGE_LANE, CommittedEvent, CoreEvent, job_name_of
 from choir.protocol.log.core_jobs import (
@@ -52,6 +73,18 @@ from choir.protocol.log.core_jobs import (
     CoreThoughtSummary,
     CoreToolProposal,
 )
+from choir.store.gateway.job_cards import (
+    CardRow,
+    add_card,
+    card_answered,
+    card_cancelling,
+    card_prompted,
+    card_sent,
+    card_shown,
+    drop_card,
+)
+from choir.store.postgres.pool import Pool
+from choir.store.sessions import SessionStatus
 
 log = get_logger("choird.telegram")
 
@@ -65,6 +98,8 @@ LINE_WIDTH: Final = 200
 """The progress line and the outcome's report are cut to this many characters."""
 PROMPTS_KEPT: Final = 256
 """Inject prompts remembered (the oldest forgotten first)."""
+PROMPTS_STORED: Final = 8
+"""Inject prompts of one card a restarted choird still takes a reply to (its newest)."""
 
 BUTTONS: Final[tuple[tuple[str, Action], ...]] = (("Cancel", "cancel"), ("Inject…", "inject"))
 CODES: Final = frozenset("ci")
@@ -81,10 +116,13 @@ OUTCOMES: Final = {
     "terminated": "failed",
     "cancelled": "cancelled",
     "session_ended": "stopped with its session",
+    "session_crashed": "stopped: its session crashed",
 }
 
 Where = Callable[[str], Awaitable[Chat | None]]
 """The chat a session's cards go to: its bound DM's, if that DM is on Telegram and has cards."""
+ChatNamed = Callable[[str], Chat | None]
+"""A DM's chat by the DM's name (None: no such Telegram DM any more)."""
 
 
 @dataclass(eq=False)
@@ -106,6 +144,11 @@ class JobCard:
     message_id: int | None = None
     shown: str = ""
     """The text last sent to Telegram."""
+    agent_id: str = ""
+    started_rev: int = 0
+    """The rev of the job's `core_started` event."""
+    rev: int = 0
+    """The rev of the last event the card took in (one seen twice is taken once)."""
     next_edit: float = 0.0
     """Monotonic time before which the card is not edited again."""
     changed: asyncio.Event = field(default_factory=asyncio.Event)
@@ -120,11 +163,16 @@ class JobCards:
         key: bytes,
         where: Where,
         *,
+        pool: Pool | None = None,
+        chat_named: ChatNamed | None = None,
         now: Callable[[], float] = time.time,
     ) -> None:
         self._call = call
         self._key = key
         self._where = where
+        self._pool = pool
+        self._store = CardStore(pool)
+        self._chat_named = chat_named
         self._now = now
         self._cards: dict[str, JobCard] = {}
         """card id -> card, while its job runs."""
@@ -133,6 +181,9 @@ class JobCards:
         self._chats: dict[str, Chat | None] = {}
         self._prompts: OrderedDict[tuple[int, int], JobCard] = OrderedDict()
         """(chat id, prompt message id) -> the card whose [Inject…] sent the prompt."""
+        self._resumed: set[tuple[str, int]] = set()
+        """(session id, rev of `core_started`) of the cards resumed at start, ended ones too:
+        that start replicated again makes no second card."""
         self._events: asyncio.Queue[Durable | SessionEnded] = asyncio.Queue()
         self._worker: asyncio.Task[None] | None = None
         self._tasks: set[asyncio.Task[None]] = set()
@@ -203,6 +254,12 @@ class JobCards:
         card = self._prompts.pop((chat.chat_id, prompt_id), None)
         if card is None:
             return
+        await self._store.write(
+            "reply",
+            card.card_id,
+            card.job_name,
+            lambda c: card_answered(c, card.card_id, prompt_id),
+        )
         job = card.job_name
         if card.outcome is not None or (
             chat.scope == "regular" and bound_session != card.session_id
@@ -244,6 +301,9 @@ class JobCards:
             return
         card.changed.set()
         await _answer(chat, callback_id, f"Cancelling {card.job_name}")
+        await self._store.write(
+            "cancel", card.card_id, card.job_name, lambda c: card_cancelling(c, card.card_id)
+        )
 
     async def _prompt(self, chat: Chat, card: JobCard, callback_id: str) -> None:
         job = card.job_name
@@ -257,14 +317,29 @@ class JobCards:
             )
             await _answer(chat, callback_id, "no prompt could be sent: try again")
             return
-        self._prompts[(chat.chat_id, prompt_id)] = card
+        self._remember(card, prompt_id)
+        await _answer(chat, callback_id, f"Reply to the prompt to instruct {job}")
+        await self._store.write(
+            "prompt",
+            card.card_id,
+            job,
+            lambda c: card_prompted(c, card.card_id, prompt_id, PROMPTS_STORED),
+        )
+
+    def _remember(self, card: JobCard, prompt_id: int) -> None:
+        self._prompts[(card.chat.chat_id, prompt_id)] = card
         while len(self._prompts) > PROMPTS_KEPT:
             self._prompts.popitem(last=False)
-        await _answer(chat, callback_id, f"Reply to the prompt to instruct {job}")
 
     # -- the worker: events in order --------------------------------------------------------
 
     async def _work(self) -> None:
+        if self._pool is not None:  # the cards a previous choird left, before any news
+            try:
+                for found in await resumable(self._pool):
+                    self._resume(found)
+            except Exception:
+                log.exception("telegram job cards of the previous choird not resumed")
         while True:
             item = await self._events.get()
             try:
@@ -279,36 +354,115 @@ class JobCards:
         for committed in durable.events:
             event = committed.event
             if event.kind == "core_started":
-                await self._started(durable.session_id, event.job.job_name, committed.ts)
+                await self._started(durable, committed)
                 continue
-            job = getattr(event, "job_name", None) or job_name_of(committed.lane) or ""
-            card = self._by_job.get((durable.session_id, job))
-            if card is None:
-                continue
-            if event.kind == "model_output":  # one per step: the step's LLM call
-                card.step = (card.step or 0) + 1
-                card.changed.set()
-            elif event.kind == "core_event_emitted":
-                line = progress_line(event.event)
-                if line is not None and line != card.progress:
-                    card.progress = line
-                    card.changed.set()
-            elif event.kind == "core_stopped":
-                self._ended(card, event.outcome, event.report, committed.ts)
+            card = self._by_job.get((durable.session_id, _job_of(committed)))
+            if card is not None:
+                self._take(card, committed)
 
-    async def _started(self, session_id: str, job_name: str, at: datetime) -> None:
+    def _take(self, card: JobCard, committed: CommittedEvent) -> None:
+        """One event of the card's job, unless the card took it already."""
+        if committed.rev <= card.rev:  # read from the log at a restart, then replicated
+            return
+        card.rev = committed.rev
+        event = committed.event
+        if event.kind == "model_output":  # one per step: the step's LLM call
+            card.step = (card.step or 0) + 1
+            card.changed.set()
+        elif event.kind == "core_event_emitted":
+            line = progress_line(event.event)
+            if line is not None and line != card.progress:
+                card.progress = line
+                card.changed.set()
+        elif event.kind == "core_stopped":
+            self._ended(card, event.outcome, event.report, committed.ts)
+
+    async def _started(self, durable: Durable, committed: CommittedEvent) -> None:
+        assert committed.event.kind == "core_started"
+        session_id, job_name = durable.session_id, committed.event.job.job_name
+        if (session_id, committed.rev) in self._resumed:
+            return
+        old = self._by_job.get((session_id, job_name))
         if session_id not in self._chats:
             self._chats[session_id] = await self._where(session_id)
         chat = self._chats[session_id]
         if chat is None:
             return
-        old = self._by_job.get((session_id, job_name))
         if old is not None:  # the same name again: the earlier job's card ends as it stands
-            self._ended(old, "session_ended", "", at)
-        card = JobCard(secrets.token_urlsafe(9), chat, session_id, job_name, at)
+            self._ended(old, "session_ended", "", committed.ts)
+        card = JobCard(secrets.token_urlsafe(9), chat, session_id, job_name, committed.ts)
+        card.agent_id, card.started_rev = durable.agent_id, committed.rev
+        card.rev = committed.rev
         self._cards[card.card_id] = card
         self._by_job[(session_id, job_name)] = card
         self._spawn(self._show(card), f"telegram-card-{job_name}")
+
+    def _resume(self, found: Resumable) -> None:
+        """A card a previous choird left: caught up with its job's events and its session,
+        then edited again — or, if it cannot be, forgotten."""
+        row = found.row
+        self._resumed.add((row.session_id, row.started_rev))
+        chat = self._chat_named(row.dm) if self._chat_named is not None else None
+        if (
+            row.message_id is None
+            or chat is None
+            or ((chat.client.gateway, chat.chat_id) != (row.gateway, row.chat_id))
+        ):
+            # no message id: choird stopped between sending it and storing its id, and a
+            # message cannot be sent again without maybe showing twice
+            why = (
+                "choird stopped while it was being sent (if it shows, it stays as it is)"
+                if row.message_id is None
+                else "its DM is gone, in another chat or has cards off"
+            )
+            log.warning(
+                f"telegram job card not resumed: {why}",
+                fields={"dm": row.dm, "job": row.job_name, "session": row.session_id},
+            )
+            self._spawn(self._forget(row), f"telegram-card-{row.job_name}")
+            return
+        card = JobCard(row.card_id, chat, row.session_id, row.job_name, row.started_at)
+        card.agent_id, card.started_rev, card.rev = row.agent_id, row.started_rev, row.started_rev
+        card.message_id, card.shown, card.state = row.message_id, row.shown, row.state
+        card.cancelling = row.cancelling
+        for prompt_id in row.prompts:
+            self._remember(card, prompt_id)
+        old = self._by_job.get((row.session_id, row.job_name))
+        if old is not None:  # two cards of one name: the newer stands
+            if old.started_rev > row.started_rev:
+                self._ended(card, "session_ended", "", old.started_at)
+            else:
+                self._ended(old, "session_ended", "", card.started_at)
+        if card.outcome is None:
+            self._cards[card.card_id] = card
+            self._by_job[(card.session_id, card.job_name)] = card
+        for committed in found.events:
+            if card.outcome is not None:
+                break
+            if committed.event.kind == "core_started":
+                if committed.event.job.job_name == card.job_name:  # a later job of its name
+                    self._ended(card, "session_ended", "", committed.ts)
+            elif _job_of(committed) == card.job_name:
+                self._take(card, committed)
+        session = found.session
+        if card.outcome is None and session is None:  # never to be heard of again
+            self._ended(card, "session_ended", "", datetime.now(card.started_at.tzinfo))
+        elif (
+            card.outcome is None and session is not None and session.status != SessionStatus.ACTIVE
+        ):
+            at = session.ended_at or datetime.now(card.started_at.tzinfo)
+            self._ended(card, _session_outcome(session.status), session.end_reason or "", at)
+        log.info(
+            "telegram job card resumed",
+            fields={"dm": row.dm, "job": row.job_name, "ended": card.outcome is not None},
+        )
+        card.changed.set()
+        self._spawn(self._show(card, resumed=True), f"telegram-card-{row.job_name}")
+
+    async def _forget(self, row: CardRow) -> None:
+        await self._store.write(
+            "end", row.card_id, row.job_name, lambda c: drop_card(c, row.card_id)
+        )
 
     def _ended(self, card: JobCard, outcome: str, report: str, at: datetime) -> None:
         card.outcome, card.report, card.ended_at = outcome, report, at
@@ -319,15 +473,27 @@ class JobCards:
 
     def _end_session(self, ended: SessionEnded) -> None:
         self._chats.pop(ended.session_id, None)
+        outcome = _session_outcome(ended.status)
         for card in [c for c in self._cards.values() if c.session_id == ended.session_id]:
-            self._ended(card, "session_ended", ended.reason, datetime.now(card.started_at.tzinfo))
+            self._ended(card, outcome, ended.reason, datetime.now(card.started_at.tzinfo))
 
     # -- one card's task --------------------------------------------------------------------
 
-    async def _show(self, card: JobCard) -> None:
-        """Send the card, then edit it as it changes (throttled) until its outcome shows."""
-        if not await self._send(card):
+    async def _show(self, card: JobCard, *, resumed: bool = False) -> None:
+        """Send the card (unless a previous choird did), then edit it as it changes
+        (throttled) until its outcome shows; then it is forgotten."""
+        if not resumed and not await self._send(card):
+            await self._forget_card(card)
             return
+        await self._edits(card)
+        await self._forget_card(card)
+
+    async def _forget_card(self, card: JobCard) -> None:
+        await self._store.write(
+            "end", card.card_id, card.job_name, lambda c: drop_card(c, card.card_id)
+        )
+
+    async def _edits(self, card: JobCard) -> None:
         tries = 0
         while True:
             if card.outcome is None:
@@ -345,13 +511,14 @@ class JobCards:
 
     async def _send(self, card: JobCard) -> bool:
         chat, text = card.chat, card_text(card, card.started_at)
+        row = CardRow(
+            card.card_id, chat.client.gateway, chat.chat_id, chat.dm, card.agent_id,
+            card.session_id, card.job_name, card.started_rev, card.started_at,
+        )  # fmt: skip
+        await self._store.write("start", card.card_id, card.job_name, lambda c: add_card(c, row))
         for attempt in range(ATTEMPTS):
             try:
-                card.message_id = await chat.client.send_buttons(
-                    chat.chat_id, text, self._buttons(card)
-                )
-                card.shown, card.next_edit = text, time.monotonic() + EDIT_EVERY_S
-                return True
+                message_id = await chat.client.send_buttons(chat.chat_id, text, self._buttons(card))
             except Exception as error:
                 failure = chat.client.failure(error)
                 if failure.kind in ("permanent", "token") or attempt == ATTEMPTS - 1:
@@ -361,7 +528,24 @@ class JobCards:
                     )
                     return False
                 await asyncio.sleep(failure.retry_after_s or RETRY_S[attempt])
+                continue
+            card.message_id = message_id
+            card.shown, card.next_edit = text, time.monotonic() + EDIT_EVERY_S
+            # the worst instant: shown, its id not stored (a restart cannot edit it)
+            await failpoint("telegram.card.after_send")
+            await self._stored(card, message_id, text)
+            return True
         return False
+
+    async def _stored(self, card: JobCard, message_id: int, text: str) -> None:
+        """The card's message id written (what a restarted choird edits)."""
+        state = card.state
+        await self._store.write(
+            "message",
+            card.card_id,
+            card.job_name,
+            lambda c: card_sent(c, card.card_id, message_id, text, state),
+        )
 
     async def _edit(self, card: JobCard, text: str, final: bool) -> bool:
         """One edit (no retry: the next one shows newer news); whether it took."""
@@ -380,6 +564,14 @@ class JobCards:
             )
             return failure.kind in ("permanent", "token")  # never to succeed: given up
         card.shown, card.next_edit = text, time.monotonic() + EDIT_EVERY_S
+        if not final:  # a final edit forgets the card instead
+            state = card.state
+            await self._store.write(
+                "edit",
+                card.card_id,
+                card.job_name,
+                lambda c: card_shown(c, card.card_id, text, state),
+            )
         return True
 
     def _buttons(self, card: JobCard) -> list[tuple[str, str]]:
@@ -412,6 +604,16 @@ class JobCards:
 
 
 _JOB_EVENTS: Final = frozenset({"core_started", "core_event_emitted", "core_stopped"})
+
+
+def _session_outcome(status: SessionStatus) -> str:
+    """A card's outcome when its session ended with its job still on."""
+    return "session_crashed" if status == SessionStatus.CRASHED else "session_ended"
+
+
+def _job_of(committed: CommittedEvent) -> str:
+    """The name of the job an event of a core lane is of ("" for edge's)."""
+    return getattr(committed.event, "job_name", None) or job_name_of(committed.lane) or ""
 
 
 def _of_a_job(committed: CommittedEvent) -> bool:

@@ -259,7 +259,9 @@ class TelegramGateways:
     def _job_cards(self, key: bytes) -> Callable[[], None]:
         """Start the live core-job cards, fed by the replicated events, the lanes' reports and
         the sessions' ends; the callable that stops feeding them."""
-        self._jobs = jobs = JobCards(self._call, key, self._cards_chat)
+        self._jobs = jobs = JobCards(
+            self._call, key, self._cards_chat, pool=self._ctx.pool, chat_named=self._dm_chat
+        )
         jobs.start()
         services = self._ctx.services
         stops = [
@@ -280,6 +282,15 @@ class TelegramGateways:
         if chat is None or not self._dm_of[chat.dm][1].config.job_cards:
             return None
         return chat
+
+    def _dm_chat(self, dm_name: str) -> Chat | None:
+        """The chat of a Telegram DM by its name, if it still is one with job cards (the
+        cards a previous choird left are edited in it)."""
+        found = self._dm_of.get(dm_name)
+        if found is None or not found[1].config.job_cards:
+            return None
+        bot, dm = found
+        return Chat(bot.client, bot.outbox, dm.name, dm.scope, dm.chat_id)
 
     @staticmethod
     def _state_of(bot: Bot) -> Callable[[], str]:

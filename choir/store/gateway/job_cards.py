@@ -1,0 +1,132 @@
+"""`choir_control.gateway_job_cards`: the live core-job cards a restarted choird resumes.
+
+A card (`choir.daemon.gateway.telegram.cards`) is one Telegram message edited as its job runs.
+What a new choird needs to go on editing it — and to honour its buttons — is stored here: the
+chat (bot, chat id, DM), the message, the job (session, name, the rev of its `core_started`),
+the text last shown, the job's state, whether [Cancel] was pressed and the [Inject…] prompts
+awaiting a reply. How the job went on while
+choird was away is not: it is read again from the session's event log, from `started_rev` on.
+The button signatures need nothing more: they bind the card id, the bot and the chat under the
+key kept in the home (`telegram-callback.key`). A row is written before the message is sent
+(`message_id` null) and given its message once Telegram answered; it is deleted with the card's
+final edit.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Final
+
+from choir.store.postgres.pool import Connection
+
+_ADD: Final = """
+INSERT INTO choir_control.gateway_job_cards
+    (card_id, gateway, chat_id, dm, agent_id, session_id, job_name, started_rev, started_at)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+ON CONFLICT (card_id) DO NOTHING
+"""
+_SENT: Final = """
+UPDATE choir_control.gateway_job_cards SET message_id = $2, shown = $3, state = $4
+WHERE card_id = $1
+"""
+_SHOWN: Final = (
+    "UPDATE choir_control.gateway_job_cards SET shown = $2, state = $3 WHERE card_id = $1"
+)
+_CANCELLING: Final = (
+    "UPDATE choir_control.gateway_job_cards SET cancelling = true WHERE card_id = $1"
+)
+# the newest PROMPTS_KEPT only: a card pressed [Inject…] at endlessly keeps a bounded row
+_PROMPTED: Final = """
+UPDATE choir_control.gateway_job_cards
+SET prompts = (array_append(prompts, $2))[greatest(1, cardinality(prompts) + 2 - $3):]
+WHERE card_id = $1
+"""
+_ANSWERED: Final = """
+UPDATE choir_control.gateway_job_cards SET prompts = array_remove(prompts, $2) WHERE card_id = $1
+"""
+_DROP: Final = "DELETE FROM choir_control.gateway_job_cards WHERE card_id = $1"
+_OPEN: Final = """
+SELECT card_id, gateway, chat_id, dm, agent_id, session_id, job_name, started_rev, started_at,
+       message_id, shown, state, cancelling, prompts
+FROM choir_control.gateway_job_cards
+ORDER BY created_at, card_id
+"""
+
+
+@dataclass(frozen=True, slots=True)
+class CardRow:
+    """A card whose job was not seen to end."""
+
+    card_id: str
+    gateway: str
+    chat_id: int
+    dm: str
+    agent_id: str
+    session_id: str
+    job_name: str
+    started_rev: int
+    """The rev of the job's `core_started` event."""
+    started_at: datetime
+    message_id: int | None = None
+    """None: choird stopped while the card was being sent (it may or may not show)."""
+    shown: str = ""
+    state: str = "starting"
+    """The job's state as the card last read it (`thinking`, `running a tool`…)."""
+    cancelling: bool = False
+    prompts: tuple[int, ...] = ()
+    """The message ids of its [Inject…] prompts not replied to yet (the newest few)."""
+
+
+async def add_card(conn: Connection, row: CardRow) -> None:
+    """Record a card about to be sent (a card id seen twice is recorded once)."""
+    await conn.execute(
+        _ADD,
+        row.card_id,
+        row.gateway,
+        row.chat_id,
+        row.dm,
+        row.agent_id,
+        row.session_id,
+        row.job_name,
+        row.started_rev,
+        row.started_at,
+    )
+
+
+async def card_sent(
+    conn: Connection, card_id: str, message_id: int, shown: str, state: str
+) -> None:
+    """The card's message is in its chat."""
+    await conn.execute(_SENT, card_id, message_id, shown, state)
+
+
+async def card_shown(conn: Connection, card_id: str, shown: str, state: str) -> None:
+    """The card was edited to show `shown`."""
+    await conn.execute(_SHOWN, card_id, shown, state)
+
+
+async def card_cancelling(conn: Connection, card_id: str) -> None:
+    """The card's [Cancel] was pressed and its job told to cancel."""
+    await conn.execute(_CANCELLING, card_id)
+
+
+async def card_prompted(conn: Connection, card_id: str, prompt_id: int, kept: int) -> None:
+    """The card's [Inject…] sent the prompt `prompt_id` (the newest `kept` are kept)."""
+    await conn.execute(_PROMPTED, card_id, prompt_id, kept)
+
+
+async def card_answered(conn: Connection, card_id: str, prompt_id: int) -> None:
+    """The prompt `prompt_id` was replied to (it is spent)."""
+    await conn.execute(_ANSWERED, card_id, prompt_id)
+
+
+async def drop_card(conn: Connection, card_id: str) -> None:
+    """The card is done with (its final edit made, or given up)."""
+    await conn.execute(_DROP, card_id)
+
+
+async def open_cards(conn: Connection) -> list[CardRow]:
+    """Every card not done with, oldest first."""
+    rows = await conn.fetch(_OPEN)
+    return [CardRow(**{**dict(row), "prompts": tuple(row["prompts"])}) for row in rows]

@@ -1,0 +1,338 @@
+"""Live core-job cards survive a choird restart: the card of a job that runs on, adopted, goes on
+being edited; one whose job ended while choird was away gets its final edit; its [Cancel] still
+cancels; and a choird killed between Telegram taking a card and its message id being stored
+sends nothing twice (that card stays as it was: the one card a restart loses).
+
+choird runs as a real process (the test's Postgres, the process runtime, the local Bot API
+server) so it can be SIGKILLed, or made to exit at a failpoint, while agent-1 runs on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from choir.daemon.gateway.telegram.cards import EDIT_EVERY_S
+from choir.home import ChoirHome
+from choir.scripted import ReplyStep, Script, ScriptedModelServer, ToolCallsStep
+from choir.store.events import read_events
+from choir.store.gateway.job_cards import CardRow, open_cards
+from choir.store.postgres.pool import connect
+from choir.store.postgres.target import ConnectParams
+from tests.faults.support import agent_processes, teardown
+from tests.harness.botapi import BotApiServer, Sent
+from tests.harness.homes import read_config, scripted_home, write_config
+from tests.harness.waits import poll_until
+
+from .conftest import PHONE, telegram_home
+from .test_telegram_cards import LISTENER, SLEEPER, answered, edge, edits_of, now_of, run, scripted
+from .test_telegram_restart import LEASE, Daemon
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
+
+GATED = Script(
+    steps=[
+        *edge("gated"),
+        ReplyStep(after="tool", match="gate-two-open", text="Through both gates."),
+        ToolCallsStep(
+            after="tool",
+            match="gate-one-open",
+            calls=[run("until [ -e go2 ]; do sleep 0.2; done; echo gate-two-open")],
+        ),
+        ToolCallsStep(calls=[run("until [ -e go1 ]; do sleep 0.2; done; echo gate-one-open")]),
+    ]
+)
+"""A job of three steps, each of the first two waiting for a file the test makes."""
+
+
+@pytest.fixture
+def script(request: pytest.FixtureRequest) -> Script:
+    found: Script = request.param
+    return found
+
+
+@pytest.fixture
+def home(
+    root: Path, pg_params: ConnectParams, model: ScriptedModelServer, api: BotApiServer
+) -> ChoirHome:
+    home = telegram_home(scripted_home(root, pg_params, model.url), api.url)
+    data = read_config(home)
+    data.update(LEASE)
+    write_config(home, data)
+    return home
+
+
+@pytest.fixture
+async def daemon(home: ChoirHome) -> AsyncIterator[Daemon]:
+    daemon = Daemon(home)
+    try:
+        yield daemon
+    finally:
+        await asyncio.to_thread(teardown, home, daemon.process)
+
+
+def workspace(home: ChoirHome) -> Path:
+    return Path(read_config(home)["workspaces"]["default"]["path"])
+
+
+async def stored_cards(params: ConnectParams) -> list[CardRow]:
+    conn = await connect(params)
+    try:
+        return await open_cards(conn)
+    finally:
+        await conn.close()
+
+
+async def stops(params: ConnectParams, session_id: str, job: str) -> list[str]:
+    """The outcomes of the job's durable `core_stopped` events."""
+    conn = await connect(params)
+    try:
+        records = await read_events(conn, session_id, 1, 10_000)
+    finally:
+        await conn.close()
+    return [
+        str(r.payload["outcome"])
+        for r in records
+        if r.event_type == "core_stopped" and r.payload.get("job_name") == job
+    ]
+
+
+async def started_card(
+    daemon: Daemon, api: BotApiServer, params: ConnectParams, job: str
+) -> tuple[str, Sent]:
+    """choird and agent-1 on the phone, `job` started and its card stored with its message:
+    the session and the card."""
+    await daemon.start()
+    started = await daemon.ctl("agent", "start", "agent-1", "--dm", "phone")
+    api.user_says(PHONE, f"please start the {job}")
+    await api.wait_for(lambda: bool(cards_of(api, job)), within=60)
+    [card] = cards_of(api, job)
+
+    async def stored() -> bool:
+        return [(r.message_id, r.job_name) for r in await stored_cards(params)] == [
+            (card.message_id, job)
+        ]
+
+    await poll_until(stored, within=20, every=0.1)
+    return str(started["session_id"]), card
+
+
+def cards_of(api: BotApiServer, job: str) -> list[Sent]:
+    """The card messages of `job` in the phone's chat (one, unless one was sent twice)."""
+    return [m for m in api.sent(PHONE) if m.text.startswith(f"Core job {job}")]
+
+
+def card_sends(api: BotApiServer, job: str) -> int:
+    """sendMessage calls of `job`'s card, refused ones too."""
+    return sum(
+        c.method == "sendMessage" and str(c.params.get("text", "")).startswith(f"Core job {job}")
+        for c in api.sends(PHONE)
+    )
+
+
+@scripted(GATED)
+async def test_a_card_goes_on_being_edited_after_choird_is_killed_and_started_again(
+    daemon: Daemon, api: BotApiServer, home: ChoirHome, pg_params: ConnectParams
+) -> None:
+    session_id, card = await started_card(daemon, api, pg_params, "gated")
+    daemon.kill()
+    edited = len(edits_of(api, card))
+
+    await daemon.start()  # adopts agent-1, whose job waits at its first gate
+    await api.wait_for(lambda: len(edits_of(api, card)) > edited, within=30)  # resumed
+    assert now_of(api, card).buttons
+    (workspace(home) / "go1").touch()
+    await api.wait_for(lambda: "step 2 · " in now_of(api, card).text, within=60)
+    assert now_of(api, card).buttons  # still live
+    (workspace(home) / "go2").touch()
+    await api.wait_for(lambda: now_of(api, card).text.startswith("Core job gated: done"), within=60)
+
+    final = now_of(api, card)
+    assert ", 3 steps\nThrough both gates." in final.text  # counted across the restart
+    assert not final.buttons
+    assert card_sends(api, "gated") == 1  # edited, never sent again
+    assert await stops(pg_params, session_id, "gated") == ["completed"]
+    await poll_until(lambda: _none_stored(pg_params), within=20)  # done with: deleted
+
+
+@scripted(GATED)
+async def test_a_job_that_ended_while_choird_was_away_gets_its_final_edit(
+    daemon: Daemon, api: BotApiServer, home: ChoirHome, pg_params: ConnectParams
+) -> None:
+    session_id, card = await started_card(daemon, api, pg_params, "gated")
+    api.hold("editMessageText")  # Telegram takes no edit: the card stays as it is
+    (workspace(home) / "go1").touch()
+    (workspace(home) / "go2").touch()
+    await poll_until(
+        lambda: _stopped(pg_params, session_id, "gated"), within=60, every=0.2
+    )  # durable: choird heard the end, and its final edit is held
+    daemon.kill()
+    # the dead choird's held edit is never taken (were none held, the new choird's first
+    # try fails instead, and is tried again)
+    api.fail("editMessageText", 502, chat_id=PHONE)
+    api.release("editMessageText")
+    assert now_of(api, card).buttons
+
+    await daemon.start()  # its end was replicated already: read from the session's log
+    await api.wait_for(lambda: now_of(api, card).text.startswith("Core job gated: done"), within=60)
+    final = now_of(api, card)
+    assert ", 3 steps\nThrough both gates." in final.text
+    assert not final.buttons
+    assert card_sends(api, "gated") == 1
+    resumed = '"telegram job card resumed","dm":"phone","job":"gated","ended":true'
+    assert resumed in home.choird_log.read_text()  # its end read at the start, from the log
+    await poll_until(lambda: _none_stored(pg_params), within=20)
+
+
+@scripted(SLEEPER)
+async def test_a_card_whose_session_crashed_while_choird_was_away_ends_as_crashed(
+    daemon: Daemon, api: BotApiServer, home: ChoirHome, pg_params: ConnectParams
+) -> None:
+    await started_card(daemon, api, pg_params, "sleeper")
+    [card] = cards_of(api, "sleeper")
+    daemon.kill()
+    for process in agent_processes(home):  # the agent dies with choird away
+        os.killpg(process.pid, signal.SIGKILL)
+
+    await daemon.start()  # nothing to adopt: the session crashed, and so does the card end
+    await api.wait_for(
+        lambda: now_of(api, card).text.startswith("Core job sleeper: stopped: its session crashed"),
+        within=60,
+    )
+    assert now_of(api, card).text.endswith("its agent no longer runs")
+    assert not now_of(api, card).buttons
+    assert card_sends(api, "sleeper") == 1
+    await poll_until(lambda: _none_stored(pg_params), within=20)
+
+
+@scripted(SLEEPER)
+async def test_a_graceful_stop_ends_the_card_once(
+    daemon: Daemon, api: BotApiServer, pg_params: ConnectParams
+) -> None:
+    await started_card(daemon, api, pg_params, "sleeper")
+    [card] = cards_of(api, "sleeper")
+    await daemon.stop()  # stops agent-1, its job cancelled: the card ends now or at the start
+
+    await daemon.start()
+    await api.wait_for(
+        lambda: now_of(api, card).text.startswith("Core job sleeper: cancelled"), within=60
+    )
+    assert now_of(api, card).text.endswith("\nthe agent is stopping")
+    assert not now_of(api, card).buttons
+    assert card_sends(api, "sleeper") == 1
+    await poll_until(lambda: _none_stored(pg_params), within=20)
+
+
+@scripted(SLEEPER)
+async def test_cancel_pressed_after_a_restart_cancels_the_job_once(
+    daemon: Daemon, api: BotApiServer, pg_params: ConnectParams
+) -> None:
+    session_id, card = await started_card(daemon, api, pg_params, "sleeper")
+    cancel = card.buttons[0][1]
+    daemon.kill()
+    edited = len(edits_of(api, card))
+    await daemon.start()
+    await api.wait_for(lambda: len(edits_of(api, card)) > edited, within=30)  # resumed
+
+    assert await answered(api, api.user_presses(PHONE, card, cancel)) == "Cancelling sleeper"
+    again = await answered(api, api.user_presses(PHONE, card, cancel))
+    assert again in ("sleeper is being cancelled already", "no longer valid")  # never twice
+    await api.wait_for(
+        lambda: now_of(api, card).text.startswith("Core job sleeper: cancelled"), within=60
+    )
+    assert not now_of(api, card).buttons
+    assert await stops(pg_params, session_id, "sleeper") == ["cancelled"]
+    assert await answered(api, api.user_presses(PHONE, card, cancel)) == "no longer valid"
+    await poll_until(lambda: _none_stored(pg_params), within=20)
+
+
+@scripted(LISTENER)
+async def test_an_inject_prompt_sent_before_a_restart_is_answered_after_it(
+    daemon: Daemon, api: BotApiServer, home: ChoirHome, pg_params: ConnectParams
+) -> None:
+    session_id, card = await started_card(daemon, api, pg_params, "listener")
+    pressed = api.user_presses(PHONE, card, card.buttons[1][1])
+    assert await answered(api, pressed) == "Reply to the prompt to instruct listener"
+    prompt = await prompt_of(api)
+
+    async def prompt_stored() -> bool:
+        return [r.prompts for r in await stored_cards(pg_params)] == [(prompt.message_id,)]
+
+    await poll_until(prompt_stored, within=20, every=0.1)
+    daemon.kill()
+    edited = len(edits_of(api, card))
+    await daemon.start()
+    await api.wait_for(lambda: len(edits_of(api, card)) > edited, within=30)  # resumed
+
+    api.user_says(PHONE, "use blue", reply_to=prompt)
+    await api.wait_for(
+        lambda: "Sent to core job listener: it reads it at its next step." in api.texts(PHONE),
+        within=30,
+    )
+    (workspace(home) / "go").touch()
+    await api.wait_for(
+        lambda: now_of(api, card).text.startswith("Core job listener: done"), within=60
+    )
+    conn = await connect(pg_params)
+    try:
+        records = await read_events(conn, session_id, 1, 10_000)
+    finally:
+        await conn.close()
+    injected = [r.payload["content"] for r in records if r.event_type == "injected_instruction"]
+    assert injected == ["use blue"]
+    await poll_until(lambda: _none_stored(pg_params), within=20)
+
+
+async def prompt_of(api: BotApiServer) -> Sent:
+    """The [Inject…] prompt in the phone's chat, once sent."""
+
+    def prompts() -> list[Sent]:
+        return [m for m in api.sent(PHONE) if m.params.get("reply_markup", {}).get("force_reply")]
+
+    await api.wait_for(lambda: bool(prompts()))
+    [prompt] = prompts()
+    return prompt
+
+
+@scripted(GATED)
+async def test_a_choird_killed_before_a_sent_card_is_stored_sends_it_once_and_forgets_it(
+    daemon: Daemon, api: BotApiServer, home: ChoirHome, pg_params: ConnectParams
+) -> None:
+    await daemon.start(CHOIR_FAILPOINTS="telegram.card.after_send=exit")
+    started = await daemon.ctl("agent", "start", "agent-1", "--dm", "phone")
+    session_id = str(started["session_id"])
+    api.user_says(PHONE, "please start the gated")
+    assert daemon.process is not None
+    exited = await asyncio.to_thread(daemon.process.process.wait, 60)
+    assert exited == 137  # the failpoint: Telegram took the card, its message id unstored
+    [card] = cards_of(api, "gated")
+    [row] = await stored_cards(pg_params)
+    assert (row.card_id, row.message_id) == (card.buttons[0][1][1:].split(".")[0], None)
+
+    await daemon.start()  # the card may show or not: it is never sent a second time
+    await poll_until(lambda: _none_stored(pg_params), within=20)
+    why = "telegram job card not resumed: choird stopped while it was being sent"
+    assert why in home.choird_log.read_text()  # the operator is told which card
+    assert await answered(api, api.user_presses(PHONE, card, card.buttons[0][1])) == (
+        "no longer valid"
+    )
+    (workspace(home) / "go1").touch()
+    (workspace(home) / "go2").touch()
+    await poll_until(lambda: _stopped(pg_params, session_id, "gated"), within=60, every=0.2)
+    await asyncio.sleep(EDIT_EVERY_S)  # what a choird that edited the card would have done by now
+    assert card_sends(api, "gated") == 1
+    assert edits_of(api, card) == []
+    assert now_of(api, card).buttons  # left as it was: the one card the kill lost
+
+
+async def _none_stored(params: ConnectParams) -> bool:
+    return not await stored_cards(params)
+
+
+async def _stopped(params: ConnectParams, session_id: str, job: str) -> bool:
+    return bool(await stops(params, session_id, job))
