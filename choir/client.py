@@ -71,13 +71,15 @@ class ChoirClient:
         socket = (home or ChoirHome.resolve()).operator_socket
         if not socket.exists():
             raise UnavailableError(
-                f"choird is not running (no socket at {socket}): start it with `choir up` (or `choird` in the foreground)"
+                f"choird is not running (no socket at {socket}): start it with `choir up` "
+                "(or `choird` in the foreground)"
             )
         try:
             client = await connect(socket, call_timeout=call_timeout)
         except TransportError:
             raise UnavailableError(
-                f"choird is not running (nothing listens on {socket}): start it with `choir up` (or `choird` in the foreground)"
+                f"choird is not running (nothing listens on {socket}): start it with `choir up` "
+                "(or `choird` in the foreground)"
             ) from None
         return cls(client, socket)
 
