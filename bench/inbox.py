@@ -200,7 +200,7 @@ def main() -> None:
     report(
         f"inbox.list, a crashed session of {events} events",
         {"inbox_list_ms": median(snapshots) * 1000, "no_snapshot_ms": median(none) * 1000},
-        {"inbox_list_ms": "≤ 50 ms", "no_snapshot_ms": "≤ 200 ms"},
+        {},  # no goal in the spec: main read the whole log, 0.85 s here (see CHANGELOG)
         args.json,
     )
 

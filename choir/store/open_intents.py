@@ -1,4 +1,4 @@
-"""A session's intents without a result (§13.6), read by one query instead of the whole log.
+"""A session's intents without a result (issue 19), read by a few queries, not the whole log.
 
 The recovery inbox lists them for every crashed session each time it is listed (the console's
 Inbox tab refreshes it); a long session's log is tens of thousands of events whose tool results
