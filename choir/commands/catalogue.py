@@ -594,7 +594,9 @@ CATALOGUE: Final[tuple[Command, ...]] = (
         "the\nvector columns take the new size, and every session chunk, summary and knowledge "
         "item is\nembedded again, with a progress bar. Memory is searched by text meanwhile. "
         "Stopped midway,\nthe next run resumes. --missing only embeds the rows an embedding "
-        "outage left without a\nvector.",
+        "outage left without a\nvector. With --all, an agent that fails stops the run: the "
+        "agents finished are listed,\nthen the error names the agent, those not started and "
+        "the command that resumes (exit code\nthe failure's: 6 no embedder, 5 already running).",
         verb="memory.reembed",
         params=(Param("agent_id", "Agent (empty: --all)", "agent", optional=True),),
         streams=True,

@@ -94,6 +94,9 @@ class EmbeddingsServer:
     models: list[str] = field(default_factory=list)
     """The `model` of every request received."""
     port: int = 0
+    refuse: Callable[[list[str]], bool] | None = None
+    """While set, a request whose texts it matches answers 500 (an embedder failing on some
+    agent's memory only), whatever `faults` holds."""
     _runner: web.AppRunner | None = None
 
     @property
@@ -109,6 +112,8 @@ class EmbeddingsServer:
         self.batches.append(texts)
         self.authorizations.append(request.headers.get("Authorization"))
         self.models.append(body.get("model"))
+        if self.refuse is not None and self.refuse(texts):
+            return web.json_response({"error": {"message": "refused"}}, status=500)
         if self.faults and (response := await self.faults.popleft()(texts)) is not None:
             return response
         return web.json_response(_body(texts, self.dimensions))

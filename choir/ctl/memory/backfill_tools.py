@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from choir.commands import documented
-from choir.ctl.memory.reembed import show_progress
+from choir.ctl.memory.reembed import ProgressBar
 from choir.ctl.options import HomeOption, JsonOption
 from choir.ctl.render.output import emit, table
 
@@ -35,7 +35,7 @@ def backfill_tools(
         raise UsageError(
             "name one agent or pass --all: choirctl memory backfill-tools <agent>|--all"
         )
-    progress = None if as_json else show_progress
+    progress = None if as_json else ProgressBar()
     data = with_choird(
         home,
         lambda choird: choird.memory_backfill_tools(

@@ -835,10 +835,23 @@ class AgentReembedded(OperatorModel):
     """Vectors stored by this run."""
 
 
+class ReembedStopped(OperatorModel):
+    """Where `memory reembed --all` stopped: the agent whose run failed, why (its refusal's
+    wire code and one-line message), and the agents after it, not started."""
+
+    agent_id: str
+    code: str
+    """The refusal's `ErrorCode` (`unavailable`, `conflict`, `invalid_request`, `internal`)."""
+    message: str
+    not_started: list[str]
+
+
 class MemoryReembedded(OperatorModel):
-    """The result of `memory reembed`."""
+    """The result of `memory reembed`: the agents finished, in order; with `--all`, where the
+    run stopped if an agent's failed (absent when every agent finished)."""
 
     agents: list[AgentReembedded]
+    stopped: ReembedStopped | None = Field(default=None, exclude_if=lambda s: s is None)
 
 
 class SessionMessage(OperatorModel):

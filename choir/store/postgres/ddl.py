@@ -349,6 +349,19 @@ CREATE INDEX recovery_items_undecided_idx
     ON choir_control.recovery_items (created_at) WHERE state <> 'decided';
 """,
     ),
+    Migration(
+        2,
+        "a session's open intents found without reading its log (`store.open_intents`)",
+        # partial: each event enters at most one of them; the results' by call id, so looking
+        # a result up never reads its payload (a tool's output, often stored out of line)
+        """
+CREATE INDEX session_events_intents_idx
+    ON choir_control.session_events (session_id, rev) WHERE event_type = 'tool_call_committed';
+CREATE INDEX session_events_results_idx
+    ON choir_control.session_events (session_id, (payload->>'call_id'), rev)
+    WHERE event_type = 'tool_result_committed';
+""",
+    ),
 )
 """The recovery inbox's own scope, like the gateway's: it evolves apart from the control plane's."""
 

@@ -11,6 +11,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import asyncpg
+
+from choir.config.scaffolding.gitrepo import git
 from choir.home import ChoirHome
 from choir.store.agent_schema import ensure_agent_schema, run_as_agent
 from choir.store.memory.embedding_model import EmbeddingModel, stored_embedding_model
@@ -59,6 +62,53 @@ async def seeded_home(
     finally:
         await conn.close()
     return home
+
+
+async def three_agents_home(
+    root: Path, pg_params: ConnectParams, url: str, *, knowledge: int, model: str, dims: int
+) -> ChoirHome:
+    """A home on `pg_params` with agent-1, agent-2 and agent-3, each holding `knowledge`
+    items (no vectors; each text starts with its agent's name) of `model` at `dims`, and no
+    session: configure another model and every agent is stale (nothing re-embeds them at
+    choird's start)."""
+    home = make_home(root, postgres=external_postgres(pg_params))
+    data: dict[str, Any] = read_config(home)
+    repo = root / "repo-agent-3"
+    git(root, "clone", "-q", data["agents"]["agent-1"]["repo"]["url"], str(repo))
+    data["workspaces"]["third"] = {"path": str(root / "ws-third")}
+    data["dms"]["ops3"] = {"gateway": "console", "user_id": "ops3"}
+    data["git_identities"]["agent-3"] = {"name": "choir agent-3", "email": "agent-3@choir.local"}
+    data["agents"]["agent-3"] = {
+        "repo": {**data["agents"]["agent-1"]["repo"], "url": str(repo)},
+        "defaults": {"workspace": "third", "llm": "demo", "git_identity": "agent-3", "dm": "ops3"},
+    }
+    write_config(home, data)
+    use_model(home, url, model, dims)
+    conn = await connect(pg_params)
+    try:
+        await apply_control_schema(conn)
+        for agent_id in AGENTS:
+            await add_knowledge(conn, agent_id, knowledge, model=model, dims=dims)
+    finally:
+        await conn.close()
+    return home
+
+
+AGENTS = ("agent-1", "agent-2", "agent-3")
+
+
+async def add_knowledge(
+    conn: asyncpg.Connection, agent_id: str, count: int, *, model: str, dims: int, start: int = 1
+) -> None:
+    """`count` knowledge items of `agent_id` stored without a vector (as an outage leaves
+    them), texts `<agent_id> fact <n>` from `start`."""
+    await ensure_agent_schema(conn, agent_id, dims, model)
+    async with run_as_agent(conn, agent_id) as agent:
+        await agent.execute(
+            f"INSERT INTO knowledge_documents (name, text) SELECT 'f' || n, "
+            f"'{agent_id} fact ' || n || ': service ' || n || ' restarts nightly' "
+            f"FROM generate_series({start:d}, {start + count - 1:d}) AS n"
+        )
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ choices are `choir.core.recovery_inbox`.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Iterable
+from collections.abc import Awaitable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -37,7 +37,7 @@ from choir.protocol.operator.requests import (
     SessionRecover,
 )
 from choir.store.approvals.pending import ApprovalRow
-from choir.store.events import EventRecord
+from choir.store.open_intents import open_intents
 from choir.store.recovery_items import RecoveryItem, decide, get_item, open_items
 from choir.store.sessions import SessionStatus
 
@@ -53,29 +53,6 @@ class OpenCall:
     tool: str
     arguments: dict[str, Any] | None
     at: str
-
-
-def open_calls(events: Iterable[EventRecord]) -> list[OpenCall]:
-    """The log's intents without a result, oldest first, each with its model's arguments."""
-    arguments: dict[str, dict[str, Any]] = {}
-    intents: dict[str, OpenCall] = {}
-    for event in events:
-        payload = event.payload
-        if event.event_type == "model_output":
-            for call in payload.get("tool_calls") or ():
-                arguments[str(call.get("id"))] = dict(call.get("arguments") or {})
-        elif event.event_type == "tool_call_committed" and not payload.get("idempotent"):
-            call_id = str(payload["call_id"])
-            intents[call_id] = OpenCall(
-                event.lane,
-                call_id,
-                str(payload["tool"]),
-                arguments.get(call_id),
-                event.created_at.isoformat(),
-            )
-        elif event.event_type == "tool_result_committed":
-            intents.pop(str(payload.get("call_id")), None)
-    return list(intents.values())
 
 
 # -- listing ----------------------------------------------------------------------------------
@@ -203,7 +180,13 @@ def _item(
 
 
 async def _calls(ctx: OperatorContext, session_id: str) -> list[OpenCall]:
-    return open_calls(await operator_recover.session_log(ctx, session_id))
+    """The session's intents without a result, oldest first: one query, not the whole log (a
+    long session's is tens of thousands of events, and the inbox is listed on every refresh)."""
+    async with ctx.pool.acquire() as conn:
+        intents = await open_intents(conn, session_id)
+    return [
+        OpenCall(i.lane, i.call_id, i.tool, i.arguments, i.created_at.isoformat()) for i in intents
+    ]
 
 
 # -- resolving --------------------------------------------------------------------------------
