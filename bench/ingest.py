@@ -35,10 +35,11 @@ def make_batch(first_rev: int, count: int) -> list[EventRecord]:
     return [
         EventRecord(
             rev=rev,
-            event_type="TOOL_RESULT_COMMITTED",
+            event_type="tool_result_committed",  # as choird stores it: in the results index
             lane="edge",
             payload={
                 "kind": "tool_result_committed",
+                "call_id": f"call-{rev:08d}",
                 "invocation_id": f"inv-{rev:08d}",
                 "tool": "choir.fs.read",
                 "result": {"status": "success", "summary": "read 120 lines of src/app.py"},
