@@ -30,3 +30,34 @@ def test_a_success_resets_the_count():
     assert breaker.state is BreakerState.CLOSED
     assert breaker.succeeded() is Change.RECOVERED
     assert breaker.succeeded() is None
+
+
+def test_it_refuses_while_cooling_down_and_while_its_probe_is_out_not_after():
+    breaker = CircuitBreaker(threshold=1, cooldown_s=30.0)
+    assert not breaker.refusing(0.0)
+    breaker.failed(1.0)
+    assert breaker.refusing(30.9)
+    assert not breaker.refusing(31.0)  # cooled down: the next caller is the probe
+    assert breaker.state is BreakerState.OPEN  # asking changes nothing
+    assert breaker.allow(31.0)
+    assert breaker.refusing(31.5)  # the probe is out
+
+
+def test_an_abandoned_probe_lets_the_next_call_probe_again():
+    breaker = CircuitBreaker(threshold=1, cooldown_s=30.0)
+    breaker.failed(0.0)
+    assert breaker.allow(30.0)
+    breaker.abandoned()  # its caller timed out: no outcome will ever come
+    assert breaker.state is BreakerState.OPEN
+    assert not breaker.refusing(30.1)
+    assert breaker.allow(30.1)
+    assert breaker.succeeded() is Change.RECOVERED
+
+
+def test_abandoned_outside_a_probe_changes_nothing():
+    breaker = CircuitBreaker(threshold=1, cooldown_s=30.0)
+    breaker.abandoned()
+    assert breaker.state is BreakerState.CLOSED
+    breaker.failed(0.0)
+    breaker.abandoned()
+    assert (breaker.state, breaker.opened_at) == (BreakerState.OPEN, 0.0)

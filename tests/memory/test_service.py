@@ -8,6 +8,7 @@ import asyncio
 import json
 import socket
 import time
+from collections import deque
 from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -145,6 +146,39 @@ async def test_a_dead_endpoint_pauses_embedding_and_it_recovers():
     [recovered] = [line for line in lines if line["message"] == "embedding works again"]
     assert recovered["chunks_without_vectors"] == 3
     assert KEY not in json.dumps(lines)
+
+
+async def test_a_search_finds_the_endpoint_back_after_an_outage_with_no_batch_to_probe():
+    """Nothing is written after the outage: the searches themselves probe once the cool-down
+    is over (they used to skip the endpoint for as long as no batch came to probe it)."""
+    port = free_port()
+    breaker = CircuitBreaker(threshold=1, cooldown_s=0.5)
+    memory = service(remote(f"http://127.0.0.1:{port}/v1"), breaker=breaker)
+    async with memory:
+        assert await embedded(memory, "a", "during the outage") is None
+        assert (memory.paused, memory.breaker) == (True, "open")
+        assert await memory.embed_query("skipped at once", timeout_s=5) is None
+        async with EmbeddingsServer(port=port) as server:  # the endpoint comes back
+            await asyncio.sleep(0.6)  # the cool-down ends
+            assert (memory.paused, memory.breaker) == (False, "open")  # the next call probes
+            assert await memory.embed_query("found again", timeout_s=5) is not None
+            assert (memory.paused, memory.breaker) == (False, "closed")
+            assert server.batches == [["found again"]]
+
+
+async def test_a_search_that_gives_up_on_the_probe_does_not_leave_embedding_refused():
+    """The probe is a search's query whose timeout runs out: the next call probes again."""
+    port = free_port()
+    breaker = CircuitBreaker(threshold=1, cooldown_s=0.2)
+    memory = service(remote(f"http://127.0.0.1:{port}/v1"), breaker=breaker)
+    async with memory:
+        assert await embedded(memory, "a", "during the outage") is None
+        async with EmbeddingsServer(port=port, faults=deque([fault.slow(2.0)])) as server:
+            await asyncio.sleep(0.3)
+            assert await memory.embed_query("too slow", timeout_s=0.3) is None
+            assert not memory.paused  # not waiting for a probe that was given up
+            assert await embedded(memory, "b", "after it") is not None
+            assert server.batches[-1] == ["after it"]
 
 
 @pytest.mark.parametrize(

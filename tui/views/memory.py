@@ -170,7 +170,7 @@ class MemoryView(ChoirView):
         )
         embedding = self.embedding
         if embedding is not None:
-            style = "red" if embedding.breaker == "open" else "dim"
+            style = "dim" if embedding.breaker == "closed" else "red"
             text.append(
                 f"\nembedding {embedding.provider} ({embedding.dimensions} dims) · queue "
                 f"{embedding.queue_depth} · breaker {embedding.breaker}",

@@ -744,7 +744,8 @@ class EmbeddingView(OperatorModel):
     queue_depth: int
     """Chunks waiting for (or in) a batch."""
     breaker: str
-    """`closed` (calls go through) or `open` (the provider failed: paused, searches by text)."""
+    """`closed` (calls go through), `open` (the provider failed: searches by text; once its
+    cool-down is over the next call probes it) or `half_open` (that probe is out)."""
 
 
 class MemoryStats(OperatorModel):

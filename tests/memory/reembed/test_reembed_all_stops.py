@@ -143,10 +143,12 @@ async def test_a_failed_agent_stops_all_says_what_finished_and_the_same_command_
             filled = await choirctl(home, "memory", "reembed", "--all", "--missing", "--json")
             assert filled.returncode == 0, filled.stderr
             figures = [(a["agent_id"], a["embedded"]) for a in json.loads(filled.stdout)["agents"]]
-            # agent-2's rows may partly be filled by choird's own backfill once the embedder
-            # answers again: the figure says what this run stored
-            assert [figures[0], figures[2]] == [("agent-1", 0), ("agent-3", 5)]
-            assert figures[1][0] == "agent-2"
+            # agent-2's and agent-3's rows may partly be filled by choird's own backfill once
+            # the embedder answers again (its breaker cooled down): the figure says what this
+            # run stored; the finished agent-1 is not embedded again
+            assert figures[0] == ("agent-1", 0)
+            assert [agent_id for agent_id, _ in figures] == list(AGENTS)
+            assert all(0 <= embedded <= 5 for _, embedded in figures)
             for agent_id in AGENTS:
                 assert (await memory_of(pool, agent_id)).missing == 0
             assert sent_of(server, "agent-1", since) == [1] * (ROWS + 5)

@@ -2,6 +2,7 @@
 
     CLOSED --K consecutive failed batches--> OPEN --cool-down over, one probe--> HALF_OPEN
     HALF_OPEN --probe succeeds--> CLOSED;  HALF_OPEN --probe fails--> OPEN (a new cool-down)
+    HALF_OPEN --probe abandoned (its caller cancelled)--> OPEN (cool-down over: probe again)
 
 Each batch already carries §11.9's retries (1/2/4 s), so a dead endpoint costs ~7 s per batch;
 without a breaker every queued batch would pay that, one after the other, and a session close
@@ -58,6 +59,21 @@ class CircuitBreaker:
             self.state = BreakerState.HALF_OPEN
             return True
         return False
+
+    def refusing(self, now: float) -> bool:
+        """Whether a call would be refused now: cooling down, or the probe not back yet. Once
+        the cool-down is over this is False, so whoever calls next — a search's query too, not
+        only a batch — is the probe, and an endpoint that came back is found again."""
+        if self.state is BreakerState.OPEN:
+            return now - self.opened_at < self.cooldown_s
+        return self.state is BreakerState.HALF_OPEN
+
+    def abandoned(self) -> None:
+        """The probe never finished (its caller gave up waiting: a search's timeout): open as
+        before, the cool-down still over, so the next call probes again — else the breaker
+        would wait for an outcome that never comes and refuse every call from then on."""
+        if self.state is BreakerState.HALF_OPEN:
+            self.state = BreakerState.OPEN
 
     def succeeded(self) -> Change | None:
         """A call went through: close; RECOVERED when there had been failures."""

@@ -190,10 +190,8 @@ class MemoryService:
     async def _query(
         self, engine: _Engine, text: str, agent_id: str | None, purpose: Purpose
     ) -> list[Vector]:
-        from choir.daemon.memory.embedding.provider import embed_counted
-
         began = time.monotonic()
-        vectors, tokens = await embed_counted(engine.guard.inner, [text])
+        vectors, tokens = await engine.guard.query(text)
         if self._meter is not None and agent_id is not None:
             latency_ms = int((time.monotonic() - began) * 1000)
             self._meter.embedded(
@@ -232,8 +230,13 @@ class MemoryService:
 
     @property
     def paused(self) -> bool:
-        """Whether the breaker keeps the provider from being called."""
+        """Whether the breaker keeps the provider from being called now."""
         return self._engine is not None and self._engine.guard.paused
+
+    @property
+    def breaker(self) -> str:
+        """The breaker's state: `closed`, `open`, or `half_open` (its probe call is out)."""
+        return "closed" if self._engine is None else self._engine.guard.breaker.state.value
 
     # -- first use ---------------------------------------------------------------------------
 

@@ -9,6 +9,7 @@ many chunks were left without vectors meanwhile, for the backfill).
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Callable, Sequence
 
@@ -45,8 +46,8 @@ class GuardedProvider:
 
     @property
     def paused(self) -> bool:
-        """Whether calls are refused (the breaker is open)."""
-        return self.breaker.state is BreakerState.OPEN
+        """Whether calls are refused now (the breaker cooling down, or its probe out)."""
+        return self.breaker.refusing(self._clock())
 
     def replace(self, inner: EmbeddingProvider) -> None:
         """Embed with `inner` from the next batch on (a reloaded config), with a fresh breaker:
@@ -60,19 +61,36 @@ class GuardedProvider:
 
     async def embed_counted(self, texts: Sequence[str]) -> tuple[list[Vector], int | None]:
         """`embed`, with the input tokens the provider reported (`provider.embed_counted`)."""
+        return await self._call(texts, len(texts))
+
+    async def query(self, text: str) -> tuple[list[Vector], int | None]:
+        """A search's vector. While the breaker is closed, outside its count: a query's short
+        timeout is no verdict on the endpoint. Once it has opened and cooled down, the query is
+        its probe like any call, so searches alone find an endpoint that came back (and one
+        still down costs one timeout per cool-down, not one per search)."""
+        if self.breaker.state is BreakerState.CLOSED:
+            return await embed_counted(self.inner, [text])
+        return await self._call([text], 0)
+
+    async def _call(self, texts: Sequence[str], chunks: int) -> tuple[list[Vector], int | None]:
+        """One call through the breaker; `chunks`: memory rows left without a vector if it
+        fails (0 for a search's query)."""
         if not self.breaker.allow(self._clock()):
-            self.unembedded += len(texts)
+            self.unembedded += chunks
             raise EmbeddingError(
                 EmbeddingErrorKind.PAUSED,
                 f"embedding provider {self.name!r} is paused after failing repeatedly",
             )
         try:
             vectors, tokens = await embed_counted(self.inner, texts)
+        except asyncio.CancelledError:
+            self.breaker.abandoned()
+            raise
         except EmbeddingError as error:
-            self._failed(len(texts), error.kind.value, error.message)
+            self._failed(chunks, error.kind.value, error.message)
             raise
         except Exception as exc:  # a provider bug costs vectors, and counts as a failure
-            self._failed(len(texts), "unexpected", f"{type(exc).__name__}: {exc}")
+            self._failed(chunks, "unexpected", f"{type(exc).__name__}: {exc}")
             raise
         if self.breaker.succeeded() is Change.RECOVERED:
             _log.info(

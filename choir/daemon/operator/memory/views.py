@@ -360,7 +360,7 @@ def _embedding_view(ctx: OperatorContext) -> a.EmbeddingView:
         provider=service.provider_name,
         dimensions=service.dimensions,
         queue_depth=service.depth,
-        breaker="open" if service.paused else "closed",
+        breaker=service.breaker,
     )
 
 
