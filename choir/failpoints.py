@@ -50,6 +50,7 @@ KNOWN_FAILPOINTS: Final = frozenset(
         "memory.close.after_chunks",
         "edge.after_recall",
         "agent.after_hello",
+        "hello.before_answer",
         "memory.archive.before_store",
         "memory.rollup.before_store",
         "memory.forget.before_delete",
@@ -83,6 +84,8 @@ pushed to its agent.
 recorded yet.
 `agent.after_hello` (agent): INIT_HELLO is answered ("session started" logged), the rest of
 the handover and the config are not fetched yet — the agent is starting, not serving.
+`hello.before_answer` (choird): an agent's INIT_HELLO is handled (its handover read, its pending
+messages pushed again), the answer not sent — with `exit`, the agent's hello is lost in flight.
 `edge.after_recall` (agent): a message's recalled memories are committed, its first LLM call
 is not made yet.
 `memory.archive.before_store` (choird): a compaction naming an archive is durable, its archive

@@ -21,6 +21,7 @@ from choir.daemon.agents.refusals import RpcFault
 from choir.daemon.gateway.inbox import Inbox
 from choir.daemon.sessions.state import LiveSession, SessionContext, utc_now
 from choir.daemon.staging.stage import ConfigStage
+from choir.failpoints import failpoint
 from choir.protocol import (
     PROTOCOL_VERSION,
     ErrorCode,
@@ -51,6 +52,7 @@ class Greeter:
         resumed = live.resumed or live.ack_rev > 0
         await self._inbox.redeliver(live.session_id)  # queued for the agent, awaiting it
         spend = await self.spend_so_far(live.agent_id)
+        await failpoint("hello.before_answer")
         return InitHelloResponse(
             status="resumed" if resumed else "fresh",
             lease_token=ctx.lease_token,
