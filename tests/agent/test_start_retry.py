@@ -6,7 +6,7 @@ refused connection, or choird answering "not now" (unavailable, rate limited), i
 refusal (an internal fault included) is not
 (the start fails at once, as before); an outage past the patience fails the start in one line
 that says choird was unreachable. The restart under a real choird and agent is
-`tests/faults/test_choird_restart.py`.
+`tests/faults/test_start_rides_out_restart.py`.
 """
 
 from __future__ import annotations

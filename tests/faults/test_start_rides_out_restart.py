@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import subprocess
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -39,12 +40,9 @@ from tests.faults.invariants import InvariantChecker
 from tests.faults.support import IN_CONTAINER_PORT, as_json, assert_chain, kill9, serve_model_in
 from tests.faults.test_choird_restart import (
     GENEROUS,
-    HELLO_HOLD_MS,
     SCRIPT,
     START,
     Scene,
-    agent_lines,
-    agent_logged,
     gone,
     home_for,
     run,
@@ -52,7 +50,6 @@ from tests.faults.test_choird_restart import (
 )
 from tests.harness.agent_logs import agent_log_text
 from tests.harness.homes import read_config
-from tests.harness.processes import Choird
 from tests.harness.waits import poll_until
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
@@ -61,6 +58,10 @@ RUNTIMES = ("process", "docker")
 RETRYING = "choird unreachable while starting; retrying"
 HELLO_LOST = "hello.before_answer=exit"
 """choird handles the agent's INIT_HELLO, then dies before its answer goes out."""
+HELLO_HOLD_MS = 5000
+"""How long agent-1 stays between INIT_HELLO and its handover: time for the test to see it
+there and kill choird, not long enough to matter."""
+HELD_AFTER_HELLO = f"agent.after_hello=sleep({HELLO_HOLD_MS})"
 
 
 @pytest.fixture
@@ -190,3 +191,137 @@ async def serves(scene: Scene) -> None:
     hello = await run(scene, "chat", "agent-1", "hello")
     assert hello.returncode == 0, hello.stderr
     assert "hello back" in hello.stdout
+
+
+# -- INIT_HELLO answered, not serving yet --------------------------------------------------
+
+
+@pytest.mark.parametrize("runtime", RUNTIMES)
+async def test_an_agent_still_starting_rides_out_a_choird_kill(
+    runtime: str, root: Path, pg_params: ConnectParams, model: ScriptedModelServer
+) -> None:
+    """choird killed between the agent's INIT_HELLO and its serving (held there by the
+    `agent.after_hello` failpoint): the agent waits for choird instead of giving its start up,
+    and the new choird adopts it — same session, same process or container — and it serves."""
+    async with scene_on(runtime, root, pg_params, model) as scene:
+        await start_choird(scene, CHOIR_FAILPOINTS=HELD_AFTER_HELLO)
+        started = as_json(await run(scene, *START))
+        session_id = started["session_id"]
+        await poll_until(lambda: agent_logged(scene, "session started"), within=30, every=0.05)
+        where = await asyncio.to_thread(agent_place, scene)
+        checker = InvariantChecker(scene.params, ["agent-1"])
+        await checker.observe()
+        assert scene.choird is not None
+        kill9(scene.choird)  # the agent sleeps in the failpoint: it has not fetched its config
+        checker.fault("kill -9 of choird while agent-1 starts")
+        await poll_until(lambda: said_meanwhile(scene, where, RETRYING), within=30, every=0.1)
+        await start_choird(scene)  # no failpoint: the agent is not started again
+
+        await poll_until(lambda: agent_logged(scene, "choird reachable again"), within=60)
+        await serves(scene)
+
+        status = as_json(await run(scene, "agent", "status", "agent-1", "--json"))
+        assert (status["state"], status["session_id"]) == ("running", session_id)
+        assert await asyncio.to_thread(agent_place, scene) == where  # the same, adopted
+        sessions = as_json(await run(scene, "session", "list", "agent-1", "--json"))["sessions"]
+        assert [s["session_id"] for s in sessions] == [session_id]
+        retried = [line for line in await agent_lines(scene) if line.get("message") == RETRYING]
+        assert [line["step"] for line in retried] == ["loading the config"], retried
+        verdict = await checker.verify()  # chain, acknowledged events kept, calls once
+        assert verdict.open_intents == []
+        records = await asyncio.to_thread(scene.events, session_id)
+        assert_chain(records)
+        assert "agent_replied" in [r.event_type for r in records]
+        assert not await agent_logged(scene, "could not start the session")
+
+
+# -- past the patience ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("failpoint", "step"),
+    [(HELD_AFTER_HELLO, "loading the config"), (HELLO_LOST, "saying hello")],
+    ids=["after_hello", "hello_in_flight"],
+)
+async def test_an_agent_whose_choird_stays_away_gives_its_start_up(
+    failpoint: str,
+    step: str,
+    root: Path,
+    pg_params: ConnectParams,
+    model: ScriptedModelServer,
+) -> None:
+    """choird gone while the agent starts — killed after INIT_HELLO was answered, or dead
+    with the hello in flight — and not back within START_PATIENCE_S (a minute: the only slow
+    part): the agent exits with one line saying choird was unreachable; the choird that comes
+    back later marks the session crashed with that line — `agent status` shows it, and its next
+    step resumes the session, which then serves."""
+    async with scene_on("process", root, pg_params, model) as scene:
+        await start_choird(scene, CHOIR_FAILPOINTS=failpoint)
+        starting = asyncio.create_task(run(scene, *START))
+        if failpoint == HELD_AFTER_HELLO:
+            await poll_until(lambda: agent_logged(scene, "session started"), within=30)
+            assert scene.choird is not None
+            kill9(scene.choird)
+        assert await choird_died(scene) in (137, -9)
+        await starting  # answered or not, as choird died
+        session_id, _ = await the_session(scene)
+        [record] = recorded_processes(scene.home)
+
+        async def exited() -> bool:
+            return await asyncio.to_thread(gone, record.pid)
+
+        await poll_until(exited, within=START_PATIENCE_S + 60, every=0.5)
+        failures = [
+            line["error"]
+            for line in await agent_lines(scene)
+            if line.get("message") == "could not start the session"
+        ]
+        gave_up = f"choird was unreachable for {START_PATIENCE_S:g} s while agent-1 was starting"
+        assert len(failures) == 1, failures
+        assert failures[0].startswith(f"{gave_up} ({step}: "), failures
+        text = await asyncio.to_thread(agent_log_text, scene.home, "agent-1")
+        assert f"error: {failures[0]}" in text.splitlines()  # what it printed as it exited
+
+        await start_choird(scene)
+        status = as_json(await run(scene, "agent", "status", "agent-1", "--json"))
+        assert (status["state"], status["session_status"]) == ("crashed", "crashed")
+        outage = status["interrupted"]
+        assert outage["session_id"] == session_id
+        assert outage["reason"] == f"its agent gave its start up: {failures[0]}"[:500]
+        assert outage["resumes"], outage
+
+        resumed = as_json(await run(scene, *START))  # the next step the operator is given
+        assert resumed["session_id"] == session_id
+        hello = await run(scene, "chat", "agent-1", "hello")
+        assert hello.returncode == 0, hello.stderr
+        assert "hello back" in hello.stdout
+
+
+# -- reading the agent ---------------------------------------------------------------------
+
+
+async def agent_logged(scene: Scene, message: str) -> bool:
+    """Whether agent-1 logged `message` yet (as far as choird copied its log)."""
+    return any(line.get("message") == message for line in await agent_lines(scene))
+
+
+async def agent_lines(scene: Scene) -> list[dict[str, Any]]:
+    """agent-1's JSON log lines (not what it printed as it exited)."""
+    text = await asyncio.to_thread(agent_log_text, scene.home, "agent-1")
+    return json_lines(text)
+
+
+async def said_meanwhile(scene: Scene, where: tuple[int, int | None] | str, message: str) -> bool:
+    """Whether agent-1 logged `message` while choird is down: on docker nobody copies the
+    container's output into its log file then, so it is read from the engine."""
+    if scene.runtime == "process":
+        return await agent_logged(scene, message)
+    assert isinstance(where, str)
+    done = await asyncio.to_thread(
+        subprocess.run, ["docker", "logs", where], capture_output=True, text=True, timeout=30
+    )
+    return any(line.get("message") == message for line in json_lines(done.stdout + done.stderr))
+
+
+def json_lines(text: str) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in text.splitlines() if line.startswith("{")]

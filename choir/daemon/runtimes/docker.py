@@ -7,10 +7,11 @@ else choird's — with the workspace at /workspace (handed over to that uid, pri
 `nosuid,nodev`: `workspace_guard`), the agent's socket directory at /run/choir and, for an agent
 that may propose repo changes (`container_repo`), its own repo read-only at /agent-repo to clone
 from (`$CHOIR_AGENT_REPO` says where) — nothing else mounted — on the choir network of its
-egress policy (`egress`). The environment holds only the agent's identity (and that path); the
-lease token goes in on stdin (§14.1). Under `choird --transport http` the agent reaches choird over
-HTTPS on its network's gateway (`bridge_link`), trusting the certificate put in its socket
-directory. Right after start the container is read back and checked against the profile, from
+egress policy (`egress`). The environment holds only the agent's identity (and that path, and
+`CHOIR_FAILPOINTS` when choird has it, as on the process runtime: `choir.failpoints.passed_on`);
+the lease token goes in on stdin (§14.1). Under `choird --transport http` the agent reaches
+choird over HTTPS on its network's gateway (`bridge_link`), trusting the certificate put in its
+socket directory. Right after start the container is read back and checked against the profile, from
 docker's, the kernel's and the host's side; one that does not match is removed and the start
 refused.
 
@@ -99,6 +100,7 @@ from choir.daemon.runtimes.workspace_guard import (
 from choir.daemon.sessions.service import SessionService
 from choir.daemon.sessions.state import SessionEnded, StartedSession
 from choir.errors import ChoirError, ConflictError, NotFoundError, UsageError
+from choir.failpoints import passed_on
 from choir.home import ChoirHome
 from choir.logs import get_logger
 from choir.logs.handler import AppendSink
@@ -272,7 +274,7 @@ class DockerRuntime:
         if link is not None:
             # a public certificate, readable by the container's uid, changed only by choird
             await asyncio.to_thread(place_certificate, socket, link, mode=0o644)
-        environment = container_environment(agent_id, started.session_id)
+        environment = container_environment(agent_id, started.session_id) | passed_on()
         source = await asyncio.to_thread(container_repo, config, agent_id)
         repo = str(source[0]) if isinstance(source, tuple) else None
         if isinstance(source, tuple):
