@@ -68,6 +68,7 @@ from choir.daemon.runtimes.base import (
     graceful_stop,
     note_exit,
 )
+from choir.daemon.runtimes.container_last_words import last_words
 from choir.daemon.runtimes.container_spec import (
     ConfigFn,
     ImageSource,
@@ -484,6 +485,12 @@ class DockerRuntime:
                 if agent is not None:
                     report.agents.append(agent)
                     continue
+            if container.state == "exited":  # while choird was away: what did it say?
+                words = await last_words(
+                    self._engine, self._home, container.id, agent_id, session_id
+                )
+                if words is not None:
+                    report.start_failures[session_id] = words
             await self._engine.remove(container.id)
             report.removed.append(container.name)
         return report
