@@ -11,7 +11,7 @@ step is safe to run again. INIT_HELLO only reads on choird's side — it checks 
 the handover's first page and the day's spend, and pushes the session's pending user messages
 again, which the edge lane drops by message id when it has them (`choir.daemon.agents.hello`) —
 so a hello choird handled but whose answer was lost gets the same answer from the choird that
-comes back: no second session, lease or epoch. The later steps only read too (FETCH_EVENTS,
+comes back: no second session or lease. The later steps only read too (FETCH_EVENTS,
 FETCH_ARTIFACT, FETCH_DYNAMIC_CONFIG, GET_SECRETS). choird answering "not now" (`WAITED_OUT`) is
 waited out the same way. A refusal that is not an outage — a bad token, an ended session (one
 the restarted choird did not adopt), a protocol or image choird does not expect, an invalid

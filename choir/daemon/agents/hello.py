@@ -8,6 +8,12 @@ session gets its newest usable snapshot and every acknowledged event after it
 messages choird accepted for the session and the agent does not durably have yet are pushed to it
 again (`inbox`). The answer carries the agent's spend so far this UTC day and month, which its
 spend caps add this session's calls to (`choir.core.spend`).
+
+A hello may come twice for one session — its answer lost as choird died, or a call timed out —
+and a starting agent says it again (`choir.agent.start_retry`): so it writes nothing. It reads,
+and pushes the pending messages again (the agent drops those it has by id); the session and its
+leases were made at `agent start`. Keep it so: state written here would be written twice.
+`hello.before_answer` (a failpoint) is where choird can die with the hello handled, unanswered.
 """
 
 from __future__ import annotations
