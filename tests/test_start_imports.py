@@ -94,6 +94,7 @@ def test_choir_agent_builds_no_event_validator_at_import() -> None:
         "choir.protocol.log.events",
         "choir.agent.replication.policy",  # the heartbeat's rules (the start's backoff is not)
         "choir.agent.kernel.commitlog",
+        "random",  # the start's backoff jitter: loaded once choird is away, not before the hello
     ],
 )
 def test_choir_agent_says_init_hello_before_loading(heavy: str, tmp_path: Path) -> None:

@@ -24,7 +24,6 @@ wire models: `tests/test_start_imports.py`).
 from __future__ import annotations
 
 import asyncio
-import random
 from collections.abc import Awaitable, Callable
 from typing import Final, TypeVar
 
@@ -88,6 +87,8 @@ class StartPatience:
     async def _wait(self, now: float, what: str, error: ChoirErrorLike) -> None:
         """Record the failed attempt and sleep until the next; ChoirdUnreachable past the
         budget."""
+        import random  # only once choird is away: not on the way to INIT_HELLO (~1 ms)
+
         if self._outage.failed(str(error), now, random.random()):
             log.warning(
                 "choird unreachable while starting; retrying",
