@@ -225,8 +225,11 @@ async def test_an_agent_still_starting_rides_out_a_choird_kill(
         assert await asyncio.to_thread(agent_place, scene) == where  # the same, adopted
         sessions = as_json(await run(scene, "session", "list", "agent-1", "--json"))["sessions"]
         assert [s["session_id"] for s in sessions] == [session_id]
-        retried = [line for line in await agent_lines(scene) if line.get("message") == RETRYING]
+        lines = await agent_lines(scene)
+        retried = [line for line in lines if line.get("message") == RETRYING]
         assert [line["step"] for line in retried] == ["loading the config"], retried
+        # each line once: on docker the adopting choird copies on from where the log stopped
+        assert [line["message"] for line in lines].count("session started") == 1
         verdict = await checker.verify()  # chain, acknowledged events kept, calls once
         assert verdict.open_intents == []
         records = await asyncio.to_thread(scene.events, session_id)

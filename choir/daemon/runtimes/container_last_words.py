@@ -5,7 +5,7 @@ while choird is down nobody does. A starting agent that waited out its patience 
 choird (`choir.agent.start_retry`) then exits with its reason in output no one copied, and the
 choird that comes back removes the exited container — its output with it — and could only say
 "its agent no longer runs". So before an exited container is removed, what it wrote after the
-last copied line (`followed_since`) is appended to the agent's log, and the start failure among
+last copied line (`log_resume`) is appended to the agent's log, and the start failure among
 it, if any, is the crashed session's reason (`choir.logs.last_words`), as on the process runtime.
 """
 
@@ -15,7 +15,7 @@ import asyncio
 from datetime import datetime
 
 from choir.adapters.docker.containers import ContainerEngine
-from choir.daemon.runtimes.adopt import followed_since
+from choir.daemon.runtimes.log_resume import SkipCopied, resume_point
 from choir.errors import ChoirError
 from choir.home import ChoirHome
 from choir.logs import get_logger
@@ -34,10 +34,12 @@ async def last_words(
     try:
         inspect = await engine.inspect(container)
         started = _started_at(inspect)
-        since = followed_since(log_file)
+        resume = resume_point(log_file)
         home.logs.mkdir(parents=True, exist_ok=True)
-        with AppendSink(log_file) as sink:  # an exited container's output ends at once
-            await engine.follow(container, sink, since=since)
+        with AppendSink(log_file) as appended:  # an exited container's output ends at once
+            sink = SkipCopied(appended, resume.copied if resume else ())
+            await engine.follow(container, sink, since=resume.since if resume else None)
+            sink.finish()
     except (ChoirError, OSError) as error:
         log.warning(
             "cannot read what an exited agent container said",

@@ -49,7 +49,6 @@ from choir.core.security.profile import (
 from choir.daemon.images.build import latest_image_file
 from choir.daemon.images.kept import pinned, unpin
 from choir.daemon.proposals.repo_change import clone_environment
-from choir.daemon.runtimes.adopt import followed_since
 from choir.daemon.runtimes.agent_link import (
     NetworkLinkFn,
     endpoint_of,
@@ -91,6 +90,7 @@ from choir.daemon.runtimes.egress import (
     open_link,
     prepare_egress,
 )
+from choir.daemon.runtimes.log_resume import ResumePoint, SkipCopied, resume_point
 from choir.daemon.runtimes.workspace_guard import (
     WorkspaceGuard,
     guard_workspace,
@@ -528,8 +528,10 @@ class DockerRuntime:
             mounts.get(REPO_TARGET),  # as it was started: verified against that
         )
         self._agents[agent_id] = held
-        since = followed_since(self._home.agent_log(agent_id))
-        held.watcher = asyncio.create_task(self._watch(held, since=since), name=f"watch-{agent_id}")
+        resume = resume_point(self._home.agent_log(agent_id))
+        held.watcher = asyncio.create_task(
+            self._watch(held, resume=resume), name=f"watch-{agent_id}"
+        )
         with contextlib.suppress(ChoirError):
             report = await self._verify(held)
             if not report.ok:
@@ -546,13 +548,20 @@ class DockerRuntime:
         self._unsubscribe()
         self._engine.close()
 
-    async def _watch(self, held: _Container, *, since: float | None = None) -> int:
+    async def _watch(self, held: _Container, *, resume: ResumePoint | None = None) -> int:
+        """Copy the container's output to the agent's log until it exits (an adopted one's from
+        `resume`: after what the previous choird copied), then end its session as it ended."""
         agent = held.agent
         assert agent.container is not None
         self._home.logs.mkdir(parents=True, exist_ok=True)
         try:
-            with AppendSink(self._home.agent_log(agent.agent_id)) as sink:  # never torn
-                code = await self._engine.follow(agent.container, sink, since=since)
+            with AppendSink(self._home.agent_log(agent.agent_id)) as appended:  # never torn
+                sink = SkipCopied(appended, resume.copied if resume else ())
+                since = resume.since if resume else None
+                try:
+                    code = await self._engine.follow(agent.container, sink, since=since)
+                finally:
+                    sink.finish()
         except ChoirError as error:
             log.error(str(error), fields={"agent_id": agent.agent_id})
             code = -1
