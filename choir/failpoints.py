@@ -6,8 +6,9 @@ before its ack was applied. The environment arms them for one process:
 
     CHOIR_FAILPOINTS="heartbeat.after_send_before_ack=exit;tool.after_intent_before_run=sleep(500)"
 
-choird's process runtime passes its own `CHOIR_FAILPOINTS` on to the agents it starts (and to
-nothing else), which is how `tests/faults` crash an agent choird manages.
+choird's runtimes (process and docker) pass its own `CHOIR_FAILPOINTS` on to the agents they
+start (and to nothing else: `passed_on`), which is how `tests/faults` crash or hold an agent
+choird manages.
 
 Actions: `panic` raises `FailpointPanic`; `sleep(ms)` pauses (the event loop keeps running under
 `await failpoint(...)`; `failpoint_sync` blocks the thread); `exit` ends the process at once with
@@ -50,6 +51,7 @@ KNOWN_FAILPOINTS: Final = frozenset(
         "memory.close.after_chunks",
         "edge.after_recall",
         "agent.after_hello",
+        "hello.before_answer",
         "memory.archive.before_store",
         "memory.rollup.before_store",
         "memory.forget.before_delete",
@@ -84,6 +86,8 @@ pushed to its agent.
 recorded yet.
 `agent.after_hello` (agent): INIT_HELLO is answered ("session started" logged), the rest of
 the handover and the config are not fetched yet — the agent is starting, not serving.
+`hello.before_answer` (choird): an agent's INIT_HELLO is handled (its handover read, its pending
+messages pushed again), the answer not sent — with `exit`, the agent's hello is lost in flight.
 `edge.after_recall` (agent): a message's recalled memories are committed, its first LLM call
 is not made yet.
 `memory.archive.before_store` (choird): a compaction naming an archive is durable, its archive
@@ -173,6 +177,13 @@ def arm_from_env(environ: Mapping[str, str] | None = None) -> Mapping[str, Actio
     return _armed
 
 
+def passed_on(environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """`CHOIR_FAILPOINTS` as this process has it, for the environment of an agent it starts
+    ({} when unset). It holds no secret, only names of places in choir's code."""
+    spec = (os.environ if environ is None else environ).get(ENV_VAR)
+    return {ENV_VAR: spec} if spec else {}
+
+
 def armed() -> Mapping[str, Action]:
     """The armed failpoints, parsed from the environment on first use."""
     return _armed if _armed is not None else arm_from_env()
@@ -218,4 +229,5 @@ __all__ = [
     "failpoint",
     "failpoint_sync",
     "parse_failpoints",
+    "passed_on",
 ]

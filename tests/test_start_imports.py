@@ -92,6 +92,9 @@ def test_choir_agent_builds_no_event_validator_at_import() -> None:
         "pydantic",  # INIT_HELLO goes out as plain JSON; its answer is parsed after
         "choir.protocol.wire.payloads",  # the wire models (~90 classes)
         "choir.protocol.log.events",
+        "choir.agent.replication.policy",  # the heartbeat's rules (the start's backoff is not)
+        "choir.agent.kernel.commitlog",
+        "random",  # the start's backoff jitter: loaded once choird is away, not before the hello
     ],
 )
 def test_choir_agent_says_init_hello_before_loading(heavy: str, tmp_path: Path) -> None:

@@ -1,8 +1,8 @@
 """The choir-agent process (§7.1, §13.2, §17.2): start-up, the lanes, the pushes, graceful stop.
 
     arm failpoints -> connect -> INIT_HELLO (plain JSON) -> the wire models, lanes and kernel load
-    -> the answer parsed -> the handover's rest, ConfigSync.load (config + secrets, memory only),
-       each waiting out a choird restart (start_retry.py)
+    -> the answer parsed -> the handover's rest, ConfigSync.load (config + secrets, memory only);
+       INIT_HELLO and these steps each wait out a choird restart (start_retry.py)
     -> rehydrate the log when resuming -> git identity + credential socket (git_identity.py)
     -> Replicator -> kernel (intent sink = replicator)
     -> edge lane task (core jobs are its children) + push pump
@@ -25,6 +25,7 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
+from choir.agent.start_retry import StartPatience
 from choir.agent.startup import AgentOptions, open_client, say_hello
 from choir.agent.stopping import Drain
 from choir.errors import ChoirError
@@ -74,7 +75,6 @@ AFTER_HELLO: Final = (
     "choir.agent.replication.control_plane",
     "choir.agent.replication.replicator",
     "choir.agent.replication.status",
-    "choir.agent.start_retry",
     "choir.agent.stopping",
     "choir.agent.wiring",
 )
@@ -135,8 +135,9 @@ class ChoirAgent:
         set_context(session_id=options.session_id)
         client = await open_client(options)
         control_plane: ControlPlane | None = None
+        patience = StartPatience(options.agent_id)  # choird may restart while the agent starts
         try:
-            said = await say_hello(client, options)
+            said = await say_hello(client, options, patience)
             import_after_hello()
             from choir.agent.git_identity import git_identity
             from choir.agent.lanes.support import redact_secrets
@@ -145,7 +146,6 @@ class ChoirAgent:
             from choir.agent.replication.config_sync import ConfigSync
             from choir.agent.replication.control_plane import ControlPlane, init_hello_answer
             from choir.agent.replication.live_config import DynamicState
-            from choir.agent.start_retry import StartPatience
             from choir.protocol import TerminateSelfRequest
 
             control_plane = ControlPlane(client)
@@ -153,7 +153,6 @@ class ChoirAgent:
             collect_from_now()
             log.info("session started", fields={"status": answer.status})
             await failpoint("agent.after_hello")
-            patience = StartPatience(options.agent_id)  # choird may restart meanwhile
             answer, artifacts = await patience.run(
                 partial(complete_handover, control_plane, answer), "fetching the handover"
             )

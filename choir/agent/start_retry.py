@@ -1,29 +1,37 @@
-"""A start that rides out a choird restart: the handover and the config load wait for choird.
+"""A start that rides out a choird restart: INIT_HELLO, the handover and the config wait for choird.
 
-Once INIT_HELLO is answered, an agent still fetches the rest of its handover and its config before
-it serves. A choird that dies meanwhile (killed, restarted, upgraded) closes the channel and refuses
-connections until it is back; the restarted choird adopts the agent as it adopts a serving one
-(`choir.daemon.runtimes.adopt`: its process is recorded at spawn, its lease taken at `agent start`).
-So a lost connection there is waited out, not taken for a failed start: the step runs again on the
-fresh connection `ReconnectingClient` makes at its next call, after the replicator's backoff
-(`policy.Backoff`), for at most `START_PATIENCE_S` of outage. The steps only read (FETCH_EVENTS,
-FETCH_ARTIFACT, FETCH_DYNAMIC_CONFIG, GET_SECRETS): running one again is safe. choird answering "not
-now" (`WAITED_OUT`) is waited out the same way. A refusal that is not an outage — a bad token, an
-ended session, an invalid request — fails the start at once, as before.
+From its first call an agent can find choird gone (killed, restarted, upgraded): the channel
+closes under a call in flight, or connecting is refused until choird is back. The restarted choird
+adopts a starting agent as it adopts a serving one (`choir.daemon.runtimes.adopt`: its process is
+recorded, or its container labelled, at spawn; its session and lease taken at `agent start`, not
+at INIT_HELLO). So a lost connection during the start is waited out, not taken for a failed start:
+the step runs again on the fresh connection `ReconnectingClient` makes at its next call, after
+the replicator's backoff (`backoff.Backoff`), for at most `START_PATIENCE_S` of outage. Every
+step is safe to run again. INIT_HELLO only reads on choird's side — it checks the caller, reads
+the handover's first page and the day's spend, and pushes the session's pending user messages
+again, which the edge lane drops by message id when it has them (`choir.daemon.agents.hello`) —
+so a hello choird handled but whose answer was lost gets the same answer from the choird that
+comes back: no second session or lease. The later steps only read too (FETCH_EVENTS,
+FETCH_ARTIFACT, FETCH_DYNAMIC_CONFIG, GET_SECRETS). choird answering "not now" (`WAITED_OUT`) is
+waited out the same way. A refusal that is not an outage — a bad token, an ended session (one
+the restarted choird did not adopt), a protocol or image choird does not expect, an invalid
+request — fails the start at once, as before.
+
+It loads before INIT_HELLO, so it imports nothing heavier than the transport (no pydantic, no
+wire models: `tests/test_start_imports.py`).
 """
 
 from __future__ import annotations
 
 import asyncio
-import random
 from collections.abc import Awaitable, Callable
 from typing import Final, TypeVar
 
-from choir.agent.replication.policy import Backoff, Outage
+from choir.agent.replication.backoff import Backoff, Outage
 from choir.errors import UnavailableError
 from choir.logs import get_logger
-from choir.protocol import ErrorCode
-from choir.transport import RpcError, TransportError
+from choir.protocol.wire.error_codes import ErrorCode
+from choir.transport.errors import RpcError, TransportError
 
 log = get_logger("choir.agent")
 
@@ -79,6 +87,8 @@ class StartPatience:
     async def _wait(self, now: float, what: str, error: ChoirErrorLike) -> None:
         """Record the failed attempt and sleep until the next; ChoirdUnreachable past the
         budget."""
+        import random  # only once choird is away: not on the way to INIT_HELLO (~1 ms)
+
         if self._outage.failed(str(error), now, random.random()):
             log.warning(
                 "choird unreachable while starting; retrying",

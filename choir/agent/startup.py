@@ -26,6 +26,7 @@ from choir.protocol.revision import PROTOCOL_VERSION
 
 if TYPE_CHECKING:  # the wire models, kernel, tools and skills load after INIT_HELLO (`app`)
     from choir.agent.kernel.commitlog import CommitLog
+    from choir.agent.start_retry import StartPatience
     from choir.protocol import InitHelloResponse
     from choir.transport import Client
 
@@ -106,18 +107,24 @@ class AgentOptions:
 
 
 async def open_client(options: AgentOptions) -> Client:
-    """The control-plane client: reconnecting after a lost channel, verified TLS over https."""
+    """The control-plane client: reconnecting after a lost channel, verified TLS over https. Each
+    connection is tried once: a choird that refuses the first one is waited for by the start's
+    `StartPatience`, within the start's one budget (`START_PATIENCE_S`)."""
     return ReconnectingClient(
         options.target,
         session_id=options.session_id,
         lease_token=options.lease_token,
         ca_file=options.ca_file,
+        connect_patience_s=0.0,
     )
 
 
-async def say_hello(client: Client, options: AgentOptions) -> Any:
-    """INIT_HELLO sent; choird's answer as it came (`InitHelloResponse` once parsed)."""
-    return await client.call(INIT_HELLO, hello_payload(options))
+async def say_hello(client: Client, options: AgentOptions, patience: StartPatience) -> Any:
+    """INIT_HELLO sent — again while choird is away (`patience`): its side only reads, so a hello
+    whose answer was lost is simply said again (`choir.agent.start_retry`); choird's answer as it
+    came (`InitHelloResponse` once parsed)."""
+    payload = hello_payload(options)
+    return await patience.run(lambda: client.call(INIT_HELLO, payload), "saying hello")
 
 
 def hello_payload(options: AgentOptions) -> dict[str, Any]:

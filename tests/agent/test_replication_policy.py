@@ -12,8 +12,9 @@ from hypothesis import strategies as st
 from pydantic import SecretStr
 
 from choir.agent.kernel.commitlog import CommitLog
+from choir.agent.replication.backoff import Backoff
 from choir.agent.replication.live_config import DynamicConfig, DynamicState, Secrets
-from choir.agent.replication.policy import Backoff, heartbeat_of, judge
+from choir.agent.replication.policy import heartbeat_of, judge
 from choir.errors import NotFoundError
 from choir.protocol import GENESIS_HASH, ErrorCode, HeartbeatRequest, Snapshot, UserMsg
 from choir.transport import RpcError

@@ -1,4 +1,5 @@
-"""A starting agent's steps wait out a choird restart, within a bound (`StartPatience`).
+"""A starting agent's steps — INIT_HELLO too — wait out a choird restart, within a bound
+(`StartPatience`).
 
 A real Unix-socket server stands in for choird's agent socket, reached through the agent's own
 `ReconnectingClient`: it closes while the agent starts and opens again, or never does. A lost or
@@ -6,12 +7,13 @@ refused connection, or choird answering "not now" (unavailable, rate limited), i
 refusal (an internal fault included) is not
 (the start fails at once, as before); an outage past the patience fails the start in one line
 that says choird was unreachable. The restart under a real choird and agent is
-`tests/faults/test_choird_restart.py`.
+`tests/faults/test_start_rides_out_restart.py`.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -19,6 +21,7 @@ import pytest
 
 from choir.agent.replication.link import ReconnectingClient
 from choir.agent.start_retry import ChoirdUnreachable, StartPatience
+from choir.agent.startup import AgentOptions, open_client, say_hello
 from choir.errors import ExitCode
 from choir.protocol import ErrorCode
 from choir.transport import Payload, Request, RpcError, UdsServer
@@ -140,3 +143,48 @@ async def test_an_outage_past_the_patience_fails_the_start_in_one_line(socket: P
     assert "\n" not in message
     assert gave_up.value.exit_code == ExitCode.UNAVAILABLE
     await client.close()
+
+
+def agent_options(socket: Path, root: Path) -> AgentOptions:
+    """agent-1 of session s-1 on `socket`, its version.json under `root` (as in an image)."""
+    version = {
+        "image_version": "test",
+        "tool_manifest_hash": "0" * 64,
+        "skill_manifest_hash": "1" * 64,
+    }
+    (root / "version.json").write_text(json.dumps(version))
+    return AgentOptions(socket, root, root, "agent-1", "s-1", "t")
+
+
+async def test_a_hello_waits_for_a_choird_not_listening_yet(socket: Path, tmp_path: Path) -> None:
+    """choird restarting as the agent starts refuses its first connection: the agent's own
+    client (`open_client`: each connection tried once) and the start's patience say INIT_HELLO
+    again until the restarted choird answers it."""
+    options = agent_options(socket, tmp_path)
+    client, choird = await open_client(options), Choird()
+
+    async def restarted() -> UdsServer:
+        await asyncio.sleep(0.8)
+        return await serving(socket, choird)
+
+    coming = asyncio.create_task(restarted())
+    answer = await say_hello(client, options, StartPatience("agent-1", patience_s=10))
+    assert answer == {"verb": "INIT_HELLO"}
+    assert choird.calls == 1
+    await client.close()
+    await (await coming).close()
+
+
+async def test_a_refused_hello_fails_the_start_at_once(socket: Path, tmp_path: Path) -> None:
+    """A restarted choird that did not adopt the agent (its lease expired) refuses the hello
+    said again: that is no outage, and the start fails at once."""
+    options = agent_options(socket, tmp_path)
+    client = await open_client(options)
+    choird = Choird(RpcError(ErrorCode.UNAUTHORIZED, "unknown session s-1"), refusals=5)
+    server = await serving(socket, choird)
+    with pytest.raises(RpcError) as refused:
+        await say_hello(client, options, StartPatience("agent-1", patience_s=10))
+    assert refused.value.code == ErrorCode.UNAUTHORIZED
+    assert choird.calls == 1
+    await client.close()
+    await server.close()

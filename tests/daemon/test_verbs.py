@@ -114,6 +114,45 @@ async def test_a_resumed_session_without_events_says_so(services):
     assert (reply["status"], reply["snapshot"], reply["tail_events"]) == ("resumed", None, [])
 
 
+async def test_a_hello_said_again_gets_the_same_answer_and_takes_nothing(
+    services, pool, stage, clock
+):
+    """An agent says INIT_HELLO again when the answer was lost — choird died after handling
+    it, or the call timed out (`choir.agent.start_retry`): the same choird, and a restarted one
+    over the same database, answer it as the first time, and nothing is added or moved — no
+    second session, lease or revision, the lease token the same."""
+    first = await start(services)
+    chain = Chain()
+    chain.commit(3)
+    await first.ok(Verb.HEARTBEAT, chain.heartbeat(0))
+    await services.sessions.mark_crashed(first.session_id, "its container died")
+    started = await services.sessions.start("agent-1", {}, image=IMAGE)  # resumes it
+    agent = AgentClient(services, started)
+    answer = await agent.ok(Verb.INIT_HELLO, hello(agent.session_id))
+    assert (answer["status"], len(answer["tail_events"])) == ("resumed", 3)
+    held = await control_state(pool)
+
+    said_again = await agent.ok(Verb.INIT_HELLO, hello(agent.session_id))
+    restarted = AgentServices.build(pool, stage, clock=clock)  # nothing of the first in memory
+    to_a_new_choird = await AgentClient(restarted, started).ok(
+        Verb.INIT_HELLO, hello(agent.session_id)
+    )
+
+    assert said_again == answer
+    assert to_a_new_choird == answer
+    assert await control_state(pool) == held
+
+
+async def control_state(pool) -> tuple[list[tuple[object, ...]], list[object]]:
+    """agent-1's sessions (status, lease, acknowledged head) and every lease held."""
+    async with pool.acquire() as conn:
+        rows = await conn.fetch(
+            "SELECT session_id, status, lease_id, ack_rev, head_hash "
+            "FROM choir_control.sessions WHERE agent_id = 'agent-1' ORDER BY session_id"
+        )
+        return [tuple(row) for row in rows], list(await all_leases(conn))
+
+
 async def test_secrets_are_those_of_the_bound_resources(services):
     agent = await start(services, "agent-2")
     bound = [

@@ -7,9 +7,7 @@ keeps working and buffering; a new choird adopts it: same session, same process 
 its socket back, and the events committed meanwhile replicated — a gap-free, hash-verified
 chain with no unknown outcome — then `choirctl chat` answers again and `agent status` shows it
 running. An agent whose lease expires while choird is down is stopped and its session crashed.
-An agent still starting (INIT_HELLO answered, not serving) when choird dies waits for it and is
-adopted too; one whose choird stays away past its patience gives its start up, and the choird
-that comes back says why on the crashed session.
+An agent still starting when choird dies is `test_start_rides_out_restart.py`.
 `choir down` still stops everything. Before the fix the new choird removed the agent and
 crashed its session; the work done meanwhile was lost.
 """
@@ -17,7 +15,6 @@ crashed its session; the work done meanwhile was lost.
 from __future__ import annotations
 
 import asyncio
-import json
 import subprocess
 import sys
 import time
@@ -30,7 +27,6 @@ from typing import Any
 import psutil
 import pytest
 
-from choir.agent.start_retry import START_PATIENCE_S
 from choir.home import ChoirHome
 from choir.scripted import ReplyStep, Script, ScriptedCall, ScriptedModelServer, ToolCallsStep
 from choir.store.postgres.target import ConnectParams
@@ -48,7 +44,6 @@ from tests.faults.support import (
     stored_events,
     teardown,
 )
-from tests.harness.agent_logs import agent_log_text
 from tests.harness.homes import external_postgres, make_home, read_config, write_config
 from tests.harness.processes import Choird, environment, run_choir
 from tests.harness.waits import poll_until
@@ -219,103 +214,6 @@ async def test_choir_down_says_an_adopted_agents_exit_code_is_unknown(
         assert gone(started["pid"])
 
 
-async def test_an_agent_still_starting_rides_out_a_choird_kill(
-    root: Path, pg_params: ConnectParams, model: ScriptedModelServer
-) -> None:
-    """choird killed between the agent's INIT_HELLO and its serving (held there by the
-    `agent.after_hello` failpoint): the agent waits for choird instead of giving its start up,
-    and the new choird adopts it — same session, same process — and it serves."""
-    async with process_scene(root, pg_params, model.url) as scene:
-        await start_choird(scene, CHOIR_FAILPOINTS=f"agent.after_hello=sleep({HELLO_HOLD_MS})")
-        started = as_json(await run(scene, *START))
-        session_id = started["session_id"]
-        await poll_until(lambda: agent_logged(scene, "session started"), within=30, every=0.05)
-        checker = InvariantChecker(scene.params, ["agent-1"])
-        await checker.observe()
-        assert scene.choird is not None
-        kill9(scene.choird)  # the agent sleeps in the failpoint: it has not fetched its config
-        checker.fault("kill -9 of choird while agent-1 starts")
-        retrying = "choird unreachable while starting; retrying"
-        await poll_until(lambda: agent_logged(scene, retrying), within=30, every=0.1)
-        await start_choird(scene)  # no failpoint: the agent is not started again
-
-        async def serving() -> bool:
-            return await agent_logged(scene, "choird reachable again")
-
-        await poll_until(serving, within=60, every=0.2)
-        hello = await run(scene, "chat", "agent-1", "hello")
-        assert hello.returncode == 0, hello.stderr
-        assert "hello back" in hello.stdout
-
-        status = as_json(await run(scene, "agent", "status", "agent-1", "--json"))
-        assert (status["state"], status["session_id"]) == ("running", session_id)
-        assert status["pid"] == started["pid"]  # the same process, adopted
-        sessions = as_json(await run(scene, "session", "list", "agent-1", "--json"))["sessions"]
-        assert [s["session_id"] for s in sessions] == [session_id]
-        verdict = await checker.verify()  # chain, acknowledged events kept, calls once
-        assert verdict.open_intents == []
-        records = await asyncio.to_thread(scene.events, session_id)
-        assert_chain(records)
-        assert "agent_replied" in [r.event_type for r in records]
-        assert not await agent_logged(scene, "could not start the session")
-
-
-async def test_an_agent_whose_choird_stays_away_gives_its_start_up(
-    root: Path, pg_params: ConnectParams, model: ScriptedModelServer
-) -> None:
-    """choird killed while the agent starts, and not back within START_PATIENCE_S (a minute:
-    the only slow part): the agent exits with one line saying choird was unreachable; the choird
-    that comes back later marks the session crashed with that line — `agent status` shows it,
-    and its next step resumes the session, which then serves."""
-    async with process_scene(root, pg_params, model.url) as scene:
-        await start_choird(scene, CHOIR_FAILPOINTS=f"agent.after_hello=sleep({HELLO_HOLD_MS})")
-        started = as_json(await run(scene, *START))
-        session_id = started["session_id"]
-        await poll_until(lambda: agent_logged(scene, "session started"), within=30, every=0.05)
-        assert scene.choird is not None
-        kill9(scene.choird)
-
-        async def exited() -> bool:
-            return await asyncio.to_thread(gone, started["pid"])
-
-        await poll_until(exited, within=START_PATIENCE_S + 60, every=0.5)
-        failures = [
-            line["error"]
-            for line in await agent_lines(scene)
-            if line.get("message") == "could not start the session"
-        ]
-        gave_up = f"choird was unreachable for {START_PATIENCE_S:g} s while agent-1 was starting"
-        assert len(failures) == 1, failures
-        assert failures[0].startswith(gave_up), failures
-        text = await asyncio.to_thread(agent_log_text, scene.home, "agent-1")
-        assert f"error: {failures[0]}" in text.splitlines()  # what it printed as it exited
-
-        await start_choird(scene)
-        status = as_json(await run(scene, "agent", "status", "agent-1", "--json"))
-        assert (status["state"], status["session_status"]) == ("crashed", "crashed")
-        outage = status["interrupted"]
-        assert outage["session_id"] == session_id
-        assert outage["reason"] == f"its agent gave its start up: {failures[0]}"[:500]
-        assert outage["resumes"], outage
-
-        resumed = as_json(await run(scene, *START))  # the next step the operator is given
-        assert resumed["session_id"] == session_id
-        hello = await run(scene, "chat", "agent-1", "hello")
-        assert hello.returncode == 0, hello.stderr
-        assert "hello back" in hello.stdout
-
-
-async def agent_logged(scene: Scene, message: str) -> bool:
-    """Whether agent-1 logged `message` yet."""
-    return any(line.get("message") == message for line in await agent_lines(scene))
-
-
-async def agent_lines(scene: Scene) -> list[dict[str, Any]]:
-    """agent-1's JSON log lines (not what it printed as it exited)."""
-    text = await asyncio.to_thread(agent_log_text, scene.home, "agent-1")
-    return [json.loads(line) for line in text.splitlines() if line.startswith("{")]
-
-
 async def restart_choird(scene: Scene) -> None:
     """kill -9 of choird, a new one, and agent-1 adopted by it."""
     assert scene.choird is not None
@@ -333,9 +231,6 @@ START = ("agent", "start", "agent-1", "--dm", "console", "--json")
 GENEROUS = {"heartbeat_interval_ms": 1000, "crash_detection_threshold_ms": 30_000}
 """A lease that outlives a choird restart on a loaded machine (the agent beats every second)."""
 SHORT_LEASE = {"crash_detection_threshold_ms": 2000}
-HELLO_HOLD_MS = 5000
-"""How long agent-1 stays between INIT_HELLO and its handover: time for the test to see it
-there and kill choird, not long enough to matter."""
 
 
 async def rides_out_a_kill(scene: Scene) -> None:

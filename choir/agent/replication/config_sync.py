@@ -17,9 +17,9 @@ from collections.abc import Collection
 from types import TracebackType
 from typing import Self
 
+from choir.agent.replication.backoff import Backoff
 from choir.agent.replication.control_plane import ControlPlane
 from choir.agent.replication.live_config import DynamicConfig, DynamicState
-from choir.agent.replication.policy import Backoff
 from choir.logs import get_logger
 from choir.protocol import FetchDynamicConfigRequest, GetSecretsRequest, ServerPush
 from choir.transport import RpcError, TransportError

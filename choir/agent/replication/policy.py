@@ -1,4 +1,5 @@
-"""The pure rules of replication: what a heartbeat carries, what a refusal means, how long to wait.
+"""The pure rules of replication: what a heartbeat carries, what a refusal means. How long to wait
+for choird is `backoff`.
 
 Kept free of I/O so the `EventIngest` is only plumbing, and so each rule is tested on its own.
 """
@@ -119,60 +120,7 @@ def judge(error: RpcError, *, head_rev: int, floor_rev: int, batch: int) -> Verd
     return Verdict("fatal", reason=error.message)
 
 
-@dataclass(frozen=True, slots=True)
-class Backoff:
-    """Capped exponential backoff with jitter, for retries against an unreachable choird."""
-
-    base_s: float = 0.05
-    """The first delay's ceiling."""
-    cap_s: float = 2.0
-    """No delay exceeds this: once choird is back, the backlog ships within it."""
-
-    def delay(self, attempt: int, rand: float) -> float:
-        """Seconds before retry number `attempt` (0-based); `rand` in [0, 1) picks the jitter.
-
-        "Equal jitter": half the ceiling plus a random half, so retries never bunch near zero.
-        """
-        ceiling = min(self.cap_s, self.base_s * 2.0 ** min(attempt, 32))
-        return ceiling / 2 + rand * ceiling / 2
-
-
 def snapshot_due(new_events: int, elapsed_s: float, *, every_events: int, every_s: float) -> bool:
     """Whether a heartbeat bringing `new_events` since the last snapshot, `elapsed_s` after it,
     should carry a new one (§13.1 "periodic snapshots bound replay cost")."""
     return new_events > 0 and (new_events >= every_events or elapsed_s >= every_s)
-
-
-@dataclass(slots=True)
-class Outage:
-    """choird being unreachable, from the first failed heartbeat to the next acknowledged one.
-
-    Tracks when to retry and what to say, so the outage is logged once, not per attempt.
-    """
-
-    backoff: Backoff
-    failures: int = 0
-    """Failed attempts so far; 0 when choird is reachable."""
-    since: float = 0.0
-    """When the first attempt failed (loop time)."""
-    retry_at: float = 0.0
-    """No heartbeat before this instant (loop time)."""
-    last_error: str = ""
-
-    def failed(self, reason: str, now: float, rand: float) -> bool:
-        """Record a failed attempt; True if it starts a new outage (time to log it)."""
-        starting = self.failures == 0
-        if starting:
-            self.since = now
-        self.retry_at = now + self.backoff.delay(self.failures, rand)
-        self.failures += 1
-        self.last_error = reason
-        return starting
-
-    def ended(self) -> tuple[int, float] | None:
-        """Clear the outage; (attempts, when it began) if there was one."""
-        if self.failures == 0:
-            return None
-        ended = (self.failures, self.since)
-        self.failures, self.retry_at, self.last_error = 0, 0.0, ""
-        return ended

@@ -19,10 +19,11 @@ from typing import Final
 from choir.agent.kernel.commitlog import CommitLog, LogEntry, now_ts
 from choir.agent.replication import progress_log
 from choir.agent.replication.artifacts import ArtifactUploader
+from choir.agent.replication.backoff import Outage
 from choir.agent.replication.config_sync import ConfigSync
 from choir.agent.replication.control_plane import ControlPlane
 from choir.agent.replication.outgoing import OutgoingHeartbeat
-from choir.agent.replication.policy import Outage, heartbeat_of, judge, next_batch, patch_size
+from choir.agent.replication.policy import heartbeat_of, judge, next_batch, patch_size
 from choir.agent.replication.snapshots import SnapshotSchedule
 from choir.agent.replication.types import (
     DEFAULT_INTERVAL_MS,

@@ -6,7 +6,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Final
 
-from choir.agent.replication.policy import MAX_BATCH, Backoff
+from choir.agent.replication.backoff import Backoff
+from choir.agent.replication.policy import MAX_BATCH
 from choir.errors import ChoirError
 from choir.protocol import Snapshot
 from choir.protocol.wire.artifacts import PAGE_MAX_BYTES

@@ -8,6 +8,12 @@ session gets its newest usable snapshot and every acknowledged event after it
 messages choird accepted for the session and the agent does not durably have yet are pushed to it
 again (`inbox`). The answer carries the agent's spend so far this UTC day and month, which its
 spend caps add this session's calls to (`choir.core.spend`).
+
+A hello may come twice for one session — its answer lost as choird died, or a call timed out —
+and a starting agent says it again (`choir.agent.start_retry`): so it writes nothing. It reads,
+and pushes the pending messages again (the agent drops those it has by id); the session and its
+leases were made at `agent start`. Keep it so: state written here would be written twice.
+`hello.before_answer` (a failpoint) is where choird can die with the hello handled, unanswered.
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ from choir.daemon.agents.refusals import RpcFault
 from choir.daemon.gateway.inbox import Inbox
 from choir.daemon.sessions.state import LiveSession, SessionContext, utc_now
 from choir.daemon.staging.stage import ConfigStage
+from choir.failpoints import failpoint
 from choir.protocol import (
     PROTOCOL_VERSION,
     ErrorCode,
@@ -51,6 +58,7 @@ class Greeter:
         resumed = live.resumed or live.ack_rev > 0
         await self._inbox.redeliver(live.session_id)  # queued for the agent, awaiting it
         spend = await self.spend_so_far(live.agent_id)
+        await failpoint("hello.before_answer")
         return InitHelloResponse(
             status="resumed" if resumed else "fresh",
             lease_token=ctx.lease_token,

@@ -24,7 +24,6 @@ taken for a stranger: its session crashed ("its agent no longer runs") and the a
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import os
 from dataclasses import dataclass
@@ -255,11 +254,3 @@ class AdoptedProcess:
         # Without a pidfd nothing signals the exit of a process that is not our child.
         while self._record.alive():  # noqa: ASYNC110
             await asyncio.sleep(POLL_S)
-
-
-def followed_since(log_file: Path) -> float | None:
-    """Where to pick up a container's output: after what the previous choird wrote (the log's
-    last change), so nothing is copied twice; None for a log that does not exist."""
-    with contextlib.suppress(OSError):
-        return log_file.stat().st_mtime
-    return None

@@ -7,10 +7,11 @@ else choird's — with the workspace at /workspace (handed over to that uid, pri
 `nosuid,nodev`: `workspace_guard`), the agent's socket directory at /run/choir and, for an agent
 that may propose repo changes (`container_repo`), its own repo read-only at /agent-repo to clone
 from (`$CHOIR_AGENT_REPO` says where) — nothing else mounted — on the choir network of its
-egress policy (`egress`). The environment holds only the agent's identity (and that path); the
-lease token goes in on stdin (§14.1). Under `choird --transport http` the agent reaches choird over
-HTTPS on its network's gateway (`bridge_link`), trusting the certificate put in its socket
-directory. Right after start the container is read back and checked against the profile, from
+egress policy (`egress`). The environment holds only the agent's identity (and that path, and
+`CHOIR_FAILPOINTS` when choird has it, as on the process runtime: `choir.failpoints.passed_on`);
+the lease token goes in on stdin (§14.1). Under `choird --transport http` the agent reaches
+choird over HTTPS on its network's gateway (`bridge_link`), trusting the certificate put in its
+socket directory. Right after start the container is read back and checked against the profile, from
 docker's, the kernel's and the host's side; one that does not match is removed and the start
 refused.
 
@@ -48,7 +49,6 @@ from choir.core.security.profile import (
 from choir.daemon.images.build import latest_image_file
 from choir.daemon.images.kept import pinned, unpin
 from choir.daemon.proposals.repo_change import clone_environment
-from choir.daemon.runtimes.adopt import followed_since
 from choir.daemon.runtimes.agent_link import (
     NetworkLinkFn,
     endpoint_of,
@@ -67,6 +67,7 @@ from choir.daemon.runtimes.base import (
     graceful_stop,
     note_exit,
 )
+from choir.daemon.runtimes.container_last_words import last_words
 from choir.daemon.runtimes.container_spec import (
     ConfigFn,
     ImageSource,
@@ -89,6 +90,7 @@ from choir.daemon.runtimes.egress import (
     open_link,
     prepare_egress,
 )
+from choir.daemon.runtimes.log_resume import ResumePoint, SkipCopied, resume_point
 from choir.daemon.runtimes.workspace_guard import (
     WorkspaceGuard,
     guard_workspace,
@@ -99,6 +101,7 @@ from choir.daemon.runtimes.workspace_guard import (
 from choir.daemon.sessions.service import SessionService
 from choir.daemon.sessions.state import SessionEnded, StartedSession
 from choir.errors import ChoirError, ConflictError, NotFoundError, UsageError
+from choir.failpoints import passed_on
 from choir.home import ChoirHome
 from choir.logs import get_logger
 from choir.logs.handler import AppendSink
@@ -272,7 +275,7 @@ class DockerRuntime:
         if link is not None:
             # a public certificate, readable by the container's uid, changed only by choird
             await asyncio.to_thread(place_certificate, socket, link, mode=0o644)
-        environment = container_environment(agent_id, started.session_id)
+        environment = container_environment(agent_id, started.session_id) | passed_on()
         source = await asyncio.to_thread(container_repo, config, agent_id)
         repo = str(source[0]) if isinstance(source, tuple) else None
         if isinstance(source, tuple):
@@ -482,6 +485,12 @@ class DockerRuntime:
                 if agent is not None:
                     report.agents.append(agent)
                     continue
+            if container.state == "exited":  # while choird was away: what did it say?
+                words = await last_words(
+                    self._engine, self._home, container.id, agent_id, session_id
+                )
+                if words is not None:
+                    report.start_failures[session_id] = words
             await self._engine.remove(container.id)
             report.removed.append(container.name)
         return report
@@ -519,8 +528,10 @@ class DockerRuntime:
             mounts.get(REPO_TARGET),  # as it was started: verified against that
         )
         self._agents[agent_id] = held
-        since = followed_since(self._home.agent_log(agent_id))
-        held.watcher = asyncio.create_task(self._watch(held, since=since), name=f"watch-{agent_id}")
+        resume = resume_point(self._home.agent_log(agent_id))
+        held.watcher = asyncio.create_task(
+            self._watch(held, resume=resume), name=f"watch-{agent_id}"
+        )
         with contextlib.suppress(ChoirError):
             report = await self._verify(held)
             if not report.ok:
@@ -537,13 +548,20 @@ class DockerRuntime:
         self._unsubscribe()
         self._engine.close()
 
-    async def _watch(self, held: _Container, *, since: float | None = None) -> int:
+    async def _watch(self, held: _Container, *, resume: ResumePoint | None = None) -> int:
+        """Copy the container's output to the agent's log until it exits (an adopted one's from
+        `resume`: after what the previous choird copied), then end its session as it ended."""
         agent = held.agent
         assert agent.container is not None
         self._home.logs.mkdir(parents=True, exist_ok=True)
         try:
-            with AppendSink(self._home.agent_log(agent.agent_id)) as sink:  # never torn
-                code = await self._engine.follow(agent.container, sink, since=since)
+            with AppendSink(self._home.agent_log(agent.agent_id)) as appended:  # never torn
+                sink = SkipCopied(appended, resume.copied if resume else ())
+                since = resume.since if resume else None
+                try:
+                    code = await self._engine.follow(agent.container, sink, since=since)
+                finally:
+                    sink.finish()
         except ChoirError as error:
             log.error(str(error), fields={"agent_id": agent.agent_id})
             code = -1

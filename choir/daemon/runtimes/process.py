@@ -99,7 +99,7 @@ from choir.daemon.runtimes.workspace_guard import narrow_mode
 from choir.daemon.sessions.service import SessionService
 from choir.daemon.sessions.state import SessionEnded, StartedSession
 from choir.errors import ChoirError, ConflictError, UsageError
-from choir.failpoints import ENV_VAR as FAILPOINTS_ENV
+from choir.failpoints import passed_on
 from choir.home import ChoirHome, narrow
 from choir.logs import get_logger
 from choir.logs.last_words import start_failure
@@ -581,16 +581,15 @@ async def _hand_over(process: asyncio.subprocess.Process, token: str) -> None:
 def agent_environment(agent_id: str, started: StartedSession, home: Path) -> dict[str, str]:
     """The agent's whole environment: its identity, and no variable of choird's own — except
     `CHOIR_FAILPOINTS` when choird has it, so fault tests can crash an agent choird started at
-    a named point (it holds no secret; `choir.failpoints`)."""
+    a named point (it holds no secret; `choir.failpoints.passed_on`)."""
     path = os.pathsep.join([str(Path(sys.executable).parent), "/usr/local/bin", "/usr/bin", "/bin"])
-    failpoints = os.environ.get(FAILPOINTS_ENV)
     return {
         "PATH": path,
         "HOME": str(home),
         "LANG": "C.UTF-8",
         "CHOIR_AGENT_ID": agent_id,
         "CHOIR_SESSION_ID": started.session_id,
-        **({FAILPOINTS_ENV: failpoints} if failpoints else {}),
+        **passed_on(),
     }
 
 
