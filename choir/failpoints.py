@@ -65,6 +65,7 @@ KNOWN_FAILPOINTS: Final = frozenset(
         "proposal.after_update",
         "proposal.config_after_write",
         "telegram.card.after_send",
+        "choird.start.before_gateways",
     }
 )
 """Every placed failpoint. `arbiter.after_append_before_ack`: a non-idempotent intent is in the
@@ -105,7 +106,10 @@ merge, build, update) and recorded it; the next has not begun.
 `proposal.config_after_write` (choird): an approved config change is written to config.json,
 not yet loaded nor applied.
 `telegram.card.after_send` (choird): Telegram took a core-job card's message, its id is not
-stored yet."""
+stored yet.
+`choird.start.before_gateways` (choird): starting, adopted agents have their sockets back and
+the operator API listens, the gateways are not started yet (`sleep` there: adopted agents
+replicate what they did while choird was away before any gateway runs)."""
 
 _ENTRY = re.compile(r"^(?P<name>[a-z0-9_]+(?:\.[a-z0-9_]+)+)=(?P<action>.+)$")
 _SLEEP = re.compile(r"^sleep\((?P<ms>\d+)\)$")

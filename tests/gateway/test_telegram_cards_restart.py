@@ -20,6 +20,7 @@ import pytest
 from choir.daemon.gateway.telegram.cards import EDIT_EVERY_S
 from choir.home import ChoirHome
 from choir.scripted import ReplyStep, Script, ScriptedModelServer, ToolCallsStep
+from choir.scripted.demo import SUMMARY, SUMMARY_REQUEST
 from choir.store.events import read_events
 from choir.store.gateway.job_cards import CardRow, open_cards
 from choir.store.postgres.pool import connect
@@ -30,7 +31,17 @@ from tests.harness.homes import read_config, scripted_home, write_config
 from tests.harness.waits import poll_until
 
 from .conftest import PHONE, telegram_home
-from .test_telegram_cards import LISTENER, SLEEPER, answered, edge, edits_of, now_of, run, scripted
+from .test_telegram_cards import (
+    LISTENER,
+    SLEEPER,
+    answered,
+    edge,
+    edits_of,
+    now_of,
+    run,
+    scripted,
+    spawn,
+)
 from .test_telegram_restart import LEASE, Daemon
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
@@ -48,6 +59,22 @@ GATED = Script(
     ]
 )
 """A job of three steps, each of the first two waiting for a file the test makes."""
+
+LATE = Script(
+    steps=[
+        ReplyStep(match=SUMMARY_REQUEST, repeat=True, text=SUMMARY),
+        ToolCallsStep(
+            match="start the late",
+            calls=[run("touch at0; until [ -e go0 ]; do sleep 0.2; done; echo gate-zero-open")],
+        ),
+        ToolCallsStep(after="tool", match="gate-zero-open", calls=[spawn("late", "Be late.")]),
+        ReplyStep(after="tool", match="late started", text="Started late."),
+        ReplyStep(after="tool", match="gate-one-open", text="Through the gate."),
+        ToolCallsStep(calls=[run("until [ -e go1 ]; do sleep 0.2; done; echo gate-one-open")]),
+    ]
+)
+"""Edge spawns the job once the test opens a gate (`at0`: edge waits at it); the job waits at
+another."""
 
 
 @pytest.fixture
@@ -158,6 +185,43 @@ async def test_a_card_goes_on_being_edited_after_choird_is_killed_and_started_ag
     assert card_sends(api, "gated") == 1  # edited, never sent again
     assert await stops(pg_params, session_id, "gated") == ["completed"]
     await poll_until(lambda: _none_stored(pg_params), within=20)  # done with: deleted
+
+
+@scripted(LATE)
+async def test_a_job_started_while_choird_was_away_gets_one_card_when_it_comes_back(
+    daemon: Daemon, api: BotApiServer, home: ChoirHome, pg_params: ConnectParams
+) -> None:
+    """Edge asks for the job with choird away; its `core_started` is replicated as the adopted
+    agent reconnects, before the gateways start (held there by the failpoint): it still gets
+    its card, once."""
+    await daemon.start()
+    started = await daemon.ctl("agent", "start", "agent-1", "--dm", "phone")
+    session_id = str(started["session_id"])
+    api.user_says(PHONE, "please start the late")
+    gates = workspace(home)
+    await poll_until(lambda: (gates / "at0").exists(), within=60, every=0.1)
+    daemon.kill()
+    (gates / "go0").touch()  # edge asks for the job, whose start waits for choird
+
+    starting = asyncio.create_task(
+        daemon.start(CHOIR_FAILPOINTS="choird.start.before_gateways=sleep(6000)")
+    )
+    await poll_until(lambda: _started(pg_params, session_id, "late"), within=60, every=0.1)
+    assert not starting.done()  # replicated before the gateways started
+    await starting
+    await api.wait_for(lambda: bool(cards_of(api, "late")), within=30)
+    [card] = cards_of(api, "late")
+    assert card.buttons
+    # its lane reported the tool it waits in before the card was made: that shows, not `starting`
+    await api.wait_for(
+        lambda: now_of(api, card).text.startswith("Core job late: running a tool"), within=30
+    )
+    (gates / "go1").touch()
+    await api.wait_for(lambda: now_of(api, card).text.startswith("Core job late: done"), within=60)
+    assert ", 2 steps\nThrough the gate." in now_of(api, card).text
+    assert not now_of(api, card).buttons
+    assert card_sends(api, "late") == 1
+    await poll_until(lambda: _none_stored(pg_params), within=20)
 
 
 @scripted(GATED)
@@ -332,6 +396,18 @@ async def test_a_choird_killed_before_a_sent_card_is_stored_sends_it_once_and_fo
 
 async def _none_stored(params: ConnectParams) -> bool:
     return not await stored_cards(params)
+
+
+async def _started(params: ConnectParams, session_id: str, job: str) -> bool:
+    """Whether the job's `core_started` event is durable."""
+    conn = await connect(params)
+    try:
+        records = await read_events(conn, session_id, 1, 10_000)
+    finally:
+        await conn.close()
+    return any(
+        r.event_type == "core_started" and r.payload["job"]["job_name"] == job for r in records
+    )
 
 
 async def _stopped(params: ConnectParams, session_id: str, job: str) -> bool:

@@ -258,16 +258,23 @@ class TelegramGateways:
 
     def _job_cards(self, key: bytes) -> Callable[[], None]:
         """Start the live core-job cards, fed by the replicated events, the lanes' reports and
-        the sessions' ends; the callable that stops feeding them."""
+        the sessions' ends — those of adopted agents from before the bots started (`held`) —;
+        the callable that stops feeding them."""
+        services = self._ctx.services
         self._jobs = jobs = JobCards(
-            self._call, key, self._cards_chat, pool=self._ctx.pool, chat_named=self._dm_chat
+            self._call,
+            key,
+            self._cards_chat,
+            pool=self._ctx.pool,
+            chat_named=self._dm_chat,
+            lanes=services.status.lanes,
         )
         jobs.start()
-        services = self._ctx.services
+        news = self._ctx.news
         stops = [
-            services.replicator.subscribe(jobs.replicated),
+            (news.replicated if news else services.replicator).subscribe(jobs.replicated),
             services.status.subscribe(jobs.reported),
-            services.sessions.subscribe(jobs.session_ended),
+            (news.ended if news else services.sessions).subscribe(jobs.session_ended),
         ]
 
         def detach() -> None:
