@@ -65,6 +65,7 @@ KNOWN_FAILPOINTS: Final = frozenset(
         "proposal.after_update",
         "proposal.config_after_write",
         "telegram.card.after_send",
+        "telegram.card.before_drop",
         "choird.start.before_gateways",
     }
 )
@@ -107,6 +108,8 @@ merge, build, update) and recorded it; the next has not begun.
 not yet loaded nor applied.
 `telegram.card.after_send` (choird): Telegram took a core-job card's message, its id is not
 stored yet.
+`telegram.card.before_drop` (choird): a core-job card's final edit is made (or given up), its
+row is not deleted yet.
 `choird.start.before_gateways` (choird): starting, adopted agents have their sockets back and
 the operator API listens, the gateways are not started yet (`sleep` there: adopted agents
 replicate what they did while choird was away before any gateway runs)."""

@@ -1,7 +1,9 @@
 """Live core-job cards survive a choird restart: the card of a job that runs on, adopted, goes on
 being edited; one whose job ended while choird was away gets its final edit; its [Cancel] still
-cancels; and a choird killed between Telegram taking a card and its message id being stored
-sends nothing twice (that card stays as it was: the one card a restart loses).
+cancels; a choird killed between Telegram taking a card and its message id being stored
+sends nothing twice (that card stays as it was: the one card a restart loses); one killed after
+a card's final edit drops its row at the next start, the chat unchanged; and a job started while
+choird was away gets its card once choird is back, however early its start is replicated.
 
 choird runs as a real process (the test's Postgres, the process runtime, the local Bot API
 server) so it can be SIGKILLed, or made to exit at a failpoint, while agent-1 runs on.
@@ -392,6 +394,35 @@ async def test_a_choird_killed_before_a_sent_card_is_stored_sends_it_once_and_fo
     assert card_sends(api, "gated") == 1
     assert edits_of(api, card) == []
     assert now_of(api, card).buttons  # left as it was: the one card the kill lost
+
+
+@scripted(GATED)
+async def test_a_choird_killed_after_a_final_edit_before_its_row_is_dropped_drops_it_once(
+    daemon: Daemon, api: BotApiServer, home: ChoirHome, pg_params: ConnectParams
+) -> None:
+    await daemon.start(CHOIR_FAILPOINTS="telegram.card.before_drop=exit")
+    await daemon.ctl("agent", "start", "agent-1", "--dm", "phone")
+    api.user_says(PHONE, "please start the gated")
+    await api.wait_for(lambda: bool(cards_of(api, "gated")), within=60)
+    [card] = cards_of(api, "gated")
+    (workspace(home) / "go1").touch()
+    (workspace(home) / "go2").touch()
+    assert daemon.process is not None
+    exited = await asyncio.to_thread(daemon.process.process.wait, 90)
+    assert exited == 137  # the failpoint: the card shows its outcome, its row is still stored
+    final = now_of(api, card)
+    assert final.text.startswith("Core job gated: done")
+    assert not final.buttons
+    [row] = await stored_cards(pg_params)
+    assert row.message_id == card.message_id
+
+    await daemon.start()  # resumes it ended: the same final edit, "not modified", is done with
+    await poll_until(lambda: _none_stored(pg_params), within=30)
+    assert now_of(api, card) == final
+    took = [text for _, text in edits_of(api, card) if text == final.text]
+    assert len(took) == 2  # made once, tried once more and refused as not modified
+    assert card_sends(api, "gated") == 1
+    assert "telegram job card resumed" in home.choird_log.read_text()
 
 
 async def _none_stored(params: ConnectParams) -> bool:

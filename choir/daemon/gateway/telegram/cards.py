@@ -36,10 +36,15 @@ resumed: a card whose DM is gone or moved to another chat, and one whose message
 stored — choird killed between Telegram taking the card and the write (the
 `telegram.card.after_send` failpoint). That card is dropped, not sent again (Telegram has no
 idempotent send: it might show twice); if it shows, it stays as it was and its buttons answer
-"no longer valid". A live card's [Inject…] prompts awaiting a reply (its newest
+"no longer valid". A choird killed between a card's final edit and its row's delete
+(`telegram.card.before_drop`) leaves a card the next start resumes ended: it makes the same
+final edit, Telegram answers "message is not modified" (taken as done) and the row goes. A live
+card's [Inject…] prompts awaiting a reply (its newest
 `PROMPTS_STORED`) are stored with it, so a reply after a restart still reaches the job. A card
-write that fails (the database away) is logged; the card goes on in memory, and is only lost to
-a restart that comes before a later write of it.
+write that fails (the database away) is logged; the card goes on in memory and in the chat, and
+its next edit's write stores it whole again, even one whose first writes all failed (a lost
+[Inject…] prompt is not, its prompts being written by their presses): only a restart before
+that write loses the card.
 """
 
 from __future__ import annotations
@@ -83,7 +88,6 @@ from choir.store.gateway.job_cards import (
     card_answered,
     card_cancelling,
     card_prompted,
-    card_sent,
     card_shown,
     drop_card,
 )
@@ -499,6 +503,8 @@ class JobCards:
             await self._forget_card(card)
             return
         await self._edits(card)
+        # a restart now makes the final edit again: "not modified", taken as done
+        await failpoint("telegram.card.before_drop")
         await self._forget_card(card)
 
     async def _forget_card(self, card: JobCard) -> None:
@@ -526,10 +532,7 @@ class JobCards:
         chat, text = card.chat, card_text(card, card.started_at)
         # a job that ended before its card was sent (e.g. while choird was away): no buttons
         buttons = [] if card.outcome is not None else self._buttons(card)
-        row = CardRow(
-            card.card_id, chat.client.gateway, chat.chat_id, chat.dm, card.agent_id,
-            card.session_id, card.job_name, card.started_rev, card.started_at,
-        )  # fmt: skip
+        row = self._row(card)
         await self._store.write("start", card.card_id, card.job_name, lambda c: add_card(c, row))
         for attempt in range(ATTEMPTS):
             try:
@@ -548,19 +551,26 @@ class JobCards:
             card.shown, card.next_edit = text, time.monotonic() + EDIT_EVERY_S
             # the worst instant: shown, its id not stored (a restart cannot edit it)
             await failpoint("telegram.card.after_send")
-            await self._stored(card, message_id, text)
+            await self._stored(card)
             return True
         return False
 
-    async def _stored(self, card: JobCard, message_id: int, text: str) -> None:
+    async def _stored(self, card: JobCard) -> None:
         """The card's message id written (what a restarted choird edits)."""
-        state = card.state
+        row = self._row(card)
         await self._store.write(
-            "message",
-            card.card_id,
-            card.job_name,
-            lambda c: card_sent(c, card.card_id, message_id, text, state),
+            "message", card.card_id, card.job_name, lambda c: card_shown(c, row)
         )
+
+    def _row(self, card: JobCard) -> CardRow:
+        """What is stored of the card as it is now."""
+        chat = card.chat
+        prompts = tuple(p for (_, p), c in self._prompts.items() if c is card)
+        return CardRow(
+            card.card_id, chat.client.gateway, chat.chat_id, chat.dm, card.agent_id,
+            card.session_id, card.job_name, card.started_rev, card.started_at, card.message_id,
+            card.shown, card.state, card.cancelling, prompts[-PROMPTS_STORED:],
+        )  # fmt: skip
 
     async def _edit(self, card: JobCard, text: str, final: bool) -> bool:
         """One edit (no retry: the next one shows newer news); whether it took."""
@@ -580,12 +590,9 @@ class JobCards:
             return failure.kind in ("permanent", "token")  # never to succeed: given up
         card.shown, card.next_edit = text, time.monotonic() + EDIT_EVERY_S
         if not final:  # a final edit forgets the card instead
-            state = card.state
+            row = self._row(card)
             await self._store.write(
-                "edit",
-                card.card_id,
-                card.job_name,
-                lambda c: card_shown(c, card.card_id, text, state),
+                "edit", card.card_id, card.job_name, lambda c: card_shown(c, row)
             )
         return True
 
