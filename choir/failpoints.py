@@ -66,7 +66,7 @@ KNOWN_FAILPOINTS: Final = frozenset(
         "proposal.config_after_write",
         "telegram.card.after_send",
         "telegram.card.before_drop",
-        "choird.start.before_gateways",
+        "choird.start.after_adoption",
     }
 )
 """Every placed failpoint. `arbiter.after_append_before_ack`: a non-idempotent intent is in the
@@ -110,9 +110,9 @@ not yet loaded nor applied.
 stored yet.
 `telegram.card.before_drop` (choird): a core-job card's final edit is made (or given up), its
 row is not deleted yet.
-`choird.start.before_gateways` (choird): starting, adopted agents have their sockets back and
-the operator API listens, the gateways are not started yet (`sleep` there: adopted agents
-replicate what they did while choird was away before any gateway runs)."""
+`choird.start.after_adoption` (choird): starting, adopted agents have their sockets back, the
+operator API and the gateways are not started yet (`sleep` there: adopted agents replicate
+what they did while choird was away before the console or any bot listens)."""
 
 _ENTRY = re.compile(r"^(?P<name>[a-z0-9_]+(?:\.[a-z0-9_]+)+)=(?P<action>.+)$")
 _SLEEP = re.compile(r"^sleep\((?P<ms>\d+)\)$")

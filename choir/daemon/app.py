@@ -348,8 +348,8 @@ class ChoirDaemon:
             },
         )
         log.info("step 7: stale leases released", fields={"sessions": len(adoption.crashed)})
+        await failpoint("choird.start.after_adoption")
         await self._listen(services)
-        await failpoint("choird.start.before_gateways")
         await self._start_gateways()
         news.seal()
         if config.metrics.listen is not None:

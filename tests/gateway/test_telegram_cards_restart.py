@@ -21,8 +21,9 @@ import pytest
 
 from choir.daemon.gateway.telegram.cards import EDIT_EVERY_S
 from choir.home import ChoirHome
-from choir.scripted import ReplyStep, Script, ScriptedModelServer, ToolCallsStep
+from choir.scripted import ReplyStep, Script, ScriptedCall, ScriptedModelServer, ToolCallsStep
 from choir.scripted.demo import SUMMARY, SUMMARY_REQUEST
+from choir.store.approvals.pending import list_approvals
 from choir.store.events import read_events
 from choir.store.gateway.job_cards import CardRow, open_cards
 from choir.store.postgres.pool import connect
@@ -30,6 +31,7 @@ from choir.store.postgres.target import ConnectParams
 from tests.faults.support import agent_processes, teardown
 from tests.harness.botapi import BotApiServer, Sent
 from tests.harness.homes import read_config, scripted_home, write_config
+from tests.harness.proposals import TOOL_PROPOSAL
 from tests.harness.waits import poll_until
 
 from .conftest import PHONE, telegram_home
@@ -77,6 +79,22 @@ LATE = Script(
 )
 """Edge spawns the job once the test opens a gate (`at0`: edge waits at it); the job waits at
 another."""
+PROPOSING = Script(
+    steps=[
+        ReplyStep(match=SUMMARY_REQUEST, repeat=True, text=SUMMARY),
+        ToolCallsStep(
+            match="propose after the gate",
+            calls=[run("touch at0; until [ -e go0 ]; do sleep 0.2; done; echo gate-zero-open")],
+        ),
+        ToolCallsStep(
+            after="tool",
+            match="gate-zero-open",
+            calls=[ScriptedCall(name="choir.propose.tool", arguments=TOOL_PROPOSAL)],
+        ),
+        ReplyStep(after="tool", match="proposal submitted", text="Proposed."),
+    ]
+)
+"""Edge proposes a tool once the test opens a gate (`at0`: edge waits at it)."""
 
 
 @pytest.fixture
@@ -206,7 +224,7 @@ async def test_a_job_started_while_choird_was_away_gets_one_card_when_it_comes_b
     (gates / "go0").touch()  # edge asks for the job, whose start waits for choird
 
     starting = asyncio.create_task(
-        daemon.start(CHOIR_FAILPOINTS="choird.start.before_gateways=sleep(6000)")
+        daemon.start(CHOIR_FAILPOINTS="choird.start.after_adoption=sleep(6000)")
     )
     await poll_until(lambda: _started(pg_params, session_id, "late"), within=60, every=0.1)
     assert not starting.done()  # replicated before the gateways started
@@ -224,6 +242,32 @@ async def test_a_job_started_while_choird_was_away_gets_one_card_when_it_comes_b
     assert not now_of(api, card).buttons
     assert card_sends(api, "late") == 1
     await poll_until(lambda: _none_stored(pg_params), within=20)
+
+
+@scripted(PROPOSING)
+async def test_an_approval_asked_as_choird_comes_back_gets_its_message(
+    daemon: Daemon, api: BotApiServer, home: ChoirHome, pg_params: ConnectParams
+) -> None:
+    """The adopted agent's approval request reaches choird before the gateways start (held
+    there by the failpoint): its message with buttons still reaches the DM, once."""
+    await daemon.start()
+    await daemon.ctl("agent", "start", "agent-1", "--dm", "phone")
+    api.user_says(PHONE, "please propose after the gate")
+    gates = workspace(home)
+    await poll_until(lambda: (gates / "at0").exists(), within=60, every=0.1)
+    daemon.kill()
+    (gates / "go0").touch()  # edge proposes, which waits for choird
+
+    starting = asyncio.create_task(
+        daemon.start(CHOIR_FAILPOINTS="choird.start.after_adoption=sleep(6000)")
+    )
+    await poll_until(lambda: _asked(pg_params), within=60, every=0.1)
+    assert not starting.done()  # asked before the gateways started
+    await starting
+    await api.wait_for(lambda: any(m.buttons for m in api.sent(PHONE)), within=30)
+    [asked] = [m for m in api.sent(PHONE) if m.buttons]
+    assert asked.text.startswith("agent-1 asks for approval (tool): ")
+    assert [label for label, _ in asked.buttons] == ["Approve", "Reject"]
 
 
 @scripted(GATED)
@@ -427,6 +471,15 @@ async def test_a_choird_killed_after_a_final_edit_before_its_row_is_dropped_drop
 
 async def _none_stored(params: ConnectParams) -> bool:
     return not await stored_cards(params)
+
+
+async def _asked(params: ConnectParams) -> bool:
+    """Whether an approval is pending."""
+    conn = await connect(params)
+    try:
+        return bool(await list_approvals(conn))
+    finally:
+        await conn.close()
 
 
 async def _started(params: ConnectParams, session_id: str, job: str) -> bool:

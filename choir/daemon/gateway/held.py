@@ -1,12 +1,14 @@
 """What the agents' services say before the gateways listen, kept for them.
 
 A starting choird gives adopted agents their sockets back at step 6 (§6.2) and they replicate at
-once what they did while it was away — a core job's `core_started` among it — but the gateways
-start at step 8, once the operator API exists. `GatewayNews` subscribes to the replicated
-events and the sessions' ends before step 6 and keeps what it hears until the gateways started
-(`seal`): a gateway subscribing through it first hears what was kept, in order, then the live
-news — so a job started in that window gets its Telegram card. Sealed, it keeps nothing more
-and only passes news on; closed (with choird), it unsubscribes.
+once what they did while it was away — a core job's `core_started` among it — but the console
+DM listens from step 9 (with the operator API) and the Telegram bots from step 8, after it.
+`GatewayNews` subscribes to the replicated events, the sessions' ends and the approvals asked
+and decided before step 6 and keeps what it hears until the gateways started (`seal`): a
+gateway subscribing through it first hears what was kept, in order, then the live news — so a
+job started in that window gets its Telegram card, an approval asked then its Telegram message,
+and a reply made then is among the console's recent replies. Sealed, it keeps nothing more and
+only passes news on; closed (with choird), it unsubscribes.
 
 Telegram replies need none of this: they go by each DM's reply cursor, read back from the
 session's log when the bots start (`telegram.reply_cursor`).
@@ -24,6 +26,7 @@ if TYPE_CHECKING:
     from choir.daemon.agents.ingest import Durable
     from choir.daemon.agents.services import AgentServices
     from choir.daemon.sessions.state import SessionEnded
+    from choir.store.approvals.pending import ApprovalRow
 
 log = get_logger("choird.gateway")
 
@@ -80,15 +83,28 @@ class GatewayNews:
     """Events made durable (`EventIngest.subscribe`)."""
     ended: Held[[SessionEnded]]
     """Sessions that ended (`SessionService.subscribe`)."""
+    asked: Held[[ApprovalRow]]
+    """Approvals requested (`ApprovalService.subscribe_requests`)."""
+    decided: Held[[ApprovalRow]]
+    """Approvals resolved (`ApprovalService.subscribe`)."""
 
     @classmethod
     def hold(cls, services: AgentServices) -> GatewayNews:
-        return cls(Held(services.replicator.subscribe), Held(services.sessions.subscribe))
+        approvals = services.approvals
+        return cls(
+            Held(services.replicator.subscribe),
+            Held(services.sessions.subscribe),
+            Held(approvals.subscribe_requests),
+            Held(approvals.subscribe),
+        )
+
+    def _all(self) -> tuple[Held[...], ...]:
+        return (self.replicated, self.ended, self.asked, self.decided)
 
     def seal(self) -> None:
-        self.replicated.seal()
-        self.ended.seal()
+        for held in self._all():
+            held.seal()
 
     def close(self) -> None:
-        self.replicated.close()
-        self.ended.close()
+        for held in self._all():
+            held.close()

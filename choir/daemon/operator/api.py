@@ -256,7 +256,10 @@ class OperatorApi:
         )
         """What the verbs work with."""
         detach_feed = feed.attach(services)
-        detach_console = self.context.console.attach(services.replicator.subscribe)
+        # the replies adopted agents replicate before this (step 6 on) reach the console too
+        detach_console = self.context.console.attach(
+            (news.replicated if news else services.replicator).subscribe
+        )
         detach_inbox = self.context.console.attach_inbox(services.inbox)
         detach_health = health.subscribe(
             lambda view: feed.publish(HealthItem(data=HealthView.model_validate(view)))
