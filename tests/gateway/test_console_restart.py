@@ -19,6 +19,8 @@ from choir.client import ChoirClient
 from choir.home import ChoirHome
 from choir.scripted import ReplyStep, Script, ScriptedModelServer, ToolCallsStep
 from choir.scripted.demo import SUMMARY, SUMMARY_REQUEST
+from choir.store.events import read_events
+from choir.store.postgres.pool import connect
 from choir.store.postgres.target import ConnectParams
 from tests.faults.support import teardown
 from tests.harness.chat import replies_through
@@ -26,6 +28,7 @@ from tests.harness.homes import read_config, scripted_home, write_config
 from tests.harness.waits import poll_until
 
 from .test_telegram_cards import run, scripted
+from .test_telegram_cards_restart import HOLD_MS
 from .test_telegram_restart import LEASE, Daemon
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
@@ -69,10 +72,11 @@ async def daemon(home: ChoirHome) -> AsyncIterator[Daemon]:
 
 @scripted(GATED_REPLY)
 async def test_a_reply_made_while_choird_was_away_is_in_the_console_after_the_restart(
-    daemon: Daemon, home: ChoirHome
+    daemon: Daemon, home: ChoirHome, pg_params: ConnectParams
 ) -> None:
     await daemon.start()
-    await daemon.ctl("agent", "start", "agent-1", "--dm", "console")
+    started = await daemon.ctl("agent", "start", "agent-1", "--dm", "console")
+    session_id = str(started["session_id"])
     async with await ChoirClient.connect(home) as client:
         await client.chat_send("agent-1", "please answer after the gate")
     gates = Path(read_config(home)["workspaces"]["default"]["path"])
@@ -80,7 +84,22 @@ async def test_a_reply_made_while_choird_was_away_is_in_the_console_after_the_re
     daemon.kill()
     (gates / "go0").touch()  # edge answers with choird away
 
-    await daemon.start(CHOIR_FAILPOINTS="choird.start.after_adoption=sleep(4000)")
+    starting = asyncio.create_task(
+        daemon.start(CHOIR_FAILPOINTS=f"choird.start.after_adoption=sleep({HOLD_MS})")
+    )
+    await poll_until(lambda: _replied(pg_params, session_id), within=60, every=0.1)
+    assert not starting.done()  # replicated before the console listened
+    await starting
     async with await ChoirClient.connect(home) as client:  # a chat window opened now
         got = await replies_through(client, 0, lambda r: r["category"] == "reply")
     assert [r["text"] for r in got if r["category"] == "reply"] == ["Through the gate."]
+
+
+async def _replied(params: ConnectParams, session_id: str) -> bool:
+    """Whether the session's edge reply is durable."""
+    conn = await connect(params)
+    try:
+        records = await read_events(conn, session_id, 1, 10_000)
+    finally:
+        await conn.close()
+    return any(r.event_type == "agent_replied" for r in records)

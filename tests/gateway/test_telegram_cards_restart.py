@@ -63,6 +63,9 @@ GATED = Script(
     ]
 )
 """A job of three steps, each of the first two waiting for a file the test makes."""
+HOLD_MS = 10_000
+"""How long a restarted choird waits after adopting its agents (failpoint
+`choird.start.after_adoption`): the agents reconnect within 2 s and replicate meanwhile."""
 
 LATE = Script(
     steps=[
@@ -224,7 +227,7 @@ async def test_a_job_started_while_choird_was_away_gets_one_card_when_it_comes_b
     (gates / "go0").touch()  # edge asks for the job, whose start waits for choird
 
     starting = asyncio.create_task(
-        daemon.start(CHOIR_FAILPOINTS="choird.start.after_adoption=sleep(6000)")
+        daemon.start(CHOIR_FAILPOINTS=f"choird.start.after_adoption=sleep({HOLD_MS})")
     )
     await poll_until(lambda: _started(pg_params, session_id, "late"), within=60, every=0.1)
     assert not starting.done()  # replicated before the gateways started
@@ -259,7 +262,7 @@ async def test_an_approval_asked_as_choird_comes_back_gets_its_message(
     (gates / "go0").touch()  # edge proposes, which waits for choird
 
     starting = asyncio.create_task(
-        daemon.start(CHOIR_FAILPOINTS="choird.start.after_adoption=sleep(6000)")
+        daemon.start(CHOIR_FAILPOINTS=f"choird.start.after_adoption=sleep({HOLD_MS})")
     )
     await poll_until(lambda: _asked(pg_params), within=60, every=0.1)
     assert not starting.done()  # asked before the gateways started
