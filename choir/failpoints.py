@@ -67,6 +67,8 @@ KNOWN_FAILPOINTS: Final = frozenset(
         "proposal.after_update",
         "proposal.config_after_write",
         "telegram.card.after_send",
+        "telegram.card.before_drop",
+        "choird.start.after_adoption",
     }
 )
 """Every placed failpoint. `arbiter.after_append_before_ack`: a non-idempotent intent is in the
@@ -109,7 +111,12 @@ merge, build, update) and recorded it; the next has not begun.
 `proposal.config_after_write` (choird): an approved config change is written to config.json,
 not yet loaded nor applied.
 `telegram.card.after_send` (choird): Telegram took a core-job card's message, its id is not
-stored yet."""
+stored yet.
+`telegram.card.before_drop` (choird): a core-job card's final edit is made (or given up), its
+row is not deleted yet.
+`choird.start.after_adoption` (choird): starting, adopted agents have their sockets back, the
+operator API and the gateways are not started yet (`sleep` there: adopted agents replicate
+what they did while choird was away before the console or any bot listens)."""
 
 _ENTRY = re.compile(r"^(?P<name>[a-z0-9_]+(?:\.[a-z0-9_]+)+)=(?P<action>.+)$")
 _SLEEP = re.compile(r"^sleep\((?P<ms>\d+)\)$")

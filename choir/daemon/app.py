@@ -47,6 +47,7 @@ if TYPE_CHECKING:  # aiohttp and cryptography load only for --transport http
     from choir.core.memory.access import Viewer
     from choir.daemon.agents.host_tools import HostToolCall
     from choir.daemon.agents.services import AgentServices
+    from choir.daemon.gateway.held import GatewayNews
     from choir.daemon.health.postgres import PostgresSupervisor
     from choir.daemon.memory.closing.archives import ArchiveWriter
     from choir.daemon.memory.closing.close import SessionCloser
@@ -193,6 +194,9 @@ class ChoirDaemon:
         self.memory_ready = asyncio.Event()
         self.archive_writer: ArchiveWriter | None = None
         """Stores each compaction's archive once its event is durable (from the start)."""
+        self.gateway_news: GatewayNews | None = None
+        """The adopted agents' first events, kept from before step 6 until the gateways
+        started (`gateway.held`)."""
         self.browser: BrowserWorker | None = None
         """The browser worker of `choir.web.browse` (§18.2); Chromium runs when enabled."""
         self._memory_wanted = asyncio.Event()
@@ -286,6 +290,7 @@ class ChoirDaemon:
             self.database = await opening
         from choir.daemon.agents.pushes import wire_pushes
         from choir.daemon.agents.services import AgentServices
+        from choir.daemon.gateway.held import GatewayNews
         from choir.daemon.health.postgres import PostgresSupervisor
         from choir.daemon.memory.embedding.service import MemoryService, stage_source
         from choir.daemon.runtimes.adopt import adopt_agents
@@ -325,6 +330,9 @@ class ChoirDaemon:
         )
         self._stack.callback(self.runtime.close)
         self.home.create_directories()  # adopted agents get their sockets back right away
+        # what they replicate at once is kept for the gateways, which start at step 8
+        self.gateway_news = news = GatewayNews.hold(services)
+        self._stack.callback(news.close)
         adoption = await adopt_agents(
             self.runtime,
             services.sessions,
@@ -340,8 +348,10 @@ class ChoirDaemon:
             },
         )
         log.info("step 7: stale leases released", fields={"sessions": len(adoption.crashed)})
+        await failpoint("choird.start.after_adoption")
         await self._listen(services)
         await self._start_gateways()
+        news.seal()
         if config.metrics.listen is not None:
             await self._start_metrics(config.metrics.listen, services, stage)
         self._stack.push_async_callback(self._cancel_timers, self._start_timers(services))

@@ -1,7 +1,9 @@
 """Live core-job cards survive a choird restart: the card of a job that runs on, adopted, goes on
 being edited; one whose job ended while choird was away gets its final edit; its [Cancel] still
-cancels; and a choird killed between Telegram taking a card and its message id being stored
-sends nothing twice (that card stays as it was: the one card a restart loses).
+cancels; a choird killed between Telegram taking a card and its message id being stored
+sends nothing twice (that card stays as it was: the one card a restart loses); one killed after
+a card's final edit drops its row at the next start, the chat unchanged; and a job started while
+choird was away gets its card once choird is back, however early its start is replicated.
 
 choird runs as a real process (the test's Postgres, the process runtime, the local Bot API
 server) so it can be SIGKILLed, or made to exit at a failpoint, while agent-1 runs on.
@@ -19,7 +21,9 @@ import pytest
 
 from choir.daemon.gateway.telegram.cards import EDIT_EVERY_S
 from choir.home import ChoirHome
-from choir.scripted import ReplyStep, Script, ScriptedModelServer, ToolCallsStep
+from choir.scripted import ReplyStep, Script, ScriptedCall, ScriptedModelServer, ToolCallsStep
+from choir.scripted.demo import SUMMARY, SUMMARY_REQUEST
+from choir.store.approvals.pending import list_approvals
 from choir.store.events import read_events
 from choir.store.gateway.job_cards import CardRow, open_cards
 from choir.store.postgres.pool import connect
@@ -27,10 +31,21 @@ from choir.store.postgres.target import ConnectParams
 from tests.faults.support import agent_processes, teardown
 from tests.harness.botapi import BotApiServer, Sent
 from tests.harness.homes import read_config, scripted_home, write_config
+from tests.harness.proposals import TOOL_PROPOSAL
 from tests.harness.waits import poll_until
 
 from .conftest import PHONE, telegram_home
-from .test_telegram_cards import LISTENER, SLEEPER, answered, edge, edits_of, now_of, run, scripted
+from .test_telegram_cards import (
+    LISTENER,
+    SLEEPER,
+    answered,
+    edge,
+    edits_of,
+    now_of,
+    run,
+    scripted,
+    spawn,
+)
 from .test_telegram_restart import LEASE, Daemon
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
@@ -48,6 +63,41 @@ GATED = Script(
     ]
 )
 """A job of three steps, each of the first two waiting for a file the test makes."""
+HOLD_MS = 10_000
+"""How long a restarted choird waits after adopting its agents (failpoint
+`choird.start.after_adoption`): the agents reconnect within 2 s and replicate meanwhile."""
+
+LATE = Script(
+    steps=[
+        ReplyStep(match=SUMMARY_REQUEST, repeat=True, text=SUMMARY),
+        ToolCallsStep(
+            match="start the late",
+            calls=[run("touch at0; until [ -e go0 ]; do sleep 0.2; done; echo gate-zero-open")],
+        ),
+        ToolCallsStep(after="tool", match="gate-zero-open", calls=[spawn("late", "Be late.")]),
+        ReplyStep(after="tool", match="late started", text="Started late."),
+        ReplyStep(after="tool", match="gate-one-open", text="Through the gate."),
+        ToolCallsStep(calls=[run("until [ -e go1 ]; do sleep 0.2; done; echo gate-one-open")]),
+    ]
+)
+"""Edge spawns the job once the test opens a gate (`at0`: edge waits at it); the job waits at
+another."""
+PROPOSING = Script(
+    steps=[
+        ReplyStep(match=SUMMARY_REQUEST, repeat=True, text=SUMMARY),
+        ToolCallsStep(
+            match="propose after the gate",
+            calls=[run("touch at0; until [ -e go0 ]; do sleep 0.2; done; echo gate-zero-open")],
+        ),
+        ToolCallsStep(
+            after="tool",
+            match="gate-zero-open",
+            calls=[ScriptedCall(name="choir.propose.tool", arguments=TOOL_PROPOSAL)],
+        ),
+        ReplyStep(after="tool", match="proposal submitted", text="Proposed."),
+    ]
+)
+"""Edge proposes a tool once the test opens a gate (`at0`: edge waits at it)."""
 
 
 @pytest.fixture
@@ -158,6 +208,69 @@ async def test_a_card_goes_on_being_edited_after_choird_is_killed_and_started_ag
     assert card_sends(api, "gated") == 1  # edited, never sent again
     assert await stops(pg_params, session_id, "gated") == ["completed"]
     await poll_until(lambda: _none_stored(pg_params), within=20)  # done with: deleted
+
+
+@scripted(LATE)
+async def test_a_job_started_while_choird_was_away_gets_one_card_when_it_comes_back(
+    daemon: Daemon, api: BotApiServer, home: ChoirHome, pg_params: ConnectParams
+) -> None:
+    """Edge asks for the job with choird away; its `core_started` is replicated as the adopted
+    agent reconnects, before the gateways start (held there by the failpoint): it still gets
+    its card, once."""
+    await daemon.start()
+    started = await daemon.ctl("agent", "start", "agent-1", "--dm", "phone")
+    session_id = str(started["session_id"])
+    api.user_says(PHONE, "please start the late")
+    gates = workspace(home)
+    await poll_until(lambda: (gates / "at0").exists(), within=60, every=0.1)
+    daemon.kill()
+    (gates / "go0").touch()  # edge asks for the job, whose start waits for choird
+
+    starting = asyncio.create_task(
+        daemon.start(CHOIR_FAILPOINTS=f"choird.start.after_adoption=sleep({HOLD_MS})")
+    )
+    await poll_until(lambda: _started(pg_params, session_id, "late"), within=60, every=0.1)
+    assert not starting.done()  # replicated before the gateways started
+    await starting
+    await api.wait_for(lambda: bool(cards_of(api, "late")), within=30)
+    [card] = cards_of(api, "late")
+    assert card.buttons
+    # its lane reported the tool it waits in before the card was made: that shows, not `starting`
+    await api.wait_for(
+        lambda: now_of(api, card).text.startswith("Core job late: running a tool"), within=30
+    )
+    (gates / "go1").touch()
+    await api.wait_for(lambda: now_of(api, card).text.startswith("Core job late: done"), within=60)
+    assert ", 2 steps\nThrough the gate." in now_of(api, card).text
+    assert not now_of(api, card).buttons
+    assert card_sends(api, "late") == 1
+    await poll_until(lambda: _none_stored(pg_params), within=20)
+
+
+@scripted(PROPOSING)
+async def test_an_approval_asked_as_choird_comes_back_gets_its_message(
+    daemon: Daemon, api: BotApiServer, home: ChoirHome, pg_params: ConnectParams
+) -> None:
+    """The adopted agent's approval request reaches choird before the gateways start (held
+    there by the failpoint): its message with buttons still reaches the DM, once."""
+    await daemon.start()
+    await daemon.ctl("agent", "start", "agent-1", "--dm", "phone")
+    api.user_says(PHONE, "please propose after the gate")
+    gates = workspace(home)
+    await poll_until(lambda: (gates / "at0").exists(), within=60, every=0.1)
+    daemon.kill()
+    (gates / "go0").touch()  # edge proposes, which waits for choird
+
+    starting = asyncio.create_task(
+        daemon.start(CHOIR_FAILPOINTS=f"choird.start.after_adoption=sleep({HOLD_MS})")
+    )
+    await poll_until(lambda: _asked(pg_params), within=60, every=0.1)
+    assert not starting.done()  # asked before the gateways started
+    await starting
+    await api.wait_for(lambda: any(m.buttons for m in api.sent(PHONE)), within=30)
+    [asked] = [m for m in api.sent(PHONE) if m.buttons]
+    assert asked.text.startswith("agent-1 asks for approval (tool): ")
+    assert [label for label, _ in asked.buttons] == ["Approve", "Reject"]
 
 
 @scripted(GATED)
@@ -330,8 +443,58 @@ async def test_a_choird_killed_before_a_sent_card_is_stored_sends_it_once_and_fo
     assert now_of(api, card).buttons  # left as it was: the one card the kill lost
 
 
+@scripted(GATED)
+async def test_a_choird_killed_after_a_final_edit_before_its_row_is_dropped_drops_it_once(
+    daemon: Daemon, api: BotApiServer, home: ChoirHome, pg_params: ConnectParams
+) -> None:
+    await daemon.start(CHOIR_FAILPOINTS="telegram.card.before_drop=exit")
+    await daemon.ctl("agent", "start", "agent-1", "--dm", "phone")
+    api.user_says(PHONE, "please start the gated")
+    await api.wait_for(lambda: bool(cards_of(api, "gated")), within=60)
+    [card] = cards_of(api, "gated")
+    (workspace(home) / "go1").touch()
+    (workspace(home) / "go2").touch()
+    assert daemon.process is not None
+    exited = await asyncio.to_thread(daemon.process.process.wait, 90)
+    assert exited == 137  # the failpoint: the card shows its outcome, its row is still stored
+    final = now_of(api, card)
+    assert final.text.startswith("Core job gated: done")
+    assert not final.buttons
+    [row] = await stored_cards(pg_params)
+    assert row.message_id == card.message_id
+
+    await daemon.start()  # resumes it ended: the same final edit, "not modified", is done with
+    await poll_until(lambda: _none_stored(pg_params), within=30)
+    assert now_of(api, card) == final
+    took = [text for _, text in edits_of(api, card) if text == final.text]
+    assert len(took) == 2  # made once, tried once more and refused as not modified
+    assert card_sends(api, "gated") == 1
+    assert "telegram job card resumed" in home.choird_log.read_text()
+
+
 async def _none_stored(params: ConnectParams) -> bool:
     return not await stored_cards(params)
+
+
+async def _asked(params: ConnectParams) -> bool:
+    """Whether an approval is pending."""
+    conn = await connect(params)
+    try:
+        return bool(await list_approvals(conn))
+    finally:
+        await conn.close()
+
+
+async def _started(params: ConnectParams, session_id: str, job: str) -> bool:
+    """Whether the job's `core_started` event is durable."""
+    conn = await connect(params)
+    try:
+        records = await read_events(conn, session_id, 1, 10_000)
+    finally:
+        await conn.close()
+    return any(
+        r.event_type == "core_started" and r.payload["job"]["job_name"] == job for r in records
+    )
 
 
 async def _stopped(params: ConnectParams, session_id: str, job: str) -> bool:

@@ -32,6 +32,7 @@ from choir.daemon.agents.refusals import rpc_error_of
 from choir.daemon.agents.services import AgentServices
 from choir.daemon.gateway.commands import DmCommands
 from choir.daemon.gateway.console import ConsoleDm, PushFn
+from choir.daemon.gateway.held import GatewayNews
 from choir.daemon.health.board import DaemonHealth
 from choir.daemon.operator import chat as operator_chat
 from choir.daemon.operator import config as operator_config
@@ -212,6 +213,7 @@ class OperatorApi:
         reembedder: Callable[[], Awaitable[Reembedder | None]] | None = None,
         vector_models: VectorModels | None = None,
         tool_backfill: Callable[[], Awaitable[ToolRowBackfill | None]] | None = None,
+        news: GatewayNews | None = None,
     ) -> None:
         feed = feed if feed is not None else OperatorFeed()
         health = health if health is not None else DaemonHealth()
@@ -250,10 +252,14 @@ class OperatorApi:
             vector_models=vector_models,
             tool_backfill=tool_backfill,
             proposals=applier,
+            news=news,
         )
         """What the verbs work with."""
         detach_feed = feed.attach(services)
-        detach_console = self.context.console.attach(services.replicator.subscribe)
+        # the replies adopted agents replicate before this (step 6 on) reach the console too
+        detach_console = self.context.console.attach(
+            (news.replicated if news else services.replicator).subscribe
+        )
         detach_inbox = self.context.console.attach_inbox(services.inbox)
         detach_health = health.subscribe(
             lambda view: feed.publish(HealthItem(data=HealthView.model_validate(view)))
@@ -374,6 +380,7 @@ def operator_handler(daemon: ChoirDaemon) -> OperatorApi:
         reembedder=daemon.reembedder,
         vector_models=daemon.vector_models,
         tool_backfill=daemon.tool_backfill,
+        news=daemon.gateway_news,
     )
 
 

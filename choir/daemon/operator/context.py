@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 from choir.config import ChoirConfig
 from choir.daemon.agents.services import AgentServices
 from choir.daemon.gateway.console import ConsoleDm, PushFn
+from choir.daemon.gateway.held import GatewayNews
 from choir.daemon.gateway.telegram.status import BotStatus
 from choir.daemon.health.board import DaemonHealth
 from choir.daemon.operator.agents.launches import Lifecycle
@@ -73,6 +74,9 @@ class OperatorContext:
     admin_notices: list[Callable[[str], None]] = field(default_factory=list)
     """Who sends a message to every admin DM of a gateway (the recovery inbox's restart
     notice); registered by the gateway when it starts."""
+    news: GatewayNews | None = None
+    """The agents' news since before adoption, for the gateways (`held`); None: a gateway
+    hears the services' from when it subscribes."""
 
     @property
     def stage(self) -> ConfigStage:

@@ -8,8 +8,9 @@ awaiting a reply. How the job went on while
 choird was away is not: it is read again from the session's event log, from `started_rev` on.
 The button signatures need nothing more: they bind the card id, the bot and the chat under the
 key kept in the home (`telegram-callback.key`). A row is written before the message is sent
-(`message_id` null) and given its message once Telegram answered; it is deleted with the card's
-final edit.
+(`message_id` null), given its message once Telegram answered and its text and state at each
+edit — the whole row again if it is missing: a card is stored by its first write that takes —
+and deleted with the card's final edit.
 """
 
 from __future__ import annotations
@@ -26,13 +27,18 @@ INSERT INTO choir_control.gateway_job_cards
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
 ON CONFLICT (card_id) DO NOTHING
 """
-_SENT: Final = """
-UPDATE choir_control.gateway_job_cards SET message_id = $2, shown = $3, state = $4
-WHERE card_id = $1
+# the whole row if it is missing (its earlier writes failed), else what the card showed and a
+# [Cancel] whose own write failed (never undone); its prompts are left to their own writes,
+# which a snapshot taken before them would otherwise overwrite
+_SHOWN: Final = """
+INSERT INTO choir_control.gateway_job_cards
+    (card_id, gateway, chat_id, dm, agent_id, session_id, job_name, started_rev, started_at,
+     message_id, shown, state, cancelling, prompts)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)
+ON CONFLICT (card_id) DO UPDATE
+SET message_id = EXCLUDED.message_id, shown = EXCLUDED.shown, state = EXCLUDED.state,
+    cancelling = gateway_job_cards.cancelling OR EXCLUDED.cancelling
 """
-_SHOWN: Final = (
-    "UPDATE choir_control.gateway_job_cards SET shown = $2, state = $3 WHERE card_id = $1"
-)
 _CANCELLING: Final = (
     "UPDATE choir_control.gateway_job_cards SET cancelling = true WHERE card_id = $1"
 )
@@ -94,16 +100,28 @@ async def add_card(conn: Connection, row: CardRow) -> None:
     )
 
 
-async def card_sent(
-    conn: Connection, card_id: str, message_id: int, shown: str, state: str
-) -> None:
-    """The card's message is in its chat."""
-    await conn.execute(_SENT, card_id, message_id, shown, state)
-
-
-async def card_shown(conn: Connection, card_id: str, shown: str, state: str) -> None:
-    """The card was edited to show `shown`."""
-    await conn.execute(_SHOWN, card_id, shown, state)
+async def card_shown(conn: Connection, row: CardRow) -> None:
+    """The card's message is in its chat, showing `row.shown` (sent, or edited since). A card
+    whose earlier writes were lost (the database away) is stored whole: a restart resumes it.
+    Only the card's own task writes this, before the final edit's `drop_card`: it never brings
+    back a dropped card."""
+    await conn.execute(
+        _SHOWN,
+        row.card_id,
+        row.gateway,
+        row.chat_id,
+        row.dm,
+        row.agent_id,
+        row.session_id,
+        row.job_name,
+        row.started_rev,
+        row.started_at,
+        row.message_id,
+        row.shown,
+        row.state,
+        row.cancelling,
+        list(row.prompts),
+    )
 
 
 async def card_cancelling(conn: Connection, card_id: str) -> None:

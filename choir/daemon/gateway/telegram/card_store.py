@@ -2,9 +2,12 @@
 
 Writes never raise and never hold a card long: a database away for `WRITE_S` costs that write
 (logged), and the card goes on in memory — it is then only lost if choird restarts before a
-later write of it takes. `resumable` reads every stored card with what the card needs to catch
-up: the events of its session after its job's start (its job's steps, progress and end) and
-its session's row (ended while choird was away or not).
+later write of it takes: the message's and each edit's write (`card_shown`) stores the whole
+row if it is missing, so a card whose first writes failed is stored by the next that takes.
+
+`resumable` reads every stored card with what the card needs to catch up: the events of its
+session after its job's start (its job's steps, progress and end) and its session's row (ended
+while choird was away or not).
 """
 
 from __future__ import annotations

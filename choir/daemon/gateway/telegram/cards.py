@@ -26,16 +26,25 @@ log after the job's `core_started` (steps, progress, `core_stopped`) and from it
 (ended or crashed while choird was down), then edits it again — to its outcome if it ended,
 else on as before, since the adopted agent's events and reports arrive again through
 replication and status; an event read at the start and then replicated is taken once (its
-rev). The key the buttons are
+rev). What adopted agents replicate before the bots start (at once on reconnecting, step 6,
+where the gateways start at step 8) is kept for the cards (`gateway.held`) and handled after
+the stored cards: a job started while choird was away or coming back gets its card, once. A
+card made after its lane reported (a report that came first) shows that report's state, read
+from the status board. The key the buttons are
 signed with is kept in the home, so a resumed card's buttons verify. Two cases are not
 resumed: a card whose DM is gone or moved to another chat, and one whose message id was not
 stored — choird killed between Telegram taking the card and the write (the
 `telegram.card.after_send` failpoint). That card is dropped, not sent again (Telegram has no
 idempotent send: it might show twice); if it shows, it stays as it was and its buttons answer
-"no longer valid". A live card's [Inject…] prompts awaiting a reply (its newest
+"no longer valid". A choird killed between a card's final edit and its row's delete
+(`telegram.card.before_drop`) leaves a card the next start resumes ended: it makes the same
+final edit, Telegram answers "message is not modified" (taken as done) and the row goes. A live
+card's [Inject…] prompts awaiting a reply (its newest
 `PROMPTS_STORED`) are stored with it, so a reply after a restart still reaches the job. A card
-write that fails (the database away) is logged; the card goes on in memory, and is only lost to
-a restart that comes before a later write of it.
+write that fails (the database away) is logged; the card goes on in memory and in the chat, and
+its next edit's write stores it whole again, even one whose first writes all failed (a lost
+[Inject…] prompt is not, its prompts being written by their presses): only a restart before
+that write loses the card.
 """
 
 from __future__ import annotations
@@ -79,7 +88,6 @@ from choir.store.gateway.job_cards import (
     card_answered,
     card_cancelling,
     card_prompted,
-    card_sent,
     card_shown,
     drop_card,
 )
@@ -123,6 +131,8 @@ Where = Callable[[str], Awaitable[Chat | None]]
 """The chat a session's cards go to: its bound DM's, if that DM is on Telegram and has cards."""
 ChatNamed = Callable[[str], Chat | None]
 """A DM's chat by the DM's name (None: no such Telegram DM any more)."""
+Lanes = Callable[[str], dict[str, LaneReport]]
+"""A session's lanes' latest reports (`StatusBoard.lanes`)."""
 
 
 @dataclass(eq=False)
@@ -165,6 +175,7 @@ class JobCards:
         *,
         pool: Pool | None = None,
         chat_named: ChatNamed | None = None,
+        lanes: Lanes | None = None,
         now: Callable[[], float] = time.time,
     ) -> None:
         self._call = call
@@ -173,6 +184,7 @@ class JobCards:
         self._pool = pool
         self._store = CardStore(pool)
         self._chat_named = chat_named
+        self._lanes = lanes
         self._now = now
         self._cards: dict[str, JobCard] = {}
         """card id -> card, while its job runs."""
@@ -208,14 +220,17 @@ class JobCards:
     def reported(self, session_id: str, lane: LaneReport) -> None:
         """A lane's REPORT_STATUS (the status board's listeners): the job's state."""
         card = self._by_job.get((session_id, job_name_of(lane.report.lane) or ""))
-        if card is None or card.outcome is not None:
-            return
-        if lane.report.state in ENDED:  # the outcome comes with `core_stopped`
-            return
-        state = STATES.get(lane.report.state, "starting")
-        if state != card.state:
-            card.state = state
-            card.changed.set()
+        if card is not None:
+            _report(card, lane)
+
+    def _reported_before(self, card: JobCard) -> None:
+        """The job's state as its lane reported it before the card was made: a report that
+        came first (before the job's start was replicated or handled, or before the bots
+        started) is not lost."""
+        lanes = self._lanes(card.session_id) if self._lanes is not None else {}
+        for lane in lanes.values():
+            if job_name_of(lane.report.lane) == card.job_name:
+                _report(card, lane)
 
     def session_ended(self, ended: SessionEnded) -> None:
         """A session ended (the sessions service's listeners): its cards end with it."""
@@ -395,6 +410,7 @@ class JobCards:
         card.rev = committed.rev
         self._cards[card.card_id] = card
         self._by_job[(session_id, job_name)] = card
+        self._reported_before(card)
         self._spawn(self._show(card), f"telegram-card-{job_name}")
 
     def _resume(self, found: Resumable) -> None:
@@ -436,6 +452,7 @@ class JobCards:
         if card.outcome is None:
             self._cards[card.card_id] = card
             self._by_job[(card.session_id, card.job_name)] = card
+            self._reported_before(card)
         for committed in found.events:
             if card.outcome is not None:
                 break
@@ -486,6 +503,8 @@ class JobCards:
             await self._forget_card(card)
             return
         await self._edits(card)
+        # a restart now makes the final edit again: "not modified", taken as done
+        await failpoint("telegram.card.before_drop")
         await self._forget_card(card)
 
     async def _forget_card(self, card: JobCard) -> None:
@@ -511,14 +530,13 @@ class JobCards:
 
     async def _send(self, card: JobCard) -> bool:
         chat, text = card.chat, card_text(card, card.started_at)
-        row = CardRow(
-            card.card_id, chat.client.gateway, chat.chat_id, chat.dm, card.agent_id,
-            card.session_id, card.job_name, card.started_rev, card.started_at,
-        )  # fmt: skip
+        # a job that ended before its card was sent (e.g. while choird was away): no buttons
+        buttons = [] if card.outcome is not None else self._buttons(card)
+        row = self._row(card)
         await self._store.write("start", card.card_id, card.job_name, lambda c: add_card(c, row))
         for attempt in range(ATTEMPTS):
             try:
-                message_id = await chat.client.send_buttons(chat.chat_id, text, self._buttons(card))
+                message_id = await chat.client.send_buttons(chat.chat_id, text, buttons)
             except Exception as error:
                 failure = chat.client.failure(error)
                 if failure.kind in ("permanent", "token") or attempt == ATTEMPTS - 1:
@@ -533,19 +551,26 @@ class JobCards:
             card.shown, card.next_edit = text, time.monotonic() + EDIT_EVERY_S
             # the worst instant: shown, its id not stored (a restart cannot edit it)
             await failpoint("telegram.card.after_send")
-            await self._stored(card, message_id, text)
+            await self._stored(card)
             return True
         return False
 
-    async def _stored(self, card: JobCard, message_id: int, text: str) -> None:
+    async def _stored(self, card: JobCard) -> None:
         """The card's message id written (what a restarted choird edits)."""
-        state = card.state
+        row = self._row(card)
         await self._store.write(
-            "message",
-            card.card_id,
-            card.job_name,
-            lambda c: card_sent(c, card.card_id, message_id, text, state),
+            "message", card.card_id, card.job_name, lambda c: card_shown(c, row)
         )
+
+    def _row(self, card: JobCard) -> CardRow:
+        """What is stored of the card as it is now."""
+        chat = card.chat
+        prompts = tuple(p for (_, p), c in self._prompts.items() if c is card)
+        return CardRow(
+            card.card_id, chat.client.gateway, chat.chat_id, chat.dm, card.agent_id,
+            card.session_id, card.job_name, card.started_rev, card.started_at, card.message_id,
+            card.shown, card.state, card.cancelling, prompts[-PROMPTS_STORED:],
+        )  # fmt: skip
 
     async def _edit(self, card: JobCard, text: str, final: bool) -> bool:
         """One edit (no retry: the next one shows newer news); whether it took."""
@@ -565,12 +590,9 @@ class JobCards:
             return failure.kind in ("permanent", "token")  # never to succeed: given up
         card.shown, card.next_edit = text, time.monotonic() + EDIT_EVERY_S
         if not final:  # a final edit forgets the card instead
-            state = card.state
+            row = self._row(card)
             await self._store.write(
-                "edit",
-                card.card_id,
-                card.job_name,
-                lambda c: card_shown(c, card.card_id, text, state),
+                "edit", card.card_id, card.job_name, lambda c: card_shown(c, row)
             )
         return True
 
@@ -604,6 +626,16 @@ class JobCards:
 
 
 _JOB_EVENTS: Final = frozenset({"core_started", "core_event_emitted", "core_stopped"})
+
+
+def _report(card: JobCard, lane: LaneReport) -> None:
+    """The card shows the state its job's lane reported."""
+    if card.outcome is not None or lane.report.state in ENDED:  # the outcome: `core_stopped`
+        return
+    state = STATES.get(lane.report.state, "starting")
+    if state != card.state:
+        card.state = state
+        card.changed.set()
 
 
 def _session_outcome(status: SessionStatus) -> str:

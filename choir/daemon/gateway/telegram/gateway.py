@@ -15,7 +15,9 @@ live card (`cards`, unless the DM's `job_cards` is false); a press (a callback q
 handled in a task of its own, never queued behind the chat's messages. Files go both ways
 through the agent's `.choirtmp/` (§19.5): what a user sends is stored in `recv/` and announced
 as a message with an attachment (`receive`); what the agent leaves in `send/` is uploaded to
-the chat (`deliver`).
+the chat (`deliver`). The cards and the approval messages hear what adopted agents did as
+choird came back, before the bots started, through `gateway.held`; replies need not (their
+cursor).
 
 Bots and DMs are read at start (config.json's `gateways` and `dms` are restart-required).
 """
@@ -194,9 +196,14 @@ class TelegramGateways:
                 needs_restart=self._needs_restart,
             )
             cards.start()
-            approvals = self._ctx.services.approvals
-            detach_asked = approvals.subscribe_requests(cards.changed)
-            detach_decided = approvals.subscribe(cards.changed)
+            approvals, news = self._ctx.services.approvals, self._ctx.news
+            # those asked or decided as adopted agents came back, before the bots started, too
+            detach_asked = (
+                news.asked.subscribe(cards.changed)
+                if news
+                else approvals.subscribe_requests(cards.changed)
+            )
+            detach_decided = (news.decided if news else approvals).subscribe(cards.changed)
             detach_steps = approvals.subscribe_progress(cards.progressed)
             detach_jobs = self._job_cards(key)
 
@@ -258,16 +265,23 @@ class TelegramGateways:
 
     def _job_cards(self, key: bytes) -> Callable[[], None]:
         """Start the live core-job cards, fed by the replicated events, the lanes' reports and
-        the sessions' ends; the callable that stops feeding them."""
+        the sessions' ends — those of adopted agents from before the bots started (`held`) —;
+        the callable that stops feeding them."""
+        services = self._ctx.services
         self._jobs = jobs = JobCards(
-            self._call, key, self._cards_chat, pool=self._ctx.pool, chat_named=self._dm_chat
+            self._call,
+            key,
+            self._cards_chat,
+            pool=self._ctx.pool,
+            chat_named=self._dm_chat,
+            lanes=services.status.lanes,
         )
         jobs.start()
-        services = self._ctx.services
+        news = self._ctx.news
         stops = [
-            services.replicator.subscribe(jobs.replicated),
+            (news.replicated if news else services.replicator).subscribe(jobs.replicated),
             services.status.subscribe(jobs.reported),
-            services.sessions.subscribe(jobs.session_ended),
+            (news.ended if news else services.sessions).subscribe(jobs.session_ended),
         ]
 
         def detach() -> None:
