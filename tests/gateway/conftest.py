@@ -7,6 +7,7 @@ server, plus a bot `tg` whose `base_url` is the local server and two DMs on it: 
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -18,8 +19,11 @@ from choir.home import ChoirHome
 from choir.scripted import ReplyStep, Script, ScriptedModelServer
 from choir.scripted.demo import SUMMARY, SUMMARY_REQUEST
 from choir.store.postgres.target import ConnectParams
+from tests.faults.support import teardown
 from tests.harness.botapi import BotApiServer
 from tests.harness.homes import read_config, scripted_home, write_config
+
+from .restarts import Daemon
 
 TOKEN = "7000001:AAH-test-token-of-the-choir-bot"
 """The bot's token: in secrets.json and the local server, never in a log line."""
@@ -73,3 +77,13 @@ def home(
     root: Path, pg_params: ConnectParams, model: ScriptedModelServer, api: BotApiServer
 ) -> ChoirHome:
     return telegram_home(scripted_home(root, pg_params, model.url), api.url)
+
+
+@pytest.fixture
+async def daemon(home: ChoirHome) -> AsyncIterator[Daemon]:
+    """choird for the test's `home` as a process (the restart tests): torn down after."""
+    daemon = Daemon(home)
+    try:
+        yield daemon
+    finally:
+        await asyncio.to_thread(teardown, home, daemon.process)

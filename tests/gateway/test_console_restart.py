@@ -10,7 +10,6 @@ holding its start after the agent reconnected.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -22,14 +21,13 @@ from choir.scripted.demo import SUMMARY, SUMMARY_REQUEST
 from choir.store.events import read_events
 from choir.store.postgres.pool import connect
 from choir.store.postgres.target import ConnectParams
-from tests.faults.support import teardown
 from tests.harness.chat import replies_through
 from tests.harness.homes import read_config, scripted_home, write_config
 from tests.harness.waits import poll_until
 
+from .restarts import LEASE, Daemon
 from .test_telegram_cards import run, scripted
 from .test_telegram_cards_restart import HOLD_MS
-from .test_telegram_restart import LEASE, Daemon
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 
@@ -59,15 +57,6 @@ def home(root: Path, pg_params: ConnectParams, model: ScriptedModelServer) -> Ch
     data.update(LEASE)
     write_config(home, data)
     return home
-
-
-@pytest.fixture
-async def daemon(home: ChoirHome) -> AsyncIterator[Daemon]:
-    daemon = Daemon(home)
-    try:
-        yield daemon
-    finally:
-        await asyncio.to_thread(teardown, home, daemon.process)
 
 
 @scripted(GATED_REPLY)

@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -23,15 +22,15 @@ from choir.scripted import ReplyStep, Script, ScriptedModelServer, ToolCallsStep
 from choir.store.gateway.job_cards import CardRow, open_cards
 from choir.store.postgres.pool import connect
 from choir.store.postgres.postmaster import postmaster_pid
-from tests.faults.support import embedded_params, teardown
+from tests.faults.support import embedded_params
 from tests.harness.botapi import BotApiServer
 from tests.harness.homes import make_home, read_config, write_config
 from tests.harness.waits import poll_until
 
 from .conftest import PHONE, telegram_home
+from .restarts import LEASE, Daemon
 from .test_telegram_cards import edge, edits_of, now_of, run, scripted
 from .test_telegram_cards_restart import cards_of
-from .test_telegram_restart import LEASE, Daemon
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 
@@ -68,15 +67,6 @@ def home(root: Path, model: ScriptedModelServer, api: BotApiServer) -> ChoirHome
     data.update(LEASE)
     write_config(home, data)
     return telegram_home(home, api.url)
-
-
-@pytest.fixture
-async def daemon(home: ChoirHome) -> AsyncIterator[Daemon]:
-    daemon = Daemon(home)
-    try:
-        yield daemon
-    finally:
-        await asyncio.to_thread(teardown, home, daemon.process)
 
 
 async def stored(home: ChoirHome) -> list[CardRow] | None:

@@ -14,7 +14,6 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -28,13 +27,14 @@ from choir.store.events import read_events
 from choir.store.gateway.job_cards import CardRow, open_cards
 from choir.store.postgres.pool import connect
 from choir.store.postgres.target import ConnectParams
-from tests.faults.support import agent_processes, teardown
+from tests.faults.support import agent_processes
 from tests.harness.botapi import BotApiServer, Sent
 from tests.harness.homes import read_config, scripted_home, write_config
 from tests.harness.proposals import TOOL_PROPOSAL
 from tests.harness.waits import poll_until
 
 from .conftest import PHONE, telegram_home
+from .restarts import LEASE, Daemon
 from .test_telegram_cards import (
     LISTENER,
     SLEEPER,
@@ -46,7 +46,6 @@ from .test_telegram_cards import (
     scripted,
     spawn,
 )
-from .test_telegram_restart import LEASE, Daemon
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 
@@ -115,15 +114,6 @@ def home(
     data.update(LEASE)
     write_config(home, data)
     return home
-
-
-@pytest.fixture
-async def daemon(home: ChoirHome) -> AsyncIterator[Daemon]:
-    daemon = Daemon(home)
-    try:
-        yield daemon
-    finally:
-        await asyncio.to_thread(teardown, home, daemon.process)
 
 
 def workspace(home: ChoirHome) -> Path:

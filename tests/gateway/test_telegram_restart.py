@@ -10,8 +10,6 @@ reply cursor, the reply was lost.
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -23,18 +21,15 @@ from choir.scripted import ScriptedModelServer
 from choir.store.gateway.reply_cursors import ReplyCursor, load_cursor, replies_after
 from choir.store.postgres.pool import connect
 from choir.store.postgres.target import ConnectParams
-from tests.faults.support import as_json, choirctl, kill9, spawn_choird, teardown
 from tests.harness.botapi import BotApiServer
 from tests.harness.homes import read_config, scripted_home, write_config
-from tests.harness.processes import Choird
 from tests.harness.waits import poll_until
 
 from .conftest import LONG, PHONE, telegram_home
+from .restarts import LEASE, Daemon
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 
-LEASE = {"heartbeat_interval_ms": 1000, "crash_detection_threshold_ms": 30_000}
-"""A lease that outlives a choird restart on a loaded machine: the agent is adopted."""
 HOUR = timedelta(hours=1)
 
 
@@ -47,44 +42,6 @@ def home(
     data.update(LEASE)
     write_config(home, data)
     return home
-
-
-class Daemon:
-    """choird for `home` as a process, started and killed by the test."""
-
-    def __init__(self, home: ChoirHome) -> None:
-        self.home = home
-        self.process: Choird | None = None
-
-    async def start(self, **env: str) -> None:
-        """Start choird (ready), with `env` added (e.g. CHOIR_FAILPOINTS)."""
-        self.process = await asyncio.to_thread(
-            spawn_choird, self.home, "--runtime", "process", **env
-        )
-
-    def kill(self) -> None:
-        assert self.process is not None
-        kill9(self.process)
-
-    async def stop(self) -> None:
-        """A graceful stop (SIGTERM): choird drains and stops its agents."""
-        assert self.process is not None
-        self.process.process.terminate()
-        assert await asyncio.to_thread(self.process.process.wait, 60) == 0
-
-    async def ctl(self, *args: str) -> dict[str, object]:
-        done = await asyncio.to_thread(choirctl, self.home, *args, "--json")
-        result: dict[str, object] = as_json(done)
-        return result
-
-
-@pytest.fixture
-async def daemon(home: ChoirHome) -> AsyncIterator[Daemon]:
-    daemon = Daemon(home)
-    try:
-        yield daemon
-    finally:
-        await asyncio.to_thread(teardown, home, daemon.process)
 
 
 async def cursor(params: ConnectParams) -> ReplyCursor | None:
