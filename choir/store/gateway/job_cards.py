@@ -86,18 +86,7 @@ class CardRow:
 
 async def add_card(conn: Connection, row: CardRow) -> None:
     """Record a card about to be sent (a card id seen twice is recorded once)."""
-    await conn.execute(
-        _ADD,
-        row.card_id,
-        row.gateway,
-        row.chat_id,
-        row.dm,
-        row.agent_id,
-        row.session_id,
-        row.job_name,
-        row.started_rev,
-        row.started_at,
-    )
+    await conn.execute(_ADD, *_identity(row))
 
 
 async def card_shown(conn: Connection, row: CardRow) -> None:
@@ -107,15 +96,7 @@ async def card_shown(conn: Connection, row: CardRow) -> None:
     back a dropped card."""
     await conn.execute(
         _SHOWN,
-        row.card_id,
-        row.gateway,
-        row.chat_id,
-        row.dm,
-        row.agent_id,
-        row.session_id,
-        row.job_name,
-        row.started_rev,
-        row.started_at,
+        *_identity(row),
         row.message_id,
         row.shown,
         row.state,
@@ -148,3 +129,11 @@ async def open_cards(conn: Connection) -> list[CardRow]:
     """Every card not done with, oldest first."""
     rows = await conn.fetch(_OPEN)
     return [CardRow(**{**dict(row), "prompts": tuple(row["prompts"])}) for row in rows]
+
+
+def _identity(row: CardRow) -> tuple[object, ...]:
+    """What a card is and where it shows: the first nine columns, in the statements' order."""
+    return (
+        row.card_id, row.gateway, row.chat_id, row.dm, row.agent_id, row.session_id,
+        row.job_name, row.started_rev, row.started_at,
+    )  # fmt: skip
