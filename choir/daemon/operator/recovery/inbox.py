@@ -14,8 +14,7 @@ choices are `choir.core.recovery_inbox`.
 from __future__ import annotations
 
 from collections.abc import Awaitable
-from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from choir.core import recovery_inbox as rules
 from choir.core.recovery_inbox import Kind
@@ -37,22 +36,11 @@ from choir.protocol.operator.requests import (
     SessionRecover,
 )
 from choir.store.approvals.pending import ApprovalRow
-from choir.store.open_intents import open_intents
+from choir.store.open_intents import OpenIntent, open_intents
 from choir.store.recovery_items import RecoveryItem, decide, get_item, open_items
 from choir.store.sessions import SessionStatus
 
 T = TypeVar("T")
-
-
-@dataclass(frozen=True, slots=True)
-class OpenCall:
-    """A non-idempotent intent without a result, with what the operator checks."""
-
-    lane: str
-    call_id: str
-    tool: str
-    arguments: dict[str, Any] | None
-    at: str
 
 
 # -- listing ----------------------------------------------------------------------------------
@@ -98,7 +86,7 @@ async def _held_jobs(ctx: OperatorContext) -> list[InboxItemView]:
                     session_id,
                     f"{row.agent_id}: core job {job} held, a call's outcome is unknown",
                     [rules.call_line(c.tool, c.arguments) for c in held],
-                    held[0].at if held else row.started_at.isoformat(),
+                    (held[0].created_at if held else row.started_at).isoformat(),
                 )
             )
     return items
@@ -123,7 +111,7 @@ async def _unknown_outcomes(ctx: OperatorContext) -> list[InboxItemView]:
                 f"{agent_id}: session crashed with {len(calls)} call(s) of unknown outcome; "
                 "resume starts it (held jobs then wait here)",
                 [rules.call_line(c.tool, c.arguments) for c in calls],
-                calls[0].at,
+                calls[0].created_at.isoformat(),
             )
         )
     return items
@@ -179,14 +167,12 @@ def _item(
     )
 
 
-async def _calls(ctx: OperatorContext, session_id: str) -> list[OpenCall]:
-    """The session's intents without a result, oldest first: one query, not the whole log (a
-    long session's is tens of thousands of events, and the inbox is listed on every refresh)."""
+async def _calls(ctx: OperatorContext, session_id: str) -> list[OpenIntent]:
+    """The session's intents without a result, oldest first: a few queries, not the whole log
+    (a long session's is tens of thousands of events, and the inbox is listed on every
+    refresh)."""
     async with ctx.pool.acquire() as conn:
-        intents = await open_intents(conn, session_id)
-    return [
-        OpenCall(i.lane, i.call_id, i.tool, i.arguments, i.created_at.isoformat()) for i in intents
-    ]
+        return await open_intents(conn, session_id)
 
 
 # -- resolving --------------------------------------------------------------------------------
