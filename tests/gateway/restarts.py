@@ -6,10 +6,19 @@ import asyncio
 
 from choir.home import ChoirHome
 from tests.faults.support import as_json, choirctl, kill9, spawn_choird
+from tests.harness.homes import read_config, write_config
 from tests.harness.processes import Choird
 
 LEASE = {"heartbeat_interval_ms": 1000, "crash_detection_threshold_ms": 30_000}
 """A lease that outlives a choird restart on a loaded machine: the agent is adopted."""
+
+
+def leased(home: ChoirHome, **sections: object) -> ChoirHome:
+    """`home` with `LEASE` (and `sections`) in its config.json."""
+    data = read_config(home)
+    data.update(LEASE, **sections)
+    write_config(home, data)
+    return home
 
 
 class Daemon:

@@ -22,10 +22,10 @@ from choir.store.events import read_events
 from choir.store.postgres.pool import connect
 from choir.store.postgres.target import ConnectParams
 from tests.harness.chat import replies_through
-from tests.harness.homes import read_config, scripted_home, write_config
+from tests.harness.homes import read_config, scripted_home
 from tests.harness.waits import poll_until
 
-from .restarts import LEASE, Daemon
+from .restarts import Daemon, leased
 from .test_telegram_cards import run, scripted
 from .test_telegram_cards_restart import HOLD_MS
 
@@ -52,11 +52,7 @@ def script(request: pytest.FixtureRequest) -> Script:
 
 @pytest.fixture
 def home(root: Path, pg_params: ConnectParams, model: ScriptedModelServer) -> ChoirHome:
-    home = scripted_home(root, pg_params, model.url)
-    data = read_config(home)
-    data.update(LEASE)
-    write_config(home, data)
-    return home
+    return leased(scripted_home(root, pg_params, model.url))
 
 
 @scripted(GATED_REPLY)

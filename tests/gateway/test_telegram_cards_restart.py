@@ -29,12 +29,12 @@ from choir.store.postgres.pool import connect
 from choir.store.postgres.target import ConnectParams
 from tests.faults.support import agent_processes
 from tests.harness.botapi import BotApiServer, Sent
-from tests.harness.homes import read_config, scripted_home, write_config
+from tests.harness.homes import read_config, scripted_home
 from tests.harness.proposals import TOOL_PROPOSAL
 from tests.harness.waits import poll_until
 
 from .conftest import PHONE, telegram_home
-from .restarts import LEASE, Daemon
+from .restarts import Daemon, leased
 from .test_telegram_cards import (
     LISTENER,
     SLEEPER,
@@ -109,11 +109,7 @@ def script(request: pytest.FixtureRequest) -> Script:
 def home(
     root: Path, pg_params: ConnectParams, model: ScriptedModelServer, api: BotApiServer
 ) -> ChoirHome:
-    home = telegram_home(scripted_home(root, pg_params, model.url), api.url)
-    data = read_config(home)
-    data.update(LEASE)
-    write_config(home, data)
-    return home
+    return leased(telegram_home(scripted_home(root, pg_params, model.url), api.url))
 
 
 def workspace(home: ChoirHome) -> Path:

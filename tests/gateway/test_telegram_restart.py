@@ -22,11 +22,11 @@ from choir.store.gateway.reply_cursors import ReplyCursor, load_cursor, replies_
 from choir.store.postgres.pool import connect
 from choir.store.postgres.target import ConnectParams
 from tests.harness.botapi import BotApiServer
-from tests.harness.homes import read_config, scripted_home, write_config
+from tests.harness.homes import scripted_home
 from tests.harness.waits import poll_until
 
 from .conftest import LONG, PHONE, telegram_home
-from .restarts import LEASE, Daemon
+from .restarts import Daemon, leased
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 
@@ -37,11 +37,7 @@ HOUR = timedelta(hours=1)
 def home(
     root: Path, pg_params: ConnectParams, model: ScriptedModelServer, api: BotApiServer
 ) -> ChoirHome:
-    home = telegram_home(scripted_home(root, pg_params, model.url), api.url)
-    data = read_config(home)
-    data.update(LEASE)
-    write_config(home, data)
-    return home
+    return leased(telegram_home(scripted_home(root, pg_params, model.url), api.url))
 
 
 async def cursor(params: ConnectParams) -> ReplyCursor | None:
