@@ -15,7 +15,8 @@ comes back: no second session or lease. The later steps only read too (FETCH_EVE
 FETCH_ARTIFACT, FETCH_DYNAMIC_CONFIG, GET_SECRETS). choird answering "not now" (`WAITED_OUT`) is
 waited out the same way. A refusal that is not an outage — a bad token, an ended session (one
 the restarted choird did not adopt), a protocol or image choird does not expect, an invalid
-request — fails the start at once, as before.
+request, a server whose certificate is not the one the agent trusts — fails the start at once,
+as before.
 
 It loads before INIT_HELLO, so it imports nothing heavier than the transport (no pydantic, no
 wire models: `tests/test_start_imports.py`).
@@ -31,7 +32,7 @@ from choir.agent.replication.backoff import Backoff, Outage
 from choir.errors import UnavailableError
 from choir.logs import get_logger
 from choir.protocol.wire.error_codes import ErrorCode
-from choir.transport.errors import RpcError, TransportError
+from choir.transport.errors import RpcError, TransportError, UntrustedServer
 
 log = get_logger("choir.agent")
 
@@ -115,7 +116,9 @@ def choird_away(error: ChoirErrorLike) -> bool:
     """Whether `error` means choird cannot serve the call now (lost, refused, restarting, or
     asking the agent to slow down), not a refusal: the channel failed, or its answer's code is
     one of `WAITED_OUT`."""
-    return isinstance(error, TransportError) or error.code in WAITED_OUT
+    if isinstance(error, TransportError):
+        return not isinstance(error, UntrustedServer)  # no wait mends an untrusted certificate
+    return error.code in WAITED_OUT
 
 
 __all__ = ["START_PATIENCE_S", "WAITED_OUT", "ChoirdUnreachable", "StartPatience", "choird_away"]

@@ -34,5 +34,11 @@ class TransportError(UnavailableError):
     """The channel failed: cannot connect, connection lost, or the peer broke the framing."""
 
 
+class UntrustedServer(TransportError):
+    """The server's TLS certificate failed verification: another server answers at the address,
+    or the client was given the wrong certificate to trust. Unlike a lost channel, waiting does
+    not mend it."""
+
+
 class CallTimeout(TransportError):
     """No answer within the call's timeout; the call may still have run on the server."""

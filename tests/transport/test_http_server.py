@@ -12,6 +12,7 @@ import pytest
 
 from choir.protocol.wire.envelope import ErrorCode
 from choir.transport import HttpClient, HttpServer, Limits, PushHub, RpcError, TransportError, tls
+from choir.transport.errors import UntrustedServer
 from tests.transport.conftest import EchoHandler, Served
 
 
@@ -140,9 +141,19 @@ async def test_sse_events_carry_the_seq_as_id(tls_files: tuple[Path, Path]) -> N
 
 async def test_a_client_that_does_not_trust_the_certificate_fails(https_served: Served) -> None:
     async with HttpClient(https_served.target) as client:
-        with pytest.raises(TransportError, match="CERTIFICATE_VERIFY_FAILED"):
+        with pytest.raises(UntrustedServer, match="CERTIFICATE_VERIFY_FAILED"):
             await client.call("empty")
     assert https_served.handler.seen == []
+
+
+async def test_a_server_that_is_not_there_is_not_an_untrusted_one(tmp_path: Path) -> None:
+    """Refused, it is an outage (worth waiting for); only a failed verification is not."""
+    async with HttpServer(EchoHandler()) as server:
+        url = server.url
+    async with HttpClient(url) as client:
+        with pytest.raises(TransportError) as refused:
+            await client.call("empty")
+    assert not isinstance(refused.value, UntrustedServer)
 
 
 async def test_a_certificate_for_another_name_fails(tmp_path: Path) -> None:
@@ -152,7 +163,7 @@ async def test_a_certificate_for_another_name_fails(tmp_path: Path) -> None:
         HttpServer(EchoHandler(), ssl_context=context) as server,
         HttpClient(server.url, ca_file=tmp_path / "c.pem") as client,
     ):
-        with pytest.raises(TransportError, match="IP address mismatch"):
+        with pytest.raises(UntrustedServer, match="IP address mismatch"):
             await client.call("empty")
 
 

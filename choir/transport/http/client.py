@@ -9,6 +9,7 @@ caller's job: resubscribe with the last seq seen.
 from __future__ import annotations
 
 import contextlib
+import ssl
 import urllib.parse
 from collections.abc import AsyncGenerator, AsyncIterator, Iterator
 from pathlib import Path
@@ -20,7 +21,7 @@ import orjson
 from httpx_sse import SSEError, aconnect_sse
 
 from choir.protocol.wire.error_codes import ErrorCode
-from choir.transport.errors import CallTimeout, RpcError, TransportError
+from choir.transport.errors import CallTimeout, RpcError, TransportError, UntrustedServer
 from choir.transport.frames import END, ITEM, error_from_body
 from choir.transport.handler import Payload
 from choir.transport.http.headers import bearer_header, new_request_id
@@ -180,7 +181,23 @@ class HttpClient:
                 f"no answer to {what} from {self.base_url} within {timeout} s"
             ) from None
         except (httpx.HTTPError, SSEError) as error:
+            if _certificate_refused(error):
+                raise UntrustedServer(
+                    f"cannot reach {self.base_url}: its certificate is not the one trusted "
+                    f"({error})"
+                ) from None
             raise TransportError(f"cannot reach {self.base_url}: {error}") from None
+
+
+def _certificate_refused(error: BaseException) -> bool:
+    """Whether a failed certificate verification is among `error`'s causes (httpx wraps
+    httpcore's error, which wraps ssl's)."""
+    seen: BaseException | None = error
+    while seen is not None:
+        if isinstance(seen, ssl.SSLCertVerificationError):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
 
 
 async def _frames(lines: AsyncIterator[str]) -> AsyncGenerator[dict[str, Any], None]:
