@@ -40,6 +40,8 @@ KILL_ROUNDS_S = 10.0
 """How long SIGKILL rounds may go on (a fork bomb racing them) before giving up."""
 USAGE = "[--grace S] [--forward] [--parent PID] [--report] -- COMMAND [ARG...]"
 _TICK_S = 0.02
+NAME_CHARS = 120
+"""How much of a leftover's command line the report shows."""
 
 
 class Tree:
@@ -141,11 +143,18 @@ def _report(tree: Tree) -> None:
 
 
 def _name(pid: int) -> str:
+    """The process's command line, cut short (its name when it has none: a kernel thread or a
+    zombie)."""
     try:
-        with open(f"/proc/{pid}/comm") as file:
-            return file.read().strip()
+        with open(f"/proc/{pid}/cmdline", "rb") as file:
+            words = file.read().split(b"\0")
+        line = " ".join(b" ".join(words).decode(errors="replace").split())
+        if not line:
+            with open(f"/proc/{pid}/comm") as file:
+                line = file.read().strip()
     except OSError:
         return "?"
+    return line if len(line) <= NAME_CHARS else line[: NAME_CHARS - 1] + "…"
 
 
 def _parse(argv: list[str]) -> tuple[float, bool, int | None, bool, list[str]]:

@@ -132,7 +132,9 @@ def outside() -> Iterator[Outside]:
         assert server.stdout is not None
         undo.callback(server.stdout.close)
         undo.callback(server.wait, 10)
-        undo.callback(server.kill)
+        # SIGTERM, not SIGKILL: `timeout` passes it on to the server; killed, it left the
+        # server running with no one to end it (`./dev test`'s subreaper named it)
+        undo.callback(server.terminate)
         port = server.stdout.readline().strip()
         yield Outside(f"{far_ip}:{port}", f"{METADATA}:{port}")
 
