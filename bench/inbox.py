@@ -48,29 +48,7 @@ def session_events(count: int) -> list[EventRecord]:
         call = f"call-{turn}"
         payloads += [
             (lane, "user_message", {"text": f"build module {turn}, please"}),
-            (
-                lane,
-                "model_output",
-                {
-                    "lane": lane,
-                    "text": "",
-                    "tool_calls": [
-                        {"id": call, "name": "choir.exec", "arguments": {"command": f"make {turn}"}}
-                    ],
-                    "model": "demo",
-                },
-            ),
-            (
-                lane,
-                "tool_call_committed",
-                {
-                    "call_id": call,
-                    "tool": "choir.exec",
-                    "locks": [],
-                    "side_effect": "exec",
-                    "idempotent": turn % 2 == 0,
-                },
-            ),
+            *proposed(lane, call, {"command": f"make {turn}"}, idempotent=turn % 2 == 0),
             (
                 lane,
                 "tool_result_committed",
@@ -84,30 +62,7 @@ def session_events(count: int) -> list[EventRecord]:
         ]
         turn += 1
     for lane, call in (("edge", "open-edge"), ("core:builder", "open-core")):
-        arguments = {"command": f"deploy {call}"}
-        payloads += [
-            (
-                lane,
-                "model_output",
-                {
-                    "lane": lane,
-                    "text": "",
-                    "tool_calls": [{"id": call, "name": "choir.exec", "arguments": arguments}],
-                    "model": "demo",
-                },
-            ),
-            (
-                lane,
-                "tool_call_committed",
-                {
-                    "call_id": call,
-                    "tool": "choir.exec",
-                    "locks": [],
-                    "side_effect": "exec",
-                    "idempotent": False,
-                },
-            ),
-        ]
+        payloads += proposed(lane, call, {"command": f"deploy {call}"}, idempotent=False)
     events, previous = [], "0" * 64
     for rev, (lane, kind, payload) in enumerate(payloads, start=1):
         digest = hashlib.sha256(f"{previous}{rev}{kind}".encode()).hexdigest()
@@ -115,6 +70,26 @@ def session_events(count: int) -> list[EventRecord]:
         events.append(EventRecord(rev, kind, lane, payload, previous, digest, at))
         previous = digest
     return events
+
+
+def proposed(
+    lane: str, call: str, arguments: dict[str, Any], *, idempotent: bool
+) -> list[tuple[str, str, dict[str, Any]]]:
+    """A model output proposing `call` (choir.exec), and its committed intent."""
+    output = {
+        "lane": lane,
+        "text": "",
+        "tool_calls": [{"id": call, "name": "choir.exec", "arguments": arguments}],
+        "model": "demo",
+    }
+    intent = {
+        "call_id": call,
+        "tool": "choir.exec",
+        "locks": [],
+        "side_effect": "exec",
+        "idempotent": idempotent,
+    }
+    return [(lane, "model_output", output), (lane, "tool_call_committed", intent)]
 
 
 async def rounds(count: int, events: int) -> tuple[list[float], list[float], int]:
