@@ -17,8 +17,7 @@ import pytest
 
 from choir.scripted import ReplyStep, Script, ScriptedCall, ScriptedModelServer, ToolCallsStep
 from choir.store.postgres.target import ConnectParams
-from tests.faults.support import as_json, kill9, teardown
-from tests.faults.test_choird_restart import (
+from tests.faults.scene import (
     GENEROUS,
     START,
     Scene,
@@ -26,6 +25,7 @@ from tests.faults.test_choird_restart import (
     run,
     start_choird,
 )
+from tests.faults.support import as_json, kill9, teardown
 from tests.harness.waits import poll_until
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]

@@ -18,105 +18,45 @@ import asyncio
 import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import psutil
 import pytest
 
-from choir.home import ChoirHome
-from choir.scripted import ReplyStep, Script, ScriptedCall, ScriptedModelServer, ToolCallsStep
+from choir.scripted import ScriptedModelServer
 from choir.store.postgres.target import ConnectParams
 from tests.docker_support import require_docker
 from tests.faults.invariants import InvariantChecker
+from tests.faults.scene import (
+    GENEROUS,
+    SCRIPT,
+    SHORT_LEASE,
+    START,
+    Scene,
+    containers_of,
+    gone,
+    home_for,
+    kinds_stored,
+    process_scene,
+    restart_choird,
+    run,
+    script,  # noqa: F401 — the fixture
+    start_choird,
+)
 from tests.faults.support import (
     IN_CONTAINER_PORT,
     agent_processes,
     as_json,
     assert_chain,
-    choirctl,
     kill9,
     serve_model_in,
-    spawn_choird,
-    stored_events,
     teardown,
 )
-from tests.harness.homes import external_postgres, make_home, read_config, write_config
-from tests.harness.processes import Choird, environment, run_choir
+from tests.harness.homes import read_config
+from tests.harness.processes import environment, run_choir
 from tests.harness.waits import poll_until
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
-
-READ = ScriptedCall(name="choir.fs.read", arguments={"path": "notes.txt"})
-SCRIPT = Script(
-    steps=[
-        ToolCallsStep(match="work", calls=[READ]),
-        ToolCallsStep(after="tool", delay_ms=3000, calls=[READ]),  # choird dies meanwhile
-        ReplyStep(after="tool", delay_ms=500, text="done reading"),
-        ReplyStep(repeat=True, text="hello back"),
-    ]
-)
-
-
-@dataclass
-class Scene:
-    home: ChoirHome
-    root: Path
-    params: ConnectParams
-    runtime: str
-    choird: Choird | None = None
-
-    def ctl(self, *args: str) -> subprocess.CompletedProcess[str]:
-        return choirctl(self.home, *args)
-
-    def events(self, session_id: str) -> list[Any]:
-        return stored_events(self.home, session_id, self.params)
-
-
-def home_for(root: Path, params: ConnectParams, model_url: str, **settings: Any) -> ChoirHome:
-    home = make_home(root, postgres=external_postgres(params), **settings)
-    data = read_config(home)
-    data["models"]["demo"] = {"provider": "scripted", "model": "faults", "endpoint": model_url}
-    write_config(home, data)
-    workspace = Path(data["workspaces"]["default"]["path"])
-    workspace.mkdir(parents=True, exist_ok=True)
-    (workspace / "notes.txt").write_text("the notes\n")
-    return home
-
-
-@asynccontextmanager
-async def process_scene(root: Path, params: ConnectParams, model_url: str) -> AsyncIterator[Scene]:
-    """A home whose lease outlives a choird restart, its scene on the process runtime; choird
-    and Postgres' leftovers cleaned up after."""
-    home = home_for(root, params, model_url, **GENEROUS)
-    scene = Scene(home, root, params, "process")
-    try:
-        yield scene
-    finally:
-        await asyncio.to_thread(teardown, home, scene.choird)
-
-
-@pytest.fixture
-def script() -> Script:
-    return SCRIPT
-
-
-async def run(scene: Scene, *args: str) -> subprocess.CompletedProcess[str]:
-    return await asyncio.to_thread(scene.ctl, *args)
-
-
-async def start_choird(scene: Scene, **env: str) -> None:
-    scene.choird = await asyncio.to_thread(
-        spawn_choird, scene.home, "--runtime", scene.runtime, **env
-    )
-
-
-async def kinds_stored(scene: Scene, session_id: str) -> list[str]:
-    return [record.event_type for record in await asyncio.to_thread(scene.events, session_id)]
-
 
 # -- the scenarios ---------------------------------------------------------------------------
 
@@ -214,25 +154,6 @@ async def test_choir_down_says_an_adopted_agents_exit_code_is_unknown(
         assert gone(started["pid"])
 
 
-async def restart_choird(scene: Scene) -> None:
-    """kill -9 of choird, a new one, and agent-1 adopted by it."""
-    assert scene.choird is not None
-    kill9(scene.choird)
-    await start_choird(scene)
-
-    async def adopted() -> bool:
-        status = await run(scene, "agent", "status", "agent-1", "--json")
-        return status.returncode == 0 and as_json(status)["state"] == "running"
-
-    await poll_until(adopted, within=30, every=0.2)
-
-
-START = ("agent", "start", "agent-1", "--dm", "console", "--json")
-GENEROUS = {"heartbeat_interval_ms": 1000, "crash_detection_threshold_ms": 30_000}
-"""A lease that outlives a choird restart on a loaded machine (the agent beats every second)."""
-SHORT_LEASE = {"crash_detection_threshold_ms": 2000}
-
-
 async def rides_out_a_kill(scene: Scene) -> None:
     await start_choird(scene)
     started = as_json(await run(scene, *START))
@@ -319,22 +240,3 @@ async def rides_out_a_kill(scene: Scene) -> None:
         assert await asyncio.to_thread(containers_of, scene.home) == []
     status_after = await asyncio.to_thread(scene.ctl, "status")
     assert status_after.returncode == 6  # choird is gone too
-
-
-def containers_of(home: ChoirHome) -> list[str]:
-    """The names of the containers (running or not) choird made for `home`."""
-    import docker
-
-    client = docker.from_env(timeout=30)
-    try:
-        wanted: dict[str, Any] = {"label": f"choir.home={home.root}"}
-        return [str(c.name) for c in client.containers.list(all=True, filters=wanted)]
-    finally:
-        client.close()
-
-
-def gone(pid: int) -> bool:
-    try:
-        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return True

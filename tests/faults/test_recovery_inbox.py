@@ -31,8 +31,8 @@ from choir.client import ChoirClient
 from choir.home import ChoirHome
 from choir.scripted import ReplyStep, Script, ScriptedCall, ScriptedModelServer, ToolCallsStep
 from choir.store.postgres.target import ConnectParams
+from tests.faults.scene import home_for
 from tests.faults.support import as_json, choirctl, kill9, spawn_choird, teardown
-from tests.faults.test_choird_restart import home_for
 from tests.harness.homes import read_config, write_config
 from tests.harness.processes import Choird
 from tests.harness.proposals import TOOL_PROPOSAL

@@ -37,8 +37,7 @@ from choir.store.postgres.target import ConnectParams
 from choir.store.sessions import get_session
 from tests.docker_support import require_docker
 from tests.faults.invariants import InvariantChecker
-from tests.faults.support import IN_CONTAINER_PORT, as_json, assert_chain, kill9, serve_model_in
-from tests.faults.test_choird_restart import (
+from tests.faults.scene import (
     GENEROUS,
     SCRIPT,
     START,
@@ -48,6 +47,7 @@ from tests.faults.test_choird_restart import (
     run,
     start_choird,
 )
+from tests.faults.support import IN_CONTAINER_PORT, as_json, assert_chain, kill9, serve_model_in
 from tests.harness.agent_logs import agent_log_text
 from tests.harness.homes import read_config
 from tests.harness.waits import poll_until

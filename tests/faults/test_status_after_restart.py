@@ -17,14 +17,14 @@ import pytest
 
 from choir.scripted import ScriptedModelServer
 from choir.store.postgres.target import ConnectParams
-from tests.faults.support import as_json, kill9
-from tests.faults.test_choird_restart import (
+from tests.faults.scene import (
     START,
     process_scene,
     run,
     script,  # noqa: F401 — the fixture
     start_choird,
 )
+from tests.faults.support import as_json, kill9
 from tests.harness.waits import poll_until
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]

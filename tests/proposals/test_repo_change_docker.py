@@ -26,6 +26,7 @@ from choir.config.scaffolding.gitrepo import git
 from choir.core.security.profile import REPO_TARGET
 from choir.store.postgres.target import ConnectParams
 from tests.docker_support import require_docker
+from tests.faults.scene import home_for
 from tests.faults.support import (
     IN_CONTAINER_PORT,
     as_json,
@@ -34,7 +35,6 @@ from tests.faults.support import (
     spawn_choird,
     teardown,
 )
-from tests.faults.test_choird_restart import home_for
 from tests.harness.homes import read_config
 from tests.harness.waits import poll_until
 from tests.proposals.test_repo_change_live import SCRIPT

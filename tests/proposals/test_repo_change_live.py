@@ -29,8 +29,8 @@ from choir.config.scaffolding.gitrepo import git
 from choir.core.security.profile import REPO_TARGET
 from choir.scripted import ReplyStep, Script, ScriptedCall, ScriptedModelServer, ToolCallsStep
 from choir.store.postgres.target import ConnectParams
+from tests.faults.scene import home_for
 from tests.faults.support import as_json, teardown
-from tests.faults.test_choird_restart import home_for
 from tests.harness.homes import read_config, write_config
 from tests.harness.waits import poll_until
 from tests.proposals.test_skill_apply_live import Scene, head, told

@@ -20,8 +20,8 @@ import pytest
 from choir.config.scaffolding.gitrepo import git
 from choir.store.postgres.target import ConnectParams
 from tests.docker_support import require_docker
+from tests.faults.scene import home_for
 from tests.faults.support import IN_CONTAINER_PORT, as_json, serve_model_in, spawn_choird, teardown
-from tests.faults.test_choird_restart import home_for
 from tests.harness.homes import read_config
 from tests.proposals.test_skill_apply_live import SCRIPT, Scene
 from tests.security.test_docker_http import build

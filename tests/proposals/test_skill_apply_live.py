@@ -23,8 +23,8 @@ from choir.config.scaffolding.gitrepo import git
 from choir.home import ChoirHome
 from choir.scripted import ReplyStep, Script, ScriptedCall, ScriptedModelServer, ToolCallsStep
 from choir.store.postgres.target import ConnectParams
+from tests.faults.scene import home_for
 from tests.faults.support import as_json, choirctl, spawn_choird, teardown
-from tests.faults.test_choird_restart import home_for
 from tests.harness.processes import Choird
 from tests.harness.waits import poll_until
 
