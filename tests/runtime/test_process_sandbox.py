@@ -36,7 +36,9 @@ from choir.core.security.sandbox import (
 from choir.daemon.app import ChoirDaemon
 from choir.daemon.runtimes.bwrap import BWRAP_ENV
 from choir.home import ChoirHome
+from choir.scripted import ReplyStep, Script, ScriptedCall, ToolCallsStep
 from choir.store.postgres.target import ConnectParams
+from tests.harness.chat import reply_to
 from tests.harness.daemons import poll_until, running_daemon
 from tests.harness.homes import read_config
 from tests.harness.processes import run_choirctl, spawn_choird, wait_until_ready
@@ -313,4 +315,53 @@ async def test_the_agents_git_in_the_sandbox_commits_as_its_identity_and_gets_it
         answer = agent.workspace / "git.txt"
         await poll_until(lambda: answer.exists() and answer.read_text().endswith("end\n"), 30)
         assert answer.read_text() == "agent-1@choir.local\n1\nend\n"
+        await agent.client.agent_stop("agent-1")
+
+
+AGENT_UID = 2_000_019_628
+"""A uid the docker runtime hands workspaces to: no user of this host, unmapped in the sandbox."""
+
+
+async def test_a_workspace_a_container_agent_owned_is_taken_back_for_the_sandbox(
+    root: Path, pg_params: ConnectParams, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An operator who ran agent-1 on docker and then starts it on the process runtime: before,
+    the sandbox exited at once (`bwrap: Can't chdir to /workspace: Permission denied`)."""
+    if os.geteuid() != 0:
+        pytest.skip("only a root choird hands workspaces over")
+    write = ScriptedCall(
+        name="choir.fs.write",
+        arguments={"path": "notes/answer.txt", "op": "append", "content": "from the sandbox\n"},
+    )
+    script = Script(
+        steps=[
+            ToolCallsStep(match="write", calls=[write]),
+            ReplyStep(after="tool", text="written"),
+        ]
+    )
+
+    def left_by_a_container(home: ChoirHome) -> None:
+        workspace = Path(read_config(home)["workspaces"]["default"]["path"])
+        (workspace / "notes").mkdir(parents=True)
+        (workspace / "notes" / "answer.txt").write_text("from the container\n")
+        for path in (workspace, workspace / "notes", workspace / "notes" / "answer.txt"):
+            os.chown(path, AGENT_UID, AGENT_UID)
+            path.chmod(0o700 if path.is_dir() else 0o600)
+
+    async with process_agent(
+        root,
+        pg_params,
+        script,
+        sandbox="bwrap",
+        monkeypatch=monkeypatch,
+        configure=left_by_a_container,
+    ) as agent:
+        assert agent.started.sandboxed is True
+        answer = await reply_to(agent.client, "write")
+        assert answer["text"] == "written"
+        notes = agent.workspace / "notes" / "answer.txt"
+        assert notes.read_text() == "from the container\nfrom the sandbox\n"
+        assert {p.stat().st_uid for p in (agent.workspace, notes.parent, notes)} == {0}
+        log = agent.home.choird_log.read_text()
+        assert "workspace handed back to choird's uid" in log
         await agent.client.agent_stop("agent-1")

@@ -95,7 +95,7 @@ from choir.daemon.runtimes.container_spec import now_iso
 from choir.daemon.runtimes.process_tree import descendant_running, find_agent, kill_tree
 from choir.daemon.runtimes.schema_memo import SchemaMemo
 from choir.daemon.runtimes.warmup import build_while_agents_boot
-from choir.daemon.runtimes.workspace_guard import narrow_mode
+from choir.daemon.runtimes.workspace_guard import hand_over, narrow_mode
 from choir.daemon.sessions.service import SessionService
 from choir.daemon.sessions.state import SessionEnded, StartedSession
 from choir.errors import ChoirError, ConflictError, UsageError
@@ -243,6 +243,8 @@ class ProcessRuntime:
         source = self._clone_from.get(agent_id)
         with _prepare(self._home, agent_id, started, workspace, agent_home) as stderr:
             if self._sandbox is not None:
+                if os.geteuid() == 0:
+                    await asyncio.to_thread(_take_back, workspace)
                 layout = SandboxLayout(
                     self._sandbox.host,
                     str(workspace),
@@ -262,6 +264,14 @@ class ProcessRuntime:
                     env.update(clone_environment(str(source[0]), source[1]))
                 process = await _spawn_unsandboxed(command, env, workspace, stderr)
         await _hand_over(process, started.lease_token)
+        try:
+            wrapper = psutil.Process(process.pid)
+        except psutil.NoSuchProcess:  # exited, and reaped already by asyncio's watcher thread
+            code = await process.wait()
+            where = "sandbox" if self._sandbox else "process"
+            raise ChoirError(
+                f"{agent_id}'s {where} exited at once (code {code}): see choirctl logs {agent_id}"
+            ) from None
         build_while_agents_boot()  # the models of the agent's first calls, while it boots
         await asyncio.to_thread(
             record_process, self._home, agent_id, started.session_id, process.pid, workspace
@@ -271,7 +281,7 @@ class ProcessRuntime:
             process,
             workspace,
             socket,
-            psutil.Process(process.pid),  # not reaped before the watcher runs: still ours
+            wrapper,
         )
         self._agents[agent_id] = held
         held.watcher = asyncio.create_task(self._watch(held), name=f"watch-{agent_id}")
@@ -482,6 +492,20 @@ def _prepare(
     fd = os.open(home.agent_log(agent_id), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
     os.fchmod(fd, 0o600)  # logs/ is private, and so is each log in it
     return os.fdopen(fd, "ab")
+
+
+def _take_back(workspace: Path) -> None:
+    """Hand the workspace to choird's own uid when a docker agent (its own uid) left files
+    there: the sandbox maps only choird's uid, and to an agent in it, with no capability over
+    unmapped owners, a 0700 directory of another uid is closed (`bwrap: Can't chdir to
+    /workspace`). The docker runtime does the same the other way round at each start."""
+    path = workspace.resolve(strict=True)
+    handed = hand_over(path, os.getuid(), os.getgid())
+    if handed.changed:
+        log.info(
+            "workspace handed back to choird's uid (an agent container owned files there)",
+            fields={"workspace": str(path), "changed": handed.changed},
+        )
 
 
 def _agent_command(socket: Path, root: Path, workspace: Path, link: HttpLink | None) -> list[str]:
