@@ -27,7 +27,7 @@ from choir.errors import ChoirError, ConfigError, UnavailableError, error_class
 from choir.home import ChoirHome
 from choir.lazy import LazyModule
 from choir.protocol.operator.verbs import OperatorVerb
-from choir.transport import Client, RpcError, TransportError, connect
+from choir.transport import CallTimeout, Client, RpcError, TransportError, connect
 
 if TYPE_CHECKING:
     from pydantic import TypeAdapter
@@ -103,6 +103,10 @@ class ChoirClient:
             return await self._client.call(verb, _present(payload))
         except RpcError as error:
             raise operator_error(error) from None
+        except CallTimeout:
+            raise
+        except TransportError as error:  # choird died or stopped mid-call
+            raise TransportError(_went_away(verb, error)) from None
 
     async def stream(
         self, verb: OperatorVerb | str, **payload: Any
@@ -757,6 +761,16 @@ class KnowledgeFields(TypedDict, total=False):
     """A personal item's user, a DM (add, put only)."""
     kind: str
     """correction, preference, fact or task: its importance in relevance search."""
+
+
+def _went_away(verb: OperatorVerb | str, error: TransportError) -> str:
+    """What a caller is told when choird's connection drops before the answer: the call may or
+    may not have taken effect, so the next step is to look."""
+    name = verb.value if isinstance(verb, OperatorVerb) else verb
+    return (
+        f"choird stopped answering during {name} ({error}): whether it took effect is unknown; "
+        "start choird again with `choir up`, then check with `choirctl status`"
+    )
 
 
 def _present(payload: dict[str, Any]) -> Payload:
