@@ -129,9 +129,10 @@ def broken_line(received: Received, command: str) -> str:
     done = (
         f"finished: {', '.join(finished)} (their vectors kept)" if finished else "no agent finished"
     )
+    again = ": the agents finished embed nothing again" if finished else ""
     return (
-        f"choird stopped answering{where}; {done}; once choird is back (choirctl status), "
-        f"`{command}` resumes: the agents finished embed nothing again"
+        f"choird stopped answering{where}; {done}; once choird is back (`choir up`), "
+        f"`{command}` resumes{again}"
     )
 
 
