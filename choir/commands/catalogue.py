@@ -596,7 +596,9 @@ CATALOGUE: Final[tuple[Command, ...]] = (
         "Stopped midway,\nthe next run resumes. --missing only embeds the rows an embedding "
         "outage left without a\nvector. With --all, an agent that fails stops the run: the "
         "agents finished are listed,\nthen the error names the agent, those not started and "
-        "the command that resumes (exit code\nthe failure's: 6 no embedder, 5 already running).",
+        "the command that resumes (exit code\nthe failure's: 6 no embedder, 5 already running). "
+        "choird stopping midway ends it the same\nway: the agents finished are listed, then "
+        "the error says so and names the command (exit 6).",
         verb="memory.reembed",
         params=(Param("agent_id", "Agent (empty: --all)", "agent", optional=True),),
         streams=True,

@@ -134,6 +134,10 @@ def progress_line(item: Mapping[str, Any]) -> str:
         return f"  | {item['log']}"
     if item.get("phase") == "reembed":
         return f"{agent}: re-embedded {bar(item.get('step') or 0, item.get('total') or 0)}"
+    if item.get("phase") == "reembedded":
+        row = item.get("reembedded") or {}
+        model = f"{row.get('model')} ({row.get('dims')})"
+        return f"{agent}: re-embed finished, {row.get('embedded')} vectors of {model} stored"
     if isinstance(item.get("step"), int):
         total = f"/{item['total']}" if item.get("total") else ""
         detail = f": {item['detail']}" if item.get("detail") else ""

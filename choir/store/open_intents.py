@@ -1,8 +1,9 @@
 """A session's intents without a result (issue 19), read by a few queries, not the whole log.
 
 The recovery inbox lists them for every crashed session each time it is listed (the console's
-Inbox tab refreshes it); a long session's log is tens of thousands of events whose tool results
-are most of its bytes. What it returns is what folding the log in rev order gives: a call id's
+Inbox tab refreshes it), and `session.recover` reads them for each listing and decision; a long
+session's log is tens of thousands of events whose tool results are most of its bytes. What
+`open_intents` returns is what folding the log in rev order gives: a call id's
 latest non-idempotent intent, unless a result of that id comes after it; its arguments from the
 latest model output before it that proposed that id (None when none did, `{}` when the call had
 none). How it gets there without the fold:
@@ -15,7 +16,12 @@ none). How it gets there without the fold:
   intent — a lateral with LIMIT, so the planner cannot make it a hash join that reads, and
   de-TOASTs, every result's payload for its call id);
 - the model output that proposed a call is looked for only for the few calls left, in windows
-  of revs growing backwards from the intent (it is nearly always just before it).
+  of revs growing backwards from the intent (it is nearly always just before it) — and not at
+  all by `unanswered_intents`, which `session.recover` reads (it shows no arguments).
+
+Oldest first means by the rev of each call's latest intent; the fold's dict kept a call where
+its first intent put it, which is the same order as long as an id is committed once until it
+is answered — as the agent does.
 
 Several small queries rather than one: each has one sensible plan whatever the table's
 statistics say (one query joining it all was planned as whole-session scans before an ANALYZE).
@@ -39,18 +45,25 @@ LIMIT 1
 
 _INTENTS: Final = """
 SELECT rev, event_type, lane, payload->>'call_id' AS call_id, payload->>'tool' AS tool,
+       payload->>'side_effect' AS side_effect,
        payload->'idempotent' = 'true'::jsonb AS idempotent, created_at
 FROM choir_control.session_events
 WHERE session_id = $1 AND event_type = 'tool_call_committed' AND rev > $2
 UNION ALL
-SELECT rev, event_type, lane, payload->>'call_id', payload->>'tool',
-       payload->'idempotent' = 'true'::jsonb, created_at
-FROM choir_control.session_events
-WHERE session_id = $1 AND rev = ANY ($3::bigint[]) AND rev <= $2
+SELECT e.* FROM unnest($3::bigint[]) AS bound (rev)
+CROSS JOIN LATERAL (
+    SELECT rev, event_type, lane, payload->>'call_id', payload->>'tool',
+           payload->>'side_effect', payload->'idempotent' = 'true'::jsonb, created_at
+    FROM choir_control.session_events
+    WHERE session_id = $1 AND rev = bound.rev
+    LIMIT 1
+) e
+WHERE bound.rev <= $2
 """
-"""The intents after the bound, and the revs open at it (the rows of those revs: by the unique
-(session_id, rev) index — with `event_type` in the WHERE the planner took the partial index and
-read every intent; the caller checks the type)."""
+"""The intents after the bound, and the revs open at it (the rows of those revs: a probe of the
+unique (session_id, rev) index each — with `event_type` in the WHERE the planner took the
+partial index and read every intent, and with `rev = ANY (...)` and no statistics it scanned
+every rev up to the bound; the caller checks the type)."""
 
 _UNANSWERED: Final = """
 SELECT i.call_id
@@ -79,6 +92,18 @@ window is four times the last."""
 
 
 @dataclass(frozen=True, slots=True)
+class UnansweredIntent:
+    """A non-idempotent intent whose call the log has no result for, as it was committed."""
+
+    rev: int
+    lane: str
+    call_id: str
+    tool: str
+    side_effect: str | None
+    created_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
 class OpenIntent:
     """A non-idempotent call committed to run whose result the log never got."""
 
@@ -91,6 +116,20 @@ class OpenIntent:
 
 
 async def open_intents(conn: Connection, session_id: str) -> list[OpenIntent]:
+    """The session's intents without a result, oldest first, with their model's arguments."""
+    return [
+        OpenIntent(
+            intent.lane,
+            intent.call_id,
+            intent.tool,
+            await _arguments(conn, session_id, intent.call_id, intent.rev),
+            intent.created_at,
+        )
+        for intent in await unanswered_intents(conn, session_id)
+    ]
+
+
+async def unanswered_intents(conn: Connection, session_id: str) -> list[UnansweredIntent]:
     """The session's intents without a result, oldest first."""
     bound = await conn.fetchrow(_BOUND, session_id)
     after, at_bound = 0, []
@@ -109,11 +148,12 @@ async def open_intents(conn: Connection, session_id: str) -> list[OpenIntent]:
     )
     open_ids = {row["call_id"] for row in unanswered}
     return [
-        OpenIntent(
+        UnansweredIntent(
+            row["rev"],
             row["lane"],
             row["call_id"],
             row["tool"],
-            await _arguments(conn, session_id, row["call_id"], row["rev"]),
+            row["side_effect"],
             row["created_at"],
         )
         for row in sorted(intents, key=_rev)

@@ -12,7 +12,7 @@ from choir.commands.text import (
     readable,
     status_lines,
 )
-from choir.protocol.operator.answers import UpdateOutcome
+from choir.protocol.operator.answers import AgentReembedded, UpdateOutcome
 from choir.protocol.operator.items import Progress
 
 
@@ -84,6 +84,19 @@ def test_progress_items_read_the_same_from_a_model_and_from_its_json() -> None:
             phase="outcome",
             outcome=UpdateOutcome(agent_id="agent-1", outcome="built", reason="image rebuilt"),
         ),
+        Progress(agent_id="agent-2", phase="reembed", step=512, total=569, title="vectors"),
+        Progress(
+            agent_id="agent-2",
+            phase="reembedded",
+            reembedded=AgentReembedded(
+                agent_id="agent-2",
+                model="m2",
+                dims=16,
+                previous_model="m1",
+                previous_dims=16,
+                embedded=569,
+            ),
+        ),
     ]
     lines = [progress_line(item.model_dump(mode="json")) for item in items]
     assert lines == [
@@ -91,5 +104,7 @@ def test_progress_items_read_the_same_from_a_model_and_from_its_json() -> None:
         "  | Step 3/9 : RUN pip",
         "agent-1: stopping",
         "agent-1 built: image rebuilt",
+        f"agent-2: re-embedded [{'#' * 27}...] 512/569 vectors (90%)",
+        "agent-2: re-embed finished, 569 vectors of m2 (16) stored",
     ]
     assert lines == [progress_line(orjson.loads(item.model_dump_json())) for item in items]

@@ -1,6 +1,6 @@
-"""A crashed session with a long log is listed in the recovery inbox with the same calls of
-unknown outcome as folding its whole log gives — now read through the intents only, bounded by
-the agent's latest snapshot (`choir.store.open_intents`).
+"""A crashed session with a long log is listed in the recovery inbox, and by `choirctl session
+recover`, with the same calls of unknown outcome as folding its whole log gives — now read
+through the intents only, bounded by the agent's latest snapshot (`choir.store.open_intents`).
 
 Real choird (in this process, process runtime), real Postgres, choirctl as a subprocess; the
 log is written as heartbeats store it, with a snapshot every 1000 events as the agent takes
@@ -18,7 +18,7 @@ from choir.store.events import insert_events
 from choir.store.snapshots import save_snapshot
 from tests.lifecycle.conftest import Choird
 from tests.lifecycle.support import choirctl
-from tests.store.intent_logs import call_log, folded, ledger_snapshot, records
+from tests.store.intent_logs import call_log, folded, interrupted, ledger_snapshot, records
 
 pytestmark = pytest.mark.slow
 
@@ -54,3 +54,9 @@ async def test_a_long_crashed_session_lists_the_calls_its_whole_log_leaves_open(
     assert item["since"] == expected[0][4]
     assert f"session crashed with {len(expected)} call(s) of unknown outcome" in item["title"]
     assert (await client.inbox_list(agent_id="agent-1")).items[0].context == item["context"]
+
+    recovered = await choirctl(daemon.home, "session", "recover", session_id, "--json")
+    assert recovered.returncode == 0, recovered.stderr
+    calls = [call.model_dump(mode="json") for call in interrupted(events)]
+    assert json.loads(recovered.stdout)["interrupted"] == calls
+    assert [call["call_id"] for call in calls] == [call_id for _, call_id, _, _, _ in expected]

@@ -3,9 +3,10 @@
 `call_log` writes a seeded, random log of the shapes a real one has and a few it rarely has:
 lanes interleaved, calls answered late or never, idempotent calls, a call id reused after its
 result, a result stored before its intent, an intent no model output proposed, a model output
-proposing one id twice, arguments missing or null, results of a few KB. `folded` is the
-recovery inbox's reading before `choir.store.open_intents` (the whole log folded in rev order),
-kept here as the reference; `ledger_snapshot` is what the agent's own ledger puts in a snapshot.
+proposing one id twice, arguments missing or null, an intent without a side effect, results
+of a few KB. `folded` is the recovery inbox's reading before `choir.store.open_intents` (the
+whole log folded in rev order), and `interrupted` is `session.recover`'s, both kept here as the
+reference; `ledger_snapshot` is what the agent's own ledger puts in a snapshot.
 """
 
 from __future__ import annotations
@@ -17,9 +18,13 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from choir.agent.recovery.ledger import Ledger
+from choir.protocol.log.lanes import job_name_of
+from choir.protocol.operator.answers import InterruptedCall
 from choir.store.events import EventRecord
 
 LANES = ("edge", "core:build", "core:deploy")
+SIDE_EFFECTS = {"choir.exec": "external", "choir.fs.write": "write"}
+"""By tool; choir.git.push's intents carry none (as a log written before the field might)."""
 START = datetime(2026, 11, 1, tzinfo=UTC)
 
 
@@ -60,11 +65,12 @@ def call_log(seed: int, count: int) -> list[EventRecord]:
                 call_id = f"unproposed-{serial}"
             if call_id in committed:
                 continue  # an id is committed once until answered, as the agent does
+            tool = rng.choice(("choir.exec", "choir.fs.write", "choir.git.push"))
             intent: dict[str, Any] = {
                 "call_id": call_id,
-                "tool": rng.choice(("choir.exec", "choir.fs.write", "choir.git.push")),
+                "tool": tool,
                 "locks": [],
-                "side_effect": "exec",
+                **({"side_effect": SIDE_EFFECTS[tool]} if tool in SIDE_EFFECTS else {}),
                 "idempotent": rng.random() < 0.3,
             }
             committed.append(call_id)
@@ -120,6 +126,29 @@ def folded(events: list[EventRecord]) -> list[tuple[str, str, str, dict[str, Any
         elif event.event_type == "tool_result_committed":
             intents.pop(str(payload.get("call_id")), None)
     return list(intents.values())
+
+
+def interrupted(events: list[EventRecord]) -> list[InterruptedCall]:
+    """The log's intents without a result, oldest first, as `session.recover` showed them when
+    it folded the whole log."""
+    open_intents: dict[str, EventRecord] = {}
+    for event in events:
+        call_id = str(event.payload.get("call_id"))
+        if event.event_type == "tool_call_committed" and not event.payload.get("idempotent"):
+            open_intents[call_id] = event
+        elif event.event_type == "tool_result_committed":
+            open_intents.pop(call_id, None)
+    return [
+        InterruptedCall(
+            rev=event.rev,
+            lane=event.lane,
+            job_name=job_name_of(event.lane),
+            call_id=event.payload["call_id"],
+            tool=event.payload["tool"],
+            side_effect=event.payload.get("side_effect"),
+        )
+        for event in open_intents.values()
+    ]
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,8 @@
 """`open_intents` finds what folding the whole log finds, on real Postgres: random logs of
 every shape (`intent_logs`), without a snapshot, with the agent's snapshots along the way (the
-latest bounds what is read), and with snapshots that cannot bound anything."""
+latest bounds what is read), and with snapshots that cannot bound anything. So does
+`session.recover`'s read of the interrupted calls, which reads the log's rows after the latest
+snapshot, not all of them (Postgres's own count of the rows the transaction read)."""
 
 from __future__ import annotations
 
@@ -8,14 +10,21 @@ from typing import Any
 
 import pytest
 
+from choir.daemon.operator.recovery.recover import interrupted_calls
 from choir.store.events import EventRecord, insert_events
 from choir.store.open_intents import OpenIntent, open_intents
 from choir.store.postgres.ddl import apply_control_schema
 from choir.store.postgres.pool import Connection
 from choir.store.snapshots import save_snapshot
-from tests.store.intent_logs import call_log, folded, ledger_snapshot, records
+from tests.store.intent_logs import call_log, folded, interrupted, ledger_snapshot, records
 
 SESSION = "s-calls"
+ROWS_READ = """
+SELECT seq_tup_read + coalesce(idx_tup_fetch, 0)
+FROM pg_stat_xact_user_tables
+WHERE schemaname = 'choir_control' AND relname = 'session_events'
+"""
+"""Rows of the log the current transaction has read, by any scan."""
 
 
 @pytest.fixture
@@ -104,3 +113,41 @@ async def test_snapshots_without_open_intents_bound_nothing(session_conn: Connec
 
     assert shown(await open_intents(session_conn, SESSION)) == folded(events)
     assert await open_intents(session_conn, "no-such-session") == []
+
+
+async def crashed_later(conn: Connection, events: list[EventRecord], *, every: int) -> None:
+    """`events` stored with the agent's snapshots but for the last 300: a crash between two
+    snapshots (the log goes on past the latest one; its calls are the same turns', so no id is
+    committed again before its result, as the agent never does)."""
+    await stored(conn, events[:-300], every=every)
+    await insert_events(conn, SESSION, events[-300:])
+
+
+@pytest.mark.parametrize(("seed", "every"), [(30, 0), (31, 0), (32, 100), (33, 499), (34, 1000)])
+async def test_session_recover_finds_the_calls_folding_the_whole_log_found(
+    session_conn: Connection, seed: int, every: int
+) -> None:
+    events = call_log(seed, 3300)
+    await crashed_later(session_conn, events, every=every)
+
+    calls = await interrupted_calls(session_conn, SESSION)
+
+    assert calls == interrupted(events)
+    assert {call.job_name for call in calls} == {None, "build", "deploy"}
+    assert {call.side_effect for call in calls} == {"external", "write", None}
+
+
+async def test_session_recover_reads_the_log_after_the_latest_snapshot_not_all_of_it(
+    session_conn: Connection,
+) -> None:
+    events = call_log(40, 6300)
+    await crashed_later(session_conn, events, every=1000)
+    open_at_snapshot = len(ledger_snapshot(events, 6000)["open_intents"])
+
+    async with session_conn.transaction():
+        calls = await interrupted_calls(session_conn, SESSION)
+        read = await session_conn.fetchval(ROWS_READ)
+
+    assert calls == interrupted(events)
+    # the intents after the snapshot, those open at it, and a result probe for each open call
+    assert 0 < read <= 300 + 2 * open_at_snapshot, read

@@ -14,6 +14,7 @@ from typing import Annotated, Literal
 from pydantic import Field
 
 from choir.protocol.operator.answers import (
+    AgentReembedded,
     ImageBuilt,
     MemoryReembedded,
     MemoryToolsBackfilled,
@@ -154,18 +155,22 @@ LogItem = Annotated[LogLines | LogSnapshotEnd | LogRotated, Field(discriminator=
 
 class Progress(Sparse):
     """A step of a long verb: a build step (`step` of `total`, or one `log` line of docker
-    build output), an update's phase, or (`update_all`) an agent's outcome."""
+    build output), an update's phase, (`update_all`) an agent's outcome, or (`memory.reembed`)
+    an agent's finished run."""
 
     kind: Literal["progress"] = "progress"
     agent_id: str
     phase: str
-    """`build`, `stop`, `start`, `outcome`, `reembed` or `backfill-tools`."""
+    """`build`, `stop`, `start`, `outcome`, `reembed`, `reembedded` or `backfill-tools`."""
     total: int | None = None
     step: int | None = None
     title: str | None = None
     detail: str | None = None
     log: str | None = None
     outcome: UpdateOutcome | None = None
+    reembedded: AgentReembedded | None = None
+    """Phase `reembedded`: the agent's row of the result, sent as soon as its run finished (a
+    reader whose stream breaks later still knows it finished)."""
 
 
 class BuildResult(OperatorModel):
@@ -200,7 +205,8 @@ class ReembedResult(OperatorModel):
 
 
 ReembedItem = Annotated[Progress | ReembedResult, Field(discriminator="kind")]
-"""`memory.reembed`: `Progress` (phase `reembed`, `step` vectors of `total`) after each page."""
+"""`memory.reembed`: `Progress` (phase `reembed`, `step` vectors of `total`) after each page,
+and (phase `reembedded`) after each agent's run."""
 
 
 class BackfillToolsResult(OperatorModel):

@@ -145,6 +145,12 @@ def embedded_texts(server: EmbeddingsServer, since: int = 0) -> Counter[str]:
     return Counter(t for batch in server.batches[since:] for t in batch if t != PROBE)
 
 
+def sent_of(server: EmbeddingsServer, agent_id: str, since: int) -> list[int]:
+    """How often each of `agent_id`'s texts was sent to the server from request `since` on."""
+    sent = embedded_texts(server, since)
+    return [n for text, n in sent.items() if text.startswith(f"{agent_id} ")]
+
+
 async def choirctl(home: ChoirHome, *args: str) -> subprocess.CompletedProcess[str]:
     """`choirctl args` in a thread: the test's event loop serves the embeddings meanwhile."""
     return await asyncio.to_thread(run_choirctl, home, *args)

@@ -25,8 +25,8 @@ from tests.memory.reembed.support import (
     AGENTS,
     add_knowledge,
     choirctl,
-    embedded_texts,
     memory_of,
+    sent_of,
     stop,
     three_agents_home,
     use_model,
@@ -41,12 +41,6 @@ failed batch (the breaker stays closed and the next agent could still be served)
 
 def agent_2s(texts: list[str]) -> bool:
     return any(text.startswith("agent-2 ") for text in texts)
-
-
-def sent_of(server: EmbeddingsServer, agent_id: str, since: int) -> list[int]:
-    """How often each of `agent_id`'s texts was sent to the server from request `since` on."""
-    sent = embedded_texts(server, since)
-    return [n for text, n in sent.items() if text.startswith(f"{agent_id} ")]
 
 
 async def test_a_failed_agent_stops_all_says_what_finished_and_the_same_command_resumes(

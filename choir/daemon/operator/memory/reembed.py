@@ -1,7 +1,9 @@
 """`memory.reembed` (§11.9): give agents' memory the configured embedding model's vectors.
 
-Streams `progress` items (`phase: "reembed"`, `step` vectors stored of `total`) after each page,
-then `{kind: "result", result: {agents: [...]}}`. The agent (or, with `all`, every configured
+Streams `progress` items (`phase: "reembed"`, `step` vectors stored of `total`) after each page
+and one (`phase: "reembedded"`, with the agent's row) after each agent's run, then
+`{kind: "result", result: {agents: [...]}}`: a reader whose stream breaks midway (choird
+killed) can still say which agents finished. The agent (or, with `all`, every configured
 agent in turn) is checked before anything runs. A refusal of one agent's work (no embedder
 answering, a re-embed of the agent already running) is the stream's error; with `all` it ends
 the run instead, and the result says where it `stopped` — the agents finished before it keep
@@ -26,7 +28,7 @@ from choir.protocol.wire.error_codes import ErrorCode
 from choir.store.postgres.failures import classify
 
 if TYPE_CHECKING:
-    from choir.daemon.memory.reembed import Reembedder
+    from choir.daemon.memory.reembed import Reembedded, Reembedder
 
 log = get_logger("choird.operator")
 
@@ -71,17 +73,20 @@ async def _run(
                 raise
             stopped = _stopped(agent_id, error, agents[position + 1 :])
             return MemoryReembedded(agents=done, stopped=stopped)
-        done.append(
-            AgentReembedded(
-                agent_id=agent_id,
-                model=run.model.name,
-                dims=run.model.dims,
-                previous_model=run.previous.name,
-                previous_dims=run.previous.dims,
-                embedded=run.embedded,
-            )
-        )
+        done.append(_row(run))
+        report(Progress(agent_id=agent_id, phase="reembedded", reembedded=done[-1]))
     return MemoryReembedded(agents=done)
+
+
+def _row(run: Reembedded) -> AgentReembedded:
+    return AgentReembedded(
+        agent_id=run.agent_id,
+        model=run.model.name,
+        dims=run.model.dims,
+        previous_model=run.previous.name,
+        previous_dims=run.previous.dims,
+        embedded=run.embedded,
+    )
 
 
 def _stopped(agent_id: str, error: Exception, not_started: list[str]) -> ReembedStopped:

@@ -36,7 +36,7 @@ from choir.protocol.operator.requests import (
     SessionRecover,
 )
 from choir.store.approvals.pending import ApprovalRow
-from choir.store.open_intents import OpenIntent, open_intents
+from choir.store.open_intents import OpenIntent, open_intents, unanswered_intents
 from choir.store.recovery_items import RecoveryItem, decide, get_item, open_items
 from choir.store.sessions import SessionStatus
 
@@ -209,7 +209,9 @@ async def _dispatch(
             assert ref.session_id is not None
             assert ref.job_name is not None
             lane = core_lane(ref.job_name)
-            if not any(c.lane == lane for c in await _calls(ctx, ref.session_id)):
+            async with ctx.pool.acquire() as conn:  # no arguments: none are shown
+                calls = await unanswered_intents(conn, ref.session_id)
+            if not any(c.lane == lane for c in calls):
                 raise _already(item, f"core job {ref.job_name} holds no call of unknown outcome")
             recover = SessionRecover.model_validate(
                 {"session_id": ref.session_id, "job_name": ref.job_name, "choice": choice}

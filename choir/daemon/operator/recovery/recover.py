@@ -6,11 +6,13 @@ choice this verb lists those calls, read from the durable log (so it works wheth
 agent is running again); with one it sends the decision to the agent (`RecoverPush`), which
 commits an `outcome_unknown` result for each call and resumes, resumes read-only, or aborts the
 job — the log then records the decision, and the call leaves the list.
+
+The calls are read by `choir.store.open_intents` — the intents after the session's latest
+snapshot and those open at it, each result looked up by call id — not by folding the log: a
+long session's is tens of thousands of events, and `inbox resolve` reads them per decision.
 """
 
 from __future__ import annotations
-
-from collections.abc import Iterable
 
 from choir.daemon.operator.context import OperatorContext
 from choir.errors import ConflictError
@@ -18,38 +20,30 @@ from choir.protocol.log.lanes import job_name_of
 from choir.protocol.operator.answers import InterruptedCall, SessionRecovery
 from choir.protocol.operator.requests import SessionRecover
 from choir.protocol.wire.pushes import RecoverPush
-from choir.store.events import EventRecord, read_events
-
-PAGE = 1000
-"""Events read per query."""
+from choir.store.open_intents import unanswered_intents
+from choir.store.postgres.pool import Connection
 
 
-def interrupted_calls(events: Iterable[EventRecord]) -> list[InterruptedCall]:
+async def interrupted_calls(conn: Connection, session_id: str) -> list[InterruptedCall]:
     """Non-idempotent intents without a result, oldest first, as the operator sees them."""
-    open_intents: dict[str, EventRecord] = {}
-    for event in events:
-        call_id = str(event.payload.get("call_id"))
-        if event.event_type == "tool_call_committed" and not event.payload.get("idempotent"):
-            open_intents[call_id] = event
-        elif event.event_type == "tool_result_committed":
-            open_intents.pop(call_id, None)
     return [
         InterruptedCall(
-            rev=event.rev,
-            lane=event.lane,
-            job_name=job_name_of(event.lane),
-            call_id=event.payload["call_id"],
-            tool=event.payload["tool"],
-            side_effect=event.payload.get("side_effect"),
+            rev=intent.rev,
+            lane=intent.lane,
+            job_name=job_name_of(intent.lane),
+            call_id=intent.call_id,
+            tool=intent.tool,
+            side_effect=intent.side_effect,
         )
-        for event in open_intents.values()
+        for intent in await unanswered_intents(conn, session_id)
     ]
 
 
 async def session_recover(ctx: OperatorContext, request: SessionRecover) -> SessionRecovery:
     """List the session's interrupted calls, or send the operator's decision on them."""
     row = await ctx.sessions.get(request.session_id)
-    calls = interrupted_calls(await session_log(ctx, row.session_id))
+    async with ctx.pool.acquire() as conn:
+        calls = await interrupted_calls(conn, row.session_id)
     if request.choice is None:
         return SessionRecovery(
             session_id=row.session_id, status=row.status.value, interrupted=calls
@@ -70,15 +64,3 @@ async def session_recover(ctx: OperatorContext, request: SessionRecover) -> Sess
         requested=True,
         interrupted=held,
     )
-
-
-async def session_log(ctx: OperatorContext, session_id: str) -> list[EventRecord]:
-    """Every event of the session, read a page at a time."""
-    events: list[EventRecord] = []
-    async with ctx.pool.acquire() as conn:
-        while True:
-            start = events[-1].rev + 1 if events else 1
-            page = await read_events(conn, session_id, start, PAGE)
-            events.extend(page)
-            if len(page) < PAGE:
-                return events
