@@ -66,6 +66,7 @@ KNOWN_FAILPOINTS: Final = frozenset(
         "proposal.after_build",
         "proposal.after_update",
         "proposal.config_after_write",
+        "telegram.card.before_store",
         "telegram.card.after_send",
         "telegram.card.before_drop",
         "choird.start.after_adoption",
@@ -110,6 +111,8 @@ transaction; their versions and vectors not yet, nothing committed.
 merge, build, update) and recorded it; the next has not begun.
 `proposal.config_after_write` (choird): an approved config change is written to config.json,
 not yet loaded nor applied.
+`telegram.card.before_store` (choird): a core job's `core_started` is durable, its card is
+neither stored nor sent yet.
 `telegram.card.after_send` (choird): Telegram took a core-job card's message, its id is not
 stored yet.
 `telegram.card.before_drop` (choird): a core-job card's final edit is made (or given up), its
