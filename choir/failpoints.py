@@ -70,6 +70,7 @@ KNOWN_FAILPOINTS: Final = frozenset(
         "telegram.card.after_send",
         "telegram.card.before_drop",
         "choird.start.after_adoption",
+        "choird.start.after_gateways",
     }
 )
 """Every placed failpoint. `arbiter.after_append_before_ack`: a non-idempotent intent is in the
@@ -119,7 +120,10 @@ stored yet.
 row is not deleted yet.
 `choird.start.after_adoption` (choird): starting, adopted agents have their sockets back, the
 operator API and the gateways are not started yet (`sleep` there: adopted agents replicate
-what they did while choird was away before the console or any bot listens)."""
+what they did while choird was away before the console or any bot listens).
+`choird.start.after_gateways` (choird): starting, the operator API listens and the gateways
+started; the timers, the memory tools and the browser are not started, "choird ready" not said
+(`sleep` there: an operator acts on adopted agents before choird is ready)."""
 
 _ENTRY = re.compile(r"^(?P<name>[a-z0-9_]+(?:\.[a-z0-9_]+)+)=(?P<action>.+)$")
 _SLEEP = re.compile(r"^sleep\((?P<ms>\d+)\)$")

@@ -356,6 +356,7 @@ class ChoirDaemon:
         await self._listen(services)
         await self._start_gateways()
         news.seal()
+        await failpoint("choird.start.after_gateways")
         if config.metrics.listen is not None:
             await self._start_metrics(config.metrics.listen, services, stage)
         self._stack.push_async_callback(self._cancel_timers, self._start_timers(services))
