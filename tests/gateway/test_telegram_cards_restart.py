@@ -2,8 +2,9 @@
 being edited; one whose job ended while choird was away gets its final edit; its [Cancel] still
 cancels; a choird killed between Telegram taking a card and its message id being stored
 sends nothing twice (that card stays as it was: the one card a restart loses); one killed after
-a card's final edit drops its row at the next start, the chat unchanged; and a job started while
-choird was away gets its card once choird is back, however early its start is replicated.
+a card's final edit drops its row at the next start, the chat unchanged; a job started while
+choird was away gets its card once choird is back, however early its start is replicated; and
+one whose start choird had stored but not its card (killed in between) gets it once too.
 
 choird runs as a real process (the test's Postgres, the process runtime, the local Bot API
 server) so it can be SIGKILLed, or made to exit at a failpoint, while agent-1 runs on.
