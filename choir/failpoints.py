@@ -66,9 +66,11 @@ KNOWN_FAILPOINTS: Final = frozenset(
         "proposal.after_build",
         "proposal.after_update",
         "proposal.config_after_write",
+        "telegram.card.before_store",
         "telegram.card.after_send",
         "telegram.card.before_drop",
         "choird.start.after_adoption",
+        "choird.start.after_gateways",
     }
 )
 """Every placed failpoint. `arbiter.after_append_before_ack`: a non-idempotent intent is in the
@@ -110,13 +112,18 @@ transaction; their versions and vectors not yet, nothing committed.
 merge, build, update) and recorded it; the next has not begun.
 `proposal.config_after_write` (choird): an approved config change is written to config.json,
 not yet loaded nor applied.
+`telegram.card.before_store` (choird): a core job's `core_started` is durable, its card is
+neither stored nor sent yet.
 `telegram.card.after_send` (choird): Telegram took a core-job card's message, its id is not
 stored yet.
 `telegram.card.before_drop` (choird): a core-job card's final edit is made (or given up), its
 row is not deleted yet.
 `choird.start.after_adoption` (choird): starting, adopted agents have their sockets back, the
 operator API and the gateways are not started yet (`sleep` there: adopted agents replicate
-what they did while choird was away before the console or any bot listens)."""
+what they did while choird was away before the console or any bot listens).
+`choird.start.after_gateways` (choird): starting, the operator API listens and the gateways
+started; the timers, the memory tools and the browser are not started, "choird ready" not said
+(`sleep` there: an operator acts on adopted agents before choird is ready)."""
 
 _ENTRY = re.compile(r"^(?P<name>[a-z0-9_]+(?:\.[a-z0-9_]+)+)=(?P<action>.+)$")
 _SLEEP = re.compile(r"^sleep\((?P<ms>\d+)\)$")

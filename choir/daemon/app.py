@@ -203,6 +203,8 @@ class ChoirDaemon:
         """Set by the first memory work (a session ending, a memory tool call, `reembed`): what
         a choird with nothing to close or embed at its start waits for to load memory."""
         self._memory_start: asyncio.Task[None] | None = None
+        self._ready = asyncio.Event()
+        """Set at "choird ready" (start-up done)."""
 
     async def __aenter__(self) -> Self:
         try:
@@ -288,7 +290,6 @@ class ChoirDaemon:
             await asyncio.to_thread(_import_all, AFTER_DATABASE)
         finally:
             self.database = await opening
-        from choir.daemon.agents.pushes import wire_pushes
         from choir.daemon.agents.services import AgentServices
         from choir.daemon.gateway.held import GatewayNews
         from choir.daemon.health.postgres import PostgresSupervisor
@@ -330,6 +331,7 @@ class ChoirDaemon:
         )
         self._stack.callback(self.runtime.close)
         self.home.create_directories()  # adopted agents get their sockets back right away
+        self._hear_agents(services)
         # what they replicate at once is kept for the gateways, which start at step 8
         self.gateway_news = news = GatewayNews.hold(services)
         self._stack.callback(news.close)
@@ -348,22 +350,20 @@ class ChoirDaemon:
             },
         )
         log.info("step 7: stale leases released", fields={"sessions": len(adoption.crashed)})
+        for agent in adoption.adopted:  # accepted before the restart, maybe never pushed
+            await services.inbox.redeliver(agent.session_id)
         await failpoint("choird.start.after_adoption")
         await self._listen(services)
         await self._start_gateways()
         news.seal()
+        await failpoint("choird.start.after_gateways")
         if config.metrics.listen is not None:
             await self._start_metrics(config.metrics.listen, services, stage)
         self._stack.push_async_callback(self._cancel_timers, self._start_timers(services))
-        self._stack.callback(wire_pushes(services, self.hub))
-        for agent in adoption.adopted:  # accepted before the restart, maybe never pushed
-            await services.inbox.redeliver(agent.session_id)
-        services.sessions.subscribe(self._on_session_ended)
         self._serve_memory_tools(services, stage)
         await self._start_browser(services, config)
-        services.sessions.subscribe(lambda ended: self._memory_wanted.set())
-        self._stack.callback(self._store_archives(services))
         self._memory_start = asyncio.create_task(self._start_memory(stage), name="memory-start")
+        self._ready.set()
         log.info(
             "choird ready",
             fields={
@@ -376,6 +376,22 @@ class ChoirDaemon:
                 "socket": str(self.home.operator_socket),
             },
         )
+
+    def _hear_agents(self, services: AgentServices) -> None:
+        """What choird does on the agents' news, listening from before step 6 (adoption): an
+        adopted agent reconnects at once and may replicate a compaction or end its session, and
+        from step 9 an operator may decide its approvals, all before "choird ready" — each is
+        heard once, as it happens, never missed nor replayed. The pushes (approval outcomes,
+        user messages, a session's end) wait in the hub's history for an agent that has not
+        subscribed yet (`PushHub`); an ended session's socket, open since its adoption, is
+        closed; an archive waits for memory, which starts after "choird ready"
+        (`_archive_parts`)."""
+        from choir.daemon.agents.pushes import wire_pushes
+
+        self._stack.callback(wire_pushes(services, self.hub))
+        self._stack.callback(services.sessions.subscribe(self._on_session_ended))
+        self._stack.callback(services.sessions.subscribe(lambda _: self._memory_wanted.set()))
+        self._stack.callback(self._store_archives(services))
 
     async def _start_browser(self, services: AgentServices, config: ChoirConfig) -> None:
         """The browser worker and `choir.web.browse` (§18.2). Chromium starts in the background
@@ -602,11 +618,18 @@ class ChoirDaemon:
         assert self.memory_index is not None
         return self.memory_store, self.memory_index.index
 
+    async def _archive_parts(self) -> tuple[MemoryStore, Indexer]:
+        """`_memory_parts` for the archive writer, which listens from before adoption: an
+        archive replicated while choird starts waits for "choird ready" before memory's
+        `MEMORY_READY_WAIT_S` counts (memory starts only after it)."""
+        await self._ready.wait()
+        return await self._memory_parts()
+
     def _store_archives(self, services: AgentServices) -> Callable[[], None]:
         """Store each compaction's archive once its event is durable; returns the unsubscribe."""
         from choir.daemon.memory.closing.archives import ArchiveWriter
 
-        writer = self.archive_writer = ArchiveWriter(self._memory_parts)
+        writer = self.archive_writer = ArchiveWriter(self._archive_parts)
         return services.replicator.subscribe(
             lambda durable: writer.durable(durable.agent_id, durable.session_id, durable.events)
         )

@@ -2,8 +2,9 @@
 being edited; one whose job ended while choird was away gets its final edit; its [Cancel] still
 cancels; a choird killed between Telegram taking a card and its message id being stored
 sends nothing twice (that card stays as it was: the one card a restart loses); one killed after
-a card's final edit drops its row at the next start, the chat unchanged; and a job started while
-choird was away gets its card once choird is back, however early its start is replicated.
+a card's final edit drops its row at the next start, the chat unchanged; a job started while
+choird was away gets its card once choird is back, however early its start is replicated; and
+one whose start choird had stored but not its card (killed in between) gets it once too.
 
 choird runs as a real process (the test's Postgres, the process runtime, the local Bot API
 server) so it can be SIGKILLed, or made to exit at a failpoint, while agent-1 runs on.
@@ -427,6 +428,40 @@ async def test_a_choird_killed_before_a_sent_card_is_stored_sends_it_once_and_fo
     assert card_sends(api, "gated") == 1
     assert edits_of(api, card) == []
     assert now_of(api, card).buttons  # left as it was: the one card the kill lost
+
+
+@scripted(GATED)
+async def test_a_choird_killed_before_a_card_is_stored_sends_it_once_after_the_restart(
+    daemon: Daemon, api: BotApiServer, home: ChoirHome, pg_params: ConnectParams
+) -> None:
+    """choird SIGKILLed with the job's start durable, its card neither stored nor sent: the
+    next choird reads the start from the log (past the session's card cursor) and sends the
+    card, once; a choird started after the job ended sends nothing more."""
+    await daemon.start(CHOIR_FAILPOINTS="telegram.card.before_store=sleep(600000)")
+    started = await daemon.ctl("agent", "start", "agent-1", "--dm", "phone")
+    session_id = str(started["session_id"])
+    api.user_says(PHONE, "please start the gated")
+    await poll_until(lambda: _started(pg_params, session_id, "gated"), within=60, every=0.1)
+    await asyncio.sleep(0.5)  # its card's task is at the failpoint
+    daemon.kill()
+    assert (cards_of(api, "gated"), await stored_cards(pg_params)) == ([], [])
+
+    await daemon.start()  # adopts agent-1, whose job waits at its first gate
+    await api.wait_for(lambda: bool(cards_of(api, "gated")), within=30)
+    [card] = cards_of(api, "gated")
+    assert card.buttons
+    assert "telegram job cards sent from the log" in home.choird_log.read_text()
+    (workspace(home) / "go1").touch()
+    (workspace(home) / "go2").touch()
+    await api.wait_for(lambda: now_of(api, card).text.startswith("Core job gated: done"), within=60)
+    assert ", 3 steps\nThrough both gates." in now_of(api, card).text
+    await poll_until(lambda: _none_stored(pg_params), within=20)
+
+    daemon.kill()  # its row is gone with its final edit; the cursor says it was sent
+    await daemon.start()
+    await asyncio.sleep(EDIT_EVERY_S)  # what a choird sending it again would have done by now
+    assert card_sends(api, "gated") == 1
+    assert await stops(pg_params, session_id, "gated") == ["completed"]
 
 
 @scripted(GATED)

@@ -35,6 +35,7 @@ CONTROL_TABLES = {
     "gateway_offsets",
     "gateway_reply_cursors",
     "gateway_job_cards",
+    "gateway_card_cursors",
     "llm_usage",
     "recovery_items",
     "proposal_applies",

@@ -11,6 +11,13 @@ key kept in the home (`telegram-callback.key`). A row is written before the mess
 (`message_id` null), given its message once Telegram answered and its text and state at each
 edit — the whole row again if it is missing: a card is stored by its first write that takes —
 and deleted with the card's final edit.
+
+Each session also keeps a card cursor (`gateway_card_cursors`): the rev of the last
+`core_started` whose card's row was stored, advanced in the transaction that adds the row, and
+never moved back. A card is sent only once its row took, so a start past the cursor never had
+its card sent — choird stopped between the start's replication and the row — and a starting
+choird sends it (`uncarded_starts`); a start at or before it has its row, or had it until its
+final edit or its giving up, and is never sent again.
 """
 
 from __future__ import annotations
@@ -19,6 +26,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Final
 
+from choir.store.events import EventRecord
 from choir.store.postgres.pool import Connection
 
 _ADD: Final = """
@@ -30,6 +38,32 @@ ON CONFLICT (card_id) DO NOTHING
 # the whole row if it is missing (its earlier writes failed), else what the card showed and a
 # [Cancel] whose own write failed (never undone); its prompts are left to their own writes,
 # which a snapshot taken before them would otherwise overwrite
+_CURSOR: Final = """
+INSERT INTO choir_control.gateway_card_cursors (session_id, rev) VALUES ($1, $2)
+ON CONFLICT (session_id) DO UPDATE
+SET rev = greatest(gateway_card_cursors.rev, EXCLUDED.rev), updated_at = now()
+"""
+# the active sessions' first job start past their cursor (a session without one had none stored)
+_UNCARDED: Final = """
+SELECT s.session_id, s.agent_id, min(e.rev) AS rev
+FROM choir_control.sessions s
+LEFT JOIN choir_control.gateway_card_cursors c ON c.session_id = s.session_id
+JOIN choir_control.session_events e
+    ON e.session_id = s.session_id AND e.rev > coalesce(c.rev, 0)
+    AND e.event_type = 'core_started'
+WHERE s.status = 'active'
+GROUP BY s.session_id, s.agent_id
+ORDER BY s.session_id
+"""
+_JOB_EVENTS: Final = """
+SELECT rev, event_type, lane, payload, hash_prev, hash, created_at, artifact
+FROM choir_control.session_events
+WHERE session_id = $1 AND rev >= $2 AND event_type = ANY($3::text[])
+ORDER BY rev
+LIMIT $4
+"""
+JOB_EVENT_TYPES: Final = ("core_started", "core_event_emitted", "core_stopped", "model_output")
+"""What moves a card: a job's start, progress and end, and its steps' LLM calls."""
 _SHOWN: Final = """
 INSERT INTO choir_control.gateway_job_cards
     (card_id, gateway, chat_id, dm, agent_id, session_id, job_name, started_rev, started_at,
@@ -84,9 +118,35 @@ class CardRow:
     """The message ids of its [Inject…] prompts not replied to yet (the newest few)."""
 
 
+@dataclass(frozen=True, slots=True)
+class Uncarded:
+    """An active session with a job start past its card cursor: no card of it was sent."""
+
+    session_id: str
+    agent_id: str
+    rev: int
+    """The rev of its first such `core_started`."""
+
+
 async def add_card(conn: Connection, row: CardRow) -> None:
-    """Record a card about to be sent (a card id seen twice is recorded once)."""
-    await conn.execute(_ADD, *_identity(row))
+    """Record a card about to be sent, and its session's card cursor past its job's start,
+    together (a card id seen twice is recorded once)."""
+    async with conn.transaction():
+        await conn.execute(_ADD, *_identity(row))
+        await conn.execute(_CURSOR, row.session_id, row.started_rev)
+
+
+async def uncarded_starts(conn: Connection) -> list[Uncarded]:
+    """The active sessions with job starts whose cards were never sent."""
+    return [Uncarded(**dict(row)) for row in await conn.fetch(_UNCARDED)]
+
+
+async def job_events(
+    conn: Connection, session_id: str, from_rev: int, limit: int
+) -> list[EventRecord]:
+    """Up to `limit` of the session's `JOB_EVENT_TYPES` events from `from_rev` on."""
+    rows = await conn.fetch(_JOB_EVENTS, session_id, from_rev, list(JOB_EVENT_TYPES), limit)
+    return [EventRecord(**dict(row)) for row in rows]
 
 
 async def card_shown(conn: Connection, row: CardRow) -> None:

@@ -270,6 +270,25 @@ CREATE TABLE choir_control.gateway_job_cards (
 );
 """,
     ),
+    Migration(
+        4,
+        "per-session card cursor: the last core job start whose card was stored",
+        # a start past a session's cursor never had a card sent: a restart sends it. The
+        # sessions running as this migrates had every card they are owed sent already
+        """
+CREATE TABLE choir_control.gateway_card_cursors (
+    session_id text PRIMARY KEY,
+    rev        bigint NOT NULL CHECK (rev >= 0),
+    updated_at timestamptz NOT NULL DEFAULT now()
+);
+INSERT INTO choir_control.gateway_card_cursors (session_id, rev)
+SELECT s.session_id, coalesce(max(e.rev), 0)
+FROM choir_control.sessions s
+LEFT JOIN choir_control.session_events e ON e.session_id = s.session_id
+WHERE s.status = 'active'
+GROUP BY s.session_id;
+""",
+    ),
 )
 """The gateway's own scope, like `host_tool_calls`: it evolves apart from the control plane's."""
 

@@ -1,27 +1,40 @@
 """What a job card (`cards`) keeps in Postgres, and what a starting choird reads back of it.
 
-Writes never raise and never hold a card long: a database away for `WRITE_S` costs that write
-(logged), and the card goes on in memory — it is then only lost if choird restarts before a
-later write of it takes: the message's and each edit's write (`card_shown`) stores the whole
-row if it is missing, so a card whose first writes failed is stored by the next that takes.
+A card's first write (`claim`: its row, and its session's card cursor past its job's start)
+is made before its message is sent and tried until it takes, the card waiting meanwhile: what
+lets a restart tell a card never sent from one that may show (`choir.store.gateway.job_cards`).
+Every later write never raises and never holds a card long: a database away for `WRITE_S`
+costs that write (logged), and the card goes on in memory — only a restart before a later
+write of it takes loses what the lost one stored: the message's and each edit's write
+(`card_shown`) stores the whole row, whichever earlier write failed.
 
 `resumable` reads every stored card with what the card needs to catch up: the events of its
 session after its job's start (its job's steps, progress and end) and its session's row (ended
-while choird was away or not).
+while choird was away or not). `unsent` reads the job starts no card was sent for (past their
+sessions' card cursors: choird stopped before the card's row was stored) with their jobs'
+events, to send those cards now.
 """
 
 from __future__ import annotations
 
 import asyncio
+import itertools
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import Final
 
-from choir.daemon.agents.ingest import committed_of
+from choir.daemon.agents.ingest import Durable, committed_of
 from choir.logs import get_logger
 from choir.protocol import CommittedEvent
 from choir.store.events import read_events
-from choir.store.gateway.job_cards import CardRow, open_cards
+from choir.store.gateway.job_cards import (
+    CardRow,
+    add_card,
+    job_events,
+    open_cards,
+    uncarded_starts,
+)
 from choir.store.postgres.pool import Connection, Pool
 from choir.store.sessions import SessionRow, get_session
 
@@ -31,6 +44,8 @@ WRITE_S: Final = 5.0
 """How long one card write may take (the database away) before it is given up."""
 PAGE: Final = 1000
 """Events read at a time when a card catches up with its session's log."""
+CLAIM_RETRY_S: Final = (1.0, 2.0, 5.0, 10.0, 30.0)
+"""Waits between tries of a card's first write (the database away); the last repeats."""
 
 
 @dataclass(frozen=True)
@@ -48,8 +63,17 @@ class CardStore:
     def __init__(self, pool: Pool | None) -> None:
         self._pool = pool
 
-    async def write(self, what: str, card_id: str, job: str, write: Writer) -> bool:
-        """Run `write` on a connection; whether it took (a failure is logged, never raised)."""
+    async def write(
+        self,
+        what: str,
+        card_id: str,
+        job: str,
+        write: Writer,
+        *,
+        lost: str = "a choird restart would not resume it",
+    ) -> bool:
+        """Run `write` on a connection; whether it took (a failure is logged with what it
+        costs, `lost`, never raised)."""
         if self._pool is None:
             return False
         try:
@@ -57,14 +81,49 @@ class CardStore:
                 await write(conn)
         except Exception as error:
             log.warning(
-                f"telegram job card {what} not stored: a choird restart would not resume it",
+                f"telegram job card {what} not stored: {lost}",
                 fields={"card": card_id, "job": job, "error": type(error).__name__},
             )
             return False
         return True
 
+    async def claim(self, row: CardRow) -> None:
+        """Store the card about to be sent, and its session's card cursor past its job's
+        start; tried until it takes (the card is sent after). Without a database, at once."""
+        if self._pool is None:
+            return
+        add = partial(add_card, row=row)
+        for wait in itertools.chain(CLAIM_RETRY_S, itertools.repeat(CLAIM_RETRY_S[-1])):
+            lost = "it is sent once it is (tried again)"
+            if await self.write("start", row.card_id, row.job_name, add, lost=lost):
+                return
+            await asyncio.sleep(wait)
+
 
 Writer = Callable[[Connection], Awaitable[None]]
+Wanted = Callable[[str], Awaitable[bool]]
+"""Whether a session's cards show anywhere (a Telegram DM with cards on is bound to it)."""
+
+
+async def unsent(pool: Pool, wanted: Wanted) -> list[Durable]:
+    """The job starts of the active sessions `wanted` (those with a card chat) whose cards
+    were never sent, each session's from its first such start on with its jobs' events after:
+    as if replicated now."""
+    found: list[Durable] = []
+    async with pool.acquire() as conn:
+        for start in await uncarded_starts(conn):
+            if not await wanted(start.session_id):
+                continue
+            events: list[CommittedEvent] = []
+            rev = start.rev
+            while True:
+                page = await job_events(conn, start.session_id, rev, PAGE)
+                events.extend(committed_of(record) for record in page)
+                if len(page) < PAGE:
+                    break
+                rev = page[-1].rev + 1
+            found.append(Durable(start.session_id, start.agent_id, events))
+    return found
 
 
 async def resumable(pool: Pool) -> list[Resumable]:

@@ -28,7 +28,12 @@ else on as before, since the adopted agent's events and reports arrive again thr
 replication and status; an event read at the start and then replicated is taken once (its
 rev). What adopted agents replicate before the bots start (at once on reconnecting, step 6,
 where the gateways start at step 8) is kept for the cards (`gateway.held`) and handled after
-the stored cards: a job started while choird was away or coming back gets its card, once. A
+the stored cards: a job started while choird was away or coming back gets its card, once. So
+does one whose start a previous choird replicated but was killed before it stored the card
+(the `telegram.card.before_store` failpoint): a card is sent only once its row is stored, and
+with the row its session's card cursor passes the job's start, in the order of the starts; a
+starting choird sends the cards of the starts past the cursors, read from the sessions' logs
+(`store.gateway.job_cards`). A
 card made after its lane reported (a report that came first) shows that report's state, read
 from the status board. The key the buttons are
 signed with is kept in the home, so a resumed card's buttons verify. Two cases are not
@@ -40,11 +45,12 @@ idempotent send: it might show twice); if it shows, it stays as it was and its b
 (`telegram.card.before_drop`) leaves a card the next start resumes ended: it makes the same
 final edit, Telegram answers "message is not modified" (taken as done) and the row goes. A live
 card's [Inject…] prompts awaiting a reply (its newest
-`PROMPTS_STORED`) are stored with it, so a reply after a restart still reaches the job. A card
-write that fails (the database away) is logged; the card goes on in memory and in the chat, and
-its next edit's write stores it whole again, even one whose first writes all failed (a lost
-[Inject…] prompt is not, its prompts being written by their presses): only a restart before
-that write loses the card.
+`PROMPTS_STORED`) are stored with it, so a reply after a restart still reaches the job. A
+card's first write waits for the database (the card is sent once it took, `card_store`); a
+later one that fails (the database away) is logged, the card goes on in memory and in the
+chat, and its next edit's write stores it whole again (a lost [Inject…] prompt is not, its
+prompts being written by their presses): only a restart before that write loses what it
+missed — the whole card if it was its message id.
 """
 
 from __future__ import annotations
@@ -65,7 +71,7 @@ from choir.daemon.agents.status_board import LaneReport
 from choir.daemon.gateway.commands import VerbCall
 from choir.daemon.gateway.telegram.approvals import NO_LONGER_VALID, Chat
 from choir.daemon.gateway.telegram.callback_data import Action, sign, verify
-from choir.daemon.gateway.telegram.card_store import CardStore, Resumable, resumable
+from choir.daemon.gateway.telegram.card_store import CardStore, Resumable, resumable, unsent
 from choir.daemon.gateway.telegram.outbox import ATTEMPTS, RETRY_S
 from choir.daemon.sessions.state import SessionEnded
 from choir.errors import ChoirError
@@ -84,7 +90,6 @@ from choir.protocol.log.core_jobs import (
 )
 from choir.store.gateway.job_cards import (
     CardRow,
-    add_card,
     card_answered,
     card_cancelling,
     card_prompted,
@@ -194,8 +199,9 @@ class JobCards:
         self._prompts: OrderedDict[tuple[int, int], JobCard] = OrderedDict()
         """(chat id, prompt message id) -> the card whose [Inject…] sent the prompt."""
         self._resumed: set[tuple[str, int]] = set()
-        """(session id, rev of `core_started`) of the cards resumed at start, ended ones too:
-        that start replicated again makes no second card."""
+        """(session id, rev of `core_started`) of the cards resumed at start, ended ones too,
+        and of those sent from the log then (`_send_unsent`): that start replicated again makes
+        no second card."""
         self._events: asyncio.Queue[Durable | SessionEnded] = asyncio.Queue()
         self._worker: asyncio.Task[None] | None = None
         self._tasks: set[asyncio.Task[None]] = set()
@@ -355,6 +361,7 @@ class JobCards:
                     self._resume(found)
             except Exception:
                 log.exception("telegram job cards of the previous choird not resumed")
+            await self._send_unsent(self._pool)
         while True:
             item = await self._events.get()
             try:
@@ -364,6 +371,34 @@ class JobCards:
                     await self._durable(item)
             except Exception:
                 log.exception("telegram job cards not updated", fields={"session": item.session_id})
+
+    async def _send_unsent(self, pool: Pool) -> None:
+        """The cards a previous choird never sent: jobs started (durably) before it stopped
+        but before their cards were stored, read from their sessions' logs past the card
+        cursors and handled as if replicated now. Their starts are remembered with the resumed
+        ones, so the same events replicated again (`held`) make no second card."""
+        try:
+            found = await unsent(pool, self._wanted)
+        except Exception:
+            log.exception("telegram job cards of the previous choird not sent")
+            return
+        for durable in found:
+            starts = [c.rev for c in durable.events if c.event.kind == "core_started"]
+            log.info(
+                "telegram job cards sent from the log",
+                fields={"session": durable.session_id, "starts": starts},
+            )
+            try:
+                await self._durable(durable)
+            except Exception:
+                log.exception("telegram job cards not sent", fields={"session": durable.session_id})
+            self._resumed.update((durable.session_id, rev) for rev in starts)
+
+    async def _wanted(self, session_id: str) -> bool:
+        """Whether the session's cards show in a chat (cached as `_started` does)."""
+        if session_id not in self._chats:
+            self._chats[session_id] = await self._where(session_id)
+        return self._chats[session_id] is not None
 
     async def _durable(self, durable: Durable) -> None:
         for committed in durable.events:
@@ -398,11 +433,10 @@ class JobCards:
         if (session_id, committed.rev) in self._resumed:
             return
         old = self._by_job.get((session_id, job_name))
-        if session_id not in self._chats:
-            self._chats[session_id] = await self._where(session_id)
-        chat = self._chats[session_id]
-        if chat is None:
+        if not await self._wanted(session_id):
             return
+        chat = self._chats[session_id]
+        assert chat is not None
         if old is not None:  # the same name again: the earlier job's card ends as it stands
             self._ended(old, "session_ended", "", committed.ts)
         card = JobCard(secrets.token_urlsafe(9), chat, session_id, job_name, committed.ts)
@@ -411,6 +445,15 @@ class JobCards:
         self._cards[card.card_id] = card
         self._by_job[(session_id, job_name)] = card
         self._reported_before(card)
+        # the worst instant: the job's start is durable, its card not stored (nor sent)
+        await failpoint("telegram.card.before_store")
+        # Stored before it is sent, and here, in the order of the starts: the session's card
+        # cursor passes a start only with its card's row, so a start past it after a restart
+        # is one whose card was never sent (`_send_unsent` sends it), and one before it never
+        # gets a second card — whether its row is still there (resumed, or dropped if its
+        # message id was lost) or long gone with its final edit. A cursor passing a later
+        # start before an earlier one is stored would lose the earlier card.
+        await self._store.claim(self._row(card))
         self._spawn(self._show(card), f"telegram-card-{job_name}")
 
     def _resume(self, found: Resumable) -> None:
@@ -532,9 +575,7 @@ class JobCards:
         chat, text = card.chat, card_text(card, card.started_at)
         # a job that ended before its card was sent (e.g. while choird was away): no buttons
         buttons = [] if card.outcome is not None else self._buttons(card)
-        row = self._row(card)
-        await self._store.write("start", card.card_id, card.job_name, lambda c: add_card(c, row))
-        for attempt in range(ATTEMPTS):
+        for attempt in range(ATTEMPTS):  # its row stored already (`_started`)
             try:
                 message_id = await chat.client.send_buttons(chat.chat_id, text, buttons)
             except Exception as error:
