@@ -27,7 +27,7 @@ from typing import Final
 from choir.daemon.agents.ingest import Durable, committed_of
 from choir.logs import get_logger
 from choir.protocol import CommittedEvent
-from choir.store.events import read_events
+from choir.store.events import EventRecord, read_events
 from choir.store.gateway.job_cards import (
     CardRow,
     add_card,
@@ -114,14 +114,7 @@ async def unsent(pool: Pool, wanted: Wanted) -> list[Durable]:
         for start in await uncarded_starts(conn):
             if not await wanted(start.session_id):
                 continue
-            events: list[CommittedEvent] = []
-            rev = start.rev
-            while True:
-                page = await job_events(conn, start.session_id, rev, PAGE)
-                events.extend(committed_of(record) for record in page)
-                if len(page) < PAGE:
-                    break
-                rev = page[-1].rev + 1
+            events = await _paged(job_events, conn, start.session_id, start.rev)
             found.append(Durable(start.session_id, start.agent_id, events))
     return found
 
@@ -131,13 +124,23 @@ async def resumable(pool: Pool) -> list[Resumable]:
     found: list[Resumable] = []
     async with pool.acquire() as conn:
         for row in await open_cards(conn):
-            events: list[CommittedEvent] = []
-            rev = row.started_rev + 1
-            while True:
-                page = await read_events(conn, row.session_id, rev, PAGE)
-                events.extend(committed_of(record) for record in page)
-                if len(page) < PAGE:
-                    break
-                rev = page[-1].rev + 1
+            events = await _paged(read_events, conn, row.session_id, row.started_rev + 1)
             found.append(Resumable(row, events, await get_session(conn, row.session_id)))
     return found
+
+
+PageRead = Callable[[Connection, str, int, int], Awaitable[list[EventRecord]]]
+"""Up to a number of a session's events from a rev on, in rev order."""
+
+
+async def _paged(
+    read: PageRead, conn: Connection, session_id: str, rev: int
+) -> list[CommittedEvent]:
+    """Every event `read` gives of the session from `rev` on, `PAGE` at a time."""
+    events: list[CommittedEvent] = []
+    while True:
+        page = await read(conn, session_id, rev, PAGE)
+        events.extend(committed_of(record) for record in page)
+        if len(page) < PAGE:
+            return events
+        rev = page[-1].rev + 1
