@@ -19,6 +19,7 @@ from choir.daemon.proposals import git_apply
 from choir.daemon.proposals.executor import ProposalApplier
 from choir.daemon.proposals.skill import ProposedFile
 from choir.daemon.proposals.steps import ApplyState
+from choir.daemon.proposals.tool import STUB_MARKER, check_registration
 from choir.daemon.staging.stage import ConfigStage
 from choir.errors import UsageError
 from choir.home import ChoirHome
@@ -27,6 +28,7 @@ from choir.store.approvals.pending import ApprovalRow
 from choir.store.postgres.pool import Pool
 from tests.daemon.conftest import read_config, write_config
 from tests.daemon.test_proposal_executor import Edges
+from tests.harness.proposals import SHOUT, SHOUT_PROPOSAL, implement
 from tests.proposals.test_skill_apply_live import TRIAGE
 
 SKILL = RequestApprovalRequest(
@@ -194,6 +196,30 @@ def test_the_push_of_the_merge_is_a_compare_and_swap_on_the_remote(
     with pytest.raises(git_apply.ApplyError, match="refused the push of proposal/s/y"):
         git_apply.commit_file(target, "proposal/s/y", other, who, "add x")
     assert head(bare, "proposal/s/y") == theirs
+
+
+async def test_a_tool_is_registered_from_the_branch_a_human_pushed_to_the_remote(
+    pool: Pool, home: ChoirHome, bare: Path, remote: ConfigStage, tmp_path: Path
+) -> None:
+    services = AgentServices.build(pool, remote)
+    started = await services.sessions.start("agent-1", {})
+    ctx = await services.sessions.authenticate(started.session_id, started.lease_token)
+    tool = RequestApprovalRequest(request_type="tool", payload=SHOUT_PROPOSAL)
+    asked = await services.approvals.request(ctx, tool)
+    approved = await services.approvals.approve(asked.approval_id, by="choirctl")
+    applier = ProposalApplier(pool, RemoteEdges(remote, home), lambda *_: None)
+
+    waiting = await applier.run(approved.id)
+    assert waiting.step == "implement"
+    assert STUB_MARKER in git(bare, "show", f"{waiting.branch}:tools/{SHOUT}")  # pushed
+    commit = implement(bare, waiting.branch, tmp_path)  # written and pushed by a human
+    target = git_apply.target_repo(remote.running.config, "agent-1", home)
+    assert check_registration(target, waiting.branch, SHOUT) == commit  # read as fetched
+    done = await applier.register(approved.id, commit)
+
+    assert (done.step, done.commit_id) == ("done", commit)
+    assert head(bare) == commit
+    assert git(bare, "ls-tree", "main", f"tools/{SHOUT}").split()[0] == "100755"
 
 
 async def test_a_repo_change_or_a_shared_remote_is_refused_when_proposed(

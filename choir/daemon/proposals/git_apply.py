@@ -41,6 +41,7 @@ from choir.failpoints import failpoint_sync
 from choir.home import ChoirHome
 
 GIT_TIMEOUT_S = 60.0
+_AGAIN = "propose it again"
 
 
 class ApplyError(ChoirError):
@@ -150,9 +151,7 @@ def _remote_target(home: ChoirHome | None, agent_id: str, repo: RepoRef) -> Targ
         why = repos.repo_states(home).get(key, {}).get("error") or "the fetch failed"
         raise ApplyError(f"choird cannot fetch {shown} ({why}): fix the remote's access")
     target = TargetRepo(found.path, repo.ref, remote=shown)
-    if _git(found.path, "rev-parse", "--verify", "--quiet", target.branch_ref(repo.ref), ok=(0, 1))[
-        0
-    ]:
+    if _commit_at(found.path, target.branch_ref(repo.ref)) is None:
         raise ApplyError(
             f"agents.{agent_id}.repo.ref {repo.ref!r} is not a branch of {shown}: "
             "proposals merge into a branch"
@@ -238,10 +237,15 @@ def _existing(repo: TargetRepo, branch: str) -> str | None:
     """The branch's commit if it exists: the remote's first (a restart after its push, even
     from a new clone), then the repo's own (a restart before it)."""
     for name in dict.fromkeys((repo.branch_ref(branch), f"refs/heads/{branch}")):
-        code, out = _git(repo.path, "rev-parse", "--verify", "--quiet", name, ok=(0, 1))
-        if code == 0:
-            return out
+        found = _commit_at(repo.path, name)
+        if found is not None:
+            return found
     return None
+
+
+def _commit_at(path: Path, name: str) -> str | None:
+    code, out = _git(path, "rev-parse", "--verify", "--quiet", name, ok=(0, 1))
+    return out if code == 0 else None
 
 
 def read_git(repo: TargetRepo, *args: str, ok: tuple[int, ...] = (0,)) -> tuple[int, str]:
@@ -261,10 +265,13 @@ def merge(
         if _is_ancestor(repo, commit, current):
             return current
         if repo.remote and expected is not None and current != expected:
-            raise ApplyError(_moved(repo, expected, current))
+            raise ApplyError(f"{RemoteMoved.of(repo, expected, current).message}; {_AGAIN}")
         target = _merged(repo, current, commit, who, message)
         failpoint_sync("proposal.merge.before_push")
-        _move(repo, current, target)
+        try:
+            _move(repo, current, target)
+        except RemoteMoved as moved:
+            raise ApplyError(f"{moved.message}; {_AGAIN}") from None
         failpoint_sync("proposal.merge.after_push")
         return target
 
@@ -299,7 +306,10 @@ def revert(repo: TargetRepo, merged_from: str, commit: str) -> None:
                 f"{repo.ref} moved on after the merge (now {current[:12]}): "
                 f"revert {commit[:12]} by hand"
             )
-        _move(repo, current, merged_from)
+        try:
+            _move(repo, current, merged_from)
+        except RemoteMoved as moved:
+            raise ApplyError(f"{moved.message}; revert {commit[:12]} by hand") from None
 
 
 def _move(repo: TargetRepo, old: str, new: str) -> None:
@@ -335,7 +345,7 @@ def _push(repo: TargetRepo, refspec: str, *, lease: str | None = None) -> None:
     branch = name.removeprefix("refs/heads/")
     now = _remote_head(repo, name)
     if lease is not None and now != lease:
-        raise ApplyError(_moved(repo, lease, now))
+        raise RemoteMoved.of(repo, lease, now)
     raise ApplyError(
         f"{repo.where} refused the push of {branch} ({why}; it is at {(now or 'nothing')[:12]}): "
         "nothing pushed; delete that branch there or propose anew"
@@ -347,12 +357,16 @@ def _remote_head(repo: TargetRepo, name: str) -> str | None:
     return out.split()[0] if out else None
 
 
-def _moved(repo: TargetRepo, expected: str, now: str | None) -> str:
-    return (
-        f"{repo.ref} on {repo.where} moved while choird applied the proposal (it was "
-        f"{expected[:12]}, now {(now or 'deleted')[:12]}): nothing pushed, {repo.ref} left as "
-        "it is; propose it again"
-    )
+class RemoteMoved(ApplyError):
+    """The remote's ref is not where choird read it: the compare-and-swap refused the push."""
+
+    @classmethod
+    def of(cls, repo: TargetRepo, expected: str, now: str | None) -> RemoteMoved:
+        return cls(
+            f"{repo.ref} on {repo.where} moved while choird applied the proposal (it was "
+            f"{expected[:12]}, now {(now or 'deleted')[:12]}): nothing pushed, {repo.ref} left "
+            "as it is"
+        )
 
 
 def _locked(repo: TargetRepo) -> AbstractContextManager[None]:
