@@ -28,6 +28,7 @@ from choir.store.approvals.pending import ApprovalRow
 from choir.store.postgres.pool import Pool
 from tests.daemon.conftest import read_config, write_config
 from tests.daemon.test_proposal_executor import Edges
+from tests.harness.git_http import git_http
 from tests.harness.proposals import SHOUT, SHOUT_PROPOSAL, implement
 from tests.proposals.test_skill_apply_live import TRIAGE
 
@@ -91,6 +92,13 @@ def remote(home: ChoirHome, bare: Path) -> ConfigStage:
     return ConfigStage(load_home(home))
 
 
+def with_url(home: ChoirHome, url: str) -> ConfigStage:
+    data = read_config(home)
+    data["agents"]["agent-1"]["repo"] = {"url": url, "ref": "main"}
+    write_config(home, data)
+    return ConfigStage(load_home(home))
+
+
 def head(bare: Path, ref: str = "main") -> str:
     return git(bare, "rev-parse", ref).strip()
 
@@ -107,19 +115,30 @@ def push_elsewhere(bare: Path, work: Path, name: str) -> str:
     return head(work, "HEAD")
 
 
-async def approved_skill(pool: Pool, stage: ConfigStage) -> tuple[str, ApprovalRow]:
+async def approved_skill(
+    pool: Pool, stage: ConfigStage, *names: str
+) -> tuple[str, list[ApprovalRow]]:
+    """A session of agent-1 proposing skill triage (or each of `names`), each approved."""
     services = AgentServices.build(pool, stage)
     started = await services.sessions.start("agent-1", {})
     ctx = await services.sessions.authenticate(started.session_id, started.lease_token)
-    asked = await services.approvals.request(ctx, SKILL)
-    return started.session_id, await services.approvals.approve(asked.approval_id, by="choirctl")
+    approved = []
+    for name in names or ("triage",):
+        asked = await services.approvals.request(
+            ctx,
+            RequestApprovalRequest(
+                request_type="skill", payload={"spec": {**TRIAGE, "name": name}, "rationale": "x"}
+            ),
+        )
+        approved.append(await services.approvals.approve(asked.approval_id, by="choirctl"))
+    return started.session_id, approved
 
 
 async def test_an_approved_skill_is_merged_on_the_remote_and_in_choirds_clone(
     pool: Pool, home: ChoirHome, bare: Path, remote: ConfigStage
 ) -> None:
     before = head(bare)
-    session, approved = await approved_skill(pool, remote)
+    session, [approved] = await approved_skill(pool, remote)
     edges = RemoteEdges(remote, home)
     ended: list[ApprovalRow] = []
 
@@ -143,7 +162,7 @@ async def test_an_update_that_fails_pushes_the_remote_back(
     pool: Pool, home: ChoirHome, bare: Path, remote: ConfigStage
 ) -> None:
     before = head(bare)
-    _, approved = await approved_skill(pool, remote)
+    _, [approved] = await approved_skill(pool, remote)
     edges = RemoteEdges(remote, home, fail="update")
 
     state = await ProposalApplier(pool, edges, lambda *_: None).run(approved.id)
@@ -157,7 +176,7 @@ async def test_an_update_that_fails_pushes_the_remote_back(
 async def test_a_remote_that_moved_after_choird_read_it_fails_the_merge_and_is_left_as_is(
     pool: Pool, home: ChoirHome, bare: Path, remote: ConfigStage
 ) -> None:
-    _, approved = await approved_skill(pool, remote)
+    _, [approved] = await approved_skill(pool, remote)
     theirs: list[str] = []
     work = home.root.parent / "work"
     edges = RemoteEdges(
@@ -196,6 +215,36 @@ def test_the_push_of_the_merge_is_a_compare_and_swap_on_the_remote(
     with pytest.raises(git_apply.ApplyError, match="refused the push of proposal/s/y"):
         git_apply.commit_file(target, "proposal/s/y", other, who, "add x")
     assert head(bare, "proposal/s/y") == theirs
+
+
+async def test_over_smart_http_with_a_token_in_the_url_which_no_message_shows(
+    pool: Pool, home: ChoirHome, bare: Path
+) -> None:
+    token = "s3cret-token-7f"
+    with git_http(bare.parent, "agent-1", token) as (server, requests):
+        stage = with_url(home, server.url(bare.name))
+        _, [first, second] = await approved_skill(pool, stage, "triage", "sorting")
+        state = await ProposalApplier(pool, RemoteEdges(stage, home), lambda *_: None).run(first.id)
+        assert state.step == "done"
+        assert head(bare) == state.commit_id  # pushed over HTTP
+        assert any("git-receive-pack" in line for line in requests)
+
+        theirs: list[str] = []
+        work = home.root.parent / "work"
+        race = RemoteEdges(
+            stage, home, race=lambda: theirs.append(push_elsewhere(bare, work, "theirs"))
+        )
+        moved = await ProposalApplier(pool, race, lambda *_: None).run(second.id)
+
+    assert (moved.step, moved.failed_step) == ("failed", "merge")
+    assert f"main on {server.url(bare.name, credentials=False)} moved" in str(moved.reason)
+    assert head(bare) == theirs[0]
+    async with pool.acquire() as conn:
+        said = await conn.fetchval(
+            "SELECT string_agg(detail, ' ') FROM choir_control.approval_audit"
+        )
+    assert token not in said + str(moved.reason)
+    assert token not in (home.repos / "state.json").read_text()
 
 
 async def test_a_tool_is_registered_from_the_branch_a_human_pushed_to_the_remote(
