@@ -283,8 +283,8 @@ async def test_a_repo_change_or_a_shared_remote_is_refused_when_proposed(
     with pytest.raises(UsageError) as repo_change:
         await services.approvals.request(ctx, change)
     data = read_config(home)
-    data["agents"]["agent-2"]["repo"] = {"url": f"file://{bare}", "ref": "main"}
-    write_config(home, data)
+    data["agents"]["agent-2"]["repo"] = {"url": f"{bare}/", "ref": "main"}  # the same, spelt
+    write_config(home, data)  # as a path
     shared = AgentServices.build(pool, ConfigStage(load_home(home)))
     with pytest.raises(UsageError) as skill:
         await shared.approvals.request(ctx, SKILL)

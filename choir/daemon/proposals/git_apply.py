@@ -29,6 +29,7 @@ from collections.abc import Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import unquote, urlsplit
 
 from choir.config import ChoirConfig
 from choir.config.model import RepoRef
@@ -108,8 +109,12 @@ def shared_with(config: ChoirConfig, agent_id: str) -> str | None:
 
 
 def _same_place(url: str) -> str:
+    """Where `url` leads, so two spellings of one repo compare equal: a `file://` URL as the
+    path it names, a path resolved, another URL without its user info (a token)."""
     url = url.strip()
-    return os.path.realpath(os.path.expanduser(url)) if is_local(url) else url
+    if url.startswith("file://"):
+        url = unquote(urlsplit(url).path)
+    return os.path.realpath(os.path.expanduser(url)) if is_local(url) else display_url(url)
 
 
 def target_repo(config: ChoirConfig, agent_id: str, home: ChoirHome | None = None) -> TargetRepo:
