@@ -351,9 +351,10 @@ def _push(repo: TargetRepo, refspec: str, *, lease: str | None = None) -> None:
     now = _remote_head(repo, name)
     if lease is not None and now != lease:
         raise RemoteMoved.of(repo, lease, now)
+    advice = "" if lease is not None else "; delete that branch there or propose anew"
     raise ApplyError(
         f"{repo.where} refused the push of {branch} ({why}; it is at {(now or 'nothing')[:12]}): "
-        "nothing pushed; delete that branch there or propose anew"
+        f"nothing pushed{advice}"
     )
 
 
