@@ -65,6 +65,8 @@ KNOWN_FAILPOINTS: Final = frozenset(
         "proposal.after_merge",
         "proposal.after_build",
         "proposal.after_update",
+        "proposal.merge.before_push",
+        "proposal.merge.after_push",
         "proposal.config_after_write",
         "telegram.card.before_store",
         "telegram.card.after_send",
@@ -110,6 +112,9 @@ transaction; their versions and vectors not yet, nothing committed.
 `memory backfill-tools`, more sessions may wait.
 `proposal.after_<step>` (choird): an approved proposal's apply finished that step (commit,
 merge, build, update) and recorded it; the next has not begun.
+`proposal.merge.before_push` / `proposal.merge.after_push` (choird): an apply's merge is
+computed, the configured ref not moved yet / moved (a remote repo's: pushed), the step not
+recorded done.
 `proposal.config_after_write` (choird): an approved config change is written to config.json,
 not yet loaded nor applied.
 `telegram.card.before_store` (choird): a core job's `core_started` is durable, its card is

@@ -40,6 +40,15 @@ FETCH_TIMEOUT_S: Final = 60.0
 """A clone or fetch taking longer is abandoned (and counts as a failed fetch)."""
 GLOBAL: Final = "global"
 """The repo key of the global repo; agent repos are keyed `agents/<agent-id>`."""
+REMOTE_ENV: Final = {
+    "GIT_ASKPASS": "",
+    "SSH_ASKPASS": "",
+    "GIT_SSH_COMMAND": "ssh -o BatchMode=yes -o ConnectTimeout=10",
+    "GIT_HTTP_LOW_SPEED_LIMIT": "1",
+    "GIT_HTTP_LOW_SPEED_TIME": "30",
+}
+"""What a git talking to a remote (a fetch, an apply's push) runs with, over `git_env`: never a
+prompt (ssh in batch mode, no askpass), a stalled transfer abandoned."""
 _SCP_LIKE: Final = re.compile(r"^[\w.-]+@[\w.-]+:")
 _USERINFO: Final = re.compile(r"(?<=://)[^/@]+@")
 _locks: dict[Path, threading.RLock] = {}
@@ -262,13 +271,7 @@ def _record(
 
 def _git(cwd: Path, *args: str) -> str:
     """Run git non-interactively with the operator's global config ignored; one-line errors."""
-    env = git_env(
-        GIT_ASKPASS="",
-        SSH_ASKPASS="",
-        GIT_SSH_COMMAND="ssh -o BatchMode=yes -o ConnectTimeout=10",
-        GIT_HTTP_LOW_SPEED_LIMIT="1",
-        GIT_HTTP_LOW_SPEED_TIME="30",
-    )
+    env = git_env(**REMOTE_ENV)
     try:
         done = subprocess.run(
             ["git", "-c", "advice.detachedHead=false", *args],

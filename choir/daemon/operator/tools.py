@@ -33,7 +33,7 @@ async def tool_register(ctx: OperatorContext, request: ToolRegister) -> Approval
             f"the tool on {request.branch} is being registered already (at {step}): "
             f"follow it with choirctl approval show {approval_id}"
         )
-    repo = git_apply.target_repo(ctx.config, request.agent_id)
+    repo = await asyncio.to_thread(git_apply.target_repo, ctx.config, request.agent_id, ctx.home)
     name = request.branch.rsplit("/", 1)[-1]
     tip = await asyncio.to_thread(check_registration, repo, request.branch, name)
     await ctx.proposals.register(approval_id, tip)

@@ -19,7 +19,7 @@ from choir.config import ChoirConfig
 from choir.core.skills.runner import CONTROL_TOOLS
 from choir.daemon.images import repos
 from choir.daemon.proposals.config_patch import patched_config
-from choir.daemon.proposals.git_apply import ApplyError, local_repo
+from choir.daemon.proposals.git_apply import ApplyError, repo_url
 from choir.daemon.proposals.repo_change import REPO_CHANGE, fetch_proposal, slug_of
 from choir.daemon.proposals.skill import skill_file
 from choir.daemon.proposals.tool import proposed_tool
@@ -85,9 +85,9 @@ def proposal_check(
 
 def require_applicable_repo(config: ChoirConfig, agent_id: str) -> None:
     """Refuse (`UsageError`, one line for the model) a proposal its apply could not write: the
-    agent's repo is not configured, or is a remote URL."""
+    agent's repo is not configured, or is not the agent's alone."""
     try:
-        local_repo(config, agent_id)
+        repo_url(config, agent_id)
     except ApplyError as error:
         raise UsageError(f"this proposal could not be applied: {error.message}") from None
 

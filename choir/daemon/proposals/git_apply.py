@@ -7,6 +7,17 @@ conflict is reported, nothing changes); the configured ref then moves by compare
 through `git merge --ff-only` when it is the branch checked out, which keeps that working tree
 (what choird builds a local repo from) in step. Every operation is idempotent: a choird killed in
 the middle runs it again on restart.
+
+A repo configured as a remote URL is written through choird's own clone of it — the one builds
+read (`images.repos`), fetched before each step, so a failed fetch fails the step rather than
+applying to a stale copy. Its branches are read as that fetch saw them (`refs/remotes/origin/…`)
+and moved by pushing to the remote under the clone's remote name (no URL, so no token, in
+argv): the proposal branch by a plain push (refused unless new or the same commit), the
+configured ref by `--force-with-lease` on the head the merge started from (compare-and-swap: a
+remote that moved is refused, nothing pushed). A push also updates the clone's copy of the
+branch, which is what the process runtime builds from without fetching. choird pushes with the
+access it fetches with — its own environment (ssh in batch mode, the URL) — not the agent's
+git identity's credentials, which only the agent holds.
 """
 
 from __future__ import annotations
@@ -15,16 +26,23 @@ import os
 import subprocess
 import tempfile
 from collections.abc import Sequence
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import unquote, urlsplit
 
 from choir.config import ChoirConfig
+from choir.config.model import RepoRef
 from choir.config.scaffolding.gitrepo import git_env
-from choir.daemon.images.repos import is_local
+from choir.daemon.images import repos
+from choir.daemon.images.repos import display_url, is_local
 from choir.daemon.proposals.skill import ProposedFile
 from choir.errors import ChoirError
+from choir.failpoints import failpoint_sync
+from choir.home import ChoirHome
 
 GIT_TIMEOUT_S = 60.0
+_AGAIN = "propose it again"
 
 
 class ApplyError(ChoirError):
@@ -33,10 +51,21 @@ class ApplyError(ChoirError):
 
 @dataclass(frozen=True)
 class TargetRepo:
-    """The agent's repo an apply writes to: a local repository and the branch choird builds."""
+    """The agent's repo an apply writes to: a local repository and the branch choird builds,
+    or (`remote` set) choird's clone of a remote repository."""
 
     path: Path
     ref: str
+    remote: str | None = None
+    """The remote's URL as shown (no user info); None for a local repository."""
+
+    def branch_ref(self, branch: str) -> str:
+        """Where `branch` is read: the repo's own, or the remote's as choird last fetched it."""
+        return f"refs/remotes/origin/{branch}" if self.remote else f"refs/heads/{branch}"
+
+    @property
+    def where(self) -> str:
+        return self.remote or str(self.path)
 
 
 @dataclass(frozen=True)
@@ -45,26 +74,23 @@ class Identity:
     email: str
 
 
-def local_repo(config: ChoirConfig, agent_id: str) -> Path:
-    """The agent's repo path, refused unless it is configured as a local path: what a
-    proposal is checked against when it is made (the rest `target_repo` checks when applying)."""
+def repo_url(config: ChoirConfig, agent_id: str) -> str:
+    """The agent's repo (a local path or a git URL), refused when there is none or it is not the
+    agent's alone: what a proposal is checked against when it is made (the rest `target_repo`
+    checks when applying)."""
     agent = config.agents.get(agent_id)
     if agent is None:
         raise ApplyError(f"agent {agent_id} is no longer configured")
     url = agent.repo.url.strip()
     if not url:
         raise ApplyError(
-            f"agent {agent_id} has no repo: set agents.{agent_id}.repo.url to a local repository"
-        )
-    if not is_local(url):
-        raise ApplyError(
-            f"agents.{agent_id}.repo.url is a remote URL; choird applies proposals only to a "
-            "local repository path for now: commit the proposal branch there by hand"
+            f"agent {agent_id} has no repo: set agents.{agent_id}.repo.url to a local repository "
+            "or a git URL"
         )
     shared = shared_with(config, agent_id)
     if shared is not None:
         raise ApplyError(shared)
-    return Path(url).expanduser()
+    return url
 
 
 def shared_with(config: ChoirConfig, agent_id: str) -> str | None:
@@ -83,14 +109,22 @@ def shared_with(config: ChoirConfig, agent_id: str) -> str | None:
 
 
 def _same_place(url: str) -> str:
+    """Where `url` leads, so two spellings of one repo compare equal: a `file://` URL as the
+    path it names, a path resolved, another URL without its user info (a token)."""
     url = url.strip()
-    return os.path.realpath(os.path.expanduser(url)) if is_local(url) else url
+    if url.startswith("file://"):
+        url = unquote(urlsplit(url).path)
+    return os.path.realpath(os.path.expanduser(url)) if is_local(url) else display_url(url)
 
 
-def target_repo(config: ChoirConfig, agent_id: str) -> TargetRepo:
-    """The agent's configured repo, which must be a local repository with `ref` a branch."""
-    path = local_repo(config, agent_id)
+def target_repo(config: ChoirConfig, agent_id: str, home: ChoirHome | None = None) -> TargetRepo:
+    """The agent's configured repo with `ref` a branch: a local repository, or choird's clone
+    of a remote one, fetched now (blocking; it needs `home`, where the clone is)."""
+    url = repo_url(config, agent_id)
     agent = config.agents[agent_id]
+    if not is_local(url):
+        return _remote_target(home, agent_id, agent.repo)
+    path = Path(url).expanduser()
     if _git(path, "rev-parse", "--verify", "--quiet", f"refs/heads/{agent.repo.ref}", ok=(0, 1))[0]:
         raise ApplyError(
             f"agents.{agent_id}.repo.ref {agent.repo.ref!r} is not a branch of {path}: "
@@ -102,6 +136,30 @@ def target_repo(config: ChoirConfig, agent_id: str) -> TargetRepo:
         raise ApplyError(  # choird builds a local repo from its working tree, whatever it holds
             f"{path} has {checked_out or 'a detached HEAD'} checked out, not {target.ref}: "
             f"check out {target.ref} there so the build sees the merge"
+        )
+    return target
+
+
+def _remote_target(home: ChoirHome | None, agent_id: str, repo: RepoRef) -> TargetRepo:
+    """choird's clone of the remote repo, fetched: a fetch that fails fails the step (a build
+    would carry on with the stale clone; an apply must see the remote as it is)."""
+    shown = display_url(repo.url.strip())
+    if home is None:
+        raise ApplyError(f"agent {agent_id}'s repo {shown} is remote: choird has no clone here")
+    key = repos.repo_key(agent_id)
+    try:
+        with repos.clone_lock(repos.clone_path(home, key)):
+            found = repos.checkout(home, key, repo)
+    except ChoirError as error:
+        raise ApplyError(error.message) from None
+    if found.stale:
+        why = repos.repo_states(home).get(key, {}).get("error") or "the fetch failed"
+        raise ApplyError(f"choird cannot fetch {shown} ({why}): fix the remote's access")
+    target = TargetRepo(found.path, repo.ref, remote=shown)
+    if _commit_at(found.path, target.branch_ref(repo.ref)) is None:
+        raise ApplyError(
+            f"agents.{agent_id}.repo.ref {repo.ref!r} is not a branch of {shown}: "
+            "proposals merge into a branch"
         )
     return target
 
@@ -118,7 +176,7 @@ def identity_of(config: ChoirConfig, agent_id: str) -> Identity:
 
 
 def head(repo: TargetRepo) -> str:
-    return _out(repo.path, "rev-parse", f"refs/heads/{repo.ref}")
+    return _out(repo.path, "rev-parse", repo.branch_ref(repo.ref))
 
 
 def commit_file(
@@ -136,18 +194,30 @@ def commit_files(
     who: Identity,
     message: str,
 ) -> tuple[str, str]:
-    """`commit_file` for several files in one commit (a tool's manifest and its stub)."""
-    existing = _git(
-        repo.path, "rev-parse", "--verify", "--quiet", f"refs/heads/{branch}", ok=(0, 1)
-    )
-    if existing[0] == 0:
-        commit = existing[1]
+    """`commit_file` for several files in one commit (a tool's manifest and its stub). A
+    remote gets the branch pushed (again, on a restart: the same commit is no change)."""
+    with _locked(repo):
+        base, commit = _committed(repo, branch, files, who, message)
+        if repo.remote:
+            _push(repo, f"{commit}:refs/heads/{branch}")
+        return base, commit
+
+
+def _committed(
+    repo: TargetRepo,
+    branch: str,
+    files: Sequence[ProposedFile],
+    who: Identity,
+    message: str,
+) -> tuple[str, str]:
+    existing = _existing(repo, branch)
+    if existing is not None:
         for file in files:
-            if _blob_at(repo, commit, file.path) != _hash_object(repo, file.content, write=False):
+            if _blob_at(repo, existing, file.path) != _hash_object(repo, file.content, write=False):
                 raise ApplyError(
                     f"branch {branch} exists with other content: delete it or propose anew"
                 )
-        return _out(repo.path, "rev-parse", f"{commit}^"), commit
+        return _out(repo.path, "rev-parse", f"{existing}^"), existing
     base = head(repo)
     with tempfile.TemporaryDirectory(prefix="choir-apply-") as scratch:
         index = {"GIT_INDEX_FILE": str(Path(scratch) / "index")}
@@ -168,17 +238,51 @@ def commit_files(
     return base, commit
 
 
+def _existing(repo: TargetRepo, branch: str) -> str | None:
+    """The branch's commit if it exists: the remote's first (a restart after its push, even
+    from a new clone), then the repo's own (a restart before it)."""
+    for name in dict.fromkeys((repo.branch_ref(branch), f"refs/heads/{branch}")):
+        found = _commit_at(repo.path, name)
+        if found is not None:
+            return found
+    return None
+
+
+def _commit_at(path: Path, name: str) -> str | None:
+    code, out = _git(path, "rev-parse", "--verify", "--quiet", name, ok=(0, 1))
+    return out if code == 0 else None
+
+
 def read_git(repo: TargetRepo, *args: str, ok: tuple[int, ...] = (0,)) -> tuple[int, str]:
     """A read-only git command in the repo, as this module runs git; (exit code, stdout)."""
     return _git(repo.path, *args, ok=ok)
 
 
-def merge(repo: TargetRepo, commit: str, who: Identity, message: str) -> str:
+def merge(
+    repo: TargetRepo, commit: str, who: Identity, message: str, expected: str | None = None
+) -> str:
     """Merge `commit` into the ref (fast-forward when the ref has not moved); the ref's new
-    head. Already merged: its head as it is. A conflict raises `ApplyError` naming the files."""
-    current = head(repo)
-    if _is_ancestor(repo, commit, current):
-        return current
+    head. Already merged: its head as it is. A conflict raises `ApplyError` naming the files.
+    A remote's ref must still be at `expected` (the head the merge was recorded to start from,
+    what an undo resets it to): one that moved fails the merge, nothing pushed."""
+    with _locked(repo):
+        current = head(repo)
+        if _is_ancestor(repo, commit, current):
+            return current
+        if repo.remote and expected is not None and current != expected:
+            raise ApplyError(f"{RemoteMoved.of(repo, expected, current).message}; {_AGAIN}")
+        target = _merged(repo, current, commit, who, message)
+        failpoint_sync("proposal.merge.before_push")
+        try:
+            _move(repo, current, target)
+        except RemoteMoved as moved:
+            raise ApplyError(f"{moved.message}; {_AGAIN}") from None
+        failpoint_sync("proposal.merge.after_push")
+        return target
+
+
+def _merged(repo: TargetRepo, current: str, commit: str, who: Identity, message: str) -> str:
+    """The ref's next head: `commit` itself (fast-forward), or a merge commit of the two."""
     target = commit
     if not _is_ancestor(repo, current, commit):
         code, out = _git(
@@ -191,27 +295,34 @@ def merge(repo: TargetRepo, commit: str, who: Identity, message: str) -> str:
         target = _out(
             repo.path, "commit-tree", tree, "-p", current, "-p", commit, "-m", message, env=_as(who)
         )
-    _move(repo, current, target)
     return target
 
 
 def revert(repo: TargetRepo, merged_from: str, commit: str) -> None:
     """Put the ref back at `merged_from` if it holds the proposal's `commit` and nothing more
     (its head is the commit, or the merge of it); otherwise leave it and say why."""
-    current = head(repo)
-    if current == merged_from:
-        return
-    parents = _out(repo.path, "rev-list", "--parents", "-n", "1", current).split()[1:]
-    if current != commit and parents != [merged_from, commit]:
-        raise ApplyError(
-            f"{repo.ref} moved on after the merge (now {current[:12]}): "
-            f"revert {commit[:12]} by hand"
-        )
-    _move(repo, current, merged_from)
+    with _locked(repo):
+        current = head(repo)
+        if current == merged_from:
+            return
+        parents = _out(repo.path, "rev-list", "--parents", "-n", "1", current).split()[1:]
+        if current != commit and parents != [merged_from, commit]:
+            raise ApplyError(
+                f"{repo.ref} moved on after the merge (now {current[:12]}): "
+                f"revert {commit[:12]} by hand"
+            )
+        try:
+            _move(repo, current, merged_from)
+        except RemoteMoved as moved:
+            raise ApplyError(f"{moved.message}; revert {commit[:12]} by hand") from None
 
 
 def _move(repo: TargetRepo, old: str, new: str) -> None:
-    """Move the ref old → new; through the working tree when it is the branch checked out."""
+    """Move the ref old → new: a remote's by a push with a lease on `old`; a local one through
+    the working tree when it is the branch checked out."""
+    if repo.remote:
+        _push(repo, f"{new}:refs/heads/{repo.ref}", lease=old)
+        return
     checked_out = _git(repo.path, "symbolic-ref", "--quiet", "HEAD", ok=(0, 1))[1]
     if checked_out == f"refs/heads/{repo.ref}" and _has_worktree(repo):
         how = "--ff-only" if _is_ancestor(repo, old, new) else None
@@ -221,6 +332,52 @@ def _move(repo: TargetRepo, old: str, new: str) -> None:
             _out(repo.path, "reset", "--quiet", "--keep", new)
         return
     _out(repo.path, "update-ref", f"refs/heads/{repo.ref}", new, old)
+
+
+def _push(repo: TargetRepo, refspec: str, *, lease: str | None = None) -> None:
+    """Push `refspec` (`<commit>:refs/heads/<branch>`) to the remote: plainly (a new branch, or
+    the commit it already has), or with a lease (the branch must still be at `lease`). A
+    refusal raises `ApplyError` saying where the remote's branch is now."""
+    name = refspec.rpartition(":")[2]
+    args = ["push", "--porcelain", "--no-verify", "origin", refspec]
+    if lease is not None:
+        args.insert(1, f"--force-with-lease={name}:{lease}")
+    code, out = _git(repo.path, *args, ok=(0, 1), env=dict(repos.REMOTE_ENV))
+    if code == 0:
+        return
+    refused = [line for line in out.splitlines() if line.startswith("!")]
+    why = refused[0].rsplit("\t", 1)[-1] if refused else "refused"
+    branch = name.removeprefix("refs/heads/")
+    now = _remote_head(repo, name)
+    if lease is not None and now != lease:
+        raise RemoteMoved.of(repo, lease, now)
+    advice = "" if lease is not None else "; delete that branch there or propose anew"
+    raise ApplyError(
+        f"{repo.where} refused the push of {branch} ({why}; it is at {(now or 'nothing')[:12]}): "
+        f"nothing pushed{advice}"
+    )
+
+
+def _remote_head(repo: TargetRepo, name: str) -> str | None:
+    out = _out(repo.path, "ls-remote", "origin", name, env=dict(repos.REMOTE_ENV))
+    return out.split()[0] if out else None
+
+
+class RemoteMoved(ApplyError):
+    """The remote's ref is not where choird read it: the compare-and-swap refused the push."""
+
+    @classmethod
+    def of(cls, repo: TargetRepo, expected: str, now: str | None) -> RemoteMoved:
+        return cls(
+            f"{repo.ref} on {repo.where} moved while choird applied the proposal (it was "
+            f"{expected[:12]}, now {(now or 'deleted')[:12]}): nothing pushed, {repo.ref} left "
+            "as it is"
+        )
+
+
+def _locked(repo: TargetRepo) -> AbstractContextManager[None]:
+    """A remote's clone is shared with builds and fetches (`repos.clone_lock`)."""
+    return repos.clone_lock(repo.path) if repo.remote else nullcontext()
 
 
 def _has_worktree(repo: TargetRepo) -> bool:
@@ -281,7 +438,6 @@ def _git(
         raise ApplyError(f"git {args[0]} took over {GIT_TIMEOUT_S:g} s in {cwd}") from None
     if done.returncode not in ok:
         lines = done.stderr.decode(errors="replace").strip().splitlines()
-        raise ApplyError(
-            f"git {args[0]} failed in {cwd}: {lines[-1] if lines else done.returncode}"
-        )
+        last = display_url(lines[-1]) if lines else done.returncode
+        raise ApplyError(f"git {args[0]} failed in {cwd}: {last}")
     return done.returncode, done.stdout.decode(errors="replace").strip()

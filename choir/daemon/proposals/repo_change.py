@@ -83,8 +83,8 @@ def clone_source(config: ChoirConfig, agent_id: str) -> tuple[str, str] | str:
         return f"agent {agent_id} has no repo: set agents.{agent_id}.repo.url"
     if not is_local(url):
         return (
-            f"agents.{agent_id}.repo.url is a remote URL; choird applies proposals only to a "
-            "local repository path"
+            f"agents.{agent_id}.repo.url is a remote URL; a repo change is proposed only for "
+            "a local repository path (skills and tools are applied to a remote too)"
         )
     shared = shared_with(config, agent_id)
     if shared is not None:

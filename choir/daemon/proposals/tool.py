@@ -119,12 +119,12 @@ def check_registration(repo: TargetRepo, branch: str, name: str) -> str:
     """The branch's tip when it registers tool `name` as `tool register` requires (see the
     module docstring); `NotFoundError` or `UsageError` saying what to fix otherwise."""
     code, tip = read_git(
-        repo, "rev-parse", "--verify", "--quiet", f"refs/heads/{branch}^{{commit}}", ok=(0, 1)
+        repo, "rev-parse", "--verify", "--quiet", f"{repo.branch_ref(branch)}^{{commit}}", ok=(0, 1)
     )
     if code:
-        raise NotFoundError(f"no branch {branch} in {repo.path}: see `git -C {repo.path} branch`")
+        raise NotFoundError(f"no branch {branch} in {repo.where}: see `git branch` there")
     manifest_path, executable = f"{TOOLS_DIR}/{name}.json", f"{TOOLS_DIR}/{name}"
-    base = read_git(repo, "merge-base", f"refs/heads/{repo.ref}", tip)[1]
+    base = read_git(repo, "merge-base", repo.branch_ref(repo.ref), tip)[1]
     changed = read_git(repo, "diff", "--name-only", "--no-renames", base, tip)[1].splitlines()
     own = (manifest_path, executable)
     stray = [p for p in changed if p not in own and not p.startswith(f"{executable}/")]

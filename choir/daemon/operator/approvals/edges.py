@@ -43,7 +43,7 @@ class OperatorApplyEdges:
         self, state: ApplyState, file: ProposedFile, *more: ProposedFile
     ) -> dict[str, str]:
         config = self._context().config
-        repo = git_apply.target_repo(config, state.agent_id)
+        repo = await self._repo(state)
         who = git_apply.identity_of(config, state.agent_id)
         message = f"{file.path}: proposed by {state.agent_id} ({state.approval_id})"
         base, commit = await asyncio.to_thread(
@@ -54,7 +54,7 @@ class OperatorApplyEdges:
     async def validate(self, state: ApplyState) -> dict[str, str]:
         """A tool's registration checked again as it is merged: the branch still at the
         commit the operator registered, and that commit still a valid registration."""
-        repo = git_apply.target_repo(self._context().config, state.agent_id)
+        repo = await self._repo(state)
         name = state.branch.rsplit("/", 1)[-1]
         tip = await asyncio.to_thread(check_registration, repo, state.branch, name)
         if tip != state.commit_id:
@@ -64,20 +64,21 @@ class OperatorApplyEdges:
         return {}
 
     async def fetched(self, state: ApplyState, sha256: str | None) -> dict[str, str]:
-        repo = git_apply.target_repo(self._context().config, state.agent_id)
+        repo = await self._repo(state)
         found = await asyncio.to_thread(repo_change.applicable, repo, state.branch, sha256)
         return {"base_commit": found.base, "commit_id": found.commit}
 
     async def ref_head(self, state: ApplyState) -> str:
-        repo = git_apply.target_repo(self._context().config, state.agent_id)
+        repo = await self._repo(state)
         return await asyncio.to_thread(git_apply.head, repo)
 
     async def merge(self, state: ApplyState) -> dict[str, str]:
         config = self._context().config
-        repo = git_apply.target_repo(config, state.agent_id)
+        repo = await self._repo(state)
         who = git_apply.identity_of(config, state.agent_id)
         message = f"Merge {state.branch} (approval {state.approval_id})"
-        await asyncio.to_thread(git_apply.merge, repo, _known(state.commit_id), who, message)
+        commit = _known(state.commit_id)
+        await asyncio.to_thread(git_apply.merge, repo, commit, who, message, state.merged_from)
         return {}
 
     async def build(self, state: ApplyState) -> dict[str, str]:
@@ -95,12 +96,17 @@ class OperatorApplyEdges:
         return {}
 
     async def revert(self, state: ApplyState) -> None:
-        repo = git_apply.target_repo(self._context().config, state.agent_id)
+        repo = await self._repo(state)
         merged_from, commit = _known(state.merged_from), _known(state.commit_id)
         await asyncio.to_thread(git_apply.revert, repo, merged_from, commit)
 
     async def redeploy(self, state: ApplyState) -> None:
         await self._update(state)
+
+    async def _repo(self, state: ApplyState) -> git_apply.TargetRepo:
+        """The agent's repo (a remote's clone is fetched: in a thread)."""
+        ctx = self._context()
+        return await asyncio.to_thread(git_apply.target_repo, ctx.config, state.agent_id, ctx.home)
 
     async def _update(self, state: ApplyState) -> None:
         def ignore(_: WireModel) -> None:
