@@ -3,13 +3,14 @@ an unreachable remote is a warning and a stale clone, never an error once cloned
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 
 import pytest
 
 from choir.config import load_home
 from choir.config.model import RepoRef
-from choir.config.scaffolding.gitrepo import git
+from choir.config.scaffolding.gitrepo import git, git_env
 from choir.daemon.images import repos
 from choir.errors import UsageError
 from choir.home import ChoirHome
@@ -188,3 +189,32 @@ def test_checkouts_fetches_every_repo_and_collects_warnings(tmp_path):
     assert [c.stale for c in found] == [True, False]
     assert len(warnings) == 1
     assert warnings[0].startswith("repo global: fetch from file://")
+
+
+@pytest.mark.parametrize(
+    ("asked", "answered"),
+    [
+        ("git.example.org:8443", "username=bot\npassword=t0k/en\n"),
+        ("elsewhere.example.org", ""),  # a redirect to another host gets nothing
+    ],
+)
+def test_an_https_urls_credentials_reach_git_only_through_its_helper(asked, answered):
+    env = repos.remote_env("https://bot:t0k%2Fen@git.example.org:8443/team/agent.git")
+    assert "t0k" not in repos.display_url("https://bot:t0k%2Fen@git.example.org:8443/x")
+    done = subprocess.run(
+        ["git", "credential", "fill"],
+        input=f"protocol=https\nhost={asked}\n\n",
+        env=git_env(**env),
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    lines = [
+        line for line in done.stdout.splitlines() if line.split("=")[0] in ("username", "password")
+    ]
+    assert "".join(f"{line}\n" for line in lines) == answered
+
+
+def test_a_url_without_credentials_gets_no_helper():
+    assert repos.remote_env("https://git.example.org/team/agent.git") == repos.REMOTE_ENV
+    assert repos.remote_env("git@git.example.org:team/agent.git") == repos.REMOTE_ENV

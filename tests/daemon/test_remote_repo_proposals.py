@@ -245,6 +245,8 @@ async def test_over_smart_http_with_a_token_in_the_url_which_no_message_shows(
         )
     assert token not in said + str(moved.reason)
     assert token not in (home.repos / "state.json").read_text()
+    # git is handed the token by a credential helper, never in argv nor the clone's config
+    assert token not in (home.repos / "agents" / "agent-1" / ".git" / "config").read_text()
 
 
 async def test_a_tool_is_registered_from_the_branch_a_human_pushed_to_the_remote(

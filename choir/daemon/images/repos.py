@@ -25,6 +25,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
+from urllib.parse import unquote
 
 from choir.config import ChoirConfig
 from choir.config.model import RepoRef
@@ -49,6 +50,17 @@ REMOTE_ENV: Final = {
 }
 """What a git talking to a remote (a fetch, an apply's push) runs with, over `git_env`: never a
 prompt (ssh in batch mode, no askpass), a stalled transfer abandoned."""
+_CREDENTIAL_HELPER: Final = (
+    '!f() { test "$1" = get || exit 0; host=; while read -r line && test -n "$line"; do '
+    'case "$line" in host=*) host="${line#host=}";; esac; done; '
+    'test "$host" = "$CHOIR_GIT_HOST" || exit 0; printf "username=%s\\n" "$CHOIR_GIT_USERNAME"; '
+    'test -z "$CHOIR_GIT_PASSWORD" || printf "password=%s\\n" "$CHOIR_GIT_PASSWORD"; }; f'
+)
+"""A credential helper answering git from the environment it runs with, for the URL's own host
+only (a redirect elsewhere gets nothing)."""
+_HTTP_USERINFO: Final = re.compile(
+    r"^https?://(?P<user>[^/@:]*)(?::(?P<password>[^/@]*))?@(?P<host>[^/?#]*)"
+)
 _SCP_LIKE: Final = re.compile(r"^[\w.-]+@[\w.-]+:")
 _USERINFO: Final = re.compile(r"(?<=://)[^/@]+@")
 _locks: dict[Path, threading.RLock] = {}
@@ -86,6 +98,25 @@ def clone_path(home: ChoirHome, key: str) -> Path:
 def is_local(url: str) -> bool:
     """True for a filesystem path (used in place), False for a URL to clone."""
     return not ("://" in url or _SCP_LIKE.match(url))
+
+
+def remote_env(url: str) -> dict[str, str]:
+    """What git talking to `url` runs with, over `git_env`: `REMOTE_ENV`, and the user and
+    password an https URL carries, handed to git by a credential helper from its environment.
+    git is given the URL without them (`display_url`), so a token is never on a command line,
+    which any user of the host can read (`ps`), nor in the clone's config."""
+    env = dict(REMOTE_ENV)
+    found = _HTTP_USERINFO.match(url)
+    if found is None:
+        return env
+    return env | {
+        "GIT_CONFIG_COUNT": "1",
+        "GIT_CONFIG_KEY_0": "credential.helper",
+        "GIT_CONFIG_VALUE_0": _CREDENTIAL_HELPER,
+        "CHOIR_GIT_HOST": found["host"],
+        "CHOIR_GIT_USERNAME": unquote(found["user"]),
+        "CHOIR_GIT_PASSWORD": unquote(found["password"] or ""),
+    }
 
 
 def display_url(url: str) -> str:
@@ -214,8 +245,10 @@ def _cached(home: ChoirHome, key: str, repo: RepoRef, field: str, *, fetch: bool
 def _fetch(path: Path, url: str) -> str | None:
     """Fetch every branch and tag of `url` into the clone; the error, or None."""
     try:
-        _git(path, "remote", "set-url", "origin", url)
-        _git(path, "fetch", "--quiet", "--prune", "--tags", "--force", "origin")
+        _git(path, "remote", "set-url", "origin", display_url(url))
+        _git(
+            path, "fetch", "--quiet", "--prune", "--tags", "--force", "origin", env=remote_env(url)
+        )
     except ChoirError as error:
         return error.message
     return None
@@ -226,7 +259,8 @@ def _clone(url: str, path: Path) -> None:
     staging = path.with_name(f".{path.name}.cloning")
     shutil.rmtree(staging, ignore_errors=True)
     try:
-        _git(path.parent, "clone", "--quiet", "--no-checkout", "--", url, str(staging))
+        shown, env = display_url(url), remote_env(url)
+        _git(path.parent, "clone", "--quiet", "--no-checkout", "--", shown, str(staging), env=env)
         shutil.rmtree(path, ignore_errors=True)
         staging.rename(path)
     finally:
@@ -269,9 +303,10 @@ def _record(
         staging.replace(home.repos / "state.json")
 
 
-def _git(cwd: Path, *args: str) -> str:
-    """Run git non-interactively with the operator's global config ignored; one-line errors."""
-    env = git_env(**REMOTE_ENV)
+def _git(cwd: Path, *args: str, env: dict[str, str] | None = None) -> str:
+    """Run git non-interactively with the operator's global config ignored; one-line errors.
+    `env` (`remote_env`) for a command that reaches the remote."""
+    env = git_env(**(env or REMOTE_ENV))
     try:
         done = subprocess.run(
             ["git", "-c", "advice.detachedHead=false", *args],

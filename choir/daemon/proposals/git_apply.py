@@ -27,7 +27,7 @@ import subprocess
 import tempfile
 from collections.abc import Sequence
 from contextlib import AbstractContextManager, nullcontext
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
@@ -58,6 +58,8 @@ class TargetRepo:
     ref: str
     remote: str | None = None
     """The remote's URL as shown (no user info); None for a local repository."""
+    remote_env: dict[str, str] = field(default_factory=dict, repr=False, compare=False)
+    """What git reaching the remote runs with (`repos.remote_env`: its credentials)."""
 
     def branch_ref(self, branch: str) -> str:
         """Where `branch` is read: the repo's own, or the remote's as choird last fetched it."""
@@ -155,7 +157,7 @@ def _remote_target(home: ChoirHome | None, agent_id: str, repo: RepoRef) -> Targ
     if found.stale:
         why = repos.repo_states(home).get(key, {}).get("error") or "the fetch failed"
         raise ApplyError(f"choird cannot fetch {shown} ({why}): fix the remote's access")
-    target = TargetRepo(found.path, repo.ref, remote=shown)
+    target = TargetRepo(found.path, repo.ref, shown, repos.remote_env(repo.url.strip()))
     if _commit_at(found.path, target.branch_ref(repo.ref)) is None:
         raise ApplyError(
             f"agents.{agent_id}.repo.ref {repo.ref!r} is not a branch of {shown}: "
@@ -342,7 +344,7 @@ def _push(repo: TargetRepo, refspec: str, *, lease: str | None = None) -> None:
     args = ["push", "--porcelain", "--no-verify", "origin", refspec]
     if lease is not None:
         args.insert(1, f"--force-with-lease={name}:{lease}")
-    code, out = _git(repo.path, *args, ok=(0, 1), env=dict(repos.REMOTE_ENV))
+    code, out = _git(repo.path, *args, ok=(0, 1), env=repo.remote_env)
     if code == 0:
         return
     refused = [line for line in out.splitlines() if line.startswith("!")]
@@ -359,7 +361,7 @@ def _push(repo: TargetRepo, refspec: str, *, lease: str | None = None) -> None:
 
 
 def _remote_head(repo: TargetRepo, name: str) -> str | None:
-    out = _out(repo.path, "ls-remote", "origin", name, env=dict(repos.REMOTE_ENV))
+    out = _out(repo.path, "ls-remote", "origin", name, env=repo.remote_env)
     return out.split()[0] if out else None
 
 
