@@ -245,6 +245,10 @@ class ChoirDaemon:
         log.info("choird stopped: re-executing itself" if self.restarting else "choird stopped")
 
     def stop(self) -> None:
+        """Stop (SIGTERM, SIGINT, `shutdown`): also one asked during a restart, which then ends
+        this process as a kill would, its agents left running — a supervisor stopping choird
+        waits for this pid to exit, not to run choird again."""
+        self.restarting = False
         self._stopped.set()
 
     def begin_restart(self) -> None:

@@ -72,6 +72,8 @@ async def test_choir_restart_keeps_choird_its_agent_and_session_and_applies_choi
         adopted = f"agent-1   adopted: session {started['session_id']}, pid {started['pid']}"
         assert adopted in lines, lines
         assert scene.choird.process.poll() is None  # the same process, never exited
+        held = [f.path for f in psutil.Process(choird_pid).open_files()]
+        assert held.count(str(scene.home.root / "choird.lock")) == 1  # the old one closed
         log = scene.home.choird_log.read_text()
         assert "choird stopped: re-executing itself" in log
         assert log.count("choird ready") == 2
