@@ -12,7 +12,7 @@ from choir.ctl.options import HomeOption, JsonOption, home_of
 
 app = typer.Typer(
     rich_markup_mode=None,
-    help="choird itself (needs choird).",
+    help="Restart choird in place; agents keep running (needs choird).",
     no_args_is_help=True,
 )
 

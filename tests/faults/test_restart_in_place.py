@@ -8,7 +8,8 @@ new one —, puts a choird-level change that `config apply` left pending into ef
 agent answers after. A restart while the agent is between two tool calls loses nothing
 acknowledged and runs no call twice (`InvariantChecker`). A choird that cannot re-execute itself
 (its program file removed under it), or whose config would not load, refuses before it stops
-anything. Before the change there was no such verb: `choir restart` was a usage error.
+anything (`choir restart` and `choirctl choird restart` alike). Before the change there was no
+such verb: `choir restart` was a usage error.
 """
 
 from __future__ import annotations
@@ -186,10 +187,11 @@ async def test_a_restart_that_cannot_exec_or_would_not_start_is_refused_with_not
         good = scene.home.config_file.read_text()
         scene.home.config_file.write_text(good.replace('"models"', '"modelz"', 1))
 
-        refused = await asyncio.to_thread(run_choir, scene.home, "restart")
+        refused = await run(scene, "choird", "restart")  # choirctl's twin of choir restart
 
         assert refused.returncode == 2, refused.stdout + refused.stderr  # invalid_request
         assert "choird not restarted, nothing stopped" in refused.stderr
+        assert "modelz" in refused.stderr  # every problem listed
         scene.home.config_file.write_text(good)
         await _still_serving(scene, started)
 
