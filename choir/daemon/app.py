@@ -251,6 +251,17 @@ class ChoirDaemon:
         self.restarting = False
         self._stopped.set()
 
+    def restart_refusal(self) -> str | None:
+        """Why this choird cannot restart in place (one line), or None (`choird.restart`)."""
+        if self.reexec is None:
+            return "it runs inside another program, not as the choird command"
+        if self.http is not None and _host_port(self.options.listen)[1] == 0:
+            return (
+                f"its agents reach it on {self.http.url}, a port the system picked at its start "
+                "(--listen …:0) that a new start would not get back"
+            )
+        return self.reexec.refusal()
+
     def begin_restart(self) -> None:
         """Stop as `stop` does, but leave the agents and the embedded Postgres running for the
         re-executed choird to adopt (`choird.restart`)."""

@@ -36,8 +36,9 @@ from tests.faults.scene import (
     script,  # noqa: F401 — the fixture
     start_choird,
 )
-from tests.faults.support import as_json, assert_chain, ready_since, teardown
+from tests.faults.support import as_json, assert_chain, ready_since, spawn_choird, teardown
 from tests.harness.homes import make_home, read_config, write_config
+from tests.harness.mail import free_port
 from tests.harness.processes import BIN, Choird, environment, run_choir
 from tests.harness.waits import poll_until, wait_for
 
@@ -252,3 +253,42 @@ async def _still_serving(scene: Scene, started: dict[str, object]) -> None:
     hello = await run(scene, "chat", "agent-1", "hello")
     assert hello.returncode == 0, hello.stderr
     assert "hello back" in hello.stdout
+
+
+async def test_agents_over_http_are_adopted_and_a_port_picked_at_start_refuses(
+    root: Path, pg_params: ConnectParams, model: ScriptedModelServer
+) -> None:
+    """`--transport http`: the new image listens on the same port and the agent reconnects; a
+    choird whose port the system picked (`--listen …:0`) would not get it back, so it refuses."""
+    async with process_scene(root, pg_params, model.url) as scene:
+        listen = f"127.0.0.1:{free_port()}"
+        scene.choird = await asyncio.to_thread(
+            spawn_choird,
+            scene.home,
+            "--runtime",
+            "process",
+            "--transport",
+            "http",
+            "--listen",
+            listen,
+        )
+        started = as_json(await run(scene, *START))
+
+        done = await asyncio.to_thread(run_choir, scene.home, "restart")
+
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert f"agent-1   adopted: session {started['session_id']}" in done.stdout
+        await _still_serving(scene, started)
+        first, scene.choird = scene.choird, None
+        await asyncio.to_thread(teardown, scene.home, first)
+        scene.choird = await asyncio.to_thread(
+            spawn_choird, scene.home, "--runtime", "process", "--transport", "http",
+            "--listen", "127.0.0.1:0",
+        )  # fmt: skip
+        started = as_json(await run(scene, *START))
+
+        refused = await asyncio.to_thread(run_choir, scene.home, "restart")
+
+        assert refused.returncode == 6, refused.stdout + refused.stderr
+        assert "a port the system picked at its start" in refused.stderr
+        await _still_serving(scene, started)

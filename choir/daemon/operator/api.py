@@ -369,8 +369,7 @@ def operator_handler(daemon: ChoirDaemon) -> OperatorApi:
 
     lifecycle = None
     if daemon.runtime is not None:
-        reexec = daemon.reexec
-        restart = None if reexec is None else SelfRestart(reexec.refusal, daemon.begin_restart)
+        restart = SelfRestart(daemon.restart_refusal, daemon.begin_restart)
         lifecycle = Lifecycle(
             daemon.runtime, daemon.open_agent_socket, shutdown=daemon.stop, restart=restart
         )

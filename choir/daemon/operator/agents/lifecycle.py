@@ -120,7 +120,7 @@ async def choird_restart(ctx: OperatorContext, _: NoArguments) -> ChoirdRestarti
     lifecycle = lifecycle_of(ctx)
     restart = lifecycle.restart
     refusal = (
-        "it runs inside another program, not as the choird command"
+        "it was started without a way to re-execute itself"
         if restart is None
         else restart.refusal()
     )
