@@ -1,7 +1,7 @@
 """choird's composition root: startup (§6.2, each step logged), serving, shutdown.
 
     async with ChoirDaemon(options) as daemon:   # steps 1-10; "choird ready" when done
-        await daemon.wait_stopped()              # until SIGTERM/SIGINT, stop() or restart()
+        await daemon.wait_stopped()              # until SIGTERM/SIGINT, stop(), begin_restart()
 
 `begin_restart` (`choird.restart`) stops it the same way but leaves its agents and the embedded
 Postgres running: the caller then re-executes choird (`reexec`), whose new image adopts them.
