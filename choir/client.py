@@ -278,6 +278,10 @@ class ChoirClient:
         """Stop choird (it stops its agents gracefully first)."""
         return await self.ask(V.SHUTDOWN, a.ChoirdShutdown)
 
+    async def choird_restart(self) -> a.ChoirdRestarting:
+        """Restart choird in place (same pid), its agents left running for it to adopt."""
+        return await self.ask(V.CHOIRD_RESTART, a.ChoirdRestarting)
+
     @staticmethod
     async def _reported(items: AsyncGenerator[Any, None], progress: Progress | None) -> WireModel:
         """The result item of a reporting stream, handing its progress items to `progress`."""

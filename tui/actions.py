@@ -112,6 +112,12 @@ def action(name: str, title: str, mode: Mode, **console: Any) -> ConsoleAction:
 
 ACTIONS: tuple[ConsoleAction, ...] = (
     action("status", "choird: status", "show", key="header"),
+    action(
+        "choird restart", "choird: restart in place (agents keep running)", "call",
+        confirm="Restart choird? It re-executes itself and adopts its agents, which keep "
+        "running; the console reconnects.",
+        notice="choird restarting; agents keep running",
+    ),
     # agents
     action("agent list", "Agents: list", "view", view="agents", key="1"),
     action("agent status", "Agent: status", "show"),

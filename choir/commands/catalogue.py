@@ -66,6 +66,14 @@ CATALOGUE: Final[tuple[Command, ...]] = (
         verb="status",
     ),
     Command(
+        "choird restart",
+        "Restart choird in place; its agents keep running, their sessions too.\n\n"
+        "choird stops serving, re-executes itself (same pid) and adopts its agents; what\n"
+        "config apply left for a choird restart takes effect. Refused, nothing stopped, when\n"
+        "it cannot re-execute itself or its config would not load. Same as choir restart.",
+        verb="choird.restart",
+    ),
+    Command(
         "chat",
         "Chat with an agent over the console DM (no Telegram bot needed).",
         verb="chat.send",

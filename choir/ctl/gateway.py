@@ -21,7 +21,7 @@ app = typer.Typer(
 
 TROUBLE = {
     "invalid_token": "TOKEN REJECTED (invalid or revoked): set the right one with choirctl "
-    "secret set {secret}, then restart choird",
+    "secret set {secret}, then restart choird (choir restart)",
     "no_token": "NO TOKEN: its secret is not set",
     "backing_off": "BACKING OFF: the Bot API does not answer; retrying",
     "pending_restart": "added by config apply: starts when choird restarts",

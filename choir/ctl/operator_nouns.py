@@ -10,6 +10,7 @@ import typer
 
 OPERATOR_NOUNS = {
     "status": "choir.ctl.status",
+    "choird": "choir.ctl.choird",
     "chat": "choir.ctl.sessions.chat",
     "logs": "choir.ctl.sessions.logs",
     "session": "choir.ctl.sessions.session",

@@ -26,6 +26,7 @@ NOUNS = (
     ("config", "Validate the configuration in $CHOIR_HOME; load and apply it..."),
     ("secret", "Manage named secrets in $CHOIR_HOME/secrets.json."),
     ("agent", "Define and manage agents."),
+    ("choird", "Restart choird in place; agents keep running (needs choird)."),
     ("session", "Inspect agent sessions and steer their core jobs (needs..."),
     ("approval", "Answer agents' approval requests (needs choird)."),
     ("tool", "Register the implementation of an approved tool proposal..."),

@@ -1,7 +1,10 @@
 """choird's composition root: startup (§6.2, each step logged), serving, shutdown.
 
     async with ChoirDaemon(options) as daemon:   # steps 1-10; "choird ready" when done
-        await daemon.wait_stopped()              # until SIGTERM/SIGINT or stop()
+        await daemon.wait_stopped()              # until SIGTERM/SIGINT, stop(), begin_restart()
+
+`begin_restart` (`choird.restart`) stops it the same way but leaves its agents and the embedded
+Postgres running: the caller then re-executes choird (`reexec`), whose new image adopts them.
 
 Every long-lived piece (database, listeners, timers) is entered on an `AsyncExitStack`, so a
 failure half-way through start-up unwinds what was already started.
@@ -62,6 +65,7 @@ if TYPE_CHECKING:  # aiohttp and cryptography load only for --transport http
     from choir.daemon.memory.tools.browse import BrowsePage
     from choir.daemon.memory.tools.host import Indexer
     from choir.daemon.prestart import EarlyStart
+    from choir.daemon.reexec import ReExec
     from choir.daemon.runtimes.agent_link import HttpLink
     from choir.daemon.runtimes.base import AgentRuntime, RuntimeChoice
     from choir.daemon.runtimes.bridge_link import BridgeLink
@@ -145,8 +149,14 @@ class ChoirDaemon:
         options: DaemonOptions,
         operator: OperatorFactory | None = None,
         early: EarlyStart | None = None,
+        reexec: ReExec | None = None,
     ) -> None:
         self.options = options
+        self.reexec = reexec
+        """How choird re-executes itself (`choird.restart`); None: it runs inside another
+        program and cannot."""
+        self.restarting = False
+        """Set by `begin_restart`: the stop leaves agents and Postgres running."""
         self.home = options.home
         # numbered above any seq a previous choird handed out (`PushHub`'s docstring)
         self.hub = PushHub(base=time.time_ns() // 1_000_000)
@@ -220,10 +230,12 @@ class ChoirDaemon:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        log.info("choird stopping")
+        log.info("choird restarting: agents keep running" if self.restarting else "choird stopping")
         try:
             await failpoint("choird.before_stop_agents")
-            if self.runtime is not None:
+            if self.restarting:
+                self._keep_postgres()
+            elif self.runtime is not None:
                 await self.runtime.stop_all()  # gracefully, while sockets and database serve
             if self.services is not None:
                 await self.services.inbox.close()  # settle what the stops left, database up
@@ -232,10 +244,41 @@ class ChoirDaemon:
         finally:
             # whatever failed above, the home is let go: its socket, database and instance lock
             await self._stack.aclose()
-        log.info("choird stopped")
+        log.info("choird stopped: re-executing itself" if self.restarting else "choird stopped")
 
     def stop(self) -> None:
+        """Stop (SIGTERM, SIGINT, `shutdown`): also one asked during a restart, which then ends
+        this process as a kill would, its agents left running — a supervisor stopping choird
+        waits for this pid to exit, not to run choird again."""
+        self.restarting = False
         self._stopped.set()
+
+    def restart_refusal(self) -> str | None:
+        """Why this choird cannot restart in place (one line), or None (`choird.restart`)."""
+        if self.reexec is None:
+            return "it runs inside another program, not as the choird command"
+        if self.http is not None and _host_port(self.options.listen)[1] == 0:
+            return (
+                f"its agents reach it on {self.http.url}, a port the system picked at its start "
+                "(--listen …:0) that a new start would not get back"
+            )
+        return self.reexec.refusal()
+
+    def begin_restart(self) -> None:
+        """Stop as `stop` does, but leave the agents and the embedded Postgres running for the
+        re-executed choird to adopt (`choird.restart`)."""
+        self.restarting = True
+        self._stopped.set()
+
+    def _keep_postgres(self) -> None:
+        """The embedded server outlives this image (the new one adopts it), also when its start
+        was begun early and the database never took it over."""
+        for server in (
+            self.database.embedded if self.database is not None else None,
+            self._early.postgres if self._early is not None else None,
+        ):
+            if server is not None:
+                server.keep_running()
 
     async def wait_stopped(self) -> None:
         await self._stopped.wait()

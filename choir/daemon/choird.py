@@ -4,7 +4,9 @@
            [--runtime auto|docker|process]
 
 Start-up errors (bad config, Postgres unreachable, socket held by a live choird) print one line
-and exit non-zero; SIGTERM and SIGINT shut down cleanly.
+and exit non-zero; SIGTERM and SIGINT shut down cleanly. `choird.restart` (`choir restart`)
+stops serving, leaves the agents and the embedded Postgres running, and re-executes the same
+command line in this process (`choir.daemon.reexec`): the new image adopts them.
 """
 
 from __future__ import annotations
@@ -62,8 +64,10 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-async def _serve(args: argparse.Namespace, early: EarlyStart) -> None:
+async def _serve(args: argparse.Namespace, early: EarlyStart) -> ChoirDaemon:
+    """Run choird until it stops; the daemon, whose `restarting` says whether to exec again."""
     from choir.daemon.app import ChoirDaemon, DaemonOptions
+    from choir.daemon.reexec import ReExec
     from choir.home import ChoirHome
 
     options = DaemonOptions(
@@ -75,7 +79,9 @@ async def _serve(args: argparse.Namespace, early: EarlyStart) -> None:
         tls_self_signed=args.tls_self_signed,
         runtime=args.runtime,
     )
-    daemon = ChoirDaemon(options, operator=_operator_handler, early=early)
+    daemon = ChoirDaemon(
+        options, operator=_operator_handler, early=early, reexec=ReExec.of_this_process()
+    )
     # Before "choird ready" is logged: a supervisor may signal as soon as it reads that line.
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
@@ -86,6 +92,7 @@ async def _serve(args: argparse.Namespace, early: EarlyStart) -> None:
         gc.freeze()
         gc.enable()
         await daemon.wait_stopped()
+    return daemon
 
 
 def _operator_handler(daemon: ChoirDaemon) -> Handler:
@@ -124,7 +131,7 @@ def main(argv: list[str] | None = None) -> None:
         archive_threshold_lines=archive_threshold(config),
     )
     get_logger("choird").info("open files allowed", fields={"limit": raise_fd_limit()})
-    early = None
+    early = daemon = None
     # Until choird's loop handles it (`_serve`), SIGTERM unwinds like Ctrl-C: the server
     # started early is stopped on the way out, not left running without its choird.
     signal.signal(signal.SIGTERM, signal.default_int_handler)
@@ -133,7 +140,9 @@ def main(argv: list[str] | None = None) -> None:
         from choir.daemon.prestart import start_early
 
         early = start_early(home, config)
-        asyncio.run(_serve(args, early))
+        # Held until the exec: the process runtime's agents are this process's children, and
+        # asyncio kills a child whose subprocess transport is garbage-collected.
+        daemon = asyncio.run(_serve(args, early))
     except ChoirError as err:
         message = one_line(err.message)
         get_logger("choird").error(f"choird failed to start: {message}")
@@ -142,9 +151,11 @@ def main(argv: list[str] | None = None) -> None:
         pass
     finally:
         if early is not None:  # stopped already, unless choird failed before it took over
-            early.close()
+            early.close()  # (a restart keeps the server: `ChoirDaemon.begin_restart`)
         gc.enable()
         shutdown_logging()
+    if daemon is not None and daemon.restarting and daemon.reexec is not None:
+        daemon.reexec.run()
 
 
 def config_data(home: ChoirHome) -> dict[str, Any]:

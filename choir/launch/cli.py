@@ -1,6 +1,6 @@
-"""`choir`: the umbrella command — `choir up`, `choir down`, `choir tui`.
+"""`choir`: the umbrella command — `choir up`, `choir down`, `choir restart`, `choir tui`.
 
-`up` and `down` print one progress line per step; errors are one line on stderr with the
+`up`, `down` and `restart` print one progress line per step; errors are one line on stderr with the
 documented exit codes (`choir.errors.ExitCode`), never a traceback. `--json` prints one JSON
 object on stdout for scripts (progress then goes to stderr).
 """
@@ -53,6 +53,16 @@ def _parser() -> argparse.ArgumentParser:
     )
     _home(down)
     _json(down)
+    restart = commands.add_parser(
+        "restart",
+        help="restart choird in place; agents keep running",
+        description="Restart choird in place (same pid) to put choird-level config into "
+        "effect: it stops serving, re-executes itself and adopts its agents, which keep "
+        "running and keep their sessions. Refused, with nothing stopped, when choird cannot "
+        "re-execute itself or its config would not load.",
+    )
+    _home(restart)
+    _json(restart)
     commands.add_parser("tui", help="the full-screen operator console (see choir tui --help)")
     return parser
 
@@ -74,7 +84,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     if args.command is None:
         _parser().print_help()
         return
-    _run(args.command, lambda: _up(args) if args.command == "up" else _down(args))
+    commands = {"up": _up, "down": _down, "restart": _restart}
+    _run(args.command, lambda: commands[args.command](args))
 
 
 def _run(command: str, work: Callable[[], None]) -> None:
@@ -115,6 +126,16 @@ def _down(args: argparse.Namespace) -> None:
     from choir.launch.up import Steps
 
     summary = down(ChoirHome.resolve(args.home), Steps(sys.stderr if args.json else sys.stdout))
+    if args.json:
+        _print_json(summary)
+
+
+def _restart(args: argparse.Namespace) -> None:
+    from choir.home import ChoirHome
+    from choir.launch.restart import restart
+    from choir.launch.up import Steps
+
+    summary = restart(ChoirHome.resolve(args.home), Steps(sys.stderr if args.json else sys.stdout))
     if args.json:
         _print_json(summary)
 

@@ -90,17 +90,17 @@ async def test_diff_tags_each_change_with_how_it_lands(stage, home, tmp_path):
         "choirctl agent update agent-2",
         "+ config.json: agents.agent-3 [restart-required] -> choirctl agent start agent-3",
         "~ config.json: budgets.max_core_jobs [hot-reload] -> choirctl config apply",
-        "~ config.json: gateways.bot.base_url [restart-required] -> restart choird",
+        "~ config.json: gateways.bot.base_url [restart-required] -> choir restart",
         "~ config.json: global_repo.ref [restart-required] -> choirctl agent update-all",
         "~ config.json: models.demo.temperature [hot-reload] -> choirctl config apply",
         "+ config.json: models.haiku [hot-reload] -> choirctl config apply",
-        "+ config.json: postgres.database [restart-required] -> restart choird",
-        "~ config.json: postgres.embedded [restart-required] -> restart choird",
-        "+ config.json: postgres.host [restart-required] -> restart choird",
-        "+ config.json: postgres.port [restart-required] -> restart choird",
-        "+ config.json: postgres.secret [restart-required] -> restart choird",
-        "+ config.json: postgres.user [restart-required] -> restart choird",
-        "~ config.json: rpc.read_timeout_ms [restart-required] -> restart choird",
+        "+ config.json: postgres.database [restart-required] -> choir restart",
+        "~ config.json: postgres.embedded [restart-required] -> choir restart",
+        "+ config.json: postgres.host [restart-required] -> choir restart",
+        "+ config.json: postgres.port [restart-required] -> choir restart",
+        "+ config.json: postgres.secret [restart-required] -> choir restart",
+        "+ config.json: postgres.user [restart-required] -> choir restart",
+        "~ config.json: rpc.read_timeout_ms [restart-required] -> choir restart",
         "- config.json: voice_profiles.calm [hot-reload] -> choirctl config apply",
         "~ config.json: workspaces.other.path [restart-required] -> choirctl agent update agent-2",
         "+ secrets.json: new-key [hot-reload] -> choirctl secret apply",
@@ -169,7 +169,7 @@ async def test_restart_only_changes_are_pending_and_shown_as_they_run(stage, hom
         ("+", "gateways.bot-new"),
         ("~", "rpc.read_timeout_ms"),
     ]
-    assert {c.action for c in pending} == {"restart choird"}
+    assert {c.action for c in pending} == {"choir restart"}
     shown = stage.show()["config"]
     assert shown["rpc"] == started["rpc"]
     assert shown["gateways"] == started["gateways"]

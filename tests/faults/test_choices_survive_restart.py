@@ -113,7 +113,7 @@ async def test_a_restart_only_change_is_pending_until_choird_restarts(daemon: Da
     status = await daemon.ctl("status")
     human = await asyncio.to_thread(choirctl, daemon.home, "config", "show")
 
-    line = "~ config.json: rpc.read_timeout_ms  [restart-required] → use: restart choird"
+    line = "~ config.json: rpc.read_timeout_ms  [restart-required] → use: choir restart"
     assert applied.returncode == 0, applied.stderr
     assert f"pending until choird restarts (1):\n{line}\n" in applied.stdout
     assert [change["path"] for change in shown["pending"]] == ["rpc.read_timeout_ms"]

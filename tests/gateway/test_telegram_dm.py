@@ -209,7 +209,7 @@ async def test_a_rejected_token_is_reported_and_choird_keeps_running(
     errors = [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
     assert errors == [
         "telegram bot tg2: its token secret 'tg2-token' is not set; set it with "
-        "`choirctl secret set tg2-token` and restart choird",
+        "`choirctl secret set tg2-token` and restart choird (`choir restart`)",
         errors[1],
     ]
     assert errors[1].startswith(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from choir.errors import ConflictError, NotFoundError
+from choir.errors import ConflictError, NotFoundError, UnavailableError
 from choir.store.sessions import SessionStatus
 from tests.harness.daemons import leased, session_row, stored_events
 from tests.harness.processes import gone
@@ -84,3 +84,22 @@ async def test_new_session_and_resume_choose_the_session(choird: Choird) -> None
     assert (resumed.session_id, resumed.resumed) == (first.session_id, True)
     assert fresh.resumed is False
     assert fresh.session_id not in {first.session_id, second.session_id}
+
+
+async def test_a_choird_inside_another_program_refuses_to_restart_in_place(choird: Choird) -> None:
+    """This choird runs in the test's process (no `choird` command line to execute again): a
+    `choird.restart` is refused before anything stops, and the agent runs on."""
+    daemon, client = choird
+    started = await client.agent_start("agent-1", {"dm": "console"})
+
+    with pytest.raises(UnavailableError) as refused:
+        await client.choird_restart()
+
+    assert refused.value.message == (
+        "choird cannot restart in place: it runs inside another program, not as the choird "
+        "command; nothing was stopped (choir down, then choir up, restarts it and its agents)"
+    )
+    assert not daemon.restarting
+    status = await client.agent_status("agent-1")
+    assert (status.state, status.session_id) == ("running", started.session_id)
+    await chat(client, "hello")

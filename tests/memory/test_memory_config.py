@@ -172,7 +172,7 @@ def test_endpoint_key_and_timeouts_reload_the_model_needs_a_restart() -> None:
         assert (change.path, change.scope, change.action) == (
             f"embedding.{field}",
             "restart-required",
-            "restart choird",
+            "choir restart",
         )
     tunables = ChoirConfig.model_validate({**base, "memory_chunk_chars": 900})
     [change] = config_changes(ChoirConfig.model_validate(base), tunables)

@@ -8,7 +8,7 @@ edit of config.json where the patch applies, made after the proposal, fails the 
 leaves the file as the operator left it; a change only a restart puts into effect is refused a
 plain approval (it stays pending, saying so) and applied with `--restart`: an agent-level one
 restarts the agent (its session resumed), a choird-level one stays pending until choird
-restarts, the outcome saying choird cannot restart itself; choird killed right after writing
+restarts, the outcome naming `choir restart`; choird killed right after writing
 config.json comes back with the change running and ends the approval `applied` (the agent,
 adopted by the new choird, is not told then: the push precedes its reconnection — a known gap).
 """
@@ -249,9 +249,9 @@ async def test_a_choird_restart_only_change_needs_the_restart_choice_and_then_st
     assert [change["path"] for change in config["pending"]] == ["rpc.read_timeout_ms"]
     assert config["config"]["rpc"]["read_timeout_ms"] == 30_000  # what still runs
     assert "pending until choird restarts: ~ rpc.read_timeout_ms" in shown["outcome"]
-    assert "choird cannot restart itself: choir down, then choir up" in shown["outcome"]
+    assert "choird is not restarted by an approval: choir restart puts it" in shown["outcome"]
     resolved = await scene.told(session, approval_id)
-    assert (resolved["status"], "choird cannot restart itself" in resolved["reason"]) == (
+    assert (resolved["status"], "choir restart puts it into effect" in resolved["reason"]) == (
         "applied",
         True,
     )

@@ -181,8 +181,8 @@ def approve(
         typer.Option(
             "--restart",
             help="For a config change that takes effect only after a restart: apply it and "
-            "restart the agents it needs (choird cannot restart itself: its own changes wait "
-            "for its next start). Without it such an approval is refused and stays pending.",
+            "restart the agents it needs (choird's own changes wait for its next start: choir "
+            "restart). Without it such an approval is refused and stays pending.",
         ),
     ] = False,
     home: HomeOption = None,

@@ -50,7 +50,7 @@ from choir.daemon.operator.agents import models as operator_models
 from choir.daemon.operator.agents import rollback as operator_rollback
 from choir.daemon.operator.agents import update as operator_update
 from choir.daemon.operator.agents import verify as operator_verify
-from choir.daemon.operator.agents.launches import Lifecycle
+from choir.daemon.operator.agents.launches import Lifecycle, SelfRestart
 from choir.daemon.operator.approvals import verbs as operator_approvals
 from choir.daemon.operator.approvals.config_change import apply_config_change
 from choir.daemon.operator.approvals.edges import OperatorApplyEdges
@@ -124,6 +124,7 @@ VERBS: Final[Mapping[OperatorVerb, Route]] = {
     V.AGENT_UPDATE_ALL: Route(operator_update.agent_update_all),
     V.AGENT_ROLLBACK: Route(operator_rollback.agent_rollback),
     V.SHUTDOWN: Route(operator_lifecycle.choird_shutdown),
+    V.CHOIRD_RESTART: Route(operator_lifecycle.choird_restart),
     V.SESSION_LIST: Route(operator_sessions.session_list),
     V.SESSION_EVENTS: Route(_session_events),
     V.SESSION_ARTIFACT: Route(operator_events.session_artifact),
@@ -368,7 +369,10 @@ def operator_handler(daemon: ChoirDaemon) -> OperatorApi:
 
     lifecycle = None
     if daemon.runtime is not None:
-        lifecycle = Lifecycle(daemon.runtime, daemon.open_agent_socket, shutdown=daemon.stop)
+        restart = SelfRestart(daemon.restart_refusal, daemon.begin_restart)
+        lifecycle = Lifecycle(
+            daemon.runtime, daemon.open_agent_socket, shutdown=daemon.stop, restart=restart
+        )
     return OperatorApi(
         services,
         database.pool,

@@ -2,8 +2,9 @@
 
 Each change `config diff` classifies as `restart-required` names the command that puts it into
 effect: `choirctl agent update <id>` / `agent update-all` (the agents that bind it: an agent
-restart applies it), `restart choird` (a section choird reads once at start: choird cannot
-restart itself, so it waits for choird's next start), or a start or stop by hand (an agent
+restart applies it), `choir restart` (a section choird reads once at start: it waits for
+choird's next start, which `choir restart` makes in place, agents kept running — an approval
+does not restart choird: the operator chooses when), or a start or stop by hand (an agent
 added or removed: said, not done). Approving a change that needs an agent or choird restarted
 is a choice the approver makes explicitly — choirctl's `approval approve <id> --restart`, the
 console's approve and restart, a DM's `/approve <id> restart`, Telegram's Approve + restart
@@ -21,7 +22,7 @@ from choir.daemon.staging.diff import RESTART_CHOIRD
 
 UPDATE_ONE: Final = "choirctl agent update "
 UPDATE_ALL: Final = "choirctl agent update-all"
-HOW_TO_RESTART_CHOIRD: Final = "choir down, then choir up"
+HOW_TO_RESTART_CHOIRD: Final = "choir restart"
 CHOICE: Final = {
     "tui": "the console's approve and restart (R in the Approvals tab, or the palette's "
     '"Approval: approve and restart")',
@@ -70,7 +71,7 @@ class RestartPlan:
         return (
             f"approval {approval_id} takes effect only with {'; '.join(needs)}: approve it with "
             f"{CHOICE.get(via, CHOIRCTL).format(id=approval_id)} (choird restarts the agents; "
-            "it cannot restart itself, so its own changes wait for its next start) or reject "
+            f"its own changes wait for its next start: {HOW_TO_RESTART_CHOIRD}) or reject "
             "it; it stays pending"
         )
 

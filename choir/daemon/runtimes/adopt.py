@@ -220,14 +220,33 @@ def _read(path: Path) -> ProcessRecord | None:
 
 
 class AdoptedProcess:
-    """An agent process this choird did not start (so cannot `wait` for): its pid, and an
-    awaitable exit. The exit code of a process that is not our child is unknown (None)."""
+    """An agent process this choird (this image of it) did not start: its pid, and an awaitable
+    exit. The exit code of a process that is not our child is unknown (None)."""
 
     def __init__(self, record: ProcessRecord) -> None:
         self.pid = record.pid
         self._record = record
+        self._code: int | None = None
+        """The exit code once reaped: a second waiter (a kill beside the watcher) gets it too."""
 
-    async def wait(self) -> None:
+    async def wait(self) -> int | None:
+        """Until the process exits; its exit code when it is this choird's own child."""
+        await self._exited()
+        return self._reaped()
+
+    def _reaped(self) -> int | None:
+        """The exit code of a process that is this choird's child — a choird that re-executed
+        itself in place (`choird.restart`) keeps its agents as children —, reaped so no zombie
+        stays; None for a process that is not (a previous choird's, which was killed)."""
+        try:
+            pid, status = os.waitpid(self.pid, os.WNOHANG)
+        except ChildProcessError:
+            return self._code
+        if pid:
+            self._code = os.waitstatus_to_exitcode(status)
+        return self._code
+
+    async def _exited(self) -> None:
         try:
             pidfd = os.pidfd_open(self.pid)
         except OSError:

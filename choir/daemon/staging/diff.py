@@ -21,7 +21,8 @@ Scope = Literal["hot-reload", "restart-required"]
 
 APPLY: Final = "choirctl config apply"
 SECRET_APPLY: Final = "choirctl secret apply"
-RESTART_CHOIRD: Final = "restart choird"
+RESTART_CHOIRD: Final = "choir restart"
+"""What puts a choird-level change into effect: choird restarted in place, agents kept running."""
 FILES: Final = ("config.json", "secrets.json")
 
 HOT_SECTIONS: Final = frozenset({"models", "tts", "voice_profiles", "search"}) | (

@@ -200,6 +200,15 @@ class ChoirdShutdown(OperatorModel):
     agents_running: int
 
 
+class ChoirdRestarting(OperatorModel):
+    """`choird.restart`'s answer, sent before choird stops serving and re-executes itself."""
+
+    pid: int
+    """choird's pid, which the re-executed choird keeps."""
+    agents_running: int
+    """The agents left running, which the re-executed choird adopts."""
+
+
 class ImageBuilt(OperatorModel):
     """The result of `agent build`."""
 

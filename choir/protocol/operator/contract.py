@@ -41,6 +41,7 @@ OPERATOR_MODELS: Final[Mapping[OperatorVerb, OperatorModels]] = {
     V.AGENT_UPDATE_ALL: OperatorModels(r.NoArguments, a.UpdateAll, i.UpdateAllItem),
     V.AGENT_ROLLBACK: OperatorModels(r.AgentRollback, a.RolledBack, i.RollbackItem),
     V.SHUTDOWN: OperatorModels(r.NoArguments, a.ChoirdShutdown),
+    V.CHOIRD_RESTART: OperatorModels(r.NoArguments, a.ChoirdRestarting),
     V.SESSION_LIST: OperatorModels(r.SessionList, a.SessionList),
     V.SESSION_EVENTS: OperatorModels(r.SessionEvents, a.SessionEvents, v.EventView),
     V.SESSION_ARTIFACT: OperatorModels(r.SessionArtifact, a.ArtifactChunk),

@@ -144,8 +144,8 @@ class ApprovalAnswer(WireModel):
     """Only if it is this agent's (a regular DM answers only its bound agent's, §19.6)."""
     restart: bool = Field(default=False, exclude_if=lambda restart: not restart)
     """Approve a config change that only takes effect after a restart, and restart what it
-    needs (the agents it names; choird cannot restart itself). Without it such an approval is
-    refused and stays pending."""
+    needs (the agents it names; choird's own changes wait for `choir restart`). Without it such
+    an approval is refused and stays pending."""
 
 
 class ToolRegister(WireModel):

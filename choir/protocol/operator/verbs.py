@@ -35,6 +35,7 @@ class OperatorVerb(StrEnum):
     AGENT_UPDATE_ALL = "agent.update_all"
     AGENT_ROLLBACK = "agent.rollback"
     SHUTDOWN = "shutdown"
+    CHOIRD_RESTART = "choird.restart"
     SESSION_LIST = "session.list"
     SESSION_EVENTS = "session.events"
     SESSION_ARTIFACT = "session.artifact"

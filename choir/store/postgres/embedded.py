@@ -7,7 +7,8 @@ manager around both. As root, the server is started by `embedded_root` instead, 
 as an unprivileged user without widening the mode of any directory (pgserver would).
 
 The server outlives a killed choird (pg_ctl detaches it); the next start simply reuses it. A
-graceful exit stops it, so nothing runs while choir is down.
+graceful exit stops it, so nothing runs while choir is down — unless choird re-executes itself
+(`keep_running`), whose new image adopts it like a killed choird's.
 """
 
 from __future__ import annotations
@@ -104,6 +105,7 @@ class EmbeddedPostgres:
         # first's postmaster instead of launching a rival that dies on the lock file.
         self._lifecycle = threading.Lock()
         self._starting: concurrent.futures.Future[ConnectParams] | None = None
+        self._kept = False
 
     @property
     def log_file(self) -> Path:
@@ -170,12 +172,22 @@ class EmbeddedPostgres:
         threading.Thread(target=run, name="postgres-start", daemon=True).start()
 
     def stop(self) -> None:
-        """Stop the server (fast shutdown: sessions are disconnected, data is flushed); blocking."""
+        """Stop the server (fast shutdown: sessions are disconnected, data is flushed); blocking.
+        Nothing once `keep_running` was called."""
         with self._lifecycle:
+            if self._kept:
+                return
             running, self._serving = self._serving, None
             if running is None:
                 return
             stop_postmaster(self.datadir)
+
+    def keep_running(self) -> None:
+        """Leave the server running when this object is done with it: choird re-executes
+        itself (`choird.restart`) and its new image adopts the server. `stop` and the context's
+        exit do nothing from now on."""
+        self._kept = True
+        self.stop_on_exit = False
 
     async def __aenter__(self) -> Self:
         starting, self._starting = self._starting, None

@@ -124,3 +124,26 @@ async def test_the_help_screen_lists_every_views_keys(choird: Choird):
         await pilot.press("escape")
         await pilot.pause()
         assert not isinstance(app.screen, HelpScreen)
+
+
+async def test_restarting_choird_from_the_palette_confirms_then_says_why_this_one_cannot(
+    choird: Choird,
+):
+    """The palette's "choird: restart in place" is `choird.restart`: confirmed first, and a
+    choird that cannot re-execute itself (this one runs inside the test) refuses, its reason
+    shown, nothing stopped."""
+    async with console(choird.home) as (app, pilot):
+        await palette(pilot, "choird: restart")
+        dialog = await confirmation(pilot)
+        assert dialog.question.startswith("Restart choird? It re-executes itself")
+        await pilot.press("y")
+        await until(
+            pilot,
+            lambda: any("cannot restart in place" in text for _, text in notes(app)),
+            what="the refusal",
+        )
+        [(severity, message)] = [note for note in notes(app) if "restart" in note[1]]
+        assert severity == "error"
+        assert "it runs inside another program" in message
+    assert not choird.daemon.restarting
+    assert (await choird.client.status()).version

@@ -167,7 +167,8 @@ class TelegramGateways:
             if gateway.secret not in secrets.names():
                 log.error(
                     f"telegram bot {name}: its token secret {gateway.secret!r} is not set; set "
-                    f"it with `choirctl secret set {gateway.secret}` and restart choird",
+                    f"it with `choirctl secret set {gateway.secret}` and restart choird "
+                    "(`choir restart`)",
                     fields={"gateway": name},
                 )
                 self._ctx.telegram_bots[name] = _without_token(gateway.secret)
@@ -654,7 +655,7 @@ def _without_token(secret: str) -> Callable[[], BotStatus]:
         NO_TOKEN,
         since=datetime.now(UTC),
         last_error=f"its token secret {secret!r} is not set: choirctl secret set {secret}, "
-        "then restart choird",
+        "then restart choird (choir restart)",
     )
     return lambda: status
 

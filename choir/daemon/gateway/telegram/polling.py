@@ -178,8 +178,8 @@ class BotPoller:
             self.state = BotState.INVALID_TOKEN
             log.error(
                 f"telegram bot {self.gateway}: {failure.why}; set the right token with "
-                f"`choirctl secret set {self.client.secret}` and restart choird (the other "
-                "bots and choird keep running)",
+                f"`choirctl secret set {self.client.secret}` and restart choird (`choir "
+                "restart`; the other bots and choird keep running)",
                 fields={"gateway": self.gateway, "call": what},
             )
             return False

@@ -338,7 +338,8 @@ class MemoryService:
             self._refused = current
             _log.warning(
                 "the embedding model changed in the running config: restart choird to use it "
-                "(stored memory then needs re-embedding); embedding goes on with the old one",
+                "(`choir restart`; stored memory then needs re-embedding); embedding goes on "
+                "with the old one",
                 fields={"running": self._active.config.model_name},
             )
             return

@@ -31,6 +31,16 @@ class Launched:
 
 
 @dataclass(frozen=True)
+class SelfRestart:
+    """How choird restarts itself in place (`choird.restart`): re-executed, same pid."""
+
+    refusal: Callable[[], str | None]
+    """Why it cannot re-execute itself (one line), or None."""
+    begin: Callable[[], None]
+    """Stop serving, agents left running, then re-execute."""
+
+
+@dataclass(frozen=True)
 class Lifecycle:
     """What the lifecycle verbs need beyond the context: the runtime and the agent sockets."""
 
@@ -38,6 +48,8 @@ class Lifecycle:
     open_socket: OpenSocket
     shutdown: Callable[[], None] | None = None
     """Stop choird itself (`shutdown`); None where the daemon cannot be stopped this way."""
+    restart: SelfRestart | None = None
+    """Restart choird in place (`choird.restart`); None: it runs inside another program."""
     launched: dict[str, Launched] = field(default_factory=dict)
     """Each agent's last start by this choird."""
     locks: dict[str, asyncio.Lock] = field(default_factory=dict)

@@ -1,4 +1,5 @@
-"""`agent.start`, `agent.stop`, `agent.restart` (§17.1, §17.2) and `shutdown`.
+"""`agent.start`, `agent.stop`, `agent.restart` (§17.1, §17.2), `shutdown` and
+`choird.restart`.
 
 Start prepares what the agent runs first — its image, or its merged `/choir` tree — so a broken
 repo refuses before anything is leased; then it starts the session — which leases the agent and
@@ -21,6 +22,7 @@ import time
 from pathlib import Path
 from typing import Any, Final
 
+from choir.config import load_home
 from choir.config.scaffolding.home_setup import SCRATCH_DIRS
 from choir.daemon.agents.resume_watch import until_resumed
 from choir.daemon.memory.keys import checked_key
@@ -30,12 +32,13 @@ from choir.daemon.operator.context import OperatorContext
 from choir.daemon.runtimes.base import TERM_GRACE_S, StopReason, graceful_stop
 from choir.daemon.sessions.bindings import resolve_bindings
 from choir.daemon.sessions.stop_summary import summary_view
-from choir.errors import ChoirError, UnavailableError, UsageError
+from choir.errors import ChoirError, ConfigError, UnavailableError, UsageError
 from choir.logs import get_logger
 from choir.protocol.operator.answers import (
     AgentRestarted,
     AgentStarted,
     AgentStopped,
+    ChoirdRestarting,
     ChoirdShutdown,
     StopSummary,
 )
@@ -48,7 +51,7 @@ log = get_logger("choird.lifecycle")
 TRANSIENT_ROLES: Final = ("llm", "voice_profile")
 """Roles `model set`/`voice set` may have changed in a session; a restart reverts them."""
 SHUTDOWN_DELAY_S: Final = 0.05
-"""`shutdown` answers first, then choird begins stopping."""
+"""`shutdown` and `choird.restart` answer first, then choird begins stopping."""
 
 
 async def agent_start(ctx: OperatorContext, request: AgentStart) -> AgentStarted:
@@ -107,6 +110,34 @@ async def choird_shutdown(ctx: OperatorContext, _: NoArguments) -> ChoirdShutdow
     running = sum(lifecycle.runtime.running(agent) is not None for agent in ctx.config.agents)
     asyncio.get_running_loop().call_later(SHUTDOWN_DELAY_S, lifecycle.shutdown)
     return ChoirdShutdown(pid=os.getpid(), agents_running=running)
+
+
+async def choird_restart(ctx: OperatorContext, _: NoArguments) -> ChoirdRestarting:
+    """Restart choird in place (`choir restart`): it stops serving, leaves its agents running
+    and re-executes itself; the new image adopts them. Refused before anything stops when it
+    cannot re-execute itself, or when config.json and secrets.json would not let it start again
+    (it would then leave its agents without a choird)."""
+    lifecycle = lifecycle_of(ctx)
+    restart = lifecycle.restart
+    refusal = (
+        "it was started without a way to re-execute itself"
+        if restart is None
+        else restart.refusal()
+    )
+    if restart is None or refusal is not None:
+        raise UnavailableError(
+            f"choird cannot restart in place: {refusal}; nothing was stopped "
+            "(choir down, then choir up, restarts it and its agents)"
+        )
+    try:
+        await asyncio.to_thread(load_home, ctx.home)
+    except ConfigError as error:
+        header = "choird not restarted, nothing stopped: it would not start again with this home"
+        raise ConfigError(error.problems, header=header) from None
+    running = sum(lifecycle.runtime.running(agent) is not None for agent in ctx.config.agents)
+    log.info("choird restarting in place", fields={"agents_running": running})
+    asyncio.get_running_loop().call_later(SHUTDOWN_DELAY_S, restart.begin)
+    return ChoirdRestarting(pid=os.getpid(), agents_running=running)
 
 
 # -- the steps the verbs share ---------------------------------------------------------------

@@ -8,7 +8,9 @@ result would not load. config.json is replaced atomically (keeping its mode) and
 `config load` then refuses the home. A change only a restart puts into effect is approved only
 with the approver's explicit `--restart` (`config_restart`); the running agents it names are
 then restarted (their sessions resumed), while what only a choird restart takes stays pending
-(`config show`), the outcome saying so: choird cannot restart itself. A choird killed after
+(`config show`), the outcome saying so and naming `choir restart`: an approval does not restart
+choird itself (the operator picks the moment; a restart would also cut the approval's own
+front end off while it reports). A choird killed after
 writing config.json starts with it; the apply it resumes then finds the patch already running
 and ends `applied`.
 """
@@ -87,13 +89,14 @@ async def apply_config_change(ctx: OperatorContext, row: ApprovalRow, note: Note
         detail += f"; {restarted}" if restarted else ""
         if pending:
             detail += (
-                f"; pending until choird restarts: {', '.join(pending)} (choird cannot "
-                f"restart itself: {HOW_TO_RESTART_CHOIRD} puts it into effect)"
+                f"; pending until choird restarts: {', '.join(pending)} (choird is not "
+                f"restarted by an approval: {HOW_TO_RESTART_CHOIRD} puts it into effect, its "
+                "agents kept running)"
             )
     elif pending:
         detail += (
             f"; pending until choird restarts: {', '.join(pending)}"
-            " (nothing was restarted: restart choird to put it into effect)"
+            f" (nothing was restarted: {HOW_TO_RESTART_CHOIRD} puts it into effect)"
         )
     return detail
 
