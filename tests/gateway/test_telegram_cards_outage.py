@@ -1,6 +1,7 @@
 """A job card edited while choird's database is away: the chat goes on seeing it change, choird
 logs that a restart would not resume the card, and once the database is back the next write
-stores the card again.
+stores the card again — an [Inject…] prompt sent meanwhile too, whose reply after a restart
+still reaches the job.
 
 choird runs as a real process on a home with its embedded Postgres, whose postmaster the test
 SIGKILLs; choird's supervisor restarts it after `HOLD_MS` (failpoint `postgres.before_restart`),
@@ -10,15 +11,18 @@ longer than a quiet card waits for its next edit (`TICK_S`).
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import signal
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from choir.daemon.gateway.telegram.cards import TICK_S
 from choir.home import ChoirHome
 from choir.scripted import ReplyStep, Script, ScriptedModelServer, ToolCallsStep
+from choir.store.events import read_events
 from choir.store.gateway.job_cards import CardRow, open_cards
 from choir.store.postgres.pool import connect
 from choir.store.postgres.postmaster import postmaster_pid
@@ -29,8 +33,8 @@ from tests.harness.waits import poll_until
 
 from .conftest import PHONE, telegram_home
 from .restarts import LEASE, Daemon
-from .test_telegram_cards import edge, edits_of, now_of, run, scripted
-from .test_telegram_cards_restart import cards_of
+from .test_telegram_cards import LISTENER, answered, edge, edits_of, now_of, run, scripted
+from .test_telegram_cards_restart import cards_of, prompt_of
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 
@@ -123,6 +127,73 @@ async def test_a_card_edited_with_the_database_away_goes_on_and_is_stored_once_i
     )
     assert not now_of(api, card).buttons
     await poll_until(lambda: _none_stored(home), within=20)
+
+
+@scripted(LISTENER)
+async def test_a_prompt_sent_with_the_database_away_is_answered_after_a_restart(
+    daemon: Daemon, api: BotApiServer, home: ChoirHome
+) -> None:
+    await daemon.start(CHOIR_FAILPOINTS=f"postgres.before_restart=sleep({HOLD_MS})")
+    started = await daemon.ctl("agent", "start", "agent-1", "--dm", "phone")
+    api.user_says(PHONE, "please start the listener")
+    await api.wait_for(lambda: bool(cards_of(api, "listener")), within=60)
+    [card] = cards_of(api, "listener")
+
+    async def row_shows_the_card() -> bool:
+        rows = await stored(home)
+        return rows is not None and [r.shown for r in rows] == [now_of(api, card).text]
+
+    await poll_until(row_shows_the_card, within=30, every=0.1)
+    [before] = await stored(home) or []
+    # a press needs the database (the DM's bound session): it goes away while Telegram takes
+    # the prompt, between the press's read and the prompt's write
+    api.hold("sendMessage")
+    pressed = api.user_presses(PHONE, card, card.buttons[1][1])
+    await poll_until(lambda: any(_is_prompt(c.params) for c in api.sends(PHONE)), within=30)
+    postmaster = postmaster_pid(home.pgdata)
+    assert postmaster is not None
+    os.kill(postmaster, signal.SIGKILL)
+    api.release("sendMessage")
+    lost = "telegram job card prompt not stored: a choird restart would not resume it"
+    await poll_until(lambda: lost in home.choird_log.read_text(), within=30)
+    assert await answered(api, pressed) == "Reply to the prompt to instruct listener"
+    prompt = await prompt_of(api)
+
+    async def edited_since() -> bool:  # an edit's write once the database is back
+        rows = await stored(home)
+        return bool(rows) and await row_shows_the_card() and rows[0].shown != before.shown
+
+    await poll_until(edited_since, within=HOLD_MS / 1000 + 60, every=0.2)
+    [after] = await stored(home) or []
+    assert after.prompts == (prompt.message_id,)  # the lost prompt's write, made again
+    daemon.kill()
+    edited = len(edits_of(api, card))
+    await daemon.start()
+    await api.wait_for(lambda: len(edits_of(api, card)) > edited, within=30)  # resumed
+
+    api.user_says(PHONE, "use blue", reply_to=prompt)
+    await api.wait_for(
+        lambda: "Sent to core job listener: it reads it at its next step." in api.texts(PHONE),
+        within=30,
+    )
+    (Path(read_config(home)["workspaces"]["default"]["path"]) / "go").touch()
+    await api.wait_for(
+        lambda: now_of(api, card).text.startswith("Core job listener: done"), within=60
+    )
+    conn = await connect(await asyncio.to_thread(embedded_params, home))
+    try:
+        records = await read_events(conn, str(started["session_id"]), 1, 10_000)
+    finally:
+        await conn.close()
+    injected = [r.payload["content"] for r in records if r.event_type == "injected_instruction"]
+    assert injected == ["use blue"]
+    await poll_until(lambda: _none_stored(home), within=20)
+
+
+def _is_prompt(params: dict[str, Any]) -> bool:
+    """Whether a sendMessage call sends an [Inject…] prompt (a ForceReply)."""
+    markup = params.get("reply_markup")
+    return "force_reply" in (markup if isinstance(markup, str) else json.dumps(markup))
 
 
 async def _none_stored(home: ChoirHome) -> bool:

@@ -10,6 +10,8 @@ from choir.store.gateway.job_cards import (
     CardRow,
     Uncarded,
     add_card,
+    advance_cursor,
+    card_answered,
     card_cancelling,
     card_prompted,
     card_shown,
@@ -41,12 +43,31 @@ async def test_a_card_sent_then_edited_keeps_what_it_showed_and_what_was_pressed
     await card_cancelling(conn, ROW.card_id)
     await card_prompted(conn, ROW.card_id, 55, 8)
     sent = dataclasses.replace(ROW, message_id=12, shown="Core job counter: starting")
-    await card_shown(conn, sent)
-    edited = dataclasses.replace(sent, shown="Core job counter: thinking", state="thinking")
-    await card_shown(conn, edited)  # its in-memory view of the presses is not written over them
-    assert await open_cards(conn) == [dataclasses.replace(edited, cancelling=True, prompts=(55,))]
+    await card_shown(conn, dataclasses.replace(sent, prompts=(55,)))
+    await card_prompted(conn, ROW.card_id, 56, 8)
+    await card_prompted(conn, ROW.card_id, 56, 8)  # an edit stored it before its own write
+    edited = dataclasses.replace(
+        sent, shown="Core job counter: thinking", state="thinking", prompts=(55, 56)
+    )
+    await card_shown(conn, edited)  # a [Cancel] it has not seen yet is not undone
+    assert await open_cards(conn) == [dataclasses.replace(edited, cancelling=True)]
     await drop_card(conn, ROW.card_id)
     assert await open_cards(conn) == []
+
+
+async def test_an_edit_stores_the_live_prompts_a_lost_prompt_again_an_answered_one_never(
+    conn: Connection,
+) -> None:
+    """A card's writes apply in the order they were made: an edit's prompts are the card's."""
+    await apply_control_schema(conn)
+    await add_card(conn, ROW)
+    await card_prompted(conn, ROW.card_id, 55, 8)  # 56's own write was lost
+    live = dataclasses.replace(ROW, message_id=12, shown="thinking", prompts=(55, 56))
+    await card_shown(conn, live)
+    assert [r.prompts for r in await open_cards(conn)] == [(55, 56)]
+    await card_answered(conn, ROW.card_id, 55)
+    await card_shown(conn, dataclasses.replace(live, prompts=(56,)))
+    assert [r.prompts for r in await open_cards(conn)] == [(56,)]
 
 
 async def test_a_card_whose_first_writes_were_lost_is_stored_whole_by_a_later_one(
@@ -99,13 +120,24 @@ async def test_a_stored_card_moves_its_sessions_cursor_past_its_start_and_never_
 ) -> None:
     await apply_control_schema(conn)
     await started(conn, "s-1", 3, 9)
-    assert await uncarded_starts(conn) == [Uncarded("s-1", "agent-1", 3)]  # none stored yet
+    assert await uncarded_starts(conn) == [Uncarded("s-1", "agent-1", 3, 9)]  # none stored yet
     await add_card(conn, dataclasses.replace(ROW, started_rev=3))
-    assert await uncarded_starts(conn) == [Uncarded("s-1", "agent-1", 9)]
+    assert await uncarded_starts(conn) == [Uncarded("s-1", "agent-1", 9, 9)]
     await add_card(conn, dataclasses.replace(ROW, card_id="card-2", started_rev=9))
     await add_card(conn, dataclasses.replace(ROW, started_rev=3))  # a write tried again
     await drop_card(conn, ROW.card_id)  # its final edit made: sent, never again
     assert await uncarded_starts(conn) == []
+
+
+async def test_a_cursor_moved_past_starts_without_cards_never_goes_back(conn: Connection) -> None:
+    """A session whose cards show nowhere: its cursor passes its starts, none stored."""
+    await apply_control_schema(conn)
+    await started(conn, "s-1", 3, 9)
+    await advance_cursor(conn, "s-1", 9)
+    assert await uncarded_starts(conn) == []
+    await advance_cursor(conn, "s-1", 3)
+    assert await uncarded_starts(conn) == []
+    assert await open_cards(conn) == []
 
 
 async def test_only_running_sessions_starts_are_read_and_only_their_jobs_events(
@@ -114,7 +146,7 @@ async def test_only_running_sessions_starts_are_read_and_only_their_jobs_events(
     await apply_control_schema(conn)
     await started(conn, "s-1", 2)
     await started(conn, "s-gone", 2, status="stopped")
-    assert await uncarded_starts(conn) == [Uncarded("s-1", "agent-1", 2)]
+    assert await uncarded_starts(conn) == [Uncarded("s-1", "agent-1", 2, 2)]
     events = await job_events(conn, "s-1", 2, 10)
     assert [(e.rev, e.event_type) for e in events] == [(2, "core_started"), (3, "model_output")]
 
@@ -133,4 +165,4 @@ async def test_sessions_running_as_the_cursors_come_are_taken_as_carded_so_far(
         "(session_id, rev, event_type, lane, payload, hash_prev, hash, created_at) "
         "VALUES ('s-1', 4, 'core_started', 'core:k', '{}', 'p', 'h4', now())"
     )
-    assert await uncarded_starts(conn) == [Uncarded("s-1", "agent-1", 4)]
+    assert await uncarded_starts(conn) == [Uncarded("s-1", "agent-1", 4, 4)]

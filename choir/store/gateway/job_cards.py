@@ -13,7 +13,8 @@ edit — the whole row again if it is missing: a card is stored by its first wri
 and deleted with the card's final edit.
 
 Each session also keeps a card cursor (`gateway_card_cursors`): the rev of the last
-`core_started` whose card's row was stored, advanced in the transaction that adds the row, and
+`core_started` whose card's row was stored, advanced in the transaction that adds the row — or
+past the starts of a session whose cards show nowhere, owed none (`advance_cursor`) — and
 never moved back. A card is sent only once its row took, so a start past the cursor never had
 its card sent — choird stopped between the start's replication and the row — and a starting
 choird sends it (`uncarded_starts`); a start at or before it has its row, or had it until its
@@ -35,17 +36,15 @@ INSERT INTO choir_control.gateway_job_cards
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
 ON CONFLICT (card_id) DO NOTHING
 """
-# the whole row if it is missing (its earlier writes failed), else what the card showed and a
-# [Cancel] whose own write failed (never undone); its prompts are left to their own writes,
-# which a snapshot taken before them would otherwise overwrite
 _CURSOR: Final = """
 INSERT INTO choir_control.gateway_card_cursors (session_id, rev) VALUES ($1, $2)
 ON CONFLICT (session_id) DO UPDATE
 SET rev = greatest(gateway_card_cursors.rev, EXCLUDED.rev), updated_at = now()
 """
-# the active sessions' first job start past their cursor (a session without one had none stored)
+# the active sessions' first and last job starts past their cursor (a session without one had
+# none stored)
 _UNCARDED: Final = """
-SELECT s.session_id, s.agent_id, min(e.rev) AS rev
+SELECT s.session_id, s.agent_id, min(e.rev) AS rev, max(e.rev) AS last_rev
 FROM choir_control.sessions s
 LEFT JOIN choir_control.gateway_card_cursors c ON c.session_id = s.session_id
 JOIN choir_control.session_events e
@@ -64,6 +63,11 @@ LIMIT $4
 """
 JOB_EVENT_TYPES: Final = ("core_started", "core_event_emitted", "core_stopped", "model_output")
 """What moves a card: a job's start, progress and end, and its steps' LLM calls."""
+# the whole row if it is missing (its earlier writes failed), else what the card showed, a
+# [Cancel] whose own write failed (never undone) and its live prompts: a prompt whose own write
+# failed is stored again, one replied to since is gone. The card's writes apply in the order
+# they were made (`card_store.CardStore.write`), so no snapshot older than a prompt's write or
+# its reply's applies after it
 _SHOWN: Final = """
 INSERT INTO choir_control.gateway_job_cards
     (card_id, gateway, chat_id, dm, agent_id, session_id, job_name, started_rev, started_at,
@@ -71,16 +75,17 @@ INSERT INTO choir_control.gateway_job_cards
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)
 ON CONFLICT (card_id) DO UPDATE
 SET message_id = EXCLUDED.message_id, shown = EXCLUDED.shown, state = EXCLUDED.state,
-    cancelling = gateway_job_cards.cancelling OR EXCLUDED.cancelling
+    cancelling = gateway_job_cards.cancelling OR EXCLUDED.cancelling, prompts = EXCLUDED.prompts
 """
 _CANCELLING: Final = (
     "UPDATE choir_control.gateway_job_cards SET cancelling = true WHERE card_id = $1"
 )
-# the newest PROMPTS_KEPT only: a card pressed [Inject…] at endlessly keeps a bounded row
+# the newest PROMPTS_KEPT only: a card pressed [Inject…] at endlessly keeps a bounded row;
+# once (an edit's write made between the prompt and its own write stored it already)
 _PROMPTED: Final = """
 UPDATE choir_control.gateway_job_cards
 SET prompts = (array_append(prompts, $2))[greatest(1, cardinality(prompts) + 2 - $3):]
-WHERE card_id = $1
+WHERE card_id = $1 AND NOT $2 = ANY(prompts)
 """
 _ANSWERED: Final = """
 UPDATE choir_control.gateway_job_cards SET prompts = array_remove(prompts, $2) WHERE card_id = $1
@@ -126,6 +131,8 @@ class Uncarded:
     agent_id: str
     rev: int
     """The rev of its first such `core_started`."""
+    last_rev: int
+    """The rev of its last one."""
 
 
 async def add_card(conn: Connection, row: CardRow) -> None:
@@ -134,6 +141,12 @@ async def add_card(conn: Connection, row: CardRow) -> None:
     async with conn.transaction():
         await conn.execute(_ADD, *_identity(row))
         await conn.execute(_CURSOR, row.session_id, row.started_rev)
+
+
+async def advance_cursor(conn: Connection, session_id: str, rev: int) -> None:
+    """The session's card cursor past its job start at `rev`, with no card stored: its
+    session's cards show nowhere (never moved back)."""
+    await conn.execute(_CURSOR, session_id, rev)
 
 
 async def uncarded_starts(conn: Connection) -> list[Uncarded]:
@@ -150,8 +163,10 @@ async def job_events(
 
 
 async def card_shown(conn: Connection, row: CardRow) -> None:
-    """The card's message is in its chat, showing `row.shown` (sent, or edited since). A card
-    whose earlier writes were lost (the database away) is stored whole: a restart resumes it.
+    """The card's message is in its chat, showing `row.shown` (sent, or edited since), with
+    its live prompts `row.prompts`. A card whose earlier writes were lost (the database away)
+    is stored whole: a restart resumes it. The card's writes must apply in the order they
+    were made (`CardStore.write`): an older snapshot's prompts would undo a reply's write.
     Only the card's own task writes this, before the final edit's `drop_card`: it never brings
     back a dropped card."""
     await conn.execute(

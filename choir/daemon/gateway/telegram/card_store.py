@@ -6,21 +6,32 @@ lets a restart tell a card never sent from one that may show (`choir.store.gatew
 Every later write never raises and never holds a card long: a database away for `WRITE_S`
 costs that write (logged), and the card goes on in memory — only a restart before a later
 write of it takes loses what the lost one stored: the message's and each edit's write
-(`card_shown`) stores the whole row, whichever earlier write failed.
+(`card_shown`) stores the whole row, its live [Inject…] prompts too, whichever earlier write
+failed.
+
+A card's writes apply one at a time, in the order they were made (`write`): each is a snapshot
+of the card taken when it was made, so a later one is never overwritten by an earlier one that
+ran late on another of the pool's connections. That is what lets an edit's write store the
+card's prompts as they are in memory: a prompt's write made before it applies first (or was
+lost, and the edit stores it again), and a prompt replied to is gone from every snapshot made
+after the reply's write — none made before it can apply after it.
 
 `resumable` reads every stored card with what the card needs to catch up: the events of its
 session after its job's start (its job's steps, progress and end) and its session's row (ended
 while choird was away or not). `unsent` reads the job starts no card was sent for (past their
 sessions' card cursors: choird stopped before the card's row was stored) with their jobs'
-events, to send those cards now.
+events, to send those cards now; the sessions whose cards show nowhere have their cursors moved
+past their starts instead (no card is owed to a job started while its session had no card
+chat), so a starting choird does not read their starts again.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass, field
 from functools import partial
 from typing import Final
 
@@ -31,6 +42,7 @@ from choir.store.events import EventRecord, read_events
 from choir.store.gateway.job_cards import (
     CardRow,
     add_card,
+    advance_cursor,
     job_events,
     open_cards,
     uncarded_starts,
@@ -58,10 +70,12 @@ class Resumable:
 
 
 class CardStore:
-    """The cards' writes to `gateway_job_cards`."""
+    """The cards' writes to `gateway_job_cards`, each card's in the order they were made."""
 
     def __init__(self, pool: Pool | None) -> None:
         self._pool = pool
+        self._turns: dict[str, _Turn] = {}
+        """card id -> the queue of its writes, while one is made or waits."""
 
     async def write(
         self,
@@ -72,12 +86,20 @@ class CardStore:
         *,
         lost: str = "a choird restart would not resume it",
     ) -> bool:
-        """Run `write` on a connection; whether it took (a failure is logged with what it
-        costs, `lost`, never raised)."""
+        """Run `write` on a connection, after the card's writes made before it; whether it
+        took (a failure — waiting included, `WRITE_S` at most — is logged with what it costs,
+        `lost`, never raised). Its place among the card's writes is taken before it first
+        waits: a caller that takes the snapshot it writes and calls this with no `await` in
+        between has it applied after every earlier snapshot of the card and before every
+        later one (the lock is FIFO), whichever pool connection each runs on."""
         if self._pool is None:
             return False
         try:
-            async with asyncio.timeout(WRITE_S), self._pool.acquire() as conn:
+            async with (
+                asyncio.timeout(WRITE_S),
+                self._turn(card_id),
+                self._pool.acquire() as conn,
+            ):
                 await write(conn)
         except Exception as error:
             log.warning(
@@ -86,6 +108,34 @@ class CardStore:
             )
             return False
         return True
+
+    async def passed(self, session_id: str, rev: int) -> None:
+        """The session's card cursor past its job start at `rev`, which gets no card (its
+        session has no card chat); a failure is logged, never raised: that start is only
+        read again at choird's next start."""
+        if self._pool is None:
+            return
+        try:
+            async with asyncio.timeout(WRITE_S), self._pool.acquire() as conn:
+                await advance_cursor(conn, session_id, rev)
+        except Exception as error:
+            log.info(
+                "telegram job card cursor not moved: read again at the next start",
+                fields={"session": session_id, "error": type(error).__name__},
+            )
+
+    @contextlib.asynccontextmanager
+    async def _turn(self, card_id: str) -> AsyncIterator[None]:
+        """The card's writes one at a time, first made first (forgotten when none waits)."""
+        turn = self._turns.setdefault(card_id, _Turn())
+        turn.users += 1
+        try:
+            async with turn.lock:
+                yield
+        finally:
+            turn.users -= 1
+            if not turn.users:
+                del self._turns[card_id]
 
     async def claim(self, row: CardRow) -> None:
         """Store the card about to be sent, and its session's card cursor past its job's
@@ -100,6 +150,15 @@ class CardStore:
             await asyncio.sleep(wait)
 
 
+@dataclass(eq=False)
+class _Turn:
+    """One card's writes: `lock` (FIFO) held by the one being made, `users` counts it and
+    those waiting."""
+
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    users: int = 0
+
+
 Writer = Callable[[Connection], Awaitable[None]]
 Wanted = Callable[[str], Awaitable[bool]]
 """Whether a session's cards show anywhere (a Telegram DM with cards on is bound to it)."""
@@ -108,11 +167,12 @@ Wanted = Callable[[str], Awaitable[bool]]
 async def unsent(pool: Pool, wanted: Wanted) -> list[Durable]:
     """The job starts of the active sessions `wanted` (those with a card chat) whose cards
     were never sent, each session's from its first such start on with its jobs' events after:
-    as if replicated now."""
+    as if replicated now. The other sessions' cursors pass their starts: none is owed a card."""
     found: list[Durable] = []
     async with pool.acquire() as conn:
         for start in await uncarded_starts(conn):
             if not await wanted(start.session_id):
+                await advance_cursor(conn, start.session_id, start.last_rev)
                 continue
             events = await _paged(job_events, conn, start.session_id, start.rev)
             found.append(Durable(start.session_id, start.agent_id, events))

@@ -46,11 +46,16 @@ idempotent send: it might show twice); if it shows, it stays as it was and its b
 final edit, Telegram answers "message is not modified" (taken as done) and the row goes. A live
 card's [Inject…] prompts awaiting a reply (its newest
 `PROMPTS_STORED`) are stored with it, so a reply after a restart still reaches the job. A
-card's first write waits for the database (the card is sent once it took, `card_store`); a
-later one that fails (the database away) is logged, the card goes on in memory and in the
-chat, and its next edit's write stores it whole again (a lost [Inject…] prompt is not, its
-prompts being written by their presses): only a restart before that write loses what it
-missed — the whole card if it was its message id.
+card's first write waits for the database (the card is sent once it took, `card_store`), in
+the card's own task and after its session's previous card's (the order of the card cursor):
+the cards of other sessions, and the worker handling every session's events, go on meanwhile.
+A later write that fails (the database away) is logged, the card goes on in memory and in the
+chat, and its next edit's write stores it whole again, its live [Inject…] prompts too (a
+card's writes apply in the order they were made, so an answered prompt never comes back):
+only a restart before that write loses what it missed — the whole card if it was its message
+id. A job started in a session whose cards show nowhere (no Telegram DM with cards bound to
+it) gets no card, then or ever: its session's card cursor passes it, and a starting choird
+passes those its previous one did not.
 """
 
 from __future__ import annotations
@@ -202,6 +207,8 @@ class JobCards:
         """(session id, rev of `core_started`) of the cards resumed at start, ended ones too,
         and of those sent from the log then (`_send_unsent`): that start replicated again makes
         no second card."""
+        self._claims: dict[str, asyncio.Future[None]] = {}
+        """session id -> its newest card's first write, resolved once stored (`_claim`)."""
         self._events: asyncio.Queue[Durable | SessionEnded] = asyncio.Queue()
         self._worker: asyncio.Task[None] | None = None
         self._tasks: set[asyncio.Task[None]] = set()
@@ -339,13 +346,15 @@ class JobCards:
             await _answer(chat, callback_id, "no prompt could be sent: try again")
             return
         self._remember(card, prompt_id)
-        await _answer(chat, callback_id, f"Reply to the prompt to instruct {job}")
+        # written before the press is answered, with no `await` since it was remembered: a
+        # reply to it, whose write removes it, comes after (`CardStore.write`'s order)
         await self._store.write(
             "prompt",
             card.card_id,
             job,
             lambda c: card_prompted(c, card.card_id, prompt_id, PROMPTS_STORED),
         )
+        await _answer(chat, callback_id, f"Reply to the prompt to instruct {job}")
 
     def _remember(self, card: JobCard, prompt_id: int) -> None:
         self._prompts[(card.chat.chat_id, prompt_id)] = card
@@ -433,7 +442,8 @@ class JobCards:
         if (session_id, committed.rev) in self._resumed:
             return
         old = self._by_job.get((session_id, job_name))
-        if not await self._wanted(session_id):
+        if not await self._wanted(session_id):  # no card owed, ever: not read again at a start
+            self._spawn(self._store.passed(session_id, committed.rev), "telegram-card-cursor")
             return
         chat = self._chats[session_id]
         assert chat is not None
@@ -445,16 +455,38 @@ class JobCards:
         self._cards[card.card_id] = card
         self._by_job[(session_id, job_name)] = card
         self._reported_before(card)
-        # the worst instant: the job's start is durable, its card not stored (nor sent)
-        await failpoint("telegram.card.before_store")
-        # Stored before it is sent, and here, in the order of the starts: the session's card
-        # cursor passes a start only with its card's row, so a start past it after a restart
-        # is one whose card was never sent (`_send_unsent` sends it), and one before it never
-        # gets a second card — whether its row is still there (resumed, or dropped if its
-        # message id was lost) or long gone with its final edit. A cursor passing a later
-        # start before an earlier one is stored would lose the earlier card.
-        await self._store.claim(self._row(card))
-        self._spawn(self._show(card), f"telegram-card-{job_name}")
+        # its session's cards are stored in the order of their starts, each after the one
+        # before (`_claim`), here put in line: the worker goes on meanwhile
+        before = self._claims.get(session_id)
+        claimed = self._claims[session_id] = asyncio.get_running_loop().create_future()
+        self._spawn(self._show(card, claim=(before, claimed)), f"telegram-card-{job_name}")
+
+    async def _claim(
+        self, card: JobCard, before: asyncio.Future[None] | None, claimed: asyncio.Future[None]
+    ) -> None:
+        """Store the new card, once its session's previous one is (`claimed` resolved then;
+        cancelled if the card never is, and so are the later ones: choird stopping)."""
+        try:
+            if before is not None:  # shielded: that card's own task resolves it
+                await asyncio.shield(before)
+            # the worst instant: the job's start is durable, its card not stored (nor sent)
+            await failpoint("telegram.card.before_store")
+            # Stored before it is sent, and in the order of its session's starts: the
+            # session's card cursor passes a start only with its card's row, so a start past
+            # it after a restart is one whose card was never sent (`_send_unsent` sends it),
+            # and one before it never gets a second card — whether its row is still there
+            # (resumed, or dropped if its message id was lost) or long gone with its final
+            # edit. A cursor passing a later start before an earlier one is stored would lose
+            # the earlier card. Other sessions' cards wait for none of it: their cursors are
+            # their own, so one session's card waiting for the database holds up no other's.
+            await self._store.claim(self._row(card))
+        except BaseException:
+            claimed.cancel()
+            raise
+        finally:
+            if self._claims.get(card.session_id) is claimed:
+                del self._claims[card.session_id]
+        claimed.set_result(None)
 
     def _resume(self, found: Resumable) -> None:
         """A card a previous choird left: caught up with its job's events and its session,
@@ -517,7 +549,7 @@ class JobCards:
             fields={"dm": row.dm, "job": row.job_name, "ended": card.outcome is not None},
         )
         card.changed.set()
-        self._spawn(self._show(card, resumed=True), f"telegram-card-{row.job_name}")
+        self._spawn(self._show(card), f"telegram-card-{row.job_name}")
 
     async def _forget(self, row: CardRow) -> None:
         await self._store.write(
@@ -539,12 +571,20 @@ class JobCards:
 
     # -- one card's task --------------------------------------------------------------------
 
-    async def _show(self, card: JobCard, *, resumed: bool = False) -> None:
-        """Send the card (unless a previous choird did), then edit it as it changes
-        (throttled) until its outcome shows; then it is forgotten."""
-        if not resumed and not await self._send(card):
-            await self._forget_card(card)
-            return
+    async def _show(
+        self,
+        card: JobCard,
+        *,
+        claim: tuple[asyncio.Future[None] | None, asyncio.Future[None]] | None = None,
+    ) -> None:
+        """Store and send a new card (`claim`: its session's previous card's and its own
+        store; None: a previous choird sent it), then edit it as it changes (throttled) until
+        its outcome shows; then it is forgotten."""
+        if claim is not None:
+            await self._claim(card, *claim)
+            if not await self._send(card):
+                await self._forget_card(card)
+                return
         await self._edits(card)
         # a restart now makes the final edit again: "not modified", taken as done
         await failpoint("telegram.card.before_drop")
@@ -575,7 +615,7 @@ class JobCards:
         chat, text = card.chat, card_text(card, card.started_at)
         # a job that ended before its card was sent (e.g. while choird was away): no buttons
         buttons = [] if card.outcome is not None else self._buttons(card)
-        for attempt in range(ATTEMPTS):  # its row stored already (`_started`)
+        for attempt in range(ATTEMPTS):  # its row stored already (`_claim`)
             try:
                 message_id = await chat.client.send_buttons(chat.chat_id, text, buttons)
             except Exception as error:
