@@ -15,6 +15,8 @@ such verb: `choir restart` was a usage error.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import json
 import shutil
 import subprocess
 import sys
@@ -30,6 +32,7 @@ from tests.faults.invariants import InvariantChecker
 from tests.faults.scene import (
     START,
     Scene,
+    home_for,
     kinds_stored,
     process_scene,
     run,
@@ -71,8 +74,8 @@ async def test_choir_restart_keeps_choird_its_agent_and_session_and_applies_choi
             line.startswith("choird    ready in ") and line.endswith(f"(pid {choird_pid})")
             for line in lines
         ), lines
-        adopted = f"agent-1   adopted: session {started['session_id']}, pid {started['pid']}"
-        assert adopted in lines, lines
+        back = f"agent-1   reconnected: session {started['session_id']}, pid {started['pid']}"
+        assert f"{back} (unix socket)" in lines, lines  # its first call to the new image
         assert scene.choird.process.poll() is None  # the same process, never exited
         held = [f.path for f in psutil.Process(choird_pid).open_files()]
         assert held.count(str(scene.home.root / "choird.lock")) == 1  # the old one closed
@@ -159,6 +162,73 @@ async def test_a_restart_between_two_tool_calls_loses_nothing_and_runs_no_call_t
         status = as_json(await run(scene, "agent", "status", "agent-1", "--json"))
         assert (status["session_id"], status["pid"]) == (session_id, started["pid"])
         assert scene.choird.process.poll() is None
+
+
+async def test_an_agent_that_does_not_reconnect_is_named_with_where_to_look_and_exit_1(
+    root: Path, pg_params: ConnectParams, model: ScriptedModelServer
+) -> None:
+    """agent-1 hangs (SIGSTOP): alive, so the new image adopts it, but it never calls it;
+    agent-2 is killed right after the restart was asked for (the old image's stop held 3 s by
+    a failpoint): not adopted. Each has a warning line naming it and where to look, the exit
+    code is 1 and `--json` says which came back. agent-1, let run on, reconnects and answers.
+    Before the change both were "adopted"/"not adopted" lines and the exit code was 0."""
+    home = home_for(  # no lease runs out while agent-1 hangs: only reconnection is in question
+        root, pg_params, model.url, heartbeat_interval_ms=1000, crash_detection_threshold_ms=300_000
+    )
+    scene = Scene(home, root, pg_params, "process")
+    hung: psutil.Process | None = None
+    try:
+        await start_choird(scene, CHOIR_FAILPOINTS="choird.before_stop_agents=sleep(3000)")
+        first = as_json(await run(scene, *START))
+        (root / "ws-other").mkdir(exist_ok=True)
+        second = as_json(await run(scene, "agent", "start", "agent-2", "--dm", "ops", "--json"))
+        assert (await run(scene, "chat", "agent-1", "hello")).returncode == 0
+        hung = psutil.Process(first["pid"])
+        hung.suspend()
+        restart = asyncio.create_task(asyncio.to_thread(run_choir, home, "restart", "--json"))
+        await poll_until(
+            lambda: "choird restarting: agents keep running" in home.choird_log.read_text(),
+            within=30,
+            every=0.05,
+        )
+        psutil.Process(second["pid"]).kill()
+
+        done = await restart
+
+        assert done.returncode == 1, done.stdout + done.stderr
+        lines = done.stderr.splitlines()
+        look = "choirctl agent status {0}, choirctl logs {0}"
+        assert (
+            "agent-1   warning: adopted but never reconnected (not within 30 s): see "
+            + look.format("agent-1")
+        ) in lines, lines
+        assert (
+            "agent-2   warning: not adopted (it is crashed now): see " + look.format("agent-2")
+        ) in lines, lines
+        agents = {a["agent_id"]: a for a in json.loads(done.stdout)["agents"]}
+        assert {k: agents["agent-1"][k] for k in ("adopted", "reconnected", "link", "state")} == {
+            "adopted": True,
+            "reconnected": False,
+            "link": None,
+            "state": "running",
+        }
+        assert (agents["agent-2"]["adopted"], agents["agent-2"]["reconnected"]) == (False, False)
+
+        hung.resume()  # the operator's next step found it hung
+
+        async def reconnected() -> bool:
+            status = as_json(await run(scene, "agent", "status", "agent-1", "--json"))
+            return status["link"] == "unix socket"
+
+        await poll_until(reconnected, within=30, every=0.2)
+        hello = await run(scene, "chat", "agent-1", "hello")
+        assert hello.returncode == 0, hello.stderr
+        assert "hello back" in hello.stdout
+    finally:
+        if hung is not None:
+            with contextlib.suppress(psutil.Error):
+                hung.resume()
+        await asyncio.to_thread(teardown, home, scene.choird)
 
 
 async def test_a_restart_that_cannot_exec_or_would_not_start_is_refused_with_nothing_stopped(
@@ -277,7 +347,8 @@ async def test_agents_over_http_are_adopted_and_a_port_picked_at_start_refuses(
         done = await asyncio.to_thread(run_choir, scene.home, "restart")
 
         assert done.returncode == 0, done.stdout + done.stderr
-        assert f"agent-1   adopted: session {started['session_id']}" in done.stdout
+        back = f"agent-1   reconnected: session {started['session_id']}, pid {started['pid']}"
+        assert f"{back} (http://{listen})" in done.stdout.splitlines(), done.stdout
         await _still_serving(scene, started)
         first, scene.choird = scene.choird, None
         await asyncio.to_thread(teardown, scene.home, first)
