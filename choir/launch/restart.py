@@ -135,7 +135,8 @@ def _report(
     state = now.state if now is not None else None
     look = f"choirctl agent status {agent_id}, choirctl logs {agent_id}"
     if reconnected and now is not None:
-        where = f"pid {now.pid}" if now.pid is not None else f"container {now.container}"
+        # a docker agent has a pid too (the container's first process): its container says more
+        where = f"container {now.container[:12]}" if now.container else f"pid {now.pid}"
         steps.line(agent_id, f"reconnected: session {session_id}, {where} ({link})")
     elif adopted:
         why = (

@@ -2,7 +2,9 @@
 graceful twin of the kill -9 in `test_choird_restart.py`).
 
 choird runs as a real process on the test session's Postgres (and on an embedded one), agent-1
-on the process runtime, a scripted model behind it. `choir restart` keeps choird's pid (the
+on the process runtime — and on docker, over its socket and over HTTPS —, a scripted model
+behind it. Each adopted agent must have called the new image (`reconnected`); one that hangs or
+dies across the restart is named with where to look, and the exit code is 1. `choir restart` keeps choird's pid (the
 same process: its parent never sees it exit), adopts the agent — same process, same session, no
 new one —, puts a choird-level change that `config apply` left pending into effect, and the
 agent answers after. A restart while the agent is between two tool calls loses nothing
@@ -28,8 +30,11 @@ import pytest
 from choir.scripted import ScriptedModelServer
 from choir.store.postgres.postmaster import postmaster_pid
 from choir.store.postgres.target import ConnectParams
+from tests.docker_support import require_docker
 from tests.faults.invariants import InvariantChecker
 from tests.faults.scene import (
+    GENEROUS,
+    SCRIPT,
     START,
     Scene,
     home_for,
@@ -39,7 +44,15 @@ from tests.faults.scene import (
     script,  # noqa: F401 — the fixture
     start_choird,
 )
-from tests.faults.support import as_json, assert_chain, ready_since, spawn_choird, teardown
+from tests.faults.support import (
+    IN_CONTAINER_PORT,
+    as_json,
+    assert_chain,
+    ready_since,
+    serve_model_in,
+    spawn_choird,
+    teardown,
+)
 from tests.harness.homes import make_home, read_config, write_config
 from tests.harness.mail import free_port
 from tests.harness.processes import BIN, Choird, environment, run_choir
@@ -363,3 +376,64 @@ async def test_agents_over_http_are_adopted_and_a_port_picked_at_start_refuses(
         assert refused.returncode == 6, refused.stdout + refused.stderr
         assert "a port the system picked at its start" in refused.stderr
         await _still_serving(scene, started)
+
+
+@pytest.mark.parametrize("transport", ["socket", pytest.param("https", marks=pytest.mark.serial)])
+async def test_a_docker_agent_is_adopted_and_reconnects_across_a_restart(
+    root: Path, pg_params: ConnectParams, transport: str
+) -> None:
+    """The first scenario on docker: same choird pid, same container, same session, the agent
+    reconnected — over its socket, or (`--transport http`, serial: the egress filter's hole is
+    this host's) over HTTPS on its network's gateway, where the new image listens again on the
+    same port — and a chat answers after."""
+    require_docker()
+    url = f"http://127.0.0.1:{IN_CONTAINER_PORT}/v1"  # the container's loopback
+    home = home_for(root, pg_params, url, **GENEROUS)
+    (Path(read_config(home)["workspaces"]["default"]["path"]) / ".script.json").write_text(
+        SCRIPT.model_dump_json()
+    )
+    scene = Scene(home, root, pg_params, "docker")
+    args = ["--runtime", "docker"]
+    if transport == "https":
+        args += ["--transport", "http", "--tls-self-signed", "--listen", f"127.0.0.1:{free_port()}"]
+    try:
+        scene.choird = await asyncio.to_thread(spawn_choird, home, *args)
+        choird_pid = scene.choird.process.pid
+        started = as_json(await run(scene, *START))
+        before = as_json(await run(scene, "agent", "status", "agent-1", "--json"))
+        container = before["container"]
+        await asyncio.to_thread(serve_model_in, container)
+        assert (await run(scene, "chat", "agent-1", "hello")).returncode == 0
+        link = as_json(await run(scene, "agent", "status", "agent-1", "--json"))["link"]
+        if transport == "https":
+            assert link.startswith("https://"), link
+            assert not link.startswith("https://127."), link  # the gateway, not the loopback
+        else:
+            assert link == "unix socket"
+
+        done = await asyncio.to_thread(run_choir, home, "restart")
+
+        assert done.returncode == 0, done.stdout + done.stderr
+        lines = done.stdout.splitlines()
+        assert any(
+            line.startswith("choird    ready in ") and line.endswith(f"(pid {choird_pid})")
+            for line in lines
+        ), lines
+        session_id = started["session_id"]
+        back = f"agent-1   reconnected: session {session_id}, container {container[:12]} ({link})"
+        assert back in lines, lines
+        assert scene.choird.process.poll() is None  # the same process, never exited
+        status = as_json(await run(scene, "agent", "status", "agent-1", "--json"))
+        assert (status["state"], status["session_id"], status["container"], status["link"]) == (
+            "running",
+            session_id,
+            container,
+            link,
+        )
+        sessions = as_json(await run(scene, "session", "list", "agent-1", "--json"))["sessions"]
+        assert [s["session_id"] for s in sessions] == [session_id]  # no new session
+        hello = await run(scene, "chat", "agent-1", "hello")
+        assert hello.returncode == 0, hello.stderr
+        assert "hello back" in hello.stdout
+    finally:
+        await asyncio.to_thread(teardown, home, scene.choird)
