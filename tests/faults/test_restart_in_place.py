@@ -3,15 +3,15 @@ graceful twin of the kill -9 in `test_choird_restart.py`).
 
 choird runs as a real process on the test session's Postgres (and on an embedded one), agent-1
 on the process runtime — and on docker, over its socket and over HTTPS —, a scripted model
-behind it. Each adopted agent must have called the new image (`reconnected`); one that hangs or
-dies across the restart is named with where to look, and the exit code is 1. `choir restart` keeps choird's pid (the
-same process: its parent never sees it exit), adopts the agent — same process, same session, no
-new one —, puts a choird-level change that `config apply` left pending into effect, and the
-agent answers after. A restart while the agent is between two tool calls loses nothing
-acknowledged and runs no call twice (`InvariantChecker`). A choird that cannot re-execute itself
-(its program file removed under it), or whose config would not load, refuses before it stops
-anything (`choir restart` and `choirctl choird restart` alike). Before the change there was no
-such verb: `choir restart` was a usage error.
+behind it. `choir restart` keeps choird's pid (the same process: its parent never sees it
+exit), adopts the agent — same process or container, same session, no new one —, sees it
+reconnect (its first call to the new image), puts a choird-level change that `config apply`
+left pending into effect, and the agent answers after. An agent that hangs or dies across the
+restart is named with where to look, and the exit code is 1. A restart while the agent is
+between two tool calls loses nothing acknowledged and runs no call twice (`InvariantChecker`).
+A choird that cannot re-execute itself (its program file removed under it), or whose config
+would not load, refuses before it stops anything (`choir restart` and `choirctl choird restart`
+alike). Before the change there was no such verb: `choir restart` was a usage error.
 """
 
 from __future__ import annotations
