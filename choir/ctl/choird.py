@@ -21,9 +21,12 @@ app = typer.Typer(
 @documented("choird restart")
 def restart(home: HomeOption = None, as_json: JsonOption = False) -> None:
     from choir.ctl.render.output import emit_json
+    from choir.launch.restart import all_back
     from choir.launch.restart import restart as restart_choird
     from choir.launch.up import Steps
 
     summary = restart_choird(home_of(home), Steps(sys.stderr if as_json else sys.stdout))
     if as_json:
         emit_json(summary)
+    if not all_back(summary):  # each agent not back has had its warning line
+        raise typer.Exit(1)

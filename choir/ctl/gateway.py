@@ -24,13 +24,13 @@ TROUBLE = {
     "secret set {secret}, then restart choird (choir restart)",
     "no_token": "NO TOKEN: its secret is not set",
     "backing_off": "BACKING OFF: the Bot API does not answer; retrying",
-    "pending_restart": "added by config apply: starts when choird restarts",
+    "pending_restart": "added by config apply: starts when choird restarts (choir restart)",
     "starting": "choird is starting it",
 }
 """What a state means for the operator, shown next to it."""
 PENDING = {
-    "changed": "changed by config apply: runs as it started until choird restarts",
-    "removed": "removed by config apply: runs until choird restarts",
+    "changed": "changed by config apply: runs as it started until choird restarts (choir restart)",
+    "removed": "removed by config apply: runs until choird restarts (choir restart)",
 }
 
 

@@ -70,6 +70,7 @@ if TYPE_CHECKING:  # aiohttp and cryptography load only for --transport http
     from choir.daemon.runtimes.base import AgentRuntime, RuntimeChoice
     from choir.daemon.runtimes.bridge_link import BridgeLink
     from choir.daemon.sessions.state import SessionEnded
+    from choir.daemon.telemetry.metrics import ChoirMetrics
     from choir.daemon.workers.browser.chromium import BrowserWorker
     from choir.transport import HttpServer
 
@@ -375,6 +376,7 @@ class ChoirDaemon:
         self._stack.callback(self.runtime.close)
         self.home.create_directories()  # adopted agents get their sockets back right away
         self._hear_agents(services)
+        metrics = self._feed_metrics(services) if config.metrics.listen is not None else None
         # what they replicate at once is kept for the gateways, which start at step 8
         self.gateway_news = news = GatewayNews.hold(services)
         self._stack.callback(news.close)
@@ -400,8 +402,8 @@ class ChoirDaemon:
         await self._start_gateways()
         news.seal()
         await failpoint("choird.start.after_gateways")
-        if config.metrics.listen is not None:
-            await self._start_metrics(config.metrics.listen, services, stage)
+        if metrics is not None and config.metrics.listen is not None:
+            await self._serve_metrics(metrics, config.metrics.listen, stage)
         self._stack.push_async_callback(self._cancel_timers, self._start_timers(services))
         self._serve_memory_tools(services, stage)
         await self._start_browser(services, config)
@@ -473,21 +475,26 @@ class ChoirDaemon:
         self._stack.push_async_callback(meter.aclose)
         return meter
 
-    async def _start_metrics(
-        self, listen: str, services: AgentServices, stage: ConfigStage
-    ) -> None:
-        """The opt-in Prometheus endpoint (§22.1); its modules load only when it is on."""
-        from choir.daemon.telemetry.wiring import start_metrics
+    def _feed_metrics(self, services: AgentServices) -> ChoirMetrics:
+        """The opt-in Prometheus metrics (§22.1), hearing the agents from before step 6 as
+        `_hear_agents` does: what an adopted agent replicates or ends in the start-up window
+        is counted. Their modules load only when metrics are on."""
+        from choir.daemon.telemetry.wiring import feed_metrics
+
+        return feed_metrics(self._stack, services, self.embedding_meter)
+
+    async def _serve_metrics(self, metrics: ChoirMetrics, listen: str, stage: ConfigStage) -> None:
+        """The metrics endpoint, listening once the gateways started (as before)."""
+        from choir.daemon.telemetry.wiring import serve_metrics_of
 
         assert self.database is not None
-        await start_metrics(
+        await serve_metrics_of(
             self._stack,
+            metrics,
             listen=listen,
             home=self.home.root,
-            services=services,
             pool=self.database.pool,
             agents=lambda: sorted(stage.running.config.agents),
-            embedding=self.embedding_meter,
         )
 
     async def _start_memory(

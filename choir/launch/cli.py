@@ -12,7 +12,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from choir.errors import ChoirError, one_line
+from choir.errors import ChoirError, ExitCode, one_line
 
 DESCRIPTION = "choir: run the embedded default (choird, the default agent, the console)."
 
@@ -58,8 +58,9 @@ def _parser() -> argparse.ArgumentParser:
         help="restart choird in place; agents keep running",
         description="Restart choird in place (same pid) to put choird-level config into "
         "effect: it stops serving, re-executes itself and adopts its agents, which keep "
-        "running and keep their sessions. Refused, with nothing stopped, when choird cannot "
-        "re-execute itself or its config would not load.",
+        "running and keep their sessions; it waits (up to 30 s) for each to reconnect and "
+        "exits 1, naming it, when one does not. Refused, with nothing stopped, when choird "
+        "cannot re-execute itself or its config would not load.",
     )
     _home(restart)
     _json(restart)
@@ -132,12 +133,14 @@ def _down(args: argparse.Namespace) -> None:
 
 def _restart(args: argparse.Namespace) -> None:
     from choir.home import ChoirHome
-    from choir.launch.restart import restart
+    from choir.launch.restart import all_back, restart
     from choir.launch.up import Steps
 
     summary = restart(ChoirHome.resolve(args.home), Steps(sys.stderr if args.json else sys.stdout))
     if args.json:
         _print_json(summary)
+    if not all_back(summary):  # each agent not back has had its warning line
+        sys.exit(int(ExitCode.ERROR))
 
 
 def _tui(rest: list[str]) -> None:

@@ -4,7 +4,10 @@ choird is asked to restart (`choird.restart`): it refuses, with why, before stop
 it cannot re-execute itself or its home would not let it start again; otherwise it answers, stops
 serving and re-executes itself under the same pid (`choir.daemon.reexec`). The command waits for
 the old socket to go and the new one to answer, then says what became of each agent that ran:
-adopted (same session, same process or container) or not.
+reconnected — adopted (same session, same process or container) and heard from by the new
+image (`agent status`'s link, set by the agent's first call) within `RECONNECT_TIMEOUT_S` — or,
+on a warning line naming where to look, not. Any agent not back makes the exit code 1: adoption
+alone only says the process or container was found alive, not that it can reach choird.
 """
 
 from __future__ import annotations
@@ -12,13 +15,22 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any, Final
 
 from choir.client import ChoirClient
 from choir.errors import UnavailableError
 from choir.home import ChoirHome
 from choir.launch import choird_process
 from choir.launch.up import Steps, answers
+
+if TYPE_CHECKING:
+    from choir.protocol.operator.answers import AgentStatus
+    from choir.protocol.operator.views import AgentSummary
+
+RECONNECT_TIMEOUT_S: Final = 30.0
+"""How long an adopted agent is given to call the new image (it retries with a backoff of a few
+seconds while choird is away); past it, it is named with where to look."""
+RECONNECT_POLL_S: Final = 0.25
 
 
 def restart(home: ChoirHome, steps: Steps) -> dict[str, Any]:
@@ -65,26 +77,88 @@ def _wait_gone(home: ChoirHome, exited: Callable[[], int | None]) -> None:
 async def _agents_after(
     home: ChoirHome, before: dict[str, str], steps: Steps
 ) -> list[dict[str, Any]]:
-    """Each agent that ran before: adopted by the new image (same session), or what it is."""
+    """Each agent that ran before: adopted by the new image (same session) and reconnected to
+    it, or what it is."""
     async with await ChoirClient.connect(home, call_timeout=None) as choird:
         listed = {a.agent_id: a for a in (await choird.agent_list()).agents}
-    agents = []
-    for agent_id, session_id in before.items():
-        now = listed.get(agent_id)
-        adopted = now is not None and now.state == "running" and now.session_id == session_id
-        if adopted and now is not None:
-            where = f"pid {now.pid}" if now.pid is not None else f"container {now.container}"
-            steps.line(agent_id, f"adopted: session {session_id}, {where}")
-        else:
-            state = now.state if now is not None else "not configured"
-            steps.line(agent_id, f"not adopted: {state} (choirctl agent status {agent_id})")
-        agents.append(
-            {
-                "agent_id": agent_id,
-                "session_id": session_id,
-                "adopted": adopted,
-                "state": now.state if now is not None else None,
-                "pid": now.pid if now is not None else None,
-            }
+        adopted = {
+            agent_id
+            for agent_id, session_id in before.items()
+            if (now := listed.get(agent_id)) is not None
+            and now.state == "running"
+            and now.session_id == session_id
+        }
+        seen = await _reconnections(choird, adopted, before, steps)
+    return [
+        _report(agent_id, session_id, listed.get(agent_id), seen.get(agent_id), steps)
+        for agent_id, session_id in before.items()
+    ]
+
+
+async def _reconnections(
+    choird: ChoirClient, adopted: set[str], before: dict[str, str], steps: Steps
+) -> dict[str, AgentStatus]:
+    """Each adopted agent as last seen: once it has called the new image (its `link` is set
+    by its first heartbeat or report), once it no longer runs its session, or as it was when
+    `RECONNECT_TIMEOUT_S` ran out."""
+    seen: dict[str, AgentStatus] = {}
+    waiting = set(adopted)
+    began = time.monotonic()
+    while True:
+        for agent_id in sorted(waiting):
+            status = seen[agent_id] = await choird.agent_status(agent_id)
+            if status.link is not None or not _runs(status, before[agent_id]):
+                waiting.discard(agent_id)
+        took = time.monotonic() - began
+        if not waiting or took > RECONNECT_TIMEOUT_S:
+            return seen
+        steps.waiting("agents", f"waiting for {len(waiting)} to reconnect", took)
+        await asyncio.sleep(RECONNECT_POLL_S)
+
+
+def _runs(status: AgentSummary, session_id: str) -> bool:
+    return status.state == "running" and status.session_id == session_id
+
+
+def _report(
+    agent_id: str,
+    session_id: str,
+    listed: AgentSummary | None,
+    status: AgentStatus | None,
+    steps: Steps,
+) -> dict[str, Any]:
+    """The agent's line, and what `--json` says of it."""
+    now = status or listed
+    adopted = status is not None
+    link = status.link if status is not None else None
+    reconnected = status is not None and link is not None and _runs(status, session_id)
+    state = now.state if now is not None else None
+    look = f"choirctl agent status {agent_id}, choirctl logs {agent_id}"
+    if reconnected and now is not None:
+        # a docker agent has a pid too (the container's first process): its container says more
+        where = f"container {now.container[:12]}" if now.container else f"pid {now.pid}"
+        steps.line(agent_id, f"reconnected: session {session_id}, {where} ({link})")
+    elif adopted:
+        why = (
+            f"not within {RECONNECT_TIMEOUT_S:g} s"
+            if status is not None and _runs(status, session_id)
+            else f"it is {state} now"
         )
-    return agents
+        steps.line(agent_id, f"warning: adopted but never reconnected ({why}): see {look}")
+    else:
+        why = f"it is {state} now" if state is not None else "no longer configured"
+        steps.line(agent_id, f"warning: not adopted ({why}): see {look}")
+    return {
+        "agent_id": agent_id,
+        "session_id": session_id,
+        "adopted": adopted,
+        "reconnected": reconnected,
+        "link": link,
+        "state": state,
+        "pid": now.pid if now is not None else None,
+    }
+
+
+def all_back(summary: dict[str, Any]) -> bool:
+    """Whether every agent that ran before the restart runs and talks to the new image."""
+    return all(agent["reconnected"] for agent in summary["agents"])

@@ -40,7 +40,7 @@ WIRE = to_wire_name("choir.web.search")
 NOTION_WIRE = to_wire_name("choir.notion.query")
 BROWSER_OFF = (
     "the browser worker is not running: set browser.enabled to true in config.json and "
-    "restart choird"
+    "restart choird (choir restart)"
 )
 PLAN = page("Plan")
 SCRIPT = Script(

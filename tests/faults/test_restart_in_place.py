@@ -2,19 +2,23 @@
 graceful twin of the kill -9 in `test_choird_restart.py`).
 
 choird runs as a real process on the test session's Postgres (and on an embedded one), agent-1
-on the process runtime, a scripted model behind it. `choir restart` keeps choird's pid (the
-same process: its parent never sees it exit), adopts the agent — same process, same session, no
-new one —, puts a choird-level change that `config apply` left pending into effect, and the
-agent answers after. A restart while the agent is between two tool calls loses nothing
-acknowledged and runs no call twice (`InvariantChecker`). A choird that cannot re-execute itself
-(its program file removed under it), or whose config would not load, refuses before it stops
-anything (`choir restart` and `choirctl choird restart` alike). Before the change there was no
-such verb: `choir restart` was a usage error.
+on the process runtime — and on docker, over its socket and over HTTPS —, a scripted model
+behind it. `choir restart` keeps choird's pid (the same process: its parent never sees it
+exit), adopts the agent — same process or container, same session, no new one —, sees it
+reconnect (its first call to the new image), puts a choird-level change that `config apply`
+left pending into effect, and the agent answers after. An agent that hangs or dies across the
+restart is named with where to look, and the exit code is 1. A restart while the agent is
+between two tool calls loses nothing acknowledged and runs no call twice (`InvariantChecker`).
+A choird that cannot re-execute itself (its program file removed under it), or whose config
+would not load, refuses before it stops anything (`choir restart` and `choirctl choird restart`
+alike). Before the change there was no such verb: `choir restart` was a usage error.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import json
 import shutil
 import subprocess
 import sys
@@ -26,17 +30,29 @@ import pytest
 from choir.scripted import ScriptedModelServer
 from choir.store.postgres.postmaster import postmaster_pid
 from choir.store.postgres.target import ConnectParams
+from tests.docker_support import require_docker
 from tests.faults.invariants import InvariantChecker
 from tests.faults.scene import (
+    GENEROUS,
+    SCRIPT,
     START,
     Scene,
+    home_for,
     kinds_stored,
     process_scene,
     run,
     script,  # noqa: F401 — the fixture
     start_choird,
 )
-from tests.faults.support import as_json, assert_chain, ready_since, spawn_choird, teardown
+from tests.faults.support import (
+    IN_CONTAINER_PORT,
+    as_json,
+    assert_chain,
+    ready_since,
+    serve_model_in,
+    spawn_choird,
+    teardown,
+)
 from tests.harness.homes import make_home, read_config, write_config
 from tests.harness.mail import free_port
 from tests.harness.processes import BIN, Choird, environment, run_choir
@@ -71,8 +87,8 @@ async def test_choir_restart_keeps_choird_its_agent_and_session_and_applies_choi
             line.startswith("choird    ready in ") and line.endswith(f"(pid {choird_pid})")
             for line in lines
         ), lines
-        adopted = f"agent-1   adopted: session {started['session_id']}, pid {started['pid']}"
-        assert adopted in lines, lines
+        back = f"agent-1   reconnected: session {started['session_id']}, pid {started['pid']}"
+        assert f"{back} (unix socket)" in lines, lines  # its first call to the new image
         assert scene.choird.process.poll() is None  # the same process, never exited
         held = [f.path for f in psutil.Process(choird_pid).open_files()]
         assert held.count(str(scene.home.root / "choird.lock")) == 1  # the old one closed
@@ -159,6 +175,73 @@ async def test_a_restart_between_two_tool_calls_loses_nothing_and_runs_no_call_t
         status = as_json(await run(scene, "agent", "status", "agent-1", "--json"))
         assert (status["session_id"], status["pid"]) == (session_id, started["pid"])
         assert scene.choird.process.poll() is None
+
+
+async def test_an_agent_that_does_not_reconnect_is_named_with_where_to_look_and_exit_1(
+    root: Path, pg_params: ConnectParams, model: ScriptedModelServer
+) -> None:
+    """agent-1 hangs (SIGSTOP): alive, so the new image adopts it, but it never calls it;
+    agent-2 is killed right after the restart was asked for (the old image's stop held 3 s by
+    a failpoint): not adopted. Each has a warning line naming it and where to look, the exit
+    code is 1 and `--json` says which came back. agent-1, let run on, reconnects and answers.
+    Before the change both were "adopted"/"not adopted" lines and the exit code was 0."""
+    home = home_for(  # no lease runs out while agent-1 hangs: only reconnection is in question
+        root, pg_params, model.url, heartbeat_interval_ms=1000, crash_detection_threshold_ms=300_000
+    )
+    scene = Scene(home, root, pg_params, "process")
+    hung: psutil.Process | None = None
+    try:
+        await start_choird(scene, CHOIR_FAILPOINTS="choird.before_stop_agents=sleep(3000)")
+        first = as_json(await run(scene, *START))
+        (root / "ws-other").mkdir(exist_ok=True)
+        second = as_json(await run(scene, "agent", "start", "agent-2", "--dm", "ops", "--json"))
+        assert (await run(scene, "chat", "agent-1", "hello")).returncode == 0
+        hung = psutil.Process(first["pid"])
+        hung.suspend()
+        restart = asyncio.create_task(asyncio.to_thread(run_choir, home, "restart", "--json"))
+        await poll_until(
+            lambda: "choird restarting: agents keep running" in home.choird_log.read_text(),
+            within=30,
+            every=0.05,
+        )
+        psutil.Process(second["pid"]).kill()
+
+        done = await restart
+
+        assert done.returncode == 1, done.stdout + done.stderr
+        lines = done.stderr.splitlines()
+        look = "choirctl agent status {0}, choirctl logs {0}"
+        assert (
+            "agent-1   warning: adopted but never reconnected (not within 30 s): see "
+            + look.format("agent-1")
+        ) in lines, lines
+        assert (
+            "agent-2   warning: not adopted (it is crashed now): see " + look.format("agent-2")
+        ) in lines, lines
+        agents = {a["agent_id"]: a for a in json.loads(done.stdout)["agents"]}
+        assert {k: agents["agent-1"][k] for k in ("adopted", "reconnected", "link", "state")} == {
+            "adopted": True,
+            "reconnected": False,
+            "link": None,
+            "state": "running",
+        }
+        assert (agents["agent-2"]["adopted"], agents["agent-2"]["reconnected"]) == (False, False)
+
+        hung.resume()  # the operator's next step found it hung
+
+        async def reconnected() -> bool:
+            status = as_json(await run(scene, "agent", "status", "agent-1", "--json"))
+            return status["link"] == "unix socket"
+
+        await poll_until(reconnected, within=30, every=0.2)
+        hello = await run(scene, "chat", "agent-1", "hello")
+        assert hello.returncode == 0, hello.stderr
+        assert "hello back" in hello.stdout
+    finally:
+        if hung is not None:
+            with contextlib.suppress(psutil.Error):
+                hung.resume()
+        await asyncio.to_thread(teardown, home, scene.choird)
 
 
 async def test_a_restart_that_cannot_exec_or_would_not_start_is_refused_with_nothing_stopped(
@@ -277,7 +360,8 @@ async def test_agents_over_http_are_adopted_and_a_port_picked_at_start_refuses(
         done = await asyncio.to_thread(run_choir, scene.home, "restart")
 
         assert done.returncode == 0, done.stdout + done.stderr
-        assert f"agent-1   adopted: session {started['session_id']}" in done.stdout
+        back = f"agent-1   reconnected: session {started['session_id']}, pid {started['pid']}"
+        assert f"{back} (http://{listen})" in done.stdout.splitlines(), done.stdout
         await _still_serving(scene, started)
         first, scene.choird = scene.choird, None
         await asyncio.to_thread(teardown, scene.home, first)
@@ -292,3 +376,64 @@ async def test_agents_over_http_are_adopted_and_a_port_picked_at_start_refuses(
         assert refused.returncode == 6, refused.stdout + refused.stderr
         assert "a port the system picked at its start" in refused.stderr
         await _still_serving(scene, started)
+
+
+@pytest.mark.parametrize("transport", ["socket", pytest.param("https", marks=pytest.mark.serial)])
+async def test_a_docker_agent_is_adopted_and_reconnects_across_a_restart(
+    root: Path, pg_params: ConnectParams, transport: str
+) -> None:
+    """The first scenario on docker: same choird pid, same container, same session, the agent
+    reconnected — over its socket, or (`--transport http`, serial: the egress filter's hole is
+    this host's) over HTTPS on its network's gateway, where the new image listens again on the
+    same port — and a chat answers after."""
+    require_docker()
+    url = f"http://127.0.0.1:{IN_CONTAINER_PORT}/v1"  # the container's loopback
+    home = home_for(root, pg_params, url, **GENEROUS)
+    (Path(read_config(home)["workspaces"]["default"]["path"]) / ".script.json").write_text(
+        SCRIPT.model_dump_json()
+    )
+    scene = Scene(home, root, pg_params, "docker")
+    args = ["--runtime", "docker"]
+    if transport == "https":
+        args += ["--transport", "http", "--tls-self-signed", "--listen", f"127.0.0.1:{free_port()}"]
+    try:
+        scene.choird = await asyncio.to_thread(spawn_choird, home, *args)
+        choird_pid = scene.choird.process.pid
+        started = as_json(await run(scene, *START))
+        before = as_json(await run(scene, "agent", "status", "agent-1", "--json"))
+        container = before["container"]
+        await asyncio.to_thread(serve_model_in, container)
+        assert (await run(scene, "chat", "agent-1", "hello")).returncode == 0
+        link = as_json(await run(scene, "agent", "status", "agent-1", "--json"))["link"]
+        if transport == "https":
+            assert link.startswith("https://"), link
+            assert not link.startswith("https://127."), link  # the gateway, not the loopback
+        else:
+            assert link == "unix socket"
+
+        done = await asyncio.to_thread(run_choir, home, "restart")
+
+        assert done.returncode == 0, done.stdout + done.stderr
+        lines = done.stdout.splitlines()
+        assert any(
+            line.startswith("choird    ready in ") and line.endswith(f"(pid {choird_pid})")
+            for line in lines
+        ), lines
+        session_id = started["session_id"]
+        back = f"agent-1   reconnected: session {session_id}, container {container[:12]} ({link})"
+        assert back in lines, lines
+        assert scene.choird.process.poll() is None  # the same process, never exited
+        status = as_json(await run(scene, "agent", "status", "agent-1", "--json"))
+        assert (status["state"], status["session_id"], status["container"], status["link"]) == (
+            "running",
+            session_id,
+            container,
+            link,
+        )
+        sessions = as_json(await run(scene, "session", "list", "agent-1", "--json"))["sessions"]
+        assert [s["session_id"] for s in sessions] == [session_id]  # no new session
+        hello = await run(scene, "chat", "agent-1", "hello")
+        assert hello.returncode == 0, hello.stderr
+        assert "hello back" in hello.stdout
+    finally:
+        await asyncio.to_thread(teardown, home, scene.choird)

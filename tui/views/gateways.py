@@ -164,11 +164,15 @@ def detail_text(gateway: a.GatewayDetail, answer: a.GatewayStatus) -> Text:
     if gateway.state == "invalid_token":
         text.append(
             f"\nThe Bot API rejected its token (invalid or revoked): choirctl secret set "
-            f"{gateway.secret or '<its secret>'}, then restart choird. choird runs on.",
+            f"{gateway.secret or '<its secret>'}, then restart choird (choir restart). "
+            "choird runs on.",
             "#e06c75",
         )
     if gateway.pending:
-        text.append(f"\nconfig apply {gateway.pending} it: takes effect when choird restarts")
+        text.append(
+            f"\nconfig apply {gateway.pending} it: takes effect when choird restarts "
+            "(choir restart)"
+        )
     if gateway.type != "console":
         text.append(f"\nlast poll {_moment(gateway.last_poll_at)}", "dim")
     if gateway.last_error:

@@ -1,5 +1,6 @@
-"""Start the metrics endpoint inside choird: feed `ChoirMetrics` from the agent services and
-serve it on `metrics.listen` until choird stops (everything is undone on its exit stack)."""
+"""The metrics endpoint inside choird: feed `ChoirMetrics` from the agent services (from before
+adoption) and serve it on `metrics.listen` (once the gateways started) until choird stops;
+everything is undone on its exit stack."""
 
 from __future__ import annotations
 
@@ -30,19 +31,12 @@ def embedding_seen(call: EmbeddingCall) -> ModelCallSeen:
     )
 
 
-async def start_metrics(
-    stack: AsyncExitStack,
-    *,
-    listen: str,
-    home: Path,
-    services: AgentServices,
-    pool: Pool,
-    agents: Callable[[], Iterable[str]],
-    embedding: EmbeddingMeter | None = None,
+def feed_metrics(
+    stack: AsyncExitStack, services: AgentServices, embedding: EmbeddingMeter | None = None
 ) -> ChoirMetrics:
-    """Serve choird's metrics on `listen` (relative socket paths under `home`) while `stack`
-    is open; `agents` names the configured agents (for `choir_agent_up`), `embedding` tells
-    of choird's embedding calls."""
+    """Metrics that hear the agents' news while `stack` is open: from before adoption (step 6),
+    so what an adopted agent replicates or ends as it reconnects, while choird is still
+    starting, is counted too. `embedding` tells of choird's embedding calls."""
     metrics = ChoirMetrics()
     if embedding is not None:
         stack.callback(embedding.subscribe(lambda call: metrics.usage_seen(embedding_seen(call))))
@@ -53,6 +47,20 @@ async def start_metrics(
         metrics.session_ended(session.session_id)
 
     stack.callback(services.sessions.subscribe(ended))
+    return metrics
+
+
+async def serve_metrics_of(
+    stack: AsyncExitStack,
+    metrics: ChoirMetrics,
+    *,
+    listen: str,
+    home: Path,
+    pool: Pool,
+    agents: Callable[[], Iterable[str]],
+) -> None:
+    """Serve `metrics` on `listen` (relative socket paths under `home`) while `stack` is open;
+    `agents` names the configured agents (for `choir_agent_up`)."""
 
     async def refresh() -> None:
         async with pool.acquire() as conn:
@@ -67,4 +75,3 @@ async def start_metrics(
         )
 
     await stack.enter_async_context(serve_metrics(listen, home, metrics.registry, refresh))
-    return metrics

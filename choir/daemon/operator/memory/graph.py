@@ -108,5 +108,5 @@ def _store(ctx: OperatorContext) -> MemoryStore:
     """choird's memory store (as `memory.store_of`, which imports this module)."""
     store = ctx.memory_store()
     if store is None:
-        raise UnavailableError("this choird serves no memory store: restart choird")
+        raise UnavailableError("this choird serves no memory store: restart choird (choir restart)")
     return store

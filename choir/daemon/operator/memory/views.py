@@ -56,7 +56,7 @@ _VECTOR_MODES: Final = ("semantic", "hybrid")
 def store_of(ctx: OperatorContext) -> MemoryStore:
     store = ctx.memory_store()
     if store is None:
-        raise UnavailableError("this choird serves no memory store: restart choird")
+        raise UnavailableError("this choird serves no memory store: restart choird (choir restart)")
     return store
 
 

@@ -161,7 +161,7 @@ class BrowserWorker:
         if not self.config.enabled:
             return (
                 "the browser worker is not running: set browser.enabled to true in config.json "
-                "and restart choird"
+                "and restart choird (choir restart)"
             )
         if self.state == "failed":
             return f"the browser worker is not running: {self.failure}"
