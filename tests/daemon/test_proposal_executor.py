@@ -24,7 +24,7 @@ from choir.protocol import RequestApprovalRequest
 from choir.store.approvals.audit import audit_of
 from choir.store.approvals.pending import ApprovalRow
 from choir.store.postgres.pool import Pool
-from tests.proposals.test_skill_apply_live import TRIAGE
+from tests.harness.proposals import TRIAGE
 
 
 class Edges:

@@ -20,7 +20,7 @@ from choir.protocol import RequestApprovalRequest
 from choir.store.postgres.pool import Pool
 from tests.daemon.conftest import read_config, write_config
 from tests.daemon.test_proposal_executor import Edges
-from tests.daemon.test_remote_repo_proposals import SKILL, count_approvals
+from tests.harness.proposals import SKILL, count_approvals
 
 TOOL = RequestApprovalRequest(
     request_type="tool",

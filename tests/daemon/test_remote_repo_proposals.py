@@ -29,11 +29,14 @@ from choir.store.postgres.pool import Pool
 from tests.daemon.conftest import read_config, write_config
 from tests.daemon.test_proposal_executor import Edges
 from tests.harness.git_http import git_http
-from tests.harness.proposals import SHOUT, SHOUT_PROPOSAL, implement
-from tests.proposals.test_skill_apply_live import TRIAGE
-
-SKILL = RequestApprovalRequest(
-    request_type="skill", payload={"spec": TRIAGE, "rationale": "notes pile up"}
+from tests.harness.proposals import (
+    SHOUT,
+    SHOUT_PROPOSAL,
+    SKILL,
+    TRIAGE,
+    head,
+    implement,
+    push_elsewhere,
 )
 
 
@@ -97,22 +100,6 @@ def with_url(home: ChoirHome, url: str) -> ConfigStage:
     data["agents"]["agent-1"]["repo"] = {"url": url, "ref": "main"}
     write_config(home, data)
     return ConfigStage(load_home(home))
-
-
-def head(bare: Path, ref: str = "main") -> str:
-    return git(bare, "rev-parse", ref).strip()
-
-
-def push_elsewhere(bare: Path, work: Path, name: str) -> str:
-    """Someone else's commit pushed to the remote's main; the commit."""
-    if not work.exists():
-        git(bare.parent, "clone", "-q", f"file://{bare}", str(work))
-    git(work, "pull", "-q", "--ff-only")
-    (work / f"{name}.md").write_text(f"{name}\n")
-    git(work, "add", "--all")
-    git(work, "commit", "-q", "--no-verify", "--no-gpg-sign", "-m", name)
-    git(work, "push", "-q", "origin", "HEAD:main")
-    return head(work, "HEAD")
 
 
 async def approved_skill(

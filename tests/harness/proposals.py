@@ -1,5 +1,6 @@
-"""Tool proposals an agent's scripted model makes (`choir.propose.tool`), for approval tests, and
-the human side of registering one (`implement`)."""
+"""Proposals an agent's scripted model makes (a skill, `TRIAGE`/`SKILL`; a tool,
+`choir.propose.tool`), for approval tests; the human side of registering a tool (`implement`);
+and what the apply tests read of a repo and the approvals."""
 
 from __future__ import annotations
 
@@ -8,6 +9,10 @@ import secrets
 import subprocess
 from pathlib import Path
 from typing import Any
+
+from choir.config.scaffolding.gitrepo import git
+from choir.protocol import RequestApprovalRequest
+from choir.store.postgres.pool import Pool
 
 TOOL_PROPOSAL: dict[str, Any] = {
     "manifest": {
@@ -81,3 +86,44 @@ def _git(cwd: Path, *args: str) -> str:
         env={**os.environ, "GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1"},
     )
     return done.stdout.strip()
+
+
+TRIAGE: dict[str, Any] = {
+    "name": "triage",
+    "description": "Sort incoming notes by urgency.",
+    "initial_state": "sort",
+    "states": {
+        "sort": {
+            "objective": "Read the notes and sort them.",
+            "allowed_tools": ["choir.fs.read"],
+            "transitions": [{"on": "complete", "to": "done"}],
+        },
+        "done": {"terminal": True},
+    },
+    "max_steps": 5,
+}
+SKILL = RequestApprovalRequest(
+    request_type="skill", payload={"spec": TRIAGE, "rationale": "notes pile up"}
+)
+"""The skill proposal the apply tests approve."""
+
+
+async def count_approvals(pool: Pool) -> int:
+    async with pool.acquire() as conn:
+        return int(await conn.fetchval("SELECT count(*) FROM choir_control.pending_approvals"))
+
+
+def head(bare: Path, ref: str = "main") -> str:
+    return git(bare, "rev-parse", ref).strip()
+
+
+def push_elsewhere(bare: Path, work: Path, name: str) -> str:
+    """Someone else's commit pushed to the remote's main; the commit."""
+    if not work.exists():
+        git(bare.parent, "clone", "-q", f"file://{bare}", str(work))
+    git(work, "pull", "-q", "--ff-only")
+    (work / f"{name}.md").write_text(f"{name}\n")
+    git(work, "add", "--all")
+    git(work, "commit", "-q", "--no-verify", "--no-gpg-sign", "-m", name)
+    git(work, "push", "-q", "origin", "HEAD:main")
+    return head(work, "HEAD")

@@ -20,10 +20,10 @@ import pytest
 from choir.config.scaffolding.gitrepo import git
 from choir.scripted import Script, ScriptedModelServer
 from choir.store.postgres.target import ConnectParams
-from tests.daemon.test_remote_repo_proposals import push_elsewhere
 from tests.faults.support import teardown
 from tests.faults.test_choird_restart import home_for
 from tests.harness.homes import read_config, write_config
+from tests.harness.proposals import push_elsewhere
 from tests.harness.waits import poll_until
 from tests.proposals.test_skill_apply_live import SCRIPT, Scene
 

@@ -26,24 +26,11 @@ from choir.store.postgres.target import ConnectParams
 from tests.faults.scene import home_for
 from tests.faults.support import as_json, choirctl, spawn_choird, teardown
 from tests.harness.processes import Choird
+from tests.harness.proposals import TRIAGE
 from tests.harness.waits import poll_until
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 
-TRIAGE: dict[str, Any] = {
-    "name": "triage",
-    "description": "Sort incoming notes by urgency.",
-    "initial_state": "sort",
-    "states": {
-        "sort": {
-            "objective": "Read the notes and sort them.",
-            "allowed_tools": ["choir.fs.read"],
-            "transitions": [{"on": "complete", "to": "done"}],
-        },
-        "done": {"terminal": True},
-    },
-    "max_steps": 5,
-}
 COMPLETE = ScriptedCall(name="choir.skill.transition", arguments={"on": "complete"})
 SCRIPT = Script(
     steps=[

@@ -9,7 +9,7 @@ import pytest
 
 from choir.daemon.proposals.skill import safe_repo_path, skill_file
 from choir.errors import UsageError
-from tests.proposals.test_skill_apply_live import TRIAGE
+from tests.harness.proposals import TRIAGE
 
 TOOLS = {"choir.fs.read", "choir.skill.transition"}
 
