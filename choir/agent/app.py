@@ -405,6 +405,8 @@ class ChoirAgent:
                 refused = jobs.inject(name, text, "user")
                 if refused is not None:
                     log.info("instruction for a core job refused", fields={"why": refused})
+                else:  # nothing is committed until the job's next step reads it
+                    log.info("instruction for a core job queued", fields={"job": name})
             case CoreCancelPush(job_name=name, reason=reason):
                 if not jobs.cancel(name, reason):
                     log.info("cancel for a job that is not running", fields={"job": name})

@@ -27,6 +27,7 @@ from choir.home import ChoirHome
 from choir.protocol.log.core_jobs import CoreFinalResult, CoreNeedInfo, CoreProgress
 from choir.scripted import ReplyStep, Script, ScriptedCall, ScriptedModelServer, ToolCallsStep
 from choir.scripted.demo import SUMMARY, SUMMARY_REQUEST
+from tests.harness.agent_logs import instruction_queued
 from tests.harness.botapi import BotApiServer, Sent
 from tests.harness.daemons import poll_until, running_daemon
 from tests.harness.homes import read_config, write_config
@@ -267,6 +268,7 @@ async def test_inject_prompts_for_an_instruction_and_the_reply_reaches_the_job(
     api.user_says(PHONE, "use blue", reply_to=prompt)
     sent = "Sent to core job listener: it reads it at its next step."
     await api.wait_for(lambda: sent in api.texts(PHONE))
+    await poll_until(lambda: instruction_queued(home), within=30)  # a push: the job has it now
     workspace = Path(read_config(home)["workspaces"]["default"]["path"])
     (workspace / "go").touch()  # the job's command ends: its next step reads the instruction
     await api.wait_for(

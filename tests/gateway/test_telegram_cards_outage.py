@@ -28,6 +28,7 @@ from choir.store.gateway.job_cards import CardRow, open_cards
 from choir.store.postgres.pool import connect
 from choir.store.postgres.postmaster import postmaster_pid
 from tests.faults.support import embedded_params
+from tests.harness.agent_logs import instruction_queued
 from tests.harness.botapi import BotApiServer
 from tests.harness.homes import make_home, read_config, write_config
 from tests.harness.waits import poll_until
@@ -173,6 +174,7 @@ async def test_a_prompt_sent_with_the_database_away_is_answered_after_a_restart(
         lambda: "Sent to core job listener: it reads it at its next step." in api.texts(PHONE),
         within=30,
     )
+    await poll_until(lambda: instruction_queued(home), within=30)  # a push: the job has it now
     (Path(read_config(home)["workspaces"]["default"]["path"]) / "go").touch()
     await api.wait_for(
         lambda: now_of(api, card).text.startswith("Core job listener: done"), within=60

@@ -29,6 +29,7 @@ from choir.store.gateway.job_cards import CardRow, open_cards
 from choir.store.postgres.pool import connect
 from choir.store.postgres.target import ConnectParams
 from tests.faults.support import agent_processes
+from tests.harness.agent_logs import instruction_queued
 from tests.harness.botapi import BotApiServer, Sent
 from tests.harness.homes import read_config, scripted_home
 from tests.harness.proposals import TOOL_PROPOSAL
@@ -374,6 +375,7 @@ async def test_an_inject_prompt_sent_before_a_restart_is_answered_after_it(
         lambda: "Sent to core job listener: it reads it at its next step." in api.texts(PHONE),
         within=30,
     )
+    await poll_until(lambda: instruction_queued(home), within=30)  # a push: the job has it now
     (workspace(home) / "go").touch()
     await api.wait_for(
         lambda: now_of(api, card).text.startswith("Core job listener: done"), within=60

@@ -39,3 +39,9 @@ def _settled_archives(home: ChoirHome, agent_id: str, deadline: float) -> list[P
             raise AssertionError(f"an archive in {folder} was not compressed in time")
         time.sleep(0.05)
     return archived_logs(home, agent_id)
+
+
+def instruction_queued(home: ChoirHome, agent_id: str = "agent-1") -> bool:
+    """Whether the agent has logged taking an instruction for one of its core jobs: an
+    injection is a push, so an operator's `session.inject` answers before the job has it."""
+    return '"message":"instruction for a core job queued"' in agent_log_text(home, agent_id)
