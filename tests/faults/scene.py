@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import subprocess
+import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -28,7 +29,7 @@ from tests.faults.support import (
     teardown,
 )
 from tests.harness.homes import external_postgres, make_home, read_config, write_config
-from tests.harness.processes import Choird
+from tests.harness.processes import Choird, environment
 from tests.harness.waits import poll_until
 
 READ = ScriptedCall(name="choir.fs.read", arguments={"path": "notes.txt"})
@@ -135,3 +136,18 @@ def gone(pid: int) -> bool:
         return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
     except psutil.NoSuchProcess:
         return True
+
+
+async def start_work(scene: Scene) -> asyncio.subprocess.Process:
+    """`choirctl chat agent-1 work` in the background: the scripted job of two reads, 3 s
+    apart (`SCRIPT`), whose choirctl a killed or restarting choird leaves without an answer."""
+    return await asyncio.create_subprocess_exec(
+        str(Path(sys.executable).parent / "choirctl"),
+        "chat",
+        "agent-1",
+        "work",
+        env=environment(CHOIR_HOME=str(scene.home.root)),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )

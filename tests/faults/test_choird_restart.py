@@ -15,8 +15,6 @@ crashed its session; the work done meanwhile was lost.
 from __future__ import annotations
 
 import asyncio
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -42,6 +40,7 @@ from tests.faults.scene import (
     run,
     script,  # noqa: F401 — the fixture
     start_choird,
+    start_work,
 )
 from tests.faults.support import (
     IN_CONTAINER_PORT,
@@ -53,7 +52,7 @@ from tests.faults.support import (
     teardown,
 )
 from tests.harness.homes import read_config
-from tests.harness.processes import environment, run_choir
+from tests.harness.processes import run_choir
 from tests.harness.waits import poll_until
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
@@ -162,16 +161,7 @@ async def rides_out_a_kill(scene: Scene) -> None:
     if scene.runtime == "docker":
         await asyncio.to_thread(serve_model_in, container)
     assert (await run(scene, "chat", "agent-1", "hello")).returncode == 0
-    work = await asyncio.create_subprocess_exec(  # the job; this choirctl dies with choird
-        str(Path(sys.executable).parent / "choirctl"),
-        "chat",
-        "agent-1",
-        "work",
-        env=environment(CHOIR_HOME=str(scene.home.root)),
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
+    work = await start_work(scene)  # the job; this choirctl dies with choird
 
     async def first_read_stored() -> bool:
         return "tool_result_committed" in await kinds_stored(scene, session_id)

@@ -11,8 +11,6 @@ counted nothing of the start-up window.
 from __future__ import annotations
 
 import asyncio
-import subprocess
-import sys
 from pathlib import Path
 
 import httpx
@@ -29,10 +27,10 @@ from tests.faults.scene import (
     run,
     script,  # noqa: F401 — the fixture
     start_choird,
+    start_work,
 )
 from tests.faults.support import as_json, kill9
 from tests.harness.homes import read_config, write_config
-from tests.harness.processes import environment
 from tests.harness.waits import poll_until
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
@@ -51,16 +49,7 @@ async def test_what_an_adopted_agent_replicates_while_choird_starts_is_counted(
         await start_choird(scene)
         session_id = as_json(await run(scene, *START))["session_id"]
         assert (await run(scene, "chat", "agent-1", "hello")).returncode == 0
-        work = await asyncio.create_subprocess_exec(  # the job; its choirctl dies with choird
-            str(Path(sys.executable).parent / "choirctl"),
-            "chat",
-            "agent-1",
-            "work",
-            env=environment(CHOIR_HOME=str(scene.home.root)),
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
+        work = await start_work(scene)  # the job; its choirctl dies with choird
 
         async def first_read_stored() -> bool:
             return await _reads_stored() == 1

@@ -21,7 +21,6 @@ import contextlib
 import json
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import psutil
@@ -43,6 +42,7 @@ from tests.faults.scene import (
     run,
     script,  # noqa: F401 — the fixture
     start_choird,
+    start_work,
 )
 from tests.faults.support import (
     IN_CONTAINER_PORT,
@@ -128,16 +128,7 @@ async def test_a_restart_between_two_tool_calls_loses_nothing_and_runs_no_call_t
         started = as_json(await run(scene, *START))
         session_id = started["session_id"]
         assert (await run(scene, "chat", "agent-1", "hello")).returncode == 0
-        work = await asyncio.create_subprocess_exec(  # the job; its choirctl loses choird
-            str(Path(sys.executable).parent / "choirctl"),
-            "chat",
-            "agent-1",
-            "work",
-            env=environment(CHOIR_HOME=str(scene.home.root)),
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
+        work = await start_work(scene)  # the job; its choirctl loses choird
 
         async def first_read_stored() -> bool:
             return "tool_result_committed" in await kinds_stored(scene, session_id)
