@@ -70,10 +70,10 @@ def test_choir_agent_skips_the_command_line_tool_of_httpx() -> None:
 def test_choir_agent_serves_without_the_config_sections_it_never_reads() -> None:
     """The LLM client and the spend meter read `models` and `spend_cap` (`choir.config.llm`);
     the models of the other sections (`choir.config.resources`: TTS, voice, email, Notion,
-    gateways…: ~8 ms) and an integration the agent may never call (web search, with `html`)
-    are not loaded to serve."""
+    gateways…: ~8 ms), an integration the agent may never call (web search, with `html`) and
+    what only a skill naming an unknown tool needs (`difflib`) are not loaded to serve."""
     imports = "import choir.agent.app as a\na.import_after_hello()"
-    unread = ("choir.config.resources", "choir.agent.integrations.web_search", "html")
+    unread = ("choir.config.resources", "choir.agent.integrations.web_search", "html", "difflib")
     assert loaded(imports, unread) == []
 
 

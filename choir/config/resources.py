@@ -1,6 +1,8 @@
 """The named resources of config.json (§6.3, §6.4, §21): what agents lease or share by name.
 
 Every `secret` field names an entry of secrets.json; values never appear in config.json (§14).
+The models (`models.<name>`, their prices) and `spend_cap` are in `choir.config.llm`: choir-agent
+reads those, and none of these.
 """
 
 from __future__ import annotations
