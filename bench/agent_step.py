@@ -31,7 +31,7 @@ from typing import Any, cast
 
 from bench.common import parse_args, percentile, report
 from choir.adapters.llm.client import Completion, CompletionRequest, LlmClient, RateLimitNotice
-from choir.agent.kernel.commitlog import CommitLog, LogEntry, event_json
+from choir.agent.kernel.commitlog import CommitLog, LogEntry
 from choir.agent.kernel.dispatch import LaneHook
 from choir.agent.lanes.core.jobs import CoreJobTools
 from choir.agent.lanes.core.runner import CoreJobRunner
@@ -44,6 +44,7 @@ from choir.agent.wiring import open_kernel
 from choir.config import Budgets
 from choir.core.budgets import BudgetLimits
 from choir.protocol import ModelOutput, ReportStatusRequest, UserMessagePush
+from choir.protocol.log.committed import event_json
 from choir.scripted import ReplyStep, Script, ScriptedModelServer
 
 SEEDS = Path(__file__).resolve().parents[1] / "seeds" / "global"

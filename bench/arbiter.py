@@ -24,13 +24,14 @@ from pathlib import Path
 from typing import Any
 
 from bench.common import parse_args, percentile, report
-from choir.agent.kernel.commitlog import CommitLog, event_json
+from choir.agent.kernel.commitlog import CommitLog
 from choir.agent.kernel.proposal import ToolProposal
 from choir.agent.wiring import Kernel, open_kernel
 from choir.config import Budgets
 from choir.core.budgets import BudgetLimits
 from choir.logs.redaction import replace_secrets
 from choir.protocol import ToolResult, ToolResultCommitted
+from choir.protocol.log.committed import event_json
 
 SEEDS = Path(__file__).resolve().parents[1] / "seeds" / "global"
 SECRETS = [f"bench-secret-{n}-{'x' * (8 + n)}" for n in range(8)]

@@ -67,6 +67,35 @@ def test_choir_agent_skips_the_command_line_tool_of_httpx() -> None:
     assert loaded(imports, ("click", "rich", "pygments")) == []
 
 
+def test_choir_agent_serves_without_the_config_sections_it_never_reads() -> None:
+    """The LLM client and the spend meter read `models` and `spend_cap` (`choir.config.llm`);
+    the models of the other sections (`choir.config.resources`: TTS, voice, email, Notion,
+    gateways…: ~8 ms), an integration the agent may never call (web search, with `html`) and
+    what only a skill naming an unknown tool needs (`difflib`) are not loaded to serve."""
+    imports = "import choir.agent.app as a\na.import_after_hello()"
+    unread = ("choir.config.resources", "choir.agent.integrations.web_search", "html", "difflib")
+    assert loaded(imports, unread) == []
+
+
+def test_choir_agent_commits_without_building_the_event_union() -> None:
+    """A commit dumps the event with its own serializer: building `EVENT_ADAPTER` (every event
+    model's schema) cost the first commit, on the first reply's path, ~10 ms of CPU."""
+    probe = (
+        "import choir.agent.app as a\n"
+        "a.import_after_hello()\n"
+        "from choir.agent.kernel.commitlog import CommitLog\n"
+        "from choir.protocol.log.events import EVENT_ADAPTER, UserMsg\n"
+        "entry = CommitLog().commit('edge', UserMsg(text='hello'))\n"
+        "assert entry.event == {'kind': 'user_msg', 'text': 'hello', 'attachments': [],"
+        " 'message_id': None}, entry.event\n"
+        "print(repr(type(EVENT_ADAPTER.serializer).__name__))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe], cwd=REPO_ROOT, capture_output=True, text=True, check=True
+    )
+    assert ast.literal_eval(done.stdout) == "MockValSer"
+
+
 def test_choir_agent_builds_no_event_validator_at_import() -> None:
     """One `EVENT_ADAPTER`, built on first use: each `TypeAdapter(Event)` built at import cost
     choir-agent's start ~50 ms."""

@@ -185,8 +185,9 @@ def _version_fields(path: Path) -> tuple[str, str, str]:
 
 def restored_log(answer: InitHelloResponse) -> CommitLog:
     """A fresh log, or the resumed session's: snapshot boundary plus tail, chain verified."""
-    from choir.agent.kernel.commitlog import CommitLog, LogEntry, event_json
+    from choir.agent.kernel.commitlog import CommitLog, LogEntry
     from choir.protocol import GENESIS_HASH, format_ts
+    from choir.protocol.log.committed import event_json
 
     if answer.status == "fresh":
         return CommitLog()

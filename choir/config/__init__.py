@@ -12,6 +12,7 @@ import importlib
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from choir.config.llm import ModelConfig
     from choir.config.load import (
         LoadedConfig,
         check_home,
@@ -35,7 +36,6 @@ if TYPE_CHECKING:
         EmbeddingConfig,
         ExternalPostgres,
         GitIdentityConfig,
-        ModelConfig,
         NotionConfig,
         SearchConfig,
         TelegramGateway,
@@ -58,6 +58,7 @@ if TYPE_CHECKING:
     )
 
 _HOMES = {
+    "ModelConfig": "choir.config.llm",
     "LoadedConfig": "choir.config.load",
     "check_home": "choir.config.load",
     "load_home": "choir.config.load",
@@ -79,7 +80,6 @@ _HOMES = {
     "EmbeddingConfig": "choir.config.resources",
     "ExternalPostgres": "choir.config.resources",
     "GitIdentityConfig": "choir.config.resources",
-    "ModelConfig": "choir.config.resources",
     "NotionConfig": "choir.config.resources",
     "SearchConfig": "choir.config.resources",
     "TelegramGateway": "choir.config.resources",

@@ -13,6 +13,7 @@ from pydantic import Field, field_validator
 from choir.config.base import ConfigModel, NonEmpty
 from choir.config.browser import BrowserConfig
 from choir.config.container import ContainerConfig
+from choir.config.llm import ModelConfig, SpendCap
 from choir.config.memories import MemoryEntry
 from choir.config.metrics import MetricsConfig
 from choir.config.names import AgentId, ResourceName
@@ -24,11 +25,9 @@ from choir.config.resources import (
     EmbeddingConfig,
     GatewayConfig,
     GitIdentityConfig,
-    ModelConfig,
     NotionConfig,
     PostgresConfig,
     SearchConfig,
-    SpendCap,
     TtsConfig,
     VoiceProfileConfig,
     WorkspaceConfig,

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Final, Literal
 
-from choir.config.resources import ModelPrice, SpendCap
+from choir.config.llm import ModelPrice, SpendCap
 
 CostSource = Literal["provider", "price"]
 

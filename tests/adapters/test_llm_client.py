@@ -7,7 +7,7 @@ import orjson
 import pytest
 
 from choir.adapters.llm.client import CompletionRequest, LlmClient, ModelSettings
-from choir.config.resources import ModelConfig
+from choir.config.llm import ModelConfig
 from choir.errors import ConfigError
 from choir.protocol.log.events import ModelOutput, ToolCall, Usage
 from choir.protocol.tooling.tools import ToolResult

@@ -10,7 +10,7 @@ import orjson
 import pytest
 
 from choir.adapters.llm.client import LlmClient, LlmError, LlmErrorKind, ModelSettings
-from choir.config.resources import ModelConfig
+from choir.config.llm import ModelConfig
 from choir.scripted import HttpErrorStep, RawStep, ReplyStep, Script, ScriptedModelServer
 from tests.adapters.support import ask, llm_log_lines, settings_for
 

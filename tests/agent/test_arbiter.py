@@ -18,13 +18,14 @@ from typing import Any
 
 import pytest
 
-from choir.agent.kernel.commitlog import LogEntry, event_json
+from choir.agent.kernel.commitlog import LogEntry
 from choir.agent.kernel.intents import IntentNotDurable
 from choir.agent.kernel.proposal import ToolProposal
 from choir.agent.wiring import Kernel, open_kernel
 from choir.config import Budgets
 from choir.core.budgets import BudgetLimits
 from choir.protocol import ModelOutput, ToolCallCommitted, ToolResult, Usage
+from choir.protocol.log.committed import event_json
 
 SEEDS = Path(__file__).parents[2] / "seeds" / "global"
 UNIMPLEMENTED = frozenset(

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from choir.agent.lanes.spend import FREE, SpendMeter, price_of
 from choir.agent.replication.live_config import DynamicConfig
-from choir.config.resources import ModelPrice
+from choir.config.llm import ModelPrice
 from choir.protocol import SpendSoFar
 
 PRICE = {"prompt": 3.0, "completion": 15.0}

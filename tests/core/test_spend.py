@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from choir.config.resources import ModelPrice, SpendCap
+from choir.config.llm import ModelPrice, SpendCap
 from choir.core.spend import (
     CapReached,
     Cost,

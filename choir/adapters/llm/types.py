@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from choir.config.resources import ModelConfig
+from choir.config.llm import ModelConfig
 from choir.errors import ConfigError
 from choir.protocol.log.events import ModelOutput, ToolCall, Usage
 from choir.protocol.tooling.tools import ToolResult

@@ -18,7 +18,6 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Final
 
-from choir.agent.integrations import web_search
 from choir.agent.kernel.dispatch import LaneHook
 from choir.agent.kernel.proposal import ToolProposal
 from choir.agent.kernel.registry import RegisteredTool, ToolRegistry
@@ -30,6 +29,7 @@ from choir.core.integrations import (
     EMAIL_TOOLS,
     NOTION_QUERY,
     TTS_SPEAK,
+    WEB_SEARCH,
     email_access,
     notion_access,
     search_provider,
@@ -78,7 +78,7 @@ class Integrations:
     def hooks(self) -> dict[str, LaneHook]:
         """The implementations, by tool name, for the dispatcher."""
         return {
-            web_search.TOOL: self._web_search,
+            WEB_SEARCH: self._web_search,
             NOTION_QUERY: self._notion,
             TTS_SPEAK: self._speak,
             **dict.fromkeys(EMAIL_TOOLS, self._mail),
@@ -90,7 +90,9 @@ class Integrations:
             self._session = None
 
     async def _web_search(self, proposal: ToolProposal, arguments: dict[str, Any]) -> ToolResult:
-        reason = self.withheld().get(web_search.TOOL)  # a reload since the call was admitted
+        from choir.agent.integrations import web_search  # as the others: at the first call
+
+        reason = self.withheld().get(WEB_SEARCH)  # a reload since the call was admitted
         provider = search_provider(self._state.current().data.get("search"))
         if reason is not None or provider is None:
             return ToolResult.fail(UNAVAILABLE, f"{proposal.tool} is not available: {reason}")

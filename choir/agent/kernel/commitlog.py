@@ -31,6 +31,7 @@ from choir.logs.redaction import mentions_secret, redact_data
 from choir.protocol import GENESIS_HASH, Event, chain_hash, commit_hash
 from choir.protocol.lenient_json import without_lone_surrogates
 from choir.protocol.log.chain import record_bytes
+from choir.protocol.log.committed import event_json
 from choir.protocol.log.events import EVENT_ADAPTER
 
 Listener = Callable[["LogEntry"], None]
@@ -52,12 +53,6 @@ def now_ts() -> str:
         prefix = datetime.fromtimestamp(second, UTC).strftime("%Y-%m-%dT%H:%M:%S.")
         _second_cache[0] = (second, prefix)
     return "%s%06dZ" % (prefix, now % 1_000_000_000 // 1000)  # noqa: UP031  # cheaper than f""
-
-
-def event_json(event: Event) -> dict[str, Any]:
-    """An event model in its JSON form, the form that is hashed and replicated."""
-    dumped: dict[str, Any] = EVENT_ADAPTER.dump_python(event, mode="json")
-    return dumped
 
 
 class LogEntry(NamedTuple):

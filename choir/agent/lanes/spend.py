@@ -17,7 +17,7 @@ from pydantic import ValidationError
 
 from choir.adapters.llm.client import Completion
 from choir.agent.replication.live_config import DynamicConfig
-from choir.config.resources import ModelPrice, SpendCap
+from choir.config.llm import ModelPrice, SpendCap
 from choir.core.spend import (
     CapReached,
     Granted,

@@ -35,7 +35,7 @@ from choir.agent.replication.live_config import DynamicConfig, DynamicState, Sec
 from choir.agent.replication.status import StatusReporter
 from choir.agent.stopping import Drain
 from choir.agent.wiring import Kernel
-from choir.config.resources import ModelConfig
+from choir.config.llm import ModelConfig
 from choir.core import budgets
 from choir.core.prompt.build import DEFAULT_WINDOW_SIZE
 from choir.core.skills.runner import SkillView, control_tool_views, prompt_view

@@ -15,7 +15,6 @@ events the runner commits itself (`start`, `error`, `max_steps`, `interrupted`) 
 
 from __future__ import annotations
 
-import difflib
 import json
 from collections.abc import Collection, Iterator, Mapping
 from pathlib import Path
@@ -162,6 +161,8 @@ def _tool_problems(spec: SkillSpec, known_tools: Collection[str]) -> Iterator[st
 
 
 def _hint(tool: str, known_tools: Collection[str]) -> str:
+    import difflib  # only a skill naming an unknown tool needs it, not every agent's start
+
     close = difflib.get_close_matches(tool, list(known_tools), n=1)
     if close:
         return f"did you mean {close[0]!r}?"
