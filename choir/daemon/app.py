@@ -87,7 +87,7 @@ AFTER_DATABASE: Final = (
     "choir.daemon.runtimes.adopt",
     "choir.daemon.runtimes.select",
     "choir.daemon.sessions.state",
-    "choir.daemon.workers.browser.tool",
+    "choir.daemon.workers.browser.off",
     "choir.store.agent_schema",
 )
 """What start-up needs only once Postgres is up, about half of choird's imports: imported while
@@ -441,7 +441,13 @@ class ChoirDaemon:
     async def _start_browser(self, services: AgentServices, config: ChoirConfig) -> None:
         """The browser worker and `choir.web.browse` (§18.2). Chromium starts in the background
         when `browser.enabled` (choird is ready first); off, the tool answers why and agents
-        withhold it. Contexts follow sessions: made at start, closed at end."""
+        withhold it, and no worker runs (`browser.off`). Contexts follow sessions: made at
+        start, closed at end."""
+        if not config.browser.enabled:
+            from choir.daemon.workers.browser.off import register_off
+
+            self._stack.callback(register_off(services.host_tools))
+            return
         from choir.daemon.workers.browser.chromium import BrowserWorker
         from choir.daemon.workers.browser.tool import BrowseTool
 
@@ -451,9 +457,8 @@ class ChoirDaemon:
         self._stack.callback(
             services.sessions.subscribe(lambda ended: worker.session_ended(ended.session_id))
         )
-        if config.browser.enabled:  # adopted agents get theirs too
-            for row in await services.sessions.active():
-                worker.session_started(row.session_id, row.agent_id)
+        for row in await services.sessions.active():  # adopted agents get theirs too
+            worker.session_started(row.session_id, row.agent_id)
         stage = services.stage
 
         def workspace_of(call: HostToolCall) -> Path:
