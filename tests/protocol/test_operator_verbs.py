@@ -24,7 +24,7 @@ def test_every_route_names_a_verb_function_that_exists(verb: OperatorVerb):
     otherwise surface only when an operator first ran the verb."""
     run = VERBS[verb].run
     assert inspect.iscoroutinefunction(run) or inspect.isasyncgenfunction(run)
-    assert list(inspect.signature(run).parameters)[0] == "ctx"
+    assert next(iter(inspect.signature(run).parameters)) == "ctx"
 
 
 def test_a_verb_is_its_wire_string():
