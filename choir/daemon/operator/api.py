@@ -70,9 +70,9 @@ VerbFn = Callable[[OperatorContext, Any], Awaitable[Answer]]
 class Route:
     """Who answers a verb: a function, or where one lives — `"agents.lifecycle:agent_start"`
     is `agent_start` of `choir.daemon.operator.agents.lifecycle`, imported at the verb's first
-    call. choird starts without the verbs nobody has called (their modules and the models
-    they answer with: ~0.1 s of its start's CPU, issue 13); the first call of one pays its
-    import, a few ms. Its payload model comes from `OPERATOR_MODELS`."""
+    call. choird starts without the verbs nobody has called, nor the update, proposal and
+    memory code behind them (issue 13: start-up time and memory); the first call of one pays
+    its import, a few ms. Its payload model comes from `OPERATOR_MODELS`."""
 
     def __init__(self, target: str | VerbFn) -> None:
         self._target = target
