@@ -54,10 +54,22 @@ def test_choir_agent_serves_without_aiohttp() -> None:
         "cryptography",  # TLS certificates: --transport http only
         "prometheus_client",  # the metrics endpoint: config.json `metrics.listen` only
         "choir.daemon.telemetry",
+        # operator verbs load at their first call (`operator.api.Route`)
+        "choir.daemon.operator.agents.lifecycle",
+        "choir.daemon.operator.agents.update",
+        "choir.daemon.operator.memory.knowledge",
+        "choir.daemon.operator.approvals.config_change",  # an approved config change's
+        "choir.daemon.operator.recovery.inbox",  # the restart notice's, 6 s after the start
+        "choir.daemon.memory.sealed_backfill",  # a start with a memory key's
+        "choir.daemon.workers.browser.chromium",  # `browser.enabled` only (`browser.off`)
+        "playwright",
     ],
 )
 def test_choird_on_the_process_runtime_skips(heavy: str) -> None:
-    imports = "import choir.daemon.choird, choir.daemon.app, choir.daemon.operator.api"
+    imports = (
+        "import importlib, choir.daemon.choird, choir.daemon.app as app\n"
+        "for m in app.AFTER_DATABASE: importlib.import_module(m)"
+    )
     assert loaded(imports, (heavy,)) == []
 
 

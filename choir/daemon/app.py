@@ -69,6 +69,7 @@ if TYPE_CHECKING:  # aiohttp and cryptography load only for --transport http
     from choir.daemon.runtimes.agent_link import HttpLink
     from choir.daemon.runtimes.base import AgentRuntime, RuntimeChoice
     from choir.daemon.runtimes.bridge_link import BridgeLink
+    from choir.daemon.runtimes.bwrap import SandboxFound
     from choir.daemon.sessions.state import SessionEnded
     from choir.daemon.telemetry.metrics import ChoirMetrics
     from choir.daemon.workers.browser.chromium import BrowserWorker
@@ -87,11 +88,13 @@ AFTER_DATABASE: Final = (
     "choir.daemon.runtimes.adopt",
     "choir.daemon.runtimes.select",
     "choir.daemon.sessions.state",
-    "choir.daemon.workers.browser.tool",
+    "choir.daemon.workers.browser.off",
     "choir.store.agent_schema",
 )
 """What start-up needs only once Postgres is up, about half of choird's imports: imported while
-the embedded server starts (`_start`), which it does in a process of its own, on another core."""
+the embedded server starts (`_start`), which it does in a process of its own, on another core.
+Not the operator verbs (`operator.api.Route` imports each at its first call) nor the browser
+worker unless `browser.enabled` (`_start_browser`): what nobody uses is not imported at all."""
 
 POOL_MIN_SIZE: Final = 1
 """Connections the pool keeps open while idle. Each is a Postgres backend of ~14-19 MB
@@ -317,6 +320,14 @@ class ChoirDaemon:
             server and server.datadir != target.datadir.expanduser().resolve()
         ):
             server = None
+        # bwrap's probe is a process making namespaces (5-20 ms of waiting): for the process
+        # runtime it runs on a thread beside the imports, not on the loop after them
+        runtime = self.options.runtime or config.container.runtime
+        sandbox = (
+            asyncio.ensure_future(asyncio.to_thread(_find_sandbox))
+            if runtime == "process"
+            else None
+        )
         opening = asyncio.ensure_future(
             self._stack.enter_async_context(
                 open_database(
@@ -365,13 +376,14 @@ class ChoirDaemon:
                 self.database.embedded, self.database.pool, self.health
             )
         self.runtime = await select_runtime(
-            self.options.runtime or config.container.runtime,
+            runtime,
             self.home,
             services.sessions,
             self.hub.push,
             lambda: stage.running.config,
             self.agent_link,
             self.docker_link,
+            sandbox=await sandbox if sandbox is not None else None,
         )
         self._stack.callback(self.runtime.close)
         self.home.create_directories()  # adopted agents get their sockets back right away
@@ -441,7 +453,13 @@ class ChoirDaemon:
     async def _start_browser(self, services: AgentServices, config: ChoirConfig) -> None:
         """The browser worker and `choir.web.browse` (§18.2). Chromium starts in the background
         when `browser.enabled` (choird is ready first); off, the tool answers why and agents
-        withhold it. Contexts follow sessions: made at start, closed at end."""
+        withhold it, and no worker runs (`browser.off`). Contexts follow sessions: made at
+        start, closed at end."""
+        if not config.browser.enabled:
+            from choir.daemon.workers.browser.off import register_off
+
+            self._stack.callback(register_off(services.host_tools))
+            return
         from choir.daemon.workers.browser.chromium import BrowserWorker
         from choir.daemon.workers.browser.tool import BrowseTool
 
@@ -451,9 +469,8 @@ class ChoirDaemon:
         self._stack.callback(
             services.sessions.subscribe(lambda ended: worker.session_ended(ended.session_id))
         )
-        if config.browser.enabled:  # adopted agents get theirs too
-            for row in await services.sessions.active():
-                worker.session_started(row.session_id, row.agent_id)
+        for row in await services.sessions.active():  # adopted agents get theirs too
+            worker.session_started(row.session_id, row.agent_id)
         stage = services.stage
 
         def workspace_of(call: HostToolCall) -> Path:
@@ -994,6 +1011,12 @@ async def _every(
                 await result
         except Exception:
             log.exception("periodic task failed", fields={"task": getattr(job, "__name__", "")})
+
+
+def _find_sandbox() -> SandboxFound:
+    from choir.daemon.runtimes.bwrap import find_sandbox  # with its imports, off the loop
+
+    return find_sandbox()
 
 
 def _import_all(modules: tuple[str, ...]) -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import inspect
+
 import pytest
 from pydantic import ValidationError
 
@@ -14,6 +16,15 @@ from choir.protocol.operator.verbs import OperatorVerb
 def test_every_verb_has_models_and_a_route_and_nothing_else_does():
     assert set(OPERATOR_MODELS) == set(OperatorVerb)
     assert set(VERBS) == set(OperatorVerb)
+
+
+@pytest.mark.parametrize("verb", sorted(OperatorVerb))
+def test_every_route_names_a_verb_function_that_exists(verb: OperatorVerb):
+    """Routes name their functions as strings (imported at a verb's first call): a typo would
+    otherwise surface only when an operator first ran the verb."""
+    run = VERBS[verb].run
+    assert inspect.iscoroutinefunction(run) or inspect.isasyncgenfunction(run)
+    assert next(iter(inspect.signature(run).parameters)) == "ctx"
 
 
 def test_a_verb_is_its_wire_string():

@@ -16,7 +16,9 @@ from choir.daemon.app import AFTER_DATABASE
 for module in AFTER_DATABASE:
     importlib.import_module(module)
 from choir.daemon.runtimes import warmup
+from choir.protocol.log.events import EVENT_ADAPTER
 print(sorted(m.__name__ for m in warmup.WIRE_MODELS if m.__pydantic_complete__))
+print(EVENT_ADAPTER.pydantic_complete)
 
 async def main():
     warmup.build_while_agents_boot()
@@ -26,6 +28,7 @@ async def main():
 
 asyncio.run(main())
 print(sorted(m.__name__ for m in warmup.WIRE_MODELS if not m.__pydantic_complete__))
+print(EVENT_ADAPTER.pydantic_complete)
 """
 
 
@@ -38,7 +41,9 @@ def test_a_started_choird_has_them_to_build_and_the_warmup_builds_them_all() -> 
         check=True,
         timeout=60,
     )
-    built_at_start, left = done.stdout.strip().splitlines()
+    built_at_start, adapter_at_start, left, adapter_left = done.stdout.strip().splitlines()
     assert "InitHelloResponse" not in built_at_start  # else there would be nothing to gain
     assert "HeartbeatRequest" not in built_at_start
+    assert adapter_at_start == "False"
     assert left == "[]"
+    assert adapter_left == "True"  # the first heartbeat with events finds it built

@@ -18,12 +18,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import importlib
 import os
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import AsyncExitStack
-from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, cast
 
 from pydantic import ValidationError
 
@@ -34,42 +34,12 @@ from choir.daemon.gateway.commands import DmCommands
 from choir.daemon.gateway.console import ConsoleDm, PushFn
 from choir.daemon.gateway.held import GatewayNews
 from choir.daemon.health.board import DaemonHealth
-from choir.daemon.operator import chat as operator_chat
-from choir.daemon.operator import config as operator_config
-from choir.daemon.operator import events as operator_events
-from choir.daemon.operator import gateways as operator_gateways
-from choir.daemon.operator import logs as operator_logs
-from choir.daemon.operator import sessions as operator_sessions
-from choir.daemon.operator import status as operator_status
-from choir.daemon.operator import tools as operator_tools
-from choir.daemon.operator import usage as operator_usage
-from choir.daemon.operator import workspaces as operator_workspaces
-from choir.daemon.operator.agents import build as operator_build
-from choir.daemon.operator.agents import lifecycle as operator_lifecycle
-from choir.daemon.operator.agents import models as operator_models
-from choir.daemon.operator.agents import rollback as operator_rollback
-from choir.daemon.operator.agents import update as operator_update
-from choir.daemon.operator.agents import verify as operator_verify
 from choir.daemon.operator.agents.launches import Lifecycle, SelfRestart
-from choir.daemon.operator.approvals import verbs as operator_approvals
-from choir.daemon.operator.approvals.config_change import apply_config_change
 from choir.daemon.operator.approvals.edges import OperatorApplyEdges
-from choir.daemon.operator.context import OperatorContext
+from choir.daemon.operator.context import IN_A_DM, OperatorContext
 from choir.daemon.operator.feed import OperatorFeed
-from choir.daemon.operator.memory import curation as operator_curation
-from choir.daemon.operator.memory import expand as operator_knowledge_expand
-from choir.daemon.operator.memory import graph as operator_knowledge_graph
-from choir.daemon.operator.memory import knowledge as operator_knowledge
-from choir.daemon.operator.memory import reembed as operator_reembed
-from choir.daemon.operator.memory import session_messages as operator_session_messages
-from choir.daemon.operator.memory import source as operator_knowledge_source
-from choir.daemon.operator.memory import tool_backfill as operator_tool_backfill
-from choir.daemon.operator.memory import views as operator_memory
-from choir.daemon.operator.memory.access import IN_A_DM
-from choir.daemon.operator.recovery import inbox as operator_recovery_inbox
-from choir.daemon.operator.recovery import recover as operator_recover
 from choir.daemon.operator.recovery.start import note_restart, tell_admins
-from choir.daemon.proposals.executor import ProposalApplier
+from choir.daemon.proposals.executor import Note, ProposalApplier
 from choir.daemon.sessions.state import Clock, utc_now
 from choir.errors import ChoirError
 from choir.protocol import ErrorCode, WireModel, validation_problems
@@ -77,6 +47,7 @@ from choir.protocol.operator import requests as r
 from choir.protocol.operator.contract import OPERATOR_MODELS
 from choir.protocol.operator.items import HealthItem, HealthView
 from choir.protocol.operator.verbs import OperatorVerb
+from choir.store.approvals.pending import ApprovalRow
 from choir.store.postgres.failures import classify
 from choir.store.postgres.pool import Pool
 from choir.transport import Payload, Request, RpcError, Stream
@@ -93,17 +64,34 @@ Answer = WireModel | AsyncIterator[WireModel]
 """A verb's answer, or the items it streams; serialized here, once, as JSON."""
 
 
-@dataclass(frozen=True)
-class Route:
-    """Who answers a verb; its payload model comes from `OPERATOR_MODELS`."""
+VerbFn = Callable[[OperatorContext, Any], Awaitable[Answer]]
 
-    run: Callable[[OperatorContext, Any], Awaitable[Answer]]
+
+class Route:
+    """Who answers a verb: a function, or where one lives — `"agents.lifecycle:agent_start"`
+    is `agent_start` of `choir.daemon.operator.agents.lifecycle`, imported at the verb's first
+    call. choird starts without the verbs nobody has called, nor the update, proposal and
+    memory code behind them (issue 13: start-up time and memory); the first call of one pays
+    its import, a few ms. Its payload model comes from `OPERATOR_MODELS`."""
+
+    def __init__(self, target: str | VerbFn) -> None:
+        self._target = target
+
+    @property
+    def run(self) -> VerbFn:
+        if isinstance(self._target, str):
+            module, _, name = self._target.partition(":")
+            found = getattr(importlib.import_module(f"{__package__}.{module}"), name)
+            self._target = cast(VerbFn, found)
+        return self._target
 
 
 async def _session_events(ctx: OperatorContext, request: r.SessionEvents) -> Answer:
+    from choir.daemon.operator import events
+
     if request.follow:
-        return await operator_events.follow_events(ctx, request)
-    return await operator_events.session_events(ctx, request)
+        return await events.follow_events(ctx, request)
+    return await events.session_events(ctx, request)
 
 
 async def _subscribe(ctx: OperatorContext, _: r.NoArguments) -> Answer:
@@ -112,78 +100,78 @@ async def _subscribe(ctx: OperatorContext, _: r.NoArguments) -> Answer:
 
 V = OperatorVerb
 VERBS: Final[Mapping[OperatorVerb, Route]] = {
-    V.STATUS: Route(operator_status.status),
-    V.AGENT_LIST: Route(operator_status.agent_list),
-    V.AGENT_STATUS: Route(operator_status.agent_status),
-    V.AGENT_START: Route(operator_lifecycle.agent_start),
-    V.AGENT_STOP: Route(operator_lifecycle.agent_stop),
-    V.AGENT_VERIFY: Route(operator_verify.agent_verify),
-    V.AGENT_RESTART: Route(operator_lifecycle.agent_restart),
-    V.AGENT_BUILD: Route(operator_build.agent_build),
-    V.AGENT_UPDATE: Route(operator_update.agent_update),
-    V.AGENT_UPDATE_ALL: Route(operator_update.agent_update_all),
-    V.AGENT_ROLLBACK: Route(operator_rollback.agent_rollback),
-    V.SHUTDOWN: Route(operator_lifecycle.choird_shutdown),
-    V.CHOIRD_RESTART: Route(operator_lifecycle.choird_restart),
-    V.SESSION_LIST: Route(operator_sessions.session_list),
+    V.STATUS: Route("status:status"),
+    V.AGENT_LIST: Route("status:agent_list"),
+    V.AGENT_STATUS: Route("status:agent_status"),
+    V.AGENT_START: Route("agents.lifecycle:agent_start"),
+    V.AGENT_STOP: Route("agents.lifecycle:agent_stop"),
+    V.AGENT_VERIFY: Route("agents.verify:agent_verify"),
+    V.AGENT_RESTART: Route("agents.lifecycle:agent_restart"),
+    V.AGENT_BUILD: Route("agents.build:agent_build"),
+    V.AGENT_UPDATE: Route("agents.update:agent_update"),
+    V.AGENT_UPDATE_ALL: Route("agents.update:agent_update_all"),
+    V.AGENT_ROLLBACK: Route("agents.rollback:agent_rollback"),
+    V.SHUTDOWN: Route("agents.lifecycle:choird_shutdown"),
+    V.CHOIRD_RESTART: Route("agents.lifecycle:choird_restart"),
+    V.SESSION_LIST: Route("sessions:session_list"),
     V.SESSION_EVENTS: Route(_session_events),
-    V.SESSION_ARTIFACT: Route(operator_events.session_artifact),
-    V.SESSION_CORES: Route(operator_sessions.session_cores),
-    V.SESSION_LOCKS: Route(operator_sessions.session_locks),
-    V.SESSION_CANCEL: Route(operator_sessions.session_cancel),
-    V.SESSION_COMPACT: Route(operator_sessions.session_compact),
-    V.SESSION_RECOVER: Route(operator_recover.session_recover),
-    V.APPROVAL_LIST: Route(operator_approvals.approval_list),
-    V.APPROVAL_SHOW: Route(operator_approvals.approval_show),
-    V.APPROVAL_APPROVE: Route(operator_approvals.approval_approve),
-    V.APPROVAL_REJECT: Route(operator_approvals.approval_reject),
-    V.APPROVAL_EXTEND: Route(operator_approvals.approval_extend),
-    V.TOOL_REGISTER: Route(operator_tools.tool_register),
-    V.WORKSPACE_LIST: Route(operator_workspaces.workspace_list),
-    V.WORKSPACE_RESET: Route(operator_workspaces.workspace_reset),
-    V.MODEL_LIST: Route(operator_models.model_list),
-    V.MODEL_GET: Route(operator_models.model_get),
-    V.MODEL_SET: Route(operator_models.model_set),
-    V.VOICE_LIST: Route(operator_models.voice_list),
-    V.VOICE_GET: Route(operator_models.voice_get),
-    V.VOICE_SET: Route(operator_models.voice_set),
-    V.LOGS: Route(operator_logs.logs),
-    V.SECRET_LIST: Route(operator_config.secret_list),
-    V.SECRET_APPLY: Route(operator_config.secret_apply),
-    V.CONFIG_LOAD: Route(operator_config.config_load),
-    V.CONFIG_DIFF: Route(operator_config.config_diff),
-    V.CONFIG_APPLY: Route(operator_config.config_apply),
-    V.CONFIG_SHOW: Route(operator_config.config_show),
+    V.SESSION_ARTIFACT: Route("events:session_artifact"),
+    V.SESSION_CORES: Route("sessions:session_cores"),
+    V.SESSION_LOCKS: Route("sessions:session_locks"),
+    V.SESSION_CANCEL: Route("sessions:session_cancel"),
+    V.SESSION_COMPACT: Route("sessions:session_compact"),
+    V.SESSION_RECOVER: Route("recovery.recover:session_recover"),
+    V.APPROVAL_LIST: Route("approvals.verbs:approval_list"),
+    V.APPROVAL_SHOW: Route("approvals.verbs:approval_show"),
+    V.APPROVAL_APPROVE: Route("approvals.verbs:approval_approve"),
+    V.APPROVAL_REJECT: Route("approvals.verbs:approval_reject"),
+    V.APPROVAL_EXTEND: Route("approvals.verbs:approval_extend"),
+    V.TOOL_REGISTER: Route("tools:tool_register"),
+    V.WORKSPACE_LIST: Route("workspaces:workspace_list"),
+    V.WORKSPACE_RESET: Route("workspaces:workspace_reset"),
+    V.MODEL_LIST: Route("agents.models:model_list"),
+    V.MODEL_GET: Route("agents.models:model_get"),
+    V.MODEL_SET: Route("agents.models:model_set"),
+    V.VOICE_LIST: Route("agents.models:voice_list"),
+    V.VOICE_GET: Route("agents.models:voice_get"),
+    V.VOICE_SET: Route("agents.models:voice_set"),
+    V.LOGS: Route("logs:logs"),
+    V.SECRET_LIST: Route("config:secret_list"),
+    V.SECRET_APPLY: Route("config:secret_apply"),
+    V.CONFIG_LOAD: Route("config:config_load"),
+    V.CONFIG_DIFF: Route("config:config_diff"),
+    V.CONFIG_APPLY: Route("config:config_apply"),
+    V.CONFIG_SHOW: Route("config:config_show"),
     V.SUBSCRIBE: Route(_subscribe),
-    V.CHAT_SEND: Route(operator_chat.chat_send),
-    V.CHAT_REPLIES: Route(operator_chat.chat_replies),
-    V.MEMORY_SEARCH: Route(operator_memory.memory_search),
-    V.MEMORY_SHOW: Route(operator_memory.memory_show),
-    V.MEMORY_STATS: Route(operator_memory.memory_stats),
-    V.KNOWLEDGE_LIST: Route(operator_memory.knowledge_list),
-    V.KNOWLEDGE_SHOW: Route(operator_memory.knowledge_show),
-    V.KNOWLEDGE_PUT: Route(operator_memory.knowledge_put),
-    V.KNOWLEDGE_DELETE: Route(operator_memory.knowledge_delete),
-    V.KNOWLEDGE_ADD: Route(operator_knowledge.knowledge_add),
-    V.KNOWLEDGE_WRITE: Route(operator_knowledge.knowledge_write),
-    V.KNOWLEDGE_RENAME: Route(operator_knowledge.knowledge_rename),
-    V.KNOWLEDGE_ALIAS: Route(operator_knowledge.knowledge_alias),
-    V.KNOWLEDGE_HISTORY: Route(operator_knowledge.knowledge_history),
-    V.KNOWLEDGE_RESTORE: Route(operator_knowledge.knowledge_restore),
-    V.KNOWLEDGE_LINK: Route(operator_knowledge_graph.knowledge_link),
-    V.KNOWLEDGE_UNLINK: Route(operator_knowledge_graph.knowledge_unlink),
-    V.KNOWLEDGE_SOURCE: Route(operator_knowledge_source.knowledge_source),
-    V.KNOWLEDGE_EXPAND: Route(operator_knowledge_expand.knowledge_expand),
-    V.MEMORY_ABOUT: Route(operator_curation.memory_about),
-    V.MEMORY_FORGET: Route(operator_curation.memory_forget),
-    V.MEMORY_REEMBED: Route(operator_reembed.memory_reembed),
-    V.MEMORY_BACKFILL_TOOLS: Route(operator_tool_backfill.memory_backfill_tools),
-    V.SESSION_MESSAGES: Route(operator_session_messages.session_messages),
-    V.GATEWAY_STATUS: Route(operator_gateways.gateway_status),
-    V.SESSION_INJECT: Route(operator_sessions.session_inject),
-    V.USAGE: Route(operator_usage.usage),
-    V.INBOX_LIST: Route(operator_recovery_inbox.inbox_list),
-    V.INBOX_RESOLVE: Route(operator_recovery_inbox.inbox_resolve),
+    V.CHAT_SEND: Route("chat:chat_send"),
+    V.CHAT_REPLIES: Route("chat:chat_replies"),
+    V.MEMORY_SEARCH: Route("memory.views:memory_search"),
+    V.MEMORY_SHOW: Route("memory.views:memory_show"),
+    V.MEMORY_STATS: Route("memory.views:memory_stats"),
+    V.KNOWLEDGE_LIST: Route("memory.views:knowledge_list"),
+    V.KNOWLEDGE_SHOW: Route("memory.views:knowledge_show"),
+    V.KNOWLEDGE_PUT: Route("memory.views:knowledge_put"),
+    V.KNOWLEDGE_DELETE: Route("memory.views:knowledge_delete"),
+    V.KNOWLEDGE_ADD: Route("memory.knowledge:knowledge_add"),
+    V.KNOWLEDGE_WRITE: Route("memory.knowledge:knowledge_write"),
+    V.KNOWLEDGE_RENAME: Route("memory.knowledge:knowledge_rename"),
+    V.KNOWLEDGE_ALIAS: Route("memory.knowledge:knowledge_alias"),
+    V.KNOWLEDGE_HISTORY: Route("memory.knowledge:knowledge_history"),
+    V.KNOWLEDGE_RESTORE: Route("memory.knowledge:knowledge_restore"),
+    V.KNOWLEDGE_LINK: Route("memory.graph:knowledge_link"),
+    V.KNOWLEDGE_UNLINK: Route("memory.graph:knowledge_unlink"),
+    V.KNOWLEDGE_SOURCE: Route("memory.source:knowledge_source"),
+    V.KNOWLEDGE_EXPAND: Route("memory.expand:knowledge_expand"),
+    V.MEMORY_ABOUT: Route("memory.curation:memory_about"),
+    V.MEMORY_FORGET: Route("memory.curation:memory_forget"),
+    V.MEMORY_REEMBED: Route("memory.reembed:memory_reembed"),
+    V.MEMORY_BACKFILL_TOOLS: Route("memory.tool_backfill:memory_backfill_tools"),
+    V.SESSION_MESSAGES: Route("memory.session_messages:session_messages"),
+    V.GATEWAY_STATUS: Route("gateways:gateway_status"),
+    V.SESSION_INJECT: Route("sessions:session_inject"),
+    V.USAGE: Route("usage:usage"),
+    V.INBOX_LIST: Route("recovery.inbox:inbox_list"),
+    V.INBOX_RESOLVE: Route("recovery.inbox:inbox_resolve"),
 }
 """Who answers every operator verb. `session.events` (with follow), `logs`, `subscribe`,
 `agent.build`, `agent.update`, `agent.update_all`, `agent.rollback`, `chat.replies` and
@@ -233,7 +221,7 @@ class OperatorApi:
             OperatorApplyEdges(lambda: self.context),
             lambda row, _: services.approvals.finish(row),
             clock=clock,
-            config=lambda row, note: apply_config_change(self.context, row, note),
+            config=lambda row, note: _apply_config_change(self.context, row, note),
             progress=services.approvals.progressed,
         )
 
@@ -350,6 +338,13 @@ async def call_verb(
     if isinstance(answer, WireModel):
         return answer.model_dump(mode="json")
     return _translated(answer)
+
+
+async def _apply_config_change(ctx: OperatorContext, row: ApprovalRow, note: Note) -> str:
+    """An approved config change applied (`approvals.config_change`, imported by the first)."""
+    from choir.daemon.operator.approvals.config_change import apply_config_change
+
+    return await apply_config_change(ctx, row, note)
 
 
 async def _cancelled(task: asyncio.Task[None]) -> None:

@@ -8,6 +8,7 @@ handler (`operator_api`) only dispatches.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING
@@ -36,6 +37,11 @@ if TYPE_CHECKING:  # numpy and pgvector load with the first memory verb
     from choir.daemon.memory.embedding.vector_models import VectorModels
     from choir.daemon.memory.reembed import Reembedder
     from choir.daemon.memory.store import MemoryStore
+
+
+IN_A_DM: ContextVar[bool] = ContextVar("IN_A_DM", default=False)
+"""Set while a DM's command runs a verb (`OperatorApi`'s in-process call): a DM's answer
+travels through a chat (Telegram), so an encrypted item is never opened for it."""
 
 
 @dataclass(frozen=True)

@@ -87,6 +87,7 @@ from choir.daemon.runtimes.base import (
 from choir.daemon.runtimes.bwrap import (
     BWRAP_ENV,
     Sandbox,
+    SandboxFound,
     find_sandbox,
     must_be_hidden,
     read_view,
@@ -148,8 +149,15 @@ class ProcessRuntime:
     """Starts, stops and watches choir-agent processes on this host."""
 
     def __init__(
-        self, home: ChoirHome, sessions: SessionService, push: PushFn, link: LinkFn = no_link
+        self,
+        home: ChoirHome,
+        sessions: SessionService,
+        push: PushFn,
+        link: LinkFn = no_link,
+        sandbox: SandboxFound | None = None,
     ) -> None:
+        """`sandbox`: what `find_sandbox` found, when it ran already (choird probes bwrap while
+        it imports); None: look now."""
         self._home = home
         self._link = link
         """choird's HTTP(S) listener when agents use it (`--transport http`), else None."""
@@ -159,7 +167,7 @@ class ProcessRuntime:
         self._schemas = SchemaMemo(home)
         self._clone_from: dict[str, tuple[Path, str] | None] = {}
         """The repo each agent may clone (`mount_source`), as of its last `prepare`."""
-        self._sandbox, note = find_sandbox()
+        self._sandbox, note = sandbox if sandbox is not None else find_sandbox()
         if self._sandbox is None:
             log.warning("process runtime: agents run unsandboxed", fields={"reason": note})
         else:

@@ -12,6 +12,7 @@ import os
 
 from choir.daemon.runtimes.agent_link import LinkFn, NetworkLinkFn, no_link, no_network_link
 from choir.daemon.runtimes.base import AgentRuntime, PushFn, RuntimeChoice
+from choir.daemon.runtimes.bwrap import SandboxFound
 from choir.daemon.runtimes.container_spec import ConfigFn
 from choir.daemon.runtimes.process import ProcessRuntime
 from choir.daemon.sessions.service import SessionService
@@ -30,12 +31,14 @@ async def select_runtime(
     config: ConfigFn,
     link: LinkFn = no_link,
     network_link: NetworkLinkFn = no_network_link,
+    sandbox: SandboxFound | None = None,
 ) -> AgentRuntime:
     """The runtime for `choice`; UnavailableError when docker is required and absent. `link`
     is choird's HTTP(S) listener for the process runtime's agents, `network_link` its listener
-    on a docker network's gateway for the docker runtime's (`agent_link`, `bridge_link`)."""
+    on a docker network's gateway for the docker runtime's (`agent_link`, `bridge_link`);
+    `sandbox`, bwrap as already probed for the process runtime (None: probed now)."""
     if choice == "process":
-        return ProcessRuntime(home, sessions, push, link)
+        return ProcessRuntime(home, sessions, push, link, sandbox)
     from choir.daemon.runtimes.docker import DockerRuntime  # the Docker SDK: only when tried
 
     try:
@@ -43,7 +46,7 @@ async def select_runtime(
     except UnavailableError:
         if choice == "docker":
             raise UnavailableError(no_engine_message()) from None
-    runtime = ProcessRuntime(home, sessions, push, link)
+    runtime = ProcessRuntime(home, sessions, push, link, sandbox)
     how = "in a bwrap sandbox" if runtime.sandboxed else "unsandboxed"
     log.warning(
         "no Docker engine answers: agents run on the process runtime",

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
 from choir.config.atomic import atomic_write_with
+from choir.daemon.heap import trim_heap
 from choir.daemon.memory.embedding.errors import EmbeddingError, EmbeddingErrorKind
 from choir.daemon.memory.embedding.local_pooling import MeanPooler
 from choir.daemon.memory.embedding.provider import Vector
@@ -76,6 +77,7 @@ def _loaded_model() -> MeanPooler:
     with _load_lock:  # two first calls at once load it once
         if _model is None:
             _model = _load()
+            trim_heap()  # the tokenizer's parse, freed: a few MB choird would keep otherwise
         return _model
 
 

@@ -26,7 +26,6 @@ from choir.config import load_home
 from choir.config.scaffolding.home_setup import SCRATCH_DIRS
 from choir.daemon.agents.resume_watch import until_resumed
 from choir.daemon.memory.keys import checked_key
-from choir.daemon.memory.sealed_backfill import seal_written_before, sealed_notes
 from choir.daemon.operator.agents.launches import Launched, Lifecycle
 from choir.daemon.operator.context import OperatorContext
 from choir.daemon.runtimes.base import TERM_GRACE_S, StopReason, graceful_stop
@@ -221,6 +220,9 @@ async def relaunch(ctx: OperatorContext, row: SessionRow) -> AgentStarted:
 async def _seal_written_before(ctx: OperatorContext, agent_id: str, key: bytes) -> list[str]:
     """Seal `agent_id`'s items written before their memory was marked encrypted; the notes
     saying how many, logged too."""
+    # only a start with a memory key gets here: the store's knowledge modules load with it
+    from choir.daemon.memory.sealed_backfill import seal_written_before, sealed_notes
+
     counts = await seal_written_before(ctx.pool, agent_id, ctx.config.agents[agent_id], key)
     notes = sealed_notes(agent_id, counts)
     for note in notes:

@@ -6,6 +6,9 @@ runtime materialises a candidate tree in scratch space (the same merge and check
 start runs, so a skill that would not load fails here, before the agent is touched). The update
 is `agent update`'s `update_one`: stop for update and start resuming the session, so the agent
 can use the new skill in the same conversation.
+
+choird builds these edges at its start, and applies are rare: the lifecycle, update and runtime
+modules they step into load with the first build or update, not with choird.
 """
 
 from __future__ import annotations
@@ -15,9 +18,8 @@ import shutil
 import tempfile
 from collections.abc import Callable, Collection
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from choir.daemon.operator.agents.lifecycle import lifecycle_of
-from choir.daemon.operator.agents.update import tree_digest, update_one
 from choir.daemon.operator.context import OperatorContext
 from choir.daemon.proposals import git_apply, repo_change
 from choir.daemon.proposals.check import known_tools
@@ -25,8 +27,10 @@ from choir.daemon.proposals.git_apply import ApplyError
 from choir.daemon.proposals.skill import ProposedFile
 from choir.daemon.proposals.steps import ApplyState
 from choir.daemon.proposals.tool import check_registration
-from choir.daemon.runtimes.process import ProcessRuntime
 from choir.protocol.base import WireModel
+
+if TYPE_CHECKING:
+    from choir.daemon.runtimes.process import ProcessRuntime
 
 
 class OperatorApplyEdges:
@@ -82,6 +86,9 @@ class OperatorApplyEdges:
         return {}
 
     async def build(self, state: ApplyState) -> dict[str, str]:
+        from choir.daemon.operator.agents.lifecycle import lifecycle_of
+        from choir.daemon.runtimes.process import ProcessRuntime
+
         ctx = self._context()
         runtime = lifecycle_of(ctx).runtime
         if isinstance(runtime, ProcessRuntime):
@@ -109,6 +116,8 @@ class OperatorApplyEdges:
         return await asyncio.to_thread(git_apply.target_repo, ctx.config, state.agent_id, ctx.home)
 
     async def _update(self, state: ApplyState) -> None:
+        from choir.daemon.operator.agents.update import update_one
+
         def ignore(_: WireModel) -> None:
             return None
 
@@ -119,6 +128,8 @@ class OperatorApplyEdges:
 
 def _candidate_digest(runtime: ProcessRuntime, ctx: OperatorContext, state: ApplyState) -> str:
     """Materialise the agent's tree as its next start would, in scratch space; its digest."""
+    from choir.daemon.operator.agents.update import tree_digest
+
     with tempfile.TemporaryDirectory(prefix="choir-apply-build-") as scratch:
         tree = Path(scratch) / "choir"
         try:

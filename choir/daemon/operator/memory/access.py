@@ -13,7 +13,6 @@ refusal is a `UsageError` (exit 2), nothing written.
 
 from __future__ import annotations
 
-from contextvars import ContextVar
 from dataclasses import replace
 from functools import partial
 from typing import TYPE_CHECKING, Any
@@ -23,7 +22,7 @@ from choir.core.memory.knowledge.graph import ItemFields, Placement
 from choir.core.memory.sealed_items import OpenedItem, is_sealed, open_item, readable
 from choir.core.memory.sealing import SealError
 from choir.daemon.memory.sealed_writes import is_encrypted, sealed_content, sealed_version
-from choir.daemon.operator.context import OperatorContext
+from choir.daemon.operator.context import IN_A_DM, OperatorContext
 from choir.daemon.operator.memory.graph import fields_of
 from choir.errors import NotFoundError, UsageError
 from choir.protocol.operator import requests as r
@@ -117,9 +116,6 @@ def opened(ctx: OperatorContext, agent: str, item: KnowledgeItem) -> KnowledgeIt
     return replace(item, text=content.text, data=content.data)
 
 
-IN_A_DM: ContextVar[bool] = ContextVar("IN_A_DM", default=False)
-"""Set while a DM's command runs a verb (`OperatorApi`'s in-process call): a DM's answer
-travels through a chat (Telegram), so an encrypted item is never opened for it."""
 NOT_IN_A_DM = "(encrypted: opened only in choirctl and the console)"
 
 

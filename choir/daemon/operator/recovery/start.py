@@ -16,7 +16,6 @@ from typing import Final
 
 from choir.core.recovery_inbox import notice_text
 from choir.daemon.operator.context import OperatorContext
-from choir.daemon.operator.recovery.inbox import collect
 from choir.logs import get_logger
 from choir.store.approvals.pending import list_approvals
 from choir.store.recovery_items import interrupted_applies, note_timed_out
@@ -73,6 +72,8 @@ async def tell_admins(
 ) -> None:
     """After `delay_s`, one message to every admin DM if anything waited when choird started."""
     await asyncio.sleep(delay_s)
+    from choir.daemon.operator.recovery.inbox import collect  # the inbox verbs' module: late
+
     try:
         items = await collect(ctx)
     except Exception:  # Postgres away: status and the feed say so; the inbox is read later

@@ -9,13 +9,13 @@ import contextlib
 from typing import TYPE_CHECKING, Any, Final
 
 from choir.daemon.workers.browser.chromium import SessionBrowser
+from choir.daemon.workers.browser.off import TOOL
 from choir.daemon.workers.browser.rules import MAX_LINKS, BrowseCall, chunk, clean_text, snippet
 from choir.protocol import ToolResult
 
 if TYPE_CHECKING:
     from playwright.async_api import Locator, Page
 
-TOOL: Final = "choir.web.browse"
 LINKS_JS: Final = """() => Array.from(document.querySelectorAll('a[href]')).map(a =>
   [(a.innerText || a.getAttribute('aria-label') || a.title || '').trim(), a.href])"""
 PAGE_TEXT_JS: Final = "() => [document.title, document.body ? document.body.innerText : '']"

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Final, Literal
 from urllib.parse import urlsplit
 
 from choir.config.browser import BrowserConfig
+from choir.daemon.workers.browser.off import OFF
 from choir.daemon.workers.egress_proxy import Allowed, EgressProxy, public_only
 from choir.logs import get_logger
 
@@ -159,10 +160,7 @@ class BrowserWorker:
         """Why `choir.web.browse` cannot be offered to models now, or None. A restart in
         progress is not a reason: calls meanwhile answer `service_unavailable`."""
         if not self.config.enabled:
-            return (
-                "the browser worker is not running: set browser.enabled to true in config.json "
-                "and restart choird (choir restart)"
-            )
+            return OFF
         if self.state == "failed":
             return f"the browser worker is not running: {self.failure}"
         return None

@@ -16,21 +16,20 @@ import secrets
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING
 
 from pydantic import ValidationError
 
 from choir.daemon.agents.host_tools import HostToolCall, HostTools
 from choir.daemon.workers.browser import actions
-from choir.daemon.workers.browser.actions import TOOL, Refused
+from choir.daemon.workers.browser.actions import Refused
 from choir.daemon.workers.browser.chromium import BrowserUnavailable, BrowserWorker, SessionBrowser
+from choir.daemon.workers.browser.off import TOOL, UNAVAILABLE
 from choir.daemon.workers.browser.rules import BrowseCall, web_url
 from choir.protocol import ToolResult
 
 if TYPE_CHECKING:
     from playwright.async_api import Page
-
-UNAVAILABLE: Final = "service_unavailable"
 
 WorkspaceOf = Callable[[HostToolCall], Path]
 """The calling session's workspace directory on the host."""
