@@ -6,13 +6,10 @@ from __future__ import annotations
 import ast
 import inspect
 import os
-import subprocess
-import sys
-from pathlib import Path
 
 import pydantic.plugin._schema_validator as schema_validator
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+from tests.harness.processes import run_probe
 
 PROBE = """
 import sys
@@ -32,16 +29,7 @@ def probe(value: str | None) -> list[object]:
     env = {k: v for k, v in os.environ.items() if k != "PYDANTIC_DISABLE_PLUGINS"}
     if value is not None:
         env["PYDANTIC_DISABLE_PLUGINS"] = value
-    done = subprocess.run(
-        [sys.executable, "-c", PROBE],
-        cwd=REPO_ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert done.returncode == 0, done.stderr
-    found: list[object] = ast.literal_eval(done.stdout)
+    found: list[object] = run_probe(PROBE, env=env, timeout=60)
     return found
 
 

@@ -14,15 +14,14 @@ from pathlib import Path
 
 import pytest
 
+from tests.harness.processes import run_probe
+
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
 
 def loaded(imports: str, candidates: tuple[str, ...]) -> list[str]:
     probe = f"import sys\n{imports}\nprint([m for m in {candidates!r} if m in sys.modules])\n"
-    done = subprocess.run(
-        [sys.executable, "-c", probe], cwd=REPO_ROOT, capture_output=True, text=True, check=True
-    )
-    found: list[str] = ast.literal_eval(done.stdout)
+    found: list[str] = run_probe(probe)
     return found
 
 
@@ -102,10 +101,7 @@ def test_choir_agent_commits_without_building_the_event_union() -> None:
         " 'message_id': None}, entry.event\n"
         "print(repr(type(EVENT_ADAPTER.serializer).__name__))"
     )
-    done = subprocess.run(
-        [sys.executable, "-c", probe], cwd=REPO_ROOT, capture_output=True, text=True, check=True
-    )
-    assert ast.literal_eval(done.stdout) == "MockValSer"
+    assert run_probe(probe) == "MockValSer"
 
 
 def test_choir_agent_builds_no_event_validator_at_import() -> None:
@@ -116,10 +112,7 @@ def test_choir_agent_builds_no_event_validator_at_import() -> None:
         "from choir.protocol.log.events import EVENT_ADAPTER\n"
         "print(repr(type(EVENT_ADAPTER.validator).__name__))"
     )
-    done = subprocess.run(
-        [sys.executable, "-c", probe], cwd=REPO_ROOT, capture_output=True, text=True, check=True
-    )
-    assert ast.literal_eval(done.stdout) == "MockValSer"
+    assert run_probe(probe) == "MockValSer"
 
 
 @pytest.mark.parametrize(
@@ -176,10 +169,7 @@ def test_what_loads_after_init_hello_is_what_serving_imports() -> None:
                 if isinstance(node, ast.ImportFrom) and node.module:
                     inside.add(node.module)
     probe = "import sys, choir.agent.app as a\na.import_after_hello()\nprint(sorted(sys.modules))"
-    done = subprocess.run(
-        [sys.executable, "-c", probe], cwd=REPO_ROOT, capture_output=True, text=True, check=True
-    )
-    assert inside - set(ast.literal_eval(done.stdout)) == set()
+    assert inside - set(run_probe(probe)) == set()
 
 
 @pytest.mark.parametrize(

@@ -5,15 +5,12 @@ call imports its module and answers as before."""
 
 from __future__ import annotations
 
-import ast
-import subprocess
-import sys
 from pathlib import Path
 
 from choir.store.postgres.target import ConnectParams
 from tests.harness.homes import external_postgres, make_home
+from tests.harness.processes import run_probe
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
 DEFERRED = (
     "choir.daemon.operator.status",
     "choir.daemon.operator.agents.lifecycle",
@@ -54,16 +51,7 @@ def test_choird_is_ready_before_the_verbs_and_workers_it_has_not_used(
 ) -> None:
     home = make_home(root, postgres=external_postgres(pg_params))
     probe = PROBE.format(deferred=DEFERRED, home=str(home.root))
-    done = subprocess.run(
-        [sys.executable, "-c", probe],
-        cwd=REPO_ROOT,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr[-2000:]
-    ready, used, answer, browse = ast.literal_eval(done.stdout.strip().splitlines()[-1])
+    ready, used, answer, browse = run_probe(probe)
     assert ready == []
     assert used == ["choir.daemon.operator.status"]  # the verb called, nothing else
     assert "agents" in answer

@@ -6,6 +6,7 @@ that blocks writing its log to stderr would look like a hung daemon.
 
 from __future__ import annotations
 
+import ast
 import asyncio
 import os
 import subprocess
@@ -13,12 +14,30 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from choir.home import ChoirHome
 
 REPO = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 """The virtualenv's scripts: `choird`, `choirctl`."""
+
+
+def run_probe(code: str, *, env: dict[str, str] | None = None, timeout: float = 120) -> Any:
+    """The last line a fresh interpreter running `code` prints, read as a Python literal; its
+    stderr's tail is the failure when it exits non-zero. A probe sees what a process loads from
+    its start, which this one's imports have long since settled."""
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    return ast.literal_eval(done.stdout.strip().splitlines()[-1])
 
 
 def environment(**extra: str) -> dict[str, str]:

@@ -4,15 +4,12 @@ memory service loads them at first use, and then embeds."""
 
 from __future__ import annotations
 
-import ast
-import subprocess
-import sys
 from pathlib import Path
 
 from choir.store.postgres.target import ConnectParams
 from tests.harness.homes import external_postgres, make_home
+from tests.harness.processes import run_probe
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
 HEAVY = (
     "numpy",
     "wordllama",
@@ -47,16 +44,7 @@ def test_choird_is_ready_before_the_embedding_stack_loads(
 ) -> None:
     home = make_home(root, postgres=external_postgres(pg_params))
     probe = PROBE.format(heavy=HEAVY, home=str(home.root))
-    done = subprocess.run(
-        [sys.executable, "-c", probe],
-        cwd=REPO_ROOT,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr[-2000:]
-    ready, used, shape = ast.literal_eval(done.stdout.strip().splitlines()[-1])
+    ready, used, shape = run_probe(probe)
     assert ready == []
     assert set(used) >= {"numpy", "tokenizers", "choir.daemon.memory.embedding.local_provider"}
     assert shape == (256,)  # the local model, as configured by default
@@ -87,15 +75,6 @@ def test_memory_with_nothing_to_do_loads_with_its_first_work(
     """A fresh home has no session to close and no row to embed: choird keeps numpy, the store
     and their Postgres connections unloaded (~25 MB of the stack) until memory is wanted."""
     home = make_home(root, postgres=external_postgres(pg_params))
-    done = subprocess.run(
-        [sys.executable, "-c", IDLE_PROBE.format(home=str(home.root))],
-        cwd=REPO_ROOT,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr[-2000:]
-    idle, wanted = ast.literal_eval(done.stdout.strip().splitlines()[-1])
+    idle, wanted = run_probe(IDLE_PROBE.format(home=str(home.root)))
     assert idle == (False, False)
     assert wanted == (True, True)
