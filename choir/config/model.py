@@ -14,10 +14,9 @@ from choir.config.base import ConfigModel, NonEmpty
 from choir.config.browser import BrowserConfig
 from choir.config.container import ContainerConfig
 from choir.config.llm import ModelConfig, SpendCap
-from choir.config.memories import MemoryEntry
+from choir.config.memories import MemoryEntry, RelevanceConfig
 from choir.config.metrics import MetricsConfig
 from choir.config.names import AgentId, ResourceName
-from choir.config.relevance import RelevanceConfig
 from choir.config.resources import (
     DmConfig,
     EmailAccountConfig,
