@@ -3,11 +3,7 @@ agent waits for its INIT_HELLO answer (`runtimes/warmup`; bench.step_e2e `first_
 
 from __future__ import annotations
 
-import subprocess
-import sys
-from pathlib import Path
-
-REPO_ROOT = Path(__file__).resolve().parents[2]
+from tests.harness.processes import run_probe
 
 PROBE = """
 import asyncio, importlib
@@ -17,8 +13,8 @@ for module in AFTER_DATABASE:
     importlib.import_module(module)
 from choir.daemon.runtimes import warmup
 from choir.protocol.log.events import EVENT_ADAPTER
-print(sorted(m.__name__ for m in warmup.WIRE_MODELS if m.__pydantic_complete__))
-print(EVENT_ADAPTER.pydantic_complete)
+built_at_start = sorted(m.__name__ for m in warmup.WIRE_MODELS if m.__pydantic_complete__)
+adapter_at_start = EVENT_ADAPTER.pydantic_complete
 
 async def main():
     warmup.build_while_agents_boot()
@@ -27,23 +23,15 @@ async def main():
     await asyncio.gather(*warmup._building)
 
 asyncio.run(main())
-print(sorted(m.__name__ for m in warmup.WIRE_MODELS if not m.__pydantic_complete__))
-print(EVENT_ADAPTER.pydantic_complete)
+left = sorted(m.__name__ for m in warmup.WIRE_MODELS if not m.__pydantic_complete__)
+print(repr((built_at_start, adapter_at_start, left, EVENT_ADAPTER.pydantic_complete)))
 """
 
 
 def test_a_started_choird_has_them_to_build_and_the_warmup_builds_them_all() -> None:
-    done = subprocess.run(
-        [sys.executable, "-c", PROBE],
-        cwd=REPO_ROOT,
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=60,
-    )
-    built_at_start, adapter_at_start, left, adapter_left = done.stdout.strip().splitlines()
+    built_at_start, adapter_at_start, left, adapter_left = run_probe(PROBE, timeout=60)
     assert "InitHelloResponse" not in built_at_start  # else there would be nothing to gain
     assert "HeartbeatRequest" not in built_at_start
-    assert adapter_at_start == "False"
-    assert left == "[]"
-    assert adapter_left == "True"  # the first heartbeat with events finds it built
+    assert adapter_at_start is False
+    assert left == []
+    assert adapter_left is True  # the first heartbeat with events finds it built
